@@ -1,0 +1,47 @@
+"""The ``xeforge`` command line: a thin shell over the core API.
+
+Each subcommand lives in ``xeforge_core/commands/<name>.py`` and exposes
+``register(subparsers) -> None`` (adding its parser, with ``func`` set to a callable taking the
+parsed ``argparse.Namespace`` and returning an exit status). Modules are imported lazily so
+that ``xeforge verify`` does not pay for Streamlit or git imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = ("verify", "optimize", "batch", "doctor")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every available subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="xeforge",
+        description="Verify and optimize Triton kernels for Intel Xe GPUs (cuda and cpu supported).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"xeforge_core.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"xeforge_core.commands.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``xeforge`` console script. Returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``xeforge`` CLI (see ``xeforge_core.cli``)."""

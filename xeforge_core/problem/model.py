@@ -1,0 +1,187 @@
+"""The kernel problem: the code under test, its optional PyTorch reference, and its spec.
+
+Everything here is parsed *statically* (YAML, AST): no kernel or model code is executed in
+the calling process. Running ``get_inputs()`` / ``Model(...)`` happens only in the isolated
+worker (``xeforge_core.worker``), which receives ``Problem.job_spec()`` and
+``Variant.to_data()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ProblemError(ValueError):
+    """Bad input: a kernel file, reference or spec that cannot be used as given.
+
+    ``file`` is the offending file, ``line`` its 1-based line when known, ``field`` the YAML
+    field path (e.g. ``ci[0].dims.BATCH``) when the error is in a spec. ``str(err)`` names all
+    of them, so a UI or CLI can show it as is.
+    """
+
+    def __init__(self, message: str, *, file: str | Path | None = None, line: int | None = None,
+                 field: str | None = None) -> None:
+        self.message = message
+        self.file = str(file) if file is not None else None
+        self.line = line
+        self.field = field
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "")
+        if self.field:
+            where = f"{where} [{self.field}]" if where else f"[{self.field}]"
+        return f"{where}: {self.message}" if where else self.message
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One forward() input: symbolic ``shape`` (dim names or ints) and torch dtype name."""
+
+    name: str
+    shape: tuple[str | int, ...]
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class InitSpec:
+    """One positional ``Model.__init__`` argument: ``value`` is a dim name or a literal."""
+
+    key: str
+    value: Any
+
+
+@dataclass
+class Variant:
+    """One shape variant of a spec (only entry 0 of each YAML variant list is used).
+
+    ``dims`` maps dim names to ints, floats, lists or strings; ``flop`` is the evaluated
+    floating-point operation count of one forward call (``None`` if the spec gives none);
+    ``bytes`` the minimum bytes moved (inputs + outputs, when the loader can derive it).
+    """
+
+    name: str
+    params: list[str]
+    dims: dict[str, Any]
+    dtype: str | None = None
+    flop_formula: str | float | None = None
+    flop: float | None = None
+    bytes: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    init_values: list[Any] = field(default_factory=list)
+
+    def to_data(self) -> dict[str, Any]:
+        """The JSON-able ``VariantData`` the worker receives (see ``worker/job.py``)."""
+        return {
+            "name": self.name,
+            "params": list(self.params),
+            "dims": dict(self.dims),
+            "dtype": self.dtype,
+            "flop": self.flop,
+            "bytes": self.bytes,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "init_values": list(self.init_values),
+        }
+
+
+@dataclass
+class Spec:
+    """An Xe-Forge YAML spec: inputs, inits and variant families (by name)."""
+
+    path: Path | None
+    inputs: dict[str, InputSpec]
+    inits: list[InitSpec]
+    variants: dict[str, Variant]
+    default_variant: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "inputs": {n: {"shape": list(i.shape), "dtype": i.dtype} for n, i in self.inputs.items()},
+            "inits": [{"key": i.key, "value": i.value} for i in self.inits],
+        }
+
+
+@dataclass
+class ModuleFile:
+    """A Python module given as source text (and its path, when it came from a file).
+
+    ``class_name`` is the class the harness instantiates: ``Model`` for a KernelBench-style
+    module, ``ModelNew`` for KernelBench's solution convention.
+    """
+
+    source: str
+    path: Path | None = None
+    class_name: str = "Model"
+    label: str = "baseline"
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "filename": self.path.name if self.path else f"{self.label}.py",
+            "class_name": self.class_name,
+            "label": self.label,
+        }
+
+
+@dataclass
+class Problem:
+    """A kernel problem: the baseline kernel module, optional reference, optional spec.
+
+    ``name`` is a short identifier (the file stem). Without a spec, the worker calls the
+    module's own ``get_inputs()`` / ``get_init_inputs()`` (one variant named ``module``).
+    """
+
+    name: str
+    kernel: ModuleFile
+    reference: ModuleFile | None = None
+    spec: Spec | None = None
+
+    def variant(self, name: str) -> Variant:
+        """Return the named variant. Raises ``ProblemError`` naming the spec and the
+        available variants when it does not exist."""
+        if self.spec is None:
+            if name == "module":
+                return Variant(name="module", params=[], dims={})
+            raise ProblemError(f"no spec given, so there is no variant {name!r}; only 'module'")
+        if name not in self.spec.variants:
+            known = ", ".join(sorted(self.spec.variants)) or "none"
+            raise ProblemError(f"unknown variant {name!r} (known: {known})", file=self.spec.path)
+        return self.spec.variants[name]
+
+    def correctness_variants(self) -> list[Variant]:
+        """Variants small enough to check for correctness on any device (``ci`` first)."""
+        if self.spec is None:
+            return [Variant(name="module", params=[], dims={})]
+        return [v for n, v in self.spec.variants.items() if n == "ci"] or [
+            self.variant(self.default_variant_name())
+        ]
+
+    def benchmark_variants(self, device_type: str) -> list[Variant]:
+        """Variants to time on ``device_type``: ``bench-xpu`` on xpu when present, else
+        the default variant (``default_variant`` > ``bench-gpu``)."""
+        if self.spec is None:
+            return [Variant(name="module", params=[], dims={})]
+        if device_type == "xpu" and "bench-xpu" in self.spec.variants:
+            return [self.spec.variants["bench-xpu"]]
+        return [self.variant(self.default_variant_name())]
+
+    def default_variant_name(self) -> str:
+        if self.spec is None:
+            return "module"
+        if self.spec.default_variant and self.spec.default_variant in self.spec.variants:
+            return self.spec.default_variant
+        if "bench-gpu" in self.spec.variants:
+            return "bench-gpu"
+        return next(iter(self.spec.variants), "module")
+
+    def with_kernel_source(self, source: str, label: str = "candidate") -> Problem:
+        """The same problem with another version of the kernel module (a candidate)."""
+        kernel = ModuleFile(source=source, path=self.kernel.path, class_name=self.kernel.class_name,
+                            label=label)
+        return Problem(name=self.name, kernel=kernel, reference=self.reference, spec=self.spec)

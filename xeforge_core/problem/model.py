@@ -59,9 +59,14 @@ class InitSpec:
 class Variant:
     """One shape variant of a spec (only entry 0 of each YAML variant list is used).
 
-    ``dims`` maps dim names to ints, floats, lists or strings; ``flop`` is the evaluated
-    floating-point operation count of one forward call (``None`` if the spec gives none);
-    ``bytes`` the minimum bytes moved (inputs + outputs, when the loader can derive it).
+    ``dims`` maps dim names to ints, floats, lists or strings (YAML 1.1 leaves ``1e-5`` a
+    string; it is kept as given); ``flop`` is the evaluated floating-point operation count of
+    one forward call (``None`` if the spec gives none); ``bytes`` is the sum of the *input*
+    tensors' sizes in bytes (shape x dtype element size). Outputs are not included: their
+    shapes and dtypes are unknown until the module runs, so ``bytes`` is a lower bound of the
+    bytes moved. ``init_values`` are the resolved positional ``Model.__init__`` arguments;
+    ``shapes`` and ``input_dtypes`` are each ``params`` input's concrete shape and torch dtype
+    name (the variant ``dtype`` overrides every input's own).
     """
 
     name: str
@@ -74,6 +79,8 @@ class Variant:
     rtol: float | None = None
     atol: float | None = None
     init_values: list[Any] = field(default_factory=list)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    input_dtypes: dict[str, str] = field(default_factory=dict)
 
     def to_data(self) -> dict[str, Any]:
         """The JSON-able ``VariantData`` the worker receives (see ``worker/job.py``)."""
@@ -87,20 +94,28 @@ class Variant:
             "rtol": self.rtol,
             "atol": self.atol,
             "init_values": list(self.init_values),
+            "shapes": {n: list(s) for n, s in self.shapes.items()},
+            "input_dtypes": dict(self.input_dtypes),
         }
 
 
 @dataclass
 class Spec:
-    """An Xe-Forge YAML spec: inputs, inits and variant families (by name)."""
+    """An Xe-Forge YAML spec: inputs, inits and variant families (by name, file order).
+
+    ``warnings`` lists what the parser ignored or found odd (extra entries of a variant list,
+    unknown keys, duplicate keys), each naming the file, line and field.
+    """
 
     path: Path | None
     inputs: dict[str, InputSpec]
     inits: list[InitSpec]
     variants: dict[str, Variant]
     default_variant: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_data(self) -> dict[str, Any]:
+        """The JSON-able ``SpecData`` the worker receives (see ``worker/job.py``)."""
         return {
             "inputs": {n: {"shape": list(i.shape), "dtype": i.dtype} for n, i in self.inputs.items()},
             "inits": [{"key": i.key, "value": i.value} for i in self.inits],
@@ -141,6 +156,7 @@ class Problem:
     kernel: ModuleFile
     reference: ModuleFile | None = None
     spec: Spec | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def variant(self, name: str) -> Variant:
         """Return the named variant. Raises ``ProblemError`` naming the spec and the
@@ -184,4 +200,14 @@ class Problem:
         """The same problem with another version of the kernel module (a candidate)."""
         kernel = ModuleFile(source=source, path=self.kernel.path, class_name=self.kernel.class_name,
                             label=label)
-        return Problem(name=self.name, kernel=kernel, reference=self.reference, spec=self.spec)
+        return Problem(name=self.name, kernel=kernel, reference=self.reference, spec=self.spec,
+                       warnings=list(self.warnings))
+
+    def job_spec(self) -> dict[str, Any]:
+        """The problem part of a worker job (see ``worker/job.py``): ``module`` (the kernel),
+        ``reference`` and ``spec`` as JSON-able data (``None`` where absent)."""
+        return {
+            "module": self.kernel.to_data(),
+            "reference": self.reference.to_data() if self.reference else None,
+            "spec": self.spec.to_data() if self.spec else None,
+        }

@@ -1,0 +1,422 @@
+"""Parse an Xe-Forge YAML spec into a :class:`~xeforge_core.problem.model.Spec`.
+
+The format (as the public Xe-Forge repository's ``test_kernels/*.yaml`` use it):
+
+* ``inputs``: name -> ``{shape: [DIM, ...], dtype: NAME}``; ``dtype`` defaults to float32.
+* ``inits``: a list of single-entry maps, ``- dim: DIM`` or ``- NAME: DIM``. The key is
+  ignored; the value is resolved per variant: a dim name gives that variant's ``dims`` value,
+  otherwise the value is parsed as int, then float, else kept as the raw string. The values are
+  passed *positionally* to ``Model.__init__`` (``Variant.init_values``).
+* ``default_variant``: optional name of the variant used when none is asked for.
+* every other top-level key whose value is a list is a variant family (``ci``,
+  ``bench-gpu``, ``bench-gpu-N``, ``bench-xpu``, ``bench-cpu``, ``bench-gpu-old``, ...). Only
+  entry 0 of each list is used (a warning says so when more are given); keys with scalar
+  values are ignored.
+* a variant entry has ``params`` (input names in forward() order), ``dims``, ``dtype``
+  (overrides every input's dtype), ``flop`` (formula over dims, or a number), ``rtol``/``atol``.
+
+Quirks kept on purpose: YAML 1.1 (PyYAML) reads ``1e-5`` (no dot) as the *string* ``"1e-5"``;
+such a dim stays a string in ``dims`` and in ``init_values`` (the real kernels call
+``float()`` on it, as Xe-Forge passes it), while flop formulas and ``rtol``/``atol`` read it
+as a number. Flop formulas are evaluated with dims as a namespace (:mod:`.flops`), not by
+textual substitution.
+
+Errors are :class:`ProblemError` naming the spec file, the YAML line and the field path
+(``bench-gpu[0].dims.BATCH``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .dtypes import DTYPE_SIZES, normalize_dtype
+from .flops import as_number, evaluate_flop
+from .model import InitSpec, InputSpec, ProblemError, Spec, Variant
+
+__all__ = ["parse_spec", "build_variant", "resolve_init_value", "MAX_SOURCE_BYTES"]
+
+#: Largest spec or module text accepted (bytes of UTF-8). Real specs are a few kB.
+MAX_SOURCE_BYTES = 1_000_000
+
+_RESERVED = ("inputs", "inits", "default_variant")
+_VARIANT_KEYS = {"params", "dims", "dtype", "flop", "rtol", "atol"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Path_ = tuple[Any, ...]
+
+
+def _line_map_child(node: yaml.Node, path: Path_, out: dict[Path_, int], dups: list[tuple[Path_, int]]) -> None:
+    """Record the 1-based line of every key and list item below ``node`` by its path (keys
+    and list indices); a nested collection keeps the line of its key. Duplicate keys are
+    collected in ``dups``."""
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.start_mark)
+                if key in seen:
+                    dups.append((path + (key,), key_node.start_mark.line + 1))
+                seen.add(key)
+                out[path + (key,)] = key_node.start_mark.line + 1
+                _line_map_child(value_node, path + (key,), out, dups)
+        else:
+            for i, item in enumerate(node.value):
+                out.setdefault(path + (i,), item.start_mark.line + 1)
+                _line_map_child(item, path + (i,), out, dups)
+
+
+def _field(path: Path_) -> str:
+    """``("ci", 0, "dims", "B")`` -> ``ci[0].dims.B``."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+class _Ctx:
+    """Error/warning helper that knows the file and the line of each YAML path."""
+
+    def __init__(self, path: Path | None, lines: dict[Path_, int]) -> None:
+        self.path = path
+        self.lines = lines
+        self.warnings: list[str] = []
+
+    def line(self, path: Path_) -> int | None:
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return None
+
+    def error(self, path: Path_, message: str) -> ProblemError:
+        return ProblemError(message, file=self.path, line=self.line(path), field=_field(path) or None)
+
+    def warn(self, path: Path_, message: str) -> None:
+        where = str(self.path.name) if self.path else "spec"
+        line = self.line(path)
+        if line:
+            where += f":{line}"
+        field = _field(path)
+        self.warnings.append(f"{where} [{field}]: {message}" if field else f"{where}: {message}")
+
+
+def check_text(text: Any, path: Path | None, what: str) -> str:
+    """Common guards for spec and module text: a ``str`` (or UTF-8 ``bytes``), not empty, not
+    over :data:`MAX_SOURCE_BYTES`. Returns the text; raises ``ProblemError`` naming the file."""
+    if isinstance(text, (bytes, bytearray)):
+        if len(text) > MAX_SOURCE_BYTES:
+            raise ProblemError(f"{what} is {len(text)} bytes; the limit is {MAX_SOURCE_BYTES} bytes",
+                               file=path)
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = bytes(text)[: exc.start].count(b"\n") + 1
+            raise ProblemError(f"{what} is not valid UTF-8 (byte 0x{bytes(text)[exc.start]:02x} at "
+                               f"offset {exc.start})", file=path, line=line) from None
+    if not isinstance(text, str):
+        raise ProblemError(f"{what} must be text, got {type(text).__name__}", file=path)
+    if len(text) > MAX_SOURCE_BYTES and len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
+        raise ProblemError(f"{what} is {len(text.encode('utf-8', 'surrogatepass'))} bytes; the limit is "
+                           f"{MAX_SOURCE_BYTES} bytes", file=path)
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise ProblemError(f"{what} contains a NUL byte (binary data?)", file=path, line=line)
+    if not text.strip():
+        raise ProblemError(f"{what} is empty", file=path)
+    return text
+
+
+def resolve_init_value(value: Any, dims: Mapping[str, Any]) -> Any:
+    """Xe-Forge's rule for one ``inits`` value: a dim name -> that dim's value (as given,
+    lists and strings included); otherwise int, then float, else the raw value."""
+    if isinstance(value, str):
+        if value in dims:
+            return dims[value]
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            return float(text)
+        except ValueError:
+            return value
+    return value
+
+
+def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: _Ctx | None,
+              input_path: Path_) -> tuple[int, ...]:
+    """Concrete shape of one input in one variant. A list-valued dim is spliced in."""
+    shape: list[int] = []
+    for i, entry in enumerate(inp.shape):
+        where = input_path + ("shape", i)
+        if isinstance(entry, int):
+            shape.append(entry)
+            continue
+        if entry not in dims:
+            known = ", ".join(dims) or "none"
+            msg = (f"input {inp.name} has shape [{', '.join(map(str, inp.shape))}], which uses dim "
+                   f"{entry!r}, but variant {variant_label} does not define it (its dims: {known})")
+            raise ctx.error(where, msg) if ctx else ProblemError(msg, field=_field(where))
+        value = dims[entry]
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            number = as_number(item)
+            if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+                msg = (f"input {inp.name}: dim {entry!r} = {value!r} in variant {variant_label} is not "
+                       f"a non-negative integer, so it cannot be a tensor size")
+                raise ctx.error(where, msg) if ctx else ProblemError(msg, field=_field(where))
+            shape.append(number)
+    return tuple(shape)
+
+
+def build_variant(name: str, *, params: list[str], dims: dict[str, Any], inputs: Mapping[str, InputSpec],
+                  inits: list[InitSpec], dtype: str | None = None, flop_formula: str | float | None = None,
+                  rtol: float | None = None, atol: float | None = None, ctx: _Ctx | None = None,
+                  entry_path: Path_ = ()) -> Variant:
+    """Build a :class:`Variant` with everything derived from its dims resolved: concrete
+    input shapes (``Variant.shapes``), per-input dtypes (``Variant.input_dtypes``; the
+    variant ``dtype`` overrides all), ``bytes`` (sum of the *input* tensors' sizes in bytes;
+    outputs are not included because their shapes are unknown until the module runs),
+    evaluated ``flop`` and positional ``init_values``.
+
+    Raises ``ProblemError`` for an unknown input in ``params``, a shape dim the variant does not
+    define, or a flop formula that does not evaluate."""
+    label = _field(entry_path) or name
+    for i, pname in enumerate(params):
+        if pname not in inputs:
+            known = ", ".join(inputs) or "none"
+            msg = f"variant {label} names input {pname!r} in params, but the spec's inputs are: {known}"
+            raise ctx.error(entry_path + ("params", i), msg) if ctx else ProblemError(msg)
+    shapes: dict[str, tuple[int, ...]] = {}
+    input_dtypes: dict[str, str] = {}
+    total_bytes = 0
+    for pname in params:
+        inp = inputs[pname]
+        shape = _shape_of(inp, dims, label, ctx, ("inputs", pname))
+        eff = dtype or inp.dtype
+        shapes[pname] = shape
+        input_dtypes[pname] = eff
+        total_bytes += math.prod(shape) * DTYPE_SIZES[eff]
+    flop = None
+    if flop_formula is not None:
+        fpath = entry_path + ("flop",)
+        flop = evaluate_flop(flop_formula, dims, field=_field(fpath) or f"{name}.flop",
+                             file=str(ctx.path) if ctx and ctx.path else None,
+                             line=ctx.line(fpath) if ctx else None)
+    init_values: list[Any] = []
+    for i, init in enumerate(inits):
+        value = init.value
+        if init.key == "dim" and isinstance(value, str) and _IDENT.match(value) and value not in dims \
+                and as_number(value) is None:
+            known = ", ".join(dims) or "none"
+            msg = (f"inits[{i}] is '- dim: {value}', but variant {label} defines no dim {value!r} "
+                   f"(its dims: {known})")
+            raise ctx.error(("inits", i), msg) if ctx else ProblemError(msg, field=f"inits[{i}]")
+        init_values.append(resolve_init_value(value, dims))
+    return Variant(name=name, params=list(params), dims=dict(dims), dtype=dtype, flop_formula=flop_formula,
+                   flop=flop, bytes=float(total_bytes), rtol=rtol, atol=atol, init_values=init_values,
+                   shapes=shapes, input_dtypes=input_dtypes)
+
+
+def _dtype(value: Any, ctx: _Ctx, path: Path_) -> str:
+    canonical = normalize_dtype(value)
+    if canonical is None:
+        raise ctx.error(path, f"{value!r} is not a torch dtype (e.g. float16, bfloat16, float32, int32; "
+                              f"aliases half, float, fp16, bf16 are accepted)")
+    return canonical
+
+
+def _tolerance(value: Any, ctx: _Ctx, path: Path_) -> float | None:
+    if value is None:
+        return None
+    number = as_number(value)
+    if number is None or not math.isfinite(float(number)) or number < 0:
+        raise ctx.error(path, f"{value!r} is not a non-negative number")
+    return float(number)
+
+
+def _parse_inputs(raw: Any, ctx: _Ctx) -> dict[str, InputSpec]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ctx.error(("inputs",), f"inputs must be a map from input name to {{shape, dtype}}, "
+                                     f"got {type(raw).__name__}")
+    inputs: dict[str, InputSpec] = {}
+    for name, record in raw.items():
+        path = ("inputs", name)
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise ctx.error(path, f"input name {name!r} is not an identifier")
+        if not isinstance(record, dict):
+            raise ctx.error(path, f"input {name} must be a map with 'shape' and 'dtype', got {record!r}")
+        shape_raw = record.get("shape")
+        if not isinstance(shape_raw, list):
+            raise ctx.error(path + ("shape",), f"input {name} needs a 'shape' list of dim names, got {shape_raw!r}")
+        shape: list[str | int] = []
+        for i, entry in enumerate(shape_raw):
+            if isinstance(entry, bool) or not isinstance(entry, (str, int)):
+                raise ctx.error(path + ("shape", i), f"shape entry {entry!r} of input {name} is neither a dim "
+                                                     f"name nor an integer")
+            if isinstance(entry, str) and not _IDENT.match(entry):
+                raise ctx.error(path + ("shape", i), f"shape entry {entry!r} of input {name} is not a dim name")
+            shape.append(entry)
+        dtype = _dtype(record.get("dtype", "float32"), ctx, path + ("dtype",))
+        extra = sorted(set(record) - {"shape", "dtype"})
+        if extra:
+            ctx.warn(path, f"keys {', '.join(map(str, extra))} of input {name} are ignored (Xe-Forge reads only "
+                           f"shape and dtype)")
+        inputs[name] = InputSpec(name=name, shape=tuple(shape), dtype=dtype)
+    return inputs
+
+
+def _parse_inits(raw: Any, ctx: _Ctx) -> list[InitSpec]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ctx.error(("inits",), f"inits must be a list of single-entry maps (- dim: NAME), got "
+                                    f"{type(raw).__name__}")
+    inits: list[InitSpec] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise ctx.error(("inits", i), f"inits[{i}] must be a single-entry map such as '- dim: HIDDEN', "
+                                          f"got {entry!r}")
+        ((key, value),) = entry.items()
+        if isinstance(value, (dict, type(None))):
+            raise ctx.error(("inits", i), f"inits[{i}] ({key}) has no usable value: {value!r}")
+        inits.append(InitSpec(key=str(key), value=value))
+    return inits
+
+
+def _parse_dims(raw: Any, ctx: _Ctx, path: Path_) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ctx.error(path, f"dims must be a map from dim name to value, got {type(raw).__name__}")
+    dims: dict[str, Any] = {}
+    for name, value in raw.items():
+        where = path + (name,)
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise ctx.error(where, f"dim name {name!r} is not an identifier")
+        if isinstance(value, bool) or value is None or isinstance(value, dict):
+            raise ctx.error(where, f"dim {name} = {value!r}: a dim is an int, float, list or numeric string")
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, (bool, dict, list)) or item is None:
+                    raise ctx.error(where, f"dim {name} = {value!r}: list items must be numbers")
+        dims[name] = value
+    return dims
+
+
+def _parse_variant(family: str, entry: Any, inputs: dict[str, InputSpec], inits: list[InitSpec],
+                   ctx: _Ctx) -> Variant:
+    path: Path_ = (family, 0)
+    if not isinstance(entry, dict):
+        raise ctx.error(path, f"variant {family}[0] must be a map (params, dims, dtype, flop, ...), got {entry!r}")
+    extra = sorted(str(k) for k in set(entry) - _VARIANT_KEYS)
+    if extra:
+        ctx.warn(path, f"keys {', '.join(extra)} are ignored (not read by Xe-Forge)")
+    params_raw = entry.get("params")
+    if params_raw is None:
+        params = list(inputs)
+        if inputs:
+            ctx.warn(path, f"no params given; using the inputs in spec order ({', '.join(params)})")
+    else:
+        if not isinstance(params_raw, list) or not all(isinstance(p, str) for p in params_raw):
+            raise ctx.error(path + ("params",), f"params must be a list of input names, got {params_raw!r}")
+        params = list(params_raw)
+        dupes = sorted({p for p in params if params.count(p) > 1})
+        if dupes:
+            raise ctx.error(path + ("params",), f"params name {', '.join(dupes)} more than once")
+    dims = _parse_dims(entry.get("dims"), ctx, path + ("dims",))
+    dtype = _dtype(entry["dtype"], ctx, path + ("dtype",)) if entry.get("dtype") is not None else None
+    flop_formula = entry.get("flop")
+    if isinstance(flop_formula, bool) or (flop_formula is not None and not isinstance(flop_formula, (str, int, float))):
+        raise ctx.error(path + ("flop",), f"flop must be a formula string or a number, got {flop_formula!r}")
+    rtol = _tolerance(entry.get("rtol"), ctx, path + ("rtol",))
+    atol = _tolerance(entry.get("atol"), ctx, path + ("atol",))
+    return build_variant(family, params=params, dims=dims, inputs=inputs, inits=inits, dtype=dtype,
+                         flop_formula=flop_formula, rtol=rtol, atol=atol, ctx=ctx, entry_path=path)
+
+
+def parse_spec(text: str | bytes, path: str | Path | None = None) -> Spec:
+    """Parse Xe-Forge YAML spec text (see the module docstring for the format).
+
+    Args:
+        text: the YAML text (``bytes`` must be UTF-8).
+        path: the file it came from, used in messages only (nothing is read from it).
+
+    Returns:
+        A :class:`Spec` whose ``variants`` maps family name -> resolved :class:`Variant`
+        (entry 0), in file order, and whose ``warnings`` lists what was ignored or looks odd.
+
+    Raises:
+        ProblemError: empty, non-UTF-8 or over-1-MB text; YAML syntax errors (with line);
+            a bad dtype, an unknown input in ``params``, a shape dim a variant does not define,
+            a malformed ``inits`` entry, a flop formula that is not arithmetic on dims, a
+            negative or non-numeric tolerance. Each names the file, line and field.
+    """
+    p = Path(path) if path is not None else None
+    text = check_text(text, p, "spec")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise ProblemError(f"YAML syntax error: {exc.problem or exc}", file=p, line=line) from None
+    except yaml.YAMLError as exc:
+        raise ProblemError(f"YAML error: {exc}", file=p) from None
+    lines: dict[Path_, int] = {}
+    dups: list[tuple[Path_, int]] = []
+    if node is not None:
+        _line_map_child(node, (), lines, dups)
+    ctx = _Ctx(p, lines)
+    for dup_path, dup_line in dups:
+        ctx.warnings.append(f"{p.name if p else 'spec'}:{dup_line} [{_field(dup_path)}]: key given more than "
+                            f"once; YAML keeps only the last one")
+    if not isinstance(data, dict):
+        raise ProblemError(f"a spec must be a YAML map (inputs, inits, variants), got {type(data).__name__}",
+                           file=p, line=1)
+    for key in data:
+        if not isinstance(key, str):
+            raise ctx.error((key,), f"top-level key {key!r} is not a string")
+    inputs = _parse_inputs(data.get("inputs"), ctx)
+    inits = _parse_inits(data.get("inits"), ctx)
+    default = data.get("default_variant")
+    if default is not None and not isinstance(default, str):
+        raise ctx.error(("default_variant",), f"default_variant must be a variant name, got {default!r}")
+
+    variants: dict[str, Variant] = {}
+    for key, value in data.items():
+        if key in _RESERVED:
+            continue
+        if isinstance(value, dict):
+            ctx.warn((key,), f"{key!r} is a map, not a list, so it is not a variant and is ignored "
+                             f"(a variant family is a list: '{key}:' then '  - params: ...')")
+            continue
+        if not isinstance(value, list):
+            continue  # scalar top-level keys are ignored, as Xe-Forge does
+        if not value:
+            ctx.warn((key,), f"variant family {key!r} is an empty list and is ignored")
+            continue
+        if len(value) > 1:
+            ctx.warn((key, 1), f"variant family {key!r} has {len(value)} entries; only entry 0 is used "
+                               f"(as Xe-Forge does)")
+        variants[key] = _parse_variant(key, value[0], inputs, inits, ctx)
+
+    if default is not None and default not in variants:
+        ctx.warn(("default_variant",), f"default_variant {default!r} is not a variant of this spec "
+                                       f"(variants: {', '.join(variants) or 'none'}); it is ignored")
+    if not variants:
+        ctx.warn((), "the spec defines no variants (no top-level key with a list value)")
+    return Spec(path=p, inputs=inputs, inits=inits, variants=variants, default_variant=default,
+                warnings=ctx.warnings)

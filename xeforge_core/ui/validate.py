@@ -1,0 +1,150 @@
+"""Checks of what a user pastes or uploads, before anything else sees it.
+
+Each check raises :class:`InputError` with one clear sentence (and the line, when there is
+one) that the page shows as is. Nothing here executes the code: Python is parsed with
+:mod:`ast`, YAML with ``yaml.safe_load``, and the problem is built by
+:func:`xeforge_core.problem.problem_from_source`, which is static too.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+#: The largest kernel source or spec accepted (bytes of UTF-8). Real kernels are a few KB.
+MAX_SOURCE_BYTES = 512 * 1024
+MAX_SPEC_BYTES = 256 * 1024
+
+_MODEL_CLASSES = ("Model", "ModelNew")
+
+
+class InputError(ValueError):
+    """Input the workbench cannot use. ``what`` names the input (``pasted kernel``,
+    ``upload foo.py``, ...), ``line`` is 1-based when known."""
+
+    def __init__(self, message: str, *, what: str = "input", line: int | None = None) -> None:
+        self.message = message
+        self.what = what
+        self.line = line
+        where = f"{what}, line {line}" if line else what
+        super().__init__(f"{where}: {message}")
+
+
+def _size_text(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MB"
+    if n >= 1024:
+        return f"{n / 1024:.0f} KB"
+    return f"{n} bytes"
+
+
+def decode_upload(data: bytes, *, name: str, limit: int = MAX_SOURCE_BYTES) -> str:
+    """The text of an uploaded file, or :class:`InputError` for an empty, too large or
+    binary (non-UTF-8, NUL bytes) file."""
+    what = f"uploaded file {name}"
+    if not data:
+        raise InputError("the file is empty", what=what)
+    if len(data) > limit:
+        raise InputError(f"the file is {_size_text(len(data))}; the limit is {_size_text(limit)}",
+                         what=what)
+    if b"\x00" in data[:65536] or b"\x00" in data:
+        raise InputError("this is a binary file, not Python or YAML text", what=what)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (undecodable byte at offset {exc.start}); "
+                         "this looks like a binary file", what=what) from None
+    return text
+
+
+def check_kernel_source(text: str | None, *, what: str = "pasted kernel") -> str:
+    """Check a kernel module's text: not empty, not too large, no NUL bytes, valid Python,
+    and it defines ``Model`` (or ``ModelNew``). Returns the text unchanged."""
+    if text is None or not text.strip():
+        raise InputError("nothing to load: the kernel is empty", what=what)
+    size = len(text.encode("utf-8", "replace"))
+    if size > MAX_SOURCE_BYTES:
+        raise InputError(f"the kernel is {_size_text(size)}; the limit is "
+                         f"{_size_text(MAX_SOURCE_BYTES)} (paste one kernel module, not a dump)",
+                         what=what)
+    if "\x00" in text:
+        raise InputError("the text contains NUL bytes: this is binary data, not Python", what=what)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        detail = exc.msg or "invalid syntax"
+        raise InputError(f"this is not valid Python: {detail}", what=what, line=exc.lineno) from None
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    if not classes.intersection(_MODEL_CLASSES):
+        raise InputError(
+            "no `Model` class: a kernel module defines `class Model(nn.Module)` whose forward "
+            "launches the Triton kernels, plus `get_inputs()` and `get_init_inputs()` "
+            "(or `ModelNew` with its reference `Model` in a paired file)", what=what)
+    return text
+
+
+def check_spec_text(text: str | None, *, what: str = "spec") -> str | None:
+    """Check a YAML spec's text (``None``/blank means no spec): size and that it parses to a
+    mapping. Field-level errors (an unknown dim, a bad dtype) come from the problem loader."""
+    if text is None or not text.strip():
+        return None
+    import yaml
+
+    size = len(text.encode("utf-8", "replace"))
+    if size > MAX_SPEC_BYTES:
+        raise InputError(f"the spec is {_size_text(size)}; the limit is {_size_text(MAX_SPEC_BYTES)}",
+                         what=what)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", what=what,
+                         line=(mark.line + 1) if mark is not None else None) from None
+    if not isinstance(data, dict):
+        raise InputError("a spec is a YAML mapping with `inputs`, `inits` and variants "
+                         "(`ci`, `bench-gpu`, ...)", what=what)
+    return text
+
+
+@dataclass
+class LoadedInput:
+    """A problem built from user input, with the texts it came from."""
+
+    problem: Any
+    source: str
+    spec_text: str | None
+    reference_source: str | None
+    name: str
+
+
+def load_user_problem(source: str | None, *, name: str = "kernel", spec_text: str | None = None,
+                      reference_source: str | None = None, what: str = "pasted kernel") -> LoadedInput:
+    """Validate the texts and build the :class:`~xeforge_core.problem.Problem` statically.
+
+    Raises :class:`InputError` for anything the user must fix, including the loader's
+    ``ProblemError`` (an unknown dim in the spec, a bad dtype, ...), whose message names the
+    field or line.
+    """
+    from xeforge_core.problem import ProblemError, problem_from_source
+
+    source = check_kernel_source(source, what=what)
+    spec_text = check_spec_text(spec_text)
+    if reference_source is not None and reference_source.strip():
+        check_kernel_source(reference_source, what="reference")
+    else:
+        reference_source = None
+    safe_name = "".join(c if c.isalnum() or c in "_-" else "_" for c in (name or "kernel"))[:80]
+    try:
+        problem = problem_from_source(source, name=safe_name or "kernel", spec_text=spec_text,
+                                      reference_source=reference_source)
+    except ProblemError as exc:
+        what_err = "spec" if exc.field else what
+        message = getattr(exc, "message", None) or str(exc)
+        if exc.field:
+            message = f"field `{exc.field}`: {message}"
+        raise InputError(message, what=what_err, line=exc.line) from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InputError(f"could not read the problem: {exc}", what=what) from None
+    return LoadedInput(problem=problem, source=source, spec_text=spec_text,
+                       reference_source=reference_source, name=safe_name or "kernel")

@@ -1,0 +1,715 @@
+"""Run one verification job in a fresh, isolated worker process, and classify how it ended.
+
+Every job gets its own process (``python -m xeforge_core.worker JOB_DIR``) in its own session
+and process group, so that a candidate that hangs, crashes, exhausts memory or spawns children
+never takes the caller (a CLI, a batch, the Streamlit server) down with it:
+
+* **fresh process, own group**: ``start_new_session=True``; the whole group is killed at the
+  end of every job (SIGTERM, then SIGKILL), and the parent checks that nothing of it is left.
+  Processes that left the group but still carry the job's token in their environment
+  (``XEFORGE_JOB_TOKEN``) are found through ``/proc`` and killed too.
+* **hard wall-clock timeout**: a job with no result when ``timeout_s`` expires is a hang
+  (``timed_out``). A job whose ``result.json`` exists but whose process does not exit within
+  ``exit_grace_s`` is killed and its result kept, with a warning (not a timeout).
+* **rlimits** (set between fork and exec): ``RLIMIT_CORE`` 0 (no core dumps of untrusted
+  code), ``RLIMIT_CPU`` (a backstop for a spinning orphan should the parent itself die), and on
+  cpu ``RLIMIT_AS`` (address space). On cuda/xpu the driver reserves huge virtual ranges, so
+  ``RLIMIT_AS`` would break the runtime: there the parent polls the resident set size of the
+  whole process group from ``/proc`` and kills it over the limit (``oom_killed``).
+  ``RLIMIT_NPROC`` is deliberately left alone: Linux counts threads per *user* against it, so
+  any value low enough to matter breaks torch's thread pools and the caller's other processes;
+  process containment comes from the group kill and the token sweep instead.
+* **environment without secrets**: a copy of ``os.environ`` minus every name matching
+  ``SECRET_ENV_PATTERNS`` (API keys, tokens, passwords, cloud credentials), with its own
+  ``TMPDIR`` and ``TRITON_CACHE_DIR`` inside the job directory, ``PYTHONPATH`` pointing at the
+  package root, ``TRITON_INTERPRET=1`` on cpu, ``PYTHONFAULTHANDLER=1``.
+* **captured output**: stdout and stderr go to files in the job directory and come back
+  truncated to their head and tail (``OUTPUT_LIMIT_BYTES`` in all).
+* **progress**: events the worker appends to ``progress.jsonl`` are forwarded to
+  ``on_progress`` while the parent waits; ``cancel`` (a ``threading.Event``) kills the group.
+
+The parent never trusts the worker to report its own death: ``classify`` decides the
+process-level outcome (timeout, crash by signal or driver fault, out of memory) from what the
+parent observed.
+
+Only the standard library is used here (no torch import in the caller).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xeforge_core.verdict import VerdictKind
+from xeforge_core.worker.job import JOB_FILE, PROGRESS_FILE, RESULT_FILE
+
+#: Environment variable names never passed to a worker (``fnmatch`` patterns, matched against
+#: the upper-cased name). One place, so that every spawn path uses the same list. Sources: the
+#: naming conventions of the providers' own SDKs and CLIs (OpenAI ``OPENAI_API_KEY``, Anthropic
+#: ``ANTHROPIC_API_KEY``, AWS ``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, Hugging Face
+#: ``HF_TOKEN``, GitHub ``GITHUB_TOKEN``/``GH_TOKEN``, Azure ``AZURE_CLIENT_SECRET``, Google
+#: ``GOOGLE_APPLICATION_CREDENTIALS``) plus the generic ``*_KEY``/``*_TOKEN``/``*_SECRET``/
+#: ``*PASSWORD*`` families.
+SECRET_ENV_PATTERNS: tuple[str, ...] = (
+    # generic families
+    "*_API_KEY", "*_APIKEY", "*API_KEY*", "*_ACCESS_KEY*", "*_SECRET_KEY*", "*_PRIVATE_KEY*",
+    "*_TOKEN", "*_TOKEN_*", "*TOKEN", "*_SECRET", "*_SECRET_*", "*SECRET",
+    "*PASSWORD*", "*PASSWD*", "*_PASS", "*_PAT", "*CREDENTIAL*", "*_AUTH", "*_COOKIE*",
+    "*DATABASE_URL*", "*_DSN",
+    # LLM and model hubs
+    "OPENAI_*", "ANTHROPIC_*", "AZURE_OPENAI_*", "MISTRAL_*", "GROQ_*", "COHERE_*", "GEMINI_*",
+    "GOOGLE_API_KEY", "DEEPSEEK_*", "TOGETHER_*", "FIREWORKS_*", "OPENROUTER_*", "REPLICATE_*",
+    "PERPLEXITY_*", "XAI_*", "HF_TOKEN", "HF_*TOKEN*", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_*",
+    "WANDB_*", "XEFORGE_LLM_*",
+    # clouds, forges, registries
+    "AWS_*", "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "GCP_*", "GCLOUD_*", "CLOUDSDK_*",
+    "GITHUB_*", "GH_*", "GITLAB_*", "BITBUCKET_*", "NPM_*", "PYPI_*", "TWINE_*", "DOCKER_*",
+    "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "KUBECONFIG",
+)
+
+#: Total bytes of each captured stream kept in ``WorkerOutcome.stdout``/``stderr`` (half head,
+#: half tail); the full files stay in the job directory.
+OUTPUT_LIMIT_BYTES = 20_000
+
+#: Seconds a worker may take to exit after writing ``result.json`` before it is killed (and its
+#: result kept, with a warning).
+DEFAULT_EXIT_GRACE_S = 5.0
+
+#: Seconds between SIGTERM and SIGKILL when a process group is stopped.
+TERM_GRACE_S = 1.0
+
+#: The directory holding the ``xeforge_core`` package (put on the worker's ``PYTHONPATH``).
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+_TOKEN_VAR = "XEFORGE_JOB_TOKEN"
+
+# Text in a worker's error output that means a driver/runtime fault rather than a Python bug.
+# Level Zero / Unified Runtime codes (Intel), CUDA runtime and driver errors (NVIDIA), SYCL.
+DRIVER_FAULT_PATTERNS: tuple[str, ...] = (
+    r"UR_RESULT_ERROR_[A-Z_]+",
+    r"ZE_RESULT_ERROR_[A-Z_]+",
+    r"PI_ERROR_[A-Z_]+",
+    r"Native API failed[^\n]*",
+    r"CUDA error: [^\n]+",
+    r"CUDA_ERROR_[A-Z_]+",
+    r"an illegal memory access was encountered",
+    r"misaligned address",
+    r"unspecified launch failure",
+    r"device-side assert triggered",
+    r"illegal instruction was encountered",
+    r"GPU Hang",
+    r"DEVICE_LOST",
+)
+
+# Text that means the worker ran out of host or device memory.
+OOM_PATTERNS: tuple[str, ...] = (
+    r"\bMemoryError\b",
+    r"OutOfMemoryError",
+    r"\b(?:CUDA|XPU|HIP) out of memory",
+    r"\bout of memory\b",
+    r"not enough memory",
+    r"can't allocate memory",
+    r"Cannot allocate memory",
+    r"std::bad_alloc",
+    r"UR_RESULT_ERROR_OUT_OF_(?:DEVICE|HOST)_MEMORY",
+    r"ZE_RESULT_ERROR_OUT_OF_(?:DEVICE|HOST)_MEMORY",
+    r"CUDA_ERROR_OUT_OF_MEMORY",
+)
+
+
+@dataclass
+class WorkerOutcome:
+    """How one worker process ended, as the parent observed it.
+
+    ``result`` is the parsed ``result.json`` (a ``Verdict.to_dict()`` plus ``"role"``) or
+    ``None`` when the worker wrote none. ``returncode`` is the process exit status (negative
+    for a signal, as ``subprocess`` reports it; ``None`` if it could not be reaped);
+    ``signal_name`` the name of that signal (``"SIGABRT"``), ``None`` otherwise. ``timed_out``:
+    killed at the wall-clock limit with no result. ``cancelled``: killed because ``cancel`` was
+    set. ``oom_killed``: killed by the parent's resident-memory guard. ``killed_after_result``:
+    the result was written but the process did not exit within the grace period.
+    ``stdout``/``stderr`` are the captured streams truncated to ``OUTPUT_LIMIT_BYTES`` (head and
+    tail); ``stdout_path``/``stderr_path`` the full files. ``seconds`` is the wall time of the
+    process (s). ``warnings`` are human sentences (e.g. "left a child process"); ``last_progress``
+    is the last progress event's message; ``peak_rss_bytes`` the largest group RSS seen (GPU
+    jobs only); ``pid`` the worker's PID, which is also its session and process-group id.
+    """
+
+    result: dict[str, Any] | None
+    returncode: int | None
+    signal_name: str | None = None
+    timed_out: bool = False
+    cancelled: bool = False
+    oom_killed: bool = False
+    killed_after_result: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    stdout_path: str = ""
+    stderr_path: str = ""
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    job_dir: str = ""
+    timeout_s: float = 0.0
+    memory_bytes: int | None = None
+    last_progress: str = ""
+    peak_rss_bytes: int = 0
+    result_error: str = ""
+    pid: int | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# environment
+
+
+def is_secret_name(name: str) -> bool:
+    """True if the environment variable ``name`` matches one of ``SECRET_ENV_PATTERNS``."""
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV_PATTERNS)
+
+
+def scrub_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``env`` (default ``os.environ``) without any variable named like a secret."""
+    source = os.environ if env is None else env
+    return {k: v for k, v in source.items() if not is_secret_name(k)}
+
+
+def worker_environment(job_dir: Path, device_type: str, *, device_index: int | None = None,
+                       token: str = "", base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a worker for ``device_type`` (``cpu``/``cuda``/``xpu``) runs with.
+
+    Secrets are removed (``scrub_environment``); ``TMPDIR`` and ``TRITON_CACHE_DIR`` point
+    inside ``job_dir``; ``PYTHONPATH`` starts with the package root; ``TRITON_INTERPRET=1`` on
+    cpu (and removed otherwise, so a GPU job really compiles); ``PYTHONFAULTHANDLER=1`` so a
+    fatal signal prints the Python stack. With ``device_index`` on cuda/xpu, only that device is
+    made visible (``CUDA_VISIBLE_DEVICES`` / ``ZE_AFFINITY_MASK``, respecting an existing mask),
+    and the worker addresses it as index 0.
+    """
+    env = scrub_environment(base)
+    tmp = job_dir / "tmp"
+    triton_cache = job_dir / "triton-cache"
+    tmp.mkdir(parents=True, exist_ok=True)
+    triton_cache.mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(tmp)
+    env["TEMP"] = str(tmp)
+    env["TMP"] = str(tmp)
+    env["TRITON_CACHE_DIR"] = str(triton_cache)
+    env["PYTHONFAULTHANDLER"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTHONSTARTUP", None)
+    old_path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(PACKAGE_ROOT) + (os.pathsep + old_path if old_path else "")
+    env["XEFORGE_DEVICE_TYPE"] = device_type
+    if token:
+        env[_TOKEN_VAR] = token
+    if device_type == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+        if device_index is not None:
+            var = "CUDA_VISIBLE_DEVICES" if device_type == "cuda" else "ZE_AFFINITY_MASK"
+            existing = [p.strip() for p in env.get(var, "").split(",") if p.strip()]
+            if existing and device_index < len(existing):
+                env[var] = existing[device_index]
+            else:
+                env[var] = str(device_index)
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# processes (/proc)
+
+
+@dataclass
+class _ProcInfo:
+    pid: int
+    ppid: int
+    pgrp: int
+    session: int
+    state: str
+    rss_pages: int
+
+
+def _read_stat(pid: int) -> _ProcInfo | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # comm may contain spaces and parentheses: fields start after the last ')'.
+    rest = data[data.rfind(")") + 2:].split()
+    try:
+        return _ProcInfo(pid=pid, ppid=int(rest[1]), pgrp=int(rest[2]), session=int(rest[3]),
+                         state=rest[0], rss_pages=int(rest[21]))
+    except (IndexError, ValueError):
+        return None
+
+
+def _all_pids() -> Iterable[int]:
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    return (int(n) for n in names if n.isdigit())
+
+
+def group_members(sid: int, *, include_zombies: bool = False) -> list[int]:
+    """PIDs of live processes whose session or process group is ``sid`` (zombies excluded
+    unless asked: they are already dead and only wait to be reaped)."""
+    found = []
+    for pid in _all_pids():
+        info = _read_stat(pid)
+        if info is None or (info.state == "Z" and not include_zombies):
+            continue
+        if info.session == sid or info.pgrp == sid:
+            found.append(pid)
+    return found
+
+
+def _token_holders(token: str) -> list[int]:
+    """PIDs of live processes whose initial environment carries this job's token."""
+    if not token:
+        return []
+    needle = f"{_TOKEN_VAR}={token}".encode()
+    me = os.getpid()
+    found = []
+    for pid in _all_pids():
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            info = _read_stat(pid)
+            if info is not None and info.state != "Z":
+                found.append(pid)
+    return found
+
+
+def _group_rss_bytes(sid: int) -> int:
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    total = 0
+    for pid in _all_pids():
+        info = _read_stat(pid)
+        if info is not None and info.state != "Z" and (info.session == sid or info.pgrp == sid):
+            total += info.rss_pages * page
+    return total
+
+
+def _signal_all(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def kill_group(sid: int, token: str = "", *, term_grace_s: float = TERM_GRACE_S) -> list[int]:
+    """Stop every process of session/group ``sid`` and every process carrying ``token``:
+    SIGTERM, wait up to ``term_grace_s`` seconds, then SIGKILL, and wait until they are gone
+    (up to 5 s more). Returns the PIDs still alive afterwards (normally empty)."""
+    def members() -> list[int]:
+        return sorted(set(group_members(sid)) | set(_token_holders(token)))
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(sid, signal.SIGTERM)
+    _signal_all(members(), signal.SIGTERM)
+    deadline = time.monotonic() + term_grace_s
+    while time.monotonic() < deadline and members():
+        time.sleep(0.02)
+    remaining = members()
+    if remaining:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(sid, signal.SIGKILL)
+        _signal_all(remaining, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            remaining = members()
+            if not remaining:
+                break
+            _signal_all(remaining, signal.SIGKILL)
+            time.sleep(0.05)
+    return remaining
+
+
+# --------------------------------------------------------------------------------------------
+# output capture
+
+
+def truncate_text(text: str, limit: int = OUTPUT_LIMIT_BYTES) -> str:
+    """``text`` if it fits in ``limit`` characters, else its head and tail (half each) with a
+    marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n... [{cut} characters cut] ...\n{text[-half:]}"
+
+
+def _read_truncated(path: Path, limit: int = OUTPUT_LIMIT_BYTES) -> str:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            if size <= limit:
+                return fh.read().decode("utf-8", "replace")
+            half = limit // 2
+            head = fh.read(half)
+            fh.seek(size - half)
+            tail = fh.read()
+    except OSError:
+        return ""
+    cut = size - len(head) - len(tail)
+    return (head.decode("utf-8", "replace") + f"\n... [{cut} bytes cut] ...\n"
+            + tail.decode("utf-8", "replace"))
+
+
+class _ProgressTail:
+    """Reads new complete lines of ``progress.jsonl`` as the worker appends them."""
+
+    def __init__(self, path: Path, callback: Callable[[dict[str, Any]], None] | None) -> None:
+        self.path = path
+        self.callback = callback
+        self.offset = 0
+        self.buffer = b""
+        self.last_message = ""
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return
+        if not chunk:
+            return
+        self.offset += len(chunk)
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            self.last_message = str(event.get("message", self.last_message))
+            if self.callback is not None:
+                # a UI callback must not kill the runner
+                with contextlib.suppress(Exception):
+                    self.callback(event)
+
+
+# --------------------------------------------------------------------------------------------
+# running
+
+
+def _make_preexec(memory_bytes: int | None, cpu_seconds: int | None,
+                  limit_address_space: bool) -> Callable[[], None]:
+    def preexec() -> None:  # runs in the child between fork and exec: keep it minimal
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if cpu_seconds is not None and cpu_seconds > 0:
+            soft = int(cpu_seconds)
+            _, hard_max = resource.getrlimit(resource.RLIMIT_CPU)
+            hard = soft + 5
+            if hard_max != resource.RLIM_INFINITY:
+                hard = min(hard, hard_max)
+                soft = min(soft, hard)
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        if limit_address_space and memory_bytes is not None and memory_bytes > 0:
+            _, hard_max = resource.getrlimit(resource.RLIMIT_AS)
+            limit = int(memory_bytes)
+            if hard_max != resource.RLIM_INFINITY:
+                limit = min(limit, hard_max)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return preexec
+
+
+def _signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _load_result(path: Path) -> tuple[dict[str, Any] | None, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"result.json could not be read: {exc}"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return None, f"result.json is not valid JSON: {exc}"
+    if not isinstance(data, dict):
+        return None, "result.json does not hold a JSON object"
+    return data, ""
+
+
+def new_job_dir(prefix: str = "xeforge-job-") -> Path:
+    """A fresh private directory for one job (under the system temp dir)."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | None = None,
+               cpu_seconds: int | None = None,
+               on_progress: Callable[[dict[str, Any]], None] | None = None,
+               cancel: threading.Event | None = None, job_dir: str | Path | None = None,
+               module: str = "xeforge_core.worker", command: list[str] | None = None,
+               device_index: int | None = None, exit_grace_s: float = DEFAULT_EXIT_GRACE_S,
+               poll_interval_s: float = 0.05) -> WorkerOutcome:
+    """Run ``job`` (see ``xeforge_core.worker.job``) in a fresh worker process and wait for it.
+
+    The job is written to ``JOB_DIR/job.json`` (``job["job_dir"]`` is set to that directory;
+    a new temp dir is made when neither ``job_dir`` nor ``job["job_dir"]`` names one) and the
+    worker is started as ``python -m <module> JOB_DIR`` (or ``command + [JOB_DIR]``), in its own
+    session, with cwd ``JOB_DIR`` and the environment of ``worker_environment`` for
+    ``job["device"]``.
+
+    Limits: ``timeout_s`` wall-clock seconds (hard; the whole process group is killed);
+    ``memory_bytes`` address space (``RLIMIT_AS``) on cpu, resident set of the process group on
+    cuda/xpu (polled from ``/proc``; over the limit the group is killed and ``oom_killed`` set);
+    ``cpu_seconds`` of CPU time (``RLIMIT_CPU``, all threads together; ``None`` = unlimited).
+    ``exit_grace_s``: seconds a worker may take to exit after writing its result.
+
+    ``on_progress`` is called (in this thread) with each event dict the worker appends to
+    ``progress.jsonl``; exceptions it raises are ignored. Setting ``cancel`` kills the group and
+    returns with ``cancelled=True``.
+
+    Never raises for anything the worker does; raises ``OSError`` only if the worker cannot be
+    started at all (e.g. the job directory is not writable).
+    """
+    device_type = str(job.get("device", "cpu")).split(":")[0]
+    jdir = Path(job_dir or job.get("job_dir") or new_job_dir()).resolve()
+    jdir.mkdir(parents=True, exist_ok=True)
+    job = dict(job)
+    job["job_dir"] = str(jdir)
+    result_path = jdir / RESULT_FILE
+    for stale in (result_path, jdir / PROGRESS_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+    (jdir / JOB_FILE).write_text(json.dumps(job, indent=1, default=str), encoding="utf-8")
+
+    token = uuid.uuid4().hex
+    env = worker_environment(jdir, device_type, device_index=device_index, token=token)
+    argv = (list(command) if command is not None else [sys.executable, "-m", module]) + [str(jdir)]
+    stdout_path = jdir / "stdout.txt"
+    stderr_path = jdir / "stderr.txt"
+    limit_as = device_type == "cpu"
+    progress = _ProgressTail(jdir / PROGRESS_FILE, on_progress)
+    warnings: list[str] = []
+
+    start = time.monotonic()
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(
+            argv, cwd=str(jdir), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            start_new_session=True, close_fds=True,
+            preexec_fn=_make_preexec(memory_bytes, cpu_seconds, limit_as),
+        )
+    sid = proc.pid
+    deadline = start + timeout_s
+    result_seen_at: float | None = None
+    timed_out = cancelled = oom_killed = killed_after_result = False
+    peak_rss = 0
+    next_rss_check = start
+    returncode: int | None = None
+    try:
+        while True:
+            try:
+                returncode = proc.wait(timeout=poll_interval_s)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            progress.poll()
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                break
+            if result_seen_at is None and result_path.exists():
+                result_seen_at = now
+            if not limit_as and memory_bytes and now >= next_rss_check:
+                next_rss_check = now + 0.2
+                rss = _group_rss_bytes(sid)
+                peak_rss = max(peak_rss, rss)
+                if rss > memory_bytes:
+                    oom_killed = True
+                    break
+            if result_seen_at is not None and now - result_seen_at > exit_grace_s:
+                killed_after_result = True
+                break
+            if now >= deadline:
+                if result_path.exists():
+                    killed_after_result = True
+                else:
+                    timed_out = True
+                break
+    finally:
+        stray = [p for p in set(group_members(sid)) | set(_token_holders(token)) if p != proc.pid]
+        leftovers = kill_group(sid, token)
+        if returncode is None:
+            try:
+                returncode = proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                returncode = None
+                warnings.append(f"worker process {proc.pid} could not be reaped")
+        if leftovers:
+            warnings.append("processes of the job survived SIGKILL: "
+                            + ", ".join(str(p) for p in leftovers))
+    seconds = time.monotonic() - start
+    progress.poll()
+
+    if stray:
+        warnings.append(
+            f"the job left {len(stray)} other process(es) running (e.g. a child the candidate "
+            "started); they were killed"
+        )
+
+    result, result_error = _load_result(result_path)
+    if killed_after_result and result is not None:
+        warnings.append(
+            f"the worker wrote its result but did not exit within {exit_grace_s:g} s "
+            "(a thread or exit handler kept it alive); it was killed and its result kept"
+        )
+    if result_error:
+        warnings.append(result_error)
+
+    return WorkerOutcome(
+        result=result, returncode=returncode, signal_name=_signal_name(returncode),
+        timed_out=timed_out, cancelled=cancelled, oom_killed=oom_killed,
+        killed_after_result=killed_after_result,
+        stdout=_read_truncated(stdout_path), stderr=_read_truncated(stderr_path),
+        stdout_path=str(stdout_path), stderr_path=str(stderr_path), seconds=seconds,
+        warnings=warnings, job_dir=str(jdir), timeout_s=timeout_s, memory_bytes=memory_bytes,
+        last_progress=progress.last_message, peak_rss_bytes=peak_rss, result_error=result_error,
+        pid=proc.pid,
+    )
+
+
+def cleanup_job_dir(job_dir: str | Path) -> None:
+    """Remove a job directory (ignoring errors)."""
+    shutil.rmtree(job_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# classification
+
+
+def find_driver_fault(text: str) -> str | None:
+    """The first driver/runtime fault message in ``text`` (e.g. ``UR_RESULT_ERROR_DEVICE_LOST``,
+    ``CUDA error: an illegal memory access was encountered``), or ``None``."""
+    for pattern in DRIVER_FAULT_PATTERNS:
+        m = re.search(pattern, text)
+        if m:
+            return m.group(0).strip()
+    return None
+
+
+def find_oom(text: str) -> str | None:
+    """The first out-of-memory message in ``text`` (``MemoryError``, ``CUDA out of memory``,
+    ``DefaultCPUAllocator: can't allocate memory``, ...), or ``None``."""
+    for pattern in OOM_PATTERNS:
+        m = re.search(pattern, text)
+        if m:
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            line_end = text.find("\n", m.end())
+            return text[line_start: line_end if line_end >= 0 else len(text)].strip()[:300]
+    return None
+
+
+def _gib(n: int | None) -> str:
+    return "unlimited" if not n else f"{n / 2**30:.3g} GiB"
+
+
+def classify(outcome: WorkerOutcome) -> tuple[VerdictKind, str]:
+    """The process-level verdict of ``outcome``: ``(kind, reason)``.
+
+    ``(VerdictKind.OK, "")`` means nothing went wrong at the process level and the worker's own
+    result should be used as is. Otherwise, in this order:
+
+    * cancelled -> ``TIMEOUT`` with reason "cancelled" (callers normally check ``cancelled``
+      first and report a cancellation rather than a verdict);
+    * a result exists -> the worker's result stands (``OK``), except that a ``runtime_error``
+      whose error text is an out-of-memory message becomes ``OOM`` and one whose text is a
+      driver fault becomes ``CRASH``; a death after the result is only a warning;
+    * no result and killed at the wall-clock limit -> ``TIMEOUT``;
+    * killed by the parent's memory guard -> ``OOM``;
+    * died by a signal -> ``CRASH`` naming the signal (``SIGXCPU``: CPU-time limit -> ``TIMEOUT``;
+      an unexplained ``SIGKILL`` is most likely the kernel's OOM killer -> ``OOM``), with any
+      driver fault text from stderr appended;
+    * non-zero exit with an out-of-memory message in stderr -> ``OOM``; with driver fault text
+      -> ``CRASH``; otherwise ``RUNTIME_ERROR`` ("exited with status N without a result").
+    """
+    if outcome.cancelled:
+        return VerdictKind.TIMEOUT, "cancelled before the worker finished"
+    stderr = outcome.stderr or ""
+    if outcome.result is not None:
+        kind = str(outcome.result.get("kind", "ok"))
+        if kind == VerdictKind.RUNTIME_ERROR.value:
+            text = str(outcome.result.get("error_text", "")) + "\n" + str(outcome.result.get("reason", ""))
+            oom = find_oom(text)
+            if oom:
+                return VerdictKind.OOM, f"out of memory: {oom}"
+            fault = find_driver_fault(text)
+            if fault:
+                return VerdictKind.CRASH, f"driver fault: {fault}"
+        return VerdictKind.OK, ""
+    where = f" (last step: {outcome.last_progress})" if outcome.last_progress else ""
+    if outcome.timed_out:
+        return (VerdictKind.TIMEOUT,
+                f"no result within {outcome.timeout_s:g} s: the worker hung and was killed{where}")
+    if outcome.oom_killed:
+        return (VerdictKind.OOM,
+                f"the worker's memory exceeded the {_gib(outcome.memory_bytes)} limit and was "
+                f"killed{where}")
+    fault = find_driver_fault(stderr)
+    if outcome.signal_name:
+        sig = outcome.signal_name
+        if sig == "SIGXCPU":
+            return VerdictKind.TIMEOUT, f"the worker hit its CPU-time limit (SIGXCPU){where}"
+        if sig == "SIGKILL":
+            oom = find_oom(stderr)
+            return (VerdictKind.OOM,
+                    "the worker was killed by SIGKILL, most likely by the kernel's out-of-memory "
+                    f"killer{where}" + (f": {oom}" if oom else ""))
+        number = -(outcome.returncode or 0)
+        reason = f"the worker died by {sig} (signal {number}){where}"
+        if fault:
+            reason += f"; driver fault: {fault}"
+        return VerdictKind.CRASH, reason
+    oom = find_oom(stderr)
+    if oom:
+        return VerdictKind.OOM, f"out of memory{where}: {oom}"
+    if fault:
+        return VerdictKind.CRASH, f"driver fault{where}: {fault}"
+    status = outcome.returncode
+    detail = outcome.result_error or _last_line(stderr)
+    return (VerdictKind.RUNTIME_ERROR,
+            f"the worker exited with status {status} without a result{where}"
+            + (f": {detail}" if detail else ""))
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""

@@ -1,0 +1,1252 @@
+"""Optimization sessions kept in git: one repository per session, every decision a commit or a ref.
+
+Layout of a session repository (a normal, non-bare git repository; its working tree always
+shows the current version)::
+
+    <kernel>.py                 the kernel under optimization (current version)
+    <kernel>.yaml               its spec, when one was given
+    <kernel>_ref.py             its PyTorch reference, when one was given
+    session.json                problem name, target, device fingerprint, files, first plan
+    .xeforge/verdicts/<stage>/<n>.json
+                                the verdict of candidate ``<stage>/<n>`` (kept in every later
+                                version's tree, so a version carries its own evidence)
+
+History:
+
+* branch ``session`` (``HEAD``): commit 0 is the baseline; every later commit is one decision:
+  an approved candidate (``Engine: rules|llm|...``), a user's manual edit (``Engine: manual``,
+  never mixed with an engine's change), the preparatory portability change
+  (``Stage: portability``) or a restore (``Restores: <sha>``). Commit messages end with
+  trailers: ``Stage``, ``Engine``, ``Model``, ``Verdict``, ``Speedup``,
+  ``Cumulative-Speedup``, ``Device``, ``Iteration``, ``Candidate``.
+* ``refs/candidates/<stage>/<n>``: every candidate ever verified (pending, approved, rejected
+  or superseded), as a commit whose parent is the version it was proposed against and whose
+  tree holds the candidate and its verdict. Nothing the user saw is lost.
+* ``refs/xeforge/state``: a chain of commits holding ``state.json``: the current plan, the
+  status of each stage (``done``, ``kept_current``, ``skipped``, ...), candidate statuses and
+  the decision log. ``Session.open`` recovers everything from the repository alone.
+
+Atomicity: objects are written first and a ref update (``git update-ref`` with the expected
+old value) is the single commit point of every operation, so an interruption at any moment
+(a crashed verification worker, a killed UI) leaves either the old or the new state, never a
+half-written one. The working tree is re-synchronised from ``HEAD`` after each change.
+
+Secrets: every blob and message written into the repository passes through a redactor that
+replaces the values of secret-looking environment variables (``*KEY*``, ``*TOKEN*``,
+``*SECRET*``, ``*PASSWORD*``) and any value given to :func:`register_secret` with
+``[REDACTED]``, so an API key cannot reach the history even by accident.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import difflib
+import fcntl
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import git
+
+from xeforge_core.verdict import StepStatus, Verdict
+
+BRANCH = "session"
+BRANCH_REF = f"refs/heads/{BRANCH}"
+STATE_REF = "refs/xeforge/state"
+CANDIDATE_REF_PREFIX = "refs/candidates/"
+META_DIR = ".xeforge"
+SESSION_FILE = "session.json"
+FORMAT_VERSION = 1
+REDACTED = "[REDACTED]"
+
+_AUTHOR = {
+    "GIT_AUTHOR_NAME": "Xe-Forge Studio",
+    "GIT_AUTHOR_EMAIL": "xeforge@localhost",
+    "GIT_COMMITTER_NAME": "Xe-Forge Studio",
+    "GIT_COMMITTER_EMAIL": "xeforge@localhost",
+}
+_STAGE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+_EXTRA_SECRETS: set[str] = set()
+
+CANDIDATE_STATUSES = ("pending", "approved", "rejected", "superseded")
+STAGE_STATUSES = ("pending", "running", "done", "kept_current", "skipped", "failed")
+
+
+class SessionError(RuntimeError):
+    """A session operation that cannot be done as asked (unknown version or candidate, a
+    stale candidate, a repository that is not a session). ``str(err)`` says why."""
+
+
+# --------------------------------------------------------------------------------------------
+# secrets
+
+
+def register_secret(value: str | None) -> None:
+    """Add ``value`` (e.g. an API key typed into the UI) to the strings redacted from anything
+    written into any session repository by this process. Values shorter than 6 characters are
+    ignored (too likely to occur by chance)."""
+    if value and len(value) >= 6:
+        _EXTRA_SECRETS.add(value)
+
+
+def _secret_values(extra: Iterable[str] = ()) -> list[str]:
+    values = set(_EXTRA_SECRETS)
+    values.update(v for v in extra if v and len(v) >= 6)
+    for name, value in os.environ.items():
+        if _SECRET_NAME_RE.search(name) and value and len(value) >= 8:
+            values.add(value)
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, extra: Iterable[str] = ()) -> str:
+    """``text`` with every known secret value replaced by ``[REDACTED]``."""
+    for secret in _secret_values(extra):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# records
+
+
+@dataclass
+class Version:
+    """One commit on the session branch.
+
+    ``index`` is its position (0 = baseline); ``kind`` is ``baseline``, ``engine`` (an approved
+    engine candidate), ``manual``, ``portability`` or ``restore``; ``speedup`` is the verified
+    speedup over its parent version (``None``: not measured), ``cumulative_speedup`` the product
+    back to the baseline (``None`` as soon as one link was not measured); ``time`` is unix
+    seconds.
+    """
+
+    sha: str
+    index: int
+    kind: str
+    summary: str
+    message: str
+    time: float
+    stage: str | None = None
+    engine: str | None = None
+    model: str | None = None
+    verdict: str | None = None
+    speedup: float | None = None
+    cumulative_speedup: float | None = None
+    device: str | None = None
+    iteration: int | None = None
+    candidate: str | None = None
+    restores: str | None = None
+    trailers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["short"] = self.short
+        return data
+
+
+@dataclass
+class CandidateRecord:
+    """One candidate kept under ``refs/candidates/<stage>/<n>``.
+
+    ``id`` is ``"<stage>/<n>"``; ``parent`` the version it was proposed (and verified) against;
+    ``status`` one of ``pending``, ``approved``, ``rejected``, ``superseded``; ``verdict`` the
+    stored verdict (``None`` until one is recorded); ``approved_as`` the branch commit it became.
+    """
+
+    id: str
+    stage: str
+    number: int
+    sha: str
+    parent: str
+    engine: str
+    model: str | None
+    iteration: int | None
+    rationale: str
+    status: str
+    reason: str
+    time: float
+    verdict: Verdict | None = None
+    based_on: str | None = None
+    approved_as: str | None = None
+
+    @property
+    def ref(self) -> str:
+        return CANDIDATE_REF_PREFIX + self.id
+
+    @property
+    def speedup(self) -> float | None:
+        return self.verdict.speedup if self.verdict else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "verdict"}
+        data["ref"] = self.ref
+        data["verdict"] = self.verdict.to_dict() if self.verdict else None
+        data["verdict_kind"] = self.verdict.kind.value if self.verdict else None
+        data["speedup"] = self.speedup
+        return data
+
+
+@dataclass
+class FileDiff:
+    """The unified diff of one file between two versions (``status``: ``modified``, ``added``,
+    ``deleted``)."""
+
+    path: str
+    status: str
+    diff: str
+    old: str
+    new: str
+
+
+@dataclass
+class SessionDiff:
+    """The difference between two versions: ``text`` is the whole unified diff, ``files`` one
+    entry per changed file (unchanged files are left out)."""
+
+    old: str
+    new: str
+    files: list[FileDiff]
+
+    @property
+    def text(self) -> str:
+        return "".join(f.diff for f in self.files)
+
+    @property
+    def empty(self) -> bool:
+        return not self.files
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")
+    return slug or "kernel"
+
+
+def device_label(fingerprint: dict[str, Any] | None) -> str:
+    """A short human name of a device fingerprint dict (``"cuda:0 NVIDIA H200"``, ``"cpu
+    (Triton interpreter)"``); ``"unknown"`` for an empty one."""
+    if not fingerprint:
+        return "unknown"
+    if isinstance(fingerprint.get("label"), str):
+        return fingerprint["label"]
+    kind = str(fingerprint.get("type") or fingerprint.get("device_type") or fingerprint.get("device") or "")
+    index = fingerprint.get("index")
+    name = fingerprint.get("name") or fingerprint.get("device_name") or ""
+    where = f"{kind}:{index}" if kind and index is not None and kind != "cpu" else kind
+    if kind == "cpu" and not name:
+        name = "(Triton interpreter)" if fingerprint.get("interpreter", True) else ""
+    label = " ".join(p for p in (where, str(name)) if p).strip()
+    return label or "unknown"
+
+
+def format_speedup(value: float | None) -> str:
+    """``"1.23x"`` or ``"not measured"``."""
+    return f"{value:.3f}x" if value is not None else "not measured"
+
+
+def _parse_speedup(text: str | None) -> float | None:
+    if not text:
+        return None
+    m = re.match(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*x?\s*$", text)
+    return float(m.group(1)) if m else None
+
+
+def speed_measured(verdict: Verdict | None) -> bool:
+    """True when the verdict holds a real timing (a GPU measurement), False on cpu/interpreter
+    or when the performance step did not run."""
+    if verdict is None or verdict.speedup is None:
+        return False
+    step = verdict.step("performance")
+    return step is None or step.status is StepStatus.PASSED
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """The ``Key: value`` trailers of the last paragraph of a commit message."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", message.strip()) if p.strip()]
+    if not paragraphs:
+        return {}
+    out: dict[str, str] = {}
+    for line in paragraphs[-1].splitlines():
+        m = re.match(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$", line)
+        if not m:
+            return {}
+        out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _trailer_block(trailers: dict[str, Any]) -> str:
+    lines = []
+    for key, value in trailers.items():
+        if value is None or value == "":
+            continue
+        text = " ".join(str(value).split())
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines)
+
+
+def _message(subject: str, body: str, trailers: dict[str, Any]) -> str:
+    subject = " ".join(subject.split())[:120] or "update"
+    parts = [subject]
+    body = body.strip()
+    if body:
+        # keep a body paragraph from being read as trailers
+        if parse_trailers(body):
+            body = "> " + body.replace("\n", "\n> ")
+        parts.append(body)
+    block = _trailer_block(trailers)
+    if block:
+        parts.append(block)
+    return "\n\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# the session
+
+
+class Session:
+    """One optimization session: a git repository under ``path`` (see the module docstring).
+
+    Create one with :meth:`create`, reopen it after a restart with :meth:`open`. Methods that
+    change history return the new :class:`Version` or :class:`CandidateRecord`; versions are
+    named by :meth:`resolve` (``"baseline"``, ``"head"``, an index, a sha or sha prefix, a
+    candidate id ``"<stage>/<n>"`` or a ref name). Raises :class:`SessionError` for anything
+    that cannot be done as asked.
+    """
+
+    def __init__(self, path: Path, repo: git.Repo, *, secrets: Iterable[str] = ()) -> None:
+        self.path = Path(path)
+        self.repo = repo
+        self._secrets = [s for s in secrets if s]
+        self._info: dict[str, Any] = json.loads(self._read(self.baseline, SESSION_FILE))
+        self._state: dict[str, Any] = self._load_state()
+
+    # ---------------------------------------------------------------- create / open
+
+    @classmethod
+    def create(
+        cls,
+        problem: Any,
+        *,
+        workspace: str | Path | None = None,
+        path: str | Path | None = None,
+        name: str | None = None,
+        target: str | None = None,
+        device: Any = None,
+        plan: Iterable[str] | None = None,
+        spec_text: str | None = None,
+        reference_text: str | None = None,
+        secrets: Iterable[str] = (),
+    ) -> Session:
+        """Start a session for ``problem`` (a :class:`xeforge_core.problem.Problem`).
+
+        The repository goes to ``path`` when given, else ``<workspace>/<name>-<UTC timestamp>``
+        (``workspace`` defaults to ``./workspace``). ``device`` is a ``DeviceInfo`` or a
+        fingerprint dict; ``target`` a hardware profile id (defaults to the device type);
+        ``plan`` the stage ids in order. ``spec_text``/``reference_text`` override reading the
+        spec/reference from their paths. Commit 0 (the baseline) holds the kernel, the spec and
+        reference when present, and ``session.json``. Raises ``SessionError`` when ``path``
+        exists and is not empty.
+        """
+        name = _slug(name or getattr(problem, "name", None) or "kernel")
+        if path is None:
+            root = Path(workspace) if workspace is not None else Path.cwd() / "workspace"
+            stamp = _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+            path = root / f"{name}-{stamp}"
+            n = 2
+            while path.exists():
+                path = root / f"{name}-{stamp}-{n}"
+                n += 1
+        path = Path(path).resolve()
+        if path.exists() and any(path.iterdir()):
+            raise SessionError(f"{path} exists and is not empty; pick another session path")
+        path.mkdir(parents=True, exist_ok=True)
+
+        kernel = problem.kernel
+        kernel_name = kernel.path.name if getattr(kernel, "path", None) else f"{name}.py"
+        stem = Path(kernel_name).stem
+        files: dict[str, str] = {kernel_name: kernel.source}
+        info_files: dict[str, str | None] = {"kernel": kernel_name, "spec": None, "reference": None}
+        spec = getattr(problem, "spec", None)
+        if spec_text is None and spec is not None and getattr(spec, "path", None):
+            with contextlib.suppress(OSError):
+                spec_text = Path(spec.path).read_text()
+        if spec_text is not None:
+            spec_name = Path(spec.path).name if spec is not None and getattr(spec, "path", None) else f"{stem}.yaml"
+            if spec_name == kernel_name:
+                spec_name = f"{stem}.yaml"
+            files[spec_name] = spec_text
+            info_files["spec"] = spec_name
+        ref = getattr(problem, "reference", None)
+        if reference_text is None and ref is not None:
+            reference_text = ref.source
+        if reference_text is not None:
+            ref_name = ref.path.name if ref is not None and getattr(ref, "path", None) else f"{stem}_ref.py"
+            if ref_name in files:
+                ref_name = f"{stem}_ref.py"
+            files[ref_name] = reference_text
+            info_files["reference"] = ref_name
+
+        fingerprint = _fingerprint(device)
+        device_type = str(fingerprint.get("type") or "cpu")
+        info = {
+            "format": FORMAT_VERSION,
+            "name": name,
+            "problem": getattr(problem, "name", name),
+            "class_name": getattr(kernel, "class_name", "Model"),
+            "files": info_files,
+            "target": target or _default_target(device, device_type),
+            "device": fingerprint,
+            "device_label": device_label(fingerprint),
+            "plan": list(plan or []),
+            "created": _iso(_now()),
+        }
+        files[SESSION_FILE] = json.dumps(info, indent=2, sort_keys=True) + "\n"
+
+        repo = git.Repo.init(path, initial_branch=BRANCH) if _supports_initial_branch() else git.Repo.init(path)
+        with repo.config_writer() as cw:
+            cw.set_value("user", "name", _AUTHOR["GIT_AUTHOR_NAME"])
+            cw.set_value("user", "email", _AUTHOR["GIT_AUTHOR_EMAIL"])
+            cw.set_value("core", "autocrlf", "false")
+            cw.set_value("gc", "auto", "0")
+        (path / ".git" / "xeforge").mkdir(exist_ok=True)
+        (path / ".git" / "HEAD").write_text(f"ref: {BRANCH_REF}\n")
+        session = cls.__new__(cls)
+        session.path = path
+        session.repo = repo
+        session._secrets = [s for s in secrets if s]
+        tree = session._build_tree(None, files)
+        trailers = {
+            "Stage": "baseline",
+            "Engine": "baseline",
+            "Device": device_label(fingerprint),
+            "Target": info["target"],
+        }
+        sha = session._commit_tree(tree, [], _message(f"baseline: {info['problem']}", "", trailers))
+        session._update_ref(BRANCH_REF, sha, None)
+        session._info = info
+        session._state = session._initial_state()
+        session._log("create", version=sha)
+        session._save_state()
+        session._sync_worktree()
+        return session
+
+    @classmethod
+    def open(cls, path: str | Path, *, secrets: Iterable[str] = ()) -> Session:
+        """Reopen the session repository at ``path`` (after a restart: plan, stage statuses,
+        candidates and decisions come back from the repository). Raises ``SessionError`` if
+        ``path`` is not a session."""
+        path = Path(path).resolve()
+        try:
+            repo = git.Repo(path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+            raise SessionError(f"{path} is not a session repository ({exc.__class__.__name__})") from exc
+        try:
+            repo.git.rev_parse("--verify", BRANCH_REF)
+        except git.GitCommandError as exc:
+            raise SessionError(f"{path} is not a session repository (no '{BRANCH}' branch)") from exc
+        session = cls(path, repo, secrets=secrets)
+        (path / ".git" / "xeforge").mkdir(exist_ok=True)
+        return session
+
+    @staticmethod
+    def list_sessions(workspace: str | Path) -> list[dict[str, Any]]:
+        """The sessions under ``workspace`` (newest first): path, name, problem, created,
+        versions count and current stage. Directories that are not sessions are skipped."""
+        root = Path(workspace)
+        out = []
+        if not root.is_dir():
+            return out
+        for child in sorted(root.iterdir()):
+            if not (child / ".git").exists():
+                continue
+            try:
+                s = Session.open(child)
+            except (SessionError, ValueError, KeyError, git.GitError):
+                continue
+            out.append({
+                "path": str(child), "name": s.name, "problem": s.info.get("problem"),
+                "created": s.info.get("created"), "versions": len(s.history()),
+                "current_stage": s.current_stage, "target": s.target,
+            })
+        out.sort(key=lambda d: d.get("created") or "", reverse=True)
+        return out
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The baseline's ``session.json`` (problem, files, target, device, first plan)."""
+        return dict(self._info)
+
+    @property
+    def name(self) -> str:
+        return str(self._info.get("name"))
+
+    @property
+    def target(self) -> str:
+        return str(self._info.get("target"))
+
+    @property
+    def device(self) -> dict[str, Any]:
+        return dict(self._info.get("device") or {})
+
+    @property
+    def kernel_file(self) -> str:
+        return str(self._info["files"]["kernel"])
+
+    @property
+    def spec_file(self) -> str | None:
+        return self._info["files"].get("spec")
+
+    @property
+    def reference_file(self) -> str | None:
+        return self._info["files"].get("reference")
+
+    @property
+    def head(self) -> str:
+        """The sha of the current version."""
+        return self.repo.git.rev_parse(BRANCH_REF)
+
+    @property
+    def baseline(self) -> str:
+        """The sha of commit 0 (the baseline)."""
+        return self.repo.git.rev_list("--max-parents=0", BRANCH_REF).split()[0]
+
+    @property
+    def plan(self) -> list[str]:
+        """The stage ids in the order they will run (the user may change it: ``set_plan``)."""
+        self._refresh()
+        return list(self._state["plan"])
+
+    @property
+    def stages(self) -> dict[str, dict[str, Any]]:
+        """Per stage: ``{"status", "reason", "versions", "candidates", "time"}``."""
+        self._refresh()
+        return {k: dict(v) for k, v in self._state["stages"].items()}
+
+    @property
+    def current_stage(self) -> str | None:
+        """The first planned stage not yet finished (``done``, ``kept_current``, ``skipped`` or
+        ``failed``), or ``None`` when the plan is complete."""
+        self._refresh()
+        for stage in self._state["plan"]:
+            if self._state["stages"].get(stage, {}).get("status") in (None, "pending", "running"):
+                return stage
+        return None
+
+    @property
+    def decisions(self) -> list[dict[str, Any]]:
+        """The decision log, oldest first: ``{"action", "time", ...}`` dicts (create, approve,
+        reject, manual, restore, stage, plan)."""
+        self._refresh()
+        return [dict(d) for d in self._state["log"]]
+
+    # ---------------------------------------------------------------- reading versions
+
+    def resolve(self, version: str | int | None = "head") -> str:
+        """The full sha of ``version``: ``"head"``/``None``, ``"baseline"``, an ``int`` index on
+        the branch (negative counts from the end), a candidate id ``"<stage>/<n>"``, a ref name
+        or a sha (prefix). Raises ``SessionError`` if it names nothing."""
+        if version is None or version == "head" or version == "HEAD":
+            return self.head
+        if version == "baseline":
+            return self.baseline
+        if isinstance(version, int) or (isinstance(version, str) and re.fullmatch(r"-?\d{1,4}", version)):
+            shas = self._branch_shas()
+            idx = int(version)
+            try:
+                return shas[idx]
+            except IndexError as exc:
+                raise SessionError(f"no version {idx}: the session has {len(shas)} versions") from exc
+        text = str(version)
+        for candidate in (CANDIDATE_REF_PREFIX + text, text):
+            try:
+                return self.repo.git.rev_parse("--verify", "--quiet", candidate + "^{commit}")
+            except git.GitCommandError:
+                continue
+        raise SessionError(f"unknown version {text!r}")
+
+    def source(self, version: str | int | None = "head") -> str:
+        """The kernel source at ``version``."""
+        return self._read(self.resolve(version), self.kernel_file)
+
+    def file_at(self, version: str | int | None, path: str) -> str | None:
+        """The text of ``path`` at ``version``, or ``None`` when that version has no such file."""
+        try:
+            return self._read(self.resolve(version), path)
+        except KeyError:
+            return None
+
+    def files_at(self, version: str | int | None = "head", *, include_meta: bool = False) -> dict[str, str]:
+        """All files of ``version`` as ``{path: text}`` (``.xeforge/`` only with
+        ``include_meta``)."""
+        commit = self.repo.commit(self.resolve(version))
+        out = {}
+        for blob in commit.tree.traverse():
+            if blob.type != "blob":
+                continue
+            if not include_meta and blob.path.startswith(META_DIR + "/"):
+                continue
+            out[blob.path] = blob.data_stream.read().decode("utf-8", errors="replace")
+        return out
+
+    def problem(self, version: str | int | None = "head") -> Any:
+        """The :class:`~xeforge_core.problem.Problem` with the kernel as of ``version`` (the spec
+        and reference of the baseline)."""
+        from xeforge_core.problem import problem_from_source
+
+        sha = self.resolve(version)
+        spec_text = self._read(self.baseline, self.spec_file) if self.spec_file else None
+        ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
+        problem = problem_from_source(
+            self._read(sha, self.kernel_file), name=str(self._info.get("problem") or self.name),
+            spec_text=spec_text, reference_source=ref_text,
+        )
+        with contextlib.suppress(AttributeError, TypeError):
+            problem.kernel.path = self.path / self.kernel_file
+        return problem
+
+    def history(self) -> list[Version]:
+        """The versions on the session branch, baseline first."""
+        versions: list[Version] = []
+        for index, sha in enumerate(self._branch_shas()):
+            commit = self.repo.commit(sha)
+            message = commit.message if isinstance(commit.message, str) else commit.message.decode()
+            t = parse_trailers(message)
+            engine = t.get("Engine")
+            if index == 0:
+                kind = "baseline"
+            elif t.get("Restores"):
+                kind = "restore"
+            elif t.get("Stage") == "portability":
+                kind = "portability"
+            elif engine == "manual":
+                kind = "manual"
+            else:
+                kind = "engine"
+            iteration = t.get("Iteration")
+            versions.append(Version(
+                sha=sha, index=index, kind=kind, summary=message.splitlines()[0] if message else "",
+                message=message, time=float(commit.committed_date), stage=t.get("Stage"),
+                engine=engine, model=t.get("Model") if t.get("Model") not in (None, "-") else None,
+                verdict=t.get("Verdict"), speedup=_parse_speedup(t.get("Speedup")),
+                cumulative_speedup=_parse_speedup(t.get("Cumulative-Speedup")) if index else 1.0,
+                device=t.get("Device"), iteration=int(iteration) if iteration and iteration.isdigit() else None,
+                candidate=t.get("Candidate"), restores=t.get("Restores"), trailers=t,
+            ))
+        return versions
+
+    def version(self, version: str | int | None = "head") -> Version:
+        """The :class:`Version` record of a branch commit. Raises ``SessionError`` if
+        ``version`` is not on the branch (e.g. a rejected candidate)."""
+        sha = self.resolve(version)
+        for v in self.history():
+            if v.sha == sha:
+                return v
+        raise SessionError(f"{version!r} is not a version on the session branch")
+
+    def verdict_of(self, version: str | int | None = "head") -> Verdict | None:
+        """The verdict that admitted ``version`` (an approved candidate's, a manual edit's when
+        verified), or ``None`` (baseline, restore, unverified edit)."""
+        v = self.version(version)
+        if not v.candidate:
+            return None
+        return self._verdict_in_tree(v.sha, v.candidate)
+
+    # ---------------------------------------------------------------- candidates
+
+    def add_candidate(
+        self,
+        stage: str,
+        source: str,
+        *,
+        engine: str,
+        model: str | None = None,
+        iteration: int | None = None,
+        rationale: str = "",
+        verdict: Verdict | None = None,
+        based_on: str | None = None,
+        parent: str | int | None = "head",
+    ) -> CandidateRecord:
+        """Keep a candidate for ``stage`` under ``refs/candidates/<stage>/<n>`` (status
+        ``pending``) as a commit whose parent is ``parent`` (default: the current version) and
+        whose tree is the parent's with the kernel replaced by ``source`` (and the verdict file,
+        when given). ``based_on`` names the candidate a manual edit started from. Returns the
+        record. Raises ``SessionError`` for a bad stage id."""
+        if not _STAGE_RE.match(stage):
+            raise SessionError(f"bad stage id {stage!r} (letters, digits, '_', '-', '.')")
+        with self._locked():
+            self._refresh()
+            parent_sha = self.resolve(parent)
+            number = int(self._state["counters"].get(stage, 0)) + 1
+            while self._ref_exists(f"{CANDIDATE_REF_PREFIX}{stage}/{number}"):
+                number += 1
+            cid = f"{stage}/{number}"
+            sha = self._candidate_commit(parent_sha, cid, stage, source, engine=engine, model=model,
+                                         iteration=iteration, rationale=rationale, verdict=verdict,
+                                         based_on=based_on)
+            self._update_ref(CANDIDATE_REF_PREFIX + cid, sha, None)
+            self._state["counters"][stage] = number
+            self._state["candidates"][cid] = {"status": "pending", "reason": "", "time": _now()}
+            st = self._stage_entry(stage)
+            st["candidates"].append(cid)
+            self._log("candidate", candidate=cid, engine=engine, iteration=iteration,
+                      verdict=verdict.kind.value if verdict else None)
+            self._save_state()
+        return self.candidate(cid)
+
+    def record_verdict(self, candidate_id: str, verdict: Verdict) -> CandidateRecord:
+        """Attach (or replace) the verdict of a kept candidate: its ref moves to a commit with
+        the same parent and code plus the verdict file. Raises ``SessionError`` for an unknown
+        or already approved candidate."""
+        with self._locked():
+            rec = self.candidate(candidate_id)
+            if rec.status == "approved":
+                raise SessionError(f"candidate {candidate_id} is already approved; its verdict is fixed")
+            source = self._read(rec.sha, self.kernel_file)
+            sha = self._candidate_commit(rec.parent, rec.id, rec.stage, source, engine=rec.engine,
+                                         model=rec.model, iteration=rec.iteration, rationale=rec.rationale,
+                                         verdict=verdict, based_on=rec.based_on)
+            self._update_ref(rec.ref, sha, rec.sha)
+            self._refresh()
+            self._log("verdict", candidate=rec.id, verdict=verdict.kind.value)
+            self._save_state()
+        return self.candidate(candidate_id)
+
+    def candidate(self, candidate_id: str) -> CandidateRecord:
+        """The record of candidate ``"<stage>/<n>"``. Raises ``SessionError`` if unknown."""
+        ref = CANDIDATE_REF_PREFIX + candidate_id
+        try:
+            sha = self.repo.git.rev_parse("--verify", "--quiet", ref)
+        except git.GitCommandError as exc:
+            raise SessionError(f"unknown candidate {candidate_id!r}") from exc
+        return self._candidate_record(candidate_id, sha)
+
+    def candidates(self, stage: str | None = None, status: str | None = None) -> list[CandidateRecord]:
+        """Every kept candidate (optionally of one ``stage`` and/or ``status``), oldest first,
+        each with its verdict."""
+        self._refresh()
+        pattern = CANDIDATE_REF_PREFIX + (f"{stage}/" if stage else "")
+        out = []
+        try:
+            listing = self.repo.git.for_each_ref("--format=%(refname) %(objectname)", pattern)
+        except git.GitCommandError:
+            listing = ""
+        for line in listing.splitlines():
+            ref, sha = line.split()
+            cid = ref[len(CANDIDATE_REF_PREFIX):]
+            rec = self._candidate_record(cid, sha)
+            if status is None or rec.status == status:
+                out.append(rec)
+        out.sort(key=lambda r: (r.time, r.stage, r.number))
+        return out
+
+    def approve(self, candidate_id: str, *, message: str | None = None, allow_stale: bool = False,
+                note: str = "") -> Version:
+        """Make candidate ``candidate_id`` the new current version: one commit on the branch
+        with the candidate's tree (code and verdict) and the trailers. Raises ``SessionError``
+        when the candidate is unknown, rejected or already approved, or was proposed against
+        another version than the current one (``allow_stale`` overrides: its verdict then
+        compares against an older version, which the commit states). ``note`` goes into the
+        trailers (e.g. ``speed not measured``)."""
+        with self._locked():
+            self._refresh()
+            rec = self.candidate(candidate_id)
+            if rec.status == "approved":
+                raise SessionError(f"candidate {candidate_id} is already approved ({rec.approved_as})")
+            if rec.status == "rejected":
+                raise SessionError(f"candidate {candidate_id} was rejected; restore it or add it again")
+            head = self.head
+            stale = rec.parent != head
+            if stale and not allow_stale:
+                raise SessionError(
+                    f"candidate {candidate_id} was verified against {rec.parent[:10]}, but the current "
+                    f"version is {head[:10]}; verify it again against the current version")
+            if self._read(rec.sha, self.kernel_file) == self._read(head, self.kernel_file):
+                raise SessionError(f"candidate {candidate_id} does not change the kernel")
+            verdict = rec.verdict
+            speed = verdict.speedup if speed_measured(verdict) else None
+            parent_version = self.version(head)
+            cumulative = (parent_version.cumulative_speedup * speed
+                          if speed is not None and parent_version.cumulative_speedup is not None else None)
+            notes = [n for n in (note, "speed not measured" if verdict is not None and speed is None else "",
+                                 f"verified against {rec.parent[:10]}" if stale else "") if n]
+            trailers = {
+                "Stage": rec.stage,
+                "Engine": rec.engine,
+                "Model": rec.model or "-",
+                "Verdict": verdict.kind.value if verdict else "unverified",
+                "Speedup": format_speedup(speed),
+                "Cumulative-Speedup": format_speedup(cumulative),
+                "Device": device_label(verdict.device if verdict and verdict.device else self.device),
+                "Iteration": rec.iteration,
+                "Candidate": rec.id,
+                "Based-On": rec.based_on,
+                "Note": "; ".join(notes),
+            }
+            first = (rec.rationale.strip().splitlines() or [""])[0]
+            subject = message or f"{rec.stage}: {first or 'candidate ' + rec.id} ({rec.engine})"
+            tree = self.repo.commit(rec.sha).tree.hexsha
+            sha = self._commit_tree(tree, [head], _message(subject, rec.rationale, trailers))
+            self._update_ref(BRANCH_REF, sha, head)
+            self._state["candidates"].setdefault(rec.id, {})
+            self._state["candidates"][rec.id].update(status="approved", reason=note, approved_as=sha,
+                                                       time=self._state["candidates"][rec.id].get("time", _now()))
+            # every other pending candidate of this stage against the old head is superseded
+            for other, meta in self._state["candidates"].items():
+                if other != rec.id and meta.get("status") == "pending" and other.split("/")[0] == rec.stage:
+                    meta["status"] = "superseded"
+                    meta["reason"] = f"{rec.id} was approved"
+            self._stage_entry(rec.stage)["versions"].append(sha)
+            self._log("approve", candidate=rec.id, version=sha, speedup=speed)
+            self._save_state()
+        self._sync_worktree()
+        return self.version(sha)
+
+    def reject(self, candidate_id: str, reason: str = "") -> CandidateRecord:
+        """Mark a candidate rejected (it stays under its ref with its verdict). Raises
+        ``SessionError`` for an unknown or approved candidate."""
+        with self._locked():
+            self._refresh()
+            rec = self.candidate(candidate_id)
+            if rec.status == "approved":
+                raise SessionError(f"candidate {candidate_id} is approved; restore an earlier version instead")
+            self._state["candidates"].setdefault(rec.id, {"time": rec.time})
+            self._state["candidates"][rec.id].update(status="rejected", reason=reason)
+            self._log("reject", candidate=rec.id, reason=reason)
+            self._save_state()
+        return self.candidate(candidate_id)
+
+    def supersede(self, candidate_id: str, reason: str = "") -> CandidateRecord:
+        """Mark a pending candidate superseded (another one was preferred)."""
+        with self._locked():
+            self._refresh()
+            rec = self.candidate(candidate_id)
+            if rec.status != "pending":
+                return rec
+            self._state["candidates"].setdefault(rec.id, {"time": rec.time})
+            self._state["candidates"][rec.id].update(status="superseded", reason=reason)
+            self._log("supersede", candidate=rec.id, reason=reason)
+            self._save_state()
+        return self.candidate(candidate_id)
+
+    def commit_manual(self, source: str, *, stage: str = "manual", verdict: Verdict | None = None,
+                      message: str = "", based_on: str | None = None) -> Version:
+        """Commit the user's own edit of the current kernel as its own commit (``Engine:
+        manual``), with its verdict when it was verified. The edit is first kept as a candidate
+        (``<stage>/<n>``) and then approved. Raises ``SessionError`` if it changes nothing."""
+        if source == self.source("head"):
+            raise SessionError("the edit does not change the current kernel")
+        rec = self.add_candidate(stage, source, engine="manual", rationale=message or "manual edit",
+                                 verdict=verdict, based_on=based_on)
+        return self.approve(rec.id, message=f"{stage}: {message or 'manual edit'} (manual)")
+
+    def commit_worktree_edit(self, *, stage: str = "manual", verdict: Verdict | None = None,
+                             message: str = "") -> Version:
+        """Commit an edit the user made to the kernel file in the session's working tree, as a
+        manual commit. Raises ``SessionError`` if the file is unchanged."""
+        text = (self.path / self.kernel_file).read_text()
+        return self.commit_manual(text, stage=stage, verdict=verdict, message=message)
+
+    def restore(self, version: str | int, *, message: str = "") -> Version:
+        """Make ``version`` (a branch version or a kept candidate) the current one again, as a
+        NEW commit whose kernel, spec and reference are that version's (history is never
+        rewritten; verdict files stay). Raises ``SessionError`` if it equals the current one."""
+        with self._locked():
+            self._refresh()
+            target = self.resolve(version)
+            head = self.head
+            old_files = self.files_at(target)
+            files = {p: t for p, t in old_files.items() if p != SESSION_FILE}
+            current = {p: t for p, t in self.files_at(head).items() if p != SESSION_FILE}
+            if files == current:
+                raise SessionError(f"{version!r} has the same content as the current version")
+            removed = [p for p in current if p not in files]
+            tree = self._build_tree(self.repo.commit(head).tree.hexsha, files, remove=removed)
+            cumulative = None
+            stage = None
+            with contextlib.suppress(SessionError):
+                tv = self.version(target)
+                cumulative = tv.cumulative_speedup
+                stage = tv.stage
+            label = str(version)
+            trailers = {"Stage": "restore", "Engine": "restore", "Restores": target,
+                        "Restored-Stage": stage, "Verdict": "restored",
+                        "Speedup": "not measured", "Cumulative-Speedup": format_speedup(cumulative),
+                        "Device": device_label(self.device)}
+            sha = self._commit_tree(tree, [head], _message(f"restore {label} ({target[:10]})", message, trailers))
+            self._update_ref(BRANCH_REF, sha, head)
+            self._log("restore", version=sha, restores=target)
+            self._save_state()
+        self._sync_worktree()
+        return self.version(sha)
+
+    # ---------------------------------------------------------------- plan and stages
+
+    def set_plan(self, stages: Iterable[str]) -> list[str]:
+        """Replace the stage plan (the user added, skipped or reordered stages). Returns it."""
+        stages = list(dict.fromkeys(stages))
+        for s in stages:
+            if not _STAGE_RE.match(s):
+                raise SessionError(f"bad stage id {s!r}")
+        with self._locked():
+            self._refresh()
+            self._state["plan"] = stages
+            for s in stages:
+                self._stage_entry(s)
+            self._log("plan", plan=stages)
+            self._save_state()
+        return stages
+
+    def mark_stage(self, stage: str, status: str, reason: str = "", **extra: Any) -> dict[str, Any]:
+        """Set a stage's status (one of ``pending``, ``running``, ``done``, ``kept_current``,
+        ``skipped``, ``failed``) with a reason; extra JSON-able fields are stored too."""
+        if status not in STAGE_STATUSES:
+            raise SessionError(f"unknown stage status {status!r} (one of {', '.join(STAGE_STATUSES)})")
+        with self._locked():
+            self._refresh()
+            entry = self._stage_entry(stage)
+            entry.update(extra)
+            entry["status"] = status
+            entry["reason"] = reason
+            entry["time"] = _now()
+            self._log("stage", stage=stage, status=status, reason=reason)
+            self._save_state()
+            return dict(entry)
+
+    def skip_stage(self, stage: str, reason: str = "skipped by the user") -> dict[str, Any]:
+        """Mark ``stage`` skipped."""
+        return self.mark_stage(stage, "skipped", reason)
+
+    # ---------------------------------------------------------------- diff / export
+
+    def diff(self, a: str | int | None = "baseline", b: str | int | None = "head", *,
+             include_meta: bool = False, context: int = 3) -> SessionDiff:
+        """The unified diff between versions ``a`` and ``b`` (any names :meth:`resolve`
+        accepts), per file; ``session.json`` and ``.xeforge/`` only with ``include_meta``."""
+        sa, sb = self.resolve(a), self.resolve(b)
+        fa = self.files_at(sa, include_meta=include_meta)
+        fb = self.files_at(sb, include_meta=include_meta)
+        if not include_meta:
+            fa.pop(SESSION_FILE, None)
+            fb.pop(SESSION_FILE, None)
+        files = []
+        for path in sorted(set(fa) | set(fb)):
+            old, new = fa.get(path), fb.get(path)
+            if old == new:
+                continue
+            status = "modified" if old is not None and new is not None else ("added" if old is None else "deleted")
+            lines = difflib.unified_diff(
+                (old or "").splitlines(keepends=True), (new or "").splitlines(keepends=True),
+                fromfile=f"a/{path}" if old is not None else "/dev/null",
+                tofile=f"b/{path}" if new is not None else "/dev/null", n=context)
+            text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                           for line in lines)
+            files.append(FileDiff(path=path, status=status, diff=text, old=old or "", new=new or ""))
+        return SessionDiff(old=sa, new=sb, files=files)
+
+    def patch(self, a: str | int | None = "baseline", b: str | int | None = "head") -> str:
+        """The patch (unified diff of the kernel, spec and reference) from ``a`` to ``b``."""
+        return self.diff(a, b).text
+
+    def export(self, dest: str | Path, *, version: str | int | None = "head") -> dict[str, Path]:
+        """Write the final kernel (``<kernel>.py``), the patch baseline -> ``version``
+        (``<stem>.patch``) and the reports (``report.md``, ``report.json``) into ``dest``.
+        Returns ``{"kernel", "patch", "report_md", "report_json"}`` paths."""
+        from xeforge_core import report as _report
+
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        stem = Path(self.kernel_file).stem
+        out = {
+            "kernel": dest / self.kernel_file,
+            "patch": dest / f"{stem}.patch",
+            "report_md": dest / "report.md",
+            "report_json": dest / "report.json",
+        }
+        _atomic_write(out["kernel"], self.source(version))
+        _atomic_write(out["patch"], self.patch("baseline", version))
+        _atomic_write(out["report_md"], _report.markdown_report(self))
+        _atomic_write(out["report_json"], json.dumps(_report.json_report(self), indent=2) + "\n")
+        return out
+
+    # ---------------------------------------------------------------- internals: git
+
+    def _git(self, *args: str, input: str | bytes | None = None, env: dict[str, str] | None = None) -> str:
+        full_env = dict(os.environ)
+        full_env.update(_AUTHOR)
+        full_env.setdefault("GIT_CONFIG_NOSYSTEM", "1")
+        if env:
+            full_env.update(env)
+        data = input.encode() if isinstance(input, str) else input
+        proc = subprocess.run(["git", *args], cwd=self.path, input=data, capture_output=True, env=full_env,
+                              check=False)
+        if proc.returncode != 0:
+            raise SessionError(f"git {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace').strip()}")
+        return proc.stdout.decode().strip()
+
+    def _hash_blob(self, text: str) -> str:
+        return self._git("hash-object", "-w", "--stdin", input=redact(text, self._secrets))
+
+    def _build_tree(self, base_tree: str | None, files: dict[str, str], remove: Iterable[str] = ()) -> str:
+        xdir = self.path / ".git" / "xeforge"
+        xdir.mkdir(parents=True, exist_ok=True)
+        fd, index = tempfile.mkstemp(prefix="index-", dir=xdir)
+        os.close(fd)
+        os.unlink(index)
+        env = {"GIT_INDEX_FILE": index}
+        try:
+            if base_tree:
+                self._git("read-tree", base_tree, env=env)
+            else:
+                self._git("read-tree", "--empty", env=env)
+            lines = [f"100644 {self._hash_blob(text)}\t{path}" for path, text in files.items()]
+            lines += [f"0 {'0' * 40}\t{path}" for path in remove]
+            if lines:
+                self._git("update-index", "--index-info", input="\n".join(lines) + "\n", env=env)
+            return self._git("write-tree", env=env)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(index)
+
+    def _commit_tree(self, tree: str, parents: list[str], message: str) -> str:
+        args = ["commit-tree", tree]
+        for p in parents:
+            args += ["-p", p]
+        return self._git(*args, input=redact(message, self._secrets))
+
+    def _update_ref(self, ref: str, new: str, old: str | None) -> None:
+        # the single commit point of every change; fails if someone else moved the ref
+        self._git("update-ref", "-m", "xeforge", ref, new, old if old is not None else "0" * 40)
+
+    def _ref_exists(self, ref: str) -> bool:
+        try:
+            self.repo.git.rev_parse("--verify", "--quiet", ref)
+            return True
+        except git.GitCommandError:
+            return False
+
+    def _read(self, sha: str, path: str) -> str:
+        blob = self.repo.commit(sha).tree / path
+        return blob.data_stream.read().decode("utf-8", errors="replace")
+
+    def _branch_shas(self) -> list[str]:
+        out = self.repo.git.rev_list("--first-parent", "--reverse", BRANCH_REF)
+        return out.split()
+
+    def _sync_worktree(self) -> None:
+        """Make the working tree and index show HEAD (best effort: the refs are the truth)."""
+        with contextlib.suppress(SessionError):
+            self._git("read-tree", "-u", "--reset", "HEAD")
+
+    def _candidate_commit(self, parent: str, cid: str, stage: str, source: str, *, engine: str,
+                          model: str | None, iteration: int | None, rationale: str,
+                          verdict: Verdict | None, based_on: str | None) -> str:
+        files = {self.kernel_file: source}
+        if verdict is not None:
+            files[self._verdict_path(cid)] = json.dumps(verdict.to_dict(), indent=1, sort_keys=True) + "\n"
+        tree = self._build_tree(self.repo.commit(parent).tree.hexsha, files)
+        speed = verdict.speedup if speed_measured(verdict) else None
+        trailers = {
+            "Stage": stage, "Engine": engine, "Model": model or "-",
+            "Iteration": iteration, "Candidate": cid,
+            "Verdict": verdict.kind.value if verdict else "unverified",
+            "Speedup": format_speedup(speed) if verdict else None,
+            "Device": device_label(verdict.device) if verdict and verdict.device else None,
+            "Based-On": based_on,
+        }
+        it = f", iteration {iteration}" if iteration is not None else ""
+        return self._commit_tree(tree, [parent], _message(f"candidate {cid} ({engine}{it})", rationale, trailers))
+
+    @staticmethod
+    def _verdict_path(cid: str) -> str:
+        return f"{META_DIR}/verdicts/{cid}.json"
+
+    def _verdict_in_tree(self, sha: str, cid: str) -> Verdict | None:
+        try:
+            return Verdict.from_dict(json.loads(self._read(sha, self._verdict_path(cid))))
+        except KeyError:
+            return None
+
+    def _candidate_record(self, cid: str, sha: str) -> CandidateRecord:
+        commit = self.repo.commit(sha)
+        message = commit.message if isinstance(commit.message, str) else commit.message.decode()
+        t = parse_trailers(message)
+        paragraphs = re.split(r"\n\s*\n", message.strip())
+        rationale = "\n\n".join(paragraphs[1:-1]).strip() if len(paragraphs) > 2 else ""
+        meta = self._state.get("candidates", {}).get(cid, {})
+        stage, _, num = cid.rpartition("/")
+        iteration = t.get("Iteration")
+        return CandidateRecord(
+            id=cid, stage=stage, number=int(num) if num.isdigit() else 0, sha=sha,
+            parent=commit.parents[0].hexsha if commit.parents else "",
+            engine=t.get("Engine", "unknown"),
+            model=t.get("Model") if t.get("Model") not in (None, "-") else None,
+            iteration=int(iteration) if iteration and iteration.isdigit() else None,
+            rationale=rationale, status=meta.get("status", "pending"), reason=meta.get("reason", ""),
+            time=float(meta.get("time") or commit.committed_date), verdict=self._verdict_in_tree(sha, cid),
+            based_on=t.get("Based-On"), approved_as=meta.get("approved_as"),
+        )
+
+    # ---------------------------------------------------------------- internals: state
+
+    def _initial_state(self) -> dict[str, Any]:
+        plan = list(self._info.get("plan") or [])
+        return {"format": FORMAT_VERSION, "plan": plan,
+                "stages": {s: _new_stage_entry() for s in plan}, "candidates": {}, "counters": {},
+                "log": []}
+
+    def _stage_entry(self, stage: str) -> dict[str, Any]:
+        return self._state["stages"].setdefault(stage, _new_stage_entry())
+
+    def _log(self, action: str, **fields: Any) -> None:
+        entry = {"action": action, "time": _now()}
+        entry.update({k: v for k, v in fields.items() if v is not None})
+        self._state["log"].append(entry)
+
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            sha = self.repo.git.rev_parse("--verify", "--quiet", STATE_REF)
+        except git.GitCommandError:
+            return self._rebuild_state()
+        try:
+            data = json.loads(self._read(sha, "state.json"))
+        except (KeyError, ValueError):
+            return self._rebuild_state()
+        self._state_sha = sha
+        return data
+
+    def _refresh(self) -> None:
+        """Re-read the state if another process (or Session object) changed it."""
+        try:
+            sha = self.repo.git.rev_parse("--verify", "--quiet", STATE_REF)
+        except git.GitCommandError:
+            return
+        if sha != getattr(self, "_state_sha", None):
+            self._state = json.loads(self._read(sha, "state.json"))
+            self._state_sha = sha
+
+    def _rebuild_state(self) -> dict[str, Any]:
+        """Recover the state from the branch and refs alone (when ``refs/xeforge/state`` is
+        missing): approved candidates from the trailers, every other candidate pending."""
+        self._state = self._initial_state()
+        self._state_sha = None
+        approved = {}
+        for v in self.history()[1:]:
+            if v.candidate:
+                approved[v.candidate] = v.sha
+            if v.stage and v.stage in self._state["stages"]:
+                self._state["stages"][v.stage]["versions"].append(v.sha)
+                self._state["stages"][v.stage]["status"] = "done"
+        try:
+            listing = self.repo.git.for_each_ref("--format=%(refname) %(objectname)", CANDIDATE_REF_PREFIX)
+        except git.GitCommandError:
+            listing = ""
+        for line in listing.splitlines():
+            ref, sha = line.split()
+            cid = ref[len(CANDIDATE_REF_PREFIX):]
+            stage, _, num = cid.rpartition("/")
+            status = "approved" if cid in approved else "pending"
+            self._state["candidates"][cid] = {"status": status, "reason": "",
+                                              "time": float(self.repo.commit(sha).committed_date),
+                                              "approved_as": approved.get(cid)}
+            if num.isdigit():
+                self._state["counters"][stage] = max(int(num), self._state["counters"].get(stage, 0))
+            self._stage_entry(stage)["candidates"].append(cid)
+        self._log("recovered")
+        return self._state
+
+    def _save_state(self) -> None:
+        text = json.dumps(self._state, indent=1, sort_keys=True) + "\n"
+        blob = self._hash_blob(text)
+        tree = self._git("mktree", input=f"100644 blob {blob}\tstate.json\n")
+        old = getattr(self, "_state_sha", None)
+        parents = [old] if old else []
+        sha = self._commit_tree(tree, parents, "session state\n")
+        self._update_ref(STATE_REF, sha, old)
+        self._state_sha = sha
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        xdir = self.path / ".git" / "xeforge"
+        xdir.mkdir(parents=True, exist_ok=True)
+        with open(xdir / "lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _new_stage_entry() -> dict[str, Any]:
+    return {"status": "pending", "reason": "", "versions": [], "candidates": [], "time": None}
+
+
+def _fingerprint(device: Any) -> dict[str, Any]:
+    if device is None:
+        return {"type": "cpu", "interpreter": True}
+    if isinstance(device, dict):
+        return dict(device)
+    if isinstance(device, str):
+        kind, _, idx = device.partition(":")
+        out: dict[str, Any] = {"type": kind}
+        if idx.isdigit():
+            out["index"] = int(idx)
+        return out
+    fp = dict(getattr(device, "fingerprint", None) or {})
+    for key in ("type", "index", "name", "interpreter"):
+        value = getattr(device, key, None)
+        if value is not None:
+            fp.setdefault(key, value)
+    return fp
+
+
+def _default_target(device: Any, device_type: str) -> str:
+    profile = getattr(device, "profile", None)
+    if isinstance(profile, dict):
+        for key in ("id", "name"):
+            if profile.get(key):
+                return str(profile[key])
+    return device_type
+
+
+def _supports_initial_branch() -> bool:
+    try:
+        out = subprocess.run(["git", "--version"], capture_output=True, text=True, check=False).stdout
+        m = re.search(r"(\d+)\.(\d+)", out)
+        return bool(m) and (int(m.group(1)), int(m.group(2))) >= (2, 28)
+    except OSError:
+        return False
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)

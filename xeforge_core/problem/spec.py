@@ -39,7 +39,7 @@ from .dtypes import DTYPE_SIZES, normalize_dtype
 from .flops import as_number, evaluate_flop
 from .model import InitSpec, InputSpec, ProblemError, Spec, Variant
 
-__all__ = ["parse_spec", "build_variant", "resolve_init_value", "MAX_SOURCE_BYTES"]
+__all__ = ["parse_spec", "build_variant", "resolve_init_value", "odd_size_variant", "check_text", "MAX_SOURCE_BYTES"]
 
 #: Largest spec or module text accepted (bytes of UTF-8). Real specs are a few kB.
 MAX_SOURCE_BYTES = 1_000_000
@@ -85,8 +85,9 @@ def _field(path: Path_) -> str:
 class _Ctx:
     """Error/warning helper that knows the file and the line of each YAML path."""
 
-    def __init__(self, path: Path | None, lines: dict[Path_, int]) -> None:
+    def __init__(self, path: Path | None, lines: dict[Path_, int], label: str | None = None) -> None:
         self.path = path
+        self.where: str | Path | None = path if path is not None else label
         self.lines = lines
         self.warnings: list[str] = []
 
@@ -98,10 +99,10 @@ class _Ctx:
         return None
 
     def error(self, path: Path_, message: str) -> ProblemError:
-        return ProblemError(message, file=self.path, line=self.line(path), field=_field(path) or None)
+        return ProblemError(message, file=self.where, line=self.line(path), field=_field(path) or None)
 
     def warn(self, path: Path_, message: str) -> None:
-        where = str(self.path.name) if self.path else "spec"
+        where = self.path.name if self.path else str(self.where or "spec")
         line = self.line(path)
         if line:
             where += f":{line}"
@@ -211,7 +212,7 @@ def build_variant(name: str, *, params: list[str], dims: dict[str, Any], inputs:
     if flop_formula is not None:
         fpath = entry_path + ("flop",)
         flop = evaluate_flop(flop_formula, dims, field=_field(fpath) or f"{name}.flop",
-                             file=str(ctx.path) if ctx and ctx.path else None,
+                             file=str(ctx.where) if ctx and ctx.where else None,
                              line=ctx.line(fpath) if ctx else None)
     init_values: list[Any] = []
     for i, init in enumerate(inits):
@@ -347,12 +348,13 @@ def _parse_variant(family: str, entry: Any, inputs: dict[str, InputSpec], inits:
                          flop_formula=flop_formula, rtol=rtol, atol=atol, ctx=ctx, entry_path=path)
 
 
-def parse_spec(text: str | bytes, path: str | Path | None = None) -> Spec:
+def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str | None = None) -> Spec:
     """Parse Xe-Forge YAML spec text (see the module docstring for the format).
 
     Args:
         text: the YAML text (``bytes`` must be UTF-8).
         path: the file it came from, used in messages only (nothing is read from it).
+        label: the name used in messages when there is no ``path`` (e.g. ``kernel.yaml``).
 
     Returns:
         A :class:`Spec` whose ``variants`` maps family name -> resolved :class:`Variant`
@@ -365,27 +367,28 @@ def parse_spec(text: str | bytes, path: str | Path | None = None) -> Spec:
             negative or non-numeric tolerance. Each names the file, line and field.
     """
     p = Path(path) if path is not None else None
-    text = check_text(text, p, "spec")
+    where: str | Path | None = p if p is not None else label
+    text = check_text(text, where, "spec")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
-        raise ProblemError(f"YAML syntax error: {exc.problem or exc}", file=p, line=line) from None
+        raise ProblemError(f"YAML syntax error: {exc.problem or exc}", file=where, line=line) from None
     except yaml.YAMLError as exc:
-        raise ProblemError(f"YAML error: {exc}", file=p) from None
+        raise ProblemError(f"YAML error: {exc}", file=where) from None
     lines: dict[Path_, int] = {}
     dups: list[tuple[Path_, int]] = []
     if node is not None:
         _line_map_child(node, (), lines, dups)
-    ctx = _Ctx(p, lines)
+    ctx = _Ctx(p, lines, label)
     for dup_path, dup_line in dups:
-        ctx.warnings.append(f"{p.name if p else 'spec'}:{dup_line} [{_field(dup_path)}]: key given more than "
+        ctx.warnings.append(f"{p.name if p else (label or 'spec')}:{dup_line} [{_field(dup_path)}]: key given more than "
                             f"once; YAML keeps only the last one")
     if not isinstance(data, dict):
         raise ProblemError(f"a spec must be a YAML map (inputs, inits, variants), got {type(data).__name__}",
-                           file=p, line=1)
+                           file=where, line=1)
     for key in data:
         if not isinstance(key, str):
             raise ctx.error((key,), f"top-level key {key!r} is not a string")
@@ -420,3 +423,58 @@ def parse_spec(text: str | bytes, path: str | Path | None = None) -> Spec:
         ctx.warn((), "the spec defines no variants (no top-level key with a list value)")
     return Spec(path=p, inputs=inputs, inits=inits, variants=variants, default_variant=default,
                 warnings=ctx.warnings)
+
+
+def _odd_value(value: int) -> int:
+    """A nearby size that is not a power of two: 2 -> 3, 4 -> 3, 64 -> 63, 128 -> 127;
+    sizes that are already not powers of two, and 0 or 1, are kept."""
+    if value < 2 or value & (value - 1):
+        return value
+    return 3 if value == 2 else value - 1
+
+
+def odd_size_variant(problem_or_spec: Any, variant: Variant | str) -> Variant | None:
+    """A copy of ``variant`` whose input-only dims sit at a nearby non-power-of-two size.
+
+    The dims moved are those that appear in the shape of an input the variant passes and are
+    not used by ``inits`` (so the model's weights, built from the inits, are unchanged): each
+    power of two ``v >= 2`` becomes ``v - 1`` (``2`` becomes ``3``). The copy is named
+    ``<name>-odd`` and has its shapes, ``bytes``, ``flop`` and ``init_values`` recomputed. The
+    verifier runs it to catch masking bugs that power-of-two shapes hide.
+
+    Args:
+        problem_or_spec: a :class:`~xeforge_core.problem.model.Problem` (its spec is used) or
+            a :class:`Spec`.
+        variant: a :class:`Variant` of that spec, or its name.
+
+    Returns:
+        The odd-size :class:`Variant`, or ``None`` when there is no spec or no dim to move.
+    """
+    spec = problem_or_spec if isinstance(problem_or_spec, Spec) else getattr(problem_or_spec, "spec", None)
+    if spec is None:
+        return None
+    if isinstance(variant, str):
+        if variant not in spec.variants:
+            raise ProblemError(f"unknown variant {variant!r} (known: {', '.join(spec.variants) or 'none'})",
+                               file=spec.path)
+        variant = spec.variants[variant]
+    init_dims = {i.value for i in spec.inits if isinstance(i.value, str)}
+    shape_dims: set[str] = set()
+    for pname in variant.params:
+        inp = spec.inputs.get(pname)
+        if inp is not None:
+            shape_dims |= {d for d in inp.shape if isinstance(d, str)}
+    dims = dict(variant.dims)
+    moved = False
+    for name in shape_dims - init_dims:
+        value = dims.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            new = _odd_value(value)
+            if new != value:
+                dims[name] = new
+                moved = True
+    if not moved:
+        return None
+    return build_variant(f"{variant.name}-odd", params=list(variant.params), dims=dims, inputs=spec.inputs,
+                         inits=spec.inits, dtype=variant.dtype, flop_formula=variant.flop_formula,
+                         rtol=variant.rtol, atol=variant.atol)

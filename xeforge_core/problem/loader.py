@@ -1,0 +1,291 @@
+"""Load a kernel problem (kernel module + optional reference + optional spec) and cross-check it.
+
+Everything is read statically (:mod:`.module`, :mod:`.spec`); no model code runs here.
+
+Files found next to ``kernel.py`` when not given:
+
+* spec: ``kernel.yaml`` (or ``kernel.yml``);
+* reference: ``kernel_pytorch.py`` or ``kernel_ref.py`` (its own ``Model``). For a file in
+  KernelBench's solution convention (it defines ``ModelNew``), its own ``Model`` is the
+  reference when it defines one.
+
+Cross-checks (errors are :class:`ProblemError` naming file, line and field; softer findings go
+to ``Problem.warnings``):
+
+* the spec's ``inits`` count against the model's ``__init__`` positional parameters;
+* each variant's ``params`` count against ``forward()``'s parameters;
+* no spec: ``get_inputs()`` must exist (in the kernel or the reference module), and
+  ``get_init_inputs()`` too when ``__init__`` needs arguments;
+* warnings: a variant dtype that a dtype assertion or a hard-coded kernel dtype rejects
+  (e.g. Flash Attention's float32 ``ci`` against its float16-only kernel); inits whose dim names
+  do not match the constructor parameters they land in; no Triton kernel in the kernel module.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .model import ModuleFile, Problem, ProblemError, Spec
+from .module import DtypeConstraint, ModuleFacts, read_module
+from .spec import MAX_SOURCE_BYTES, check_text, parse_spec
+
+__all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference"]
+
+REFERENCE_SUFFIXES = ("_pytorch", "_ref")
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+
+def _read(path: Path, what: str) -> str:
+    """Read a text file with the same guards as pasted text (size, UTF-8, not empty)."""
+    if not path.exists():
+        raise ProblemError(f"{what} file not found", file=path)
+    if not path.is_file():
+        raise ProblemError(f"{what} path is not a file", file=path)
+    size = path.stat().st_size
+    if size > MAX_SOURCE_BYTES:
+        raise ProblemError(f"{what} is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes", file=path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ProblemError(f"cannot read {what}: {exc.strerror or exc}", file=path) from None
+    return check_text(data, path, what)
+
+
+def find_spec(kernel_path: str | Path) -> Path | None:
+    """The sibling spec of ``kernel_path`` (``<stem>.yaml`` / ``<stem>.yml``), if any."""
+    kp = Path(kernel_path)
+    for suffix in SPEC_SUFFIXES:
+        cand = kp.with_suffix(suffix)
+        if cand.is_file():
+            return cand
+    return None
+
+
+def find_reference(kernel_path: str | Path) -> Path | None:
+    """The sibling reference of ``kernel_path`` (``<stem>_pytorch.py`` / ``<stem>_ref.py``)."""
+    kp = Path(kernel_path)
+    for suffix in REFERENCE_SUFFIXES:
+        cand = kp.with_name(f"{kp.stem}{suffix}.py")
+        if cand.is_file() and cand.resolve() != kp.resolve():
+            return cand
+    return None
+
+
+def load_problem(kernel_path: str | Path, spec_path: str | Path | None = None,
+                 reference_path: str | Path | None = None) -> Problem:
+    """Load a kernel problem from files.
+
+    Args:
+        kernel_path: the Triton kernel module (``Model``, or ``ModelNew`` in KernelBench's
+            solution convention).
+        spec_path: an Xe-Forge YAML spec; default: a sibling ``<stem>.yaml`` when present.
+        reference_path: a PyTorch reference module with its own ``Model``; default: the
+            kernel file's own ``Model`` when the kernel class is ``ModelNew``, else a sibling
+            ``<stem>_pytorch.py`` / ``<stem>_ref.py`` when present.
+
+    Returns:
+        A :class:`Problem` named after the kernel file's stem, with ``warnings`` from the spec
+        and from the cross-checks.
+
+    Raises:
+        ProblemError: a missing/unreadable/empty/non-UTF-8/oversized file, a syntax error, no
+            ``Model``, a bad spec, or an inconsistency between spec and module (see the module
+            docstring); the message names the file, line and field.
+    """
+    kp = Path(kernel_path)
+    source = _read(kp, "kernel module")
+    sp = Path(spec_path) if spec_path is not None else find_spec(kp)
+    spec_text = _read(sp, "spec") if sp is not None else None
+    rp = Path(reference_path) if reference_path is not None else None
+    reference_source = _read(rp, "reference module") if rp is not None else None
+    return _build(kp.stem, source, kp, spec_text, sp, reference_source, rp,
+                  sibling_reference=find_reference(kp) if rp is None else None)
+
+
+def problem_from_source(source: str | bytes, *, name: str = "kernel", spec_text: str | bytes | None = None,
+                        reference_source: str | bytes | None = None,
+                        spec_path: str | Path | None = None) -> Problem:
+    """Build a problem from pasted code (the UI). Same checks as :func:`load_problem`; messages
+    call the pasted files ``<name>.py``, ``<name>.yaml`` and ``<name>_ref.py``.
+
+    Args:
+        source: the kernel module's text.
+        name: the problem's name (used for messages and the module file name).
+        spec_text: the spec's YAML text, if any.
+        reference_source: a PyTorch reference module's text, if any.
+        spec_path: read the spec from this file instead when ``spec_text`` is not given.
+
+    Raises:
+        ProblemError: as :func:`load_problem`.
+    """
+    if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9_.\-]{1,100}$", name):
+        raise ProblemError(f"problem name {name!r} must be 1-100 letters, digits, '_', '-' or '.'")
+    sp = Path(spec_path) if spec_path is not None else None
+    if spec_text is None and sp is not None:
+        spec_text = _read(sp, "spec")
+    return _build(name, source, None, spec_text, sp, reference_source, None, sibling_reference=None)
+
+
+def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | bytes | None, sp: Path | None,
+           reference_source: str | bytes | None, rp: Path | None, *, sibling_reference: Path | None) -> Problem:
+    kernel_label = f"{name}.py"
+    facts = read_module(source, kp, label=kernel_label)
+    source_text = check_text(source, kp or kernel_label, "module")
+    kernel = ModuleFile(source=source_text, path=kp, class_name=facts.model_class or "Model", label="baseline")
+
+    # Reference: explicit > the ModelNew file's own Model > sibling file.
+    reference: ModuleFile | None = None
+    ref_facts: ModuleFacts | None = None
+    if reference_source is not None:
+        ref_label = rp.name if rp else f"{name}_ref.py"
+        ref_facts = read_module(reference_source, rp, class_name="Model", label=ref_label)
+        reference = ModuleFile(source=check_text(reference_source, rp or ref_label, "reference module"),
+                               path=rp, class_name="Model", label="reference")
+    elif facts.model_class == "ModelNew" and "Model" in facts.classes:
+        ref_facts = read_module(source_text, kp, class_name="Model", label=kernel_label)
+        reference = ModuleFile(source=source_text, path=kp, class_name="Model", label="reference")
+    elif sibling_reference is not None:
+        ref_text = _read(sibling_reference, "reference module")
+        ref_facts = read_module(ref_text, sibling_reference, class_name="Model")
+        reference = ModuleFile(source=ref_text, path=sibling_reference, class_name="Model", label="reference")
+
+    spec: Spec | None = None
+    if spec_text is not None:
+        spec = parse_spec(spec_text, sp, label=None if sp else f"{name}.yaml")
+
+    warnings: list[str] = list(spec.warnings) if spec else []
+    _cross_check(facts, ref_facts, spec, sp.name if sp else f"{name}.yaml", warnings)
+    return Problem(name=name, kernel=kernel, reference=reference, spec=spec, warnings=warnings)
+
+
+def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec | None, spec_label: str,
+                 warnings: list[str]) -> None:
+    model = facts.model
+    assert model is not None  # read_module raised otherwise
+    cls = model.name
+    spec_where = spec.path if spec and spec.path else spec_label
+
+    if not facts.kernels:
+        warnings.append(f"{facts.label}: no @triton.jit kernel is defined in this module, so nothing here "
+                        f"runs as a Triton kernel")
+    if model.forward is None:
+        raise ProblemError(f"class {cls} (line {model.line}) has no forward() method", file=facts.label,
+                           line=model.line)
+
+    init = model.init
+    init_where = facts.where(init.line if init and not init.implicit else model.line)
+    init_desc = f"{cls}.__init__ at {init_where}" if init and not init.implicit else \
+        f"{cls} (line {model.line}, nn.Module's __init__)"
+
+    if spec is not None and spec.inits:
+        n = len(spec.inits)
+        if init is not None and not init.accepts(n):
+            names = ", ".join(str(i.value) for i in spec.inits)
+            raise ProblemError(
+                f"spec {spec_label} gives {n} inits ({names}) but {init_desc} takes {init.takes()} "
+                f"positional argument{'s' if init.takes() != '1' else ''}: {init.describe()}",
+                file=spec_where, field="inits")
+        if init is not None and not init.implicit:
+            _check_init_names(spec, init, cls, init_where, spec_label, warnings)
+    elif init is not None and init.required > 0:
+        has_init_inputs = facts.has_get_init_inputs or bool(ref_facts and ref_facts.has_get_init_inputs)
+        if not has_init_inputs:
+            where = "the spec gives no inits" if spec is not None else "there is no spec"
+            raise ProblemError(f"{init_desc} needs {init.required} argument(s) ({init.describe()}), but {where} "
+                               f"and the module has no get_init_inputs()", file=facts.label, line=init.line)
+
+    if spec is None:
+        if not facts.has_get_inputs and not (ref_facts and ref_facts.has_get_inputs):
+            raise ProblemError("no spec was given and the module defines no get_inputs(), so there is no way "
+                               "to build inputs (give a spec, or define get_inputs())", file=facts.label)
+    else:
+        fwd = model.forward
+        for vname, variant in spec.variants.items():
+            n = len(variant.params)
+            if not fwd.accepts(n):
+                raise ProblemError(
+                    f"variant {vname} passes {n} input(s) ({', '.join(variant.params) or 'none'}) but "
+                    f"{cls}.forward at {facts.where(fwd.line)} takes {fwd.takes()}: {fwd.describe()}",
+                    file=spec_where, field=f"{vname}[0].params")
+        _check_dtypes(facts, spec, spec_label, warnings)
+
+    if ref_facts is not None and ref_facts.model is not None and ref_facts.model.forward is not None:
+        rf, kf = ref_facts.model.forward, model.forward
+        if rf.max_positional is not None and kf.max_positional is not None and \
+                (rf.required, rf.max_positional) != (kf.required, kf.max_positional):
+            warnings.append(f"{ref_facts.where(rf.line)}: the reference's Model.forward takes {rf.takes()} "
+                            f"input(s) but {cls}.forward at {facts.where(kf.line)} takes {kf.takes()}")
+
+
+_TOKEN = re.compile(r"[a-z]+")
+
+
+def _related(dim: str, param: str) -> bool:
+    """Whether a spec dim name plausibly names a constructor parameter (IN_FEAT ~ in_features,
+    D ~ D_HEAD, BN_EPS ~ bn_eps), so a positional mismatch can be flagged."""
+    a, b = dim.lower().replace("_", ""), param.lower().replace("_", "")
+    if not a or not b or a.startswith(b) or b.startswith(a):
+        return True
+    ta, tb = _TOKEN.findall(dim.lower()), _TOKEN.findall(param.lower())
+    return any(len(x) >= 3 and len(y) >= 3 and (x.startswith(y) or y.startswith(x)) for x in ta for y in tb)
+
+
+def _check_init_names(spec: Spec, init, cls: str, init_where: str, spec_label: str,  # noqa: ANN001
+                      warnings: list[str]) -> None:
+    odd: list[str] = []
+    for i, item in enumerate(spec.inits):
+        if i >= len(init.params) or not isinstance(item.value, str):
+            continue
+        if not any(item.value in v.dims for v in spec.variants.values()):
+            continue
+        param = init.params[i]
+        if not _related(item.value, param):
+            odd.append(f"inits[{i}] ({item.value}) lands in parameter {param!r}")
+    if odd:
+        warnings.append(f"{spec_label} [inits]: inits are passed to {cls}.__init__ ({init_where}) by position, "
+                        f"and the names do not match: {'; '.join(odd)}. Check that the spec fits the "
+                        f"constructor ({init.describe()})")
+
+
+def _check_dtypes(facts: ModuleFacts, spec: Spec, spec_label: str, warnings: list[str]) -> None:
+    """Warn when a variant's input dtype is one the module rejects (see module docstring)."""
+    model = facts.model
+    assert model is not None and model.forward is not None
+    fwd_params = list(model.forward.params)
+    coerces = [c for c in facts.dtype_constraints if c.kind == "coerces" and c.inputs]
+    rules = [c for c in facts.dtype_constraints if c.kind in ("requires", "hardcodes") and c.inputs]
+
+    def converted(rule: DtypeConstraint, origin: str) -> bool:
+        return any(origin in c.inputs and set(c.dtypes) & set(rule.dtypes) for c in coerces)
+
+    for vname, variant in spec.variants.items():
+        for rule in rules:
+            bad: list[str] = []
+            got: set[str] = set()
+            for origin in rule.inputs:
+                if origin not in fwd_params:
+                    continue
+                idx = fwd_params.index(origin)
+                if idx >= len(variant.params):
+                    continue
+                input_name = variant.params[idx]
+                dtype = variant.input_dtypes.get(input_name)
+                if dtype and dtype not in rule.dtypes and not converted(rule, origin):
+                    bad.append(input_name)
+                    got.add(dtype)
+            if not bad:
+                continue
+            bad.sort(key=variant.params.index)
+            allowed = " or ".join(rule.dtypes)
+            source = f"{vname}[0].dtype" if variant.dtype else "the inputs' dtype"
+            gives = f"variant {vname} gives {', '.join(bad)} as {', '.join(sorted(got))} ({spec_label} [{source}])"
+            if rule.kind == "hardcodes":
+                warnings.append(
+                    f"{facts.where(rule.line)}: {gives}, but kernel {rule.function} hard-codes {allowed} "
+                    f"(`{rule.text}`) and the module never converts {'them' if len(bad) > 1 else 'it'}: "
+                    f"this variant is likely to fail to compile or run")
+            else:
+                warnings.append(
+                    f"{facts.where(rule.line)}: {gives}, but {rule.function} accepts only {allowed} "
+                    f"(`{rule.text}`) and the module never converts {'them' if len(bad) > 1 else 'it'}")

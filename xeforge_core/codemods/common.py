@@ -1,0 +1,154 @@
+"""Shared pieces of the libcst codemods used by the rules engine.
+
+Every codemod takes Python source text and returns a :class:`CodemodResult`: the rewritten
+source (or the input unchanged), what was done (``notes``, one sentence each), and, when it
+did not apply, ``reason`` saying why in one sentence a kernel engineer can act on.
+
+Codemods never execute the code they rewrite: they only parse it (libcst keeps comments and
+formatting, so the diff a user reviews shows only the change itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+
+@dataclass
+class CodemodResult:
+    """Outcome of one codemod on one module.
+
+    ``source`` is the rewritten module (equal to the input when nothing changed); ``changed``
+    says whether it differs; ``notes`` lists what was changed (and what was deliberately left
+    alone); ``reason`` is set when the codemod did not apply.
+    """
+
+    codemod: str
+    source: str
+    changed: bool
+    notes: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def applicable(self) -> bool:
+        return self.changed and not self.reason
+
+    def rationale(self) -> str:
+        """The notes as a bullet list (what a reviewer reads next to the diff)."""
+        if not self.changed:
+            return self.reason
+        return "\n".join(f"- {n}" for n in self.notes)
+
+
+def not_applicable(codemod: str, source: str, reason: str, notes: Iterable[str] = ()) -> CodemodResult:
+    """A result that leaves ``source`` unchanged and says why."""
+    return CodemodResult(codemod=codemod, source=source, changed=False, notes=list(notes), reason=reason)
+
+
+def parse_module(codemod: str, source: str) -> cst.Module | CodemodResult:
+    """Parse ``source``; on a syntax error return a not-applicable result naming the line."""
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        return not_applicable(
+            codemod, source,
+            f"the module does not parse (line {exc.raw_line}, column {exc.raw_column}): {exc.message}",
+        )
+
+
+def dotted_name(node: cst.BaseExpression | None) -> str:
+    """``a.b.c`` for a Name/Attribute chain, else an empty string."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else ""
+    return ""
+
+
+def is_jit_decorator(dec: cst.Decorator) -> bool:
+    """True for ``@triton.jit``, ``@jit``, ``@triton.jit(...)``."""
+    expr = dec.decorator
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    return dotted_name(expr) in {"triton.jit", "jit"}
+
+
+def is_autotune_decorator(dec: cst.Decorator) -> bool:
+    """True for ``@triton.autotune(...)`` / ``@autotune(...)``."""
+    expr = dec.decorator
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    return dotted_name(expr) in {"triton.autotune", "autotune"}
+
+
+def is_kernel(fn: cst.FunctionDef) -> bool:
+    """A Triton kernel: a function decorated with ``triton.jit``."""
+    return any(is_jit_decorator(d) for d in fn.decorators)
+
+
+def kernel_defs(module: cst.Module) -> list[cst.FunctionDef]:
+    """Top-level ``@triton.jit`` functions, in source order."""
+    return [s for s in module.body if isinstance(s, cst.FunctionDef) and is_kernel(s)]
+
+
+def is_constexpr_param(param: cst.Param) -> bool:
+    """``NAME: tl.constexpr`` (or ``triton.language.constexpr`` / ``constexpr``)."""
+    if param.annotation is None:
+        return False
+    return dotted_name(param.annotation.annotation).endswith("constexpr")
+
+
+def int_value(node: cst.BaseExpression | None) -> int | None:
+    """The value of an integer literal (``128``, ``-1``), else ``None``."""
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
+            and isinstance(node.expression, cst.Integer)):
+        return -int(node.expression.evaluated_value)
+    return None
+
+
+def string_value(node: cst.BaseExpression | None) -> str | None:
+    """The value of a plain (non-f, non-concatenated) string literal, else ``None``."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """Source text of one node."""
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def line_of(module: cst.Module, node: cst.CSTNode) -> int | None:
+    """1-based line of ``node`` in ``module`` (``None`` if it is not found)."""
+    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(cst.metadata.PositionProvider)
+    pos = positions.get(node)
+    return pos.start.line if pos else None
+
+
+def ensure_nonempty_blocks(module: cst.Module) -> cst.Module:
+    """Put ``pass`` into any indented block a removal left empty (keeps the module valid)."""
+
+    class _Fill(cst.CSTTransformer):
+        def leave_IndentedBlock(self, original: cst.IndentedBlock,
+                                updated: cst.IndentedBlock) -> cst.IndentedBlock:
+            if not updated.body:
+                return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+            return updated
+
+    return module.visit(_Fill())
+
+
+def still_parses(source: str) -> str | None:
+    """``None`` when ``source`` compiles as Python, else the error text."""
+    try:
+        compile(source, "<codemod>", "exec")
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    return None

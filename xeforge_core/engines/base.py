@@ -1,0 +1,217 @@
+"""The engine protocol: every proposer of candidate kernels (LLM, rules, manual) speaks it.
+
+The CoVeR loop, the session and the UI only ever see :class:`Candidate` objects; which engine
+produced one is recorded in ``Candidate.engine`` (and ``model``) for the history, never needed
+to handle it.
+
+``Engine.propose(stage, context, feedback)`` returns a :class:`Candidate` or a not-applicable
+candidate (``applicable=False`` plus ``not_applicable_reason``); engines do not raise for
+"nothing to do" or "the reply had no code". They raise :class:`EngineError` only for failures
+the caller must see (an endpoint that keeps failing after all retries, bad settings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from xeforge_core.problem.model import Problem
+
+
+class EngineError(RuntimeError):
+    """An engine could not produce an answer at all (e.g. the LLM endpoint failed after every
+    retry). The message never contains an API key."""
+
+
+@dataclass
+class TokenUsage:
+    """Token counts of the LLM calls behind a candidate (0 for engines that use no LLM).
+
+    ``calls`` counts requests sent to the endpoint (cache hits are not calls).
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: TokenUsage) -> None:
+        """Accumulate ``other`` into this one (in place)."""
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.calls += other.calls
+
+
+@dataclass
+class Candidate:
+    """One proposed version of the kernel module.
+
+    ``code`` is the complete module source (the current code, unchanged, when not applicable);
+    ``rationale`` says what was changed and why; ``engine`` is ``rules``/``llm``/``manual``;
+    ``model`` the LLM model id (or codemod names for rules); ``prompt`` the exact prompt text
+    (for llm/manual); ``tokens`` its token usage; ``stage`` the stage id it answers.
+    ``applicable`` is ``False`` when the engine has nothing to propose, and then
+    ``not_applicable_reason`` says why in one sentence. ``raw_reply`` keeps an LLM's or a
+    user's pasted text as received; ``cached`` is ``True`` when an LLM reply came from the cache.
+    """
+
+    code: str
+    rationale: str = ""
+    engine: str = ""
+    model: str | None = None
+    prompt: str | None = None
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    applicable: bool = True
+    not_applicable_reason: str = ""
+    stage: str = ""
+    raw_reply: str | None = None
+    cached: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (for session refs and the UI)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        data = dict(data)
+        tokens = data.pop("tokens", None) or {}
+        known = set(cls.__dataclass_fields__)
+        return cls(tokens=TokenUsage(**tokens), **{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def not_applicable(cls, *, code: str, engine: str, stage: str, reason: str,
+                       **extra: Any) -> Candidate:
+        """A candidate saying the engine has nothing to propose, and why."""
+        return cls(code=code, engine=engine, stage=stage, applicable=False,
+                   not_applicable_reason=reason, rationale=reason, **extra)
+
+
+@dataclass
+class ProposalContext:
+    """What an engine may use to propose a candidate for one stage.
+
+    * ``stage``: the stage id (``dtype_fix``, ``autotuning``, ...; see ``xeforge_core.stages``).
+    * ``original_code`` / ``current_code``: the baseline module and the latest accepted version.
+    * ``problem``: the kernel problem (shapes, dtypes, flop), when known.
+    * ``analysis``: the ``xeforge_core.analysis.Analysis`` of ``current_code``, when run.
+    * ``target``: ``xpu`` or ``cuda`` (``cpu`` runs the interpreter and is treated as cuda-like
+      for codemods that need a target); ``arch`` the architecture family (``xe2``, ``xe-hpc``,
+      ``hopper``) used to pick the search space.
+    * ``profile``: the hardware profile (``HardwareProfile`` or its ``summary()`` dict).
+    * ``prompt``: the exact prompt text the product shows (rendered by ``stages.render_prompt``);
+      engines render it themselves when it is ``None``.
+    * ``history``: feedback texts of earlier attempts in this stage, oldest first.
+    * ``search_space``: autotune configs to use instead of the knowledge base's (a list of
+      dicts ``{"kwargs": {...}, "num_warps": int, "num_stages": int, "options": {...}}``).
+    * ``options``: free-form engine options (e.g. ``{"group_size_m": 8}``).
+    """
+
+    stage: str
+    original_code: str
+    current_code: str
+    problem: Problem | None = None
+    analysis: Any = None
+    target: str = "xpu"
+    arch: str | None = None
+    profile: Any = None
+    prompt: str | None = None
+    history: list[str] = field(default_factory=list)
+    search_space: list[dict[str, Any]] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Anything that proposes candidates: ``name`` plus ``propose``.
+
+    ``propose(stage, context, feedback)`` returns a :class:`Candidate` for ``stage`` given
+    ``context``; ``feedback`` is the previous attempt's verdict text (``Verdict.feedback()``)
+    when the CoVeR loop asks for a refinement, else ``None``.
+    """
+
+    name: str
+
+    def propose(self, stage: str, context: ProposalContext, feedback: str | None = None) -> Candidate:
+        ...
+
+
+ENGINE_NAMES: tuple[str, ...] = ("rules", "llm", "manual")
+
+
+def get_engine(name: str, **settings: Any) -> Engine:
+    """Build the engine called ``name`` (``rules``, ``llm`` or ``manual``) with ``settings``
+    passed to its constructor. Raises ``ValueError`` naming the known engines otherwise."""
+    key = name.strip().lower()
+    if key == "rules":
+        from xeforge_core.engines.rules import RulesEngine
+
+        return RulesEngine(**settings)
+    if key == "llm":
+        from xeforge_core.engines.llm import LLMEngine
+
+        return LLMEngine(**settings)
+    if key == "manual":
+        from xeforge_core.engines.manual import ManualEngine
+
+        return ManualEngine(**settings)
+    raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(ENGINE_NAMES)}")
+
+
+def render_stage_prompt(stage: str, context: ProposalContext, feedback: str | None = None) -> str:
+    """The prompt for ``stage``: ``context.prompt`` when given, else
+    ``xeforge_core.stages.render_prompt`` over the context; the latest ``feedback`` is appended
+    when the rendered text does not already contain it. Raises ``EngineError`` when no prompt
+    can be rendered (stages module missing or failing)."""
+    text = context.prompt
+    if text is None:
+        try:
+            from xeforge_core import stages
+        except ImportError as exc:  # pragma: no cover - depends on the stages module landing
+            raise EngineError(f"no prompt given and the stage prompts are unavailable: {exc}") from exc
+        text = _call_render_prompt(stages.render_prompt, stage, context, feedback)
+    if feedback and feedback.strip() and feedback.strip() not in text:
+        text = (text.rstrip() + "\n\n## Feedback on your previous attempt (verdict)\n\n"
+                + feedback.strip() + "\n\nFix the problem above and return the complete module.\n")
+    return text
+
+
+def _call_render_prompt(render: Any, stage: str, context: ProposalContext, feedback: str | None) -> str:
+    """Call ``render_prompt`` with whichever of the context's fields its signature accepts."""
+    import inspect
+
+    available: dict[str, Any] = {
+        "stage": stage, "stage_id": stage,
+        "original_code": context.original_code, "original": context.original_code,
+        "current_code": context.current_code, "current": context.current_code, "code": context.current_code,
+        "problem": context.problem, "analysis": context.analysis, "target": context.target,
+        "profile": context.profile, "feedback": feedback, "history": context.history,
+    }
+    sig = inspect.signature(render)
+    params = list(sig.parameters.values())
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    takes_var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    for i, p in enumerate(params):
+        if p.kind is p.VAR_KEYWORD or p.kind is p.VAR_POSITIONAL:
+            continue
+        if i == 0 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            args.append(stage)
+            continue
+        if p.name in available:
+            if p.kind is p.POSITIONAL_ONLY:
+                args.append(available[p.name])
+            else:
+                kwargs[p.name] = available[p.name]
+    if takes_var_kw:
+        for k in ("original_code", "current_code", "problem", "analysis", "target", "profile", "feedback"):
+            kwargs.setdefault(k, available[k])
+    try:
+        result = render(*args, **kwargs)
+    except Exception as exc:
+        raise EngineError(f"rendering the {stage} prompt failed: {type(exc).__name__}: {exc}") from exc
+    return str(result)

@@ -1,0 +1,136 @@
+"""The rules engine: deterministic codemods from the knowledge base, no LLM, works offline.
+
+Stage -> codemod:
+
+* ``dtype_fix``    -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
+* ``xpu_specific`` -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
+* ``autotuning``   -> :func:`xeforge_core.codemods.autotune.add_autotune`
+* ``portability``  -> :func:`xeforge_core.codemods.portability.port_source` (a preparatory step,
+  also available as :func:`port_to_device_agnostic`; not one of the nine stages)
+
+Any other stage gets a not-applicable candidate saying the rules engine has no codemod for it.
+Being deterministic, the engine has nothing new to offer when the CoVeR loop feeds back a failed
+verdict for its own candidate; it says so instead of proposing the same code again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xeforge_core.codemods.common import CodemodResult
+from xeforge_core.engines.base import Candidate, ProposalContext
+
+ENGINE_NAME = "rules"
+
+
+def _dtype_fix(source: str, **_: Any) -> CodemodResult:
+    from xeforge_core.codemods.dtype_fix import fix_dtypes
+
+    return fix_dtypes(source)
+
+
+def _portability(source: str, **_: Any) -> CodemodResult:
+    from xeforge_core.codemods.portability import port_source
+
+    return port_source(source)
+
+
+def _autotune(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.autotune import add_autotune
+
+    return add_autotune(source, target=kw.get("target", "xpu"), arch=kw.get("arch"),
+                        search_space=kw.get("search_space"), options=kw.get("options") or {})
+
+
+def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.xpu_specific import apply_xpu_knobs
+
+    return apply_xpu_knobs(source, target=kw.get("target", "xpu"), arch=kw.get("arch"),
+                           profile=kw.get("profile"), options=kw.get("options") or {})
+
+
+#: Stage id -> codemod (``source, **settings -> CodemodResult``).
+STAGE_CODEMODS: dict[str, Callable[..., CodemodResult]] = {
+    "dtype_fix": _dtype_fix,
+    "xpu_specific": _xpu_specific,
+    "autotuning": _autotune,
+    "portability": _portability,
+}
+
+
+def _as_candidate(result: CodemodResult, stage: str, current: str) -> Candidate:
+    if not result.changed:
+        return Candidate.not_applicable(code=current, engine=ENGINE_NAME, stage=stage,
+                                        reason=f"{result.codemod}: {result.reason}",
+                                        model=f"codemod:{result.codemod}", notes=list(result.notes))
+    return Candidate(code=result.source, rationale=f"codemod {result.codemod}:\n{result.rationale()}",
+                     engine=ENGINE_NAME, model=f"codemod:{result.codemod}", stage=stage,
+                     notes=list(result.notes))
+
+
+def port_to_device_agnostic(source: str) -> Candidate:
+    """The portability codemod as a candidate (stage ``portability``): hard-coded ``"xpu"`` /
+    ``"cuda"`` devices, device-specific synchronize calls and availability checks replaced by
+    device-agnostic code. Not applicable (with the reason) when there is nothing to port."""
+    return _as_candidate(_portability(source), "portability", source)
+
+
+class RulesEngine:
+    """Deterministic codemods per stage.
+
+    ``target`` (``xpu``/``cuda``; ``cpu`` is treated as ``cuda`` for knobs) and ``arch`` pick
+    the search space and profile when the context gives none; ``search_space`` (list of config
+    dicts) overrides the knowledge base's; ``options`` go to the codemods (e.g.
+    ``{"group_size_m": 8, "num_warps": 8, "grf_mode": "256"}``).
+    """
+
+    name = ENGINE_NAME
+
+    def __init__(self, target: str | None = None, arch: str | None = None,
+                 search_space: list[dict[str, Any]] | None = None,
+                 options: dict[str, Any] | None = None, **_: Any) -> None:
+        self.target = target
+        self.arch = arch
+        self.search_space = search_space
+        self.options = dict(options or {})
+
+    @staticmethod
+    def stages() -> list[str]:
+        """Stage ids this engine has a codemod for."""
+        return list(STAGE_CODEMODS)
+
+    def propose(self, stage: str, context: ProposalContext, feedback: str | None = None) -> Candidate:
+        """Run the stage's codemod on ``context.current_code``.
+
+        Not applicable (with the reason) for stages without a codemod, when the codemod does not
+        apply, or when ``feedback`` reports that this engine's own candidate failed."""
+        current = context.current_code
+        codemod = STAGE_CODEMODS.get(stage)
+        if codemod is None:
+            have = ", ".join(STAGE_CODEMODS)
+            return Candidate.not_applicable(
+                code=current, engine=self.name, stage=stage,
+                reason=f"the rules engine has no codemod for stage {stage!r} (it has: {have}); "
+                       "use the llm or manual engine for it")
+        if feedback:
+            first = feedback.strip().splitlines()[0] if feedback.strip() else ""
+            return Candidate.not_applicable(
+                code=current, engine=self.name, stage=stage,
+                reason="the rules engine is deterministic and its candidate for this stage did not pass "
+                       f"({first}); it has no other rewrite to offer: try the llm or manual engine")
+        target = self.target or context.target or "xpu"
+        settings = {
+            "target": "cuda" if target == "cpu" else target,
+            "arch": self.arch or context.arch,
+            "profile": context.profile,
+            "search_space": self.search_space or context.search_space,
+            "options": {**self.options, **context.options},
+        }
+        try:
+            result = codemod(current, **settings)
+        except Exception as exc:  # a codemod bug must not take the session down
+            return Candidate.not_applicable(
+                code=current, engine=self.name, stage=stage,
+                reason=f"the {stage} codemod failed on this module: {type(exc).__name__}: {exc}")
+        return _as_candidate(result, stage, current)

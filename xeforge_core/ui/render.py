@@ -1,0 +1,237 @@
+"""Streamlit widgets shared by the workbench pages: the verdict panel, the side-by-side diff
+with per-hunk accept/reject, background-job progress, and the session-state accessors.
+
+This is the only module of ``xeforge_core.ui`` that imports Streamlit. It renders data; the
+decisions live in :mod:`xeforge_core.ui.workbench` and the core modules.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from xeforge_core.ui.diffmerge import diff_hunks, side_by_side
+from xeforge_core.ui.jobs import BackgroundJob, JobState
+from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
+
+_KIND_ICON = {
+    VerdictKind.OK: "✅", VerdictKind.COMPILE_ERROR: "🛠️", VerdictKind.RUNTIME_ERROR: "💥",
+    VerdictKind.CRASH: "💀", VerdictKind.TIMEOUT: "⏱️", VerdictKind.OOM: "🧱",
+    VerdictKind.WRONG_ANSWER: "❌", VerdictKind.CHEATING: "🚫", VerdictKind.ENVIRONMENT: "🌩️",
+}
+_STEP_ICON = {
+    StepStatus.PASSED: "✅", StepStatus.FAILED: "❌", StepStatus.SKIPPED: "⏭️",
+    StepStatus.NOT_MEASURED: "➖", StepStatus.INCONCLUSIVE: "❔",
+}
+
+
+def workspace_dir() -> Path:
+    """Where session repositories live: ``$XEFORGE_WORKSPACE`` or ``./workspace``."""
+    return Path(os.environ.get("XEFORGE_WORKSPACE", "workspace")).resolve()
+
+
+def get_workbench() -> Any:
+    """The browser session's :class:`~xeforge_core.ui.workbench.Workbench` (created once)."""
+    from xeforge_core.ui.workbench import Workbench
+
+    if "workbench" not in st.session_state:
+        st.session_state["workbench"] = Workbench(workspace=workspace_dir())
+    return st.session_state["workbench"]
+
+
+def flash(kind: str, message: str) -> None:
+    """Queue a message to show after the next rerun (``success``, ``info``, ``warning``, ``error``)."""
+    st.session_state.setdefault("_flash", []).append((kind, message))
+
+
+def show_flash() -> None:
+    """Show (once) the messages queued with :func:`flash`."""
+    for kind, message in st.session_state.pop("_flash", []):
+        getattr(st, kind, st.info)(message)
+
+
+def verdict_badge(verdict: Verdict | None) -> str:
+    """A one-line label of a verdict, e.g. ``✅ ok · 1.84x``."""
+    if verdict is None:
+        return "not verified"
+    text = f"{_KIND_ICON.get(verdict.kind, '')} {verdict.kind.value}"
+    if verdict.speedup:
+        text += f" · {verdict.speedup:.2f}x"
+    if verdict.cached:
+        text += " · cached"
+    return text
+
+
+def _fmt(value: float | None, spec: str = ".3g", unit: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{unit}"
+
+
+def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
+    """Render a verdict: kind and reason, then compile, structure, correctness and performance
+    with their evidence."""
+    headline = f"{_KIND_ICON.get(verdict.kind, '')} **{verdict.kind.value}**"
+    if verdict.reason:
+        headline += f": {verdict.reason}"
+    (st.success if verdict.passed else st.error)(headline)
+    if verdict.source_line:
+        st.caption(f"at candidate line {verdict.source_line}")
+    if verdict.error_text:
+        st.code(verdict.error_text[-4000:], language="text")
+    for w in verdict.warnings:
+        st.warning(w)
+    if verdict.steps:
+        st.markdown(" · ".join(
+            f"{_STEP_ICON.get(s.status, '')} {s.name} ({s.seconds:.1f}s)" for s in verdict.steps))
+    tab_c, tab_s, tab_k, tab_p, tab_log = st.tabs(
+        ["Compile", "Structure", "Correctness", "Performance", "Worker output"])
+    with tab_c:
+        step = verdict.step("compile")
+        if step and step.summary:
+            st.write(step.summary)
+        if verdict.kernels:
+            st.dataframe([{
+                "kernel": k.name, "registers": k.registers, "spills": k.spills,
+                "shared/SLM bytes": k.shared_bytes, "num_warps": k.num_warps,
+                "num_stages": k.num_stages, "IR": ", ".join(sorted(k.ir)),
+            } for k in verdict.kernels], hide_index=True, width="stretch")
+        else:
+            st.caption("no compiled-kernel metadata (the interpreter reports none)")
+    with tab_s:
+        step = verdict.step("structure")
+        if step and step.summary:
+            st.write(step.summary)
+        if verdict.findings:
+            st.dataframe([{"severity": f.severity, "rule": f.rule, "line": f.line,
+                           "finding": f.message} for f in verdict.findings],
+                         hide_index=True, width="stretch")
+        else:
+            st.caption("no structure or integrity findings")
+    with tab_k:
+        rows = []
+        for run in verdict.correctness:
+            worst_abs = max((o.max_abs_error or 0.0 for o in run.outputs), default=None)
+            worst_rel = max((o.max_rel_error or 0.0 for o in run.outputs), default=None)
+            rows.append({"variant": run.variant, "seed": run.seed, "inputs": run.distribution,
+                         "against": run.against, "config": run.config or "",
+                         "passed": "✅" if run.passed else "❌",
+                         "max abs err": _fmt(worst_abs), "max rel err": _fmt(worst_rel),
+                         "rtol": run.rtol, "atol": run.atol, "note": run.note})
+        if rows:
+            st.dataframe(rows, hide_index=True, width="stretch")
+        else:
+            step = verdict.step("correctness")
+            st.caption(step.summary if step and step.summary else "no correctness runs")
+    with tab_p:
+        if verdict.performance:
+            st.dataframe([{
+                "variant": p.variant, "baseline µs": round(p.baseline.median_us, 2),
+                "candidate µs": round(p.candidate.median_us, 2), "speedup": f"{p.speedup:.2f}x",
+                "TFLOP/s": _fmt(p.tflops, ".2f"), "GB/s": _fmt(p.gbps, ".1f"),
+                "roofline": _fmt(p.roofline_fraction * 100 if p.roofline_fraction is not None
+                                 else None, ".1f", "%"),
+                "cv": f"{p.candidate.cv:.1%}", "launch-bound": "yes" if p.launch_bound else "",
+                "eager µs": _fmt(p.reference.median_us if p.reference else None, ".2f"),
+                "suspect": p.suspect,
+            } for p in verdict.performance], hide_index=True, width="stretch")
+        else:
+            step = verdict.step("performance")
+            st.info(step.summary if step and step.summary else "performance not measured")
+    with tab_log:
+        if verdict.stdout:
+            st.code(verdict.stdout[-4000:], language="text")
+        if verdict.stderr:
+            st.code(verdict.stderr[-4000:], language="text")
+        if not verdict.stdout and not verdict.stderr:
+            st.caption("the worker printed nothing")
+
+
+def side_by_side_html(current: str, candidate: str) -> str:
+    """A compact two-column HTML table of the diff (changed rows coloured, hunks numbered)."""
+    rows = []
+    for r in side_by_side(current, candidate):
+        left_bg = {"equal": "", "replace": "#ffecec", "delete": "#ffecec", "insert": "#f6f6f6"}[r.kind]
+        right_bg = {"equal": "", "replace": "#eaffea", "delete": "#f6f6f6", "insert": "#eaffea"}[r.kind]
+        tag = f"<b>#{r.hunk}</b>" if r.hunk is not None else ""
+        rows.append(
+            f"<tr><td class='n'>{r.left_no or ''}</td><td style='background:{left_bg}'><pre>"
+            f"{html.escape(r.left)}</pre></td><td class='n'>{tag}</td><td class='n'>{r.right_no or ''}"
+            f"</td><td style='background:{right_bg}'><pre>{html.escape(r.right)}</pre></td></tr>")
+    return ("<style>.xf-diff{border-collapse:collapse;width:100%;font-size:12px}"
+            ".xf-diff td{padding:0 4px;vertical-align:top}.xf-diff pre{margin:0;white-space:pre-wrap;"
+            "font-family:monospace}.xf-diff .n{color:#888;text-align:right;width:2.5em}</style>"
+            "<table class='xf-diff'><tr><th></th><th>current</th><th>hunk</th><th></th>"
+            "<th>candidate</th></tr>" + "".join(rows) + "</table>")
+
+
+def diff_view(current: str, candidate: str, *, key: str, hunk_choice: bool = True,
+              accepted: list[int] | None = None) -> list[int] | None:
+    """Show current vs candidate side by side with syntax highlighting, then each hunk with a
+    checkbox. Returns the list of accepted hunk indices (``None`` when ``hunk_choice`` is off)."""
+    left, right = st.columns(2)
+    with left:
+        st.caption("current")
+        st.code(current, language="python", line_numbers=True)
+    with right:
+        st.caption("candidate")
+        st.code(candidate, language="python", line_numbers=True)
+    hunks = diff_hunks(current, candidate)
+    with st.expander(f"Changes, row by row ({len(hunks)} hunks)", expanded=False):
+        st.html(side_by_side_html(current, candidate))
+    if not hunk_choice:
+        return None
+    if not hunks:
+        st.info("The candidate is identical to the current version.")
+        return []
+    st.markdown(f"**Hunks** ({len(hunks)}): untick a hunk to keep the current code there.")
+    chosen: list[int] = []
+    for h in hunks:
+        default = True if accepted is None else h.index in accepted
+        cols = st.columns([1, 5, 5])
+        with cols[0]:
+            if st.checkbox(f"hunk {h.index}", value=default, key=f"{key}_hunk_{h.index}",
+                           help=h.header):
+                chosen.append(h.index)
+        with cols[1]:
+            st.code("\n".join(h.removed) or "(nothing)", language="python")
+        with cols[2]:
+            st.code("\n".join(h.added) or "(nothing)", language="python")
+    return chosen
+
+
+def job_progress(job: BackgroundJob | None, *, key: str,
+                 on_finish: Callable[[BackgroundJob], None] | None = None) -> None:
+    """Show a background job's progress, refreshing every second while it runs, with a Cancel
+    button. When it finishes, ``on_finish(job)`` runs once and the whole page reruns."""
+    if job is None:
+        return
+
+    @st.fragment(run_every=1.0 if not job.finished else None)
+    def _panel() -> None:
+        state = job.state
+        if state is JobState.RUNNING:
+            frac = job.fraction
+            st.progress(frac if frac is not None else 0.0,
+                        text=f"{job.label}: {job.last_message or 'working'} ({job.elapsed:.0f}s)")
+            if st.button("Cancel", key=f"{key}_cancel_{job.id}"):
+                job.cancel()
+                st.rerun(scope="app")
+            with st.expander("progress log", expanded=False):
+                st.text("\n".join(f"{e.elapsed:6.1f}s  {e.message}" for e in job.events[-30:]))
+            return
+        done_key = f"_job_done_{job.id}"
+        if not st.session_state.get(done_key):
+            st.session_state[done_key] = True
+            if on_finish is not None:
+                on_finish(job)
+            st.rerun(scope="app")
+        if state is JobState.CANCELLED:
+            st.warning(f"{job.label}: cancelled after {job.elapsed:.0f}s")
+        elif state is JobState.FAILED:
+            st.error(f"{job.label} failed: {job.error}")
+
+    _panel()

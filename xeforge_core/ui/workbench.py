@@ -1,0 +1,814 @@
+"""The workbench controller: what one browser session is doing, and every action the pages
+offer, as plain Python over the core API (no Streamlit here, no kernel code executed here).
+
+A :class:`Workbench` holds the loaded problem (from a sample, a paste or an upload), the open
+:class:`~xeforge_core.session.Session`, the stage plan, the candidate under review
+(:class:`~xeforge_core.ui.review.CandidateReview`), the engine settings and the background
+jobs (proposals, verifications, device probes). Long work runs through
+:class:`~xeforge_core.ui.jobs.BackgroundJob`; results are applied to the session on the
+caller's thread by :meth:`Workbench.poll`, so git writes never race with the page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
+from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus
+from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
+from xeforge_core.verdict import Verdict
+
+#: The nine stages in canonical order (``xeforge_core.stages.STAGES`` is authoritative).
+CANONICAL_STAGES = ("algorithmic", "discovery", "dtype_fix", "fusion", "memory_access",
+                    "block_pointers", "persistent_kernel", "xpu_specific", "autotuning")
+
+#: Engines that need no API key.
+OFFLINE_ENGINES = ("rules", "manual")
+
+
+def stage_ids() -> list[str]:
+    """The stage ids in canonical order, from ``xeforge_core.stages`` when available."""
+    try:
+        from xeforge_core.stages import STAGES
+    except ImportError:
+        return list(CANONICAL_STAGES)
+    out = []
+    for s in STAGES:
+        out.append(s if isinstance(s, str) else str(getattr(s, "id", None) or getattr(s, "name", s)))
+    return out or list(CANONICAL_STAGES)
+
+
+class WorkbenchError(RuntimeError):
+    """An action the workbench cannot do now; the message says why, for the page to show."""
+
+
+@dataclass
+class EngineSettings:
+    """Engine choice and LLM endpoint settings. ``api_key`` lives only in memory: it is never
+    written to the session, the caches or logs (it is registered with the session's redactor
+    and left out of :meth:`public` and ``repr``)."""
+
+    engine: str = "rules"
+    endpoint: str = field(default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""))
+    model: str = field(default_factory=lambda: os.environ.get("XEFORGE_LLM_MODEL", ""))
+    api_key: str = field(default="", repr=False)
+    max_iterations: int = 3
+    temperature: float = 0.2
+
+    @property
+    def needs_key(self) -> bool:
+        return self.engine == "llm"
+
+    def llm_ready(self) -> tuple[bool, str]:
+        """Whether the llm engine can be used, and if not, why."""
+        if not self.endpoint and not os.environ.get("OPENAI_BASE_URL"):
+            return False, "set an OpenAI-compatible endpoint (base URL) first"
+        if not self.model:
+            return False, "set a model name first"
+        return True, "ready"
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``get_engine(self.engine, ...)``."""
+        if self.engine != "llm":
+            return {}
+        kwargs: dict[str, Any] = {"model": self.model, "temperature": self.temperature}
+        if self.endpoint:
+            kwargs["base_url"] = self.endpoint
+        key = self.api_key or os.environ.get("OPENAI_API_KEY", "")
+        if key:
+            kwargs["api_key"] = key
+        return kwargs
+
+    def public(self) -> dict[str, Any]:
+        """The settings without the key (for display and logs)."""
+        return {"engine": self.engine, "endpoint": self.endpoint, "model": self.model,
+                "api_key": "set" if self.api_key else "not set",
+                "max_iterations": self.max_iterations}
+
+
+@dataclass
+class PlanItem:
+    """One row of the stage stepper."""
+
+    stage: str
+    status: str
+    reason: str = ""
+    issues: list[str] = field(default_factory=list)
+    current: bool = False
+
+
+def _construct_engine(name: str, kwargs: dict[str, Any]) -> Any:
+    from xeforge_core.engines import get_engine
+
+    return get_engine(name, **kwargs)
+
+
+class Workbench:
+    """One browser session's state and actions (see the module docstring)."""
+
+    def __init__(self, workspace: str | Path) -> None:
+        self.workspace = Path(workspace)
+        self.loaded: LoadedInput | None = None
+        self.source_label: str = ""
+        self.session: Any = None
+        self.analysis: Any = None
+        self.analysis_error: str = ""
+        self.review: CandidateReview | None = None
+        self.review_candidate_id: str | None = None
+        self.jobs = JobBoard()
+        self.settings = EngineSettings()
+        self.device: Any = None
+        self.device_error: str = ""
+        self.doctor_report: Any = None
+        self.doctor_error: str = ""
+        self.last_stage_result: Any = None
+        self.notes: list[str] = []
+        self.demo: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    # ================================================================= loading problems
+
+    def load_text(self, source: str | None, *, spec_text: str | None = None,
+                  reference_source: str | None = None, name: str = "kernel",
+                  what: str = "pasted kernel", label: str = "pasted") -> LoadedInput:
+        """Validate and load a pasted kernel (and optional spec/reference). On bad input raises
+        :class:`InputError` and keeps whatever was loaded before."""
+        loaded = load_user_problem(source, name=name, spec_text=spec_text,
+                                   reference_source=reference_source, what=what)
+        self._set_loaded(loaded, label)
+        return loaded
+
+    def load_upload(self, py_name: str, py_data: bytes, *, yaml_name: str | None = None,
+                    yaml_data: bytes | None = None, ref_name: str | None = None,
+                    ref_data: bytes | None = None) -> LoadedInput:
+        """Load uploaded files (the kernel ``.py`` and optionally its ``.yaml`` spec and
+        ``_ref.py`` reference). Binary, empty or oversized files raise :class:`InputError`."""
+        source = decode_upload(py_data, name=py_name)
+        spec_text = decode_upload(yaml_data, name=yaml_name or "spec.yaml") if yaml_data else None
+        ref_text = decode_upload(ref_data, name=ref_name or "reference.py") if ref_data else None
+        stem = Path(py_name).stem
+        return self.load_text(source, spec_text=spec_text, reference_source=ref_text, name=stem,
+                              what=f"uploaded file {py_name}", label=f"upload {py_name}")
+
+    def load_sample(self, name: str) -> LoadedInput:
+        """Load one of the bundled samples by name (``xeforge_core.samples``)."""
+        from xeforge_core import samples
+
+        sample = samples.load_sample(name)
+        problem = sample if hasattr(sample, "kernel") else getattr(sample, "problem", sample)
+        spec_text = None
+        spec = getattr(problem, "spec", None)
+        if spec is not None and getattr(spec, "path", None):
+            spec_text = Path(spec.path).read_text()
+        ref = getattr(problem, "reference", None)
+        loaded = LoadedInput(problem=problem, source=problem.kernel.source, spec_text=spec_text,
+                             reference_source=ref.source if ref is not None else None,
+                             name=problem.name)
+        self._set_loaded(loaded, f"sample {name}")
+        return loaded
+
+    def _set_loaded(self, loaded: LoadedInput, label: str) -> None:
+        with self._lock:
+            self.loaded = loaded
+            self.source_label = label
+            self.analysis = None
+            self.analysis_error = ""
+
+    # ================================================================= device
+
+    def start_device_probe(self, override: str | None = None) -> BackgroundJob:
+        """Detect the device in the background (the fingerprint is probed in a worker)."""
+        def work(progress: Any, cancel: threading.Event) -> Any:
+            from xeforge_core.devices import detect_device
+
+            progress("probing the device in a worker")
+            return detect_device(override)
+
+        return self.jobs.submit("device", BackgroundJob("Device probe", work, kind="device"))
+
+    def start_doctor(self, device: str | None = None, model_path: str | None = None) -> BackgroundJob:
+        """Run the device doctor in the background (``xeforge_core.doctor``)."""
+        def work(progress: Any, cancel: threading.Event) -> Any:
+            from xeforge_core import doctor
+
+            progress("running the preflight battery")
+            run = getattr(doctor, "run_doctor", None) or doctor.diagnose
+            import inspect
+
+            params = inspect.signature(run).parameters
+            kwargs: dict[str, Any] = {}
+            if "device" in params:
+                kwargs["device"] = device
+            if "model" in params and model_path:
+                kwargs["model"] = model_path
+            if "on_progress" in params:
+                kwargs["on_progress"] = progress
+            if "cancel" in params:
+                kwargs["cancel"] = cancel
+            return run(**kwargs)
+
+        return self.jobs.submit("doctor", BackgroundJob("Device doctor", work, kind="doctor"))
+
+    # ================================================================= sessions
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        from xeforge_core.session import Session
+
+        return Session.list_sessions(self.workspace)
+
+    def start_session(self) -> Any:
+        """Start a new session for the loaded problem; the plan comes from the analysis."""
+        from xeforge_core.session import Session, register_secret
+
+        if self.loaded is None:
+            raise WorkbenchError("load a kernel first (paste, upload or pick a sample)")
+        register_secret(self.settings.api_key)
+        analysis = self.analyse(self.loaded.source)
+        plan = self._plan_from_analysis(analysis)
+        device = self.device
+        session = Session.create(self.loaded.problem, workspace=self.workspace, name=self.loaded.name,
+                                 device=device, plan=plan, spec_text=self.loaded.spec_text,
+                                 reference_text=self.loaded.reference_source,
+                                 secrets=[self.settings.api_key] if self.settings.api_key else [])
+        self._open(session)
+        return session
+
+    def resume_session(self, path: str | Path) -> Any:
+        """Reopen a session from the workspace (plan, candidates and history come back)."""
+        from xeforge_core.session import Session, register_secret
+
+        register_secret(self.settings.api_key)
+        session = Session.open(path)
+        self._open(session)
+        problem = session.problem("baseline")
+        spec_text = session.file_at("baseline", session.spec_file) if session.spec_file else None
+        ref_text = session.file_at("baseline", session.reference_file) if session.reference_file else None
+        self.loaded = LoadedInput(problem=problem, source=problem.kernel.source, spec_text=spec_text,
+                                  reference_source=ref_text, name=session.name)
+        self.source_label = f"session {session.name}"
+        return session
+
+    def _open(self, session: Any) -> None:
+        with self._lock:
+            for purpose in ("propose", "verify"):
+                self.jobs.clear(purpose)
+            self.session = session
+            self.review = None
+            self.review_candidate_id = None
+            self.last_stage_result = None
+        try:
+            self.analyse(session.source("head"))
+        except Exception as exc:  # analysis is advisory; the session stays usable
+            self.analysis_error = f"{type(exc).__name__}: {exc}"
+
+    def require_session(self) -> Any:
+        if self.session is None:
+            raise WorkbenchError("start or resume a session on the Home page first")
+        return self.session
+
+    # ================================================================= analysis and plan
+
+    def target(self) -> str:
+        """The hardware target of the session (or of the detected device)."""
+        if self.session is not None:
+            return self.session.target
+        dev = self.device
+        return str(getattr(dev, "type", None) or "xpu") if dev is not None else "xpu"
+
+    def analyse(self, source: str | None = None) -> Any:
+        """Static analysis (facts, issues, stage plan) of ``source`` (default: the current
+        version, or the loaded kernel)."""
+        from xeforge_core.analysis import analyze
+
+        if source is None:
+            if self.session is not None:
+                source = self.session.source("head")
+            elif self.loaded is not None:
+                source = self.loaded.source
+            else:
+                raise WorkbenchError("nothing to analyse: load a kernel first")
+        problem = self.loaded.problem if self.loaded is not None else None
+        try:
+            self.analysis = analyze(source, self.target(), problem)
+            self.analysis_error = ""
+        except Exception as exc:
+            self.analysis = None
+            self.analysis_error = f"{type(exc).__name__}: {exc}"
+            raise
+        return self.analysis
+
+    @staticmethod
+    def _plan_from_analysis(analysis: Any) -> list[str]:
+        plan = getattr(analysis, "plan", None) or []
+        return [p if isinstance(p, str) else str(getattr(p, "stage", p)) for p in plan]
+
+    def issues_by_stage(self) -> dict[str, list[str]]:
+        """The analysis' issues grouped by stage, as one-line texts."""
+        out: dict[str, list[str]] = {}
+        for issue in getattr(self.analysis, "issues", None) or []:
+            stage = str(getattr(issue, "stage", "") or "")
+            line = getattr(issue, "line", None)
+            text = str(getattr(issue, "message", None) or getattr(issue, "title", None) or issue)
+            rule = getattr(issue, "rule", None) or getattr(issue, "rule_id", None)
+            out.setdefault(stage, []).append(
+                (f"[{rule}] " if rule else "") + text + (f" (line {line})" if line else ""))
+        return out
+
+    def plan_items(self) -> list[PlanItem]:
+        """The stepper rows: the session's plan with each stage's status."""
+        session = self.require_session()
+        stages = session.stages
+        current = session.current_stage
+        issues = self.issues_by_stage()
+        return [PlanItem(stage=s, status=str(stages.get(s, {}).get("status") or "pending"),
+                         reason=str(stages.get(s, {}).get("reason") or ""), issues=issues.get(s, []),
+                         current=s == current) for s in session.plan]
+
+    def move_stage(self, stage: str, delta: int) -> list[str]:
+        """Move ``stage`` up (``delta`` < 0) or down in the plan."""
+        session = self.require_session()
+        plan = session.plan
+        if stage not in plan:
+            raise WorkbenchError(f"{stage} is not in the plan")
+        i = plan.index(stage)
+        j = max(0, min(len(plan) - 1, i + delta))
+        plan.insert(j, plan.pop(i))
+        return session.set_plan(plan)
+
+    def add_stage(self, stage: str) -> list[str]:
+        """Add ``stage`` to the plan at its canonical position (or re-open a skipped one)."""
+        session = self.require_session()
+        if stage not in stage_ids():
+            raise WorkbenchError(f"unknown stage {stage!r}")
+        plan = session.plan
+        if stage in plan:
+            if session.stages.get(stage, {}).get("status") in ("skipped", "kept_current", "failed", "done"):
+                session.mark_stage(stage, "pending", "re-opened by the user")
+            return plan
+        order = stage_ids()
+        pos = len(plan)
+        for k, s in enumerate(plan):
+            if s in order and order.index(s) > order.index(stage):
+                pos = k
+                break
+        plan.insert(pos, stage)
+        return session.set_plan(plan)
+
+    def skip_stage(self, stage: str | None = None, reason: str = "skipped by the user") -> None:
+        """Skip ``stage`` (default: the current stage); a candidate under review for it is
+        rejected (kept under its ref)."""
+        session = self.require_session()
+        stage = stage or session.current_stage
+        if stage is None:
+            raise WorkbenchError("the plan is complete: there is no stage to skip")
+        if self.review is not None and self.review.stage == stage and self.review.status not in (
+                ReviewStatus.APPROVED, ReviewStatus.REJECTED):
+            self.reject(f"stage {stage} skipped")
+        session.skip_stage(stage, reason)
+
+    # ================================================================= proposals
+
+    def context_for(self, stage: str) -> Any:
+        """The :class:`~xeforge_core.engines.ProposalContext` for ``stage`` now."""
+        from xeforge_core.engines import ProposalContext
+
+        session = self.require_session()
+        profile = None
+        arch = None
+        try:
+            from xeforge_core.knowledge import load_knowledge
+
+            kb = load_knowledge()
+            profile = kb.profile_for_device(getattr(self.device, "name", None)) if self.device else None
+            if profile is None:
+                profile = kb.default_profile(session.target) if session.target in ("xpu", "cuda") else None
+            arch = getattr(profile, "arch", None)
+        except Exception:  # the profile only enriches the prompt
+            profile = None
+        target = session.target if session.target in ("xpu", "cuda") else "cuda"
+        return ProposalContext(stage=stage, original_code=session.source("baseline"),
+                               current_code=session.source("head"), problem=session.problem("head"),
+                               analysis=self.analysis, target=target, arch=arch, profile=profile)
+
+    def prompt_for(self, stage: str, feedback: str | None = None) -> str:
+        """The exact prompt for ``stage`` (to copy into any chat LLM)."""
+        from xeforge_core.engines.base import render_stage_prompt
+
+        return render_stage_prompt(stage, self.context_for(stage), feedback)
+
+    def start_propose(self, stage: str | None = None, engine: str | None = None) -> BackgroundJob:
+        """Ask the engine for a candidate for ``stage`` (default: the current stage) and run the
+        CoVeR loop (propose, verify, refine on failure) in the background."""
+        session = self.require_session()
+        stage = stage or session.current_stage
+        if stage is None:
+            raise WorkbenchError("the plan is complete: add a stage to continue")
+        engine_name = engine or self.settings.engine
+        if engine_name == "manual":
+            raise WorkbenchError("the manual engine takes your edit or a pasted reply: use the "
+                                 "Manual tab")
+        if engine_name == "llm":
+            ok, why = self.settings.llm_ready()
+            if not ok:
+                raise WorkbenchError(f"the llm engine is not configured: {why}")
+        eng = _construct_engine(engine_name, self.settings.engine_kwargs())
+        context = self.context_for(stage)
+        problem = session.problem("head")
+        device = self.device
+        iterations = max(1, int(self.settings.max_iterations))
+
+        def work(progress: Any, cancel: threading.Event) -> Any:
+            from xeforge_core.cover import run_stage
+
+            progress(f"{engine_name}: proposing a candidate for {stage}")
+            return _call_run_stage(run_stage, stage=stage, engine=eng, context=context, problem=problem,
+                                   device=device, max_iterations=iterations, progress=progress,
+                                   cancel=cancel)
+
+        job = BackgroundJob(f"{stage}: {engine_name} engine + verification", work, kind="propose",
+                            meta={"stage": stage, "engine": engine_name,
+                                  "base": session.head, "base_source": context.current_code})
+        self.jobs.clear("verify")
+        return self.jobs.submit("propose", job)
+
+    def submit_manual(self, text: str, *, stage: str | None = None, kind: str = "pasted_reply",
+                      model: str | None = None) -> CandidateReview:
+        """Turn a pasted chat-LLM reply (or the user's own module) into the candidate under
+        review. Raises :class:`WorkbenchError` when no module can be extracted from it."""
+        from xeforge_core.engines.manual import ManualEngine
+
+        session = self.require_session()
+        stage = stage or session.current_stage or "manual"
+        context = self.context_for(stage)
+        engine = ManualEngine(text, kind=kind, model=model)
+        cand = engine.propose(stage, context)
+        if not cand.applicable:
+            raise WorkbenchError(f"no candidate: {cand.not_applicable_reason}")
+        self._new_review(stage, context.current_code, cand.code, engine="manual",
+                         rationale=cand.rationale, prompt=cand.prompt or "", model=model)
+        return self.review  # type: ignore[return-value]
+
+    def _new_review(self, stage: str, base: str, code: str, *, engine: str, rationale: str,
+                    prompt: str = "", model: str | None = None,
+                    verdict: Verdict | None = None, candidate_id: str | None = None,
+                    iterations: list[dict[str, Any]] | None = None) -> CandidateReview:
+        if self.review is not None and self.review_candidate_id and self.review.status in (
+                ReviewStatus.PROPOSED, ReviewStatus.VERIFIED):
+            self._supersede(self.review_candidate_id, "replaced by a newer candidate")
+        review = CandidateReview(stage=stage, base_source=base, proposed_source=code, source=code,
+                                 engine=engine, rationale=rationale, prompt=prompt, model=model)
+        if iterations:
+            review.iterations.extend(iterations)
+        if verdict is not None:
+            review.start_verify()
+            review.finish_verify(verdict, code)
+        self.review = review
+        self.review_candidate_id = candidate_id
+        return review
+
+    def _supersede(self, candidate_id: str, reason: str) -> None:
+        # superseding is bookkeeping; it never blocks the user's next step
+        with contextlib.suppress(Exception):
+            self.session.supersede(candidate_id, reason)
+
+    # ================================================================= review actions
+
+    def apply_hunks(self, accepted: list[int]) -> str:
+        """Keep only the accepted hunks of the proposal (the result must be verified again)."""
+        review = self._require_review()
+        merged = review.apply_hunks(accepted)
+        self._after_code_change()
+        return merged
+
+    def edit(self, source: str) -> None:
+        """Replace the code under review with the user's edit (verify it again to approve)."""
+        review = self._require_review()
+        if not source.strip():
+            raise WorkbenchError("the edited code is empty")
+        review.set_source(source, "edit")
+        self._after_code_change()
+
+    def _after_code_change(self) -> None:
+        job = self.jobs.current("verify")
+        if job is not None and not job.finished:
+            job.cancel()
+        if self.review is not None and self.review.status is ReviewStatus.VERIFYING:
+            self.review.abort_verify()
+        self.review_candidate_id = None if self.review and not self.review.verdict_current else \
+            self.review_candidate_id
+
+    def start_verify(self) -> BackgroundJob:
+        """Verify the code under review against the current version, in the background."""
+        review = self._require_review()
+        session = self.require_session()
+        if review.status is ReviewStatus.VERIFYING:
+            job = self.jobs.current("verify")
+            if job is not None and not job.finished:
+                return job
+        review.start_verify()
+        problem = session.problem("head")
+        source = review.source
+        device = self.device
+
+        def work(progress: Any, cancel: threading.Event) -> Any:
+            from xeforge_core.verify import verify
+
+            return verify(problem, source, device=device, on_progress=progress, cancel=cancel)
+
+        job = BackgroundJob(f"verify {review.stage} candidate", work, kind="verify",
+                            meta={"source": source, "base": session.head, "stage": review.stage})
+        return self.jobs.submit("verify", job)
+
+    def cancel(self, purpose: str) -> None:
+        """Cancel the running job for ``purpose`` (``propose``, ``verify``, ``doctor``)."""
+        job = self.jobs.current(purpose)
+        if job is not None:
+            job.cancel()
+        if purpose == "verify" and self.review is not None:
+            self.review.abort_verify()
+
+    def approve(self) -> Any:
+        """Commit the verified candidate under review as the new current version."""
+        session = self.require_session()
+        review = self._require_review()
+        ok, why = review.can_approve()
+        if not ok:
+            raise WorkbenchError(f"cannot approve: {why}")
+        if self.review_candidate_id is None:
+            self.review_candidate_id = self._keep_candidate(review).id
+        version = session.approve(self.review_candidate_id)
+        review.approve()
+        with contextlib.suppress(Exception):
+            session.mark_stage(review.stage, "done", f"approved {self.review_candidate_id}")
+        self.review = None
+        self.review_candidate_id = None
+        self._reanalyse()
+        return version
+
+    def reject(self, reason: str = "rejected by the user") -> Any:
+        """Reject the candidate under review; it stays under its ref with its verdict."""
+        review = self._require_review()
+        record = None
+        if self.session is not None and review.changed:
+            if self.review_candidate_id is None:
+                record = self._keep_candidate(review)
+                self.review_candidate_id = record.id
+            record = self.session.reject(self.review_candidate_id, reason)
+        review.reject(reason)
+        self.review = None
+        self.review_candidate_id = None
+        return record
+
+    def keep_current(self, reason: str = "kept the current version") -> None:
+        """End the current stage without a change (nothing beat the current version)."""
+        session = self.require_session()
+        stage = session.current_stage
+        if stage is None:
+            raise WorkbenchError("the plan is complete")
+        if self.review is not None and self.review.stage == stage:
+            self.reject(reason)
+        session.mark_stage(stage, "kept_current", reason)
+
+    def restore(self, version: str | int) -> Any:
+        """Make ``version`` (a branch version or a kept candidate) current again."""
+        session = self.require_session()
+        if self.review is not None and self.review.status in (ReviewStatus.PROPOSED, ReviewStatus.VERIFIED):
+            self.reject("a version was restored")
+        result = session.restore(version)
+        self._reanalyse()
+        return result
+
+    def candidate_to_review(self, candidate_id: str) -> CandidateReview:
+        """Bring a kept (e.g. rejected) candidate back for review against the current version:
+        it becomes a new candidate that must be verified against today's code."""
+        session = self.require_session()
+        rec = session.candidate(candidate_id)
+        code = session.source(candidate_id)
+        current = session.source("head")
+        verdict = rec.verdict if rec.parent == session.head else None
+        cid = candidate_id if (rec.parent == session.head and rec.status == "pending") else None
+        return self._new_review(rec.stage, current, code, engine=rec.engine,
+                                rationale=f"{rec.rationale}\n\n(brought back from {candidate_id})",
+                                model=rec.model, verdict=verdict, candidate_id=cid)
+
+    def _keep_candidate(self, review: CandidateReview) -> Any:
+        session = self.require_session()
+        engine = review.engine if review.origin != "edit" else "manual"
+        rationale = review.rationale
+        if review.origin == "merge" and review.accepted_hunks is not None:
+            rationale += f"\n\nHunks accepted by the user: {review.accepted_hunks}"
+        if review.origin == "edit":
+            rationale = f"user's edit of the {review.engine} candidate for {review.stage}"
+        return session.add_candidate(review.stage, review.source, engine=engine, model=review.model,
+                                     iteration=len(review.iterations) or None, rationale=rationale,
+                                     verdict=review.verdict if review.verdict_current else None)
+
+    def _require_review(self) -> CandidateReview:
+        if self.review is None:
+            raise WorkbenchError("there is no candidate under review: propose one first")
+        return self.review
+
+    def _reanalyse(self) -> None:
+        try:
+            self.analyse(self.session.source("head"))
+        except Exception as exc:
+            self.analysis_error = f"{type(exc).__name__}: {exc}"
+
+    # ================================================================= job results
+
+    def poll(self) -> list[tuple[str, str]]:
+        """Apply the results of finished background jobs (on the caller's thread). Returns
+        messages ``(level, text)`` for the page to show."""
+        messages: list[tuple[str, str]] = []
+        with self._lock:
+            messages += self._poll_device()
+            messages += self._poll_propose()
+            messages += self._poll_verify()
+        return messages
+
+    def _take(self, purpose: str) -> BackgroundJob | None:
+        job = self.jobs.current(purpose)
+        if job is None or not job.finished or job.meta.get("applied"):
+            return None
+        job.meta["applied"] = True
+        return job
+
+    def _poll_device(self) -> list[tuple[str, str]]:
+        out = []
+        job = self._take("device")
+        if job is not None:
+            if job.state is JobState.DONE:
+                self.device = job.result
+                self.device_error = ""
+            elif job.state is JobState.FAILED:
+                self.device_error = f"{type(job.error).__name__}: {job.error}"
+                out.append(("warning", f"device probe failed: {self.device_error}"))
+        job = self._take("doctor")
+        if job is not None:
+            if job.state is JobState.DONE:
+                self.doctor_report = job.result
+                self.doctor_error = ""
+            elif job.state is JobState.FAILED:
+                self.doctor_error = f"{type(job.error).__name__}: {job.error}"
+        return out
+
+    def _poll_propose(self) -> list[tuple[str, str]]:
+        job = self._take("propose")
+        if job is None:
+            return []
+        if job.state is JobState.CANCELLED:
+            return [("warning", f"{job.label}: cancelled")]
+        if job.state is JobState.FAILED:
+            return [("error", f"{job.label} failed: {type(job.error).__name__}: {job.error}")]
+        if self.session is None or self.session.head != job.meta["base"]:
+            return [("warning", "the current version changed while the engine worked; propose again")]
+        result = job.result
+        self.last_stage_result = result
+        return self._apply_stage_result(job.meta["stage"], job.meta["engine"], job.meta["base_source"],
+                                        result)
+
+    def _apply_stage_result(self, stage: str, engine: str, base_source: str,
+                            result: Any) -> list[tuple[str, str]]:
+        """Keep every CoVeR attempt in the session (so nothing is lost) and put the best one
+        under review."""
+        attempts = list(_attempts_of(result))
+        best = _best_attempt(result, attempts)
+        iterations: list[dict[str, Any]] = []
+        best_id: str | None = None
+        for n, (cand, verdict) in enumerate(attempts, start=1):
+            iterations.append({"iteration": n, "verdict": verdict.to_dict() if verdict else None,
+                               "rationale": getattr(cand, "rationale", ""),
+                               "applicable": getattr(cand, "applicable", True),
+                               "reason": getattr(cand, "not_applicable_reason", ""),
+                               "code": getattr(cand, "code", "")})
+            if not getattr(cand, "applicable", True) or getattr(cand, "code", base_source) == base_source:
+                continue
+            cid = _existing_candidate_id(cand, verdict)
+            if cid is None:
+                rec = self.session.add_candidate(stage, cand.code, engine=cand.engine or engine,
+                                                 model=cand.model, iteration=n,
+                                                 rationale=cand.rationale, verdict=verdict)
+                cid = rec.id
+            if best is not None and cand is best[0]:
+                best_id = cid
+            elif verdict is None or not verdict.passed:
+                self._supersede(cid, "a later CoVeR iteration replaced it")
+        if best is None:
+            reason = _not_applicable_reason(result, attempts)
+            return [("info", f"{stage}: no candidate — {reason}")]
+        cand, verdict = best
+        self._new_review(stage, base_source, cand.code, engine=cand.engine or engine,
+                         rationale=cand.rationale, prompt=cand.prompt or "", model=cand.model,
+                         verdict=verdict, candidate_id=best_id, iterations=iterations)
+        label = verdict.kind.value if verdict is not None else "not verified"
+        return [("success" if verdict is not None and verdict.passed else "warning",
+                 f"{stage}: candidate ready ({label}) after {len(attempts)} iteration(s)")]
+
+    def _poll_verify(self) -> list[tuple[str, str]]:
+        job = self._take("verify")
+        if job is None or self.review is None:
+            return []
+        review = self.review
+        if job.state is JobState.CANCELLED:
+            review.abort_verify()
+            return [("warning", "verification cancelled")]
+        if job.state is JobState.FAILED:
+            review.abort_verify()
+            return [("error", f"verification failed to run: {type(job.error).__name__}: {job.error}")]
+        verdict: Verdict = job.result
+        source = job.meta["source"]
+        review.finish_verify(verdict, source)
+        if review.verdict_current and self.session is not None and self.session.head == job.meta["base"]:
+            try:
+                if self.review_candidate_id is None:
+                    self.review_candidate_id = self._keep_candidate(review).id
+                else:
+                    self.session.record_verdict(self.review_candidate_id, verdict)
+            except Exception as exc:
+                return [("error", f"could not keep the verdict in the session: {exc}")]
+        level = "success" if verdict.passed else "error"
+        return [(level, f"verdict: {verdict.kind.value}" + (f" — {verdict.reason}" if verdict.reason else ""))]
+
+    # ================================================================= exports
+
+    def export_files(self, version: str | int = "head") -> dict[str, bytes]:
+        """The final kernel, the patch and the reports as downloadable bytes."""
+        import tempfile
+
+        session = self.require_session()
+        with tempfile.TemporaryDirectory(prefix="xeforge-export-") as tmp:
+            paths = session.export(tmp, version=version)
+            return {key: Path(p).read_bytes() for key, p in paths.items()}
+
+
+# ===================================================================== helpers
+
+def _call_run_stage(run_stage: Any, **available: Any) -> Any:
+    """Call ``cover.run_stage`` with the arguments its signature accepts."""
+    import inspect
+
+    params = inspect.signature(run_stage).parameters
+    aliases = {"on_progress": available["progress"], "max_iter": available["max_iterations"],
+               "iterations": available["max_iterations"]}
+    kwargs = {}
+    for name in params:
+        if name in available:
+            kwargs[name] = available[name]
+        elif name in aliases:
+            kwargs[name] = aliases[name]
+    return run_stage(**kwargs)
+
+
+def _attempts_of(result: Any) -> list[tuple[Any, Verdict | None]]:
+    """``(candidate, verdict)`` pairs of a stage result, oldest first."""
+    attempts = getattr(result, "attempts", None) or getattr(result, "iterations", None) or []
+    out = []
+    for a in attempts:
+        cand = getattr(a, "candidate", None)
+        verdict = getattr(a, "verdict", None)
+        if cand is None and isinstance(a, tuple):
+            cand, verdict = a[0], a[1] if len(a) > 1 else None
+        if cand is not None:
+            out.append((cand, verdict))
+    if not out and getattr(result, "candidate", None) is not None:
+        out.append((result.candidate, getattr(result, "verdict", None)))
+    return out
+
+
+def _best_attempt(result: Any, attempts: list[tuple[Any, Verdict | None]]) -> tuple[Any, Verdict | None] | None:
+    best = getattr(result, "best", None)
+    if best is not None:
+        cand = getattr(best, "candidate", best)
+        for pair in attempts:
+            if pair[0] is cand:
+                return pair
+        return (cand, getattr(best, "verdict", None) or getattr(result, "verdict", None))
+    applicable = [p for p in attempts if getattr(p[0], "applicable", True)]
+    passing = [p for p in applicable if p[1] is not None and p[1].passed]
+    if passing:
+        return max(passing, key=lambda p: p[1].speedup or 0.0)
+    return applicable[-1] if applicable else None
+
+
+def _existing_candidate_id(cand: Any, verdict: Any) -> str | None:
+    return getattr(cand, "candidate_id", None) or getattr(verdict, "candidate_id", None)
+
+
+def _not_applicable_reason(result: Any, attempts: list[tuple[Any, Any]]) -> str:
+    for key in ("reason", "kept_reason", "message"):
+        text = getattr(result, key, None)
+        if text:
+            return str(text)
+    for cand, _ in attempts:
+        if getattr(cand, "not_applicable_reason", ""):
+            return cand.not_applicable_reason
+    return "the engine proposed nothing for this stage"
+
+
+__all__ = ["CANONICAL_STAGES", "EngineSettings", "InputError", "PlanItem", "ReviewError",
+           "Workbench", "WorkbenchError", "stage_ids"]

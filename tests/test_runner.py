@@ -223,3 +223,31 @@ def test_text_patterns(text, expected):
         assert fault and not oom
     else:
         assert not oom and not fault
+
+
+def test_two_timing_jobs_on_one_device_serialise(tmp_path):
+    """Two timing jobs on the same device key (the real devlock): one waits, says it is
+    queued, and its wait does not count against its timeout."""
+    lock_dir = tmp_path / "locks"
+    outcomes = {}
+    events: dict[str, list] = {"a": [], "b": []}
+
+    def go(name: str) -> None:
+        outcomes[name] = run_worker(
+            {"role": "timing", "device": "cpu", "behavior": "lock",
+             "options": {"lock_dir": str(lock_dir), "lock_key": "cuda0", "hold_s": 1.2}},
+            command=[sys.executable, str(FAKE)], job_dir=tmp_path / name, timeout_s=2.0,
+            on_progress=events[name].append)
+
+    threads = [threading.Thread(target=go, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    a, b = outcomes["a"].result, outcomes["b"].result
+    assert a is not None and b is not None, (outcomes["a"], outcomes["b"])
+    assert a["end"] <= b["start"] or b["end"] <= a["start"]  # never timing at the same time
+    queued = [n for n in ("a", "b") if any(e.get("event") == "queued" for e in events[n])]
+    assert len(queued) == 1
+    assert "queued" in [e["message"] for e in events[queued[0]] if e["event"] == "queued"][0]
+    assert outcomes[queued[0]].queued_s > 0.5

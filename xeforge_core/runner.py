@@ -148,7 +148,8 @@ class WorkerOutcome:
     tail); ``stdout_path``/``stderr_path`` the full files. ``seconds`` is the wall time of the
     process (s). ``warnings`` are human sentences (e.g. "left a child process"); ``last_progress``
     is the last progress event's message; ``peak_rss_bytes`` the largest group RSS seen (GPU
-    jobs only); ``pid`` the worker's PID, which is also its session and process-group id.
+    jobs only); ``pid`` the worker's PID, which is also its session and process-group id;
+    ``queued_s`` the seconds it waited for the device timing lock (not counted in the timeout).
     """
 
     result: dict[str, Any] | None
@@ -171,6 +172,7 @@ class WorkerOutcome:
     peak_rss_bytes: int = 0
     result_error: str = ""
     pid: int | None = None
+    queued_s: float = 0.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -388,6 +390,12 @@ class _ProgressTail:
         self.offset = 0
         self.buffer = b""
         self.last_message = ""
+        self.queued_since: float | None = None
+        self.queued_total = 0.0
+
+    def queued_seconds(self, now: float) -> float:
+        """Seconds spent waiting for the device timing lock so far."""
+        return self.queued_total + (now - self.queued_since if self.queued_since is not None else 0.0)
 
     def poll(self) -> None:
         try:
@@ -411,6 +419,12 @@ class _ProgressTail:
             if not isinstance(event, dict):
                 continue
             self.last_message = str(event.get("message", self.last_message))
+            kind = event.get("event")
+            if kind == "queued" and self.queued_since is None:
+                self.queued_since = time.monotonic()
+            elif kind == "lock_acquired" and self.queued_since is not None:
+                self.queued_total += time.monotonic() - self.queued_since
+                self.queued_since = None
             if self.callback is not None:
                 # a UI callback must not kill the runner
                 with contextlib.suppress(Exception):
@@ -479,7 +493,7 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
                cancel: threading.Event | None = None, job_dir: str | Path | None = None,
                module: str = "xeforge_core.worker", command: list[str] | None = None,
                device_index: int | None = None, exit_grace_s: float = DEFAULT_EXIT_GRACE_S,
-               poll_interval_s: float = 0.05) -> WorkerOutcome:
+               queue_limit_s: float = 3600.0, poll_interval_s: float = 0.05) -> WorkerOutcome:
     """Run ``job`` (see ``xeforge_core.worker.job``) in a fresh worker process and wait for it.
 
     The job is written to ``JOB_DIR/job.json`` (``job["job_dir"]`` is set to that directory;
@@ -492,7 +506,10 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
     ``memory_bytes`` address space (``RLIMIT_AS``) on cpu, resident set of the process group on
     cuda/xpu (polled from ``/proc``; over the limit the group is killed and ``oom_killed`` set);
     ``cpu_seconds`` of CPU time (``RLIMIT_CPU``, all threads together; ``None`` = unlimited).
-    ``exit_grace_s``: seconds a worker may take to exit after writing its result.
+    ``exit_grace_s``: seconds a worker may take to exit after writing its result. Time the
+    worker spends queued for the device timing lock (between its ``queued`` and
+    ``lock_acquired`` progress events) does not count against ``timeout_s``, up to
+    ``queue_limit_s`` seconds of waiting.
 
     ``on_progress`` is called (in this thread) with each event dict the worker appends to
     ``progress.jsonl``; exceptions it raises are ignored. Setting ``cancel`` kills the group and
@@ -559,7 +576,8 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
             if result_seen_at is not None and now - result_seen_at > exit_grace_s:
                 killed_after_result = True
                 break
-            if now >= deadline:
+            queued = min(progress.queued_seconds(now), queue_limit_s)
+            if now >= deadline + queued:
                 if result_path.exists():
                     killed_after_result = True
                 else:
@@ -603,7 +621,7 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
         stdout_path=str(stdout_path), stderr_path=str(stderr_path), seconds=seconds,
         warnings=warnings, job_dir=str(jdir), timeout_s=timeout_s, memory_bytes=memory_bytes,
         last_progress=progress.last_message, peak_rss_bytes=peak_rss, result_error=result_error,
-        pid=proc.pid,
+        pid=proc.pid, queued_s=progress.queued_seconds(time.monotonic()),
     )
 
 

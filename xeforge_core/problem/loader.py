@@ -240,6 +240,8 @@ def _check_init_names(spec: Spec, init, cls: str, init_where: str, spec_label: s
         if not any(item.value in v.dims for v in spec.variants.values()):
             continue
         param = init.params[i]
+        if len(item.value) < 3 or len(param) < 3:
+            continue  # conventional short names (K, N, D) say nothing about the parameter
         if not _related(item.value, param):
             odd.append(f"inits[{i}] ({item.value}) lands in parameter {param!r}")
     if odd:

@@ -472,12 +472,13 @@ class _Reader:
                         if dts and isinstance(op, (ast.Eq, ast.In, ast.Is)) and origins(subject):
                             add("requires", dts, n.lineno, qual, subject, origins(subject))
                 # requires / coerces: if subject.dtype != D: raise | convert
-                elif isinstance(n, ast.If):
-                    found = self._dtype_compare(n.test)
-                    if found and isinstance(found[1], (ast.NotEq, ast.NotIn, ast.IsNot)) and origins(found[0]):
-                        dts = self._dtype_set(found[2], local)
-                        if dts and any(isinstance(s, ast.Raise) for s in n.body):
-                            add("requires", dts, n.lineno, qual, found[0], origins(found[0]))
+                elif isinstance(n, ast.If) and any(isinstance(s, ast.Raise) for s in n.body):
+                    for term in self._and_terms(n.test):
+                        found = self._dtype_compare(term)
+                        if found and isinstance(found[1], (ast.NotEq, ast.NotIn, ast.IsNot)) and origins(found[0]):
+                            dts = self._dtype_set(found[2], local)
+                            if dts:
+                                add("requires", dts, n.lineno, qual, found[0], origins(found[0]))
                 # coerces: x = x.half(), x.to(torch.float16), ... (also inside an IfExp)
                 elif isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
                     # (inside a kernel, .to() sets a compute dtype of loaded values: not counted)

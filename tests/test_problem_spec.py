@@ -1,0 +1,188 @@
+"""The Xe-Forge YAML spec parser: format, quirks and errors that name file, line and field."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from xeforge_core.problem import ProblemError, Spec, odd_size_variant, parse_spec
+
+BASE = """\
+inputs:
+  X:
+    shape: [BATCH, IN_FEAT]
+    dtype: fp16
+  Y:
+    shape: [BATCH, NH, N]
+inits:
+  - dim: IN_FEAT
+  - ALPHA: 0.5
+  - NAME: relu
+  - EPS: EPS
+default_variant: small
+owner: someone          # scalar top-level keys are ignored
+ci:
+  - params: [X, Y]
+    dims: {BATCH: 4, IN_FEAT: 64, N: 8, NH: 2, EPS: 1e-5}
+    flop: "2*BATCH*IN_FEAT + N*NH"
+    rtol: 1e-3
+    atol: "0.01"
+small:
+  - params: [Y, X]
+    dtype: bfloat16
+    dims: {BATCH: 2, IN_FEAT: 16, N: 3, NH: 1, EPS: 0.001}
+    flop: 100
+  - params: [X]
+    dims: {BATCH: 1, IN_FEAT: 1}
+"""
+
+
+def spec(text: str = BASE) -> Spec:
+    return parse_spec(text, "prob.yaml")
+
+
+def test_inputs_inits_and_variants():
+    s = spec()
+    assert list(s.inputs) == ["X", "Y"]
+    assert s.inputs["X"].dtype == "float16"  # fp16 normalised to the torch name
+    assert s.inputs["Y"].dtype == "float32"  # default
+    assert s.inputs["Y"].shape == ("BATCH", "NH", "N")
+    assert [(i.key, i.value) for i in s.inits] == [("dim", "IN_FEAT"), ("ALPHA", 0.5), ("NAME", "relu"),
+                                                   ("EPS", "EPS")]
+    assert list(s.variants) == ["ci", "small"]  # file order; 'owner' ignored
+    assert s.default_variant == "small"
+
+
+def test_variant_resolution():
+    ci = spec().variants["ci"]
+    assert ci.params == ["X", "Y"]
+    assert ci.dims["EPS"] == "1e-5"  # YAML 1.1 keeps it a string, as given
+    assert ci.init_values == [64, 0.5, "relu", "1e-5"]  # positional, per variant
+    assert ci.flop == 2 * 4 * 64 + 8 * 2
+    assert ci.rtol == pytest.approx(1e-3) and ci.atol == pytest.approx(0.01)
+    assert ci.shapes == {"X": (4, 64), "Y": (4, 2, 8)}
+    assert ci.input_dtypes == {"X": "float16", "Y": "float32"}
+    assert ci.bytes == 4 * 64 * 2 + 4 * 2 * 8 * 4  # inputs only
+    small = spec().variants["small"]
+    assert small.params == ["Y", "X"]  # forward() order kept
+    assert small.dtype == "bfloat16" and small.input_dtypes == {"Y": "bfloat16", "X": "bfloat16"}
+    assert small.init_values == [16, 0.5, "relu", 0.001]
+    assert small.flop == 100.0
+    data = small.to_data()
+    assert data["init_values"] == [16, 0.5, "relu", 0.001] and data["shapes"]["Y"] == [2, 1, 3]
+
+
+def test_only_entry_zero_used_with_warning():
+    s = spec()
+    assert s.variants["small"].dims["BATCH"] == 2
+    assert any("'small' has 2 entries; only entry 0 is used" in w and "prob.yaml:" in w for w in s.warnings)
+
+
+def test_list_dim_spliced_into_shape_and_passed_to_inits():
+    s = parse_spec(textwrap.dedent("""\
+        inputs:
+          S: {shape: [SCALE_SHAPE], dtype: float32}
+        inits:
+          - dim: SCALE_SHAPE
+        ci:
+          - params: [S]
+            dims: {SCALE_SHAPE: [4, 8]}
+        """))
+    assert s.variants["ci"].shapes["S"] == (4, 8)
+    assert s.variants["ci"].init_values == [[4, 8]]
+
+
+def _err(text: str) -> ProblemError:
+    with pytest.raises(ProblemError) as err:
+        parse_spec(text, "bad.yaml")
+    return err.value
+
+
+def test_unknown_dim_symbol_in_shape():
+    e = _err(BASE.replace("shape: [BATCH, NH, N]", "shape: [BATCH, NH, HEADS]"))
+    assert "HEADS" in e.message and "variant ci" in e.message
+    assert e.file == "bad.yaml" and e.line == 6 and e.field == "inputs.Y.shape[2]"
+
+
+def test_unknown_init_dim():
+    e = _err(BASE.replace("- dim: IN_FEAT", "- dim: IN_FEATURES"))
+    assert e.field == "inits[0]" and e.line == 8 and "IN_FEATURES" in e.message
+
+
+def test_bad_dtype_in_input_and_variant():
+    e = _err(BASE.replace("dtype: fp16", "dtype: float17"))
+    assert e.field == "inputs.X.dtype" and e.line == 4 and "float17" in e.message
+    e = _err(BASE.replace("dtype: bfloat16", "dtype: floot"))
+    assert e.field == "small[0].dtype" and e.line == 22
+
+
+def test_variant_naming_unknown_input():
+    e = _err(BASE.replace("params: [X, Y]", "params: [X, Z]"))
+    assert e.field == "ci[0].params[1]" and e.line == 15
+    assert "'Z'" in e.message and "X, Y" in e.message
+
+
+def test_non_arithmetic_flop_names_field():
+    e = _err(BASE.replace('flop: "2*BATCH*IN_FEAT + N*NH"', "flop: \"__import__('os').getcwd()\""))
+    assert e.field == "ci[0].flop" and e.line == 17 and "__import__" in e.message
+
+
+def test_yaml_syntax_error_has_line():
+    e = _err("inputs:\n  X: {shape: [A, dtype: float32}\n")
+    assert e.line is not None and "YAML syntax error" in e.message
+
+
+def test_bad_inits_and_tolerances_and_dims():
+    assert _err(BASE.replace("- ALPHA: 0.5", "- 0.5")).field == "inits[1]"
+    assert _err(BASE.replace("rtol: 1e-3", "rtol: tight")).field == "ci[0].rtol"
+    assert _err(BASE.replace("rtol: 1e-3", "rtol: -1")).field == "ci[0].rtol"
+    assert _err(BASE.replace("BATCH: 4,", "BATCH: 4.5,")).field.startswith("inputs.X.shape")
+    assert _err(BASE.replace("BATCH: 4,", "BATCH: yes,")).field == "ci[0].dims.BATCH"
+
+
+def test_empty_and_non_map_and_huge_and_binary():
+    assert "empty" in _err("   \n").message
+    assert "must be a YAML map" in _err("- a\n- b\n").message
+    assert "limit" in _err("x: " + "a" * 1_000_001).message
+    with pytest.raises(ProblemError, match="not valid UTF-8"):
+        parse_spec(b"inputs:\n  X: \xff\n", "bin.yaml")
+
+
+def test_warnings_for_ignored_things():
+    s = parse_spec(BASE + "bench-xpu:\n  params: [X]\nlarge: []\nci:\n  - params: [X]\n    dims: {BATCH: 1, IN_FEAT: 1}\n",
+                   "w.yaml")
+    text = "\n".join(s.warnings)
+    assert "'bench-xpu' is a map, not a list" in text
+    assert "'large' is an empty list" in text
+    assert "key given more than once" in text
+
+
+def test_default_variant_unknown_is_a_warning():
+    s = parse_spec(BASE.replace("default_variant: small", "default_variant: huge"))
+    assert any("default_variant 'huge'" in w for w in s.warnings)
+
+
+def test_odd_size_variant_moves_only_input_only_dims():
+    s = spec()
+    odd = odd_size_variant(s, "ci")
+    assert odd is not None and odd.name == "ci-odd"
+    # IN_FEAT is an init (weights depend on it): unchanged. BATCH 4->3, N 8->7, NH 2->3.
+    assert odd.dims == {"BATCH": 3, "IN_FEAT": 64, "N": 7, "NH": 3, "EPS": "1e-5"}
+    assert odd.shapes == {"X": (3, 64), "Y": (3, 3, 7)}
+    assert odd.init_values == s.variants["ci"].init_values
+    assert odd.flop == 2 * 3 * 64 + 7 * 3
+    assert s.variants["ci"].dims["BATCH"] == 4  # original untouched
+
+
+def test_odd_size_variant_none_when_nothing_to_move():
+    s = parse_spec(textwrap.dedent("""\
+        inputs:
+          X: {shape: [B, H], dtype: float32}
+        inits:
+          - dim: H
+        ci:
+          - params: [X]
+            dims: {B: 7, H: 64}
+        """))
+    assert odd_size_variant(s, s.variants["ci"]) is None  # B already odd, H is an init

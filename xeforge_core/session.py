@@ -450,6 +450,7 @@ class Session:
         sha = session._commit_tree(tree, [], _message(f"baseline: {info['problem']}", "", trailers))
         session._update_ref(BRANCH_REF, sha, None)
         session._info = info
+        session._base_problem = problem
         session._state = session._initial_state()
         session._log("create", version=sha)
         session._save_state()
@@ -618,19 +619,26 @@ class Session:
 
     def problem(self, version: str | int | None = "head") -> Any:
         """The :class:`~xeforge_core.problem.Problem` with the kernel as of ``version`` (the spec
-        and reference of the baseline)."""
-        from xeforge_core.problem import problem_from_source
+        and reference of the baseline). The baseline problem is parsed once (from the problem
+        given to :meth:`create`, or from the baseline files on :meth:`open`); later versions are
+        that problem with another kernel source, so a version that does not parse still gives a
+        problem whose verification reports the error. Raises ``ProblemError`` when the baseline
+        itself cannot be read as a problem."""
+        base = getattr(self, "_base_problem", None)
+        if base is None:
+            from xeforge_core.problem import problem_from_source
 
+            spec_text = self._read(self.baseline, self.spec_file) if self.spec_file else None
+            ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
+            base = problem_from_source(
+                self._read(self.baseline, self.kernel_file), name=_problem_name(self._info.get("problem") or self.name),
+                spec_text=spec_text, reference_source=ref_text,
+            )
+            self._base_problem = base
         sha = self.resolve(version)
-        spec_text = self._read(self.baseline, self.spec_file) if self.spec_file else None
-        ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
-        problem = problem_from_source(
-            self._read(sha, self.kernel_file), name=str(self._info.get("problem") or self.name),
-            spec_text=spec_text, reference_source=ref_text,
-        )
-        with contextlib.suppress(AttributeError, TypeError):
-            problem.kernel.path = self.path / self.kernel_file
-        return problem
+        if sha == self.baseline:
+            return base
+        return base.with_kernel_source(self._read(sha, self.kernel_file), label="baseline")
 
     def history(self) -> list[Version]:
         """The versions on the session branch, baseline first."""
@@ -768,13 +776,16 @@ class Session:
         return out
 
     def approve(self, candidate_id: str, *, message: str | None = None, allow_stale: bool = False,
-                note: str = "") -> Version:
+                note: str = "", speed_neutral: bool = False) -> Version:
         """Make candidate ``candidate_id`` the new current version: one commit on the branch
         with the candidate's tree (code and verdict) and the trailers. Raises ``SessionError``
         when the candidate is unknown, rejected or already approved, or was proposed against
         another version than the current one (``allow_stale`` overrides: its verdict then
         compares against an older version, which the commit states). ``note`` goes into the
-        trailers (e.g. ``speed not measured``)."""
+        trailers (e.g. ``speed not measured``). ``speed_neutral`` (the portability step, whose
+        parent cannot run on this device) records no speedup for this link and carries the
+        parent's cumulative speedup over. Approving a candidate of a planned stage that is still
+        pending or running marks that stage ``done``."""
         with self._locked():
             self._refresh()
             rec = self.candidate(candidate_id)
@@ -791,11 +802,15 @@ class Session:
             if self._read(rec.sha, self.kernel_file) == self._read(head, self.kernel_file):
                 raise SessionError(f"candidate {candidate_id} does not change the kernel")
             verdict = rec.verdict
-            speed = verdict.speedup if speed_measured(verdict) else None
+            speed = verdict.speedup if speed_measured(verdict) and not speed_neutral else None
             parent_version = self.version(head)
-            cumulative = (parent_version.cumulative_speedup * speed
-                          if speed is not None and parent_version.cumulative_speedup is not None else None)
-            notes = [n for n in (note, "speed not measured" if verdict is not None and speed is None else "",
+            if speed_neutral:
+                cumulative = parent_version.cumulative_speedup
+            else:
+                cumulative = (parent_version.cumulative_speedup * speed
+                              if speed is not None and parent_version.cumulative_speedup is not None else None)
+            unmeasured = verdict is not None and speed is None and not speed_neutral
+            notes = [n for n in (note, "speed not measured" if unmeasured else "",
                                  f"verified against {rec.parent[:10]}" if stale else "") if n]
             trailers = {
                 "Stage": rec.stage,
@@ -823,7 +838,10 @@ class Session:
                 if other != rec.id and meta.get("status") == "pending" and other.split("/")[0] == rec.stage:
                     meta["status"] = "superseded"
                     meta["reason"] = f"{rec.id} was approved"
-            self._stage_entry(rec.stage)["versions"].append(sha)
+            entry = self._stage_entry(rec.stage)
+            entry["versions"].append(sha)
+            if rec.stage in self._state["plan"] and entry.get("status") in ("pending", "running"):
+                entry.update(status="done", reason=f"approved {rec.id}", time=_now())
             self._log("approve", candidate=rec.id, version=sha, speedup=speed)
             self._save_state()
         self._sync_worktree()
@@ -1243,6 +1261,11 @@ def _supports_initial_branch() -> bool:
         return bool(m) and (int(m.group(1)), int(m.group(2))) >= (2, 28)
     except OSError:
         return False
+
+
+def _problem_name(name: Any) -> str:
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))[:100].strip("_")
+    return text or "kernel"
 
 
 def _atomic_write(path: Path, text: str) -> None:

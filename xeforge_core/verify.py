@@ -1,0 +1,576 @@
+"""Verify a candidate kernel against its baseline: the verdict orchestrator.
+
+``verify(problem, candidate_source, ...)`` runs up to three isolated worker jobs
+(``xeforge_core.runner``), each in a fresh process with a hard timeout:
+
+1. **baseline** (role ``baseline``): the problem's own kernel, with the same checks, on the
+   correctness variants; it saves the expected outputs in its job directory. If it fails, the
+   verdict is ``environment``: the fault is not the candidate's (an incompatible numpy, a
+   driver error, a spec that does not fit the kernel), and the candidate is not judged.
+   Baseline outputs are cached on disk (``cache_root()/baselines``) keyed by the baseline and
+   reference source, spec, variants, seeds, distributions, options, device fingerprint,
+   library versions and worker code, so re-verifying another candidate skips this job.
+2. **candidate** (role ``candidate``, ``expected_dir`` = the baseline's directory): compile,
+   structure and integrity, correctness on every variant, seed and distribution.
+3. **timing** (role ``timing``), only on a GPU and only for a correct candidate: baseline and
+   candidate interleaved on the performance variants, under the cross-process device lock
+   (``xeforge_core.devlock``). On cpu the performance step is ``not_measured``
+   ("not measured: interpreter").
+
+Process-level outcomes observed by the runner (timeout, crash by signal or driver fault, out of
+memory) override what a worker reported. The result is one ``Verdict``; with
+``VerifyOptions.use_cache`` it is stored in and served from the verdict cache
+(``xeforge_core.cache``; ``Verdict.cached`` is then True). Verdicts that may be transient
+(``timeout``, ``crash``, ``oom``, ``environment``) are not cached.
+
+No kernel or model code runs in the calling process.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xeforge_core import runner
+from xeforge_core.cache import VerdictCache, cache_root, library_versions, stable_hash, verdict_key
+from xeforge_core.cache import worker_code_version as _worker_code_version
+from xeforge_core.devices import DeviceInfo, detect_device
+from xeforge_core.verdict import Step, StepStatus, Verdict, VerdictKind
+
+#: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
+#: a flaky driver, an environment later fixed).
+CACHEABLE_KINDS = frozenset({VerdictKind.OK, VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR,
+                             VerdictKind.WRONG_ANSWER, VerdictKind.CHEATING})
+
+#: How many saved baseline output directories are kept (least recently used are removed).
+BASELINE_CACHE_ENTRIES = 48
+
+NOT_MEASURED_INTERPRETER = (
+    "not measured: interpreter (kernels ran in Triton's CPU interpreter, which checks "
+    "correctness only; its run times say nothing about a GPU)"
+)
+
+
+class VerificationCancelled(Exception):
+    """Raised by ``verify`` when its ``cancel`` event was set; no verdict was reached."""
+
+
+def default_memory_bytes() -> int:
+    """Default worker memory limit in bytes: 3/4 of host RAM, at least 4 GiB (address space on
+    cpu, resident set of the worker's process group on a GPU)."""
+    total = 16 * 2**30
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+                break
+    return max(4 * 2**30, total * 3 // 4)
+
+
+def default_lock_dir() -> Path:
+    """Directory of the per-device timing locks, shared by every process on this machine:
+    ``$XEFORGE_LOCK_DIR`` or ``<system temp>/xeforge-devlocks``."""
+    env = os.environ.get("XEFORGE_LOCK_DIR")
+    return Path(env) if env else Path(tempfile.gettempdir()) / "xeforge-devlocks"
+
+
+@dataclass
+class VerifyOptions:
+    """How to verify.
+
+    Attributes:
+        timeout_s: hard wall-clock limit per worker job, seconds (time queued for the device
+            timing lock does not count).
+        memory_bytes: worker memory limit in bytes (``None``: ``default_memory_bytes()``).
+        cpu_seconds: CPU-time backstop per job in seconds, all threads together (``None``:
+            ``timeout_s`` times the number of CPUs, plus 60).
+        variants: names of the variants to check for correctness (``<name>-odd`` names the
+            odd-size copy of ``<name>``); ``None``: ``problem.correctness_variants()``.
+        include_odd_size: also check a non-power-of-two copy of each correctness variant
+            (``odd_size_variant``) where the spec allows one.
+        seeds: number of seeds (``3`` -> ``[0, 1, 2]``) or an explicit list.
+        distributions: input distributions for correctness (names the worker understands).
+        performance_variants: variants to time; ``None``: ``problem.benchmark_variants(type)``
+            on a GPU. Nothing is timed on cpu.
+        measure_performance: time the candidate on a GPU (if correct).
+        use_cache: serve/store the verdict from/in the verdict cache, and reuse saved baseline
+            outputs.
+        allow_dtype_change / allow_shape_change: accept an output dtype / shape different
+            from the baseline's.
+        rtol / atol: tolerance override (``None``: dtype-aware defaults of the worker or the
+            variant's own).
+        lints: knowledge-base lint findings (``Finding`` dicts) the worker adds to the
+            structure step.
+        warmup_ms / rep_ms: timing budget per callable, milliseconds.
+        exit_grace_s: seconds a worker may take to exit after writing its result.
+        lock_dir: directory of the device timing locks (``None``: ``default_lock_dir()``).
+    """
+
+    timeout_s: float = 300.0
+    memory_bytes: int | None = None
+    cpu_seconds: int | None = None
+    variants: list[str] | None = None
+    include_odd_size: bool = True
+    seeds: int | list[int] = 3
+    distributions: list[str] = field(default_factory=lambda: ["normal", "uniform"])
+    performance_variants: list[str] | None = None
+    measure_performance: bool = True
+    use_cache: bool = True
+    allow_dtype_change: bool = False
+    allow_shape_change: bool = False
+    rtol: float | None = None
+    atol: float | None = None
+    lints: list[dict[str, Any]] = field(default_factory=list)
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    exit_grace_s: float = runner.DEFAULT_EXIT_GRACE_S
+    lock_dir: str | None = None
+
+    def seed_list(self) -> list[int]:
+        """The seeds as a list (``3`` -> ``[0, 1, 2]``)."""
+        if isinstance(self.seeds, int):
+            return list(range(max(1, self.seeds)))
+        return [int(s) for s in self.seeds] or [0]
+
+    def result_affecting(self) -> dict[str, Any]:
+        """The options that can change a verdict (used in cache keys; limits are left out
+        because the kinds they produce are never cached)."""
+        data = asdict(self)
+        for k in ("timeout_s", "memory_bytes", "cpu_seconds", "use_cache", "exit_grace_s",
+                  "lock_dir"):
+            data.pop(k, None)
+        data["seeds"] = self.seed_list()
+        return data
+
+
+ProgressFn = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _say(on_progress: ProgressFn | None, message: str) -> None:
+    if on_progress is not None:
+        with contextlib.suppress(Exception):
+            on_progress(message)
+
+
+def _forwarder(role: str, on_progress: ProgressFn | None) -> Callable[[dict[str, Any]], None]:
+    def forward(event: dict[str, Any]) -> None:
+        message = str(event.get("message", "")).strip()
+        if event.get("event") == "queued":
+            detail = message.removeprefix("queued:").strip()
+            message = "queued behind another timing run" + (f" ({detail})" if detail else "")
+        if not message:
+            return
+        if not message.startswith(f"{role}:"):
+            message = f"{role}: {message}"
+        _say(on_progress, message)
+
+    return forward
+
+
+def _class_name(source: str, preferred: str) -> str:
+    """The class the harness should instantiate in ``source``: ``preferred`` if defined, else
+    ``ModelNew``, else ``Model``; ``preferred`` when the source does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return preferred
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    for name in (preferred, "ModelNew", "Model"):
+        if name in names:
+            return name
+    return preferred
+
+
+def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) -> list[Any]:
+    from xeforge_core.problem import odd_size_variant
+
+    chosen: list[Any] = []
+    if names is None:
+        chosen = list(problem.correctness_variants())
+    else:
+        for name in names:
+            if name.endswith("-odd") and problem.spec is not None and name not in problem.spec.variants:
+                odd = odd_size_variant(problem, name[: -len("-odd")])
+                if odd is None:
+                    from xeforge_core.problem import ProblemError
+
+                    raise ProblemError(f"variant {name!r}: {name[:-4]!r} has no odd-size copy "
+                                       "(no input-only power-of-two dim)", file=problem.spec.path)
+                chosen.append(odd)
+            else:
+                chosen.append(problem.variant(name))
+    if include_odd:
+        for v in list(chosen):
+            if v.name.endswith("-odd"):
+                continue
+            odd = odd_size_variant(problem, v) if problem.spec is not None else None
+            if odd is not None:
+                chosen.append(odd)
+    seen: set[str] = set()
+    unique = []
+    for v in chosen:
+        if v.name not in seen:
+            seen.add(v.name)
+            unique.append(v)
+    return unique
+
+
+def _performance_variants(problem: Any, device: DeviceInfo, opts: VerifyOptions) -> list[Any]:
+    if device.interpreter or not opts.measure_performance:
+        return []
+    if opts.performance_variants is not None:
+        return [problem.variant(n) for n in opts.performance_variants]
+    return list(problem.benchmark_variants(device.type))
+
+
+def _step_for_progress(message: str) -> str:
+    low = message.lower()
+    for name in ("compile", "structure", "correctness", "performance", "timing", "baseline"):
+        if name in low:
+            return "performance" if name == "timing" else name
+    return "run"
+
+
+def _source_line(text: str, filename: str) -> int | None:
+    matches = re.findall(rf'{re.escape(filename)}", line (\d+)', text)
+    return int(matches[-1]) if matches else None
+
+
+def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -> Verdict:
+    """One job's verdict: the worker's result refined by the process-level outcome."""
+    kind, reason = runner.classify(outcome)
+    verdict: Verdict | None = None
+    if outcome.result is not None:
+        try:
+            verdict = Verdict.from_dict(outcome.result)
+        except Exception as exc:  # noqa: BLE001 - a malformed result is the worker's failure
+            verdict = Verdict(kind=VerdictKind.RUNTIME_ERROR,
+                              reason=f"the {label} worker wrote a result that cannot be read: {exc}")
+    if verdict is None:
+        step = _step_for_progress(outcome.last_progress)
+        text = outcome.stderr.strip()
+        verdict = Verdict(kind=kind, reason=reason, error_text=text[-4000:],
+                          steps=[Step(name=step, status=StepStatus.FAILED, seconds=outcome.seconds,
+                                      summary=reason)],
+                          source_line=_source_line(outcome.stderr, filename))
+    elif kind is not VerdictKind.OK:
+        verdict.reason = reason + (f" ({verdict.reason})" if verdict.reason else "")
+        verdict.kind = kind
+    verdict.stdout = outcome.stdout
+    verdict.stderr = outcome.stderr
+    verdict.warnings = list(verdict.warnings) + list(outcome.warnings)
+    return verdict
+
+
+def _prune_baselines(root: Path) -> None:
+    try:
+        entries = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("tmp-")]
+    except OSError:
+        return
+    entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[BASELINE_CACHE_ENTRIES:]:
+        shutil.rmtree(old, ignore_errors=True)
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for tmp in root.glob("tmp-*"):
+            if now - tmp.stat().st_mtime > 24 * 3600:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# verify
+
+
+class _Run:
+    """State of one verification (jobs, directories, progress)."""
+
+    def __init__(self, problem: Any, candidate_source: str, device: DeviceInfo,
+                 opts: VerifyOptions, on_progress: ProgressFn | None,
+                 cancel: threading.Event | None) -> None:
+        self.problem = problem
+        self.candidate_source = candidate_source
+        self.device = device
+        self.opts = opts
+        self.on_progress = on_progress
+        self.cancel = cancel
+        self.memory = opts.memory_bytes if opts.memory_bytes is not None else default_memory_bytes()
+        self.cpu_seconds = (opts.cpu_seconds if opts.cpu_seconds is not None
+                            else int(opts.timeout_s * (os.cpu_count() or 1)) + 60)
+        self.lock_dir = Path(opts.lock_dir) if opts.lock_dir else default_lock_dir()
+        self.cleanup: list[Path] = []
+        self.correctness = _resolve_variants(problem, opts.variants, opts.include_odd_size)
+        self.performance = _performance_variants(problem, device, opts)
+        self.candidate_module = {
+            "source": candidate_source, "filename": "candidate.py",
+            "class_name": _class_name(candidate_source, problem.kernel.class_name),
+            "label": "candidate",
+        }
+        baseline = problem.kernel.to_data()
+        baseline["label"] = "baseline"
+        self.baseline_module = baseline
+        self.reference_module = problem.reference.to_data() if problem.reference is not None else None
+        self.spec_data = problem.spec.to_data() if problem.spec is not None else None
+
+    def job_options(self) -> dict[str, Any]:
+        o = self.opts
+        return {
+            "allow_dtype_change": o.allow_dtype_change, "allow_shape_change": o.allow_shape_change,
+            "rtol": o.rtol, "atol": o.atol, "l2_bytes": self.device.l2_bytes,
+            "warmup_ms": o.warmup_ms, "rep_ms": o.rep_ms, "lock_dir": str(self.lock_dir),
+            "lock_key": self.device.lock_key(), "lints": list(o.lints),
+            "device_profile": self.device.profile, "device_name": self.device.name,
+        }
+
+    def job(self, role: str, module: dict[str, Any], *, expected_dir: str | None = None,
+            baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {
+            "role": role, "device": self.device.type, "module": module, "baseline": baseline,
+            "reference": self.reference_module, "spec": self.spec_data,
+            "correctness_variants": [v.to_data() for v in self.correctness],
+            "performance_variants": [v.to_data() for v in self.performance] if role == "timing" else [],
+            "seeds": self.opts.seed_list(), "distributions": list(self.opts.distributions),
+            "expected_dir": expected_dir, "options": self.job_options(),
+        }
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise VerificationCancelled("verification cancelled")
+
+    def run(self, role: str, job: dict[str, Any], job_dir: Path) -> runner.WorkerOutcome:
+        self.check_cancel()
+        _say(self.on_progress, f"{role}: starting worker")
+        outcome = runner.run_worker(
+            job, timeout_s=self.opts.timeout_s, memory_bytes=self.memory,
+            cpu_seconds=self.cpu_seconds, on_progress=_forwarder(role, self.on_progress),
+            cancel=self.cancel, job_dir=job_dir, device_index=self.device.index,
+            exit_grace_s=self.opts.exit_grace_s,
+        )
+        if outcome.cancelled:
+            raise VerificationCancelled(f"verification cancelled during the {role} job")
+        _say(self.on_progress, f"{role}: finished in {outcome.seconds:.1f} s")
+        return outcome
+
+    def baseline_key(self) -> str:
+        job = self.job("baseline", self.baseline_module)
+        job["options"] = {k: v for k, v in job["options"].items() if k not in ("lock_dir",)}
+        return stable_hash({"what": "baseline", "job": job, "device": self.device.fingerprint_key(),
+                            "versions": library_versions(), "worker": _worker_code_version()})[:32]
+
+    def baseline(self) -> tuple[Verdict, Path, bool]:
+        """Run (or reuse) the baseline job. Returns (verdict, its job dir, reused?)."""
+        root = cache_root() / "baselines"
+        key = self.baseline_key()
+        final = root / key
+        if self.opts.use_cache and (final / "result.json").exists():
+            outcome = runner.WorkerOutcome(result=None, returncode=0)
+            loaded, err = runner._load_result(final / "result.json")
+            if loaded is not None and loaded.get("kind") == VerdictKind.OK.value and not err:
+                with contextlib.suppress(OSError):
+                    os.utime(final)
+                outcome.result = loaded
+                _say(self.on_progress, "baseline: reusing saved outputs (cached)")
+                return _outcome_verdict(outcome, "baseline", "baseline.py"), final, True
+        if self.opts.use_cache:
+            root.mkdir(parents=True, exist_ok=True)
+            job_dir = root / f"tmp-{uuid.uuid4().hex}"
+        else:
+            job_dir = runner.new_job_dir("xeforge-baseline-")
+        self.cleanup.append(job_dir)
+        job = self.job("baseline", self.baseline_module)
+        outcome = self.run("baseline", job, job_dir)
+        verdict = _outcome_verdict(outcome, "baseline", self.baseline_module["filename"])
+        for scratch in ("tmp", "triton-cache"):
+            shutil.rmtree(job_dir / scratch, ignore_errors=True)
+        if self.opts.use_cache and verdict.kind is VerdictKind.OK:
+            try:
+                os.rename(job_dir, final)
+                self.cleanup.remove(job_dir)
+                _prune_baselines(root)
+                return verdict, final, False
+            except OSError:
+                pass  # another run saved the same baseline first: use ours, then remove it
+        return verdict, job_dir, False
+
+    def close(self) -> None:
+        for path in self.cleanup:
+            runner.cleanup_job_dir(path)
+
+
+def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
+    what = f"{base.kind.value}: {base.reason}" if base.reason else base.kind.value
+    reason = (f"the baseline itself failed in this environment ({what}); the fault is not the "
+              "candidate's, which was not judged")
+    steps = [Step(name="baseline", status=StepStatus.FAILED,
+                  seconds=sum(s.seconds for s in base.steps), summary=what,
+                  evidence={"baseline_steps": [asdict(s) | {"status": s.status.value}
+                                               for s in base.steps]})]
+    return Verdict(kind=VerdictKind.ENVIRONMENT, reason=reason, steps=steps,
+                   findings=base.findings, kernels=[], correctness=base.correctness,
+                   warnings=[f"baseline: {w}" for w in base.warnings], error_text=base.error_text,
+                   source_line=None, stdout=base.stdout, stderr=base.stderr,
+                   device=dict(device.fingerprint))
+
+
+def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | None = None,
+           options: VerifyOptions | None = None, on_progress: ProgressFn | None = None,
+           cancel: threading.Event | None = None) -> Verdict:
+    """Verify ``candidate_source`` (a kernel module's text) against ``problem``'s baseline.
+
+    Args:
+        problem: a ``xeforge_core.problem.Problem`` (its kernel is the baseline).
+        candidate_source: the candidate module's Python source.
+        device: a ``DeviceInfo``, an override string for ``detect_device`` (``"cpu"``,
+            ``"cuda:1"``, ...) or ``None`` (detect; ``$XEFORGE_DEVICE`` honoured).
+        options: ``VerifyOptions`` (defaults when ``None``).
+        on_progress: called with short human messages (``"baseline: compile"``,
+            ``"timing: queued behind another timing run ..."``) as the jobs advance; exceptions
+            it raises are ignored.
+        cancel: setting this event kills the running job and raises ``VerificationCancelled``.
+
+    Returns:
+        The ``Verdict``: ``kind`` ok / compile_error / runtime_error / crash / timeout / oom /
+        wrong_answer / cheating / environment, with steps (compile, structure, correctness,
+        performance), findings, compiled-kernel metadata, correctness runs, performance
+        results (µs, speedup, TFLOP/s, GB/s, roofline fraction), warnings, captured output,
+        the device fingerprint and the total wall time (s).
+
+    Raises:
+        ProblemError: an unknown variant name.
+        ValueError: an invalid or unavailable ``device`` override.
+        VerificationCancelled: ``cancel`` was set.
+    """
+    opts = options or VerifyOptions()
+    start = time.monotonic()
+    if not isinstance(device, DeviceInfo):
+        _say(on_progress, "device: detecting")
+        device = detect_device(device)
+    run = _Run(problem, candidate_source, device, opts, on_progress, cancel)
+
+    cache: VerdictCache | None = None
+    key = ""
+    if opts.use_cache:
+        key = verdict_key(
+            baseline_source=problem.kernel.source, candidate_source=candidate_source,
+            reference_source=problem.reference.source if problem.reference is not None else None,
+            spec=run.spec_data, correctness_variants=[v.to_data() for v in run.correctness],
+            performance_variants=[v.to_data() for v in run.performance],
+            options=opts.result_affecting(), device_key=device.fingerprint_key(),
+        )
+        try:
+            cache = VerdictCache()
+        except Exception:  # noqa: BLE001 - no cache (read-only home, ...) is not a failure
+            cache = None
+        if cache is not None:
+            hit = cache.get(key)
+            if hit is not None:
+                _say(on_progress, f"cached verdict: {hit.kind.value}")
+                cache.close()
+                return hit
+
+    try:
+        verdict = _verify_uncached(run)
+    finally:
+        run.close()
+    verdict.seconds = time.monotonic() - start
+    verdict.device = dict(device.fingerprint)
+    verdict.warnings = list(dict.fromkeys(device.warnings + verdict.warnings))
+    if cache is not None:
+        if verdict.kind in CACHEABLE_KINDS:
+            cache.set(key, verdict)
+        cache.close()
+    _say(on_progress, f"verdict: {verdict.kind.value}")
+    return verdict
+
+
+def _verify_uncached(run: _Run) -> Verdict:
+    device = run.device
+    base, base_dir, reused = run.baseline()
+    if base.kind is not VerdictKind.OK:
+        return _environment_verdict(base, device)
+    run.check_cancel()
+
+    cand_dir = runner.new_job_dir("xeforge-candidate-")
+    run.cleanup.append(cand_dir)
+    cand_job = run.job("candidate", run.candidate_module, expected_dir=str(base_dir),
+                       baseline=run.baseline_module)
+    outcome = run.run("candidate", cand_job, cand_dir)
+    verdict = _outcome_verdict(outcome, "candidate", "candidate.py")
+    verdict.warnings = [f"baseline: {w}" for w in base.warnings] + verdict.warnings
+    if reused:
+        for step in verdict.steps:
+            step.evidence.setdefault("baseline", "reused saved baseline outputs")
+
+    verdict.steps = [s for s in verdict.steps if s.name != "performance"]
+    if verdict.kind is not VerdictKind.OK:
+        verdict.steps.append(Step(name="performance", status=StepStatus.SKIPPED,
+                                  summary="skipped: the candidate did not pass"))
+        return verdict
+    if device.interpreter:
+        verdict.steps.append(Step(name="performance", status=StepStatus.NOT_MEASURED,
+                                  summary=NOT_MEASURED_INTERPRETER))
+        return verdict
+    if not run.performance:
+        verdict.steps.append(Step(name="performance", status=StepStatus.SKIPPED,
+                                  summary="skipped: not requested"))
+        return verdict
+
+    run.check_cancel()
+    timing_dir = runner.new_job_dir("xeforge-timing-")
+    run.cleanup.append(timing_dir)
+    timing_job = run.job("timing", run.candidate_module, baseline=run.baseline_module,
+                         expected_dir=str(base_dir))
+    t_outcome = run.run("timing", timing_job, timing_dir)
+    timing = _outcome_verdict(t_outcome, "timing", "candidate.py")
+    return _merge_timing(verdict, timing, t_outcome)
+
+
+def _merge_timing(verdict: Verdict, timing: Verdict, outcome: runner.WorkerOutcome) -> Verdict:
+    verdict.performance = list(timing.performance)
+    perf_steps = [s for s in timing.steps if s.name == "performance"]
+    if outcome.queued_s > 0.05:
+        verdict.warnings.append(f"timing waited {outcome.queued_s:.1f} s for the device lock "
+                                "(another verification was timing on it)")
+    verdict.warnings += [f"timing: {w}" for w in timing.warnings]
+    if timing.stdout.strip():
+        verdict.stdout += "\n--- timing worker stdout ---\n" + timing.stdout
+    if timing.stderr.strip():
+        verdict.stderr += "\n--- timing worker stderr ---\n" + timing.stderr
+    known = {(k.name, str(k.config)) for k in verdict.kernels}
+    verdict.kernels += [k for k in timing.kernels if (k.name, str(k.config)) not in known]
+    verdict.findings += [f for f in timing.findings
+                         if (f.rule, f.line) not in {(g.rule, g.line) for g in verdict.findings}]
+    if timing.kind is VerdictKind.OK:
+        if perf_steps:
+            verdict.steps.append(perf_steps[0])
+        else:
+            summary = ", ".join(f"{p.variant}: {p.speedup:.2f}x" for p in verdict.performance)
+            verdict.steps.append(Step(name="performance", status=StepStatus.PASSED,
+                                      seconds=outcome.seconds, summary=summary or "timed"))
+        return verdict
+    # The candidate passed correctness but failed while being timed (e.g. a crash or a hang
+    # at the larger performance shape): that is the verdict.
+    verdict.kind = timing.kind
+    verdict.reason = f"while timing: {timing.reason}" if timing.reason else "failed while timing"
+    verdict.error_text = timing.error_text
+    verdict.source_line = timing.source_line or verdict.source_line
+    if perf_steps:
+        verdict.steps.append(perf_steps[0])
+    else:
+        verdict.steps.append(Step(name="performance", status=StepStatus.FAILED,
+                                  seconds=outcome.seconds, summary=timing.reason))
+    return verdict

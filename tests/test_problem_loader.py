@@ -1,0 +1,261 @@
+"""Loading whole problems: the real Xe-Forge cases unmodified, pasted code, and bad input."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.problem import ProblemError, load_problem, odd_size_variant, problem_from_source
+
+FIXTURES = Path(__file__).parent / "fixtures" / "problems"
+
+# name -> (inits in order, ci dims, forward inputs)
+REAL_CASES = {
+    "14_Gemm_Divide_Sum_Scaling": ["INPUT_SIZE", "HIDDEN_SIZE", "SCALING_FACTOR"],
+    "1_FlashAttention_Fwd": ["D"],
+    "39_Gemm_Scale_BatchNorm": ["IN_FEAT", "OUT_FEAT", "SCALE_SHAPE"],
+    "45_Gemm_Sigmoid_LogSumExp": ["INPUT_SIZE", "HIDDEN_SIZE", "OUTPUT_SIZE"],
+    "55_Matmul_MaxPool_Sum_Scale": ["IN_FEAT", "OUT_FEAT", "KERNEL_SIZE", "SCALE_FACTOR"],
+    "68_Matmul_Min_Subtract": ["IN_FEAT", "OUT_FEAT", "CONSTANT"],
+    "81_Gemm_Swish_Divide_Clamp_Tanh_Clamp": ["IN_FEAT", "OUT_FEAT"],
+    "84_Gemm_BatchNorm_Scaling_Softmax": ["IN_FEAT", "OUT_FEAT", "BN_EPS", "BN_MOMENTUM", "SCALE_SHAPE"],
+    "95_Matmul_Add_Swish_Tanh_GELU_Hardtanh": ["IN_FEAT", "OUT_FEAT", "ADD_VALUE_SHAPE"],
+    "99_Matmul_GELU_Softmax": ["IN_FEAT", "OUT_FEAT"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_CASES))
+def test_real_cases_load_unmodified(xeforge_cases, name):
+    p = load_problem(xeforge_cases / f"{name}.py")  # spec found as the sibling .yaml
+    assert p.name == name and p.spec is not None
+    assert p.spec.path == xeforge_cases / f"{name}.yaml"
+    assert p.kernel.class_name == "Model" and p.reference is None
+    assert p.kernel.source == (xeforge_cases / f"{name}.py").read_text()
+    assert [i.value for i in p.spec.inits] == REAL_CASES[name]
+    assert {"ci", "bench-gpu"} <= set(p.spec.variants)
+    ci = p.variant("ci")
+    assert ci.init_values == [ci.dims[d] for d in REAL_CASES[name]]  # positional, resolved per variant
+    for v in p.spec.variants.values():
+        assert v.flop and v.flop > 0 and v.bytes and v.bytes > 0
+    assert p.default_variant_name() == "bench-gpu"
+    odd = odd_size_variant(p, ci)
+    assert odd is not None and odd.init_values == ci.init_values
+
+
+def test_real_l2_case_details(xeforge_cases):
+    p = load_problem(xeforge_cases / "14_Gemm_Divide_Sum_Scaling.py")
+    ci = p.variant("ci")
+    assert p.spec.inputs["X"].dtype == "float32" and ci.dtype == "float16"
+    assert ci.shapes == {"X": (4, 1024)} and ci.input_dtypes == {"X": "float16"}
+    assert ci.init_values == [1024, 2048, 1.5]
+    assert ci.flop == 2 * 4 * 2048 * 1024 and ci.bytes == 4 * 1024 * 2
+    assert p.warnings == []  # forward() converts x to float16 before the assertion
+
+    p84 = load_problem(xeforge_cases / "84_Gemm_BatchNorm_Scaling_Softmax.py")
+    assert p84.variant("ci").init_values == [512, 512, "1e-5", 0.1, [1]]  # YAML 1.1 string kept
+    p39 = load_problem(xeforge_cases / "39_Gemm_Scale_BatchNorm.py")
+    assert p39.variant("bench-gpu").init_values == [4096, 4096, [4096]]
+    assert p39.variant("ci").dims["SCALE_SHAPE"] == [4096]
+    p45 = load_problem(xeforge_cases / "45_Gemm_Sigmoid_LogSumExp.py")
+    assert p45.variant("ci").flop == 2 * 16384 * 4096 * 2048 + 2 * 16384 * 1024 * 4096
+
+
+def test_flash_attention_variants_and_dtype_warning(xeforge_cases):
+    p = load_problem(xeforge_cases / "1_FlashAttention_Fwd.py")
+    names = list(p.spec.variants)
+    assert len(names) >= 19
+    assert "bench-gpu-old" in names and "bench-gpu-12" not in names
+    assert {f"bench-gpu-{i}" for i in (1, 11, 13, 18)} <= set(names)
+    assert p.variant("bench-gpu").dims == {"B": 1, "A": 40, "S": 16384, "D": 128}
+    assert p.variant("bench-gpu-5").dims["A"] == 71
+    ci = p.variant("ci")
+    assert ci.params == ["Q", "K", "V"] and ci.dtype == "float32"
+    assert ci.shapes["Q"] == (1, 4, 128, 64) and ci.init_values == [64]
+    assert ci.flop == 4 * 1 * 4 * 128 * 128 * 64
+    (warning,) = p.warnings
+    assert "variant ci" in warning and "float32" in warning and "float16" in warning
+    assert "1_FlashAttention_Fwd.py:93" in warning and "dtype = tl.float16" in warning
+    odd = odd_size_variant(p, "ci")
+    assert odd.dims == {"B": 1, "A": 3, "S": 127, "D": 64}  # D is an init: unchanged
+
+
+def test_constructor_mismatch_in_real_case_is_a_warning(xeforge_cases):
+    p = load_problem(xeforge_cases / "55_Matmul_MaxPool_Sum_Scale.py")
+    (warning,) = p.warnings
+    assert "KERNEL_SIZE" in warning and "'scale_shape'" in warning and "SCALE_FACTOR" in warning
+    assert "55_Matmul_MaxPool_Sum_Scale.py:189" in warning
+
+
+def test_inits_count_mismatch_is_an_error(xeforge_cases, tmp_path):
+    # The real #14 kernel with a constructor that takes one argument fewer than its spec gives.
+    src = (xeforge_cases / "14_Gemm_Divide_Sum_Scaling.py").read_text()
+    src = src.replace("def __init__(self, input_size, hidden_size, scaling_factor):",
+                      "def __init__(self, input_size, hidden_size):")
+    kernel = tmp_path / "X.py"
+    kernel.write_text(src)
+    shutil.copy(xeforge_cases / "14_Gemm_Divide_Sum_Scaling.yaml", tmp_path / "X.yaml")
+    with pytest.raises(ProblemError) as err:
+        load_problem(kernel)
+    msg = str(err.value)
+    assert "spec X.yaml gives 3 inits (INPUT_SIZE, HIDDEN_SIZE, SCALING_FACTOR)" in msg
+    assert "Model.__init__ at X.py:127 takes 2" in msg
+    assert err.value.field == "inits"
+
+
+def test_fixture_problem_with_sibling_reference():
+    p = load_problem(FIXTURES / "good_add.py")
+    assert p.reference is not None and p.reference.path == FIXTURES / "good_add_ref.py"
+    assert p.reference.class_name == "Model" and p.reference.label == "reference"
+    assert p.variant("ci").init_values == [64]
+    assert p.warnings == []
+    job = p.job_spec()
+    assert job["module"]["filename"] == "good_add.py" and job["reference"]["class_name"] == "Model"
+    assert job["spec"]["inputs"]["X"] == {"shape": ["BATCH", "HIDDEN"], "dtype": "float32"}
+
+
+def test_dtype_assertion_warning_names_variant_dtype_and_line():
+    spec = (FIXTURES / "good_add.yaml").read_text().replace("  - params: [X, Y]\n    dims:\n      BATCH: 4\n",
+                                                            "  - params: [X, Y]\n    dtype: half\n    dims:\n"
+                                                            "      BATCH: 4\n", 1)
+    p = problem_from_source((FIXTURES / "good_add.py").read_text(), name="add", spec_text=spec)
+    (warning,) = p.warnings
+    assert warning.startswith("add.py:17: variant ci gives X as float16")
+    assert "accepts only float32" in warning and "assert x.dtype == torch.float32" in warning
+
+
+def test_modelnew_file_uses_its_own_model_as_reference():
+    p = load_problem(FIXTURES / "solution_new.py")
+    assert p.kernel.class_name == "ModelNew"
+    assert p.reference is not None and p.reference.class_name == "Model"
+    assert p.reference.source == p.kernel.source
+
+
+def test_modelnew_file_with_paired_reference():
+    p = load_problem(FIXTURES / "solution_only_new.py")
+    assert p.kernel.class_name == "ModelNew"
+    assert p.reference.path == FIXTURES / "solution_only_new_ref.py"
+    explicit = load_problem(FIXTURES / "solution_only_new.py",
+                            reference_path=FIXTURES / "solution_only_new_ref.py")
+    assert explicit.reference.path == FIXTURES / "solution_only_new_ref.py"
+
+
+def test_reference_with_only_modelnew_is_rejected():
+    with pytest.raises(ProblemError) as err:
+        load_problem(FIXTURES / "good_add.py", reference_path=FIXTURES / "solution_only_new.py")
+    assert err.value.file.endswith("solution_only_new.py")
+    assert "it defines ModelNew" in err.value.message
+
+
+# --- bad input --------------------------------------------------------------------------
+
+
+def test_no_model():
+    with pytest.raises(ProblemError) as err:
+        load_problem(FIXTURES / "no_model.py")
+    assert err.value.file.endswith("no_model.py") and "no class Model" in err.value.message
+
+
+def test_syntax_error_names_file_and_line(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x)\n        return x\n")
+    with pytest.raises(ProblemError) as err:
+        load_problem(bad)
+    assert err.value.file == str(bad) and err.value.line == 5
+    assert f"{bad}:5" in str(err.value)
+
+
+def test_empty_non_utf8_huge_and_missing_files(tmp_path):
+    empty = tmp_path / "empty.py"
+    empty.write_text("\n\n")
+    with pytest.raises(ProblemError, match="empty.py: kernel module is empty"):
+        load_problem(empty)
+    binary = tmp_path / "bin.py"
+    binary.write_bytes(b"class Model:\n    x = '\xff\xfe'\n")
+    with pytest.raises(ProblemError, match="not valid UTF-8") as err:
+        load_problem(binary)
+    assert err.value.line == 2
+    huge = tmp_path / "huge.py"
+    huge.write_text("#" * 1_100_000)
+    with pytest.raises(ProblemError, match="limit is 1000000 bytes"):
+        load_problem(huge)
+    with pytest.raises(ProblemError, match="not found"):
+        load_problem(tmp_path / "nope.py")
+    with pytest.raises(ProblemError, match="module is empty"):
+        problem_from_source("")
+
+
+def _with_spec(spec_text: str) -> ProblemError:
+    with pytest.raises(ProblemError) as err:
+        problem_from_source((FIXTURES / "good_add.py").read_text(), name="add", spec_text=spec_text)
+    return err.value
+
+
+GOOD_SPEC = (FIXTURES / "good_add.yaml").read_text()
+
+
+def test_bad_spec_errors_name_the_field():
+    e = _with_spec(GOOD_SPEC.replace("shape: [BATCH, HIDDEN]\n    dtype: float32\n  Y", "shape: [BATCH, HIDEN]\n"
+                                     "    dtype: float32\n  Y"))
+    assert e.file == "add.yaml" and e.field == "inputs.X.shape[1]" and "HIDEN" in e.message
+    e = _with_spec(GOOD_SPEC.replace("dtype: float32", "dtype: float33", 1))
+    assert e.field == "inputs.X.dtype" and e.line == 4
+    e = _with_spec(GOOD_SPEC.replace("params: [X, Y]", "params: [X, W]", 1))
+    assert e.field == "ci[0].params[1]" and "'W'" in e.message
+    e = _with_spec(GOOD_SPEC.replace('flop: "BATCH*HIDDEN"', "flop: \"__import__('os')\"", 1))
+    assert e.field == "ci[0].flop" and "__import__" in e.message
+
+
+def test_non_arithmetic_flop_fixture():
+    with pytest.raises(ProblemError) as err:
+        load_problem(FIXTURES / "good_add.py", spec_path=FIXTURES / "bad_flop.yaml")
+    assert err.value.field == "ci[0].flop" and err.value.line == 6 and "bad_flop.yaml" in err.value.file
+
+
+def test_params_count_against_forward():
+    e = _with_spec(GOOD_SPEC.replace("params: [X, Y]", "params: [X]", 1))
+    assert e.field == "ci[0].params" and "Model.forward at add.py:30 takes 2" in e.message
+
+
+def test_inits_count_against_constructor():
+    three = GOOD_SPEC.replace("  - dim: HIDDEN\n", "  - dim: HIDDEN\n  - dim: BATCH\n  - dim: BATCH\n")
+    e = _with_spec(three)
+    assert "gives 3 inits (HIDDEN, BATCH, BATCH)" in e.message
+    assert "Model.__init__ at add.py:25 takes 1 to 2" in e.message
+    none = GOOD_SPEC.replace("inits:\n  - dim: HIDDEN\n", "")
+    p = problem_from_source((FIXTURES / "good_add.py").read_text(), spec_text=none)  # get_init_inputs used
+    assert p.variant("ci").init_values == []
+
+
+def test_no_spec_needs_get_inputs_and_init_inputs():
+    src = textwrap.dedent('''\
+        import torch.nn as nn
+        class Model(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+            def forward(self, x):
+                return x
+        ''')
+    with pytest.raises(ProblemError, match=r"kernel.py:3.*needs 1 argument"):
+        problem_from_source(src)
+    with pytest.raises(ProblemError, match="defines no get_inputs"):
+        problem_from_source(src + "def get_init_inputs():\n    return [1]\n")
+    p = problem_from_source(src + "def get_init_inputs():\n    return [1]\ndef get_inputs():\n    return []\n")
+    assert p.spec is None and p.correctness_variants()[0].name == "module"
+    assert any("no @triton.jit kernel" in w for w in p.warnings)
+
+
+def test_loading_never_imports_torch_or_runs_code(tmp_path):
+    marker = tmp_path / "ran"
+    src = (FIXTURES / "good_add.py").read_text() + f"\nopen({str(marker)!r}, 'w').write('x')\n"
+    problem_from_source(src, spec_text=GOOD_SPEC)
+    assert not marker.exists()
+    code = ("import sys; from xeforge_core.problem import load_problem; "
+            f"load_problem({str(FIXTURES / 'good_add.py')!r}); print('torch' in sys.modules)")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

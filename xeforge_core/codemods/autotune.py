@@ -1,0 +1,599 @@
+"""autotune codemod: wrap fixed-tile GEMM kernels in ``@triton.autotune`` over the target's
+search space and let the launch grid follow the chosen config.
+
+For each ``@triton.jit`` kernel that calls ``tl.dot``, is not autotuned yet, is launched once,
+and whose ``BLOCK_*`` constexpr parameters all receive integer literals at that launch
+(directly, or through a variable assigned a literal in the launching function or at module
+level):
+
+* the kernel gets ``@triton.autotune(configs=[...], key=[size args])``; the first config is the
+  kernel's current tiles (with the launch's ``num_warps``/``num_stages``/options), followed by
+  the target's search space (knowledge base ``search_space_for(target, arch).configs("gemm")``,
+  or the list given by the caller), restricted to the kernel's own meta-parameters and
+  de-duplicated; ``grf_mode``/``warp_size`` options are kept only for xpu targets;
+* ``key`` lists the kernel's size arguments (upper-case or ``n_*``/``*_size`` parameters that are
+  not constexpr, pointers or strides);
+* the launch stops passing the tuned meta-parameters and ``num_warps``/``num_stages`` (autotune
+  would reject them as conflicting); positional arguments after them become keywords;
+* the launch grid becomes ``lambda META: (...)`` with each tile size read from ``META``;
+* constexpr defaults of the tuned parameters are removed (a default on an autotuned key is a
+  "conflicting meta-parameters" error, knowledge rule on autotune keys);
+* literal tile variables that are no longer used are removed.
+
+Kernels it cannot handle are listed with the reason (tile size decided at run time, grid
+literal matching two tile sizes, several launches, no tl.dot, already autotuned).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from xeforge_core.codemods.common import (
+    CodemodResult,
+    code_of,
+    dotted_name,
+    int_value,
+    is_autotune_decorator,
+    is_constexpr_param,
+    is_kernel,
+    not_applicable,
+    parse_module,
+    still_parses,
+)
+
+NAME = "autotune"
+_BLOCK = re.compile(r"^BLOCK(_[A-Z0-9_]+)?$")
+_LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "grf_mode", "warp_size"}
+_XPU_ONLY_OPTIONS = {"grf_mode", "warp_size"}
+
+
+def _size_param(name: str) -> bool:
+    low = name.lower()
+    if "ptr" in low or low.startswith("stride") or low.endswith("_stride"):
+        return False
+    return bool(re.match(r"^[A-Z][A-Z0-9_]*$", name)) or low.startswith(("n_", "num_")) or \
+        low.endswith("_size") or low in {"n", "m", "k"}
+
+
+def _calls_dot(fn: cst.FunctionDef) -> bool:
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            if dotted_name(node.func) in {"tl.dot", "triton.language.dot"}:
+                found = True
+
+    fn.visit(_V())
+    return found
+
+
+@dataclass
+class _Launch:
+    kernel: str
+    call: cst.Call
+    host: cst.FunctionDef | None
+
+
+@dataclass
+class _Scope:
+    """Assignments in one function body (or the module): name -> literal int values and the
+    statements assigning them; plus how often each name is read."""
+
+    literals: dict[str, list[int | None]] = field(default_factory=dict)
+    reads: dict[str, int] = field(default_factory=dict)
+    assigns: dict[str, list[cst.SimpleStatementLine]] = field(default_factory=dict)
+    values: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+
+
+class _Collect(cst.CSTVisitor):
+    def __init__(self, kernels: set[str]) -> None:
+        super().__init__()
+        self.kernels = kernels
+        self.launches: list[_Launch] = []
+        self.scopes: dict[int, _Scope] = {0: _Scope()}
+        self._fn: list[cst.FunctionDef] = []
+        self._line: list[cst.SimpleStatementLine] = []
+        self._in_target = 0
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._in_target += 1
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def leave_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._in_target -= 1
+
+    def _scope(self) -> _Scope:
+        return self.scopes.setdefault(id(self._fn[-1]) if self._fn else 0, _Scope())
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._fn.append(node)
+        self.scopes.setdefault(id(node), _Scope())
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._fn.pop()
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._line.append(node)
+
+    def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._line.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        scope = self._scope()
+        line = self._line[-1] if self._line else None
+        for t in node.targets:
+            target = t.target
+            if isinstance(target, cst.Name):
+                scope.literals.setdefault(target.value, []).append(int_value(node.value))
+                scope.values.setdefault(target.value, []).append(node.value)
+                if line is not None:
+                    scope.assigns.setdefault(target.value, []).append(line)
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                vals = node.value.elements if isinstance(node.value, (cst.Tuple, cst.List)) else None
+                for i, el in enumerate(target.elements):
+                    if isinstance(el.value, cst.Name):
+                        v = int_value(vals[i].value) if vals and len(vals) == len(target.elements) else None
+                        scope.literals.setdefault(el.value.value, []).append(v)
+                        if line is not None:
+                            scope.assigns.setdefault(el.value.value, []).append(line)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.target, cst.Name):
+            self._scope().literals.setdefault(node.target.value, []).append(None)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if self._in_target:
+            return
+        scope = self._scope()
+        scope.reads[node.value] = scope.reads.get(node.value, 0) + 1
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name) and func.value.value in self.kernels:
+            self.launches.append(_Launch(func.value.value, node, self._fn[-1] if self._fn else None))
+
+
+def _load_space(target: str, arch: str | None) -> tuple[list[dict[str, Any]] | None, str]:
+    try:
+        from xeforge_core.knowledge import load_knowledge
+
+        kb = load_knowledge()
+    except Exception as exc:  # the knowledge base is data; report what is wrong with it
+        return None, f"the knowledge base could not be loaded ({type(exc).__name__}: {exc})"
+    space = kb.search_space_for(target, arch)
+    if space is None:
+        return None, f"the knowledge base has no autotune search space for target {target!r}"
+    configs = [{"kwargs": dict(c.kwargs), "num_warps": c.num_warps, "num_stages": c.num_stages,
+                "options": dict(c.options)} for c in space.configs("gemm")]
+    return configs, f"knowledge-base search space {space.id}"
+
+
+def _literal(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, str) else repr(v)
+
+
+def _config_text(kwargs: dict[str, Any], num_warps: Any, num_stages: Any) -> str:
+    items = ", ".join(f'"{k}": {_literal(v)}' for k, v in kwargs.items())
+    extra = ""
+    if num_warps is not None:
+        extra += f", num_warps={num_warps}"
+    if num_stages is not None:
+        extra += f", num_stages={num_stages}"
+    return f"triton.Config({{{items}}}{extra})"
+
+
+@dataclass
+class _Plan:
+    kernel: str
+    decorator: cst.Decorator
+    tuned: list[str]
+    call_new: cst.Call
+    grid_assign: tuple[cst.SimpleStatementLine, Any] | None
+    host: cst.FunctionDef | None
+    block_vars: list[str]
+    n_configs: int
+    key: list[str]
+
+
+def _meta(key: str) -> cst.BaseExpression:
+    return cst.parse_expression(f'META["{key}"]')
+
+
+class _GridRewrite(cst.CSTTransformer):
+    def __init__(self, var_to_key: dict[str, str], lit_to_key: dict[int, str | None]) -> None:
+        super().__init__()
+        self.var_to_key = var_to_key
+        self.lit_to_key = lit_to_key
+        self.used = 0
+        self.ambiguous: list[int] = []
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if updated.value in self.var_to_key:
+            self.used += 1
+            return _meta(self.var_to_key[updated.value])
+        return updated
+
+    def leave_Integer(self, original: cst.Integer, updated: cst.Integer) -> cst.BaseExpression:
+        v = int(updated.evaluated_value)
+        if v in self.lit_to_key:
+            key = self.lit_to_key[v]
+            if key is None:
+                self.ambiguous.append(v)
+                return updated
+            self.used += 1
+            return _meta(key)
+        return updated
+
+
+def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space: list[dict[str, Any]],
+                 target: str, options: dict[str, Any]) -> _Plan | str:
+    """A rewrite plan for one kernel, or the reason it cannot be autotuned."""
+    name = fn.name.value
+    params = list(fn.params.params)
+    pnames = [p.name.value for p in params]
+    blocks = [p.name.value for p in params if is_constexpr_param(p) and _BLOCK.match(p.name.value)]
+    if not blocks:
+        return f"kernel {name} has no BLOCK_* constexpr parameters to tune"
+    call = launch.call
+    host_scope = collect.scopes.get(id(launch.host), _Scope()) if launch.host else _Scope()
+    module_scope = collect.scopes[0]
+
+    # map launch arguments to parameters
+    bound: dict[str, cst.Arg] = {}
+    launch_opts: dict[str, cst.Arg] = {}
+    pos = 0
+    for arg in call.args:
+        if arg.star:
+            return f"kernel {name} is launched with *args/**kwargs; its arguments cannot be matched"
+        if arg.keyword is None:
+            if pos >= len(pnames):
+                return f"kernel {name} is launched with more positional arguments than it has parameters"
+            bound[pnames[pos]] = arg
+            pos += 1
+        elif arg.keyword.value in pnames:
+            bound[arg.keyword.value] = arg
+        else:
+            launch_opts[arg.keyword.value] = arg
+
+    values: dict[str, int] = {}
+    var_for: dict[str, str] = {}
+    for b in blocks:
+        arg = bound.get(b)
+        if arg is None:
+            default = next(p.default for p in params if p.name.value == b)
+            v = int_value(default)
+            if v is None:
+                return f"kernel {name}: {b} is not passed at the launch and has no literal default"
+            values[b] = v
+            continue
+        v = int_value(arg.value)
+        if v is None and isinstance(arg.value, cst.Name):
+            var = arg.value.value
+            lits = host_scope.literals.get(var) or module_scope.literals.get(var)
+            if lits and len(lits) == 1 and lits[0] is not None:
+                v = lits[0]
+                var_for[var] = b
+        if v is None:
+            return (f"kernel {name}: {b} is passed as `{code_of(arg.value)}`, not an integer literal; its "
+                    "value is decided at run time, so a fixed search space could contradict it")
+        values[b] = v
+
+    # the search space, restricted to the kernel's meta-parameters
+    xpu = target == "xpu"
+    first_opts = {k: int_value(a.value) if int_value(a.value) is not None else a.value
+                  for k, a in launch_opts.items()}
+    num_warps = int_value(launch_opts["num_warps"].value) if "num_warps" in launch_opts else None
+    num_stages = int_value(launch_opts["num_stages"].value) if "num_stages" in launch_opts else None
+    if ("num_warps" in launch_opts and num_warps is None) or ("num_stages" in launch_opts and num_stages is None):
+        return f"kernel {name}: num_warps/num_stages at the launch are not literals"
+    base_kwargs: dict[str, Any] = dict(values)
+    for k, a in launch_opts.items():
+        if k in _XPU_ONLY_OPTIONS:
+            s = a.value
+            if isinstance(s, cst.SimpleString) and xpu:
+                base_kwargs[k] = s.evaluated_value
+            elif not xpu:
+                continue
+            else:
+                return f"kernel {name}: launch option {k} is not a literal"
+    texts: list[str] = [_config_text(base_kwargs, num_warps, num_stages)]
+    seen = {texts[0]}
+    for cfg in space:
+        kw = {k: v for k, v in cfg.get("kwargs", {}).items() if k in blocks or k in pnames and k not in bound
+              and any(p.name.value == k and is_constexpr_param(p) for p in params)}
+        # keep the kernel's own tiles for BLOCK params the space does not cover
+        merged = {b: kw.get(b, values[b]) for b in blocks}
+        for k, v in kw.items():
+            merged.setdefault(k, v)
+        if xpu:
+            for k, v in (cfg.get("options") or {}).items():
+                merged[k] = v
+        text = _config_text(merged, cfg.get("num_warps"), cfg.get("num_stages"))
+        if text not in seen:
+            seen.add(text)
+            texts.append(text)
+    limit = options.get("max_configs")
+    if isinstance(limit, int) and limit > 0:
+        texts = texts[:limit]
+    key = [p.name.value for p in params if not is_constexpr_param(p) and _size_param(p.name.value)]
+    if not key:
+        return f"kernel {name} has no size arguments to key the autotune cache on"
+    tuned_names = set(blocks)
+    for cfg_text in texts:
+        tuned_names.update(re.findall(r'"(\w+)":', cfg_text))
+    # parameters with defaults that are tuned: remove the default (must not break ordering)
+    new_params = []
+    seen_default = False
+    for p in params:
+        if p.name.value in tuned_names and p.default is not None:
+            if seen_default:
+                return (f"kernel {name}: removing the default of {p.name.value} would leave a parameter "
+                        "without default after one with a default")
+            p = p.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT)
+        if p.default is not None:
+            seen_default = True
+        new_params.append(p)
+
+    # the launch grid
+    grid = call.func.slice[0].slice.value if isinstance(call.func, cst.Subscript) else None
+    grid_assign = None
+    lit_to_key: dict[int, str | None] = {}
+    for b in blocks:
+        v = values[b]
+        lit_to_key[v] = None if v in lit_to_key else b
+    var_to_key = dict(var_for)
+    rewriter = _GridRewrite(var_to_key, lit_to_key)
+    if isinstance(grid, cst.Name):
+        vals = host_scope.values.get(grid.value) or []
+        lines = host_scope.assigns.get(grid.value) or []
+        if len(vals) != 1 or len(lines) != 1 or host_scope.reads.get(grid.value, 0) != 1:
+            return (f"kernel {name}: the launch grid `{grid.value}` is assigned or used more than once; "
+                    "it cannot be rewritten safely")
+        expr = vals[0]
+        if isinstance(expr, cst.Lambda):
+            return f"kernel {name}: the launch grid is already a function of the meta-parameters"
+        new_expr = expr.visit(rewriter)
+        grid_assign = (lines[0], cst.RemoveFromParent())
+        new_slice = call.func.with_changes(slice=[cst.SubscriptElement(cst.Index(_lambda(new_expr)))])
+    elif grid is not None:
+        if isinstance(grid, cst.Lambda):
+            return f"kernel {name}: the launch grid is already a function of the meta-parameters"
+        new_expr = grid.visit(rewriter)
+        new_slice = call.func.with_changes(slice=[cst.SubscriptElement(cst.Index(_lambda(new_expr)))])
+    else:
+        return f"kernel {name}: the launch grid could not be found"
+    if rewriter.ambiguous:
+        return (f"kernel {name}: the grid uses the literal {rewriter.ambiguous[0]}, which is the value of "
+                "more than one BLOCK_* parameter; name the tile sizes in the grid first")
+    if rewriter.used == 0:
+        return (f"kernel {name}: the launch grid does not depend on the tile sizes, so changing them "
+                "would change how much of the output is covered")
+
+    # the new launch: drop tuned meta-parameters and options, keywords after a removed positional
+    new_args: list[cst.Arg] = []
+    pos = 0
+    removed_positional = False
+    for arg in call.args:
+        if arg.keyword is None:
+            pname = pnames[pos]
+            pos += 1
+            if pname in tuned_names:
+                removed_positional = True
+                continue
+            if removed_positional:
+                arg = arg.with_changes(keyword=cst.Name(pname), equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            new_args.append(arg)
+        else:
+            k = arg.keyword.value
+            if k in tuned_names or k in {"num_warps", "num_stages"} or k in _XPU_ONLY_OPTIONS:
+                continue
+            new_args.append(arg)
+    if new_args:
+        last = new_args[-1]
+        new_args[-1] = last.with_changes(comma=call.args[-1].comma if call.args else cst.MaybeSentinel.DEFAULT)
+    new_call = call.with_changes(func=new_slice, args=new_args)
+
+    configs = ",\n        ".join(texts)
+    key_text = ", ".join(f'"{k}"' for k in key)
+    deco_src = f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],\n)\ndef _f():\n    pass\n"
+    decorator = cst.parse_module(deco_src).body[0].decorators[0]
+    plan = _Plan(kernel=name, decorator=decorator, tuned=sorted(tuned_names), call_new=new_call,
+                 grid_assign=grid_assign, host=launch.host, block_vars=list(var_for), n_configs=len(texts),
+                 key=key)
+    plan.new_params = new_params  # type: ignore[attr-defined]
+    del first_opts
+    return plan
+
+
+def _lambda(body: cst.BaseExpression) -> cst.Lambda:
+    return cst.Lambda(params=cst.Parameters(params=[cst.Param(cst.Name("META"))]), body=body)
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, plans: list[_Plan], by_call: dict[int, _Plan]) -> None:
+        super().__init__()
+        self.by_kernel = {p.kernel: p for p in plans}
+        self.by_call = by_call
+        self.by_line = {id(p.grid_assign[0]): p.grid_assign[1] for p in plans if p.grid_assign}
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        plan = self.by_kernel.get(original.name.value)
+        if plan is None or not is_kernel(original):
+            return updated
+        decorators = list(updated.decorators)
+        idx = next(i for i, d in enumerate(decorators) if d.decorator and is_kernel_decorator(d))
+        decorators.insert(idx, plan.decorator)
+        params = updated.params.with_changes(params=plan.new_params)  # type: ignore[attr-defined]
+        return updated.with_changes(decorators=decorators, params=params)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        plan = self.by_call.get(id(original))
+        return plan.call_new if plan is not None else updated
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine,
+                                  updated: cst.SimpleStatementLine):
+        return self.by_line.get(id(original), updated)
+
+
+def is_kernel_decorator(dec: cst.Decorator) -> bool:
+    from xeforge_core.codemods.common import is_jit_decorator
+
+    return is_jit_decorator(dec)
+
+
+def _drop_unused_literals(module: cst.Module, hosts: set[str], names: set[str]) -> tuple[cst.Module, list[str]]:
+    """Remove ``NAME = <int>`` / ``A, B = 1, 2`` lines in ``hosts`` whose names are no longer read."""
+    removed: list[str] = []
+
+    class _Reads(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.reads: dict[str, int] = {}
+            self.in_target = 0
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            self.in_target += 1
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def leave_AssignTarget(self, node: cst.AssignTarget) -> None:
+            self.in_target -= 1
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if not self.in_target:
+                self.reads[node.value] = self.reads.get(node.value, 0) + 1
+
+    class _Drop(cst.CSTTransformer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.depth = 0
+            self.reads: dict[str, int] = {}
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            if node.name.value in hosts:
+                r = _Reads()
+                node.body.visit(r)
+                self.reads = r.reads
+                self.depth += 1
+            return True
+
+        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+            if original.name.value in hosts:
+                self.depth -= 1
+            return updated
+
+        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+            if not self.depth or len(updated.body) != 1 or not isinstance(updated.body[0], cst.Assign):
+                return updated
+            assign = updated.body[0]
+            if len(assign.targets) != 1:
+                return updated
+            target = assign.targets[0].target
+            if isinstance(target, cst.Name):
+                tnames, vals = [target.value], [assign.value]
+            elif isinstance(target, cst.Tuple) and isinstance(assign.value, cst.Tuple):
+                tnames = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+                vals = [e.value for e in assign.value.elements]
+                if len(tnames) != len(target.elements) or len(vals) != len(tnames):
+                    return updated
+            else:
+                return updated
+            if not all(n in names for n in tnames) or any(int_value(v) is None for v in vals):
+                return updated
+            if any(self.reads.get(n, 0) for n in tnames):
+                return updated
+            removed.extend(tnames)
+            return cst.RemoveFromParent()
+
+    return module.visit(_Drop()), removed
+
+
+def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
+                 search_space: list[dict[str, Any]] | None = None,
+                 options: dict[str, Any] | None = None) -> CodemodResult:
+    """Apply the autotune rewrite (module docstring) to ``source``.
+
+    ``target`` is ``xpu`` or ``cuda``; ``arch`` picks the knowledge base's search space
+    (``xe2``, ``xe-hpc``); ``search_space`` (dicts with ``kwargs``, ``num_warps``,
+    ``num_stages``, ``options``) replaces it; ``options["max_configs"]`` caps the config count.
+    Returns a :class:`CodemodResult`, not applicable with the reason(s) when no kernel qualifies.
+    """
+    options = dict(options or {})
+    parsed = parse_module(NAME, source)
+    if isinstance(parsed, CodemodResult):
+        return parsed
+    kernels = {s.name.value: s for s in parsed.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
+    if not kernels:
+        return not_applicable(NAME, source, "the module has no @triton.jit kernel")
+    if search_space is None:
+        space, origin = _load_space(target, arch)
+        if space is None:
+            return not_applicable(NAME, source, origin)
+    else:
+        space, origin = list(search_space), "the given search space"
+    collect = _Collect(set(kernels))
+    parsed.visit(collect)
+    reasons: list[str] = []
+    plans: list[_Plan] = []
+    by_call: dict[int, _Plan] = {}
+    for name, fn in kernels.items():
+        if any(is_autotune_decorator(d) for d in fn.decorators):
+            reasons.append(f"kernel {name} is already autotuned")
+            continue
+        if not _calls_dot(fn):
+            reasons.append(f"kernel {name} has no tl.dot: the GEMM search space does not fit it")
+            continue
+        launches = [lc for lc in collect.launches if lc.kernel == name]
+        if not launches:
+            reasons.append(f"kernel {name} is not launched in this module (or only through a wrapper)")
+            continue
+        if len(launches) > 1:
+            reasons.append(f"kernel {name} is launched {len(launches)} times; autotuning one launch "
+                           "would leave the others inconsistent")
+            continue
+        plan = _plan_kernel(fn, launches[0], collect, space, target, options)
+        if isinstance(plan, str):
+            reasons.append(plan)
+            continue
+        plans.append(plan)
+        by_call[id(launches[0].call)] = plan
+    if not plans:
+        return not_applicable(NAME, source, "; ".join(reasons) or "no kernel to autotune")
+    new = parsed.visit(_Apply(plans, by_call))
+    hosts = {p.host.name.value for p in plans if p.host is not None}
+    names = {v for p in plans for v in p.block_vars}
+    new, removed = _drop_unused_literals(new, hosts, names)
+    code = new.code
+    error = still_parses(code)
+    if error:
+        return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
+    notes = []
+    for p in plans:
+        notes.append(f"kernel {p.kernel}: @triton.autotune over {p.n_configs} configs ({origin}; the first "
+                     f"is the current tiles), key={p.key}; the launch grid is a lambda reading the tile sizes from META")
+    if removed:
+        notes.append(f"removed tile variables no longer used: {', '.join(sorted(set(removed)))}")
+    if target != "xpu":
+        notes.append(f"target {target}: grf_mode/warp_size options are Intel-backend compile options and "
+                     "were left out of the configs")
+    notes.extend(f"not autotuned: {r}" for r in reasons)
+    return CodemodResult(codemod=NAME, source=code, changed=code != source, notes=notes)

@@ -1,0 +1,493 @@
+"""AST lints referenced by knowledge-base rules (``lint:`` in knowledge/rules/*.yaml).
+
+Each lint is a function ``(ctx: LintContext) -> list[Hit]`` registered in ``LINTS`` under its
+own name. A lint only *finds*; the rule it belongs to (id, stage, severity, fix) lives in the
+YAML, and ``xeforge_core.analysis.analyze`` runs the lints of the rules that apply to the
+target and the Triton version. The facts they read come from ``analysis.extract_facts``.
+
+Every lint has a planted-violation test and a fixed-code test (tests/test_lints.py).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from xeforge_core.knowledge import GRF_MODE_LEGACY, GRF_MODE_VALUES
+
+
+@dataclass
+class Hit:
+    """One lint finding: 1-based ``line``, a message naming what was seen, an optional
+    severity overriding the rule's, and the kernel it concerns."""
+
+    line: int | None
+    message: str
+    severity: str | None = None
+    kernel: str | None = None
+
+
+@dataclass
+class LintContext:
+    """What a lint may read: the source, its AST, the extracted ``facts``
+    (``analysis.Facts``), the ``target`` (``xpu``/``cuda``), the optional problem and the
+    Triton API/version dict (``knowledge.installed_triton_pointer_api`` shape)."""
+
+    source: str
+    tree: ast.Module
+    facts: Any
+    target: str = "xpu"
+    problem: Any = None
+    triton_api: dict[str, Any] = field(default_factory=dict)
+
+
+LintFn = Callable[[LintContext], list[Hit]]
+LINTS: dict[str, LintFn] = {}
+
+
+def _register(fn: LintFn) -> LintFn:
+    LINTS[fn.__name__] = fn
+    return fn
+
+
+def _pow2(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and (v & (v - 1)) == 0
+
+
+def _is_tile_name(name: str) -> bool:
+    n = name.upper()
+    return n.startswith("BLOCK") or n.startswith("TILE") or n in ("BM", "BN", "BK", "HEAD_DIM_PADDED")
+
+
+# --------------------------------------------------------------------------------------
+# xpu_specific
+# --------------------------------------------------------------------------------------
+
+
+@_register
+def lint_pow2_num_warps(ctx: LintContext) -> list[Hit]:
+    """num_warps given at a launch or in a triton.Config that is not a power of two."""
+    hits = []
+    for cfg in ctx.facts.configs:
+        for v in cfg.num_warps:
+            if not _pow2(v):
+                hits.append(Hit(cfg.line, f"triton.Config has num_warps={v!r}, not a power of two"))
+    for ln in ctx.facts.launches:
+        if ln.num_warps is not None and not _pow2(ln.num_warps):
+            hits.append(Hit(ln.line, f"{ln.kernel} launched with num_warps={ln.num_warps!r}, not a power of two",
+                            kernel=ln.kernel))
+    return hits
+
+
+@_register
+def lint_pow2_tile_sizes(ctx: LintContext) -> list[Hit]:
+    """BLOCK_* values (configs, launches) and literal tl.arange extents that are not powers
+    of two."""
+    hits = []
+    for cfg in ctx.facts.configs:
+        for name, vals in cfg.kwargs.items():
+            if _is_tile_name(name):
+                for v in vals:
+                    if isinstance(v, int) and not _pow2(v):
+                        hits.append(Hit(cfg.line, f"triton.Config sets {name}={v}, not a power of two"))
+    for ln in ctx.facts.launches:
+        for name, v in ln.constexprs.items():
+            if _is_tile_name(name) and isinstance(v, int) and not _pow2(v):
+                hits.append(Hit(ln.line, f"{ln.kernel} launched with {name}={v}, not a power of two", kernel=ln.kernel))
+    for k in ctx.facts.kernels:
+        for size, line in k.arange_sizes:
+            if not _pow2(size):
+                hits.append(Hit(line, f"tl.arange of length {size} in {k.name}: the length must be a power of two",
+                                kernel=k.name))
+    return hits
+
+
+def _grf_problems(value: Any, warps: list[Any]) -> list[str]:
+    out = []
+    s = str(value)
+    if s in GRF_MODE_LEGACY:
+        out.append(f"grf_mode={value!r} is an old spelling the current Intel backend rejects; use "
+                   f"{'256' if s == 'large' else '128'!r}")
+    elif s not in GRF_MODE_VALUES:
+        out.append(f"grf_mode={value!r} is not one of {', '.join(GRF_MODE_VALUES)}")
+    if s in ("256", "512", "large"):
+        big = [w for w in warps if isinstance(w, int) and w > 32]
+        if big:
+            out.append(f"grf_mode={value!r} cannot be combined with num_warps={big[0]} (> 32)")
+    return out
+
+
+@_register
+def lint_grf_mode_values(ctx: LintContext) -> list[Hit]:
+    """grf_mode values the Intel backend rejects, and 256-GRF with more than 32 warps."""
+    hits = []
+    for cfg in ctx.facts.configs:
+        for v in cfg.kwargs.get("grf_mode", []):
+            hits += [Hit(cfg.line, m) for m in _grf_problems(v, cfg.num_warps)]
+    for ln in ctx.facts.launches:
+        if ln.grf_mode is not None:
+            hits += [Hit(ln.line, m, kernel=ln.kernel) for m in _grf_problems(ln.grf_mode, [ln.num_warps])]
+    return hits
+
+
+@_register
+def lint_grf_mode_portability(ctx: LintContext) -> list[Hit]:
+    """grf_mode passed at a launch (breaks every non-Intel backend), or, for a cuda target,
+    grf_mode inside triton.Config kwargs (cuda's launcher raises on the unknown keyword)."""
+    hits = []
+    for ln in ctx.facts.launches:
+        if "grf_mode" in ln.kwargs:
+            sev = "error" if ctx.target != "xpu" else None
+            hits.append(Hit(ln.line, f"{ln.kernel} is launched with grf_mode={ln.kwargs['grf_mode']}: only Intel's "
+                                     "backend knows this option; other backends raise on the unknown keyword",
+                            severity=sev, kernel=ln.kernel))
+    if ctx.target != "xpu":
+        for cfg in ctx.facts.configs:
+            if "grf_mode" in cfg.kwargs:
+                hits.append(Hit(cfg.line, "triton.Config carries grf_mode, which the cuda backend rejects as an "
+                                          "unrecognised keyword; keep it in an xpu-only config list",
+                                severity="error"))
+    return hits
+
+
+@_register
+def lint_swizzle_1d_grid(ctx: LintContext) -> list[Hit]:
+    """A GEMM-like kernel (tl.dot in a loop) on a 2-D program grid with no GROUP_SIZE_M-style
+    swizzle."""
+    hits = []
+    for k in ctx.facts.kernels:
+        if not any(d.in_loop for d in k.dots):
+            continue
+        if 1 not in k.program_id_axes or 2 in k.program_id_axes:
+            continue
+        if any("GROUP" in p.name.upper() for p in k.params):
+            continue
+        hits.append(Hit(k.line, f"{k.name} maps output tiles to a 2-D grid (program_id 0 and 1) without "
+                                "grouped ordering; a 1-D grid with GROUP_SIZE_M improves L2 reuse", kernel=k.name))
+    return hits
+
+
+@_register
+def lint_hardcoded_device(ctx: LintContext) -> list[Hit]:
+    """String literals "xpu"/"cuda", .xpu()/.cuda() calls and torch.xpu.*/torch.cuda.* APIs
+    (synchronize has its own lint). One hit per line; an error when the device named is not
+    the target."""
+    by_line: dict[int, list[Any]] = {}
+    for d in ctx.facts.device_refs:
+        if d.kind != "sync":
+            by_line.setdefault(d.line, []).append(d)
+    hits = []
+    for line, refs in sorted(by_line.items()):
+        devs = sorted({r.device for r in refs})
+        texts = ", ".join(dict.fromkeys(r.text for r in refs))
+        other = [d for d in devs if d != ctx.target]
+        sev = "error" if other else None
+        where = f"hard-codes {'/'.join(devs)} ({texts})"
+        msg = (f"line {line} {where}: this stops the module running on {ctx.target}" if other
+               else f"line {line} {where}: the module will not run on any other device")
+        hits.append(Hit(line, msg, severity=sev))
+    return hits
+
+
+@_register
+def lint_device_sync(ctx: LintContext) -> list[Hit]:
+    """torch.xpu.synchronize() / torch.cuda.synchronize() calls."""
+    hits = []
+    for d in ctx.facts.sync_calls:
+        sev = "error" if d.device != ctx.target else None
+        hits.append(Hit(d.line, f"{d.text} is vendor-specific (fails off {d.device}) and stalls every call; "
+                                "use torch.accelerator.synchronize() or drop it", severity=sev))
+    return hits
+
+
+# --------------------------------------------------------------------------------------
+# dtype_fix
+# --------------------------------------------------------------------------------------
+
+
+@_register
+def lint_dot_operand_upcast(ctx: LintContext) -> list[Hit]:
+    """tl.dot operands cast to float32 (directly, or through the variable's assignment)."""
+    hits = []
+    for k in ctx.facts.kernels:
+        for d in k.dots:
+            up = [o.text for o in d.operands if o.cast in ("float32", "fp32")]
+            if up:
+                both = "both operands" if len(up) == len(d.operands) else "an operand"
+                hits.append(Hit(d.line, f"tl.dot in {k.name} gets {both} upcast to fp32 ({', '.join(up)}), which "
+                                        "bypasses the matrix engines; keep fp16/bf16 operands with an fp32 accumulator",
+                                kernel=k.name))
+    return hits
+
+
+@_register
+def lint_dot_accumulator_arg(ctx: LintContext) -> list[Hit]:
+    """``acc += tl.dot(a, b)`` instead of ``acc = tl.dot(a, b, acc)``."""
+    hits = []
+    for k in ctx.facts.kernels:
+        for d in k.dots:
+            if d.augassign and not d.has_acc:
+                hits.append(Hit(d.line, f"{k.name}: `+= tl.dot(...)` adds a separate product tile; pass the "
+                                        "accumulator as tl.dot's third argument", kernel=k.name))
+    return hits
+
+
+@_register
+def lint_float64(ctx: LintContext) -> list[Hit]:
+    """tl.float64 in a kernel, torch.float64/.double() in host code."""
+    hits = []
+    for k in ctx.facts.kernels:
+        for line in k.float64_lines:
+            hits.append(Hit(line, f"{k.name} computes in float64", kernel=k.name))
+    for line in ctx.facts.float64_host_lines:
+        hits.append(Hit(line, "host code creates float64 tensors that the kernels will read"))
+    return hits
+
+
+# --------------------------------------------------------------------------------------
+# memory_access
+# --------------------------------------------------------------------------------------
+
+
+def _pid_vars(fn: ast.FunctionDef) -> tuple[set[str], set[str]]:
+    """(names derived from tl.program_id without tl.arange, names cast to int64)."""
+    pid: set[str] = set()
+    wide: set[str] = set()
+    changed = True
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    while changed:
+        changed = False
+        for a in assigns:
+            text = ast.unparse(a.value)
+            names = {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)}
+            from_pid = "program_id" in text or bool(names & pid)
+            if not from_pid or "arange" in text:
+                continue
+            for tgt in a.targets:
+                for n in ast.walk(tgt):
+                    if isinstance(n, ast.Name) and n.id not in pid:
+                        pid.add(n.id)
+                        changed = True
+                        if "int64" in text:
+                            wide.add(n.id)
+    return pid, wide
+
+
+@_register
+def lint_int64_offsets(ctx: LintContext) -> list[Hit]:
+    """A program-id-derived scalar multiplied by a stride without an int64 cast."""
+    hits = []
+    kernels = {k.name for k in ctx.facts.kernels}
+    for fn in ast.walk(ctx.tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+            continue
+        pid, wide = _pid_vars(fn)
+        seen_lines: set[int] = set()
+        for node in ast.walk(fn):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            for a, b in ((node.left, node.right), (node.right, node.left)):
+                if (isinstance(a, ast.Name) and a.id in pid and a.id not in wide
+                        and any(isinstance(n, ast.Name) and "stride" in n.id.lower() for n in ast.walk(b))
+                        and node.lineno not in seen_lines):
+                    seen_lines.add(node.lineno)
+                    hits.append(Hit(node.lineno, f"{fn.name}: `{ast.unparse(node)}` multiplies an int32 program "
+                                                 "id by a stride; it wraps once the offset passes 2^31",
+                                    kernel=fn.name))
+    return hits
+
+
+@_register
+def lint_forward_weight_transpose(ctx: LintContext) -> list[Hit]:
+    """``.t()/.T/.transpose()/.permute()`` followed by ``.contiguous()``/``.clone()`` in code
+    reachable from ``forward``."""
+    return [Hit(line, f"`{text}` copies a transposed tensor on every forward call")
+            for line, text in ctx.facts.weight_transposes]
+
+
+@_register
+def lint_inner_loop_transpose(ctx: LintContext) -> list[Hit]:
+    """tl.trans(x) / x.T used as a tl.dot operand inside a loop (descriptor loads excluded)."""
+    hits = []
+    for k in ctx.facts.kernels:
+        for d in k.dots:
+            if not d.in_loop:
+                continue
+            for o in d.operands:
+                t = o.text.replace(" ", "")
+                if (t.endswith(".T") and ".load(" not in t) or t.startswith(("tl.trans(", "tl.permute(")):
+                    hits.append(Hit(d.line, f"{k.name}: `{o.text}` transposes a tile inside the loop", kernel=k.name))
+    return hits
+
+
+@_register
+def lint_item_in_forward(ctx: LintContext) -> list[Hit]:
+    """``.item()`` in code reachable from ``forward``."""
+    return [Hit(line, ".item() waits for the device and copies to the host on every call")
+            for line in ctx.facts.item_calls]
+
+
+# --------------------------------------------------------------------------------------
+# autotuning
+# --------------------------------------------------------------------------------------
+
+
+@_register
+def lint_autotune_meta_conflict(ctx: LintContext) -> list[Hit]:
+    """Autotuned names that also have a default in the signature, or are passed at launch."""
+    hits = []
+    for k in ctx.facts.kernels:
+        if not k.autotune:
+            continue
+        tuned = k.autotune.config_names
+        for p in k.params:
+            if p.name in tuned and p.default is not None:
+                hits.append(Hit(p.line, f"{k.name}: {p.name} is tuned by @triton.autotune and also defaults to "
+                                        f"{p.default}; Triton raises 'Conflicting meta-parameters'", kernel=k.name))
+        for ln in ctx.facts.launches:
+            if ln.kernel == k.name:
+                both = sorted(set(ln.kwargs) & tuned)
+                if both:
+                    hits.append(Hit(ln.line, f"{k.name} is launched with {', '.join(both)}, which the autotune "
+                                             "configs also set ('Conflicting meta-parameters')", kernel=k.name))
+    return hits
+
+
+@_register
+def lint_autotune_grid_meta(ctx: LintContext) -> list[Hit]:
+    """An autotuned kernel launched with a grid that does not depend on the chosen config."""
+    hits = []
+    for k in ctx.facts.kernels:
+        if not k.autotune:
+            continue
+        tiles = {n for n in k.autotune.config_names if _is_tile_name(n)}
+        if not tiles:
+            continue
+        for ln in ctx.facts.launches:
+            if ln.kernel == k.name and ln.grid_kind == "tuple":
+                hits.append(Hit(ln.line, f"{k.name} is autotuned over {', '.join(sorted(tiles))} but launched with the "
+                                         f"fixed grid `{ln.grid}`", kernel=k.name))
+            elif ln.kernel == k.name and ln.grid_kind == "lambda" and not ln.grid_uses_meta:
+                hits.append(Hit(ln.line, f"{k.name}'s grid lambda ignores its META argument", kernel=k.name))
+    return hits
+
+
+@_register
+def lint_no_autotune(ctx: LintContext) -> list[Hit]:
+    """A kernel with BLOCK_* constexprs, not autotuned, launched with literal tile sizes."""
+    hits = []
+    for k in ctx.facts.kernels:
+        if k.autotune or not any(_is_tile_name(p) for p in k.constexprs):
+            continue
+        for ln in ctx.facts.launches:
+            if ln.kernel != k.name:
+                continue
+            fixed = {n: v for n, v in ln.constexprs.items() if _is_tile_name(n) and isinstance(v, int)}
+            if fixed:
+                desc = ", ".join(f"{n}={v}" for n, v in fixed.items())
+                hits.append(Hit(ln.line, f"{k.name} runs with fixed tile sizes ({desc}); autotune them for the "
+                                         "target", kernel=k.name))
+                break
+    return hits
+
+
+# --------------------------------------------------------------------------------------
+# block_pointers
+# --------------------------------------------------------------------------------------
+
+
+@_register
+def lint_block_io_for_dot(ctx: LintContext) -> list[Hit]:
+    """A tl.dot kernel that loads its operands with plain pointer arithmetic only."""
+    hits = []
+    for k in ctx.facts.kernels:
+        if not k.dots or k.block_ptr_lines or k.descriptor_lines:
+            continue
+        if any(a.kind != "pointer" for a in k.accesses):
+            continue
+        api = ctx.triton_api.get("preferred") or "tensor_descriptor"
+        hits.append(Hit(k.line, f"{k.name} feeds tl.dot from plain pointer loads; use "
+                                f"{'tensor descriptors' if api == 'tensor_descriptor' else 'block pointers'} "
+                                "so the loads become 2D block reads", kernel=k.name))
+    return hits
+
+
+@_register
+def lint_block_ptr_api(ctx: LintContext) -> list[Hit]:
+    """tl.make_block_ptr in a kernel (the rule applies only to Triton versions that removed it)."""
+    return [Hit(line, f"{k.name} uses tl.make_block_ptr, which Triton {ctx.triton_api.get('version') or '>=3.9'} "
+                      "no longer has", kernel=k.name)
+            for k in ctx.facts.kernels for line in k.block_ptr_lines]
+
+
+@_register
+def lint_boundary_check_indices(ctx: LintContext) -> list[Hit]:
+    """``boundary_check=`` given booleans instead of dimension indices."""
+    hits = []
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if (kw.arg == "boundary_check" and isinstance(kw.value, (ast.Tuple, ast.List))
+                        and any(isinstance(e, ast.Constant) and isinstance(e.value, bool) for e in kw.value.elts)):
+                    hits.append(Hit(node.lineno, f"boundary_check={ast.unparse(kw.value)} uses booleans; it takes "
+                                                 "dimension indices such as (0, 1)"))
+    return hits
+
+
+@_register
+def lint_mixed_ptr_apis(ctx: LintContext) -> list[Hit]:
+    """Block pointers and tensor descriptors in the same kernel."""
+    return [Hit(min(k.block_ptr_lines + k.descriptor_lines), f"{k.name} mixes tl.make_block_ptr and "
+                                                              "tl.make_tensor_descriptor", kernel=k.name)
+            for k in ctx.facts.kernels if k.block_ptr_lines and k.descriptor_lines]
+
+
+# --------------------------------------------------------------------------------------
+# algorithmic, fusion
+# --------------------------------------------------------------------------------------
+
+
+@_register
+def lint_exp_not_exp2(ctx: LintContext) -> list[Hit]:
+    """tl.exp in a kernel (one hit per kernel, at its first use)."""
+    return [Hit(k.exp_lines[0], f"{k.name} uses tl.exp ({len(k.exp_lines)}x); exp2 with a folded log2(e) "
+                                "scale saves a multiply per element", kernel=k.name)
+            for k in ctx.facts.kernels if k.exp_lines]
+
+
+@_register
+def lint_fusion_candidate(ctx: LintContext) -> list[Hit]:
+    """Two launches in one function where a tensor allocated there is written by one kernel and
+    read by a later one (a stored intermediate that fusion could remove)."""
+    hits = []
+    by_fn: dict[str, list[Any]] = {}
+    for ln in ctx.facts.launches:
+        by_fn.setdefault(ln.function or "", []).append(ln)
+    allocs = _allocations(ctx.tree)
+    for fn, launches in by_fn.items():
+        names = allocs.get(fn.split(".")[-1], set())
+        for i, first in enumerate(launches):
+            for later in launches[i + 1:]:
+                shared = sorted(names & set(first.args) & set(later.args))
+                if shared:
+                    hits.append(Hit(later.line, f"{first.kernel} writes {', '.join(shared)} and {later.kernel} reads it "
+                                                "back: fusing them removes the round trip through memory",
+                                    kernel=later.kernel))
+                    break
+    return hits
+
+
+def _allocations(tree: ast.Module) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef):
+            names = set()
+            for a in ast.walk(fn):
+                if (isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
+                        and ast.unparse(a.value.func) in ("torch.empty", "torch.zeros", "torch.empty_like",
+                                                          "torch.zeros_like", "torch.full")):
+                    names |= {t.id for t in a.targets if isinstance(t, ast.Name)}
+            out[fn.name] = names
+    return out

@@ -7,6 +7,7 @@ decisions live in :mod:`xeforge_core.ui.workbench` and the core modules.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 from collections.abc import Callable
@@ -204,9 +205,10 @@ def diff_view(current: str, candidate: str, *, key: str, hunk_choice: bool = Tru
 
 
 def job_progress(job: BackgroundJob | None, *, key: str,
-                 on_finish: Callable[[BackgroundJob], None] | None = None) -> None:
+                 on_cancel: Callable[[], None] | None = None) -> None:
     """Show a background job's progress, refreshing every second while it runs, with a Cancel
-    button. When it finishes, ``on_finish(job)`` runs once and the whole page reruns."""
+    button (``on_cancel`` runs instead of a plain ``job.cancel()`` when given). When the job
+    finishes, the whole page reruns once so that ``Workbench.poll`` applies its result."""
     if job is None:
         return
 
@@ -218,7 +220,7 @@ def job_progress(job: BackgroundJob | None, *, key: str,
             st.progress(frac if frac is not None else 0.0,
                         text=f"{job.label}: {job.last_message or 'working'} ({job.elapsed:.0f}s)")
             if st.button("Cancel", key=f"{key}_cancel_{job.id}"):
-                job.cancel()
+                (on_cancel or job.cancel)()
                 st.rerun(scope="app")
             with st.expander("progress log", expanded=False):
                 st.text("\n".join(f"{e.elapsed:6.1f}s  {e.message}" for e in job.events[-30:]))
@@ -226,12 +228,86 @@ def job_progress(job: BackgroundJob | None, *, key: str,
         done_key = f"_job_done_{job.id}"
         if not st.session_state.get(done_key):
             st.session_state[done_key] = True
-            if on_finish is not None:
-                on_finish(job)
-            st.rerun(scope="app")
+            if not job.meta.get("applied"):
+                st.rerun(scope="app")
         if state is JobState.CANCELLED:
             st.warning(f"{job.label}: cancelled after {job.elapsed:.0f}s")
         elif state is JobState.FAILED:
             st.error(f"{job.label} failed: {job.error}")
 
     _panel()
+
+
+def page_setup(title: str, icon: str = "⚒️") -> Any:
+    """Common start of every page: config, the workbench, finished jobs applied, queued
+    messages shown, and the sidebar status. Returns the workbench."""
+    st.set_page_config(page_title=f"{title} · Xe-Forge Studio", page_icon=icon, layout="wide")
+    wb = get_workbench()
+    if wb.device is None and wb.jobs.current("device") is None:
+        wb.start_device_probe()
+    for level, text in wb.poll():
+        flash(level, text)
+    sidebar_status(wb)
+    st.title(f"{icon} {title}")
+    show_flash()
+    return wb
+
+
+def sidebar_status(wb: Any) -> None:
+    """Device, engine and session status in the sidebar (never blocks: the device probe runs
+    as a background job)."""
+    with st.sidebar:
+        st.markdown("**Device**")
+        if wb.device is not None:
+            dev = wb.device
+            st.caption(dev.label + (" · Triton interpreter: correctness only, no timing"
+                                    if dev.interpreter else ""))
+            for w in getattr(dev, "warnings", []) or []:
+                st.caption(f"⚠️ {w}")
+        elif wb.device_error:
+            st.caption(f"⚠️ probe failed: {wb.device_error}")
+        else:
+            job = wb.jobs.current("device")
+            st.caption("probing in a worker…" if job is not None and not job.finished else "unknown")
+            if job is not None and not job.finished:
+                _poll_until_done(job, "sidebar_device")
+        st.markdown("**Engine**")
+        s = wb.settings
+        label = {"rules": "rules (deterministic codemods, works with no key)",
+                 "manual": "manual (your edit or a pasted chat reply, works with no key)",
+                 "llm": f"llm ({s.model or 'no model set'})"}.get(s.engine, s.engine)
+        st.caption(label)
+        st.markdown("**Session**")
+        if wb.session is not None:
+            st.caption(f"{wb.session.name} · {len(wb.session.history())} versions")
+        else:
+            st.caption("none: start or resume one on Home")
+        running = wb.jobs.running()
+        if running:
+            st.caption("running: " + ", ".join(j.label for j in running))
+
+
+def _poll_until_done(job: BackgroundJob, key: str) -> None:
+    @st.fragment(run_every=1.0)
+    def _tick() -> None:
+        if job.finished and not st.session_state.get(f"_tick_done_{job.id}"):
+            st.session_state[f"_tick_done_{job.id}"] = True
+            st.rerun(scope="app")
+
+    _tick()
+
+
+def nav_link(page: str, label: str, icon: str | None = None) -> None:
+    """A link to another page; silently absent when the page is run on its own (tests)."""
+    with contextlib.suppress(Exception):  # a missing link must never break a page
+        st.page_link(page, label=label, icon=icon)
+
+
+def require_session(wb: Any) -> Any:
+    """The open session, or an explanation and a stop of the page."""
+    if wb.session is None:
+        st.info("No session is open. On **Home**, load a kernel (a sample, a paste or an upload) and "
+                "start a new session, or resume one.")
+        nav_link("app.py", "Home", "🏠")
+        st.stop()
+    return wb.session

@@ -43,6 +43,41 @@ def stage_ids() -> list[str]:
     return out or list(CANONICAL_STAGES)
 
 
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "sample_kernels"
+
+
+def available_samples() -> list[str]:
+    """Names of the bundled sample problems (``xeforge_core.samples`` when present, else the
+    kernel files of ``sample_kernels/``)."""
+    try:
+        from xeforge_core import samples
+    except ImportError:
+        samples = None  # type: ignore[assignment]
+    if samples is not None:
+        names = []
+        for item in samples.list_samples():
+            names.append(item if isinstance(item, str) else str(getattr(item, "name", item)))
+        return names
+    return sorted(p.stem for p in SAMPLES_DIR.glob("*.py")
+                  if not p.stem.endswith(("_ref", "_pytorch")) and not p.stem.startswith("_"))
+
+
+def _load_sample_problem(name: str) -> Any:
+    try:
+        from xeforge_core import samples
+    except ImportError:
+        samples = None  # type: ignore[assignment]
+    if samples is not None:
+        sample = samples.load_sample(name)
+        return sample if hasattr(sample, "kernel") else getattr(sample, "problem", sample)
+    from xeforge_core.problem import load_problem
+
+    path = SAMPLES_DIR / f"{name}.py"
+    if not path.is_file():
+        raise WorkbenchError(f"no sample named {name!r}")
+    return load_problem(path)
+
+
 class WorkbenchError(RuntimeError):
     """An action the workbench cannot do now; the message says why, for the page to show."""
 
@@ -157,10 +192,7 @@ class Workbench:
 
     def load_sample(self, name: str) -> LoadedInput:
         """Load one of the bundled samples by name (``xeforge_core.samples``)."""
-        from xeforge_core import samples
-
-        sample = samples.load_sample(name)
-        problem = sample if hasattr(sample, "kernel") else getattr(sample, "problem", sample)
+        problem = _load_sample_problem(name)
         spec_text = None
         spec = getattr(problem, "spec", None)
         if spec is not None and getattr(spec, "path", None):
@@ -228,8 +260,11 @@ class Workbench:
         if self.loaded is None:
             raise WorkbenchError("load a kernel first (paste, upload or pick a sample)")
         register_secret(self.settings.api_key)
-        analysis = self.analyse(self.loaded.source)
-        plan = self._plan_from_analysis(analysis)
+        try:
+            plan = self._plan_from_analysis(self.analyse(self.loaded.source))
+        except Exception as exc:  # no plan from analysis: the user builds it on Optimize
+            plan = []
+            self.notes.append(f"analysis failed, the plan starts empty: {exc}")
         device = self.device
         session = Session.create(self.loaded.problem, workspace=self.workspace, name=self.loaded.name,
                                  device=device, plan=plan, spec_text=self.loaded.spec_text,
@@ -274,11 +309,21 @@ class Workbench:
     # ================================================================= analysis and plan
 
     def target(self) -> str:
-        """The hardware target of the session (or of the detected device)."""
-        if self.session is not None:
-            return self.session.target
-        dev = self.device
-        return str(getattr(dev, "type", None) or "xpu") if dev is not None else "xpu"
+        """The target family analysed for: ``xpu`` or ``cuda``. A session's target may be a
+        hardware-profile id (mapped through the knowledge base); the cpu interpreter is
+        analysed for ``xpu``, the product's target."""
+        raw = self.session.target if self.session is not None else str(getattr(self.device, "type", "") or "")
+        if raw in ("xpu", "cuda"):
+            return raw
+        try:
+            from xeforge_core.knowledge import load_knowledge
+
+            for profile in load_knowledge().profiles.values():
+                if raw in (profile.id, profile.name):
+                    return str(profile.target)
+        except Exception:  # the knowledge base only refines the mapping
+            pass
+        return "xpu"
 
     def analyse(self, source: str | None = None) -> Any:
         """Static analysis (facts, issues, stage plan) of ``source`` (default: the current
@@ -417,22 +462,23 @@ class Workbench:
             if not ok:
                 raise WorkbenchError(f"the llm engine is not configured: {why}")
         eng = _construct_engine(engine_name, self.settings.engine_kwargs())
-        context = self.context_for(stage)
-        problem = session.problem("head")
+        path = session.path
         device = self.device
         iterations = max(1, int(self.settings.max_iterations))
+        base_source = session.source("head")
 
         def work(progress: Any, cancel: threading.Event) -> Any:
             from xeforge_core.cover import run_stage
+            from xeforge_core.session import Session
 
-            progress(f"{engine_name}: proposing a candidate for {stage}")
-            return _call_run_stage(run_stage, stage=stage, engine=eng, context=context, problem=problem,
-                                   device=device, max_iterations=iterations, progress=progress,
-                                   cancel=cancel)
+            # a Session object of its own: git reads on the page never share its processes
+            own = Session.open(path)
+            return run_stage(own, stage, eng, iterations=iterations, device=device,
+                             on_progress=progress, cancel=cancel)
 
         job = BackgroundJob(f"{stage}: {engine_name} engine + verification", work, kind="propose",
                             meta={"stage": stage, "engine": engine_name,
-                                  "base": session.head, "base_source": context.current_code})
+                                  "base": session.head, "base_source": base_source})
         self.jobs.clear("verify")
         return self.jobs.submit("propose", job)
 
@@ -661,53 +707,39 @@ class Workbench:
         job = self._take("propose")
         if job is None:
             return []
-        if job.state is JobState.CANCELLED:
-            return [("warning", f"{job.label}: cancelled")]
         if job.state is JobState.FAILED:
             return [("error", f"{job.label} failed: {type(job.error).__name__}: {job.error}")]
-        if self.session is None or self.session.head != job.meta["base"]:
-            return [("warning", "the current version changed while the engine worked; propose again")]
-        result = job.result
-        self.last_stage_result = result
-        return self._apply_stage_result(job.meta["stage"], job.meta["engine"], job.meta["base_source"],
-                                        result)
+        outcome = job.result
+        if job.state is JobState.CANCELLED and outcome is None:
+            return [("warning", f"{job.label}: cancelled (candidates verified so far are kept)")]
+        self.last_stage_result = outcome
+        return self._apply_outcome(job.meta["stage"], job.meta["base_source"], outcome)
 
-    def _apply_stage_result(self, stage: str, engine: str, base_source: str,
-                            result: Any) -> list[tuple[str, str]]:
-        """Keep every CoVeR attempt in the session (so nothing is lost) and put the best one
-        under review."""
-        attempts = list(_attempts_of(result))
-        best = _best_attempt(result, attempts)
-        iterations: list[dict[str, Any]] = []
-        best_id: str | None = None
-        for n, (cand, verdict) in enumerate(attempts, start=1):
-            iterations.append({"iteration": n, "verdict": verdict.to_dict() if verdict else None,
-                               "rationale": getattr(cand, "rationale", ""),
-                               "applicable": getattr(cand, "applicable", True),
-                               "reason": getattr(cand, "not_applicable_reason", ""),
-                               "code": getattr(cand, "code", "")})
-            if not getattr(cand, "applicable", True) or getattr(cand, "code", base_source) == base_source:
-                continue
-            cid = _existing_candidate_id(cand, verdict)
-            if cid is None:
-                rec = self.session.add_candidate(stage, cand.code, engine=cand.engine or engine,
-                                                 model=cand.model, iteration=n,
-                                                 rationale=cand.rationale, verdict=verdict)
-                cid = rec.id
-            if best is not None and cand is best[0]:
-                best_id = cid
-            elif verdict is None or not verdict.passed:
-                self._supersede(cid, "a later CoVeR iteration replaced it")
-        if best is None:
-            reason = _not_applicable_reason(result, attempts)
-            return [("info", f"{stage}: no candidate — {reason}")]
-        cand, verdict = best
-        self._new_review(stage, base_source, cand.code, engine=cand.engine or engine,
-                         rationale=cand.rationale, prompt=cand.prompt or "", model=cand.model,
-                         verdict=verdict, candidate_id=best_id, iterations=iterations)
-        label = verdict.kind.value if verdict is not None else "not verified"
-        return [("success" if verdict is not None and verdict.passed else "warning",
-                 f"{stage}: candidate ready ({label}) after {len(attempts)} iteration(s)")]
+    def _apply_outcome(self, stage: str, base_source: str, outcome: Any) -> list[tuple[str, str]]:
+        """Put the CoVeR loop's best candidate under review. The loop has already kept every
+        attempt (with its verdict) in the session."""
+        iterations = [a.to_dict(with_source=True) for a in outcome.attempts]
+        status = outcome.status
+        if status == "pending" and outcome.best and outcome.best_source is not None:
+            if self.session is None or self.session.head != self.session.candidate(outcome.best).parent:
+                return [("warning", "the current version changed while the engine worked; propose again")]
+            best = next((a for a in outcome.attempts if a.candidate_id == outcome.best), None)
+            self._new_review(stage, base_source, outcome.best_source,
+                             engine=(best.engine if best else "") or "engine",
+                             rationale=(best.rationale if best else "") or outcome.reason,
+                             prompt=getattr(getattr(best, "candidate", None), "prompt", None) or "",
+                             model=best.model if best else None, verdict=outcome.verdict,
+                             candidate_id=outcome.best, iterations=iterations)
+            return [("success", f"{stage}: candidate {outcome.best} ready for review after "
+                                f"{outcome.iterations} iteration(s): {outcome.reason}")]
+        if status == "approved":
+            return [("success", f"{stage}: approved as {str(outcome.version)[:10]}")]
+        level = {"kept_current": "info", "failed": "error", "cancelled": "warning"}.get(status, "info")
+        self.review = None
+        self.review_candidate_id = None
+        label = {"kept_current": "kept the current version", "failed": "failed",
+                 "cancelled": "cancelled"}.get(status, status)
+        return [(level, f"{stage}: {label}: {outcome.reason}")]
 
     def _poll_verify(self) -> list[tuple[str, str]]:
         job = self._take("verify")
@@ -747,68 +779,6 @@ class Workbench:
 
 
 # ===================================================================== helpers
-
-def _call_run_stage(run_stage: Any, **available: Any) -> Any:
-    """Call ``cover.run_stage`` with the arguments its signature accepts."""
-    import inspect
-
-    params = inspect.signature(run_stage).parameters
-    aliases = {"on_progress": available["progress"], "max_iter": available["max_iterations"],
-               "iterations": available["max_iterations"]}
-    kwargs = {}
-    for name in params:
-        if name in available:
-            kwargs[name] = available[name]
-        elif name in aliases:
-            kwargs[name] = aliases[name]
-    return run_stage(**kwargs)
-
-
-def _attempts_of(result: Any) -> list[tuple[Any, Verdict | None]]:
-    """``(candidate, verdict)`` pairs of a stage result, oldest first."""
-    attempts = getattr(result, "attempts", None) or getattr(result, "iterations", None) or []
-    out = []
-    for a in attempts:
-        cand = getattr(a, "candidate", None)
-        verdict = getattr(a, "verdict", None)
-        if cand is None and isinstance(a, tuple):
-            cand, verdict = a[0], a[1] if len(a) > 1 else None
-        if cand is not None:
-            out.append((cand, verdict))
-    if not out and getattr(result, "candidate", None) is not None:
-        out.append((result.candidate, getattr(result, "verdict", None)))
-    return out
-
-
-def _best_attempt(result: Any, attempts: list[tuple[Any, Verdict | None]]) -> tuple[Any, Verdict | None] | None:
-    best = getattr(result, "best", None)
-    if best is not None:
-        cand = getattr(best, "candidate", best)
-        for pair in attempts:
-            if pair[0] is cand:
-                return pair
-        return (cand, getattr(best, "verdict", None) or getattr(result, "verdict", None))
-    applicable = [p for p in attempts if getattr(p[0], "applicable", True)]
-    passing = [p for p in applicable if p[1] is not None and p[1].passed]
-    if passing:
-        return max(passing, key=lambda p: p[1].speedup or 0.0)
-    return applicable[-1] if applicable else None
-
-
-def _existing_candidate_id(cand: Any, verdict: Any) -> str | None:
-    return getattr(cand, "candidate_id", None) or getattr(verdict, "candidate_id", None)
-
-
-def _not_applicable_reason(result: Any, attempts: list[tuple[Any, Any]]) -> str:
-    for key in ("reason", "kept_reason", "message"):
-        text = getattr(result, key, None)
-        if text:
-            return str(text)
-    for cand, _ in attempts:
-        if getattr(cand, "not_applicable_reason", ""):
-            return cand.not_applicable_reason
-    return "the engine proposed nothing for this stage"
-
 
 __all__ = ["CANONICAL_STAGES", "EngineSettings", "InputError", "PlanItem", "ReviewError",
            "Workbench", "WorkbenchError", "stage_ids"]

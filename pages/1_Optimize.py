@@ -1,0 +1,234 @@
+"""Optimize: the stage plan as a stepper, the candidate of the current stage as a side-by-side
+diff with per-hunk accept/reject, its verdict and CoVeR iterations, and the decisions
+(approve, reject, edit, retry, skip). Verifications run in worker processes from a background
+job, so the page stays responsive and every run can be cancelled."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from xeforge_core.ui.render import (
+    diff_view,
+    flash,
+    job_progress,
+    nav_link,
+    page_setup,
+    require_session,
+    verdict_badge,
+    verdict_panel,
+)
+from xeforge_core.ui.review import ReviewStatus, code_hash
+from xeforge_core.ui.workbench import WorkbenchError, stage_ids
+from xeforge_core.verdict import Verdict
+
+wb = page_setup("Optimize", "🛠️")
+session = require_session(wb)
+
+STATUS_ICON = {"pending": "⚪", "running": "🔵", "done": "✅", "kept_current": "➖",
+               "skipped": "⏭️", "failed": "❌"}
+
+
+def _act(fn, *args, ok: str | None = None, **kwargs):  # noqa: ANN001, ANN202
+    """Run a workbench action; show its error on the page instead of failing."""
+    try:
+        result = fn(*args, **kwargs)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return None
+    except Exception as exc:  # a failing action must not break the page or lose work
+        st.error(f"{type(exc).__name__}: {exc}")
+        return None
+    if ok:
+        flash("success", ok)
+    st.rerun()
+    return result
+
+
+# ------------------------------------------------------------------ stepper
+items = wb.plan_items()
+current = session.current_stage
+st.subheader("Stage plan")
+if items:
+    cols = st.columns(len(items))
+    for col, item in zip(cols, items):
+        with col:
+            icon = STATUS_ICON.get(item.status, "⚪")
+            text = f"{icon} **{item.stage}**" if item.current else f"{icon} {item.stage}"
+            st.markdown(text)
+            st.caption(item.status.replace("_", " ") + (f" · {len(item.issues)} issues" if item.issues else ""))
+else:
+    st.info("The plan is empty: analysis found no stage with work. Add a stage below.")
+
+with st.expander("Edit the plan (add, skip, reorder)", expanded=not items):
+    for item in items:
+        c1, c2, c3, c4, c5 = st.columns([4, 1, 1, 1, 1])
+        c1.markdown(f"{STATUS_ICON.get(item.status, '⚪')} `{item.stage}` — {item.status}"
+                    + (f": {item.reason}" if item.reason else ""))
+        if c2.button("↑", key=f"plan_up_{item.stage}", help="move up"):
+            _act(wb.move_stage, item.stage, -1)
+        if c3.button("↓", key=f"plan_down_{item.stage}", help="move down"):
+            _act(wb.move_stage, item.stage, +1)
+        if item.status in ("pending", "running"):
+            if c4.button("Skip", key=f"plan_skip_{item.stage}"):
+                _act(wb.skip_stage, item.stage, ok=f"{item.stage} skipped")
+        elif c4.button("Re-open", key=f"plan_reopen_{item.stage}"):
+            _act(wb.add_stage, item.stage, ok=f"{item.stage} re-opened")
+        for issue in item.issues:
+            st.caption(f"• {issue}")
+    plan_now = [i.stage for i in items]
+    addable = [s for s in stage_ids() if s not in plan_now]
+    if addable:
+        a1, a2 = st.columns([3, 1])
+        to_add = a1.selectbox("Add a stage", addable, key="plan_add_pick")
+        if a2.button("Add", key="plan_add"):
+            _act(wb.add_stage, to_add, ok=f"{to_add} added to the plan")
+
+if wb.analysis_error:
+    st.warning(f"Analysis unavailable: {wb.analysis_error}")
+
+# ------------------------------------------------------------------ current stage
+propose_job = wb.jobs.current("propose")
+verify_job = wb.jobs.current("verify")
+busy = (propose_job is not None and not propose_job.finished) or (
+    verify_job is not None and not verify_job.finished)
+
+if current is None:
+    st.success("Every planned stage is finished. See **History** for the timeline and downloads, "
+               "or add a stage to the plan.")
+    nav_link("pages/2_History.py", "History", "📜")
+else:
+    st.header(f"Stage: {current}")
+    stage_issues = wb.issues_by_stage().get(current, [])
+    if stage_issues:
+        st.markdown("**Issues found for this stage**")
+        for issue in stage_issues:
+            st.markdown(f"- {issue}")
+    engine = wb.settings.engine
+    tab_engine, tab_manual = st.tabs([f"Engine ({engine if engine != 'manual' else 'rules'})",
+                                      "Manual: prompt for any chat LLM, or your own edit"])
+    with tab_engine:
+        run_engine = engine if engine != "manual" else "rules"
+        label = "Propose" if wb.review is None else "Retry (new proposal)"
+        st.caption(f"The {run_engine} engine proposes a candidate; the CoVeR loop verifies it and "
+                   f"refines it on failure, up to {wb.settings.max_iterations} iterations.")
+        b1, b2, b3 = st.columns(3)
+        if b1.button(label, key="opt_propose", type="primary", disabled=busy):
+            _act(wb.start_propose, current, run_engine)
+        if b2.button("Skip stage", key="opt_skip", disabled=busy):
+            _act(wb.skip_stage, current, ok=f"{current} skipped")
+        if b3.button("Keep current version", key="opt_keep", disabled=busy):
+            _act(wb.keep_current, ok=f"{current}: kept the current version")
+    with tab_manual:
+        try:
+            prompt = wb.prompt_for(current)
+        except Exception as exc:
+            prompt = ""
+            st.warning(f"The prompt for {current} cannot be rendered: {exc}")
+        if prompt:
+            st.caption("The exact prompt for this stage (copy it with the button at the top right "
+                       "of the box), then paste the chat LLM's reply below.")
+            st.code(prompt, language="markdown")
+        reply = st.text_area("Reply from a chat LLM, or your own version of the module", height=220,
+                             key="opt_manual_reply")
+        model_name = st.text_input("Chat model (optional, recorded in history)", key="opt_manual_model")
+        if st.button("Use this reply as the candidate", key="opt_manual_submit", disabled=busy):
+            _act(wb.submit_manual, reply, stage=current, model=model_name or None,
+                 ok="Candidate taken from the pasted text: verify it next.")
+
+    job_progress(propose_job, key="propose", on_cancel=lambda: wb.cancel("propose"))
+
+# ------------------------------------------------------------------ candidate under review
+review = wb.review
+if review is not None:
+    st.header(f"Candidate for {review.stage}")
+    ok, why = review.can_approve()
+    st.markdown(f"**Status:** {review.status.value} · **origin:** {review.origin} · **verdict:** "
+                f"{verdict_badge(review.verdict) if review.verdict_current else 'not verified for this code'}"
+                + (f" · **candidate:** `{wb.review_candidate_id}`" if wb.review_candidate_id else ""))
+    if review.rationale:
+        with st.expander("Rationale", expanded=True):
+            st.markdown(review.rationale)
+    if review.prompt:
+        with st.expander("Prompt sent to the engine"):
+            st.code(review.prompt, language="markdown")
+
+    st.subheader("Diff: current vs candidate")
+    rkey = f"review_{code_hash(review.base_source)}_{code_hash(review.proposed_source)}"
+    accepted = diff_view(review.base_source, review.proposed_source, key=rkey,
+                         accepted=review.accepted_hunks)
+    if accepted is not None and review.status not in (ReviewStatus.APPROVED, ReviewStatus.REJECTED) \
+            and st.button("Apply hunk selection", key="opt_apply_hunks", disabled=busy):
+        _act(wb.apply_hunks, accepted, ok=f"Kept hunks {accepted}: verify the merged code before approving.")
+    if review.source != review.proposed_source:
+        st.info(f"The code under review is the {review.origin} result, not the engine's proposal "
+                f"as is (it must be verified before it can be approved).")
+        with st.expander("Code under review"):
+            st.code(review.source, language="python", line_numbers=True)
+
+    with st.expander("Edit the candidate (then verify again)"):
+        edited = st.text_area("Candidate module", value=review.source, height=320, key=f"opt_edit_{code_hash(review.source)}")
+        if st.button("Save edit", key="opt_edit_save", disabled=busy):
+            _act(wb.edit, edited, ok="Edit saved: verify it before approving.")
+
+    st.subheader("Verdict")
+    if review.verdict is not None and review.verdict_current:
+        verdict_panel(review.verdict, key="review_verdict")
+    elif review.verdict is not None:
+        st.warning("The verdict below was given for earlier code; verify the current code.")
+        with st.expander("Earlier verdict"):
+            verdict_panel(review.verdict, key="review_old_verdict")
+    else:
+        st.caption("Not verified yet.")
+    job_progress(verify_job, key="verify", on_cancel=lambda: wb.cancel("verify"))
+
+    if review.iterations:
+        with st.expander(f"CoVeR iterations ({len(review.iterations)})"):
+            for n, it in enumerate(review.iterations, start=1):
+                vd = it.get("verdict")
+                verdict = Verdict.from_dict(vd) if isinstance(vd, dict) else None
+                head = (f"iteration {it.get('iteration', n)}"
+                        + (f" · {it['candidate_id']}" if it.get("candidate_id") else "")
+                        + f" · {verdict_badge(verdict)}"
+                        + (f" · {it.get('status')}" if it.get("status") else "")
+                        + (f": {it.get('reason')}" if it.get("reason") else ""))
+                st.markdown(f"**{head}**")
+                if it.get("rationale"):
+                    st.caption(it["rationale"])
+                if verdict is not None and not verdict.passed:
+                    st.code(verdict.feedback(), language="text")
+
+    c1, c2, c3 = st.columns(3)
+    if c1.button("Verify", key="opt_verify", disabled=busy or review.status in (
+            ReviewStatus.APPROVED, ReviewStatus.REJECTED)):
+        _act(wb.start_verify)
+    if c2.button("Approve", key="opt_approve", type="primary", disabled=busy or not ok,
+                 help=why):
+        _act(wb.approve, ok="Approved: committed as a new version (see History).")
+    reason = st.text_input("Reason for rejecting (optional)", key="opt_reject_reason")
+    if c3.button("Reject", key="opt_reject", disabled=busy):
+        _act(wb.reject, reason or "rejected by the user",
+             ok="Rejected: the candidate stays in the session under its ref (see below and History).")
+    if not ok:
+        st.caption(f"Approve is disabled: {why}")
+
+# ------------------------------------------------------------------ kept candidates
+st.header("Kept candidates")
+try:
+    kept = session.candidates()
+except Exception as exc:
+    kept = []
+    st.error(f"Could not list candidates: {exc}")
+if not kept:
+    st.caption("No candidates yet.")
+else:
+    st.dataframe([{"candidate": c.id, "status": c.status, "engine": c.engine,
+                   "iteration": c.iteration, "verdict": c.verdict.kind.value if c.verdict else "",
+                   "speedup": f"{c.speedup:.2f}x" if c.speedup else "", "reason": c.reason}
+                  for c in reversed(kept)], hide_index=True, width="stretch")
+    revivable = [c.id for c in kept if c.status in ("rejected", "superseded", "pending")]
+    if revivable:
+        k1, k2 = st.columns([3, 1])
+        pick = k1.selectbox("Bring a candidate back for review", list(reversed(revivable)),
+                            key="opt_revive_pick")
+        if k2.button("Review again", key="opt_revive", disabled=busy):
+            _act(wb.candidate_to_review, pick, ok=f"{pick} is under review again.")

@@ -1,0 +1,235 @@
+"""``xeforge verify BASELINE CANDIDATE``: verify one candidate kernel against its baseline.
+
+Prints a human-readable report (steps with status and time, findings, correctness table,
+performance table with speedup, TFLOP/s, GB/s and roofline fraction, warnings), or the
+verdict as JSON with ``--json``. The exit status says the verdict kind (see ``EXIT_CODES``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
+
+#: Exit status per verdict kind. 2 is bad input (as argparse uses it); 130 an interruption.
+EXIT_CODES: dict[VerdictKind, int] = {
+    VerdictKind.OK: 0,
+    VerdictKind.WRONG_ANSWER: 1,
+    VerdictKind.COMPILE_ERROR: 3,
+    VerdictKind.RUNTIME_ERROR: 4,
+    VerdictKind.CRASH: 5,
+    VerdictKind.TIMEOUT: 6,
+    VerdictKind.OOM: 7,
+    VerdictKind.CHEATING: 8,
+    VerdictKind.ENVIRONMENT: 9,
+}
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+_EPILOG = """exit status:
+  0  ok: compiles, structure sound, correct on every variant (and timed on a GPU)
+  1  wrong_answer   3  compile_error   4  runtime_error   5  crash (signal or driver fault)
+  6  timeout (hang) 7  oom             8  cheating        9  environment (the baseline failed)
+  2  bad input (unreadable file, bad spec, unknown variant or device)
+  130 interrupted
+
+examples:
+  xeforge verify benchmarks/kernels/gemm_fp32_upcast.py benchmarks/kernels/gemm_fp16_dot.py
+  xeforge verify kernel.py candidate.py --spec kernel.yaml --variant ci --device cpu --json
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``verify`` subcommand to the ``xeforge`` CLI."""
+    p = subparsers.add_parser(
+        "verify",
+        help="verify a candidate kernel against its baseline (compile, structure, correctness, speed)",
+        description=(
+            "Verify CANDIDATE against BASELINE in isolated worker processes: compile, structure "
+            "and integrity, correctness on every variant, seed and input distribution (plus an "
+            "odd-size variant), and on a GPU the speedup, TFLOP/s, GB/s and roofline fraction. "
+            "On cpu the kernels run in Triton's interpreter and speed is not measured."),
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("baseline", metavar="BASELINE", help="the baseline kernel module (.py)")
+    p.add_argument("candidate", metavar="CANDIDATE", help="the candidate kernel module (.py)")
+    p.add_argument("--spec", metavar="S", help="Xe-Forge YAML spec (default: BASELINE's sibling .yaml)")
+    p.add_argument("--reference", metavar="R",
+                   help="PyTorch reference module (default: a sibling <stem>_pytorch.py / _ref.py)")
+    p.add_argument("--variant", metavar="V", nargs="+", action="extend", default=None,
+                   help="variant(s) to check and time (default: ci plus its odd-size copy; "
+                        "the spec's benchmark variant is timed on a GPU)")
+    p.add_argument("--device", metavar="D", default=None,
+                   help="cpu, cuda, cuda:N, xpu, xpu:N or auto (default: $XEFORGE_DEVICE or auto)")
+    p.add_argument("--timeout", metavar="SECONDS", type=float, default=300.0,
+                   help="hard wall-clock limit per worker job (default: 300)")
+    p.add_argument("--seeds", metavar="N", type=int, default=3, help="seeds per variant (default: 3)")
+    p.add_argument("--no-odd-size", action="store_true", help="do not add the odd-size variants")
+    p.add_argument("--no-performance", action="store_true", help="do not time on a GPU")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance override")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance override")
+    p.add_argument("--allow-dtype-change", action="store_true",
+                   help="accept an output dtype different from the baseline's")
+    p.add_argument("--allow-shape-change", action="store_true",
+                   help="accept an output shape different from the baseline's")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the verdict cache (nor saved baseline outputs)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``xeforge verify``; returns the exit status (``EXIT_CODES``)."""
+    from xeforge_core.problem import ProblemError, load_problem
+    from xeforge_core.verify import VerificationCancelled, VerifyOptions, verify
+
+    try:
+        problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
+        candidate_path = Path(args.candidate)
+        try:
+            candidate = candidate_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProblemError(f"cannot read the candidate: {exc}", file=candidate_path) from exc
+        options = VerifyOptions(
+            timeout_s=args.timeout, variants=args.variant, include_odd_size=not args.no_odd_size,
+            seeds=args.seeds, performance_variants=args.variant,
+            measure_performance=not args.no_performance, use_cache=not args.no_cache,
+            allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
+            rtol=args.rtol, atol=args.atol,
+        )
+        progress = None if (args.quiet or args.json) else _progress_printer(sys.stderr)
+        cancel = threading.Event()
+        try:
+            verdict = verify(problem, candidate, device=args.device, options=options,
+                             on_progress=progress, cancel=cancel)
+        except KeyboardInterrupt:
+            cancel.set()
+            print("interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+    except ProblemError as exc:
+        print(f"xeforge verify: bad input: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except VerificationCancelled as exc:
+        print(f"xeforge verify: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ValueError as exc:  # an invalid or unavailable --device
+        print(f"xeforge verify: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    for w in problem.warnings if hasattr(problem, "warnings") else []:
+        verdict.warnings.append(f"problem: {w}")
+    if args.json:
+        print(json.dumps(verdict.to_dict(), indent=2, default=str))
+    else:
+        print(render_report(verdict, baseline=args.baseline, candidate=args.candidate))
+    return EXIT_CODES.get(verdict.kind, 1)
+
+
+def _progress_printer(stream: TextIO):
+    def show(message: str) -> None:
+        print(f"  .. {message}", file=stream, flush=True)
+
+    return show
+
+
+# --------------------------------------------------------------------------------------------
+# report
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(["  " + line, "  " + rule] + ["  " + b for b in body])
+
+
+def _fmt(value: Any, spec: str = ".3g", suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    try:
+        return format(float(value), spec) + suffix
+    except (TypeError, ValueError):
+        return str(value)
+
+
+_MARK = {StepStatus.PASSED: "ok", StepStatus.FAILED: "FAILED", StepStatus.SKIPPED: "skipped",
+         StepStatus.NOT_MEASURED: "not measured", StepStatus.INCONCLUSIVE: "inconclusive"}
+
+
+def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") -> str:
+    """The human-readable report of ``verdict`` (plain text, no colour)."""
+    out: list[str] = []
+    dev = verdict.device or {}
+    title = f"verdict: {verdict.kind.value.upper()}"
+    if verdict.cached:
+        title += " (cached)"
+    out.append(title)
+    if verdict.reason:
+        out.append(f"  {verdict.reason}")
+    if baseline or candidate:
+        out.append(f"  baseline {baseline}  candidate {candidate}")
+    if dev:
+        versions = dev.get("versions") or {}
+        vtext = ", ".join(f"{k} {v}" for k, v in versions.items() if v and k in ("torch", "triton", "numpy"))
+        out.append(f"  device {dev.get('type')}:{dev.get('index', 0)} ({dev.get('name')})"
+                   + (f"; {vtext}" if vtext else ""))
+    out.append(f"  took {verdict.seconds:.1f} s")
+    if verdict.source_line:
+        out.append(f"  at candidate line {verdict.source_line}")
+
+    out.append("\nsteps")
+    for s in verdict.steps:
+        out.append(f"  {s.name:<12} {_MARK.get(s.status, s.status.value):<13} {s.seconds:7.2f} s  "
+                   f"{s.summary}".rstrip())
+
+    if verdict.findings:
+        out.append("\nfindings")
+        for f in verdict.findings:
+            where = f" (line {f.line})" if f.line else ""
+            out.append(f"  [{f.severity}] {f.rule}{where}: {f.message}")
+
+    if verdict.correctness:
+        out.append("\ncorrectness")
+        rows = []
+        for c in verdict.correctness:
+            worst_abs = max((o.max_abs_error for o in c.outputs if o.max_abs_error is not None), default=None)
+            worst_rel = max((o.max_rel_error for o in c.outputs if o.max_rel_error is not None), default=None)
+            bad = sum(o.mismatches for o in c.outputs)
+            rows.append([c.variant, str(c.seed), c.distribution, c.against, c.config or "-",
+                         "pass" if c.passed else "FAIL", _fmt(worst_abs), _fmt(worst_rel), str(bad),
+                         f"{c.rtol:g}/{c.atol:g}", c.note])
+        out.append(_table(["variant", "seed", "inputs", "vs", "config", "result", "max abs err",
+                           "max rel err", "mismatches", "rtol/atol", "note"], rows))
+
+    perf = verdict.step("performance")
+    if verdict.performance:
+        out.append("\nperformance")
+        rows = []
+        for p in verdict.performance:
+            rows.append([p.variant, _fmt(p.baseline.median_us, ".1f"), _fmt(p.candidate.median_us, ".1f"),
+                         _fmt(p.speedup, ".2f", "x"), _fmt(p.tflops, ".1f"), _fmt(p.gbps, ".0f"),
+                         _fmt(p.roofline_fraction * 100 if p.roofline_fraction is not None else None, ".0f", "%"),
+                         _fmt(p.candidate.cv * 100, ".1f", "%"),
+                         _fmt(p.reference.median_us if p.reference else None, ".1f"),
+                         ("launch-bound " if p.launch_bound else "") + (p.suspect or "")])
+        out.append(_table(["variant", "baseline µs", "candidate µs", "speedup", "TFLOP/s", "GB/s",
+                           "roofline", "cv", "eager µs", "note"], rows))
+        if verdict.speedup is not None and len(verdict.performance) > 1:
+            out.append(f"  geometric-mean speedup {verdict.speedup:.2f}x")
+    elif perf is not None:
+        out.append(f"\nperformance: {perf.summary}")
+
+    if verdict.error_text and not verdict.passed:
+        out.append("\nerror")
+        out.extend("  " + line for line in verdict.error_text.strip().splitlines()[-30:])
+    if verdict.warnings:
+        out.append("\nwarnings")
+        out.extend(f"  - {w}" for w in verdict.warnings)
+    return "\n".join(out)

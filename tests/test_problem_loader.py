@@ -103,7 +103,7 @@ def test_inits_count_mismatch_is_an_error(xeforge_cases, tmp_path):
     msg = str(err.value)
     assert "spec X.yaml gives 3 inits (INPUT_SIZE, HIDDEN_SIZE, SCALING_FACTOR)" in msg
     assert "Model.__init__ at X.py:127 takes 2" in msg
-    assert err.value.field == "inits"
+    assert err.value.field == "inits" and err.value.line == 6
 
 
 def test_fixture_problem_with_sibling_reference():
@@ -217,7 +217,7 @@ def test_non_arithmetic_flop_fixture():
 
 def test_params_count_against_forward():
     e = _with_spec(GOOD_SPEC.replace("params: [X, Y]", "params: [X]", 1))
-    assert e.field == "ci[0].params" and "Model.forward at add.py:30 takes 2" in e.message
+    assert e.field == "ci[0].params" and e.line == 13 and "Model.forward at add.py:30 takes 2" in e.message
 
 
 def test_inits_count_against_constructor():

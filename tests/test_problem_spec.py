@@ -186,3 +186,18 @@ def test_odd_size_variant_none_when_nothing_to_move():
             dims: {B: 7, H: 64}
         """))
     assert odd_size_variant(s, s.variants["ci"]) is None  # B already odd, H is an init
+
+
+def test_variant_dtype_overrides_only_floating_point_inputs():
+    s = parse_spec(textwrap.dedent("""\
+        inputs:
+          X: {shape: [N], dtype: float32}
+          IDX: {shape: [N], dtype: int64}
+        ci:
+          - params: [X, IDX]
+            dtype: float16
+            dims: {N: 10}
+        """))
+    v = s.variants["ci"]
+    assert v.input_dtypes == {"X": "float16", "IDX": "int64"}
+    assert v.bytes == 10 * 2 + 10 * 8

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from .model import ModuleFile, Problem, ProblemError, Spec
-from .module import DtypeConstraint, ModuleFacts, read_module
+from .module import DtypeConstraint, ModuleFacts, Signature, read_module
 from .spec import MAX_SOURCE_BYTES, check_text, parse_spec
 
 __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference"]
@@ -185,7 +185,7 @@ def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec |
             raise ProblemError(
                 f"spec {spec_label} gives {n} inits ({names}) but {init_desc} takes {init.takes()} "
                 f"positional argument{'s' if init.takes() != '1' else ''}: {init.describe()}",
-                file=spec_where, field="inits")
+                file=spec_where, line=spec.line_of("inits"), field="inits")
         if init is not None and not init.implicit:
             _check_init_names(spec, init, cls, init_where, spec_label, warnings)
     elif init is not None and init.required > 0:
@@ -207,7 +207,7 @@ def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec |
                 raise ProblemError(
                     f"variant {vname} passes {n} input(s) ({', '.join(variant.params) or 'none'}) but "
                     f"{cls}.forward at {facts.where(fwd.line)} takes {fwd.takes()}: {fwd.describe()}",
-                    file=spec_where, field=f"{vname}[0].params")
+                    file=spec_where, line=spec.line_of(f"{vname}[0].params"), field=f"{vname}[0].params")
         _check_dtypes(facts, spec, spec_label, warnings)
 
     if ref_facts is not None and ref_facts.model is not None and ref_facts.model.forward is not None:
@@ -231,7 +231,7 @@ def _related(dim: str, param: str) -> bool:
     return any(len(x) >= 3 and len(y) >= 3 and (x.startswith(y) or y.startswith(x)) for x in ta for y in tb)
 
 
-def _check_init_names(spec: Spec, init, cls: str, init_where: str, spec_label: str,  # noqa: ANN001
+def _check_init_names(spec: Spec, init: Signature, cls: str, init_where: str, spec_label: str,
                       warnings: list[str]) -> None:
     odd: list[str] = []
     for i, item in enumerate(spec.inits):

@@ -66,7 +66,7 @@ class Variant:
     shapes and dtypes are unknown until the module runs, so ``bytes`` is a lower bound of the
     bytes moved. ``init_values`` are the resolved positional ``Model.__init__`` arguments;
     ``shapes`` and ``input_dtypes`` are each ``params`` input's concrete shape and torch dtype
-    name (the variant ``dtype`` overrides every input's own).
+    name (the variant ``dtype`` overrides every floating-point input's own).
     """
 
     name: str
@@ -104,7 +104,8 @@ class Spec:
     """An Xe-Forge YAML spec: inputs, inits and variant families (by name, file order).
 
     ``warnings`` lists what the parser ignored or found odd (extra entries of a variant list,
-    unknown keys, duplicate keys), each naming the file, line and field.
+    unknown keys, duplicate keys), each naming the file, line and field; ``lines`` maps field
+    paths (``ci[0].dims.B``) to their 1-based line in the YAML text.
     """
 
     path: Path | None
@@ -113,6 +114,11 @@ class Spec:
     variants: dict[str, Variant]
     default_variant: str | None = None
     warnings: list[str] = field(default_factory=list)
+    lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def line_of(self, field_path: str) -> int | None:
+        """1-based line of a field (``inits``, ``ci[0].params``) in the spec text, if known."""
+        return self.lines.get(field_path)
 
     def to_data(self) -> dict[str, Any]:
         """The JSON-able ``SpecData`` the worker receives (see ``worker/job.py``)."""

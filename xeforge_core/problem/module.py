@@ -23,6 +23,7 @@ kernel launches ``kernel[grid](...)``); the analysis is flow-insensitive and ove
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -501,7 +502,6 @@ class _Reader:
                 if isinstance(n, ast.Call):
                     self._follow_call(n, origins, run, cls)
 
-        self._entry_cls = entry_cls
         run(fwd, f"{owner or entry_cls}.forward", {p: frozenset([p]) for p in fwd_params}, owner or entry_cls)
         return sorted(constraints.values(), key=lambda c: (c.line, c.kind))
 
@@ -514,7 +514,10 @@ class _Reader:
             return out
         return [node]
 
-    def _follow_call(self, call: ast.Call, origins, run, cls: str | None) -> None:  # noqa: ANN001
+    def _follow_call(self, call: ast.Call, origins: Callable[[ast.AST | None], frozenset[str]],
+                     run: Callable[..., None], cls: str | None) -> None:
+        """Analyze the callee of ``call`` (a module function, a kernel launch, a ``self.``
+        method or ``Function.apply``) with the parameters that receive input-derived values."""
         func = call.func
         target: ast.FunctionDef | ast.AsyncFunctionDef | None = None
         skip_first = False

@@ -13,7 +13,7 @@ The format (as the public Xe-Forge repository's ``test_kernels/*.yaml`` use it):
   entry 0 of each list is used (a warning says so when more are given); keys with scalar
   values are ignored.
 * a variant entry has ``params`` (input names in forward() order), ``dims``, ``dtype``
-  (overrides every input's dtype), ``flop`` (formula over dims, or a number), ``rtol``/``atol``.
+  (overrides every floating-point input's dtype), ``flop`` (formula over dims, or a number), ``rtol``/``atol``.
 
 Quirks kept on purpose: YAML 1.1 (PyYAML) reads ``1e-5`` (no dot) as the *string* ``"1e-5"``;
 such a dim stays a string in ``dims`` and in ``init_values`` (the real kernels call
@@ -180,13 +180,19 @@ def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: 
     return tuple(shape)
 
 
+def _is_float(dtype: str) -> bool:
+    """Floating-point or complex: the dtypes a variant ``dtype`` overrides."""
+    return dtype.startswith(("float", "bfloat", "complex"))
+
+
 def build_variant(name: str, *, params: list[str], dims: dict[str, Any], inputs: Mapping[str, InputSpec],
                   inits: list[InitSpec], dtype: str | None = None, flop_formula: str | float | None = None,
                   rtol: float | None = None, atol: float | None = None, ctx: _Ctx | None = None,
                   entry_path: Path_ = ()) -> Variant:
     """Build a :class:`Variant` with everything derived from its dims resolved: concrete
     input shapes (``Variant.shapes``), per-input dtypes (``Variant.input_dtypes``; the
-    variant ``dtype`` overrides all), ``bytes`` (sum of the *input* tensors' sizes in bytes;
+    variant ``dtype`` overrides every floating-point input's dtype: Xe-Forge's inputs are all
+    floating point, and an integer index input keeps its dtype, as the worker does), ``bytes`` (sum of the *input* tensors' sizes in bytes;
     outputs are not included because their shapes are unknown until the module runs),
     evaluated ``flop`` and positional ``init_values``.
 
@@ -204,7 +210,7 @@ def build_variant(name: str, *, params: list[str], dims: dict[str, Any], inputs:
     for pname in params:
         inp = inputs[pname]
         shape = _shape_of(inp, dims, label, ctx, ("inputs", pname))
-        eff = dtype or inp.dtype
+        eff = dtype if dtype and _is_float(inp.dtype) else inp.dtype
         shapes[pname] = shape
         input_dtypes[pname] = eff
         total_bytes += math.prod(shape) * DTYPE_SIZES[eff]
@@ -422,7 +428,7 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
     if not variants:
         ctx.warn((), "the spec defines no variants (no top-level key with a list value)")
     return Spec(path=p, inputs=inputs, inits=inits, variants=variants, default_variant=default,
-                warnings=ctx.warnings)
+                warnings=ctx.warnings, lines={_field(k): v for k, v in lines.items() if k})
 
 
 def _odd_value(value: int) -> int:

@@ -749,6 +749,7 @@ class Session:
 
     def candidate(self, candidate_id: str) -> CandidateRecord:
         """The record of candidate ``"<stage>/<n>"``. Raises ``SessionError`` if unknown."""
+        self._refresh()
         ref = CANDIDATE_REF_PREFIX + candidate_id
         try:
             sha = self.repo.git.rev_parse("--verify", "--quiet", ref)

@@ -1,0 +1,221 @@
+"""Reports of an optimization session: per-stage verdicts and speedups, per-version timings,
+the cumulative speedup and the device, as JSON (for tools and the UI) and Markdown (for people).
+
+Speedups are the verified ones recorded in the history: each version's speedup is over the
+version before it (that is what its verification compared), a stage's speedup is the product
+over the versions committed in it, and the cumulative speedup is the product from the baseline
+(after a portability step, from the ported version: the original cannot run on the device).
+Anything measured on cpu (Triton's interpreter) is "not measured": no speed claim is made there.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import Any
+
+from xeforge_core.session import Session, Version, device_label, format_speedup
+
+REPORT_FORMAT = 1
+
+
+def _perf_of(session: Session, version: Version) -> dict[str, Any]:
+    """TFLOP/s, GB/s, times (µs) and roofline fraction of a version from its verdict (geometric
+    means over the timed variants), or ``{}`` when it has no timing."""
+    if not version.candidate:
+        return {}
+    try:
+        verdict = session.verdict_of(version.sha)
+    except Exception:
+        return {}
+    if verdict is None or not verdict.performance:
+        return {}
+
+    def gmean(values: list[float]) -> float | None:
+        values = [v for v in values if v is not None and v > 0]
+        if not values:
+            return None
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+    perf = verdict.performance
+    base_tflops = [p.flop / (p.baseline.median_us * 1e-6) / 1e12 for p in perf
+                   if p.flop and p.baseline and p.baseline.median_us]
+    return {
+        "variants": [p.variant for p in perf],
+        "tflops": gmean([p.tflops for p in perf]),
+        "gbps": gmean([p.gbps for p in perf]),
+        "roofline_fraction": gmean([p.roofline_fraction for p in perf]),
+        "time_us": gmean([p.candidate.median_us for p in perf]),
+        "parent_time_us": gmean([p.baseline.median_us for p in perf]),
+        "parent_tflops": gmean(base_tflops),
+        "reference_time_us": gmean([p.reference.median_us for p in perf if p.reference]),
+        "suspect": "; ".join(p.suspect for p in perf if p.suspect),
+    }
+
+
+def _product(values: list[float | None]) -> float | None:
+    if not values or any(v is None for v in values):
+        return None
+    out = 1.0
+    for v in values:
+        out *= v  # type: ignore[operator]
+    return out
+
+
+def json_report(session: Session) -> dict[str, Any]:
+    """The session report as a JSON-able dict.
+
+    Keys: ``format``, ``problem``, ``session``, ``path``, ``target``, ``device`` (label and
+    fingerprint), ``created``, ``generated``, ``baseline``/``final`` (shas), ``plan``,
+    ``stages`` (per stage: ``status``, ``reason``, ``versions``, ``speedup``, ``verdicts``,
+    ``attempts``, ``candidates``), ``versions`` (per branch commit: kind, stage, engine,
+    model, verdict, speedup, cumulative speedup, TFLOP/s, GB/s, times in µs),
+    ``cumulative_speedup`` (``None``: not measured), ``speed_measured``, ``candidates`` (count
+    per status).
+    """
+    history = session.history()
+    stages_state = session.stages
+    versions = []
+    for v in history:
+        perf = _perf_of(session, v)
+        versions.append({
+            "index": v.index, "sha": v.sha, "short": v.short, "kind": v.kind, "stage": v.stage,
+            "engine": v.engine, "model": v.model, "verdict": v.verdict, "speedup": v.speedup,
+            "cumulative_speedup": v.cumulative_speedup, "device": v.device, "iteration": v.iteration,
+            "candidate": v.candidate, "summary": v.summary, "note": v.trailers.get("Note"),
+            "time": _dt.datetime.fromtimestamp(v.time, tz=_dt.timezone.utc).isoformat(),
+            **{k: perf.get(k) for k in ("tflops", "gbps", "roofline_fraction", "time_us", "parent_time_us",
+                                        "parent_tflops", "reference_time_us")},
+        })
+    cand_records = session.candidates()
+    stage_ids = list(session.plan)
+    for v in history[1:]:
+        if v.stage and v.stage not in stage_ids and v.kind != "restore":
+            stage_ids.insert(0, v.stage) if v.stage == "portability" else stage_ids.append(v.stage)
+    stages = []
+    for sid in stage_ids:
+        entry = stages_state.get(sid, {})
+        in_stage = [v for v in history[1:] if v.stage == sid and v.kind != "restore"]
+        cands = [c for c in cand_records if c.stage == sid]
+        outcome = entry.get("outcome") or {}
+        speed = None if sid == "portability" else _product([v.speedup for v in in_stage]) if in_stage else None
+        status = entry.get("status") or ("done" if in_stage else "pending")
+        stages.append({
+            "stage": sid,
+            "status": status,
+            "reason": entry.get("reason") or "",
+            "versions": [v.sha for v in in_stage],
+            "engines": sorted({v.engine for v in in_stage if v.engine}),
+            "speedup": speed,
+            "speed_measured": speed is not None,
+            "verdicts": [v.verdict for v in in_stage],
+            "iterations": outcome.get("iterations") or (max((c.iteration or 0 for c in cands), default=0) or None),
+            "candidates": {s: sum(1 for c in cands if c.status == s)
+                           for s in ("pending", "approved", "rejected", "superseded")},
+            "attempts": [{"candidate": c.id, "iteration": c.iteration, "engine": c.engine, "status": c.status,
+                          "verdict": c.verdict.kind.value if c.verdict else None,
+                          "speedup": c.verdict.speedup if c.verdict else None,
+                          "reason": c.verdict.reason if c.verdict else ""} for c in cands],
+            "tflops": next((versions[v.index]["tflops"] for v in reversed(in_stage)
+                            if versions[v.index]["tflops"] is not None), None),
+        })
+    head = history[-1]
+    counts: dict[str, int] = {}
+    for c in cand_records:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    info = session.info
+    return {
+        "format": REPORT_FORMAT,
+        "problem": info.get("problem"),
+        "session": session.name,
+        "path": str(session.path),
+        "target": session.target,
+        "device": {"label": device_label(session.device), "fingerprint": session.device},
+        "created": info.get("created"),
+        "generated": _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "baseline": history[0].sha,
+        "final": head.sha,
+        "kernel_file": session.kernel_file,
+        "plan": session.plan,
+        "stages": stages,
+        "versions": versions,
+        "cumulative_speedup": head.cumulative_speedup if len(history) > 1 else 1.0,
+        "speed_measured": any(v["speedup"] is not None for v in versions),
+        "candidates": counts,
+    }
+
+
+def _fmt(value: float | None, spec: str = ".2f", empty: str = "-") -> str:
+    return empty if value is None else format(value, spec)
+
+
+def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub-flavoured Markdown table (``|`` in cells escaped)."""
+    def cell(x: Any) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def text_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A plain-text table with aligned columns (for terminals and logs)."""
+    cols = [headers] + [[str(x) for x in r] for r in rows]
+    widths = [max(len(str(r[i])) for r in cols) for i in range(len(headers))]
+    out = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths)),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(x).ljust(w) for x, w in zip(r, widths)) for r in cols[1:]]
+    return "\n".join(line.rstrip() for line in out)
+
+
+def stage_rows(report: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the per-stage table of a :func:`json_report` dict."""
+    headers = ["stage", "status", "iterations", "verdict", "speedup", "TFLOP/s", "reason"]
+    rows = []
+    for s in report["stages"]:
+        verdict = s["verdicts"][-1] if s["verdicts"] else (s["attempts"][-1]["verdict"] if s["attempts"] else "-")
+        speed = format_speedup(s["speedup"]) if s["versions"] else "-"
+        if s["stage"] == "portability" and s["versions"]:
+            speed = "n/a (port)"
+        rows.append([s["stage"], s["status"], s["iterations"] or "-", verdict or "-", speed,
+                     _fmt(s["tflops"]), _short(s["reason"], 90)])
+    return headers, rows
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def markdown_report(session: Session, report: dict[str, Any] | None = None) -> str:
+    """The session report as Markdown: device, summary, per-stage table, version history and
+    the CoVeR attempts of each stage."""
+    r = report or json_report(session)
+    lines = [f"# Optimization report: {r['problem']}", ""]
+    lines += [f"- Session: `{r['session']}` (`{r['path']}`)",
+              f"- Device: {r['device']['label']}; target: {r['target']}",
+              f"- Baseline: `{r['baseline'][:10]}`; final: `{r['final'][:10]}`",
+              f"- Cumulative speedup: **{format_speedup(r['cumulative_speedup'])}**"]
+    if not r["speed_measured"]:
+        lines.append("- Speed was not measured on this device (Triton's interpreter or no timing): "
+                     "verdicts here establish correctness only.")
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(r["candidates"].items())) or "none"
+    lines += [f"- Candidates: {counts}", f"- Generated: {r['generated']}", "", "## Stages", ""]
+    headers, rows = stage_rows(r)
+    lines += [markdown_table(headers, rows), "", "## Versions", ""]
+    vrows = [[v["index"], f"`{v['short']}`", v["kind"], v["stage"] or "-", v["engine"] or "-", v["model"] or "-",
+              v["verdict"] or "-", format_speedup(v["speedup"]) if v["index"] else "-",
+              format_speedup(v["cumulative_speedup"]), _fmt(v["tflops"]), _fmt(v["time_us"], ".1f"),
+              _short(v["summary"], 70)] for v in r["versions"]]
+    lines += [markdown_table(["#", "commit", "kind", "stage", "engine", "model", "verdict", "speedup",
+                              "cumulative", "TFLOP/s", "time µs", "summary"], vrows), ""]
+    attempts = [(s["stage"], a) for s in r["stages"] for a in s["attempts"]]
+    if attempts:
+        lines += ["## CoVeR attempts", ""]
+        arows = [[stage, a["candidate"], a["iteration"] or "-", a["engine"], a["status"], a["verdict"] or "-",
+                  format_speedup(a["speedup"]) if a["speedup"] is not None else "-", _short(a["reason"] or "", 80)]
+                 for stage, a in attempts]
+        lines += [markdown_table(["stage", "candidate", "iteration", "engine", "status", "verdict", "speedup",
+                                  "reason"], arows), ""]
+    return "\n".join(lines).rstrip() + "\n"

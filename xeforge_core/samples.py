@@ -1,0 +1,196 @@
+"""The sample problems shipped in ``sample_kernels/`` and the Flash Attention teaching trajectory.
+
+Each sample is a KernelBench-style kernel module ``NN_name.py`` (``Model``, ``get_inputs``,
+``get_init_inputs``, Triton kernels launched on the inputs' own device) with its Xe-Forge spec
+``NN_name.yaml`` and its PyTorch reference ``NN_name_ref.py``. The module docstring is one line,
+``"<title>. Slow: <what the optimization stages should find>"``.
+
+The trajectory (``sample_kernels/flash_attention_trajectory/manifest.yaml``) lists the naive
+attention sample rewritten one stage at a time; each step carries its stage, the knowledge-base
+rule it teaches and an annotation. Steps are complete modules meant to be verified live (the
+UI replays them as candidates); nothing here records or returns timings.
+
+Everything is read statically (files, YAML, ``ast``): no kernel code runs in this process.
+
+Public API::
+
+    SAMPLES_DIR
+    list_samples() -> list[SampleInfo]
+    load_sample(name) -> Problem
+    flash_attention_trajectory() -> list[TrajectoryStep]
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from xeforge_core.problem import Problem, ProblemError, load_problem
+
+__all__ = [
+    "SAMPLES_DIR",
+    "TRAJECTORY_DIR",
+    "SampleInfo",
+    "TrajectoryStep",
+    "list_samples",
+    "load_sample",
+    "flash_attention_trajectory",
+]
+
+#: The repository's ``sample_kernels/`` (override with ``XEFORGE_SAMPLES_DIR``).
+SAMPLES_DIR = Path(os.environ.get("XEFORGE_SAMPLES_DIR")
+                   or Path(__file__).resolve().parents[1] / "sample_kernels")
+TRAJECTORY_DIR = SAMPLES_DIR / "flash_attention_trajectory"
+
+_SAMPLE_RE = re.compile(r"^(\d+)_([A-Za-z0-9_]+)\.py$")
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """One sample problem: ``name`` is the file stem (``"07_gemm_fp32_upcast"``); ``title`` and
+    ``slow`` come from the module's one-line docstring; paths are absolute."""
+
+    name: str
+    title: str
+    slow: str
+    kernel_path: Path
+    spec_path: Path
+    reference_path: Path
+
+    @property
+    def short_name(self) -> str:
+        """The name without its ordering prefix (``"gemm_fp32_upcast"``)."""
+        return self.name.split("_", 1)[1] if _SAMPLE_RE.match(self.name + ".py") else self.name
+
+
+@dataclass
+class TrajectoryStep:
+    """One step of the Flash Attention trajectory.
+
+    ``index`` 0 is the naive baseline; ``stage`` is a stage id (``"baseline"`` for step 0);
+    ``rule_id`` the knowledge-base rule the step teaches (``None`` where the knowledge base has
+    no rule for it); ``code`` the step's full module source; ``problem`` the problem it is
+    verified as (its ``kernel`` is this step, with the spec and reference the step is checked
+    against: the causal step has its own); ``causal`` marks a step that computes another function
+    than the baseline, whose speedup over the baseline is therefore not a like-for-like ratio.
+    """
+
+    index: int
+    title: str
+    stage: str
+    rule_id: str | None
+    annotation: str
+    code: str
+    problem: Problem
+    path: Path
+    spec_path: Path
+    reference_path: Path
+    causal: bool = False
+
+
+def _docstring_parts(path: Path) -> tuple[str, str]:
+    """(title, what is slow) from the module docstring ``"<title>. Slow: <text>"``."""
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except SyntaxError as exc:  # a broken sample is a bug worth naming precisely
+        raise ProblemError(f"sample does not parse: {exc.msg}", file=path, line=exc.lineno) from exc
+    doc = " ".join(doc.split())
+    title, sep, slow = doc.partition(" Slow: ")
+    if not sep:
+        return doc.rstrip("."), ""
+    return title.rstrip("."), slow.strip()
+
+
+def list_samples(root: str | Path | None = None) -> list[SampleInfo]:
+    """Every ``NN_name.py`` under ``root`` (default ``SAMPLES_DIR``) that has both a spec and a
+    reference beside it, in file-name order."""
+    base = Path(root) if root is not None else SAMPLES_DIR
+    out: list[SampleInfo] = []
+    for path in sorted(base.glob("*.py")):
+        if not _SAMPLE_RE.match(path.name) or path.stem.endswith("_ref"):
+            continue
+        spec = path.with_suffix(".yaml")
+        ref = path.with_name(f"{path.stem}_ref.py")
+        if not (spec.is_file() and ref.is_file()):
+            continue
+        title, slow = _docstring_parts(path)
+        out.append(SampleInfo(name=path.stem, title=title, slow=slow, kernel_path=path.resolve(),
+                              spec_path=spec.resolve(), reference_path=ref.resolve()))
+    return out
+
+
+def _find_sample(name: str, root: str | Path | None = None) -> SampleInfo:
+    samples = list_samples(root)
+    for s in samples:
+        if name in (s.name, s.short_name, s.kernel_path.name):
+            return s
+    known = ", ".join(s.name for s in samples) or "none"
+    raise ProblemError(f"no sample named {name!r} (known: {known})")
+
+
+def load_sample(name: str, root: str | Path | None = None) -> Problem:
+    """The sample ``name`` (file stem, with or without its ``NN_`` prefix) as a Problem with its
+    spec and reference. Raises ``ProblemError`` listing the known samples if there is none."""
+    s = _find_sample(name, root)
+    return load_problem(s.kernel_path, s.spec_path, s.reference_path)
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    path = root / "manifest.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ProblemError("trajectory manifest not found", file=path) from exc
+    except yaml.YAMLError as exc:
+        raise ProblemError(f"trajectory manifest is not valid YAML: {exc}", file=path) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or not data["steps"]:
+        raise ProblemError("the manifest needs a non-empty 'steps' list", file=path, field="steps")
+    return data
+
+
+def flash_attention_trajectory(root: str | Path | None = None) -> list[TrajectoryStep]:
+    """The Flash Attention teaching trajectory, baseline first (index 0).
+
+    Each step's ``problem`` pairs the step's code with the spec and reference named for it in
+    the manifest (the manifest's top-level ``spec``/``reference`` unless the step gives its
+    own), so ``verify(step.problem, step.code)`` checks the step against its reference.
+    """
+    base = Path(root) if root is not None else TRAJECTORY_DIR
+    data = _manifest(base)
+    mpath = base / "manifest.yaml"
+    steps: list[TrajectoryStep] = []
+    for i, entry in enumerate(data["steps"]):
+        where = f"steps[{i}]"
+        if not isinstance(entry, dict):
+            raise ProblemError("each step must be a mapping", file=mpath, field=where)
+        for key in ("file", "title", "stage", "annotation"):
+            if not entry.get(key):
+                raise ProblemError(f"step is missing {key!r}", file=mpath, field=f"{where}.{key}")
+        spec_rel = entry.get("spec") or data.get("spec")
+        ref_rel = entry.get("reference") or data.get("reference")
+        if not spec_rel or not ref_rel:
+            raise ProblemError("no spec/reference for this step", file=mpath, field=where)
+        path = (base / entry["file"]).resolve()
+        spec_path = (base / spec_rel).resolve()
+        ref_path = (base / ref_rel).resolve()
+        problem = load_problem(path, spec_path, ref_path)
+        steps.append(TrajectoryStep(
+            index=i,
+            title=str(entry["title"]),
+            stage=str(entry["stage"]),
+            rule_id=entry.get("rule_id") or None,
+            annotation=" ".join(str(entry["annotation"]).split()),
+            code=problem.kernel.source,
+            problem=problem,
+            path=path,
+            spec_path=spec_path,
+            reference_path=ref_path,
+            causal=bool(data.get("spec")) and spec_path != (base / str(data["spec"])).resolve(),
+        ))
+    return steps

@@ -185,8 +185,8 @@ def lint_hardcoded_device(ctx: LintContext) -> list[Hit]:
         other = [d for d in devs if d != ctx.target]
         sev = "error" if other else None
         where = f"hard-codes {'/'.join(devs)} ({texts})"
-        msg = (f"line {line} {where}: this stops the module running on {ctx.target}" if other
-               else f"line {line} {where}: the module will not run on any other device")
+        msg = (f"{where}: this stops the module running on {ctx.target}" if other
+               else f"{where}: the module will not run on any other device")
         hits.append(Hit(line, msg, severity=sev))
     return hits
 

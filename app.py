@@ -10,7 +10,7 @@ import streamlit as st
 
 from xeforge_core.ui.render import flash, page_setup
 from xeforge_core.ui.validate import InputError
-from xeforge_core.ui.workbench import WorkbenchError, available_samples
+from xeforge_core.ui.workbench import WorkbenchError, sample_titles
 
 wb = page_setup("Xe-Forge Studio", "⚒️")
 st.caption("Optimize Triton kernels for Intel Xe GPUs stage by stage: every candidate is verified "
@@ -63,8 +63,9 @@ def _problem_summary() -> None:
 st.header("1 · Load a kernel")
 tab_sample, tab_paste, tab_upload = st.tabs(["Sample", "Paste", "Upload"])
 with tab_sample:
-    names = available_samples()
-    choice = st.selectbox("Sample kernel", names, key="home_sample")
+    titles = sample_titles()
+    choice = st.selectbox("Sample kernel", list(titles), key="home_sample",
+                          format_func=lambda n: f"{n} · {titles[n]}" if titles.get(n) else n)
     if st.button("Load sample", key="home_load_sample", type="primary"):
         try:
             wb.load_sample(choice)

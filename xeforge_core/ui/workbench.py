@@ -46,6 +46,15 @@ def stage_ids() -> list[str]:
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "sample_kernels"
 
 
+def sample_titles() -> dict[str, str]:
+    """``{name: title}`` of the bundled samples (the title is empty when unknown)."""
+    try:
+        from xeforge_core import samples
+    except ImportError:
+        return {n: "" for n in available_samples()}
+    return {s.name: getattr(s, "title", "") for s in samples.list_samples()}
+
+
 def available_samples() -> list[str]:
     """Names of the bundled sample problems (``xeforge_core.samples`` when present, else the
     kernel files of ``sample_kernels/``)."""
@@ -213,38 +222,40 @@ class Workbench:
 
     # ================================================================= device
 
-    def start_device_probe(self, override: str | None = None) -> BackgroundJob:
+    def start_device_probe(self, override: str | None = None, *, refresh: bool = False) -> BackgroundJob:
         """Detect the device in the background (the fingerprint is probed in a worker)."""
         def work(progress: Any, cancel: threading.Event) -> Any:
             from xeforge_core.devices import detect_device
 
             progress("probing the device in a worker")
-            return detect_device(override)
+            return detect_device(override, refresh=refresh)
 
         return self.jobs.submit("device", BackgroundJob("Device probe", work, kind="device"))
 
-    def start_doctor(self, device: str | None = None, model_path: str | None = None) -> BackgroundJob:
-        """Run the device doctor in the background (``xeforge_core.doctor``)."""
+    def start_doctor(self, device: str | None = None, *, with_model: bool = False,
+                     experiments: bool = False) -> BackgroundJob:
+        """Run the device doctor (``xeforge_core.doctor.run_doctor``) in the background; with
+        ``with_model``, also the op coverage of the loaded problem's model."""
+        problem = self.loaded.problem if (with_model and self.loaded is not None) else None
+        if device is None and self.device is not None:
+            device = self.device.torch_device
+
         def work(progress: Any, cancel: threading.Event) -> Any:
-            from xeforge_core import doctor
+            from xeforge_core.doctor import run_doctor
 
-            progress("running the preflight battery")
-            run = getattr(doctor, "run_doctor", None) or doctor.diagnose
-            import inspect
-
-            params = inspect.signature(run).parameters
-            kwargs: dict[str, Any] = {}
-            if "device" in params:
-                kwargs["device"] = device
-            if "model" in params and model_path:
-                kwargs["model"] = model_path
-            if "on_progress" in params:
-                kwargs["on_progress"] = progress
-            if "cancel" in params:
-                kwargs["cancel"] = cancel
-            return run(**kwargs)
+            return run_doctor(device, problem=problem, experiments=experiments, on_progress=progress)
 
         return self.jobs.submit("doctor", BackgroundJob("Device doctor", work, kind="doctor"))
+
+    def cached_doctor_report(self) -> dict[str, Any] | None:
+        """The latest saved doctor report of the current device (a dict), if any."""
+        if self.device is None:
+            return None
+        try:
+            from xeforge_core.doctor import load_cached_report
+        except ImportError:
+            return None
+        return load_cached_report(self.device.torch_device)
 
     # ================================================================= sessions
 

@@ -1,0 +1,130 @@
+"""Knowledge: the rules by stage and target (each with its why and its before/after), a live
+lint of the current kernel whose findings link to the rules, and the hardware profiles side by
+side. Everything comes from the knowledge base under ``knowledge/`` and ``xeforge_core.analysis``."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from xeforge_core.ui.render import page_setup
+from xeforge_core.ui.workbench import stage_ids
+
+wb = page_setup("Knowledge", "📚")
+
+try:
+    from xeforge_core.knowledge import installed_triton_pointer_api, load_knowledge
+
+    kb = load_knowledge()
+except Exception as exc:
+    st.error(f"The knowledge base cannot be loaded: {exc}")
+    st.stop()
+
+SEVERITY_ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
+tab_lint, tab_rules, tab_hw = st.tabs(["Lint my kernel", "Rules", "Hardware profiles"])
+
+# ------------------------------------------------------------------ lint
+with tab_lint:
+    sources = {}
+    if wb.session is not None:
+        sources["current version of the session"] = wb.session.source("head")
+    if wb.loaded is not None:
+        sources["loaded kernel"] = wb.loaded.source
+    sources["paste a kernel here"] = None
+    which = st.radio("Kernel to lint", list(sources), key="kb_lint_which", horizontal=True)
+    source = sources[which]
+    if source is None:
+        source = st.text_area("Kernel module", height=240, key="kb_lint_paste")
+    target = st.selectbox("Target", ["xpu", "cuda"], key="kb_lint_target")
+    if source and source.strip():
+        from xeforge_core.analysis import analyze
+
+        analysis = analyze(source, target)
+        if not analysis.issues:
+            st.success("No rule violations found.")
+        else:
+            st.markdown(f"**{len(analysis.issues)} findings** "
+                        f"({analysis.count('error')} errors, {analysis.count('warning')} warnings); "
+                        f"stages with work: {', '.join(analysis.plan) or 'none'}")
+            lines = source.splitlines()
+            for issue in analysis.issues:
+                rule = kb.rules.get(issue.rule_id)
+                link = f"[{issue.rule_id}](#rule-{issue.rule_id.replace('_', '-')})" if rule else f"`{issue.rule_id}`"
+                where = f"line {issue.line}" if issue.line else "module"
+                st.markdown(f"{SEVERITY_ICON.get(issue.severity, '')} **{where}** · {link} · "
+                            f"stage `{issue.stage}`: {issue.message}")
+                if issue.line and 0 < issue.line <= len(lines):
+                    st.code(f"{issue.line}: {lines[issue.line - 1]}", language="python")
+                if issue.fix:
+                    st.caption(f"fix: {issue.fix}" + (f" (codemod `{issue.codemod}`)" if issue.codemod else ""))
+    else:
+        st.caption("Nothing to lint yet.")
+
+# ------------------------------------------------------------------ rules
+with tab_rules:
+    api = installed_triton_pointer_api()
+    st.caption(f"Installed Triton {api.get('version', '?')}: "
+               + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in api.items()
+                           if isinstance(v, bool)))
+    f1, f2, f3 = st.columns(3)
+    stages_sel = f1.multiselect("Stages", stage_ids(), key="kb_rules_stages")
+    target_sel = f2.selectbox("Target", ["any", "xpu", "cuda"], key="kb_rules_target")
+    only_installed = f3.checkbox("Only rules for the installed Triton", value=False, key="kb_rules_triton")
+    rules = kb.rules_for(target=None if target_sel == "any" else target_sel,
+                         triton_version=api.get("version") if only_installed else None)
+    if stages_sel:
+        rules = [r for r in rules if r.stage in stages_sel]
+    st.caption(f"{len(rules)} rules")
+    for rule in rules:
+        st.subheader(f"{SEVERITY_ICON.get(rule.severity, '')} {rule.title}",
+                     anchor=f"rule-{rule.id.replace('_', '-')}")
+        st.caption(f"`{rule.id}` · stage `{rule.stage}` · targets {', '.join(rule.targets)} · "
+                   f"Triton {rule.triton}" + (f" · lint `{rule.lint}`" if rule.lint else "")
+                   + (f" · codemod `{rule.codemod}`" if rule.codemod else ""))
+        st.markdown(f"**Why.** {rule.why}")
+        if rule.fix:
+            st.markdown(f"**Fix.** {rule.fix}")
+        try:
+            before, after = rule.example_code(kb.root)
+        except Exception as exc:
+            before, after = "", ""
+            st.caption(f"example unavailable: {exc}")
+        if before or after:
+            b, a = st.columns(2)
+            b.caption("before")
+            b.code(before, language="python")
+            a.caption("after")
+            a.code(after, language="python")
+        st.caption("Sources: " + "; ".join(rule.sources))
+        st.divider()
+
+# ------------------------------------------------------------------ hardware
+with tab_hw:
+    ids = list(kb.profiles)
+    chosen = st.multiselect("Profiles", ids, default=ids, key="kb_hw_pick",
+                            format_func=lambda i: kb.profiles[i].name)
+    if chosen:
+        summaries = {kb.profiles[i].name: kb.profiles[i].summary() for i in chosen}
+        keys: list[str] = []
+        for s in summaries.values():
+            for k in s:
+                if k not in keys:
+                    keys.append(k)
+
+        def _cell(v: object) -> str:
+            if isinstance(v, dict):
+                return ", ".join(f"{k}: {x}" for k, x in v.items())
+            if isinstance(v, list):
+                return ", ".join(map(str, v))
+            return "" if v is None else str(v)
+
+        st.dataframe([{"property": k, **{name: _cell(s.get(k)) for name, s in summaries.items()}}
+                      for k in keys], hide_index=True, width="stretch")
+        for i in chosen:
+            p = kb.profiles[i]
+            if not p.supported:
+                st.warning(f"{p.name}: not supported for this workload. Use instead: "
+                           + "; ".join(p.use_instead))
+            ridge = p.ridge_point("fp16")
+            if ridge:
+                st.caption(f"{p.name}: fp16 ridge point {ridge:.0f} flop/byte (above it a kernel is "
+                           "compute-bound, below memory-bound)")

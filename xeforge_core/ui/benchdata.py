@@ -1,0 +1,100 @@
+"""Tables behind the Benchmarks page: one row per (version, variant) with the measured times,
+speedups, TFLOP/s, GB/s and roofline position, taken from the verdicts kept in a session.
+
+Plain data (no Streamlit, no plotting) so the numbers are tested; nothing is estimated: a
+version whose verdict measured nothing (the cpu interpreter) has ``None`` in the timing columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class BenchRow:
+    """One version × variant. ``speedup`` is over the version's parent; ``cumulative`` over the
+    baseline (both ``None`` when not measured). Times in µs."""
+
+    index: int
+    version: str
+    stage: str
+    engine: str
+    verdict: str
+    variant: str | None = None
+    speedup: float | None = None
+    cumulative: float | None = None
+    baseline_median_us: float | None = None
+    median_us: float | None = None
+    mean_us: float | None = None
+    min_us: float | None = None
+    cv: float | None = None
+    trials: int | None = None
+    flop: float | None = None
+    bytes_moved: float | None = None
+    intensity: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    roofline_fraction: float | None = None
+    eager_median_us: float | None = None
+    launch_bound: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def session_rows(session: Any) -> list[BenchRow]:
+    """Rows for every version on the session branch (baseline first)."""
+    rows: list[BenchRow] = []
+    for v in session.history():
+        try:
+            verdict = session.verdict_of(v.sha)
+        except Exception:  # a version without a readable verdict has no numbers
+            verdict = None
+        base = dict(index=v.index, version=v.short, stage=v.stage or v.kind, engine=v.engine or "",
+                    verdict=v.verdict or ("baseline" if v.index == 0 else ""), speedup=v.speedup,
+                    cumulative=v.cumulative_speedup)
+        perf = list(getattr(verdict, "performance", None) or [])
+        if not perf:
+            rows.append(BenchRow(**base))
+            continue
+        for p in perf:
+            intensity = (p.flop / p.bytes_moved) if p.flop and p.bytes_moved else None
+            rows.append(BenchRow(
+                **base, variant=p.variant, baseline_median_us=p.baseline.median_us,
+                median_us=p.candidate.median_us, mean_us=p.candidate.mean_us, min_us=p.candidate.min_us,
+                cv=p.candidate.cv, trials=p.candidate.trials, flop=p.flop, bytes_moved=p.bytes_moved,
+                intensity=intensity, tflops=p.tflops, gbps=p.gbps, roofline_fraction=p.roofline_fraction,
+                eager_median_us=p.reference.median_us if p.reference else None,
+                launch_bound=p.launch_bound))
+    return rows
+
+
+def waterfall_steps(session: Any) -> list[tuple[str, float]]:
+    """``(label, cumulative speedup)`` after each version that changed the speed, starting with
+    ``("baseline", 1.0)``; versions whose speed was not measured are left out."""
+    steps = [("baseline", 1.0)]
+    for v in session.history()[1:]:
+        if v.cumulative_speedup is not None and v.speedup is not None:
+            steps.append((f"#{v.index} {v.stage or v.kind}", float(v.cumulative_speedup)))
+    return steps
+
+
+def roofline(profile: dict[str, Any] | None, dtype: str = "fp16") -> tuple[float, float] | None:
+    """``(peak TFLOP/s, bandwidth GB/s)`` of a device profile for ``dtype``, or ``None``."""
+    if not profile:
+        return None
+    peaks = profile.get("peak_tflops") or {}
+    if isinstance(peaks, dict):
+        peak = peaks.get(dtype) or peaks.get("fp16") or peaks.get("fp32")
+    else:
+        peak = peaks
+    bw = profile.get("bandwidth_gbps") or profile.get("memory_bandwidth_gbps")
+    if not peak or not bw:
+        return None
+    return float(peak), float(bw)
+
+
+def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> float:
+    """The roofline: ``min(peak, bandwidth × intensity)`` in TFLOP/s (intensity in flop/byte)."""
+    return min(peak_tflops, bandwidth_gbps * intensity / 1000.0)

@@ -177,14 +177,17 @@ class ModuleFacts:
 
     @property
     def has_get_inputs(self) -> bool:
+        """Whether the module defines ``get_inputs()`` (a function or an alias)."""
         return "get_inputs" in self.functions
 
     @property
     def has_get_init_inputs(self) -> bool:
+        """Whether the module defines ``get_init_inputs()``."""
         return "get_init_inputs" in self.functions
 
     @property
     def kernel_names(self) -> list[str]:
+        """Names of the ``@triton.jit`` functions, in file order."""
         return [k.name for k in self.kernels]
 
 

@@ -559,16 +559,20 @@ class Workbench:
         self.review_candidate_id = None if self.review and not self.review.verdict_current else \
             self.review_candidate_id
 
-    def start_verify(self) -> BackgroundJob:
-        """Verify the code under review against the current version, in the background."""
+    def start_verify(self, problem: Any = None) -> BackgroundJob:
+        """Verify the code under review against the current version (or against ``problem``,
+        whose kernel is then the baseline), in the background."""
         review = self._require_review()
         session = self.require_session()
         if review.status is ReviewStatus.VERIFYING:
             job = self.jobs.current("verify")
             if job is not None and not job.finished:
                 return job
+        if problem is None and self.demo.get("verify_problem") is not None \
+                and self.demo.get("review_source") == review.source:
+            problem = self.demo["verify_problem"]
         review.start_verify()
-        problem = session.problem("head")
+        problem = problem if problem is not None else session.problem("head")
         source = review.source
         device = self.device
 
@@ -776,6 +780,55 @@ class Workbench:
                 return [("error", f"could not keep the verdict in the session: {exc}")]
         level = "success" if verdict.passed else "error"
         return [(level, f"verdict: {verdict.kind.value}" + (f" — {verdict.reason}" if verdict.reason else ""))]
+
+    # ================================================================= Flash Attention demo
+
+    def start_demo(self) -> list[Any]:
+        """Load the Flash Attention sample and its teaching trajectory, and start a session whose
+        baseline is the trajectory's naive kernel. Returns the steps (baseline first)."""
+        from xeforge_core.samples import flash_attention_trajectory
+
+        steps = flash_attention_trajectory()
+        first = steps[0]
+        loaded = LoadedInput(problem=first.problem, source=first.code,
+                             spec_text=Path(first.spec_path).read_text(),
+                             reference_source=Path(first.reference_path).read_text(),
+                             name=first.problem.name)
+        self._set_loaded(loaded, "Flash Attention demo")
+        self.start_session()
+        self.demo = {"steps": steps, "next": 1, "verify_problem": None, "review_source": None}
+        return steps
+
+    def demo_step_review(self, index: int) -> CandidateReview:
+        """Put trajectory step ``index`` under review as a candidate against the current version.
+
+        A step that computes the same function is verified against the current version (so its
+        speedup is per step); the causal step computes another function and is verified against
+        its own reference, with itself as the baseline (no like-for-like speedup)."""
+        steps = self.demo.get("steps")
+        if not steps:
+            raise WorkbenchError("start the Flash Attention demo first")
+        if not 0 < index < len(steps):
+            raise WorkbenchError(f"no trajectory step {index}")
+        session = self.require_session()
+        step = steps[index]
+        current = session.source("head")
+        rule = f" (rule `{step.rule_id}`)" if step.rule_id else ""
+        review = self._new_review(step.stage, current, step.code, engine="trajectory",
+                                  rationale=f"**{step.title}**{rule}\n\n{step.annotation}",
+                                  model=f"flash-attention step {index}")
+        self.demo["verify_problem"] = step.problem if step.causal else None
+        self.demo["review_source"] = step.code
+        self.demo["current"] = index
+        return review
+
+    def demo_approve(self) -> Any:
+        """Approve the step under review and move the demo to the next step."""
+        version = self.approve()
+        cur = int(self.demo.get("current", 0))
+        self.demo["next"] = cur + 1
+        self.demo["verify_problem"] = None
+        return version
 
     # ================================================================= exports
 

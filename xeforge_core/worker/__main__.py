@@ -1,0 +1,101 @@
+"""Entry point of the verification worker: ``python -m xeforge_core.worker JOB_DIR``.
+
+Reads ``JOB_DIR/job.json``, runs the job's role (``baseline``, ``candidate``, ``timing`` or
+``probe``), appends progress events to ``JOB_DIR/progress.jsonl`` and writes
+``JOB_DIR/result.json`` atomically (``Verdict.to_dict()`` plus ``"role"``). Formats: ``job.py``.
+
+Exit status: 0 when a result was written (whatever the verdict), 2 for a bad command line or an
+unreadable job. Process-level outcomes (signals, the hard timeout, OOM kills) are left to the
+parent, which never trusts the worker to report its own death.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _write_result(job_dir: Path, data: dict[str, Any]) -> None:
+    from xeforge_core.worker.job import RESULT_FILE
+
+    tmp = job_dir / (RESULT_FILE + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, job_dir / RESULT_FILE)
+
+
+def run_job(job_dir: Path) -> dict[str, Any]:
+    """Run the job in ``job_dir`` and return the result dict (also written to result.json)."""
+    from xeforge_core.worker.job import JOB_FILE
+
+    job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
+    role = job.get("role", "candidate")
+    device = job.get("device") or "cpu"
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    if role == "probe":
+        import importlib
+
+        try:
+            probe = importlib.import_module("xeforge_core.worker.probe")
+        except ModuleNotFoundError:
+            result = {"role": role, "kind": "runtime_error", "reason": "this worker has no probe module"}
+        else:
+            result = dict(probe.run(job))
+            result.setdefault("role", role)
+        _write_result(job_dir, result)
+        return result
+
+    started = time.perf_counter()
+    from xeforge_core.worker.context import WorkerContext
+
+    os.chdir(job_dir)
+    ctx = WorkerContext(job, job_dir)
+    ctx.progress.emit("note", f"worker started: role {role} on {ctx.ops.kind}")
+    if role == "baseline":
+        from xeforge_core.worker.roles import run_baseline
+
+        run_baseline(ctx)
+    elif role == "candidate":
+        from xeforge_core.worker.roles import run_candidate
+
+        run_candidate(ctx)
+    elif role == "timing":
+        from xeforge_core.worker.timing import run_timing
+
+        run_timing(ctx)
+    else:
+        from xeforge_core.verdict import VerdictKind
+
+        ctx.verdict.kind = VerdictKind.RUNTIME_ERROR
+        ctx.verdict.reason = f"unknown worker role {role!r}"
+    ctx.verdict.seconds = time.perf_counter() - started
+    result = ctx.verdict.to_dict()
+    result["role"] = role
+    _write_result(job_dir, result)
+    ctx.progress.emit("note", f"worker finished: {ctx.verdict.kind.value}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 1:
+        print("usage: python -m xeforge_core.worker JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = Path(argv[0]).resolve()
+    try:
+        job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"cannot read {job_dir / 'job.json'}: {exc}", file=sys.stderr)
+        return 2
+    if (job.get("device") or "cpu") == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
+    run_job(job_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

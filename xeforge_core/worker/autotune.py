@@ -1,0 +1,132 @@
+"""Enumerate and force ``@triton.autotune`` configs.
+
+Before the module under test is executed, ``install_shim`` wraps ``triton.autotune`` so every
+``Autotuner`` the module creates is recorded with its list of ``triton.Config``. Correctness then
+checks each config on its own: ``AutotuneRegistry.select`` narrows an autotuner to one config
+(Triton's ``Autotuner.run`` launches the single config directly, without benchmarking), and the
+kernel is launched with that config's kwargs, ``num_warps`` and ``num_stages``; a callable grid
+is evaluated with the resulting META dict by Triton itself.
+
+On cpu the autotuner cannot benchmark ("0 active drivers"), so there every autotuner is always
+narrowed to one config (the first unless another is selected). On a GPU, autotuners not selected
+keep all their configs and tune as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import triton
+
+
+@dataclass
+class TunerEntry:
+    """One recorded autotuner: its kernel name and original configs."""
+
+    tuner: Any
+    name: str
+    configs: list[Any]
+
+
+def describe_config(name: str, config: Any) -> str:
+    """``kernel[BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=2]``."""
+    parts = [f"{k}={v}" for k, v in getattr(config, "kwargs", {}).items()]
+    for attr in ("num_warps", "num_stages"):
+        val = getattr(config, attr, None)
+        if val is not None:
+            parts.append(f"{attr}={val}")
+    return f"{name}[{', '.join(parts)}]"
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """JSON-able view of a ``triton.Config``."""
+    out: dict[str, Any] = {k: v for k, v in getattr(config, "kwargs", {}).items()
+                           if isinstance(v, (int, float, str, bool))}
+    for attr in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        val = getattr(config, attr, None)
+        if val is not None:
+            out[attr] = val
+    return out
+
+
+class AutotuneRegistry:
+    """Autotuners created by the module under test, and which config each one runs.
+
+    ``interpreter``: true on cpu (every autotuner always narrowed to a single config).
+    """
+
+    def __init__(self, interpreter: bool) -> None:
+        self.interpreter = interpreter
+        self.entries: list[TunerEntry] = []
+        self._selection: dict[int, int] = {}
+
+    def add(self, tuner: Any) -> None:
+        base = getattr(tuner, "base_fn", None)
+        name = getattr(base, "__name__", None) or getattr(getattr(tuner, "fn", None), "__name__", "kernel")
+        self.entries.append(TunerEntry(tuner=tuner, name=name, configs=list(tuner.configs)))
+        self._apply()
+
+    def _apply(self) -> None:
+        for i, entry in enumerate(self.entries):
+            if i in self._selection:
+                entry.tuner.configs = [entry.configs[self._selection[i]]]
+            elif self.interpreter:
+                entry.tuner.configs = [entry.configs[0]]
+            else:
+                entry.tuner.configs = list(entry.configs)
+            entry.tuner.cache = {}
+
+    def variants(self) -> list[tuple[int, int, str]]:
+        """Every (autotuner index, config index, description) to check on its own."""
+        out = []
+        for i, entry in enumerate(self.entries):
+            for j, cfg in enumerate(entry.configs):
+                out.append((i, j, describe_config(entry.name, cfg)))
+        return out
+
+    def default_description(self) -> str | None:
+        """What runs when nothing is selected: on cpu the first config of each autotuner."""
+        if not self.entries:
+            return None
+        if self.interpreter:
+            return "; ".join(describe_config(e.name, e.configs[0]) for e in self.entries)
+        return "autotuned"
+
+    @contextmanager
+    def select(self, tuner_index: int, config_index: int) -> Iterator[None]:
+        """Within the block, autotuner ``tuner_index`` runs only config ``config_index``."""
+        self._selection = {tuner_index: config_index}
+        self._apply()
+        try:
+            yield
+        finally:
+            self._selection = {}
+            self._apply()
+
+
+_ORIGINAL = triton.autotune
+
+
+def install_shim(registry: AutotuneRegistry) -> None:
+    """Replace ``triton.autotune`` (and its aliases in ``triton.runtime``) so decorators
+    executed from now on record their ``Autotuner`` in ``registry``."""
+
+    def autotune(*args: Any, **kwargs: Any) -> Any:
+        decorator = _ORIGINAL(*args, **kwargs)
+
+        def wrap(fn: Any) -> Any:
+            tuner = decorator(fn)
+            registry.add(tuner)
+            return tuner
+
+        return wrap
+
+    autotune.__doc__ = _ORIGINAL.__doc__
+    import triton.runtime.autotuner as autotuner_mod
+
+    triton.autotune = autotune
+    triton.runtime.autotune = autotune
+    autotuner_mod.autotune = autotune

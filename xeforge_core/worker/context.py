@@ -1,0 +1,138 @@
+"""State shared by the worker's roles: the job, the device, the hooks, the verdict being built,
+progress events and step bookkeeping."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xeforge_core.verdict import Finding, Step, StepStatus, Verdict, VerdictKind
+from xeforge_core.worker.autotune import AutotuneRegistry, install_shim
+from xeforge_core.worker.capture import LaunchRecorder
+from xeforge_core.worker.device_ops import DeviceOps
+from xeforge_core.worker.errors import Failure, WorkerError
+from xeforge_core.worker.integrity import OpTracer, ThreadWatch, TimerGuard
+from xeforge_core.worker.job import PROGRESS_FILE
+
+STEP_ORDER = ("compile", "structure", "correctness", "performance")
+
+
+class Progress:
+    """Appends progress events (``{"t", "event", "message"}``) to ``progress.jsonl``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def emit(self, event: str, message: str) -> None:
+        try:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"t": time.time(), "event": event, "message": message}) + "\n")
+        except OSError:
+            pass
+
+
+class WorkerContext:
+    """Everything a role needs. ``job`` is the parsed ``job.json`` (see ``job.py``)."""
+
+    def __init__(self, job: dict[str, Any], job_dir: Path) -> None:
+        self.job = job
+        self.job_dir = job_dir
+        self.role = job.get("role", "candidate")
+        self.options: dict[str, Any] = dict(job.get("options") or {})
+        self.progress = Progress(job_dir / PROGRESS_FILE)
+        self.ops = DeviceOps(job.get("device") or "cpu")
+        self.timer_guard = TimerGuard()
+        self.threads = ThreadWatch()
+        self.registry = AutotuneRegistry(interpreter=self.ops.interpreter)
+        install_shim(self.registry)
+        self.recorder = LaunchRecorder(on_side_stream=self.ops.on_side_stream)
+        self.recorder.install()
+        self.verdict = Verdict(kind=VerdictKind.OK)
+        self.verdict.device = self.ops.fingerprint()
+        self.failed = False
+        self.poisoned = False
+
+    # -- fresh-memory poisoning -------------------------------------------------------------
+    def enable_poison(self) -> None:
+        """Make ``torch.empty`` return NaN-filled (floats) / max-filled (ints) memory, so that
+        output elements a kernel never writes show up."""
+        # torch.use_deterministic_algorithms(True, warn_only=True) without its import of the
+        # inductor config (seconds of start-up); fill_uninitialized_memory then NaN-fills empty().
+        torch._C._set_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        self.poisoned = True
+        self.ops.poison_allocator(64 << 20)
+
+    # -- calling the model ------------------------------------------------------------------
+    def call(self, model: torch.nn.Module, args: list[Any], *, trace: OpTracer | None = None) -> Any:
+        """``model(*args)`` without autograd, threads watched, ops traced when ``trace`` given."""
+        self.threads.active = True
+        try:
+            with torch.no_grad():
+                if trace is not None:
+                    with trace:
+                        out = model(*args)
+                else:
+                    out = model(*args)
+            self.ops.synchronize()
+        finally:
+            self.threads.active = False
+        return out
+
+    # -- steps --------------------------------------------------------------------------------
+    def run_step(self, name: str, fn: Callable[[Step], None]) -> Step:
+        """Run one step: ``fn(step)`` fills its status/summary/evidence; a ``WorkerError`` fails
+        it (the first failing step decides the verdict kind). Once a step failed, later steps
+        are recorded as skipped."""
+        step = Step(name=name, status=StepStatus.PASSED)
+        if self.failed:
+            step.status = StepStatus.SKIPPED
+            step.summary = "skipped: an earlier step failed"
+            self.verdict.steps.append(step)
+            return step
+        self.progress.emit("step", f"{name}: started")
+        start = time.perf_counter()
+        try:
+            fn(step)
+        except WorkerError as err:
+            self.fail(step, err.failure)
+        except Exception as exc:  # a bug of the harness itself, not of the module under test
+            import traceback
+
+            self.fail(step, Failure(VerdictKind.RUNTIME_ERROR,
+                                    f"the verification worker failed in step {name}: {type(exc).__name__}: {exc}",
+                                    None, traceback.format_exc()[-6000:]))
+        step.seconds = time.perf_counter() - start
+        self.verdict.steps.append(step)
+        self.progress.emit("step", f"{name}: {step.status.value}" + (f" - {step.summary}" if step.summary else ""))
+        return step
+
+    def fail(self, step: Step, failure: Failure, findings: list[Finding] | None = None) -> None:
+        """Mark ``step`` failed and set the verdict's kind, reason and line."""
+        step.status = StepStatus.FAILED
+        step.summary = failure.reason
+        self.failed = True
+        self.verdict.kind = failure.kind
+        self.verdict.reason = failure.reason
+        if failure.line is not None:
+            self.verdict.source_line = failure.line
+        if failure.error_text:
+            self.verdict.error_text = failure.error_text
+        for f in findings or []:
+            self.verdict.findings.append(f)
+
+    def skip_missing(self, names: tuple[str, ...] = STEP_ORDER) -> None:
+        """Record steps in ``names`` that never ran (after a failure) as skipped."""
+        have = {s.name for s in self.verdict.steps}
+        for name in names:
+            if name not in have:
+                self.verdict.steps.append(Step(name=name, status=StepStatus.SKIPPED,
+                                               summary="skipped: an earlier step failed"))
+
+    def kernels_to_verdict(self) -> None:
+        self.verdict.kernels = list(self.recorder.kernels.values())

@@ -1,0 +1,170 @@
+"""One small interface over the device backends the worker uses: cpu (Triton interpreter),
+cuda (``torch.cuda``) and xpu (``torch.xpu``, Intel's Triton backend).
+
+Everything device-specific the worker needs goes through ``DeviceOps``: synchronisation,
+timing events, stream identity, caching-allocator poisoning, cache flushing and graphs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+
+class _HostEvent:
+    """Event with the ``torch.cuda.Event`` interface, timed by the host clock (cpu)."""
+
+    def __init__(self) -> None:
+        self.t: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        return None
+
+    def elapsed_time(self, end: _HostEvent) -> float:
+        """Milliseconds from this event to ``end``."""
+        assert self.t is not None and end.t is not None
+        return (end.t - self.t) * 1e3
+
+
+class DeviceOps:
+    """Device operations for ``kind`` in ``"cpu" | "cuda" | "xpu"``.
+
+    ``torch_device`` is the ``torch.device`` tensors are placed on. ``interpreter`` is true on
+    cpu (kernels run in Triton's interpreter, so times are not meaningful).
+    """
+
+    def __init__(self, kind: str) -> None:
+        if kind not in ("cpu", "cuda", "xpu"):
+            raise ValueError(f"unknown device {kind!r}; expected cpu, cuda or xpu")
+        self.kind = kind
+        self.interpreter = kind == "cpu"
+        self._mod: Any = None
+        if kind == "cuda":
+            self._mod = torch.cuda
+        elif kind == "xpu":
+            if not hasattr(torch, "xpu"):
+                raise RuntimeError("this torch build has no torch.xpu")
+            self._mod = torch.xpu
+        self.torch_device = torch.device(kind if kind == "cpu" else f"{kind}:{self._current_index()}")
+        self._default_stream: Any = None
+        if self._mod is not None:
+            self._default_stream = self._mod.default_stream()
+
+    def _current_index(self) -> int:
+        return int(self._mod.current_device()) if self._mod is not None else 0
+
+    @property
+    def key(self) -> str:
+        """Lock/cache key of the device, e.g. ``cuda0``."""
+        return "cpu" if self.kind == "cpu" else f"{self.kind}{self._current_index()}"
+
+    def available(self) -> bool:
+        return self.kind == "cpu" or bool(self._mod.is_available())
+
+    def synchronize(self) -> None:
+        if self._mod is not None:
+            self._mod.synchronize()
+
+    def event(self) -> Any:
+        """A timing event: ``record()``, ``elapsed_time(other)`` in milliseconds."""
+        if self._mod is None:
+            return _HostEvent()
+        return self._mod.Event(enable_timing=True)
+
+    def on_side_stream(self) -> bool:
+        """True when the current stream is not the device's default stream."""
+        if self._mod is None:
+            return False
+        try:
+            return self._mod.current_stream() != self._default_stream
+        except Exception:
+            return False
+
+    def name(self) -> str:
+        if self._mod is None:
+            return "cpu (Triton interpreter)"
+        try:
+            return str(self._mod.get_device_name(self._current_index()))
+        except Exception:
+            return self.kind
+
+    def empty_cache(self) -> None:
+        if self._mod is not None and hasattr(self._mod, "empty_cache"):
+            self._mod.empty_cache()
+
+    def poison_allocator(self, nbytes: int = 256 << 20) -> None:
+        """Fill ``nbytes`` of the caching allocator's free memory with NaN bit patterns, so that
+        later ``torch.empty`` blocks carved from it start as NaN (GPU only; on cpu fresh memory is
+        poisoned through ``torch.utils.deterministic.fill_uninitialized_memory``)."""
+        if self._mod is None:
+            return
+        try:
+            free, _total = self._mod.mem_get_info()
+            nbytes = int(min(nbytes, free // 4))
+        except Exception:
+            pass
+        if nbytes <= 0:
+            return
+        blocks = []
+        for size in (nbytes // 2, nbytes // 4, nbytes // 8, 1 << 20, 64 << 10, 4 << 10, 512):
+            if size <= 0:
+                continue
+            try:
+                t = torch.empty(size // 4, dtype=torch.int32, device=self.torch_device)
+                t.fill_(-1)  # 0xFFFFFFFF: a NaN in fp32, two NaNs in fp16/bf16
+                blocks.append(t)
+            except Exception:
+                break
+        self.synchronize()
+        del blocks
+
+    def flush_buffer(self, l2_bytes: int | None) -> torch.Tensor | None:
+        """A buffer of at least twice ``l2_bytes`` (default 256 MiB) to write before every timed
+        call so the L2 cache holds none of the kernel's data; ``None`` on cpu."""
+        if self._mod is None:
+            return None
+        nbytes = max(2 * int(l2_bytes or 0), 256 << 20)
+        return torch.empty(nbytes // 4, dtype=torch.int32, device=self.torch_device)
+
+    def graph(self) -> Any | None:
+        """A device graph object (``torch.cuda.CUDAGraph`` / ``torch.xpu.XPUGraph``) or ``None``
+        where the backend has none."""
+        if self.kind == "cuda":
+            return torch.cuda.CUDAGraph()
+        if self.kind == "xpu" and hasattr(torch.xpu, "XPUGraph"):
+            return torch.xpu.XPUGraph()
+        return None
+
+    def graph_capture(self, graph: Any) -> Any:
+        """Context manager capturing into ``graph``."""
+        if self.kind == "cuda":
+            return torch.cuda.graph(graph)
+        return torch.xpu.graph(graph)  # pragma: no cover - xpu graphs where torch has them
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Device facts recorded in the verdict (name, versions)."""
+        import triton
+
+        info: dict[str, Any] = {"type": self.kind, "name": self.name(), "torch": torch.__version__,
+                                "triton": triton.__version__, "interpreter": self.interpreter}
+        try:
+            import numpy
+
+            info["numpy"] = numpy.__version__
+        except Exception:  # pragma: no cover
+            pass
+        if self._mod is not None:
+            try:
+                props = self._mod.get_device_properties(self._current_index())
+                for attr in ("total_memory", "L2_cache_size", "multi_processor_count",
+                             "driver_version", "max_compute_units", "gpu_subslice_count"):
+                    if hasattr(props, attr):
+                        info[attr] = getattr(props, attr)
+            except Exception:
+                pass
+        return info

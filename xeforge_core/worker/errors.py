@@ -1,0 +1,229 @@
+"""Classify what went wrong inside the worker into a verdict kind, with the source line.
+
+Rules (the first match wins):
+
+* ``SyntaxError`` while importing the module -> ``compile_error`` at the error's line.
+* Triton ``CompilationError`` (anywhere in the exception chain) -> ``compile_error``; its line,
+  which Triton counts from the ``def`` line of the ``@triton.jit`` function, is mapped to the
+  file line. ``OutOfResources`` (shared memory, threads) is a compile error too: the kernel as
+  written does not fit the device.
+* Triton's interpreter (``TRITON_INTERPRET=1``) runs kernel bodies as Python and wraps what they
+  raise in ``InterpreterError``; those are what the compiler rejects on a GPU (bad shapes,
+  non-power-of-two ``tl.arange``, type errors), so they are ``compile_error`` too, at the last
+  frame in the module's file.
+* ``torch.OutOfMemoryError``, ``MemoryError`` or "out of memory" in the text -> ``oom``.
+* Driver fault text -> ``crash``: Level Zero ``UR_RESULT_ERROR_*`` / ``ZE_RESULT_ERROR_*``,
+  CUDA "illegal memory access", "CUDA error", "device-side assert", "misaligned address".
+* Anything else -> ``runtime_error`` at the last frame in the module's file.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+import traceback
+from dataclasses import dataclass
+from types import TracebackType
+
+from xeforge_core.verdict import VerdictKind
+
+DRIVER_FAULT_PATTERNS = (
+    r"UR_RESULT_ERROR_\w+",
+    r"ZE_RESULT_ERROR_\w+",
+    r"illegal memory access",
+    r"CUDA error",
+    r"device-side assert",
+    r"misaligned address",
+    r"unspecified launch failure",
+    r"PI_ERROR_\w+",
+    r"DEVICE_LOST",
+)
+_DRIVER_RE = re.compile("|".join(DRIVER_FAULT_PATTERNS))
+_OOM_RE = re.compile(r"out of memory|OutOfMemory|UR_RESULT_ERROR_OUT_OF_(DEVICE|HOST)_MEMORY", re.I)
+
+MAX_ERROR_TEXT = 6000
+
+
+@dataclass
+class Failure:
+    """A classified failure: ``kind``, one-sentence ``reason``, 1-based ``line`` in the module
+    file when known, and ``error_text`` (traceback tail with the offending source line)."""
+
+    kind: VerdictKind
+    reason: str
+    line: int | None = None
+    error_text: str = ""
+
+
+class WorkerError(Exception):
+    """Raised inside the worker to stop a step with an already classified ``Failure``."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` followed by its ``__cause__`` / ``__context__`` chain (no repeats)."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return chain
+
+
+def _frames(tb: TracebackType | None) -> list[tuple[str, int]]:
+    out = []
+    while tb is not None:
+        out.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return out
+
+
+def last_line_in(exc: BaseException, path: str) -> int | None:
+    """The last line of ``path`` on the traceback of any exception in ``exc``'s chain (the
+    deepest one first, so a wrapped interpreter error points into the kernel body)."""
+    for e in reversed(exception_chain(exc)):
+        lines = [ln for fn, ln in _frames(e.__traceback__) if fn == path]
+        if lines:
+            return lines[-1]
+    return None
+
+
+def _source_line(path: str, line: int | None) -> str:
+    if not line:
+        return ""
+    return linecache.getline(path, line).rstrip()
+
+
+def format_error(exc: BaseException, path: str, line: int | None) -> str:
+    """Traceback text (tail, at most ``MAX_ERROR_TEXT`` characters) plus the offending line."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if len(text) > MAX_ERROR_TEXT:
+        text = "...\n" + text[-MAX_ERROR_TEXT:]
+    src = _source_line(path, line)
+    if src:
+        name = path.rsplit("/", 1)[-1]
+        text += f"\n{name}:{line}: {src.strip()}"
+    return text
+
+
+def _compilation_error(exc: BaseException) -> BaseException | None:
+    try:
+        from triton.compiler.errors import CompilationError
+    except Exception:  # pragma: no cover - triton missing
+        return None
+    for e in exception_chain(exc):
+        if isinstance(e, CompilationError):
+            return e
+    return None
+
+
+def _is_interpreter_error(exc: BaseException) -> bool:
+    return any(type(e).__name__ == "InterpreterError" for e in exception_chain(exc))
+
+
+def _out_of_resources(exc: BaseException) -> BaseException | None:
+    for e in exception_chain(exc):
+        if type(e).__name__ in ("OutOfResources", "PTXASError"):
+            return e
+    return None
+
+
+def map_compilation_line(err: BaseException, path: str, jit_functions: list) -> int | None:
+    """File line of a Triton ``CompilationError``: Triton counts ``err.node.lineno`` from the
+    ``def`` line of the JIT function whose source is ``err.src``."""
+    node = getattr(err, "node", None)
+    lineno = getattr(node, "lineno", None)
+    src = getattr(err, "src", None)
+    if lineno is None:
+        return None
+    try:
+        from triton.runtime.jit import get_jit_fn_file_line
+    except Exception:  # pragma: no cover
+        return None
+    for fn in jit_functions:
+        if getattr(fn, "src", None) == src:
+            try:
+                file_name, begin = get_jit_fn_file_line(fn)
+            except Exception:
+                continue
+            if file_name == path:
+                return begin + lineno - 1
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    msg = str(exc).strip().splitlines()
+    first = msg[0] if msg else ""
+    if len(first) > 300:
+        first = first[:300] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def classify(exc: BaseException, path: str, *, jit_functions: list | None = None,
+             during: str = "running") -> Failure:
+    """Classify ``exc`` (raised while ``during``, e.g. "importing", "running forward") for the
+    module file at ``path``. Returns a ``Failure`` (see the module docstring for the rules)."""
+    name = path.rsplit("/", 1)[-1]
+    if isinstance(exc, SyntaxError) and (exc.filename in (path, None) or during == "importing"):
+        line = exc.lineno if exc.filename == path else last_line_in(exc, path)
+        src = (exc.text or "").strip()
+        reason = f"{type(exc).__name__} at {name}:{line}: {exc.msg}" + (f" in `{src}`" if src else "")
+        return Failure(VerdictKind.COMPILE_ERROR, reason, line, format_error(exc, path, line))
+
+    texts = " | ".join(str(e) for e in exception_chain(exc))
+    line = last_line_in(exc, path)
+
+    if any(type(e).__name__ == "OutOfMemoryError" or isinstance(e, MemoryError)
+           for e in exception_chain(exc)) or _OOM_RE.search(texts):
+        where = f" at {name}:{line}" if line else ""
+        return Failure(VerdictKind.OOM, f"out of memory while {during}{where}: {_one_line(exc)}", line,
+                       format_error(exc, path, line))
+
+    cerr = _compilation_error(exc)
+    if cerr is not None:
+        mapped = map_compilation_line(cerr, path, jit_functions or []) or line
+        src = _source_line(path, mapped).strip()
+        detail = getattr(cerr, "error_message", None) or _one_line(cerr)
+        reason = (f"Triton compilation failed at {name}:{mapped}" + (f" (`{src}`)" if src else "")
+                  + f": {str(detail).strip().splitlines()[-1] if detail else ''}")
+        return Failure(VerdictKind.COMPILE_ERROR, reason, mapped, format_error(exc, path, mapped))
+
+    oor = _out_of_resources(exc)
+    if oor is not None:
+        return Failure(VerdictKind.COMPILE_ERROR, f"the kernel does not fit the device: {_one_line(oor)}",
+                       line, format_error(exc, path, line))
+
+    if _DRIVER_RE.search(texts):
+        match = _DRIVER_RE.search(texts)
+        return Failure(VerdictKind.CRASH, f"driver fault while {during} ({match.group(0)}): {_one_line(exc)}",
+                       line, format_error(exc, path, line))
+
+    if _is_interpreter_error(exc):
+        inner = exception_chain(exc)[-1]
+        src = _source_line(path, line).strip()
+        reason = (f"the Triton kernel does not compile: {_one_line(inner)}"
+                  + (f" at {name}:{line} (`{src}`)" if line else ""))
+        return Failure(VerdictKind.COMPILE_ERROR, reason, line, format_error(exc, path, line))
+
+    src = _source_line(path, line).strip()
+    where = f" at {name}:{line}" + (f" (`{src}`)" if src else "") if line else ""
+    kind = VerdictKind.COMPILE_ERROR if during == "importing" else VerdictKind.RUNTIME_ERROR
+    reason = f"{_one_line(exc)} while {during}{where}"
+    return Failure(kind, reason, line, format_error(exc, path, line))
+
+
+def hardcoded_device_note(source: str, error_text: str, device: str) -> str | None:
+    """If the module hard-codes the xpu (or cuda) device and so cannot run on ``device``,
+    a sentence saying so; else ``None``."""
+    for dev in ("xpu", "cuda"):
+        if dev == device:
+            continue
+        in_source = re.search(rf"torch\.{dev}\b|['\"]{dev}(:\d+)?['\"]|\.{dev}\(\)", source)
+        in_error = re.search(dev, error_text, re.I)
+        if in_source and in_error:
+            return (f"hard-codes the {dev} device; it cannot run on {device} as written "
+                    "(the portability codemod rewrites it)")
+    return None

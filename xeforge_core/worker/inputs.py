@@ -1,0 +1,241 @@
+"""Build models and inputs, identically in the baseline and the candidate job.
+
+Inputs are drawn on the host from a ``torch.Generator`` seeded from (seed, distribution, input
+position), then moved to the device, so the baseline and the candidate (and every device) see
+the same values. Input distributions (``DISTRIBUTIONS``):
+
+* ``normal``  standard normal.
+* ``uniform`` uniform in [-1, 1].
+* ``mixed``   mixed signs and magnitudes: sign * 10**u with u uniform in [-3, 1], so values
+  span 1e-3..10 (large enough to expose precision loss, small enough that an fp16 GEMM over a
+  few hundred terms does not overflow).
+* ``module``  (no spec only) exactly what the module's ``get_inputs()`` returns under
+  ``torch.manual_seed(seed)``.
+
+Integer inputs are ``randint(0, 16)`` (bool: ``randint(0, 2)``) whatever the distribution.
+Without a spec, ``get_inputs()`` gives the shapes and dtypes, and its floating-point tensors are
+redrawn from the distribution. With a spec, the variant's ``dtype`` overrides the dtype of every
+floating-point input and the model is cast with ``model.to(dtype)``, as Xe-Forge does.
+
+Weights: the model is constructed under ``torch.manual_seed(seed)``; the candidate then takes
+the baseline's ``state_dict`` (saved by the baseline job) when keys and shapes match, and the
+reference takes the kernel model's the same way; otherwise both keep the seeded init.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+from xeforge_core.verdict import VerdictKind
+from xeforge_core.worker.errors import Failure, WorkerError, classify
+from xeforge_core.worker.loading import LoadedModule
+
+DISTRIBUTIONS = ("normal", "uniform", "mixed")
+
+
+def _fail(reason: str) -> WorkerError:
+    return WorkerError(Failure(VerdictKind.RUNTIME_ERROR, reason))
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    """``"float16"`` / ``"torch.float16"`` / ``"fp16"`` -> ``torch.float16``. Raises
+    ``WorkerError`` naming the bad dtype."""
+    aliases = {"fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32",
+               "fp64": "float64", "double": "float64", "bf16": "bfloat16", "int": "int32",
+               "long": "int64", "bool": "bool"}
+    key = str(name).replace("torch.", "").strip()
+    key = aliases.get(key, key)
+    dt = getattr(torch, key, None)
+    if not isinstance(dt, torch.dtype):
+        raise _fail(f"unknown dtype {name!r} in the spec")
+    return dt
+
+
+def _generator(seed: int, distribution: str, index: int) -> torch.Generator:
+    digest = hashlib.sha256(f"{seed}:{distribution}:{index}".encode()).digest()
+    g = torch.Generator(device="cpu")
+    g.manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+    return g
+
+
+def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: torch.Generator) -> torch.Tensor:
+    """A host tensor of ``shape``/``dtype`` drawn from ``distribution`` (see module docstring)."""
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return torch.randint(0, 16, shape, generator=gen, dtype=torch.int64).to(dtype)
+    if distribution == "uniform":
+        x = torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1
+    elif distribution == "mixed":
+        mag = 10 ** (torch.rand(shape, generator=gen, dtype=torch.float32) * 4 - 3)
+        sign = torch.randint(0, 2, shape, generator=gen).float() * 2 - 1
+        x = mag * sign
+    elif distribution in ("normal", "module"):
+        x = torch.randn(shape, generator=gen, dtype=torch.float32)
+    else:
+        raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    return x.to(dtype)
+
+
+def _resolve_dim(value: Any, dims: dict[str, Any], input_name: str) -> list[int]:
+    if isinstance(value, bool):
+        raise _fail(f"input {input_name}: shape entry {value!r} is not a size")
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, str):
+        if value in dims:
+            return _resolve_dim(dims[value], dims, input_name)
+        try:
+            return [int(value)]
+        except ValueError:
+            known = ", ".join(sorted(dims)) or "none"
+            raise _fail(f"input {input_name}: unknown dim {value!r} in its shape (variant dims: {known})") from None
+    if isinstance(value, float) and value.is_integer():
+        return [int(value)]
+    if isinstance(value, (list, tuple)):
+        out: list[int] = []
+        for v in value:
+            out += _resolve_dim(v, dims, input_name)
+        return out
+    raise _fail(f"input {input_name}: shape entry {value!r} is not an integer size")
+
+
+def init_values(loaded: LoadedModule, variant: dict[str, Any]) -> list[Any]:
+    """Positional ``Model.__init__`` values: the variant's resolved ``init_values``, else the
+    module's ``get_init_inputs()``, else none."""
+    vals = variant.get("init_values")
+    if vals:
+        return list(vals)
+    fn = getattr(loaded.module, "get_init_inputs", None)
+    if fn is None:
+        return []
+    try:
+        got = fn()
+    except Exception as exc:
+        raise WorkerError(classify(exc, loaded.file, during="calling get_init_inputs()")) from exc
+    if not isinstance(got, (list, tuple)):
+        raise _fail(f"get_init_inputs() in {loaded.path.name} returned {type(got).__name__}, "
+                    "not a list of constructor arguments")
+    return list(got)
+
+
+def construct_model(loaded: LoadedModule, inits: list[Any], seed: int, device: torch.device,
+                    dtype: torch.dtype | None) -> torch.nn.Module:
+    """Instantiate the module's model class under ``torch.manual_seed(seed)``, move it to
+    ``device`` and (when the variant gives a dtype) cast it. Raises ``WorkerError`` naming the
+    class and the init values it rejected."""
+    cls = loaded.model_class()
+    torch.manual_seed(seed)
+    try:
+        model = cls(*inits)
+    except Exception as exc:
+        failure = classify(exc, loaded.file, during="constructing the model")
+        shown = ", ".join(repr(v) for v in inits)
+        failure.reason = (f"{loaded.class_name}({shown}) rejected its init values: "
+                          f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+        if failure.kind is VerdictKind.COMPILE_ERROR:
+            failure.kind = VerdictKind.RUNTIME_ERROR
+        raise WorkerError(failure) from exc
+    if not isinstance(model, torch.nn.Module):
+        raise _fail(f"{loaded.class_name}(...) is not a torch.nn.Module (got {type(model).__name__})")
+    try:
+        model = model.to(device)
+        if dtype is not None:
+            model = model.to(dtype)
+    except Exception as exc:
+        raise WorkerError(classify(exc, loaded.file, during="moving the model to the device")) from exc
+    return model
+
+
+def load_matching_state(model: torch.nn.Module, state: dict[str, torch.Tensor] | None) -> str:
+    """Copy ``state`` into ``model`` when its keys and shapes match; returns what happened
+    (``"copied"`` or why not)."""
+    if not state:
+        return "no saved weights"
+    own = model.state_dict()
+    if set(own) != set(state):
+        return "state_dict keys differ; same init seed used"
+    for k, v in own.items():
+        if tuple(v.shape) != tuple(state[k].shape):
+            return f"state_dict shape of {k} differs; same init seed used"
+    with torch.no_grad():
+        for k, v in own.items():
+            v.copy_(state[k].to(device=v.device, dtype=v.dtype))
+    return "copied"
+
+
+def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dict[str, Any], seed: int,
+                 distribution: str, device: torch.device) -> list[Any]:
+    """The forward() arguments for (variant, seed, distribution), on ``device``.
+
+    Raises ``WorkerError`` (runtime_error) naming the problem when the spec or ``get_inputs()``
+    cannot give inputs: unknown dim, bad dtype, an input the spec does not declare, or
+    ``get_inputs()`` returning something that is not a list of tensors / numbers.
+    """
+    if spec and spec.get("inputs"):
+        declared = spec["inputs"]
+        names = list(variant.get("params") or declared.keys())
+        dims = dict(variant.get("dims") or {})
+        override = variant.get("dtype")
+        args: list[Any] = []
+        for i, name in enumerate(names):
+            if name not in declared:
+                raise _fail(f"variant {variant.get('name')!r} names input {name!r}, which the spec's "
+                            f"inputs do not declare (declared: {', '.join(declared)})")
+            entry = declared[name]
+            shape = _resolve_dim(list(entry.get("shape") or []), dims, name)
+            dtype = dtype_from_name(entry.get("dtype") or "float32")
+            if override and (dtype.is_floating_point or dtype.is_complex):
+                dtype = dtype_from_name(override)
+            args.append(make_tensor(shape, dtype, distribution, _generator(seed, distribution, i)).to(device))
+        return args
+
+    fn = getattr(loaded.module, "get_inputs", None)
+    if fn is None:
+        raise _fail(f"{loaded.path.name} has no get_inputs() and no spec was given, so there are no inputs")
+    torch.manual_seed(seed)
+    try:
+        got = fn()
+    except Exception as exc:
+        raise WorkerError(classify(exc, loaded.file, during="calling get_inputs()")) from exc
+    if isinstance(got, torch.Tensor) or not isinstance(got, (list, tuple)):
+        raise _fail(f"get_inputs() in {loaded.path.name} returned a {type(got).__name__}; it must return "
+                    "a list of forward() arguments (tensors)")
+    args = []
+    for i, item in enumerate(got):
+        if isinstance(item, torch.Tensor):
+            t = item.detach()
+            if distribution != "module" and (t.dtype.is_floating_point or t.dtype.is_complex):
+                t = make_tensor(list(t.shape), t.dtype, distribution, _generator(seed, distribution, i))
+            args.append(t.to(device))
+        elif isinstance(item, (bool, int, float)):
+            args.append(item)
+        else:
+            raise _fail(f"get_inputs() in {loaded.path.name} returned a {type(item).__module__}."
+                        f"{type(item).__name__} at position {i}; inputs must be torch tensors "
+                        "(or Python numbers)")
+    return args
+
+
+def clone_args(args: list[Any]) -> list[Any]:
+    """Deep copies of the tensor arguments (others as is)."""
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    """forward()'s result as a flat list: a tensor -> [tensor]; tuples/lists flattened
+    recursively; anything else kept as one element."""
+    if isinstance(out, (list, tuple)):
+        flat: list[Any] = []
+        for o in out:
+            flat += flatten_outputs(o)
+        return flat
+    return [out]
+
+
+def to_host(outputs: list[Any]) -> list[Any]:
+    """Detached host copies of the tensors in ``outputs`` (for saving and comparing)."""
+    return [o.detach().to("cpu", copy=True) if isinstance(o, torch.Tensor) else o for o in outputs]

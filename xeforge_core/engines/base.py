@@ -163,55 +163,52 @@ def get_engine(name: str, **settings: Any) -> Engine:
 
 
 def render_stage_prompt(stage: str, context: ProposalContext, feedback: str | None = None) -> str:
-    """The prompt for ``stage``: ``context.prompt`` when given, else
-    ``xeforge_core.stages.render_prompt`` over the context; the latest ``feedback`` is appended
-    when the rendered text does not already contain it. Raises ``EngineError`` when no prompt
-    can be rendered (stages module missing or failing)."""
+    """The exact prompt for ``stage``: ``context.prompt`` when given, else
+    ``xeforge_core.stages.render_prompt`` with the original and current code, the stage's issues
+    from ``context.analysis``, the hardware profile, the problem context
+    (``stages.problem_context``), the knowledge-base rules for the stage and target, and
+    ``feedback``. When ``context.prompt`` is used and does not already hold ``feedback``, the
+    feedback is appended as its own section.
+
+    Raises ``EngineError`` when no prompt can be rendered (unknown stage, missing templates)."""
     text = context.prompt
     if text is None:
-        try:
-            from xeforge_core import stages
-        except ImportError as exc:  # pragma: no cover - depends on the stages module landing
-            raise EngineError(f"no prompt given and the stage prompts are unavailable: {exc}") from exc
-        text = _call_render_prompt(stages.render_prompt, stage, context, feedback)
+        text = _render_from_stages(stage, context, feedback)
     if feedback and feedback.strip() and feedback.strip() not in text:
         text = (text.rstrip() + "\n\n## Feedback on your previous attempt (verdict)\n\n"
                 + feedback.strip() + "\n\nFix the problem above and return the complete module.\n")
     return text
 
 
-def _call_render_prompt(render: Any, stage: str, context: ProposalContext, feedback: str | None) -> str:
-    """Call ``render_prompt`` with whichever of the context's fields its signature accepts."""
-    import inspect
-
-    available: dict[str, Any] = {
-        "stage": stage, "stage_id": stage,
-        "original_code": context.original_code, "original": context.original_code,
-        "current_code": context.current_code, "current": context.current_code, "code": context.current_code,
-        "problem": context.problem, "analysis": context.analysis, "target": context.target,
-        "profile": context.profile, "feedback": feedback, "history": context.history,
-    }
-    sig = inspect.signature(render)
-    params = list(sig.parameters.values())
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    takes_var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
-    for i, p in enumerate(params):
-        if p.kind is p.VAR_KEYWORD or p.kind is p.VAR_POSITIONAL:
-            continue
-        if i == 0 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            args.append(stage)
-            continue
-        if p.name in available:
-            if p.kind is p.POSITIONAL_ONLY:
-                args.append(available[p.name])
-            else:
-                kwargs[p.name] = available[p.name]
-    if takes_var_kw:
-        for k in ("original_code", "current_code", "problem", "analysis", "target", "profile", "feedback"):
-            kwargs.setdefault(k, available[k])
+def _render_from_stages(stage: str, context: ProposalContext, feedback: str | None) -> str:
     try:
-        result = render(*args, **kwargs)
+        from xeforge_core import stages
+    except ImportError as exc:  # pragma: no cover - the stages module ships with the package
+        raise EngineError(f"no prompt given and the stage prompts are unavailable: {exc}") from exc
+    issues: list[Any] = []
+    issues_for = getattr(context.analysis, "issues_for", None)
+    if callable(issues_for):
+        try:
+            issues = list(issues_for(stage))
+        except Exception:  # advisory input; the prompt still has the code
+            issues = []
+    profile = context.profile
+    problem_ctx: dict[str, Any] = {}
+    rules: list[Any] = []
+    try:
+        from xeforge_core.knowledge import HardwareProfile, load_knowledge
+
+        kb = load_knowledge()
+        if profile is None:
+            profile = kb.default_profile(context.target)
+        rules = kb.rules_for(stage=stage, target=context.target)
+        hw = profile if isinstance(profile, HardwareProfile) else None
+        problem_ctx = stages.problem_context(context.problem, None, hw) if context.problem is not None else {}
+    except Exception:  # the knowledge base is optional for a prompt; code and stage goal suffice
+        pass
+    try:
+        return stages.render_prompt(stage, original_code=context.original_code,
+                                    current_code=context.current_code, issues=issues, profile=profile,
+                                    problem_context=problem_ctx, rules=rules, feedback=feedback)
     except Exception as exc:
         raise EngineError(f"rendering the {stage} prompt failed: {type(exc).__name__}: {exc}") from exc
-    return str(result)

@@ -237,9 +237,33 @@ def _literal(node: ast.AST | None) -> Any:
         return None
 
 
-def _seg(source: str, node: ast.AST) -> str:
-    text = ast.get_source_segment(source, node)
-    return text if text is not None else ast.unparse(node)
+class _Source:
+    """The module text split once into lines, for fast source segments."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+
+    def seg(self, node: ast.AST) -> str:
+        try:
+            l0, l1 = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined, operator]
+            c0, c1 = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        except AttributeError:
+            return ast.unparse(node)
+        if l1 is None or c1 is None or l1 >= len(self.lines):
+            return ast.unparse(node)
+        if l0 == l1:
+            return self.lines[l0].encode()[c0:c1].decode(errors="replace")
+        first = self.lines[l0].encode()[c0:].decode(errors="replace")
+        last = self.lines[l1].encode()[:c1].decode(errors="replace")
+        return first + "".join(self.lines[l0 + 1:l1]) + last
+
+
+
+def _seg(source: str | _Source, node: ast.AST) -> str:
+    if isinstance(source, _Source):
+        return source.seg(node)
+    return _Source(source).seg(node)
 
 
 class _Env:
@@ -339,7 +363,7 @@ def _is_config_call(node: ast.AST) -> bool:
 
 class _Extractor:
     def __init__(self, source: str, tree: ast.Module) -> None:
-        self.source = source
+        self.source = _Source(source)
         self.tree = tree
         self.parents: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(tree):

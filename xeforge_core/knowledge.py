@@ -506,6 +506,16 @@ def load_knowledge(root: str | Path | None = None) -> KnowledgeBase:
 load_knowledge.cache_clear = _cached.cache_clear  # type: ignore[attr-defined]
 
 
+@functools.lru_cache(maxsize=1)
+def _probe_triton() -> tuple[str | None, bool, bool]:
+    try:
+        import triton
+        import triton.language as tl
+    except Exception:  # noqa: BLE001 - triton may be absent or broken on this machine
+        return None, False, False
+    return getattr(triton, "__version__", None), hasattr(tl, "make_block_ptr"), hasattr(tl, "make_tensor_descriptor")
+
+
 def installed_triton_pointer_api() -> dict[str, Any]:
     """Which block-I/O APIs the installed Triton offers, probed by attribute lookup on
     ``triton.language`` (no kernel is compiled or run).
@@ -514,13 +524,9 @@ def installed_triton_pointer_api() -> dict[str, Any]:
     "preferred": "tensor_descriptor" | "block_ptr" | None}``. FACTS.md: Triton 3.9 removed
     block pointers (``make_block_ptr`` raises); 3.6 has both.
     """
-    try:
-        import triton
-        import triton.language as tl
-    except Exception:  # noqa: BLE001 - triton may be absent or broken on this machine
+    version, has_bp, desc = _probe_triton()
+    if version is None and not has_bp and not desc:
         return {"version": None, "block_ptr": False, "tensor_descriptor": False, "preferred": None}
-    version = getattr(triton, "__version__", None)
-    block_ptr = hasattr(tl, "make_block_ptr") and (version is None or version_matches(version, "<3.9"))
-    desc = hasattr(tl, "make_tensor_descriptor")
+    block_ptr = has_bp and (version is None or version_matches(version, "<3.9"))
     preferred = "tensor_descriptor" if desc else ("block_ptr" if block_ptr else None)
     return {"version": version, "block_ptr": block_ptr, "tensor_descriptor": desc, "preferred": preferred}

@@ -125,11 +125,17 @@ def lint_grf_mode_values(ctx: LintContext) -> list[Hit]:
     hits = []
     for cfg in ctx.facts.configs:
         for v in cfg.kwargs.get("grf_mode", []):
-            hits += [Hit(cfg.line, m) for m in _grf_problems(v, cfg.num_warps)]
+            hits += [Hit(cfg.line, m, severity=_legacy_sev(v, m)) for m in _grf_problems(v, cfg.num_warps)]
     for ln in ctx.facts.launches:
         if ln.grf_mode is not None:
-            hits += [Hit(ln.line, m, kernel=ln.kernel) for m in _grf_problems(ln.grf_mode, [ln.num_warps])]
+            hits += [Hit(ln.line, m, severity=_legacy_sev(ln.grf_mode, m), kernel=ln.kernel)
+                     for m in _grf_problems(ln.grf_mode, [ln.num_warps])]
     return hits
+
+
+def _legacy_sev(value: Any, message: str) -> str | None:
+    """Old spellings (small/large) still work on older Intel backends: a warning, not an error."""
+    return "warning" if str(value) in GRF_MODE_LEGACY and "old spelling" in message else None
 
 
 @_register

@@ -1,0 +1,273 @@
+"""Each knowledge-base lint fires on a planted violation and stays quiet on the fixed code."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from xeforge_core import lints
+from xeforge_core.analysis import analyze, lint
+from xeforge_core.knowledge import load_knowledge
+
+HEADER = "import torch\nimport triton\nimport triton.language as tl\n\n"
+
+GEMM_BODY = """
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{extra_params}):
+    {pid}
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak)
+        b = tl.load(b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn)
+        {dot}
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc)
+"""
+
+PID_2D = "pid_m = tl.program_id(0)\n    pid_n = tl.program_id(1)"
+PID_1D = ("pid = tl.program_id(0)\n    num_n = tl.cdiv(N, BLOCK_N)\n    group = pid // (GROUP_SIZE_M * num_n)\n"
+          "    pid_m = group * GROUP_SIZE_M + (pid % GROUP_SIZE_M)\n    pid_n = (pid % (GROUP_SIZE_M * num_n)) // GROUP_SIZE_M")
+
+
+def gemm(dot: str = "acc = tl.dot(a, b, acc)", pid: str = PID_2D, extra_params: str = "", decorators: str = "",
+         launch: str = "") -> str:
+    body = GEMM_BODY.format(dot=dot, pid=pid, extra_params=extra_params)
+    return HEADER + decorators + body.lstrip("\n") + "\n" + textwrap.dedent(launch)
+
+
+def wrapper(body: str) -> str:
+    return "\n\ndef run(a, b, c, M, N, K):\n" + textwrap.indent(textwrap.dedent(body).strip() + "\n", "    ")
+
+
+ROW_KERNEL = HEADER + """
+@triton.jit
+def row_kernel(x_ptr, y_ptr, N, stride_x, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + row * stride_x + offs, mask=offs < N)
+    tl.store(y_ptr + row * stride_x + offs, x, mask=offs < N)
+"""
+
+ROW_KERNEL_I64 = ROW_KERNEL.replace("row = tl.program_id(0)", "row = tl.program_id(0).to(tl.int64)")
+
+AUTOTUNED = """@triton.autotune(configs=[triton.Config({{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}}, num_warps=4)],
+                 key=["M", "N", "K"])
+"""
+
+FORWARD = HEADER + """
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(64, 64))
+
+    def forward(self, x):
+        return helper(x, self.weight)
+
+
+def helper(x, w):
+    {line}
+    return x @ w2
+"""
+
+BLOCK_PTR = HEADER + """
+@triton.jit
+def bp_kernel(a_ptr, M, K, stride_am, stride_ak, BM: tl.constexpr, BK: tl.constexpr):
+    a_bp = tl.make_block_ptr(a_ptr, (M, K), (stride_am, stride_ak), (0, 0), (BM, BK), (1, 0))
+    a = tl.load(a_bp, boundary_check={bc})
+    tl.store(a_bp, a, boundary_check={bc})
+"""
+
+DESCRIPTOR = HEADER + """
+@triton.jit
+def d_kernel(a_ptr, M, K, stride_am, BM: tl.constexpr, BK: tl.constexpr):
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BM, BK])
+    a = a_desc.load([0, 0])
+    a_desc.store([0, 0], a)
+"""
+
+DEVICE_BAD = HEADER + """
+def run(x):
+    y = torch.empty_like(x, device="xpu")
+    return y.to("cuda:0")
+"""
+DEVICE_GOOD = HEADER + """
+def run(x):
+    y = torch.empty_like(x, device=x.device)
+    return y
+"""
+
+SOFTMAX = HEADER + """
+@triton.jit
+def sm_kernel(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
+    offs = tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + offs, mask=offs < N, other=-float("inf"))
+    p = {expr}
+    tl.store(y_ptr + offs, p / tl.sum(p, axis=0), mask=offs < N)
+"""
+
+TWO_LAUNCHES = HEADER + """
+@triton.jit
+def k1(x_ptr, t_ptr, N, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(t_ptr + o, tl.load(x_ptr + o) * 2, mask=o < N)
+
+
+@triton.jit
+def k2(t_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(y_ptr + o, tl.load(t_ptr + o) + 1, mask=o < N)
+
+
+def run(x, N):
+    tmp = torch.empty_like(x)
+    y = torch.empty_like(x)
+    k1[(1,)](x, tmp, N, BLOCK=1024)
+    {second}
+    return y
+"""
+
+LAUNCH_2D = "run_grid = None\n"
+
+# lint name -> (violating source, fixed source, target, triton version)
+CASES: dict[str, tuple[str, str, str, str | None]] = {
+    "lint_pow2_num_warps": (
+        gemm(launch=wrapper("mm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BLOCK_M=64, BLOCK_N=64, "
+                            "BLOCK_K=32, num_warps=6)")),
+        gemm(launch=wrapper("mm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BLOCK_M=64, BLOCK_N=64, "
+                            "BLOCK_K=32, num_warps=8)")),
+        "xpu", None),
+    "lint_pow2_tile_sizes": (
+        gemm(launch=wrapper("BM, BN = 96, 64\nmm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BM, BN, 32)")),
+        gemm(launch=wrapper("BM, BN = 128, 64\nmm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BM, BN, 32)")),
+        "xpu", None),
+    "lint_grf_mode_values": (
+        HEADER + 'cfgs = [triton.Config({"BLOCK_M": 256, "grf_mode": g}, num_warps=w) for g in ["large"] for w in [64]]\n',
+        HEADER + 'cfgs = [triton.Config({"BLOCK_M": 256, "grf_mode": g}, num_warps=w) for g in ["256"] for w in [32]]\n',
+        "xpu", None),
+    "lint_grf_mode_portability": (
+        gemm(launch=wrapper("mm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BLOCK_M=64, BLOCK_N=64, "
+                            "BLOCK_K=32, grf_mode='256')")),
+        gemm(launch=wrapper("mm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BLOCK_M=64, BLOCK_N=64, "
+                            "BLOCK_K=32)")),
+        "cuda", None),
+    "lint_swizzle_1d_grid": (
+        gemm(),
+        gemm(pid=PID_1D, extra_params=", GROUP_SIZE_M: tl.constexpr"),
+        "xpu", None),
+    "lint_hardcoded_device": (DEVICE_BAD, DEVICE_GOOD, "xpu", None),
+    "lint_device_sync": (
+        DEVICE_GOOD.replace("    return y\n", "    torch.xpu.synchronize()\n    return y\n"),
+        DEVICE_GOOD, "xpu", None),
+    "lint_dot_operand_upcast": (
+        gemm(dot="acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)"),
+        gemm(), "xpu", None),
+    "lint_dot_accumulator_arg": (gemm(dot="acc += tl.dot(a, b)"), gemm(), "xpu", None),
+    "lint_float64": (
+        gemm(dot="acc = tl.dot(a, b, acc).to(tl.float64).to(tl.float32)"), gemm(), "xpu", None),
+    "lint_int64_offsets": (ROW_KERNEL, ROW_KERNEL_I64, "xpu", None),
+    "lint_forward_weight_transpose": (
+        FORWARD.replace("{line}", "w2 = w.t().contiguous()"), FORWARD.replace("{line}", "w2 = w.t()"), "xpu", None),
+    "lint_inner_loop_transpose": (
+        gemm(dot="acc = tl.dot(a, tl.trans(b), acc)"), gemm(), "xpu", None),
+    "lint_item_in_forward": (
+        FORWARD.replace("{line}", "w2 = w * float(w.sum().item())"), FORWARD.replace("{line}", "w2 = w * 2.0"),
+        "xpu", None),
+    "lint_autotune_meta_conflict": (
+        gemm(decorators=AUTOTUNED.format(), extra_params="").replace("BLOCK_K: tl.constexpr", "BLOCK_K: tl.constexpr = 32"),
+        gemm(decorators=AUTOTUNED.format()), "xpu", None),
+    "lint_autotune_grid_meta": (
+        gemm(decorators=AUTOTUNED.format(),
+             launch=wrapper("grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))\n"
+                            "mm_kernel[grid](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1)")),
+        gemm(decorators=AUTOTUNED.format(),
+             launch=wrapper("grid = lambda META: (triton.cdiv(M, META['BLOCK_M']), triton.cdiv(N, META['BLOCK_N']))\n"
+                            "mm_kernel[grid](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1)")),
+        "xpu", None),
+    "lint_no_autotune": (
+        gemm(launch=wrapper("mm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, 64, 64, 32)")),
+        gemm(decorators=AUTOTUNED.format(),
+             launch=wrapper("mm_kernel[lambda META: (1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1)")),
+        "xpu", None),
+    "lint_block_io_for_dot": (gemm(), DESCRIPTOR + gemm().replace(HEADER, "").replace(
+        "a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak)",
+        "a = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], "
+        "block_shape=[BLOCK_M, BLOCK_K]).load([pid_m * BLOCK_M, k0])"), "xpu", None),
+    "lint_block_ptr_api": (BLOCK_PTR.replace("{bc}", "(0, 1)"), DESCRIPTOR, "xpu", "3.9.0"),
+    "lint_boundary_check_indices": (
+        BLOCK_PTR.replace("{bc}", "(True, True)"), BLOCK_PTR.replace("{bc}", "(0, 1)"), "xpu", None),
+    "lint_mixed_ptr_apis": (
+        DESCRIPTOR.replace("    a_desc.store([0, 0], a)\n",
+                           "    bp = tl.make_block_ptr(a_ptr, (M, K), (stride_am, 1), (0, 0), (BM, BK), (1, 0))\n"
+                           "    tl.store(bp, a, boundary_check=(0, 1))\n"),
+        DESCRIPTOR, "xpu", None),
+    "lint_exp_not_exp2": (
+        SOFTMAX.replace("{expr}", "tl.exp(x - tl.max(x, axis=0))"),
+        SOFTMAX.replace("{expr}", "tl.math.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634)"), "xpu", None),
+    "lint_fusion_candidate": (
+        TWO_LAUNCHES.replace("{second}", "k2[(1,)](tmp, y, N, BLOCK=1024)"),
+        TWO_LAUNCHES.replace("{second}", "k2[(1,)](x, y, N, BLOCK=1024)"), "xpu", None),
+}
+
+
+def _rule_for(lint_name: str):
+    kb = load_knowledge()
+    rules = [r for r in kb.rules.values() if r.lint == lint_name]
+    assert rules, f"no knowledge-base rule uses {lint_name}"
+    return rules[0]
+
+
+def test_every_lint_has_a_case_and_a_rule():
+    assert set(CASES) == set(lints.LINTS), "each lint needs a planted violation and a fix in CASES"
+    used = {r.lint for r in load_knowledge().rules.values() if r.lint}
+    assert used == set(lints.LINTS), "each lint must be referenced by a rule, and each rule's lint must exist"
+
+
+@pytest.mark.parametrize("lint_name", sorted(CASES))
+def test_lint_fires_on_violation_and_not_on_fix(lint_name: str):
+    bad, good, target, version = CASES[lint_name]
+    rule = _rule_for(lint_name)
+    compile(bad, "<bad>", "exec")
+    compile(good, "<good>", "exec")
+    hits_bad = [i for i in analyze(bad, target, triton_version=version).issues if i.rule_id == rule.id]
+    hits_good = [i for i in analyze(good, target, triton_version=version).issues if i.rule_id == rule.id]
+    assert hits_bad, f"{lint_name} did not fire on the planted violation"
+    assert all(h.line for h in hits_bad), "every hit names a line"
+    assert all(h.stage == rule.stage for h in hits_bad)
+    assert not hits_good, f"{lint_name} fired on the fixed code: {[h.message for h in hits_good]}"
+
+
+def test_hardcoded_device_is_an_error_for_another_target():
+    a = analyze(DEVICE_BAD, "xpu")
+    sev = {i.line: i.severity for i in a.issues if i.rule_id == "hardcoded_device_strings"}
+    src_lines = DEVICE_BAD.splitlines()
+    cuda_line = next(n for n, text in enumerate(src_lines, 1) if '"cuda:0"' in text)
+    xpu_line = next(n for n, text in enumerate(src_lines, 1) if '"xpu"' in text)
+    assert sev[cuda_line] == "error"  # names a device other than the target
+    assert sev[xpu_line] == "warning"
+    assert not a.runs_on("cuda") and not a.runs_on("xpu")
+
+
+def test_grf_mode_in_config_is_an_error_only_for_cuda():
+    src = HEADER + 'cfgs = [triton.Config({"BLOCK_M": 64, "grf_mode": "256"}, num_warps=8)]\n'
+    ids = lambda t: {i.rule_id for i in analyze(src, t).issues}  # noqa: E731
+    assert "grf_mode_placement" in ids("cuda")
+    assert "grf_mode_placement" not in ids("xpu")
+
+
+def test_rule_version_filter_block_ptr():
+    src = BLOCK_PTR.replace("{bc}", "(0, 1)")
+    assert "block_ptr_removed" in {i.rule_id for i in analyze(src, "xpu", triton_version="3.9.0").issues}
+    assert "block_ptr_removed" not in {i.rule_id for i in analyze(src, "xpu", triton_version="3.6.0").issues}
+
+
+def test_lint_returns_kb_findings():
+    findings = lint(gemm(dot="acc += tl.dot(a.to(tl.float32), b.to(tl.float32))"), "xpu")
+    rules = {f.rule for f in findings}
+    assert "kb:dot_fp32_accumulate_low_precision_operands" in rules
+    assert all(f.rule.startswith("kb:") for f in findings)
+    errors = lint(gemm(dot="acc += tl.dot(a.to(tl.float32), b.to(tl.float32))"), "xpu", min_severity="error")
+    assert errors and all(f.severity == "error" for f in errors)

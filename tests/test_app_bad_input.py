@@ -1,0 +1,96 @@
+"""Bad input on the Home page gives a clear message on the page; the loaded kernel and the open
+session stay as they were (nothing saved is lost, nothing else breaks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+SAMPLES = ROOT / "sample_kernels"
+KERNEL = (SAMPLES / "01_vector_add.py").read_text()
+SPEC = (SAMPLES / "01_vector_add.yaml").read_text()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The Home page with a sample loaded and a session started."""
+    monkeypatch.setenv("XEFORGE_WORKSPACE", str(tmp_path / "ws"))
+    monkeypatch.setenv("XEFORGE_DEVICE", "cpu")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.selectbox(key="home_sample").select("01_vector_add")
+    at.button(key="home_load_sample").click().run()
+    at.button(key="home_start").click().run()
+    wb = at.session_state["workbench"]
+    assert wb.session is not None and wb.loaded.name == "01_vector_add"
+    return at
+
+
+def _errors(at: AppTest) -> str:
+    return "\n".join(e.value for e in at.error)
+
+
+def _unchanged(at: AppTest) -> None:
+    wb = at.session_state["workbench"]
+    assert wb.loaded.name == "01_vector_add"
+    assert wb.session is not None and len(wb.session.history()) == 1
+    assert wb.session.source("baseline") == KERNEL
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Problem: 01_vector_add" in h.value for h in at.subheader)
+
+
+def _paste(at: AppTest, source: str, spec: str = "") -> AppTest:
+    at.text_area(key="home_paste_src").set_value(source)
+    at.text_area(key="home_paste_spec").set_value(spec)
+    return at.button(key="home_load_paste").click().run()
+
+
+@pytest.mark.parametrize("source, message", [
+    ("this is not python (at all", "not valid Python"),
+    ("", "the kernel is empty"),
+    ("import torch\n\ndef get_inputs():\n    return [torch.ones(3)]\n", "no `Model` class"),
+])
+def test_bad_paste(home: AppTest, source: str, message: str) -> None:
+    _paste(home, source)
+    assert message in _errors(home)
+    _unchanged(home)
+
+
+def test_five_megabyte_paste(home: AppTest) -> None:
+    _paste(home, "# padding\n" * (5 * 1024 * 1024 // 10))
+    assert "the limit is" in _errors(home)
+    _unchanged(home)
+
+
+def test_spec_with_unknown_dim(home: AppTest) -> None:
+    bad = SPEC.replace("shape: [TOKENS, HIDDEN]\n    dtype: float16\n  Y",
+                       "shape: [TOKENS, WIDTH]\n    dtype: float16\n  Y")
+    _paste(home, KERNEL, bad)
+    errors = _errors(home)
+    assert "WIDTH" in errors and "inputs.X.shape" in errors
+    _unchanged(home)
+
+
+def test_binary_upload(home: AppTest) -> None:
+    home.file_uploader(key="home_up_py").set_value(("kernel.py", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)),
+                                                    "text/x-python"))
+    home.button(key="home_load_upload").click().run()
+    assert "binary file" in _errors(home)
+    _unchanged(home)
+
+
+def test_upload_without_model_then_good_upload(home: AppTest) -> None:
+    home.file_uploader(key="home_up_py").set_value(("helpers.py", b"def f():\n    return 1\n", "text/x-python"))
+    home.button(key="home_load_upload").click().run()
+    assert "no `Model` class" in _errors(home)
+    _unchanged(home)
+    home.file_uploader(key="home_up_py").set_value(("vadd.py", KERNEL.encode(), "text/x-python"))
+    home.file_uploader(key="home_up_yaml").set_value(("vadd.yaml", SPEC.encode(), "application/x-yaml"))
+    home.button(key="home_load_upload").click().run()
+    wb = home.session_state["workbench"]
+    assert not _errors(home) and wb.loaded.name == "vadd" and "ci" in wb.loaded.problem.spec.variants
+    assert wb.session.source("baseline") == KERNEL  # the open session is untouched

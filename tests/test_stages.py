@@ -1,0 +1,129 @@
+"""The nine stages and their prompts: every stage's prompt holds the code, its issues, the
+hardware profile, the problem context and the reply instructions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.analysis import analyze
+from xeforge_core.knowledge import STAGE_IDS, load_knowledge
+from xeforge_core.problem import load_problem
+from xeforge_core.stages import PROMPTS_DIR, STAGES, get_stage, problem_context, render_prompt
+from xeforge_core.verdict import Finding, Verdict, VerdictKind
+
+ORIGINAL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float64)
+    tl.store(out_ptr + offs, (x + tl.load(y_ptr + offs, mask=mask)).to(tl.float32), mask=mask)
+
+
+def run(x, y):
+    out = torch.empty_like(x, device="xpu")
+    add_kernel[(triton.cdiv(x.numel(), 1000),)](x, y, out, x.numel(), BLOCK=1000)
+    return out
+'''
+CURRENT = ORIGINAL.replace("BLOCK=1000", "BLOCK=1024").replace("1000),)", "1024),)")
+
+
+def test_stages_are_the_nine_in_canonical_order():
+    assert [s.id for s in STAGES] == list(STAGE_IDS) and len(STAGES) == 9
+    assert [s.number for s in STAGES] == list(range(1, 10))
+    for s in STAGES:
+        assert s.title and s.goal and s.must_not_change
+        assert (PROMPTS_DIR / f"{s.id}.md").is_file()
+    assert get_stage("dtype_fix").codemod == "dtype_fix" and get_stage("autotuning").codemod == "autotune"
+    with pytest.raises(KeyError, match="unknown stage"):
+        get_stage("nope")
+
+
+@pytest.mark.parametrize("stage_id", list(STAGE_IDS))
+def test_every_stage_prompt_is_complete(stage_id: str):
+    kb = load_knowledge()
+    profile = kb.profiles["arc_b580"]
+    analysis = analyze(CURRENT, "xpu")
+    issues = analysis.issues_for(stage_id)
+    if not issues:  # give every stage an issue so the section is exercised
+        issues = [{"rule_id": "planted_issue", "severity": "warning", "line": 7, "message": "planted message",
+                   "fix": "planted fix"}]
+    ctx = {"name": "add", "variant": "ci", "dims": {"N": 4096}, "inputs": {"X": {"shape": [4096], "dtype": "float32"}},
+           "dtype": "float32", "flop": 4096.0, "bytes": 32768.0, "arithmetic_intensity": 0.125,
+           "ridge_point": profile.ridge_point("float32"), "bound": "memory", "peak_tflops": 14.6,
+           "bandwidth_gbps": 456.0, "roofline_floor_us": 0.07, "bytes_note": "inputs only"}
+    rules = kb.rules_for(stage=stage_id, target="xpu")
+    text = render_prompt(stage_id, original_code=ORIGINAL, current_code=CURRENT, issues=issues, profile=profile,
+                         problem_context=ctx, rules=rules,
+                         examples=[("tiny example", "a = b.to(tl.float64)", "a = b.to(tl.float32)")],
+                         feedback="verdict: wrong_answer - max abs error 3.2 on variant ci")
+    stage = get_stage(stage_id)
+    # the code, byte for byte, each in its own fenced block
+    assert "```python\n" + ORIGINAL.rstrip() + "\n```" in text
+    assert "```python\n" + CURRENT.rstrip() + "\n```" in text
+    # the stage's issues
+    for i in issues:
+        msg = i["message"] if isinstance(i, dict) else i.message
+        assert msg in text
+    # the hardware profile, named (never a fixed device line)
+    assert "Intel Arc B580" in text and "456 GB/s" in text and "Ponte Vecchio" not in text
+    # the problem context: shapes, dtype, flop, bytes, intensity, bound vs the ridge point
+    assert "[4096]" in text and "float32" in text and "memory-bound" in text and "Ridge point" in text
+    # rules and examples, feedback
+    for r in rules:
+        assert f"`{r.id}`" in text
+    assert "tiny example" in text and "max abs error 3.2" in text
+    # goal, constraints and exact reply instructions
+    assert stage.goal in text and stage.title in text
+    for c in stage.must_not_change:
+        assert c in text
+    assert "## Reply format" in text and "One fenced code block tagged `python`" in text
+    assert "**whole** module" in text and "rationale" in text
+
+
+def test_prompt_without_profile_context_or_feedback():
+    text = render_prompt("fusion", original_code=ORIGINAL, current_code=ORIGINAL, issues=[], profile=None,
+                         problem_context={}, rules=[], examples=[])
+    assert "No hardware profile is selected" in text and "No spec variant is available" in text
+    assert "None were found mechanically" in text and "Feedback on your previous attempt" not in text
+    assert text.count(ORIGINAL.rstrip()) == 1  # unchanged code is shown once
+    assert "## Reply format" in text
+
+
+def test_prompt_takes_a_verdict_and_code_with_backticks():
+    code = ORIGINAL + '\nDOC = """use ```python blocks```"""\n'
+    verdict = Verdict(kind=VerdictKind.CHEATING, reason="replaced the kernel by torch.add",
+                      findings=[Finding(rule="torch_fallback", message="torch.add on the hot path", line=12)])
+    text = render_prompt("dtype_fix", original_code=ORIGINAL, current_code=code, issues=[], profile=None,
+                         problem_context=None, rules=[], examples=[], feedback=verdict)
+    assert "````python\n" + code.rstrip() + "\n````" in text  # longer fence than the code's own
+    assert "replaced the kernel by torch.add" in text and "torch_fallback (line 12)" in text
+
+
+def test_problem_context_for_a_real_case(xeforge_cases: Path):
+    kb = load_knowledge()
+    problem = load_problem(xeforge_cases / "68_Matmul_Min_Subtract.py")
+    h200 = kb.profiles["nvidia_h200"]
+    ctx = problem_context(problem, "ci", h200)
+    v = problem.variant("ci")
+    assert ctx["variant"] == "ci" and ctx["dims"] == v.dims and ctx["flop"] == v.flop and ctx["bytes"] == v.bytes
+    assert ctx["arithmetic_intensity"] == pytest.approx(v.flop / v.bytes)
+    assert ctx["ridge_point"] == pytest.approx(h200.ridge_point(v.dtype or "fp32"))
+    assert ctx["bound"] == ("compute" if ctx["arithmetic_intensity"] >= ctx["ridge_point"] else "memory")
+    assert ctx["roofline_floor_us"] > 0 and ctx["inputs"]
+    default = problem_context(problem, None, h200)
+    assert default["variant"] == problem.default_variant_name()
+    bare = problem_context(None, None, None)
+    assert bare["bound"] == "unknown" and bare["flop"] is None
+    text = render_prompt("dtype_fix", original_code=problem.kernel.source, current_code=problem.kernel.source,
+                         issues=analyze(problem.kernel.source).issues_for("dtype_fix"), profile=h200,
+                         problem_context=ctx, rules=kb.rules_for(stage="dtype_fix", target="cuda"), examples=[])
+    assert "dot_fp32_accumulate_low_precision_operands" in text and "NVIDIA H200" in text
+    assert f"{ctx['bound']}-bound" in text

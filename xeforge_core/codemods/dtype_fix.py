@@ -86,6 +86,7 @@ class _Fix(cst.CSTTransformer):
         self.skipped: list[str] = []
         self.host_f64: list[int] = []
         self.changes = 0
+        self.dots = 0
         self._pending: dict[int, tuple[int, str]] = {}
         self._notes_at: list[tuple[int, str]] = []
 
@@ -184,6 +185,7 @@ class _Fix(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if not self.kernel_depth or not _is_dot(updated):
             return updated
+        self.dots += 1
         line = self._line(original)
         args, stripped = self._low_precision_args(updated, line)
         if not stripped:
@@ -214,8 +216,12 @@ def fix_dtypes(source: str) -> CodemodResult:
         host_note = [f"host code uses float64 (line {lines}); left as is so the module's output dtype "
                      "does not change"]
     if not fixer.changes:
-        reason = ("every tl.dot already takes unconverted operands with an fp32 accumulator "
-                  "argument (or has no fp32 upcast on both operands) and no kernel uses float64")
+        if fixer.dots:
+            reason = ("every tl.dot already takes unconverted operands with an fp32 accumulator "
+                      "argument (or has no fp32 upcast on both operands) and no kernel uses float64")
+        else:
+            reason = ("the kernels have no tl.dot and use no float64: nothing for this codemod "
+                      "(elementwise fp32 upcasts are left to the llm/manual engines)")
         extra = sorted(set(fixer.skipped)) + host_note
         if extra:
             reason += "; " + "; ".join(extra)

@@ -366,13 +366,14 @@ class _Run:
         return outcome
 
     def baseline_key(self) -> str:
-        job = self.job("baseline", self.baseline_module)
+        job = self.job("baseline", self.baseline_module, expected_dir=None)
         job["options"] = {k: v for k, v in job["options"].items() if k not in ("lock_dir",)}
         return stable_hash({"what": "baseline", "job": job, "device": self.device.fingerprint_key(),
                             "versions": library_versions(), "worker": _worker_code_version()})[:32]
 
     def baseline(self) -> tuple[Verdict, Path, bool]:
-        """Run (or reuse) the baseline job. Returns (verdict, its job dir, reused?)."""
+        """Run (or reuse) the baseline job. Returns (verdict, its job dir, reused?); the
+        expected outputs are in ``<job dir>/expected``."""
         root = cache_root() / "baselines"
         key = self.baseline_key()
         final = root / key
@@ -391,7 +392,7 @@ class _Run:
         else:
             job_dir = runner.new_job_dir("xeforge-baseline-")
         self.cleanup.append(job_dir)
-        job = self.job("baseline", self.baseline_module)
+        job = self.job("baseline", self.baseline_module, expected_dir=str(job_dir / "expected"))
         outcome = self.run("baseline", job, job_dir)
         verdict = _outcome_verdict(outcome, "baseline", self.baseline_module["filename"])
         for scratch in ("tmp", "triton-cache"):
@@ -506,7 +507,8 @@ def _verify_uncached(run: _Run) -> Verdict:
 
     cand_dir = runner.new_job_dir("xeforge-candidate-")
     run.cleanup.append(cand_dir)
-    cand_job = run.job("candidate", run.candidate_module, expected_dir=str(base_dir),
+    expected_dir = str(base_dir / "expected")
+    cand_job = run.job("candidate", run.candidate_module, expected_dir=expected_dir,
                        baseline=run.baseline_module)
     outcome = run.run("candidate", cand_job, cand_dir)
     verdict = _outcome_verdict(outcome, "candidate", "candidate.py")
@@ -533,7 +535,7 @@ def _verify_uncached(run: _Run) -> Verdict:
     timing_dir = runner.new_job_dir("xeforge-timing-")
     run.cleanup.append(timing_dir)
     timing_job = run.job("timing", run.candidate_module, baseline=run.baseline_module,
-                         expected_dir=str(base_dir))
+                         expected_dir=expected_dir)
     t_outcome = run.run("timing", timing_job, timing_dir)
     timing = _outcome_verdict(t_outcome, "timing", "candidate.py")
     return _merge_timing(verdict, timing, t_outcome)

@@ -1,0 +1,152 @@
+"""verify() against planted candidates that attack the process: a hang, os.abort(), a huge
+allocation, a worker that cannot exit, a secret in the environment, a leftover child process.
+The caller survives each one and nothing of the job is left running afterwards."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.problem import load_problem, problem_from_source
+from xeforge_core.verdict import StepStatus, VerdictKind
+from xeforge_core.verify import VerifyOptions, verify
+
+FIX = Path(__file__).parent / "fixtures" / "process"
+MARK = f"mark-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _isolated(tmp_path_factory):
+    """One cache dir for the module (the baseline's outputs are computed once and reused) and a
+    marker in the environment that every worker inherits, to find leftovers."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XEFORGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    mp.setenv("XEFORGE_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+    mp.setenv("XEFORGE_TEST_MARK", MARK)
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return load_problem(FIX / "add_baseline.py")
+
+
+def _marked_processes() -> list[int]:
+    found = []
+    needle = f"XEFORGE_TEST_MARK={MARK}".encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if needle not in fh.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        found.append(int(name))
+    return found
+
+
+def _children() -> list[int]:
+    kids = []
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            kids.append(int(name))
+    return kids
+
+
+def _check(problem, fixture: str, **opts):
+    options = VerifyOptions(**{"timeout_s": 120.0, "seeds": 1, "distributions": ["normal"], **opts})
+    verdict = verify(problem, (FIX / fixture).read_text(), device="cpu", options=options)
+    assert _marked_processes() == [], "a process of the job survived"
+    assert _children() == [], "the caller was left with child processes"
+    return verdict
+
+
+def test_hang_is_a_timeout(problem):
+    v = _check(problem, "cand_infinite_loop.py", timeout_s=10.0, use_cache=False)
+    assert v.kind is VerdictKind.TIMEOUT, v.reason
+    assert "10 s" in v.reason
+
+
+def test_abort_is_a_crash_naming_sigabrt(problem):
+    v = _check(problem, "cand_abort.py")
+    assert v.kind is VerdictKind.CRASH, v.reason
+    assert "SIGABRT" in v.reason
+    assert v.stderr  # the worker's stderr (faulthandler's stack) is kept
+
+
+def test_huge_allocation_is_oom(problem):
+    v = _check(problem, "cand_huge_alloc.py", memory_bytes=8 * 2**30)
+    assert v.kind is VerdictKind.OOM, (v.kind, v.reason, v.error_text[-500:])
+
+
+def test_result_then_hang_is_a_valid_verdict_with_a_warning(problem):
+    v = _check(problem, "cand_result_then_hang.py", exit_grace_s=1.0, use_cache=False)
+    assert v.kind is VerdictKind.OK, v.reason
+    assert any("did not exit" in w for w in v.warnings), v.warnings
+
+
+def test_secret_is_not_visible_to_the_candidate(problem, monkeypatch):
+    monkeypatch.setenv("XEFORGE_TEST_SECRET_TOKEN", "tok-do-not-leak-4711")
+    v = _check(problem, "cand_print_secret.py", use_cache=False)
+    everything = str(v.to_dict())
+    assert "tok-do-not-leak-4711" not in everything
+    assert "SECRET=<absent>" in v.stdout + v.stderr + everything
+
+
+def test_child_process_is_killed(problem, tmp_path, monkeypatch):
+    pidfile = tmp_path / "child.pids"
+    monkeypatch.setenv("XEFORGE_TEST_PIDFILE", str(pidfile))
+    v = _check(problem, "cand_child_process.py", use_cache=False)
+    assert v.kind is VerdictKind.OK, v.reason
+    assert any("other process" in w for w in v.warnings), v.warnings
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert pids
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_ok_then_cached_then_bypassed(problem):
+    source = (FIX / "add_baseline.py").read_text().replace("BLOCK=128", "BLOCK=64").replace(
+        "cdiv(x.numel(), 128)", "cdiv(x.numel(), 64)")
+    opts = VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"])
+    first = verify(problem, source, device="cpu", options=opts)
+    assert first.kind is VerdictKind.OK, first.reason
+    assert not first.cached
+    perf = first.step("performance")
+    assert perf is not None and perf.status is StepStatus.NOT_MEASURED
+    assert "interpreter" in perf.summary
+    assert first.device["type"] == "cpu"
+    second = verify(problem, source, device="cpu", options=opts)
+    assert second.cached and second.kind is VerdictKind.OK
+    assert second.to_dict()["steps"] == first.to_dict()["steps"]
+    opts.use_cache = False
+    third = verify(problem, source, device="cpu", options=opts)
+    assert not third.cached and third.kind is VerdictKind.OK
+
+
+def test_failing_baseline_blames_the_environment():
+    broken = (FIX / "add_baseline.py").read_text().replace(
+        "        return add(x, y)", "        raise RuntimeError('baseline cannot run here')")
+    problem = problem_from_source(broken, name="broken_add")
+    v = verify(problem, (FIX / "add_baseline.py").read_text(), device="cpu",
+               options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"]))
+    assert v.kind is VerdictKind.ENVIRONMENT
+    assert "baseline" in v.reason and "not the candidate's" in v.reason
+    assert "baseline cannot run here" in v.reason + v.error_text + str(v.to_dict())

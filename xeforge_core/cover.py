@@ -275,6 +275,7 @@ def run_stage(
         start_head = None
         original = state.original_source or state.current_source
         dev = device if device is not None else state.device
+    dev = _resolve_device(dev, verify_fn)
     current = problem.kernel.source
     ctx = _proposal_context(stage_id, original, current, problem, session, state, dev, context)
     engine_name = str(getattr(engine, "name", type(engine).__name__))
@@ -389,6 +390,9 @@ def prepare_portability(
     emit = _emitter(on_progress, PORTABILITY_STAGE)
     dev = device if device is not None else _session_device(session)
     dev_type = _device_type(dev) or str(session.device.get("type") or "cpu")
+    if not hard_coded_devices(session.source("head"), dev_type):
+        return None
+    dev = _resolve_device(dev, verify_fn)
     current = session.source("head")
     foreign = hard_coded_devices(current, dev_type)
     if not foreign:
@@ -404,7 +408,12 @@ def prepare_portability(
     rec = session.add_candidate(PORTABILITY_STAGE, code, engine="rules", model="portability", iteration=1,
                                 rationale=rationale)
     problem = session.problem("head").with_kernel_source(code, label="baseline")
-    verdict = _safe_verify(verify_fn, problem, code, dev, verify_options, emit, 1, cancel)
+    try:
+        verdict = _safe_verify(verify_fn, problem, code, dev, verify_options, emit, 1, cancel)
+    except _Cancelled:
+        return StageOutcome(stage=PORTABILITY_STAGE, status="cancelled", iterations=1, best=rec.id,
+                            reason="cancelled by the user; the ported candidate is kept unverified",
+                            seconds=time.monotonic() - started)
     session.record_verdict(rec.id, verdict)
     attempt = Attempt(iteration=1, index=0, status=FAILED if not verdict.passed else CORRECT_UNMEASURED,
                       reason=verdict.reason or verdict.kind.value, engine="rules", model="portability",
@@ -471,6 +480,20 @@ def _describe(args: tuple, kwargs: dict) -> str:
             return str(first.message)
         return " ".join(str(a) for a in args)
     return str(kwargs.get("message", ""))
+
+
+def _resolve_device(device: Any, verify_fn: Callable[..., Verdict]) -> Any:
+    """Detect the device once per stage (not once per verification) when the real verifier is
+    used and the device is given as a string or not at all."""
+    try:
+        from xeforge_core.verify import verify as real_verify
+    except ImportError:
+        return device
+    if verify_fn is not real_verify or (device is not None and not isinstance(device, str)):
+        return device
+    from xeforge_core.devices import detect_device
+
+    return detect_device(device)
 
 
 def _device_type(device: Any) -> str | None:
@@ -581,6 +604,7 @@ def _safe_verify(verify_fn: Callable[..., Verdict], problem: Any, code: str, dev
     try:
         verdict = verify_fn(problem, code, device=device, options=options, on_progress=forward, cancel=cancel)
     except Exception as exc:  # the loop survives a failing verifier: it becomes a verdict
+        _check(cancel)  # ... unless it failed because the user cancelled
         return Verdict(kind=VerdictKind.RUNTIME_ERROR, reason=f"verification failed: {type(exc).__name__}: {exc}",
                        error_text=str(exc))
     if not isinstance(verdict, Verdict):

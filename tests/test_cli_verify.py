@@ -1,0 +1,73 @@
+"""``xeforge verify`` end to end on the cpu interpreter: the GEMM pair at its ci variant, a
+planted wrong answer, JSON output, the cache and --no-cache, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.cli import main
+from xeforge_core.commands.verify import EXIT_CODES
+from xeforge_core.verdict import VerdictKind
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "benchmarks" / "kernels"
+BASE = str(KERNELS / "gemm_fp32_upcast.py")
+CAND = str(KERNELS / "gemm_fp16_dot.py")
+FAST = ["--device", "cpu", "--variant", "ci", "--seeds", "1", "--timeout", "180"]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("XEFORGE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cli-cache"))
+    monkeypatch.setenv("XEFORGE_LOCK_DIR", str(tmp_path_factory.getbasetemp() / "cli-locks"))
+
+
+def test_gemm_pair_is_correct_and_not_measured_on_cpu(capsys):
+    status = main(["verify", BASE, CAND, *FAST])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "verdict: OK" in out
+    assert "not measured: interpreter" in out
+    assert "ci-odd" in out  # the odd-size copy of ci was checked too
+    assert "(cached)" not in out or "verdict: OK (cached)" in out
+    for step in ("compile", "structure", "correctness", "performance"):
+        assert step in out
+
+
+def test_wrong_answer_exits_non_zero(tmp_path, capsys):
+    wrong = tmp_path / "gemm_wrong.py"
+    wrong.write_text(Path(CAND).read_text().replace("acc.to(tl.float16)", "(acc * 1.1).to(tl.float16)"))
+    status = main(["verify", BASE, str(wrong), *FAST, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "wrong_answer"
+    assert status == EXIT_CODES[VerdictKind.WRONG_ANSWER] != 0
+    assert any(not run["passed"] for run in data["correctness"])
+
+
+def test_cache_then_no_cache(capsys):
+    args = ["verify", BASE, BASE, *FAST, "--no-odd-size"]
+    assert main(args) == 0
+    assert "(cached)" not in capsys.readouterr().out
+    assert main(args) == 0
+    assert "verdict: OK (cached)" in capsys.readouterr().out
+    assert main([*args, "--no-cache"]) == 0
+    assert "(cached)" not in capsys.readouterr().out
+
+
+def test_bad_input_names_the_file(tmp_path, capsys):
+    status = main(["verify", BASE, CAND, "--spec", str(tmp_path / "missing.yaml"), "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "missing.yaml" in err
+    status = main(["verify", BASE, CAND, "--variant", "nope", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert status == 2 and "nope" in err and "ci" in err
+
+
+def test_unavailable_device_is_bad_input(capsys):
+    status = main(["verify", BASE, CAND, "--device", "tpu"])
+    assert status == 2
+    assert "unknown device" in capsys.readouterr().err

@@ -206,3 +206,54 @@ def test_real_case_flash_attention_descriptors(xeforge_cases: Path):
     launch = next(lf for lf in a.facts.launches if lf.kernel == "_attn_fwd")
     assert launch.grf_mode == "256" and launch.num_warps == 16
     assert any(i.rule_id == "grf_mode_placement" and i.line == launch.line for i in a.issues)
+
+
+PORTABLE = '''
+import torch
+import triton
+
+
+def _on_xpu():
+    return hasattr(torch, "xpu") and torch.xpu.is_available()
+
+
+CONFIGS = ["xpu list"] if _on_xpu() else ["cuda list"]
+
+
+def pick(x):
+    if x.device.type == "xpu":
+        return 1
+    return 2 if x.device.type == "cuda" else 3
+
+
+def strict(x):
+    if not torch.xpu.is_available():
+        raise RuntimeError("XPU is required")
+    assert x.device.type == "xpu"
+    return x
+'''
+
+
+def test_device_branches_are_portable_but_asserts_and_raises_are_not():
+    a = analyze(PORTABLE)
+    lines = sorted(i.line for i in a.issues if i.rule_id == "hardcoded_device_strings")
+    src = PORTABLE.splitlines()
+    assert [src[n - 1].strip() for n in lines] == ['if not torch.xpu.is_available():',
+                                                    'assert x.device.type == "xpu"']
+
+
+def test_attention_grid_is_not_a_swizzle_candidate(xeforge_cases: Path):
+    a = analyze((xeforge_cases / "1_FlashAttention_Fwd.py").read_text())
+    assert "swizzle_1d_grid" not in {i.rule_id for i in a.issues}
+    gemm = analyze((xeforge_cases / "68_Matmul_Min_Subtract.py").read_text())
+    assert "swizzle_1d_grid" in {i.rule_id for i in gemm.issues}
+
+
+def test_int64_offsets_use_the_problem_shapes(xeforge_cases: Path):
+    from xeforge_core.problem import load_problem
+
+    path = xeforge_cases / "14_Gemm_Divide_Sum_Scaling.py"
+    src = path.read_text()
+    assert "int64_offsets_for_large_strides" in {i.rule_id for i in analyze(src).issues}
+    problem = load_problem(path)  # largest offset 1024 x 8192 elements: int32 is enough
+    assert "int64_offsets_for_large_strides" not in {i.rule_id for i in analyze(src, problem=problem).issues}

@@ -586,8 +586,42 @@ class _Extractor:
             for sub in ast.walk(node):
                 self._device_ref(sub)
 
+    def _branch_test(self, node: ast.AST) -> bool:
+        """True when ``node`` sits in the test of an ``if``/conditional expression that picks a
+        code path by device (portable), rather than in an assert or an ``if`` that raises."""
+        child, cur = node, self.parents.get(node)
+        while cur is not None and not isinstance(cur, ast.stmt):
+            if isinstance(cur, ast.IfExp) and child is cur.test:
+                return True
+            child, cur = cur, self.parents.get(cur)
+        if isinstance(cur, ast.If) and child is cur.test:
+            return not (cur.body and isinstance(cur.body[0], ast.Raise))
+        return False
+
+    def _harmless_probe(self, node: ast.AST) -> bool:
+        """``hasattr(torch, "xpu")`` and ``torch.xpu.is_available()``/``device_count()`` are
+        availability probes: portable unless they guard an assert or a raise."""
+        probe = node
+        if isinstance(node, ast.Constant):
+            call = self.parents.get(node)
+            if not (isinstance(call, ast.Call) and _dotted(call.func) == "hasattr"):
+                return False
+            probe = call
+        elif not (isinstance(node, ast.Call)
+                  and _dotted(node.func).split(".")[-1] in ("is_available", "device_count")):
+            return False
+        child, cur = probe, self.parents.get(probe)
+        while cur is not None and not isinstance(cur, ast.stmt):
+            child, cur = cur, self.parents.get(cur)
+        if isinstance(cur, ast.Assert):
+            return False
+        return not (isinstance(cur, ast.If) and child is cur.test and cur.body
+                    and isinstance(cur.body[0], ast.Raise))
+
     def _device_ref(self, sub: ast.AST) -> None:
         f = self.facts
+        if isinstance(sub, (ast.Constant, ast.Call)) and (self._branch_test(sub) or self._harmless_probe(sub)):
+            return
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             val = sub.value.strip().lower()
             dev = val.split(":")[0]

@@ -163,6 +163,7 @@ def lint_swizzle_1d_grid(ctx: LintContext) -> list[Hit]:
     """A GEMM-like kernel (tl.dot in a loop) on a 2-D program grid with no GROUP_SIZE_M-style
     swizzle."""
     hits = []
+    fns = {n.name: n for n in ast.walk(ctx.tree) if isinstance(n, ast.FunctionDef)}
     for k in ctx.facts.kernels:
         if not any(d.in_loop for d in k.dots):
             continue
@@ -170,9 +171,31 @@ def lint_swizzle_1d_grid(ctx: LintContext) -> list[Hit]:
             continue
         if any("GROUP" in p.name.upper() for p in k.params):
             continue
+        fn = fns.get(k.name)
+        if fn is None or not (_tiles_axis(fn, 0) and _tiles_axis(fn, 1)):
+            continue  # axis 1 indexes batch/heads (e.g. attention), not output tiles
         hits.append(Hit(k.line, f"{k.name} maps output tiles to a 2-D grid (program_id 0 and 1) without "
                                 "grouped ordering; a 1-D grid with GROUP_SIZE_M improves L2 reuse", kernel=k.name))
     return hits
+
+
+def _tiles_axis(fn: ast.FunctionDef, axis: int) -> bool:
+    """Whether program id ``axis`` offsets a tile (appears with tl.arange in an assignment)."""
+    names: set[str] = set()
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    for a in assigns:
+        if isinstance(a.value, ast.Call) and ast.unparse(a.value.func).endswith("program_id"):
+            arg = a.value.args[0] if a.value.args else None
+            if isinstance(arg, ast.Constant) and arg.value == axis:
+                names |= {n.id for tgt in a.targets for n in ast.walk(tgt) if isinstance(n, ast.Name)}
+    for a in assigns:
+        text = ast.unparse(a.value)
+        if "arange" not in text:
+            continue
+        used = {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)}
+        if used & names or f"program_id({axis})" in text:
+            return True
+    return False
 
 
 @_register
@@ -285,6 +308,9 @@ def _pid_vars(fn: ast.FunctionDef) -> tuple[set[str], set[str]]:
 def lint_int64_offsets(ctx: LintContext) -> list[Hit]:
     """A program-id-derived scalar multiplied by a stride without an int64 cast."""
     hits = []
+    largest = _largest_extent(ctx.problem)
+    if largest is not None and largest < 2**31:
+        return []  # every offset of every spec variant fits in int32
     kernels = {k.name for k in ctx.facts.kernels}
     for fn in ast.walk(ctx.tree):
         if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
@@ -303,6 +329,29 @@ def lint_int64_offsets(ctx: LintContext) -> list[Hit]:
                                                  "id by a stride; it wraps once the offset passes 2^31",
                                     kernel=fn.name))
     return hits
+
+
+def _largest_extent(problem: Any) -> int | None:
+    """An upper estimate of the largest element offset a problem's variants can reach: the
+    largest input numel, or the product of the two largest integer dims (a GEMM output), over
+    every spec variant. ``None`` when the problem gives no shapes."""
+    spec = getattr(problem, "spec", None)
+    variants = getattr(spec, "variants", None) or {}
+    best: int | None = None
+    for v in variants.values():
+        sizes = []
+        for shape in (getattr(v, "shapes", None) or {}).values():
+            n = 1
+            for d in shape:
+                n *= int(d)
+            sizes.append(n)
+        dims = sorted((d for d in (getattr(v, "dims", None) or {}).values()
+                       if isinstance(d, int) and not isinstance(d, bool)), reverse=True)
+        if len(dims) >= 2:
+            sizes.append(dims[0] * dims[1])
+        if sizes:
+            best = max(best or 0, max(sizes))
+    return best
 
 
 @_register

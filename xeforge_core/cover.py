@@ -390,13 +390,21 @@ def prepare_portability(
     emit = _emitter(on_progress, PORTABILITY_STAGE)
     dev = device if device is not None else _session_device(session)
     dev_type = _device_type(dev) or str(session.device.get("type") or "cpu")
-    if not hard_coded_devices(session.source("head"), dev_type):
-        return None
-    dev = _resolve_device(dev, verify_fn)
     current = session.source("head")
     foreign = hard_coded_devices(current, dev_type)
     if not foreign:
+        try:
+            from xeforge_core.analysis import analyze
+
+            analysis = analyze(current, "xpu" if dev_type == "xpu" else "cuda")
+            if not analysis.runs_on(dev_type):
+                foreign = sorted({str(getattr(i, "rule_id", "device")) for i in analysis.portability_issues}) or [
+                    "another device"]
+        except Exception:  # analysis is advisory here
+            foreign = []
+    if not foreign:
         return None
+    dev = _resolve_device(dev, verify_fn)
     started = time.monotonic()
     emit("propose", f"the kernel hard-codes {', '.join(foreign)}; porting it to run on {dev_type}", 1)
     code, rationale, applicable = _port(current)
@@ -435,6 +443,60 @@ def prepare_portability(
                                reason=note, best=rec.id, version=version.sha, verdict=verdict)
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def run_pipeline(
+    session: Any,
+    engine: Any,
+    *,
+    verify_fn: Callable[..., Verdict] | None = None,
+    iterations: int = 3,
+    best_of: int = 1,
+    auto: bool = False,
+    decide: DecideFn | None = None,
+    min_speedup: float = DEFAULT_MIN_SPEEDUP,
+    device: Any = None,
+    verify_options: Any = None,
+    context: Any = None,
+    portability: bool = True,
+    on_progress: ProgressFn | None = None,
+    cancel: Any = None,
+) -> list[StageOutcome]:
+    """Run every remaining stage of ``session``'s plan (from ``session.current_stage`` on, so a
+    resumed session continues where it stopped), after the portability step when needed.
+
+    Arguments are those of :func:`run_stage`, applied to each stage (``portability=False``
+    skips the preparatory step). Stops early when a stage is left ``pending`` (a decision is
+    awaited), is ``cancelled``, or ``failed`` (the current version cannot be verified here, so
+    no later stage could be either). Returns the outcomes in order (the portability outcome
+    first when there was one).
+    """
+    if verify_fn is None:
+        from xeforge_core.verify import verify as verify_fn  # noqa: PLC0415
+    dev = device if device is not None else _session_device(session)
+    dev = _resolve_device(dev, verify_fn)
+    outcomes: list[StageOutcome] = []
+    if portability:
+        prep = prepare_portability(session, verify_fn=verify_fn, device=dev, verify_options=verify_options,
+                                   on_progress=on_progress, cancel=cancel)
+        if prep is not None:
+            outcomes.append(prep)
+            if prep.status in ("failed", "cancelled"):
+                return outcomes
+    done: set[str] = set()
+    while True:
+        stage = session.current_stage
+        if stage is None or stage in done:
+            break
+        done.add(stage)
+        outcome = run_stage(session, stage, engine, verify_fn=verify_fn, iterations=iterations, best_of=best_of,
+                            auto=auto, decide=decide, min_speedup=min_speedup, device=dev,
+                            verify_options=verify_options, context=context, on_progress=on_progress,
+                            cancel=cancel)
+        outcomes.append(outcome)
+        if outcome.status in ("pending", "cancelled", "failed"):
+            break
+    return outcomes
 
 
 # --------------------------------------------------------------------------------------------

@@ -826,8 +826,7 @@ class Session:
                 "Based-On": rec.based_on,
                 "Note": "; ".join(notes),
             }
-            first = (rec.rationale.strip().splitlines() or [""])[0]
-            subject = message or f"{rec.stage}: {first or 'candidate ' + rec.id} ({rec.engine})"
+            subject = message or f"{rec.stage}: {_summary_line(rec.rationale) or 'candidate ' + rec.id} ({rec.engine})"
             tree = self.repo.commit(rec.sha).tree.hexsha
             sha = self._commit_tree(tree, [head], _message(subject, rec.rationale, trailers))
             self._update_ref(BRANCH_REF, sha, head)
@@ -1262,6 +1261,19 @@ def _supports_initial_branch() -> bool:
         return bool(m) and (int(m.group(1)), int(m.group(2))) >= (2, 28)
     except OSError:
         return False
+
+
+def _summary_line(text: str, limit: int = 90) -> str:
+    """The first informative line of a rationale (a heading ending in ':' is joined with the
+    line after it; bullets lose their marker)."""
+    lines = [ln.strip().lstrip("-*• ").strip() for ln in (text or "").splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[0]
+    if line.endswith(":") and len(lines) > 1:
+        line = f"{line[:-1]}: {lines[1]}"
+    line = re.sub(r"^line \d+:\s*", "", line)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _problem_name(name: Any) -> str:

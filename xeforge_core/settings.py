@@ -75,14 +75,14 @@ class LLMSettings(BaseSettings):
             raise ValueError(f"base_url must start with http:// or https:// (got {v!r})")
         return v.rstrip("/")
 
-    @property
     def has_key(self) -> bool:
+        """Whether an API key is configured (a non-empty one)."""
         return self.api_key is not None and bool(self.api_key.get_secret_value())
 
     def key_value(self) -> str:
         """The API key in clear, only for the HTTP client (never log or store it). Local
         endpoints that need no key get a placeholder the openai SDK accepts."""
-        return self.api_key.get_secret_value() if self.has_key else "no-key"  # type: ignore[union-attr]
+        return self.api_key.get_secret_value() if self.has_key() else "no-key"  # type: ignore[union-attr]
 
     def resolved_cache_dir(self) -> Path:
         return Path(self.cache_dir) if self.cache_dir else default_cache_dir()
@@ -91,7 +91,7 @@ class LLMSettings(BaseSettings):
         """Every setting but the key (``api_key_set`` says whether one is configured)."""
         data = self.model_dump(exclude={"api_key"})
         data["cache_dir"] = str(self.resolved_cache_dir())
-        data["api_key_set"] = self.has_key
+        data["api_key_set"] = self.has_key()
         return data
 
 

@@ -125,7 +125,7 @@ class LLMEngine:
 
     # -- plumbing ------------------------------------------------------------------------
     def _redact(self, text: str) -> str:
-        if self.settings.has_key:
+        if self.settings.has_key():
             secret = self.settings.key_value()
             if len(secret) >= 4:
                 text = text.replace(secret, "***")

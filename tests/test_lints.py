@@ -271,3 +271,15 @@ def test_lint_returns_kb_findings():
     assert all(f.rule.startswith("kb:") for f in findings)
     errors = lint(gemm(dot="acc += tl.dot(a.to(tl.float32), b.to(tl.float32))"), "xpu", min_severity="error")
     assert errors and all(f.severity == "error" for f in errors)
+
+
+def test_autotune_conflict_severity_matches_measured_behaviour():
+    # knowledge/checks/launch_rules.nvidia_h200.txt: a default is silently overridden (warning);
+    # passing a tuned name at the launch fails (error).
+    with_default = CASES["lint_autotune_meta_conflict"][0]
+    (hit,) = [i for i in analyze(with_default).issues if i.rule_id == "autotune_keys_no_defaults"]
+    assert hit.severity == "warning" and "never used" in hit.message
+    passed = gemm(decorators=AUTOTUNED.format(),
+                  launch=wrapper("mm_kernel[lambda META: (1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BLOCK_M=64)"))
+    (hit,) = [i for i in analyze(passed).issues if i.rule_id == "autotune_keys_no_defaults"]
+    assert hit.severity == "error" and "BLOCK_M" in hit.message

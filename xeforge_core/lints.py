@@ -400,13 +400,15 @@ def lint_autotune_meta_conflict(ctx: LintContext) -> list[Hit]:
         for p in k.params:
             if p.name in tuned and p.default is not None:
                 hits.append(Hit(p.line, f"{k.name}: {p.name} is tuned by @triton.autotune and also defaults to "
-                                        f"{p.default}; Triton raises 'Conflicting meta-parameters'", kernel=k.name))
+                                        f"{p.default}; the default is never used (the config's value wins)",
+                                severity="warning", kernel=k.name))
         for ln in ctx.facts.launches:
             if ln.kernel == k.name:
                 both = sorted(set(ln.kwargs) & tuned)
                 if both:
                     hits.append(Hit(ln.line, f"{k.name} is launched with {', '.join(both)}, which the autotune "
-                                             "configs also set ('Conflicting meta-parameters')", kernel=k.name))
+                                             "configs also set: the launch fails ('Conflicting meta-parameters')",
+                                    kernel=k.name))
     return hits
 
 

@@ -150,3 +150,39 @@ def test_failing_baseline_blames_the_environment():
     assert v.kind is VerdictKind.ENVIRONMENT
     assert "baseline" in v.reason and "not the candidate's" in v.reason
     assert "baseline cannot run here" in v.reason + v.error_text + str(v.to_dict())
+
+
+def test_timing_waits_in_the_queue_for_the_device_lock(problem, tmp_path):
+    """The real device lock is held by this process; a verification that reaches its timing job
+    says it is queued, waits, and completes once the lock is released."""
+    import threading
+
+    from xeforge_core.devices import detect_device
+    from xeforge_core.devlock import DeviceLock
+
+    device = detect_device("cpu")
+    lock_dir = tmp_path / "locks"
+    messages: list[str] = []
+    queued = threading.Event()
+
+    def on_progress(message: str) -> None:
+        messages.append(message)
+        if "queued behind another timing run" in message:
+            queued.set()
+
+    source = (FIX / "add_baseline.py").read_text() + "\n# timed under the lock\n"
+    opts = VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], force_timing=True,
+                         lock_dir=str(lock_dir), warmup_ms=5, rep_ms=20, use_cache=True)
+    result = {}
+    with DeviceLock(lock_dir, device.lock_key()):
+        worker = threading.Thread(target=lambda: result.setdefault(
+            "v", verify(problem, source, device=device, options=opts, on_progress=on_progress)))
+        worker.start()
+        assert queued.wait(timeout=180), messages
+        assert worker.is_alive()  # still waiting for the lock this process holds
+    worker.join(timeout=180)
+    v = result["v"]
+    assert v.kind is VerdictKind.OK, v.reason
+    assert v.performance, v.steps
+    assert any("waited" in w and "device lock" in w for w in v.warnings), v.warnings
+    assert _marked_processes() == []

@@ -115,6 +115,8 @@ class VerifyOptions:
         warmup_ms / rep_ms: timing budget per callable, milliseconds.
         exit_grace_s: seconds a worker may take to exit after writing its result.
         lock_dir: directory of the device timing locks (``None``: ``default_lock_dir()``).
+        force_timing: run the timing job on cpu too (host-clocked in Triton's interpreter; the
+            numbers say nothing about a GPU and exist only to exercise the timing harness).
     """
 
     timeout_s: float = 300.0
@@ -136,6 +138,7 @@ class VerifyOptions:
     rep_ms: float = 100.0
     exit_grace_s: float = runner.DEFAULT_EXIT_GRACE_S
     lock_dir: str | None = None
+    force_timing: bool = False
 
     def seed_list(self) -> list[int]:
         """The seeds as a list (``3`` -> ``[0, 1, 2]``)."""
@@ -231,7 +234,7 @@ def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) 
 
 
 def _performance_variants(problem: Any, device: DeviceInfo, opts: VerifyOptions) -> list[Any]:
-    if device.interpreter or not opts.measure_performance:
+    if (device.interpreter and not opts.force_timing) or not opts.measure_performance:
         return []
     if opts.performance_variants is not None:
         return [problem.variant(n) for n in opts.performance_variants]
@@ -334,6 +337,7 @@ class _Run:
             "warmup_ms": o.warmup_ms, "rep_ms": o.rep_ms, "lock_dir": str(self.lock_dir),
             "lock_key": self.device.lock_key(), "lints": list(o.lints),
             "device_profile": self.device.profile, "device_name": self.device.name,
+            "force_timing": o.force_timing,
         }
 
     def job(self, role: str, module: dict[str, Any], *, expected_dir: str | None = None,
@@ -522,7 +526,7 @@ def _verify_uncached(run: _Run) -> Verdict:
         verdict.steps.append(Step(name="performance", status=StepStatus.SKIPPED,
                                   summary="skipped: the candidate did not pass"))
         return verdict
-    if device.interpreter:
+    if device.interpreter and not run.opts.force_timing:
         verdict.steps.append(Step(name="performance", status=StepStatus.NOT_MEASURED,
                                   summary=NOT_MEASURED_INTERPRETER))
         return verdict

@@ -180,3 +180,20 @@ def test_contradictions_document_covers_each_item():
     text = (KNOWLEDGE_ROOT / "contradictions.md").read_text().lower()
     for topic in ("grf_mode", "32 warps", "dpas", "b580", "dangling", "ponte vecchio"):
         assert topic in text, f"contradictions.md does not resolve {topic!r}"
+
+
+def test_page_helpers_for_the_knowledge_page():
+    kb = load_knowledge()
+    by_stage = kb.rules_by_stage("xpu")
+    assert list(by_stage) == list(STAGE_IDS)
+    assert "dot_fp32_accumulate_low_precision_operands" in {r.id for r in by_stage["dtype_fix"]}
+    d = kb.rules["swizzle_1d_grid"].to_dict()
+    assert "GROUP_SIZE_M" in d["after"] and d["stage"] == "xpu_specific" and "example" not in d
+    rows = kb.profiles_table(["arc_b580", "nvidia_h200"])
+    table = {r["fact"]: r for r in rows}
+    assert table["memory bandwidth (GB/s)"]["arc_b580"] == 456
+    assert table["compute units"]["nvidia_h200"] == "132 SMs"
+    assert table["peak fp64 (TFLOP/s)"]["arc_b580"] is None
+    assert set(rows[0]) == {"fact", "arc_b580", "nvidia_h200"}
+    with pytest.raises(KeyError):
+        kb.profiles_table(["nope"])

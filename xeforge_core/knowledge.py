@@ -261,6 +261,13 @@ class Rule(_Strict):
         """Whether this rule applies to a Triton version string like ``3.6.0``."""
         return version_matches(version, self.triton)
 
+    def to_dict(self, root: Path | None = None) -> dict[str, Any]:
+        """Plain data for tables and pages, with the example code read in (``before``/``after``)."""
+        before, after = self.example_code(root)
+        data = self.model_dump(exclude={"example"})
+        data.update(before=before, after=after)
+        return data
+
     def example_code(self, root: Path | None = None) -> tuple[str, str]:
         """The (before, after) code text, reading ``*_path`` files relative to the KB root."""
         base = root or KNOWLEDGE_ROOT
@@ -399,6 +406,32 @@ class KnowledgeBase(BaseModel):
                 continue
             out.append(r)
         return out
+
+    def rules_by_stage(self, target: str | None = None) -> dict[str, list[Rule]]:
+        """Rules grouped by stage id, every stage present (canonical order), filtered by target."""
+        return {s: self.rules_for(stage=s, target=target) for s in STAGE_IDS}
+
+    def profiles_table(self, ids: list[str] | None = None) -> list[dict[str, Any]]:
+        """Profiles side by side: one row per fact (``{"fact": label, <profile id>: value}``),
+        in the order of ``ids`` (default: all profiles). Unknown ids raise ``KeyError``."""
+        chosen = [self.profiles[i] for i in (ids or list(self.profiles))]
+        facts: list[tuple[str, Any]] = [
+            ("name", lambda p: p.name), ("architecture", lambda p: p.arch), ("target", lambda p: p.target),
+            ("supported", lambda p: p.supported),
+            ("compute units", lambda p: f"{p.compute_units.value} {p.compute_unit_name}s"),
+            ("sub-group sizes", lambda p: p.subgroup_sizes.value),
+            ("max warps per work-group", lambda p: p.max_warps_per_workgroup.value),
+            ("SLM per work-group (bytes)", lambda p: p.slm_bytes_per_workgroup.value),
+            ("L2 (bytes)", lambda p: p.l2_bytes.value),
+            ("GRF modes", lambda p: ", ".join(p.grf_modes) or "-"),
+            ("memory bandwidth (GB/s)", lambda p: p.memory_bandwidth_gbps.value),
+        ]
+        for dt in ("fp64", "fp32", "tf32", "fp16", "bf16", "int8", "fp8"):
+            facts.append((f"peak {dt} (TFLOP/s)",
+                          lambda p, dt=dt: p.peak_tflops[dt].value if dt in p.peak_tflops else None))
+        facts.append(("ridge point fp16 (FLOP/byte)",
+                      lambda p: round(p.ridge_point("fp16"), 1) if p.ridge_point("fp16") else None))
+        return [{"fact": label, **{p.id: get(p) for p in chosen}} for label, get in facts]
 
     def search_space_for(self, target: str, arch: str | None = None) -> SearchSpace | None:
         """The search space for a target; with ``arch`` (e.g. ``xe2``, ``xe-hpc``), the one

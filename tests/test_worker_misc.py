@@ -1,0 +1,160 @@
+"""The worker on KernelBench-style modules without a spec, on baselines that cannot run here,
+on integrity rules checked from the source, and the timing role; run as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_worker_planted import PLANTED, run_worker, source
+from xeforge_core.verdict import Verdict
+
+
+def scale_job(role: str, module: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    job = {"role": role, "device": "cpu", "module": module, "baseline": None, "reference": None, "spec": None,
+           "correctness_variants": [], "performance_variants": [], "seeds": [0, 1],
+           "distributions": ["normal", "module"], "expected_dir": None, "options": {}}
+    job.update(extra)
+    return job
+
+
+@pytest.fixture(scope="module")
+def scale_baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Verdict, Path]:
+    job_dir = tmp_path_factory.mktemp("scale-baseline")
+    result = run_worker(job_dir, scale_job("baseline", source("scale_baseline.py", "baseline", "scale.py")))
+    return Verdict.from_dict(result), job_dir / "expected"
+
+
+def candidate(tmp_path: Path, expected: Path, name: str, **extra: Any) -> Verdict:
+    job = scale_job("candidate", source(name, "candidate", "candidate.py", extra.pop("class_name", "Model")),
+                    expected_dir=str(expected), **extra)
+    return Verdict.from_dict(run_worker(tmp_path / "cand", job))
+
+
+def test_kernelbench_module_without_spec(tmp_path, scale_baseline):
+    base, expected = scale_baseline
+    assert base.kind.value == "ok", base.reason
+    meta = json.loads((expected / "meta.json").read_text())
+    assert sorted(meta["runs"]) == ["module__s0__module", "module__s0__normal", "module__s1__module",
+                                    "module__s1__normal"]
+    lints = [{"rule": "pow2_num_warps", "message": "num_warps should be a power of two", "severity": "warning",
+              "line": 3}]
+    v = candidate(tmp_path, expected, "scale_baseline.py", options={"lints": lints})
+    assert v.kind.value == "ok", v.reason
+    assert any(f.rule == "kb:pow2_num_warps" and f.line == 3 for f in v.findings)
+    assert v.step("correctness").evidence["weights"] == {"module/s0": "copied", "module/s1": "copied"}
+
+
+def test_error_severity_lint_fails_structure(tmp_path, scale_baseline):
+    _, expected = scale_baseline
+    lints = [{"rule": "kb:grf_mode", "message": "grf_mode must be 128 or 256", "severity": "error", "line": 12}]
+    v = candidate(tmp_path, expected, "scale_baseline.py", options={"lints": lints})
+    assert v.kind.value == "cheating"
+    assert "kb:grf_mode" in v.reason and v.source_line == 12
+
+
+def test_model_missing_at_run_time(tmp_path, scale_baseline):
+    _, expected = scale_baseline
+    v = candidate(tmp_path, expected, "scale_baseline.py", class_name="ModelNew")
+    assert v.kind.value == "runtime_error"
+    assert "ModelNew is missing" in v.reason and "defines classes: Model" in v.reason
+
+
+def test_try_except_fallback_is_cheating(tmp_path, scale_baseline):
+    _, expected = scale_baseline
+    v = candidate(tmp_path, expected, "scale_try_fallback.py")
+    assert v.kind.value == "cheating"
+    finding = next(f for f in v.findings if f.rule == "try_except_fallback")
+    assert finding.line == 25  # the except line
+    assert v.source_line == 25
+
+
+def test_patching_timers_is_cheating(tmp_path, scale_baseline):
+    _, expected = scale_baseline
+    v = candidate(tmp_path, expected, "scale_patches_timer.py")
+    assert v.kind.value == "cheating"
+    rules = {(f.rule, f.line) for f in v.findings}
+    assert ("patches_timer", 12) in rules and ("patches_timer", 13) in rules
+    messages = " ".join(f.message for f in v.findings)
+    assert "torch.cuda.synchronize was replaced at run time" in messages
+    assert "time.perf_counter was replaced at run time" in messages
+
+
+def test_get_inputs_returning_non_tensors(tmp_path):
+    v = Verdict.from_dict(run_worker(tmp_path, scale_job("baseline", source("scale_bad_inputs.py", "baseline"))))
+    assert v.kind.value == "runtime_error"
+    assert "get_inputs() in baseline.py returned a numpy.ndarray at position 0" in v.reason
+    assert v.reason.startswith("the baseline failed")
+
+
+def test_init_values_the_constructor_rejects(tmp_path):
+    variant = {"name": "ci", "params": [], "dims": {}, "init_values": [48, 2, 3]}
+    job = scale_job("baseline", source("scale_baseline.py", "baseline"), correctness_variants=[variant])
+    v = Verdict.from_dict(run_worker(tmp_path, job))
+    assert v.kind.value == "runtime_error"
+    assert "Model(48, 2, 3) rejected its init values: TypeError" in v.reason
+
+
+def test_baseline_hard_coding_xpu_says_so(tmp_path):
+    v = Verdict.from_dict(run_worker(tmp_path, scale_job("baseline", source("scale_xpu_hardcoded.py", "baseline"))))
+    assert v.kind.value == "runtime_error"
+    assert "hard-codes the xpu device; it cannot run on cpu as written (the portability codemod rewrites it)" \
+        in v.reason
+    assert "XPU is not available" in v.reason
+
+
+def test_baseline_falling_back_to_torch_without_xpu(tmp_path):
+    v = Verdict.from_dict(run_worker(tmp_path, scale_job("baseline", source("scale_xpu_fallback.py", "baseline"))))
+    assert v.kind.value == "environment"
+    assert "launched no Triton kernel on cpu" in v.reason and "never ran" in v.reason
+    assert "falls back to torch ops when no XPU is present" in v.reason
+
+
+def test_real_xeforge_kernel_hard_codes_xpu(tmp_path, xeforge_cases):
+    src = (xeforge_cases / "14_Gemm_Divide_Sum_Scaling.py").read_text()
+    job = scale_job("baseline", {"source": src, "filename": "14_Gemm_Divide_Sum_Scaling.py", "class_name": "Model",
+                                 "label": "baseline"},
+                    spec={"inputs": {"X": {"shape": ["BATCH", "INPUT_SIZE"], "dtype": "float32"}}, "inits": []},
+                    correctness_variants=[{"name": "ci", "params": ["X"], "dtype": "float16",
+                                           "dims": {"BATCH": 4, "INPUT_SIZE": 64, "HIDDEN_SIZE": 32,
+                                                    "SCALING_FACTOR": 1.5},
+                                           "init_values": [64, 32, 1.5]}],
+                    seeds=[0], distributions=["normal"])
+    v = Verdict.from_dict(run_worker(tmp_path, job))
+    assert v.kind.value == "runtime_error"
+    assert "hard-codes the xpu device" in v.reason
+    assert v.source_line == 80  # the assert on torch.xpu in kernel_function
+
+
+def test_timing_role(tmp_path):
+    module = source("scale_baseline.py", "candidate", "candidate.py")
+    base = source("scale_baseline.py", "baseline", "scale.py")
+    job = scale_job("timing", module, baseline=base, seeds=[0], distributions=["normal"])
+    v = Verdict.from_dict(run_worker(tmp_path / "plain", job))
+    assert v.kind.value == "ok"
+    assert [(s.name, s.status.value) for s in v.steps] == [("performance", "not_measured")]
+    assert "not measured: interpreter" in v.steps[0].summary
+
+    # forced on the interpreter, the harness itself runs end to end (host-clocked, interleaved)
+    profile = {"peak_tflops": {"fp32": 1e-9}, "bandwidth_gbps": 1.0}
+    variant = {"name": "module", "params": [], "dims": {}, "dtype": "float32", "flop": 4 * 48.0,
+               "bytes": 4 * 48 * 4 * 2.0}
+    job = scale_job("timing", module, baseline=base, performance_variants=[variant],
+                    options={"force_timing": True, "warmup_ms": 1, "rep_ms": 1, "lock_dir": str(tmp_path / "locks"),
+                             "lock_key": "cpu-test", "device_profile": profile})
+    v = Verdict.from_dict(run_worker(tmp_path / "forced", job))
+    assert v.kind.value == "ok", v.reason
+    perf = v.performance[0]
+    assert perf.baseline.trials >= 10 and perf.candidate.trials == perf.baseline.trials
+    assert perf.speedup > 0 and perf.tflops is not None and perf.gbps is not None
+    assert perf.roofline_fraction is not None and perf.suspect  # far above this fake, tiny roofline
+    events = [json.loads(x) for x in (tmp_path / "forced" / "progress.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "lock_acquired" for e in events)
+    assert (tmp_path / "locks" / "cpu-test.lock").exists()
+
+
+def test_planted_fixtures_exist():
+    assert (PLANTED / "cand_syntax_error.py.txt").is_file()

@@ -667,6 +667,10 @@ def _safe_verify(verify_fn: Callable[..., Verdict], problem: Any, code: str, dev
         verdict = verify_fn(problem, code, device=device, options=options, on_progress=forward, cancel=cancel)
     except Exception as exc:  # the loop survives a failing verifier: it becomes a verdict
         _check(cancel)  # ... unless it failed because the user cancelled
+        if isinstance(exc, ValueError) and hasattr(exc, "field") and hasattr(exc, "file"):
+            # a ProblemError: the problem (spec, variants) cannot be verified, whatever the candidate
+            return Verdict(kind=VerdictKind.ENVIRONMENT, reason=f"the problem cannot be verified: {exc}",
+                           error_text=str(exc))
         return Verdict(kind=VerdictKind.RUNTIME_ERROR, reason=f"verification failed: {type(exc).__name__}: {exc}",
                        error_text=str(exc))
     if not isinstance(verdict, Verdict):

@@ -1264,14 +1264,14 @@ def _supports_initial_branch() -> bool:
 
 
 def _summary_line(text: str, limit: int = 90) -> str:
-    """The first informative line of a rationale (a heading ending in ':' is joined with the
-    line after it; bullets lose their marker)."""
+    """The first informative line of a rationale (a heading ending in ':' gives way to the line
+    after it; bullets and ``line N:`` prefixes are dropped)."""
     lines = [ln.strip().lstrip("-*• ").strip() for ln in (text or "").splitlines() if ln.strip()]
     if not lines:
         return ""
     line = lines[0]
     if line.endswith(":") and len(lines) > 1:
-        line = f"{line[:-1]}: {lines[1]}"
+        line = lines[1]  # a heading ("codemod dtype_fix:") says less than its first item
     line = re.sub(r"^line \d+:\s*", "", line)
     return line if len(line) <= limit else line[: limit - 1] + "…"
 

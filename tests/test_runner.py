@@ -101,6 +101,8 @@ def test_hang_is_a_timeout_and_group_is_killed(tmp_path):
     kind, reason = classify(out)
     assert kind is VerdictKind.TIMEOUT
     assert "1.5 s" in reason and "start hang_with_child" in reason
+    assert "most recent call first" in out.stderr  # where it hung, from the faulthandler dump
+    assert "fake_worker.py" in out.stderr
     _assert_nothing_left(out, tmp_path)
 
 

@@ -457,6 +457,19 @@ def _make_preexec(memory_bytes: int | None, cpu_seconds: int | None,
     return preexec
 
 
+def _dump_stack(proc: subprocess.Popen, wait_s: float = 2.0) -> int | None:
+    """Make a hung worker print where it is: SIGABRT is one of the signals
+    ``PYTHONFAULTHANDLER=1`` handles, so the worker writes every thread's Python stack to its
+    stderr before dying (no core: ``RLIMIT_CORE`` is 0). Returns its exit status, or ``None`` if
+    it has not exited within ``wait_s`` seconds."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(proc.pid, signal.SIGABRT)
+    try:
+        return proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def _signal_name(returncode: int | None) -> str | None:
     if returncode is None or returncode >= 0:
         return None
@@ -493,7 +506,8 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
                cancel: threading.Event | None = None, job_dir: str | Path | None = None,
                module: str = "xeforge_core.worker", command: list[str] | None = None,
                device_index: int | None = None, exit_grace_s: float = DEFAULT_EXIT_GRACE_S,
-               queue_limit_s: float = 3600.0, poll_interval_s: float = 0.05) -> WorkerOutcome:
+               queue_limit_s: float = 3600.0, dump_stack_on_timeout: bool = True,
+               poll_interval_s: float = 0.05) -> WorkerOutcome:
     """Run ``job`` (see ``xeforge_core.worker.job``) in a fresh worker process and wait for it.
 
     The job is written to ``JOB_DIR/job.json`` (``job["job_dir"]`` is set to that directory;
@@ -509,7 +523,9 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
     ``exit_grace_s``: seconds a worker may take to exit after writing its result. Time the
     worker spends queued for the device timing lock (between its ``queued`` and
     ``lock_acquired`` progress events) does not count against ``timeout_s``, up to
-    ``queue_limit_s`` seconds of waiting.
+    ``queue_limit_s`` seconds of waiting. With ``dump_stack_on_timeout``, a worker that hangs
+    is first sent SIGABRT so that its faulthandler prints where every thread was (kept in
+    ``stderr``), then its group is killed; the outcome is still ``timed_out``.
 
     ``on_progress`` is called (in this thread) with each event dict the worker appends to
     ``progress.jsonl``; exceptions it raises are ignored. Setting ``cancel`` kills the group and
@@ -582,6 +598,8 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
                     killed_after_result = True
                 else:
                     timed_out = True
+                    if dump_stack_on_timeout:
+                        returncode = _dump_stack(proc)
                 break
     finally:
         stray = [p for p in set(group_members(sid)) | set(_token_holders(token)) if p != proc.pid]

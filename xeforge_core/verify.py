@@ -250,7 +250,15 @@ def _step_for_progress(message: str) -> str:
 
 
 def _source_line(text: str, filename: str) -> int | None:
-    matches = re.findall(rf'{re.escape(filename)}", line (\d+)', text)
+    """The innermost line of ``filename`` in a traceback (Python's, most recent call last) or
+    a faulthandler dump (most recent call first) found in ``text``."""
+    pattern = rf'{re.escape(filename)}", line (\d+)'
+    marker = text.rfind("most recent call first")
+    if marker >= 0:
+        m = re.search(pattern, text[marker:])
+        if m:
+            return int(m.group(1))
+    matches = re.findall(pattern, text)
     return int(matches[-1]) if matches else None
 
 

@@ -204,6 +204,13 @@ def test_dtype_fix_on_real_kernels(xeforge_cases: Path) -> None:
         assert res.applicable, name
         assert ".to(tl.float32), " not in res.source.split("tl.dot(")[1].split(")")[0], name
         assert ", acc)" in res.source, name
+    # operands upcast where they are loaded, used only by tl.dot
+    res = fix_dtypes((xeforge_cases / "84_Gemm_BatchNorm_Scaling_Softmax.py").read_text())
+    assert res.applicable
+    assert "acc = tl.dot(a, w.to(a.dtype), acc)" in res.source
+    assert "other=0.0).to(tl.float32)\n        acc" not in res.source
+    assert res.source.count(".to(tl.float32)") == (xeforge_cases / "84_Gemm_BatchNorm_Scaling_Softmax.py"
+                                                   ).read_text().count(".to(tl.float32)") - 2
 
 
 # --- the rules engine --------------------------------------------------------------------------

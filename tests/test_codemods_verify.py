@@ -53,3 +53,8 @@ def test_portability_makes_real_kernels_run_in_the_interpreter(xeforge_cases: Pa
     ported = problem.with_kernel_source(cand.code, label="baseline")
     assert [v.name for v in ported.correctness_variants()] == ["ci"]
     _check(ported, cand.code)
+    if name.startswith("84_"):
+        # and the next stage's codemod on the ported real kernel verifies against it
+        fixed = fix_dtypes(cand.code)
+        assert fixed.applicable
+        _check(ported, fixed.source)

@@ -88,6 +88,8 @@ class _Fix(cst.CSTTransformer):
         self.changes = 0
         self.dots = 0
         self._pending: dict[int, tuple[int, str]] = {}
+        self._strip_assigns: set[int] = set()
+        self._guard_dots: dict[int, tuple[str, str]] = {}
         self._notes_at: list[tuple[int, str]] = []
 
     def all_notes(self) -> list[str]:
@@ -105,7 +107,56 @@ class _Fix(cst.CSTTransformer):
         if is_kernel(node):
             self.kernel_depth += 1
             self.kernel_names.append(node.name.value)
+            self._plan_loaded_upcasts(node)
         return True
+
+    def _plan_loaded_upcasts(self, fn: cst.FunctionDef) -> None:
+        """Find ``a = <load>.to(tl.float32)`` / ``b = ....to(tl.float32)`` whose only use is as
+        the two operands of one ``tl.dot(a, b, ...)``: those casts can go too."""
+        assigns: dict[str, list[cst.Assign]] = {}
+        reads: dict[str, int] = {}
+        dots: list[cst.Call] = []
+
+        class _Scan(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> bool:
+                for t in node.targets:
+                    if isinstance(t.target, cst.Name):
+                        assigns.setdefault(t.target.value, []).append(node)
+                node.value.visit(self)
+                return False
+
+            def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+                return False
+
+            def visit_Arg(self, node: cst.Arg) -> bool:
+                node.value.visit(self)
+                return False
+
+            def visit_Attribute(self, node: cst.Attribute) -> bool:
+                node.value.visit(self)
+                return False
+
+            def visit_Name(self, node: cst.Name) -> None:
+                reads[node.value] = reads.get(node.value, 0) + 1
+
+            def visit_Call(self, node: cst.Call) -> None:
+                if _is_dot(node):
+                    dots.append(node)
+
+        fn.body.visit(_Scan())
+        for dot in dots:
+            pos = _positional(dot)
+            if len(pos) < 2 or not all(isinstance(p.value, cst.Name) for p in pos[:2]):
+                continue
+            names = [p.value.value for p in pos[:2]]  # type: ignore[attr-defined]
+            if names[0] == names[1]:
+                continue
+            ok = all(len(assigns.get(n, [])) == 1 and reads.get(n, 0) == 1
+                     and _strip_upcast(assigns[n][0].value) is not None for n in names)
+            if ok:
+                for n in names:
+                    self._strip_assigns.add(id(assigns[n][0]))
+                self._guard_dots[id(dot)] = (names[0], names[1])
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         if is_kernel(original):
@@ -168,6 +219,13 @@ class _Fix(cst.CSTTransformer):
                           semicolon=updated.semicolon)
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
+        if id(original) in self._strip_assigns:
+            stripped = _strip_upcast(updated.value)
+            if stripped is not None:
+                self.changes += 1
+                self._notes_at.append((self._line(original), "the operand keeps its loaded (low-precision) "
+                                                             "dtype: its only use is tl.dot, which accumulates in fp32"))
+                return updated.with_changes(value=stripped)
         if not self.kernel_depth or len(updated.targets) != 1:
             return updated
         target = updated.targets[0].target
@@ -187,6 +245,16 @@ class _Fix(cst.CSTTransformer):
             return updated
         self.dots += 1
         line = self._line(original)
+        if id(original) in self._guard_dots:
+            a, _ = self._guard_dots[id(original)]
+            pos = _positional(updated)
+            i_b = updated.args.index(pos[1])
+            guarded = cst.Call(func=cst.Attribute(value=pos[1].value, attr=cst.Name("to")),
+                               args=[cst.Arg(cst.Attribute(value=cst.Name(a), attr=cst.Name("dtype")))])
+            args = list(updated.args)
+            args[i_b] = pos[1].with_changes(value=guarded)
+            self.changes += 1
+            return updated.with_changes(args=args)
         args, stripped = self._low_precision_args(updated, line)
         if not stripped:
             return updated

@@ -130,7 +130,20 @@ def run(x, N):
     return y
 """
 
-LAUNCH_2D = "run_grid = None\n"
+STREAMK = HEADER + """
+@triton.jit
+def splitk_kernel(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    part = tl.load(x_ptr + tl.program_id(0) * BLOCK + o, mask=o < N)
+    dst = out_ptr + o
+    tl.atomic_add(dst, part, mask=o < N)
+
+
+def run(x, N):
+    out = {alloc}
+    splitk_kernel[(4,)](x, out, N, BLOCK=1024)
+    return out
+"""
 
 # lint name -> (violating source, fixed source, target, triton version)
 CASES: dict[str, tuple[str, str, str, str | None]] = {
@@ -210,6 +223,12 @@ CASES: dict[str, tuple[str, str, str, str | None]] = {
     "lint_fusion_candidate": (
         TWO_LAUNCHES.replace("{second}", "k2[(1,)](tmp, y, N, BLOCK=1024)"),
         TWO_LAUNCHES.replace("{second}", "k2[(1,)](x, y, N, BLOCK=1024)"), "xpu", None),
+    "lint_atomic_output_zeroed": (
+        STREAMK.replace("{alloc}", "torch.empty(N, device=x.device, dtype=torch.float32)"),
+        STREAMK.replace("{alloc}", "torch.zeros(N, device=x.device, dtype=torch.float32)"), "xpu", None),
+    "lint_descriptor_boundary_check": (
+        DESCRIPTOR.replace("a = a_desc.load([0, 0])", "a = a_desc.load([0, 0], boundary_check=(0, 1))"),
+        DESCRIPTOR, "xpu", None),
 }
 
 

@@ -536,15 +536,103 @@ def lint_fusion_candidate(ctx: LintContext) -> list[Hit]:
     return hits
 
 
-def _allocations(tree: ast.Module) -> dict[str, set[str]]:
+_ALLOCATORS = ("torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_like", "torch.full")
+
+
+def _allocations(tree: ast.Module, allocators: tuple[str, ...] = _ALLOCATORS) -> dict[str, set[str]]:
+    """Per function name: the local names assigned from one of ``allocators``."""
     out: dict[str, set[str]] = {}
     for fn in ast.walk(tree):
         if isinstance(fn, ast.FunctionDef):
             names = set()
             for a in ast.walk(fn):
                 if (isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
-                        and ast.unparse(a.value.func) in ("torch.empty", "torch.zeros", "torch.empty_like",
-                                                          "torch.zeros_like", "torch.full")):
+                        and ast.unparse(a.value.func) in allocators):
                     names |= {t.id for t in a.targets if isinstance(t, ast.Name)}
             out[fn.name] = names
     return out
+
+
+# --------------------------------------------------------------------------------------
+# persistent / stream-K, descriptors
+# --------------------------------------------------------------------------------------
+
+
+def _root_param(node: ast.AST, params: list[str], env: dict[str, ast.AST], depth: int = 0) -> str | None:
+    """The kernel pointer parameter an address expression is built from (``y_ptr + offs`` ->
+    ``y_ptr``), following simple local assignments."""
+    if depth > 6:
+        return None
+    if isinstance(node, ast.Name):
+        if node.id in params:
+            return node.id
+        if node.id in env:
+            return _root_param(env[node.id], params, env, depth + 1)
+        return None
+    if isinstance(node, ast.BinOp):
+        return _root_param(node.left, params, env, depth + 1) or _root_param(node.right, params, env, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _root_param(node.value, params, env, depth + 1)
+    return None
+
+
+@_register
+def lint_atomic_output_zeroed(ctx: LintContext) -> list[Hit]:
+    """A kernel that accumulates with tl.atomic_add into a buffer the launching function
+    allocated with torch.empty / empty_like (uninitialised memory)."""
+    hits = []
+    fns = {n.name: n for n in ast.walk(ctx.tree) if isinstance(n, ast.FunctionDef)}
+    empties = _allocations(ctx.tree, ("torch.empty", "torch.empty_like", "torch.empty_strided"))
+    for k in ctx.facts.kernels:
+        fn = fns.get(k.name)
+        if fn is None:
+            continue
+        params = [p.name for p in k.params]
+        env = {}
+        for a in ast.walk(fn):
+            if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name):
+                env[a.targets[0].id] = a.value
+        targets: dict[str, int] = {}
+        for c in ast.walk(fn):
+            if isinstance(c, ast.Call) and ast.unparse(c.func) in ("tl.atomic_add", "triton.language.atomic_add"):
+                root = _root_param(c.args[0], params, env) if c.args else None
+                if root:
+                    targets.setdefault(root, c.lineno)
+        if not targets:
+            continue
+        for ln in ctx.facts.launches:
+            if ln.kernel != k.name:
+                continue
+            allocated = empties.get((ln.function or "").split(".")[-1], set())
+            bound = dict(zip(params, ln.args))
+            bound.update(ln.kwargs)
+            for param, line in targets.items():
+                arg = bound.get(param)
+                if arg in allocated:
+                    hits.append(Hit(ln.line, f"{k.name} accumulates into {param} with tl.atomic_add (line {line}), but "
+                                             f"{arg} comes from torch.empty: start from torch.zeros",
+                                    kernel=k.name))
+    return hits
+
+
+@_register
+def lint_descriptor_boundary_check(ctx: LintContext) -> list[Hit]:
+    """``boundary_check=`` given to a tensor-descriptor load or store (descriptors take none)."""
+    hits = []
+    kernels = {k.name: k for k in ctx.facts.kernels}
+    for fn in ast.walk(ctx.tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+            continue
+        descs = set()
+        for a in ast.walk(fn):
+            if (isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
+                    and ast.unparse(a.value.func).endswith("make_tensor_descriptor")):
+                descs |= {t.id for t in a.targets if isinstance(t, ast.Name)}
+        for c in ast.walk(fn):
+            if (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("load", "store")
+                    and isinstance(c.func.value, ast.Name) and c.func.value.id in descs
+                    and any(kw.arg == "boundary_check" for kw in c.keywords)):
+                hits.append(Hit(c.lineno, f"{fn.name}: {c.func.value.id}.{c.func.attr}(..., boundary_check=...) - "
+                                          "tensor descriptors take no boundary_check (out-of-bounds reads are padded)",
+                                kernel=fn.name))
+    return hits

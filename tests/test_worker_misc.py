@@ -158,3 +158,20 @@ def test_timing_role(tmp_path):
 
 def test_planted_fixtures_exist():
     assert (PLANTED / "cand_syntax_error.py.txt").is_file()
+
+
+def test_constant_reference_makes_correctness_inconclusive(tmp_path):
+    job = scale_job("baseline", source("scale_baseline.py", "baseline", "scale.py"),
+                    reference=source("scale_const_ref.py", "reference", "scale_ref.py"), distributions=["normal"])
+    base = Verdict.from_dict(run_worker(tmp_path / "base", job))
+    assert base.kind.value == "ok", base.reason
+    assert base.step("correctness").status.value == "inconclusive"
+    assert "does not depend on its inputs" in base.step("correctness").summary
+    assert any("disagrees with the reference" in w for w in base.warnings)
+    cand = Verdict.from_dict(run_worker(tmp_path / "cand", dict(
+        job, role="candidate", module=source("scale_baseline.py", "candidate"),
+        expected_dir=str(tmp_path / "base" / "expected"))))
+    assert cand.step("correctness").status.value == "inconclusive"
+    assert "proves nothing" in cand.reason
+    # the reference disagreed with the baseline, so the candidate is judged against the baseline only
+    assert {r.against for r in cand.correctness} == {"baseline"}

@@ -179,7 +179,8 @@ def run_timing(ctx: WorkerContext) -> None:
         holder["cand"] = Harness(ctx, _load(ctx, ctx.job.get("module"), "candidate"))
         if ctx.job.get("reference"):
             try:
-                holder["ref"] = Harness(ctx, _load(ctx, ctx.job.get("reference"), "reference"))
+                holder["ref"] = Harness(ctx, _load(ctx, ctx.job.get("reference"), "reference"),
+                                        init_fallback=holder["base"].loaded)
             except WorkerError as err:
                 ctx.verdict.warnings.append(f"the reference did not load, so no eager time: {err.failure.reason}")
         step.summary = "baseline and candidate imported"

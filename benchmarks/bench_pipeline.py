@@ -1,0 +1,842 @@
+"""Benchmark of the whole pipeline on a GPU (a script, not a test).
+
+For every sample in ``sample_kernels/`` and every kernel in a directory of Xe-Forge cases given
+on the command line, it measures:
+
+* the **baseline** (the kernel as given; for a kernel that hard-codes another device, the
+  verified device-agnostic port of it, since the original cannot run here),
+* the **rules-engine result**: the CoVeR loop in auto mode with the rules engine over the stages
+  ``dtype_fix``, ``autotuning`` and ``xpu_specific`` (portability first where needed), through
+  a git-backed session when GitPython is installed and through in-memory stage states
+  otherwise; each stage's speedup is the one its verdict measured over the version it started
+  from,
+* **PyTorch eager** (the spec's reference module, timed by the verifier beside the kernels),
+
+on the problem's ``bench-gpu*`` shapes, with TFLOP/s and the fraction of the device roofline
+(from the knowledge-base hardware profile), and the geometric mean of the speedups. It also
+replays the **Flash Attention teaching trajectory**: every step verified against the naive
+baseline and timed over several shapes (one with a non-power-of-two sequence length, one with
+71 heads, one with head dim 96); the causal step is timed against its own reference and next to
+the non-causal autotuned step.
+
+All measurements go through ``xeforge_core.verify`` (isolated workers, baseline and candidate
+interleaved, warm-up, L2 flush, device timing lock), so the numbers are the product's own.
+
+Outputs, in ``--out`` (created): ``summary.md`` (device, library versions, tables, geometric
+means), ``problems.csv``, ``stages.csv``, ``trajectory.csv``, ``results.json`` and, when plotly
+is installed, ``report.html``.
+
+Usage::
+
+    python benchmarks/bench_pipeline.py --cases ../shared/cases/xeforge --out docs/benchmarks/h200 --quick
+    python benchmarks/bench_pipeline.py --cases DIR --out OUT --only flash --only gemm
+    python benchmarks/bench_pipeline.py --device cpu --only vector_add --skip-trajectory --out /tmp/b
+
+``--quick`` (fewer shapes, one seed, one CoVeR iteration, shorter timing, a time budget) is
+sized to finish in about 8 minutes on an H200. On cpu nothing is timed (Triton's interpreter);
+that mode exists to exercise the script anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import json
+import math
+import platform
+import re
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from xeforge_core.problem import Problem, load_problem  # noqa: E402
+from xeforge_core.samples import flash_attention_trajectory, list_samples, load_sample  # noqa: E402
+
+#: The stages the rules engine serves, in canonical order (portability runs before them).
+RULES_STAGES = ("dtype_fix", "autotuning", "xpu_specific")
+
+#: Trajectory shapes timed in --quick mode (names of variants of the attention spec).
+QUICK_TRAJECTORY_SHAPES = ("bench-gpu", "bench-gpu-2", "bench-gpu-3", "bench-gpu-4")
+
+
+# ---------------------------------------------------------------------------------------------
+# settings and result rows
+
+
+@dataclass
+class Settings:
+    """How much to run. Times in milliseconds / seconds as named."""
+
+    quick: bool
+    device: str | None
+    jobs: int
+    iterations: int
+    seeds: int
+    distributions: list[str]
+    warmup_ms: float
+    rep_ms: float
+    timeout_s: float
+    max_shapes: int
+    budget_s: float | None
+    use_session: bool
+    use_cache: bool
+    keep_sessions: Path | None
+
+
+@dataclass
+class ShapeRow:
+    """One problem on one shape: times in µs; speedups as ratios (>1 is faster)."""
+
+    kind: str                       # "sample" or "case"
+    problem: str
+    variant: str
+    dims: str
+    baseline_us: float | None = None
+    rules_us: float | None = None
+    eager_us: float | None = None
+    speedup_rules: float | None = None        # baseline / rules
+    rules_vs_eager: float | None = None       # eager / rules
+    baseline_vs_eager: float | None = None    # eager / baseline
+    tflops_baseline: float | None = None
+    tflops_rules: float | None = None
+    roofline_baseline: float | None = None
+    roofline_rules: float | None = None
+    stages_applied: str = ""
+    note: str = ""
+
+
+@dataclass
+class StageRow:
+    """One rules-engine stage on one problem: ``speedup`` over the version it started from."""
+
+    problem: str
+    stage: str
+    status: str
+    speedup: float | None
+    seconds: float
+    reason: str
+
+
+@dataclass
+class TrajectoryRow:
+    """One trajectory step on one shape: ``speedup`` over the naive baseline (non-causal steps)."""
+
+    step: int
+    title: str
+    stage: str
+    rule_id: str
+    variant: str
+    dims: str
+    naive_us: float | None = None
+    step_us: float | None = None
+    speedup: float | None = None
+    tflops: float | None = None
+    roofline: float | None = None
+    eager_us: float | None = None
+    vs_eager: float | None = None
+    vs_noncausal: float | None = None      # causal step: autotuned non-causal time / causal time
+    verdict: str = ""
+    causal: bool = False
+    note: str = ""
+
+
+@dataclass
+class Results:
+    started: str
+    settings: dict[str, Any]
+    device: dict[str, Any]
+    versions: dict[str, Any]
+    shapes: list[ShapeRow] = field(default_factory=list)
+    stages: list[StageRow] = field(default_factory=list)
+    trajectory: list[TrajectoryRow] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def geomean(values: list[float | None]) -> float | None:
+    """Geometric mean of the positive values (``None`` if there are none)."""
+    vals = [float(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num and den else None
+
+
+def _dims(problem: Problem, variant: str) -> str:
+    try:
+        dims = problem.variant(variant).dims
+    except Exception:  # a variant the spec does not have
+        return ""
+    return " ".join(f"{k}={v}" for k, v in dims.items())
+
+
+def _order_key(name: str) -> tuple[int, int, str]:
+    m = re.fullmatch(r"bench-gpu(?:-(\d+))?", name)
+    if m:
+        return (0, int(m.group(1)) if m.group(1) else -1, name)
+    return (1, 0, name)
+
+
+def bench_variants(problem: Problem, settings: Settings, device_type: str) -> list[str]:
+    """The variants to time: ``bench-gpu`` then ``bench-gpu-N`` in order (``bench-xpu`` first on
+    xpu when present), at most ``settings.max_shapes``; ``ci`` on cpu (nothing is timed there)."""
+    if problem.spec is None:
+        return ["module"]
+    names = list(problem.spec.variants)
+    if device_type == "cpu":
+        return ["ci"] if "ci" in names else [problem.default_variant_name()]
+    chosen = sorted((n for n in names if n.startswith("bench-gpu") and n != "bench-gpu-old"), key=_order_key)
+    if device_type == "xpu" and "bench-xpu" in names:
+        chosen.insert(0, "bench-xpu")
+    if not chosen:
+        chosen = [problem.default_variant_name()]
+    return chosen[: max(1, settings.max_shapes)]
+
+
+def verify_options(settings: Settings, performance_variants: list[str] | None) -> Any:
+    from xeforge_core.verify import VerifyOptions
+
+    return VerifyOptions(seeds=settings.seeds, distributions=list(settings.distributions),
+                         performance_variants=performance_variants, use_cache=settings.use_cache,
+                         timeout_s=settings.timeout_s, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms)
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+class Budget:
+    """A wall-clock budget shared by all tasks: tasks not started in time are skipped."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.start = time.monotonic()
+        self.seconds = seconds
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def exhausted(self) -> bool:
+        return self.seconds is not None and self.elapsed() > self.seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# problems
+
+
+@dataclass
+class Job:
+    kind: str          # "sample" or "case"
+    name: str
+    problem: Problem
+
+
+def collect_jobs(cases_dir: Path | None, only: list[str], skip_samples: bool, errors: list[str]) -> list[Job]:
+    """Samples, then every ``*.py`` kernel of ``cases_dir`` that has a sibling spec, filtered by
+    ``only`` (substrings, case-insensitive; any may match)."""
+
+    def wanted(name: str) -> bool:
+        return not only or any(o.lower() in name.lower() for o in only)
+
+    jobs: list[Job] = []
+    if not skip_samples:
+        for info in list_samples():
+            if wanted(info.name):
+                jobs.append(Job("sample", info.name, load_sample(info.name)))
+    if cases_dir is not None:
+        for path in sorted(cases_dir.glob("*.py"), key=lambda p: (_num_prefix(p.stem), p.stem)):
+            if path.stem.endswith(("_ref", "_pytorch")) or not path.with_suffix(".yaml").is_file():
+                continue
+            if not wanted(path.stem):
+                continue
+            try:
+                jobs.append(Job("case", path.stem, load_problem(path)))
+            except Exception as exc:  # a case that cannot be loaded is reported, not fatal
+                errors.append(f"case {path.name}: cannot load: {exc}")
+    return jobs
+
+
+def _num_prefix(stem: str) -> int:
+    m = re.match(r"(\d+)_", stem)
+    return int(m.group(1)) if m else 10**6
+
+
+# ---------------------------------------------------------------------------------------------
+# the rules pipeline on one problem
+
+
+@dataclass
+class PipelineOutcome:
+    baseline: Problem               # what speedups are measured against (ported if needed)
+    final_source: str
+    stages: list[StageRow]
+    applied: list[str]
+    note: str = ""
+
+
+def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path) -> PipelineOutcome:
+    """Portability (when needed), then dtype_fix, autotuning and xpu_specific with the rules
+    engine in auto mode. Never raises for a bad candidate; raises only if the engine is missing."""
+    from xeforge_core.cover import StageState, hard_coded_devices, run_stage
+    from xeforge_core.engines import get_engine
+
+    engine = get_engine("rules")
+    opts = verify_options(settings, None)  # stage verdicts are timed on the default variant
+    problem = job.problem
+    rows: list[StageRow] = []
+    applied: list[str] = []
+
+    if settings.use_session and _has_module("git"):
+        from xeforge_core.cover import run_pipeline
+        from xeforge_core.session import Session
+
+        session = Session.create(problem, path=workdir / job.name, device=device, plan=list(RULES_STAGES))
+        outcomes = run_pipeline(session, engine, auto=True, iterations=settings.iterations, device=device,
+                                verify_options=opts, portability=True)
+        baseline = problem
+        for out in outcomes:
+            rows.append(StageRow(job.name, out.stage, out.status, out.speedup, round(out.seconds, 1),
+                                 out.reason[:300]))
+            if out.status == "approved":
+                applied.append(out.stage)
+                if out.stage == "portability" and out.version:
+                    baseline = problem.with_kernel_source(session.source(out.version), label="baseline")
+        return PipelineOutcome(baseline, session.source("head"), rows, applied, note="session")
+
+    # without GitPython: the same loop over in-memory stage states
+    from xeforge_core.verify import verify
+
+    current = problem
+    foreign = hard_coded_devices(problem.kernel.source, device.type)
+    if foreign:
+        from xeforge_core.engines import port_to_device_agnostic
+
+        started = time.monotonic()
+        cand = port_to_device_agnostic(problem.kernel.source)
+        ported = problem.with_kernel_source(cand.code, label="baseline")
+        verdict = verify(ported, cand.code, device=device, options=verify_options(settings, []))
+        status = "approved" if verdict.passed else "failed"
+        rows.append(StageRow(job.name, "portability", status, None, round(time.monotonic() - started, 1),
+                             (verdict.reason or verdict.kind.value)[:300]))
+        if not verdict.passed:
+            return PipelineOutcome(problem, problem.kernel.source, rows, applied,
+                                   note="the device-agnostic port does not verify")
+        current = ported
+        applied.append("portability")
+    baseline = current
+    state = StageState(problem=current, device=device, original_source=current.kernel.source)
+    for stage in RULES_STAGES:
+        out = run_stage(state, stage, engine, auto=True, iterations=settings.iterations, device=device,
+                        verify_options=opts)
+        rows.append(StageRow(job.name, stage, out.status, out.speedup, round(out.seconds, 1), out.reason[:300]))
+        if out.status == "approved" and out.best_source:
+            state.problem = state.problem.with_kernel_source(out.best_source, label="baseline")
+            applied.append(stage)
+    return PipelineOutcome(baseline, state.problem.kernel.source, rows, applied, note="stage states")
+
+
+def measure(baseline: Problem, source: str, variants: list[str], device: Any, settings: Settings) -> Any:
+    """``verify`` of ``source`` against ``baseline`` timed on ``variants`` (the verdict)."""
+    from xeforge_core.verify import verify
+
+    return verify(baseline, source, device=device, options=verify_options(settings, variants))
+
+
+def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budget: Budget,
+                  rules_error: str | None) -> tuple[list[ShapeRow], list[StageRow], list[str]]:
+    """Baseline, rules result and eager for one problem on its bench shapes."""
+    errors: list[str] = []
+    variants = bench_variants(job.problem, settings, device.type)
+    if budget.exhausted():
+        return ([ShapeRow(job.kind, job.name, v, _dims(job.problem, v), note="skipped: time budget spent")
+                 for v in variants], [], [])
+    note = ""
+    stages: list[StageRow] = []
+    if rules_error is None:
+        try:
+            outcome = run_rules_pipeline(job, device, settings, workdir)
+        except Exception as exc:
+            errors.append(f"{job.name}: rules pipeline failed: {exc}\n{traceback.format_exc(limit=3)}")
+            outcome = PipelineOutcome(job.problem, job.problem.kernel.source, [], [],
+                                      note=f"rules pipeline failed: {exc}")
+        stages = outcome.stages
+        baseline, final = outcome.baseline, outcome.final_source
+        applied = outcome.applied
+        if outcome.note not in ("session", "stage states"):
+            note = outcome.note
+    else:
+        baseline, final, applied = job.problem, job.problem.kernel.source, []
+        note = f"rules engine unavailable: {rules_error}"
+    verdict = measure(baseline, final, variants, device, settings)
+    rows: list[ShapeRow] = []
+    perf = {p.variant: p for p in verdict.performance}
+    for v in variants:
+        row = ShapeRow(job.kind, job.name, v, _dims(baseline, v), stages_applied=",".join(applied), note=note)
+        p = perf.get(v)
+        if p is None:
+            why = verdict.reason or verdict.kind.value
+            if not verdict.passed:
+                row.note = (row.note + "; " if row.note else "") + f"final version not verified: {why}"[:300]
+            elif device.type == "cpu":
+                row.note = (row.note + "; " if row.note else "") + "not timed: interpreter"
+            rows.append(row)
+            continue
+        row.baseline_us = p.baseline.median_us
+        row.rules_us = p.candidate.median_us
+        row.eager_us = p.reference.median_us if p.reference else None
+        row.speedup_rules = p.speedup
+        row.rules_vs_eager = _ratio(row.eager_us, row.rules_us)
+        row.baseline_vs_eager = _ratio(row.eager_us, row.baseline_us)
+        row.tflops_rules = p.tflops
+        if p.flop and row.baseline_us:
+            row.tflops_baseline = p.flop / (row.baseline_us * 1e-6) / 1e12
+        row.roofline_rules = p.roofline_fraction
+        if p.roofline_fraction is not None and row.rules_us and row.baseline_us:
+            row.roofline_baseline = p.roofline_fraction * row.rules_us / row.baseline_us
+        if p.suspect:
+            row.note = (row.note + "; " if row.note else "") + p.suspect[:200]
+        rows.append(row)
+    return rows, stages, errors
+
+
+# ---------------------------------------------------------------------------------------------
+# the Flash Attention trajectory
+
+
+def trajectory_variants(problem: Problem, settings: Settings, device_type: str) -> list[str]:
+    if device_type == "cpu":
+        return ["ci"]
+    names = set(problem.spec.variants) if problem.spec else set()
+    if settings.quick:
+        return [n for n in QUICK_TRAJECTORY_SHAPES if n in names]
+    return sorted((n for n in names if n.startswith("bench-gpu")), key=_order_key)[: max(1, settings.max_shapes)]
+
+
+def bench_trajectory(device: Any, settings: Settings, pool: ThreadPoolExecutor, budget: Budget,
+                     errors: list[str]) -> list[TrajectoryRow]:
+    """Every step verified against the naive baseline and timed on the trajectory shapes."""
+    steps = flash_attention_trajectory()
+    naive = steps[0]
+    shapes = trajectory_variants(naive.problem, settings, device.type)
+
+    def run(step: Any) -> Any:
+        if budget.exhausted():
+            return None
+        if step.causal:
+            return measure(step.problem, step.code, shapes, device, settings)
+        return measure(naive.problem, step.code, shapes, device, settings)
+
+    futures = {pool.submit(run, s): s for s in steps[1:]}
+    verdicts: dict[int, Any] = {}
+    for fut in as_completed(futures):
+        step = futures[fut]
+        try:
+            verdicts[step.index] = fut.result()
+        except Exception as exc:
+            errors.append(f"trajectory step {step.index}: {exc}\n{traceback.format_exc(limit=3)}")
+            verdicts[step.index] = None
+
+    def perf_of(index: int) -> dict[str, Any]:
+        v = verdicts.get(index)
+        return {p.variant: p for p in (v.performance if v is not None else [])}
+
+    noncausal = [s for s in steps[1:] if not s.causal]
+    last_noncausal = noncausal[-1].index if noncausal else None
+    rows: list[TrajectoryRow] = []
+    for shape in shapes:
+        naive_us = None
+        naive_eager = None
+        for s in noncausal:
+            p = perf_of(s.index).get(shape)
+            if p is not None:
+                naive_us = naive_us or p.baseline.median_us
+                naive_eager = naive_eager or (p.reference.median_us if p.reference else None)
+        flop0 = naive.problem.variant(shape).flop if naive.problem.spec else None
+        rows.append(TrajectoryRow(
+            step=0, title=naive.title, stage=naive.stage, rule_id="", variant=shape,
+            dims=_dims(naive.problem, shape), naive_us=naive_us, step_us=naive_us,
+            speedup=1.0 if naive_us else None,
+            tflops=(flop0 / (naive_us * 1e-6) / 1e12) if flop0 and naive_us else None,
+            eager_us=naive_eager, vs_eager=_ratio(naive_eager, naive_us), verdict="baseline"))
+        for s in steps[1:]:
+            v = verdicts.get(s.index)
+            row = TrajectoryRow(step=s.index, title=s.title, stage=s.stage, rule_id=s.rule_id or "",
+                                variant=shape, dims=_dims(s.problem, shape), causal=s.causal,
+                                verdict=(v.kind.value if v is not None else "not run"))
+            if v is None:
+                row.note = "skipped: time budget spent" if budget.exhausted() else "no verdict"
+                rows.append(row)
+                continue
+            p = perf_of(s.index).get(shape)
+            if p is None:
+                row.note = ("not timed: interpreter" if device.type == "cpu" and v.passed
+                            else (v.reason or v.kind.value)[:300])
+                rows.append(row)
+                continue
+            row.step_us = p.candidate.median_us
+            row.tflops = p.tflops
+            row.roofline = p.roofline_fraction
+            row.eager_us = p.reference.median_us if p.reference else None
+            row.vs_eager = _ratio(row.eager_us, row.step_us)
+            if s.causal:
+                row.note = "causal: timed against its own reference; not comparable with the naive baseline"
+                ref = perf_of(last_noncausal).get(shape) if last_noncausal is not None else None
+                if ref is not None:
+                    row.vs_noncausal = _ratio(ref.candidate.median_us, row.step_us)
+            else:
+                row.naive_us = p.baseline.median_us
+                row.speedup = p.speedup
+            rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}f}" if abs(v) >= 0.01 else f"{v:.2e}"
+    return str(v)
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.1f}%"
+
+
+def write_csv(path: Path, rows: list[Any]) -> None:
+    if not rows:
+        path.write_text("")
+        return
+    data = [asdict(r) for r in rows]
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(data[0]))
+        w.writeheader()
+        w.writerows(data)
+
+
+def summary_numbers(res: Results) -> dict[str, Any]:
+    """Geometric means: per problem over its shapes first, then over problems."""
+    def per_problem(attr: str, kind: str | None = None) -> dict[str, float]:
+        out: dict[str, float] = {}
+        names = sorted({r.problem for r in res.shapes if kind is None or r.kind == kind})
+        for name in names:
+            g = geomean([getattr(r, attr) for r in res.shapes if r.problem == name])
+            if g is not None:
+                out[name] = g
+        return out
+
+    rules = per_problem("speedup_rules")
+    out: dict[str, Any] = {
+        "rules_over_baseline": geomean(list(rules.values())),
+        "rules_over_baseline_samples": geomean(list(per_problem("speedup_rules", "sample").values())),
+        "rules_over_baseline_cases": geomean(list(per_problem("speedup_rules", "case").values())),
+        "rules_vs_eager": geomean(list(per_problem("rules_vs_eager").values())),
+        "baseline_vs_eager": geomean(list(per_problem("baseline_vs_eager").values())),
+        "problems_timed": len(rules),
+        "problems_faster": sum(1 for v in rules.values() if v > 1.03),
+        "problems_faster_than_eager": sum(1 for v in per_problem("rules_vs_eager").values() if v > 1.0),
+    }
+    traj: dict[int, float | None] = {}
+    for step in sorted({r.step for r in res.trajectory}):
+        traj[step] = geomean([r.speedup for r in res.trajectory if r.step == step])
+    out["trajectory_geomean_by_step"] = traj
+    return out
+
+
+def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
+    d = res.device
+    lines = [
+        "# Pipeline benchmark",
+        "",
+        f"- Device: **{d.get('name') or d.get('type')}** ({d.get('type')}), "
+        f"{'interpreter: nothing is timed' if d.get('type') == 'cpu' else 'timed by the verifier'}",
+        "- Libraries: " + ", ".join(f"{k} {v}" for k, v in res.versions.items() if v),
+        f"- Run: {res.started} UTC, {res.seconds / 60:.1f} min, mode "
+        f"{'quick' if res.settings.get('quick') else 'full'} (seeds {res.settings.get('seeds')}, "
+        f"CoVeR iterations {res.settings.get('iterations')}, timing {res.settings.get('warmup_ms')} ms warm-up / "
+        f"{res.settings.get('rep_ms')} ms per callable)",
+        "- Baseline: the kernel as given (for a kernel that hard-codes another device: its verified "
+        "device-agnostic port). Rules: the rules engine's CoVeR loop in auto mode over "
+        + ", ".join(RULES_STAGES) + ". Eager: the PyTorch reference. Speedups are ratios of median times "
+        "(> 1 is faster); geometric means are taken per problem over its shapes, then over problems.",
+        "",
+        "## Summary",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        f"| geometric-mean speedup, rules engine over baseline (all) | {_fmt(nums['rules_over_baseline'])}x |",
+        f"| ... samples | {_fmt(nums['rules_over_baseline_samples'])}x |",
+        f"| ... Xe-Forge cases | {_fmt(nums['rules_over_baseline_cases'])}x |",
+        f"| geometric-mean speedup, rules result over PyTorch eager | {_fmt(nums['rules_vs_eager'])}x |",
+        f"| geometric-mean speedup, baseline over PyTorch eager | {_fmt(nums['baseline_vs_eager'])}x |",
+        f"| problems timed / faster than baseline (> 1.03x) / faster than eager | {nums['problems_timed']} / "
+        f"{nums['problems_faster']} / {nums['problems_faster_than_eager']} |",
+        "",
+    ]
+    if res.trajectory:
+        lines += ["## Flash Attention trajectory", "",
+                  "Speedup of each step over the naive baseline (scores in global memory) on each shape; "
+                  "the causal step computes another function and is compared with its own reference "
+                  "and with the autotuned non-causal step.", ""]
+        shapes = list(dict.fromkeys(r.variant for r in res.trajectory))
+        lines.append("| step | stage | rule | " + " | ".join(
+            f"{s} ({next((r.dims for r in res.trajectory if r.variant == s), '')})" for s in shapes)
+            + " | geomean |")
+        lines.append("|---|---|---|" + "---|" * len(shapes) + "---|")
+        steps = sorted({(r.step, r.title, r.stage, r.rule_id) for r in res.trajectory})
+        for step, title, stage, rule in steps:
+            cells = []
+            for s in shapes:
+                r = next((x for x in res.trajectory if x.step == step and x.variant == s), None)
+                if r is None:
+                    cells.append("–")
+                elif r.speedup is not None:
+                    cells.append(f"{_fmt(r.speedup)}x ({_fmt(r.tflops, 1)} TFLOP/s)")
+                elif r.step_us is not None:
+                    cells.append(f"{_fmt(r.step_us, 0)} µs, {_fmt(r.vs_noncausal)}x vs non-causal, "
+                                 f"{_fmt(r.vs_eager)}x vs eager")
+                else:
+                    cells.append(r.note or r.verdict or "–")
+            g = nums["trajectory_geomean_by_step"].get(step)
+            lines.append(f"| {step}. {title} | {stage} | {rule or '–'} | " + " | ".join(cells)
+                         + f" | {_fmt(g)}{'x' if g else ''} |")
+        last = max((x.step for x in res.trajectory if not x.causal), default=None)
+        eager = [r for r in res.trajectory if r.step == last and r.vs_eager is not None]
+        if eager:
+            lines += ["", "Last non-causal step vs PyTorch eager (scaled_dot_product_attention): "
+                      + ", ".join(f"{r.variant} {_fmt(r.vs_eager)}x" for r in eager), ""]
+        lines.append("")
+    lines += ["## Problems", "",
+              "| kind | problem | shape | baseline µs | rules µs | eager µs | rules / baseline | "
+              "rules vs eager | TFLOP/s base → rules | roofline base → rules | stages applied | note |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res.shapes:
+        lines.append(
+            f"| {r.kind} | {r.problem} | {r.variant} ({r.dims}) | {_fmt(r.baseline_us, 1)} | {_fmt(r.rules_us, 1)} | "
+            f"{_fmt(r.eager_us, 1)} | {_fmt(r.speedup_rules)}x | {_fmt(r.rules_vs_eager)}x | "
+            f"{_fmt(r.tflops_baseline, 1)} → {_fmt(r.tflops_rules, 1)} | {_pct(r.roofline_baseline)} → "
+            f"{_pct(r.roofline_rules)} | {r.stages_applied or '–'} | {r.note or ''} |")
+    lines += ["", "## Stages (rules engine, auto mode)", "",
+              "Speedup of each approved stage over the version it started from, on the default "
+              "variant, as its verdict measured it.", "",
+              "| problem | stage | outcome | speedup | seconds | reason |", "|---|---|---|---|---|---|"]
+    for s in res.stages:
+        reason = s.reason.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {s.problem} | {s.stage} | {s.status} | {_fmt(s.speedup)} | {_fmt(s.seconds, 1)} | "
+                     f"{reason[:160]} |")
+    if res.errors:
+        lines += ["", "## Errors", ""] + [f"- {e.splitlines()[0][:300]}" for e in res.errors]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_html(path: Path, res: Results, nums: dict[str, Any]) -> bool:
+    """The plotly report; returns False (and writes nothing) when plotly is not installed."""
+    try:
+        import plotly.graph_objects as go
+        import plotly.io as pio
+    except ImportError:
+        return False
+    figs = []
+    names = list(dict.fromkeys(r.problem for r in res.shapes))
+    by = {n: [r for r in res.shapes if r.problem == n] for n in names}
+    fig = go.Figure()
+    fig.add_bar(name="rules / baseline", x=names, y=[geomean([r.speedup_rules for r in by[n]]) for n in names])
+    fig.add_bar(name="rules vs eager", x=names, y=[geomean([r.rules_vs_eager for r in by[n]]) for n in names])
+    fig.add_bar(name="baseline vs eager", x=names, y=[geomean([r.baseline_vs_eager for r in by[n]]) for n in names])
+    fig.update_layout(title="Speedup per problem (geometric mean over shapes)", barmode="group",
+                      yaxis_type="log", yaxis_title="speedup (x)")
+    figs.append(fig)
+    if res.stages:
+        stages = ["portability", *RULES_STAGES]
+        fig = go.Figure()
+        for st in stages:
+            fig.add_bar(name=st, x=names, y=[next((s.speedup for s in res.stages if s.problem == n and s.stage == st
+                                                   and s.status == "approved"), None) for n in names])
+        fig.update_layout(title="Speedup per approved stage (over the version it started from)",
+                          barmode="group", yaxis_type="log", yaxis_title="speedup (x)")
+        figs.append(fig)
+    if res.trajectory:
+        fig = go.Figure()
+        for shape in dict.fromkeys(r.variant for r in res.trajectory):
+            rows = [r for r in res.trajectory if r.variant == shape and r.speedup is not None]
+            fig.add_scatter(name=f"{shape} ({rows[0].dims if rows else ''})", mode="lines+markers",
+                            x=[f"{r.step}. {r.stage}" for r in rows], y=[r.speedup for r in rows])
+        fig.update_layout(title="Flash Attention trajectory: speedup over the naive baseline",
+                          yaxis_type="log", yaxis_title="speedup (x)")
+        figs.append(fig)
+    pts = [r for r in res.shapes if r.tflops_rules is not None]
+    if pts:
+        fig = go.Figure()
+        fig.add_scatter(name="baseline", mode="markers", x=[f"{r.problem} {r.variant}" for r in pts],
+                        y=[r.roofline_baseline for r in pts])
+        fig.add_scatter(name="rules", mode="markers", x=[f"{r.problem} {r.variant}" for r in pts],
+                        y=[r.roofline_rules for r in pts])
+        fig.update_layout(title="Fraction of the device roofline", yaxis_tickformat=".0%")
+        figs.append(fig)
+    d = res.device
+    head = (f"<h1>Pipeline benchmark</h1><p>Device: <b>{d.get('name') or d.get('type')}</b>; "
+            + ", ".join(f"{k} {v}" for k, v in res.versions.items() if v)
+            + f"; {res.started} UTC; geometric-mean speedup of the rules engine over the baselines: "
+            f"<b>{_fmt(nums['rules_over_baseline'])}x</b>.</p>")
+    body = "".join(pio.to_html(f, full_html=False, include_plotlyjs="cdn" if i == 0 else False)
+                   for i, f in enumerate(figs))
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>Pipeline benchmark</title>"
+                    f"</head><body>{head}{body}</body></html>")
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=Path, default=None, help="directory of Xe-Forge cases (kernel .py + .yaml)")
+    ap.add_argument("--out", type=Path, required=True, help="output directory (created)")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and trials; about 8 minutes on an H200")
+    ap.add_argument("--only", action="append", default=[], help="only problems whose name contains this "
+                    "(repeatable); the trajectory runs only if it also matches 'flash' or 'trajectory'")
+    ap.add_argument("--device", default=None, help="cuda, xpu, cuda:1, cpu (default: detected)")
+    ap.add_argument("--jobs", type=int, default=4, help="problems verified in parallel (timing is serialised "
+                    "by the device lock)")
+    ap.add_argument("--max-shapes", type=int, default=None, help="bench shapes per problem (default 1 quick, 4 full)")
+    ap.add_argument("--budget-min", type=float, default=None, help="stop starting new problems after this "
+                    "many minutes (default 7 in --quick)")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds per verification job")
+    ap.add_argument("--skip-samples", action="store_true")
+    ap.add_argument("--skip-trajectory", action="store_true")
+    ap.add_argument("--no-session", action="store_true", help="run stages without a git session")
+    ap.add_argument("--use-cache", action="store_true", help="reuse cached verdicts (default: fresh numbers)")
+    ap.add_argument("--keep-sessions", type=Path, default=None, help="keep the session repositories here")
+    return ap.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    quick = bool(args.quick)
+    budget = args.budget_min if args.budget_min is not None else (7.0 if quick else None)
+    return Settings(
+        quick=quick, device=args.device, jobs=max(1, args.jobs), iterations=1 if quick else 2,
+        seeds=1 if quick else 2, distributions=["normal"] if quick else ["normal", "uniform"],
+        warmup_ms=10.0 if quick else 25.0, rep_ms=40.0 if quick else 100.0,
+        timeout_s=args.timeout or (180.0 if quick else 300.0),
+        max_shapes=args.max_shapes or (1 if quick else 4),
+        budget_s=budget * 60 if budget else None, use_session=not args.no_session,
+        use_cache=bool(args.use_cache), keep_sessions=args.keep_sessions)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = settings_from(args)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    budget = Budget(settings.budget_s)
+    started = _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+    from xeforge_core.cache import library_versions
+    from xeforge_core.devices import detect_device
+
+    device = detect_device(settings.device)
+    versions = {"python": platform.python_version(), **library_versions()}
+    device_info = {"type": device.type, "index": device.index, "name": device.name,
+                   "profile": (device.profile or {}).get("id") if isinstance(device.profile, dict) else None,
+                   "warnings": list(device.warnings)}
+    res = Results(started=started, settings={k: (str(v) if isinstance(v, Path) else v)
+                                             for k, v in asdict(settings).items()},
+                  device=device_info, versions=versions)
+    print(f"[bench] device {device.label}; {', '.join(f'{k} {v}' for k, v in versions.items() if v)}", flush=True)
+
+    rules_error = None
+    try:
+        from xeforge_core.engines import get_engine
+
+        get_engine("rules")
+    except Exception as exc:  # e.g. libcst or pydantic missing on the GPU machine
+        rules_error = f"{type(exc).__name__}: {exc}"
+        print(f"[bench] rules engine unavailable ({rules_error}); timing baselines and eager only", flush=True)
+
+    jobs = collect_jobs(args.cases.resolve() if args.cases else None, args.only, args.skip_samples, res.errors)
+    run_traj = not args.skip_trajectory and (not args.only or any(
+        o.lower() in ("flash", "trajectory", "attention", "flash_attention") for o in args.only))
+    print(f"[bench] {len(jobs)} problems; trajectory: {'yes' if run_traj else 'no'}; "
+          f"mode {'quick' if settings.quick else 'full'}", flush=True)
+
+    lock = threading.Lock()
+    tmp = tempfile.TemporaryDirectory(prefix="xeforge-bench-")
+    workdir = settings.keep_sessions or Path(tmp.name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
+        traj_pool = ThreadPoolExecutor(max_workers=max(1, min(3, settings.jobs)))
+        traj_future = pool.submit(bench_trajectory, device, settings, traj_pool, budget, res.errors) if run_traj else None
+        futures = {pool.submit(bench_problem, job, device, settings, workdir, budget, rules_error): job
+                   for job in jobs}
+        for fut in as_completed(futures):
+            job = futures[fut]
+            try:
+                rows, stages, errs = fut.result()
+            except Exception as exc:
+                rows, stages = [ShapeRow(job.kind, job.name, "-", "", note=f"failed: {exc}"[:300])], []
+                errs = [f"{job.name}: {exc}\n{traceback.format_exc(limit=4)}"]
+            with lock:
+                res.shapes.extend(rows)
+                res.stages.extend(stages)
+                res.errors.extend(errs)
+            g = geomean([r.speedup_rules for r in rows])
+            print(f"[bench] {budget.elapsed() / 60:5.1f} min  {job.name}: rules/baseline "
+                  f"{_fmt(g)}x; stages {','.join(s.stage + '=' + s.status for s in stages) or '-'}", flush=True)
+        if traj_future is not None:
+            try:
+                res.trajectory = traj_future.result()
+            except Exception as exc:
+                res.errors.append(f"trajectory: {exc}\n{traceback.format_exc(limit=4)}")
+        traj_pool.shutdown(wait=True)
+    order = {j.name: i for i, j in enumerate(jobs)}
+    res.shapes.sort(key=lambda r: (order.get(r.problem, 10**6), _order_key(r.variant)))
+    stage_order = ["portability", *RULES_STAGES]
+    res.stages.sort(key=lambda s: (order.get(s.problem, 10**6),
+                                   stage_order.index(s.stage) if s.stage in stage_order else 99))
+    res.seconds = budget.elapsed()
+
+    nums = summary_numbers(res)
+    write_csv(out / "problems.csv", res.shapes)
+    write_csv(out / "stages.csv", res.stages)
+    write_csv(out / "trajectory.csv", res.trajectory)
+    (out / "results.json").write_text(json.dumps({**asdict(res), "summary": nums}, indent=1, default=str))
+    write_markdown(out / "summary.md", res, nums)
+    html = write_html(out / "report.html", res, nums)
+    print(f"[bench] done in {res.seconds / 60:.1f} min: geometric-mean speedup rules/baseline "
+          f"{_fmt(nums['rules_over_baseline'])}x; wrote {out}/summary.md, problems.csv, stages.csv, "
+          f"trajectory.csv, results.json{', report.html' if html else ' (plotly not installed: no HTML)'}",
+          flush=True)
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

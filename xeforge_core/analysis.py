@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from xeforge_core.knowledge import STAGE_IDS, KnowledgeBase, installed_triton_pointer_api, load_knowledge
+from xeforge_core.lints import clear_walk_cache, walk
 from xeforge_core.verdict import Finding
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -272,7 +273,7 @@ class _Env:
     def __init__(self, body: Sequence[ast.stmt]) -> None:
         self.assigns: dict[str, list[tuple[int, ast.AST]]] = {}
         for node in body:
-            for sub in ast.walk(node):
+            for sub in walk(node):
                 if isinstance(sub, ast.Assign):
                     for tgt in sub.targets:
                         self._bind(tgt, sub.value, sub.lineno)
@@ -366,7 +367,7 @@ class _Extractor:
         self.source = _Source(source)
         self.tree = tree
         self.parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(tree):
+        for node in walk(tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
         self.module_env = _Env(tree.body)
@@ -377,7 +378,7 @@ class _Extractor:
     # -- top level ----------------------------------------------------------------------
     def run(self) -> Facts:
         f = self.facts
-        f.configs = [_config_fact(n, self.parents) for n in ast.walk(self.tree) if _is_config_call(n)]
+        f.configs = [_config_fact(n, self.parents) for n in walk(self.tree) if _is_config_call(n)]
         kernel_nodes: list[ast.FunctionDef] = []
         for node in self.tree.body:
             if isinstance(node, ast.FunctionDef):
@@ -391,7 +392,7 @@ class _Extractor:
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef):
                         self.methods[f"{node.name}.{item.name}"] = item
-        for node in ast.walk(self.tree):
+        for node in walk(self.tree):
             if isinstance(node, ast.Call) and _is_autotune(node):
                 parent = self.parents.get(node)
                 if not (isinstance(parent, ast.FunctionDef) and node in parent.decorator_list):
@@ -420,7 +421,7 @@ class _Extractor:
             if fn is None:
                 continue
             cls = name.split(".")[0] if "." in name else None
-            for sub in ast.walk(fn):
+            for sub in walk(fn):
                 if isinstance(sub, ast.Call):
                     if isinstance(sub.func, ast.Name) and sub.func.id in self.functions:
                         todo.append(sub.func.id)
@@ -446,7 +447,7 @@ class _Extractor:
                 k.heuristics = True
         env = _Env(node.body)
         loop_nodes: list[ast.AST] = []
-        for sub in ast.walk(node):
+        for sub in walk(node):
             if isinstance(sub, ast.For):
                 it = sub.iter
                 kind = _dotted(it.func) if isinstance(it, ast.Call) else "other"
@@ -457,8 +458,8 @@ class _Extractor:
             elif isinstance(sub, ast.While):
                 k.loops.append(LoopFact(sub.lineno, "while", None))
                 loop_nodes.append(sub)
-        in_loop_ids = {id(n) for loop in loop_nodes for n in ast.walk(loop) if n is not loop}
-        for sub in ast.walk(node):
+        in_loop_ids = {id(n) for loop in loop_nodes for n in walk(loop) if n is not loop}
+        for sub in walk(node):
             if isinstance(sub, ast.Call):
                 name = _dotted(sub.func)
                 if name in ("tl.program_id", "triton.language.program_id"):
@@ -494,7 +495,7 @@ class _Extractor:
         return k
 
     def _desc_ok(self, node: ast.FunctionDef, a: AccessFact, names: set[str]) -> bool:
-        for sub in ast.walk(node):
+        for sub in walk(node):
             if (isinstance(sub, ast.Call) and sub.lineno == a.line and isinstance(sub.func, ast.Attribute)
                     and sub.func.attr == a.op):
                 base = sub.func.value
@@ -520,7 +521,7 @@ class _Extractor:
             scope = self.module_env.last(node.id)
         if scope is None:
             return list(self.facts.configs)
-        calls = [n for n in ast.walk(scope) if _is_config_call(n)]
+        calls = [n for n in walk(scope) if _is_config_call(n)]
         return [_config_fact(c, self.parents) for c in calls]
 
     def _dot(self, call: ast.Call, env: _Env, in_loop: bool) -> DotFact:
@@ -566,7 +567,7 @@ class _Extractor:
         env = _Env(fn.body)
         envs = [env, self.module_env]
         in_forward = scope_name in f.forward_functions
-        for sub in ast.walk(fn):
+        for sub in walk(fn):
             if isinstance(sub, ast.Call):
                 if isinstance(sub.func, ast.Subscript):
                     self._launch(sub, scope_name, envs, kernel_names)
@@ -583,7 +584,7 @@ class _Extractor:
         for node in self.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 continue
-            for sub in ast.walk(node):
+            for sub in walk(node):
                 self._device_ref(sub)
 
     def _branch_test(self, node: ast.AST) -> bool:
@@ -674,7 +675,7 @@ class _Extractor:
         elif isinstance(resolved, ast.Lambda):
             kind = "lambda"
             argnames = {a.arg for a in resolved.args.args}
-            uses_meta = any(isinstance(n, ast.Name) and n.id in argnames for n in ast.walk(resolved.body))
+            uses_meta = any(isinstance(n, ast.Name) and n.id in argnames for n in walk(resolved.body))
             dims = len(resolved.body.elts) if isinstance(resolved.body, ast.Tuple) else None
         elif isinstance(resolved, ast.Name):
             kind, dims, uses_meta = "name", None, False
@@ -709,7 +710,11 @@ class _Extractor:
 def extract_facts(source: str) -> Facts:
     """Facts of ``source``; raises ``SyntaxError`` when it does not parse."""
     tree = ast.parse(source)
-    return _Extractor(source, tree).run()
+    clear_walk_cache()
+    try:
+        return _Extractor(source, tree).run()
+    finally:
+        clear_walk_cache()
 
 
 # --------------------------------------------------------------------------------------
@@ -814,7 +819,6 @@ def analyze(source: str, target: str = "xpu", problem: Any = None, *, kb: Knowle
     Triton's). Never raises for bad source: a syntax error becomes one ``error`` issue with
     its line.
     """
-    from xeforge_core import lints
 
     kb = kb or load_knowledge()
     api = installed_triton_pointer_api()
@@ -831,6 +835,17 @@ def analyze(source: str, target: str = "xpu", problem: Any = None, *, kb: Knowle
     except (ValueError, RecursionError) as e:  # e.g. null bytes, absurd nesting
         issue = Issue("syntax", "discovery", "error", f"the module cannot be parsed: {e}", title="Unparseable")
         return Analysis(source, target, None, [issue], [], api)
+    clear_walk_cache()
+    try:
+        return _analyze_tree(source, tree, target, problem, kb, api, version)
+    finally:
+        clear_walk_cache()
+
+
+def _analyze_tree(source: str, tree: ast.Module, target: str, problem: Any, kb: KnowledgeBase,
+                  api: dict[str, Any], version: str) -> Analysis:
+    from xeforge_core import lints
+
     facts = _Extractor(source, tree).run()
     ctx = lints.LintContext(source=source, tree=tree, facts=facts, target=target, problem=problem,
                             triton_api={**api, "version": version})

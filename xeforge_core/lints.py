@@ -43,6 +43,24 @@ class LintContext:
     triton_api: dict[str, Any] = field(default_factory=dict)
 
 
+_WALK: dict[int, tuple[ast.AST, list[ast.AST]]] = {}
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(node))``, memoised until ``clear_walk_cache()`` (analysis walks the same
+    kernels many times; ``analyze`` clears the cache before and after each run)."""
+    hit = _WALK.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    nodes = list(ast.walk(node))
+    _WALK[id(node)] = (node, nodes)
+    return nodes
+
+
+def clear_walk_cache() -> None:
+    _WALK.clear()
+
+
 LintFn = Callable[[LintContext], list[Hit]]
 LINTS: dict[str, LintFn] = {}
 
@@ -163,7 +181,7 @@ def lint_swizzle_1d_grid(ctx: LintContext) -> list[Hit]:
     """A GEMM-like kernel (tl.dot in a loop) on a 2-D program grid with no GROUP_SIZE_M-style
     swizzle."""
     hits = []
-    fns = {n.name: n for n in ast.walk(ctx.tree) if isinstance(n, ast.FunctionDef)}
+    fns = {n.name: n for n in walk(ctx.tree) if isinstance(n, ast.FunctionDef)}
     for k in ctx.facts.kernels:
         if not any(d.in_loop for d in k.dots):
             continue
@@ -182,17 +200,17 @@ def lint_swizzle_1d_grid(ctx: LintContext) -> list[Hit]:
 def _tiles_axis(fn: ast.FunctionDef, axis: int) -> bool:
     """Whether program id ``axis`` offsets a tile (appears with tl.arange in an assignment)."""
     names: set[str] = set()
-    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    assigns = [n for n in walk(fn) if isinstance(n, ast.Assign)]
     for a in assigns:
         if isinstance(a.value, ast.Call) and ast.unparse(a.value.func).endswith("program_id"):
             arg = a.value.args[0] if a.value.args else None
             if isinstance(arg, ast.Constant) and arg.value == axis:
-                names |= {n.id for tgt in a.targets for n in ast.walk(tgt) if isinstance(n, ast.Name)}
+                names |= {n.id for tgt in a.targets for n in walk(tgt) if isinstance(n, ast.Name)}
     for a in assigns:
         text = ast.unparse(a.value)
         if "arange" not in text:
             continue
-        used = {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)}
+        used = {n.id for n in walk(a.value) if isinstance(n, ast.Name)}
         if used & names or f"program_id({axis})" in text:
             return True
     return False
@@ -285,17 +303,17 @@ def _pid_vars(fn: ast.FunctionDef) -> tuple[set[str], set[str]]:
     pid: set[str] = set()
     wide: set[str] = set()
     changed = True
-    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    assigns = [n for n in walk(fn) if isinstance(n, ast.Assign)]
     while changed:
         changed = False
         for a in assigns:
             text = ast.unparse(a.value)
-            names = {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)}
+            names = {n.id for n in walk(a.value) if isinstance(n, ast.Name)}
             from_pid = "program_id" in text or bool(names & pid)
             if not from_pid or "arange" in text:
                 continue
             for tgt in a.targets:
-                for n in ast.walk(tgt):
+                for n in walk(tgt):
                     if isinstance(n, ast.Name) and n.id not in pid:
                         pid.add(n.id)
                         changed = True
@@ -312,17 +330,17 @@ def lint_int64_offsets(ctx: LintContext) -> list[Hit]:
     if largest is not None and largest < 2**31:
         return []  # every offset of every spec variant fits in int32
     kernels = {k.name for k in ctx.facts.kernels}
-    for fn in ast.walk(ctx.tree):
+    for fn in walk(ctx.tree):
         if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
             continue
         pid, wide = _pid_vars(fn)
         seen_lines: set[int] = set()
-        for node in ast.walk(fn):
+        for node in walk(fn):
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
                 continue
             for a, b in ((node.left, node.right), (node.right, node.left)):
                 if (isinstance(a, ast.Name) and a.id in pid and a.id not in wide
-                        and any(isinstance(n, ast.Name) and "stride" in n.id.lower() for n in ast.walk(b))
+                        and any(isinstance(n, ast.Name) and "stride" in n.id.lower() for n in walk(b))
                         and node.lineno not in seen_lines):
                     seen_lines.add(node.lineno)
                     hits.append(Hit(node.lineno, f"{fn.name}: `{ast.unparse(node)}` multiplies an int32 program "
@@ -483,7 +501,7 @@ def lint_block_ptr_api(ctx: LintContext) -> list[Hit]:
 def lint_boundary_check_indices(ctx: LintContext) -> list[Hit]:
     """``boundary_check=`` given booleans instead of dimension indices."""
     hits = []
-    for node in ast.walk(ctx.tree):
+    for node in walk(ctx.tree):
         if isinstance(node, ast.Call):
             for kw in node.keywords:
                 if (kw.arg == "boundary_check" and isinstance(kw.value, (ast.Tuple, ast.List))
@@ -542,10 +560,10 @@ _ALLOCATORS = ("torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_li
 def _allocations(tree: ast.Module, allocators: tuple[str, ...] = _ALLOCATORS) -> dict[str, set[str]]:
     """Per function name: the local names assigned from one of ``allocators``."""
     out: dict[str, set[str]] = {}
-    for fn in ast.walk(tree):
+    for fn in walk(tree):
         if isinstance(fn, ast.FunctionDef):
             names = set()
-            for a in ast.walk(fn):
+            for a in walk(fn):
                 if (isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
                         and ast.unparse(a.value.func) in allocators):
                     names |= {t.id for t in a.targets if isinstance(t, ast.Name)}
@@ -581,7 +599,7 @@ def lint_atomic_output_zeroed(ctx: LintContext) -> list[Hit]:
     """A kernel that accumulates with tl.atomic_add into a buffer the launching function
     allocated with torch.empty / empty_like (uninitialised memory)."""
     hits = []
-    fns = {n.name: n for n in ast.walk(ctx.tree) if isinstance(n, ast.FunctionDef)}
+    fns = {n.name: n for n in walk(ctx.tree) if isinstance(n, ast.FunctionDef)}
     empties = _allocations(ctx.tree, ("torch.empty", "torch.empty_like", "torch.empty_strided"))
     for k in ctx.facts.kernels:
         fn = fns.get(k.name)
@@ -589,11 +607,11 @@ def lint_atomic_output_zeroed(ctx: LintContext) -> list[Hit]:
             continue
         params = [p.name for p in k.params]
         env = {}
-        for a in ast.walk(fn):
+        for a in walk(fn):
             if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name):
                 env[a.targets[0].id] = a.value
         targets: dict[str, int] = {}
-        for c in ast.walk(fn):
+        for c in walk(fn):
             if isinstance(c, ast.Call) and ast.unparse(c.func) in ("tl.atomic_add", "triton.language.atomic_add"):
                 root = _root_param(c.args[0], params, env) if c.args else None
                 if root:
@@ -620,15 +638,15 @@ def lint_descriptor_boundary_check(ctx: LintContext) -> list[Hit]:
     """``boundary_check=`` given to a tensor-descriptor load or store (descriptors take none)."""
     hits = []
     kernels = {k.name: k for k in ctx.facts.kernels}
-    for fn in ast.walk(ctx.tree):
+    for fn in walk(ctx.tree):
         if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
             continue
         descs = set()
-        for a in ast.walk(fn):
+        for a in walk(fn):
             if (isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
                     and ast.unparse(a.value.func).endswith("make_tensor_descriptor")):
                 descs |= {t.id for t in a.targets if isinstance(t, ast.Name)}
-        for c in ast.walk(fn):
+        for c in walk(fn):
             if (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("load", "store")
                     and isinstance(c.func.value, ast.Name) and c.func.value.id in descs
                     and any(kw.arg == "boundary_check" for kw in c.keywords)):

@@ -127,3 +127,13 @@ def test_problem_context_for_a_real_case(xeforge_cases: Path):
                          problem_context=ctx, rules=kb.rules_for(stage="dtype_fix", target="cuda"), examples=[])
     assert "dot_fp32_accumulate_low_precision_operands" in text and "NVIDIA H200" in text
     assert f"{ctx['bound']}-bound" in text
+
+
+def test_prompt_reports_the_block_io_api_of_the_compiling_triton():
+    new = render_prompt("block_pointers", original_code=ORIGINAL, current_code=ORIGINAL, profile=None,
+                        triton_api={"version": "3.9.0", "tensor_descriptor": True, "block_ptr": False})
+    assert "Triton 3.9.0: tensor descriptors available, block pointers NOT available" in new
+    import triton
+
+    here = render_prompt("block_pointers", original_code=ORIGINAL, current_code=ORIGINAL, profile=None)
+    assert f"Triton {triton.__version__}:" in here

@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 
-from xeforge_core.knowledge import STAGE_IDS, HardwareProfile, Rule
+from xeforge_core.knowledge import STAGE_IDS, HardwareProfile, Rule, installed_triton_pointer_api
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
@@ -291,7 +291,8 @@ def _feedback_text(feedback: Any) -> str | None:
 
 def render_prompt(stage_id: str, *, original_code: str, current_code: str, issues: Iterable[Any] = (),
                   profile: Any = None, problem_context: Mapping[str, Any] | None = None,
-                  rules: Iterable[Any] = (), examples: Iterable[Any] = (), feedback: Any = None) -> str:
+                  rules: Iterable[Any] = (), examples: Iterable[Any] = (), feedback: Any = None,
+                  triton_api: Mapping[str, Any] | None = None) -> str:
     """The prompt for one stage, as Markdown text a person can read and copy.
 
     ``issues``: the stage's ``analysis.Issue`` objects (or dicts with rule_id/severity/line/
@@ -299,8 +300,9 @@ def render_prompt(stage_id: str, *, original_code: str, current_code: str, issue
     ``None``. ``problem_context``: the dict from ``problem_context()``. ``rules``: ``Rule``
     objects (or dicts with id/title/why/fix/before/after). ``examples``: extra before/after
     examples (``Rule``, ``(title, before, after)`` or dicts). ``feedback``: the last verdict (a
-    ``Verdict``, whose ``feedback()`` text is used, or a string). Raises ``KeyError`` for an
-    unknown stage id.
+    ``Verdict``, whose ``feedback()`` text is used, or a string). ``triton_api``: which block-I/O
+    APIs the Triton that will compile the code offers (``knowledge.installed_triton_pointer_api()``
+    shape; default: the Triton installed here). Raises ``KeyError`` for an unknown stage id.
     """
     stage = get_stage(stage_id)
     tmpl = _env().get_template(stage.template_name)
@@ -309,7 +311,8 @@ def render_prompt(stage_id: str, *, original_code: str, current_code: str, issue
         stage=stage, common_constraints=COMMON_CONSTRAINTS, original_code=original_code.rstrip(),
         current_code=current_code.rstrip(), same_code=same, issues=_issue_rows(issues),
         profile=_profile_view(profile), ctx=dict(problem_context or {}), rules=_rule_rows(rules),
-        examples=_example_rows(examples), feedback=_feedback_text(feedback))
+        examples=_example_rows(examples), feedback=_feedback_text(feedback),
+        triton=dict(triton_api) if triton_api is not None else installed_triton_pointer_api())
     return _tidy(text)
 
 

@@ -867,7 +867,12 @@ def _analyze_tree(source: str, tree: ast.Module, target: str, problem: Any, kb: 
 def lint(source: str, target: str = "xpu", *, min_severity: str = "info") -> list[Finding]:
     """Knowledge-base lint findings for the verifier's structure step: rule ids are prefixed
     ``kb:`` (``kb:syntax`` for a parse error). ``min_severity`` drops less severe findings
-    (``error`` keeps only errors)."""
+    (``error`` keeps only errors).
+
+    Severity is the rule's (or the lint's override): ``error`` means the code fails on the
+    target (bad GRF mode, non-power-of-two warps, a foreign device string, a launch that
+    conflicts with autotune) or wastes the matrix engines (fp32-upcast ``tl.dot`` operands);
+    it does not by itself mean wrong results."""
     limit = SEVERITY_ORDER.get(min_severity, 2)
     a = analyze(source, target)
     return [i.to_finding() for i in a.issues if SEVERITY_ORDER.get(i.severity, 2) <= limit]

@@ -1,0 +1,293 @@
+"""Unit tests of the worker's parts that need no subprocess: output comparison, static
+integrity rules, error classification, roofline arithmetic, and the cross-process device lock."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from xeforge_core.devlock import DeviceLock, LockTimeout, lock_path
+from xeforge_core.verdict import VerdictKind
+from xeforge_core.worker.compare import Tolerance, bitwise_equal, compare_outputs, default_tolerance
+from xeforge_core.worker.errors import classify, hardcoded_device_note, map_compilation_line
+from xeforge_core.worker.inputs import make_tensor
+from xeforge_core.worker.integrity import aliased_outputs, mutated_inputs, static_findings
+from xeforge_core.worker.timing import roofline, stats_of
+
+# ----------------------------------------------------------------------------- comparison
+
+
+def test_default_tolerances_by_dtype():
+    assert default_tolerance(torch.float16) == (1e-2, 1e-2)
+    assert default_tolerance(torch.bfloat16) == (2e-2, 2e-2)
+    assert default_tolerance(torch.int32) == (0.0, 0.0)
+
+
+def test_close_outputs_pass_and_atol_scales_with_magnitude():
+    exp = torch.randn(64, generator=torch.Generator().manual_seed(0)) * 100
+    ok, comps, warns, note = compare_outputs([exp + 0.5], [exp], Tolerance())
+    assert ok and not warns and not note  # atol 1e-2 x rms(~100) absorbs 0.5 near zero
+    ok, comps, _, _ = compare_outputs([exp + 0.5], [exp], Tolerance(rtol=1e-3, atol=1e-3, explicit=True))
+    assert not ok and comps[0].mismatches > 0  # explicit tolerances are not scaled
+
+
+def test_nan_and_inf_placement_must_match():
+    exp = torch.tensor([1.0, float("nan"), float("inf"), 2.0])
+    ok, comps, _, _ = compare_outputs([exp.clone()], [exp], Tolerance())
+    assert ok
+    moved = torch.tensor([float("nan"), 1.0, float("inf"), 2.0])
+    ok, comps, _, _ = compare_outputs([moved], [exp], Tolerance())
+    assert not ok and comps[0].nan_mismatch == 2
+    flipped = torch.tensor([1.0, float("nan"), float("-inf"), 2.0])
+    ok, comps, _, _ = compare_outputs([flipped], [exp], Tolerance())
+    assert not ok and comps[0].inf_mismatch == 1
+
+
+def test_every_element_of_a_tuple_output_is_compared():
+    a, b = torch.ones(3), torch.zeros(3)
+    ok, comps, _, _ = compare_outputs([a, b + 1], [a, b], Tolerance())
+    assert not ok and [c.passed for c in comps] == [True, False]
+    ok, _, _, note = compare_outputs([a], [a, b], Tolerance())
+    assert not ok and "returned 1 output(s), expected 2" in note
+
+
+def test_dtype_and_shape_changes_fail_unless_allowed():
+    exp = torch.randn(4, 4)
+    ok, comps, _, _ = compare_outputs([exp.half()], [exp], Tolerance())
+    assert not ok and "dtype changed: expected float32, got float16" in comps[0].note
+    ok, _, _, _ = compare_outputs([exp.half()], [exp], Tolerance(), allow_dtype_change=True)
+    assert ok
+    ok, comps, _, _ = compare_outputs([exp.reshape(16)], [exp], Tolerance())
+    assert not ok and "shape changed" in comps[0].note
+    ok, _, _, _ = compare_outputs([exp.reshape(16)], [exp], Tolerance(), allow_shape_change=True)
+    assert ok
+
+
+def test_vacuous_tolerance_is_flagged_and_judged_by_scale():
+    exp = torch.full((100,), 1e-3)
+    wrong = torch.zeros(100)  # every element within atol=0.01, but nothing like the answer
+    ok, comps, warns, _ = compare_outputs([wrong], [exp], Tolerance())
+    assert warns and "vacuous" in warns[0]
+    assert not ok and "normwise relative error" in comps[0].note
+    ok, _, warns, _ = compare_outputs([exp * (1 + 1e-4)], [exp], Tolerance())
+    assert ok and warns  # still flagged, but a right answer passes
+
+
+def test_unwritten_elements_are_counted_when_memory_is_poisoned():
+    exp = torch.ones(8)
+    out = exp.clone()
+    out[5:] = float("nan")
+    ok, comps, _, _ = compare_outputs([out], [exp], Tolerance(), poisoned=True)
+    assert not ok and "3 output element(s) left unwritten" in comps[0].note
+
+
+def test_integer_outputs_are_exact():
+    exp = torch.arange(10, dtype=torch.int32)
+    ok, _, _, _ = compare_outputs([exp + 0], [exp], Tolerance())
+    assert ok
+    ok, comps, _, _ = compare_outputs([exp + 1], [exp], Tolerance())
+    assert not ok and comps[0].mismatches == 10
+
+
+def test_bitwise_equal_is_nan_aware():
+    a = torch.tensor([1.0, float("nan")])
+    assert bitwise_equal(a, a.clone())
+    assert not bitwise_equal(a, torch.tensor([1.0, 2.0]))
+    assert bitwise_equal(torch.tensor(3.0), torch.tensor(3.0))
+
+
+def test_input_distributions():
+    g = torch.Generator().manual_seed(0)
+    u = make_tensor([1000], torch.float32, "uniform", g)
+    assert float(u.min()) >= -1 and float(u.max()) <= 1
+    m = make_tensor([1000], torch.float32, "mixed", g)
+    assert float(m.abs().min()) >= 1e-3 - 1e-9 and float(m.abs().max()) <= 10
+    assert bool((m < 0).any()) and bool((m > 0).any())
+    i = make_tensor([100], torch.int32, "normal", g)
+    assert i.dtype == torch.int32 and int(i.min()) >= 0 and int(i.max()) < 16
+
+
+def test_mutation_and_alias_helpers():
+    x = torch.randn(4)
+    before = [x.clone()]
+    assert mutated_inputs(before, [x]) == []
+    x.add_(1)
+    assert mutated_inputs(before, [x]) == [0]
+    assert aliased_outputs([x[1:]], [x]) == [(0, 0)]
+    assert aliased_outputs([x.clone()], [x]) == []
+
+
+# ----------------------------------------------------------------------------- static rules
+
+def _rules(src: str) -> set[tuple[str, int | None]]:
+    return {(f.rule, f.line) for f in static_findings(ast.parse(textwrap.dedent(src)))}
+
+
+def test_static_rules():
+    src = """
+    import sys
+    import threading
+    import time
+    import torch
+
+    def launch(x):
+        try:
+            kernel[(1,)](x)
+        except Exception:
+            return x * 2
+
+    def relaunch(x):
+        try:
+            kernel[(1,)](x)
+        except RuntimeError:
+            raise
+
+    def other(x):
+        try:
+            launch(x)
+        except Exception:
+            pass
+        s = torch.cuda.Stream()
+        f = sys._getframe(1)
+        torch.cuda.Event.elapsed_time = lambda a, b: 1.0
+        setattr(time, "perf_counter", lambda: 0.0)
+        return f.f_back
+    """
+    rules = _rules(src)
+    assert ("try_except_fallback", 10) in rules
+    assert ("try_except_fallback", 22) in rules  # a try around a function that launches
+    assert not any(r == "try_except_fallback" and line == 16 for r, line in rules)  # re-raises
+    assert ("background_work", 3) in rules and ("background_work", 24) in rules
+    assert ("inspects_frames", 25) in rules and ("inspects_frames", 28) in rules
+    assert ("patches_timer", 26) in rules and ("patches_timer", 27) in rules
+
+
+def test_static_rules_quiet_on_a_plain_kernel():
+    src = (Path(__file__).parent / "fixtures" / "planted" / "gemm_baseline.py").read_text()
+    assert static_findings(ast.parse(src)) == []
+
+
+# ----------------------------------------------------------------------------- errors
+
+def test_classify_driver_faults_and_oom():
+    path = "/nowhere/candidate.py"
+    f = classify(RuntimeError("level_zero backend failed with error: 45 (UR_RESULT_ERROR_INVALID_ARGUMENT)"), path)
+    assert f.kind is VerdictKind.CRASH and "UR_RESULT_ERROR_INVALID_ARGUMENT" in f.reason
+    f = classify(RuntimeError("CUDA error: an illegal memory access was encountered"), path)
+    assert f.kind is VerdictKind.CRASH
+    f = classify(MemoryError(), path)
+    assert f.kind is VerdictKind.OOM
+    f = classify(RuntimeError("XPU out of memory. Tried to allocate 2.00 GiB"), path)
+    assert f.kind is VerdictKind.OOM
+    f = classify(ValueError("bad"), path)
+    assert f.kind is VerdictKind.RUNTIME_ERROR
+
+
+def test_runtime_error_points_at_the_module_line(tmp_path):
+    mod = tmp_path / "candidate.py"
+    mod.write_text("def f(x):\n    y = 1\n    return x / 0\n")
+    ns: dict = {}
+    exec(compile(mod.read_text(), str(mod), "exec"), ns)
+    try:
+        ns["f"](1)
+    except ZeroDivisionError as exc:
+        f = classify(exc, str(mod), during="running forward")
+    assert f.kind is VerdictKind.RUNTIME_ERROR and f.line == 3
+    assert "candidate.py:3" in f.reason and "return x / 0" in f.reason
+
+
+def test_triton_compilation_error_line_mapping(tmp_path):
+    """On a GPU, Triton reports lines counted from the kernel's ``def``; they map to file lines."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.jit import JITFunction
+
+    mod = tmp_path / "kern.py"
+    mod.write_text("import triton\n\n\n# padding\ndef kern(x):\n    a = 1\n    b = undefined_name\n")
+    ns: dict = {}
+    exec(compile(mod.read_text(), str(mod), "exec"), ns)
+    jit = JITFunction(ns["kern"])
+    node = ast.parse("b = undefined_name").body[0]
+    node.lineno = 3  # third line of the function's source, counted from its def
+    err = CompilationError(jit.src, node, "NameError: undefined_name is not defined")
+    assert map_compilation_line(err, str(mod), [jit]) == 7
+    f = classify(RuntimeError("launch failed").with_traceback(None), str(mod))
+    assert f.kind is VerdictKind.RUNTIME_ERROR
+    wrapped = RuntimeError("compile")
+    wrapped.__cause__ = err
+    f = classify(wrapped, str(mod), jit_functions=[jit])
+    assert f.kind is VerdictKind.COMPILE_ERROR and f.line == 7 and "b = undefined_name" in f.reason
+
+
+def test_hardcoded_device_note():
+    src = 'x = x.to("xpu")\ntorch.xpu.synchronize()\n'
+    assert "hard-codes the xpu device" in hardcoded_device_note(src, "AssertionError: XPU is not available", "cpu")
+    assert hardcoded_device_note(src, "XPU", "xpu") is None
+    assert hardcoded_device_note("y = 1", "ValueError", "cpu") is None
+
+
+# ----------------------------------------------------------------------------- timing arithmetic
+
+def test_stats_and_roofline():
+    s = stats_of([10.0, 12.0, 11.0, 30.0], "events")
+    assert s.median_us == 11.5 and s.min_us == 10.0 and s.trials == 4 and s.cv > 0
+    profile = {"peak_tflops": {"fp16": 100.0}, "bandwidth_gbps": 1000.0}
+    # 1 GFLOP over 1 MB in 1 ms: 1 TFLOP/s, 1000 GB/s; intensity 1000 flop/byte -> compute-bound (100 TFLOP/s)
+    tflops, gbps, frac, suspect = roofline(1e9, 1e6, 1e-3, "fp16", profile)
+    assert tflops == pytest.approx(1.0) and gbps == pytest.approx(1.0) and frac == pytest.approx(0.01)
+    assert not suspect
+    # memory-bound: intensity 1 flop/byte x 1000 GB/s = 1 TFLOP/s attainable; 2 TFLOP/s achieved
+    tflops, _, frac, suspect = roofline(2e9, 2e9, 1e-3, "fp16", profile)
+    assert frac == pytest.approx(2.0) and "above the attainable" in suspect
+    assert roofline(1e9, None, 1e-3, "fp16", None)[2] is None
+
+
+# ----------------------------------------------------------------------------- device lock
+
+HOLDER = """
+import sys, time
+from xeforge_core.devlock import DeviceLock
+with DeviceLock(sys.argv[1], "cuda0"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_device_lock_queues_across_processes(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), "1.5"], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        progress = tmp_path / "progress.jsonl"
+        queued: list[str] = []
+        with pytest.raises(LockTimeout):
+            DeviceLock(tmp_path, "cuda0", on_queued=queued.append, timeout_s=0.2).acquire()
+        assert queued and "queued" in queued[0] and f"pid {proc.pid}" in queued[0]
+        start = time.monotonic()
+        with DeviceLock(tmp_path, "cuda0", on_queued=queued.append, progress_path=progress) as lock:
+            assert lock.held and lock.waited_s > 0
+        assert time.monotonic() - start < 10
+        events = [json.loads(x)["event"] for x in progress.read_text().splitlines()]
+        assert events == ["queued", "lock_acquired"]
+    finally:
+        proc.wait(timeout=10)
+    # another device is independent, and a free lock is taken at once without a queued event
+    with DeviceLock(tmp_path, "cuda1", on_queued=queued.append) as lock:
+        assert lock.waited_s < 0.5
+    assert lock_path(tmp_path, "xpu:0").name == "xpu_0.lock"
+
+
+def test_device_lock_released_when_holder_dies(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), "30"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    proc.kill()
+    proc.wait(timeout=10)
+    with DeviceLock(tmp_path, "cuda0", timeout_s=5) as lock:
+        assert lock.held

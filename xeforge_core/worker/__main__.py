@@ -44,7 +44,13 @@ def run_job(job_dir: Path) -> dict[str, Any]:
         except ModuleNotFoundError:
             result = {"role": role, "kind": "runtime_error", "reason": "this worker has no probe module"}
         else:
-            result = dict(probe.run(job))
+            try:
+                result = dict(probe.run(job))
+            except Exception as exc:  # a probe that fails still answers, with what went wrong
+                import traceback
+
+                result = {"kind": "runtime_error", "reason": f"device probe failed: {type(exc).__name__}: {exc}",
+                          "error_text": traceback.format_exc()[-6000:]}
             result.setdefault("role", role)
         _write_result(job_dir, result)
         return result

@@ -99,7 +99,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if (job.get("device") or "cpu") == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
-    run_job(job_dir)
+    try:
+        run_job(job_dir)
+    except Exception as exc:  # the harness itself failed (e.g. the device is not available)
+        import traceback
+
+        _write_result(job_dir, {"role": job.get("role"), "kind": "runtime_error",
+                                "reason": f"the verification worker could not run the job: "
+                                          f"{type(exc).__name__}: {exc}",
+                                "error_text": traceback.format_exc()[-6000:], "steps": []})
     return 0
 
 

@@ -76,8 +76,13 @@ def run(args: argparse.Namespace) -> int:
     def progress_for(name: str) -> ProgressPrinter:
         return ProgressPrinter(err, quiet=args.quiet, prefix=f"{name}: ")
 
+    done_rows: list = []
+
     def on_row(row) -> None:
         with lock:
+            done_rows.append(row)
+            # the table so far, so an interrupted batch still leaves its finished rows
+            write_csv(sorted(done_rows, key=lambda r: r.kernel), args.out)
             state = "error: " + row.error if row.error else "done"
             speed = f"{row.final_speedup:.3f}x" if row.final_speedup is not None else "not measured"
             print(f"== {row.kernel} on {row.device}: {state}; final speedup {speed} ({row.seconds:.0f} s)",

@@ -183,8 +183,11 @@ class _Port(cst.CSTTransformer):
             return updated
         new_args = []
         changed = False
+        is_to = isinstance(updated.func, cst.Attribute) and updated.func.attr.value in {"to", "new_empty",
+                                                                                         "new_zeros", "new_ones"}
         for arg in updated.args:
-            if _is_device_string(arg.value) and (arg.keyword is None or arg.keyword.value == "device"):
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if _is_device_string(arg.value) and (keyword == "device" or (keyword is None and is_to)):
                 self._count("device string argument")
                 new_args.append(arg.with_changes(value=self._device_call()))
                 changed = True

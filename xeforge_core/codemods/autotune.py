@@ -40,6 +40,7 @@ from xeforge_core.codemods.common import (
     int_value,
     is_autotune_decorator,
     is_constexpr_param,
+    is_jit_decorator,
     is_kernel,
     not_applicable,
     parse_module,
@@ -206,6 +207,7 @@ class _Plan:
     block_vars: list[str]
     n_configs: int
     key: list[str]
+    new_params: list[cst.Param] = field(default_factory=list)
 
 
 def _meta(key: str) -> cst.BaseExpression:
@@ -293,8 +295,6 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
 
     # the search space, restricted to the kernel's meta-parameters
     xpu = target == "xpu"
-    first_opts = {k: int_value(a.value) if int_value(a.value) is not None else a.value
-                  for k, a in launch_opts.items()}
     num_warps = int_value(launch_opts["num_warps"].value) if "num_warps" in launch_opts else None
     num_stages = int_value(launch_opts["num_stages"].value) if "num_stages" in launch_opts else None
     if ("num_warps" in launch_opts and num_warps is None) or ("num_stages" in launch_opts and num_stages is None):
@@ -411,12 +411,9 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     key_text = ", ".join(f'"{k}"' for k in key)
     deco_src = f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],\n)\ndef _f():\n    pass\n"
     decorator = cst.parse_module(deco_src).body[0].decorators[0]
-    plan = _Plan(kernel=name, decorator=decorator, tuned=sorted(tuned_names), call_new=new_call,
+    return _Plan(kernel=name, decorator=decorator, tuned=sorted(tuned_names), call_new=new_call,
                  grid_assign=grid_assign, host=launch.host, block_vars=list(var_for), n_configs=len(texts),
-                 key=key)
-    plan.new_params = new_params  # type: ignore[attr-defined]
-    del first_opts
-    return plan
+                 key=key, new_params=new_params)
 
 
 def _lambda(body: cst.BaseExpression) -> cst.Lambda:
@@ -435,9 +432,9 @@ class _Apply(cst.CSTTransformer):
         if plan is None or not is_kernel(original):
             return updated
         decorators = list(updated.decorators)
-        idx = next(i for i, d in enumerate(decorators) if d.decorator and is_kernel_decorator(d))
+        idx = next(i for i, d in enumerate(decorators) if is_jit_decorator(d))
         decorators.insert(idx, plan.decorator)
-        params = updated.params.with_changes(params=plan.new_params)  # type: ignore[attr-defined]
+        params = updated.params.with_changes(params=plan.new_params)
         return updated.with_changes(decorators=decorators, params=params)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -447,12 +444,6 @@ class _Apply(cst.CSTTransformer):
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine,
                                   updated: cst.SimpleStatementLine):
         return self.by_line.get(id(original), updated)
-
-
-def is_kernel_decorator(dec: cst.Decorator) -> bool:
-    from xeforge_core.codemods.common import is_jit_decorator
-
-    return is_jit_decorator(dec)
 
 
 def _drop_unused_literals(module: cst.Module, hosts: set[str], names: set[str]) -> tuple[cst.Module, list[str]]:

@@ -71,3 +71,27 @@ def test_unavailable_device_is_bad_input(capsys):
     status = main(["verify", BASE, CAND, "--device", "tpu"])
     assert status == 2
     assert "unknown device" in capsys.readouterr().err
+
+
+def test_report_shows_kernels_and_performance_columns():
+    from xeforge_core.commands.verify import render_report
+    from xeforge_core.verdict import (
+        CompiledKernelInfo,
+        PerformanceResult,
+        Step,
+        StepStatus,
+        TimingStats,
+        Verdict,
+    )
+
+    v = Verdict(kind=VerdictKind.OK, steps=[Step("performance", StepStatus.PASSED, 3.2, "bench-gpu: 8.00x")],
+                kernels=[CompiledKernelInfo(name="gemm_kernel", num_warps=8, num_stages=3)],
+                performance=[PerformanceResult(
+                    variant="bench-gpu", baseline=TimingStats(2000, 2010, 1990, 0.01, 50),
+                    candidate=TimingStats(250, 251, 249, 0.02, 50), speedup=8.0, tflops=550.0,
+                    gbps=400.0, roofline_fraction=0.55)],
+                warnings=["timing waited 1.0 s for the device lock"])
+    text = render_report(v)
+    for piece in ("verdict: OK", "gemm_kernel", "8.00x", "550.0", "55%", "TFLOP/s", "GB/s", "roofline",
+                  "warnings", "device lock"):
+        assert piece in text, piece

@@ -154,7 +154,8 @@ def _fmt(value: Any, spec: str = ".3g", suffix: str = "") -> str:
     if value is None:
         return "-"
     try:
-        return format(float(value), spec) + suffix
+        number = int(value) if spec == "d" else float(value)
+        return format(number, spec) + suffix
     except (TypeError, ValueError):
         return str(value)
 
@@ -194,6 +195,16 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
         for f in verdict.findings:
             where = f" (line {f.line})" if f.line else ""
             out.append(f"  [{f.severity}] {f.rule}{where}: {f.message}")
+
+    if verdict.kernels:
+        out.append("\ncompiled kernels")
+        rows = []
+        for k in verdict.kernels:
+            config = ", ".join(f"{a}={b}" for a, b in (k.config or {}).items())
+            rows.append([k.name, _fmt(k.num_warps, "d"), _fmt(k.num_stages, "d"), _fmt(k.registers, "d"),
+                         _fmt(k.spills, "d"), _fmt(k.shared_bytes, "d"), k.grf_mode or "-", config or "-"])
+        out.append(_table(["kernel", "warps", "stages", "registers", "spills", "shared B", "GRF",
+                           "config"], rows))
 
     if verdict.correctness:
         out.append("\ncorrectness")

@@ -22,9 +22,9 @@ def maxpool2d_kernel(x_ptr, out_ptr, H, W, OH, OW,
     ow = pid % OW
     oh = (pid // OW) % OH
     nc = pid // (OW * OH)
-    best = float("-inf")
-    for kh in range(KSIZE):
-        for kw in range(KSIZE):
+    best = tl.full([], float("-inf"), tl.float32)
+    for kh in tl.static_range(KSIZE):
+        for kw in tl.static_range(KSIZE):
             ih = oh * STRIDE - PAD + kh
             iw = ow * STRIDE - PAD + kw
             inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)

@@ -102,3 +102,12 @@ def test_detect_auto_on_this_machine(tmp_path, monkeypatch):
     assert info.type == select_device(None, probe["available"])[0]
     with pytest.raises(ValueError):
         detect_device("gpu")
+
+
+def test_profile_fallback_reads_the_same_files():
+    """On a GPU box without the knowledge module's dependencies, the profile comes straight
+    from knowledge/hardware/*.yaml with the same fields."""
+    for name, dtype in (("NVIDIA H200", "cuda"), ("Intel(R) Arc(TM) B580 Graphics", "xpu")):
+        direct = devices._profile_from_files(name)
+        assert direct == devices.profile_for(name, dtype)
+    assert devices._profile_from_files("Mystery GPU 9000") is None

@@ -383,6 +383,8 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
         applied = outcome.applied
         if outcome.note not in ("session", "stage states"):
             note = outcome.note
+        elif "portability" in applied:
+            note = "baseline: the verified device-agnostic port"
     else:
         baseline, final, applied = job.problem, job.problem.kernel.source, []
         note = f"rules engine unavailable: {rules_error}"
@@ -561,6 +563,7 @@ def summary_numbers(res: Results) -> dict[str, Any]:
         "problems_timed": len(rules),
         "problems_faster": sum(1 for v in rules.values() if v > 1.03),
         "problems_faster_than_eager": sum(1 for v in per_problem("rules_vs_eager").values() if v > 1.0),
+        "problems_with_eager": len(per_problem("rules_vs_eager")),
     }
     traj: dict[int, float | None] = {}
     for step in sorted({r.step for r in res.trajectory}):
@@ -597,6 +600,9 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
         f"| geometric-mean speedup, baseline over PyTorch eager | {_fmt(nums['baseline_vs_eager'])}x |",
         f"| problems timed / faster than baseline (> 1.03x) / faster than eager | {nums['problems_timed']} / "
         f"{nums['problems_faster']} / {nums['problems_faster_than_eager']} |",
+        "",
+        f"Eager times exist for {nums['problems_with_eager']} of {nums['problems_timed']} timed problems "
+        "(those whose spec comes with a PyTorch reference).",
         "",
     ]
     if res.trajectory:

@@ -31,6 +31,9 @@ def test_trajectory_has_the_taught_steps_in_order():
     # every step is a real rewrite of the one before it
     for prev, cur in zip(STEPS, STEPS[1:]):
         assert prev.code != cur.code
+        if not cur.causal:
+            assert cur.previous.kernel.source == prev.code
+    assert STEPS[0].previous is STEPS[0].problem and STEPS[-1].previous is STEPS[-1].problem
 
 
 def test_stages_and_rules_exist_in_the_knowledge_base():

@@ -79,6 +79,9 @@ class TrajectoryStep:
     verified as (its ``kernel`` is this step, with the spec and reference the step is checked
     against: the causal step has its own); ``causal`` marks a step that computes another function
     than the baseline, whose speedup over the baseline is therefore not a like-for-like ratio.
+    ``previous`` is the problem to verify this step against to see what the step itself gained:
+    the previous step's problem (same spec and reference, previous code as the baseline); for
+    step 0 and for a causal step, the step's own problem (nothing before it computes the same).
     """
 
     index: int
@@ -92,6 +95,7 @@ class TrajectoryStep:
     spec_path: Path
     reference_path: Path
     causal: bool = False
+    previous: Problem | None = None
 
 
 def _docstring_parts(path: Path) -> tuple[str, str]:
@@ -193,4 +197,6 @@ def flash_attention_trajectory(root: str | Path | None = None) -> list[Trajector
             reference_path=ref_path,
             causal=bool(data.get("spec")) and spec_path != (base / str(data["spec"])).resolve(),
         ))
+    for i, step in enumerate(steps):
+        step.previous = steps[i - 1].problem if i > 0 and not step.causal else step.problem
     return steps

@@ -388,6 +388,8 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
     else:
         baseline, final, applied = job.problem, job.problem.kernel.source, []
         note = f"rules engine unavailable: {rules_error}"
+    if job.problem.warnings:
+        note = (note + "; " if note else "") + "spec warning: " + job.problem.warnings[0][:200]
     verdict = measure(baseline, final, variants, device, settings)
     rows: list[ShapeRow] = []
     perf = {p.variant: p for p in verdict.performance}

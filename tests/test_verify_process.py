@@ -188,3 +188,22 @@ def test_timing_waits_in_the_queue_for_the_device_lock(problem, tmp_path):
     assert v.performance, v.steps
     assert any("waited" in w and "device lock" in w for w in v.warnings), v.warnings
     assert _marked_processes() == []
+
+
+def test_cancel_stops_the_running_job(problem):
+    import threading
+
+    from xeforge_core.verify import VerificationCancelled
+
+    cancel = threading.Event()
+
+    def on_progress(message: str) -> None:
+        if message.startswith("candidate: compile"):
+            cancel.set()
+
+    with pytest.raises(VerificationCancelled):
+        verify(problem, (FIX / "cand_infinite_loop.py").read_text(), device="cpu", cancel=cancel,
+               on_progress=on_progress,
+               options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], use_cache=True))
+    assert _marked_processes() == []
+    assert _children() == []

@@ -529,6 +529,11 @@ def _fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
+def _cell(text: str | None) -> str:
+    """Text safe inside a Markdown table cell."""
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
 def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.1f}%"
 
@@ -630,7 +635,7 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
                     cells.append(f"{_fmt(r.step_us, 0)} µs, {_fmt(r.vs_noncausal)}x vs non-causal, "
                                  f"{_fmt(r.vs_eager)}x vs eager")
                 else:
-                    cells.append(r.note or r.verdict or "–")
+                    cells.append(_cell(r.note or r.verdict) or "–")
             g = nums["trajectory_geomean_by_step"].get(step)
             lines.append(f"| {step}. {title} | {stage} | {rule or '–'} | " + " | ".join(cells)
                          + f" | {_fmt(g)}{'x' if g else ''} |")
@@ -649,13 +654,13 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
             f"| {r.kind} | {r.problem} | {r.variant} ({r.dims}) | {_fmt(r.baseline_us, 1)} | {_fmt(r.rules_us, 1)} | "
             f"{_fmt(r.eager_us, 1)} | {_fmt(r.speedup_rules)}x | {_fmt(r.rules_vs_eager)}x | "
             f"{_fmt(r.tflops_baseline, 1)} → {_fmt(r.tflops_rules, 1)} | {_pct(r.roofline_baseline)} → "
-            f"{_pct(r.roofline_rules)} | {r.stages_applied or '–'} | {r.note or ''} |")
+            f"{_pct(r.roofline_rules)} | {r.stages_applied or '–'} | {_cell(r.note)} |")
     lines += ["", "## Stages (rules engine, auto mode)", "",
               "Speedup of each approved stage over the version it started from, on the default "
               "variant, as its verdict measured it.", "",
               "| problem | stage | outcome | speedup | seconds | reason |", "|---|---|---|---|---|---|"]
     for s in res.stages:
-        reason = s.reason.replace("|", "\\|").replace("\n", " ")
+        reason = _cell(s.reason)
         lines.append(f"| {s.problem} | {s.stage} | {s.status} | {_fmt(s.speedup)} | {_fmt(s.seconds, 1)} | "
                      f"{reason[:160]} |")
     if res.errors:

@@ -16,6 +16,7 @@ thread's Python stack to stderr ``hang_dump_s`` seconds after start.
 from __future__ import annotations
 
 import faulthandler
+import importlib.util
 import json
 import os
 import statistics
@@ -89,8 +90,14 @@ def _task_check(job: dict[str, Any]) -> dict[str, Any]:
     ``run(device) -> None`` (nothing to compare); ``rtol``/``atol`` for the comparison."""
     import torch
 
-    namespace: dict[str, Any] = {"torch": torch, "os": os, "time": time}
-    exec(compile(job["code"], f"<check {job['name']}>", "exec"), namespace)  # noqa: S102
+    # A real file, imported as a module: Triton's @jit reads its kernels' source from files.
+    path = Path(job["job_dir"]) / "doctor_check.py"
+    path.write_text("import os\nimport time\nimport torch\n" + job["code"], encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("doctor_check", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["doctor_check"] = module
+    spec.loader.exec_module(module)
+    namespace = vars(module)
     device = job["device"]
     profile_path = os.environ.get("XEFORGE_DOCTOR_PROFILE")
     start = time.perf_counter()
@@ -198,10 +205,13 @@ def _build_inputs(torch: Any, job: dict[str, Any], namespace: dict[str, Any]) ->
 
 
 def _load_model(torch: Any, job: dict[str, Any]) -> tuple[Any, list]:
-    namespace: dict[str, Any] = {"__name__": "xeforge_doctor_model"}
     path = Path(job["job_dir"]) / job.get("filename", "model.py")
     path.write_text(job["source"], encoding="utf-8")
-    exec(compile(job["source"], str(path), "exec"), namespace)  # noqa: S102
+    spec = importlib.util.spec_from_file_location("xeforge_doctor_model", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["xeforge_doctor_model"] = module
+    spec.loader.exec_module(module)
+    namespace = vars(module)
     torch.manual_seed(int(job.get("seed", 0)))
     inputs, inits = _build_inputs(torch, job, namespace)
     model = namespace[job.get("class_name", "Model")](*inits)
@@ -242,7 +252,11 @@ def _task_trace(job: dict[str, Any]) -> dict[str, Any]:
                 calls.append((key, func, clone))
             return func(*args, **kwargs)
 
-    with torch.no_grad(), Recorder():
+    # The math attention backend decomposes scaled_dot_product_attention into generic aten ops
+    # (bmm, softmax, ...) instead of a CPU-only fused kernel that no other device has.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), Recorder():
         model(*inputs)
     out_dir = Path(job["job_dir"]) / "ops"
     out_dir.mkdir(exist_ok=True)

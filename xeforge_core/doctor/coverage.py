@@ -23,11 +23,13 @@ _CLASSES: dict[str, tuple[str, ...]] = {
     "matmul": ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "convolution", "_convolution",
                "scaled_dot_product", "_scaled_dot_product", "addbmm", "dot", "mv"),
     "reduction": ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var",
-                  "std", "logsumexp", "_softmax", "_log_softmax", "softmax", "norm", "cumsum",
+                  "std", "logsumexp", "_softmax", "_log_softmax", "softmax", "_safe_softmax", "norm", "cumsum",
                   "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
                   "_native_batch_norm_legit_no_training", "native_group_norm", "max_pool2d_with_indices",
                   "avg_pool2d", "max_pool1d", "avg_pool1d"),
     "indexing+cast": ("index", "index_select", "gather", "scatter", "slice", "select", "unsqueeze",
+                      "view", "_unsafe_view", "expand", "transpose", "permute", "reshape", "t",
+                      "squeeze", "as_strided", "alias",
                       "_to_copy", "to", "masked_fill", "where", "index_put", "embedding", "take"),
     "copy": ("copy_", "clone", "contiguous", "_copy_from"),
 }
@@ -41,6 +43,8 @@ def op_class_of(op: str) -> str:
     for cls, stems in _CLASSES.items():
         if stem in stems:
             return cls
+    if "scaled_dot_product" in stem or stem.startswith(("_flash_attention", "_efficient_attention")):
+        return "matmul"
     return "elementwise"
 
 

@@ -95,6 +95,16 @@ def test_autotune_removes_constexpr_defaults_of_tuned_keys() -> None:
     assert "BLOCK_K: tl.constexpr," in res.source and "BLOCK_K: tl.constexpr = 32" not in res.source
 
 
+def test_autotune_after_swizzle_tunes_group_size() -> None:
+    swizzled = apply_xpu_knobs(_src("matmul_fixed_tiles.py"), target="cuda").source
+    res = add_autotune(swizzled, target="cuda", search_space=SMALL_SPACE)
+    assert res.applicable
+    assert '"GROUP_SIZE_M": 8}' in res.source and '"GROUP_SIZE_M": 4}' in res.source
+    launch = res.source.split("matmul_kernel[")[1]
+    assert "GROUP_SIZE_M=" not in launch and "num_warps" not in launch
+    assert 'META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)' in launch
+
+
 def test_autotune_not_applicable_reasons() -> None:
     assert "no tl.dot" in add_autotune(_src("vector_add_runtime_block.py"), search_space=SMALL_SPACE).reason
     runtime = _src("matmul_fixed_tiles.py").replace("BLOCK_K=32,", "BLOCK_K=max(16, triton.next_power_of_2(K // 2)),")

@@ -299,7 +299,19 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     num_stages = int_value(launch_opts["num_stages"].value) if "num_stages" in launch_opts else None
     if ("num_warps" in launch_opts and num_warps is None) or ("num_stages" in launch_opts and num_stages is None):
         return f"kernel {name}: num_warps/num_stages at the launch are not literals"
-    base_kwargs: dict[str, Any] = dict(values)
+    # other constexpr meta-parameters the search space tunes (e.g. GROUP_SIZE_M), when the launch
+    # passes them as literals (or not at all): they join the tuned set with their current value
+    constexprs = {p.name.value: p for p in params if is_constexpr_param(p)}
+    extras: dict[str, int] = {}
+    for cfg in space:
+        for k in cfg.get("kwargs", {}):
+            if k in blocks or k in extras or k not in constexprs:
+                continue
+            arg = bound.get(k)
+            v = int_value(arg.value) if arg is not None else int_value(constexprs[k].default)
+            if v is not None:
+                extras[k] = v
+    base_kwargs: dict[str, Any] = {**values, **extras}
     for k, a in launch_opts.items():
         if k in _XPU_ONLY_OPTIONS:
             s = a.value
@@ -312,10 +324,10 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     texts: list[str] = [_config_text(base_kwargs, num_warps, num_stages)]
     seen = {texts[0]}
     for cfg in space:
-        kw = {k: v for k, v in cfg.get("kwargs", {}).items() if k in blocks or k in pnames and k not in bound
-              and any(p.name.value == k and is_constexpr_param(p) for p in params)}
-        # keep the kernel's own tiles for BLOCK params the space does not cover
+        kw = {k: v for k, v in cfg.get("kwargs", {}).items() if k in blocks or k in extras}
+        # keep the kernel's own values for meta-parameters the space does not cover
         merged = {b: kw.get(b, values[b]) for b in blocks}
+        merged.update({k: kw.get(k, v) for k, v in extras.items()})
         for k, v in kw.items():
             merged.setdefault(k, v)
         if xpu:
@@ -331,7 +343,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     key = [p.name.value for p in params if not is_constexpr_param(p) and _size_param(p.name.value)]
     if not key:
         return f"kernel {name} has no size arguments to key the autotune cache on"
-    tuned_names = set(blocks)
+    tuned_names = set(blocks) | set(extras)
     for cfg_text in texts:
         tuned_names.update(re.findall(r'"(\w+)":', cfg_text))
     # parameters with defaults that are tuned: remove the default (must not break ordering)

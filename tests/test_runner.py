@@ -253,3 +253,16 @@ def test_two_timing_jobs_on_one_device_serialise(tmp_path):
     assert len(queued) == 1
     assert "queued" in [e["message"] for e in events[queued[0]] if e["event"] == "queued"][0]
     assert outcomes[queued[0]].queued_s > 0.5
+
+
+def test_rlimits_and_own_session(tmp_path):
+    out = _run("limits", tmp_path, memory_bytes=3 << 30, cpu_seconds=40)
+    r = out.result
+    assert r["core"] == [0, 0]
+    assert r["cpu"][0] == 40
+    assert r["address_space"][0] == 3 << 30
+    assert r["session"] == r["pid"] == out.pid  # the launcher exec'd in place: own session
+    gpu = _run("limits", tmp_path / "gpu", device="cuda", memory_bytes=3 << 30)
+    import resource
+
+    assert gpu.result["address_space"][0] == resource.getrlimit(resource.RLIMIT_AS)[0]

@@ -11,7 +11,8 @@ never takes the caller (a CLI, a batch, the Streamlit server) down with it:
 * **hard wall-clock timeout**: a job with no result when ``timeout_s`` expires is a hang
   (``timed_out``). A job whose ``result.json`` exists but whose process does not exit within
   ``exit_grace_s`` is killed and its result kept, with a warning (not a timeout).
-* **rlimits** (set between fork and exec): ``RLIMIT_CORE`` 0 (no core dumps of untrusted
+* **rlimits** (set by a small launcher that then ``exec``s the worker; ``preexec_fn`` is unsafe
+  in a threaded caller): ``RLIMIT_CORE`` 0 (no core dumps of untrusted
   code), ``RLIMIT_CPU`` (a backstop for a spinning orphan should the parent itself die), and on
   cpu ``RLIMIT_AS`` (address space). On cuda/xpu the driver reserves huge virtual ranges, so
   ``RLIMIT_AS`` would break the runtime: there the parent polls the resident set size of the
@@ -42,7 +43,6 @@ import fnmatch
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -435,26 +435,37 @@ class _ProgressTail:
 # running
 
 
-def _make_preexec(memory_bytes: int | None, cpu_seconds: int | None,
-                  limit_address_space: bool) -> Callable[[], None]:
-    def preexec() -> None:  # runs in the child between fork and exec: keep it minimal
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if cpu_seconds is not None and cpu_seconds > 0:
-            soft = int(cpu_seconds)
-            _, hard_max = resource.getrlimit(resource.RLIMIT_CPU)
-            hard = soft + 5
-            if hard_max != resource.RLIM_INFINITY:
-                hard = min(hard, hard_max)
-                soft = min(soft, hard)
-            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-        if limit_address_space and memory_bytes is not None and memory_bytes > 0:
-            _, hard_max = resource.getrlimit(resource.RLIMIT_AS)
-            limit = int(memory_bytes)
-            if hard_max != resource.RLIM_INFINITY:
-                limit = min(limit, hard_max)
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+#: Sets the rlimits, then replaces itself with the worker command (``os.execv``). A launcher
+#: process instead of ``preexec_fn``, which Python documents as unsafe when the caller has
+#: threads (the Streamlit server does): arguments are CPU seconds, address-space bytes (``0``:
+#: unlimited), then ``--`` and the command.
+_LAUNCHER = """
+import os, resource, sys
+cpu, mem = int(sys.argv[1]), int(sys.argv[2])
+cmd = sys.argv[sys.argv.index("--") + 1:]
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def lower(res, soft, hard):
+    _, cur = resource.getrlimit(res)
+    if cur != resource.RLIM_INFINITY:
+        hard = min(hard, cur)
+        soft = min(soft, hard)
+    resource.setrlimit(res, (soft, hard))
+if cpu > 0:
+    lower(resource.RLIMIT_CPU, cpu, cpu + 5)
+if mem > 0:
+    lower(resource.RLIMIT_AS, mem, mem)
+os.execv(cmd[0], cmd)
+"""
 
-    return preexec
+
+def launcher_argv(command: list[str], *, memory_bytes: int | None, cpu_seconds: int | None,
+                  limit_address_space: bool) -> list[str]:
+    """``command`` wrapped in the rlimit launcher: ``RLIMIT_CORE`` 0 always, ``RLIMIT_CPU``
+    ``cpu_seconds`` (soft; hard 5 s later) when given, ``RLIMIT_AS`` ``memory_bytes`` when
+    ``limit_address_space``. Limits are only ever lowered, never raised above the caller's."""
+    cpu = int(cpu_seconds) if cpu_seconds and cpu_seconds > 0 else 0
+    mem = int(memory_bytes) if limit_address_space and memory_bytes and memory_bytes > 0 else 0
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(cpu), str(mem), "--", *command]
 
 
 def _dump_stack(proc: subprocess.Popen, wait_s: float = 2.0) -> int | None:
@@ -548,6 +559,8 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
     token = uuid.uuid4().hex
     env = worker_environment(jdir, device_type, device_index=device_index, token=token)
     argv = (list(command) if command is not None else [sys.executable, "-m", module]) + [str(jdir)]
+    argv = launcher_argv(argv, memory_bytes=memory_bytes, cpu_seconds=cpu_seconds,
+                         limit_address_space=device_type == "cpu")
     stdout_path = jdir / "stdout.txt"
     stderr_path = jdir / "stderr.txt"
     limit_as = device_type == "cpu"
@@ -559,7 +572,6 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
         proc = subprocess.Popen(
             argv, cwd=str(jdir), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
             start_new_session=True, close_fds=True,
-            preexec_fn=_make_preexec(memory_bytes, cpu_seconds, limit_as),
         )
     sid = proc.pid
     deadline = start + timeout_s

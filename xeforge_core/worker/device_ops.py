@@ -53,7 +53,13 @@ class DeviceOps:
         self.torch_device = torch.device(kind if kind == "cpu" else f"{kind}:{self._current_index()}")
         self._default_stream: Any = None
         if self._mod is not None:
-            self._default_stream = self._mod.default_stream()
+            try:
+                self._default_stream = self._mod.default_stream()
+            except Exception:  # a backend without default_stream(): the current one at start
+                try:
+                    self._default_stream = self._mod.current_stream()
+                except Exception:
+                    self._default_stream = None
 
     def _current_index(self) -> int:
         return int(self._mod.current_device()) if self._mod is not None else 0
@@ -78,7 +84,7 @@ class DeviceOps:
 
     def on_side_stream(self) -> bool:
         """True when the current stream is not the device's default stream."""
-        if self._mod is None:
+        if self._mod is None or self._default_stream is None:
             return False
         try:
             return self._mod.current_stream() != self._default_stream

@@ -1,7 +1,23 @@
 """Code that runs *inside* the isolated verification worker process.
 
 Imports here are limited to torch, triton, numpy and the standard library (and sibling
-modules of this package plus ``xeforge_core.verdict``), so the worker runs on any GPU box,
-including one where the UI's packages are not installed. Run as
-``python -m xeforge_core.worker JOB.json RESULT.json`` (see ``job.py`` for the formats).
+modules of this package plus ``xeforge_core.verdict`` and ``xeforge_core.devlock``), so the
+worker runs on any GPU box, including one where the UI's packages are not installed. Run as
+``python -m xeforge_core.worker JOB_DIR`` (see ``job.py`` for the file formats).
+
+Modules:
+
+* ``__main__``    entry point: read ``job.json``, dispatch the role, write ``result.json``.
+* ``context``     the shared state of one job: device, hooks, progress events, steps.
+* ``roles``       the ``baseline`` and ``candidate`` roles (compile, structure, correctness).
+* ``timing``      the ``timing`` role (GPU): interleaved trials under the device lock.
+* ``loading``     import the module under test from a file in the job directory.
+* ``inputs``      models, seeded inputs and input distributions.
+* ``compare``     output comparison and dtype-aware tolerances.
+* ``integrity``   structure/integrity rules (AST and run time).
+* ``capture``     Triton launch hooks; compiled-kernel metadata and IR.
+* ``autotune``    ``@triton.autotune`` config enumeration and forcing.
+* ``errors``      failure classification and source-line mapping.
+* ``device_ops``  one interface over cpu (interpreter), cuda and xpu.
+* ``probe``       device probe (role ``probe``).
 """

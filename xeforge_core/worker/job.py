@@ -28,6 +28,8 @@ Job (``Job``)::
           "lock_dir": "/abs/dir",          # per-device timing lock directory
           "lints": [ {"rule": str, "message": str, "severity": str, "line": int|null} ],
           "device_profile": {...} | null,  # peak TFLOP/s per dtype, bandwidth GB/s
+          "lock_key": "cuda0" | null,      # name of the device's lock file (default: device+index)
+          "force_timing": false,           # time even in the interpreter (tests the harness only)
       }
     }
 
@@ -48,7 +50,10 @@ VariantData::
      "init_values": [resolved positional init values]}
 
 Result (``result.json``): ``xeforge_core.verdict.Verdict.to_dict()`` of what the worker
-established, plus the key ``"role"``. Process-level outcomes (timeout, signal, OOM kill) are
+established, plus the key ``"role"``. The baseline job also fills ``expected_dir`` (default
+``JOB_DIR/expected``) with the outputs the candidate job compares against: ``meta.json``, one
+``<variant>__s<seed>__<distribution>.pt`` per run and the model weights per (variant, seed); see
+``xeforge_core.worker.roles``. Process-level outcomes (timeout, signal, OOM kill) are
 decided by the parent, which never trusts the worker to report its own death.
 
 Progress event (``progress.jsonl`` lines)::

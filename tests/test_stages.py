@@ -137,3 +137,17 @@ def test_prompt_reports_the_block_io_api_of_the_compiling_triton():
 
     here = render_prompt("block_pointers", original_code=ORIGINAL, current_code=ORIGINAL, profile=None)
     assert f"Triton {triton.__version__}:" in here
+
+
+def test_tuning_prompts_carry_the_target_search_space():
+    kb = load_knowledge()
+    xe2 = render_prompt("autotuning", original_code=ORIGINAL, current_code=ORIGINAL, profile=kb.profiles["arc_b580"])
+    assert "knowledge/search_spaces/xpu_xe2.yaml" in xe2 and '"grf_mode": "256"' in xe2
+    assert "GEMM_CONFIGS = [" in xe2 and "REDUCTION_CONFIGS = [" in xe2 and '"warp_size": 16' in xe2
+    hpc = render_prompt("xpu_specific", original_code=ORIGINAL, current_code=ORIGINAL, profile=kb.profiles["max_1550"])
+    assert "xpu_xehpc.yaml" in hpc
+    cuda = render_prompt("autotuning", original_code=ORIGINAL, current_code=ORIGINAL,
+                         profile=kb.profiles["nvidia_h200"])
+    assert "search_spaces/cuda.yaml" in cuda and "grf_mode\": " not in cuda
+    other = render_prompt("dtype_fix", original_code=ORIGINAL, current_code=ORIGINAL, profile=kb.profiles["arc_b580"])
+    assert "## Search space" not in other

@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 
-from xeforge_core.knowledge import STAGE_IDS, HardwareProfile, Rule, installed_triton_pointer_api
+from xeforge_core.knowledge import STAGE_IDS, HardwareProfile, Rule, SearchSpace, installed_triton_pointer_api
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
@@ -280,6 +280,36 @@ def _example_rows(examples: Iterable[Any]) -> list[dict[str, str]]:
     return rows
 
 
+SEARCH_SPACE_STAGES = ("xpu_specific", "autotuning")
+
+
+def _space_view(stage: Stage, profile: Any, space: SearchSpace | None) -> dict[str, str] | None:
+    """The search space as Python source (``triton.Config`` lists and suggested keys)."""
+    if stage.id not in SEARCH_SPACE_STAGES:
+        return None
+    if space is None and isinstance(profile, HardwareProfile):
+        try:
+            from xeforge_core.knowledge import load_knowledge
+
+            space = load_knowledge().search_space_for(profile.target, profile.arch)
+        except Exception:  # noqa: BLE001 - a prompt without a search space is still usable
+            space = None
+    if space is None:
+        return None
+    lines = []
+    for kind, configs in space.kinds.items():
+        lines.append(f"{kind.upper()}_CONFIGS = [")
+        for c in configs:
+            kw = ", ".join(f"{k!r}: {v!r}".replace("'", '"') for k, v in c.all_kwargs().items())
+            lines.append(f"    triton.Config({{{kw}}}, num_warps={c.num_warps}, num_stages={c.num_stages}),")
+        lines.append("]")
+        if kind in space.keys:
+            lines.append(f"# suggested autotune key for {kind} kernels: {space.keys[kind]!r}".replace("'", '"'))
+        lines.append("")
+    placement = " ".join(space.grf_mode_placement.split())
+    return {"id": space.id, "code": "\n".join(lines).rstrip(), "placement": f"GRF mode: {placement}"}
+
+
 def _feedback_text(feedback: Any) -> str | None:
     if feedback is None:
         return None
@@ -292,7 +322,7 @@ def _feedback_text(feedback: Any) -> str | None:
 def render_prompt(stage_id: str, *, original_code: str, current_code: str, issues: Iterable[Any] = (),
                   profile: Any = None, problem_context: Mapping[str, Any] | None = None,
                   rules: Iterable[Any] = (), examples: Iterable[Any] = (), feedback: Any = None,
-                  triton_api: Mapping[str, Any] | None = None) -> str:
+                  triton_api: Mapping[str, Any] | None = None, search_space: SearchSpace | None = None) -> str:
     """The prompt for one stage, as Markdown text a person can read and copy.
 
     ``issues``: the stage's ``analysis.Issue`` objects (or dicts with rule_id/severity/line/
@@ -302,7 +332,9 @@ def render_prompt(stage_id: str, *, original_code: str, current_code: str, issue
     examples (``Rule``, ``(title, before, after)`` or dicts). ``feedback``: the last verdict (a
     ``Verdict``, whose ``feedback()`` text is used, or a string). ``triton_api``: which block-I/O
     APIs the Triton that will compile the code offers (``knowledge.installed_triton_pointer_api()``
-    shape; default: the Triton installed here). Raises ``KeyError`` for an unknown stage id.
+    shape; default: the Triton installed here). ``search_space``: the autotune configs shown in
+    the ``xpu_specific`` and ``autotuning`` prompts (default: the knowledge base's space for the
+    profile's target and architecture). Raises ``KeyError`` for an unknown stage id.
     """
     stage = get_stage(stage_id)
     tmpl = _env().get_template(stage.template_name)
@@ -312,7 +344,8 @@ def render_prompt(stage_id: str, *, original_code: str, current_code: str, issue
         current_code=current_code.rstrip(), same_code=same, issues=_issue_rows(issues),
         profile=_profile_view(profile), ctx=dict(problem_context or {}), rules=_rule_rows(rules),
         examples=_example_rows(examples), feedback=_feedback_text(feedback),
-        triton=dict(triton_api) if triton_api is not None else installed_triton_pointer_api())
+        triton=dict(triton_api) if triton_api is not None else installed_triton_pointer_api(),
+        search_space=_space_view(stage, profile, search_space))
     return _tidy(text)
 
 

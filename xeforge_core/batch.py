@@ -255,7 +255,8 @@ def csv_columns(rows: list[BatchRow]) -> list[str]:
 
 def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
     """Write the summary table of ``rows`` to ``path`` (atomically). Speedups are plain numbers
-    (``1.234``) or ``not measured``; stages a kernel did not plan are empty."""
+    (``1.234``) or ``not measured`` (``n/a`` for the portability step, whose original cannot
+    run on the device); stages a kernel did not plan are empty."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     cols = csv_columns(rows)
@@ -271,7 +272,10 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
                 rec[s] = r.status.get(s, "")
                 rec[f"{s}_verdict"] = r.verdicts.get(s, "")
                 speed = r.speedups.get(s)
-                rec[f"{s}_speedup"] = _num(speed) if r.status.get(s) == "approved" or speed is not None else ""
+                if s == "portability":
+                    rec[f"{s}_speedup"] = "n/a" if r.status.get(s) == "approved" else ""
+                else:
+                    rec[f"{s}_speedup"] = _num(speed) if r.status.get(s) == "approved" or speed is not None else ""
             w.writerow(rec)
     tmp.replace(path)
     return path

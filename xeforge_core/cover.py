@@ -304,8 +304,9 @@ def run_stage(
             if all(a.status in (NOT_APPLICABLE, ENGINE_ERROR, DUPLICATE) for a in batch):
                 engine_says = f"{engine_name}: {batch[0].reason}"
                 earlier = [a for a in attempts if a.verdict is not None and a.status != DUPLICATE]
-                reason = (f"{_why_kept(attempts, iteration, min_speedup)} (then {engine_says})" if earlier
-                          else engine_says)
+                # after verified attempts, their summary is the reason (the engine only adds that
+                # it has nothing else to offer)
+                reason = _why_kept(attempts, iteration, min_speedup) if earlier else engine_says
                 outcome = _kept(stage_id, attempts, iteration, reason)
                 break
             verified = [a for a in batch if a.verdict is not None and a.status != DUPLICATE]

@@ -1,24 +1,23 @@
-"""Xe-Forge Studio, Home: load a kernel (paste, upload or sample), read the parsed problem,
-check the device and the engine settings, and start or resume an optimization session.
+"""Xe-Forge Studio: the entry point (``streamlit run app.py``) and its Home page.
 
-This page only renders state and calls ``xeforge_core``; no kernel code runs here.
+Home: load a kernel (paste, upload or sample), read the parsed problem, check the device and
+the engine settings, and start or resume an optimization session. The other pages live in
+``pages/`` and are registered in the navigation below.
+
+This app only renders state and calls ``xeforge_core``; no kernel code runs here.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from xeforge_core.ui.render import flash, page_setup
+from xeforge_core.ui.render import flash, nav_link, page_setup
 from xeforge_core.ui.validate import InputError
-from xeforge_core.ui.workbench import WorkbenchError, sample_titles
-
-wb = page_setup("Xe-Forge Studio", "⚒️")
-st.caption("Optimize Triton kernels for Intel Xe GPUs stage by stage: every candidate is verified "
-           "(compile, structure, correctness, speed) in an isolated worker, and every decision is "
-           "kept in git.")
+from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
 
 
-def _problem_summary() -> None:
+def _problem_summary(wb: Workbench) -> None:
+    """The parsed problem: kernels, inputs, variants with flop and arithmetic intensity."""
     from xeforge_core.problem import read_module
 
     loaded = wb.loaded
@@ -59,125 +58,165 @@ def _problem_summary() -> None:
         st.code(loaded.source, language="python", line_numbers=True)
 
 
-# ------------------------------------------------------------------ 1. load
-st.header("1 · Load a kernel")
-tab_sample, tab_paste, tab_upload = st.tabs(["Sample", "Paste", "Upload"])
-with tab_sample:
-    titles = sample_titles()
-    choice = st.selectbox("Sample kernel", list(titles), key="home_sample",
-                          format_func=lambda n: f"{n} · {titles[n]}" if titles.get(n) else n)
-    if st.button("Load sample", key="home_load_sample", type="primary"):
-        try:
-            wb.load_sample(choice)
-            flash("success", f"Loaded sample {choice}.")
-        except Exception as exc:  # a broken sample must not break the page
-            flash("error", f"Could not load sample {choice}: {exc}")
-        st.rerun()
-with tab_paste:
-    st.caption("A KernelBench-style module: `class Model(nn.Module)` launching `@triton.jit` kernels, "
-               "`get_inputs()`, `get_init_inputs()`. The spec is optional.")
-    pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src")
-    pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec")
-    pasted_name = st.text_input("Name", value="kernel", key="home_paste_name")
-    if st.button("Load pasted kernel", key="home_load_paste", type="primary"):
-        try:
-            wb.load_text(pasted, spec_text=pasted_spec or None, name=pasted_name or "kernel")
-            flash("success", "Loaded the pasted kernel.")
-            st.rerun()
-        except InputError as exc:
-            st.error(f"Not loaded: {exc}")
-with tab_upload:
-    up_py = st.file_uploader("Kernel (.py)", type=["py"], key="home_up_py")
-    up_yaml = st.file_uploader("Spec (.yaml, optional)", type=["yaml", "yml"], key="home_up_yaml")
-    up_ref = st.file_uploader("PyTorch reference (.py, optional)", type=["py"], key="home_up_ref")
-    if st.button("Load upload", key="home_load_upload", type="primary"):
-        if up_py is None:
-            st.error("Not loaded: choose a kernel .py file first.")
-        else:
+def home() -> None:
+    """The Home page."""
+    wb = page_setup("Xe-Forge Studio", "⚒️")
+    st.caption("Optimize Triton kernels for Intel Xe GPUs stage by stage: every candidate is verified "
+               "(compile, structure, correctness, speed) in an isolated worker, and every decision is "
+               "kept in git.")
+
+    # ------------------------------------------------------------------ 1. load
+    st.header("1 · Load a kernel")
+    tab_sample, tab_paste, tab_upload = st.tabs(["Sample", "Paste", "Upload"])
+    with tab_sample:
+        titles = sample_titles()
+        choice = st.selectbox("Sample kernel", list(titles), key="home_sample",
+                              format_func=lambda n: f"{n} · {titles[n]}" if titles.get(n) else n)
+        if st.button("Load sample", key="home_load_sample", type="primary"):
             try:
-                wb.load_upload(up_py.name, up_py.getvalue(),
-                               yaml_name=up_yaml.name if up_yaml else None,
-                               yaml_data=up_yaml.getvalue() if up_yaml else None,
-                               ref_name=up_ref.name if up_ref else None,
-                               ref_data=up_ref.getvalue() if up_ref else None)
-                flash("success", f"Loaded {up_py.name}.")
+                wb.load_sample(choice)
+                flash("success", f"Loaded sample {choice}.")
+            except Exception as exc:  # a broken sample must not break the page
+                flash("error", f"Could not load sample {choice}: {exc}")
+            st.rerun()
+    with tab_paste:
+        st.caption("A KernelBench-style module: `class Model(nn.Module)` launching `@triton.jit` kernels, "
+                   "`get_inputs()`, `get_init_inputs()`. The spec is optional.")
+        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src")
+        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec")
+        pasted_name = st.text_input("Name", value="kernel", key="home_paste_name")
+        if st.button("Load pasted kernel", key="home_load_paste", type="primary"):
+            try:
+                wb.load_text(pasted, spec_text=pasted_spec or None, name=pasted_name or "kernel")
+                flash("success", "Loaded the pasted kernel.")
                 st.rerun()
             except InputError as exc:
                 st.error(f"Not loaded: {exc}")
+    with tab_upload:
+        up_py = st.file_uploader("Kernel (.py)", type=["py"], key="home_up_py")
+        up_yaml = st.file_uploader("Spec (.yaml, optional)", type=["yaml", "yml"], key="home_up_yaml")
+        up_ref = st.file_uploader("PyTorch reference (.py, optional)", type=["py"], key="home_up_ref")
+        if st.button("Load upload", key="home_load_upload", type="primary"):
+            if up_py is None:
+                st.error("Not loaded: choose a kernel .py file first.")
+            else:
+                try:
+                    wb.load_upload(up_py.name, up_py.getvalue(),
+                                   yaml_name=up_yaml.name if up_yaml else None,
+                                   yaml_data=up_yaml.getvalue() if up_yaml else None,
+                                   ref_name=up_ref.name if up_ref else None,
+                                   ref_data=up_ref.getvalue() if up_ref else None)
+                    flash("success", f"Loaded {up_py.name}.")
+                    st.rerun()
+                except InputError as exc:
+                    st.error(f"Not loaded: {exc}")
 
-# ------------------------------------------------------------------ 2. problem
-st.header("2 · Problem")
-if wb.loaded is None:
-    st.info("Load a kernel above to see its kernels, inputs, variants, flop and arithmetic intensity.")
-else:
-    try:
-        _problem_summary()
-    except Exception as exc:  # display only; the loaded problem stays
-        st.error(f"Could not summarise the problem: {exc}")
-
-# ------------------------------------------------------------------ 3. engine
-st.header("3 · Engine")
-s = wb.settings
-engine_labels = {"rules": "rules: deterministic codemods from the knowledge base (no key needed)",
-                 "manual": "manual: your own edit, or a reply pasted from any chat LLM (no key needed)",
-                 "llm": "llm: any OpenAI-compatible endpoint (needs endpoint and model; key if required)"}
-s.engine = st.radio("Engine", list(engine_labels), index=list(engine_labels).index(s.engine),
-                    format_func=engine_labels.get, key="home_engine")
-with st.expander("LLM endpoint settings", expanded=s.engine == "llm"):
-    s.endpoint = st.text_input("Base URL", value=s.endpoint, placeholder="https://host/v1",
-                               key="home_endpoint")
-    s.model = st.text_input("Model", value=s.model, key="home_model")
-    key = st.text_input("API key", value="", type="password", key="home_api_key",
-                        help="Kept in this browser session's memory only: never written to the "
-                             "session history, caches or logs.")
-    if key:
-        s.api_key = key
-        from xeforge_core.session import register_secret
-
-        register_secret(key)
-    st.caption("API key: " + ("set for this browser session" if s.api_key else "not set"))
-s.max_iterations = int(st.number_input("CoVeR iterations per stage", 1, 10, s.max_iterations,
-                                       key="home_iters"))
-if s.engine == "llm":
-    ok, why = s.llm_ready()
-    (st.success if ok else st.warning)("llm engine " + ("ready" if ok else f"not ready: {why}"))
-
-# ------------------------------------------------------------------ 4. session
-st.header("4 · Session")
-if wb.session is not None:
-    st.success(f"Open session: **{wb.session.name}** ({len(wb.session.history())} versions) at "
-               f"`{wb.session.path}`")
-    st.page_link("pages/1_Optimize.py", label="Go to Optimize", icon="🛠️")
-col_new, col_resume = st.columns(2)
-with col_new:
-    st.markdown("**New session** for the loaded kernel")
-    if st.button("Start new session", key="home_start", type="primary", disabled=wb.loaded is None):
-        try:
-            session = wb.start_session()
-            flash("success", f"Session {session.name} started: commit 0 is the baseline. "
-                             f"Plan: {', '.join(session.plan) or 'empty (add stages on Optimize)'}.")
-            st.rerun()
-        except (WorkbenchError, InputError) as exc:
-            st.error(str(exc))
-        except Exception as exc:
-            st.error(f"Could not start the session: {type(exc).__name__}: {exc}")
-with col_resume:
-    st.markdown("**Resume** a session from the workspace")
-    try:
-        sessions = wb.list_sessions()
-    except Exception as exc:
-        sessions = []
-        st.error(f"Could not list sessions: {exc}")
-    if sessions:
-        labels = {x["path"]: f"{x['name']} · {x['versions']} versions · {x.get('created', '')}"
-                  for x in sessions}
-        picked = st.selectbox("Session", list(labels), format_func=labels.get, key="home_resume_pick")
-        if st.button("Resume", key="home_resume"):
-            try:
-                wb.resume_session(picked)
-                flash("success", f"Resumed {wb.session.name}.")
-                st.rerun()
-            except Exception as exc:
-                st.error(f"Could not resume: {exc}")
+    # ------------------------------------------------------------------ 2. problem
+    st.header("2 · Problem")
+    if wb.loaded is None:
+        st.info("Load a kernel above to see its kernels, inputs, variants, flop and arithmetic intensity.")
     else:
-        st.caption(f"No sessions yet in `{wb.workspace}`.")
+        try:
+            _problem_summary(wb)
+        except Exception as exc:  # display only; the loaded problem stays
+            st.error(f"Could not summarise the problem: {exc}")
+
+    # ------------------------------------------------------------------ device
+    st.header("Device")
+    if wb.device is not None:
+        dev = wb.device
+        st.markdown(f"**{dev.label}**" + (" · kernels run in Triton's interpreter: correctness is checked, "
+                                          "speed is not measured" if dev.interpreter else ""))
+        cached = wb.cached_doctor_report()
+        verdict = (cached or {}).get("verdict") or {}
+        if verdict:
+            st.caption(f"Doctor (last run): {str(verdict.get('status', '?')).upper()} — {verdict.get('advice', '')}")
+        else:
+            st.caption("The doctor has not been run on this device yet.")
+    elif wb.device_error:
+        st.warning(f"Device probe failed: {wb.device_error}")
+    else:
+        st.caption("Probing the device in a worker process…")
+    nav_link("pages/6_Device.py", "Device report and doctor", "🩺")
+
+    # ------------------------------------------------------------------ 3. engine
+    st.header("3 · Engine")
+    s = wb.settings
+    engine_labels = {"rules": "rules: deterministic codemods from the knowledge base (no key needed)",
+                     "manual": "manual: your own edit, or a reply pasted from any chat LLM (no key needed)",
+                     "llm": "llm: any OpenAI-compatible endpoint (needs endpoint and model; key if required)"}
+    s.engine = st.radio("Engine", list(engine_labels), index=list(engine_labels).index(s.engine),
+                        format_func=engine_labels.get, key="home_engine")
+    with st.expander("LLM endpoint settings", expanded=s.engine == "llm"):
+        s.endpoint = st.text_input("Base URL", value=s.endpoint, placeholder="https://host/v1",
+                                   key="home_endpoint")
+        s.model = st.text_input("Model", value=s.model, key="home_model")
+        key = st.text_input("API key", value="", type="password", key="home_api_key",
+                            help="Kept in this browser session's memory only: never written to the "
+                                 "session history, caches or logs.")
+        if key:
+            s.api_key = key
+            from xeforge_core.session import register_secret
+
+            register_secret(key)
+        st.caption("API key: " + ("set for this browser session" if s.api_key else
+                                  "from the environment / .env" if s.key_configured else "not set"))
+    s.max_iterations = int(st.number_input("CoVeR iterations per stage", 1, 10, s.max_iterations,
+                                           key="home_iters"))
+    if s.engine == "llm":
+        ok, why = s.llm_ready()
+        (st.success if ok else st.warning)("llm engine " + ("ready" if ok else f"not ready: {why}"))
+
+    # ------------------------------------------------------------------ 4. session
+    st.header("4 · Session")
+    if wb.session is not None:
+        st.success(f"Open session: **{wb.session.name}** ({len(wb.session.history())} versions) at "
+                   f"`{wb.session.path}`")
+        nav_link("pages/1_Optimize.py", "Go to Optimize", "🛠️")
+    col_new, col_resume = st.columns(2)
+    with col_new:
+        st.markdown("**New session** for the loaded kernel")
+        if st.button("Start new session", key="home_start", type="primary", disabled=wb.loaded is None):
+            try:
+                session = wb.start_session()
+                flash("success", f"Session {session.name} started: commit 0 is the baseline. "
+                                 f"Plan: {', '.join(session.plan) or 'empty (add stages on Optimize)'}.")
+                st.rerun()
+            except (WorkbenchError, InputError) as exc:
+                st.error(str(exc))
+            except Exception as exc:
+                st.error(f"Could not start the session: {type(exc).__name__}: {exc}")
+    with col_resume:
+        st.markdown("**Resume** a session from the workspace")
+        try:
+            sessions = wb.list_sessions()
+        except Exception as exc:
+            sessions = []
+            st.error(f"Could not list sessions: {exc}")
+        if sessions:
+            labels = {x["path"]: f"{x['name']} · {x['versions']} versions · {x.get('created', '')}"
+                      for x in sessions}
+            picked = st.selectbox("Session", list(labels), format_func=labels.get, key="home_resume_pick")
+            if st.button("Resume", key="home_resume"):
+                try:
+                    wb.resume_session(picked)
+                    flash("success", f"Resumed {wb.session.name}.")
+                    st.rerun()
+                except Exception as exc:
+                    st.error(f"Could not resume: {exc}")
+        else:
+            st.caption(f"No sessions yet in `{wb.workspace}`.")
+
+
+PAGES = [
+    st.Page(home, title="Home", icon="🏠", default=True, url_path="home"),
+    st.Page("pages/1_Optimize.py", title="Optimize", icon="🛠️"),
+    st.Page("pages/2_History.py", title="History", icon="📜"),
+    st.Page("pages/3_IR.py", title="IR", icon="🔬"),
+    st.Page("pages/4_Knowledge.py", title="Knowledge", icon="📚"),
+    st.Page("pages/5_Benchmarks.py", title="Benchmarks", icon="📈"),
+    st.Page("pages/6_Device.py", title="Device", icon="🩺"),
+    st.Page("pages/7_Flash_Attention.py", title="Flash Attention demo", icon="⚡"),
+]
+
+st.navigation(PAGES).run()

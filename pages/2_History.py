@@ -80,7 +80,7 @@ try:
         with tab_u:
             st.code(f.diff, language="diff")
         with tab_s:
-            st.html(side_by_side_html(f.old, f.new))
+            st.html(side_by_side_html(f.old, f.new, context=4))
 except Exception as exc:
     st.error(f"Could not diff: {exc}")
 

@@ -151,55 +151,93 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             st.caption("the worker printed nothing")
 
 
-def side_by_side_html(current: str, candidate: str) -> str:
-    """A compact two-column HTML table of the diff (changed rows coloured, hunks numbered)."""
+def _highlighter(language: str) -> Callable[[str], str]:
+    """A function turning one source line into HTML, syntax-highlighted with Pygments when it
+    is installed (plain escaped text otherwise)."""
+    try:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import get_lexer_by_name
+    except ImportError:
+        return html.escape
+    lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    formatter = HtmlFormatter(nowrap=True, noclasses=True, style="default")
+
+    def render(line: str) -> str:
+        return highlight(line, lexer, formatter).rstrip("\n") if line.strip() else html.escape(line)
+
+    return render
+
+
+def side_by_side_html(current: str, candidate: str, *, language: str = "python",
+                      context: int | None = None) -> str:
+    """A two-column HTML table of the diff with syntax highlighting: removed lines on a red
+    background, added lines on green, hunks numbered. With ``context``, unchanged runs longer
+    than twice that are folded."""
+    hl = _highlighter(language)
+    rows_data = side_by_side(current, candidate)
+    keep = [True] * len(rows_data)
+    if context is not None:
+        changed = [i for i, r in enumerate(rows_data) if r.kind != "equal"]
+        keep = [any(abs(i - c) <= context for c in changed) for i in range(len(rows_data))]
     rows = []
-    for r in side_by_side(current, candidate):
-        left_bg = {"equal": "", "replace": "#ffecec", "delete": "#ffecec", "insert": "#f6f6f6"}[r.kind]
-        right_bg = {"equal": "", "replace": "#eaffea", "delete": "#f6f6f6", "insert": "#eaffea"}[r.kind]
+    folded = False
+    for i, r in enumerate(rows_data):
+        if not keep[i]:
+            if not folded:
+                rows.append("<tr><td class='n'>…</td><td></td><td></td><td class='n'>…</td><td></td></tr>")
+            folded = True
+            continue
+        folded = False
+        left_bg = {"equal": "", "replace": "#ffebe9", "delete": "#ffebe9", "insert": "#f6f8fa"}[r.kind]
+        right_bg = {"equal": "", "replace": "#e6ffec", "delete": "#f6f8fa", "insert": "#e6ffec"}[r.kind]
         tag = f"<b>#{r.hunk}</b>" if r.hunk is not None else ""
         rows.append(
             f"<tr><td class='n'>{r.left_no or ''}</td><td style='background:{left_bg}'><pre>"
-            f"{html.escape(r.left)}</pre></td><td class='n'>{tag}</td><td class='n'>{r.right_no or ''}"
-            f"</td><td style='background:{right_bg}'><pre>{html.escape(r.right)}</pre></td></tr>")
-    return ("<style>.xf-diff{border-collapse:collapse;width:100%;font-size:12px}"
-            ".xf-diff td{padding:0 4px;vertical-align:top}.xf-diff pre{margin:0;white-space:pre-wrap;"
-            "font-family:monospace}.xf-diff .n{color:#888;text-align:right;width:2.5em}</style>"
-            "<table class='xf-diff'><tr><th></th><th>current</th><th>hunk</th><th></th>"
-            "<th>candidate</th></tr>" + "".join(rows) + "</table>")
+            f"{hl(r.left) if r.left_no else ''}</pre></td><td class='n'>{tag}</td>"
+            f"<td class='n'>{r.right_no or ''}</td><td style='background:{right_bg}'><pre>"
+            f"{hl(r.right) if r.right_no else ''}</pre></td></tr>")
+    return ("<style>.xf-diff{border-collapse:collapse;width:100%;font-size:12px;table-layout:fixed}"
+            ".xf-diff td{padding:0 4px;vertical-align:top;border:none}.xf-diff pre{margin:0;"
+            "white-space:pre-wrap;word-break:break-all;font-family:monospace;background:none}"
+            ".xf-diff .n{color:#888;text-align:right;width:3em}.xf-diff th{text-align:left}</style>"
+            "<table class='xf-diff'><tr><th class='n'></th><th>current</th><th class='n'>hunk</th>"
+            "<th class='n'></th><th>candidate</th></tr>" + "".join(rows) + "</table>")
 
 
 def diff_view(current: str, candidate: str, *, key: str, hunk_choice: bool = True,
               accepted: list[int] | None = None) -> list[int] | None:
-    """Show current vs candidate side by side with syntax highlighting, then each hunk with a
-    checkbox. Returns the list of accepted hunk indices (``None`` when ``hunk_choice`` is off)."""
-    left, right = st.columns(2)
-    with left:
-        st.caption("current")
-        st.code(current, language="python", line_numbers=True)
-    with right:
-        st.caption("candidate")
-        st.code(candidate, language="python", line_numbers=True)
+    """Show current vs candidate side by side with syntax highlighting (changed lines marked,
+    long unchanged runs folded; both whole files in an expander), then each hunk with a
+    checkbox. Returns the accepted hunk indices (``None`` when ``hunk_choice`` is off)."""
     hunks = diff_hunks(current, candidate)
-    with st.expander(f"Changes, row by row ({len(hunks)} hunks)", expanded=False):
-        st.html(side_by_side_html(current, candidate))
+    if hunks:
+        st.html(side_by_side_html(current, candidate, context=4))
+    with st.expander("Whole files side by side"):
+        left, right = st.columns(2)
+        with left:
+            st.caption("current")
+            st.code(current, language="python", line_numbers=True)
+        with right:
+            st.caption("candidate")
+            st.code(candidate, language="python", line_numbers=True)
     if not hunk_choice:
         return None
     if not hunks:
         st.info("The candidate is identical to the current version.")
         return []
-    st.markdown(f"**Hunks** ({len(hunks)}): untick a hunk to keep the current code there.")
+    st.markdown(f"**Hunks** ({len(hunks)}): untick a hunk to keep the current code there, then "
+                "apply the selection (the merged code is verified again before it can be approved).")
     chosen: list[int] = []
     for h in hunks:
         default = True if accepted is None else h.index in accepted
-        cols = st.columns([1, 5, 5])
+        if st.checkbox(f"hunk {h.index}", value=default, key=f"{key}_hunk_{h.index}",
+                       help=f"{h.header}: accept this change"):
+            chosen.append(h.index)
+        cols = st.columns(2)
         with cols[0]:
-            if st.checkbox(f"hunk {h.index}", value=default, key=f"{key}_hunk_{h.index}",
-                           help=h.header):
-                chosen.append(h.index)
-        with cols[1]:
             st.code("\n".join(h.removed) or "(nothing)", language="python")
-        with cols[2]:
+        with cols[1]:
             st.code("\n".join(h.added) or "(nothing)", language="python")
     return chosen
 

@@ -91,15 +91,28 @@ class WorkbenchError(RuntimeError):
     """An action the workbench cannot do now; the message says why, for the page to show."""
 
 
+def _llm_defaults() -> dict[str, Any]:
+    """Endpoint and model from the llm engine's settings (environment, ``.env``); whether a
+    key is configured there (the key itself is not read here)."""
+    try:
+        from xeforge_core.settings import load_llm_settings
+
+        cfg = load_llm_settings()
+        return {"endpoint": cfg.base_url, "model": cfg.model, "env_key": cfg.api_key is not None}
+    except Exception:  # invalid environment settings: the user types them on Home
+        return {"endpoint": os.environ.get("OPENAI_BASE_URL", ""), "model": "", "env_key": False}
+
+
 @dataclass
 class EngineSettings:
-    """Engine choice and LLM endpoint settings. ``api_key`` lives only in memory: it is never
-    written to the session, the caches or logs (it is registered with the session's redactor
-    and left out of :meth:`public` and ``repr``)."""
+    """Engine choice and LLM endpoint settings. ``api_key`` (a key typed on the Home page) lives
+    only in memory: it is never written to the session, the caches or logs (it is registered
+    with the session's redactor and left out of :meth:`public` and ``repr``). A key configured
+    in the environment or ``.env`` is read by the llm engine itself."""
 
     engine: str = "rules"
-    endpoint: str = field(default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""))
-    model: str = field(default_factory=lambda: os.environ.get("XEFORGE_LLM_MODEL", ""))
+    endpoint: str = field(default_factory=lambda: str(_llm_defaults()["endpoint"]))
+    model: str = field(default_factory=lambda: str(_llm_defaults()["model"]))
     api_key: str = field(default="", repr=False)
     max_iterations: int = 3
     temperature: float = 0.2
@@ -108,30 +121,35 @@ class EngineSettings:
     def needs_key(self) -> bool:
         return self.engine == "llm"
 
+    @property
+    def key_configured(self) -> bool:
+        """A key typed here or configured in the environment / ``.env``."""
+        return bool(self.api_key) or bool(_llm_defaults()["env_key"])
+
     def llm_ready(self) -> tuple[bool, str]:
         """Whether the llm engine can be used, and if not, why."""
-        if not self.endpoint and not os.environ.get("OPENAI_BASE_URL"):
-            return False, "set an OpenAI-compatible endpoint (base URL) first"
+        if not self.endpoint.startswith(("http://", "https://")):
+            return False, "set an OpenAI-compatible endpoint (an http:// or https:// base URL)"
         if not self.model:
-            return False, "set a model name first"
+            return False, "set a model name"
+        if "api.openai.com" in self.endpoint and not self.key_configured:
+            return False, "this endpoint needs an API key"
         return True, "ready"
 
     def engine_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``get_engine(self.engine, ...)``."""
         if self.engine != "llm":
             return {}
-        kwargs: dict[str, Any] = {"model": self.model, "temperature": self.temperature}
-        if self.endpoint:
-            kwargs["base_url"] = self.endpoint
-        key = self.api_key or os.environ.get("OPENAI_API_KEY", "")
-        if key:
-            kwargs["api_key"] = key
+        kwargs: dict[str, Any] = {"model": self.model, "temperature": self.temperature,
+                                  "base_url": self.endpoint}
+        if self.api_key:
+            kwargs["api_key"] = self.api_key
         return kwargs
 
     def public(self) -> dict[str, Any]:
         """The settings without the key (for display and logs)."""
         return {"engine": self.engine, "endpoint": self.endpoint, "model": self.model,
-                "api_key": "set" if self.api_key else "not set",
+                "api_key": "set" if self.key_configured else "not set",
                 "max_iterations": self.max_iterations}
 
 

@@ -90,8 +90,11 @@ class VerifyOptions:
     """How to verify.
 
     Attributes:
-        timeout_s: hard wall-clock limit per worker job, seconds (time queued for the device
-            timing lock does not count).
+        timeout_s: hard wall-clock limit per candidate/timing job, seconds (time queued for
+            the device timing lock does not count).
+        baseline_timeout_s: limit for the baseline job (``None``: the larger of ``timeout_s``
+            and 300 s, so a short limit meant to catch a hanging candidate does not turn a slow
+            baseline start into an ``environment`` verdict).
         memory_bytes: worker memory limit in bytes (``None``: ``default_memory_bytes()``).
         cpu_seconds: CPU-time backstop per job in seconds, all threads together (``None``:
             ``timeout_s`` times the number of CPUs, plus 60).
@@ -120,6 +123,7 @@ class VerifyOptions:
     """
 
     timeout_s: float = 300.0
+    baseline_timeout_s: float | None = None
     memory_bytes: int | None = None
     cpu_seconds: int | None = None
     variants: list[str] | None = None
@@ -150,7 +154,7 @@ class VerifyOptions:
         """The options that can change a verdict (used in cache keys; limits are left out
         because the kinds they produce are never cached)."""
         data = asdict(self)
-        for k in ("timeout_s", "memory_bytes", "cpu_seconds", "use_cache", "exit_grace_s",
+        for k in ("timeout_s", "baseline_timeout_s", "memory_bytes", "cpu_seconds", "use_cache", "exit_grace_s",
                   "lock_dir"):
             data.pop(k, None)
         data["seeds"] = self.seed_list()
@@ -280,7 +284,10 @@ def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -
                                       summary=reason)],
                           source_line=_source_line(outcome.stderr, filename))
     elif kind is not VerdictKind.OK:
-        verdict.reason = reason + (f" ({verdict.reason})" if verdict.reason else "")
+        # The worker reported an exception whose text shows an out-of-memory condition or a
+        # driver fault: keep its (located) reason under the refined kind.
+        label = "out of memory" if kind is VerdictKind.OOM else "driver fault"
+        verdict.reason = f"{label}: {verdict.reason}" if verdict.reason else reason
         verdict.kind = kind
     verdict.stdout = outcome.stdout
     verdict.stderr = outcome.stderr
@@ -320,8 +327,6 @@ class _Run:
         self.on_progress = on_progress
         self.cancel = cancel
         self.memory = opts.memory_bytes if opts.memory_bytes is not None else default_memory_bytes()
-        self.cpu_seconds = (opts.cpu_seconds if opts.cpu_seconds is not None
-                            else int(opts.timeout_s * (os.cpu_count() or 1)) + 60)
         self.lock_dir = Path(opts.lock_dir) if opts.lock_dir else default_lock_dir()
         self.cleanup: list[Path] = []
         self.correctness = _resolve_variants(problem, opts.variants, opts.include_odd_size)
@@ -366,9 +371,15 @@ class _Run:
     def run(self, role: str, job: dict[str, Any], job_dir: Path) -> runner.WorkerOutcome:
         self.check_cancel()
         _say(self.on_progress, f"{role}: starting worker")
+        timeout = self.opts.timeout_s
+        if role == "baseline":
+            timeout = (self.opts.baseline_timeout_s if self.opts.baseline_timeout_s is not None
+                       else max(self.opts.timeout_s, 300.0))
         outcome = runner.run_worker(
-            job, timeout_s=self.opts.timeout_s, memory_bytes=self.memory,
-            cpu_seconds=self.cpu_seconds, on_progress=_forwarder(role, self.on_progress),
+            job, timeout_s=timeout, memory_bytes=self.memory,
+            cpu_seconds=(self.opts.cpu_seconds if self.opts.cpu_seconds is not None
+                         else int(timeout * (os.cpu_count() or 1)) + 60),
+            on_progress=_forwarder(role, self.on_progress),
             cancel=self.cancel, job_dir=job_dir, device_index=self.device.index,
             exit_grace_s=self.opts.exit_grace_s,
         )

@@ -308,3 +308,27 @@ def test_portability_prepares_a_kernel_that_hard_codes_xpu(tmp_path):
     assert head.cumulative_speedup == pytest.approx(1.0)
     # nothing more to port the second time
     assert prepare_portability(session, verify_fn=verify, device="cpu", verify_options=QUICK) is None
+
+
+def _cpu_ok(problem, code, **kwargs):
+    """The verdict the interpreter gives a correct candidate (speed not measured); used where the
+    test is about the loop's decisions, not about the kernels."""
+    return Verdict(kind=VerdictKind.OK, steps=[Step("performance", StepStatus.NOT_MEASURED)],
+                   device={"type": "cpu", "interpreter": True})
+
+
+def test_pipeline_runs_the_remaining_plan_and_resumes(gemm_session):
+    from xeforge_core.cover import run_pipeline
+
+    rules = get_engine("rules", target="cuda")
+    # without auto or a decision, the pipeline stops at the first stage awaiting a decision
+    first = run_pipeline(gemm_session, rules, verify_fn=_cpu_ok, device="cpu")
+    assert [o.status for o in first] == ["pending"] and gemm_session.current_stage == "dtype_fix"
+    gemm_session.approve(first[0].best)
+    assert gemm_session.current_stage == "autotuning"
+    # a restart later: the pipeline continues from the current stage
+    reopened = Session.open(gemm_session.path)
+    rest = run_pipeline(reopened, rules, verify_fn=_cpu_ok, device="cpu", auto=True)
+    assert [(o.stage, o.status) for o in rest] == [("autotuning", "approved")]
+    assert reopened.current_stage is None
+    assert [v.stage for v in reopened.history()] == ["baseline", "dtype_fix", "autotuning"]

@@ -146,7 +146,8 @@ def optimize_one(
         data = report.json_report(session)
         by_stage = {s["stage"]: s for s in data["stages"]}
         for o in outcomes:
-            row.stages.append(o.stage)
+            if o.stage not in row.stages:
+                row.stages.append(o.stage)
             row.status[o.stage] = o.status
             s = by_stage.get(o.stage, {})
             verdicts = [v for v in s.get("verdicts", []) if v]

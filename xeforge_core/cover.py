@@ -375,6 +375,7 @@ def prepare_portability(
     verify_options: Any = None,
     on_progress: ProgressFn | None = None,
     cancel: Any = None,
+    force: bool = False,
 ) -> StageOutcome | None:
     """Make a kernel that hard-codes another device runnable on this one, before any stage.
 
@@ -384,7 +385,9 @@ def prepare_portability(
     the PyTorch reference when the problem has one) and, when correct, committed as ``Stage:
     portability``. Returns ``None`` when nothing needs porting, else the outcome
     (``approved``, ``kept_current`` when the codemod does not apply, or ``failed`` when the
-    ported code does not verify). Raises nothing for a bad kernel.
+    ported code does not verify). ``force`` tries the codemod even when no device string was
+    found (the verifier said the current version cannot run here). Raises nothing for a bad
+    kernel.
     """
     if verify_fn is None:
         from xeforge_core.verify import verify as verify_fn  # noqa: PLC0415
@@ -403,8 +406,9 @@ def prepare_portability(
                     "another device"]
         except Exception:  # analysis is advisory here
             foreign = []
-    if not foreign:
+    if not foreign and not force:
         return None
+    foreign = foreign or ["another device"]
     dev = _resolve_device(dev, verify_fn)
     started = time.monotonic()
     emit("propose", f"the kernel hard-codes {', '.join(foreign)}; porting it to run on {dev_type}", 1)
@@ -485,6 +489,7 @@ def run_pipeline(
             if prep.status in ("failed", "cancelled"):
                 return outcomes
     done: set[str] = set()
+    ported = any(o.stage == PORTABILITY_STAGE for o in outcomes) or not portability
     while True:
         stage = session.current_stage
         if stage is None or stage in done:
@@ -495,6 +500,19 @@ def run_pipeline(
                             verify_options=verify_options, context=context, on_progress=on_progress,
                             cancel=cancel)
         outcomes.append(outcome)
+        if (outcome.status == "failed" and not ported and outcome.verdict is not None
+                and outcome.verdict.kind is VerdictKind.ENVIRONMENT):
+            # the current version cannot run here although no device string was found: try the
+            # portability codemod once, then the stage again
+            ported = True
+            prep = prepare_portability(session, verify_fn=verify_fn, device=dev, verify_options=verify_options,
+                                       on_progress=on_progress, cancel=cancel, force=True)
+            if prep is not None:
+                outcomes.append(prep)
+                if prep.status == "approved":
+                    session.mark_stage(stage, "pending", "re-run after the portability step")
+                    done.discard(stage)
+                    continue
         if outcome.status in ("pending", "cancelled", "failed"):
             break
     return outcomes

@@ -157,9 +157,19 @@ def test_load_sample_approve_stage_and_see_history(app_url: str, tmp_path: Path)
 
             # the other pages render with this session
             for label, name in (("IR", "04_ir"), ("Knowledge", "05_knowledge"), ("Benchmarks", "06_benchmarks"),
-                                ("Device", "07_device"), ("Flash Attention demo", "08_flash_attention")):
+                                ("Device", "07_device")):
                 _goto(page, label)
                 expect(page.locator('[data-testid="stException"]')).to_have_count(0)
                 _shot(page, shots, name)
+
+            # the Flash Attention demo loads its trajectory and brings up the first step
+            _goto(page, "Flash Attention demo")
+            page.get_by_role("button", name="Load the Flash Attention demo").click()
+            _idle(page)
+            page.get_by_role("button", name="Bring this step up as the candidate").click()
+            _idle(page)
+            expect(page.get_by_role("button", name="Verify")).to_be_enabled()
+            expect(page.locator('[data-testid="stException"]')).to_have_count(0)
+            _shot(page, shots, "08_flash_attention")
         finally:
             browser.close()

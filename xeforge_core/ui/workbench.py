@@ -425,11 +425,11 @@ class Workbench:
                 session.mark_stage(stage, "pending", "re-opened by the user")
             return plan
         order = stage_ids()
-        pos = len(plan)
+        # after the last planned stage that comes before it in the canonical order
+        pos = 0
         for k, s in enumerate(plan):
-            if s in order and order.index(s) > order.index(stage):
-                pos = k
-                break
+            if s in order and order.index(s) < order.index(stage):
+                pos = k + 1
         plan.insert(pos, stage)
         return session.set_plan(plan)
 

@@ -1,0 +1,104 @@
+"""The workbench controller (xeforge_core.ui.workbench) without a browser: plan editing, the
+API key kept out of the session, manual replies, approval rules, and verification jobs that
+fail or are cancelled."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.ui.review import ReviewStatus
+from xeforge_core.ui.workbench import EngineSettings, Workbench, WorkbenchError
+
+SECRET = "sk-test-0123456789abcdef"
+
+
+@pytest.fixture
+def wb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workbench:
+    monkeypatch.setenv("XEFORGE_DEVICE", "cpu")
+    bench = Workbench(tmp_path / "ws")
+    bench.load_sample("07_gemm_fp32_upcast")
+    return bench
+
+
+def test_plan_add_skip_reorder(wb: Workbench) -> None:
+    session = wb.start_session()
+    assert session.plan[0] == "dtype_fix"
+    wb.move_stage("autotuning", -10)
+    assert session.plan[0] == "autotuning"
+    wb.add_stage("fusion")
+    assert "fusion" in session.plan
+    assert session.plan.index("fusion") < session.plan.index("block_pointers")
+    wb.skip_stage("autotuning")
+    assert session.current_stage == "dtype_fix"
+    items = {i.stage: i for i in wb.plan_items()}
+    assert items["autotuning"].status == "skipped" and items["dtype_fix"].current
+    assert any("line 35" in text for text in items["dtype_fix"].issues)
+    wb.add_stage("autotuning")  # re-open a skipped stage
+    assert session.stages["autotuning"]["status"] == "pending"
+    with pytest.raises(WorkbenchError, match="unknown stage"):
+        wb.add_stage("warp_magic")
+
+
+def test_api_key_stays_out_of_history(wb: Workbench) -> None:
+    wb.settings = EngineSettings(engine="llm", endpoint="http://127.0.0.1:9/v1", model="m", api_key=SECRET)
+    assert SECRET not in repr(wb.settings) and SECRET not in str(wb.settings.public())
+    assert wb.settings.engine_kwargs()["api_key"] == SECRET
+    session = wb.start_session()
+    code = session.source("head").replace("num_warps=4", "num_warps=8")
+    rec = session.add_candidate("xpu_specific", code, engine="llm", rationale=f"reply echoed the key {SECRET}")
+    session.reject(rec.id, f"key {SECRET} in the reply")
+    dump = subprocess.run(["git", "-C", str(session.path), "log", "--all", "-p", "--format=%B"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "[REDACTED]" in dump and SECRET not in dump
+
+
+def test_manual_reply_without_code_and_unverified_approval(wb: Workbench) -> None:
+    wb.start_session()
+    with pytest.raises(WorkbenchError, match="no candidate"):
+        wb.submit_manual("Sorry, I cannot help with that.")
+    with pytest.raises(WorkbenchError, match="no candidate under review"):
+        wb.approve()
+    current = wb.session.source("head")
+    review = wb.submit_manual("```python\n" + current.replace("num_warps=4", "num_warps=8") + "```")
+    assert review.engine == "manual" and review.status is ReviewStatus.PROPOSED
+    with pytest.raises(WorkbenchError, match="verify it again first"):
+        wb.approve()
+    assert "dtype_fix" in wb.prompt_for("dtype_fix")
+
+
+def test_verification_failure_and_cancel_keep_the_review(wb: Workbench, monkeypatch: pytest.MonkeyPatch) -> None:
+    import xeforge_core.verify as verify_mod
+
+    wb.start_session()
+    current = wb.session.source("head")
+    wb.submit_manual(current.replace("num_warps=4", "num_warps=8"))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("worker pool exploded")
+
+    monkeypatch.setattr(verify_mod, "verify", broken)
+    job = wb.start_verify()
+    assert wb.review.status is ReviewStatus.VERIFYING
+    assert job.wait(10)
+    messages = wb.poll()
+    assert messages and messages[0][0] == "error" and "worker pool exploded" in messages[0][1]
+    assert wb.review.status is ReviewStatus.PROPOSED
+
+    started = threading.Event()
+
+    def slow(*args: object, cancel: threading.Event, **kwargs: object) -> None:
+        started.set()
+        cancel.wait(10)
+
+    monkeypatch.setattr(verify_mod, "verify", slow)
+    job = wb.start_verify()
+    assert started.wait(10)
+    wb.cancel("verify")
+    assert job.wait(10)
+    assert wb.poll() == [("warning", "verification cancelled")]
+    assert wb.review.status is ReviewStatus.PROPOSED
+    assert len(wb.session.history()) == 1  # nothing committed, nothing lost

@@ -256,13 +256,22 @@ def test_two_timing_jobs_on_one_device_serialise(tmp_path):
 
 
 def test_rlimits_and_own_session(tmp_path):
-    out = _run("limits", tmp_path, memory_bytes=3 << 30, cpu_seconds=40)
+    out = _run("limits", tmp_path, memory_bytes=3 << 30, cpu_seconds=40, file_bytes=1 << 30)
     r = out.result
     assert r["core"] == [0, 0]
     assert r["cpu"][0] == 40
     assert r["address_space"][0] == 3 << 30
+    assert r["fsize"][0] == 1 << 30
     assert r["session"] == r["pid"] == out.pid  # the launcher exec'd in place: own session
     gpu = _run("limits", tmp_path / "gpu", device="cuda", memory_bytes=3 << 30)
     import resource
 
     assert gpu.result["address_space"][0] == resource.getrlimit(resource.RLIMIT_AS)[0]
+
+
+def test_endless_output_is_stopped_by_the_file_size_limit(tmp_path):
+    out = _run("flood", tmp_path, file_bytes=2 << 20)
+    kind, reason = classify(out)
+    assert kind is VerdictKind.RUNTIME_ERROR and "larger than" in reason, (reason, out.stderr[-300:])
+    assert Path(out.stdout_path).stat().st_size <= 2 << 20
+    _assert_nothing_left(out, tmp_path)

@@ -13,8 +13,9 @@ never takes the caller (a CLI, a batch, the Streamlit server) down with it:
   ``exit_grace_s`` is killed and its result kept, with a warning (not a timeout).
 * **rlimits** (set by a small launcher that then ``exec``s the worker; ``preexec_fn`` is unsafe
   in a threaded caller): ``RLIMIT_CORE`` 0 (no core dumps of untrusted
-  code), ``RLIMIT_CPU`` (a backstop for a spinning orphan should the parent itself die), and on
-  cpu ``RLIMIT_AS`` (address space). On cuda/xpu the driver reserves huge virtual ranges, so
+  code), ``RLIMIT_CPU`` (a backstop for a spinning orphan should the parent itself die),
+  ``RLIMIT_FSIZE`` (no endless output filling the disk), and on cpu ``RLIMIT_AS`` (address
+  space). On cuda/xpu the driver reserves huge virtual ranges, so
   ``RLIMIT_AS`` would break the runtime: there the parent polls the resident set size of the
   whole process group from ``/proc`` and kills it over the limit (``oom_killed``).
   ``RLIMIT_NPROC`` is deliberately left alone: Linux counts threads per *user* against it, so
@@ -90,6 +91,11 @@ OUTPUT_LIMIT_BYTES = 20_000
 #: Seconds a worker may take to exit after writing ``result.json`` before it is killed (and its
 #: result kept, with a warning).
 DEFAULT_EXIT_GRACE_S = 5.0
+
+#: Largest file a worker may write (``RLIMIT_FSIZE``, bytes): saved baseline outputs of a
+#: large variant fit; a candidate printing or writing without end is stopped (``EFBIG`` in
+#: Python, which ignores SIGXFSZ; SIGXFSZ in other programs).
+DEFAULT_FILE_BYTES = 8 * 2**30
 
 #: Seconds between SIGTERM and SIGKILL when a process group is stopped.
 TERM_GRACE_S = 1.0
@@ -173,6 +179,7 @@ class WorkerOutcome:
     result_error: str = ""
     pid: int | None = None
     queued_s: float = 0.0
+    file_bytes: int | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -437,11 +444,11 @@ class _ProgressTail:
 
 #: Sets the rlimits, then replaces itself with the worker command (``os.execv``). A launcher
 #: process instead of ``preexec_fn``, which Python documents as unsafe when the caller has
-#: threads (the Streamlit server does): arguments are CPU seconds, address-space bytes (``0``:
-#: unlimited), then ``--`` and the command.
+#: threads (the Streamlit server does): arguments are CPU seconds, address-space bytes and
+#: file-size bytes (``0``: unlimited), then ``--`` and the command.
 _LAUNCHER = """
 import os, resource, sys
-cpu, mem = int(sys.argv[1]), int(sys.argv[2])
+cpu, mem, fsize = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 cmd = sys.argv[sys.argv.index("--") + 1:]
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 def lower(res, soft, hard):
@@ -454,18 +461,22 @@ if cpu > 0:
     lower(resource.RLIMIT_CPU, cpu, cpu + 5)
 if mem > 0:
     lower(resource.RLIMIT_AS, mem, mem)
+if fsize > 0:
+    lower(resource.RLIMIT_FSIZE, fsize, fsize)
 os.execv(cmd[0], cmd)
 """
 
 
 def launcher_argv(command: list[str], *, memory_bytes: int | None, cpu_seconds: int | None,
-                  limit_address_space: bool) -> list[str]:
+                  limit_address_space: bool, file_bytes: int | None = None) -> list[str]:
     """``command`` wrapped in the rlimit launcher: ``RLIMIT_CORE`` 0 always, ``RLIMIT_CPU``
     ``cpu_seconds`` (soft; hard 5 s later) when given, ``RLIMIT_AS`` ``memory_bytes`` when
-    ``limit_address_space``. Limits are only ever lowered, never raised above the caller's."""
+    ``limit_address_space``, ``RLIMIT_FSIZE`` ``file_bytes`` (largest file the worker may
+    write, bytes) when given. Limits are only ever lowered, never raised above the caller's."""
     cpu = int(cpu_seconds) if cpu_seconds and cpu_seconds > 0 else 0
     mem = int(memory_bytes) if limit_address_space and memory_bytes and memory_bytes > 0 else 0
-    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(cpu), str(mem), "--", *command]
+    fsize = int(file_bytes) if file_bytes and file_bytes > 0 else 0
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(cpu), str(mem), str(fsize), "--", *command]
 
 
 def _dump_stack(proc: subprocess.Popen, wait_s: float = 2.0) -> int | None:
@@ -518,6 +529,7 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
                module: str = "xeforge_core.worker", command: list[str] | None = None,
                device_index: int | None = None, exit_grace_s: float = DEFAULT_EXIT_GRACE_S,
                queue_limit_s: float = 3600.0, dump_stack_on_timeout: bool = True,
+               file_bytes: int | None = DEFAULT_FILE_BYTES,
                poll_interval_s: float = 0.05) -> WorkerOutcome:
     """Run ``job`` (see ``xeforge_core.worker.job``) in a fresh worker process and wait for it.
 
@@ -530,7 +542,8 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
     Limits: ``timeout_s`` wall-clock seconds (hard; the whole process group is killed);
     ``memory_bytes`` address space (``RLIMIT_AS``) on cpu, resident set of the process group on
     cuda/xpu (polled from ``/proc``; over the limit the group is killed and ``oom_killed`` set);
-    ``cpu_seconds`` of CPU time (``RLIMIT_CPU``, all threads together; ``None`` = unlimited).
+    ``cpu_seconds`` of CPU time (``RLIMIT_CPU``, all threads together; ``None`` = unlimited);
+    ``file_bytes`` the largest file it may write (``RLIMIT_FSIZE``; ``None`` = unlimited).
     ``exit_grace_s``: seconds a worker may take to exit after writing its result. Time the
     worker spends queued for the device timing lock (between its ``queued`` and
     ``lock_acquired`` progress events) does not count against ``timeout_s``, up to
@@ -560,7 +573,7 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
     env = worker_environment(jdir, device_type, device_index=device_index, token=token)
     argv = (list(command) if command is not None else [sys.executable, "-m", module]) + [str(jdir)]
     argv = launcher_argv(argv, memory_bytes=memory_bytes, cpu_seconds=cpu_seconds,
-                         limit_address_space=device_type == "cpu")
+                         limit_address_space=device_type == "cpu", file_bytes=file_bytes)
     stdout_path = jdir / "stdout.txt"
     stderr_path = jdir / "stderr.txt"
     limit_as = device_type == "cpu"
@@ -651,7 +664,7 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
         stdout_path=str(stdout_path), stderr_path=str(stderr_path), seconds=seconds,
         warnings=warnings, job_dir=str(jdir), timeout_s=timeout_s, memory_bytes=memory_bytes,
         last_progress=progress.last_message, peak_rss_bytes=peak_rss, result_error=result_error,
-        pid=proc.pid, queued_s=progress.queued_seconds(time.monotonic()),
+        pid=proc.pid, queued_s=progress.queued_seconds(time.monotonic()), file_bytes=file_bytes,
     )
 
 
@@ -707,7 +720,9 @@ def classify(outcome: WorkerOutcome) -> tuple[VerdictKind, str]:
       an unexplained ``SIGKILL`` is most likely the kernel's OOM killer -> ``OOM``), with any
       driver fault text from stderr appended;
     * non-zero exit with an out-of-memory message in stderr -> ``OOM``; with driver fault text
-      -> ``CRASH``; otherwise ``RUNTIME_ERROR`` ("exited with status N without a result").
+      -> ``CRASH``; a write past the file-size limit (Python ignores SIGXFSZ and raises
+      ``EFBIG``) -> ``RUNTIME_ERROR`` saying so; otherwise ``RUNTIME_ERROR`` ("exited with
+      status N without a result").
     """
     if outcome.cancelled:
         return VerdictKind.TIMEOUT, "cancelled before the worker finished"
@@ -736,6 +751,9 @@ def classify(outcome: WorkerOutcome) -> tuple[VerdictKind, str]:
         sig = outcome.signal_name
         if sig == "SIGXCPU":
             return VerdictKind.TIMEOUT, f"the worker hit its CPU-time limit (SIGXCPU){where}"
+        if sig == "SIGXFSZ":
+            return (VerdictKind.CRASH, "the worker was stopped by SIGXFSZ: it wrote a file larger "
+                    f"than the {_gib(outcome.file_bytes)} limit (e.g. endless output){where}")
         if sig == "SIGKILL":
             oom = find_oom(stderr)
             return (VerdictKind.OOM,
@@ -752,6 +770,10 @@ def classify(outcome: WorkerOutcome) -> tuple[VerdictKind, str]:
     if fault:
         return VerdictKind.CRASH, f"driver fault{where}: {fault}"
     status = outcome.returncode
+    if "File too large" in stderr or "[Errno 27]" in stderr:
+        return (VerdictKind.RUNTIME_ERROR,
+                f"the worker tried to write a file larger than the {_gib(outcome.file_bytes)} "
+                f"limit (e.g. endless output) and stopped{where}: {_last_line(stderr)}")
     detail = outcome.result_error or _last_line(stderr)
     return (VerdictKind.RUNTIME_ERROR,
             f"the worker exited with status {status} without a result{where}"

@@ -111,3 +111,15 @@ def test_profile_fallback_reads_the_same_files():
         direct = devices._profile_from_files(name)
         assert direct == devices.profile_for(name, dtype)
     assert devices._profile_from_files("Mystery GPU 9000") is None
+
+
+def test_probe_role_through_the_worker_entry_point(tmp_path):
+    """``python -m xeforge_core.worker JOB_DIR`` dispatches role ``probe`` to worker/probe.py."""
+    from xeforge_core.runner import run_worker
+
+    out = run_worker({"role": "probe", "device": "cpu", "options": {"probe_types": ["cpu"]}},
+                     timeout_s=120, job_dir=tmp_path / "job")
+    assert out.result is not None, out.stderr[-2000:]
+    assert out.result["available"] == {"cpu": 1}
+    assert out.result["devices"]["cpu:0"]["triton_backend"] == "interpreter"
+    assert "cuda" not in out.result["available"]  # a cpu-only probe never touches a GPU runtime

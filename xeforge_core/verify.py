@@ -342,13 +342,15 @@ class _Run:
         self.reference_module = problem.reference.to_data() if problem.reference is not None else None
         self.spec_data = problem.spec.to_data() if problem.spec is not None else None
 
-    def job_options(self) -> dict[str, Any]:
+    def job_options(self, role: str) -> dict[str, Any]:
+        """The job's ``options``; the knowledge-base lints concern the candidate only."""
         o = self.opts
         return {
             "allow_dtype_change": o.allow_dtype_change, "allow_shape_change": o.allow_shape_change,
             "rtol": o.rtol, "atol": o.atol, "l2_bytes": self.device.l2_bytes,
             "warmup_ms": o.warmup_ms, "rep_ms": o.rep_ms, "lock_dir": str(self.lock_dir),
-            "lock_key": self.device.lock_key(), "lints": list(o.lints),
+            "lock_key": self.device.lock_key(),
+            "lints": list(o.lints) if role == "candidate" else [],
             "device_profile": self.device.profile, "device_name": self.device.name,
             "force_timing": o.force_timing,
         }
@@ -361,7 +363,7 @@ class _Run:
             "correctness_variants": [v.to_data() for v in self.correctness],
             "performance_variants": [v.to_data() for v in self.performance] if role == "timing" else [],
             "seeds": self.opts.seed_list(), "distributions": list(self.opts.distributions),
-            "expected_dir": expected_dir, "options": self.job_options(),
+            "expected_dir": expected_dir, "options": self.job_options(role),
         }
 
     def check_cancel(self) -> None:

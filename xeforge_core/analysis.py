@@ -68,6 +68,7 @@ class AutotuneFact:
 
     @property
     def config_names(self) -> set[str]:
+        """Every meta-parameter name any of the configs sets."""
         return {k for c in self.configs for k in c.kwargs}
 
 
@@ -83,6 +84,9 @@ class OperandFact:
 
 @dataclass
 class DotFact:
+    """One ``tl.dot`` call: 1-based ``line``, its two operands, whether the accumulator is passed
+    as the third argument (``has_acc``), whether it is written ``acc += tl.dot(...)``
+    (``augassign``), and whether it sits inside a loop."""
     line: int
     operands: list[OperandFact]
     has_acc: bool
@@ -103,6 +107,8 @@ class AccessFact:
 
 @dataclass
 class LoopFact:
+    """A loop in a kernel: 1-based ``line``, ``kind`` (``range``, ``tl.range``,
+    ``tl.static_range``, ``while``, or the iterator's call name) and the loop variable."""
     line: int
     kind: str  # range | tl.range | tl.static_range | while
     var: str | None
@@ -130,10 +136,12 @@ class KernelFact:
 
     @property
     def constexprs(self) -> list[str]:
+        """Names of the ``tl.constexpr`` parameters, in signature order."""
         return [p.name for p in self.params if p.constexpr]
 
     @property
     def is_gemm_like(self) -> bool:
+        """True when the kernel calls ``tl.dot``."""
         return bool(self.dots)
 
 
@@ -188,14 +196,18 @@ class Facts:
     unattached_autotune_lines: list[int] = field(default_factory=list)
 
     def kernel(self, name: str) -> KernelFact | None:
+        """The kernel called ``name``, or ``None``."""
         return next((k for k in self.kernels if k.name == name), None)
 
     @property
     def sync_calls(self) -> list[DeviceRef]:
+        """The ``torch.xpu.synchronize()`` / ``torch.cuda.synchronize()`` calls."""
         return [d for d in self.device_refs if d.kind == "sync"]
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (dataclasses as dicts)."""
         return asdict(self)
+
 
 
 # --------------------------------------------------------------------------------------
@@ -246,6 +258,7 @@ class _Source:
         self.lines = text.splitlines(keepends=True)
 
     def seg(self, node: ast.AST) -> str:
+        """The source text of ``node`` (columns are UTF-8 byte offsets, as ``ast`` gives them)."""
         try:
             l0, l1 = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined, operator]
             c0, c1 = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
@@ -289,6 +302,7 @@ class _Env:
                 self._bind(t, v, line)
 
     def last(self, name: str, before: int | None = None) -> ast.AST | None:
+        """The value last assigned to ``name`` on a line before ``before`` (any line if ``None``)."""
         vals = [v for (ln, v) in self.assigns.get(name, []) if before is None or ln < before]
         return vals[-1] if vals else None
 
@@ -377,6 +391,7 @@ class _Extractor:
 
     # -- top level ----------------------------------------------------------------------
     def run(self) -> Facts:
+        """Extract every fact of the module (see ``Facts``)."""
         f = self.facts
         f.configs = [_config_fact(n, self.parents) for n in walk(self.tree) if _is_config_call(n)]
         kernel_nodes: list[ast.FunctionDef] = []
@@ -739,6 +754,7 @@ class Issue:
     codemod: str | None = None
 
     def to_finding(self) -> Finding:
+        """This issue as a verifier ``Finding`` (rule id prefixed ``kb:``)."""
         return Finding(rule=f"kb:{self.rule_id}", message=self.message, severity=self.severity, line=self.line)
 
 
@@ -758,12 +774,15 @@ class Analysis:
 
     @property
     def syntax_error(self) -> bool:
+        """True when the source did not parse (``facts`` is then ``None``)."""
         return any(i.rule_id == "syntax" for i in self.issues)
 
     def issues_for(self, stage: str) -> list[Issue]:
+        """The issues mapped to ``stage``, in line order."""
         return [i for i in self.issues if i.stage == stage]
 
     def count(self, severity: str) -> int:
+        """How many issues have ``severity``."""
         return sum(1 for i in self.issues if i.severity == severity)
 
     @property
@@ -779,6 +798,7 @@ class Analysis:
         return not any(d.device != device_type for d in self.facts.device_refs)
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data: target, facts, issues, plan and the Triton API probe."""
         return {
             "target": self.target,
             "facts": self.facts.to_dict() if self.facts else None,

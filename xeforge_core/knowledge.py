@@ -155,6 +155,7 @@ class HardwareProfile(_Strict):
 
     @property
     def bandwidth_gbps(self) -> float | None:
+        """Memory bandwidth in GB/s (10^9 bytes/s), or ``None`` when unknown."""
         v = self.memory_bandwidth_gbps.value
         return float(v) if v is not None else None
 

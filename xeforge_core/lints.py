@@ -58,6 +58,7 @@ def walk(node: ast.AST) -> list[ast.AST]:
 
 
 def clear_walk_cache() -> None:
+    """Forget the memoised walks (``analyze`` calls this before and after each run)."""
     _WALK.clear()
 
 

@@ -54,6 +54,7 @@ class Stage:
 
     @property
     def template_name(self) -> str:
+        """File name of the stage's prompt template under ``xeforge_core/prompts/``."""
         return f"{self.id}.md"
 
 

@@ -59,6 +59,11 @@ def kernel_info_from_compiled(name: str, kernel: Any, constexprs: dict[str, Any]
     for key, text in items:
         if isinstance(text, str):
             ir[str(key)] = text[:MAX_IR_CHARS]
+    config = dict(constexprs)
+    for attr in ("threads_per_warp", "num_ctas", "maxnreg"):  # sub-group size on Intel's backend
+        val = meta(attr)
+        if isinstance(val, (int, str)) and attr not in config:
+            config[attr] = val
     regs = getattr(kernel, "n_regs", None)
     spills = getattr(kernel, "n_spills", None)
     return CompiledKernelInfo(
@@ -70,7 +75,7 @@ def kernel_info_from_compiled(name: str, kernel: Any, constexprs: dict[str, Any]
         shared_bytes=meta("shared"),
         local_bytes=meta("local_mem_size") or meta("scratch_size") or meta("spill_size"),
         grf_mode=str(grf) if grf is not None else None,
-        config=dict(constexprs),
+        config=config,
         ir=ir,
     )
 

@@ -291,3 +291,50 @@ def test_device_lock_released_when_holder_dies(tmp_path):
     proc.wait(timeout=10)
     with DeviceLock(tmp_path, "cuda0", timeout_s=5) as lock:
         assert lock.held
+
+
+# ----------------------------------------------------------------------------- launch capture
+
+def test_launch_recorder_sees_interpreted_launches_and_threads():
+    import threading
+    from collections import namedtuple
+
+    import triton
+    import triton.language as tl
+
+    from xeforge_core.worker.capture import LaunchRecorder, kernel_info_from_compiled
+
+    @triton.jit
+    def twice(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+    rec = LaunchRecorder()
+    rec.install()
+    try:
+        x = torch.ones(10)
+        twice[(1,)](x, 10, BLOCK=16)
+        worker = threading.Thread(target=lambda: twice[(1,)](x, 10, BLOCK=16))
+        worker.start()
+        worker.join()
+    finally:
+        rec.uninstall()
+    assert torch.equal(x, torch.full((10,), 4.0))
+    assert [(r.kernel, r.constexprs, r.main_thread) for r in rec.launches] == [
+        ("twice", {"BLOCK": 16}, True), ("twice", {"BLOCK": 16}, False)]
+    assert len(rec.kernels) == 1
+
+    # the GPU path reads a CompiledKernel; its shape (metadata namedtuple, asm dict) is all it needs
+    Meta = namedtuple("Meta", "num_warps num_stages shared grf_mode threads_per_warp")
+
+    class Compiled:
+        metadata = Meta(8, 3, 16384, "256", 16)
+        asm = {"ttir": "module {}", "ttgir": "#ttg", "spv": b"\x03\x02#\x07"}
+        n_regs, n_spills = 128, 4
+
+    info = kernel_info_from_compiled("k", Compiled(), {"BLOCK": 64})
+    assert (info.num_warps, info.num_stages, info.shared_bytes, info.grf_mode) == (8, 3, 16384, "256")
+    assert (info.registers, info.spills) == (128, 4)
+    assert set(info.ir) == {"ttir", "ttgir"}  # the SPIR-V binary is skipped
+    assert info.config == {"BLOCK": 64, "threads_per_warp": 16}

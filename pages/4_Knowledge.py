@@ -20,6 +20,25 @@ except Exception as exc:
     st.stop()
 
 SEVERITY_ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
+
+
+def _rule_body(rule: object) -> None:
+    """A rule's why, fix, before/after example and sources."""
+    st.markdown(f"**Why.** {rule.why}")
+    if rule.fix:
+        st.markdown(f"**Fix.** {rule.fix}")
+    try:
+        before, after = rule.example_code(kb.root)
+    except Exception as exc:
+        before, after = "", ""
+        st.caption(f"example unavailable: {exc}")
+    if before or after:
+        b, a = st.columns(2)
+        b.caption("before")
+        b.code(before, language="python")
+        a.caption("after")
+        a.code(after, language="python")
+    st.caption("Sources: " + "; ".join(rule.sources))
 tab_lint, tab_rules, tab_hw = st.tabs(["Lint my kernel", "Rules", "Hardware profiles"])
 
 # ------------------------------------------------------------------ lint
@@ -56,6 +75,9 @@ with tab_lint:
                     st.code(f"{issue.line}: {lines[issue.line - 1]}", language="python")
                 if issue.fix:
                     st.caption(f"fix: {issue.fix}" + (f" (codemod `{issue.codemod}`)" if issue.codemod else ""))
+                if rule is not None:
+                    with st.expander(f"Rule `{rule.id}`: {rule.title}"):
+                        _rule_body(rule)
     else:
         st.caption("Nothing to lint yet.")
 
@@ -80,21 +102,7 @@ with tab_rules:
         st.caption(f"`{rule.id}` · stage `{rule.stage}` · targets {', '.join(rule.targets)} · "
                    f"Triton {rule.triton}" + (f" · lint `{rule.lint}`" if rule.lint else "")
                    + (f" · codemod `{rule.codemod}`" if rule.codemod else ""))
-        st.markdown(f"**Why.** {rule.why}")
-        if rule.fix:
-            st.markdown(f"**Fix.** {rule.fix}")
-        try:
-            before, after = rule.example_code(kb.root)
-        except Exception as exc:
-            before, after = "", ""
-            st.caption(f"example unavailable: {exc}")
-        if before or after:
-            b, a = st.columns(2)
-            b.caption("before")
-            b.code(before, language="python")
-            a.caption("after")
-            a.code(after, language="python")
-        st.caption("Sources: " + "; ".join(rule.sources))
+        _rule_body(rule)
         st.divider()
 
 # ------------------------------------------------------------------ hardware

@@ -72,8 +72,8 @@ def kernel_function(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     oc = weight.shape[0]
     rows, ck = n * h * w, c * 9
     cols = torch.empty((rows, ck), dtype=x.dtype, device=x.device)
-    grid = (triton.cdiv(rows, 32), triton.cdiv(ck, 32))
-    im2col_kernel[grid](x, cols, c, h, w, rows, ck, BLOCK_R=32, BLOCK_C=32)
+    im2col_grid = (triton.cdiv(rows, 32), triton.cdiv(ck, 32))
+    im2col_kernel[im2col_grid](x, cols, c, h, w, rows, ck, BLOCK_R=32, BLOCK_C=32)
     out = torch.empty((n, oc, h, w), dtype=x.dtype, device=x.device)
     BLOCK_M, BLOCK_N, BLOCK_K = 64, 32, 32
     grid = (triton.cdiv(rows, BLOCK_M), triton.cdiv(oc, BLOCK_N))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xeforge_core.worker.errors import Failure, WorkerError, classify
+from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
 
 
 @dataclass
@@ -75,9 +75,10 @@ def write_source(job_dir: Path, source: dict[str, Any]) -> Path:
     return path
 
 
-def load_module(job_dir: Path, source: dict[str, Any]) -> LoadedModule:
+def load_module(job_dir: Path, source: dict[str, Any], device: str | None = None) -> LoadedModule:
     """Write and import the module. Raises ``WorkerError`` with a ``compile_error`` failure
-    (line mapped into the module's file) when it does not parse or import."""
+    (line mapped into the module's file) when it does not parse or import; when ``device`` is
+    given and the module hard-codes another device, the reason says so."""
     path = write_source(job_dir, source)
     label = source.get("label") or "module"
     text = source.get("source", "")
@@ -102,6 +103,10 @@ def load_module(job_dir: Path, source: dict[str, Any]) -> LoadedModule:
             from xeforge_core.verdict import VerdictKind
 
             failure.kind = VerdictKind.COMPILE_ERROR
+        if device:
+            note = hardcoded_device_note(text, failure.reason + failure.error_text, device)
+            if note:
+                failure.reason = f"the {label} {note}. {failure.reason}"
         raise WorkerError(failure) from exc
     jit = [v for v in vars(module).values() if _is_triton_fn(v)]
     return LoadedModule(label=label, path=path, source=text,

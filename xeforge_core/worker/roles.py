@@ -177,7 +177,7 @@ def _load(ctx: WorkerContext, source: dict[str, Any] | None, label: str) -> Load
         raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR, f"the job has no {label} module"))
     source = dict(source)
     source.setdefault("label", label)
-    return load_module(ctx.job_dir, source)
+    return load_module(ctx.job_dir, source, ctx.ops.kind)
 
 
 def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any],

@@ -175,8 +175,7 @@ class Harness:
 def _load(ctx: WorkerContext, source: dict[str, Any] | None, label: str) -> LoadedModule:
     if not source:
         raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR, f"the job has no {label} module"))
-    source = dict(source)
-    source.setdefault("label", label)
+    source = dict(source, label=label)  # one directory per role: files never overwrite each other
     return load_module(ctx.job_dir, source, ctx.ops.kind)
 
 

@@ -210,3 +210,17 @@ def test_missing_expected_outputs_is_a_clear_error(tmp_path):
     v = Verdict.from_dict(run_worker(tmp_path / "cand", job))
     assert v.kind.value == "runtime_error"
     assert "expected outputs are missing" in v.reason
+
+
+def test_rules_the_baseline_breaks_are_not_held_against_the_candidate(tmp_path):
+    small = {"correctness_variants": GEMM_VARIANTS[:1], "seeds": [0], "distributions": ["normal"], "reference": None}
+    base = Verdict.from_dict(run_worker(tmp_path / "base", gemm_job(
+        "baseline", source("cand_mutates.py", "baseline"), **small)))
+    assert base.kind.value == "ok", base.reason
+    assert [(f.rule, f.severity) for f in base.findings] == [("mutates_input", "warning")]
+    cand = Verdict.from_dict(run_worker(tmp_path / "cand", gemm_job(
+        "candidate", source("cand_mutates.py", "candidate"), expected_dir=str(tmp_path / "base" / "expected"),
+        **small)))
+    assert cand.kind.value == "ok", cand.reason
+    assert any(f.rule == "mutates_input" and f.severity == "warning" and "baseline does the same" in f.message
+               for f in cand.findings)

@@ -12,7 +12,8 @@ the same values. Input distributions (``DISTRIBUTIONS``):
 * ``module``  (no spec only) exactly what the module's ``get_inputs()`` returns under
   ``torch.manual_seed(seed)``.
 
-Integer inputs are ``randint(0, 16)`` (bool: ``randint(0, 2)``) whatever the distribution.
+Integer inputs are ``randint(0, 16)`` (bool: ``randint(0, 2)``) whatever the distribution, or
+``randint(lo, hi)`` when the spec's input gives ``range: [lo, hi]`` (bounds may be dim names).
 Without a spec, ``get_inputs()`` gives the shapes and dtypes, and its floating-point tensors are
 redrawn from the distribution. With a spec, the variant's ``dtype`` overrides the dtype of every
 floating-point input and the model is cast with ``model.to(dtype)``, as Xe-Forge does.
@@ -61,12 +62,15 @@ def _generator(seed: int, distribution: str, index: int) -> torch.Generator:
     return g
 
 
-def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: torch.Generator) -> torch.Tensor:
-    """A host tensor of ``shape``/``dtype`` drawn from ``distribution`` (see module docstring)."""
+def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: torch.Generator,
+                value_range: tuple[int, int] | None = None) -> torch.Tensor:
+    """A host tensor of ``shape``/``dtype`` drawn from ``distribution`` (see module docstring).
+    Integer tensors are ``randint(lo, hi)`` with ``value_range = (lo, hi)`` (default (0, 16))."""
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=gen).bool()
     if not (dtype.is_floating_point or dtype.is_complex):
-        return torch.randint(0, 16, shape, generator=gen, dtype=torch.int64).to(dtype)
+        lo, hi = value_range or (0, 16)
+        return torch.randint(int(lo), int(hi), shape, generator=gen, dtype=torch.int64).to(dtype)
     if distribution == "uniform":
         x = torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1
     elif distribution == "mixed":
@@ -190,7 +194,12 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
             dtype = dtype_from_name(entry.get("dtype") or "float32")
             if override and (dtype.is_floating_point or dtype.is_complex):
                 dtype = dtype_from_name(override)
-            args.append(make_tensor(shape, dtype, distribution, _generator(seed, distribution, i)).to(device))
+            rng = entry.get("range")
+            value_range = None
+            if isinstance(rng, (list, tuple)) and len(rng) == 2:
+                value_range = (int(_resolve_dim(rng[0], dims, name)[0]), int(_resolve_dim(rng[1], dims, name)[0]))
+            args.append(make_tensor(shape, dtype, distribution, _generator(seed, distribution, i),
+                                    value_range).to(device))
         return args
 
     fn = getattr(loaded.module, "get_inputs", None)
@@ -232,6 +241,11 @@ def flatten_outputs(out: Any) -> list[Any]:
         flat: list[Any] = []
         for o in out:
             flat += flatten_outputs(o)
+        return flat
+    if isinstance(out, dict):
+        flat = []
+        for key in sorted(out, key=str):
+            flat += flatten_outputs(out[key])
         return flat
     return [out]
 

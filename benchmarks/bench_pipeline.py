@@ -787,9 +787,12 @@ def main(argv: list[str] | None = None) -> int:
 
     rules_error = None
     try:
+        import xeforge_core.codemods.common  # noqa: F401  (libcst)
         from xeforge_core.engines import get_engine
+        from xeforge_core.knowledge import load_knowledge  # pydantic
 
         get_engine("rules")
+        load_knowledge()
     except Exception as exc:  # e.g. libcst or pydantic missing on the GPU machine
         rules_error = f"{type(exc).__name__}: {exc}"
         print(f"[bench] rules engine unavailable ({rules_error}); timing baselines and eager only", flush=True)

@@ -97,9 +97,22 @@ def _source_line(path: str, line: int | None) -> str:
     return linecache.getline(path, line).rstrip()
 
 
+def _format_one(exc: BaseException, src_dir: str) -> str:
+    """One exception's traceback, starting at the first frame in a module under test (the
+    worker's and torch's own frames above it say nothing about the module)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    start = next((i for i, fr in enumerate(frames) if fr.filename.startswith(src_dir)), 0)
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    lines += traceback.format_list(frames[start:])
+    lines += traceback.format_exception_only(type(exc), exc)
+    return "".join(lines)
+
+
 def format_error(exc: BaseException, path: str, line: int | None) -> str:
     """Traceback text (tail, at most ``MAX_ERROR_TEXT`` characters) plus the offending line."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    src_dir = path.rsplit("/", 2)[0] + "/" if path.count("/") >= 2 else path
+    parts = [_format_one(e, src_dir) for e in reversed(exception_chain(exc))]
+    text = "\nThe above exception was the direct cause of the following exception:\n\n".join(parts)
     if len(text) > MAX_ERROR_TEXT:
         text = "...\n" + text[-MAX_ERROR_TEXT:]
     src = _source_line(path, line)

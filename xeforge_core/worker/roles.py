@@ -191,7 +191,7 @@ def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any
         mark = ctx.recorder.mark()
         model = harness.model_for(combo, baseline_state=state, fresh=True)
         args = harness.inputs_for(combo)
-        harness.run(model, args, during=f"the first launch ({combo.describe()})")
+        harness.run(model, args, during=f"making the first call ({combo.describe()})")
         launches = ctx.recorder.since(mark)
         names = sorted({rec.kernel for rec in launches})
         step.summary = (f"imported {loaded.path.name}; first call launched {len(launches)} Triton kernel(s)"
@@ -306,7 +306,8 @@ def run_baseline(ctx: WorkerContext) -> None:
     holder: dict[str, Any] = {}
     _compile_step(ctx, combos, holder)
     if ctx.failed:
-        ctx.verdict.reason = f"the baseline failed: {ctx.verdict.reason}"
+        if not ctx.verdict.reason.startswith("the baseline"):
+            ctx.verdict.reason = f"the baseline failed: {ctx.verdict.reason}"
         ctx.skip_missing()
         return
     harness: Harness = holder["harness"]

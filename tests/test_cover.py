@@ -332,3 +332,21 @@ def test_pipeline_runs_the_remaining_plan_and_resumes(gemm_session):
     assert [(o.stage, o.status) for o in rest] == [("autotuning", "approved")]
     assert reopened.current_stage is None
     assert [v.stage for v in reopened.history()] == ["baseline", "dtype_fix", "autotuning"]
+
+
+def test_a_version_change_during_the_stage_is_not_overwritten(gemm_session):
+    other = Session.open(gemm_session.path)
+    base = gemm_session.source()
+
+    class Proposer:
+        name = "llm"
+
+        def propose(self, stage, context, feedback=None):
+            # meanwhile, the user commits an edit in another window
+            other.commit_manual(base + "\n# edited elsewhere\n", message="edit elsewhere")
+            return Candidate(code=base + "\n# candidate\n", engine="llm")
+
+    outcome = run_stage(gemm_session, "dtype_fix", Proposer(), verify_fn=_cpu_ok, auto=True)
+    assert outcome.status == "pending" and "could not be approved" in outcome.reason
+    assert gemm_session.source().endswith("# edited elsewhere\n")
+    assert gemm_session.candidate("dtype_fix/1").status == "pending"

@@ -295,7 +295,7 @@ def run_stage(
                      f"{index + 1}/{best_of}", iteration, fraction=(iteration - 1 + index / best_of) / iterations)
                 attempt = _one_attempt(
                     engine, engine_name, stage_id, ctx, feedback, iteration, index, current, problem,
-                    session, seen, verify_fn, dev, verify_options, min_speedup, emit, cancel)
+                    session, seen, verify_fn, dev, verify_options, min_speedup, emit, cancel, start_head)
                 batch.append(attempt)
                 attempts.append(attempt)
                 if attempt.status in (NOT_APPLICABLE, ENGINE_ERROR) and index == 0:
@@ -630,7 +630,7 @@ def _proposal_context(stage: str, original: str, current: str, problem: Any, ses
 def _one_attempt(engine: Any, engine_name: str, stage: str, ctx: Any, feedback: str | None, iteration: int,
                  index: int, current: str, problem: Any, session: Any, seen: dict[str, Attempt],
                  verify_fn: Callable[..., Verdict], device: Any, options: Any, min_speedup: float,
-                 emit: Callable[..., None], cancel: Any) -> Attempt:
+                 emit: Callable[..., None], cancel: Any, start_head: str | None = None) -> Attempt:
     t0 = time.monotonic()
     try:
         cand = engine.propose(stage, ctx, feedback)
@@ -657,8 +657,9 @@ def _one_attempt(engine: Any, engine_name: str, stage: str, ctx: Any, feedback: 
     cid = None
     if session is not None:
         # kept before it is verified: whatever happens during verification, the candidate stays
+        # its parent is the version the stage started from: the one it is verified against
         rec = session.add_candidate(stage, code, engine=name, model=model, iteration=iteration,
-                                    rationale=rationale)
+                                    rationale=rationale, parent=start_head or "head")
         cid = rec.id
     emit("verify", f"verifying {cid or 'candidate'} against the current version", iteration)
     verdict = _safe_verify(verify_fn, problem, code, device, options, emit, iteration, cancel)
@@ -699,9 +700,17 @@ def _safe_verify(verify_fn: Callable[..., Verdict], problem: Any, code: str, dev
 
 def _approve(session: Any, stage: str, best: Attempt, attempts: list[Attempt], iteration: int,
              emit: Callable[..., None]) -> StageOutcome:
+    from xeforge_core.session import SessionError
+
     version_sha = None
     if session is not None and best.candidate_id:
-        version = session.approve(best.candidate_id)
+        try:
+            version = session.approve(best.candidate_id)
+        except SessionError as exc:  # e.g. someone else changed the current version meanwhile
+            return StageOutcome(stage=stage, status="pending", attempts=attempts, iterations=iteration,
+                                reason=f"{best.candidate_id} could not be approved: {exc}", best=best.candidate_id,
+                                speedup=best.speedup, speed_measured=best.speedup is not None,
+                                verdict=best.verdict, best_source=best.source)
         version_sha = version.sha
         for a in attempts:
             if a is not best and a.candidate_id and a.candidate_id != best.candidate_id and a.status != DUPLICATE:

@@ -3,6 +3,7 @@ session stay as they were (nothing saved is lost, nothing else breaks)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,14 @@ KERNEL = (SAMPLES / "01_vector_add.py").read_text()
 SPEC = (SAMPLES / "01_vector_add.yaml").read_text()
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    """The Home page with a sample loaded and a session started."""
-    monkeypatch.setenv("XEFORGE_WORKSPACE", str(tmp_path / "ws"))
-    monkeypatch.setenv("XEFORGE_DEVICE", "cpu")
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppTest]:
+    """The Home page with a sample loaded and a session started, shared by the tests of this
+    module in order: each bad input must leave it exactly as it was (the last test then loads a
+    good upload)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XEFORGE_WORKSPACE", str(tmp_path_factory.mktemp("ws")))
+    mp.setenv("XEFORGE_DEVICE", "cpu")
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.selectbox(key="home_sample").select("01_vector_add")
@@ -27,7 +31,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     at.button(key="home_start").click().run()
     wb = at.session_state["workbench"]
     assert wb.session is not None and wb.loaded.name == "01_vector_add"
-    return at
+    yield at
+    mp.undo()
 
 
 def _errors(at: AppTest) -> str:

@@ -123,3 +123,19 @@ def test_probe_role_through_the_worker_entry_point(tmp_path):
     assert out.result["available"] == {"cpu": 1}
     assert out.result["devices"]["cpu:0"]["triton_backend"] == "interpreter"
     assert "cuda" not in out.result["available"]  # a cpu-only probe never touches a GPU runtime
+
+
+def test_a_probe_that_hangs_falls_back_to_cpu_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("XEFORGE_CACHE_DIR", str(tmp_path))
+    devices.clear_probe_cache()
+    try:
+        probe = devices.probe_devices(refresh=True, timeout_s=0.05, use_disk=False)
+        assert probe["available"] == {"cpu": 1}
+        assert "device probe failed (timeout)" in probe["error"]
+        with pytest.raises(ValueError, match="device probe failed"):
+            select_device("cuda", probe["available"], probe["reasons"])
+        info = build_device_info("cpu", 0, probe)
+        assert info.type == "cpu" and any("probe failed" in w for w in info.warnings)
+        assert not list(tmp_path.glob("devices/*.json"))  # failures are never stored on disk
+    finally:
+        devices.clear_probe_cache()

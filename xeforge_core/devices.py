@@ -196,7 +196,8 @@ def probe_devices(types: list[str] | tuple[str, ...] = DEVICE_TYPES, *, refresh:
     result dict (``available``, ``reasons``, ``devices``, ``versions``; see that module).
 
     Cached per process and, with ``use_disk``, on disk for ``PROBE_DISK_TTL_S``. A probe that
-    hangs, crashes or fails is not cached; its result then has ``available = {"cpu": 1}`` and
+    hangs, crashes or fails is remembered for this process only; its result then has
+    ``available = {"cpu": 1}`` and
     ``error`` saying what happened (the cpu interpreter is assumed: a broken torch will show up
     as an ``environment`` verdict when the baseline runs).
     """
@@ -229,9 +230,13 @@ def probe_devices(types: list[str] | tuple[str, ...] = DEVICE_TYPES, *, refresh:
             if data is not None and not reason:
                 reason = "the probe returned no availability"
             error = f"device probe failed ({kind.value}): {reason}"
-            return {"available": {"cpu": 1}, "reasons": {"xpu": error, "cuda": error},
-                    "devices": {}, "versions": {}, "error": error,
-                    "stderr": outcome.stderr[-2000:]}
+            failed = {"available": {"cpu": 1}, "reasons": {"xpu": error, "cuda": error},
+                      "devices": {}, "versions": {}, "error": error,
+                      "stderr": outcome.stderr[-2000:]}
+            # Remembered for this process only (a hanging GPU runtime is not probed again on
+            # every call; ``refresh=True`` retries), never on disk.
+            _probe_memo[key] = failed
+            return failed
         data["probe_warnings"] = list(outcome.warnings)
         _probe_memo[key] = data
         if use_disk:

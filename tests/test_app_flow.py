@@ -148,3 +148,27 @@ def test_hunk_level_accept_is_verified_before_approval(env: Path) -> None:
 
     hist = _page("pages/2_History.py", wb)
     assert "manual" in hist.dataframe[0].value["engine"].tolist()
+
+
+def test_resume_after_restart_and_downloads(env: Path) -> None:
+    _, wb = _home_with_session(env)
+    session = wb.session
+    rec = session.add_candidate("xpu_specific", session.source("head").replace("num_warps=4", "num_warps=8"),
+                                engine="manual", rationale="more warps")
+    session.reject(rec.id, "not now")
+
+    # a new browser session (after a restart): resume from the workspace
+    home = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    home.run()
+    home.selectbox(key="home_resume_pick").select(str(session.path))
+    home.button(key="home_resume").click().run()
+    assert not home.exception, [e.value for e in home.exception]
+    wb2 = home.session_state["workbench"]
+    assert wb2 is not wb and wb2.session.path == session.path
+    assert wb2.session.plan == session.plan and wb2.loaded.name == session.name
+    assert [c.id for c in wb2.session.candidates(status="rejected")] == [rec.id]
+
+    hist = _page("pages/2_History.py", wb2)
+    labels = {b.proto.label: b for b in hist.get("download_button")}
+    assert {"Final kernel", "Patch (baseline → current)", "Report (Markdown)", "Report (JSON)"} <= set(labels)
+    assert rec.id in "".join(d.value.to_string() for d in hist.dataframe)

@@ -333,8 +333,14 @@ def kill_group(sid: int, token: str = "", *, term_grace_s: float = TERM_GRACE_S)
     """Stop every process of session/group ``sid`` and every process carrying ``token``:
     SIGTERM, wait up to ``term_grace_s`` seconds, then SIGKILL, and wait until they are gone
     (up to 5 s more). Returns the PIDs still alive afterwards (normally empty)."""
+    known = set(_token_holders(token))  # environ scan once; cheap stat checks afterwards
+
+    def alive(pid: int) -> bool:
+        info = _read_stat(pid)
+        return info is not None and info.state != "Z"
+
     def members() -> list[int]:
-        return sorted(set(group_members(sid)) | set(_token_holders(token)))
+        return sorted(set(group_members(sid)) | {p for p in known if alive(p)})
 
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, signal.SIGTERM)
@@ -354,6 +360,14 @@ def kill_group(sid: int, token: str = "", *, term_grace_s: float = TERM_GRACE_S)
                 break
             _signal_all(remaining, signal.SIGKILL)
             time.sleep(0.05)
+    if not remaining:
+        # A process that picked up the token after the first scan (forked meanwhile).
+        late = _token_holders(token)
+        if late:
+            known.update(late)
+            _signal_all(late, signal.SIGKILL)
+            time.sleep(0.05)
+            remaining = members()
     return remaining
 
 
@@ -608,7 +622,7 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
             if result_seen_at is None and result_path.exists():
                 result_seen_at = now
             if not limit_as and memory_bytes and now >= next_rss_check:
-                next_rss_check = now + 0.2
+                next_rss_check = now + 0.5
                 rss = _group_rss_bytes(sid)
                 peak_rss = max(peak_rss, rss)
                 if rss > memory_bytes:

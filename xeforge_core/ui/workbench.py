@@ -460,11 +460,11 @@ class Workbench:
             kb = load_knowledge()
             profile = kb.profile_for_device(getattr(self.device, "name", None)) if self.device else None
             if profile is None:
-                profile = kb.default_profile(session.target) if session.target in ("xpu", "cuda") else None
+                profile = kb.default_profile(self.target())
             arch = getattr(profile, "arch", None)
         except Exception:  # the profile only enriches the prompt
             profile = None
-        target = session.target if session.target in ("xpu", "cuda") else "cuda"
+        target = self.target()
         return ProposalContext(stage=stage, original_code=session.source("baseline"),
                                current_code=session.source("head"), problem=session.problem("head"),
                                analysis=self.analysis, target=target, arch=arch, profile=profile)
@@ -860,7 +860,5 @@ class Workbench:
             return {key: Path(p).read_bytes() for key, p in paths.items()}
 
 
-# ===================================================================== helpers
-
 __all__ = ["CANONICAL_STAGES", "EngineSettings", "InputError", "PlanItem", "ReviewError",
-           "Workbench", "WorkbenchError", "stage_ids"]
+           "Workbench", "WorkbenchError", "available_samples", "sample_titles", "stage_ids"]

@@ -237,8 +237,8 @@ def test_two_timing_jobs_on_one_device_serialise(tmp_path):
     def go(name: str) -> None:
         outcomes[name] = run_worker(
             {"role": "timing", "device": "cpu", "behavior": "lock",
-             "options": {"lock_dir": str(lock_dir), "lock_key": "cuda0", "hold_s": 1.2}},
-            command=[sys.executable, str(FAKE)], job_dir=tmp_path / name, timeout_s=2.0,
+             "options": {"lock_dir": str(lock_dir), "lock_key": "cuda0", "hold_s": 3.0}},
+            command=[sys.executable, str(FAKE)], job_dir=tmp_path / name, timeout_s=5.5,
             on_progress=events[name].append)
 
     threads = [threading.Thread(target=go, args=(n,)) for n in ("a", "b")]
@@ -252,7 +252,7 @@ def test_two_timing_jobs_on_one_device_serialise(tmp_path):
     queued = [n for n in ("a", "b") if any(e.get("event") == "queued" for e in events[n])]
     assert len(queued) == 1
     assert "queued" in [e["message"] for e in events[queued[0]] if e["event"] == "queued"][0]
-    assert outcomes[queued[0]].queued_s > 0.5
+    assert outcomes[queued[0]].queued_s > 2.0  # waited ~3 s, yet finished inside its 5.5 s limit
 
 
 def test_rlimits_and_own_session(tmp_path):

@@ -114,6 +114,8 @@ class VerdictCache:
         self._cache = diskcache.Cache(str(self.directory), size_limit=VERDICT_CACHE_BYTES)
 
     def get(self, key: str) -> Verdict | None:
+        """The cached verdict for ``key`` (``cached=True``), or ``None`` on a miss, a corrupt
+        entry or one from an older verdict schema."""
         try:
             data = self._cache.get(key)
         except Exception:  # noqa: BLE001 - a corrupt or locked cache is a miss
@@ -128,20 +130,24 @@ class VerdictCache:
         return verdict
 
     def set(self, key: str, verdict: Verdict) -> None:
+        """Store ``verdict`` under ``key`` (stored with ``cached=False``; errors are ignored)."""
         data = verdict.to_dict()
         data["cached"] = False
         with contextlib.suppress(Exception):
             self._cache.set(key, data)
 
     def delete(self, key: str) -> None:
+        """Forget the entry for ``key`` (no error if absent)."""
         with contextlib.suppress(Exception):
             self._cache.delete(key)
 
     def clear(self) -> None:
+        """Remove every cached verdict."""
         self._cache.clear()
 
     def __len__(self) -> int:
         return len(self._cache)
 
     def close(self) -> None:
+        """Close the underlying diskcache (its SQLite connection)."""
         self._cache.close()

@@ -103,6 +103,7 @@ class DeviceInfo:
         return f"{socket.gethostname()}-{self.type}{self.index}"
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able fields (for the UI and reports)."""
         return {"type": self.type, "index": self.index, "name": self.name,
                 "interpreter": self.interpreter, "fingerprint": self.fingerprint,
                 "profile": self.profile, "warnings": list(self.warnings)}

@@ -337,3 +337,12 @@ def test_trailer_parsing():
     msg = "subject\n\nbody line\n\nStage: dtype_fix\nEngine: rules\nSpeedup: 1.500x\n"
     assert parse_trailers(msg) == {"Stage": "dtype_fix", "Engine": "rules", "Speedup": "1.500x"}
     assert parse_trailers("subject only\n") == {}
+
+
+def test_a_person_may_overrule_a_verdict_and_the_commit_says_so(session):
+    c = session.add_candidate("dtype_fix", edited(session.source(), "known tolerance issue"), engine="llm",
+                              verdict=Verdict(kind=VerdictKind.WRONG_ANSWER, reason="max abs error 2e-3"))
+    v = session.approve(c.id)
+    assert v.verdict == "wrong_answer" and "approved despite verdict wrong_answer" in v.trailers["Note"]
+    u = session.add_candidate("autotuning", edited(session.source(), "unverified"), engine="manual")
+    assert "approved without verification" in session.approve(u.id).trailers["Note"]

@@ -810,8 +810,10 @@ class Session:
             else:
                 cumulative = (parent_version.cumulative_speedup * speed
                               if speed is not None and parent_version.cumulative_speedup is not None else None)
-            unmeasured = verdict is not None and speed is None and not speed_neutral
-            notes = [n for n in (note, "speed not measured" if unmeasured else "",
+            unmeasured = verdict is not None and speed is None and not speed_neutral and verdict.passed
+            failing = (f"approved despite verdict {verdict.kind.value}" if verdict is not None and not verdict.passed
+                       else "approved without verification" if verdict is None else "")
+            notes = [n for n in (note, failing, "speed not measured" if unmeasured else "",
                                  f"verified against {rec.parent[:10]}" if stale else "") if n]
             trailers = {
                 "Stage": rec.stage,

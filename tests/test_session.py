@@ -250,7 +250,7 @@ def test_export_kernel_patch_and_reports(session, tmp_path):
 def test_secrets_never_reach_the_repository(tmp_path, problem, monkeypatch):
     key = "sk-test-7f3a9c1e5b2d4068a1b2c3d4"
     typed = "typed-into-the-ui-0042"
-    monkeypatch.setenv("XEFORGE_API_KEY", key)
+    monkeypatch.setenv("XEFORGE_LLM_API_KEY", key)  # the settings read it from here
     register_secret(typed)
     s = Session.create(problem, workspace=tmp_path, plan=["dtype_fix"])
     leaky = edited(problem.kernel.source, f"api key {key} / {typed}")

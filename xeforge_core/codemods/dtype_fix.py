@@ -63,6 +63,16 @@ def _strip_upcast(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return inner.with_changes(lpar=[], rpar=[]) if isinstance(inner, cst.Name) else inner
 
 
+def _is_fp32_tile(expr: cst.BaseExpression) -> bool:
+    """``tl.zeros(shape, dtype=tl.float32)`` / ``tl.full(shape, v, tl.float32)`` and the like."""
+    if not (isinstance(expr, cst.Call) and dotted_name(expr.func) in {"tl.zeros", "tl.full",
+                                                                      "triton.language.zeros",
+                                                                      "triton.language.full"}):
+        return False
+    return any(dotted_name(a.value) in _F32 for a in expr.args
+               if a.keyword is None or a.keyword.value == "dtype")
+
+
 def _is_dot(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and dotted_name(expr.func) in _DOT
 
@@ -89,6 +99,7 @@ class _Fix(cst.CSTTransformer):
         self.dots = 0
         self._pending: dict[int, tuple[int, str]] = {}
         self._strip_assigns: set[int] = set()
+        self._fp32_accs: set[str] = set()
         self._guard_dots: dict[int, tuple[str, str]] = {}
         self._notes_at: list[tuple[int, str]] = []
 
@@ -107,6 +118,7 @@ class _Fix(cst.CSTTransformer):
         if is_kernel(node):
             self.kernel_depth += 1
             self.kernel_names.append(node.name.value)
+            self._fp32_accs = set()
             self._plan_loaded_upcasts(node)
         return True
 
@@ -116,12 +128,15 @@ class _Fix(cst.CSTTransformer):
         assigns: dict[str, list[cst.Assign]] = {}
         reads: dict[str, int] = {}
         dots: list[cst.Call] = []
+        fp32_accs = self._fp32_accs
 
         class _Scan(cst.CSTVisitor):
             def visit_Assign(self, node: cst.Assign) -> bool:
                 for t in node.targets:
                     if isinstance(t.target, cst.Name):
                         assigns.setdefault(t.target.value, []).append(node)
+                        if _is_fp32_tile(node.value):
+                            fp32_accs.add(t.target.value)
                 node.value.visit(self)
                 return False
 
@@ -195,6 +210,15 @@ class _Fix(cst.CSTTransformer):
         new_args[i_b] = pos[1].with_changes(value=b)
         return new_args, True
 
+    def _acc_ok(self, name: str, node: cst.CSTNode) -> bool:
+        """Only an accumulator created as an fp32 tile in this kernel goes into tl.dot's acc
+        argument (tl.dot's result dtype must match it)."""
+        if name in self._fp32_accs:
+            return True
+        self.skipped.append(f"line {self._line(node)}: `{name}` is not created as an fp32 tile in this "
+                            "kernel, so the accumulation stays outside tl.dot")
+        return False
+
     def _dot_with_acc(self, dot: cst.Call, acc: cst.BaseExpression, line: int) -> cst.Call:
         args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in dot.args]
         pos_count = sum(1 for a in args if a.keyword is None and not a.star)
@@ -213,6 +237,8 @@ class _Fix(cst.CSTTransformer):
             return updated
         if not (_is_dot(updated.value) and not _has_acc(updated.value)
                 and isinstance(updated.target, cst.Name)):
+            return updated
+        if not self._acc_ok(updated.target.value, original):
             return updated
         new_dot = self._dot_with_acc(updated.value, updated.target, self._line(original))
         return cst.Assign(targets=[cst.AssignTarget(target=updated.target)], value=new_dot,
@@ -236,6 +262,8 @@ class _Fix(cst.CSTTransformer):
         for acc_side, dot_side in ((value.left, value.right), (value.right, value.left)):
             if (isinstance(acc_side, cst.Name) and acc_side.value == target.value and _is_dot(dot_side)
                     and not _has_acc(dot_side) and not dot_side.lpar):
+                if not self._acc_ok(target.value, original):
+                    return updated
                 new_dot = self._dot_with_acc(dot_side, target, self._line(original))
                 return updated.with_changes(value=new_dot)
         return updated

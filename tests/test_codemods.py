@@ -66,6 +66,11 @@ def test_dtype_fix_not_applicable_reasons() -> None:
     one_sided = one_sided.replace(".to(tl.float64)", ".to(tl.float32)")
     res = fix_dtypes(one_sided)
     assert "only one operand" in res.reason or "only one operand" in " ".join(res.notes)
+    # an accumulator that is not an fp32 tile created in the kernel stays outside tl.dot
+    inner = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+             "def inner(acc, a, b):\n    acc += tl.dot(a, b)\n    return acc\n")
+    res = fix_dtypes(inner)
+    assert not res.changed and "not created as an fp32 tile" in res.reason
 
 
 # --- autotune ----------------------------------------------------------------------------------

@@ -50,6 +50,8 @@ st.dataframe(rows, hide_index=True, width="stretch", key="fa_table")
 
 nxt = int(wb.demo.get("next", 1))
 labels = {s.index: f"step {s.index}: {s.title}" for s in steps[1:]}
+if "_fa_next_pick" in st.session_state:  # set by Approve: move the stepper to the next step
+    st.session_state["fa_pick"] = st.session_state.pop("_fa_next_pick")
 pick = st.selectbox("Step", list(labels), index=min(max(nxt - 1, 0), len(labels) - 1),
                     format_func=labels.get, key="fa_pick")
 step = steps[pick]
@@ -90,6 +92,9 @@ if c2.button("Approve and go to the next step", key="fa_approve", disabled=busy 
     try:
         v = wb.demo_approve()
         flash("success", f"Step {pick} committed as #{v.index} {v.short}.")
+        if pick + 1 < len(steps):
+            wb.demo_step_review(pick + 1)
+            st.session_state["_fa_next_pick"] = pick + 1
         st.rerun()
     except WorkbenchError as exc:
         st.error(str(exc))

@@ -182,3 +182,7 @@ def test_flash_attention_demo_step_verified_live(wb: Workbench) -> None:
     table = at.dataframe[0].value
     assert table.loc[table["step"] == 1, "status"].item() == "approved"
     assert wb.demo["next"] == 2
+    # the stepper moved on: step 2 is up as the next candidate, against the approved step 1
+    assert at.selectbox(key="fa_pick").value == 2
+    assert wb.review.proposed_source == wb.demo["steps"][2].code
+    assert wb.review.base_source == wb.demo["steps"][1].code

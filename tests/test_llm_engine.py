@@ -170,6 +170,14 @@ def test_cached_replay_makes_no_request_and_spends_no_tokens(endpoint: FakeOpenA
     # a different temperature is a different request
     _engine(endpoint, tmp_path, temperature=0.7).propose("dtype_fix", _context())
     assert len(endpoint.requests) == 2
+    # best-of-k: asking again on the same engine is a new sample; a replay returns the same samples
+    other = (FIXTURES / "matmul_fp32_dot.py").read_text().replace("BLOCK_K=32", "BLOCK_K=64")
+    endpoint.reply(_fenced(other))
+    third = again.propose("dtype_fix", _context())
+    assert len(endpoint.requests) == 3 and not third.cached and third.code == other
+    replay = _engine(endpoint, tmp_path)
+    codes = [replay.propose("dtype_fix", _context()).code for _ in range(2)]
+    assert codes == [first.code, other] and len(endpoint.requests) == 3
 
 
 def test_api_key_never_in_logs_cache_errors_or_repr(endpoint: FakeOpenAI, tmp_path: Path,

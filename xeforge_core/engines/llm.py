@@ -119,6 +119,7 @@ class LLMEngine:
         self.usage_by_stage: dict[str, TokenUsage] = {}
         self.total_usage = TokenUsage()
         self.retry_log: list[dict[str, Any]] = []
+        self._samples: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"LLMEngine(base_url={self.settings.base_url!r}, model={self.settings.model!r})"
@@ -164,10 +165,15 @@ class LLMEngine:
         return [{"role": "system", "content": self.settings.system_prompt or DEFAULT_SYSTEM_PROMPT},
                 {"role": "user", "content": prompt}]
 
-    def cache_key(self, messages: list[dict[str, str]]) -> str:
-        """``llm:<sha256>`` of endpoint, model, messages, temperature and max tokens (no key)."""
-        payload = {"endpoint": self.settings.base_url, "model": self.settings.model, "messages": messages,
-                   "temperature": self.settings.temperature, "max_tokens": self.settings.max_tokens}
+    def cache_key(self, messages: list[dict[str, str]], sample: int = 0) -> str:
+        """``llm:<sha256>`` of endpoint, model, messages, temperature and max tokens (no key).
+        ``sample`` > 0 numbers repeated requests for the same prompt (best-of-k), so each gets
+        its own reply and a replay returns the same k replies in the same order."""
+        payload: dict[str, Any] = {"endpoint": self.settings.base_url, "model": self.settings.model,
+                                   "messages": messages, "temperature": self.settings.temperature,
+                                   "max_tokens": self.settings.max_tokens}
+        if sample:
+            payload["sample"] = sample
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"llm:{digest}"
 
@@ -223,11 +229,15 @@ class LLMEngine:
         raise EngineError(f"the LLM endpoint {s.base_url} failed after {attempts} attempts (last: {last})")
 
     def complete(self, prompt: str, *, stage: str = "") -> LLMReply:
-        """The reply to ``prompt`` (from the cache when allowed and present). Accounts tokens
-        spent to ``stage``. Raises :class:`EngineError` when the endpoint keeps failing or
+        """The reply to ``prompt`` (from the cache when allowed and present). The n-th request
+        for the same prompt on this engine is the n-th sample (its own cache entry), so best-of-k
+        gets k replies. Accounts tokens spent to ``stage``. Raises :class:`EngineError` when the endpoint keeps failing or
         refuses the request; its text never holds the key."""
         messages = self.messages_for(prompt)
-        key = self.cache_key(messages)
+        base = self.cache_key(messages)
+        sample = self._samples.get(base, 0)
+        self._samples[base] = sample + 1
+        key = self.cache_key(messages, sample)
         cache = self._cache_obj() if self.settings.use_cache else None
         if cache is not None:
             hit = cache.get(key)

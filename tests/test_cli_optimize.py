@@ -118,8 +118,10 @@ def test_batch_writes_its_csv(tmp_path, capsys):
     (kernels / "zz_unverifiable.yaml").write_text("inputs:\n  X:\n    shape: [M, K]\n    dtype: float16\n")
     (kernels / "notes.py").write_text("# no spec: not a kernel of the batch\n")
     out_csv = tmp_path / "summary.csv"
+    # two workers (one per listed device) share the queue of kernels
     status = main(["batch", str(kernels), "--stages", "dtype_fix", "--engine", "rules",
-                   "--workspace", str(tmp_path / "ws"), "--out", str(out_csv), "-q", *FAST])
+                   "--workspace", str(tmp_path / "ws"), "--out", str(out_csv), "-q", *FAST,
+                   "--devices", "cpu,cpu"])
     out, err = capsys.readouterr()
     rows = list(csv.DictReader(out_csv.open()))
     assert [r["kernel"] for r in rows] == ["07_gemm_fp32_upcast", "zz_unverifiable"], err[-3000:]
@@ -130,3 +132,4 @@ def test_batch_writes_its_csv(tmp_path, capsys):
     assert bad["error"] and bad["dtype_fix"] == "failed"
     assert status == 1  # one kernel had an error
     assert "summary:" in out and "07_gemm_fp32_upcast" in out
+    assert "2 kernel(s)" in err and "on cpu, cpu" in err

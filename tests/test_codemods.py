@@ -157,6 +157,17 @@ def test_xpu_specific_swizzle_warps_and_grf() -> None:
     assert "num_warps=4" in fixed.source and any("6 -> 4" in n for n in fixed.notes)
 
 
+def test_xpu_specific_takes_limits_from_the_knowledge_base_profile() -> None:
+    big = _src("matmul_fixed_tiles.py").replace("BLOCK_M, BLOCK_N = 16, 16", "BLOCK_M, BLOCK_N = 128, 128")
+    # a device summary (as detect_device gives it) has no GRF modes: the knowledge base fills them in
+    summary = {"id": "arc_b580", "name": "Intel Arc B580", "arch": "xe2", "peak_tflops": {"fp16": 116.6}}
+    assert 'grf_mode="256"' in apply_xpu_knobs(big, target="xpu", profile=summary).source
+    # a profile without GRF 256 gets no GRF mode
+    no_grf = {"grf_modes": ["default"], "max_warps_per_workgroup": 64}
+    out = apply_xpu_knobs(big, target="xpu", profile=no_grf)
+    assert "grf_mode" not in out.source and "num_warps=16" in out.source
+
+
 def test_xpu_specific_not_applicable_reasons() -> None:
     assert "no tl.dot" in apply_xpu_knobs(_src("vector_add_runtime_block.py")).reason
     once = apply_xpu_knobs(_src("matmul_fixed_tiles.py"), target="cuda").source

@@ -72,6 +72,26 @@ def _load_profile(target: str, arch: str | None) -> Any:
     return kb.default_profile(target)
 
 
+def _resolve_profile(profile: Any, target: str, arch: str | None) -> Any:
+    """A profile with GRF modes and warp limits: the one given when it has them, else the
+    knowledge base's profile of the same id (a device summary dict carries only some fields),
+    else the target's reference profile."""
+    if profile is not None and _profile_value(profile, "max_warps_per_workgroup") is not None:
+        return profile
+    pid = _profile_value(profile, "id") if profile is not None else None
+    arch = arch or (_profile_value(profile, "arch") if profile is not None else None)
+    if pid:
+        try:
+            from xeforge_core.knowledge import load_knowledge
+
+            found = load_knowledge().profiles.get(str(pid))
+            if found is not None:
+                return found
+        except Exception:
+            pass
+    return _load_profile(target, arch)
+
+
 def _pow2_floor(n: int) -> int:
     p = 1
     while p * 2 <= n:
@@ -264,8 +284,7 @@ def apply_xpu_knobs(source: str, *, target: str = "xpu", arch: str | None = None
     kernels = {s.name.value: s for s in parsed.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
     if not kernels:
         return not_applicable(NAME, source, "the module has no @triton.jit kernel")
-    if profile is None:
-        profile = _load_profile(target, arch)
+    profile = _resolve_profile(profile, target, arch)
     grf_modes = [str(m) for m in (_profile_value(profile, "grf_modes") or [])]
     max_warps = _profile_value(profile, "max_warps_per_workgroup") or (64 if target == "xpu" else 32)
     group = int(options.get("group_size_m", 8))

@@ -120,9 +120,13 @@ class RulesEngine:
                 reason="the rules engine is deterministic and its candidate for this stage did not pass "
                        f"({first}); it has no other rewrite to offer: try the llm or manual engine")
         target = self.target or context.target or "xpu"
+        arch = self.arch or context.arch
+        if arch is None and context.profile is not None:
+            arch = (context.profile.get("arch") if isinstance(context.profile, dict)
+                    else getattr(context.profile, "arch", None))
         settings = {
             "target": "cuda" if target == "cpu" else target,
-            "arch": self.arch or context.arch,
+            "arch": arch,
             "profile": context.profile,
             "search_space": self.search_space or context.search_space,
             "options": {**self.options, **context.options},

@@ -186,3 +186,37 @@ def test_flash_attention_demo_step_verified_live(wb: Workbench) -> None:
     assert at.selectbox(key="fa_pick").value == 2
     assert wb.review.proposed_source == wb.demo["steps"][2].code
     assert wb.review.base_source == wb.demo["steps"][1].code
+
+
+def test_optimize_shows_progress_and_cancels_a_verification(wb: Workbench, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import xeforge_core.verify as verify_mod
+
+    started = threading.Event()
+
+    def slow_verify(problem: object, source: str, *, on_progress, cancel, **kwargs: object) -> None:  # noqa: ANN001
+        on_progress({"event": "step", "message": "candidate: correctness on ci", "fraction": 0.4})
+        started.set()
+        cancel.wait(30)
+
+    monkeypatch.setattr(verify_mod, "verify", slow_verify)
+    wb.load_sample("07_gemm_fp32_upcast")
+    session = wb.start_session()
+    wb.submit_manual(session.source("head").replace("num_warps=4", "num_warps=8"))
+    at = _page("pages/1_Optimize.py", wb)
+    at.button(key="opt_verify").click().run()
+    assert started.wait(10)
+    at.run()
+    progress = at.get("progress")
+    assert progress and "candidate: correctness on ci" in progress[0].proto.text
+    assert at.button(key="opt_approve").disabled  # nothing to approve while it runs
+    cancel = [b for b in at.button if b.label == "Cancel"]
+    assert cancel, "no Cancel button while the verification runs"
+    cancel[0].click().run()
+    assert any("verification cancelled" in w.value for w in at.warning)
+    job = wb.jobs.current("verify")
+    assert job.wait(10)  # the work saw the cancel event and returned
+    at.run()
+    assert not at.get("progress")
+    assert wb.review.status.value == "proposed" and len(session.history()) == 1

@@ -97,8 +97,10 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         if verdict.kernels:
             st.dataframe([{
                 "kernel": k.name, "registers": k.registers, "spills": k.spills,
-                "shared/SLM bytes": k.shared_bytes, "num_warps": k.num_warps,
-                "num_stages": k.num_stages, "IR": ", ".join(sorted(k.ir)),
+                "shared/SLM bytes": k.shared_bytes, "local bytes": k.local_bytes,
+                "num_warps": k.num_warps, "num_stages": k.num_stages, "GRF mode": k.grf_mode,
+                "config": ", ".join(f"{a}={b}" for a, b in k.config.items()),
+                "IR": ", ".join(sorted(k.ir)),
             } for k in verdict.kernels], hide_index=True, width="stretch")
         else:
             st.caption("no compiled-kernel metadata (the interpreter reports none)")

@@ -89,8 +89,23 @@ if wb.analysis_error:
 # ------------------------------------------------------------------ current stage
 propose_job = wb.jobs.current("propose")
 verify_job = wb.jobs.current("verify")
-busy = (propose_job is not None and not propose_job.finished) or (
-    verify_job is not None and not verify_job.finished)
+port_job = wb.jobs.current("portability")
+busy = any(j is not None and not j.finished for j in (propose_job, verify_job, port_job))
+
+# ------------------------------------------------------------------ portability
+try:
+    foreign = wb.portability_needed()
+except Exception as exc:  # the check is advisory
+    foreign = []
+    st.caption(f"portability check unavailable: {exc}")
+if foreign:
+    st.warning(f"The current version hard-codes {', '.join(foreign)}, so it cannot run on "
+               f"{wb.device_type()} here. The portability step rewrites the device strings and "
+               "synchronise calls into device-agnostic code, verifies the result and commits it as its "
+               "own version (Stage: portability) before any optimization stage.")
+    if st.button("Make it portable", key="opt_portability", disabled=busy):
+        _act(wb.start_portability)
+job_progress(port_job, key="portability", on_cancel=lambda: wb.cancel("portability"))
 
 if current is None:
     st.success("Every planned stage is finished. See **History** for the timeline and downloads, "

@@ -220,3 +220,22 @@ def test_optimize_shows_progress_and_cancels_a_verification(wb: Workbench, monke
     at.run()
     assert not at.get("progress")
     assert wb.review.status.value == "proposed" and len(session.history()) == 1
+
+
+def test_optimize_portability_step_for_a_kernel_that_hard_codes_xpu(wb: Workbench) -> None:
+    samples = ROOT / "sample_kernels"
+    source = (samples / "01_vector_add.py").read_text().replace(
+        "out = torch.empty_like(x)", 'out = torch.empty(x.shape, dtype=x.dtype, device="xpu")\n    torch.xpu.synchronize()')
+    wb.load_text(source, spec_text=(samples / "01_vector_add.yaml").read_text(), name="vadd_xpu")
+    session = wb.start_session()
+    at = _page("pages/1_Optimize.py", wb)
+    assert any("hard-codes xpu" in w.value for w in at.warning)
+    at.button(key="opt_portability").click().run()
+    job = wb.jobs.current("portability")
+    assert job is not None and job.wait(300)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    head = session.version("head")
+    assert head.stage == "portability" and head.verdict == "ok"
+    assert '"xpu"' not in session.source("head") and "torch.xpu" not in session.source("head")
+    assert not any("hard-codes" in w.value for w in at.warning)

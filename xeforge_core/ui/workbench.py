@@ -511,6 +511,39 @@ class Workbench:
         self.jobs.clear("verify")
         return self.jobs.submit("propose", job)
 
+    def device_type(self) -> str:
+        """The device verifications run on (``cpu``, ``cuda``, ``xpu``), or the session's."""
+        if self.device is not None:
+            return str(self.device.type)
+        if self.session is not None:
+            return str(self.session.device.get("type") or "cpu")
+        return "cpu"
+
+    def portability_needed(self) -> list[str]:
+        """Other devices the current version hard-codes (e.g. ``["xpu"]`` on a cuda or cpu
+        machine): until the portability step rewrites them, it cannot run here."""
+        from xeforge_core.cover import hard_coded_devices
+
+        session = self.require_session()
+        return hard_coded_devices(session.source("head"), self.device_type())
+
+    def start_portability(self, *, force: bool = False) -> BackgroundJob:
+        """Run the portability step (the rules engine's codemod, verified, committed as
+        ``Stage: portability``) in the background."""
+        session = self.require_session()
+        path, device = session.path, self.device
+
+        def work(progress: Any, cancel: threading.Event) -> Any:
+            from xeforge_core.cover import prepare_portability
+            from xeforge_core.session import Session
+
+            progress("portability: rewriting hard-coded devices")
+            return prepare_portability(Session.open(path), device=device, on_progress=progress,
+                                       cancel=cancel, force=force)
+
+        job = BackgroundJob("portability step", work, kind="portability", meta={"base": session.head})
+        return self.jobs.submit("portability", job)
+
     def submit_manual(self, text: str, *, stage: str | None = None, kind: str = "pasted_reply",
                       model: str | None = None) -> CandidateReview:
         """Turn a pasted chat-LLM reply (or the user's own module) into the candidate under
@@ -706,6 +739,7 @@ class Workbench:
         messages: list[tuple[str, str]] = []
         with self._lock:
             messages += self._poll_device()
+            messages += self._poll_portability()
             messages += self._poll_propose()
             messages += self._poll_verify()
         return messages
@@ -735,6 +769,22 @@ class Workbench:
             elif job.state is JobState.FAILED:
                 self.doctor_error = f"{type(job.error).__name__}: {job.error}"
         return out
+
+    def _poll_portability(self) -> list[tuple[str, str]]:
+        job = self._take("portability")
+        if job is None:
+            return []
+        if job.state is JobState.FAILED:
+            return [("error", f"portability step failed: {type(job.error).__name__}: {job.error}")]
+        outcome = job.result
+        if outcome is None:
+            return [("warning" if job.state is JobState.CANCELLED else "info",
+                     "portability: cancelled" if job.state is JobState.CANCELLED
+                     else "portability: nothing to port")]
+        if outcome.status == "approved":
+            self._reanalyse()
+            return [("success", f"portability: committed the device-agnostic version ({outcome.reason})")]
+        return [("error" if outcome.status == "failed" else "info", f"portability: {outcome.status}: {outcome.reason}")]
 
     def _poll_propose(self) -> list[tuple[str, str]]:
         job = self._take("propose")

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,16 @@ VERDICT_CACHE_BYTES = 512 * 2**20
 
 
 def cache_root() -> Path:
-    """The cache directory: ``$XEFORGE_CACHE_DIR`` or ``~/.cache/xeforge`` (created)."""
+    """The cache directory: ``$XEFORGE_CACHE_DIR`` or ``~/.cache/xeforge`` (created). Where
+    that cannot be created (a read-only home), a per-user directory under the system temp dir."""
     env = os.environ.get("XEFORGE_CACHE_DIR")
     root = Path(env).expanduser() if env else Path.home() / ".cache" / "xeforge"
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        uid = os.getuid() if hasattr(os, "getuid") else "user"
+        root = Path(tempfile.gettempdir()) / f"xeforge-cache-{uid}"
+        root.mkdir(parents=True, exist_ok=True)
     return root
 
 

@@ -202,6 +202,12 @@ def run_timing(ctx: WorkerContext) -> None:
         results: list[PerformanceResult] = []
         for variant in variants:
             results.append(_time_variant(ctx, timer, holder, variant))
+            patched = ctx.timer_guard.check()  # a forward() that patched timing while being timed
+            if patched:
+                ctx.verdict.findings += patched
+                ctx.fail(step, Failure(VerdictKind.CHEATING, "integrity rule patches_timer broken while timing: "
+                                       f"{patched[0].message}; the times are discarded"))
+                return
         ctx.verdict.performance = results
         parts = [f"{p.variant}: {p.speedup:.2f}x ({p.baseline.median_us:.1f} -> {p.candidate.median_us:.1f} µs"
                  + (", launch-bound" if p.launch_bound else "") + ")" for p in results]

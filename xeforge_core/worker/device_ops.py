@@ -51,6 +51,12 @@ class DeviceOps:
                 raise RuntimeError("this torch build has no torch.xpu")
             self._mod = torch.xpu
         self.torch_device = torch.device(kind if kind == "cpu" else f"{kind}:{self._current_index()}")
+        # Bound now, before any module under test runs, so that a module patching them later
+        # cannot change what the worker measures with (the integrity checks also report it).
+        self._sync = self._mod.synchronize if self._mod is not None else None
+        self._event_cls = self._mod.Event if self._mod is not None else _HostEvent
+        self._elapsed = getattr(self._event_cls, "elapsed_time", None)
+        self._record = getattr(self._event_cls, "record", None)
         self._default_stream: Any = None
         if self._mod is not None:
             try:
@@ -73,14 +79,23 @@ class DeviceOps:
         return self.kind == "cpu" or bool(self._mod.is_available())
 
     def synchronize(self) -> None:
-        if self._mod is not None:
-            self._mod.synchronize()
+        if self._sync is not None:
+            self._sync()
 
     def event(self) -> Any:
-        """A timing event: ``record()``, ``elapsed_time(other)`` in milliseconds."""
+        """A timing event (``torch.cuda.Event`` / ``torch.xpu.Event`` with timing enabled; a
+        host-clock event on cpu). Use ``record`` and ``elapsed_ms`` of this class on it."""
         if self._mod is None:
             return _HostEvent()
-        return self._mod.Event(enable_timing=True)
+        return self._event_cls(enable_timing=True)
+
+    def record(self, event: Any) -> None:
+        """Record ``event`` on the current stream (with the method bound at start-up)."""
+        self._record(event)
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Milliseconds between two recorded events (with the method bound at start-up)."""
+        return float(self._elapsed(start, end))
 
     def on_side_stream(self) -> bool:
         """True when the current stream is not the device's default stream."""

@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if (job.get("device") or "cpu") == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
+    # cuBLAS needs a fixed workspace for the deterministic mode that poisons fresh memory
+    # (otherwise every torch GEMM warns); set before torch initialises CUDA.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     try:
         run_job(job_dir)
     except Exception as exc:  # the harness itself failed (e.g. the device is not available)

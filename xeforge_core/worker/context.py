@@ -63,8 +63,13 @@ class WorkerContext:
         output elements a kernel never writes show up."""
         # torch.use_deterministic_algorithms(True, warn_only=True) without its import of the
         # inductor config (seconds of start-up); fill_uninitialized_memory then NaN-fills empty().
+        import warnings
+
         torch._C._set_deterministic_algorithms(True, warn_only=True)
         torch.utils.deterministic.fill_uninitialized_memory = True
+        # warn_only: ops without a deterministic version still run; their notices are noise here
+        warnings.filterwarnings("ignore", message=".*does not have a deterministic implementation.*")
+        warnings.filterwarnings("ignore", message=".*Deterministic behavior was enabled.*")
         self.poisoned = True
         self.ops.poison_allocator(64 << 20)
 

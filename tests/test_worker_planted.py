@@ -42,7 +42,11 @@ def run_worker(job_dir: Path, job: dict[str, Any]) -> dict[str, Any]:
     job_dir.mkdir(parents=True, exist_ok=True)
     job = dict(job, job_dir=str(job_dir))
     (job_dir / "job.json").write_text(json.dumps(job))
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if job.get("device", "cpu") == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    else:  # a GPU job compiles its kernels
+        env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run([sys.executable, "-m", "xeforge_core.worker", str(job_dir)], env=env,
                           capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-4000:]

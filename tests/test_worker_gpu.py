@@ -1,0 +1,66 @@
+"""The worker on a real GPU (cuda or xpu): compiled-kernel metadata and IR, poisoned memory,
+and the timing role. Skipped where no GPU is present (CI runs the interpreter tests instead).
+
+Run on a GPU box with ``python -m pytest tests/test_worker_gpu.py``; the worker processes it
+starts compile their kernels (TRITON_INTERPRET is removed from their environment).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.test_worker_planted import GEMM_SPEC, run_worker, source
+from xeforge_core.verdict import Verdict
+
+
+def _gpu() -> str | None:
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        return "xpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    return None
+
+
+DEVICE = _gpu()
+pytestmark = pytest.mark.skipif(DEVICE is None, reason="no GPU (cuda or xpu) here: the interpreter tests cover the "
+                                                       "worker on cpu")
+
+VARIANTS = [{"name": "ci", "params": ["A", "B"], "dims": {"M": 256, "N": 256, "K": 256}, "flop": 2 * 256.0 ** 3,
+             "bytes": 2 * (2 * 256 * 256) + 4 * 256 * 256},
+            {"name": "odd", "params": ["A", "B"], "dims": {"M": 33, "N": 20, "K": 40}}]
+
+
+def job(role: str, module: dict, tmp: Path, **extra) -> dict:
+    j = {"role": role, "device": DEVICE, "module": module, "baseline": None,
+         "reference": source("gemm_ref.py", "reference", "gemm_ref.py"), "spec": GEMM_SPEC,
+         "correctness_variants": VARIANTS, "performance_variants": VARIANTS[:1], "seeds": [0, 1],
+         "distributions": ["normal", "mixed"], "expected_dir": None,
+         "options": {"lock_dir": str(tmp / "locks"), "warmup_ms": 5, "rep_ms": 20}}
+    j.update(extra)
+    return j
+
+
+def test_gpu_baseline_candidate_timing(tmp_path):
+    base = Verdict.from_dict(run_worker(tmp_path / "base", job("baseline", source("gemm_baseline.py", "baseline"),
+                                                               tmp_path)))
+    assert base.kind.value == "ok", base.reason
+    k = base.kernels[0]
+    assert k.num_warps and k.registers is not None and any(name in k.ir for name in ("ttir", "ttgir", "llir"))
+
+    expected = str(tmp_path / "base" / "expected")
+    for name, kind in [("cand_correct.py", "ok"), ("cand_odd_mask.py", "wrong_answer"),
+                       ("cand_autotune_bad.py", "wrong_answer"), ("cand_cached.py", "cheating")]:
+        v = Verdict.from_dict(run_worker(tmp_path / name, job("candidate", source(name, "candidate"), tmp_path,
+                                                              expected_dir=expected)))
+        assert v.kind.value == kind, (name, v.reason)
+
+    timing = Verdict.from_dict(run_worker(tmp_path / "timing", job(
+        "timing", source("cand_correct.py", "candidate"), tmp_path,
+        baseline=source("gemm_baseline.py", "baseline"), expected_dir=expected)))
+    assert timing.kind.value == "ok", timing.reason
+    perf = timing.performance[0]
+    assert perf.speedup > 0 and perf.candidate.trials >= 10 and perf.reference is not None
+    assert perf.tflops and perf.gbps

@@ -228,3 +228,9 @@ def test_rules_the_baseline_breaks_are_not_held_against_the_candidate(tmp_path):
     assert cand.kind.value == "ok", cand.reason
     assert any(f.rule == "mutates_input" and f.severity == "warning" and "baseline does the same" in f.message
                for f in cand.findings)
+
+
+def test_rebinding_the_verifiers_functions_is_cheating(tmp_path, gemm_baseline):
+    v = run_candidate(tmp_path, gemm_baseline, "cand_forges_verdict.py")
+    assert v.kind.value == "cheating"
+    assert "tampers_with_harness" in v.reason and "compare_outputs was replaced" in v.reason

@@ -170,6 +170,22 @@ def test_static_rules():
     assert ("patches_timer", 26) in rules and ("patches_timer", 27) in rules
 
 
+def test_static_rule_against_reaching_into_the_verifier():
+    src = """
+    import gc
+    import os
+    import sys
+    import xeforge_core.worker.roles as roles
+
+    def forward(x):
+        open("result.json", "w").write("{}")
+        mods = sys.modules
+        os._exit(0)
+    """
+    rules = _rules(src)
+    assert {("tampers_with_harness", line) for line in (2, 5, 8, 9, 10)} <= rules
+
+
 def test_static_rules_quiet_on_a_plain_kernel():
     src = (Path(__file__).parent / "fixtures" / "planted" / "gemm_baseline.py").read_text()
     assert static_findings(ast.parse(src)) == []

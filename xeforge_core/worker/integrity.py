@@ -12,6 +12,10 @@ Static (AST) rules, each a ``Finding.rule``:
   ``torch.cuda``/``torch.xpu``/``time``/``triton.testing``.
 * ``inspects_frames``      ``sys._getframe``, ``inspect.stack``/``currentframe``/
   ``getouterframes``, ``f_back``, ``traceback.extract_stack``.
+* ``tampers_with_harness`` reaching into the verifier's process: importing ``xeforge_core``,
+  ``gc`` or ``ctypes``, ``sys.modules``, ``__import__``/``importlib.import_module``,
+  ``os._exit``, or naming the job's files (``result.json``, ``job.json``, ...). The worker runs
+  the module in its own process, so these are the ways a module could forge its verdict.
 
 Runtime rules (checked by the role code with the helpers here): ``no_triton_launch``,
 ``torch_fallback`` (heavy aten ops traced with a ``TorchDispatchMode`` that the baseline does not
@@ -117,6 +121,10 @@ def static_findings(tree: ast.Module) -> list[Finding]:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
                 root = name.split(".")[0]
+                if root in ("xeforge_core", "gc", "ctypes"):
+                    findings.append(Finding("tampers_with_harness", f"imports {name}: a kernel module has no "
+                                            "business with the verifier's own code, the garbage collector or "
+                                            "raw memory", line=node.lineno))
                 if root in ("threading", "concurrent", "multiprocessing", "_thread", "asyncio"):
                     findings.append(Finding("background_work",
                                             f"imports {name}: work off the timed stream/thread is not allowed",
@@ -133,6 +141,10 @@ def static_findings(tree: ast.Module) -> list[Finding]:
                         "_getframe", "currentframe"):
                 findings.append(Finding("inspects_frames", f"calls {name}: inspecting the caller's frames "
                                         "is not allowed", line=node.lineno))
+            if name in ("os._exit", "posix._exit", "__import__", "importlib.import_module", "gc.get_objects",
+                        "gc.get_referrers"):
+                findings.append(Finding("tampers_with_harness", f"calls {name}: not allowed in a kernel module "
+                                        "(it can end or reach into the verifier's process)", line=node.lineno))
             if name in ("setattr", "builtins.setattr") and node.args:
                 owner = _dotted(node.args[0])
                 if owner in _TIMER_OWNERS or owner.split(".")[-1] in ("cuda", "xpu", "time", "testing"):
@@ -141,6 +153,13 @@ def static_findings(tree: ast.Module) -> list[Finding]:
         elif isinstance(node, ast.Attribute) and node.attr in ("f_back", "f_locals", "f_globals") \
                 and isinstance(node.ctx, ast.Load):
             findings.append(Finding("inspects_frames", f"reads frame attribute .{node.attr}", line=node.lineno))
+        elif isinstance(node, ast.Attribute) and _dotted(node) == "sys.modules":
+            findings.append(Finding("tampers_with_harness", "uses sys.modules: a kernel module must not reach "
+                                    "into other loaded modules", line=node.lineno))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(
+                name in node.value for name in ("result.json", "job.json", "meta.json", "progress.jsonl")):
+            findings.append(Finding("tampers_with_harness", f"names the verifier's file {node.value!r}",
+                                    line=node.lineno))
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
@@ -295,3 +314,38 @@ def lint_findings(lints: list[dict[str, Any]] | None) -> list[Finding]:
                            severity=str(item.get("severity", "warning")),
                            line=item.get("line")))
     return out
+
+
+class HarnessGuard:
+    """Identity snapshot of the verifier's own functions (every callable attribute of the
+    loaded ``xeforge_core`` modules, ``Verdict.to_dict``, ``json.dumps``, ``os.replace``), taken
+    before any module under test runs; ``check()`` names those that were replaced since and
+    puts the originals back. A module that rebinds them is trying to forge its verdict."""
+
+    def __init__(self) -> None:
+        import json
+        import os
+        import sys
+
+        self.snapshot: list[tuple[Any, str, Any]] = []
+        for name, mod in list(sys.modules.items()):
+            if not name.startswith("xeforge_core") or mod is None:
+                continue
+            for attr, value in list(vars(mod).items()):
+                if callable(value) and not attr.startswith("__"):
+                    self.snapshot.append((mod, attr, value))
+        from xeforge_core.verdict import Verdict
+
+        self.snapshot += [(Verdict, "to_dict", Verdict.__dict__["to_dict"]), (json, "dumps", json.dumps),
+                          (os, "replace", os.replace)]
+
+    def check(self) -> list[Finding]:
+        findings = []
+        for owner, attr, original in self.snapshot:
+            current = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+            if current is not original:
+                where = getattr(owner, "__name__", str(owner))
+                findings.append(Finding("tampers_with_harness", f"{where}.{attr} was replaced at run time; restored"))
+                with contextlib.suppress(Exception):
+                    setattr(owner, attr, original)
+        return findings

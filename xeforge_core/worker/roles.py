@@ -47,6 +47,7 @@ from xeforge_core.worker.inputs import (
     to_host,
 )
 from xeforge_core.worker.integrity import (
+    HarnessGuard,
     OpTracer,
     aliased_outputs,
     heavy,
@@ -451,6 +452,7 @@ def _load_expected(ctx: WorkerContext, combos: list[Combo]) -> tuple[dict[str, d
 
 def run_candidate(ctx: WorkerContext) -> None:
     """The candidate role (see the module docstring)."""
+    guard = HarnessGuard()  # before the candidate's code runs
     combos = combos_of(ctx.job)
     ctx.enable_poison()
     out_dir = _expected_dir(ctx)
@@ -493,7 +495,7 @@ def run_candidate(ctx: WorkerContext) -> None:
         if extra:
             findings.append(Finding("torch_fallback", f"forward() runs torch {', '.join(extra)}, which the "
                                     "baseline does not: the hot op fell back to torch instead of a Triton kernel"))
-        findings += ctx.timer_guard.check()
+        findings += ctx.timer_guard.check() + guard.check()
         findings += lint_findings(ctx.options.get("lints"))
         evidence["baseline_heavy_ops"] = sorted(base_heavy)
         step.evidence = evidence
@@ -540,6 +542,14 @@ def run_candidate(ctx: WorkerContext) -> None:
                         + (f" including every one of {nconf} autotune config(s)" if nconf else ""))
 
     ctx.run_step("correctness", correctness)
+    tampered = guard.check() + ctx.timer_guard.check()
+    if tampered:  # replaced during the correctness runs: nothing they reported can be trusted
+        ctx.verdict.findings += tampered
+        step = ctx.verdict.step("correctness")
+        if step is not None and not ctx.failed:
+            ctx.fail(step, Failure(VerdictKind.CHEATING, f"integrity rule {tampered[0].rule} broken: "
+                                   f"{tampered[0].message}"))
+        ctx.verdict.kind = VerdictKind.CHEATING
     ctx.kernels_to_verdict()
     _performance_not_measured(ctx)
     ctx.skip_missing(("compile", "structure", "correctness"))

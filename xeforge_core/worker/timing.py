@@ -43,6 +43,7 @@ from xeforge_core.devlock import DeviceLock, LockTimeout
 from xeforge_core.verdict import Finding, PerformanceResult, Step, StepStatus, TimingStats, VerdictKind
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import Failure, WorkerError
+from xeforge_core.worker.integrity import HarnessGuard
 from xeforge_core.worker.roles import Combo, Harness, _load
 
 _monotonic = time.monotonic  # bound at import, before any module under test runs
@@ -175,6 +176,7 @@ def run_timing(ctx: WorkerContext) -> None:
         return
 
     holder: dict[str, Any] = {}
+    guard = HarnessGuard()  # before the modules' code runs
 
     def compile_step(step: Step) -> None:
         holder["base"] = Harness(ctx, _load(ctx, ctx.job.get("baseline"), "baseline"))
@@ -193,10 +195,11 @@ def run_timing(ctx: WorkerContext) -> None:
         return
 
     def performance(step: Step) -> None:
-        patched = ctx.timer_guard.check()
+        patched = ctx.timer_guard.check() + guard.check()
         if patched:
             ctx.verdict.findings += patched
-            ctx.fail(step, Failure(VerdictKind.CHEATING, f"integrity rule patches_timer broken: {patched[0].message}"))
+            ctx.fail(step, Failure(VerdictKind.CHEATING, f"integrity rule {patched[0].rule} broken: "
+                                   f"{patched[0].message}"))
             return
         variants = list(ctx.job.get("performance_variants") or []) or list(
             ctx.job.get("correctness_variants") or [])[:1] or [{"name": "module", "params": [], "dims": {}}]
@@ -204,11 +207,11 @@ def run_timing(ctx: WorkerContext) -> None:
         results: list[PerformanceResult] = []
         for variant in variants:
             results.append(_time_variant(ctx, timer, holder, variant))
-            patched = ctx.timer_guard.check()  # a forward() that patched timing while being timed
+            patched = ctx.timer_guard.check() + guard.check()  # patched while being timed
             if patched:
                 ctx.verdict.findings += patched
-                ctx.fail(step, Failure(VerdictKind.CHEATING, "integrity rule patches_timer broken while timing: "
-                                       f"{patched[0].message}; the times are discarded"))
+                ctx.fail(step, Failure(VerdictKind.CHEATING, f"integrity rule {patched[0].rule} broken while "
+                                       f"timing: {patched[0].message}; the times are discarded"))
                 return
         ctx.verdict.performance = results
         parts = [f"{p.variant}: {p.speedup:.2f}x ({p.baseline.median_us:.1f} -> {p.candidate.median_us:.1f} µs"

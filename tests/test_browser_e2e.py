@@ -76,6 +76,8 @@ def app_url(tmp_path: Path) -> Iterator[str]:
                 os.killpg(proc.pid, 9)
             proc.wait(timeout=15)
         log.close()
+        # shown by pytest only when the test failed
+        print("---- streamlit log (tail) ----\n" + (tmp_path / "streamlit.log").read_text()[-4000:])
 
 
 def _idle(page, timeout_ms: int = 60_000) -> None:  # noqa: ANN001
@@ -92,6 +94,17 @@ def _goto(page, label: str) -> None:  # noqa: ANN001
     """Open a page through the sidebar navigation (keeps the browser session's state)."""
     page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
     _idle(page)
+
+
+def _wait_for(page, locator, timeout_ms: int) -> None:  # noqa: ANN001
+    """Wait for ``locator`` to be visible; on timeout, fail with the messages the page shows."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        if locator.count() and locator.first.is_visible():
+            return
+        page.wait_for_timeout(1000)
+    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    pytest.fail(f"timed out after {timeout_ms / 1000:.0f}s; the page says: {alerts}")
 
 
 def _shot(page, shots: Path, name: str) -> None:  # noqa: ANN001
@@ -136,8 +149,7 @@ def test_load_sample_approve_stage_and_see_history(app_url: str, tmp_path: Path)
             _goto(page, "Optimize")
             expect(page.get_by_role("heading", name="Stage: dtype_fix")).to_be_visible()
             page.get_by_role("button", name="Propose").click()
-            expect(page.get_by_role("heading", name="Candidate for dtype_fix")).to_be_visible(
-                timeout=VERIFY_TIMEOUT_MS)
+            _wait_for(page, page.get_by_role("heading", name="Candidate for dtype_fix"), VERIFY_TIMEOUT_MS)
             _idle(page)
             approve = page.get_by_role("button", name="Approve")
             expect(approve).to_be_enabled()

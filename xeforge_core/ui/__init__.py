@@ -1,9 +1,21 @@
-"""UI-support logic for the Streamlit workbench, kept out of ``pages/`` so it can be tested.
+"""UI-support logic for the Streamlit workbench (``app.py`` and ``pages/``), kept out of the pages
+so that it can be tested without a browser.
 
+* ``workbench``: the controller of one browser session: the loaded problem, the open session,
+  the stage plan, the candidate under review, engine settings and background jobs; every action
+  a page offers (load, start/resume, propose, verify, merge hunks, edit, approve, reject,
+  restore, portability, the Flash Attention demo) calls the core API from here.
+* ``review``: the states of one candidate under review (proposed, verifying, verified, approved,
+  rejected); any change to the code drops its verdict until it is verified again.
 * ``diffmerge``: hunks of a current-vs-candidate diff and hunk-level merging (difflib).
-* ``jobs``: background jobs (verifications, proposals, doctor runs) with progress and cancel.
+* ``jobs``: background jobs (verifications, CoVeR stages, device probes, the doctor) with
+  progress and cancel; their results are applied on the page's thread by ``Workbench.poll``.
 * ``validate``: checks of pasted or uploaded kernels and specs, with clear messages.
-* ``review``: the state of one candidate under review (proposed, verified, approved, ...).
+* ``benchdata``: the Benchmarks page's tables from the verdicts kept in a session.
+* ``render``: the Streamlit widgets the pages share (verdict panel, highlighted side-by-side
+  diff with hunk checkboxes, job progress with Cancel, sidebar status). The only module here
+  that imports Streamlit.
 
-Nothing here imports Streamlit, and nothing here executes kernel or model code.
+Nothing here executes kernel or model code: verification runs in worker processes through
+``xeforge_core.verify`` (and ``xeforge_core.cover``), started from background threads.
 """

@@ -16,7 +16,12 @@ into device-agnostic code (the same is done for ``"cuda"``):
 * availability checks are true by construction (the module runs where its tensors are), so
   ``assert``s of them are dropped, ``if not available: ...`` branches (raises or PyTorch
   fallbacks) are removed and ``if available: A else: B`` keeps ``A``;
-* ``.xpu()`` / ``.cuda()`` become ``.to(_xf_device(t))``.
+* ``.xpu()`` / ``.cuda()`` become ``.to(_xf_device(t))``;
+* Intel-only compile options (``grf_mode``) given at a launch (``kernel[grid](..., grf_mode="256")``)
+  or in a ``triton.Config`` kwargs dict become ``**_xf_compile_options(grf_mode="256")``, which
+  passes them on xpu and drops them elsewhere: CUDA's Triton and the interpreter reject an
+  unknown launch option (``KeyError: 'Keyword argument grf_mode was specified but
+  unrecognised'``, seen on the H200 with kernels 1, 39 and 55 of the Xe-Forge cases).
 
 The two helpers are added once, after the imports. They need ``torch.accelerator``
 (PyTorch >= 2.6); with an older PyTorch they fall back to the CPU. Calls with no device-agnostic
@@ -45,6 +50,12 @@ NAME = "portability"
 
 DEVICE_HELPER_NAME = "_xf_device"
 SYNC_HELPER_NAME = "_xf_synchronize"
+OPTIONS_HELPER_NAME = "_xf_compile_options"
+HELPER_NAMES = {DEVICE_HELPER_NAME, SYNC_HELPER_NAME, OPTIONS_HELPER_NAME}
+
+#: Compile options only Intel's Triton backend understands (passed at launch or in a Config).
+#: Source: Intel XPU backend for Triton (``grf_mode`` is an XPU compile option).
+XPU_ONLY_OPTIONS = ("grf_mode",)
 
 _DEVICE_STRING = re.compile(r"^(xpu|cuda)(:\d+)?$")
 _VENDORS = ("xpu", "cuda")
@@ -68,6 +79,13 @@ def _xf_synchronize() -> None:
     """Wait for the work queued on the accelerator in use (nothing to wait for on the CPU)."""
     if _xf_device().type != "cpu":
         torch.accelerator.synchronize()
+'''
+
+OPTIONS_HELPER_SOURCE = '''
+
+def _xf_compile_options(**options):
+    """Intel-only Triton compile options (e.g. grf_mode): passed on xpu, dropped elsewhere."""
+    return options if _xf_device().type == "xpu" else {}
 '''
 
 
@@ -116,6 +134,8 @@ class _Port(cst.CSTTransformer):
         self.left_alone: list[str] = []
         self.need_device = False
         self.need_sync = False
+        self.need_options = False
+        self._decorator_depth = 0
         self._fn_stack: list[str | None] = []
         self._kernel_depth = 0
         self._helper_depth = 0
@@ -125,7 +145,7 @@ class _Port(cst.CSTTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         if is_kernel(node):
             self._kernel_depth += 1
-        if node.name.value in {DEVICE_HELPER_NAME, SYNC_HELPER_NAME}:
+        if node.name.value in HELPER_NAMES:
             self._helper_depth += 1
         self._fn_stack.append(_ref_param(node))
         return True
@@ -133,7 +153,7 @@ class _Port(cst.CSTTransformer):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         if is_kernel(original):
             self._kernel_depth -= 1
-        if original.name.value in {DEVICE_HELPER_NAME, SYNC_HELPER_NAME}:
+        if original.name.value in HELPER_NAMES:
             self._helper_depth -= 1
         self._fn_stack.pop()
         return updated
@@ -150,6 +170,37 @@ class _Port(cst.CSTTransformer):
         ref = self._fn_stack[-1] if (with_ref and self._fn_stack) else None
         args = [cst.Arg(cst.Name(ref))] if ref else []
         return cst.Call(func=cst.Name(DEVICE_HELPER_NAME), args=args)
+
+    def _options_call(self, name: str, value: cst.BaseExpression) -> cst.Call:
+        self.need_options = True
+        self.need_device = True
+        self._count(f"Intel-only compile option {name}")
+        tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                whitespace_after=cst.SimpleWhitespace(""))
+        return cst.Call(func=cst.Name(OPTIONS_HELPER_NAME),
+                        args=[cst.Arg(value=value, keyword=cst.Name(name), equal=tight)])
+
+    def visit_Decorator(self, node: cst.Decorator) -> bool:
+        self._decorator_depth += 1
+        return True
+
+    def leave_Decorator(self, original: cst.Decorator, updated: cst.Decorator) -> cst.Decorator:
+        self._decorator_depth -= 1
+        return updated
+
+    def leave_Dict(self, original: cst.Dict, updated: cst.Dict) -> cst.Dict:
+        # Configs often sit in a kernel's own @triton.autotune decorator: rewrite them there too.
+        if self._helper_depth or (self._kernel_depth and not self._decorator_depth):
+            return updated
+        elements = []
+        for el in updated.elements:
+            key = string_value(el.key) if isinstance(el, cst.DictElement) else None
+            if key in XPU_ONLY_OPTIONS:
+                elements.append(cst.StarredDictElement(value=self._options_call(key, el.value),
+                                                       comma=el.comma))
+            else:
+                elements.append(el)
+        return updated.with_changes(elements=elements)
 
     def _device_type(self) -> cst.Attribute:
         return cst.Attribute(value=self._device_call(with_ref=False), attr=cst.Name("type"))
@@ -178,6 +229,12 @@ class _Port(cst.CSTTransformer):
             self._count(f".{updated.func.attr.value}()")
             return cst.Call(func=updated.func.with_changes(attr=cst.Name("to")),
                             args=[cst.Arg(self._device_call())])
+        if isinstance(updated.func, cst.Subscript) and any(
+                a.keyword is not None and a.keyword.value in XPU_ONLY_OPTIONS for a in updated.args):
+            return updated.with_changes(args=[
+                cst.Arg(value=self._options_call(a.keyword.value, a.value), star="**", comma=a.comma)
+                if a.keyword is not None and a.keyword.value in XPU_ONLY_OPTIONS else a
+                for a in updated.args])
         if name.startswith(("torch.xpu.", "torch.cuda.")):
             self.left_alone.append(f"{name}() has no device-agnostic equivalent here; left as is")
             return updated
@@ -255,11 +312,14 @@ class _Port(cst.CSTTransformer):
         return updated.orelse  # an elif becomes a plain if
 
 
-def _insert_helpers(module: cst.Module, need_device: bool, need_sync: bool) -> cst.Module:
+def _insert_helpers(module: cst.Module, need_device: bool, need_sync: bool,
+                    need_options: bool = False) -> cst.Module:
     defined = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
     if DEVICE_HELPER_NAME in defined:
         return module
-    helpers = cst.parse_module(HELPERS_SOURCE).body
+    helpers = list(cst.parse_module(HELPERS_SOURCE).body)
+    if need_options:
+        helpers += list(cst.parse_module(OPTIONS_HELPER_SOURCE).body)
     if not (need_device or need_sync):
         return module
     body = list(module.body)
@@ -305,7 +365,7 @@ def port_source(source: str) -> CodemodResult:
             reason += "; " + "; ".join(sorted(set(port.left_alone)))
         return not_applicable(NAME, source, reason)
     new = ensure_nonempty_blocks(new)
-    new = _insert_helpers(new, port.need_device, port.need_sync)
+    new = _insert_helpers(new, port.need_device, port.need_sync, port.need_options)
     code = new.code
     error = still_parses(code)
     if error:
@@ -316,5 +376,8 @@ def port_source(source: str) -> CodemodResult:
                      "accelerator present, else the CPU (Triton's interpreter)")
     if port.need_sync:
         notes.append("_xf_synchronize() synchronises whichever accelerator is in use and is a no-op on the CPU")
+    if port.need_options:
+        notes.append("_xf_compile_options() passes Intel-only compile options (grf_mode) on xpu and "
+                     "drops them elsewhere, where Triton rejects them")
     notes.extend(sorted(set(port.left_alone)))
     return CodemodResult(codemod=NAME, source=code, changed=code != source, notes=notes)

@@ -21,6 +21,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "sample_kernels" / "03_row_softmax.py"
 
 
+def _survivors(check_name: str) -> list[int]:
+    """Doctor child processes anywhere on the machine still running the named check (orphans
+    re-parented to init included)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            if b"xeforge_core.doctor.child" not in cmd:
+                continue
+            job = json.loads((Path(cmd[-1].decode()) / "job.json").read_text())
+        except (OSError, ValueError, IndexError):
+            continue
+        if job.get("name") == check_name:
+            found.append(int(entry))
+    return found
+
+
 def _children_of_me() -> list[int]:
     me = os.getpid()
     kids = []
@@ -73,6 +92,7 @@ def test_planted_faults_become_statuses_and_the_caller_survives(status):
     if status == "wrong":
         assert "differ" in result.detail
     assert _children_of_me() == []
+    assert _survivors(PLANTED[status].name) == []
 
 
 def _obs(*rows: tuple[str, str]) -> list[Observation]:

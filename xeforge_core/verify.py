@@ -523,8 +523,35 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
     return verdict
 
 
+#: Rough throughput of Triton's CPU interpreter on tl.dot work, FLOP/s: a 256x256x256 fp16 tiled
+#: matmul (3.4e7 FLOP) takes 0.2-0.3 s (measured on the development machine, see FACTS.md).
+INTERPRETER_FLOP_PER_S = 1.5e8
+
+
+def interpreter_too_slow(variants: list[Any], timeout_s: float) -> str:
+    """Why ``variants`` cannot finish in Triton's CPU interpreter within ``timeout_s`` seconds
+    (one forward call of the largest already exceeds it), or "" when they may. Judged from each
+    variant's flop count (``Variant.flop``); variants without one are assumed to fit."""
+    for v in variants:
+        flop = getattr(v, "flop", None)
+        if not flop:
+            continue
+        seconds = float(flop) / INTERPRETER_FLOP_PER_S
+        if seconds > timeout_s:
+            return (f"variant {v.name} needs {float(flop):.3g} FLOP per call: about {seconds / 60:.0f} min per "
+                    f"call in Triton's CPU interpreter (about {INTERPRETER_FLOP_PER_S:.1g} FLOP/s), over the "
+                    f"{timeout_s:g} s limit. Verify on a GPU, or give the spec a small `ci` variant for the "
+                    "interpreter")
+    return ""
+
+
 def _verify_uncached(run: _Run) -> Verdict:
     device = run.device
+    if device.interpreter:
+        too_slow = interpreter_too_slow(run.correctness, max(run.opts.timeout_s, 300.0))
+        if too_slow:
+            return Verdict(kind=VerdictKind.ENVIRONMENT, reason=too_slow, steps=[
+                Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + too_slow)])
     base, base_dir, reused = run.baseline()
     if base.kind is not VerdictKind.OK:
         return _environment_verdict(base, device)

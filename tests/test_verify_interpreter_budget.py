@@ -1,0 +1,30 @@
+"""A correctness variant far too large for Triton's CPU interpreter is refused up front with the
+reason, instead of hanging a worker until its timeout (real Xe-Forge specs use bench-size `ci`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from xeforge_core.problem import Variant, load_problem
+from xeforge_core.verdict import VerdictKind
+from xeforge_core.verify import VerifyOptions, interpreter_too_slow, verify
+
+
+def test_budget_judged_from_flop():
+    small = Variant(name="ci", params=["X"], dims={}, flop=2 * 64 * 64 * 64)
+    huge = Variant(name="ci", params=["X"], dims={}, flop=2 * 16384 * 4096 * 4096)
+    unknown = Variant(name="ci", params=["X"], dims={})
+    assert interpreter_too_slow([small, unknown], 300) == ""
+    reason = interpreter_too_slow([small, huge], 300)
+    assert "variant ci needs 5.5e+11 FLOP" in reason and "GPU" in reason
+
+
+def test_real_case_with_a_bench_size_ci_is_refused_quickly(xeforge_cases: Path):
+    problem = load_problem(xeforge_cases / "39_Gemm_Scale_BatchNorm.py")
+    start = time.monotonic()
+    verdict = verify(problem, problem.kernel.source, device="cpu",
+                     options=VerifyOptions(use_cache=False))
+    assert time.monotonic() - start < 60
+    assert verdict.kind is VerdictKind.ENVIRONMENT
+    assert "interpreter" in verdict.reason and "ci" in verdict.reason

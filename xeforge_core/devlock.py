@@ -144,6 +144,7 @@ class DeviceLock:
 
     @property
     def held(self) -> bool:
+        """Whether this object holds the lock now."""
         return self._fd is not None
 
     def __enter__(self) -> DeviceLock:

@@ -87,6 +87,7 @@ def run_job(job_dir: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: ``main(["JOB_DIR"])``; returns the exit status (0, or 2 for bad usage)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 1:
         print("usage: python -m xeforge_core.worker JOB_DIR", file=sys.stderr)

@@ -64,6 +64,7 @@ class AutotuneRegistry:
         self._selection: dict[int, int] = {}
 
     def add(self, tuner: Any) -> None:
+        """Record an ``Autotuner`` created by the module under test."""
         base = getattr(tuner, "base_fn", None)
         name = getattr(base, "__name__", None) or getattr(getattr(tuner, "fn", None), "__name__", "kernel")
         self.entries.append(TunerEntry(tuner=tuner, name=name, configs=list(tuner.configs)))

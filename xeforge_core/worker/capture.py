@@ -110,6 +110,7 @@ class LaunchRecorder:
             self._patched.append((cls, "run", original))
 
     def uninstall(self) -> None:
+        """Put the original launch paths back."""
         for cls, attr, original in self._patched:
             setattr(cls, attr, original)
         self._patched = []
@@ -146,4 +147,5 @@ class LaunchRecorder:
         return len(self.launches)
 
     def since(self, mark: int) -> list[LaunchRecord]:
+        """Launches recorded after ``mark`` (from ``mark()``)."""
         return self.launches[mark:]

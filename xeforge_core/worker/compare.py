@@ -74,6 +74,7 @@ class Tolerance:
     explicit: bool = False
 
     def for_dtype(self, dtype: torch.dtype) -> tuple[float, float, bool]:
+        """(rtol, atol, explicit?) for an expected output of ``dtype``."""
         d_rtol, d_atol = default_tolerance(dtype)
         rtol = d_rtol if self.rtol is None else float(self.rtol)
         atol = d_atol if self.atol is None else float(self.atol)

@@ -29,6 +29,7 @@ class Progress:
         self.path = path
 
     def emit(self, event: str, message: str) -> None:
+        """Append one event (``step``, ``queued``, ``lock_acquired``, ``note``)."""
         try:
             with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"t": time.time(), "event": event, "message": message}) + "\n")
@@ -140,4 +141,5 @@ class WorkerContext:
                                                summary="skipped: an earlier step failed"))
 
     def kernels_to_verdict(self) -> None:
+        """Copy the compiled kernels seen so far into the verdict."""
         self.verdict.kernels = list(self.recorder.kernels.values())

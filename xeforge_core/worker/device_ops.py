@@ -76,9 +76,11 @@ class DeviceOps:
         return "cpu" if self.kind == "cpu" else f"{self.kind}{self._current_index()}"
 
     def available(self) -> bool:
+        """Whether the device can be used (always true on cpu)."""
         return self.kind == "cpu" or bool(self._mod.is_available())
 
     def synchronize(self) -> None:
+        """Wait for all work queued on the device (no-op on cpu)."""
         if self._sync is not None:
             self._sync()
 
@@ -107,6 +109,7 @@ class DeviceOps:
             return False
 
     def name(self) -> str:
+        """Human name of the device."""
         if self._mod is None:
             return "cpu (Triton interpreter)"
         try:
@@ -115,6 +118,7 @@ class DeviceOps:
             return self.kind
 
     def empty_cache(self) -> None:
+        """Return cached, unused device memory to the driver."""
         if self._mod is not None and hasattr(self._mod, "empty_cache"):
             self._mod.empty_cache()
 

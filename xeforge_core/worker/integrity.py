@@ -209,6 +209,7 @@ class TimerGuard:
         self.snapshot = [(owner, attr, label, getattr(owner, attr, None)) for owner, attr, label in _timer_targets()]
 
     def check(self) -> list[Finding]:
+        """Findings for replaced timing functions (originals restored)."""
         findings = []
         for owner, attr, label, original in self.snapshot:
             current = getattr(owner, attr, None)
@@ -298,6 +299,7 @@ def subclass_outputs(outputs: list[Any]) -> list[tuple[int, str]]:
 
 
 def shares_storage(a: Any, b: Any) -> bool:
+    """Whether two non-empty tensors start at the same storage."""
     return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() > 0 and b.numel() > 0
             and a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
 
@@ -340,6 +342,7 @@ class HarnessGuard:
                           (os, "replace", os.replace)]
 
     def check(self) -> list[Finding]:
+        """Findings for replaced verifier functions (originals restored)."""
         findings = []
         for owner, attr, original in self.snapshot:
             current = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)

@@ -38,6 +38,7 @@ class LoadedModule:
 
     @property
     def file(self) -> str:
+        """The module's file path as a string (as tracebacks spell it)."""
         return str(self.path)
 
     def model_class(self) -> type:

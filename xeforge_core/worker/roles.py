@@ -73,14 +73,17 @@ class Combo:
 
     @property
     def vname(self) -> str:
+        """The variant's name (``module`` without a spec)."""
         return str(self.variant.get("name") or "module")
 
     @property
     def key(self) -> str:
+        """File-safe key of this combination (names its saved outputs)."""
         extra = f"__in{self.input_seed}" if self.input_seed is not None else ""
         return _safe(f"{self.vname}__s{self.seed}__{self.distribution}{extra}")
 
     def describe(self) -> str:
+        """Human description, e.g. ``variant ci (seed 0, normal inputs)``."""
         seed = f"seed {self.seed}" + (f", input seed {self.input_seed}" if self.input_seed is not None else "")
         return f"variant {self.vname} ({seed}, {self.distribution} inputs)"
 
@@ -133,6 +136,8 @@ class Harness:
 
     def model_for(self, combo: Combo, *, baseline_state: dict[str, torch.Tensor] | None = None,
                   fresh: bool = False) -> torch.nn.Module:
+        """The model for (variant, seed): built under the seed, given ``baseline_state`` when its
+        keys and shapes match; cached per (variant, seed) unless ``fresh``."""
         key = (combo.vname, combo.seed)
         if key in self.models and not fresh:
             return self.models[key]
@@ -147,12 +152,15 @@ class Harness:
         return model
 
     def inputs_for(self, combo: Combo) -> list[Any]:
+        """Fresh forward() arguments for ``combo`` on the device."""
         seed = combo.seed if combo.input_seed is None else combo.input_seed
         return build_inputs(self.loaded, self.spec, combo.variant, seed, combo.distribution,
                             self.ctx.ops.torch_device)
 
     def run(self, model: torch.nn.Module, args: list[Any], *, trace: OpTracer | None = None,
             during: str = "running forward") -> list[Any]:
+        """Call ``model(*args)``; returns the flat outputs. Raises ``WorkerError`` with the failure
+        classified (kind, line in the module, hard-coded-device note)."""
         try:
             out = self.ctx.call(model, args, trace=trace)
         except WorkerError:

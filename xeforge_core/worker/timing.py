@@ -109,6 +109,7 @@ class _Timer:
         self.flush_buf = self.ops.flush_buffer(ctx.options.get("l2_bytes"))
 
     def flush(self) -> None:
+        """Evict the L2 cache by writing the flush buffer (no-op on cpu)."""
         if self.flush_buf is not None:
             self.flush_buf.zero_()
 
@@ -125,6 +126,7 @@ class _Timer:
         return self.ops.elapsed_ms(start, end) * 1e3 / inner
 
     def warmup(self, fn: Any, budget_ms: float) -> None:
+        """Call ``fn`` for ``budget_ms`` milliseconds (3 to 1000 calls)."""
         deadline = _monotonic() + budget_ms / 1e3
         calls = 0
         while calls < 3 or _monotonic() < deadline:

@@ -121,7 +121,8 @@ class _Timer:
         launches the timed call, so the start event fires when the flush ends and the host's
         launch latency stays outside the window, as in ``triton.testing.do_bench``. (With a
         synchronise between flush and start, the H200 run of the GEMM pair measured 306 µs
-        against do_bench's 234 µs for the same candidate: the gap was host launch time.)
+        against do_bench's 234 µs for the same candidate; host launch time inside the window is
+        the likely cause. Not re-measured since this change.)
         """
         self.ops.synchronize()
         self.flush()

@@ -35,6 +35,7 @@ import libcst as cst
 
 from xeforge_core.codemods.common import (
     CodemodResult,
+    NameReads,
     code_of,
     dotted_name,
     int_value,
@@ -92,7 +93,7 @@ class _Scope:
     values: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
 
 
-class _Collect(cst.CSTVisitor):
+class _Collect(NameReads):
     def __init__(self, kernels: set[str]) -> None:
         super().__init__()
         self.kernels = kernels
@@ -100,21 +101,6 @@ class _Collect(cst.CSTVisitor):
         self.scopes: dict[int, _Scope] = {0: _Scope()}
         self._fn: list[cst.FunctionDef] = []
         self._line: list[cst.SimpleStatementLine] = []
-        self._in_target = 0
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._in_target += 1
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-    def leave_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._in_target -= 1
 
     def _scope(self) -> _Scope:
         return self.scopes.setdefault(id(self._fn[-1]) if self._fn else 0, _Scope())
@@ -155,11 +141,9 @@ class _Collect(cst.CSTVisitor):
         if isinstance(node.target, cst.Name):
             self._scope().literals.setdefault(node.target.value, []).append(None)
 
-    def visit_Name(self, node: cst.Name) -> None:
-        if self._in_target:
-            return
+    def read(self, name: str) -> None:
         scope = self._scope()
-        scope.reads[node.value] = scope.reads.get(node.value, 0) + 1
+        scope.reads[name] = scope.reads.get(name, 0) + 1
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -462,29 +446,6 @@ def _drop_unused_literals(module: cst.Module, hosts: set[str], names: set[str]) 
     """Remove ``NAME = <int>`` / ``A, B = 1, 2`` lines in ``hosts`` whose names are no longer read."""
     removed: list[str] = []
 
-    class _Reads(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.reads: dict[str, int] = {}
-            self.in_target = 0
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            self.in_target += 1
-
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)
-            return False
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
-
-        def leave_AssignTarget(self, node: cst.AssignTarget) -> None:
-            self.in_target -= 1
-
-        def visit_Name(self, node: cst.Name) -> None:
-            if not self.in_target:
-                self.reads[node.value] = self.reads.get(node.value, 0) + 1
-
     class _Drop(cst.CSTTransformer):
         def __init__(self) -> None:
             super().__init__()
@@ -493,7 +454,7 @@ def _drop_unused_literals(module: cst.Module, hosts: set[str], names: set[str]) 
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             if node.name.value in hosts:
-                r = _Reads()
+                r = NameReads()
                 node.body.visit(r)
                 self.reads = r.reads
                 self.depth += 1

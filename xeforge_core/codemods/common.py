@@ -68,6 +68,40 @@ def dotted_name(node: cst.BaseExpression | None) -> str:
     return ""
 
 
+class NameReads(cst.CSTVisitor):
+    """Counts how often each name is read: a ``Name`` outside assignment targets, where the
+    keyword of an argument (``f(x=1)``) and the attribute of ``a.b`` are not reads (``a`` is).
+
+    ``reads`` maps name -> count; subclasses that count per scope override :meth:`read`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, int] = {}
+        self._in_target = 0
+
+    def read(self, name: str) -> None:
+        self.reads[name] = self.reads.get(name, 0) + 1
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._in_target += 1
+
+    def leave_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._in_target -= 1
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if not self._in_target:
+            self.read(node.value)
+
+
 def is_jit_decorator(dec: cst.Decorator) -> bool:
     """True for ``@triton.jit``, ``@jit``, ``@triton.jit(...)``."""
     expr = dec.decorator

@@ -26,6 +26,7 @@ from libcst.metadata import PositionProvider
 
 from xeforge_core.codemods.common import (
     CodemodResult,
+    NameReads,
     dotted_name,
     is_kernel,
     not_applicable,
@@ -126,11 +127,10 @@ class _Fix(cst.CSTTransformer):
         """Find ``a = <load>.to(tl.float32)`` / ``b = ....to(tl.float32)`` whose only use is as
         the two operands of one ``tl.dot(a, b, ...)``: those casts can go too."""
         assigns: dict[str, list[cst.Assign]] = {}
-        reads: dict[str, int] = {}
         dots: list[cst.Call] = []
         fp32_accs = self._fp32_accs
 
-        class _Scan(cst.CSTVisitor):
+        class _Scan(NameReads):
             def visit_Assign(self, node: cst.Assign) -> bool:
                 for t in node.targets:
                     if isinstance(t.target, cst.Name):
@@ -140,25 +140,13 @@ class _Fix(cst.CSTTransformer):
                 node.value.visit(self)
                 return False
 
-            def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-                return False
-
-            def visit_Arg(self, node: cst.Arg) -> bool:
-                node.value.visit(self)
-                return False
-
-            def visit_Attribute(self, node: cst.Attribute) -> bool:
-                node.value.visit(self)
-                return False
-
-            def visit_Name(self, node: cst.Name) -> None:
-                reads[node.value] = reads.get(node.value, 0) + 1
-
             def visit_Call(self, node: cst.Call) -> None:
                 if _is_dot(node):
                     dots.append(node)
 
-        fn.body.visit(_Scan())
+        scan = _Scan()
+        fn.body.visit(scan)
+        reads = scan.reads
         for dot in dots:
             pos = _positional(dot)
             if len(pos) < 2 or not all(isinstance(p.value, cst.Name) for p in pos[:2]):

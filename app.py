@@ -48,11 +48,14 @@ def _problem_summary(wb: Workbench) -> None:
         for name, v in spec.variants.items():
             ai = (v.flop / v.bytes) if v.flop and v.bytes else None
             rows.append({"variant": name, "dims": ", ".join(f"{k}={d}" for k, d in v.dims.items()),
-                         "dtype": v.dtype or "", "flop": v.flop, "bytes": v.bytes,
-                         "arithmetic intensity (flop/byte)": round(ai, 3) if ai else None,
+                         "dtype": v.dtype or "", "flop": v.flop, "input bytes": v.bytes,
+                         "flop per input byte": round(ai, 3) if ai else None,
                          "rtol": v.rtol, "atol": v.atol})
         st.markdown("**Variants** (`ci` is checked for correctness; `bench-*` are timed on a GPU)")
         st.dataframe(rows, hide_index=True, width="stretch")
+        st.caption("Arithmetic intensity here is flop per byte of the forward() inputs the spec declares; "
+                   "weights held by the module and the outputs are not in the spec, so the true intensity "
+                   "is lower (the verdicts' GB/s and roofline position use the same byte count).")
     st.caption("Reference: " + ("PyTorch reference given" if problem.reference else "none"))
     with st.expander("Kernel source"):
         st.code(loaded.source, language="python", line_numbers=True)
@@ -122,7 +125,7 @@ def home() -> None:
             st.error(f"Could not summarise the problem: {exc}")
 
     # ------------------------------------------------------------------ device
-    st.header("Device")
+    st.header("3 · Device")
     if wb.device is not None:
         dev = wb.device
         st.markdown(f"**{dev.label}**" + (" · kernels run in Triton's interpreter: correctness is checked, "
@@ -140,7 +143,7 @@ def home() -> None:
     nav_link("pages/6_Device.py", "Device report and doctor", "🩺")
 
     # ------------------------------------------------------------------ 3. engine
-    st.header("3 · Engine")
+    st.header("4 · Engine")
     s = wb.settings
     engine_labels = {"rules": "rules: deterministic codemods from the knowledge base (no key needed)",
                      "manual": "manual: your own edit, or a reply pasted from any chat LLM (no key needed)",
@@ -168,7 +171,7 @@ def home() -> None:
         (st.success if ok else st.warning)("llm engine " + ("ready" if ok else f"not ready: {why}"))
 
     # ------------------------------------------------------------------ 4. session
-    st.header("4 · Session")
+    st.header("5 · Session")
     if wb.session is not None:
         st.success(f"Open session: **{wb.session.name}** ({len(wb.session.history())} versions) at "
                    f"`{wb.session.path}`")

@@ -36,6 +36,7 @@ import libcst as cst
 from xeforge_core.codemods.common import (
     CodemodResult,
     NameReads,
+    bind_launch_args,
     code_of,
     dotted_name,
     int_value,
@@ -44,7 +45,7 @@ from xeforge_core.codemods.common import (
     is_jit_decorator,
     is_kernel,
     not_applicable,
-    parse_module,
+    parse_kernels,
     still_parses,
 )
 
@@ -237,22 +238,11 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     host_scope = collect.scopes.get(id(launch.host), _Scope()) if launch.host else _Scope()
     module_scope = collect.scopes[0]
 
-    # map launch arguments to parameters
-    bound: dict[str, cst.Arg] = {}
-    launch_opts: dict[str, cst.Arg] = {}
-    pos = 0
-    for arg in call.args:
-        if arg.star:
-            return f"kernel {name} is launched with *args/**kwargs; its arguments cannot be matched"
-        if arg.keyword is None:
-            if pos >= len(pnames):
-                return f"kernel {name} is launched with more positional arguments than it has parameters"
-            bound[pnames[pos]] = arg
-            pos += 1
-        elif arg.keyword.value in pnames:
-            bound[arg.keyword.value] = arg
-        else:
-            launch_opts[arg.keyword.value] = arg
+    bound, launch_opts, unmatched = bind_launch_args(pnames, call)
+    if unmatched and unmatched[0].star:
+        return f"kernel {name} is launched with *args/**kwargs; its arguments cannot be matched"
+    if unmatched:
+        return f"kernel {name} is launched with more positional arguments than it has parameters"
 
     values: dict[str, int] = {}
     var_for: dict[str, str] = {}
@@ -502,12 +492,10 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
     Returns a :class:`CodemodResult`, not applicable with the reason(s) when no kernel qualifies.
     """
     options = dict(options or {})
-    parsed = parse_module(NAME, source)
-    if isinstance(parsed, CodemodResult):
-        return parsed
-    kernels = {s.name.value: s for s in parsed.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
-    if not kernels:
-        return not_applicable(NAME, source, "the module has no @triton.jit kernel")
+    found = parse_kernels(NAME, source)
+    if isinstance(found, CodemodResult):
+        return found
+    parsed, kernels = found
     if search_space is None:
         space, origin = _load_space(target, arch)
         if space is None:

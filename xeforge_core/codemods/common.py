@@ -128,6 +128,47 @@ def kernel_defs(module: cst.Module) -> list[cst.FunctionDef]:
     return [s for s in module.body if isinstance(s, cst.FunctionDef) and is_kernel(s)]
 
 
+def parse_kernels(codemod: str, source: str) -> tuple[cst.Module, dict[str, cst.FunctionDef]] | CodemodResult:
+    """Parse ``source`` and find its top-level ``@triton.jit`` kernels (name -> definition, in
+    source order); a not-applicable result when it does not parse or has no kernel."""
+    parsed = parse_module(codemod, source)
+    if isinstance(parsed, CodemodResult):
+        return parsed
+    kernels = {fn.name.value: fn for fn in kernel_defs(parsed)}
+    if not kernels:
+        return not_applicable(codemod, source, "the module has no @triton.jit kernel")
+    return parsed, kernels
+
+
+def bind_launch_args(params: list[str], call: cst.Call) -> tuple[dict[str, cst.Arg], dict[str, cst.Arg],
+                                                                  list[cst.Arg]]:
+    """Match the arguments of a kernel launch to the kernel's parameter names.
+
+    Returns ``(bound, options, unmatched)``: ``bound`` maps parameter -> argument (positional
+    ones in order, or by keyword); ``options`` maps the other keywords (``num_warps``,
+    ``grf_mode``, ...) -> argument; ``unmatched`` lists, in launch order, ``*args``/``**kwargs``
+    and positional arguments beyond the parameters.
+    """
+    bound: dict[str, cst.Arg] = {}
+    options: dict[str, cst.Arg] = {}
+    unmatched: list[cst.Arg] = []
+    pos = 0
+    for arg in call.args:
+        if arg.star:
+            unmatched.append(arg)
+        elif arg.keyword is None:
+            if pos < len(params):
+                bound[params[pos]] = arg
+                pos += 1
+            else:
+                unmatched.append(arg)
+        elif arg.keyword.value in params:
+            bound[arg.keyword.value] = arg
+        else:
+            options[arg.keyword.value] = arg
+    return bound, options, unmatched
+
+
 def is_constexpr_param(param: cst.Param) -> bool:
     """``NAME: tl.constexpr`` (or ``triton.language.constexpr`` / ``constexpr``)."""
     if param.annotation is None:

@@ -30,6 +30,7 @@ import libcst as cst
 from xeforge_core.codemods.autotune import _BLOCK, _calls_dot, _Collect, _Scope
 from xeforge_core.codemods.common import (
     CodemodResult,
+    bind_launch_args,
     code_of,
     dotted_name,
     int_value,
@@ -37,7 +38,7 @@ from xeforge_core.codemods.common import (
     is_constexpr_param,
     is_kernel,
     not_applicable,
-    parse_module,
+    parse_kernels,
     still_parses,
 )
 
@@ -278,12 +279,10 @@ def apply_xpu_knobs(source: str, *, target: str = "xpu", arch: str | None = None
     Returns a :class:`CodemodResult`, not applicable with the reasons when nothing applies."""
     options = dict(options or {})
     target = "cuda" if target == "cpu" else target
-    parsed = parse_module(NAME, source)
-    if isinstance(parsed, CodemodResult):
-        return parsed
-    kernels = {s.name.value: s for s in parsed.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
-    if not kernels:
-        return not_applicable(NAME, source, "the module has no @triton.jit kernel")
+    found = parse_kernels(NAME, source)
+    if isinstance(found, CodemodResult):
+        return found
+    parsed, kernels = found
     profile = _resolve_profile(profile, target, arch)
     grf_modes = [str(m) for m in (_profile_value(profile, "grf_modes") or [])]
     max_warps = _profile_value(profile, "max_warps_per_workgroup") or (64 if target == "xpu" else 32)
@@ -309,17 +308,7 @@ def apply_xpu_knobs(source: str, *, target: str = "xpu", arch: str | None = None
         pnames = [p.name.value for p in params]
         blocks = {p.name.value for p in params if is_constexpr_param(p) and _BLOCK.match(p.name.value)}
         host_scope = collect.scopes.get(id(launch.host), _Scope()) if launch.host else _Scope()
-        bound: dict[str, cst.Arg] = {}
-        opts: dict[str, cst.Arg] = {}
-        pos = 0
-        for arg in call.args:
-            if arg.keyword is None and not arg.star and pos < len(pnames):
-                bound[pnames[pos]] = arg
-                pos += 1
-            elif arg.keyword is not None and arg.keyword.value in pnames:
-                bound[arg.keyword.value] = arg
-            elif arg.keyword is not None:
-                opts[arg.keyword.value] = arg
+        bound, opts, _ = bind_launch_args(pnames, call)
         autotuned = any(is_autotune_decorator(d) for d in fn.decorators)
         plan = _Plan(name)
         new_fn = fn

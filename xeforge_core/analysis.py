@@ -26,6 +26,7 @@ from typing import Any
 from xeforge_core.knowledge import STAGE_IDS, KnowledgeBase, installed_triton_pointer_api, load_knowledge
 from xeforge_core.lints import clear_walk_cache, walk
 from xeforge_core.verdict import Finding
+from xeforge_core.worker.astutil import dotted_name
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -215,29 +216,17 @@ class Facts:
 # --------------------------------------------------------------------------------------
 
 
-def _dotted(node: ast.AST) -> str:
-    """``tl.math.exp`` for an Attribute chain, ``name`` for a Name, else ``""``."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
-
-
 def _is_jit(dec: ast.AST) -> bool:
     target = dec.func if isinstance(dec, ast.Call) else dec
-    return _dotted(target) in ("triton.jit", "jit", "triton.jit_", "tl.jit")
+    return dotted_name(target) in ("triton.jit", "jit", "triton.jit_", "tl.jit")
 
 
 def _is_autotune(dec: ast.AST) -> bool:
-    return isinstance(dec, ast.Call) and _dotted(dec.func) in ("triton.autotune", "autotune")
+    return isinstance(dec, ast.Call) and dotted_name(dec.func) in ("triton.autotune", "autotune")
 
 
 def _is_tl_dtype(node: ast.AST, names: Iterable[str]) -> bool:
-    d = _dotted(node)
+    d = dotted_name(node)
     return any(d in (f"tl.{n}", f"triton.language.{n}", n) for n in names)
 
 
@@ -368,7 +357,7 @@ def _config_fact(call: ast.Call, parents: dict[ast.AST, ast.AST]) -> ConfigFact:
 
 
 def _is_config_call(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and _dotted(node.func) in ("triton.Config", "Config")
+    return isinstance(node, ast.Call) and dotted_name(node.func) in ("triton.Config", "Config")
 
 
 # --------------------------------------------------------------------------------------
@@ -458,14 +447,14 @@ class _Extractor:
         for dec in node.decorator_list:
             if _is_autotune(dec):
                 k.autotune = self._autotune(dec)
-            elif isinstance(dec, ast.Call) and _dotted(dec.func) in ("triton.heuristics", "heuristics"):
+            elif isinstance(dec, ast.Call) and dotted_name(dec.func) in ("triton.heuristics", "heuristics"):
                 k.heuristics = True
         env = _Env(node.body)
         loop_nodes: list[ast.AST] = []
         for sub in walk(node):
             if isinstance(sub, ast.For):
                 it = sub.iter
-                kind = _dotted(it.func) if isinstance(it, ast.Call) else "other"
+                kind = dotted_name(it.func) if isinstance(it, ast.Call) else "other"
                 kind = {"tl.range": "tl.range", "tl.static_range": "tl.static_range", "range": "range"}.get(kind, kind)
                 var = sub.target.id if isinstance(sub.target, ast.Name) else None
                 k.loops.append(LoopFact(sub.lineno, kind, var))
@@ -476,7 +465,7 @@ class _Extractor:
         in_loop_ids = {id(n) for loop in loop_nodes for n in walk(loop) if n is not loop}
         for sub in walk(node):
             if isinstance(sub, ast.Call):
-                name = _dotted(sub.func)
+                name = dotted_name(sub.func)
                 if name in ("tl.program_id", "triton.language.program_id"):
                     axis = _literal(sub.args[0]) if sub.args else _literal(
                         next((kw.value for kw in sub.keywords if kw.arg == "axis"), None))
@@ -497,14 +486,14 @@ class _Extractor:
                 elif name in ("tl.load", "tl.store", "triton.language.load", "triton.language.store"):
                     k.accesses.append(self._access(sub, name.rsplit(".", 1)[-1], env, k))
                 elif isinstance(sub.func, ast.Attribute) and sub.func.attr in ("load", "store") and \
-                        _dotted(sub.func.value) not in ("tl", "triton.language"):
+                        dotted_name(sub.func.value) not in ("tl", "triton.language"):
                     k.accesses.append(AccessFact(sub.lineno, sub.func.attr, "descriptor", False))
             if _is_tl_dtype(sub, ("float64", "fp64")) and isinstance(sub, ast.Attribute):
                 k.float64_lines.append(sub.lineno)
         # descriptor method calls on non-descriptors (e.g. some_obj.load) are rare in kernels;
         # keep only those whose receiver was assigned from make_tensor_descriptor or is a param.
         desc_names = {n for n, vals in env.assigns.items()
-                      if any(isinstance(v, ast.Call) and "make_tensor_descriptor" in _dotted(v.func) for _, v in vals)}
+                      if any(isinstance(v, ast.Call) and "make_tensor_descriptor" in dotted_name(v.func) for _, v in vals)}
         param_names = {p.name for p in params}
         k.accesses = [a for a in k.accesses if a.kind != "descriptor" or self._desc_ok(node, a, desc_names | param_names)]
         return k
@@ -552,7 +541,7 @@ class _Extractor:
         if depth > 3:
             return None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to" and node.args:
-            d = _dotted(node.args[0])
+            d = dotted_name(node.args[0])
             return d.split(".")[-1] if d else None
         if isinstance(node, ast.Name):
             val = env.last(node.id, before=line + 1)
@@ -566,9 +555,9 @@ class _Extractor:
         kind = "pointer"
         if isinstance(ptr, ast.Name):
             val = env.last(ptr.id)
-            if isinstance(val, ast.Call) and "make_block_ptr" in _dotted(val.func) or isinstance(val, ast.Call) and _dotted(val.func) in ("tl.advance", "triton.language.advance"):
+            if isinstance(val, ast.Call) and "make_block_ptr" in dotted_name(val.func) or isinstance(val, ast.Call) and dotted_name(val.func) in ("tl.advance", "triton.language.advance"):
                 kind = "block_ptr"
-        elif isinstance(ptr, ast.Call) and "make_block_ptr" in _dotted(ptr.func):
+        elif isinstance(ptr, ast.Call) and "make_block_ptr" in dotted_name(ptr.func):
             kind = "block_ptr"
         bc = kw.get("boundary_check")
         if bc is not None:
@@ -588,7 +577,7 @@ class _Extractor:
                     self._launch(sub, scope_name, envs, kernel_names)
                 if in_forward:
                     self._forward_call(sub)
-            if isinstance(sub, ast.Attribute) and _dotted(sub) in ("torch.float64", "torch.double"):
+            if isinstance(sub, ast.Attribute) and dotted_name(sub) in ("torch.float64", "torch.double"):
                 f.float64_host_lines.append(sub.lineno)
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "double" \
                     and not sub.args:
@@ -620,11 +609,11 @@ class _Extractor:
         probe = node
         if isinstance(node, ast.Constant):
             call = self.parents.get(node)
-            if not (isinstance(call, ast.Call) and _dotted(call.func) == "hasattr"):
+            if not (isinstance(call, ast.Call) and dotted_name(call.func) == "hasattr"):
                 return False
             probe = call
         elif not (isinstance(node, ast.Call)
-                  and _dotted(node.func).split(".")[-1] in ("is_available", "device_count")):
+                  and dotted_name(node.func).split(".")[-1] in ("is_available", "device_count")):
             return False
         child, cur = probe, self.parents.get(probe)
         while cur is not None and not isinstance(cur, ast.stmt):
@@ -647,12 +636,12 @@ class _Extractor:
                     return
                 f.device_refs.append(DeviceRef(sub.lineno, "string", dev, repr(sub.value)))
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
-            name = _dotted(sub.func)
+            name = dotted_name(sub.func)
             if name in ("torch.xpu.synchronize", "torch.cuda.synchronize"):
                 f.device_refs.append(DeviceRef(sub.lineno, "sync", name.split(".")[1], name + "()"))
             elif name.startswith(("torch.xpu.", "torch.cuda.")):
                 f.device_refs.append(DeviceRef(sub.lineno, "api", name.split(".")[1], name + "()"))
-            elif sub.func.attr in ("xpu", "cuda") and not sub.args and _dotted(sub.func.value) != "torch":
+            elif sub.func.attr in ("xpu", "cuda") and not sub.args and dotted_name(sub.func.value) != "torch":
                 f.device_refs.append(DeviceRef(sub.lineno, "method", sub.func.attr, f".{sub.func.attr}()"))
 
     def _forward_call(self, call: ast.Call) -> None:
@@ -671,7 +660,7 @@ class _Extractor:
     def _launch(self, call: ast.Call, scope: str, envs: list[_Env], kernel_names: set[str]) -> None:
         sub = call.func
         assert isinstance(sub, ast.Subscript)
-        kname = _dotted(sub.value).split(".")[-1]
+        kname = dotted_name(sub.value).split(".")[-1]
         if not kname:
             return
         known = kname in kernel_names

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xeforge_core.worker.astutil import dotted_name
+
 from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import ProblemError
 from .spec import check_text
@@ -191,20 +193,10 @@ class ModuleFacts:
         return [k.name for k in self.kernels]
 
 
-def _dotted(node: ast.AST) -> str:
-    """``a.b.c`` for Name/Attribute chains, else ``""``."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else ""
-    return ""
-
-
 def _decorator_kind(dec: ast.AST) -> str | None:
     """``jit``/``autotune``/``heuristics`` for Triton decorators (bare or called), else None."""
     target = dec.func if isinstance(dec, ast.Call) else dec
-    name = _dotted(target)
+    name = dotted_name(target)
     last = name.rsplit(".", 1)[-1]
     if last in {"jit", "autotune", "heuristics"} and (name == last or name.split(".")[0] == "triton"):
         return last
@@ -288,7 +280,7 @@ class _Reader:
                 return stmt, cls, True
         known = True
         for base in node.bases:
-            bname = _dotted(base)
+            bname = dotted_name(base)
             if bname in self.class_nodes:
                 found, owner, k = self._method(bname, name, seen)
                 if found is not None:
@@ -317,7 +309,7 @@ class _Reader:
             init = None
         fwd_node, _, _ = self._method(name, "forward", set())
         forward = _signature(fwd_node, skip_first=True) if fwd_node is not None else None
-        return ClassInfo(name=name, line=node.lineno, bases=tuple(_dotted(b) or ast.unparse(b) for b in node.bases),
+        return ClassInfo(name=name, line=node.lineno, bases=tuple(dotted_name(b) or ast.unparse(b) for b in node.bases),
                          init=init, forward=forward, init_owner=owner if owner != name else None)
 
     # -- launches --------------------------------------------------------------------------
@@ -330,7 +322,7 @@ class _Reader:
                     visit(child, child.name)
                     continue
                 if isinstance(child, ast.Call) and isinstance(child.func, ast.Subscript):
-                    name = _dotted(child.func.value)
+                    name = dotted_name(child.func.value)
                     last = name.rsplit(".", 1)[-1]
                     if last in self.kernels:
                         out.append(KernelLaunch(kernel=last, line=child.lineno, function=function))
@@ -344,7 +336,7 @@ class _Reader:
         if node is None or depth > 4:
             return None
         if isinstance(node, ast.Attribute):
-            base = _dotted(node.value)
+            base = dotted_name(node.value)
             if base in {"torch", "tl", "triton.language", "language"}:
                 return normalize_dtype(node.attr)
             return None
@@ -492,7 +484,7 @@ class _Reader:
                     # hardcodes: NAME = tl.float16 in a kernel, used as .to(NAME)
                     if is_kernel and isinstance(n, ast.Assign) and len(n.targets) == 1 \
                             and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Attribute) \
-                            and _dotted(n.value.value) in {"tl", "triton.language"}:
+                            and dotted_name(n.value.value) in {"tl", "triton.language"}:
                         dt = normalize_dtype(n.value.attr)
                         name = n.targets[0].id
                         if dt and DTYPE_SIZES[dt] <= 2 and not dt.startswith(("int", "uint")) and any(
@@ -527,7 +519,7 @@ class _Reader:
         qual = ""
         next_cls: str | None = None
         if isinstance(func, ast.Subscript):  # kernel[grid](...)
-            name = _dotted(func.value).rsplit(".", 1)[-1]
+            name = dotted_name(func.value).rsplit(".", 1)[-1]
             if name in self.kernels and name in self.functions:
                 target, qual = self.functions[name], name
         elif isinstance(func, ast.Name) and func.id in self.functions:
@@ -626,7 +618,7 @@ def _missing_class_message(class_name: str, reader: _Reader) -> str:
                     "file: its reference Model belongs in a paired reference file")
     elif class_name == "ModelNew" and "Model" in reader.class_nodes:
         message += "; it defines Model: load it as a KernelBench-style module instead"
-    modules = [n.name for n in others if any(_dotted(b) in _NN_MODULE_BASES for b in n.bases)]
+    modules = [n.name for n in others if any(dotted_name(b) in _NN_MODULE_BASES for b in n.bases)]
     if modules and class_name not in modules:
         message += f"; nn.Module subclasses here: {', '.join(modules)} (rename the harness class to {class_name})"
     return message

@@ -15,6 +15,7 @@ Modules:
 * ``inputs``      models, seeded inputs and input distributions.
 * ``compare``     output comparison and dtype-aware tolerances.
 * ``integrity``   structure/integrity rules (AST and run time).
+* ``astutil``     AST helpers, standard library only (the parent's static analysis uses them too).
 * ``capture``     Triton launch hooks; compiled-kernel metadata and IR.
 * ``autotune``    ``@triton.autotune`` config enumeration and forcing.
 * ``errors``      failure classification and source-line mapping.

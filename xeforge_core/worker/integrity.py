@@ -35,6 +35,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from xeforge_core.verdict import Finding
+from xeforge_core.worker.astutil import dotted_name
 
 #: aten ops that do the heavy work of a kernel; one of these in the candidate's forward that the
 #: baseline's forward does not run means the hot op fell back to torch.
@@ -59,17 +60,6 @@ _TIMER_OWNERS = {"torch.cuda", "torch.xpu", "time", "triton.testing", "torch.cud
                  "torch.xpu.Event", "torch.Event", "torch.accelerator"}
 
 
-def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
-
-
 def _is_launch(node: ast.AST) -> bool:
     """``kernel[grid](...)``: a call whose callee is a subscript."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
@@ -81,7 +71,7 @@ def _contains_launch(nodes: list[ast.stmt], launchers: set[str]) -> bool:
             if _is_launch(sub):
                 return True
             if isinstance(sub, ast.Call):
-                name = _dotted(sub.func).split(".")[-1]
+                name = dotted_name(sub.func).split(".")[-1]
                 if name in launchers:
                     return True
     return False
@@ -130,7 +120,7 @@ def static_findings(tree: ast.Module) -> list[Finding]:
                                             f"imports {name}: work off the timed stream/thread is not allowed",
                                             line=node.lineno))
         elif isinstance(node, ast.Call):
-            name = _dotted(node.func)
+            name = dotted_name(node.func)
             if name.endswith(("cuda.Stream", "xpu.Stream", "cuda.stream", "xpu.stream", "cuda.set_stream",
                               "xpu.set_stream", "torch.Stream")):
                 findings.append(Finding("background_work",
@@ -146,14 +136,14 @@ def static_findings(tree: ast.Module) -> list[Finding]:
                 findings.append(Finding("tampers_with_harness", f"calls {name}: not allowed in a kernel module "
                                         "(it can end or reach into the verifier's process)", line=node.lineno))
             if name in ("setattr", "builtins.setattr") and node.args:
-                owner = _dotted(node.args[0])
+                owner = dotted_name(node.args[0])
                 if owner in _TIMER_OWNERS or owner.split(".")[-1] in ("cuda", "xpu", "time", "testing"):
                     findings.append(Finding("patches_timer", f"setattr on {owner}: patching timing or "
                                             "synchronisation is not allowed", line=node.lineno))
         elif isinstance(node, ast.Attribute) and node.attr in ("f_back", "f_locals", "f_globals") \
                 and isinstance(node.ctx, ast.Load):
             findings.append(Finding("inspects_frames", f"reads frame attribute .{node.attr}", line=node.lineno))
-        elif isinstance(node, ast.Attribute) and _dotted(node) == "sys.modules":
+        elif isinstance(node, ast.Attribute) and dotted_name(node) == "sys.modules":
             findings.append(Finding("tampers_with_harness", "uses sys.modules: a kernel module must not reach "
                                     "into other loaded modules", line=node.lineno))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(
@@ -164,7 +154,7 @@ def static_findings(tree: ast.Module) -> list[Finding]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 if isinstance(target, ast.Attribute):
-                    full = _dotted(target)
+                    full = dotted_name(target)
                     owner = full.rsplit(".", 1)[0] if "." in full else ""
                     if target.attr in _TIMER_ATTRS and (owner in _TIMER_OWNERS or owner.endswith(
                             ("cuda", "xpu", "time", "testing", "Event"))):

@@ -13,7 +13,6 @@ Exit status: 0 every kernel ran without error, 1 some kernel had an error, 2 bad
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 from pathlib import Path
@@ -21,9 +20,11 @@ from pathlib import Path
 from xeforge_core.commands.optimize import (
     ProgressPrinter,
     add_common_arguments,
+    check_common_arguments,
+    loop_options,
     make_engine,
-    parse_stages,
     verify_options,
+    workspace_for,
 )
 
 
@@ -54,9 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     err = sys.stderr
     try:
-        stages = parse_stages(args.stages)
-        if args.iterations < 1 or args.best_of < 1:
-            raise ValueError("--iterations and --best-of must be at least 1")
+        stages = check_common_arguments(args)
         items = find_kernels(args.directory)
         if not items:
             raise ValueError(f"no kernels in {args.directory} (a kernel is a .py with a sibling .yaml)")
@@ -67,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"xeforge batch: bad input: {exc}", file=err)
         return 2
 
-    workspace = args.workspace or os.environ.get("XEFORGE_WORKSPACE") or "workspace"
+    workspace = workspace_for(args)
     print(f"{len(items)} kernel(s) from {args.directory} on {', '.join(d or 'auto' for d in devices)}; "
           f"sessions in {workspace}", file=err, flush=True)
     cancel = threading.Event()
@@ -100,10 +99,6 @@ def run(args: argparse.Namespace) -> int:
                 printer(event)
 
     per_kernel = _PerKernel()
-    extra = {}
-    if args.min_speedup is not None:
-        extra["min_speedup"] = args.min_speedup
-
     def factory(target: str):
         return make_engine(engine_name, args.target or target)
 
@@ -114,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         rows = run_batch(items, devices=devices, on_row=on_row, on_start=on_start, cancel=cancel,
                          engine_factory=factory, stages=stages, target=args.target, workspace=workspace,
                          iterations=args.iterations, best_of=args.best_of, verify_options=verify_options(args),
-                         portability=not args.no_portability, on_progress=per_kernel, **extra)
+                         portability=not args.no_portability, on_progress=per_kernel, **loop_options(args))
     except KeyboardInterrupt:
         cancel.set()
         print("\ninterrupted; finished kernels keep their sessions", file=err)

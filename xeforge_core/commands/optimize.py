@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -109,6 +110,27 @@ def parse_stages(text: str | None) -> list[str] | None:
     if bad:
         raise ValueError(f"unknown stage(s): {', '.join(bad)} (known: {', '.join(known)})")
     return stages
+
+
+def check_common_arguments(args: argparse.Namespace) -> list[str] | None:
+    """Check the options of :func:`add_common_arguments`; returns the ``--stages`` list (or
+    ``None``). Raises ``ValueError`` naming the bad option."""
+    stages = parse_stages(args.stages)
+    if args.iterations < 1 or args.best_of < 1:
+        raise ValueError("--iterations and --best-of must be at least 1")
+    return stages
+
+
+def workspace_for(args: argparse.Namespace) -> str:
+    """Where session repositories go: ``--workspace``, else ``$XEFORGE_WORKSPACE``, else
+    ``workspace``."""
+    return args.workspace or os.environ.get("XEFORGE_WORKSPACE") or "workspace"
+
+
+def loop_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Keyword arguments for ``run_pipeline``/``run_batch`` that only apply when given on the
+    command line (``--min-speedup``; otherwise the loop's default stands)."""
+    return {"min_speedup": args.min_speedup} if args.min_speedup is not None else {}
 
 
 def verify_options(args: argparse.Namespace) -> Any:
@@ -223,17 +245,13 @@ def _ask(stream_in: TextIO, stream_out: TextIO, session: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge optimize``; returns the exit status (see the module docstring)."""
-    import os
-
     from xeforge_core.cover import run_pipeline
     from xeforge_core.problem import ProblemError, load_problem
     from xeforge_core.session import Session, SessionError
 
     err = sys.stderr
     try:
-        stages = parse_stages(args.stages)
-        if args.iterations < 1 or args.best_of < 1:
-            raise ValueError("--iterations and --best-of must be at least 1")
+        stages = check_common_arguments(args)
         from xeforge_core.devices import detect_device
 
         print("detecting the device ...", file=err, flush=True)
@@ -250,8 +268,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError("give KERNEL (or --resume PATH)")
             problem = load_problem(args.kernel, spec_path=args.spec, reference_path=args.reference)
             plan, origin = plan_for(problem, target, stages)
-            workspace = args.workspace or os.environ.get("XEFORGE_WORKSPACE") or "workspace"
-            session = Session.create(problem, workspace=workspace, device=device, plan=plan, target=target)
+            session = Session.create(problem, workspace=workspace_for(args), device=device, plan=plan, target=target)
             print(f"session {session.path}", file=err)
             print(f"device {device.type}:{device.index} ({device.name}); target {target}; plan from {origin}: "
                   f"{', '.join(plan) or '(no stage has work)'}", file=err)
@@ -262,15 +279,12 @@ def run(args: argparse.Namespace) -> int:
 
     progress = ProgressPrinter(err, quiet=args.quiet)
     cancel = threading.Event()
-    extra: dict[str, Any] = {}
-    if args.min_speedup is not None:
-        extra["min_speedup"] = args.min_speedup
     decide = None if args.auto else _ask(sys.stdin, err, session)
     try:
         outcomes = run_pipeline(session, engine, iterations=args.iterations, best_of=args.best_of,
                                 auto=args.auto, decide=decide, device=device,
                                 verify_options=verify_options(args), portability=not args.no_portability,
-                                on_progress=progress, cancel=cancel, **extra)
+                                on_progress=progress, cancel=cancel, **loop_options(args))
     except KeyboardInterrupt:
         cancel.set()
         print(f"\ninterrupted; everything committed is kept in {session.path} "

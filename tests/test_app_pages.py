@@ -236,6 +236,7 @@ def test_optimize_portability_step_for_a_kernel_that_hard_codes_xpu(wb: Workbenc
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     head = session.version("head")
-    assert head.stage == "portability" and head.verdict == "ok"
+    said = [m.value for kind in ("success", "info", "warning", "error") for m in getattr(at, kind)]
+    assert head.stage == "portability" and head.verdict == "ok", said
     assert '"xpu"' not in session.source("head") and "torch.xpu" not in session.source("head")
     assert not any("hard-codes" in w.value for w in at.warning)

@@ -229,6 +229,10 @@ def test_optimize_portability_step_for_a_kernel_that_hard_codes_xpu(wb: Workbenc
     wb.load_text(source, spec_text=(samples / "01_vector_add.yaml").read_text(), name="vadd_xpu")
     session = wb.start_session()
     at = _page("pages/1_Optimize.py", wb)
+    probe = wb.jobs.current("device")  # the page probes the device in the background
+    assert probe is not None and probe.wait(120)
+    at.run()
+    assert wb.device is not None and wb.device.type == "cpu"
     assert any("hard-codes xpu" in w.value for w in at.warning)
     at.button(key="opt_portability").click().run()
     job = wb.jobs.current("portability")

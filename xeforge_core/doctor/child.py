@@ -3,7 +3,8 @@
 Started by ``xeforge_core.runner.run_worker(job, module="xeforge_core.doctor.child")`` as
 ``python -m xeforge_core.doctor.child JOB_DIR``; reads ``JOB_DIR/job.json`` and writes
 ``JOB_DIR/result.json``. Like the verification worker it imports only torch, triton, numpy and
-the standard library (OpenVINO only for the ``openvino`` task, and only when installed), so
+the standard library (OpenVINO only for the ``openvino`` task, and only when installed; the
+job and result files through ``xeforge_core.worker.job``), so
 that a device that hangs or faults takes down this process and nothing else.
 
 Job keys: ``task`` (``check`` | ``stack`` | ``trace`` | ``op`` | ``openvino`` | ``time_model`` |
@@ -25,6 +26,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from xeforge_core.worker.job import read_job, write_result
 
 
 def _device_module(torch: Any, device: str) -> Any:
@@ -390,7 +393,7 @@ TASKS = {
 def main(argv: list[str]) -> int:
     """Run the job in ``argv[0]`` (a job directory); exit 0 whenever a result was written."""
     job_dir = Path(argv[0])
-    job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+    job = read_job(job_dir)
     os.environ.update({str(k): str(v) for k, v in (job.get("env") or {}).items()})
     hang_dump_s = float(job.get("hang_dump_s") or 0)
     if hang_dump_s > 0:
@@ -401,9 +404,7 @@ def main(argv: list[str]) -> int:
         result = {"status": "error", "error_type": type(exc).__name__, "error_text": str(exc)[:4000],
                   "traceback": traceback.format_exc()[-6000:]}
     faulthandler.cancel_dump_traceback_later()
-    tmp = job_dir / "result.json.tmp"
-    tmp.write_text(json.dumps(result, default=str), encoding="utf-8")
-    os.replace(tmp, job_dir / "result.json")
+    write_result(job_dir, result)
     return 0
 
 

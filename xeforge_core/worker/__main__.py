@@ -11,27 +11,23 @@ parent, which never trusts the worker to report its own death.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.worker.job import JOB_FILE, read_job, write_result
+
 
 def _write_result(job_dir: Path, data: dict[str, Any]) -> None:
-    from xeforge_core.worker.job import RESULT_FILE
-
-    tmp = job_dir / (RESULT_FILE + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, job_dir / RESULT_FILE)
+    """The worker's result file, indented so that it reads by hand."""
+    write_result(job_dir, data, indent=1)
 
 
 def run_job(job_dir: Path) -> dict[str, Any]:
     """Run the job in ``job_dir`` and return the result dict (also written to result.json)."""
-    from xeforge_core.worker.job import JOB_FILE
-
-    job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
+    job = read_job(job_dir)
     role = job.get("role", "candidate")
     device = job.get("device") or "cpu"
     if device == "cpu":
@@ -94,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     job_dir = Path(argv[0]).resolve()
     try:
-        job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+        job = read_job(job_dir)
     except (OSError, ValueError) as exc:
-        print(f"cannot read {job_dir / 'job.json'}: {exc}", file=sys.stderr)
+        print(f"cannot read {job_dir / JOB_FILE}: {exc}", file=sys.stderr)
         return 2
     if (job.get("device") or "cpu") == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton

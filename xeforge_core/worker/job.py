@@ -63,6 +63,9 @@ Progress event (``progress.jsonl`` lines)::
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 Job = dict[str, Any]
@@ -73,3 +76,17 @@ SpecData = dict[str, Any]
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.jsonl"
+
+
+def read_job(job_dir: Path) -> Job:
+    """The job in ``job_dir/job.json``; raises ``OSError`` or ``ValueError`` when it cannot be
+    read."""
+    return json.loads((Path(job_dir) / JOB_FILE).read_text(encoding="utf-8"))
+
+
+def write_result(job_dir: Path, data: dict[str, Any], *, indent: int | None = None) -> None:
+    """Write ``data`` as ``job_dir/result.json`` atomically (``result.json.tmp``, then a rename),
+    so that the parent never reads half a result."""
+    tmp = Path(job_dir) / (RESULT_FILE + ".tmp")
+    tmp.write_text(json.dumps(data, indent=indent, default=str), encoding="utf-8")
+    os.replace(tmp, Path(job_dir) / RESULT_FILE)

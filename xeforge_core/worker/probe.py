@@ -27,13 +27,14 @@ backend-specific properties (capability, sub-group sizes, ...).
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from xeforge_core.worker.job import read_job, write_result
 
 DEFAULT_TYPES = ("xpu", "cuda", "cpu")
 
@@ -227,11 +228,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     """``python -m xeforge_core.worker.probe JOB_DIR``: run the probe, write ``result.json``."""
     job_dir = Path(argv[0])
-    job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
-    result = run(job)
-    tmp = job_dir / "result.json.tmp"
-    tmp.write_text(json.dumps(result, default=str), encoding="utf-8")
-    os.replace(tmp, job_dir / "result.json")
+    write_result(job_dir, run(read_job(job_dir)))
     return 0
 
 

@@ -354,3 +354,14 @@ def test_launch_recorder_sees_interpreted_launches_and_threads():
     assert (info.registers, info.spills) == (128, 4)
     assert set(info.ir) == {"ttir", "ttgir"}  # the SPIR-V binary is skipped
     assert info.config == {"BLOCK": 64, "threads_per_warp": 16}
+
+
+def test_minimum_bytes_counts_inputs_weights_and_outputs_once():
+    import torch
+
+    from xeforge_core.worker.timing import _minimum_bytes
+
+    model = torch.nn.Linear(8, 4, bias=True)  # weight 32 + bias 4 floats
+    x = torch.randn(2, 8)                      # 16 floats
+    out = model(x)                             # 8 floats
+    assert _minimum_bytes([x, x], model, (out, out)) == 4 * (32 + 4 + 16 + 8)

@@ -14,12 +14,15 @@ Method, per performance variant:
 4. Under the per-device timing lock (``xeforge_core.devlock``; options ``lock_dir`` /
    ``lock_key``), run the trials interleaved: trial ``t`` times every callable once, in an order
    rotated by ``t``, so drift (clocks, temperature, other load) hits all of them alike. Before
-   every timed call, a buffer of ``max(2 x L2, 256 MiB)`` (``options.l2_bytes``) is written to
-   evict the L2 cache, then the device is synchronised; the call is bracketed by device events.
+   every timed call the device is synchronised, then a buffer of ``max(2 x L2, 256 MiB)``
+   (``options.l2_bytes``) is written to evict the L2 cache; the call is bracketed by device
+   events (the flush covers the host's launch of the call, as in ``triton.testing.do_bench``).
    The number of trials is sized so the timed calls take about ``options.rep_ms`` in all
    (between ``MIN_TRIALS`` and ``MAX_TRIALS``).
 5. Statistics (µs): median, mean, min and coefficient of variation; speedup = baseline median /
-   candidate median; TFLOP/s = flop / median; GB/s = bytes / median; roofline fraction =
+   candidate median; TFLOP/s = flop / median; GB/s = bytes / median, where bytes is the least
+   traffic one call must cause: its input tensors, the module's parameters and buffers and its
+   outputs, each counted once (never less than the spec's input bytes); roofline fraction =
    achieved TFLOP/s / min(peak TFLOP/s of the dtype, arithmetic intensity x bandwidth) from
    ``options.device_profile`` (``peak_tflops`` by dtype in TFLOP/s, ``bandwidth_gbps`` in GB/s).
    A result above the attainable roofline (by more than ``ROOFLINE_SLACK``) is flagged
@@ -241,6 +244,29 @@ def run_timing(ctx: WorkerContext) -> None:
     ctx.kernels_to_verdict()
 
 
+def _minimum_bytes(args: list[Any], model: torch.nn.Module, output: Any) -> float:
+    """Bytes one forward call must move at least: input tensors, the module's parameters and
+    buffers, and the output tensors, each storage counted once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+
+    def add(t: Any) -> None:
+        nonlocal total
+        if isinstance(t, torch.Tensor):
+            key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+            if key not in seen:
+                seen.add(key)
+                total += t.numel() * t.element_size()
+        elif isinstance(t, (list, tuple)):
+            for item in t:
+                add(item)
+
+    for t in list(args) + list(model.parameters()) + list(model.buffers()):
+        add(t)
+    add(output)
+    return float(total)
+
+
 def _timed_section(ctx: WorkerContext, timer: _Timer, callables: dict[str, Any]
                    ) -> tuple[dict[str, list[float]], str, int, bool]:
     """Warm-up, estimate, then interleaved trials (held under the device lock by the caller).
@@ -323,7 +349,7 @@ def _time_variant(ctx: WorkerContext, timer: _Timer, holder: dict[str, Any], var
     speedup = stats["baseline"].median_us / stats["candidate"].median_us if stats["candidate"].median_us > 0 \
         else math.inf
     flop = variant.get("flop")
-    nbytes = variant.get("bytes")
+    nbytes = max(float(variant.get("bytes") or 0), _minimum_bytes(args, bmodel, callables["candidate"]())) or None
     tflops, gbps, fraction, suspect = roofline(float(flop) if flop else None, float(nbytes) if nbytes else None,
                                                stats["candidate"].median_us * 1e-6, _dtype_key(ctx, variant),
                                                ctx.options.get("device_profile"))

@@ -47,6 +47,7 @@ from xeforge_core.codemods.common import (
     not_applicable,
     parse_kernels,
     still_parses,
+    tight_equal,
 )
 
 NAME = "autotune"
@@ -380,8 +381,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                 removed_positional = True
                 continue
             if removed_positional:
-                arg = arg.with_changes(keyword=cst.Name(pname), equal=cst.AssignEqual(
-                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+                arg = arg.with_changes(keyword=cst.Name(pname), equal=tight_equal())
             new_args.append(arg)
         else:
             k = arg.keyword.value

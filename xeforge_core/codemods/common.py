@@ -194,6 +194,16 @@ def string_value(node: cst.BaseExpression | None) -> str | None:
     return None
 
 
+def tight_equal() -> cst.AssignEqual:
+    """The ``=`` of a keyword argument, without spaces (``num_warps=8``)."""
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    """The keyword argument ``name=value`` (no spaces around ``=``)."""
+    return cst.Arg(keyword=cst.Name(name), value=value, equal=tight_equal())
+
+
 def code_of(node: cst.CSTNode) -> str:
     """Source text of one node."""
     return cst.Module(body=[]).code_for_node(node)

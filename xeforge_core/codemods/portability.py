@@ -40,6 +40,7 @@ from xeforge_core.codemods.common import (
     dotted_name,
     ensure_nonempty_blocks,
     is_kernel,
+    keyword_arg,
     not_applicable,
     parse_module,
     still_parses,
@@ -175,10 +176,7 @@ class _Port(cst.CSTTransformer):
         self.need_options = True
         self.need_device = True
         self._count(f"Intel-only compile option {name}")
-        tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                whitespace_after=cst.SimpleWhitespace(""))
-        return cst.Call(func=cst.Name(OPTIONS_HELPER_NAME),
-                        args=[cst.Arg(value=value, keyword=cst.Name(name), equal=tight)])
+        return cst.Call(func=cst.Name(OPTIONS_HELPER_NAME), args=[keyword_arg(name, value)])
 
     def visit_Decorator(self, node: cst.Decorator) -> bool:
         self._decorator_depth += 1

@@ -37,6 +37,7 @@ from xeforge_core.codemods.common import (
     is_autotune_decorator,
     is_constexpr_param,
     is_kernel,
+    keyword_arg,
     not_applicable,
     parse_kernels,
     still_parses,
@@ -330,9 +331,7 @@ def apply_xpu_knobs(source: str, *, target: str = "xpu", arch: str | None = None
                     else:
                         new_call = new_call.with_changes(func=call.func.with_changes(
                             slice=[cst.SubscriptElement(cst.Index(new_grid))]))
-                    added.append(cst.Arg(keyword=cst.Name("GROUP_SIZE_M"), value=cst.Integer(str(group)),
-                                         equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                                               whitespace_after=cst.SimpleWhitespace(""))))
+                    added.append(keyword_arg("GROUP_SIZE_M", cst.Integer(str(group))))
                     plan.notes.append(f"kernel {name}: 1-D grid with GROUP_SIZE_M={group} tile swizzling over "
                                       f"{dims} tiles (programs that run together share tiles in L2)")
         # tile area for warps / GRF
@@ -361,9 +360,7 @@ def apply_xpu_knobs(source: str, *, target: str = "xpu", arch: str | None = None
                 elif "grf_mode" in opts:
                     reasons.append(f"kernel {name} already sets grf_mode")
                 elif large_grf:
-                    added.append(cst.Arg(keyword=cst.Name("grf_mode"), value=cst.SimpleString('"256"'),
-                                         equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                                               whitespace_after=cst.SimpleWhitespace(""))))
+                    added.append(keyword_arg("grf_mode", cst.SimpleString('"256"')))
                     plan.notes.append(f"kernel {name}: grf_mode=\"256\" (large register file for "
                                       f"{tile_dims[0]}x{tile_dims[1]} tiles)")
                 else:
@@ -382,9 +379,7 @@ def apply_xpu_knobs(source: str, *, target: str = "xpu", arch: str | None = None
                         reasons.append(f"kernel {name}: num_warps is already set to a valid value")
                 elif tile is not None:
                     nv = min(_warps_for(tile, target, large_grf), cap)
-                    added.append(cst.Arg(keyword=cst.Name("num_warps"), value=cst.Integer(str(nv)),
-                                         equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                                               whitespace_after=cst.SimpleWhitespace(""))))
+                    added.append(keyword_arg("num_warps", cst.Integer(str(nv))))
                     plan.notes.append(f"kernel {name}: num_warps={nv} for {tile_dims[0]}x{tile_dims[1]} tiles "
                                       f"on {target}")
                 else:

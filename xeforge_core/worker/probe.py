@@ -123,16 +123,20 @@ def _nvidia_driver() -> str | None:
     return None
 
 
+def _unavailable(out: dict[str, Any], dtype: str, reason: str) -> None:
+    """Record in ``out`` that no device of type ``dtype`` can be used, and why."""
+    out["available"][dtype] = 0
+    out["reasons"][dtype] = reason
+
+
 def _probe_cuda(out: dict[str, Any]) -> None:
     import torch
 
     if "nvidia" not in out["triton_backends"]:
-        out["available"]["cuda"] = 0
-        out["reasons"]["cuda"] = "Triton's nvidia backend is not installed"
+        _unavailable(out, "cuda", "Triton's nvidia backend is not installed")
         return
     if not torch.cuda.is_available():
-        out["available"]["cuda"] = 0
-        out["reasons"]["cuda"] = "torch.cuda.is_available() is False"
+        _unavailable(out, "cuda", "torch.cuda.is_available() is False")
         return
     count = torch.cuda.device_count()
     out["available"]["cuda"] = count
@@ -161,17 +165,14 @@ def _probe_xpu(out: dict[str, Any]) -> None:
     import torch
 
     if not hasattr(torch, "xpu"):
-        out["available"]["xpu"] = 0
-        out["reasons"]["xpu"] = "this torch build has no torch.xpu"
+        _unavailable(out, "xpu", "this torch build has no torch.xpu")
         return
     if not torch.xpu.is_available():
-        out["available"]["xpu"] = 0
-        out["reasons"]["xpu"] = "torch.xpu.is_available() is False"
+        _unavailable(out, "xpu", "torch.xpu.is_available() is False")
         return
     if "intel" not in out["triton_backends"]:
-        out["available"]["xpu"] = 0
-        out["reasons"]["xpu"] = ("torch.xpu works but Intel's Triton backend is not installed "
-                                 "(install the torch xpu build with pytorch-triton-xpu)")
+        _unavailable(out, "xpu", ("torch.xpu works but Intel's Triton backend is not installed "
+                                  "(install the torch xpu build with pytorch-triton-xpu)"))
         return
     count = torch.xpu.device_count()
     out["available"]["xpu"] = count
@@ -210,17 +211,17 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         try:
             if dtype == "cpu":
                 ok = out["versions"].get("torch") and out["versions"].get("triton")
-                out["available"]["cpu"] = 1 if ok else 0
-                if not ok:
-                    out["reasons"]["cpu"] = "torch or triton does not import"
+                if ok:
+                    out["available"]["cpu"] = 1
+                else:
+                    _unavailable(out, "cpu", "torch or triton does not import")
                 out["devices"]["cpu:0"] = _cpu_fingerprint()
             elif dtype == "cuda":
                 _probe_cuda(out)
             elif dtype == "xpu":
                 _probe_xpu(out)
         except Exception as exc:  # noqa: BLE001 - one broken runtime must not hide the others
-            out["available"][dtype] = 0
-            out["reasons"][dtype] = f"probe failed: {type(exc).__name__}: {exc}"[:500]
+            _unavailable(out, dtype, f"probe failed: {type(exc).__name__}: {exc}"[:500])
     out["seconds"] = time.perf_counter() - start
     return out
 

@@ -23,6 +23,8 @@ import threading
 from pathlib import Path
 from typing import Any, TextIO
 
+from xeforge_core.commands.verify import add_verification_arguments
+
 EXIT_OK = 0
 EXIT_STAGE_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -54,10 +56,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                    help="candidates per iteration (default: 1)")
     p.add_argument("--min-speedup", metavar="X", type=float, default=None,
                    help="smallest measured speedup a candidate must reach to be accepted (default: 1.03)")
-    p.add_argument("--timeout", metavar="SECONDS", type=float, default=300.0,
-                   help="hard wall-clock limit per verification worker job (default: 300)")
-    p.add_argument("--seeds", metavar="N", type=int, default=3, help="seeds per variant (default: 3)")
-    p.add_argument("--no-odd-size", action="store_true", help="do not add the odd-size variants")
+    add_verification_arguments(p)
     p.add_argument("--no-portability", action="store_true",
                    help="do not port a kernel that hard-codes another device")
 

@@ -44,6 +44,15 @@ examples:
 """
 
 
+def add_verification_arguments(p: argparse.ArgumentParser) -> None:
+    """The worker settings of a verification (``--timeout``, ``--seeds``, ``--no-odd-size``),
+    shared by ``verify``, ``optimize`` and ``batch``."""
+    p.add_argument("--timeout", metavar="SECONDS", type=float, default=300.0,
+                   help="hard wall-clock limit per verification worker job (default: 300)")
+    p.add_argument("--seeds", metavar="N", type=int, default=3, help="seeds per variant (default: 3)")
+    p.add_argument("--no-odd-size", action="store_true", help="do not add the odd-size variants")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``verify`` subcommand to the ``xeforge`` CLI."""
     p = subparsers.add_parser(
@@ -66,10 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the spec's benchmark variant is timed on a GPU)")
     p.add_argument("--device", metavar="D", default=None,
                    help="cpu, cuda, cuda:N, xpu, xpu:N or auto (default: $XEFORGE_DEVICE or auto)")
-    p.add_argument("--timeout", metavar="SECONDS", type=float, default=300.0,
-                   help="hard wall-clock limit per worker job (default: 300)")
-    p.add_argument("--seeds", metavar="N", type=int, default=3, help="seeds per variant (default: 3)")
-    p.add_argument("--no-odd-size", action="store_true", help="do not add the odd-size variants")
+    add_verification_arguments(p)
     p.add_argument("--no-performance", action="store_true", help="do not time on a GPU")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance override")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance override")

@@ -72,9 +72,10 @@ def _children() -> list[int]:
 
 def _check(problem, fixture: str, **opts):
     options = VerifyOptions(**{"timeout_s": 120.0, "seeds": 1, "distributions": ["normal"], **opts})
+    before = set(_children())  # e.g. git helper processes an earlier test's session keeps open
     verdict = verify(problem, (FIX / fixture).read_text(), device="cpu", options=options)
     assert _marked_processes() == [], "a process of the job survived"
-    assert _children() == [], "the caller was left with child processes"
+    assert set(_children()) <= before, "the caller was left with child processes"
     return verdict
 
 
@@ -201,12 +202,13 @@ def test_cancel_stops_the_running_job(problem):
         if message.startswith("candidate: compile"):
             cancel.set()
 
+    before = set(_children())
     with pytest.raises(VerificationCancelled):
         verify(problem, (FIX / "cand_infinite_loop.py").read_text(), device="cpu", cancel=cancel,
                on_progress=on_progress,
                options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], use_cache=True))
     assert _marked_processes() == []
-    assert _children() == []
+    assert set(_children()) <= before
 
 
 def test_lints_reach_the_candidate_only(problem):

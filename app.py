@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from xeforge_core.ui.render import flash, nav_link, page_setup
-from xeforge_core.ui.validate import InputError
+from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
 
 
@@ -85,8 +85,12 @@ def home() -> None:
     with tab_paste:
         st.caption("A KernelBench-style module: `class Model(nn.Module)` launching `@triton.jit` kernels, "
                    "`get_inputs()`, `get_init_inputs()`. The spec is optional.")
-        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src")
-        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec")
+        # One character over the limit: the browser stops a huge paste there, and the size check
+        # still says what is wrong instead of the tab freezing on megabytes of text.
+        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src",
+                              max_chars=MAX_SOURCE_BYTES + 1)
+        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec",
+                                   max_chars=MAX_SPEC_BYTES + 1)
         pasted_name = st.text_input("Name", value="kernel", key="home_paste_name")
         if st.button("Load pasted kernel", key="home_load_paste", type="primary"):
             try:

@@ -18,6 +18,7 @@ from xeforge_core.ui.render import (
     verdict_panel,
 )
 from xeforge_core.ui.review import ReviewStatus, code_hash
+from xeforge_core.ui.validate import MAX_SOURCE_BYTES
 from xeforge_core.ui.workbench import WorkbenchError, stage_ids
 from xeforge_core.verdict import Verdict
 
@@ -144,7 +145,7 @@ else:
                        "of the box), then paste the chat LLM's reply below.")
             st.code(prompt, language="markdown")
         reply = st.text_area("Reply from a chat LLM, or your own version of the module", height=220,
-                             key="opt_manual_reply")
+                             key="opt_manual_reply", max_chars=MAX_SOURCE_BYTES + 1)
         model_name = st.text_input("Chat model (optional, recorded in history)", key="opt_manual_model")
         if st.button("Use this reply as the candidate", key="opt_manual_submit", disabled=busy):
             _act(wb.submit_manual, reply, stage=current, model=model_name or None,
@@ -181,7 +182,8 @@ if review is not None:
             st.code(review.source, language="python", line_numbers=True)
 
     with st.expander("Edit the candidate (then verify again)"):
-        edited = st.text_area("Candidate module", value=review.source, height=320, key=f"opt_edit_{code_hash(review.source)}")
+        edited = st.text_area("Candidate module", value=review.source, height=320,
+                              key=f"opt_edit_{code_hash(review.source)}", max_chars=MAX_SOURCE_BYTES + 1)
         if st.button("Save edit", key="opt_edit_save", disabled=busy):
             _act(wb.edit, edited, ok="Edit saved: verify it before approving.")
 

@@ -95,3 +95,20 @@ def test_report_shows_kernels_and_performance_columns():
     for piece in ("verdict: OK", "gemm_kernel", "8.00x", "550.0", "55%", "TFLOP/s", "GB/s", "roofline",
                   "warnings", "device lock"):
         assert piece in text, piece
+
+
+def test_candidate_file_problems_name_the_user_file(tmp_path, capsys):
+    from xeforge_core.cli import main
+
+    base = str(Path(__file__).resolve().parents[1] / "benchmarks" / "kernels" / "gemm_fp32_upcast.py")
+    cases = {
+        "empty.py": (b"", "empty"),
+        "nomodel.py": (b"class NotModel:\n    pass\n", "no Model (or ModelNew) class"),
+        "binary.py": (bytes(range(256)) * 4, "candidate"),
+    }
+    for name, (data, message) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert main(["verify", base, str(path), "--device", "cpu", "--quiet"]) == 2, name
+        err = capsys.readouterr().err
+        assert str(path) in err and message in err, (name, err)

@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 import threading
-from pathlib import Path
 from typing import Any, TextIO
 
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
@@ -92,16 +91,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge verify``; returns the exit status (``EXIT_CODES``)."""
-    from xeforge_core.problem import ProblemError, load_problem
+    from xeforge_core.problem import ProblemError, load_problem, read_candidate
     from xeforge_core.verify import VerificationCancelled, VerifyOptions, verify
 
     try:
         problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
-        candidate_path = Path(args.candidate)
-        try:
-            candidate = candidate_path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ProblemError(f"cannot read the candidate: {exc}", file=candidate_path) from exc
+        candidate = read_candidate(args.candidate)
         options = VerifyOptions(
             timeout_s=args.timeout, variants=args.variant, include_odd_size=not args.no_odd_size,
             seeds=args.seeds, performance_variants=args.variant,

@@ -30,7 +30,7 @@ from .model import ModuleFile, Problem, ProblemError, Spec
 from .module import DtypeConstraint, ModuleFacts, Signature, read_module
 from .spec import MAX_SOURCE_BYTES, check_text, parse_spec
 
-__all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference"]
+__all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference", "read_candidate"]
 
 REFERENCE_SUFFIXES = ("_pytorch", "_ref")
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -50,6 +50,30 @@ def _read(path: Path, what: str) -> str:
     except OSError as exc:
         raise ProblemError(f"cannot read {what}: {exc.strerror or exc}", file=path) from None
     return check_text(data, path, what)
+
+
+def read_candidate(path: str | Path) -> str:
+    """Read a candidate module from a file with the same guards as a problem's kernel.
+
+    Raises ``ProblemError`` naming ``path`` when the file is missing, too large, not UTF-8
+    text (a binary file), empty, or parses but defines neither ``Model`` nor ``ModelNew``. A
+    syntax error is *not* raised here: it is the candidate's fault, so verification turns it
+    into a ``compile_error`` verdict with its line.
+    """
+    import ast
+
+    path = Path(path)
+    source = _read(path, "candidate")
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+    if not {"Model", "ModelNew"} & set(classes):
+        found = ", ".join(classes) or "none"
+        raise ProblemError(f"the candidate defines no Model (or ModelNew) class (classes found: {found})",
+                           file=path)
+    return source
 
 
 def find_spec(kernel_path: str | Path) -> Path | None:

@@ -102,3 +102,16 @@ def test_verification_failure_and_cancel_keep_the_review(wb: Workbench, monkeypa
     assert wb.poll() == [("warning", "verification cancelled")]
     assert wb.review.status is ReviewStatus.PROPOSED
     assert len(wb.session.history()) == 1  # nothing committed, nothing lost
+
+
+def test_a_bad_uploaded_spec_is_named_in_the_error(wb: Workbench) -> None:
+    from xeforge_core.ui.validate import InputError
+
+    root = Path(__file__).resolve().parents[1] / "sample_kernels"
+    kernel = (root / "07_gemm_fp32_upcast.py").read_bytes()
+    spec = (root / "07_gemm_fp32_upcast.yaml").read_text().replace("params: [", "params: [Z, ", 1)
+    before = wb.loaded
+    with pytest.raises(InputError) as err:
+        wb.load_upload("k.py", kernel, yaml_name="my_spec.yaml", yaml_data=spec.encode())
+    assert "my_spec.yaml" in str(err.value) and "Z" in str(err.value)
+    assert wb.loaded is before  # nothing already loaded is lost

@@ -119,12 +119,13 @@ class LoadedInput:
 
 
 def load_user_problem(source: str | None, *, name: str = "kernel", spec_text: str | None = None,
-                      reference_source: str | None = None, what: str = "pasted kernel") -> LoadedInput:
+                      reference_source: str | None = None, what: str = "pasted kernel",
+                      spec_what: str = "spec") -> LoadedInput:
     """Validate the texts and build the :class:`~xeforge_core.problem.Problem` statically.
 
     Raises :class:`InputError` for anything the user must fix, including the loader's
     ``ProblemError`` (an unknown dim in the spec, a bad dtype, ...), whose message names the
-    field or line.
+    field or line; ``spec_what`` names the spec in those messages (e.g. the uploaded file).
     """
     from xeforge_core.problem import ProblemError, problem_from_source
 
@@ -139,7 +140,7 @@ def load_user_problem(source: str | None, *, name: str = "kernel", spec_text: st
         problem = problem_from_source(source, name=safe_name or "kernel", spec_text=spec_text,
                                       reference_source=reference_source)
     except ProblemError as exc:
-        what_err = "spec" if exc.field else what
+        what_err = spec_what if exc.field else what
         message = getattr(exc, "message", None) or str(exc)
         if exc.field:
             message = f"field `{exc.field}`: {message}"

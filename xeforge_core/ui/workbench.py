@@ -197,11 +197,12 @@ class Workbench:
 
     def load_text(self, source: str | None, *, spec_text: str | None = None,
                   reference_source: str | None = None, name: str = "kernel",
-                  what: str = "pasted kernel", label: str = "pasted") -> LoadedInput:
+                  what: str = "pasted kernel", label: str = "pasted",
+                  spec_what: str = "spec") -> LoadedInput:
         """Validate and load a pasted kernel (and optional spec/reference). On bad input raises
         :class:`InputError` and keeps whatever was loaded before."""
         loaded = load_user_problem(source, name=name, spec_text=spec_text,
-                                   reference_source=reference_source, what=what)
+                                   reference_source=reference_source, what=what, spec_what=spec_what)
         self._set_loaded(loaded, label)
         return loaded
 
@@ -215,7 +216,8 @@ class Workbench:
         ref_text = decode_upload(ref_data, name=ref_name or "reference.py") if ref_data else None
         stem = Path(py_name).stem
         return self.load_text(source, spec_text=spec_text, reference_source=ref_text, name=stem,
-                              what=f"uploaded file {py_name}", label=f"upload {py_name}")
+                              what=f"uploaded file {py_name}", label=f"upload {py_name}",
+                              spec_what=f"uploaded spec {yaml_name or 'spec.yaml'}")
 
     def load_sample(self, name: str) -> LoadedInput:
         """Load one of the bundled samples by name (``xeforge_core.samples``)."""

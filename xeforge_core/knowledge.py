@@ -391,7 +391,7 @@ class KnowledgeBase(BaseModel):
 
     def default_profile(self, target: str) -> HardwareProfile | None:
         """The reference profile of a target: Arc Pro B70 for xpu (the Xe-Forge paper's
-        testbed), H200 for cuda (this project's lent GPU)."""
+        testbed), H200 for cuda (the NVIDIA stand-in the backend is exercised on)."""
         return self.profiles.get({"xpu": "arc_pro_b70", "cuda": "nvidia_h200"}.get(target, ""))
 
     def rules_for(self, *, stage: str | None = None, target: str | None = None,

@@ -214,3 +214,14 @@ def test_cli_doctor_reports_bad_model_input(tmp_path, capsys):
     bad.write_text("x = 1\n")
     assert main(["doctor", "--device", "cpu", "--model", str(bad)]) == 2
     assert "nomodel.py" in capsys.readouterr().err
+
+
+def test_speed_against_the_cpu_is_measured_at_the_benchmark_variant():
+    from xeforge_core.doctor.coverage import CoverageResult
+    from xeforge_core.doctor.report import _speed
+
+    problem = load_problem(ROOT / "sample_kernels" / "04_layernorm.py")
+    speed, note = _speed(problem, "cpu", CoverageResult("reference", "ci", ops=[]), timeout_s=180)
+    assert note == "" and speed is not None
+    assert "bench-gpu" in speed.how
+    assert speed.cpu_us > 0 and speed.device_us > 0 and speed.fallback_us == 0

@@ -105,8 +105,10 @@ def _observations(report: DoctorReport) -> list[Observation]:
     return obs
 
 
-def _speed(problem: Problem, device: str, coverage: CoverageResult, timeout_s: float) -> SpeedEvidence | None:
+def _speed(problem: Problem, device: str, coverage: CoverageResult,
+           timeout_s: float) -> tuple[SpeedEvidence | None, str]:
     """Model time on the CPU vs on the device with failing ops moved to the CPU (measured).
+    Returns the evidence, or None and why it could not be measured.
 
     When every op passed, the whole model is timed on both at the device's benchmark variant
     (a realistic shape: at a tiny correctness shape launch overhead alone makes any GPU lose).
@@ -118,7 +120,7 @@ def _speed(problem: Problem, device: str, coverage: CoverageResult, timeout_s: f
     job = model_job(problem, variant)
     cpu = run_task({"task": "time_model", "device": "cpu", **job}, timeout_s=timeout_s)
     if cpu.status != "ok":
-        return None
+        return None, f"not measured: the model on the CPU at variant {variant.name}: {cpu.status} {cpu.error_text}"
     fallback = 0.0
     how = f"model timed whole on the device and on the CPU at variant {variant.name}"
     if failing:
@@ -133,10 +135,11 @@ def _speed(problem: Problem, device: str, coverage: CoverageResult, timeout_s: f
     else:
         dev = run_task({"task": "time_model", "device": device, **job}, timeout_s=timeout_s)
         if dev.status != "ok":
-            return None
+            return None, (f"not measured: the model on {device} at variant {variant.name}: "
+                          f"{dev.status} {dev.error_text}")
         device_us = float(dev.result["median_us"])
     return SpeedEvidence(cpu_us=float(cpu.result["median_us"]), device_us=device_us,
-                         fallback_us=fallback, how=how)
+                         fallback_us=fallback, how=how), ""
 
 
 def run_doctor(device: str | None = None, *, problem: Problem | None = None, experiments: bool = False,
@@ -173,8 +176,7 @@ def run_doctor(device: str | None = None, *, problem: Problem | None = None, exp
             speed_note = "not measured: the model could not be traced or an op hung"
         else:
             say("speed: model on the CPU vs on the device")
-            report.speed = _speed(problem, dev, report.coverage, max(timeout_s, 180.0))
-            speed_note = "not measured: the model failed to run whole on the CPU or the device"
+            report.speed, speed_note = _speed(problem, dev, report.coverage, max(timeout_s, 180.0))
     else:
         speed_note = "not measured (no model given)"
     if experiments:

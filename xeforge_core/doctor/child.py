@@ -85,6 +85,16 @@ def _time_call(torch: Any, device: str, fn: Any, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
+def _import_file(path: Path, name: str) -> dict[str, Any]:
+    """Import ``path`` as module ``name`` and return its namespace. A real file, not exec'd
+    text: Triton's @jit reads kernel source from files, and tracebacks name the file's lines."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return vars(module)
+
+
 # ------------------------------------------------------------------------------- tasks
 
 
@@ -96,11 +106,7 @@ def _task_check(job: dict[str, Any]) -> dict[str, Any]:
     # A real file, imported as a module: Triton's @jit reads its kernels' source from files.
     path = Path(job["job_dir"]) / "doctor_check.py"
     path.write_text("import os\nimport time\nimport torch\n" + job["code"], encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("doctor_check", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["doctor_check"] = module
-    spec.loader.exec_module(module)
-    namespace = vars(module)
+    namespace = _import_file(path, "doctor_check")
     device = job["device"]
     profile_path = os.environ.get("XEFORGE_DOCTOR_PROFILE")
     start = time.perf_counter()
@@ -210,11 +216,7 @@ def _build_inputs(torch: Any, job: dict[str, Any], namespace: dict[str, Any]) ->
 def _load_model(torch: Any, job: dict[str, Any]) -> tuple[Any, list]:
     path = Path(job["job_dir"]) / job.get("filename", "model.py")
     path.write_text(job["source"], encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("xeforge_doctor_model", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["xeforge_doctor_model"] = module
-    spec.loader.exec_module(module)
-    namespace = vars(module)
+    namespace = _import_file(path, "xeforge_doctor_model")
     torch.manual_seed(int(job.get("seed", 0)))
     inputs, inits = _build_inputs(torch, job, namespace)
     model = namespace[job.get("class_name", "Model")](*inits)

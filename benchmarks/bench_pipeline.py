@@ -162,6 +162,8 @@ class Results:
     trajectory: list[TrajectoryRow] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    complete: bool = False          # False while the run is going (a checkpoint) or if it was cut short
+    parts: list[dict[str, Any]] = field(default_factory=list)  # runs merged into this one (--merge)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,6 +593,13 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
         f"{'quick' if res.settings.get('quick') else 'full'} (seeds {res.settings.get('seeds')}, "
         f"CoVeR iterations {res.settings.get('iterations')}, timing {res.settings.get('warmup_ms')} ms warm-up / "
         f"{res.settings.get('rep_ms')} ms per callable)",
+        *([f"- Merged from {len(res.parts)} runs on this device over disjoint problems (speedups are "
+           "measured side by side inside one run; only the geometric means span runs): "
+           + "; ".join(f"{p['started']} UTC, {p['seconds'] / 60:.1f} min, "
+                       f"{len(p['problems'])} problems{' and the trajectory' if p['trajectory'] else ''}"
+                       f"{'' if p['complete'] else ' (cut short)'}" for p in res.parts)] if res.parts else []),
+        *(["- **Incomplete**: this run was cut short or is still going; only the problems "
+           "listed below finished."] if not res.complete else []),
         "- Baseline: the kernel as given (for a kernel that hard-codes another device: its verified "
         "device-agnostic port). Rules: the rules engine's CoVeR loop in auto mode over "
         + ", ".join(RULES_STAGES) + ". Eager: the PyTorch reference. Speedups are ratios of median times "
@@ -724,6 +733,91 @@ def write_html(path: Path, res: Results, nums: dict[str, Any]) -> bool:
     return True
 
 
+def write_outputs(out: Path, res: Results, order: list[str] | None = None,
+                  html: bool = True) -> tuple[dict[str, Any], bool]:
+    """Sort the rows (problems in ``order``, shapes bench-gpu first, stages in pipeline order) and
+    write every output file into ``out``; returns the summary numbers and whether HTML was written."""
+    rank = {name: i for i, name in enumerate(order or [])}
+    res.shapes.sort(key=lambda r: (rank.get(r.problem, 10**6), _order_key(r.variant)))
+    stage_order = ["portability", *RULES_STAGES]
+    res.stages.sort(key=lambda s: (rank.get(s.problem, 10**6),
+                                   stage_order.index(s.stage) if s.stage in stage_order else 99))
+    res.trajectory.sort(key=lambda r: (r.step, _order_key(r.variant)))
+    nums = summary_numbers(res)
+    write_csv(out / "problems.csv", res.shapes)
+    write_csv(out / "stages.csv", res.stages)
+    write_csv(out / "trajectory.csv", res.trajectory)
+    (out / "results.json").write_text(json.dumps({**asdict(res), "summary": nums}, indent=1, default=str))
+    write_markdown(out / "summary.md", res, nums)
+    return nums, (write_html(out / "report.html", res, nums) if html else False)
+
+
+def _problem_order(res: Results) -> list[str]:
+    """Samples first, then cases by their number prefix."""
+    names = {r.problem: r.kind for r in res.shapes}
+    return sorted(names, key=lambda n: (names[n] != "sample", _num_prefix(n), n))
+
+
+def load_results(path: Path) -> Results:
+    """A ``results.json`` written by this script back into :class:`Results`.
+
+    Raises:
+        ValueError: the file is not JSON or lacks a field, named with the file.
+    """
+    try:
+        data = json.loads(path.read_text())
+        return Results(
+            started=data["started"], settings=data["settings"], device=data["device"],
+            versions=data["versions"], shapes=[ShapeRow(**r) for r in data["shapes"]],
+            stages=[StageRow(**r) for r in data["stages"]],
+            trajectory=[TrajectoryRow(**r) for r in data["trajectory"]], errors=list(data["errors"]),
+            seconds=float(data["seconds"]), complete=bool(data.get("complete", True)),
+            parts=list(data.get("parts", [])))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a results.json of bench_pipeline.py ({type(exc).__name__}: {exc})") from exc
+
+
+def merge_results(parts: list[Results]) -> Results:
+    """One report from runs over disjoint sets of problems on the same kind of device (a run too
+    long for one sitting, split with ``--only``/``--skip-*``). Speedups stay ratios measured side
+    by side inside one run; only the geometric means span runs.
+
+    Raises:
+        ValueError: no parts; parts from different device names or library versions; a problem,
+            a stage or a trajectory step present in two parts.
+    """
+    if not parts:
+        raise ValueError("nothing to merge")
+    first = parts[0]
+    for p in parts[1:]:
+        if p.device.get("name") != first.device.get("name"):
+            raise ValueError(f"cannot merge runs on different devices: {first.device.get('name')!r} "
+                             f"({first.started}) and {p.device.get('name')!r} ({p.started})")
+        if p.versions != first.versions:
+            raise ValueError(f"cannot merge runs with different libraries: {first.versions} and {p.versions}")
+    seen: dict[str, str] = {}
+    for p in parts:
+        for name in {r.problem for r in p.shapes}:
+            if name in seen:
+                raise ValueError(f"problem {name} is in two runs ({seen[name]} and {p.started})")
+            seen[name] = p.started
+    if sum(1 for p in parts if p.trajectory) > 1:
+        raise ValueError("the Flash Attention trajectory is in more than one run")
+    merged = Results(started=first.started, settings=first.settings, device=first.device,
+                     versions=first.versions, seconds=sum(p.seconds for p in parts),
+                     complete=all(p.complete for p in parts))
+    for p in parts:
+        merged.shapes += p.shapes
+        merged.stages += p.stages
+        merged.trajectory += p.trajectory
+        merged.errors += p.errors
+        merged.parts += p.parts or [{"started": p.started, "seconds": round(p.seconds, 1),
+                                     "complete": p.complete, "settings": p.settings,
+                                     "problems": sorted({r.problem for r in p.shapes}),
+                                     "trajectory": bool(p.trajectory)}]
+    return merged
+
+
 # ---------------------------------------------------------------------------------------------
 # main
 
@@ -748,6 +842,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-session", action="store_true", help="run stages without a git session")
     ap.add_argument("--use-cache", action="store_true", help="reuse cached verdicts (default: fresh numbers)")
     ap.add_argument("--keep-sessions", type=Path, default=None, help="keep the session repositories here")
+    ap.add_argument("--merge", type=Path, action="append", default=[], metavar="RESULTS_JSON",
+                    help="run nothing: merge the results.json of runs over disjoint problems into --out "
+                    "(repeatable)")
     return ap.parse_args(argv)
 
 
@@ -766,8 +863,19 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    settings = settings_from(args)
     out = args.out
+    if args.merge:
+        try:
+            merged = merge_results([load_results(p) for p in args.merge])
+        except ValueError as exc:
+            print(f"bench_pipeline: {exc}", file=sys.stderr)
+            return 2
+        out.mkdir(parents=True, exist_ok=True)
+        nums, _ = write_outputs(out, merged, _problem_order(merged))
+        print(f"[bench] merged {len(args.merge)} runs into {out}: geometric-mean speedup rules/baseline "
+              f"{_fmt(nums['rules_over_baseline'])}x", flush=True)
+        return 0
+    settings = settings_from(args)
     out.mkdir(parents=True, exist_ok=True)
     budget = Budget(settings.budget_s)
     started = _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
@@ -826,26 +934,18 @@ def main(argv: list[str] | None = None) -> int:
             g = geomean([r.speedup_rules for r in rows])
             print(f"[bench] {budget.elapsed() / 60:5.1f} min  {job.name}: rules/baseline "
                   f"{_fmt(g)}x; stages {','.join(s.stage + '=' + s.status for s in stages) or '-'}", flush=True)
+            with lock:  # a checkpoint: a run cut short still leaves every finished problem on disk
+                res.seconds = budget.elapsed()
+                write_outputs(out, res, [j.name for j in jobs], html=False)
         if traj_future is not None:
             try:
                 res.trajectory = traj_future.result()
             except Exception as exc:
                 res.errors.append(f"trajectory: {exc}\n{traceback.format_exc(limit=4)}")
         traj_pool.shutdown(wait=True)
-    order = {j.name: i for i, j in enumerate(jobs)}
-    res.shapes.sort(key=lambda r: (order.get(r.problem, 10**6), _order_key(r.variant)))
-    stage_order = ["portability", *RULES_STAGES]
-    res.stages.sort(key=lambda s: (order.get(s.problem, 10**6),
-                                   stage_order.index(s.stage) if s.stage in stage_order else 99))
     res.seconds = budget.elapsed()
-
-    nums = summary_numbers(res)
-    write_csv(out / "problems.csv", res.shapes)
-    write_csv(out / "stages.csv", res.stages)
-    write_csv(out / "trajectory.csv", res.trajectory)
-    (out / "results.json").write_text(json.dumps({**asdict(res), "summary": nums}, indent=1, default=str))
-    write_markdown(out / "summary.md", res, nums)
-    html = write_html(out / "report.html", res, nums)
+    res.complete = True
+    nums, html = write_outputs(out, res, [j.name for j in jobs])
     print(f"[bench] done in {res.seconds / 60:.1f} min: geometric-mean speedup rules/baseline "
           f"{_fmt(nums['rules_over_baseline'])}x; wrote {out}/summary.md, problems.csv, stages.csv, "
           f"trajectory.csv, results.json{', report.html' if html else ' (plotly not installed: no HTML)'}",

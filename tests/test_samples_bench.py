@@ -138,3 +138,41 @@ def test_trajectory_rows_and_reports(bench, monkeypatch, tmp_path):
     pytest.importorskip("plotly")
     assert bench.write_html(tmp_path / "report.html", res, nums)
     assert "Test GPU" in (tmp_path / "report.html").read_text()
+
+
+def _part(bench, started, problems, trajectory=False, name="Test GPU", complete=True):
+    res = bench.Results(started=started, settings={"quick": True}, device={"type": "cuda", "name": name},
+                        versions={"torch": "x"}, seconds=60.0, complete=complete)
+    res.shapes = [bench.ShapeRow("case" if p[0].isdigit() and int(p.split("_")[0]) > 13 else "sample", p,
+                                 "bench-gpu", "", speedup_rules=s) for p, s in problems]
+    res.stages = [bench.StageRow(p, "dtype_fix", "approved", s, 1.0, "faster") for p, s in problems]
+    if trajectory:
+        res.trajectory = [bench.TrajectoryRow(step=0, title="naive", stage="baseline", rule_id="",
+                                              variant="bench-gpu", dims="", speedup=1.0)]
+    return res
+
+
+def test_split_runs_merge_into_one_report(bench, tmp_path):
+    a = _part(bench, "t0", [("07_gemm", 4.0)], trajectory=True)
+    b = _part(bench, "t1", [("45_case", 2.0), ("14_case", 1.0)], complete=False)
+    for name, res in (("a", a), ("b", b)):
+        (tmp_path / name).mkdir()
+        bench.write_outputs(tmp_path / name, res, html=False)
+    assert bench.main(["--out", str(tmp_path / "m"), "--merge", str(tmp_path / "a" / "results.json"),
+                       "--merge", str(tmp_path / "b" / "results.json")]) == 0
+    merged = bench.load_results(tmp_path / "m" / "results.json")
+    assert [r.problem for r in merged.shapes] == ["07_gemm", "14_case", "45_case"]  # samples, then by number
+    assert len(merged.parts) == 2 and merged.seconds == 120.0 and not merged.complete
+    md = (tmp_path / "m" / "summary.md").read_text()
+    assert "Merged from 2 runs" in md and "(cut short)" in md and "Incomplete" in md
+    assert bench.summary_numbers(merged)["rules_over_baseline"] == pytest.approx(2.0)  # (4*2*1)^(1/3)
+
+    # refused: the same problem twice, another device, a file that is not a result
+    with pytest.raises(ValueError, match="07_gemm is in two runs"):
+        bench.merge_results([a, _part(bench, "t2", [("07_gemm", 1.0)])])
+    with pytest.raises(ValueError, match="different devices"):
+        bench.merge_results([a, _part(bench, "t2", [("08_x", 1.0)], name="Other GPU")])
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="bad.json"):
+        bench.load_results(tmp_path / "bad.json")
+    assert bench.main(["--out", str(tmp_path / "m2"), "--merge", str(tmp_path / "bad.json")]) == 2

@@ -298,7 +298,8 @@ class PipelineOutcome:
 def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path) -> PipelineOutcome:
     """Portability (when needed), then dtype_fix, autotuning and xpu_specific with the rules
     engine in auto mode. Never raises for a bad candidate; raises only if the engine is missing."""
-    from xeforge_core.cover import StageState, hard_coded_devices, run_stage
+    from xeforge_core.codemods.portability import portability_needs
+    from xeforge_core.cover import StageState, run_stage
     from xeforge_core.engines import get_engine
 
     engine = get_engine("rules")
@@ -328,7 +329,7 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
     from xeforge_core.verify import verify
 
     current = problem
-    foreign = hard_coded_devices(problem.kernel.source, device.type)
+    foreign = portability_needs(problem.kernel.source, device.type)
     if foreign:
         from xeforge_core.engines import port_to_device_agnostic
 

@@ -100,10 +100,11 @@ except Exception as exc:  # the check is advisory
     foreign = []
     st.caption(f"portability check unavailable: {exc}")
 if foreign:
-    st.warning(f"The current version hard-codes {', '.join(foreign)}, so it cannot run on "
-               f"{wb.device_type()} here. The portability step rewrites the device strings and "
-               "synchronise calls into device-agnostic code, verifies the result and commits it as its "
-               "own version (Stage: portability) before any optimization stage.")
+    st.warning(f"The current version {'; '.join(foreign)}, so it cannot run correctly on "
+               f"{wb.device_type()} as written. The portability step rewrites device strings, synchronise "
+               "calls and Intel-only compile options into device-agnostic code, makes the launch grid of an "
+               "autotuned kernel follow the chosen config, verifies the result and commits it as its own "
+               "version (Stage: portability) before any optimization stage.")
     if st.button("Make it portable", key="opt_portability", disabled=busy):
         _act(wb.start_portability)
 job_progress(port_job, key="portability", on_cancel=lambda: wb.cancel("portability"))

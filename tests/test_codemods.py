@@ -312,3 +312,53 @@ def test_portability_makes_grf_mode_kernels_portable(xeforge_cases: Path) -> Non
             if isinstance(node, ast.Dict):
                 keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
                 assert "grf_mode" not in keys, name
+
+
+def test_portability_needs_names_each_reason(xeforge_cases: Path) -> None:
+    from xeforge_core.codemods.portability import portability_needs
+
+    src39 = (xeforge_cases / "39_Gemm_Scale_BatchNorm.py").read_text()
+    assert portability_needs(src39, "cuda") == [
+        "hard-codes xpu", "passes the Intel-only option grf_mode in a triton.Config",
+        "launches autotuned _fused_gemm_scale_bn_kernel with a grid that fixes the tile sizes"]
+    # on Intel's own GPU only the grid is wrong: the autotuner may pick a 64-wide config there too
+    assert portability_needs(src39, "xpu") == [
+        "launches autotuned _fused_gemm_scale_bn_kernel with a grid that fixes the tile sizes"]
+    src1 = (xeforge_cases / "1_FlashAttention_Fwd.py").read_text()
+    assert "passes the Intel-only option grf_mode in the launch of _attn_fwd" in portability_needs(src1, "cuda")
+    assert portability_needs(src1, "xpu") == []
+    # once ported nothing is left, although the helpers name "xpu" themselves
+    for src in (src39, src1):
+        out = port_source(src).source
+        assert portability_needs(out, "cuda") == [] and portability_needs(out, "cpu") == []
+    assert portability_needs("def broken(:\n", "cuda") == []
+
+
+def test_autotune_grid_reasons_when_it_cannot_match_axes() -> None:
+    from xeforge_core.codemods.autotune_grid import grid_follows_autotune
+
+    swizzled = '''
+import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK_M": 32, "BLOCK_N": 32})], key=["M"])
+@triton.jit
+def k(x_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m = pid // tl.cdiv(N, BLOCK_N)
+    offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+
+def launch(x, M, N):
+    k[(triton.cdiv(M, 32) * triton.cdiv(N, 32),)](x, M, N)
+'''
+    res = grid_follows_autotune(swizzled)
+    assert not res.changed and "swizzled or 1-D grid" in res.reason
+    lam = swizzled.replace("k[(triton.cdiv(M, 32) * triton.cdiv(N, 32),)]",
+                           'k[lambda META: (triton.cdiv(M, META["BLOCK_M"]),)]')
+    assert "already a function of the chosen config" in grid_follows_autotune(lam).reason
+    assert grid_follows_autotune("x = 1\n").reason
+    # the autotuning stage offers the same fix for a kernel that is already autotuned
+    from xeforge_core.engines.rules import STAGE_CODEMODS
+
+    fixture = (Path(__file__).parent / "fixtures" / "codemods" / "matmul_autotuned_fixed_grid.py").read_text()
+    assert 'META["BLOCK_M"]' in STAGE_CODEMODS["autotuning"](fixture, target="cuda").source

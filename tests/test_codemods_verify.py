@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from xeforge_core.codemods.autotune import add_autotune
+from xeforge_core.codemods.autotune_grid import grid_follows_autotune
 from xeforge_core.codemods.dtype_fix import fix_dtypes
 from xeforge_core.codemods.xpu_specific import apply_xpu_knobs
 from xeforge_core.engines import port_to_device_agnostic
@@ -58,3 +59,18 @@ def test_portability_makes_real_kernels_run_in_the_interpreter(xeforge_cases: Pa
         fixed = fix_dtypes(cand.code)
         assert fixed.applicable
         _check(ported, fixed.source)
+
+
+def test_fixed_grid_of_an_autotuned_kernel_is_caught_then_fixed() -> None:
+    problem = load_problem(FIXTURES / "matmul_autotuned_fixed_grid.py")
+    # the verifier runs every autotune config: the 16-wide ones leave output unwritten
+    verdict = verify(problem, problem.kernel.source, device="cpu", options=FAST)
+    assert not verdict.passed and "BLOCK_M=16" in verdict.reason, verdict.feedback()
+    assert "left unwritten" in verdict.reason
+    fixed = grid_follows_autotune(problem.kernel.source)
+    assert fixed.applicable
+    assert 'grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]), triton.cdiv(N, META["BLOCK_N"]))' in fixed.source
+    # portability applies the same fix (on any device), and the result verifies as its own baseline
+    ported = port_to_device_agnostic(problem.kernel.source)
+    assert ported.applicable and ported.code == fixed.source
+    _check(problem.with_kernel_source(fixed.source, label="baseline"), fixed.source)

@@ -377,10 +377,13 @@ def prepare_portability(
     cancel: Any = None,
     force: bool = False,
 ) -> StageOutcome | None:
-    """Make a kernel that hard-codes another device runnable on this one, before any stage.
+    """Make a kernel that cannot run correctly here as written runnable, before any stage.
 
     When the current version names a device other than the session's (``"xpu"`` on cuda or
-    cpu, ``"cuda"`` on xpu or cpu), the rules engine's portability codemod rewrites it; the
+    cpu, ``"cuda"`` on xpu or cpu), passes an Intel-only compile option off xpu, or launches an
+    autotuned kernel with a grid that fixes the tile sizes
+    (:func:`xeforge_core.codemods.portability.portability_needs`), the rules engine's
+    portability codemod rewrites it; the
     result is verified (as its own baseline, since the original cannot run here, and against
     the PyTorch reference when the problem has one) and, when correct, committed as ``Stage:
     portability``. Returns ``None`` when nothing needs porting, else the outcome
@@ -395,23 +398,26 @@ def prepare_portability(
     dev = device if device is not None else _session_device(session)
     dev_type = _device_type(dev) or str(session.device.get("type") or "cpu")
     current = session.source("head")
-    foreign = hard_coded_devices(current, dev_type)
+    from xeforge_core.codemods.portability import portability_needs  # noqa: PLC0415  (libcst)
+
+    foreign = portability_needs(current, dev_type)
     if not foreign:
         try:
             from xeforge_core.analysis import analyze
 
             analysis = analyze(current, "xpu" if dev_type == "xpu" else "cuda")
             if not analysis.runs_on(dev_type):
-                foreign = sorted({str(getattr(i, "rule_id", "device")) for i in analysis.portability_issues}) or [
-                    "another device"]
+                foreign = [f"breaks rule {rid}" for rid in sorted(
+                    {str(getattr(i, "rule_id", "device")) for i in analysis.portability_issues})] or [
+                    "hard-codes another device"]
         except Exception:  # analysis is advisory here
             foreign = []
     if not foreign and not force:
         return None
-    foreign = foreign or ["another device"]
+    foreign = foreign or ["cannot run here as written (the verifier said so)"]
     dev = _resolve_device(dev, verify_fn)
     started = time.monotonic()
-    emit("propose", f"the kernel hard-codes {', '.join(foreign)}; porting it to run on {dev_type}", 1)
+    emit("propose", f"the kernel {'; '.join(foreign)}; porting it to run on {dev_type}", 1)
     code, rationale, applicable = _port(current)
     if not applicable:
         outcome = StageOutcome(stage=PORTABILITY_STAGE, status="kept_current", iterations=1,
@@ -437,12 +443,12 @@ def prepare_portability(
                                reason=f"the ported code does not verify: {verdict.kind.value} {verdict.reason}",
                                verdict=verdict, best=rec.id)
     else:
-        note = (f"the baseline hard-codes {', '.join(foreign)} and cannot run on {dev_type}; the ported "
-                "version was verified on its own (compile, structure, determinism"
+        note = (f"the baseline {'; '.join(foreign)}, so it cannot run correctly on {dev_type} as written; the "
+                "ported version was verified on its own (compile, structure, determinism"
                 + (", against the reference" if getattr(problem, "reference", None) else "")
                 + "); later speedups are relative to it")
         version = session.approve(rec.id, note=note, speed_neutral=True,
-                                  message=f"portability: run on any device (was {', '.join(foreign)} only)")
+                                  message=f"portability: run on any device (the kernel {'; '.join(foreign)})")
         emit("approve", f"portability: committed {version.short}", 1)
         outcome = StageOutcome(stage=PORTABILITY_STAGE, status="approved", attempts=[attempt], iterations=1,
                                reason=note, best=rec.id, version=version.sha, verdict=verdict)

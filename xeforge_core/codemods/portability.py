@@ -23,6 +23,11 @@ into device-agnostic code (the same is done for ``"cuda"``):
   unknown launch option (``KeyError: 'Keyword argument grf_mode was specified but
   unrecognised'``, seen on the H200 with kernels 1, 39 and 55 of the Xe-Forge cases).
 
+* an autotuned kernel whose launch grid fixes the tile sizes (``triton.cdiv(M, 128)`` while the
+  configs range over 64 and 128) gets a grid that reads them from the chosen config
+  (:mod:`xeforge_core.codemods.autotune_grid`): the autotuner picks a different config on each
+  device, so such a kernel is correct on one GPU and leaves output unwritten on another.
+
 The two helpers are added once, after the imports. They need ``torch.accelerator``
 (PyTorch >= 2.6); with an older PyTorch they fall back to the CPU. Calls with no device-agnostic
 equivalent (``torch.xpu.get_device_capability`` and similar) are left alone and listed.
@@ -35,6 +40,7 @@ import re
 
 import libcst as cst
 
+from xeforge_core.codemods.autotune_grid import grid_follows_autotune
 from xeforge_core.codemods.common import (
     CodemodResult,
     dotted_name,
@@ -357,8 +363,12 @@ def port_source(source: str) -> CodemodResult:
     port = _Port()
     new = parsed.visit(port)
     if not port.counts:
+        grid = grid_follows_autotune(source)
+        if grid.changed:
+            return CodemodResult(codemod=NAME, source=grid.source, changed=True, notes=list(grid.notes))
         reason = ("no hard-coded device strings ('xpu', 'cuda'), device-specific synchronize or "
-                  "availability checks outside the kernels: the module is already device-agnostic")
+                  "availability checks outside the kernels, and no fixed launch grid for an autotuned "
+                  "kernel: the module is already device-agnostic")
         if port.left_alone:
             reason += "; " + "; ".join(sorted(set(port.left_alone)))
         return not_applicable(NAME, source, reason)
@@ -368,7 +378,11 @@ def port_source(source: str) -> CodemodResult:
     error = still_parses(code)
     if error:
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
+    grid = grid_follows_autotune(code)
+    if grid.changed:
+        code = grid.source
     notes = [f"replaced {n} × {what}" for what, n in sorted(port.counts.items())]
+    notes.extend(grid.notes if grid.changed else [])
     if port.need_device:
         notes.append("devices now come from _xf_device(): the input tensor's device, else the "
                      "accelerator present, else the CPU (Triton's interpreter)")
@@ -379,3 +393,67 @@ def port_source(source: str) -> CodemodResult:
                      "drops them elsewhere, where Triton rejects them")
     notes.extend(sorted(set(port.left_alone)))
     return CodemodResult(codemod=NAME, source=code, changed=code != source, notes=notes)
+
+
+def _launch_options(module: cst.Module) -> list[tuple[str, str]]:
+    """``(option, where)`` for each Intel-only compile option given at a launch keyword or as a
+    key of a dict literal (a ``triton.Config``'s kwargs), outside ``_xf_compile_options(...)``."""
+    found: list[tuple[str, str]] = []
+
+    class _V(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.depth = 0
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if dotted_name(node.func) == OPTIONS_HELPER_NAME:
+                self.depth += 1
+            elif not self.depth and isinstance(node.func, cst.Subscript):
+                for a in node.args:
+                    if a.keyword is not None and a.keyword.value in XPU_ONLY_OPTIONS:
+                        found.append((a.keyword.value, f"the launch of {dotted_name(node.func.value)}"))
+
+        def leave_Call(self, node: cst.Call) -> None:
+            if dotted_name(node.func) == OPTIONS_HELPER_NAME:
+                self.depth -= 1
+
+        def visit_DictElement(self, node: cst.DictElement) -> None:
+            key = string_value(node.key)
+            if key in XPU_ONLY_OPTIONS:
+                found.append((key, "a triton.Config"))
+
+    module.visit(_V())
+    return found
+
+
+def portability_needs(source: str, device_type: str) -> list[str]:
+    """Why ``source`` cannot run correctly on ``device_type`` (``cpu``/``cuda``/``xpu``) as
+    written, one phrase each (empty when nothing needs porting): a hard-coded other device
+    (``hard-codes xpu``), an Intel-only compile option off xpu (``passes grf_mode at the launch
+    of _attn_fwd``: CUDA's Triton and the interpreter reject it), an autotuned kernel whose
+    launch grid fixes the tile sizes (on any device). Never raises: a module that does not parse
+    needs nothing from this step (the verifier reports it)."""
+    try:
+        module: cst.Module | None = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        module = None
+    # the helpers this codemod adds name "xpu" themselves: they are not a hard-coded device
+    text = source if module is None else module.with_changes(body=[
+        s for s in module.body if not (isinstance(s, cst.FunctionDef) and s.name.value in HELPER_NAMES)]).code
+    needs: list[str] = []
+    for dev in _VENDORS:
+        if dev != device_type and re.search(
+                rf"""(['"]){dev}(:\d+)?\1|torch\.{dev}\.(synchronize|is_available|device|current_device)"""
+                rf"""|\.{dev}\(\s*\)""", text):
+            needs.append(f"hard-codes {dev}")
+    if module is None:
+        return needs
+    if device_type != "xpu":
+        for option, where in dict.fromkeys(_launch_options(module)):
+            needs.append(f"passes the Intel-only option {option} in {where}")
+    grid = grid_follows_autotune(source)
+    if grid.changed:
+        kernels = [n.split(" is autotuned", 1)[0].removeprefix("kernel ") for n in grid.notes
+                   if " is autotuned" in n]
+        needs.append(f"launches autotuned {', '.join(kernels)} with a grid that fixes the tile sizes")
+    return needs

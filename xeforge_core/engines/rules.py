@@ -4,7 +4,8 @@ Stage -> codemod:
 
 * ``dtype_fix``    -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
 * ``xpu_specific`` -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
-* ``autotuning``   -> :func:`xeforge_core.codemods.autotune.add_autotune`
+* ``autotuning``   -> :func:`xeforge_core.codemods.autotune.add_autotune`, else (kernels already
+  autotuned) :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune`
 * ``portability``  -> :func:`xeforge_core.codemods.portability.port_source` (a preparatory step,
   also available as :func:`port_to_device_agnostic`; not one of the nine stages)
 
@@ -38,9 +39,15 @@ def _portability(source: str, **_: Any) -> CodemodResult:
 
 def _autotune(source: str, **kw: Any) -> CodemodResult:
     from xeforge_core.codemods.autotune import add_autotune
+    from xeforge_core.codemods.autotune_grid import grid_follows_autotune
 
-    return add_autotune(source, target=kw.get("target", "xpu"), arch=kw.get("arch"),
-                        search_space=kw.get("search_space"), options=kw.get("options") or {})
+    result = add_autotune(source, target=kw.get("target", "xpu"), arch=kw.get("arch"),
+                          search_space=kw.get("search_space"), options=kw.get("options") or {})
+    if result.changed:
+        return result
+    # an already-autotuned kernel may still launch with a grid that ignores the chosen config
+    grid = grid_follows_autotune(source)
+    return grid if grid.changed else result
 
 
 def _xpu_specific(source: str, **kw: Any) -> CodemodResult:

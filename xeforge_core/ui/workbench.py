@@ -522,12 +522,13 @@ class Workbench:
         return "cpu"
 
     def portability_needed(self) -> list[str]:
-        """Other devices the current version hard-codes (e.g. ``["xpu"]`` on a cuda or cpu
-        machine): until the portability step rewrites them, it cannot run here."""
-        from xeforge_core.cover import hard_coded_devices
+        """Why the current version cannot run correctly here as written, one phrase each (e.g.
+        ``["hard-codes xpu"]`` on a cuda or cpu machine); until the portability step rewrites
+        it, every stage would fail."""
+        from xeforge_core.codemods.portability import portability_needs
 
         session = self.require_session()
-        return hard_coded_devices(session.source("head"), self.device_type())
+        return portability_needs(session.source("head"), self.device_type())
 
     def start_portability(self, *, force: bool = False) -> BackgroundJob:
         """Run the portability step (the rules engine's codemod, verified, committed as

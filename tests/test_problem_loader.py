@@ -73,12 +73,16 @@ def test_flash_attention_variants_and_dtype_warning(xeforge_cases):
     assert p.variant("bench-gpu").dims == {"B": 1, "A": 40, "S": 16384, "D": 128}
     assert p.variant("bench-gpu-5").dims["A"] == 71
     ci = p.variant("ci")
-    assert ci.params == ["Q", "K", "V"] and ci.dtype == "float32"
+    # ci overrides the inputs' float16 with float32, which the kernel's float16 tiles reject
+    # ("Both operands must be same dtype" at compile time): it runs with the declared float16
+    assert ci.params == ["Q", "K", "V"] and ci.dtype is None
+    assert ci.input_dtypes == {"Q": "float16", "K": "float16", "V": "float16"}
     assert ci.shapes["Q"] == (1, 4, 128, 64) and ci.init_values == [64]
     assert ci.flop == 4 * 1 * 4 * 128 * 128 * 64
     (warning,) = p.warnings
     assert "variant ci" in warning and "float32" in warning and "float16" in warning
     assert "1_FlashAttention_Fwd.py:93" in warning and "dtype = tl.float16" in warning
+    assert "[inputs.Q.dtype]" in warning and "runs with the inputs' declared dtypes" in warning
     odd = odd_size_variant(p, "ci")
     assert odd.dims == {"B": 1, "A": 3, "S": 127, "D": 64}  # D is an init: unchanged
 
@@ -125,6 +129,15 @@ def test_dtype_assertion_warning_names_variant_dtype_and_line():
     (warning,) = p.warnings
     assert warning.startswith("add.py:17: variant ci gives X as float16")
     assert "accepts only float32" in warning and "assert x.dtype == torch.float32" in warning
+    # the inputs section declares float32, which the module accepts: the override is dropped
+    assert "runs with the inputs' declared dtypes" in warning and "[inputs.X.dtype]" in warning
+    assert p.variant("ci").input_dtypes == {"X": "float32", "Y": "float32"}
+    # when the inputs section agrees with the override, nothing is changed, only reported
+    both = spec.replace("dtype: float32", "dtype: float16")
+    q = problem_from_source((FIXTURES / "good_add.py").read_text(), name="add", spec_text=both)
+    (warning,) = q.warnings
+    assert "accepts only float32" in warning and "declared" not in warning
+    assert q.variant("ci").input_dtypes == {"X": "float16", "Y": "float16"}
 
 
 def test_modelnew_file_uses_its_own_model_as_reference():

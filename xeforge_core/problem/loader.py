@@ -17,7 +17,9 @@ to ``Problem.warnings``):
 * no spec: ``get_inputs()`` must exist (in the kernel or the reference module), and
   ``get_init_inputs()`` too when ``__init__`` needs arguments;
 * warnings: a variant dtype that a dtype assertion or a hard-coded kernel dtype rejects
-  (e.g. Flash Attention's float32 ``ci`` against its float16-only kernel); inits whose dim names
+  (e.g. Flash Attention's float32 ``ci`` against its float16-only kernel; when the spec's own
+  ``inputs`` section declares a dtype the kernel accepts, the variant's override is dropped and
+  it runs with the declared dtypes, and the warning says so); inits whose dim names
   do not match the constructor parameters they land in; no Triton kernel in the kernel module.
 """
 
@@ -26,9 +28,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .model import ModuleFile, Problem, ProblemError, Spec
+from .model import ModuleFile, Problem, ProblemError, Spec, Variant
 from .module import DtypeConstraint, ModuleFacts, Signature, read_module
-from .spec import MAX_SOURCE_BYTES, check_text, parse_spec
+from .spec import MAX_SOURCE_BYTES, build_variant, check_text, parse_spec
 
 __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference", "read_candidate"]
 
@@ -285,6 +287,7 @@ def _check_dtypes(facts: ModuleFacts, spec: Spec, spec_label: str, warnings: lis
     def converted(rule: DtypeConstraint, origin: str) -> bool:
         return any(origin in c.inputs and set(c.dtypes) & set(rule.dtypes) for c in coerces)
 
+    repaired: dict[str, Variant] = {}
     for vname, variant in spec.variants.items():
         for rule in rules:
             bad: list[str] = []
@@ -306,12 +309,31 @@ def _check_dtypes(facts: ModuleFacts, spec: Spec, spec_label: str, warnings: lis
             allowed = " or ".join(rule.dtypes)
             source = f"{vname}[0].dtype" if variant.dtype else "the inputs' dtype"
             gives = f"variant {vname} gives {', '.join(bad)} as {', '.join(sorted(got))} ({spec_label} [{source}])"
+            # The variant's dtype override contradicts both the kernel and the spec's own inputs
+            # section: two of three agree, so the variant runs with the inputs' declared dtypes.
+            declared = {n: spec.inputs[n].dtype for n in bad if n in spec.inputs}
+            if variant.dtype and len(declared) == len(bad) and all(d in rule.dtypes for d in declared.values()):
+                repaired[vname] = build_variant(
+                    vname, params=list(variant.params), dims=dict(variant.dims), inputs=spec.inputs,
+                    inits=spec.inits, dtype=None, flop_formula=variant.flop_formula, rtol=variant.rtol,
+                    atol=variant.atol)
+                consequence = (f"the spec's inputs section declares {', '.join(sorted(set(declared.values())))} "
+                               f"({spec_label} [inputs.{bad[0]}.dtype]), so variant {vname} runs with the "
+                               f"inputs' declared dtypes instead of its {', '.join(sorted(got))} override")
+            elif rule.kind == "hardcodes":
+                consequence = "this variant is likely to fail to compile or run"
+            else:
+                consequence = ""
+            it = "them" if len(bad) > 1 else "it"
             if rule.kind == "hardcodes":
                 warnings.append(
                     f"{facts.where(rule.line)}: {gives}, but kernel {rule.function} hard-codes {allowed} "
-                    f"(`{rule.text}`) and the module never converts {'them' if len(bad) > 1 else 'it'}: "
-                    f"this variant is likely to fail to compile or run")
+                    f"(`{rule.text}`) and the module never converts {it}: {consequence}")
             else:
                 warnings.append(
                     f"{facts.where(rule.line)}: {gives}, but {rule.function} accepts only {allowed} "
-                    f"(`{rule.text}`) and the module never converts {'them' if len(bad) > 1 else 'it'}")
+                    f"(`{rule.text}`) and the module never converts {it}" + (f": {consequence}" if consequence
+                                                                             else ""))
+            if vname in repaired:
+                break
+    spec.variants.update(repaired)

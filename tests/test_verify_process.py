@@ -217,3 +217,21 @@ def test_lints_reach_the_candidate_only(problem):
                options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], lints=[lint]))
     assert v.kind is VerdictKind.CHEATING, v.reason  # not environment: the baseline never saw it
     assert any(f.rule == "kb:pow2_block" and f.line == 23 for f in v.findings)
+
+
+def test_baseline_that_cannot_run_the_derived_odd_shape_is_held_to_the_spec_only():
+    problems = Path(__file__).parent / "fixtures" / "problems"
+    source = (problems / "good_add.py").read_text().replace(
+        '    assert x.dtype == torch.float32, "x must be float32"\n',
+        '    assert x.dtype == torch.float32, "x must be float32"\n'
+        '    assert x.shape[0] % 4 == 0, "rows must come in fours"\n')
+    problem = problem_from_source(source, name="add_fours", spec_text=(problems / "good_add.yaml").read_text())
+    v = verify(problem, source, device="cpu",
+               options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"]))
+    assert v.kind is VerdictKind.OK, v.reason
+    (note,) = [w for w in v.warnings if "non-power-of-two" in w]
+    assert "rows must come in fours" in note and "spec's own variants only" in note
+    # a candidate still has to pass the spec's variants
+    wrong = source.replace("tl.load(x_ptr + offs, mask=mask) + ", "tl.load(x_ptr + offs, mask=mask) - ")
+    assert verify(problem, wrong, device="cpu", options=VerifyOptions(
+        timeout_s=120.0, seeds=1, distributions=["normal"])).kind is VerdictKind.WRONG_ANSWER

@@ -6,8 +6,10 @@
 1. **baseline** (role ``baseline``): the problem's own kernel, with the same checks, on the
    correctness variants; it saves the expected outputs in its job directory. If it fails, the
    verdict is ``environment``: the fault is not the candidate's (an incompatible numpy, a
-   driver error, a spec that does not fit the kernel), and the candidate is not judged.
-   Baseline outputs are cached on disk (``cache_root()/baselines``) keyed by the baseline and
+   driver error, a spec that does not fit the kernel), and the candidate is not judged. When
+   it fails with the non-power-of-two copies of the variants that verification adds itself
+   (``-odd``), it runs once more without them: the kernel does not support such shapes, the
+   candidate is held to the spec's own variants, and the verdict warns so. Baseline outputs are cached on disk (``cache_root()/baselines``) keyed by the baseline and
    reference source, spec, variants, seeds, distributions, options, device fingerprint,
    library versions and worker code, so re-verifying another candidate skips this job.
 2. **candidate** (role ``candidate``, ``expected_dir`` = the baseline's directory): compile,
@@ -366,6 +368,15 @@ class _Run:
             "expected_dir": expected_dir, "options": self.job_options(role),
         }
 
+    def drop_derived_variants(self) -> bool:
+        """Remove the ``-odd`` copies this run derived (not those the spec names); True if any."""
+        spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
+        kept = [v for v in self.correctness if not (v.name.endswith("-odd") and v.name not in spec_names)]
+        dropped = len(kept) != len(self.correctness)
+        if dropped and kept:
+            self.correctness = kept
+        return dropped and bool(kept)
+
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():
             raise VerificationCancelled("verification cancelled")
@@ -435,6 +446,12 @@ class _Run:
     def close(self) -> None:
         for path in self.cleanup:
             runner.cleanup_job_dir(path)
+
+
+#: Baseline failures worth one more try without the derived ``-odd`` variants (a timeout is not:
+#: it would double the wait, and says nothing about the shape).
+_RETRY_WITHOUT_DERIVED = {VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, VerdictKind.CRASH,
+                          VerdictKind.WRONG_ANSWER, VerdictKind.OOM, VerdictKind.CHEATING}
 
 
 def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
@@ -553,6 +570,14 @@ def _verify_uncached(run: _Run) -> Verdict:
             return Verdict(kind=VerdictKind.ENVIRONMENT, reason=too_slow, steps=[
                 Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + too_slow)])
     base, base_dir, reused = run.baseline()
+    if base.kind in _RETRY_WITHOUT_DERIVED and run.drop_derived_variants():
+        # The non-power-of-two copies are ours, not the spec's: a baseline that cannot run them
+        # (e.g. a tensor descriptor whose rows must be 16-byte aligned) does not support such
+        # shapes, and a candidate is not held to more than its baseline.
+        dropped = f"the baseline fails on the non-power-of-two copy of its variants ({base.kind.value}: " \
+                  f"{(base.reason or '').splitlines()[0][:300]}); correctness is checked on the spec's own variants only"
+        base, base_dir, reused = run.baseline()
+        base.warnings.insert(0, dropped)
     if base.kind is not VerdictKind.OK:
         return _environment_verdict(base, device)
     run.check_cancel()

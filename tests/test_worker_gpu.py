@@ -64,3 +64,50 @@ def test_gpu_baseline_candidate_timing(tmp_path):
     perf = timing.performance[0]
     assert perf.speedup > 0 and perf.candidate.trials >= 10 and perf.reference is not None
     assert perf.tflops and perf.gbps
+
+
+DESCRIPTOR_MODULE = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, M, N: tl.constexpr, BLOCK_M: tl.constexpr):
+    row = tl.program_id(0) * BLOCK_M
+    xd = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, N])
+    yd = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, N])
+    yd.store([row, 0], xd.load([row, 0]) * 2)
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.shape[0], 32),)](x, y, x.shape[0], N=x.shape[1], BLOCK_M=32)
+        return y
+
+
+def get_inputs():
+    return [torch.randn(256, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_device_side_tensor_descriptors_get_scratch_memory():
+    """A kernel building tensor descriptors on the device needs Triton's global-scratch
+    allocator on NVIDIA (TMA); the worker provides one, as an application would."""
+    import triton.language as tl
+
+    from xeforge_core.problem import problem_from_source
+    from xeforge_core.verify import VerifyOptions, verify
+
+    if not hasattr(tl, "make_tensor_descriptor"):
+        pytest.skip("this Triton has no tl.make_tensor_descriptor")
+    problem = problem_from_source(DESCRIPTOR_MODULE, name="scale_desc")
+    v = verify(problem, DESCRIPTOR_MODULE, device=DEVICE,
+               options=VerifyOptions(seeds=1, distributions=["normal"], use_cache=False))
+    assert v.kind.value == "ok", v.feedback()

@@ -47,6 +47,7 @@ class WorkerContext:
         self.options: dict[str, Any] = dict(job.get("options") or {})
         self.progress = Progress(job_dir / PROGRESS_FILE)
         self.ops = DeviceOps(job.get("device") or "cpu")
+        self.ops.install_scratch_allocator()
         self.timer_guard = TimerGuard()
         self.threads = ThreadWatch()
         self.registry = AutotuneRegistry(interpreter=self.ops.interpreter)

@@ -122,6 +122,28 @@ class DeviceOps:
         if self._mod is not None and hasattr(self._mod, "empty_cache"):
             self._mod.empty_cache()
 
+    def install_scratch_allocator(self) -> None:
+        """Give Triton a global-scratch allocator on a GPU, as an application must: a kernel
+        that builds tensor descriptors on the device (``tl.make_tensor_descriptor``; NVIDIA TMA)
+        asks for scratch memory at launch and fails with "Kernel requires a runtime memory
+        allocation, but no allocator was set" without one (``triton.set_allocator``, Triton >=
+        3.3). A module under test that sets its own allocator replaces this one."""
+        if self._mod is None:
+            return
+        try:
+            import triton
+        except ImportError:
+            return
+        set_allocator = getattr(triton, "set_allocator", None)
+        if set_allocator is None:
+            return
+        device = self.torch_device
+
+        def scratch(size: int, alignment: int, stream: Any) -> torch.Tensor:
+            return torch.empty(size, dtype=torch.int8, device=device)
+
+        set_allocator(scratch)
+
     def poison_allocator(self, nbytes: int = 256 << 20) -> None:
         """Fill ``nbytes`` of the caching allocator's free memory with NaN bit patterns, so that
         later ``torch.empty`` blocks carved from it start as NaN (GPU only; on cpu fresh memory is

@@ -590,7 +590,7 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
         f"- Device: **{d.get('name') or d.get('type')}** ({d.get('type')}), "
         f"{'interpreter: nothing is timed' if d.get('type') == 'cpu' else 'timed by the verifier'}",
         "- Libraries: " + ", ".join(f"{k} {v}" for k, v in res.versions.items() if v),
-        f"- Run: {res.started} UTC, {res.seconds / 60:.1f} min, mode "
+        f"- Run: {res.started} UTC, {res.seconds / 60:.1f} min{' summed over the runs' if res.parts else ''}, mode "
         f"{'quick' if res.settings.get('quick') else 'full'} (seeds {res.settings.get('seeds')}, "
         f"CoVeR iterations {res.settings.get('iterations')}, timing {res.settings.get('warmup_ms')} ms warm-up / "
         f"{res.settings.get('rep_ms')} ms per callable)",

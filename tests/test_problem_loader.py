@@ -135,8 +135,9 @@ def test_dtype_assertion_warning_names_variant_dtype_and_line():
     # when the inputs section agrees with the override, nothing is changed, only reported
     both = spec.replace("dtype: float32", "dtype: float16")
     q = problem_from_source((FIXTURES / "good_add.py").read_text(), name="add", spec_text=both)
-    (warning,) = q.warnings
-    assert "accepts only float32" in warning and "declared" not in warning
+    ci_warning, bench_warning = q.warnings
+    assert "variant ci" in ci_warning and "variant bench-gpu" in bench_warning
+    assert "accepts only float32" in ci_warning and "declared" not in ci_warning
     assert q.variant("ci").input_dtypes == {"X": "float16", "Y": "float16"}
 
 

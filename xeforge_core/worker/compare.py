@@ -208,8 +208,9 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
     if poisoned:
         unwritten = _poison_count(a, e)
         if unwritten:
-            notes.append(f"{unwritten} output element(s) left unwritten (they still hold the NaN poison "
-                         "of fresh memory where the expected output has values)")
+            notes.append(f"{unwritten} output element(s) left unwritten, or computed from memory nothing "
+                         "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
+                         "memory, where the expected output has values")
     comp.passed = comp.mismatches == 0
     if not comp.passed and not any("left unwritten" in n for n in notes):
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside rtol {rtol:g}, "

@@ -111,7 +111,7 @@ def run(device):
         x = x * 1.0001
     mod = getattr(torch, kind, None) if kind in ("cuda", "xpu") else None
     if mod is not None:
-        mod.synchronize()
+        mod.synchronize(torch.device(device))
     return x.cpu(), torch.ones(1 << 16) * (1.0001 ** 8)
 '''),
     Check("Triton vector add", "triton", '''

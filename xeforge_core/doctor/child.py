@@ -36,9 +36,12 @@ def _device_module(torch: Any, device: str) -> Any:
 
 
 def _sync(torch: Any, device: str) -> None:
+    """Wait for ``device`` itself: ``synchronize()`` without an argument waits for the current
+    device only, so work queued on ``cuda:1`` would not be waited for and times would be launch
+    times."""
     mod = _device_module(torch, device)
     if mod is not None:
-        mod.synchronize()
+        mod.synchronize(torch.device(device))
 
 
 def _compare(torch: Any, got: Any, expected: Any, rtol: float, atol: float) -> tuple[bool, str]:
@@ -166,8 +169,8 @@ def _task_stack(job: dict[str, Any]) -> dict[str, Any]:
         try:
             x = torch.ones(16, device=device)
             float((x * 2).sum())
-            mod.synchronize()
-            props = mod.get_device_properties(0)
+            mod.synchronize(torch.device(device))
+            props = mod.get_device_properties(torch.device(device))
             info["device_name"] = getattr(props, "name", str(props))
             for attr in ("driver_version", "version", "total_memory", "L2_cache_size",
                          "multi_processor_count", "gpu_eu_count", "gpu_subslice_count",

@@ -334,7 +334,7 @@ def test_portability_needs_names_each_reason(xeforge_cases: Path) -> None:
     assert portability_needs("def broken(:\n", "cuda") == []
 
 
-def test_autotune_grid_reasons_when_it_cannot_match_axes() -> None:
+def test_autotune_grid_reasons_when_it_cannot_match_axes(tmp_path: Path) -> None:
     from xeforge_core.codemods.autotune_grid import grid_follows_autotune
 
     swizzled = '''
@@ -358,7 +358,8 @@ def launch(x, M, N):
     assert "already a function of the chosen config" in grid_follows_autotune(lam).reason
     assert grid_follows_autotune("x = 1\n").reason
     # the autotuning stage offers the same fix for a kernel that is already autotuned
+    from tests.test_codemods_verify import autotuned_with_fixed_grid
     from xeforge_core.engines.rules import STAGE_CODEMODS
 
-    fixture = (Path(__file__).parent / "fixtures" / "codemods" / "matmul_autotuned_fixed_grid.py").read_text()
+    fixture = autotuned_with_fixed_grid(tmp_path).read_text()
     assert 'META["BLOCK_M"]' in STAGE_CODEMODS["autotuning"](fixture, target="cuda").source

@@ -61,8 +61,28 @@ def test_portability_makes_real_kernels_run_in_the_interpreter(xeforge_cases: Pa
         _check(ported, fixed.source)
 
 
-def test_fixed_grid_of_an_autotuned_kernel_is_caught_then_fixed() -> None:
-    problem = load_problem(FIXTURES / "matmul_autotuned_fixed_grid.py")
+def autotuned_with_fixed_grid(tmp: Path) -> Path:
+    """The fixed-tile matmul fixture, autotuned over 16- and 32-wide tiles but launched with a
+    grid fixed at 32: the 16-wide configs leave three quarters of the output unwritten (the
+    pattern of Xe-Forge cases 39 and 55)."""
+    src = (FIXTURES / "matmul_fixed_tiles.py").read_text()
+    src = src.replace("@triton.jit\ndef matmul_kernel(", (
+        "@triton.autotune(configs=[\n"
+        '    triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, num_warps=4),\n'
+        '    triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32}, num_warps=4),\n'
+        '], key=["M", "N", "K"])\n@triton.jit\ndef matmul_kernel('))
+    src = src.replace("grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))",
+                      "grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))")
+    src = src.replace("        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=32,\n", "")
+    src = src.replace("    BLOCK_M, BLOCK_N = 16, 16\n", "")
+    assert src.count("triton.cdiv(M, 32)") == 1 and "BLOCK_M=BLOCK_M" not in src
+    path = tmp / "matmul_autotuned_fixed_grid.py"
+    path.write_text(src)
+    return path
+
+
+def test_fixed_grid_of_an_autotuned_kernel_is_caught_then_fixed(tmp_path: Path) -> None:
+    problem = load_problem(autotuned_with_fixed_grid(tmp_path))
     # the verifier runs every autotune config: the 16-wide ones leave output unwritten
     verdict = verify(problem, problem.kernel.source, device="cpu", options=FAST)
     assert not verdict.passed and "BLOCK_M=16" in verdict.reason, verdict.feedback()

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -191,16 +190,11 @@ def classify(verdict: Verdict, *, min_speedup: float = DEFAULT_MIN_SPEEDUP) -> t
 def hard_coded_devices(source: str, device_type: str) -> list[str]:
     """Device names (``xpu``, ``cuda``) that ``source`` hard-codes and that differ from
     ``device_type`` (``cpu``, ``cuda`` or ``xpu``): device strings, ``torch.<dev>.*`` calls,
-    ``.<dev>()`` moves. Kernel bodies rarely contain these; host code often does."""
-    found = []
-    for dev in ("xpu", "cuda"):
-        if dev == device_type:
-            continue
-        pattern = (rf"""(['"]){dev}(:\d+)?\1|torch\.{dev}\.(synchronize|is_available|device|current_device)"""
-                   rf"""|\.{dev}\(\s*\)""")
-        if re.search(pattern, source):
-            found.append(dev)
-    return found
+    ``.<dev>()`` moves (:func:`xeforge_core.codemods.portability.hard_coded_devices`). Kernel
+    bodies rarely contain these; host code often does."""
+    from xeforge_core.codemods.portability import hard_coded_devices as found  # noqa: PLC0415  (libcst)
+
+    return found(source, device_type)
 
 
 # --------------------------------------------------------------------------------------------

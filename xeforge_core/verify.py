@@ -9,9 +9,10 @@
    driver error, a spec that does not fit the kernel), and the candidate is not judged. When
    it fails with the non-power-of-two copies of the variants that verification adds itself
    (``-odd``), it runs once more without them: the kernel does not support such shapes, the
-   candidate is held to the spec's own variants, and the verdict warns so. Baseline outputs are cached on disk (``cache_root()/baselines``) keyed by the baseline and
-   reference source, spec, variants, seeds, distributions, options, device fingerprint,
-   library versions and worker code, so re-verifying another candidate skips this job.
+   candidate is held to the spec's own variants, and the verdict warns so. Baseline outputs
+   are cached on disk (``cache_root()/baselines``) keyed by the baseline and reference source,
+   spec, variants, seeds, distributions, options, device fingerprint, library versions and
+   worker code, so re-verifying another candidate skips this job.
 2. **candidate** (role ``candidate``, ``expected_dir`` = the baseline's directory): compile,
    structure and integrity, correctness on every variant, seed and distribution.
 3. **timing** (role ``timing``), only on a GPU and only for a correct candidate: baseline and
@@ -574,10 +575,11 @@ def _verify_uncached(run: _Run) -> Verdict:
         # The non-power-of-two copies are ours, not the spec's: a baseline that cannot run them
         # (e.g. a tensor descriptor whose rows must be 16-byte aligned) does not support such
         # shapes, and a candidate is not held to more than its baseline.
-        dropped = f"the baseline fails on the non-power-of-two copy of its variants ({base.kind.value}: " \
-                  f"{(base.reason or '').splitlines()[0][:300]}); correctness is checked on the spec's own variants only"
+        first = (base.reason or base.kind.value).splitlines()[0][:300]
         base, base_dir, reused = run.baseline()
-        base.warnings.insert(0, dropped)
+        if base.kind is VerdictKind.OK:
+            base.warnings.insert(0, f"the baseline fails on the non-power-of-two copy of its variants "
+                                    f"({first}); correctness is checked on the spec's own variants only")
     if base.kind is not VerdictKind.OK:
         return _environment_verdict(base, device)
     run.check_cancel()

@@ -395,6 +395,27 @@ def port_source(source: str) -> CodemodResult:
     return CodemodResult(codemod=NAME, source=code, changed=code != source, notes=notes)
 
 
+def hard_coded_devices(source: str, device_type: str, module: cst.Module | None = None) -> list[str]:
+    """Device names (``xpu``, ``cuda``) that ``source`` hard-codes and that differ from
+    ``device_type`` (``cpu``, ``cuda`` or ``xpu``): device strings, ``torch.<dev>.*`` calls,
+    ``.<dev>()`` moves. The helpers this codemod adds name ``"xpu"`` themselves and are not
+    counted. ``module`` is ``source`` already parsed, if at hand. Never raises."""
+    if module is None:
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            module = None
+    text = source if module is None else module.with_changes(body=[
+        s for s in module.body if not (isinstance(s, cst.FunctionDef) and s.name.value in HELPER_NAMES)]).code
+    found = []
+    for dev in _VENDORS:
+        pattern = (rf"""(['"]){dev}(:\d+)?\1|torch\.{dev}\.(synchronize|is_available|device|current_device)"""
+                   rf"""|\.{dev}\(\s*\)""")
+        if dev != device_type and re.search(pattern, text):
+            found.append(dev)
+    return found
+
+
 def _launch_options(module: cst.Module) -> list[tuple[str, str]]:
     """``(option, where)`` for each Intel-only compile option given at a launch keyword or as a
     key of a dict literal (a ``triton.Config``'s kwargs), outside ``_xf_compile_options(...)``."""
@@ -437,15 +458,7 @@ def portability_needs(source: str, device_type: str) -> list[str]:
         module: cst.Module | None = cst.parse_module(source)
     except cst.ParserSyntaxError:
         module = None
-    # the helpers this codemod adds name "xpu" themselves: they are not a hard-coded device
-    text = source if module is None else module.with_changes(body=[
-        s for s in module.body if not (isinstance(s, cst.FunctionDef) and s.name.value in HELPER_NAMES)]).code
-    needs: list[str] = []
-    for dev in _VENDORS:
-        if dev != device_type and re.search(
-                rf"""(['"]){dev}(:\d+)?\1|torch\.{dev}\.(synchronize|is_available|device|current_device)"""
-                rf"""|\.{dev}\(\s*\)""", text):
-            needs.append(f"hard-codes {dev}")
+    needs = [f"hard-codes {dev}" for dev in hard_coded_devices(source, device_type, module)]
     if module is None:
         return needs
     if device_type != "xpu":

@@ -128,6 +128,11 @@ def test_trajectory_rows_and_reports(bench, monkeypatch, tmp_path):
     assert nums["rules_over_baseline"] == pytest.approx(math.sqrt(8.0 * 2.0))  # per problem first
     assert nums["rules_over_baseline_cases"] == pytest.approx(2.0)
     assert nums["trajectory_geomean_by_step"][2] == pytest.approx(4.0)
+    # no stage applied anywhere: the same code timed twice, so nothing counts as made faster
+    assert nums["problems_faster"] == 0
+    res.shapes[0].stages_applied = res.shapes[1].stages_applied = "portability,dtype_fix"
+    res.shapes[2].stages_applied = "portability"
+    assert bench.summary_numbers(res)["problems_faster"] == 1
 
     bench.write_csv(tmp_path / "trajectory.csv", res.trajectory)
     bench.write_markdown(tmp_path / "summary.md", res, nums)
@@ -135,6 +140,7 @@ def test_trajectory_rows_and_reports(bench, monkeypatch, tmp_path):
         assert len(list(csv.DictReader(fh))) == len(rows)
     md = (tmp_path / "summary.md").read_text()
     assert "Test GPU" in md and "torch x" in md and "32.00x" in md and "x \\| y" in md
+    assert md.count("no stage applied: the same code timed twice") == 1  # problem b: ported only
     pytest.importorskip("plotly")
     assert bench.write_html(tmp_path / "report.html", res, nums)
     assert "Test GPU" in (tmp_path / "report.html").read_text()

@@ -306,8 +306,25 @@ def test_portability_prepares_a_kernel_that_hard_codes_xpu(tmp_path):
     assert head.stage == "portability" and head.engine == "rules" and head.kind == "portability"
     assert '"xpu"' not in session.source() and hard_coded_devices(session.source(), "cpu") == []
     assert head.cumulative_speedup == pytest.approx(1.0)
+    assert "verified on its own" in head.trailers["Note"]  # the original cannot run here
+    assert session.stages["portability"]["status"] == "done"
     # nothing more to port the second time
     assert prepare_portability(session, verify_fn=verify, device="cpu", verify_options=QUICK) is None
+
+
+def test_portability_fixes_a_grid_and_checks_the_port_against_the_original(tmp_path):
+    from tests.test_codemods_verify import autotuned_with_fixed_grid
+
+    problem = load_problem(autotuned_with_fixed_grid(tmp_path))
+    session = Session.create(problem, workspace=tmp_path / "ws", plan=["dtype_fix"], device={"type": "cpu"})
+    outcome = prepare_portability(session, verify_fn=verify, device="cpu", verify_options=QUICK)
+    assert outcome is not None and outcome.status == "approved", outcome.reason
+    head = session.version("head")
+    assert 'META["BLOCK_M"]' in session.source()
+    # the original runs in the interpreter (its autotuner picks the 32-wide config the grid fits),
+    # so the port was held to the original's answers under every config
+    assert "verified against the original" in head.trailers["Note"]
+    assert "launches autotuned matmul_kernel with a grid that fixes the tile sizes" in head.trailers["Note"]
 
 
 def _cpu_ok(problem, code, **kwargs):

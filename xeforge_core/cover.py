@@ -386,6 +386,25 @@ def prepare_portability(
     found (the verifier said the current version cannot run here). Raises nothing for a bad
     kernel.
     """
+    outcome = _prepare_portability(session, verify_fn=verify_fn, device=device, verify_options=verify_options,
+                                   on_progress=on_progress, cancel=cancel, force=force)
+    if outcome is not None:
+        status = {"approved": "done", "failed": "failed", "kept_current": "kept_current"}.get(outcome.status)
+        if status is not None:
+            session.mark_stage(PORTABILITY_STAGE, status, outcome.reason)
+    return outcome
+
+
+def _prepare_portability(
+    session: Any,
+    *,
+    verify_fn: Callable[..., Verdict] | None,
+    device: Any,
+    verify_options: Any,
+    on_progress: ProgressFn | None,
+    cancel: Any,
+    force: bool,
+) -> StageOutcome | None:
     if verify_fn is None:
         from xeforge_core.verify import verify as verify_fn  # noqa: PLC0415
     emit = _emitter(on_progress, PORTABILITY_STAGE)
@@ -420,9 +439,17 @@ def prepare_portability(
         return outcome
     rec = session.add_candidate(PORTABILITY_STAGE, code, engine="rules", model="portability", iteration=1,
                                 rationale=rationale)
-    problem = session.problem("head").with_kernel_source(code, label="baseline")
+    original = session.problem("head")
     try:
-        verdict = _safe_verify(verify_fn, problem, code, dev, verify_options, emit, 1, cancel)
+        # Against the original first: where it runs here (a kernel whose only need is its grid, or
+        # an Intel option the interpreter ignores), the port must give its answers. Where it cannot
+        # run (an environment verdict), the port is verified as its own baseline.
+        verdict = _safe_verify(verify_fn, original, code, dev, verify_options, emit, 1, cancel)
+        against_original = verdict.kind is not VerdictKind.ENVIRONMENT
+        problem = original
+        if not against_original:
+            problem = original.with_kernel_source(code, label="baseline")
+            verdict = _safe_verify(verify_fn, problem, code, dev, verify_options, emit, 1, cancel)
     except _Cancelled:
         return StageOutcome(stage=PORTABILITY_STAGE, status="cancelled", iterations=1, best=rec.id,
                             reason="cancelled by the user; the ported candidate is kept unverified",
@@ -437,12 +464,17 @@ def prepare_portability(
                                reason=f"the ported code does not verify: {verdict.kind.value} {verdict.reason}",
                                verdict=verdict, best=rec.id)
     else:
-        note = (f"the baseline {'; '.join(foreign)}, so it cannot run correctly on {dev_type} as written; the "
-                "ported version was verified on its own (compile, structure, determinism"
-                + (", against the reference" if getattr(problem, "reference", None) else "")
-                + "); later speedups are relative to it")
+        if against_original:
+            note = (f"the kernel {'; '.join(foreign)}; the ported version runs the original's answers on "
+                    f"{dev_type} (verified against the original, which runs here); later speedups are "
+                    "relative to it")
+        else:
+            note = (f"the kernel {'; '.join(foreign)}, so it cannot run correctly on {dev_type} as written; "
+                    "the ported version was verified on its own (compile, structure, determinism"
+                    + (", against the reference" if getattr(problem, "reference", None) else "")
+                    + "); later speedups are relative to it")
         version = session.approve(rec.id, note=note, speed_neutral=True,
-                                  message=f"portability: run on any device (the kernel {'; '.join(foreign)})")
+                                  message=f"portability: run correctly on {dev_type} and any other device")
         emit("approve", f"portability: committed {version.short}", 1)
         outcome = StageOutcome(stage=PORTABILITY_STAGE, status="approved", attempts=[attempt], iterations=1,
                                reason=note, best=rec.id, version=version.sha, verdict=verdict)

@@ -785,7 +785,7 @@ class Session:
         compares against an older version, which the commit states). ``note`` goes into the
         trailers (e.g. ``speed not measured``). ``speed_neutral`` (the portability step, whose
         parent cannot run on this device) records no speedup for this link and carries the
-        parent's cumulative speedup over. Approving a candidate of a planned stage that is still
+        parent's cumulative speedup over. Approving a candidate of a stage (planned, or portability) that is still
         pending or running marks that stage ``done``."""
         with self._locked():
             self._refresh()
@@ -842,7 +842,7 @@ class Session:
                     meta["reason"] = f"{rec.id} was approved"
             entry = self._stage_entry(rec.stage)
             entry["versions"].append(sha)
-            if rec.stage in self._state["plan"] and entry.get("status") in ("pending", "running"):
+            if entry.get("status") in ("pending", "running"):  # a planned stage, or portability
                 entry.update(status="done", reason=f"approved {rec.id}", time=_now())
             self._log("approve", candidate=rec.id, version=sha, speedup=speed)
             self._save_state()

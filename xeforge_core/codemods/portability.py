@@ -19,10 +19,10 @@ into device-agnostic code (the same is done for ``"cuda"``):
 * ``.xpu()`` / ``.cuda()`` become ``.to(_xf_device(t))``;
 * Intel-only compile options (``grf_mode``) given at a launch (``kernel[grid](..., grf_mode="256")``)
   or in a ``triton.Config`` kwargs dict become ``**_xf_compile_options(grf_mode="256")``, which
-  passes them on xpu and drops them elsewhere: CUDA's Triton and the interpreter reject an
+  passes them on xpu and drops them elsewhere: CUDA's Triton rejects an
   unknown launch option (``KeyError: 'Keyword argument grf_mode was specified but
-  unrecognised'``, seen on the H200 with kernels 1, 39 and 55 of the Xe-Forge cases).
-
+  unrecognised'``, seen on the H200 with kernels 1, 39 and 55 of the Xe-Forge cases); Triton's
+  interpreter ignores them;
 * an autotuned kernel whose launch grid fixes the tile sizes (``triton.cdiv(M, 128)`` while the
   configs range over 64 and 128) gets a grid that reads them from the chosen config
   (:mod:`xeforge_core.codemods.autotune_grid`): the autotuner picks a different config on each
@@ -450,8 +450,9 @@ def _launch_options(module: cst.Module) -> list[tuple[str, str]]:
 def portability_needs(source: str, device_type: str) -> list[str]:
     """Why ``source`` cannot run correctly on ``device_type`` (``cpu``/``cuda``/``xpu``) as
     written, one phrase each (empty when nothing needs porting): a hard-coded other device
-    (``hard-codes xpu``), an Intel-only compile option off xpu (``passes grf_mode at the launch
-    of _attn_fwd``: CUDA's Triton and the interpreter reject it), an autotuned kernel whose
+    (``hard-codes xpu``), an Intel-only compile option on cuda (``passes the Intel-only option
+    grf_mode in the launch of _attn_fwd``: CUDA's Triton rejects it; Triton's interpreter
+    ignores it), an autotuned kernel whose
     launch grid fixes the tile sizes (on any device). Never raises: a module that does not parse
     needs nothing from this step (the verifier reports it)."""
     try:
@@ -461,7 +462,7 @@ def portability_needs(source: str, device_type: str) -> list[str]:
     needs = [f"hard-codes {dev}" for dev in hard_coded_devices(source, device_type, module)]
     if module is None:
         return needs
-    if device_type != "xpu":
+    if device_type == "cuda":
         for option, where in dict.fromkeys(_launch_options(module)):
             needs.append(f"passes the Intel-only option {option} in {where}")
     grid = grid_follows_autotune(source)

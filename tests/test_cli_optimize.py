@@ -67,6 +67,9 @@ def test_optimize_rules_auto_end_to_end(tmp_path, capsys):
     assert session.current_stage is None
     report = json.loads((session.path / "export" / "report.json").read_text())
     assert [s["stage"] for s in report["stages"]] == session.plan
+    # nothing was timed in the interpreter: no cumulative speedup is claimed, not even 1.0
+    assert report["cumulative_speedup"] is None and report["speed_measured"] is False
+    assert "Cumulative speedup: **not measured**" in (session.path / "export" / "report.md").read_text()
     assert (session.path / "export" / "07_gemm_fp32_upcast.py").read_text() == final
     # exports stay out of the session's history
     assert subprocess.run(["git", "status", "--porcelain"], cwd=session.path, capture_output=True,
@@ -133,3 +136,4 @@ def test_batch_writes_its_csv(tmp_path, capsys):
     assert status == 1  # one kernel had an error
     assert "summary:" in out and "07_gemm_fp32_upcast" in out
     assert "2 kernel(s)" in err and "on cpu, cpu" in err
+    assert "skipped notes.py: no sibling notes.yaml spec" in err

@@ -85,6 +85,16 @@ def find_kernels(directory: str | Path) -> list[BatchItem]:
     return items
 
 
+def unpaired_modules(directory: str | Path) -> list[Path]:
+    """The ``.py`` files of ``directory`` that :func:`find_kernels` leaves out for want of a
+    sibling ``<stem>.yaml`` (references and ``__init__.py`` are not listed), so that a batch
+    can say what it skipped."""
+    root = Path(directory)
+    return [py for py in sorted(root.glob("*.py"))
+            if py.name != "__init__.py" and not py.stem.endswith(REFERENCE_SUFFIXES)
+            and not py.with_suffix(".yaml").is_file()]
+
+
 def optimize_one(
     item: BatchItem,
     *,

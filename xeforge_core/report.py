@@ -124,6 +124,11 @@ def json_report(session: Session) -> dict[str, Any]:
     for c in cand_records:
         counts[c.status] = counts.get(c.status, 0) + 1
     info = session.info
+    speed_measured = any(v["speedup"] is not None for v in versions)
+    try:
+        warnings = list(session.problem("head").warnings)
+    except Exception as exc:  # a report must not fail on a spec that no longer loads
+        warnings = [f"the problem could not be loaded for its warnings: {exc}"]
     return {
         "format": REPORT_FORMAT,
         "problem": info.get("problem"),
@@ -139,9 +144,11 @@ def json_report(session: Session) -> dict[str, Any]:
         "plan": session.plan,
         "stages": stages,
         "versions": versions,
-        "cumulative_speedup": head.cumulative_speedup if len(history) > 1 else 1.0,
-        "speed_measured": any(v["speedup"] is not None for v in versions),
+        # nothing timed (the interpreter): no speedup to claim, not even 1.0
+        "cumulative_speedup": (head.cumulative_speedup if len(history) > 1 else 1.0) if speed_measured else None,
+        "speed_measured": speed_measured,
         "candidates": counts,
+        "warnings": warnings,
     }
 
 
@@ -201,7 +208,10 @@ def markdown_report(session: Session, report: dict[str, Any] | None = None) -> s
         lines.append("- Speed was not measured on this device (Triton's interpreter or no timing): "
                      "verdicts here establish correctness only.")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(r["candidates"].items())) or "none"
-    lines += [f"- Candidates: {counts}", f"- Generated: {r['generated']}", "", "## Stages", ""]
+    lines += [f"- Candidates: {counts}", f"- Generated: {r['generated']}", ""]
+    if r.get("warnings"):
+        lines += ["## Problem warnings", ""] + [f"- {w}" for w in r["warnings"]] + [""]
+    lines += ["## Stages", ""]
     headers, rows = stage_rows(r)
     lines += [markdown_table(headers, rows), "", "## Versions", ""]
     vrows = [[v["index"], f"`{v['short']}`", v["kind"], v["stage"] or "-", v["engine"] or "-", v["model"] or "-",

@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge batch``; returns the exit status (see the module docstring)."""
-    from xeforge_core.batch import find_kernels, run_batch, write_csv
+    from xeforge_core.batch import find_kernels, run_batch, unpaired_modules, write_csv
     from xeforge_core.report import text_table
 
     err = sys.stderr
@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
     workspace = workspace_for(args)
     print(f"{len(items)} kernel(s) from {args.directory} on {', '.join(d or 'auto' for d in devices)}; "
           f"sessions in {workspace}", file=err, flush=True)
+    for py in unpaired_modules(args.directory):
+        print(f"skipped {py.name}: no sibling {py.stem}.yaml spec (optimize it alone with xeforge optimize, "
+              "which also takes a module without a spec)", file=err)
     cancel = threading.Event()
     lock = threading.Lock()
 

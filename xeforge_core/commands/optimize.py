@@ -271,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"session {session.path}", file=err)
             print(f"device {device.type}:{device.index} ({device.name}); target {target}; plan from {origin}: "
                   f"{', '.join(plan) or '(no stage has work)'}", file=err)
+            for w in problem.warnings:
+                print(f"warning: {w}", file=err)
         engine = make_engine(args.engine, target)
     except (ProblemError, SessionError, ValueError, OSError) as exc:
         print(f"xeforge optimize: bad input: {exc}", file=err)

@@ -178,6 +178,11 @@ def geomean(values: list[float | None]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def _clip(text: str, n: int) -> str:
+    """``text`` cut to at most ``n`` characters, with an ellipsis when cut."""
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num and den else None
 
@@ -318,7 +323,7 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
         baseline = problem
         for out in outcomes:
             rows.append(StageRow(job.name, out.stage, out.status, out.speedup, round(out.seconds, 1),
-                                 out.reason[:300]))
+                                 _clip(out.reason, 300)))
             if out.status == "approved":
                 applied.append(out.stage)
                 if out.stage == "portability" and out.version:
@@ -339,7 +344,7 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
         verdict = verify(ported, cand.code, device=device, options=verify_options(settings, []))
         status = "approved" if verdict.passed else "failed"
         rows.append(StageRow(job.name, "portability", status, None, round(time.monotonic() - started, 1),
-                             (verdict.reason or verdict.kind.value)[:300]))
+                             _clip(verdict.reason or verdict.kind.value, 300)))
         if not verdict.passed:
             return PipelineOutcome(problem, problem.kernel.source, rows, applied,
                                    note="the device-agnostic port does not verify")
@@ -350,7 +355,7 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
     for stage in RULES_STAGES:
         out = run_stage(state, stage, engine, auto=True, iterations=settings.iterations, device=device,
                         verify_options=opts)
-        rows.append(StageRow(job.name, stage, out.status, out.speedup, round(out.seconds, 1), out.reason[:300]))
+        rows.append(StageRow(job.name, stage, out.status, out.speedup, round(out.seconds, 1), _clip(out.reason, 300)))
         if out.status == "approved" and out.best_source:
             state.problem = state.problem.with_kernel_source(out.best_source, label="baseline")
             applied.append(stage)
@@ -391,8 +396,12 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
     else:
         baseline, final, applied = job.problem, job.problem.kernel.source, []
         note = f"rules engine unavailable: {rules_error}"
+    failed_port = next((s for s in stages if s.stage == "portability" and s.status == "failed"), None)
+    if failed_port is not None:  # the original cannot run here and its port is wrong: nothing to time
+        why = _clip(f"not timed: the portability step failed ({failed_port.reason})", 300)
+        return [ShapeRow(job.kind, job.name, v, _dims(job.problem, v), note=why) for v in variants], stages, errors
     if job.problem.warnings:
-        note = (note + "; " if note else "") + "spec warning: " + job.problem.warnings[0][:200]
+        note = (note + "; " if note else "") + "spec warning: " + _clip(job.problem.warnings[0], 200)
     verdict = measure(baseline, final, variants, device, settings)
     rows: list[ShapeRow] = []
     perf = {p.variant: p for p in verdict.performance}
@@ -402,7 +411,7 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
         if p is None:
             why = verdict.reason or verdict.kind.value
             if not verdict.passed:
-                row.note = (row.note + "; " if row.note else "") + f"final version not verified: {why}"[:300]
+                row.note = (row.note + "; " if row.note else "") + _clip(f"final version not verified: {why}", 300)
             elif device.type == "cpu":
                 row.note = (row.note + "; " if row.note else "") + "not timed: interpreter"
             rows.append(row)
@@ -420,7 +429,7 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
         if p.roofline_fraction is not None and row.rules_us and row.baseline_us:
             row.roofline_baseline = p.roofline_fraction * row.rules_us / row.baseline_us
         if p.suspect:
-            row.note = (row.note + "; " if row.note else "") + p.suspect[:200]
+            row.note = (row.note + "; " if row.note else "") + _clip(p.suspect, 200)
         rows.append(row)
     return rows, stages, errors
 
@@ -496,7 +505,7 @@ def bench_trajectory(device: Any, settings: Settings, pool: ThreadPoolExecutor, 
             p = perf_of(s.index).get(shape)
             if p is None:
                 row.note = ("not timed: interpreter" if device.type == "cpu" and v.passed
-                            else (v.reason or v.kind.value)[:300])
+                            else _clip(v.reason or v.kind.value, 300))
                 rows.append(row)
                 continue
             row.step_us = p.candidate.median_us
@@ -778,7 +787,23 @@ def load_results(path: Path) -> Results:
         ValueError: the file is not JSON or lacks a field, named with the file.
     """
     try:
-        data = json.loads(path.read_text())
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        what = "empty" if not text.strip() else f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        raise ValueError(f"{path}: {what}; expected the results.json a run of bench_pipeline.py wrote") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, not the object bench_pipeline.py writes")
+    missing = [k for k in ("started", "settings", "device", "versions", "shapes", "stages", "trajectory",
+                           "errors", "seconds") if k not in data]
+    if missing:
+        raise ValueError(f"{path}: not a results.json of bench_pipeline.py (no field {', '.join(missing)})")
+    try:
         return Results(
             started=data["started"], settings=data["settings"], device=data["device"],
             versions=data["versions"], shapes=[ShapeRow(**r) for r in data["shapes"]],
@@ -786,14 +811,16 @@ def load_results(path: Path) -> Results:
             trajectory=[TrajectoryRow(**r) for r in data["trajectory"]], errors=list(data["errors"]),
             seconds=float(data["seconds"]), complete=bool(data.get("complete", True)),
             parts=list(data.get("parts", [])))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a results.json of bench_pipeline.py ({type(exc).__name__}: {exc})") from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: a row does not fit bench_pipeline.py's results ({type(exc).__name__}: {exc})") from exc
 
 
-def merge_results(parts: list[Results]) -> Results:
+def merge_results(parts: list[Results], labels: list[str] | None = None) -> Results:
     """One report from runs over disjoint sets of problems on the same kind of device (a run too
     long for one sitting, split with ``--only``/``--skip-*``). Speedups stay ratios measured side
     by side inside one run; only the geometric means span runs.
+
+    ``labels`` name the parts in errors (their file names; default: their start times).
 
     Raises:
         ValueError: no parts; parts from different device names or library versions; a problem,
@@ -801,19 +828,21 @@ def merge_results(parts: list[Results]) -> Results:
     """
     if not parts:
         raise ValueError("nothing to merge")
+    labels = labels or [p.started for p in parts]
     first = parts[0]
-    for p in parts[1:]:
+    for p, label in zip(parts[1:], labels[1:]):
         if p.device.get("name") != first.device.get("name"):
             raise ValueError(f"cannot merge runs on different devices: {first.device.get('name')!r} "
-                             f"({first.started}) and {p.device.get('name')!r} ({p.started})")
+                             f"({labels[0]}) and {p.device.get('name')!r} ({label})")
         if p.versions != first.versions:
-            raise ValueError(f"cannot merge runs with different libraries: {first.versions} and {p.versions}")
+            raise ValueError(f"cannot merge runs with different libraries: {first.versions} ({labels[0]}) "
+                             f"and {p.versions} ({label})")
     seen: dict[str, str] = {}
-    for p in parts:
-        for name in {r.problem for r in p.shapes}:
+    for p, label in zip(parts, labels):
+        for name in sorted({r.problem for r in p.shapes}):
             if name in seen:
-                raise ValueError(f"problem {name} is in two runs ({seen[name]} and {p.started})")
-            seen[name] = p.started
+                raise ValueError(f"problem {name} is in two runs ({seen[name]} and {label})")
+            seen[name] = label
     if sum(1 for p in parts if p.trajectory) > 1:
         raise ValueError("the Flash Attention trajectory is in more than one run")
     merged = Results(started=first.started, settings=first.settings, device=first.device,
@@ -879,13 +908,18 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
     if args.merge:
         try:
-            merged = merge_results([load_results(p) for p in args.merge])
+            resolved = [p.resolve() for p in args.merge]
+            twice = next((p for i, p in enumerate(args.merge) if resolved[i] in resolved[:i]), None)
+            if twice is not None:
+                raise ValueError(f"{twice} is given twice")
+            merged = merge_results([load_results(p) for p in args.merge], labels=[str(p) for p in args.merge])
         except ValueError as exc:
             print(f"bench_pipeline: {exc}", file=sys.stderr)
             return 2
         out.mkdir(parents=True, exist_ok=True)
         nums, _ = write_outputs(out, merged, _problem_order(merged))
-        print(f"[bench] merged {len(args.merge)} runs into {out}: geometric-mean speedup rules/baseline "
+        print(f"[bench] merged {len(args.merge)} run{'s' if len(args.merge) != 1 else ''} into {out}: "
+              "geometric-mean speedup rules/baseline "
               f"{_fmt(nums['rules_over_baseline'])}x", flush=True)
         return 0
     settings = settings_from(args)
@@ -938,7 +972,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 rows, stages, errs = fut.result()
             except Exception as exc:
-                rows, stages = [ShapeRow(job.kind, job.name, "-", "", note=f"failed: {exc}"[:300])], []
+                rows, stages = [ShapeRow(job.kind, job.name, "-", "", note=_clip(f"failed: {exc}", 300))], []
                 errs = [f"{job.name}: {exc}\n{traceback.format_exc(limit=4)}"]
             with lock:
                 res.shapes.extend(rows)

@@ -84,6 +84,14 @@ def test_bench_problem_rows_from_verdicts(bench, monkeypatch, tmp_path):
     assert r.roofline_rules == 0.5 and r.roofline_baseline == pytest.approx(0.05)
     assert r.stages_applied == "dtype_fix,autotuning"
 
+    # a port that does not verify: nothing is timed (the original cannot run here either)
+    monkeypatch.setattr(bench, "run_rules_pipeline", lambda j, d, st, w: bench.PipelineOutcome(
+        j.problem, j.problem.kernel.source, [bench.StageRow(j.name, "portability", "failed", None, 1.0, "wrong")],
+        [], note="session"))
+    monkeypatch.setattr(bench, "measure", lambda *a: pytest.fail("nothing may be timed"))
+    rows_f, _, _ = bench.bench_problem(job, FakeDevice(), settings, tmp_path, bench.Budget(None), None)
+    assert all(r.speedup_rules is None and "the portability step failed (wrong)" in r.note for r in rows_f)
+
     # a missing rules engine still times the baseline against eager
     monkeypatch.setattr(bench, "measure", lambda b, s, n, d, st: Verdict(
         kind=VerdictKind.OK, performance=[_perf(v, 1000.0, 1000.0, 500.0, 1.0) for v in n]))
@@ -178,7 +186,17 @@ def test_split_runs_merge_into_one_report(bench, tmp_path):
         bench.merge_results([a, _part(bench, "t2", [("07_gemm", 1.0)])])
     with pytest.raises(ValueError, match="different devices"):
         bench.merge_results([a, _part(bench, "t2", [("08_x", 1.0)], name="Other GPU")])
+    with pytest.raises(ValueError, match="problem 07_gemm is in two runs \\(a.json and b.json\\)"):
+        bench.merge_results([a, _part(bench, "t0", [("07_gemm", 1.0)])], labels=["a.json", "b.json"])
     (tmp_path / "bad.json").write_text("{}")
-    with pytest.raises(ValueError, match="bad.json"):
+    with pytest.raises(ValueError, match="bad.json: not a results.json of bench_pipeline.py \\(no field started"):
         bench.load_results(tmp_path / "bad.json")
+    (tmp_path / "empty.json").write_text("")
+    with pytest.raises(ValueError, match="empty.json: empty"):
+        bench.load_results(tmp_path / "empty.json")
+    with pytest.raises(ValueError, match="missing.json: no such file"):
+        bench.load_results(tmp_path / "missing.json")
     assert bench.main(["--out", str(tmp_path / "m2"), "--merge", str(tmp_path / "bad.json")]) == 2
+    same = str(tmp_path / "a" / "results.json")
+    assert bench.main(["--out", str(tmp_path / "m3"), "--merge", same, "--merge", same]) == 2
+    assert not (tmp_path / "m2").exists() and not (tmp_path / "m3").exists()

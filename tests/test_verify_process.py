@@ -235,3 +235,26 @@ def test_baseline_that_cannot_run_the_derived_odd_shape_is_held_to_the_spec_only
     wrong = source.replace("tl.load(x_ptr + offs, mask=mask) + ", "tl.load(x_ptr + offs, mask=mask) - ")
     assert verify(problem, wrong, device="cpu", options=VerifyOptions(
         timeout_s=120.0, seeds=1, distributions=["normal"])).kind is VerdictKind.WRONG_ANSWER
+
+
+def test_sigterm_to_the_cli_stops_its_worker(tmp_path):
+    """``kill`` of ``xeforge verify`` (SIGTERM) cleans up as Ctrl-C does: no worker outlives it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cli = subprocess.Popen([sys.executable, "-m", "xeforge_core.cli", "verify", str(FIX / "add_baseline.py"),
+                            str(FIX / "cand_infinite_loop.py"), "--device", "cpu", "--timeout", "120", "--no-cache"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_marked_processes()) < 2:  # the CLI and a worker
+        time.sleep(0.2)
+    assert len(_marked_processes()) >= 2, "no worker started"
+    cli.send_signal(signal.SIGTERM)
+    _, err = cli.communicate(timeout=60)
+    assert cli.returncode != 0 and "interrupted" in err.lower(), err[-2000:]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _marked_processes():
+        time.sleep(0.2)
+    assert _marked_processes() == [], "a worker outlived the CLI"

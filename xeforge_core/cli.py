@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 COMMANDS = ("verify", "optimize", "batch", "doctor")
@@ -33,14 +34,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``xeforge`` console script. Returns the process exit status."""
+    """Entry point of the ``xeforge`` console script. Returns the process exit status.
+
+    SIGTERM and SIGHUP are handled as Ctrl-C is: the command stops its worker processes, keeps
+    what is committed and exits, instead of dying and leaving a worker running."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    previous: dict[int, object] = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, _interrupt)
+        except ValueError:  # not the main thread (an embedding program): leave its handlers alone
+            break
+    try:
+        return int(args.func(args) or 0)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

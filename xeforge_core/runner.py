@@ -755,7 +755,8 @@ def classify(outcome: WorkerOutcome) -> tuple[VerdictKind, str]:
     where = f" (last step: {outcome.last_progress})" if outcome.last_progress else ""
     if outcome.timed_out:
         return (VerdictKind.TIMEOUT,
-                f"no result within {outcome.timeout_s:g} s: the worker hung and was killed{where}")
+                f"no result within {outcome.timeout_s:g} s: the worker was still running (a hang, or work "
+                f"too slow for the limit) and was killed{where}")
     if outcome.oom_killed:
         return (VerdictKind.OOM,
                 f"the worker's memory exceeded the {_gib(outcome.memory_bytes)} limit and was "

@@ -136,7 +136,8 @@ def verify_options(args: argparse.Namespace) -> Any:
     """The ``VerifyOptions`` the command-line flags ask for."""
     from xeforge_core.verify import VerifyOptions
 
-    return VerifyOptions(timeout_s=args.timeout, seeds=args.seeds, include_odd_size=not args.no_odd_size)
+    return VerifyOptions(timeout_s=args.timeout, baseline_timeout_s=args.timeout, seeds=args.seeds,
+                         include_odd_size=not args.no_odd_size)
 
 
 def target_for(device: Any, override: str | None) -> str:

@@ -47,7 +47,8 @@ def add_verification_arguments(p: argparse.ArgumentParser) -> None:
     """The worker settings of a verification (``--timeout``, ``--seeds``, ``--no-odd-size``),
     shared by ``verify``, ``optimize`` and ``batch``."""
     p.add_argument("--timeout", metavar="SECONDS", type=float, default=300.0,
-                   help="hard wall-clock limit per verification worker job (default: 300)")
+                   help="hard wall-clock limit per verification worker job, the baseline's included "
+                        "(default: 300)")
     p.add_argument("--seeds", metavar="N", type=int, default=3, help="seeds per variant (default: 3)")
     p.add_argument("--no-odd-size", action="store_true", help="do not add the odd-size variants")
 
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
         candidate = read_candidate(args.candidate)
         options = VerifyOptions(
-            timeout_s=args.timeout, variants=args.variant, include_odd_size=not args.no_odd_size,
+            timeout_s=args.timeout, baseline_timeout_s=args.timeout, variants=args.variant, include_odd_size=not args.no_odd_size,
             seeds=args.seeds, performance_variants=args.variant,
             measure_performance=not args.no_performance, use_cache=not args.no_cache,
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,

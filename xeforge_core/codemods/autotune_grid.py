@@ -24,12 +24,11 @@ sizes share, a grid assigned in several places, a divisor that is not a literal)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import libcst as cst
 
-from xeforge_core.codemods.autotune import _Collect, _lambda, _Launch, _meta
+from xeforge_core.codemods.autotune import _BLOCK, _Collect, _lambda, _Launch, _meta
 from xeforge_core.codemods.common import (
     CodemodResult,
     bind_launch_args,
@@ -40,47 +39,12 @@ from xeforge_core.codemods.common import (
     is_constexpr_param,
     not_applicable,
     parse_kernels,
+    program_id_tiles,
     still_parses,
 )
 
 NAME = "autotune_grid"
-_BLOCK = re.compile(r"^BLOCK(_[A-Z0-9_]+)?$")
 _CDIV = {"triton.cdiv", "cdiv", "tl.cdiv"}
-
-
-def _program_id_axis(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Call) and dotted_name(node.func) in {"tl.program_id", "triton.language.program_id"}:
-        if node.args:
-            return int_value(node.args[0].value)
-        return None
-    return None
-
-
-def _axis_tiles(fn: cst.FunctionDef, tiles: set[str]) -> dict[int, set[str]]:
-    """Grid axis -> the tuned tile sizes the kernel multiplies that axis's program id by."""
-    pid_names: dict[str, int] = {}
-    found: dict[int, set[str]] = {}
-
-    class _V(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            axis = _program_id_axis(node.value)
-            if axis is not None and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-                pid_names[node.targets[0].target.value] = axis
-
-    class _M(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            if not isinstance(node.operator, cst.Multiply):
-                return
-            for a, b in ((node.left, node.right), (node.right, node.left)):
-                axis = _program_id_axis(a)
-                if axis is None and isinstance(a, cst.Name):
-                    axis = pid_names.get(a.value)
-                if axis is not None and isinstance(b, cst.Name) and b.value in tiles:
-                    found.setdefault(axis, set()).add(b.value)
-
-    fn.body.visit(_V())
-    fn.body.visit(_M())
-    return found
 
 
 class _Divisors(cst.CSTTransformer):
@@ -132,7 +96,7 @@ def _plan(fn: cst.FunctionDef, launch: _Launch, collect: _Collect) -> _GridPlan 
         return f"kernel {name}: the launch grid is already a function of the chosen config"
     if not isinstance(expr, cst.Tuple):
         return f"kernel {name}: the launch grid `{code_of(expr) if expr is not None else '?'}` is not a tuple"
-    axes = _axis_tiles(fn, tiles)
+    axes = program_id_tiles(fn, tiles)
     shared = {a: t for a, t in axes.items() if len(t) > 1}
     if shared:
         a, t = next(iter(shared.items()))

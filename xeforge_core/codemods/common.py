@@ -186,6 +186,43 @@ def int_value(node: cst.BaseExpression | None) -> int | None:
     return None
 
 
+PROGRAM_ID = {"tl.program_id", "triton.language.program_id"}
+
+
+def program_id_tiles(fn: cst.FunctionDef, tiles: set[str]) -> dict[int, set[str]]:
+    """Launch-grid axis -> the names in ``tiles`` that kernel ``fn`` multiplies that axis's
+    program id by: directly (``tl.program_id(0) * BLOCK_M``) or through the name the program id
+    is assigned to (``pid_m = tl.program_id(0)`` ... ``pid_m * BLOCK_M``)."""
+    def axis_of(node: cst.BaseExpression) -> int | None:
+        if isinstance(node, cst.Call) and dotted_name(node.func) in PROGRAM_ID and node.args:
+            return int_value(node.args[0].value)
+        return None
+
+    pid_names: dict[str, int] = {}
+    found: dict[int, set[str]] = {}
+
+    class _Pids(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            axis = axis_of(node.value)
+            if axis is not None and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                pid_names[node.targets[0].target.value] = axis
+
+    class _Products(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if not isinstance(node.operator, cst.Multiply):
+                return
+            for a, b in ((node.left, node.right), (node.right, node.left)):
+                axis = axis_of(a)
+                if axis is None and isinstance(a, cst.Name):
+                    axis = pid_names.get(a.value)
+                if axis is not None and isinstance(b, cst.Name) and b.value in tiles:
+                    found.setdefault(axis, set()).add(b.value)
+
+    fn.body.visit(_Pids())
+    fn.body.visit(_Products())
+    return found
+
+
 def string_value(node: cst.BaseExpression | None) -> str | None:
     """The value of a plain (non-f, non-concatenated) string literal, else ``None``."""
     if isinstance(node, cst.SimpleString):

@@ -29,6 +29,7 @@ import libcst as cst
 
 from xeforge_core.codemods.autotune import _BLOCK, _calls_dot, _Collect, _Scope
 from xeforge_core.codemods.common import (
+    PROGRAM_ID,
     CodemodResult,
     bind_launch_args,
     code_of,
@@ -40,6 +41,7 @@ from xeforge_core.codemods.common import (
     keyword_arg,
     not_applicable,
     parse_kernels,
+    program_id_tiles,
     still_parses,
 )
 
@@ -122,7 +124,7 @@ def _program_ids(fn: cst.FunctionDef) -> tuple[dict[int, tuple[str, cst.SimpleSt
 
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal calls
-            if dotted_name(node.func) in {"tl.program_id", "triton.language.program_id"}:
+            if dotted_name(node.func) in PROGRAM_ID:
                 calls += 1
 
         def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
@@ -132,7 +134,7 @@ def _program_ids(fn: cst.FunctionDef) -> tuple[dict[int, tuple[str, cst.SimpleSt
             if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
                 return
             v = a.value
-            if isinstance(v, cst.Call) and dotted_name(v.func) in {"tl.program_id", "triton.language.program_id"} \
+            if isinstance(v, cst.Call) and dotted_name(v.func) in PROGRAM_ID \
                     and v.args:
                 axis = int_value(v.args[0].value)
                 if axis is not None:
@@ -140,25 +142,6 @@ def _program_ids(fn: cst.FunctionDef) -> tuple[dict[int, tuple[str, cst.SimpleSt
 
     fn.visit(_V())
     return found, calls, names
-
-
-def _block_for_pid(fn: cst.FunctionDef, pid_name: str, blocks: set[str]) -> str | None:
-    """The BLOCK_* parameter multiplied with ``pid_name`` in the kernel (``pid_m * BLOCK_M``)."""
-    hits: set[str] = set()
-
-    class _V(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            if not isinstance(node.operator, cst.Multiply):
-                return
-            sides = [node.left, node.right]
-            names = [s.value for s in sides if isinstance(s, cst.Name)]
-            if pid_name in names:
-                other = [n for n in names if n != pid_name]
-                if other and other[0] in blocks:
-                    hits.add(other[0])
-
-    fn.visit(_V())
-    return next(iter(hits)) if len(hits) == 1 else None
 
 
 def _cdiv_parts(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
@@ -205,7 +188,8 @@ def _swizzle(fn: cst.FunctionDef, call: cst.Call, host_scope: _Scope, bound: dic
         return f"kernel {name} already uses the name {clash}; the swizzle would shadow it"
     pid_m, line_m = pids[0]
     pid_n, line_n = pids[1]
-    bm, bn = _block_for_pid(fn, pid_m, blocks), _block_for_pid(fn, pid_n, blocks)
+    axes = program_id_tiles(fn, blocks)
+    bm, bn = (next(iter(axes[a])) if len(axes.get(a, ())) == 1 else None for a in (0, 1))
     if not bm or not bn:
         return f"kernel {name}: could not tell which BLOCK_* tiles axis 0 and axis 1"
     grid = call.func.slice[0].slice.value if isinstance(call.func, cst.Subscript) else None

@@ -134,13 +134,8 @@ class _Apply(cst.CSTTransformer):
         return self.by_id.get(id(original), updated)
 
 
-def grid_follows_autotune(source: str) -> CodemodResult:
-    """Apply the rewrite in the module docstring to ``source`` (a kernel module).
-
-    Returns a :class:`CodemodResult`: changed with one note per kernel fixed, or not applicable
-    with the reasons (no autotuned kernel, grids already reading META, or a grid it cannot
-    match to the kernel's program ids). Never executes the code; raises nothing on bad input.
-    """
+def _plans(source: str) -> tuple[cst.Module, list[_GridPlan], list[str]] | CodemodResult:
+    """The parsed module, a plan per fixable launch and the reasons for the others."""
     found = parse_kernels(NAME, source)
     if isinstance(found, CodemodResult):
         return found
@@ -158,6 +153,27 @@ def grid_follows_autotune(source: str) -> CodemodResult:
                 reasons.append(plan)
             else:
                 plans.append(plan)
+    return parsed, plans, reasons
+
+
+def kernels_with_fixed_grids(source: str) -> list[str]:
+    """The autotuned kernels of ``source`` whose launch grid this codemod would make follow the
+    chosen config (empty when none, or when ``source`` does not parse)."""
+    found = _plans(source)
+    return [] if isinstance(found, CodemodResult) else list(dict.fromkeys(p.kernel for p in found[1]))
+
+
+def grid_follows_autotune(source: str) -> CodemodResult:
+    """Apply the rewrite in the module docstring to ``source`` (a kernel module).
+
+    Returns a :class:`CodemodResult`: changed with one note per kernel fixed, or not applicable
+    with the reasons (no autotuned kernel, grids already reading META, or a grid it cannot
+    match to the kernel's program ids). Never executes the code; raises nothing on bad input.
+    """
+    found = _plans(source)
+    if isinstance(found, CodemodResult):
+        return found
+    parsed, plans, reasons = found
     if not plans:
         return not_applicable(NAME, source, "; ".join(reasons) or "no autotuned kernel with a fixed launch grid")
     code = parsed.visit(_Apply(plans)).code

@@ -36,11 +36,12 @@ Kernels (``@triton.jit`` bodies) are never touched.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
 
-from xeforge_core.codemods.autotune_grid import grid_follows_autotune
+from xeforge_core.codemods.autotune_grid import grid_follows_autotune, kernels_with_fixed_grids
 from xeforge_core.codemods.common import (
     CodemodResult,
     dotted_name,
@@ -452,22 +453,26 @@ def portability_needs(source: str, device_type: str) -> list[str]:
     written, one phrase each (empty when nothing needs porting): a hard-coded other device
     (``hard-codes xpu``), an Intel-only compile option on cuda (``passes the Intel-only option
     grf_mode in the launch of _attn_fwd``: CUDA's Triton rejects it; Triton's interpreter
-    ignores it), an autotuned kernel whose
-    launch grid fixes the tile sizes (on any device). Never raises: a module that does not parse
-    needs nothing from this step (the verifier reports it)."""
+    ignores it), an autotuned kernel whose launch grid fixes the tile sizes (on any device).
+    Never raises: a module that does not parse needs nothing from this step (the verifier
+    reports it). Memoised: the Optimize page asks on every rerun, and each answer parses the
+    module twice with libcst."""
+    return list(_portability_needs(source, device_type))
+
+
+@functools.lru_cache(maxsize=32)
+def _portability_needs(source: str, device_type: str) -> tuple[str, ...]:
     try:
         module: cst.Module | None = cst.parse_module(source)
     except cst.ParserSyntaxError:
         module = None
     needs = [f"hard-codes {dev}" for dev in hard_coded_devices(source, device_type, module)]
     if module is None:
-        return needs
+        return tuple(needs)
     if device_type == "cuda":
         for option, where in dict.fromkeys(_launch_options(module)):
             needs.append(f"passes the Intel-only option {option} in {where}")
-    grid = grid_follows_autotune(source)
-    if grid.changed:
-        kernels = [n.split(" is autotuned", 1)[0].removeprefix("kernel ") for n in grid.notes
-                   if " is autotuned" in n]
+    kernels = kernels_with_fixed_grids(source)
+    if kernels:
         needs.append(f"launches autotuned {', '.join(kernels)} with a grid that fixes the tile sizes")
-    return needs
+    return tuple(needs)

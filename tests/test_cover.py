@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from xeforge_core.codemods.portability import hard_coded_devices
 from xeforge_core.cover import (
     CORRECT_UNMEASURED,
     FAILED,
     NOT_FASTER,
     StageState,
     classify,
-    hard_coded_devices,
     prepare_portability,
     run_stage,
 )

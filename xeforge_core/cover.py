@@ -187,16 +187,6 @@ def classify(verdict: Verdict, *, min_speedup: float = DEFAULT_MIN_SPEEDUP) -> t
     return NOT_FASTER, f"correct but slower than the current version ({speed:.3f}x){note}", speed
 
 
-def hard_coded_devices(source: str, device_type: str) -> list[str]:
-    """Device names (``xpu``, ``cuda``) that ``source`` hard-codes and that differ from
-    ``device_type`` (``cpu``, ``cuda`` or ``xpu``): device strings, ``torch.<dev>.*`` calls,
-    ``.<dev>()`` moves (:func:`xeforge_core.codemods.portability.hard_coded_devices`). Kernel
-    bodies rarely contain these; host code often does."""
-    from xeforge_core.codemods.portability import hard_coded_devices as found  # noqa: PLC0415  (libcst)
-
-    return found(source, device_type)
-
-
 # --------------------------------------------------------------------------------------------
 # the loop
 

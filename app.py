@@ -154,7 +154,9 @@ def home() -> None:
                      "llm": "llm: any OpenAI-compatible endpoint (needs endpoint and model; key if required)"}
     s.engine = st.radio("Engine", list(engine_labels), index=list(engine_labels).index(s.engine),
                         format_func=engine_labels.get, key="home_engine")
-    with st.expander("LLM endpoint settings", expanded=s.engine == "llm"):
+    with st.expander("LLM endpoint settings", expanded=s.engine == "llm" or bool(s.settings_error)):
+        if s.settings_error:
+            st.error(s.settings_error)
         s.endpoint = st.text_input("Base URL", value=s.endpoint, placeholder="https://host/v1",
                                    key="home_endpoint")
         s.model = st.text_input("Model", value=s.model, key="home_model")

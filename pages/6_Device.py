@@ -52,40 +52,29 @@ st.caption("Can this device be trusted? The doctor checks the software stack, ru
            "(matmul, reductions, indexing with casts, host/device copies, synchronisation, one Triton "
            "kernel), each in its own process with a timeout, and decides trusted / degraded / unusable "
            "from explicit criteria.")
-try:
-    import xeforge_core.doctor  # noqa: F401
-
-    doctor_available = True
-except ImportError as exc:
-    doctor_available = False
-    st.warning(f"The doctor is unavailable in this installation ({exc}); the fingerprint above is what "
-               "is known about the device.")
-
 doctor_job = wb.jobs.current("doctor")
 running = doctor_job is not None and not doctor_job.finished
-if doctor_available:
-    o1, o2, o3 = st.columns(3)
-    with_model = o1.checkbox("Also trace the loaded model's ops (coverage)", value=False,
-                             key="dev_with_model", disabled=wb.loaded is None)
-    experiments = o2.checkbox("Run experiments on failing checks", value=False, key="dev_experiments")
-    if o3.button("Run the doctor", key="dev_run_doctor", type="primary", disabled=running):
-        wb.start_doctor(with_model=with_model, experiments=experiments)
-        st.rerun()
-    job_progress(doctor_job, key="doctor", on_cancel=lambda: wb.cancel("doctor"))
-    if wb.doctor_error:
-        st.error(f"The doctor failed: {wb.doctor_error}")
+o1, o2, o3 = st.columns(3)
+with_model = o1.checkbox("Also trace the loaded model's ops (coverage)", value=False,
+                         key="dev_with_model", disabled=wb.loaded is None)
+experiments = o2.checkbox("Run experiments on failing checks", value=False, key="dev_experiments")
+if o3.button("Run the doctor", key="dev_run_doctor", type="primary", disabled=running):
+    wb.start_doctor(with_model=with_model, experiments=experiments)
+    st.rerun()
+job_progress(doctor_job, key="doctor", on_cancel=lambda: wb.cancel("doctor"))
+if wb.doctor_error:
+    st.error(f"The doctor failed: {wb.doctor_error}")
 
 report = None
 if wb.doctor_report is not None:
     report = wb.doctor_report.to_dict() if hasattr(wb.doctor_report, "to_dict") else wb.doctor_report
-elif doctor_available:
+else:
     report = wb.cached_doctor_report()
     if report is not None:
         st.caption("Showing the last saved report for this device.")
 
 if report is None:
-    if doctor_available:
-        st.info("No doctor report yet for this device: run the doctor.")
+    st.info("No doctor report yet for this device: run the doctor.")
 else:
     verdict = report.get("verdict") or {}
     if verdict:

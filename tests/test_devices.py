@@ -104,15 +104,6 @@ def test_detect_auto_on_this_machine(tmp_path, monkeypatch):
         detect_device("gpu")
 
 
-def test_profile_fallback_reads_the_same_files():
-    """On a GPU box without the knowledge module's dependencies, the profile comes straight
-    from knowledge/hardware/*.yaml with the same fields."""
-    for name, dtype in (("NVIDIA H200", "cuda"), ("Intel(R) Arc(TM) B580 Graphics", "xpu")):
-        direct = devices._profile_from_files(name)
-        assert direct == devices.profile_for(name, dtype)
-    assert devices._profile_from_files("Mystery GPU 9000") is None
-
-
 def test_probe_role_through_the_worker_entry_point(tmp_path):
     """``python -m xeforge_core.worker JOB_DIR`` dispatches role ``probe`` to worker/probe.py."""
     from xeforge_core.runner import run_worker

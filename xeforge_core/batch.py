@@ -242,12 +242,9 @@ def run_batch(
 
 
 def _stage_order(rows: list[BatchRow]) -> list[str]:
-    try:
-        from xeforge_core.stages import STAGES
+    from xeforge_core.stages import STAGES
 
-        canonical = [getattr(s, "id", str(s)) for s in STAGES]
-    except ImportError:
-        canonical = []
+    canonical = [s.id for s in STAGES]
     order = ["portability"] + canonical
     seen = {s for r in rows for s in r.stages}
     extra = sorted(seen - set(order))

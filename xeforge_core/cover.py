@@ -588,10 +588,8 @@ def _describe(args: tuple, kwargs: dict) -> str:
 def _resolve_device(device: Any, verify_fn: Callable[..., Verdict]) -> Any:
     """Detect the device once per stage (not once per verification) when the real verifier is
     used and the device is given as a string or not at all."""
-    try:
-        from xeforge_core.verify import verify as real_verify
-    except ImportError:
-        return device
+    from xeforge_core.verify import verify as real_verify
+
     if verify_fn is not real_verify or (device is not None and not isinstance(device, str)):
         return device
     from xeforge_core.devices import detect_device
@@ -798,16 +796,9 @@ def _feedback(batch: list[Attempt], min_speedup: float) -> str | None:
 
 def _port(source: str) -> tuple[str, str, bool]:
     """``(code, rationale, applicable)`` from the rules engine's portability codemod."""
-    try:
-        from xeforge_core.engines.rules import port_to_device_agnostic
-    except ImportError:
-        port_to_device_agnostic = None
-    if port_to_device_agnostic is not None:
-        cand = port_to_device_agnostic(source)
-        applicable = bool(getattr(cand, "applicable", True)) and cand.code.strip() != source.strip()
-        why = cand.rationale or getattr(cand, "not_applicable_reason", "")
-        return cand.code, why or "device-agnostic host code", applicable
-    from xeforge_core.codemods.portability import port_source
+    from xeforge_core.engines.rules import port_to_device_agnostic
 
-    result = port_source(source)
-    return result.source, result.rationale() or "device-agnostic host code", result.applicable
+    cand = port_to_device_agnostic(source)
+    applicable = bool(getattr(cand, "applicable", True)) and cand.code.strip() != source.strip()
+    why = cand.rationale or getattr(cand, "not_applicable_reason", "")
+    return cand.code, why or "device-agnostic host code", applicable

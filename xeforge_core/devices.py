@@ -253,7 +253,7 @@ def probe_devices(types: list[str] | tuple[str, ...] = DEVICE_TYPES, *, refresh:
 
 def profile_for(name: str, device_type: str) -> dict[str, Any] | None:
     """The knowledge-base profile of a device name as a plain dict, or ``None`` (no profile
-    matches, the device is cpu, or the knowledge base is not available).
+    matches, or the device is cpu).
 
     Keys: ``id``, ``name``, ``arch``, ``supported``, ``use_instead``, ``peak_tflops``
     (dtype -> TFLOP/s), ``bandwidth_gbps`` (GB/s), ``l2_bytes``, ``compute_units``,
@@ -261,68 +261,20 @@ def profile_for(name: str, device_type: str) -> dict[str, Any] | None:
     """
     if device_type == "cpu" or not name:
         return None
-    try:
-        from xeforge_core.knowledge import load_knowledge
+    from xeforge_core.knowledge import load_knowledge
 
-        prof = load_knowledge().profile_for_device(name)
-    except ImportError:
-        # A GPU box with only the worker's libraries (no pydantic): read the profile files.
-        return _profile_from_files(name)
-    except Exception:  # noqa: BLE001 - a broken knowledge base means "no profile"
-        return None
+    prof = load_knowledge().profile_for_device(name)
     if prof is None:
         return None
-    try:
-        return {
-            "id": prof.id, "name": prof.name, "arch": prof.arch, "supported": prof.supported,
-            "use_instead": list(prof.use_instead),
-            "peak_tflops": {k: (float(v.value) if v.value is not None else None)
-                            for k, v in prof.peak_tflops.items()},
-            "bandwidth_gbps": prof.bandwidth_gbps,
-            "l2_bytes": prof.l2_bytes.value, "compute_units": prof.compute_units.value,
-            "source": f"knowledge/hardware/{prof.id}.yaml",
-        }
-    except Exception:  # noqa: BLE001 - a profile of another schema version
-        return None
-
-
-def _profile_from_files(name: str, root: Path | None = None) -> dict[str, Any] | None:
-    """``profile_for`` without the knowledge module: the same fields read straight from
-    ``knowledge/hardware/*.yaml`` (longest ``match`` substring wins, as in
-    ``KnowledgeBase.profile_for_device``). ``None`` without PyYAML or without a match."""
-    try:
-        import yaml
-    except ImportError:
-        return None
-    root = root or Path(__file__).resolve().parents[1] / "knowledge" / "hardware"
-    best: tuple[int, dict[str, Any]] | None = None
-    low = name.lower()
-    for path in sorted(root.glob("*.yaml")):
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        for m in data.get("match") or []:
-            if str(m).lower() in low and (best is None or len(str(m)) > best[0]):
-                best = (len(str(m)), data)
-    if best is None:
-        return None
-    d = best[1]
-
-    def value(key: str) -> Any:
-        entry = d.get(key)
-        return entry.get("value") if isinstance(entry, dict) else None
-
-    peaks = {k: (float(v["value"]) if isinstance(v, dict) and v.get("value") is not None else None)
-             for k, v in (d.get("peak_tflops") or {}).items()}
-    bw = value("memory_bandwidth_gbps")
-    return {"id": d.get("id"), "name": d.get("name"), "arch": d.get("arch"),
-            "supported": d.get("supported", True), "use_instead": list(d.get("use_instead") or []),
-            "peak_tflops": peaks, "bandwidth_gbps": float(bw) if bw is not None else None,
-            "l2_bytes": value("l2_bytes"), "compute_units": value("compute_units"),
-            "source": f"knowledge/hardware/{d.get('id')}.yaml"}
+    return {
+        "id": prof.id, "name": prof.name, "arch": prof.arch, "supported": prof.supported,
+        "use_instead": list(prof.use_instead),
+        "peak_tflops": {k: (float(v.value) if v.value is not None else None)
+                        for k, v in prof.peak_tflops.items()},
+        "bandwidth_gbps": prof.bandwidth_gbps,
+        "l2_bytes": prof.l2_bytes.value, "compute_units": prof.compute_units.value,
+        "source": f"knowledge/hardware/{prof.id}.yaml",
+    }
 
 
 def build_device_info(dtype: str, index: int, probe: dict[str, Any]) -> DeviceInfo:

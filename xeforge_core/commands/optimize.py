@@ -99,13 +99,10 @@ def parse_stages(text: str | None) -> list[str] | None:
     if not text:
         return None
     stages = [s.strip() for s in text.split(",") if s.strip()]
-    try:
-        from xeforge_core.stages import STAGES
+    from xeforge_core.stages import STAGES
 
-        known = [getattr(s, "id", s) for s in STAGES] + ["portability"]
-    except ImportError:
-        known = []
-    bad = [s for s in stages if known and s not in known]
+    known = [s.id for s in STAGES] + ["portability"]
+    bad = [s for s in stages if s not in known]
     if bad:
         raise ValueError(f"unknown stage(s): {', '.join(bad)} (known: {', '.join(known)})")
     return stages
@@ -155,14 +152,11 @@ def make_engine(name: str, target: str) -> Any:
     from xeforge_core.session import register_secret
 
     if name == "llm":
-        try:
-            from xeforge_core.settings import load_llm_settings
+        from xeforge_core.settings import load_llm_settings
 
-            settings = load_llm_settings()
-            if settings.has_key():
-                register_secret(settings.key_value())
-        except ImportError:
-            pass
+        settings = load_llm_settings()
+        if settings.has_key():
+            register_secret(settings.key_value())
         return get_engine("llm")
     return get_engine(name, target=target)
 

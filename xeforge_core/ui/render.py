@@ -156,12 +156,10 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
 def _highlighter(language: str) -> Callable[[str], str]:
     """A function turning one source line into HTML, syntax-highlighted with Pygments when it
     is installed (plain escaped text otherwise)."""
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import get_lexer_by_name
-    except ImportError:
-        return html.escape
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+
     lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
     formatter = HtmlFormatter(nowrap=True, noclasses=True, style="default")
 

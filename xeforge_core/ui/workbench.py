@@ -94,13 +94,17 @@ class WorkbenchError(RuntimeError):
 def _llm_defaults() -> dict[str, Any]:
     """Endpoint and model from the llm engine's settings (environment, ``.env``); whether a
     key is configured there (the key itself is not read here)."""
-    try:
-        from xeforge_core.settings import load_llm_settings
+    from pydantic import ValidationError
 
+    from xeforge_core.settings import load_llm_settings
+
+    try:
         cfg = load_llm_settings()
-        return {"endpoint": cfg.base_url, "model": cfg.model, "env_key": cfg.api_key is not None}
-    except Exception:  # invalid environment settings: the user types them on Home
-        return {"endpoint": os.environ.get("OPENAI_BASE_URL", ""), "model": "", "env_key": False}
+    except ValidationError as exc:  # invalid values in the environment / .env: say which
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) + f": {e['msg']}" for e in exc.errors())
+        return {"endpoint": os.environ.get("OPENAI_BASE_URL", ""), "model": "", "env_key": False,
+                "error": f"LLM settings from the environment or .env are invalid ({fields})"}
+    return {"endpoint": cfg.base_url, "model": cfg.model, "env_key": cfg.api_key is not None, "error": ""}
 
 
 @dataclass
@@ -116,6 +120,12 @@ class EngineSettings:
     api_key: str = field(default="", repr=False)
     max_iterations: int = 3
     temperature: float = 0.2
+
+    @property
+    def settings_error(self) -> str:
+        """Why the LLM settings from the environment / ``.env`` could not be read ("" if they
+        could), naming each invalid field."""
+        return str(_llm_defaults().get("error", ""))
 
     @property
     def needs_key(self) -> bool:

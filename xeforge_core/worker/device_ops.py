@@ -130,10 +130,8 @@ class DeviceOps:
         3.3). A module under test that sets its own allocator replaces this one."""
         if self._mod is None:
             return
-        try:
-            import triton
-        except ImportError:
-            return
+        import triton
+
         set_allocator = getattr(triton, "set_allocator", None)
         if set_allocator is None:
             return

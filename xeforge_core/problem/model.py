@@ -12,30 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.errors import XeForgeError
 
-class ProblemError(ValueError):
+
+class ProblemError(XeForgeError, ValueError):
     """Bad input: a kernel file, reference or spec that cannot be used as given.
 
     ``file`` is the offending file, ``line`` its 1-based line when known, ``field`` the YAML
     field path (e.g. ``ci[0].dims.BATCH``) when the error is in a spec. ``str(err)`` names all
     of them, so a UI or CLI can show it as is.
     """
-
-    def __init__(self, message: str, *, file: str | Path | None = None, line: int | None = None,
-                 field: str | None = None) -> None:
-        self.message = message
-        self.file = str(file) if file is not None else None
-        self.line = line
-        self.field = field
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        where = ""
-        if self.file:
-            where = self.file + (f":{self.line}" if self.line else "")
-        if self.field:
-            where = f"{where} [{self.field}]" if where else f"[{self.field}]"
-        return f"{where}: {self.message}" if where else self.message
 
 
 @dataclass(frozen=True)

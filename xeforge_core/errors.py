@@ -1,0 +1,44 @@
+"""The one base of every error Xe-Forge Studio raises on purpose.
+
+``XeForgeError`` carries where bad input is (``file``, 1-based ``line``, ``field``: a YAML field
+path such as ``ci[0].dims.BATCH``, or a form field) so that the CLI and the UI show one
+specific sentence naming it. Every error class of the package derives from it, alone or
+together with the built-in class whose meaning it shares (``ValueError`` for bad input,
+``RuntimeError`` for an action that cannot be done now). Only the standard library is used:
+the verification worker imports this module too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class XeForgeError(Exception):
+    """Base class of the package's errors; ``str(err)`` is ``"<file>:<line> [<field>]: <message>"``
+    with the parts that are known."""
+
+    def __init__(self, message: str = "", *, file: str | Path | None = None, line: int | None = None,
+                 field: str | None = None) -> None:
+        self.message = message
+        self.file = str(file) if file is not None else None
+        self.line = line
+        self.field = field
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "")
+        if self.field:
+            where = f"{where} [{self.field}]" if where else f"[{self.field}]"
+        return f"{where}: {self.message}" if where else self.message
+
+    def __reduce__(self):  # picklable across processes with its location
+        return (_rebuild, (type(self), self.message, self.file, self.line, self.field))
+
+
+def _rebuild(cls: type[XeForgeError], message: str, file: str | None, line: int | None,
+             field: str | None) -> XeForgeError:
+    err = cls.__new__(cls)
+    XeForgeError.__init__(err, message, file=file, line=line, field=field)
+    return err

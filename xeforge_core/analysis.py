@@ -25,6 +25,7 @@ from typing import Any
 
 from xeforge_core.knowledge import STAGE_IDS, KnowledgeBase, installed_triton_pointer_api, load_knowledge
 from xeforge_core.lints import clear_walk_cache, walk
+from xeforge_core.problem.module import triton_decorator_kind
 from xeforge_core.verdict import Finding
 from xeforge_core.worker.astutil import dotted_name
 
@@ -218,11 +219,11 @@ class Facts:
 
 def _is_jit(dec: ast.AST) -> bool:
     target = dec.func if isinstance(dec, ast.Call) else dec
-    return dotted_name(target) in ("triton.jit", "jit", "triton.jit_", "tl.jit")
+    return triton_decorator_kind(dotted_name(target)) == "jit"
 
 
 def _is_autotune(dec: ast.AST) -> bool:
-    return isinstance(dec, ast.Call) and dotted_name(dec.func) in ("triton.autotune", "autotune")
+    return isinstance(dec, ast.Call) and triton_decorator_kind(dotted_name(dec.func)) == "autotune"
 
 
 def _is_tl_dtype(node: ast.AST, names: Iterable[str]) -> bool:

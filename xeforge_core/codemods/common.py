@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from xeforge_core.problem.module import triton_decorator_kind
+
 
 @dataclass
 class CodemodResult:
@@ -107,7 +109,7 @@ def is_jit_decorator(dec: cst.Decorator) -> bool:
     expr = dec.decorator
     if isinstance(expr, cst.Call):
         expr = expr.func
-    return dotted_name(expr) in {"triton.jit", "jit"}
+    return triton_decorator_kind(dotted_name(expr)) == "jit"
 
 
 def is_autotune_decorator(dec: cst.Decorator) -> bool:
@@ -115,7 +117,7 @@ def is_autotune_decorator(dec: cst.Decorator) -> bool:
     expr = dec.decorator
     if isinstance(expr, cst.Call):
         expr = expr.func
-    return dotted_name(expr) in {"triton.autotune", "autotune"}
+    return triton_decorator_kind(dotted_name(expr)) == "autotune"
 
 
 def is_kernel(fn: cst.FunctionDef) -> bool:

@@ -33,7 +33,7 @@ from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import ProblemError
 from .spec import check_text
 
-__all__ = ["read_module", "ModuleFacts", "Signature", "ClassInfo", "KernelInfo", "KernelLaunch",
+__all__ = ["read_module", "triton_decorator_kind", "ModuleFacts", "Signature", "ClassInfo", "KernelInfo", "KernelLaunch",
            "DtypeConstraint"]
 
 _NN_MODULE_BASES = {"nn.Module", "torch.nn.Module", "Module"}
@@ -193,14 +193,23 @@ class ModuleFacts:
         return [k.name for k in self.kernels]
 
 
-def _decorator_kind(dec: ast.AST) -> str | None:
-    """``jit``/``autotune``/``heuristics`` for Triton decorators (bare or called), else None."""
-    target = dec.func if isinstance(dec, ast.Call) else dec
-    name = dotted_name(target)
+def triton_decorator_kind(name: str) -> str | None:
+    """The one answer to "which functions are Triton kernels": ``"jit"``, ``"autotune"`` or
+    ``"heuristics"`` when ``name``, a decorator's dotted name without its call (``triton.jit``,
+    ``jit`` imported from triton, ``triton.autotune``), is that Triton decorator, else ``None``.
+    A function is a Triton kernel when one of its decorators is of kind ``jit``. Works for any
+    syntax tree: ``ast`` callers pass ``dotted_name(node)``, libcst callers their own dotted name.
+    """
     last = name.rsplit(".", 1)[-1]
     if last in {"jit", "autotune", "heuristics"} and (name == last or name.split(".")[0] == "triton"):
         return last
     return None
+
+
+def _decorator_kind(dec: ast.AST) -> str | None:
+    """``jit``/``autotune``/``heuristics`` for Triton decorators (bare or called), else None."""
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    return triton_decorator_kind(dotted_name(target))
 
 
 def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, skip_first: bool) -> Signature:

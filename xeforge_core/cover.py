@@ -43,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from xeforge_core.errors import XeForgeError
+from xeforge_core.problem import ProblemError
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -157,8 +159,8 @@ class StageOutcome:
         }
 
 
-class _Cancelled(Exception):
-    pass
+class _Cancelled(XeForgeError):
+    """The user cancelled the stage (raised between steps, caught by the loop)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -707,8 +709,8 @@ def _safe_verify(verify_fn: Callable[..., Verdict], problem: Any, code: str, dev
         verdict = verify_fn(problem, code, device=device, options=options, on_progress=forward, cancel=cancel)
     except Exception as exc:  # the loop survives a failing verifier: it becomes a verdict
         _check(cancel)  # ... unless it failed because the user cancelled
-        if isinstance(exc, ValueError) and hasattr(exc, "field") and hasattr(exc, "file"):
-            # a ProblemError: the problem (spec, variants) cannot be verified, whatever the candidate
+        if isinstance(exc, ProblemError):
+            # the problem (spec, variants) cannot be verified, whatever the candidate
             return Verdict(kind=VerdictKind.ENVIRONMENT, reason=f"the problem cannot be verified: {exc}",
                            error_text=str(exc))
         return Verdict(kind=VerdictKind.RUNTIME_ERROR, reason=f"verification failed: {type(exc).__name__}: {exc}",

@@ -24,10 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from xeforge_core.errors import XeForgeError
+
 __all__ = ["DeviceLock", "LockTimeout", "device_lock", "lock_path"]
 
 
-class LockTimeout(TimeoutError):
+class LockTimeout(XeForgeError, TimeoutError):
     """Raised when the lock could not be taken within ``timeout_s`` seconds."""
 
 

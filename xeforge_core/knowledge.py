@@ -27,6 +27,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from xeforge_core.errors import XeForgeError
+
 #: The nine optimization stages, canonical order (DESIGN.md "The nine stages").
 STAGE_IDS: tuple[str, ...] = (
     "algorithmic",
@@ -56,18 +58,9 @@ Target = Literal["xpu", "cuda"]
 Severity = Literal["error", "warning", "info"]
 
 
-class KnowledgeError(ValueError):
+class KnowledgeError(XeForgeError, ValueError):
     """A knowledge-base file that cannot be used: ``file`` is the YAML path, ``field`` the
     dotted field path inside it (``None`` for whole-file errors such as bad YAML)."""
-
-    def __init__(self, message: str, *, file: str | Path | None = None, field: str | None = None):
-        self.message = message
-        self.file = str(file) if file is not None else None
-        self.field = field
-        where = self.file or ""
-        if field:
-            where = f"{where} [{field}]" if where else f"[{field}]"
-        super().__init__(f"{where}: {message}" if where else message)
 
 
 class _Strict(BaseModel):

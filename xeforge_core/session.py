@@ -57,6 +57,7 @@ from typing import Any
 
 import git
 
+from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import StepStatus, Verdict
 
 BRANCH = "session"
@@ -82,7 +83,7 @@ CANDIDATE_STATUSES = ("pending", "approved", "rejected", "superseded")
 STAGE_STATUSES = ("pending", "running", "done", "kept_current", "skipped", "failed")
 
 
-class SessionError(RuntimeError):
+class SessionError(XeForgeError, RuntimeError):
     """A session operation that cannot be done as asked (unknown version or candidate, a
     stale candidate, a repository that is not a session). ``str(err)`` says why."""
 

@@ -49,6 +49,7 @@ from xeforge_core import runner
 from xeforge_core.cache import VerdictCache, cache_root, library_versions, stable_hash, verdict_key
 from xeforge_core.cache import worker_code_version as _worker_code_version
 from xeforge_core.devices import DeviceInfo, detect_device
+from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import Step, StepStatus, Verdict, VerdictKind
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
@@ -65,7 +66,7 @@ NOT_MEASURED_INTERPRETER = (
 )
 
 
-class VerificationCancelled(Exception):
+class VerificationCancelled(XeForgeError):
     """Raised by ``verify`` when its ``cancel`` event was set; no verdict was reached."""
 
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from xeforge_core.errors import XeForgeError
+
 if TYPE_CHECKING:
     from xeforge_core.problem.model import Problem
 
 
-class EngineError(RuntimeError):
+class EngineError(XeForgeError, RuntimeError):
     """An engine could not produce an answer at all (e.g. the LLM endpoint failed after every
     retry). The message never contains an API key."""
 

@@ -19,6 +19,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import Verdict
 
 
@@ -37,7 +38,7 @@ def code_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
 
 
-class ReviewError(RuntimeError):
+class ReviewError(XeForgeError, RuntimeError):
     """An action that the candidate's state does not allow (the message says why)."""
 
 

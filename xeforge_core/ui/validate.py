@@ -12,6 +12,8 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+from xeforge_core.errors import XeForgeError
+
 #: The largest kernel source or spec accepted (bytes of UTF-8). Real kernels are a few KB.
 MAX_SOURCE_BYTES = 512 * 1024
 MAX_SPEC_BYTES = 256 * 1024
@@ -19,16 +21,16 @@ MAX_SPEC_BYTES = 256 * 1024
 _MODEL_CLASSES = ("Model", "ModelNew")
 
 
-class InputError(ValueError):
+class InputError(XeForgeError, ValueError):
     """Input the workbench cannot use. ``what`` names the input (``pasted kernel``,
     ``upload foo.py``, ...), ``line`` is 1-based when known."""
 
     def __init__(self, message: str, *, what: str = "input", line: int | None = None) -> None:
+        where = f"{what}, line {line}" if line else what
+        super().__init__(f"{where}: {message}")
         self.message = message
         self.what = what
         self.line = line
-        where = f"{what}, line {line}" if line else what
-        super().__init__(f"{where}: {message}")
 
 
 def _size_text(n: int) -> str:

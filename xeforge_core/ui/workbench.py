@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.errors import XeForgeError
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
@@ -87,7 +88,7 @@ def _load_sample_problem(name: str) -> Any:
     return load_problem(path)
 
 
-class WorkbenchError(RuntimeError):
+class WorkbenchError(XeForgeError, RuntimeError):
     """An action the workbench cannot do now; the message says why, for the page to show."""
 
 

@@ -25,6 +25,7 @@ import traceback
 from dataclasses import dataclass
 from types import TracebackType
 
+from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import VerdictKind
 
 DRIVER_FAULT_PATTERNS = (
@@ -55,7 +56,7 @@ class Failure:
     error_text: str = ""
 
 
-class WorkerError(Exception):
+class WorkerError(XeForgeError):
     """Raised inside the worker to stop a step with an already classified ``Failure``."""
 
     def __init__(self, failure: Failure) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from xeforge_core.problem import load_problem
-from xeforge_core.report import json_report, markdown_report, markdown_table, stage_rows, text_table
 from xeforge_core.session import Session
+from xeforge_core.session.report import json_report, markdown_report, markdown_table, stage_rows, text_table
 from xeforge_core.verdict import PerformanceResult, Step, StepStatus, TimingStats, Verdict, VerdictKind
 
 ROOT = Path(__file__).resolve().parents[1]

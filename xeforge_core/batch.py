@@ -118,11 +118,10 @@ def optimize_one(
     defaults to the device type (cpu -> cuda); ``engine_factory(target)`` builds the engine
     (default: ``get_engine(engine_name, target=target)``). Never raises for a bad kernel: the
     row's ``error`` says what went wrong."""
-    from xeforge_core import report
     from xeforge_core.cover import DEFAULT_MIN_SPEEDUP, run_pipeline
     from xeforge_core.devices import DeviceInfo, detect_device
     from xeforge_core.problem import load_problem
-    from xeforge_core.session import Session
+    from xeforge_core.session import Session, report
 
     started = time.monotonic()
     row = BatchRow(kernel=item.name)

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge batch``; returns the exit status (see the module docstring)."""
     from xeforge_core.batch import find_kernels, run_batch, unpaired_modules, write_csv
-    from xeforge_core.report import text_table
+    from xeforge_core.session.report import text_table
 
     err = sys.stderr
     try:

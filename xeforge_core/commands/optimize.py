@@ -173,7 +173,7 @@ def plan_for(problem: Any, target: str, stages: list[str] | None) -> tuple[list[
 
 def final_table(session: Any) -> tuple[str, dict[str, Any]]:
     """The per-stage table (plain text) and the JSON report of ``session``."""
-    from xeforge_core import report
+    from xeforge_core.session import report
 
     data = report.json_report(session)
     headers, rows = report.stage_rows(data)

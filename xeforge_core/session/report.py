@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xeforge_core.session import Session, Version, device_label, format_speedup
+from xeforge_core.session.records import Version, device_label, format_speedup
+
+if TYPE_CHECKING:
+    from xeforge_core.session.session import Session
 
 REPORT_FORMAT = 1
 

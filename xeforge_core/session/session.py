@@ -40,7 +40,6 @@ replaces the values of secret-looking environment variables (``*KEY*``, ``*TOKEN
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as _dt
 import difflib
 import fcntl
@@ -51,23 +50,35 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import git
 
 from xeforge_core.errors import XeForgeError
-from xeforge_core.verdict import StepStatus, Verdict
+from xeforge_core.session.records import (
+    CANDIDATE_REF_PREFIX,
+    CandidateRecord,
+    FileDiff,
+    SessionDiff,
+    Version,
+    commit_message,
+    device_label,
+    format_speedup,
+    parse_speedup,
+    parse_trailers,
+    speed_measured,
+)
+from xeforge_core.session.redact import redact
+from xeforge_core.session.report import json_report, markdown_report
+from xeforge_core.verdict import Verdict
 
 BRANCH = "session"
 BRANCH_REF = f"refs/heads/{BRANCH}"
 STATE_REF = "refs/xeforge/state"
-CANDIDATE_REF_PREFIX = "refs/candidates/"
 META_DIR = ".xeforge"
 SESSION_FILE = "session.json"
 FORMAT_VERSION = 1
-REDACTED = "[REDACTED]"
 
 _AUTHOR = {
     "GIT_AUTHOR_NAME": "Xe-Forge Studio",
@@ -76,8 +87,6 @@ _AUTHOR = {
     "GIT_COMMITTER_EMAIL": "xeforge@localhost",
 }
 _STAGE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-_SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
-_EXTRA_SECRETS: set[str] = set()
 
 CANDIDATE_STATUSES = ("pending", "approved", "rejected", "superseded")
 STAGE_STATUSES = ("pending", "running", "done", "kept_current", "skipped", "failed")
@@ -86,150 +95,6 @@ STAGE_STATUSES = ("pending", "running", "done", "kept_current", "skipped", "fail
 class SessionError(XeForgeError, RuntimeError):
     """A session operation that cannot be done as asked (unknown version or candidate, a
     stale candidate, a repository that is not a session). ``str(err)`` says why."""
-
-
-# --------------------------------------------------------------------------------------------
-# secrets
-
-
-def register_secret(value: str | None) -> None:
-    """Add ``value`` (e.g. an API key typed into the UI) to the strings redacted from anything
-    written into any session repository by this process. Values shorter than 6 characters are
-    ignored (too likely to occur by chance)."""
-    if value and len(value) >= 6:
-        _EXTRA_SECRETS.add(value)
-
-
-def _secret_values(extra: Iterable[str] = ()) -> list[str]:
-    values = set(_EXTRA_SECRETS)
-    values.update(v for v in extra if v and len(v) >= 6)
-    for name, value in os.environ.items():
-        if _SECRET_NAME_RE.search(name) and value and len(value) >= 8:
-            values.add(value)
-    return sorted(values, key=len, reverse=True)
-
-
-def redact(text: str, extra: Iterable[str] = ()) -> str:
-    """``text`` with every known secret value replaced by ``[REDACTED]``."""
-    for secret in _secret_values(extra):
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
-
-
-# --------------------------------------------------------------------------------------------
-# records
-
-
-@dataclass
-class Version:
-    """One commit on the session branch.
-
-    ``index`` is its position (0 = baseline); ``kind`` is ``baseline``, ``engine`` (an approved
-    engine candidate), ``manual``, ``portability`` or ``restore``; ``speedup`` is the verified
-    speedup over its parent version (``None``: not measured), ``cumulative_speedup`` the product
-    back to the baseline (``None`` as soon as one link was not measured); ``time`` is unix
-    seconds.
-    """
-
-    sha: str
-    index: int
-    kind: str
-    summary: str
-    message: str
-    time: float
-    stage: str | None = None
-    engine: str | None = None
-    model: str | None = None
-    verdict: str | None = None
-    speedup: float | None = None
-    cumulative_speedup: float | None = None
-    device: str | None = None
-    iteration: int | None = None
-    candidate: str | None = None
-    restores: str | None = None
-    trailers: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def short(self) -> str:
-        return self.sha[:10]
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["short"] = self.short
-        return data
-
-
-@dataclass
-class CandidateRecord:
-    """One candidate kept under ``refs/candidates/<stage>/<n>``.
-
-    ``id`` is ``"<stage>/<n>"``; ``parent`` the version it was proposed (and verified) against;
-    ``status`` one of ``pending``, ``approved``, ``rejected``, ``superseded``; ``verdict`` the
-    stored verdict (``None`` until one is recorded); ``approved_as`` the branch commit it became.
-    """
-
-    id: str
-    stage: str
-    number: int
-    sha: str
-    parent: str
-    engine: str
-    model: str | None
-    iteration: int | None
-    rationale: str
-    status: str
-    reason: str
-    time: float
-    verdict: Verdict | None = None
-    based_on: str | None = None
-    approved_as: str | None = None
-
-    @property
-    def ref(self) -> str:
-        return CANDIDATE_REF_PREFIX + self.id
-
-    @property
-    def speedup(self) -> float | None:
-        return self.verdict.speedup if self.verdict else None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "verdict"}
-        data["ref"] = self.ref
-        data["verdict"] = self.verdict.to_dict() if self.verdict else None
-        data["verdict_kind"] = self.verdict.kind.value if self.verdict else None
-        data["speedup"] = self.speedup
-        return data
-
-
-@dataclass
-class FileDiff:
-    """The unified diff of one file between two versions (``status``: ``modified``, ``added``,
-    ``deleted``)."""
-
-    path: str
-    status: str
-    diff: str
-    old: str
-    new: str
-
-
-@dataclass
-class SessionDiff:
-    """The difference between two versions: ``text`` is the whole unified diff, ``files`` one
-    entry per changed file (unchanged files are left out)."""
-
-    old: str
-    new: str
-    files: list[FileDiff]
-
-    @property
-    def text(self) -> str:
-        return "".join(f.diff for f in self.files)
-
-    @property
-    def empty(self) -> bool:
-        return not self.files
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,83 +112,6 @@ def _iso(ts: float) -> str:
 def _slug(text: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")
     return slug or "kernel"
-
-
-def device_label(fingerprint: dict[str, Any] | None) -> str:
-    """A short human name of a device fingerprint dict (``"cuda:0 NVIDIA H200"``, ``"cpu
-    (Triton interpreter)"``); ``"unknown"`` for an empty one."""
-    if not fingerprint:
-        return "unknown"
-    if isinstance(fingerprint.get("label"), str):
-        return fingerprint["label"]
-    kind = str(fingerprint.get("type") or fingerprint.get("device_type") or fingerprint.get("device") or "")
-    index = fingerprint.get("index")
-    name = fingerprint.get("name") or fingerprint.get("device_name") or ""
-    where = f"{kind}:{index}" if kind and index is not None and kind != "cpu" else kind
-    if kind == "cpu" and not name:
-        name = "(Triton interpreter)" if fingerprint.get("interpreter", True) else ""
-    label = " ".join(p for p in (where, str(name)) if p).strip()
-    return label or "unknown"
-
-
-def format_speedup(value: float | None) -> str:
-    """``"1.23x"`` or ``"not measured"``."""
-    return f"{value:.3f}x" if value is not None else "not measured"
-
-
-def _parse_speedup(text: str | None) -> float | None:
-    if not text:
-        return None
-    m = re.match(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*x?\s*$", text)
-    return float(m.group(1)) if m else None
-
-
-def speed_measured(verdict: Verdict | None) -> bool:
-    """True when the verdict holds a real timing (a GPU measurement), False on cpu/interpreter
-    or when the performance step did not run."""
-    if verdict is None or verdict.speedup is None:
-        return False
-    step = verdict.step("performance")
-    return step is None or step.status is StepStatus.PASSED
-
-
-def parse_trailers(message: str) -> dict[str, str]:
-    """The ``Key: value`` trailers of the last paragraph of a commit message."""
-    paragraphs = [p for p in re.split(r"\n\s*\n", message.strip()) if p.strip()]
-    if not paragraphs:
-        return {}
-    out: dict[str, str] = {}
-    for line in paragraphs[-1].splitlines():
-        m = re.match(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$", line)
-        if not m:
-            return {}
-        out[m.group(1)] = m.group(2).strip()
-    return out
-
-
-def _trailer_block(trailers: dict[str, Any]) -> str:
-    lines = []
-    for key, value in trailers.items():
-        if value is None or value == "":
-            continue
-        text = " ".join(str(value).split())
-        lines.append(f"{key}: {text}")
-    return "\n".join(lines)
-
-
-def _message(subject: str, body: str, trailers: dict[str, Any]) -> str:
-    subject = " ".join(subject.split())[:120] or "update"
-    parts = [subject]
-    body = body.strip()
-    if body:
-        # keep a body paragraph from being read as trailers
-        if parse_trailers(body):
-            body = "> " + body.replace("\n", "\n> ")
-        parts.append(body)
-    block = _trailer_block(trailers)
-    if block:
-        parts.append(block)
-    return "\n\n".join(parts) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
@@ -448,7 +236,7 @@ class Session:
             "Device": device_label(fingerprint),
             "Target": info["target"],
         }
-        sha = session._commit_tree(tree, [], _message(f"baseline: {info['problem']}", "", trailers))
+        sha = session._commit_tree(tree, [], commit_message(f"baseline: {info['problem']}", "", trailers))
         session._update_ref(BRANCH_REF, sha, None)
         session._info = info
         session._base_problem = problem
@@ -664,8 +452,8 @@ class Session:
                 sha=sha, index=index, kind=kind, summary=message.splitlines()[0] if message else "",
                 message=message, time=float(commit.committed_date), stage=t.get("Stage"),
                 engine=engine, model=t.get("Model") if t.get("Model") not in (None, "-") else None,
-                verdict=t.get("Verdict"), speedup=_parse_speedup(t.get("Speedup")),
-                cumulative_speedup=_parse_speedup(t.get("Cumulative-Speedup")) if index else 1.0,
+                verdict=t.get("Verdict"), speedup=parse_speedup(t.get("Speedup")),
+                cumulative_speedup=parse_speedup(t.get("Cumulative-Speedup")) if index else 1.0,
                 device=t.get("Device"), iteration=int(iteration) if iteration and iteration.isdigit() else None,
                 candidate=t.get("Candidate"), restores=t.get("Restores"), trailers=t,
             ))
@@ -831,7 +619,7 @@ class Session:
             }
             subject = message or f"{rec.stage}: {_summary_line(rec.rationale) or 'candidate ' + rec.id} ({rec.engine})"
             tree = self.repo.commit(rec.sha).tree.hexsha
-            sha = self._commit_tree(tree, [head], _message(subject, rec.rationale, trailers))
+            sha = self._commit_tree(tree, [head], commit_message(subject, rec.rationale, trailers))
             self._update_ref(BRANCH_REF, sha, head)
             self._state["candidates"].setdefault(rec.id, {})
             self._state["candidates"][rec.id].update(status="approved", reason=note, approved_as=sha,
@@ -921,7 +709,7 @@ class Session:
                         "Restored-Stage": stage, "Verdict": "restored",
                         "Speedup": "not measured", "Cumulative-Speedup": format_speedup(cumulative),
                         "Device": device_label(self.device)}
-            sha = self._commit_tree(tree, [head], _message(f"restore {label} ({target[:10]})", message, trailers))
+            sha = self._commit_tree(tree, [head], commit_message(f"restore {label} ({target[:10]})", message, trailers))
             self._update_ref(BRANCH_REF, sha, head)
             self._log("restore", version=sha, restores=target)
             self._save_state()
@@ -1000,8 +788,6 @@ class Session:
         """Write the final kernel (``<kernel>.py``), the patch baseline -> ``version``
         (``<stem>.patch``) and the reports (``report.md``, ``report.json``) into ``dest``.
         Returns ``{"kernel", "patch", "report_md", "report_json"}`` paths."""
-        from xeforge_core import report as _report
-
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
         stem = Path(self.kernel_file).stem
@@ -1013,8 +799,8 @@ class Session:
         }
         _atomic_write(out["kernel"], self.source(version))
         _atomic_write(out["patch"], self.patch("baseline", version))
-        _atomic_write(out["report_md"], _report.markdown_report(self))
-        _atomic_write(out["report_json"], json.dumps(_report.json_report(self), indent=2) + "\n")
+        _atomic_write(out["report_md"], markdown_report(self))
+        _atomic_write(out["report_json"], json.dumps(json_report(self), indent=2) + "\n")
         return out
 
     # ---------------------------------------------------------------- internals: git
@@ -1103,7 +889,7 @@ class Session:
             "Based-On": based_on,
         }
         it = f", iteration {iteration}" if iteration is not None else ""
-        return self._commit_tree(tree, [parent], _message(f"candidate {cid} ({engine}{it})", rationale, trailers))
+        return self._commit_tree(tree, [parent], commit_message(f"candidate {cid} ({engine}{it})", rationale, trailers))
 
     @staticmethod
     def _verdict_path(cid: str) -> str:

@@ -1,0 +1,43 @@
+"""Sessions: one git repository per optimization session, every decision a commit or a ref.
+
+* ``session``: :class:`Session`, the domain (create/open, versions, candidates, approve/reject,
+  restore, plan and stage states, diff, export);
+* ``records``: the records it hands out (:class:`Version`, :class:`CandidateRecord`, diffs)
+  and the commit-message format they are read from;
+* ``redact``: secrets never reach a repository;
+* ``report``: Markdown/JSON reports of a session.
+"""
+
+from xeforge_core.session.records import (
+    CANDIDATE_REF_PREFIX,
+    CandidateRecord,
+    FileDiff,
+    SessionDiff,
+    Version,
+    device_label,
+    format_speedup,
+    parse_trailers,
+    speed_measured,
+)
+from xeforge_core.session.redact import REDACTED, redact, register_secret
+from xeforge_core.session.session import BRANCH, BRANCH_REF, STATE_REF, Session, SessionError
+
+__all__ = [
+    "BRANCH",
+    "BRANCH_REF",
+    "CANDIDATE_REF_PREFIX",
+    "REDACTED",
+    "STATE_REF",
+    "CandidateRecord",
+    "FileDiff",
+    "Session",
+    "SessionDiff",
+    "SessionError",
+    "Version",
+    "device_label",
+    "format_speedup",
+    "parse_trailers",
+    "redact",
+    "register_secret",
+    "speed_measured",
+]

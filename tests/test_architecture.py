@@ -151,7 +151,6 @@ def test_no_import_cycles_inside_the_package() -> None:
     assert not cycles, "module-level import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
-@pytest.mark.xfail(strict=True, reason="knowledge/lints, engines and report/session still need each other")
 def test_no_cycle_hides_behind_a_function_level_import() -> None:
     """Two modules that need each other are one module, or two with the shared part moved out;
     importing one of them inside a function only hides that."""

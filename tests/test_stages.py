@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from xeforge_core.analysis import analyze
-from xeforge_core.knowledge import STAGE_IDS, load_knowledge
+from xeforge_core.knowledge import load_knowledge
+from xeforge_core.pipeline.prompts import PROMPTS_DIR, problem_context, render_prompt
+from xeforge_core.pipeline.registry import ALL_STAGE_IDS, STAGE_IDS, STAGES, get_stage
 from xeforge_core.problem import load_problem
-from xeforge_core.stages import PROMPTS_DIR, STAGES, get_stage, problem_context, render_prompt
 from xeforge_core.verdict import Finding, Verdict, VerdictKind
 
 ORIGINAL = '''import torch
@@ -35,9 +36,10 @@ def run(x, y):
 CURRENT = ORIGINAL.replace("BLOCK=1000", "BLOCK=1024").replace("1000),)", "1024),)")
 
 
-def test_stages_are_the_nine_in_canonical_order():
-    assert [s.id for s in STAGES] == list(STAGE_IDS) and len(STAGES) == 9
-    assert [s.number for s in STAGES] == list(range(1, 10))
+def test_stages_are_portability_then_the_nine_in_canonical_order():
+    assert [s.id for s in STAGES] == list(ALL_STAGE_IDS) == ["portability", *STAGE_IDS] and len(STAGE_IDS) == 9
+    assert [s.number for s in STAGES] == list(range(0, 10))
+    assert [s.id for s in STAGES if s.preparatory] == ["portability"]
     for s in STAGES:
         assert s.title and s.goal and s.must_not_change
         assert (PROMPTS_DIR / f"{s.id}.md").is_file()
@@ -46,7 +48,7 @@ def test_stages_are_the_nine_in_canonical_order():
         get_stage("nope")
 
 
-@pytest.mark.parametrize("stage_id", list(STAGE_IDS))
+@pytest.mark.parametrize("stage_id", list(ALL_STAGE_IDS))
 def test_every_stage_prompt_is_complete(stage_id: str):
     kb = load_knowledge()
     profile = kb.profiles["arc_b580"]
@@ -151,3 +153,13 @@ def test_tuning_prompts_carry_the_target_search_space():
     assert "search_spaces/cuda.yaml" in cuda and "grf_mode\": " not in cuda
     other = render_prompt("dtype_fix", original_code=ORIGINAL, current_code=ORIGINAL, profile=kb.profiles["arc_b580"])
     assert "## Search space" not in other
+
+
+def test_the_heading_numbers_the_stage_as_in_the_plan():
+    two_of_four = render_prompt("dtype_fix", original_code=ORIGINAL, current_code=ORIGINAL, position=(2, 4))
+    assert two_of_four.splitlines()[0] == "# Stage 2 of 4: Data types"
+    assert "of 9" not in two_of_four
+    alone = render_prompt("fusion", original_code=ORIGINAL, current_code=ORIGINAL)
+    assert alone.splitlines()[0] == "# Fusion"
+    port = render_prompt("portability", original_code=ORIGINAL, current_code=ORIGINAL)
+    assert port.splitlines()[0] == "# Preparatory step: Portability" and "torch.accelerator" in port

@@ -23,8 +23,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from xeforge_core.knowledge import STAGE_IDS, KnowledgeBase, installed_triton_pointer_api, load_knowledge
+from xeforge_core.knowledge import KnowledgeBase, installed_triton_pointer_api, load_knowledge
 from xeforge_core.lints import clear_walk_cache, walk
+from xeforge_core.pipeline.registry import STAGE_IDS
 from xeforge_core.problem.module import triton_decorator_kind
 from xeforge_core.verdict import Finding
 from xeforge_core.worker.astutil import dotted_name

@@ -241,10 +241,9 @@ def run_batch(
 
 
 def _stage_order(rows: list[BatchRow]) -> list[str]:
-    from xeforge_core.stages import STAGES
+    from xeforge_core.pipeline.registry import ALL_STAGE_IDS
 
-    canonical = [s.id for s in STAGES]
-    order = ["portability"] + canonical
+    order = list(ALL_STAGE_IDS)
     seen = {s for r in rows for s in r.stages}
     extra = sorted(seen - set(order))
     return [s for s in order if s in seen] + extra

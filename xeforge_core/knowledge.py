@@ -27,30 +27,15 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from xeforge_core import lints
+from xeforge_core.compile_options import GRF_MODE_VALUES
 from xeforge_core.errors import XeForgeError
+from xeforge_core.pipeline.registry import ALL_STAGE_IDS, CODEMODS, STAGE_IDS
 
-#: The nine optimization stages, canonical order (DESIGN.md "The nine stages").
-STAGE_IDS: tuple[str, ...] = (
-    "algorithmic",
-    "discovery",
-    "dtype_fix",
-    "fusion",
-    "memory_access",
-    "block_pointers",
-    "persistent_kernel",
-    "xpu_specific",
-    "autotuning",
-)
-
-#: Codemods the rules engine implements (issue 3, section 4).
-CODEMODS: tuple[str, ...] = ("dtype_fix", "autotune", "xpu_specific", "portability")
-
-#: The GRF mode values Intel's Triton backend accepts as the ``grf_mode`` compile option
-#: (``XPUOptions.grf_mode`` and ``make_spv`` in intel-xpu-backend-for-triton,
-#: third_party/intel/backend/compiler.py). ``512`` exists only for newer architectures.
-GRF_MODE_VALUES: tuple[str, ...] = ("default", "128", "256", "512", "auto")
-#: Older spellings still seen in published kernels (``small``/``large``).
-GRF_MODE_LEGACY: tuple[str, ...] = ("small", "large")
+#: The profile a target family stands for when no particular device is named: the Arc Pro B70
+#: (the Xe-Forge paper's testbed) for xpu, the H200 (the NVIDIA machine the backend is
+#: exercised on) for cuda.
+REFERENCE_PROFILE: dict[str, str] = {"xpu": "arc_pro_b70", "cuda": "nvidia_h200"}
 
 KNOWLEDGE_ROOT = Path(__file__).resolve().parents[1] / "knowledge"
 
@@ -208,10 +193,11 @@ class Example(_Strict):
 class Rule(_Strict):
     """One rule: what to do, why, a before/after example, where it applies, where it came from.
 
-    ``stage`` is one of ``STAGE_IDS``; ``targets`` the targets it applies to; ``triton`` a
-    version specifier such as ``">=3.0"`` or ``">=3.0,<3.9"`` (``"*"`` for all);
+    ``stage`` is a stage id of ``pipeline.registry``; ``targets`` the targets it applies to;
+    ``triton`` a version specifier such as ``">=3.0"`` or ``">=3.0,<3.9"`` (``"*"`` for all);
     ``lint`` names a function in ``xeforge_core.lints`` (checked by the loader);
-    ``codemod`` names the rules-engine codemod that implements ``fix`` (one of ``CODEMODS``).
+    ``codemod`` names the rules-engine codemod that implements ``fix`` (one the registry's
+    stages name).
     """
 
     id: str = Field(pattern=r"^[a-z0-9_]+$")
@@ -231,8 +217,8 @@ class Rule(_Strict):
     @field_validator("stage")
     @classmethod
     def _stage(cls, v: str) -> str:
-        if v not in STAGE_IDS:
-            raise ValueError(f"unknown stage {v!r}; one of {list(STAGE_IDS)}")
+        if v not in ALL_STAGE_IDS:
+            raise ValueError(f"unknown stage {v!r}; one of {list(ALL_STAGE_IDS)}")
         return v
 
     @field_validator("codemod")
@@ -383,15 +369,14 @@ class KnowledgeBase(BaseModel):
         return best[1] if best else None
 
     def default_profile(self, target: str) -> HardwareProfile | None:
-        """The reference profile of a target: Arc Pro B70 for xpu (the Xe-Forge paper's
-        testbed), H200 for cuda (the NVIDIA stand-in the backend is exercised on)."""
-        return self.profiles.get({"xpu": "arc_pro_b70", "cuda": "nvidia_h200"}.get(target, ""))
+        """The reference profile of a target family (:data:`REFERENCE_PROFILE`), or ``None``."""
+        return self.profiles.get(REFERENCE_PROFILE.get(target, ""))
 
     def rules_for(self, *, stage: str | None = None, target: str | None = None,
                   triton_version: str | None = None) -> list[Rule]:
         """Rules filtered by stage, target and Triton version, in id order."""
         out = []
-        for r in sorted(self.rules.values(), key=lambda r: (STAGE_IDS.index(r.stage), r.id)):
+        for r in sorted(self.rules.values(), key=lambda r: (ALL_STAGE_IDS.index(r.stage), r.id)):
             if stage and r.stage != stage:
                 continue
             if target and target not in r.targets:
@@ -481,7 +466,7 @@ def _load(root: Path) -> KnowledgeBase:
             raise KnowledgeError(f"duplicate profile id {p.id!r}", file=path, field="id")
         profiles[p.id] = p
     rules: dict[str, Rule] = {}
-    lint_names = _lint_names()
+    lint_names = set(lints.LINTS)
     for path in sorted((root / "rules").glob("*.yaml")):
         data = _read_yaml(path)
         items = data.get("rules") if isinstance(data, dict) else None
@@ -491,7 +476,7 @@ def _load(root: Path) -> KnowledgeBase:
             r = _validate(Rule, item, path, prefix=f"rules[{i}]")
             if r.id in rules:
                 raise KnowledgeError(f"duplicate rule id {r.id!r}", file=path, field=f"rules[{i}].id")
-            if r.lint and lint_names is not None and r.lint not in lint_names:
+            if r.lint and r.lint not in lint_names:
                 raise KnowledgeError(f"lint {r.lint!r} is not a function in xeforge_core.lints",
                                      file=path, field=f"rules[{i}].lint")
             for attr in ("before_path", "after_path"):
@@ -508,14 +493,6 @@ def _load(root: Path) -> KnowledgeBase:
         if not got:
             raise KnowledgeError(f"no {what} YAML files found", file=root / what)
     return KnowledgeBase(root=root, profiles=profiles, rules=rules, search_spaces=spaces)
-
-
-def _lint_names() -> set[str] | None:
-    try:
-        from xeforge_core import lints
-    except ImportError:  # pragma: no cover - lints is part of this package
-        return None
-    return set(getattr(lints, "LINTS", {}))
 
 
 @functools.lru_cache(maxsize=8)

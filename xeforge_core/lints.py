@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from xeforge_core.knowledge import GRF_MODE_LEGACY, GRF_MODE_VALUES
+from xeforge_core.compile_options import GRF_MODE_LEGACY, GRF_MODE_VALUES
 
 
 @dataclass

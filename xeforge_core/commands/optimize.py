@@ -99,9 +99,9 @@ def parse_stages(text: str | None) -> list[str] | None:
     if not text:
         return None
     stages = [s.strip() for s in text.split(",") if s.strip()]
-    from xeforge_core.stages import STAGES
+    from xeforge_core.pipeline.registry import ALL_STAGE_IDS
 
-    known = [s.id for s in STAGES] + ["portability"]
+    known = list(ALL_STAGE_IDS)
     bad = [s for s in stages if s not in known]
     if bad:
         raise ValueError(f"unknown stage(s): {', '.join(bad)} (known: {', '.join(known)})")

@@ -2,21 +2,22 @@
 
 ``rules`` (deterministic codemods), ``llm`` (any OpenAI-compatible endpoint) and ``manual``
 (the user's own edit or a pasted chat reply). The loop, the session and the UI use only
-:class:`Engine`, :class:`Candidate`, :class:`ProposalContext` and :func:`get_engine`.
+:class:`Engine`, :class:`Candidate`, :class:`ProposalContext` and :func:`get_engine`; which
+engines exist, and which stages each can propose for, is said once, in
+:data:`xeforge_core.pipeline.registry.ENGINES`.
 """
 
 from xeforge_core.engines.base import (
-    ENGINE_NAMES,
     Candidate,
     Engine,
     EngineError,
     ProposalContext,
     TokenUsage,
-    get_engine,
     render_stage_prompt,
 )
 from xeforge_core.engines.extract import Extraction, extract_code
 from xeforge_core.engines.rules import port_to_device_agnostic
+from xeforge_core.pipeline.registry import ENGINE_NAMES, get_engine
 
 __all__ = [
     "ENGINE_NAMES",

@@ -97,7 +97,7 @@ class Candidate:
 class ProposalContext:
     """What an engine may use to propose a candidate for one stage.
 
-    * ``stage``: the stage id (``dtype_fix``, ``autotuning``, ...; see ``xeforge_core.stages``).
+    * ``stage``: the stage id (``dtype_fix``, ``autotuning``, ...; see ``pipeline.registry``).
     * ``original_code`` / ``current_code``: the baseline module and the latest accepted version.
     * ``problem``: the kernel problem (shapes, dtypes, flop), when known.
     * ``analysis``: the ``xeforge_core.analysis.Analysis`` of ``current_code``, when run.
@@ -111,6 +111,7 @@ class ProposalContext:
     * ``search_space``: autotune configs to use instead of the knowledge base's (a list of
       dicts ``{"kwargs": {...}, "num_warps": int, "num_stages": int, "options": {...}}``).
     * ``options``: free-form engine options (e.g. ``{"group_size_m": 8}``).
+    * ``plan``: the session's stage plan, in order (the prompt says "Stage 2 of 4" from it).
     """
 
     stage: str
@@ -125,6 +126,7 @@ class ProposalContext:
     history: list[str] = field(default_factory=list)
     search_space: list[dict[str, Any]] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    plan: list[str] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -142,31 +144,9 @@ class Engine(Protocol):
         ...
 
 
-ENGINE_NAMES: tuple[str, ...] = ("rules", "llm", "manual")
-
-
-def get_engine(name: str, **settings: Any) -> Engine:
-    """Build the engine called ``name`` (``rules``, ``llm`` or ``manual``) with ``settings``
-    passed to its constructor. Raises ``ValueError`` naming the known engines otherwise."""
-    key = name.strip().lower()
-    if key == "rules":
-        from xeforge_core.engines.rules import RulesEngine
-
-        return RulesEngine(**settings)
-    if key == "llm":
-        from xeforge_core.engines.llm import LLMEngine
-
-        return LLMEngine(**settings)
-    if key == "manual":
-        from xeforge_core.engines.manual import ManualEngine
-
-        return ManualEngine(**settings)
-    raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(ENGINE_NAMES)}")
-
-
 def render_stage_prompt(stage: str, context: ProposalContext, feedback: str | None = None) -> str:
     """The exact prompt for ``stage``: ``context.prompt`` when given, else
-    ``xeforge_core.stages.render_prompt`` with the original and current code, the stage's issues
+    ``pipeline.prompts.render_prompt`` with the original and current code, the stage's issues
     from ``context.analysis``, the hardware profile, the problem context
     (``stages.problem_context``), the knowledge-base rules for the stage and target, and
     ``feedback``. When ``context.prompt`` is used and does not already hold ``feedback``, the
@@ -183,34 +163,26 @@ def render_stage_prompt(stage: str, context: ProposalContext, feedback: str | No
 
 
 def _render_from_stages(stage: str, context: ProposalContext, feedback: str | None) -> str:
-    try:
-        from xeforge_core import stages
-    except ImportError as exc:  # pragma: no cover - the stages module ships with the package
-        raise EngineError(f"no prompt given and the stage prompts are unavailable: {exc}") from exc
-    issues: list[Any] = []
-    issues_for = getattr(context.analysis, "issues_for", None)
-    if callable(issues_for):
-        try:
-            issues = list(issues_for(stage))
-        except Exception:  # advisory input; the prompt still has the code
-            issues = []
-    profile = context.profile
-    problem_ctx: dict[str, Any] = {}
-    rules: list[Any] = []
-    try:
-        from xeforge_core.knowledge import HardwareProfile, load_knowledge
+    from xeforge_core.knowledge import HardwareProfile, load_knowledge
+    from xeforge_core.pipeline import prompts
 
-        kb = load_knowledge()
-        if profile is None:
-            profile = kb.default_profile(context.target)
-        rules = kb.rules_for(stage=stage, target=context.target)
-        hw = profile if isinstance(profile, HardwareProfile) else None
-        problem_ctx = stages.problem_context(context.problem, None, hw) if context.problem is not None else {}
-    except Exception:  # the knowledge base is optional for a prompt; code and stage goal suffice
-        pass
+    issues_for = getattr(context.analysis, "issues_for", None)
+    issues = list(issues_for(stage)) if callable(issues_for) else []
+    kb = load_knowledge()
+    profile = context.profile if context.profile is not None else kb.default_profile(context.target)
+    rules = kb.rules_for(stage=stage, target=context.target)
+    hw = profile if isinstance(profile, HardwareProfile) else None
+    problem_ctx = prompts.problem_context(context.problem, None, hw) if context.problem is not None else {}
     try:
-        return stages.render_prompt(stage, original_code=context.original_code,
-                                    current_code=context.current_code, issues=issues, profile=profile,
-                                    problem_context=problem_ctx, rules=rules, feedback=feedback)
+        return prompts.render_prompt(stage, original_code=context.original_code,
+                                     current_code=context.current_code, issues=issues, profile=profile,
+                                     problem_context=problem_ctx, rules=rules, feedback=feedback,
+                                     position=_position(stage, context.plan))
     except Exception as exc:
         raise EngineError(f"rendering the {stage} prompt failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _position(stage: str, plan: list[str]) -> tuple[int, int] | None:
+    """``(n, total)``: the stage's 1-based place in the session's plan, or ``None`` when the
+    stage is not in the plan (the preparatory portability step, a plan not known)."""
+    return (plan.index(stage) + 1, len(plan)) if stage in plan else None

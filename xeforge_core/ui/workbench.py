@@ -18,74 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core import samples
 from xeforge_core.errors import XeForgeError
+from xeforge_core.pipeline.registry import STAGE_IDS
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
 from xeforge_core.verdict import Verdict
 
-#: The nine stages in canonical order (``xeforge_core.stages.STAGES`` is authoritative).
-CANONICAL_STAGES = ("algorithmic", "discovery", "dtype_fix", "fusion", "memory_access",
-                    "block_pointers", "persistent_kernel", "xpu_specific", "autotuning")
-
-#: Engines that need no API key.
-OFFLINE_ENGINES = ("rules", "manual")
-
 
 def stage_ids() -> list[str]:
-    """The stage ids in canonical order, from ``xeforge_core.stages`` when available."""
-    try:
-        from xeforge_core.stages import STAGES
-    except ImportError:
-        return list(CANONICAL_STAGES)
-    out = []
-    for s in STAGES:
-        out.append(s if isinstance(s, str) else str(getattr(s, "id", None) or getattr(s, "name", s)))
-    return out or list(CANONICAL_STAGES)
-
-
-SAMPLES_DIR = Path(__file__).resolve().parents[2] / "sample_kernels"
+    """The nine optimization stages' ids, canonical order (``pipeline.registry``)."""
+    return list(STAGE_IDS)
 
 
 def sample_titles() -> dict[str, str]:
-    """``{name: title}`` of the bundled samples (the title is empty when unknown)."""
-    try:
-        from xeforge_core import samples
-    except ImportError:
-        return {n: "" for n in available_samples()}
-    return {s.name: getattr(s, "title", "") for s in samples.list_samples()}
-
-
-def available_samples() -> list[str]:
-    """Names of the bundled sample problems (``xeforge_core.samples`` when present, else the
-    kernel files of ``sample_kernels/``)."""
-    try:
-        from xeforge_core import samples
-    except ImportError:
-        samples = None  # type: ignore[assignment]
-    if samples is not None:
-        names = []
-        for item in samples.list_samples():
-            names.append(item if isinstance(item, str) else str(getattr(item, "name", item)))
-        return names
-    return sorted(p.stem for p in SAMPLES_DIR.glob("*.py")
-                  if not p.stem.endswith(("_ref", "_pytorch")) and not p.stem.startswith("_"))
-
-
-def _load_sample_problem(name: str) -> Any:
-    try:
-        from xeforge_core import samples
-    except ImportError:
-        samples = None  # type: ignore[assignment]
-    if samples is not None:
-        sample = samples.load_sample(name)
-        return sample if hasattr(sample, "kernel") else getattr(sample, "problem", sample)
-    from xeforge_core.problem import load_problem
-
-    path = SAMPLES_DIR / f"{name}.py"
-    if not path.is_file():
-        raise WorkbenchError(f"no sample named {name!r}")
-    return load_problem(path)
+    """``{name: title}`` of the bundled samples."""
+    return {s.name: s.title for s in samples.list_samples()}
 
 
 class WorkbenchError(XeForgeError, RuntimeError):
@@ -232,7 +181,7 @@ class Workbench:
 
     def load_sample(self, name: str) -> LoadedInput:
         """Load one of the bundled samples by name (``xeforge_core.samples``)."""
-        problem = _load_sample_problem(name)
+        problem = samples.load_sample(name)
         spec_text = None
         spec = getattr(problem, "spec", None)
         if spec is not None and getattr(spec, "path", None):
@@ -924,5 +873,5 @@ class Workbench:
             return {key: Path(p).read_bytes() for key, p in paths.items()}
 
 
-__all__ = ["CANONICAL_STAGES", "EngineSettings", "InputError", "PlanItem", "ReviewError",
-           "Workbench", "WorkbenchError", "available_samples", "sample_titles", "stage_ids"]
+__all__ = ["EngineSettings", "InputError", "PlanItem", "ReviewError", "Workbench", "WorkbenchError",
+           "sample_titles", "stage_ids"]

@@ -1,30 +1,39 @@
-"""The nine optimization stages (DESIGN.md, canonical order) and their prompt templates.
+"""The stage prompts: each stage's Jinja2 Markdown template filled into a prompt a person can
+read and copy into any chat LLM (the llm engine sends the same text).
 
-``STAGES`` holds each stage as data (id, title, goal, what it must not change, the rules-engine
-codemod that serves it). ``render_prompt`` fills the stage's Jinja2 Markdown template
-(``xeforge_core/prompts/<stage>.md``, extending ``_base.md``) into a prompt a person can read and
-copy into any chat LLM; ``problem_context`` computes the shape/roofline facts the prompt quotes.
+``render_prompt`` fills ``xeforge_core/prompts/<stage>.md`` (extending ``_base.md``) with the
+code, the stage's issues, the target's hardware profile, the problem's shape/roofline facts
+(``problem_context``), the knowledge-base rules and the last verdict's feedback. The stages
+themselves are data in :mod:`xeforge_core.pipeline.registry`.
 
 Public API::
 
-    STAGES: list[Stage]; STAGE_IDS; get_stage(stage_id)
     problem_context(problem, variant=None, profile=None) -> dict
     render_prompt(stage_id, *, original_code, current_code, issues, profile, problem_context,
-                  rules, examples, feedback=None) -> str
+                  rules, examples, feedback=None, position=None) -> str
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from xeforge_core.knowledge import STAGE_IDS, HardwareProfile, Rule, SearchSpace, installed_triton_pointer_api
+from xeforge_core.knowledge import (
+    HardwareProfile,
+    Rule,
+    SearchSpace,
+    installed_triton_pointer_api,
+    load_knowledge,
+)
+from xeforge_core.pipeline.registry import Stage, get_stage
 
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+#: The prompt templates (package data): one Markdown/Jinja2 file per stage, plus ``_base.md``.
+PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 
 #: Always-on constraints, shared by every stage.
 COMMON_CONSTRAINTS: tuple[str, ...] = (
@@ -34,85 +43,6 @@ COMMON_CONSTRAINTS: tuple[str, ...] = (
     "the hot computation stays in Triton kernels: no replacement by torch ops, no cached outputs "
     "across calls, no writes to the inputs",
 )
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One optimization stage.
-
-    ``number`` is the 1-based canonical position; ``goal`` what the stage tries to achieve;
-    ``must_not_change`` what a candidate of this stage must leave as it was (on top of
-    ``COMMON_CONSTRAINTS``); ``codemod`` the rules-engine codemod that serves the stage, if any.
-    """
-
-    id: str
-    number: int
-    title: str
-    goal: str
-    must_not_change: tuple[str, ...]
-    codemod: str | None = None
-
-    @property
-    def template_name(self) -> str:
-        """File name of the stage's prompt template under ``xeforge_core/prompts/``."""
-        return f"{self.id}.md"
-
-
-STAGES: list[Stage] = [
-    Stage("algorithmic", 1, "Algorithmic rewrites",
-          "Reduce the work mathematically: common subexpressions, associativity, GEMM simplification "
-          "(e.g. a GEMM followed by a sum becomes a GEMV), folding eval-mode normalisation and scales into "
-          "an affine epilogue, tree reductions, exp2-based math. Use the PyTorch reference as the "
-          "definition of the result.",
-          ("the set of Triton kernels' memory layout conventions unless the rewrite needs it",
-           "numerical behaviour beyond the spec's tolerances (watch cancellation when reordering sums)")),
-    Stage("discovery", 2, "Discovery",
-          "Look for work that need not be done at all: redundant launches, recomputation across calls "
-          "that is legal to hoist to __init__ (weights only, never inputs), copies, casts and "
-          "synchronisations that serve nothing.",
-          ("results that depend on the inputs of the current call",)),
-    Stage("dtype_fix", 3, "Data types",
-          "Remove float64, keep fp16/bf16 operands going into tl.dot with an fp32 accumulator "
-          "(acc = tl.dot(a, b, acc)), drop casts that serve nothing.",
-          ("the output dtype", "the algorithm, tiling and launch structure"), "dtype_fix"),
-    Stage("fusion", 4, "Fusion",
-          "Fuse launches, elementwise chains and reduction epilogues, but only where a stored "
-          "intermediate tensor disappears.",
-          ("the GEMM's 2-D tile grid (do not loop over all N tiles in one program)",
-           "the precision of intermediates that were fp32")),
-    Stage("memory_access", 5, "Memory access",
-          "Coalesced loads and stores, no transposes inside the K loop, no weight repacking or "
-          "transposes in forward(), int64 offsets where they can pass 2^31, lower register pressure.",
-          ("the math performed", "the launch grid's coverage of the output")),
-    Stage("block_pointers", 6, "Block pointers / tensor descriptors",
-          "Load tl.dot operands (and store tiles) through tensor descriptors, or block pointers where "
-          "the installed Triton has no descriptors, so the loads become 2D block reads.",
-          ("the tiling and the math", "boundary handling (every edge must still be guarded or padded)")),
-    Stage("persistent_kernel", 7, "Persistent kernel",
-          "For large tile counts only: a persistent or stream-K grid of about one program per Xe core "
-          "(or SM), looping over tiles; the core count is queried from the device.",
-          ("kernels whose grid is small (under ~512 tiles): leave them as they are",)),
-    Stage("xpu_specific", 8, "Xe-specific tuning",
-          "Tune for the Xe target: power-of-two tiles and warps, sub-group size, GRF mode in the xpu "
-          "autotune configs, GROUP_SIZE_M tile swizzling on a 1-D grid; and make device handling "
-          "portable (no hard-coded device strings or vendor-specific synchronize calls).",
-          ("the math and the data types",), "xpu_specific"),
-    Stage("autotuning", 9, "Autotuning",
-          "Wrap the kernels in @triton.autotune with the target's hardware-aware search space, keyed on "
-          "the problem dimensions, with a launch grid computed from META.",
-          ("the kernel bodies, except removing defaults of tuned parameters",), "autotune"),
-]
-
-_BY_ID = {s.id: s for s in STAGES}
-assert tuple(_BY_ID) == STAGE_IDS, "STAGES must follow knowledge.STAGE_IDS"
-
-
-def get_stage(stage_id: str) -> Stage:
-    """The stage with this id; ``KeyError`` naming the known ids otherwise."""
-    try:
-        return _BY_ID[stage_id]
-    except KeyError:
-        raise KeyError(f"unknown stage {stage_id!r}; stages are {', '.join(STAGE_IDS)}") from None
 
 
 # --------------------------------------------------------------------------------------
@@ -185,7 +115,9 @@ def problem_context(problem: Any = None, variant: Any = None, profile: HardwareP
 # --------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    """The template environment, built once (templates are compiled once per process)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)), autoescape=False, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
@@ -196,7 +128,7 @@ def _env() -> jinja2.Environment:
 
 def _fence(code: str) -> str:
     """A backtick fence longer than any backtick run inside ``code`` (at least three)."""
-    longest = max((len(m) for m in __import__("re").findall(r"`+", code or "")), default=0)
+    longest = max((len(m) for m in re.findall(r"`+", code or "")), default=0)
     return "`" * max(3, longest + 1)
 
 
@@ -281,6 +213,7 @@ def _example_rows(examples: Iterable[Any]) -> list[dict[str, str]]:
     return rows
 
 
+#: Stages whose prompt shows the target's autotune search space.
 SEARCH_SPACE_STAGES = ("xpu_specific", "autotuning")
 
 
@@ -289,12 +222,7 @@ def _space_view(stage: Stage, profile: Any, space: SearchSpace | None) -> dict[s
     if stage.id not in SEARCH_SPACE_STAGES:
         return None
     if space is None and isinstance(profile, HardwareProfile):
-        try:
-            from xeforge_core.knowledge import load_knowledge
-
-            space = load_knowledge().search_space_for(profile.target, profile.arch)
-        except Exception:  # noqa: BLE001 - a prompt without a search space is still usable
-            space = None
+        space = load_knowledge().search_space_for(profile.target, profile.arch)
     if space is None:
         return None
     lines = []
@@ -323,7 +251,8 @@ def _feedback_text(feedback: Any) -> str | None:
 def render_prompt(stage_id: str, *, original_code: str, current_code: str, issues: Iterable[Any] = (),
                   profile: Any = None, problem_context: Mapping[str, Any] | None = None,
                   rules: Iterable[Any] = (), examples: Iterable[Any] = (), feedback: Any = None,
-                  triton_api: Mapping[str, Any] | None = None, search_space: SearchSpace | None = None) -> str:
+                  triton_api: Mapping[str, Any] | None = None, search_space: SearchSpace | None = None,
+                  position: tuple[int, int] | None = None) -> str:
     """The prompt for one stage, as Markdown text a person can read and copy.
 
     ``issues``: the stage's ``analysis.Issue`` objects (or dicts with rule_id/severity/line/
@@ -335,7 +264,9 @@ def render_prompt(stage_id: str, *, original_code: str, current_code: str, issue
     APIs the Triton that will compile the code offers (``knowledge.installed_triton_pointer_api()``
     shape; default: the Triton installed here). ``search_space``: the autotune configs shown in
     the ``xpu_specific`` and ``autotuning`` prompts (default: the knowledge base's space for the
-    profile's target and architecture). Raises ``KeyError`` for an unknown stage id.
+    profile's target and architecture). ``position``: ``(n, total)``, the stage's 1-based place
+    in the session's plan, for the heading ("Stage 2 of 4"); without it the heading names the
+    stage only. Raises ``KeyError`` for an unknown stage id.
     """
     stage = get_stage(stage_id)
     tmpl = _env().get_template(stage.template_name)
@@ -346,7 +277,7 @@ def render_prompt(stage_id: str, *, original_code: str, current_code: str, issue
         profile=_profile_view(profile), ctx=dict(problem_context or {}), rules=_rule_rows(rules),
         examples=_example_rows(examples), feedback=_feedback_text(feedback),
         triton=dict(triton_api) if triton_api is not None else installed_triton_pointer_api(),
-        search_space=_space_view(stage, profile, search_space))
+        search_space=_space_view(stage, profile, search_space), position=position)
     return _tidy(text)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from xeforge_core.problem import Problem, ProblemError, load_problem
+from xeforge_core.worker.astutil import parse as parse_python
 
 __all__ = [
     "SAMPLES_DIR",
@@ -101,7 +102,7 @@ class TrajectoryStep:
 def _docstring_parts(path: Path) -> tuple[str, str]:
     """(title, what is slow) from the module docstring ``"<title>. Slow: <text>"``."""
     try:
-        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        doc = ast.get_docstring(parse_python(path.read_text(encoding="utf-8"))) or ""
     except SyntaxError as exc:  # a broken sample is a bug worth naming precisely
         raise ProblemError(f"sample does not parse: {exc.msg}", file=path, line=exc.lineno) from exc
     doc = " ".join(doc.split())

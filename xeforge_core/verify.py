@@ -51,6 +51,7 @@ from xeforge_core.cache import worker_code_version as _worker_code_version
 from xeforge_core.devices import DeviceInfo, detect_device
 from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import Step, StepStatus, Verdict, VerdictKind
+from xeforge_core.worker.astutil import parse as parse_python
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
 #: a flaky driver, an environment later fixed).
@@ -197,7 +198,7 @@ def _class_name(source: str, preferred: str) -> str:
     """The class the harness should instantiate in ``source``: ``preferred`` if defined, else
     ``ModelNew``, else ``Model``; ``preferred`` when the source does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return preferred
     names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}

@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from xeforge_core.worker.astutil import parse as parse_python
+
 from .model import ProblemError
 
 __all__ = ["evaluate_flop", "formula_names", "as_number"]
@@ -71,7 +73,7 @@ def formula_names(formula: str) -> set[str]:
     """Every name a formula refers to (for cross-checks). Raises ``ProblemError`` when the
     formula is not valid Python expression syntax."""
     try:
-        tree = ast.parse(formula.strip(), mode="eval")
+        tree = parse_python(formula.strip(), mode="eval")
     except SyntaxError as exc:
         raise ProblemError(f"flop formula {formula!r} is not an arithmetic expression: {exc.msg}") from None
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
@@ -115,7 +117,7 @@ def evaluate_flop(formula: str | int | float, dims: Mapping[str, Any], *, field:
     if len(text) > MAX_FORMULA_CHARS:
         raise fail(f"flop formula is {len(text)} characters long (limit {MAX_FORMULA_CHARS})")
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = parse_python(text, mode="eval")
     except SyntaxError as exc:
         raise fail(f"flop formula {text!r} is not an arithmetic expression ({exc.msg})") from None
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from xeforge_core.worker.astutil import parse as parse_python
+
 from .model import ModuleFile, Problem, ProblemError, Spec, Variant
 from .module import DtypeConstraint, ModuleFacts, Signature, read_module
 from .spec import MAX_SOURCE_BYTES, build_variant, check_text, parse_spec
@@ -67,7 +69,7 @@ def read_candidate(path: str | Path) -> str:
     path = Path(path)
     source = _read(path, "candidate")
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return source
     classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xeforge_core.worker.astutil import dotted_name
+from xeforge_core.worker.astutil import parse as parse_python
 
 from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import ProblemError
@@ -586,7 +587,7 @@ def read_module(source: str | bytes, path: str | Path | None = None, *, class_na
     text = check_text(source, where, "module")
     label = p.name if p else (label or "<source>")
     try:
-        tree = ast.parse(text, filename=label)
+        tree = parse_python(text, filename=label)
     except SyntaxError as exc:
         line_text = (exc.text or "").strip()
         detail = f": {line_text}" if line_text else ""

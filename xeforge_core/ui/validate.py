@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xeforge_core.errors import XeForgeError
+from xeforge_core.worker.astutil import parse as parse_python
 
 #: The largest kernel source or spec accepted (bytes of UTF-8). Real kernels are a few KB.
 MAX_SOURCE_BYTES = 512 * 1024
@@ -73,7 +74,7 @@ def check_kernel_source(text: str | None, *, what: str = "pasted kernel") -> str
     if "\x00" in text:
         raise InputError("the text contains NUL bytes: this is binary data, not Python", what=what)
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError as exc:
         detail = exc.msg or "invalid syntax"
         raise InputError(f"this is not valid Python: {detail}", what=what, line=exc.lineno) from None

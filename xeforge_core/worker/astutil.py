@@ -5,6 +5,19 @@ both sides may import it."""
 from __future__ import annotations
 
 import ast
+import threading
+
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(source: str | bytes, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
+    """``ast.parse``, one thread at a time. CPython 3.11 keeps the AST constructor's recursion
+    depth in state shared by the interpreter, so two threads parsing at once (the workbench's
+    page and its background loop, ``xeforge batch``'s device threads) can fail with
+    ``SystemError: AST constructor recursion depth mismatch`` (python/cpython#106905). Raises
+    what ``ast.parse`` raises (``SyntaxError``, ``ValueError`` for null bytes, ``RecursionError``)."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=filename, mode=mode)
 
 
 def dotted_name(node: ast.AST) -> str:

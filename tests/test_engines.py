@@ -13,6 +13,7 @@ from xeforge_core.engines import (
     get_engine,
     render_stage_prompt,
 )
+from xeforge_core.engines.extract import reply_prose
 from xeforge_core.engines.manual import ManualEngine
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codemods"
@@ -95,6 +96,7 @@ def test_manual_engine_edit_and_pasted_reply() -> None:
     cand = engine.propose("dtype_fix", ctx)
     assert cand.applicable and cand.code.strip() == edited.strip() and cand.model == "some-chat-model"
     assert cand.prompt == prompt and cand.raw_reply == pasted
+    assert cand.rationale == "Great question! Here's the optimized version:\nHope it helps."
     engine.submit("Sorry, I can't help with that.", kind="pasted_reply")
     na = engine.propose("dtype_fix", ctx)
     assert not na.applicable and "no code" in na.not_applicable_reason
@@ -109,3 +111,20 @@ def test_prompt_carries_feedback() -> None:
     given = ProposalContext(stage="dtype_fix", original_code="a", current_code="a", prompt="PROMPT")
     assert render_stage_prompt("dtype_fix", given) == "PROMPT"
     assert "verdict: crash" in render_stage_prompt("dtype_fix", given, feedback="verdict: crash")
+
+
+def test_the_pasted_replys_rationale_is_the_candidates() -> None:
+    """The reply's bullets (the prompts ask for them after the code block) become the rationale;
+    a bare module (a hand edit) has none of its own."""
+    ctx = _ctx()
+    edited = ctx.current_code.replace("tl.dot(a.to(tl.float32), b.to(tl.float32))", "tl.dot(a, b)")
+    reply = ("<think>the operands are fp16 already</think>\n```python\n" + edited + "```\n\n"
+             "- Feed the fp16 tiles to tl.dot directly; the accumulator stays fp32.\n"
+             "- The output dtype is unchanged.\n")
+    cand = ManualEngine(reply, kind="pasted_reply").propose("dtype_fix", ctx)
+    assert cand.rationale == ("- Feed the fp16 tiles to tl.dot directly; the accumulator stays fp32.\n"
+                              "- The output dtype is unchanged.")
+    assert reply_prose(reply) == cand.rationale
+    bare = ManualEngine(edited, kind="pasted_reply").propose("dtype_fix", ctx)
+    assert bare.rationale == "reply pasted from a chat LLM for stage dtype_fix"
+    assert ManualEngine(edited, rationale="mine").propose("dtype_fix", ctx).rationale == "mine"

@@ -16,9 +16,10 @@ note, so the CoVeR loop can feed it back.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
+
+from xeforge_core.worker.astutil import parse as parse_python
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+.-]*)[^\n]*$", re.M)
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
@@ -78,7 +79,7 @@ def _blocks(text: str) -> list[_Block]:
 
 def _parses(code: str) -> str | None:
     try:
-        ast.parse(code)
+        parse_python(code)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
     return None
@@ -185,3 +186,21 @@ def extract_code(reply: str | None) -> Extraction:
     langs = sorted({b.lang for b in blocks if b.lang})
     return Extraction(None, "the reply's code blocks are not Python"
                             + (f" ({', '.join(langs)})" if langs else ""))
+
+
+_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,}).*$", re.M)
+
+
+def reply_prose(reply: str | None, extraction: Extraction | None = None, limit: int = 1500) -> str:
+    """The reply's explanation: its text outside code fences and ``<think>`` blocks (the
+    rationale bullets or paragraphs, as written), at most ``limit`` characters. ``""`` when the
+    reply is only code: a bare module (``extraction.source == "whole_reply"``), or a module found
+    in unfenced text once that module is taken out."""
+    if not reply or (extraction is not None and extraction.source == "whole_reply"):
+        return ""
+    text = _THINK.sub("", reply.replace("\r\n", "\n"))
+    if extraction is not None and extraction.source == "unfenced" and extraction.code:
+        text = text.replace(extraction.code.strip("\n"), "")
+    parts = _FENCE_LINE.split(text)
+    prose = "\n".join(p.strip() for i, p in enumerate(parts) if i % 2 == 0 and p.strip()).strip()
+    return prose[:limit] + ("…" if len(prose) > limit else "")

@@ -36,7 +36,7 @@ from xeforge_core.engines.base import (
     TokenUsage,
     render_stage_prompt,
 )
-from xeforge_core.engines.extract import extract_code
+from xeforge_core.engines.extract import extract_code, reply_prose
 from xeforge_core.settings import LLMSettings, load_llm_settings
 
 log = logging.getLogger("xeforge.llm")
@@ -279,13 +279,5 @@ class LLMEngine:
         notes = list(got.notes)
         if reply.finish_reason == "length":
             notes.append(f"the reply hit the {self.settings.max_tokens}-token limit")
-        return Candidate(code=got.code, rationale=_prose(reply.text) or f"{model} proposal for stage {stage}",
-                         notes=notes, **common)
-
-
-def _prose(reply: str, limit: int = 1500) -> str:
-    """The reply's text outside code fences (the model's explanation), trimmed."""
-    parts = re.split(r"^[ \t]*(?:`{3,}|~{3,}).*$", reply, flags=re.M)
-    prose = "\n".join(p.strip() for i, p in enumerate(parts) if i % 2 == 0 and p.strip())
-    prose = re.sub(r"<think>.*?</think>", "", prose, flags=re.S | re.I).strip()
-    return prose[:limit] + ("…" if len(prose) > limit else "")
+        rationale = reply_prose(reply.text, got) or f"{model} proposal for stage {stage}"
+        return Candidate(code=got.code, rationale=rationale, notes=notes, **common)

@@ -10,15 +10,17 @@ around a fenced block works, and a plain module (a hand edit) works as is.
 from __future__ import annotations
 
 from xeforge_core.engines.base import Candidate, ProposalContext, render_stage_prompt
-from xeforge_core.engines.extract import extract_code
+from xeforge_core.engines.extract import extract_code, reply_prose
 
 
 class ManualEngine:
     """Candidates from text the user supplies.
 
     ``text`` is the user's edited module or a pasted chat reply (set it at construction or
-    later with :meth:`submit`); ``kind`` is ``edit`` or ``pasted_reply`` (recorded in the
-    rationale; ``model`` may name the chat model the reply came from).
+    later with :meth:`submit`); ``kind`` is ``edit`` or ``pasted_reply``; ``model`` may name the
+    chat model the reply came from. The candidate's rationale is ``rationale`` when given, else
+    the reply's own explanation (its bullets or prose outside the code), else a line saying
+    where the code came from.
     """
 
     name = "manual"
@@ -62,6 +64,6 @@ class ManualEngine:
                                             reason="the submitted code is identical to the current version",
                                             prompt=prompt, model=self.model, raw_reply=self.text)
         what = "reply pasted from a chat LLM" if self.kind == "pasted_reply" else "user's own edit"
-        rationale = self.user_rationale or f"{what} for stage {stage}"
+        rationale = self.user_rationale or reply_prose(self.text, got) or f"{what} for stage {stage}"
         return Candidate(code=got.code, rationale=rationale, engine=self.name, model=self.model,
                          prompt=prompt, stage=stage, raw_reply=self.text, notes=list(got.notes))

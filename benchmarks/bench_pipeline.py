@@ -304,8 +304,9 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
     """Portability (when needed), then dtype_fix, autotuning and xpu_specific with the rules
     engine in auto mode. Never raises for a bad candidate; raises only if the engine is missing."""
     from xeforge_core.codemods.portability import portability_needs
-    from xeforge_core.cover import StageState, run_stage
     from xeforge_core.engines import get_engine
+    from xeforge_core.pipeline.controller import MemoryController, SessionController
+    from xeforge_core.pipeline.loop import LoopOptions, run_pipeline, run_stage
 
     engine = get_engine("rules")
     opts = verify_options(settings, None)  # stage verdicts are timed on the default variant
@@ -314,12 +315,11 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
     applied: list[str] = []
 
     if settings.use_session and _has_module("git"):
-        from xeforge_core.cover import run_pipeline
         from xeforge_core.session import Session
 
         session = Session.create(problem, path=workdir / job.name, device=device, plan=list(RULES_STAGES))
-        outcomes = run_pipeline(session, engine, auto=True, iterations=settings.iterations, device=device,
-                                verify_options=opts, portability=True)
+        outcomes = run_pipeline(SessionController(session, device), engine,
+                                LoopOptions(auto=True, iterations=settings.iterations, verify_options=opts))
         baseline = problem
         for out in outcomes:
             rows.append(StageRow(job.name, out.stage, out.status, out.speedup, round(out.seconds, 1),
@@ -351,15 +351,14 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
         current = ported
         applied.append("portability")
     baseline = current
-    state = StageState(problem=current, device=device, original_source=current.kernel.source)
+    state = MemoryController(current, device=device, plan=list(RULES_STAGES))
     for stage in RULES_STAGES:
-        out = run_stage(state, stage, engine, auto=True, iterations=settings.iterations, device=device,
-                        verify_options=opts)
+        out = run_stage(state, stage, engine, LoopOptions(auto=True, iterations=settings.iterations,
+                                                          verify_options=opts))
         rows.append(StageRow(job.name, stage, out.status, out.speedup, round(out.seconds, 1), _clip(out.reason, 300)))
-        if out.status == "approved" and out.best_source:
-            state.problem = state.problem.with_kernel_source(out.best_source, label="baseline")
+        if out.status == "approved":
             applied.append(stage)
-    return PipelineOutcome(baseline, state.problem.kernel.source, rows, applied, note="stage states")
+    return PipelineOutcome(baseline, state.current().kernel.source, rows, applied, note="in memory")
 
 
 def measure(baseline: Problem, source: str, variants: list[str], device: Any, settings: Settings) -> Any:

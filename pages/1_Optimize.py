@@ -25,7 +25,7 @@ from xeforge_core.verdict import Verdict
 wb = page_setup("Optimize", "🛠️")
 session = require_session(wb)
 
-STATUS_ICON = {"pending": "⚪", "running": "🔵", "done": "✅", "kept_current": "➖",
+STATUS_ICON = {"pending": "⚪", "running": "🔵", "review": "🟡", "done": "✅", "kept_current": "➖",
                "skipped": "⏭️", "failed": "❌"}
 
 
@@ -45,6 +45,16 @@ def _act(fn, *args, ok: str | None = None, **kwargs):  # noqa: ANN001, ANN202
     return result
 
 
+# ------------------------------------------------------------------ target
+choices = wb.targets()
+target_now = wb.target()
+picked = st.selectbox("Target hardware (the plan, codemods, lints and search spaces follow it; verification "
+                      f"runs on {wb.device_type()})", [t.profile for t in choices],
+                      index=[t.profile for t in choices].index(target_now.profile),
+                      format_func=lambda p: next(t.label for t in choices if t.profile == p), key="opt_target")
+if picked != target_now.profile:
+    _act(wb.set_target, picked, ok=f"target: {picked}; the stages not started yet were planned again")
+
 # ------------------------------------------------------------------ stepper
 items = wb.plan_items()
 current = session.current_stage
@@ -54,9 +64,12 @@ if items:
     for col, item in zip(cols, items):
         with col:
             icon = STATUS_ICON.get(item.status, "⚪")
-            text = f"{icon} **{item.stage}**" if item.current else f"{icon} {item.stage}"
+            text = f"{icon} **{item.number}. {item.stage}**" if item.current else f"{icon} {item.number}. {item.stage}"
             st.markdown(text)
-            st.caption(item.status.replace("_", " ") + (f" · {len(item.issues)} issues" if item.issues else ""))
+            n_issues = len(item.issues)
+            st.caption(item.status.replace("_", " ")
+                       + (f" · {n_issues} issue{'' if n_issues == 1 else 's'}" if n_issues else "")
+                       + f" · engines: {', '.join(item.engines)}")
 else:
     st.info("The plan is empty: analysis found no stage with work. Add a stage below.")
 
@@ -69,7 +82,7 @@ with st.expander("Edit the plan (add, skip, reorder)", expanded=not items):
             _act(wb.move_stage, item.stage, -1)
         if c3.button("↓", key=f"plan_down_{item.stage}", help="move down"):
             _act(wb.move_stage, item.stage, +1)
-        if item.status in ("pending", "running"):
+        if item.status in ("pending", "running", "review"):
             if c4.button("Skip", key=f"plan_skip_{item.stage}"):
                 _act(wb.skip_stage, item.stage, ok=f"{item.stage} skipped")
         elif c4.button("Re-open", key=f"plan_reopen_{item.stage}"):
@@ -127,7 +140,8 @@ else:
         run_engine = engine if engine != "manual" else "rules"
         label = "Propose" if wb.review is None else "Retry (new proposal)"
         st.caption(f"The {run_engine} engine proposes a candidate; the CoVeR loop verifies it and "
-                   f"refines it on failure, up to {wb.settings.max_iterations} iterations.")
+                   f"refines it on failure, up to {wb.settings.max_iterations} iterations. Engines that can "
+                   f"do this stage: {', '.join(next(i.engines for i in items if i.stage == current))}.")
         b1, b2, b3 = st.columns(3)
         if b1.button(label, key="opt_propose", type="primary", disabled=busy):
             _act(wb.start_propose, current, run_engine)
@@ -200,7 +214,7 @@ if review is not None:
     job_progress(verify_job, key="verify", on_cancel=lambda: wb.cancel("verify"))
 
     if review.iterations:
-        with st.expander(f"CoVeR iterations ({len(review.iterations)})"):
+        with st.expander(f"CoVeR iterations ({review.iteration_count})"):
             for n, it in enumerate(review.iterations, start=1):
                 vd = it.get("verdict")
                 verdict = Verdict.from_dict(vd) if isinstance(vd, dict) else None

@@ -129,7 +129,7 @@ def test_batch_writes_its_csv(tmp_path, capsys):
     rows = list(csv.DictReader(out_csv.open()))
     assert [r["kernel"] for r in rows] == ["07_gemm_fp32_upcast", "zz_unverifiable"], err[-3000:]
     good, bad = rows
-    assert good["dtype_fix"] == "approved" and good["dtype_fix_verdict"] == "ok" and good["error"] == ""
+    assert good["dtype_fix"] == "approved" and good["dtype_fix_verdict"] == "ok" and good["error"] == "", good["error"]
     assert good["dtype_fix_speedup"] == "not measured" and good["final_speedup"] == "not measured"
     assert good["device"] == "cpu:0" and Path(good["session"]).is_dir()
     assert bad["error"] and bad["dtype_fix"] == "failed"

@@ -246,7 +246,7 @@ def test_dtype_fix_on_real_kernels(xeforge_cases: Path) -> None:
 # --- the rules engine --------------------------------------------------------------------------
 
 def test_rules_engine_maps_stages_and_explains_the_rest() -> None:
-    engine = get_engine("rules", target="cuda", search_space=SMALL_SPACE)
+    engine = get_engine("rules", search_space=SMALL_SPACE)
     src = _src("matmul_fp32_dot.py")
     ctx = ProposalContext(stage="dtype_fix", original_code=src, current_code=src, target="cuda")
     cand = engine.propose("dtype_fix", ctx)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from test_llm_engine import FakeOpenAI, _engine, _fenced
 
-from xeforge_core.cover import run_stage
+from xeforge_core.pipeline.controller import MemoryController
+from xeforge_core.pipeline.loop import LoopOptions, run_stage
 from xeforge_core.problem import load_problem
 from xeforge_core.verify import VerifyOptions
 
@@ -35,8 +36,8 @@ def test_broken_then_fixed_across_two_iterations(endpoint: FakeOpenAI, tmp_path:
     endpoint.reply(_fenced(fixed, after="Fixed the operand name."))
     engine = _engine(endpoint, tmp_path)
 
-    outcome = run_stage(stage="dtype_fix", engine=engine, problem=problem, iterations=2, auto=True,
-                        device="cpu", verify_options=FAST)
+    outcome = run_stage(MemoryController(problem, device="cpu"), "dtype_fix", engine,
+                        LoopOptions(iterations=2, auto=True, verify_options=FAST))
 
     assert len(endpoint.requests) == 2
     first, second = outcome.attempts[0], outcome.attempts[1]

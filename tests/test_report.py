@@ -48,7 +48,7 @@ def session(tmp_path) -> Session:
 def test_json_report_per_stage_and_cumulative(session):
     r = json_report(session)
     assert r["problem"] == "07_gemm_fp32_upcast" and r["device"]["label"] == "cuda:0 NVIDIA H200"
-    assert r["target"] == "cuda" and r["speed_measured"] is True
+    assert r["target"]["profile"] == "nvidia_h200" and r["target"]["family"] == "cuda" and r["speed_measured"] is True
     assert r["cumulative_speedup"] == pytest.approx(10.0)
     stages = {s["stage"]: s for s in r["stages"]}
     assert list(stages) == ["dtype_fix", "xpu_specific", "autotuning"]

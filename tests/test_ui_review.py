@@ -33,7 +33,7 @@ def test_approve_needs_a_passing_verdict_for_exactly_this_code() -> None:
     assert r.status is ReviewStatus.APPROVED
     with pytest.raises(ReviewError):
         r.reject()
-    assert len(r.iterations) == 2
+    assert len(r.verifications) == 2 and r.iterations == [] and r.iteration_count == 0
 
 
 def test_hunk_merge_drops_the_verdict_until_verified_again() -> None:
@@ -58,7 +58,7 @@ def test_verdict_for_stale_code_does_not_count() -> None:
     r.set_source("a = 5\nb = 2\nc = 3\n", "edit")
     r.finish_verify(Verdict(kind=VerdictKind.OK), PROPOSED)
     assert r.verdict is None and r.status is ReviewStatus.PROPOSED
-    assert r.iterations[0]["source_hash"] == code_hash(PROPOSED)
+    assert r.verifications[0]["source_hash"] == code_hash(PROPOSED)
 
 
 def test_nothing_to_approve_when_identical_and_reject() -> None:

@@ -85,8 +85,10 @@ def test_verification_failure_and_cancel_keep_the_review(wb: Workbench, monkeypa
     assert wb.review.status is ReviewStatus.VERIFYING
     assert job.wait(10)
     messages = wb.poll()
+    # a verifier that fails is a verdict (as in the CoVeR loop), kept with the candidate
     assert messages and messages[0][0] == "error" and "worker pool exploded" in messages[0][1]
-    assert wb.review.status is ReviewStatus.PROPOSED
+    assert wb.review.verdict.kind.value == "runtime_error" and not wb.review.can_approve()[0]
+    assert wb.session.candidate(wb.review_candidate_id).verdict.kind.value == "runtime_error"
 
     started = threading.Event()
 
@@ -95,12 +97,14 @@ def test_verification_failure_and_cancel_keep_the_review(wb: Workbench, monkeypa
         cancel.wait(10)
 
     monkeypatch.setattr(verify_mod, "verify", slow)
+    wb.edit(current.replace("num_warps=4", "num_warps=16"))  # new code: verified afresh
     job = wb.start_verify()
     assert started.wait(10)
     wb.cancel("verify")
     assert job.wait(10)
     assert wb.poll() == [("warning", "verification cancelled")]
     assert wb.review.status is ReviewStatus.PROPOSED
+    assert wb.session.candidate(wb.review_candidate_id).verdict is None  # no verdict was reached
     assert len(wb.session.history()) == 1  # nothing committed, nothing lost
 
 
@@ -115,3 +119,55 @@ def test_a_bad_uploaded_spec_is_named_in_the_error(wb: Workbench) -> None:
         wb.load_upload("k.py", kernel, yaml_name="my_spec.yaml", yaml_data=spec.encode())
     assert "my_spec.yaml" in str(err.value) and "Z" in str(err.value)
     assert wb.loaded is before  # nothing already loaded is lost
+
+
+def _ok_verdict(*args: object, **kwargs: object) -> object:
+    from xeforge_core.verdict import Step, StepStatus, Verdict, VerdictKind
+
+    return Verdict(kind=VerdictKind.OK, steps=[Step("performance", StepStatus.NOT_MEASURED)],
+                   device={"type": "cpu", "interpreter": True})
+
+
+def test_a_pasted_reply_keeps_its_rationale_into_the_commit(wb: Workbench, monkeypatch: pytest.MonkeyPatch) -> None:
+    import xeforge_core.verify as verify_mod
+
+    monkeypatch.setattr(verify_mod, "verify", _ok_verdict)
+    session = wb.start_session()
+    current = session.source("head")
+    prompt = wb.prompt_for(session.current_stage)
+    assert prompt.splitlines()[0] == f"# Stage 1 of {len(session.plan)}: Data types"
+    fixed = current.replace("tl.dot(a.to(tl.float32), b.to(tl.float32))", "tl.dot(a, b)")
+    reply = ("```python\n" + fixed + "```\n\n- Feed the fp16 operands to tl.dot as loaded.\n"
+             "- Accumulate in fp32 as before.\n")
+    review = wb.submit_manual(reply, model="a-chat-model")
+    assert review.rationale == "- Feed the fp16 operands to tl.dot as loaded.\n- Accumulate in fp32 as before."
+    job = wb.start_verify()
+    assert job.wait(30)
+    assert wb.poll()[0][0] == "success"
+    # approving is a git operation: the analysis of the new version was made when it was proposed
+    calls: list[str] = []
+    monkeypatch.setattr("xeforge_core.ui.workbench.analyze", lambda *a, **k: calls.append("analyze"))
+    version = wb.approve()
+    assert calls == [] and wb.analysis is not None and wb.analysis.source == fixed
+    assert version.summary == "dtype_fix: Feed the fp16 operands to tl.dot as loaded. (manual)"
+    assert "- Accumulate in fp32 as before." in version.message and version.model == "a-chat-model"
+    assert session.stages["dtype_fix"]["status"] == "done"
+
+
+def test_after_a_reject_the_stage_is_idle_and_the_counts_agree(wb: Workbench,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import xeforge_core.verify as verify_mod
+
+    monkeypatch.setattr(verify_mod, "verify", _ok_verdict)
+    wb.device = None
+    session = wb.start_session()
+    job = wb.start_propose("dtype_fix", "rules")
+    assert job.wait(60)
+    (level, text), = wb.poll()
+    assert level == "success" and "after 1 CoVeR iteration:" in text and "iteration(s)" not in text
+    assert wb.review.iteration_count == 1 and len(wb.review.iterations) == 1
+    assert session.stages["dtype_fix"]["status"] == "review"
+    wb.reject("not now")
+    item = next(i for i in wb.plan_items() if i.stage == "dtype_fix")
+    assert item.status == "pending" and item.current and "rejected" in item.reason
+    assert session.candidate("dtype_fix/1").status == "rejected"

@@ -21,14 +21,19 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xeforge_core.knowledge import KnowledgeBase, installed_triton_pointer_api, load_knowledge
 from xeforge_core.lints import clear_walk_cache, walk
 from xeforge_core.pipeline.registry import STAGE_IDS
+from xeforge_core.pipeline.target import Target
 from xeforge_core.problem.module import triton_decorator_kind
 from xeforge_core.verdict import Finding
 from xeforge_core.worker.astutil import dotted_name
+from xeforge_core.worker.astutil import parse as parse_python
+
+if TYPE_CHECKING:
+    from xeforge_core.problem import Problem
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -715,7 +720,7 @@ class _Extractor:
 
 def extract_facts(source: str) -> Facts:
     """Facts of ``source``; raises ``SyntaxError`` when it does not parse."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     clear_walk_cache()
     try:
         return _Extractor(source, tree).run()
@@ -821,9 +826,10 @@ def plan_stages(analysis: Analysis | Sequence[str], add: Iterable[str] = (), ski
     return ranked + [s for s in chosen if s not in seen]
 
 
-def analyze(source: str, target: str = "xpu", problem: Any = None, *, kb: KnowledgeBase | None = None,
-            triton_version: str | None = None) -> Analysis:
-    """Analyse a kernel module's source for ``target`` (``xpu`` or ``cuda``).
+def analyze(source: str, target: str | Target = "xpu", problem: Problem | None = None, *,
+            kb: KnowledgeBase | None = None, triton_version: str | None = None) -> Analysis:
+    """Analyse a kernel module's source for ``target``: a target family (``xpu`` or ``cuda``) or
+    a :class:`~xeforge_core.pipeline.target.Target` (whose family decides the rules and lints).
 
     ``problem`` (an ``xeforge_core.problem.Problem``, optional) gives shapes for lints that
     need them. ``triton_version`` selects version-specific rules (default: the installed
@@ -832,10 +838,12 @@ def analyze(source: str, target: str = "xpu", problem: Any = None, *, kb: Knowle
     """
 
     kb = kb or load_knowledge()
+    if isinstance(target, Target):
+        target = target.family
     api = installed_triton_pointer_api()
     version = triton_version or api.get("version") or "3.6.0"
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as e:
         msg = f"the module does not parse: {e.msg}"
         if e.text:

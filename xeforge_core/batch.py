@@ -115,11 +115,14 @@ def optimize_one(
 ) -> BatchRow:
     """Optimize one kernel with auto-approval in a new session under ``workspace`` and return
     its row. ``device`` is a ``DeviceInfo``, a device string or ``None`` (detect); ``target``
-    defaults to the device type (cpu -> cuda); ``engine_factory(target)`` builds the engine
-    (default: ``get_engine(engine_name, target=target)``). Never raises for a bad kernel: the
-    row's ``error`` says what went wrong."""
-    from xeforge_core.cover import DEFAULT_MIN_SPEEDUP, run_pipeline
+    the hardware to optimize for (``pipeline.target.resolve`` decides, as for ``xeforge
+    optimize``); ``engine_factory(target)`` builds the engine (default: ``get_engine(engine_name)``).
+    Never raises for a bad kernel: the row's ``error`` says what went wrong."""
     from xeforge_core.devices import DeviceInfo, detect_device
+    from xeforge_core.pipeline.controller import SessionController
+    from xeforge_core.pipeline.loop import DEFAULT_MIN_SPEEDUP, LoopOptions, run_pipeline
+    from xeforge_core.pipeline.plan import plan_for
+    from xeforge_core.pipeline.target import resolve
     from xeforge_core.problem import load_problem
     from xeforge_core.session import Session, report
 
@@ -129,14 +132,9 @@ def optimize_one(
     try:
         dev = device if isinstance(device, DeviceInfo) else detect_device(device)
         row.device = f"{dev.type}:{dev.index}"
-        tgt = target or ("xpu" if dev.type == "xpu" else "cuda")
+        tgt = resolve(dev, target)
         problem = load_problem(item.kernel, spec_path=item.spec, reference_path=item.reference)
-        if stages:
-            plan = list(stages)
-        else:
-            from xeforge_core.analysis import analyze
-
-            plan = list(analyze(problem.kernel.source, tgt, problem).plan)
+        plan = plan_for(problem.kernel.source, tgt, problem, stages=stages or None).ids
         session = Session.create(problem, workspace=workspace, device=dev, plan=plan, target=tgt)
         row.session = str(session.path)
         if engine_factory is not None:
@@ -144,20 +142,17 @@ def optimize_one(
         else:
             from xeforge_core.engines import get_engine
 
-            engine = get_engine(engine_name, target=tgt) if engine_name == "rules" else get_engine(engine_name)
-        kwargs: dict[str, Any] = {}
-        if verify_fn is not None:
-            kwargs["verify_fn"] = verify_fn
-        outcomes = run_pipeline(session, engine, iterations=iterations, best_of=best_of, auto=True,
-                                min_speedup=min_speedup or DEFAULT_MIN_SPEEDUP, device=dev,
-                                verify_options=verify_options, portability=portability,
-                                on_progress=on_progress, cancel=cancel, **kwargs)
+            engine = get_engine(engine_name)
+        options = LoopOptions(iterations=iterations, best_of=best_of, auto=True,
+                              min_speedup=min_speedup or DEFAULT_MIN_SPEEDUP, verify_options=verify_options,
+                              verify_fn=verify_fn, portability=portability, on_progress=on_progress, cancel=cancel)
+        outcomes = run_pipeline(SessionController(session, dev), engine, options)
         data = report.json_report(session)
         by_stage = {s["stage"]: s for s in data["stages"]}
         for o in outcomes:
             if o.stage not in row.stages:
                 row.stages.append(o.stage)
-            row.status[o.stage] = o.status
+            row.status[o.stage] = str(o.status)
             s = by_stage.get(o.stage, {})
             verdicts = [v for v in s.get("verdicts", []) if v]
             row.verdicts[o.stage] = verdicts[-1] if verdicts else (o.verdict_kind or "-")

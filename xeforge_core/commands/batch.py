@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"no kernels in {args.directory} (a kernel is a .py with a sibling .yaml)")
         devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else [args.device]
         engine_name = args.engine
-        make_engine(engine_name, args.target or "cuda")  # fail early on bad settings
+        make_engine(engine_name)  # fail early on bad settings
     except (ValueError, OSError) as exc:
         print(f"xeforge batch: bad input: {exc}", file=err)
         return 2
@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
                 printer(event)
 
     per_kernel = _PerKernel()
-    def factory(target: str):
-        return make_engine(engine_name, args.target or target)
+    def factory(target: object):
+        return make_engine(engine_name)
 
     def on_start(item) -> None:
         per_kernel.local.printer = progress_for(item.name)

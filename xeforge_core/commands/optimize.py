@@ -21,9 +21,23 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from xeforge_core.commands.verify import add_verification_arguments
+from xeforge_core.pipeline.registry import ENGINES
+
+#: Engines a command line can run (the manual engine takes a person's text).
+BATCH_ENGINES: tuple[str, ...] = tuple(e.name for e in ENGINES if not e.interactive)
+
+if TYPE_CHECKING:
+    from xeforge_core.devices import DeviceInfo
+    from xeforge_core.engines import Engine
+    from xeforge_core.pipeline.loop import DecideFn
+    from xeforge_core.pipeline.plan import Plan
+    from xeforge_core.pipeline.target import Target
+    from xeforge_core.problem import Problem
+    from xeforge_core.session import CandidateRecord, Session
+    from xeforge_core.verdict import Verdict
 
 EXIT_OK = 0
 EXIT_STAGE_FAILED = 1
@@ -42,14 +56,16 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     settings)."""
     p.add_argument("--stages", metavar="a,b,...", default=None,
                    help="stage ids in the order to run (default: the analysis' plan)")
-    p.add_argument("--engine", choices=("rules", "llm"), default="rules",
+    p.add_argument("--engine", choices=BATCH_ENGINES, default=BATCH_ENGINES[0],
                    help="who proposes candidates (default: rules, no LLM needed)")
     p.add_argument("--workspace", metavar="W", default=None,
                    help="where session repositories go (default: $XEFORGE_WORKSPACE or ./workspace)")
     p.add_argument("--device", metavar="D", default=None,
                    help="cpu, cuda, cuda:N, xpu, xpu:N or auto (default: $XEFORGE_DEVICE or auto)")
-    p.add_argument("--target", choices=("xpu", "cuda"), default=None,
-                   help="hardware the rules aim at (default: the device's type; cpu uses cuda)")
+    p.add_argument("--target", metavar="T", default=None,
+                   help="the hardware to optimize for: a profile id (" + ", ".join(_profile_ids())
+                        + "), its name, or a family (xpu, cuda). Default: the device's profile; "
+                          "on cpu, the Arc Pro B70. Verification still runs on --device")
     p.add_argument("--iterations", metavar="N", type=int, default=3,
                    help="CoVeR refinements per stage (default: 3)")
     p.add_argument("--best-of", metavar="K", type=int, default=1,
@@ -59,6 +75,12 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     add_verification_arguments(p)
     p.add_argument("--no-portability", action="store_true",
                    help="do not port a kernel that hard-codes another device")
+
+
+def _profile_ids() -> list[str]:
+    from xeforge_core.pipeline.target import targets
+
+    return [t.profile for t in targets()]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -82,6 +104,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common_arguments(p)
     p.add_argument("--auto", action="store_true",
                    help="approve the best verified candidate of each stage without asking")
+    p.add_argument("--plan-only", action="store_true",
+                   help="print the stage plan for the target (with the engines that can do each stage) and "
+                        "exit, without a session or a worker")
     p.add_argument("--json", action="store_true", help="print the session report as JSON at the end")
     p.add_argument("--export", metavar="DIR", default=None,
                    help="also write the final kernel, patch and reports to DIR (default: <session>/export)")
@@ -114,6 +139,8 @@ def check_common_arguments(args: argparse.Namespace) -> list[str] | None:
     stages = parse_stages(args.stages)
     if args.iterations < 1 or args.best_of < 1:
         raise ValueError("--iterations and --best-of must be at least 1")
+    if args.target:
+        target_for(None, args.target)  # an unknown profile is bad input, named before any work
     return stages
 
 
@@ -124,8 +151,8 @@ def workspace_for(args: argparse.Namespace) -> str:
 
 
 def loop_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword arguments for ``run_pipeline``/``run_batch`` that only apply when given on the
-    command line (``--min-speedup``; otherwise the loop's default stands)."""
+    """``LoopOptions`` fields that only apply when given on the command line (``--min-speedup``;
+    otherwise the loop's default stands)."""
     return {"min_speedup": args.min_speedup} if args.min_speedup is not None else {}
 
 
@@ -137,15 +164,16 @@ def verify_options(args: argparse.Namespace) -> Any:
                          include_odd_size=not args.no_odd_size)
 
 
-def target_for(device: Any, override: str | None) -> str:
-    """The rules target: ``override``, else the device type (``cpu`` -> ``cuda``)."""
-    if override:
-        return override
-    kind = getattr(device, "type", None) or "cpu"
-    return "xpu" if kind == "xpu" else "cuda"
+def target_for(device: DeviceInfo, choice: str | None) -> Target:
+    """The target of ``--target`` (``choice``) on ``device``: the one resolver's answer
+    (:func:`xeforge_core.pipeline.target.resolve`). Raises ``TargetError`` (a ``ValueError``)
+    naming the known profiles for an unknown choice."""
+    from xeforge_core.pipeline.target import resolve
+
+    return resolve(device, choice)
 
 
-def make_engine(name: str, target: str) -> Any:
+def make_engine(name: str) -> Engine:
     """Build the engine; for ``llm`` the key from the settings is registered as a secret so
     that it can never be written into a session. Raises ``ValueError`` for bad settings."""
     from xeforge_core.engines import get_engine
@@ -157,18 +185,22 @@ def make_engine(name: str, target: str) -> Any:
         settings = load_llm_settings()
         if settings.has_key():
             register_secret(settings.key_value())
-        return get_engine("llm")
-    return get_engine(name, target=target)
+    return get_engine(name)
 
 
-def plan_for(problem: Any, target: str, stages: list[str] | None) -> tuple[list[str], str]:
-    """The stage plan and where it came from (``--stages`` or the analysis)."""
-    if stages:
-        return stages, "given"
-    from xeforge_core.analysis import analyze
+def plan_for(problem: Problem, target: Target, stages: list[str] | None) -> Plan:
+    """The stage plan (``--stages``, else the analysis') of ``problem`` for ``target``."""
+    from xeforge_core.pipeline.plan import plan_for as plan
 
-    analysis = analyze(problem.kernel.source, target, problem)
-    return list(analysis.plan), f"analysis ({len(analysis.issues)} issue(s))"
+    return plan(problem.kernel.source, target, problem, stages=stages)
+
+
+def plan_text(plan: Plan) -> str:
+    """The plan as a table: number, stage, engines that can do it, issues."""
+    from xeforge_core.session.report import text_table
+
+    rows = [[s.number, s.stage, ", ".join(s.engines), len(s.issues)] for s in plan.stages]
+    return text_table(["#", "stage", "engines", "issues"], rows) if rows else "(no stage has work)"
 
 
 def final_table(session: Any) -> tuple[str, dict[str, Any]]:
@@ -203,16 +235,15 @@ class ProgressPrinter:
             print(line, file=self.stream, flush=True)
 
 
-def _ask(stream_in: TextIO, stream_out: TextIO, session: Any) -> Any:
-    """The terminal approve/reject prompt for ``run_stage(decide=...)``."""
+def _ask(stream_in: TextIO, stream_out: TextIO, session: Session) -> DecideFn:
+    """The terminal approve/reject prompt (``LoopOptions.decide``)."""
 
-    def decide(record: Any, verdict: Any) -> tuple[bool, str]:
-        from xeforge_core.cover import classify
+    def decide(record: CandidateRecord, verdict: Verdict | None) -> tuple[bool, str]:
+        from xeforge_core.pipeline.loop import classify
 
-        cid = getattr(record, "id", None) or getattr(record, "candidate_id", None) or "candidate"
         _, why, _ = classify(verdict) if verdict is not None else ("", "not verified", None)
-        print(f"\ncandidate {cid} ({getattr(record, 'engine', '?')}): {why}", file=stream_out)
-        rationale = (getattr(record, "rationale", "") or "").strip()
+        print(f"\ncandidate {record.id} ({record.engine}): {why}", file=stream_out)
+        rationale = record.rationale.strip()
         if rationale:
             print("  " + rationale.replace("\n", "\n  "), file=stream_out)
         while True:
@@ -226,9 +257,8 @@ def _ask(stream_in: TextIO, stream_out: TextIO, session: Any) -> Any:
                 return True, ""
             if a in ("n", "no", "r", "reject"):
                 return False, "rejected on the terminal"
-            if a in ("d", "diff") and session is not None and getattr(record, "id", None):
-                print(session.diff(getattr(record, "parent", "head"), record.id).text or "(no change)",
-                      file=stream_out)
+            if a in ("d", "diff"):
+                print(session.diff(record.parent, record.id).text or "(no change)", file=stream_out)
 
     return decide
 
@@ -239,13 +269,17 @@ def _ask(stream_in: TextIO, stream_out: TextIO, session: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge optimize``; returns the exit status (see the module docstring)."""
-    from xeforge_core.cover import run_pipeline
+    from xeforge_core.pipeline.controller import SessionController
+    from xeforge_core.pipeline.loop import LoopOptions, run_pipeline
+    from xeforge_core.pipeline.status import OutcomeStatus
     from xeforge_core.problem import ProblemError, load_problem
     from xeforge_core.session import Session, SessionError
 
     err = sys.stderr
     try:
         stages = check_common_arguments(args)
+        if args.plan_only:
+            return _plan_only(args, stages)
         from xeforge_core.devices import detect_device
 
         print("detecting the device ...", file=err, flush=True)
@@ -253,22 +287,25 @@ def run(args: argparse.Namespace) -> int:
         target = target_for(device, args.target)
         if args.resume:
             session = Session.open(args.resume)
+            if args.target:
+                session.set_target(target)
             if stages:
                 session.set_plan(stages)
-            print(f"resuming session {session.path} at stage {session.current_stage or '(plan complete)'}",
-                  file=err)
+            print(f"resuming session {session.path} at stage {session.current_stage or '(plan complete)'} "
+                  f"(target {session.target.label})", file=err)
         else:
             if not args.kernel:
                 raise ValueError("give KERNEL (or --resume PATH)")
             problem = load_problem(args.kernel, spec_path=args.spec, reference_path=args.reference)
-            plan, origin = plan_for(problem, target, stages)
-            session = Session.create(problem, workspace=workspace_for(args), device=device, plan=plan, target=target)
+            plan = plan_for(problem, target, stages)
+            session = Session.create(problem, workspace=workspace_for(args), device=device, plan=plan.ids,
+                                     target=target)
             print(f"session {session.path}", file=err)
-            print(f"device {device.type}:{device.index} ({device.name}); target {target}; plan from {origin}: "
-                  f"{', '.join(plan) or '(no stage has work)'}", file=err)
+            print(f"device {device.type}:{device.index} ({device.name}); target {target.label}; plan from "
+                  f"{plan.origin} ({len(plan.analysis.issues)} issue(s)):\n{plan_text(plan)}", file=err)
             for w in problem.warnings:
                 print(f"warning: {w}", file=err)
-        engine = make_engine(args.engine, target)
+        engine = make_engine(args.engine)
     except (ProblemError, SessionError, ValueError, OSError) as exc:
         print(f"xeforge optimize: bad input: {exc}", file=err)
         return EXIT_BAD_INPUT
@@ -277,10 +314,10 @@ def run(args: argparse.Namespace) -> int:
     cancel = threading.Event()
     decide = None if args.auto else _ask(sys.stdin, err, session)
     try:
-        outcomes = run_pipeline(session, engine, iterations=args.iterations, best_of=args.best_of,
-                                auto=args.auto, decide=decide, device=device,
-                                verify_options=verify_options(args), portability=not args.no_portability,
-                                on_progress=progress, cancel=cancel, **loop_options(args))
+        options = LoopOptions(iterations=args.iterations, best_of=args.best_of, auto=args.auto, decide=decide,
+                              verify_options=verify_options(args), portability=not args.no_portability,
+                              on_progress=progress, cancel=cancel, **loop_options(args))
+        outcomes = run_pipeline(SessionController(session, device), engine, options)
     except KeyboardInterrupt:
         cancel.set()
         print(f"\ninterrupted; everything committed is kept in {session.path} "
@@ -293,15 +330,39 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:
-        print(f"\n{data['problem']} on {data['device']['label']} (target {data['target']})")
+        print(f"\n{data['problem']} on {data['device']['label']} (target {data['target']['name']})")
         print(table)
         cumulative = data["cumulative_speedup"]
         print(f"\ncumulative speedup: {cumulative:.3f}x" if cumulative is not None
               else "\ncumulative speedup: not measured (no timing on this device)")
         print(f"session: {session.path}")
         print(f"final kernel: {paths['kernel']}\npatch: {paths['patch']}\nreport: {paths['report_md']}")
-    failed = [o for o in outcomes if o.status == "failed"]
+    failed = [o for o in outcomes if o.status == OutcomeStatus.FAILED]
     return EXIT_STAGE_FAILED if failed else EXIT_OK
+
+
+def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
+    """``--plan-only``: the plan for KERNEL and the target, printed; no session, no worker
+    (the device is probed only when no ``--target`` names the hardware)."""
+    from xeforge_core.problem import load_problem
+
+    if not args.kernel:
+        raise ValueError("--plan-only needs KERNEL")
+    if args.target:
+        target = target_for(None, args.target)
+    else:
+        from xeforge_core.devices import detect_device
+
+        target = target_for(detect_device(args.device), None)
+    problem = load_problem(args.kernel, spec_path=args.spec, reference_path=args.reference)
+    plan = plan_for(problem, target, stages)
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2))
+    else:
+        print(f"{problem.name}: target {target.label}; plan from {plan.origin} "
+              f"({len(plan.analysis.issues)} issue(s))")
+        print(plan_text(plan))
+    return EXIT_OK
 
 
 def _export_inside(session: Any, export_dir: Path) -> dict[str, Path]:

@@ -16,8 +16,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from xeforge_core.errors import XeForgeError
+from xeforge_core.pipeline.target import Target, resolve
 
 if TYPE_CHECKING:
+    from xeforge_core.analysis import Analysis
+    from xeforge_core.knowledge import HardwareProfile
     from xeforge_core.problem.model import Problem
 
 
@@ -101,10 +104,10 @@ class ProposalContext:
     * ``original_code`` / ``current_code``: the baseline module and the latest accepted version.
     * ``problem``: the kernel problem (shapes, dtypes, flop), when known.
     * ``analysis``: the ``xeforge_core.analysis.Analysis`` of ``current_code``, when run.
-    * ``target``: ``xpu`` or ``cuda`` (``cpu`` runs the interpreter and is treated as cuda-like
-      for codemods that need a target); ``arch`` the architecture family (``xe2``, ``xe-hpc``,
-      ``hopper``) used to pick the search space.
-    * ``profile``: the hardware profile (``HardwareProfile`` or its ``summary()`` dict).
+    * ``target``: the :class:`~xeforge_core.pipeline.target.Target` (hardware profile, family,
+      architecture) the candidate is for; a string is resolved by
+      :func:`~xeforge_core.pipeline.target.resolve` (``"cuda"``, ``"arc_b580"``); default: the
+      product's target (Arc Pro B70). Never the run device: a cpu run may target Xe2.
     * ``prompt``: the exact prompt text the product shows (rendered by ``stages.render_prompt``);
       engines render it themselves when it is ``None``.
     * ``history``: feedback texts of earlier attempts in this stage, oldest first.
@@ -118,15 +121,22 @@ class ProposalContext:
     original_code: str
     current_code: str
     problem: Problem | None = None
-    analysis: Any = None
-    target: str = "xpu"
-    arch: str | None = None
-    profile: Any = None
+    analysis: Analysis | None = None
+    target: Target = field(default_factory=resolve)
     prompt: str | None = None
     history: list[str] = field(default_factory=list)
     search_space: list[dict[str, Any]] | None = None
     options: dict[str, Any] = field(default_factory=dict)
     plan: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, Target):
+            self.target = resolve(None, self.target)
+
+    @property
+    def hardware(self) -> HardwareProfile:
+        """The target's knowledge-base hardware profile."""
+        return self.target.hardware()
 
 
 @runtime_checkable
@@ -163,16 +173,15 @@ def render_stage_prompt(stage: str, context: ProposalContext, feedback: str | No
 
 
 def _render_from_stages(stage: str, context: ProposalContext, feedback: str | None) -> str:
-    from xeforge_core.knowledge import HardwareProfile, load_knowledge
+    from xeforge_core.knowledge import load_knowledge
     from xeforge_core.pipeline import prompts
 
     issues_for = getattr(context.analysis, "issues_for", None)
     issues = list(issues_for(stage)) if callable(issues_for) else []
     kb = load_knowledge()
-    profile = context.profile if context.profile is not None else kb.default_profile(context.target)
-    rules = kb.rules_for(stage=stage, target=context.target)
-    hw = profile if isinstance(profile, HardwareProfile) else None
-    problem_ctx = prompts.problem_context(context.problem, None, hw) if context.problem is not None else {}
+    profile = context.target.hardware(kb)
+    rules = kb.rules_for(stage=stage, target=context.target.family)
+    problem_ctx = prompts.problem_context(context.problem, None, profile) if context.problem is not None else {}
     try:
         return prompts.render_prompt(stage, original_code=context.original_code,
                                      current_code=context.current_code, issues=issues, profile=profile,

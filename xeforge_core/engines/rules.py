@@ -1,13 +1,15 @@
 """The rules engine: deterministic codemods from the knowledge base, no LLM, works offline.
 
-Stage -> codemod:
+Codemods, by the name the stages of :mod:`xeforge_core.pipeline.registry` give them (the
+registry says which stage each serves):
 
 * ``dtype_fix``    -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
 * ``xpu_specific`` -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
-* ``autotuning``   -> :func:`xeforge_core.codemods.autotune.add_autotune`, else (kernels already
-  autotuned) :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune`
-* ``portability``  -> :func:`xeforge_core.codemods.portability.port_source` (a preparatory step,
-  also available as :func:`port_to_device_agnostic`; not one of the nine stages)
+* ``autotune``     -> :func:`xeforge_core.codemods.autotune.add_autotune`, else (kernels already
+  autotuned) :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune` (stage
+  ``autotuning``)
+* ``portability``  -> :func:`xeforge_core.codemods.portability.port_source` (the preparatory
+  stage, also available as :func:`port_to_device_agnostic`)
 
 Any other stage gets a not-applicable candidate saying the rules engine has no codemod for it.
 Being deterministic, the engine has nothing new to offer when the CoVeR loop feeds back a failed
@@ -21,6 +23,7 @@ from typing import Any
 
 from xeforge_core.codemods.common import CodemodResult
 from xeforge_core.engines.base import Candidate, ProposalContext
+from xeforge_core.pipeline.registry import STAGES, get_engine_spec
 
 ENGINE_NAME = "rules"
 
@@ -57,13 +60,19 @@ def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
                            profile=kw.get("profile"), options=kw.get("options") or {})
 
 
-#: Stage id -> codemod (``source, **settings -> CodemodResult``).
-STAGE_CODEMODS: dict[str, Callable[..., CodemodResult]] = {
+#: Codemod name (as the stages of ``pipeline.registry`` name them) -> codemod
+#: (``source, **settings -> CodemodResult``; settings: ``target`` family, ``arch``, ``profile``,
+#: ``search_space``, ``options``).
+CODEMODS: dict[str, Callable[..., CodemodResult]] = {
     "dtype_fix": _dtype_fix,
     "xpu_specific": _xpu_specific,
-    "autotuning": _autotune,
+    "autotune": _autotune,
     "portability": _portability,
 }
+
+#: Stage id -> the codemod that serves it (derived from the registry).
+STAGE_CODEMODS: dict[str, Callable[..., CodemodResult]] = {
+    s.id: CODEMODS[s.codemod] for s in STAGES if s.codemod in CODEMODS}
 
 
 def _as_candidate(result: CodemodResult, stage: str, current: str) -> Candidate:
@@ -84,27 +93,23 @@ def port_to_device_agnostic(source: str) -> Candidate:
 
 
 class RulesEngine:
-    """Deterministic codemods per stage.
+    """Deterministic codemods per stage, for the context's target (its family, architecture and
+    hardware profile pick the search space and the Xe knobs).
 
-    ``target`` (``xpu``/``cuda``; ``cpu`` is treated as ``cuda`` for knobs) and ``arch`` pick
-    the search space and profile when the context gives none; ``search_space`` (list of config
-    dicts) overrides the knowledge base's; ``options`` go to the codemods (e.g.
-    ``{"group_size_m": 8, "num_warps": 8, "grf_mode": "256"}``).
+    ``search_space`` (list of config dicts) overrides the knowledge base's; ``options`` go to
+    the codemods (e.g. ``{"group_size_m": 8, "num_warps": 8, "grf_mode": "256"}``).
     """
 
     name = ENGINE_NAME
 
-    def __init__(self, target: str | None = None, arch: str | None = None,
-                 search_space: list[dict[str, Any]] | None = None,
-                 options: dict[str, Any] | None = None, **_: Any) -> None:
-        self.target = target
-        self.arch = arch
+    def __init__(self, search_space: list[dict[str, Any]] | None = None,
+                 options: dict[str, Any] | None = None) -> None:
         self.search_space = search_space
         self.options = dict(options or {})
 
     @staticmethod
     def stages() -> list[str]:
-        """Stage ids this engine has a codemod for."""
+        """Ids of the stages this engine has a codemod for."""
         return list(STAGE_CODEMODS)
 
     def propose(self, stage: str, context: ProposalContext, feedback: str | None = None) -> Candidate:
@@ -115,26 +120,19 @@ class RulesEngine:
         current = context.current_code
         codemod = STAGE_CODEMODS.get(stage)
         if codemod is None:
-            have = ", ".join(STAGE_CODEMODS)
-            return Candidate.not_applicable(
-                code=current, engine=self.name, stage=stage,
-                reason=f"the rules engine has no codemod for stage {stage!r} (it has: {have}); "
-                       "use the llm or manual engine for it")
+            return Candidate.not_applicable(code=current, engine=self.name, stage=stage,
+                                            reason=get_engine_spec(self.name).cannot_propose_reason(stage))
         if feedback:
             first = feedback.strip().splitlines()[0] if feedback.strip() else ""
             return Candidate.not_applicable(
                 code=current, engine=self.name, stage=stage,
                 reason="the rules engine is deterministic and its candidate for this stage did not pass "
                        f"({first}); it has no other rewrite to offer: try the llm or manual engine")
-        target = self.target or context.target or "xpu"
-        arch = self.arch or context.arch
-        if arch is None and context.profile is not None:
-            arch = (context.profile.get("arch") if isinstance(context.profile, dict)
-                    else getattr(context.profile, "arch", None))
+        target = context.target
         settings = {
-            "target": "cuda" if target == "cpu" else target,
-            "arch": arch,
-            "profile": context.profile,
+            "target": target.family,
+            "arch": target.arch,
+            "profile": target.hardware(),
             "search_space": self.search_space or context.search_space,
             "options": {**self.options, **context.options},
         }

@@ -155,6 +155,15 @@ class EngineSpec:
         st = stage if isinstance(stage, Stage) else get_stage(stage)
         return self.proposes == "any" or st.codemod is not None
 
+    def cannot_propose_reason(self, stage: str | Stage) -> str:
+        """Why this engine cannot propose for ``stage`` (no codemod serves it), in one sentence
+        naming the engines that can."""
+        st = stage if isinstance(stage, Stage) else get_stage(stage)
+        served = ", ".join(s.id for s in STAGES if s.codemod and not s.preparatory)
+        others = " or ".join(e.name for e in ENGINES if e.can_propose(st) and e.name != self.name)
+        return (f"the {self.name} engine has no codemod for stage {st.id!r} (it has codemods for: {served}); "
+                f"use the {others} engine for it")
+
     def build(self, **settings: Any) -> Any:
         """A new engine object built with ``settings``."""
         module, _, attr = self.factory.partition(":")

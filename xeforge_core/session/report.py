@@ -68,7 +68,8 @@ def _product(values: list[float | None]) -> float | None:
 def json_report(session: Session) -> dict[str, Any]:
     """The session report as a JSON-able dict.
 
-    Keys: ``format``, ``problem``, ``session``, ``path``, ``target``, ``device`` (label and
+    Keys: ``format``, ``problem``, ``session``, ``path``, ``target`` (``Target.to_dict()``:
+    profile, family, arch, name, chosen), ``device`` (label and
     fingerprint), ``created``, ``generated``, ``baseline``/``final`` (shas), ``plan``,
     ``stages`` (per stage: ``status``, ``reason``, ``versions``, ``speedup``, ``verdicts``,
     ``attempts``, ``candidates``), ``versions`` (per branch commit: kind, stage, engine,
@@ -137,7 +138,7 @@ def json_report(session: Session) -> dict[str, Any]:
         "problem": info.get("problem"),
         "session": session.name,
         "path": str(session.path),
-        "target": session.target,
+        "target": session.target.to_dict(),
         "device": {"label": device_label(session.device), "fingerprint": session.device},
         "created": info.get("created"),
         "generated": _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -204,7 +205,7 @@ def markdown_report(session: Session, report: dict[str, Any] | None = None) -> s
     r = report or json_report(session)
     lines = [f"# Optimization report: {r['problem']}", ""]
     lines += [f"- Session: `{r['session']}` (`{r['path']}`)",
-              f"- Device: {r['device']['label']}; target: {r['target']}",
+              f"- Device: {r['device']['label']}; target: {r['target']['name']} ({r['target']['arch']})",
               f"- Baseline: `{r['baseline'][:10]}`; final: `{r['final'][:10]}`",
               f"- Cumulative speedup: **{format_speedup(r['cumulative_speedup'])}**"]
     if not r["speed_measured"]:

@@ -51,11 +51,13 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import git
 
 from xeforge_core.errors import XeForgeError
+from xeforge_core.pipeline.status import CandidateStatus, StageStatus
+from xeforge_core.pipeline.target import Target, resolve
 from xeforge_core.session.records import (
     CANDIDATE_REF_PREFIX,
     CandidateRecord,
@@ -73,6 +75,10 @@ from xeforge_core.session.redact import redact
 from xeforge_core.session.report import json_report, markdown_report
 from xeforge_core.verdict import Verdict
 
+if TYPE_CHECKING:
+    from xeforge_core.devices import DeviceInfo
+    from xeforge_core.problem import Problem
+
 BRANCH = "session"
 BRANCH_REF = f"refs/heads/{BRANCH}"
 STATE_REF = "refs/xeforge/state"
@@ -88,8 +94,6 @@ _AUTHOR = {
 }
 _STAGE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
-CANDIDATE_STATUSES = ("pending", "approved", "rejected", "superseded")
-STAGE_STATUSES = ("pending", "running", "done", "kept_current", "skipped", "failed")
 
 
 class SessionError(XeForgeError, RuntimeError):
@@ -140,13 +144,13 @@ class Session:
     @classmethod
     def create(
         cls,
-        problem: Any,
+        problem: Problem,
         *,
         workspace: str | Path | None = None,
         path: str | Path | None = None,
         name: str | None = None,
-        target: str | None = None,
-        device: Any = None,
+        target: Target | str | None = None,
+        device: DeviceInfo | dict[str, Any] | None = None,
         plan: Iterable[str] | None = None,
         spec_text: str | None = None,
         reference_text: str | None = None,
@@ -155,9 +159,11 @@ class Session:
         """Start a session for ``problem`` (a :class:`xeforge_core.problem.Problem`).
 
         The repository goes to ``path`` when given, else ``<workspace>/<name>-<UTC timestamp>``
-        (``workspace`` defaults to ``./workspace``). ``device`` is a ``DeviceInfo`` or a
-        fingerprint dict; ``target`` a hardware profile id (defaults to the device type);
-        ``plan`` the stage ids in order. ``spec_text``/``reference_text`` override reading the
+        (``workspace`` defaults to ``./workspace``). ``device`` is the run device (a
+        ``DeviceInfo`` or a fingerprint dict; ``None``: the cpu interpreter); ``target`` the
+        user's choice of hardware (a :class:`~xeforge_core.pipeline.target.Target`, a profile id
+        or name, or a family; ``None``: :func:`~xeforge_core.pipeline.target.resolve` decides
+        from the device); ``plan`` the stage ids in order. ``spec_text``/``reference_text`` override reading the
         spec/reference from their paths. Commit 0 (the baseline) holds the kernel, the spec and
         reference when present, and ``session.json``. Raises ``SessionError`` when ``path``
         exists and is not empty.
@@ -202,14 +208,13 @@ class Session:
             info_files["reference"] = ref_name
 
         fingerprint = _fingerprint(device)
-        device_type = str(fingerprint.get("type") or "cpu")
         info = {
             "format": FORMAT_VERSION,
             "name": name,
             "problem": getattr(problem, "name", name),
             "class_name": getattr(kernel, "class_name", "Model"),
             "files": info_files,
-            "target": target or _default_target(device, device_type),
+            "target": resolve(device, target).to_dict(),
             "device": fingerprint,
             "device_label": device_label(fingerprint),
             "plan": list(plan or []),
@@ -234,7 +239,7 @@ class Session:
             "Stage": "baseline",
             "Engine": "baseline",
             "Device": device_label(fingerprint),
-            "Target": info["target"],
+            "Target": info["target"]["profile"],
         }
         sha = session._commit_tree(tree, [], commit_message(f"baseline: {info['problem']}", "", trailers))
         session._update_ref(BRANCH_REF, sha, None)
@@ -282,7 +287,7 @@ class Session:
             out.append({
                 "path": str(child), "name": s.name, "problem": s.info.get("problem"),
                 "created": s.info.get("created"), "versions": len(s.history()),
-                "current_stage": s.current_stage, "target": s.target,
+                "current_stage": s.current_stage, "target": s.target.label,
             })
         out.sort(key=lambda d: d.get("created") or "", reverse=True)
         return out
@@ -299,8 +304,13 @@ class Session:
         return str(self._info.get("name"))
 
     @property
-    def target(self) -> str:
-        return str(self._info.get("target"))
+    def target(self) -> Target:
+        """The hardware the session optimizes for (the user's choice, else the run device's
+        profile, else the product's target; see :func:`xeforge_core.pipeline.target.resolve`).
+        :meth:`set_target` changes it; sessions of older versions, which stored a device type
+        or a profile id, resolve the same way."""
+        self._refresh()
+        return resolve(self._info.get("device"), self._state.get("target") or self._info.get("target"))
 
     @property
     def device(self) -> dict[str, Any]:
@@ -346,7 +356,7 @@ class Session:
         ``failed``), or ``None`` when the plan is complete."""
         self._refresh()
         for stage in self._state["plan"]:
-            if self._state["stages"].get(stage, {}).get("status") in (None, "pending", "running"):
+            if StageStatus(self._state["stages"].get(stage, {}).get("status") or StageStatus.PENDING).open:
                 return stage
         return None
 
@@ -510,7 +520,7 @@ class Session:
                                          based_on=based_on)
             self._update_ref(CANDIDATE_REF_PREFIX + cid, sha, None)
             self._state["counters"][stage] = number
-            self._state["candidates"][cid] = {"status": "pending", "reason": "", "time": _now()}
+            self._state["candidates"][cid] = {"status": CandidateStatus.PENDING, "reason": "", "time": _now()}
             st = self._stage_entry(stage)
             st["candidates"].append(cid)
             self._log("candidate", candidate=cid, engine=engine, iteration=iteration,
@@ -524,7 +534,7 @@ class Session:
         or already approved candidate."""
         with self._locked():
             rec = self.candidate(candidate_id)
-            if rec.status == "approved":
+            if rec.status == CandidateStatus.APPROVED:
                 raise SessionError(f"candidate {candidate_id} is already approved; its verdict is fixed")
             source = self._read(rec.sha, self.kernel_file)
             sha = self._candidate_commit(rec.parent, rec.id, rec.stage, source, engine=rec.engine,
@@ -579,9 +589,9 @@ class Session:
         with self._locked():
             self._refresh()
             rec = self.candidate(candidate_id)
-            if rec.status == "approved":
+            if rec.status == CandidateStatus.APPROVED:
                 raise SessionError(f"candidate {candidate_id} is already approved ({rec.approved_as})")
-            if rec.status == "rejected":
+            if rec.status == CandidateStatus.REJECTED:
                 raise SessionError(f"candidate {candidate_id} was rejected; restore it or add it again")
             head = self.head
             stale = rec.parent != head
@@ -622,17 +632,17 @@ class Session:
             sha = self._commit_tree(tree, [head], commit_message(subject, rec.rationale, trailers))
             self._update_ref(BRANCH_REF, sha, head)
             self._state["candidates"].setdefault(rec.id, {})
-            self._state["candidates"][rec.id].update(status="approved", reason=note, approved_as=sha,
+            self._state["candidates"][rec.id].update(status=CandidateStatus.APPROVED, reason=note, approved_as=sha,
                                                        time=self._state["candidates"][rec.id].get("time", _now()))
             # every other pending candidate of this stage against the old head is superseded
             for other, meta in self._state["candidates"].items():
-                if other != rec.id and meta.get("status") == "pending" and other.split("/")[0] == rec.stage:
-                    meta["status"] = "superseded"
+                if other != rec.id and meta.get("status") == CandidateStatus.PENDING and other.split("/")[0] == rec.stage:
+                    meta["status"] = CandidateStatus.SUPERSEDED
                     meta["reason"] = f"{rec.id} was approved"
             entry = self._stage_entry(rec.stage)
             entry["versions"].append(sha)
-            if entry.get("status") in ("pending", "running"):  # a planned stage, or portability
-                entry.update(status="done", reason=f"approved {rec.id}", time=_now())
+            if StageStatus(entry.get("status") or StageStatus.PENDING).open:  # a planned stage, or portability
+                entry.update(status=StageStatus.DONE, reason=f"approved {rec.id}", time=_now())
             self._log("approve", candidate=rec.id, version=sha, speedup=speed)
             self._save_state()
         self._sync_worktree()
@@ -644,10 +654,10 @@ class Session:
         with self._locked():
             self._refresh()
             rec = self.candidate(candidate_id)
-            if rec.status == "approved":
+            if rec.status == CandidateStatus.APPROVED:
                 raise SessionError(f"candidate {candidate_id} is approved; restore an earlier version instead")
             self._state["candidates"].setdefault(rec.id, {"time": rec.time})
-            self._state["candidates"][rec.id].update(status="rejected", reason=reason)
+            self._state["candidates"][rec.id].update(status=CandidateStatus.REJECTED, reason=reason)
             self._log("reject", candidate=rec.id, reason=reason)
             self._save_state()
         return self.candidate(candidate_id)
@@ -657,10 +667,10 @@ class Session:
         with self._locked():
             self._refresh()
             rec = self.candidate(candidate_id)
-            if rec.status != "pending":
+            if rec.status != CandidateStatus.PENDING:
                 return rec
             self._state["candidates"].setdefault(rec.id, {"time": rec.time})
-            self._state["candidates"][rec.id].update(status="superseded", reason=reason)
+            self._state["candidates"][rec.id].update(status=CandidateStatus.SUPERSEDED, reason=reason)
             self._log("supersede", candidate=rec.id, reason=reason)
             self._save_state()
         return self.candidate(candidate_id)
@@ -718,6 +728,17 @@ class Session:
 
     # ---------------------------------------------------------------- plan and stages
 
+    def set_target(self, choice: Target | str) -> Target:
+        """Make ``choice`` (a :class:`Target`, a profile id or name, or a family) the session's
+        target. Returns it. Raises ``TargetError`` for a choice that names no profile."""
+        target = resolve(self._info.get("device"), choice)
+        with self._locked():
+            self._refresh()
+            self._state["target"] = target.to_dict()
+            self._log("target", target=target.profile)
+            self._save_state()
+        return target
+
     def set_plan(self, stages: Iterable[str]) -> list[str]:
         """Replace the stage plan (the user added, skipped or reordered stages). Returns it."""
         stages = list(dict.fromkeys(stages))
@@ -733,11 +754,15 @@ class Session:
             self._save_state()
         return stages
 
-    def mark_stage(self, stage: str, status: str, reason: str = "", **extra: Any) -> dict[str, Any]:
-        """Set a stage's status (one of ``pending``, ``running``, ``done``, ``kept_current``,
-        ``skipped``, ``failed``) with a reason; extra JSON-able fields are stored too."""
-        if status not in STAGE_STATUSES:
-            raise SessionError(f"unknown stage status {status!r} (one of {', '.join(STAGE_STATUSES)})")
+    def mark_stage(self, stage: str, status: StageStatus | str, reason: str = "", **extra: Any) -> dict[str, Any]:
+        """Set a stage's status (a :class:`~xeforge_core.pipeline.status.StageStatus` or its
+        value) with a reason; extra JSON-able fields are stored too. Raises ``SessionError`` for
+        an unknown status."""
+        try:
+            status = StageStatus(status)
+        except ValueError:
+            raise SessionError(f"unknown stage status {status!r} (one of "
+                               f"{', '.join(s.value for s in StageStatus)})") from None
         with self._locked():
             self._refresh()
             entry = self._stage_entry(stage)
@@ -751,7 +776,7 @@ class Session:
 
     def skip_stage(self, stage: str, reason: str = "skipped by the user") -> dict[str, Any]:
         """Mark ``stage`` skipped."""
-        return self.mark_stage(stage, "skipped", reason)
+        return self.mark_stage(stage, StageStatus.SKIPPED, reason)
 
     # ---------------------------------------------------------------- diff / export
 
@@ -916,7 +941,7 @@ class Session:
             engine=t.get("Engine", "unknown"),
             model=t.get("Model") if t.get("Model") not in (None, "-") else None,
             iteration=int(iteration) if iteration and iteration.isdigit() else None,
-            rationale=rationale, status=meta.get("status", "pending"), reason=meta.get("reason", ""),
+            rationale=rationale, status=CandidateStatus(meta.get("status", CandidateStatus.PENDING)), reason=meta.get("reason", ""),
             time=float(meta.get("time") or commit.committed_date), verdict=self._verdict_in_tree(sha, cid),
             based_on=t.get("Based-On"), approved_as=meta.get("approved_as"),
         )
@@ -970,7 +995,7 @@ class Session:
                 approved[v.candidate] = v.sha
             if v.stage and v.stage in self._state["stages"]:
                 self._state["stages"][v.stage]["versions"].append(v.sha)
-                self._state["stages"][v.stage]["status"] = "done"
+                self._state["stages"][v.stage]["status"] = StageStatus.DONE
         try:
             listing = self.repo.git.for_each_ref("--format=%(refname) %(objectname)", CANDIDATE_REF_PREFIX)
         except git.GitCommandError:
@@ -979,7 +1004,7 @@ class Session:
             ref, sha = line.split()
             cid = ref[len(CANDIDATE_REF_PREFIX):]
             stage, _, num = cid.rpartition("/")
-            status = "approved" if cid in approved else "pending"
+            status = CandidateStatus.APPROVED if cid in approved else CandidateStatus.PENDING
             self._state["candidates"][cid] = {"status": status, "reason": "",
                                               "time": float(self.repo.commit(sha).committed_date),
                                               "approved_as": approved.get(cid)}
@@ -1012,7 +1037,7 @@ class Session:
 
 
 def _new_stage_entry() -> dict[str, Any]:
-    return {"status": "pending", "reason": "", "versions": [], "candidates": [], "time": None}
+    return {"status": StageStatus.PENDING, "reason": "", "versions": [], "candidates": [], "time": None}
 
 
 def _fingerprint(device: Any) -> dict[str, Any]:
@@ -1032,15 +1057,6 @@ def _fingerprint(device: Any) -> dict[str, Any]:
         if value is not None:
             fp.setdefault(key, value)
     return fp
-
-
-def _default_target(device: Any, device_type: str) -> str:
-    profile = getattr(device, "profile", None)
-    if isinstance(profile, dict):
-        for key in ("id", "name"):
-            if profile.get(key):
-                return str(profile[key])
-    return device_type
 
 
 def _supports_initial_branch() -> bool:

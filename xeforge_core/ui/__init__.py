@@ -17,5 +17,6 @@ so that it can be tested without a browser.
   that imports Streamlit.
 
 Nothing here executes kernel or model code: verification runs in worker processes through
-``xeforge_core.verify`` (and ``xeforge_core.cover``), started from background threads.
+``xeforge_core.verify`` (and the CoVeR loop, ``xeforge_core.pipeline.loop``), started from
+background threads.
 """

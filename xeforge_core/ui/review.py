@@ -48,8 +48,12 @@ class CandidateReview:
     proposal), where it came from, and the verdict on exactly this code (if any).
 
     ``engine`` is the engine that proposed it (``rules``, ``llm``, ``manual``); ``origin`` is
-    the engine while the code is its proposal, ``merge``/``edit`` once the user changed it; ``proposed_source`` keeps the engine's original proposal so hunks
-    can be re-chosen; ``iterations`` holds the CoVeR attempts (verdict dicts and notes).
+    the engine while the code is its proposal, ``merge``/``edit`` once the user changed it;
+    ``proposed_source`` keeps the engine's original proposal so hunks can be re-chosen;
+    ``candidate_id`` is the kept candidate holding exactly the code under review (``None`` until
+    it is kept, and again after an edit or a merge); ``iterations`` holds the CoVeR loop's
+    attempts that led to it (``Attempt.to_dict(with_source=True)``), ``verifications`` every
+    verdict given while it was under review.
     """
 
     stage: str
@@ -65,8 +69,10 @@ class CandidateReview:
     verdict: Verdict | None = None
     verdict_for: str | None = None
     iterations: list[dict[str, Any]] = field(default_factory=list)
+    verifications: list[dict[str, Any]] = field(default_factory=list)
     accepted_hunks: list[int] | None = None
     note: str = ""
+    candidate_id: str | None = None
 
     def __post_init__(self) -> None:
         if not self.origin:
@@ -77,6 +83,11 @@ class CandidateReview:
     def changed(self) -> bool:
         """Whether the code under review differs from the current version."""
         return self.source != self.base_source
+
+    @property
+    def iteration_count(self) -> int:
+        """How many CoVeR iterations led to this candidate (0 for a manual one)."""
+        return len({int(a.get("iteration") or 0) for a in self.iterations})
 
     @property
     def verdict_current(self) -> bool:
@@ -108,6 +119,7 @@ class CandidateReview:
         self.source = source
         self.origin = self.engine if source == self.proposed_source else origin
         self.status = ReviewStatus.PROPOSED
+        self.candidate_id = None  # the kept candidate holds the code as it was
 
     def apply_hunks(self, accepted: list[int]) -> str:
         """Make the code under review the current version plus the accepted hunks of the
@@ -129,8 +141,8 @@ class CandidateReview:
     def finish_verify(self, verdict: Verdict, source: str) -> None:
         """Record the verdict for ``source`` (the code that was verified). If the code changed
         while verification ran, the verdict is kept as history but does not count."""
-        self.iterations.append({"verdict": verdict.to_dict(), "source_hash": code_hash(source),
-                                "origin": self.origin})
+        self.verifications.append({"verdict": verdict.to_dict(), "source_hash": code_hash(source),
+                                   "origin": self.origin})
         if self.status in (ReviewStatus.APPROVED, ReviewStatus.REJECTED):
             return
         if source == self.source:

@@ -1,30 +1,47 @@
 """The workbench controller: what one browser session is doing, and every action the pages
 offer, as plain Python over the core API (no Streamlit here, no kernel code executed here).
 
-A :class:`Workbench` holds the loaded problem (from a sample, a paste or an upload), the open
-:class:`~xeforge_core.session.Session`, the stage plan, the candidate under review
-(:class:`~xeforge_core.ui.review.CandidateReview`), the engine settings and the background
-jobs (proposals, verifications, device probes). Long work runs through
-:class:`~xeforge_core.ui.jobs.BackgroundJob`; results are applied to the session on the
-caller's thread by :meth:`Workbench.poll`, so git writes never race with the page.
+A :class:`Workbench` holds the loaded problem (from a sample, a paste or an upload), the
+target, the open :class:`~xeforge_core.session.Session`, the stage plan, the candidate under
+review (:class:`~xeforge_core.ui.review.CandidateReview`), the engine settings and the background
+jobs (proposals, verifications, device probes). The plan and the target come from the same
+functions the CLI uses (:func:`~xeforge_core.pipeline.plan.plan_for`,
+:func:`~xeforge_core.pipeline.target.resolve`); every change of a candidate's state goes through
+the session's :class:`~xeforge_core.pipeline.controller.SessionController`, here and in the
+CoVeR loop. Long work runs through :class:`~xeforge_core.ui.jobs.BackgroundJob`, each job with a
+Session object of its own; results reach the page's state through :meth:`Workbench.poll`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xeforge_core import samples
+from xeforge_core.analysis import Analysis, analyze
+from xeforge_core.engines.base import ProposalContext, render_stage_prompt
 from xeforge_core.errors import XeForgeError
-from xeforge_core.pipeline.registry import STAGE_IDS
+from xeforge_core.pipeline.controller import Cancelled, SessionController
+from xeforge_core.pipeline.loop import LoopOptions, StageOutcome, plural, prepare_portability, run_stage
+from xeforge_core.pipeline.plan import Plan, plan_for
+from xeforge_core.pipeline.registry import STAGE_IDS, engines_for, get_engine_spec, get_stage
+from xeforge_core.pipeline.status import CandidateStatus, OutcomeStatus, StageStatus
+from xeforge_core.pipeline.target import Target, TargetError, resolve, targets
+from xeforge_core.session.records import CandidateRecord, Version
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
-from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus
+from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus, code_hash
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
 from xeforge_core.verdict import Verdict
+
+if TYPE_CHECKING:
+    from xeforge_core.devices import DeviceInfo
+    from xeforge_core.problem import Problem
+    from xeforge_core.session import Session
 
 
 def stage_ids() -> list[str]:
@@ -115,19 +132,29 @@ class EngineSettings:
 
 @dataclass
 class PlanItem:
-    """One row of the stage stepper."""
+    """One row of the stage stepper: the stage, its 1-based ``number`` in the plan, its status,
+    the status reason, the analysis' issues for it (one line each), the ``engines`` that can
+    propose for it, and whether it is the current stage."""
 
     stage: str
     status: str
     reason: str = ""
     issues: list[str] = field(default_factory=list)
     current: bool = False
+    number: int = 0
+    engines: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return get_stage(self.stage).title
 
 
-def _construct_engine(name: str, kwargs: dict[str, Any]) -> Any:
-    from xeforge_core.engines import get_engine
-
-    return get_engine(name, **kwargs)
+def _issue_lines(analysis: Analysis | None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for issue in analysis.issues if analysis is not None else []:
+        out.setdefault(issue.stage, []).append(
+            f"[{issue.rule_id}] {issue.message}" + (f" (line {issue.line})" if issue.line else ""))
+    return out
 
 
 class Workbench:
@@ -137,21 +164,27 @@ class Workbench:
         self.workspace = Path(workspace)
         self.loaded: LoadedInput | None = None
         self.source_label: str = ""
-        self.session: Any = None
-        self.analysis: Any = None
+        self.session: Session | None = None
+        self.analysis: Analysis | None = None
         self.analysis_error: str = ""
         self.review: CandidateReview | None = None
-        self.review_candidate_id: str | None = None
         self.jobs = JobBoard()
         self.settings = EngineSettings()
-        self.device: Any = None
+        self.device: DeviceInfo | None = None
         self.device_error: str = ""
+        self.target_choice: str | None = None
         self.doctor_report: Any = None
         self.doctor_error: str = ""
-        self.last_stage_result: Any = None
+        self.last_stage_result: StageOutcome | None = None
         self.notes: list[str] = []
         self.demo: dict[str, Any] = {}
         self._lock = threading.RLock()
+        self._analyses: dict[tuple[str, str], Analysis] = {}
+
+    @property
+    def review_candidate_id(self) -> str | None:
+        """The kept candidate holding the code under review (``None``: not kept yet)."""
+        return self.review.candidate_id if self.review is not None else None
 
     # ================================================================= loading problems
 
@@ -182,11 +215,8 @@ class Workbench:
     def load_sample(self, name: str) -> LoadedInput:
         """Load one of the bundled samples by name (``xeforge_core.samples``)."""
         problem = samples.load_sample(name)
-        spec_text = None
-        spec = getattr(problem, "spec", None)
-        if spec is not None and getattr(spec, "path", None):
-            spec_text = Path(spec.path).read_text()
-        ref = getattr(problem, "reference", None)
+        spec_text = Path(problem.spec.path).read_text() if problem.spec is not None and problem.spec.path else None
+        ref = problem.reference
         loaded = LoadedInput(problem=problem, source=problem.kernel.source, spec_text=spec_text,
                              reference_source=ref.source if ref is not None else None,
                              name=problem.name)
@@ -231,11 +261,51 @@ class Workbench:
         """The latest saved doctor report of the current device (a dict), if any."""
         if self.device is None:
             return None
-        try:
-            from xeforge_core.doctor import load_cached_report
-        except ImportError:
-            return None
+        from xeforge_core.doctor import load_cached_report
+
         return load_cached_report(self.device.torch_device)
+
+    def device_type(self) -> str:
+        """The device verifications run on (``cpu``, ``cuda``, ``xpu``), or the session's."""
+        if self.device is not None:
+            return str(self.device.type)
+        if self.session is not None:
+            return str(self.session.device.get("type") or "cpu")
+        return "cpu"
+
+    # ================================================================= target
+
+    @staticmethod
+    def targets() -> list[Target]:
+        """Every hardware profile the user can target (for the target picker)."""
+        return targets()
+
+    def target(self) -> Target:
+        """The hardware optimized for: the session's, else the user's choice, else what
+        :func:`~xeforge_core.pipeline.target.resolve` says for the run device (the same answer
+        ``xeforge optimize`` gives)."""
+        if self.session is not None:
+            return self.session.target
+        return resolve(self.device, self.target_choice)
+
+    def set_target(self, choice: str | Target) -> Target:
+        """Target ``choice`` (a profile id or name, or a family). With a session open, the
+        session's target changes and the stages not started yet are planned again for it (the
+        finished ones stay). Raises :class:`WorkbenchError` for an unknown target."""
+        try:
+            target = resolve(self.device, choice)
+        except TargetError as exc:
+            raise WorkbenchError(str(exc)) from exc
+        self.target_choice = target.profile
+        if self.session is None:
+            return target
+        session = self.session
+        session.set_target(target)
+        stages = session.stages
+        finished = [s for s in session.plan if not StageStatus(stages.get(s, {}).get("status") or "pending").open]
+        fresh = self.plan_preview(session.source("head"), session.problem("head"))
+        session.set_plan(finished + [s for s in fresh.ids if s not in finished])
+        return target
 
     # ================================================================= sessions
 
@@ -244,28 +314,35 @@ class Workbench:
 
         return Session.list_sessions(self.workspace)
 
-    def start_session(self) -> Any:
-        """Start a new session for the loaded problem; the plan comes from the analysis."""
+    def plan_preview(self, source: str | None = None, problem: Problem | None = None) -> Plan:
+        """The plan a session would start with: :func:`~xeforge_core.pipeline.plan.plan_for` of
+        the loaded kernel (or ``source``) for :meth:`target` (what the CLI plans too)."""
+        if source is None:
+            if self.loaded is None:
+                raise WorkbenchError("load a kernel first (paste, upload or pick a sample)")
+            source, problem = self.loaded.source, self.loaded.problem
+        plan = plan_for(source, self.target(), problem)
+        self._analyses[(code_hash(source), plan.target.family)] = plan.analysis
+        return plan
+
+    def start_session(self) -> Session:
+        """Start a new session for the loaded problem, for :meth:`target`; the plan comes from
+        the analysis."""
         from xeforge_core.session import Session, register_secret
 
         if self.loaded is None:
             raise WorkbenchError("load a kernel first (paste, upload or pick a sample)")
         register_secret(self.settings.api_key)
-        try:
-            plan = self._plan_from_analysis(self.analyse(self.loaded.source))
-        except Exception as exc:  # no plan from analysis: the user builds it on Optimize
-            plan = []
-            self.notes.append(f"analysis failed, the plan starts empty: {exc}")
-        device = self.device
+        plan = self.plan_preview()
         session = Session.create(self.loaded.problem, workspace=self.workspace, name=self.loaded.name,
-                                 device=device, plan=plan, spec_text=self.loaded.spec_text,
-                                 reference_text=self.loaded.reference_source,
+                                 device=self.device, target=plan.target, plan=plan.ids,
+                                 spec_text=self.loaded.spec_text, reference_text=self.loaded.reference_source,
                                  secrets=[self.settings.api_key] if self.settings.api_key else [])
         self._open(session)
         return session
 
-    def resume_session(self, path: str | Path) -> Any:
-        """Reopen a session from the workspace (plan, candidates and history come back)."""
+    def resume_session(self, path: str | Path) -> Session:
+        """Reopen a session from the workspace (plan, target, candidates and history come back)."""
         from xeforge_core.session import Session, register_secret
 
         register_secret(self.settings.api_key)
@@ -279,48 +356,31 @@ class Workbench:
         self.source_label = f"session {session.name}"
         return session
 
-    def _open(self, session: Any) -> None:
+    def _open(self, session: Session) -> None:
         with self._lock:
             for purpose in ("propose", "verify"):
                 self.jobs.clear(purpose)
             self.session = session
             self.review = None
-            self.review_candidate_id = None
             self.last_stage_result = None
-        try:
-            self.analyse(session.source("head"))
-        except Exception as exc:  # analysis is advisory; the session stays usable
-            self.analysis_error = f"{type(exc).__name__}: {exc}"
+        self._reanalyse()
 
-    def require_session(self) -> Any:
+    def require_session(self) -> Session:
         if self.session is None:
             raise WorkbenchError("start or resume a session on the Home page first")
         return self.session
 
+    def controller(self) -> SessionController:
+        """The controller of the open session: every candidate's state changes through it."""
+        return SessionController(self.require_session(), self.device)
+
     # ================================================================= analysis and plan
 
-    def target(self) -> str:
-        """The target family analysed for: ``xpu`` or ``cuda``. A session's target may be a
-        hardware-profile id (mapped through the knowledge base); the cpu interpreter is
-        analysed for ``xpu``, the product's target."""
-        raw = self.session.target if self.session is not None else str(getattr(self.device, "type", "") or "")
-        if raw in ("xpu", "cuda"):
-            return raw
-        try:
-            from xeforge_core.knowledge import load_knowledge
-
-            for profile in load_knowledge().profiles.values():
-                if raw in (profile.id, profile.name):
-                    return str(profile.target)
-        except Exception:  # the knowledge base only refines the mapping
-            pass
-        return "xpu"
-
-    def analyse(self, source: str | None = None) -> Any:
+    def analyse(self, source: str | None = None) -> Analysis:
         """Static analysis (facts, issues, stage plan) of ``source`` (default: the current
-        version, or the loaded kernel)."""
-        from xeforge_core.analysis import analyze
-
+        version, or the loaded kernel) for the target's family. Analyses are kept per source, so
+        a version analysed once (a candidate when it was proposed) is not analysed again when it
+        is approved."""
         if source is None:
             if self.session is not None:
                 source = self.session.source("head")
@@ -329,41 +389,48 @@ class Workbench:
             else:
                 raise WorkbenchError("nothing to analyse: load a kernel first")
         problem = self.loaded.problem if self.loaded is not None else None
-        try:
-            self.analysis = analyze(source, self.target(), problem)
-            self.analysis_error = ""
-        except Exception as exc:
-            self.analysis = None
-            self.analysis_error = f"{type(exc).__name__}: {exc}"
-            raise
+        self.analysis = self._analysis_of(source, self.target().family, problem)
+        self.analysis_error = ""
         return self.analysis
 
-    @staticmethod
-    def _plan_from_analysis(analysis: Any) -> list[str]:
-        plan = getattr(analysis, "plan", None) or []
-        return [p if isinstance(p, str) else str(getattr(p, "stage", p)) for p in plan]
+    def _analysis_of(self, source: str, family: str, problem: Problem | None) -> Analysis:
+        key = (code_hash(source), family)
+        found = self._analyses.get(key)
+        if found is None:
+            found = self._analyses[key] = analyze(source, family, problem)
+        return found
+
+    def _warm(self, source: str) -> None:
+        """Analyse ``source`` (a candidate) ahead of its approval: the analysis and the
+        portability check of the version it may become are then ready when it is approved."""
+        from xeforge_core.codemods.portability import portability_needs
+
+        problem = self.loaded.problem if self.loaded is not None else None
+        self._analysis_of(source, self.target().family, problem)
+        portability_needs(source, self.device_type())
+
+    def _reanalyse(self) -> None:
+        try:
+            self.analyse(self.session.source("head") if self.session is not None else None)
+        except Exception as exc:  # analysis is advisory; the session stays usable
+            self.analysis = None
+            self.analysis_error = f"{type(exc).__name__}: {exc}"
 
     def issues_by_stage(self) -> dict[str, list[str]]:
         """The analysis' issues grouped by stage, as one-line texts."""
-        out: dict[str, list[str]] = {}
-        for issue in getattr(self.analysis, "issues", None) or []:
-            stage = str(getattr(issue, "stage", "") or "")
-            line = getattr(issue, "line", None)
-            text = str(getattr(issue, "message", None) or getattr(issue, "title", None) or issue)
-            rule = getattr(issue, "rule", None) or getattr(issue, "rule_id", None)
-            out.setdefault(stage, []).append(
-                (f"[{rule}] " if rule else "") + text + (f" (line {line})" if line else ""))
-        return out
+        return _issue_lines(self.analysis)
 
     def plan_items(self) -> list[PlanItem]:
-        """The stepper rows: the session's plan with each stage's status."""
+        """The stepper rows: the session's plan, numbered, with each stage's status, its issues
+        and the engines that can propose for it."""
         session = self.require_session()
         stages = session.stages
         current = session.current_stage
         issues = self.issues_by_stage()
-        return [PlanItem(stage=s, status=str(stages.get(s, {}).get("status") or "pending"),
+        return [PlanItem(stage=s, status=str(stages.get(s, {}).get("status") or StageStatus.PENDING),
                          reason=str(stages.get(s, {}).get("reason") or ""), issues=issues.get(s, []),
-                         current=s == current) for s in session.plan]
+                         current=s == current, number=n, engines=engines_for(s))
+                for n, s in enumerate(session.plan, start=1)]
 
     def move_stage(self, stage: str, delta: int) -> list[str]:
         """Move ``stage`` up (``delta`` < 0) or down in the plan."""
@@ -377,27 +444,26 @@ class Workbench:
         return session.set_plan(plan)
 
     def add_stage(self, stage: str) -> list[str]:
-        """Add ``stage`` to the plan at its canonical position (or re-open a skipped one)."""
+        """Add ``stage`` to the plan at its canonical position (or re-open a finished one)."""
         session = self.require_session()
-        if stage not in stage_ids():
+        if stage not in STAGE_IDS:
             raise WorkbenchError(f"unknown stage {stage!r}")
         plan = session.plan
         if stage in plan:
-            if session.stages.get(stage, {}).get("status") in ("skipped", "kept_current", "failed", "done"):
-                session.mark_stage(stage, "pending", "re-opened by the user")
+            if not StageStatus(session.stages.get(stage, {}).get("status") or StageStatus.PENDING).open:
+                session.mark_stage(stage, StageStatus.PENDING, "re-opened by the user")
             return plan
-        order = stage_ids()
         # after the last planned stage that comes before it in the canonical order
         pos = 0
         for k, s in enumerate(plan):
-            if s in order and order.index(s) < order.index(stage):
+            if s in STAGE_IDS and STAGE_IDS.index(s) < STAGE_IDS.index(stage):
                 pos = k + 1
         plan.insert(pos, stage)
         return session.set_plan(plan)
 
     def skip_stage(self, stage: str | None = None, reason: str = "skipped by the user") -> None:
         """Skip ``stage`` (default: the current stage); a candidate under review for it is
-        rejected (kept under its ref)."""
+        rejected (it stays kept)."""
         session = self.require_session()
         stage = stage or session.current_stage
         if stage is None:
@@ -405,81 +471,72 @@ class Workbench:
         if self.review is not None and self.review.stage == stage and self.review.status not in (
                 ReviewStatus.APPROVED, ReviewStatus.REJECTED):
             self.reject(f"stage {stage} skipped")
-        session.skip_stage(stage, reason)
+        self.controller().skip(stage, reason)
+
+    def keep_current(self, reason: str = "kept the current version") -> None:
+        """End the current stage without a change (nothing beat the current version)."""
+        session = self.require_session()
+        stage = session.current_stage
+        if stage is None:
+            raise WorkbenchError("the plan is complete")
+        if self.review is not None and self.review.stage == stage and self.review.status not in (
+                ReviewStatus.APPROVED, ReviewStatus.REJECTED):
+            self.reject(reason)
+        self.controller().keep_current(stage, reason)
 
     # ================================================================= proposals
 
-    def context_for(self, stage: str) -> Any:
+    def context_for(self, stage: str) -> ProposalContext:
         """The :class:`~xeforge_core.engines.ProposalContext` for ``stage`` now."""
-        from xeforge_core.engines import ProposalContext
-
         session = self.require_session()
-        profile = None
-        arch = None
-        try:
-            from xeforge_core.knowledge import load_knowledge
-
-            kb = load_knowledge()
-            profile = kb.profile_for_device(getattr(self.device, "name", None)) if self.device else None
-            if profile is None:
-                profile = kb.default_profile(self.target())
-            arch = getattr(profile, "arch", None)
-        except Exception:  # the profile only enriches the prompt
-            profile = None
-        target = self.target()
-        return ProposalContext(stage=stage, original_code=session.source("baseline"),
-                               current_code=session.source("head"), problem=session.problem("head"),
-                               analysis=self.analysis, target=target, arch=arch, profile=profile)
+        analysis = self.analysis if self.analysis is not None else self.analyse(session.source("head"))
+        return self.controller().context(stage, {"analysis": analysis})
 
     def prompt_for(self, stage: str, feedback: str | None = None) -> str:
         """The exact prompt for ``stage`` (to copy into any chat LLM)."""
-        from xeforge_core.engines.base import render_stage_prompt
-
         return render_stage_prompt(stage, self.context_for(stage), feedback)
 
     def start_propose(self, stage: str | None = None, engine: str | None = None) -> BackgroundJob:
         """Ask the engine for a candidate for ``stage`` (default: the current stage) and run the
-        CoVeR loop (propose, verify, refine on failure) in the background."""
+        CoVeR loop (propose, verify, refine on failure) in the background. An engine that
+        cannot do the stage (the rules engine without a codemod for it) is refused at once."""
         session = self.require_session()
         stage = stage or session.current_stage
         if stage is None:
             raise WorkbenchError("the plan is complete: add a stage to continue")
         engine_name = engine or self.settings.engine
-        if engine_name == "manual":
-            raise WorkbenchError("the manual engine takes your edit or a pasted reply: use the "
-                                 "Manual tab")
-        if engine_name == "llm":
+        try:
+            spec = get_engine_spec(engine_name)
+        except ValueError as exc:
+            raise WorkbenchError(str(exc)) from exc
+        if spec.interactive:
+            raise WorkbenchError(f"the {spec.name} engine takes your edit or a pasted reply: use the Manual tab")
+        if not spec.can_propose(stage):
+            raise WorkbenchError(spec.cannot_propose_reason(stage))
+        if spec.needs_endpoint:
             ok, why = self.settings.llm_ready()
             if not ok:
-                raise WorkbenchError(f"the llm engine is not configured: {why}")
-        eng = _construct_engine(engine_name, self.settings.engine_kwargs())
-        path = session.path
-        device = self.device
-        iterations = max(1, int(self.settings.max_iterations))
+                raise WorkbenchError(f"the {spec.name} engine is not configured: {why}")
+        eng = spec.build(**self.settings.engine_kwargs())
+        path, device = session.path, self.device
+        options = LoopOptions(iterations=max(1, int(self.settings.max_iterations)))
         base_source = session.source("head")
 
         def work(progress: Any, cancel: threading.Event) -> Any:
-            from xeforge_core.cover import run_stage
             from xeforge_core.session import Session
 
             # a Session object of its own: git reads on the page never share its processes
-            own = Session.open(path)
-            return run_stage(own, stage, eng, iterations=iterations, device=device,
-                             on_progress=progress, cancel=cancel)
+            run = dataclasses.replace(options, on_progress=progress, cancel=cancel)
+            outcome = run_stage(SessionController(Session.open(path), device), stage, eng, run)
+            if outcome.best_source is not None:
+                self._warm(outcome.best_source)
+            return outcome
 
         job = BackgroundJob(f"{stage}: {engine_name} engine + verification", work, kind="propose",
                             meta={"stage": stage, "engine": engine_name,
                                   "base": session.head, "base_source": base_source})
         self.jobs.clear("verify")
         return self.jobs.submit("propose", job)
-
-    def device_type(self) -> str:
-        """The device verifications run on (``cpu``, ``cuda``, ``xpu``), or the session's."""
-        if self.device is not None:
-            return str(self.device.type)
-        if self.session is not None:
-            return str(self.session.device.get("type") or "cpu")
-        return "cpu"
 
     def portability_needed(self) -> list[str]:
         """Why the current version cannot run correctly here as written, one phrase each (e.g.
@@ -491,18 +548,17 @@ class Workbench:
         return portability_needs(session.source("head"), self.device_type())
 
     def start_portability(self, *, force: bool = False) -> BackgroundJob:
-        """Run the portability step (the rules engine's codemod, verified, committed as
+        """Run the portability stage (the rules engine's codemod, verified, committed as
         ``Stage: portability``) in the background."""
         session = self.require_session()
         path, device = session.path, self.device
 
         def work(progress: Any, cancel: threading.Event) -> Any:
-            from xeforge_core.cover import prepare_portability
             from xeforge_core.session import Session
 
             progress("portability: rewriting hard-coded devices")
-            return prepare_portability(Session.open(path), device=device, on_progress=progress,
-                                       cancel=cancel, force=force)
+            return prepare_portability(SessionController(Session.open(path), device),
+                                       LoopOptions(on_progress=progress, cancel=cancel), force=force)
 
         job = BackgroundJob("portability step", work, kind="portability", meta={"base": session.head})
         return self.jobs.submit("portability", job)
@@ -510,42 +566,43 @@ class Workbench:
     def submit_manual(self, text: str, *, stage: str | None = None, kind: str = "pasted_reply",
                       model: str | None = None) -> CandidateReview:
         """Turn a pasted chat-LLM reply (or the user's own module) into the candidate under
-        review. Raises :class:`WorkbenchError` when no module can be extracted from it."""
+        review; the reply's explanation becomes its rationale. Raises :class:`WorkbenchError`
+        when no module can be extracted from it."""
         from xeforge_core.engines.manual import ManualEngine
 
         session = self.require_session()
         stage = stage or session.current_stage or "manual"
         context = self.context_for(stage)
-        engine = ManualEngine(text, kind=kind, model=model)
-        cand = engine.propose(stage, context)
+        cand = ManualEngine(text, kind=kind, model=model).propose(stage, context)
         if not cand.applicable:
             raise WorkbenchError(f"no candidate: {cand.not_applicable_reason}")
-        self._new_review(stage, context.current_code, cand.code, engine="manual",
-                         rationale=cand.rationale, prompt=cand.prompt or "", model=model)
-        return self.review  # type: ignore[return-value]
+        review = self._new_review(stage, context.current_code, cand.code, engine="manual",
+                                  rationale=cand.rationale, prompt=cand.prompt or "", model=model)
+        self._warm(cand.code)
+        return review
 
     def _new_review(self, stage: str, base: str, code: str, *, engine: str, rationale: str,
                     prompt: str = "", model: str | None = None,
                     verdict: Verdict | None = None, candidate_id: str | None = None,
                     iterations: list[dict[str, Any]] | None = None) -> CandidateReview:
-        if self.review is not None and self.review_candidate_id and self.review.status in (
+        if self.review is not None and self.review.candidate_id and self.review.status in (
                 ReviewStatus.PROPOSED, ReviewStatus.VERIFIED):
-            self._supersede(self.review_candidate_id, "replaced by a newer candidate")
+            self._supersede(self.review.candidate_id, "replaced by a newer candidate")
         review = CandidateReview(stage=stage, base_source=base, proposed_source=code, source=code,
-                                 engine=engine, rationale=rationale, prompt=prompt, model=model)
+                                 engine=engine, rationale=rationale, prompt=prompt, model=model,
+                                 candidate_id=candidate_id)
         if iterations:
             review.iterations.extend(iterations)
         if verdict is not None:
             review.start_verify()
             review.finish_verify(verdict, code)
         self.review = review
-        self.review_candidate_id = candidate_id
         return review
 
     def _supersede(self, candidate_id: str, reason: str) -> None:
         # superseding is bookkeeping; it never blocks the user's next step
-        with contextlib.suppress(Exception):
-            self.session.supersede(candidate_id, reason)
+        with contextlib.suppress(XeForgeError):
+            self.controller().supersede(candidate_id, reason)
 
     # ================================================================= review actions
 
@@ -570,12 +627,11 @@ class Workbench:
             job.cancel()
         if self.review is not None and self.review.status is ReviewStatus.VERIFYING:
             self.review.abort_verify()
-        self.review_candidate_id = None if self.review and not self.review.verdict_current else \
-            self.review_candidate_id
 
-    def start_verify(self, problem: Any = None) -> BackgroundJob:
+    def start_verify(self, problem: Problem | None = None) -> BackgroundJob:
         """Verify the code under review against the current version (or against ``problem``,
-        whose kernel is then the baseline), in the background."""
+        whose kernel is then the baseline), in the background. The code is kept as a candidate
+        first, and the verdict is attached to it, as the CoVeR loop does."""
         review = self._require_review()
         session = self.require_session()
         if review.status is ReviewStatus.VERIFYING:
@@ -585,18 +641,24 @@ class Workbench:
         if problem is None and self.demo.get("verify_problem") is not None \
                 and self.demo.get("review_source") == review.source:
             problem = self.demo["verify_problem"]
+        if review.candidate_id is None and review.changed:
+            review.candidate_id = self._keep_candidate(review).id
         review.start_verify()
-        problem = problem if problem is not None else session.problem("head")
-        source = review.source
-        device = self.device
+        cid, source, path, device = review.candidate_id, review.source, session.path, self.device
 
         def work(progress: Any, cancel: threading.Event) -> Any:
-            from xeforge_core.verify import verify
+            from xeforge_core.session import Session
 
-            return verify(problem, source, device=device, on_progress=progress, cancel=cancel)
+            controller = SessionController(Session.open(path), device)
+            try:
+                return controller.verify(cid, source, problem=problem, on_progress=progress, cancel=cancel)
+            except Cancelled:
+                cancel.set()
+                return None
 
         job = BackgroundJob(f"verify {review.stage} candidate", work, kind="verify",
-                            meta={"source": source, "base": session.head, "stage": review.stage})
+                            meta={"source": source, "base": session.head, "stage": review.stage,
+                                  "candidate": cid})
         return self.jobs.submit("verify", job)
 
     def cancel(self, purpose: str) -> None:
@@ -607,49 +669,37 @@ class Workbench:
         if purpose == "verify" and self.review is not None:
             self.review.abort_verify()
 
-    def approve(self) -> Any:
-        """Commit the verified candidate under review as the new current version."""
+    def approve(self) -> Version:
+        """Commit the verified candidate under review as the new current version (a git
+        operation: the candidate and its verdict are kept already, and the analysis of its code
+        was made when it was proposed)."""
         session = self.require_session()
         review = self._require_review()
         ok, why = review.can_approve()
         if not ok:
             raise WorkbenchError(f"cannot approve: {why}")
-        if self.review_candidate_id is None:
-            self.review_candidate_id = self._keep_candidate(review).id
-        version = session.approve(self.review_candidate_id)
+        if review.candidate_id is None:
+            review.candidate_id = self._keep_candidate(review).id
+        sha = self.controller().approve(review.candidate_id)
         review.approve()
-        with contextlib.suppress(Exception):
-            session.mark_stage(review.stage, "done", f"approved {self.review_candidate_id}")
         self.review = None
-        self.review_candidate_id = None
         self._reanalyse()
-        return version
+        return session.version(sha)
 
-    def reject(self, reason: str = "rejected by the user") -> Any:
-        """Reject the candidate under review; it stays under its ref with its verdict."""
+    def reject(self, reason: str = "rejected by the user") -> CandidateRecord | None:
+        """Reject the candidate under review; it stays kept with its verdict, and the stage is
+        idle again (``pending``), ready for another proposal."""
         review = self._require_review()
         record = None
         if self.session is not None and review.changed:
-            if self.review_candidate_id is None:
-                record = self._keep_candidate(review)
-                self.review_candidate_id = record.id
-            record = self.session.reject(self.review_candidate_id, reason)
+            if review.candidate_id is None:
+                review.candidate_id = self._keep_candidate(review).id
+            record = self.controller().reject(review.candidate_id, reason)
         review.reject(reason)
         self.review = None
-        self.review_candidate_id = None
         return record
 
-    def keep_current(self, reason: str = "kept the current version") -> None:
-        """End the current stage without a change (nothing beat the current version)."""
-        session = self.require_session()
-        stage = session.current_stage
-        if stage is None:
-            raise WorkbenchError("the plan is complete")
-        if self.review is not None and self.review.stage == stage:
-            self.reject(reason)
-        session.mark_stage(stage, "kept_current", reason)
-
-    def restore(self, version: str | int) -> Any:
+    def restore(self, version: str | int) -> Version:
         """Make ``version`` (a branch version or a kept candidate) current again."""
         session = self.require_session()
         if self.review is not None and self.review.status in (ReviewStatus.PROPOSED, ReviewStatus.VERIFIED):
@@ -665,34 +715,31 @@ class Workbench:
         rec = session.candidate(candidate_id)
         code = session.source(candidate_id)
         current = session.source("head")
-        verdict = rec.verdict if rec.parent == session.head else None
-        cid = candidate_id if (rec.parent == session.head and rec.status == "pending") else None
-        return self._new_review(rec.stage, current, code, engine=rec.engine,
-                                rationale=f"{rec.rationale}\n\n(brought back from {candidate_id})",
-                                model=rec.model, verdict=verdict, candidate_id=cid)
+        same_parent = rec.parent == session.head  # its verdict compared against today's code
+        review = self._new_review(rec.stage, current, code, engine=rec.engine,
+                                  rationale=f"{rec.rationale}\n\n(brought back from {candidate_id})",
+                                  model=rec.model, verdict=rec.verdict if same_parent else None,
+                                  candidate_id=candidate_id if same_parent and rec.status == CandidateStatus.PENDING
+                                  else None)
+        self._warm(code)
+        return review
 
-    def _keep_candidate(self, review: CandidateReview) -> Any:
-        session = self.require_session()
+    def _keep_candidate(self, review: CandidateReview) -> CandidateRecord:
         engine = review.engine if review.origin != "edit" else "manual"
         rationale = review.rationale
         if review.origin == "merge" and review.accepted_hunks is not None:
             rationale += f"\n\nHunks accepted by the user: {review.accepted_hunks}"
         if review.origin == "edit":
             rationale = f"user's edit of the {review.engine} candidate for {review.stage}"
-        return session.add_candidate(review.stage, review.source, engine=engine, model=review.model,
-                                     iteration=len(review.iterations) or None, rationale=rationale,
-                                     verdict=review.verdict if review.verdict_current else None)
+        iteration = max((int(a.get("iteration") or 0) for a in review.iterations), default=0) or None
+        return self.controller().keep(review.stage, review.source, engine=engine, model=review.model,
+                                      iteration=iteration, rationale=rationale,
+                                      verdict=review.verdict if review.verdict_current else None)
 
     def _require_review(self) -> CandidateReview:
         if self.review is None:
             raise WorkbenchError("there is no candidate under review: propose one first")
         return self.review
-
-    def _reanalyse(self) -> None:
-        try:
-            self.analyse(self.session.source("head"))
-        except Exception as exc:
-            self.analysis_error = f"{type(exc).__name__}: {exc}"
 
     # ================================================================= job results
 
@@ -739,15 +786,16 @@ class Workbench:
             return []
         if job.state is JobState.FAILED:
             return [("error", f"portability step failed: {type(job.error).__name__}: {job.error}")]
-        outcome = job.result
+        outcome: StageOutcome | None = job.result
         if outcome is None:
             return [("warning" if job.state is JobState.CANCELLED else "info",
                      "portability: cancelled" if job.state is JobState.CANCELLED
                      else "portability: nothing to port")]
-        if outcome.status == "approved":
+        if outcome.status is OutcomeStatus.APPROVED:
             self._reanalyse()
             return [("success", f"portability: committed the device-agnostic version ({outcome.reason})")]
-        return [("error" if outcome.status == "failed" else "info", f"portability: {outcome.status}: {outcome.reason}")]
+        level = "error" if outcome.status is OutcomeStatus.FAILED else "info"
+        return [(level, f"portability: {outcome.status}: {outcome.reason}")]
 
     def _poll_propose(self) -> list[tuple[str, str]]:
         job = self._take("propose")
@@ -755,60 +803,52 @@ class Workbench:
             return []
         if job.state is JobState.FAILED:
             return [("error", f"{job.label} failed: {type(job.error).__name__}: {job.error}")]
-        outcome = job.result
+        outcome: StageOutcome | None = job.result
         if job.state is JobState.CANCELLED and outcome is None:
             return [("warning", f"{job.label}: cancelled (candidates verified so far are kept)")]
         self.last_stage_result = outcome
         return self._apply_outcome(job.meta["stage"], job.meta["base_source"], outcome)
 
-    def _apply_outcome(self, stage: str, base_source: str, outcome: Any) -> list[tuple[str, str]]:
+    def _apply_outcome(self, stage: str, base_source: str, outcome: StageOutcome) -> list[tuple[str, str]]:
         """Put the CoVeR loop's best candidate under review. The loop has already kept every
         attempt (with its verdict) in the session."""
-        iterations = [a.to_dict(with_source=True) for a in outcome.attempts]
         status = outcome.status
-        if status == "pending" and outcome.best and outcome.best_source is not None:
+        after = plural(outcome.iterations, "CoVeR iteration")
+        if status is OutcomeStatus.REVIEW and outcome.best and outcome.best_source is not None:
             if self.session is None or self.session.head != self.session.candidate(outcome.best).parent:
                 return [("warning", "the current version changed while the engine worked; propose again")]
             best = next((a for a in outcome.attempts if a.candidate_id == outcome.best), None)
             self._new_review(stage, base_source, outcome.best_source,
                              engine=(best.engine if best else "") or "engine",
                              rationale=(best.rationale if best else "") or outcome.reason,
-                             prompt=getattr(getattr(best, "candidate", None), "prompt", None) or "",
+                             prompt=(getattr(best.candidate, "prompt", None) or "") if best else "",
                              model=best.model if best else None, verdict=outcome.verdict,
-                             candidate_id=outcome.best, iterations=iterations)
-            return [("success", f"{stage}: candidate {outcome.best} ready for review after "
-                                f"{outcome.iterations} iteration(s): {outcome.reason}")]
-        if status == "approved":
-            return [("success", f"{stage}: approved as {str(outcome.version)[:10]}")]
-        level = {"kept_current": "info", "failed": "error", "cancelled": "warning"}.get(status, "info")
+                             candidate_id=outcome.best,
+                             iterations=[a.to_dict(with_source=True) for a in outcome.attempts])
+            return [("success", f"{stage}: candidate {outcome.best} ready for review after {after}: "
+                                f"{outcome.reason}")]
+        if status is OutcomeStatus.APPROVED:
+            self._reanalyse()
+            return [("success", f"{stage}: approved as {str(outcome.version)[:10]} after {after}")]
+        level = {OutcomeStatus.KEPT_CURRENT: "info", OutcomeStatus.FAILED: "error",
+                 OutcomeStatus.CANCELLED: "warning"}.get(status, "info")
         self.review = None
-        self.review_candidate_id = None
-        label = {"kept_current": "kept the current version", "failed": "failed",
-                 "cancelled": "cancelled"}.get(status, status)
-        return [(level, f"{stage}: {label}: {outcome.reason}")]
+        label = {OutcomeStatus.KEPT_CURRENT: "kept the current version"}.get(status, str(status))
+        return [(level, f"{stage}: {label} after {after}: {outcome.reason}")]
 
     def _poll_verify(self) -> list[tuple[str, str]]:
         job = self._take("verify")
         if job is None or self.review is None:
             return []
         review = self.review
-        if job.state is JobState.CANCELLED:
+        if job.state is JobState.CANCELLED or (job.state is JobState.DONE and job.result is None):
             review.abort_verify()
             return [("warning", "verification cancelled")]
         if job.state is JobState.FAILED:
             review.abort_verify()
             return [("error", f"verification failed to run: {type(job.error).__name__}: {job.error}")]
         verdict: Verdict = job.result
-        source = job.meta["source"]
-        review.finish_verify(verdict, source)
-        if review.verdict_current and self.session is not None and self.session.head == job.meta["base"]:
-            try:
-                if self.review_candidate_id is None:
-                    self.review_candidate_id = self._keep_candidate(review).id
-                else:
-                    self.session.record_verdict(self.review_candidate_id, verdict)
-            except Exception as exc:
-                return [("error", f"could not keep the verdict in the session: {exc}")]
+        review.finish_verify(verdict, job.meta["source"])
         level = "success" if verdict.passed else "error"
         return [(level, f"verdict: {verdict.kind.value}" + (f" — {verdict.reason}" if verdict.reason else ""))]
 

@@ -1,6 +1,6 @@
 """The CoVeR loop on real verification (cpu interpreter): a broken candidate then a fixed one, a
-worker that crashes in the middle of a stage, "kept current", best-of-k, cancellation, and the
-portability preparatory step.
+worker that crashes in the middle of a stage, "kept current", best-of-k, cancellation, the
+portability preparatory stage, a stage the engine cannot do, and the same rules in memory.
 
 Real ``verify()`` runs kernels in isolated workers; the tiled GEMM sample's ``ci`` variant keeps
 that small. One verdict cache directory is shared by this module, so a baseline is run once."""
@@ -16,18 +16,12 @@ from pathlib import Path
 import pytest
 
 from xeforge_core.codemods.portability import hard_coded_devices
-from xeforge_core.cover import (
-    CORRECT_UNMEASURED,
-    FAILED,
-    NOT_FASTER,
-    StageState,
-    classify,
-    prepare_portability,
-    run_stage,
-)
 from xeforge_core.engines import get_engine
 from xeforge_core.engines.base import Candidate, ProposalContext
 from xeforge_core.engines.manual import ManualEngine
+from xeforge_core.pipeline.controller import MemoryController, SessionController
+from xeforge_core.pipeline.loop import LoopOptions, classify, prepare_portability, run_pipeline, run_stage
+from xeforge_core.pipeline.status import AttemptStatus, OutcomeStatus, StageStatus
 from xeforge_core.problem import load_problem, problem_from_source
 from xeforge_core.session import Session
 from xeforge_core.verdict import PerformanceResult, Step, StepStatus, TimingStats, Verdict, VerdictKind
@@ -83,10 +77,11 @@ def test_manual_engine_broken_then_fixed(gemm_session):
     broken = base.replace(UPCAST, "tl.dott(a, b)")
     engine = ScriptedManual([broken, dtype_fixed(base)])
     events: list[dict] = []
-    outcome = run_stage(gemm_session, "dtype_fix", engine, verify_fn=verify, iterations=3, auto=True,
-                        device="cpu", verify_options=QUICK, on_progress=events.append)
+    outcome = run_stage(SessionController(gemm_session, "cpu"), "dtype_fix", engine,
+                        LoopOptions(verify_fn=verify, iterations=3, auto=True, verify_options=QUICK,
+                                    on_progress=events.append))
     assert outcome.status == "approved", outcome.reason
-    assert outcome.iterations == 2 and [a.status for a in outcome.attempts] == [FAILED, CORRECT_UNMEASURED]
+    assert outcome.iterations == 2 and [a.status for a in outcome.attempts] == [AttemptStatus.FAILED, AttemptStatus.CORRECT]
     # the first verdict went back to the engine
     assert engine.feedback[0] is None
     assert engine.feedback[1] and "dott" in engine.feedback[1]
@@ -112,8 +107,8 @@ def test_worker_crash_mid_stage_loses_no_committed_work(gemm_session):
                                "        import os\n        os.abort()\n        return kernel_function(x, self.weight)")
     assert crashing != current
     engine = ScriptedManual([crashing, current + "\n# the same kernel, documented\n"])
-    outcome = run_stage(gemm_session, "autotuning", engine, verify_fn=verify, iterations=2, auto=True,
-                        device="cpu", verify_options=QUICK)
+    outcome = run_stage(SessionController(gemm_session, "cpu"), "autotuning", engine,
+                        LoopOptions(verify_fn=verify, iterations=2, auto=True, verify_options=QUICK))
     crashed = gemm_session.candidate("autotuning/1")
     assert crashed.verdict.kind is VerdictKind.CRASH, crashed.verdict.reason
     # the committed work is intact, and the stage went on to approve the fixed candidate
@@ -132,7 +127,7 @@ def test_worker_crash_mid_stage_loses_no_committed_work(gemm_session):
 
 def rules_fixed(source: str) -> str:
     cand = get_engine("rules").propose("dtype_fix", ProposalContext(stage="dtype_fix", original_code=source,
-                                                                    current_code=source, target="cuda"))
+                                                                    current_code=source, target="nvidia_h200"))
     assert cand.applicable and cand.code != source
     return cand.code
 
@@ -148,7 +143,8 @@ def test_rules_engine_keeps_current_when_nothing_to_do(tmp_path):
         calls.append("verify")
         raise AssertionError("nothing to verify")
 
-    outcome = run_stage(session, "dtype_fix", get_engine("rules"), verify_fn=must_not_run, auto=True)
+    outcome = run_stage(SessionController(session), "dtype_fix", get_engine("rules"),
+                        LoopOptions(verify_fn=must_not_run, auto=True))
     assert outcome.status == "kept_current" and not calls
     assert outcome.reason.startswith("kept current: rules:")
     assert session.stages["dtype_fix"]["status"] == "kept_current"
@@ -181,11 +177,11 @@ def test_kept_current_when_nothing_beats_the_current_version(gemm_session):
             self.n += 1
             return Candidate(code=base + f"\n# attempt {self.n}\n", engine="llm", model="m", rationale="try")
 
-    outcome = run_stage(gemm_session, "dtype_fix", Proposer(), iterations=3, auto=True,
-                        verify_fn=lambda problem, code, **kw: _timed(next(speeds)))
+    outcome = run_stage(SessionController(gemm_session), "dtype_fix", Proposer(),
+                        LoopOptions(iterations=3, auto=True, verify_fn=lambda problem, code, **kw: _timed(next(speeds))))
     assert outcome.status == "kept_current"
     assert "no candidate beat the current version" in outcome.reason and "1.010x" in outcome.reason
-    assert all(a.status == NOT_FASTER for a in outcome.attempts)
+    assert all(a.status == AttemptStatus.NOT_FASTER for a in outcome.attempts)
     assert len(gemm_session.history()) == 1  # slower/equal candidates are never accepted
     assert [c.status for c in gemm_session.candidates()] == ["pending"] * 3
     assert "correct but not faster" in (feedback_seen[1] or "")
@@ -205,8 +201,8 @@ def test_best_of_k_approves_the_fastest_and_keeps_the_rest(gemm_session):
     def timed(problem, code, **kw):
         return _timed(speeds[code.strip()[-1]])
 
-    outcome = run_stage(gemm_session, "autotuning", Proposer(), best_of=3, iterations=1, auto=True,
-                        verify_fn=timed)
+    outcome = run_stage(SessionController(gemm_session), "autotuning", Proposer(),
+                        LoopOptions(best_of=3, iterations=1, auto=True, verify_fn=timed))
     assert outcome.status == "approved" and outcome.best == "autotuning/2"
     assert outcome.speedup == pytest.approx(1.9)
     statuses = {c.id: c.status for c in gemm_session.candidates()}
@@ -228,13 +224,18 @@ def test_without_auto_the_best_candidate_waits_or_is_decided(gemm_session):
             return Candidate(code=base + f"\n# v{self.n}\n", engine="llm", rationale="v")
 
     ok = lambda problem, code, **kw: _timed(1.5)  # noqa: E731
-    pending = run_stage(gemm_session, "dtype_fix", Proposer(), verify_fn=ok)
-    assert pending.status == "pending" and pending.best == "dtype_fix/1"
-    assert len(gemm_session.history()) == 1 and gemm_session.stages["dtype_fix"]["status"] == "running"
-    # a person rejects the first, approves the second
+    controller = SessionController(gemm_session)
+    pending = run_stage(controller, "dtype_fix", Proposer(), LoopOptions(verify_fn=ok))
+    assert pending.status is OutcomeStatus.REVIEW and pending.best == "dtype_fix/1"
+    assert len(gemm_session.history()) == 1 and gemm_session.stages["dtype_fix"]["status"] == "review"
+    # rejecting the candidate the stage waits on leaves the stage idle, not running
+    controller.reject("dtype_fix/1", "not this one")
+    assert gemm_session.stages["dtype_fix"]["status"] == StageStatus.PENDING
+    assert gemm_session.current_stage == "dtype_fix"
+    # a person rejects the next, approves the one after
     answers = iter([(False, "too clever"), True])
-    decided = run_stage(gemm_session, "dtype_fix", Proposer(), verify_fn=ok, iterations=3,
-                        decide=lambda rec, verdict: next(answers))
+    decided = run_stage(controller, "dtype_fix", Proposer(),
+                        LoopOptions(verify_fn=ok, iterations=3, decide=lambda rec, verdict: next(answers)))
     assert decided.status == "approved" and decided.best == "dtype_fix/3"
     assert gemm_session.candidate("dtype_fix/2").status == "rejected"
     assert gemm_session.candidate("dtype_fix/2").reason == "too clever"
@@ -250,10 +251,11 @@ def test_cancel_stops_between_steps(gemm_session):
             cancel.set()  # the user presses Cancel while the engine works
             return Candidate(code=context.current_code + "\n# x\n", engine="llm")
 
-    outcome = run_stage(gemm_session, "dtype_fix", Proposer(), verify_fn=lambda *a, **k: _timed(2.0),
-                        iterations=3, cancel=cancel)
-    assert outcome.status in ("cancelled", "pending")
+    outcome = run_stage(SessionController(gemm_session), "dtype_fix", Proposer(),
+                        LoopOptions(verify_fn=lambda *a, **k: _timed(2.0), iterations=3, cancel=cancel))
+    assert outcome.status is OutcomeStatus.CANCELLED
     assert len(gemm_session.history()) == 1
+    assert gemm_session.stages["dtype_fix"]["status"] == "pending"  # idle again, not "running"
 
 
 def test_stage_without_a_session_and_engine_errors():
@@ -265,23 +267,27 @@ def test_stage_without_a_session_and_engine_errors():
         def propose(self, stage, context, feedback=None):
             raise RuntimeError("endpoint down")
 
-    outcome = run_stage(StageState(problem=problem), "dtype_fix", Failing(), verify_fn=lambda *a, **k: _timed(2.0))
+    memory = MemoryController(problem, target="cuda")
+    outcome = run_stage(memory, "dtype_fix", Failing(), LoopOptions(verify_fn=lambda *a, **k: _timed(2.0)))
     assert outcome.status == "kept_current" and "endpoint down" in outcome.reason
-    outcome2 = run_stage(stage="dtype_fix", engine=get_engine("rules"), problem=problem,
-                         verify_fn=lambda *a, **k: _timed(2.0), auto=True)
+    outcome2 = run_stage(memory, "dtype_fix", get_engine("rules"),
+                         LoopOptions(verify_fn=lambda *a, **k: _timed(2.0), auto=True))
     assert outcome2.status == "approved" and outcome2.attempts[0].candidate.code == rules_fixed(problem.kernel.source)
+    # in memory, the same rules as in a session: the approved code is the current version
+    assert memory.current().kernel.source == rules_fixed(problem.kernel.source)
+    assert memory.candidate(outcome2.best).status == "approved" and memory.stage_status("dtype_fix") == "done"
 
 
 def test_classify_rules():
     assert classify(_timed(1.5))[0] == "faster"
-    assert classify(_timed(1.01))[0] == NOT_FASTER
-    assert classify(_timed(0.5))[0] == NOT_FASTER
-    assert classify(Verdict(kind=VerdictKind.WRONG_ANSWER, reason="x"))[0] == FAILED
+    assert classify(_timed(1.01))[0] == AttemptStatus.NOT_FASTER
+    assert classify(_timed(0.5))[0] == AttemptStatus.NOT_FASTER
+    assert classify(Verdict(kind=VerdictKind.WRONG_ANSWER, reason="x"))[0] == AttemptStatus.FAILED
     cpu = Verdict(kind=VerdictKind.OK, steps=[Step("performance", StepStatus.NOT_MEASURED)])
-    assert classify(cpu)[0] == CORRECT_UNMEASURED
+    assert classify(cpu)[0] == AttemptStatus.CORRECT
     inconclusive = _timed(1.5)
     inconclusive.steps = [Step("performance", StepStatus.INCONCLUSIVE, summary="cv too high")]
-    assert classify(inconclusive)[0] == NOT_FASTER
+    assert classify(inconclusive)[0] == AttemptStatus.NOT_FASTER
 
 
 def test_hard_coded_device_detection():
@@ -300,7 +306,7 @@ def test_portability_prepares_a_kernel_that_hard_codes_xpu(tmp_path):
     problem = problem_from_source(src, name="gemm_xpu", spec_text=GEMM.with_suffix(".yaml").read_text(),
                                   reference_source=GEMM.with_name("07_gemm_fp32_upcast_ref.py").read_text())
     session = Session.create(problem, workspace=tmp_path, plan=["dtype_fix"], device={"type": "cpu"})
-    outcome = prepare_portability(session, verify_fn=verify, device="cpu", verify_options=QUICK)
+    outcome = prepare_portability(SessionController(session, "cpu"), LoopOptions(verify_fn=verify, verify_options=QUICK))
     assert outcome is not None and outcome.status == "approved", outcome.reason
     head = session.version("head")
     assert head.stage == "portability" and head.engine == "rules" and head.kind == "portability"
@@ -309,7 +315,8 @@ def test_portability_prepares_a_kernel_that_hard_codes_xpu(tmp_path):
     assert "verified on its own" in head.trailers["Note"]  # the original cannot run here
     assert session.stages["portability"]["status"] == "done"
     # nothing more to port the second time
-    assert prepare_portability(session, verify_fn=verify, device="cpu", verify_options=QUICK) is None
+    assert prepare_portability(SessionController(session, "cpu"),
+                               LoopOptions(verify_fn=verify, verify_options=QUICK)) is None
 
 
 def test_portability_fixes_a_grid_and_checks_the_port_against_the_original(tmp_path):
@@ -317,7 +324,7 @@ def test_portability_fixes_a_grid_and_checks_the_port_against_the_original(tmp_p
 
     problem = load_problem(autotuned_with_fixed_grid(tmp_path))
     session = Session.create(problem, workspace=tmp_path / "ws", plan=["dtype_fix"], device={"type": "cpu"})
-    outcome = prepare_portability(session, verify_fn=verify, device="cpu", verify_options=QUICK)
+    outcome = prepare_portability(SessionController(session, "cpu"), LoopOptions(verify_fn=verify, verify_options=QUICK))
     assert outcome is not None and outcome.status == "approved", outcome.reason
     head = session.version("head")
     assert 'META["BLOCK_M"]' in session.source()
@@ -335,17 +342,15 @@ def _cpu_ok(problem, code, **kwargs):
 
 
 def test_pipeline_runs_the_remaining_plan_and_resumes(gemm_session):
-    from xeforge_core.cover import run_pipeline
-
-    rules = get_engine("rules", target="cuda")
+    rules = get_engine("rules")
     # without auto or a decision, the pipeline stops at the first stage awaiting a decision
-    first = run_pipeline(gemm_session, rules, verify_fn=_cpu_ok, device="cpu")
-    assert [o.status for o in first] == ["pending"] and gemm_session.current_stage == "dtype_fix"
+    first = run_pipeline(SessionController(gemm_session, "cpu"), rules, LoopOptions(verify_fn=_cpu_ok))
+    assert [o.status for o in first] == ["review"] and gemm_session.current_stage == "dtype_fix"
     gemm_session.approve(first[0].best)
     assert gemm_session.current_stage == "autotuning"
     # a restart later: the pipeline continues from the current stage
     reopened = Session.open(gemm_session.path)
-    rest = run_pipeline(reopened, rules, verify_fn=_cpu_ok, device="cpu", auto=True)
+    rest = run_pipeline(SessionController(reopened, "cpu"), rules, LoopOptions(verify_fn=_cpu_ok, auto=True))
     assert [(o.stage, o.status) for o in rest] == [("autotuning", "approved")]
     assert reopened.current_stage is None
     assert [v.stage for v in reopened.history()] == ["baseline", "dtype_fix", "autotuning"]
@@ -363,7 +368,18 @@ def test_a_version_change_during_the_stage_is_not_overwritten(gemm_session):
             other.commit_manual(base + "\n# edited elsewhere\n", message="edit elsewhere")
             return Candidate(code=base + "\n# candidate\n", engine="llm")
 
-    outcome = run_stage(gemm_session, "dtype_fix", Proposer(), verify_fn=_cpu_ok, auto=True)
-    assert outcome.status == "pending" and "could not be approved" in outcome.reason
+    outcome = run_stage(SessionController(gemm_session), "dtype_fix", Proposer(), LoopOptions(verify_fn=_cpu_ok, auto=True))
+    assert outcome.status == "review" and "could not be approved" in outcome.reason
     assert gemm_session.source().endswith("# edited elsewhere\n")
     assert gemm_session.candidate("dtype_fix/1").status == "pending"
+
+
+def test_a_stage_the_engine_cannot_do_is_answered_at_once(gemm_session):
+    """The rules engine has no codemod for block_pointers: the loop says so before any device
+    probe, worker or candidate, and the pipeline moves on."""
+    controller = SessionController(gemm_session)  # the product's verifier, the recorded device "cpu"
+    outcome = run_stage(controller, "block_pointers", get_engine("rules"), LoopOptions())
+    # the device was not probed (it would be a DeviceInfo now) and nothing was verified
+    assert outcome.status is OutcomeStatus.KEPT_CURRENT and controller.device == "cpu"
+    assert "no codemod for stage 'block_pointers'" in outcome.reason and "llm or manual" in outcome.reason
+    assert gemm_session.candidates() == [] and gemm_session.stages["block_pointers"]["status"] == "kept_current"

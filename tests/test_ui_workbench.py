@@ -171,3 +171,33 @@ def test_after_a_reject_the_stage_is_idle_and_the_counts_agree(wb: Workbench,
     item = next(i for i in wb.plan_items() if i.stage == "dtype_fix")
     assert item.status == "pending" and item.current and "rejected" in item.reason
     assert session.candidate("dtype_fix/1").status == "rejected"
+
+
+def test_approve_and_reject_are_git_operations_in_process(wb: Workbench, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No analysis, no verification and no git subprocess for a reject; for an approve only the
+    working-tree checkout (``git read-tree``) runs as a child process."""
+    import subprocess
+
+    import xeforge_core.verify as verify_mod
+
+    monkeypatch.setattr(verify_mod, "verify", _ok_verdict)
+    session = wb.start_session()
+    spawned: list[str] = []
+    execute = subprocess.Popen._execute_child
+
+    def counting(self: subprocess.Popen, args: object, *rest: object, **kwargs: object) -> object:
+        spawned.append(" ".join(map(str, args)) if isinstance(args, (list, tuple)) else str(args))
+        return execute(self, args, *rest, **kwargs)
+
+    current = session.source("head")
+    for action, warps in (("reject", 8), ("approve", 16)):
+        wb.submit_manual(current.replace("num_warps=4", f"num_warps={warps}"))
+        job = wb.start_verify()
+        assert job.wait(30) and wb.poll()[0][0] == "success"
+        spawned.clear()
+        with monkeypatch.context() as m:
+            m.setattr(subprocess.Popen, "_execute_child", counting)
+            getattr(wb, action)()
+        expected = ["git read-tree -u --reset HEAD"] if action == "approve" else []
+        assert spawned == expected, (action, spawned)
+    assert [v.kind for v in session.history()] == ["baseline", "manual"]

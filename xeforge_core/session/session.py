@@ -46,8 +46,6 @@ import fcntl
 import json
 import os
 import re
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -58,6 +56,7 @@ import git
 from xeforge_core.errors import XeForgeError
 from xeforge_core.pipeline.status import CandidateStatus, StageStatus
 from xeforge_core.pipeline.target import Target, resolve
+from xeforge_core.session.git import GitStore, GitStoreError
 from xeforge_core.session.records import (
     CANDIDATE_REF_PREFIX,
     CandidateRecord,
@@ -86,12 +85,6 @@ META_DIR = ".xeforge"
 SESSION_FILE = "session.json"
 FORMAT_VERSION = 1
 
-_AUTHOR = {
-    "GIT_AUTHOR_NAME": "Xe-Forge Studio",
-    "GIT_AUTHOR_EMAIL": "xeforge@localhost",
-    "GIT_COMMITTER_NAME": "Xe-Forge Studio",
-    "GIT_COMMITTER_EMAIL": "xeforge@localhost",
-}
 _STAGE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -135,7 +128,9 @@ class Session:
     def __init__(self, path: Path, repo: git.Repo, *, secrets: Iterable[str] = ()) -> None:
         self.path = Path(path)
         self.repo = repo
+        self.store = GitStore(self.path, repo)
         self._secrets = [s for s in secrets if s]
+        self._baseline: str | None = None
         self._info: dict[str, Any] = json.loads(self._read(self.baseline, SESSION_FILE))
         self._state: dict[str, Any] = self._load_state()
 
@@ -222,17 +217,12 @@ class Session:
         }
         files[SESSION_FILE] = json.dumps(info, indent=2, sort_keys=True) + "\n"
 
-        repo = git.Repo.init(path, initial_branch=BRANCH) if _supports_initial_branch() else git.Repo.init(path)
-        with repo.config_writer() as cw:
-            cw.set_value("user", "name", _AUTHOR["GIT_AUTHOR_NAME"])
-            cw.set_value("user", "email", _AUTHOR["GIT_AUTHOR_EMAIL"])
-            cw.set_value("core", "autocrlf", "false")
-            cw.set_value("gc", "auto", "0")
+        store = GitStore.init(path, BRANCH)
         (path / ".git" / "xeforge").mkdir(exist_ok=True)
-        (path / ".git" / "HEAD").write_text(f"ref: {BRANCH_REF}\n")
         session = cls.__new__(cls)
         session.path = path
-        session.repo = repo
+        session.repo = store.repo
+        session.store = store
         session._secrets = [s for s in secrets if s]
         tree = session._build_tree(None, files)
         trailers = {
@@ -243,6 +233,7 @@ class Session:
         }
         sha = session._commit_tree(tree, [], commit_message(f"baseline: {info['problem']}", "", trailers))
         session._update_ref(BRANCH_REF, sha, None)
+        session._baseline = sha
         session._info = info
         session._base_problem = problem
         session._state = session._initial_state()
@@ -261,10 +252,8 @@ class Session:
             repo = git.Repo(path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
             raise SessionError(f"{path} is not a session repository ({exc.__class__.__name__})") from exc
-        try:
-            repo.git.rev_parse("--verify", BRANCH_REF)
-        except git.GitCommandError as exc:
-            raise SessionError(f"{path} is not a session repository (no '{BRANCH}' branch)") from exc
+        if GitStore(path, repo).ref(BRANCH_REF) is None:
+            raise SessionError(f"{path} is not a session repository (no '{BRANCH}' branch)")
         session = cls(path, repo, secrets=secrets)
         (path / ".git" / "xeforge").mkdir(exist_ok=True)
         return session
@@ -331,12 +320,17 @@ class Session:
     @property
     def head(self) -> str:
         """The sha of the current version."""
-        return self.repo.git.rev_parse(BRANCH_REF)
+        sha = self.store.ref(BRANCH_REF)
+        if sha is None:
+            raise SessionError(f"{self.path} has no '{BRANCH}' branch")
+        return sha
 
     @property
     def baseline(self) -> str:
-        """The sha of commit 0 (the baseline)."""
-        return self.repo.git.rev_list("--max-parents=0", BRANCH_REF).split()[0]
+        """The sha of commit 0 (the baseline; it never changes)."""
+        if self._baseline is None:
+            self._baseline = self._branch_shas()[0]
+        return self._baseline
 
     @property
     def plan(self) -> list[str]:
@@ -385,11 +379,17 @@ class Session:
             except IndexError as exc:
                 raise SessionError(f"no version {idx}: the session has {len(shas)} versions") from exc
         text = str(version)
-        for candidate in (CANDIDATE_REF_PREFIX + text, text):
+        for ref in (CANDIDATE_REF_PREFIX + text, text, f"refs/heads/{text}"):
+            sha = self.store.ref(ref) if ref.startswith("refs/") else None
+            if sha is not None:
+                return sha
+        if re.fullmatch(r"[0-9a-f]{40}", text) and self.store.has_commit(text):
+            return text
+        if re.fullmatch(r"[0-9a-f]{4,39}", text):  # an abbreviated sha
             try:
-                return self.repo.git.rev_parse("--verify", "--quiet", candidate + "^{commit}")
+                return self.repo.git.rev_parse("--verify", "--quiet", text + "^{commit}")
             except git.GitCommandError:
-                continue
+                pass
         raise SessionError(f"unknown version {text!r}")
 
     def source(self, version: str | int | None = "head") -> str:
@@ -406,15 +406,9 @@ class Session:
     def files_at(self, version: str | int | None = "head", *, include_meta: bool = False) -> dict[str, str]:
         """All files of ``version`` as ``{path: text}`` (``.xeforge/`` only with
         ``include_meta``)."""
-        commit = self.repo.commit(self.resolve(version))
-        out = {}
-        for blob in commit.tree.traverse():
-            if blob.type != "blob":
-                continue
-            if not include_meta and blob.path.startswith(META_DIR + "/"):
-                continue
-            out[blob.path] = blob.data_stream.read().decode("utf-8", errors="replace")
-        return out
+        files = self.store.tree_files(self.resolve(version))
+        return {path: data.decode("utf-8", errors="replace") for path, data in files.items()
+                if include_meta or not path.startswith(META_DIR + "/")}
 
     def problem(self, version: str | int | None = "head") -> Any:
         """The :class:`~xeforge_core.problem.Problem` with the kernel as of ``version`` (the spec
@@ -444,7 +438,7 @@ class Session:
         versions: list[Version] = []
         for index, sha in enumerate(self._branch_shas()):
             commit = self.repo.commit(sha)
-            message = commit.message if isinstance(commit.message, str) else commit.message.decode()
+            message = self.store.message(sha)
             t = parse_trailers(message)
             engine = t.get("Engine")
             if index == 0:
@@ -512,7 +506,7 @@ class Session:
             self._refresh()
             parent_sha = self.resolve(parent)
             number = int(self._state["counters"].get(stage, 0)) + 1
-            while self._ref_exists(f"{CANDIDATE_REF_PREFIX}{stage}/{number}"):
+            while self.store.ref(f"{CANDIDATE_REF_PREFIX}{stage}/{number}") is not None:
                 number += 1
             cid = f"{stage}/{number}"
             sha = self._candidate_commit(parent_sha, cid, stage, source, engine=engine, model=model,
@@ -549,11 +543,9 @@ class Session:
     def candidate(self, candidate_id: str) -> CandidateRecord:
         """The record of candidate ``"<stage>/<n>"``. Raises ``SessionError`` if unknown."""
         self._refresh()
-        ref = CANDIDATE_REF_PREFIX + candidate_id
-        try:
-            sha = self.repo.git.rev_parse("--verify", "--quiet", ref)
-        except git.GitCommandError as exc:
-            raise SessionError(f"unknown candidate {candidate_id!r}") from exc
+        sha = self.store.ref(CANDIDATE_REF_PREFIX + candidate_id)
+        if sha is None:
+            raise SessionError(f"unknown candidate {candidate_id!r}")
         return self._candidate_record(candidate_id, sha)
 
     def candidates(self, stage: str | None = None, status: str | None = None) -> list[CandidateRecord]:
@@ -562,12 +554,7 @@ class Session:
         self._refresh()
         pattern = CANDIDATE_REF_PREFIX + (f"{stage}/" if stage else "")
         out = []
-        try:
-            listing = self.repo.git.for_each_ref("--format=%(refname) %(objectname)", pattern)
-        except git.GitCommandError:
-            listing = ""
-        for line in listing.splitlines():
-            ref, sha = line.split()
+        for ref, sha in self.store.refs(pattern).items():
             cid = ref[len(CANDIDATE_REF_PREFIX):]
             rec = self._candidate_record(cid, sha)
             if status is None or rec.status == status:
@@ -628,8 +615,7 @@ class Session:
                 "Note": "; ".join(notes),
             }
             subject = message or f"{rec.stage}: {_summary_line(rec.rationale) or 'candidate ' + rec.id} ({rec.engine})"
-            tree = self.repo.commit(rec.sha).tree.hexsha
-            sha = self._commit_tree(tree, [head], commit_message(subject, rec.rationale, trailers))
+            sha = self._commit_tree(self.store.tree_of(rec.sha), [head], commit_message(subject, rec.rationale, trailers))
             self._update_ref(BRANCH_REF, sha, head)
             self._state["candidates"].setdefault(rec.id, {})
             self._state["candidates"][rec.id].update(status=CandidateStatus.APPROVED, reason=note, approved_as=sha,
@@ -707,7 +693,7 @@ class Session:
             if files == current:
                 raise SessionError(f"{version!r} has the same content as the current version")
             removed = [p for p in current if p not in files]
-            tree = self._build_tree(self.repo.commit(head).tree.hexsha, files, remove=removed)
+            tree = self._build_tree(self.store.tree_of(head), files, remove=removed)
             cumulative = None
             stage = None
             with contextlib.suppress(SessionError):
@@ -830,72 +816,30 @@ class Session:
 
     # ---------------------------------------------------------------- internals: git
 
-    def _git(self, *args: str, input: str | bytes | None = None, env: dict[str, str] | None = None) -> str:
-        full_env = dict(os.environ)
-        full_env.update(_AUTHOR)
-        full_env.setdefault("GIT_CONFIG_NOSYSTEM", "1")
-        if env:
-            full_env.update(env)
-        data = input.encode() if isinstance(input, str) else input
-        proc = subprocess.run(["git", *args], cwd=self.path, input=data, capture_output=True, env=full_env,
-                              check=False)
-        if proc.returncode != 0:
-            raise SessionError(f"git {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace').strip()}")
-        return proc.stdout.decode().strip()
-
-    def _hash_blob(self, text: str) -> str:
-        return self._git("hash-object", "-w", "--stdin", input=redact(text, self._secrets))
-
     def _build_tree(self, base_tree: str | None, files: dict[str, str], remove: Iterable[str] = ()) -> str:
-        xdir = self.path / ".git" / "xeforge"
-        xdir.mkdir(parents=True, exist_ok=True)
-        fd, index = tempfile.mkstemp(prefix="index-", dir=xdir)
-        os.close(fd)
-        os.unlink(index)
-        env = {"GIT_INDEX_FILE": index}
-        try:
-            if base_tree:
-                self._git("read-tree", base_tree, env=env)
-            else:
-                self._git("read-tree", "--empty", env=env)
-            lines = [f"100644 {self._hash_blob(text)}\t{path}" for path, text in files.items()]
-            lines += [f"0 {'0' * 40}\t{path}" for path in remove]
-            if lines:
-                self._git("update-index", "--index-info", input="\n".join(lines) + "\n", env=env)
-            return self._git("write-tree", env=env)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(index)
+        return self.store.write_tree(base_tree, {p: redact(t, self._secrets).encode("utf-8") for p, t in files.items()},
+                                     remove)
 
     def _commit_tree(self, tree: str, parents: list[str], message: str) -> str:
-        args = ["commit-tree", tree]
-        for p in parents:
-            args += ["-p", p]
-        return self._git(*args, input=redact(message, self._secrets))
+        return self.store.write_commit(tree, parents, redact(message, self._secrets))
 
     def _update_ref(self, ref: str, new: str, old: str | None) -> None:
         # the single commit point of every change; fails if someone else moved the ref
-        self._git("update-ref", "-m", "xeforge", ref, new, old if old is not None else "0" * 40)
-
-    def _ref_exists(self, ref: str) -> bool:
         try:
-            self.repo.git.rev_parse("--verify", "--quiet", ref)
-            return True
-        except git.GitCommandError:
-            return False
+            self.store.set_ref(ref, new, old)
+        except GitStoreError as exc:
+            raise SessionError(str(exc)) from exc
 
     def _read(self, sha: str, path: str) -> str:
-        blob = self.repo.commit(sha).tree / path
-        return blob.data_stream.read().decode("utf-8", errors="replace")
+        return self.store.read_blob(sha, path).decode("utf-8", errors="replace")
 
     def _branch_shas(self) -> list[str]:
-        out = self.repo.git.rev_list("--first-parent", "--reverse", BRANCH_REF)
-        return out.split()
+        return self.store.first_parent_chain(self.head)
 
     def _sync_worktree(self) -> None:
         """Make the working tree and index show HEAD (best effort: the refs are the truth)."""
-        with contextlib.suppress(SessionError):
-            self._git("read-tree", "-u", "--reset", "HEAD")
+        with contextlib.suppress(GitStoreError):
+            self.store.checkout_head()
 
     def _candidate_commit(self, parent: str, cid: str, stage: str, source: str, *, engine: str,
                           model: str | None, iteration: int | None, rationale: str,
@@ -903,7 +847,7 @@ class Session:
         files = {self.kernel_file: source}
         if verdict is not None:
             files[self._verdict_path(cid)] = json.dumps(verdict.to_dict(), indent=1, sort_keys=True) + "\n"
-        tree = self._build_tree(self.repo.commit(parent).tree.hexsha, files)
+        tree = self._build_tree(self.store.tree_of(parent), files)
         speed = verdict.speedup if speed_measured(verdict) else None
         trailers = {
             "Stage": stage, "Engine": engine, "Model": model or "-",
@@ -928,7 +872,7 @@ class Session:
 
     def _candidate_record(self, cid: str, sha: str) -> CandidateRecord:
         commit = self.repo.commit(sha)
-        message = commit.message if isinstance(commit.message, str) else commit.message.decode()
+        message = self.store.message(sha)
         t = parse_trailers(message)
         paragraphs = re.split(r"\n\s*\n", message.strip())
         rationale = "\n\n".join(paragraphs[1:-1]).strip() if len(paragraphs) > 2 else ""
@@ -963,9 +907,8 @@ class Session:
         self._state["log"].append(entry)
 
     def _load_state(self) -> dict[str, Any]:
-        try:
-            sha = self.repo.git.rev_parse("--verify", "--quiet", STATE_REF)
-        except git.GitCommandError:
+        sha = self.store.ref(STATE_REF)
+        if sha is None:
             return self._rebuild_state()
         try:
             data = json.loads(self._read(sha, "state.json"))
@@ -976,9 +919,8 @@ class Session:
 
     def _refresh(self) -> None:
         """Re-read the state if another process (or Session object) changed it."""
-        try:
-            sha = self.repo.git.rev_parse("--verify", "--quiet", STATE_REF)
-        except git.GitCommandError:
+        sha = self.store.ref(STATE_REF)
+        if sha is None:
             return
         if sha != getattr(self, "_state_sha", None):
             self._state = json.loads(self._read(sha, "state.json"))
@@ -996,17 +938,12 @@ class Session:
             if v.stage and v.stage in self._state["stages"]:
                 self._state["stages"][v.stage]["versions"].append(v.sha)
                 self._state["stages"][v.stage]["status"] = StageStatus.DONE
-        try:
-            listing = self.repo.git.for_each_ref("--format=%(refname) %(objectname)", CANDIDATE_REF_PREFIX)
-        except git.GitCommandError:
-            listing = ""
-        for line in listing.splitlines():
-            ref, sha = line.split()
+        for ref, sha in sorted(self.store.refs(CANDIDATE_REF_PREFIX).items()):
             cid = ref[len(CANDIDATE_REF_PREFIX):]
             stage, _, num = cid.rpartition("/")
             status = CandidateStatus.APPROVED if cid in approved else CandidateStatus.PENDING
             self._state["candidates"][cid] = {"status": status, "reason": "",
-                                              "time": float(self.repo.commit(sha).committed_date),
+                                              "time": self.store.commit_time(sha),
                                               "approved_as": approved.get(cid)}
             if num.isdigit():
                 self._state["counters"][stage] = max(int(num), self._state["counters"].get(stage, 0))
@@ -1016,8 +953,7 @@ class Session:
 
     def _save_state(self) -> None:
         text = json.dumps(self._state, indent=1, sort_keys=True) + "\n"
-        blob = self._hash_blob(text)
-        tree = self._git("mktree", input=f"100644 blob {blob}\tstate.json\n")
+        tree = self._build_tree(None, {"state.json": text})
         old = getattr(self, "_state_sha", None)
         parents = [old] if old else []
         sha = self._commit_tree(tree, parents, "session state\n")
@@ -1057,15 +993,6 @@ def _fingerprint(device: Any) -> dict[str, Any]:
         if value is not None:
             fp.setdefault(key, value)
     return fp
-
-
-def _supports_initial_branch() -> bool:
-    try:
-        out = subprocess.run(["git", "--version"], capture_output=True, text=True, check=False).stdout
-        m = re.search(r"(\d+)\.(\d+)", out)
-        return bool(m) and (int(m.group(1)), int(m.group(2))) >= (2, 28)
-    except OSError:
-        return False
 
 
 def _summary_line(text: str, limit: int = 90) -> str:

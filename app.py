@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from xeforge_core.pipeline.registry import ENGINES
 from xeforge_core.ui.render import flash, nav_link, page_setup
 from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
@@ -149,9 +150,7 @@ def home() -> None:
     # ------------------------------------------------------------------ 3. engine
     st.header("4 · Engine")
     s = wb.settings
-    engine_labels = {"rules": "rules: deterministic codemods from the knowledge base (no key needed)",
-                     "manual": "manual: your own edit, or a reply pasted from any chat LLM (no key needed)",
-                     "llm": "llm: any OpenAI-compatible endpoint (needs endpoint and model; key if required)"}
+    engine_labels = {e.name: f"{e.name}: {e.description}" for e in ENGINES}
     s.engine = st.radio("Engine", list(engine_labels), index=list(engine_labels).index(s.engine),
                         format_func=engine_labels.get, key="home_engine")
     with st.expander("LLM endpoint settings", expanded=s.engine == "llm" or bool(s.settings_error)):

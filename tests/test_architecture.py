@@ -205,6 +205,57 @@ def test_errors_keep_the_builtin_meaning_they_share() -> None:
     assert isinstance(LockTimeout("busy"), TimeoutError)
 
 
-@pytest.mark.parametrize("name", sorted(getattr(xeforge_core, "__all__", [])))
+@pytest.mark.parametrize("name", sorted(xeforge_core.__all__))
 def test_the_top_level_exports_resolve(name: str) -> None:
     assert getattr(xeforge_core, name) is not None
+
+
+def test_the_top_level_exports_the_documented_api_and_no_submodule_name() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    submodules = {m.name for m in pkgutil.iter_modules(xeforge_core.__path__)}
+    for name in xeforge_core.__all__:
+        assert name not in submodules, f"xeforge_core.{name} would shadow the submodule"
+        assert name == "__version__" or f"{name}" in doc, f"{name} is exported but not in docs/architecture.md"
+
+
+def test_importing_the_top_level_imports_nothing_else() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, xeforge_core; print(sorted(m for m in sys.modules if m.startswith('xeforge_core')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['xeforge_core']"
+
+
+class EchoEngine:
+    """An engine written for this test: one module (this one) plus one registry entry."""
+
+    name = "echo"
+
+    def propose(self, stage, context, feedback=None):  # noqa: ANN001, ANN201
+        from xeforge_core.engines.base import Candidate
+
+        return Candidate(code=context.current_code + "\n# echo\n", engine=self.name, rationale="echo")
+
+
+def test_an_engine_is_one_module_plus_its_registration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Registered in ``pipeline.registry.ENGINES`` only, a new engine is offered by the CLI,
+    listed by the plan for every stage, built by ``get_engine`` and run by the loop."""
+    from xeforge_core.cli import build_parser
+    from xeforge_core.engines import get_engine
+    from xeforge_core.pipeline import registry
+    from xeforge_core.pipeline.controller import MemoryController
+    from xeforge_core.pipeline.loop import LoopOptions, run_stage
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verdict import Step, StepStatus, Verdict, VerdictKind
+
+    spec = registry.EngineSpec("echo", "appends a comment", f"{__name__}:EchoEngine", "any")
+    monkeypatch.setattr(registry, "ENGINES", (*registry.ENGINES, spec))
+    args = build_parser().parse_args(["optimize", "k.py", "--engine", "echo"])
+    assert args.engine == "echo"
+    assert "echo" in registry.engines_for("fusion") and "echo" in registry.engines_for("dtype_fix")
+    problem = load_problem(ROOT / "sample_kernels" / "01_vector_add.py")
+    ok = Verdict(kind=VerdictKind.OK, steps=[Step("performance", StepStatus.NOT_MEASURED)])
+    outcome = run_stage(MemoryController(problem), "fusion", get_engine("echo"),
+                        LoopOptions(auto=True, verify_fn=lambda *a, **k: ok))
+    assert outcome.status == "approved" and outcome.best_source.endswith("# echo\n")

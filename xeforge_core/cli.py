@@ -24,13 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"xeforge_core.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"xeforge_core.commands.{name}":
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(f"xeforge_core.commands.{name}").register(sub)
     return parser
 
 

@@ -375,16 +375,6 @@ def kill_group(sid: int, token: str = "", *, term_grace_s: float = TERM_GRACE_S)
 # output capture
 
 
-def truncate_text(text: str, limit: int = OUTPUT_LIMIT_BYTES) -> str:
-    """``text`` if it fits in ``limit`` characters, else its head and tail (half each) with a
-    marker saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    cut = len(text) - 2 * half
-    return f"{text[:half]}\n... [{cut} characters cut] ...\n{text[-half:]}"
-
-
 def _read_truncated(path: Path, limit: int = OUTPUT_LIMIT_BYTES) -> str:
     try:
         size = path.stat().st_size

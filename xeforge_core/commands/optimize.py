@@ -24,10 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from xeforge_core.commands.verify import add_verification_arguments
-from xeforge_core.pipeline.registry import ENGINES
-
-#: Engines a command line can run (the manual engine takes a person's text).
-BATCH_ENGINES: tuple[str, ...] = tuple(e.name for e in ENGINES if not e.interactive)
+from xeforge_core.pipeline.registry import engine_names
+from xeforge_core.text import plural
 
 if TYPE_CHECKING:
     from xeforge_core.devices import DeviceInfo
@@ -56,8 +54,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     settings)."""
     p.add_argument("--stages", metavar="a,b,...", default=None,
                    help="stage ids in the order to run (default: the analysis' plan)")
-    p.add_argument("--engine", choices=BATCH_ENGINES, default=BATCH_ENGINES[0],
-                   help="who proposes candidates (default: rules, no LLM needed)")
+    runnable = engine_names(interactive=False)  # the manual engine takes a person's text
+    p.add_argument("--engine", choices=runnable, default=runnable[0],
+                   help=f"who proposes candidates (default: {runnable[0]}, no LLM needed)")
     p.add_argument("--workspace", metavar="W", default=None,
                    help="where session repositories go (default: $XEFORGE_WORKSPACE or ./workspace)")
     p.add_argument("--device", metavar="D", default=None,
@@ -123,14 +122,9 @@ def parse_stages(text: str | None) -> list[str] | None:
     for an unknown stage id (when the stage list is available)."""
     if not text:
         return None
-    stages = [s.strip() for s in text.split(",") if s.strip()]
-    from xeforge_core.pipeline.registry import ALL_STAGE_IDS
+    from xeforge_core.pipeline.registry import require_stages
 
-    known = list(ALL_STAGE_IDS)
-    bad = [s for s in stages if s not in known]
-    if bad:
-        raise ValueError(f"unknown stage(s): {', '.join(bad)} (known: {', '.join(known)})")
-    return stages
+    return require_stages([s.strip() for s in text.split(",") if s.strip()])
 
 
 def check_common_arguments(args: argparse.Namespace) -> list[str] | None:
@@ -302,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
                                      target=target)
             print(f"session {session.path}", file=err)
             print(f"device {device.type}:{device.index} ({device.name}); target {target.label}; plan from "
-                  f"{plan.origin} ({len(plan.analysis.issues)} issue(s)):\n{plan_text(plan)}", file=err)
+                  f"{plan.origin} ({plural(len(plan.analysis.issues), 'issue')}):\n{plan_text(plan)}", file=err)
             for w in problem.warnings:
                 print(f"warning: {w}", file=err)
         engine = make_engine(args.engine)
@@ -360,7 +354,7 @@ def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
         print(json.dumps(plan.to_dict(), indent=2))
     else:
         print(f"{problem.name}: target {target.label}; plan from {plan.origin} "
-              f"({len(plan.analysis.issues)} issue(s))")
+              f"({plural(len(plan.analysis.issues), 'issue')})")
         print(plan_text(plan))
     return EXIT_OK
 

@@ -17,9 +17,6 @@ from dataclasses import dataclass, field
 
 from xeforge_core.doctor.isolate import run_task
 
-#: Op classes, in the order the report lists them.
-OP_CLASSES = ("matmul", "reduction", "indexing+cast", "copy", "synchronisation", "triton")
-
 
 @dataclass(frozen=True)
 class Check:

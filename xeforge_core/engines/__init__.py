@@ -17,10 +17,9 @@ from xeforge_core.engines.base import (
 )
 from xeforge_core.engines.extract import Extraction, extract_code
 from xeforge_core.engines.rules import port_to_device_agnostic
-from xeforge_core.pipeline.registry import ENGINE_NAMES, get_engine
+from xeforge_core.pipeline.registry import engine_names, get_engine
 
 __all__ = [
-    "ENGINE_NAMES",
     "Candidate",
     "Engine",
     "EngineError",
@@ -28,6 +27,7 @@ __all__ = [
     "ProposalContext",
     "TokenUsage",
     "extract_code",
+    "engine_names",
     "get_engine",
     "port_to_device_agnostic",
     "render_stage_prompt",

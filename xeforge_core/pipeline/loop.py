@@ -56,6 +56,7 @@ from xeforge_core.pipeline.controller import (
 from xeforge_core.pipeline.registry import PORTABILITY, EngineSpec, get_engine_spec
 from xeforge_core.pipeline.status import AttemptStatus, OutcomeStatus, StageStatus
 from xeforge_core.session.records import CandidateRecord
+from xeforge_core.text import plural
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 
 if TYPE_CHECKING:
@@ -176,11 +177,6 @@ class StageOutcome:
             "verdict_kind": self.verdict_kind, "seconds": round(self.seconds, 3),
             "attempts": [a.to_dict() for a in self.attempts],
         }
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    """``"1 iteration"``, ``"2 iterations"``."""
-    return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
 # --------------------------------------------------------------------------------------------

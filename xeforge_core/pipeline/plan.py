@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xeforge_core.analysis import Analysis, Issue, analyze, plan_stages
-from xeforge_core.pipeline.registry import ALL_STAGE_IDS, engines_for, get_stage
+from xeforge_core.pipeline.registry import engines_for, get_stage, require_stages
 from xeforge_core.pipeline.target import Target
 
 if TYPE_CHECKING:
@@ -82,9 +82,6 @@ def plan_for(source: str, target: Target, problem: Problem | None = None, *,
     """
     analysis = analyze(source, target.family, problem)
     if stages is not None:
-        chosen = list(stages)
-        bad = [s for s in chosen if s not in ALL_STAGE_IDS]
-        if bad:
-            raise ValueError(f"unknown stage(s): {', '.join(bad)} (known: {', '.join(ALL_STAGE_IDS)})")
+        chosen = require_stages(list(stages))
         return Plan(target=target, stages=planned(chosen, analysis), analysis=analysis, origin="given")
     return Plan(target=target, stages=planned(plan_stages(analysis), analysis), analysis=analysis)

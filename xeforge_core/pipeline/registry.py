@@ -126,9 +126,14 @@ def get_stage(stage_id: str) -> Stage:
         raise KeyError(f"unknown stage {stage_id!r}; stages are {', '.join(ALL_STAGE_IDS)}") from None
 
 
-def stage_for_codemod(codemod: str) -> Stage | None:
-    """The stage served by ``codemod``, or ``None``."""
-    return next((s for s in STAGES if s.codemod == codemod), None)
+def require_stages(stage_ids: list[str]) -> list[str]:
+    """``stage_ids`` when each names a stage; else ``ValueError`` naming the unknown ones and
+    the known ones."""
+    bad = [s for s in stage_ids if s not in _BY_ID]
+    if bad:
+        raise ValueError(f"unknown stage{'s' if len(bad) > 1 else ''}: {', '.join(bad)} "
+                         f"(known: {', '.join(ALL_STAGE_IDS)})")
+    return stage_ids
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,17 +185,22 @@ ENGINES: tuple[EngineSpec, ...] = (
                "xeforge_core.engines.manual:ManualEngine", "any", interactive=True),
 )
 
-_ENGINES = {e.name: e for e in ENGINES}
-ENGINE_NAMES: tuple[str, ...] = tuple(_ENGINES)
+
+
+def engine_names(*, interactive: bool = True) -> list[str]:
+    """The engines' names, in :data:`ENGINES` order (``interactive=False``: only those a command
+    line can run, without a person's text)."""
+    return [e.name for e in ENGINES if interactive or not e.interactive]
 
 
 def get_engine_spec(name: str) -> EngineSpec:
     """The engine called ``name`` (case-insensitive). Raises ``ValueError`` naming the known
     engines otherwise."""
-    try:
-        return _ENGINES[name.strip().lower()]
-    except KeyError:
-        raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(ENGINE_NAMES)}") from None
+    key = name.strip().lower()
+    for spec in ENGINES:
+        if spec.name == key:
+            return spec
+    raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(engine_names())}")
 
 
 def get_engine(name: str, **settings: Any) -> Any:

@@ -14,6 +14,7 @@ import datetime as _dt
 import math
 from typing import TYPE_CHECKING, Any
 
+from xeforge_core.pipeline.registry import ALL_STAGE_IDS, get_stage
 from xeforge_core.session.records import Version, device_label, format_speedup
 
 if TYPE_CHECKING:
@@ -56,6 +57,11 @@ def _perf_of(session: Session, version: Version) -> dict[str, Any]:
     }
 
 
+def _preparatory(stage: str) -> bool:
+    """A preparatory stage (portability): its version is the baseline of speedups, not one."""
+    return stage in ALL_STAGE_IDS and get_stage(stage).preparatory
+
+
 def _product(values: list[float | None]) -> float | None:
     if not values or any(v is None for v in values):
         return None
@@ -95,14 +101,14 @@ def json_report(session: Session) -> dict[str, Any]:
     stage_ids = list(session.plan)
     for v in history[1:]:
         if v.stage and v.stage not in stage_ids and v.kind != "restore":
-            stage_ids.insert(0, v.stage) if v.stage == "portability" else stage_ids.append(v.stage)
+            stage_ids.insert(0, v.stage) if _preparatory(v.stage) else stage_ids.append(v.stage)
     stages = []
     for sid in stage_ids:
         entry = stages_state.get(sid, {})
         in_stage = [v for v in history[1:] if v.stage == sid and v.kind != "restore"]
         cands = [c for c in cand_records if c.stage == sid]
         outcome = entry.get("outcome") or {}
-        speed = None if sid == "portability" else _product([v.speedup for v in in_stage]) if in_stage else None
+        speed = None if _preparatory(sid) else _product([v.speedup for v in in_stage]) if in_stage else None
         status = entry.get("status") or ("done" if in_stage else "pending")
         stages.append({
             "stage": sid,
@@ -187,7 +193,7 @@ def stage_rows(report: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     for s in report["stages"]:
         verdict = s["verdicts"][-1] if s["verdicts"] else (s["attempts"][-1]["verdict"] if s["attempts"] else "-")
         speed = format_speedup(s["speedup"]) if s["versions"] else "-"
-        if s["stage"] == "portability" and s["versions"]:
+        if _preparatory(s["stage"]) and s["versions"]:
             speed = "n/a (port)"
         rows.append([s["stage"], s["status"], s["iterations"] or "-", verdict or "-", speed,
                      _fmt(s["tflops"]), _short(s["reason"], 90)])

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 import git
 
 from xeforge_core.errors import XeForgeError
+from xeforge_core.pipeline.registry import PORTABILITY
 from xeforge_core.pipeline.status import CandidateStatus, StageStatus
 from xeforge_core.pipeline.target import Target, resolve
 from xeforge_core.session.git import GitStore, GitStoreError
@@ -445,7 +446,7 @@ class Session:
                 kind = "baseline"
             elif t.get("Restores"):
                 kind = "restore"
-            elif t.get("Stage") == "portability":
+            elif t.get("Stage") == PORTABILITY:
                 kind = "portability"
             elif engine == "manual":
                 kind = "manual"

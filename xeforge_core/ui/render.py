@@ -16,6 +16,7 @@ from typing import Any
 
 import streamlit as st
 
+from xeforge_core.pipeline.registry import get_engine_spec
 from xeforge_core.ui.diffmerge import diff_hunks, side_by_side
 from xeforge_core.ui.jobs import BackgroundJob, JobState
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
@@ -311,9 +312,8 @@ def sidebar_status(wb: Any) -> None:
                 _poll_until_done(job, "sidebar_device")
         st.markdown("**Engine**")
         s = wb.settings
-        label = {"rules": "rules (deterministic codemods, works with no key)",
-                 "manual": "manual (your edit or a pasted chat reply, works with no key)",
-                 "llm": f"llm ({s.model or 'no model set'})"}.get(s.engine, s.engine)
+        spec = get_engine_spec(s.engine)
+        label = f"{spec.name} ({s.model or 'no model set'})" if spec.needs_endpoint else f"{spec.name} ({spec.description})"
         st.caption(label)
         st.markdown("**Session**")
         if wb.session is not None:

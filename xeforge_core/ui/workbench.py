@@ -27,12 +27,13 @@ from xeforge_core.analysis import Analysis, analyze
 from xeforge_core.engines.base import ProposalContext, render_stage_prompt
 from xeforge_core.errors import XeForgeError
 from xeforge_core.pipeline.controller import Cancelled, SessionController
-from xeforge_core.pipeline.loop import LoopOptions, StageOutcome, plural, prepare_portability, run_stage
+from xeforge_core.pipeline.loop import LoopOptions, StageOutcome, prepare_portability, run_stage
 from xeforge_core.pipeline.plan import Plan, plan_for
 from xeforge_core.pipeline.registry import STAGE_IDS, engines_for, get_engine_spec, get_stage
 from xeforge_core.pipeline.status import CandidateStatus, OutcomeStatus, StageStatus
 from xeforge_core.pipeline.target import Target, TargetError, resolve, targets
 from xeforge_core.session.records import CandidateRecord, Version
+from xeforge_core.text import plural
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus, code_hash
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
@@ -95,10 +96,6 @@ class EngineSettings:
         return str(_llm_defaults().get("error", ""))
 
     @property
-    def needs_key(self) -> bool:
-        return self.engine == "llm"
-
-    @property
     def key_configured(self) -> bool:
         """A key typed here or configured in the environment / ``.env``."""
         return bool(self.api_key) or bool(_llm_defaults()["env_key"])
@@ -115,7 +112,7 @@ class EngineSettings:
 
     def engine_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``get_engine(self.engine, ...)``."""
-        if self.engine != "llm":
+        if not get_engine_spec(self.engine).needs_endpoint:
             return {}
         kwargs: dict[str, Any] = {"model": self.model, "temperature": self.temperature,
                                   "base_url": self.endpoint}
@@ -176,7 +173,6 @@ class Workbench:
         self.doctor_report: Any = None
         self.doctor_error: str = ""
         self.last_stage_result: StageOutcome | None = None
-        self.notes: list[str] = []
         self.demo: dict[str, Any] = {}
         self._lock = threading.RLock()
         self._analyses: dict[tuple[str, str], Analysis] = {}

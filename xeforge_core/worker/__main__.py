@@ -33,21 +33,16 @@ def run_job(job_dir: Path) -> dict[str, Any]:
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     if role == "probe":
-        import importlib
+        from xeforge_core.worker import probe
 
         try:
-            probe = importlib.import_module("xeforge_core.worker.probe")
-        except ModuleNotFoundError:
-            result = {"role": role, "kind": "runtime_error", "reason": "this worker has no probe module"}
-        else:
-            try:
-                result = dict(probe.run(job))
-            except Exception as exc:  # a probe that fails still answers, with what went wrong
-                import traceback
+            result = dict(probe.run(job))
+        except Exception as exc:  # a probe that fails still answers, with what went wrong
+            import traceback
 
-                result = {"kind": "runtime_error", "reason": f"device probe failed: {type(exc).__name__}: {exc}",
-                          "error_text": traceback.format_exc()[-6000:]}
-            result.setdefault("role", role)
+            result = {"kind": "runtime_error", "reason": f"device probe failed: {type(exc).__name__}: {exc}",
+                      "error_text": traceback.format_exc()[-6000:]}
+        result.setdefault("role", role)
         _write_result(job_dir, result)
         return result
 

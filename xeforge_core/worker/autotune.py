@@ -41,17 +41,6 @@ def describe_config(name: str, config: Any) -> str:
     return f"{name}[{', '.join(parts)}]"
 
 
-def config_dict(config: Any) -> dict[str, Any]:
-    """JSON-able view of a ``triton.Config``."""
-    out: dict[str, Any] = {k: v for k, v in getattr(config, "kwargs", {}).items()
-                           if isinstance(v, (int, float, str, bool))}
-    for attr in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
-        val = getattr(config, attr, None)
-        if val is not None:
-            out[attr] = val
-    return out
-
-
 class AutotuneRegistry:
     """Autotuners created by the module under test, and which config each one runs.
 

@@ -288,12 +288,6 @@ def subclass_outputs(outputs: list[Any]) -> list[tuple[int, str]]:
             if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor]
 
 
-def shares_storage(a: Any, b: Any) -> bool:
-    """Whether two non-empty tensors start at the same storage."""
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() > 0 and b.numel() > 0
-            and a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
-
-
 def lint_findings(lints: list[dict[str, Any]] | None) -> list[Finding]:
     """Knowledge-base lint findings passed in by the parent (``options.lints``)."""
     out = []

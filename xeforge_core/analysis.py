@@ -861,7 +861,7 @@ def analyze(source: str, target: str | Target = "xpu", problem: Problem | None =
         clear_walk_cache()
 
 
-def _analyze_tree(source: str, tree: ast.Module, target: str, problem: Any, kb: KnowledgeBase,
+def _analyze_tree(source: str, tree: ast.Module, target: str, problem: Problem | None, kb: KnowledgeBase,
                   api: dict[str, Any], version: str) -> Analysis:
     from xeforge_core import lints
 

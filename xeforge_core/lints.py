@@ -13,9 +13,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xeforge_core.compile_options import GRF_MODE_LEGACY, GRF_MODE_VALUES
+
+if TYPE_CHECKING:
+    from xeforge_core.problem import Problem
 
 
 @dataclass
@@ -39,7 +42,7 @@ class LintContext:
     tree: ast.Module
     facts: Any
     target: str = "xpu"
-    problem: Any = None
+    problem: Problem | None = None
     triton_api: dict[str, Any] = field(default_factory=dict)
 
 
@@ -350,7 +353,7 @@ def lint_int64_offsets(ctx: LintContext) -> list[Hit]:
     return hits
 
 
-def _largest_extent(problem: Any) -> int | None:
+def _largest_extent(problem: Problem | None) -> int | None:
     """An upper estimate of the largest element offset a problem's variants can reach: the
     largest input numel, or the product of the two largest integer dims (a GEMM output), over
     every spec variant. ``None`` when the problem gives no shapes."""

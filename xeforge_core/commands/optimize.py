@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from xeforge_core.problem import Problem
     from xeforge_core.session import CandidateRecord, Session
     from xeforge_core.verdict import Verdict
+    from xeforge_core.verify import VerifyOptions
 
 EXIT_OK = 0
 EXIT_STAGE_FAILED = 1
@@ -150,7 +151,7 @@ def loop_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"min_speedup": args.min_speedup} if args.min_speedup is not None else {}
 
 
-def verify_options(args: argparse.Namespace) -> Any:
+def verify_options(args: argparse.Namespace) -> VerifyOptions:
     """The ``VerifyOptions`` the command-line flags ask for."""
     from xeforge_core.verify import VerifyOptions
 
@@ -197,7 +198,7 @@ def plan_text(plan: Plan) -> str:
     return text_table(["#", "stage", "engines", "issues"], rows) if rows else "(no stage has work)"
 
 
-def final_table(session: Any) -> tuple[str, dict[str, Any]]:
+def final_table(session: Session) -> tuple[str, dict[str, Any]]:
     """The per-stage table (plain text) and the JSON report of ``session``."""
     from xeforge_core.session import report
 
@@ -359,7 +360,7 @@ def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
     return EXIT_OK
 
 
-def _export_inside(session: Any, export_dir: Path) -> dict[str, Path]:
+def _export_inside(session: Session, export_dir: Path) -> dict[str, Path]:
     """Export into the session directory, kept out of its history by ``.git/info/exclude``."""
     exclude = session.path / ".git" / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)

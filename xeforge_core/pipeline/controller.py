@@ -169,7 +169,8 @@ class StageController(abc.ABC):
     # ------------------------------------------------------------------ verification
 
     def verify(self, candidate_id: str | None, source: str, *, problem: Problem | None = None,
-               device: Any = None, options: VerifyOptions | None = None, verify_fn: VerifyFn | None = None,
+               device: DeviceInfo | str | None = None, options: VerifyOptions | None = None,
+               verify_fn: VerifyFn | None = None,
                on_progress: ProgressFn | None = None, cancel: Any = None) -> Verdict:
         """Verify ``source`` against the current version (or ``problem``, whose kernel is then the
         baseline) on ``device`` (default: the controller's) and attach the verdict to candidate

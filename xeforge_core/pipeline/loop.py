@@ -62,6 +62,7 @@ from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 if TYPE_CHECKING:
     from xeforge_core.devices import DeviceInfo
     from xeforge_core.engines.base import Engine, ProposalContext
+    from xeforge_core.problem import Problem
     from xeforge_core.verify import VerifyOptions
 
 #: ``decide(candidate record, verdict) -> approve?`` or ``(approve?, reason)``: a person's decision.
@@ -429,7 +430,7 @@ def _describe(args: tuple, kwargs: dict) -> str:
     return str(kwargs.get("message", ""))
 
 
-def _device_type(device: Any) -> str:
+def _device_type(device: DeviceInfo | str | None) -> str:
     if device is None:
         return "cpu"
     if isinstance(device, str):
@@ -439,7 +440,8 @@ def _device_type(device: Any) -> str:
 
 def _one_attempt(controller: StageController, engine: Engine, engine_name: str, stage: str, ctx: ProposalContext,
                  feedback: str | None, iteration: int, index: int, current: str, seen: dict[str, Attempt],
-                 verify_fn: VerifyFn, device: Any, options: LoopOptions, emit: Callable[..., None],
+                 verify_fn: VerifyFn, device: DeviceInfo | str | None, options: LoopOptions,
+                 emit: Callable[..., None],
                  start_version: str) -> Attempt:
     t0 = time.monotonic()
     try:
@@ -586,7 +588,7 @@ def _prepare_portability(controller: StageController, options: LoopOptions, forc
     def forward(*args: Any, **kwargs: Any) -> None:
         emit("verify_progress", _describe(args, kwargs), 1)
 
-    def check(problem: Any) -> Verdict:
+    def check(problem: Problem) -> Verdict:
         return controller.verify(rec.id, code, problem=problem, device=device, options=options.verify_options,
                                  verify_fn=verify_fn, on_progress=forward, cancel=options.cancel)
 

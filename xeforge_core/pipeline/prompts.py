@@ -19,7 +19,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
@@ -31,6 +31,9 @@ from xeforge_core.knowledge import (
     load_knowledge,
 )
 from xeforge_core.pipeline.registry import Stage, get_stage
+
+if TYPE_CHECKING:
+    from xeforge_core.problem import Problem, Variant
 
 #: The prompt templates (package data): one Markdown/Jinja2 file per stage, plus ``_base.md``.
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
@@ -50,7 +53,8 @@ COMMON_CONSTRAINTS: tuple[str, ...] = (
 # --------------------------------------------------------------------------------------
 
 
-def problem_context(problem: Any = None, variant: Any = None, profile: HardwareProfile | None = None
+def problem_context(problem: Problem | None = None, variant: Variant | str | None = None,
+                    profile: HardwareProfile | None = None
                     ) -> dict[str, Any]:
     """Shape and roofline facts of one variant of a problem, for prompts and reports.
 

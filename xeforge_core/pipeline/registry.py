@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from xeforge_core.engines.base import Engine
 
 PORTABILITY = "portability"
 
@@ -169,7 +172,7 @@ class EngineSpec:
         return (f"the {self.name} engine has no codemod for stage {st.id!r} (it has codemods for: {served}); "
                 f"use the {others} engine for it")
 
-    def build(self, **settings: Any) -> Any:
+    def build(self, **settings: Any) -> Engine:
         """A new engine object built with ``settings``."""
         module, _, attr = self.factory.partition(":")
         return getattr(importlib.import_module(module), attr)(**settings)
@@ -203,7 +206,7 @@ def get_engine_spec(name: str) -> EngineSpec:
     raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(engine_names())}")
 
 
-def get_engine(name: str, **settings: Any) -> Any:
+def get_engine(name: str, **settings: Any) -> Engine:
     """Build the engine called ``name`` with ``settings`` passed to its constructor. Raises
     ``ValueError`` naming the known engines for an unknown name."""
     return get_engine_spec(name).build(**settings)

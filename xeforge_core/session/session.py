@@ -411,7 +411,7 @@ class Session:
         return {path: data.decode("utf-8", errors="replace") for path, data in files.items()
                 if include_meta or not path.startswith(META_DIR + "/")}
 
-    def problem(self, version: str | int | None = "head") -> Any:
+    def problem(self, version: str | int | None = "head") -> Problem:
         """The :class:`~xeforge_core.problem.Problem` with the kernel as of ``version`` (the spec
         and reference of the baseline). The baseline problem is parsed once (from the problem
         given to :meth:`create`, or from the baseline files on :meth:`open`); later versions are
@@ -977,7 +977,7 @@ def _new_stage_entry() -> dict[str, Any]:
     return {"status": StageStatus.PENDING, "reason": "", "versions": [], "candidates": [], "time": None}
 
 
-def _fingerprint(device: Any) -> dict[str, Any]:
+def _fingerprint(device: DeviceInfo | dict[str, Any] | str | None) -> dict[str, Any]:
     if device is None:
         return {"type": "cpu", "interpreter": True}
     if isinstance(device, dict):

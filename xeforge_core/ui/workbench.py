@@ -889,7 +889,7 @@ class Workbench:
         self.demo["current"] = index
         return review
 
-    def demo_approve(self) -> Any:
+    def demo_approve(self) -> Version:
         """Approve the step under review and move the demo to the next step."""
         version = self.approve()
         cur = int(self.demo.get("current", 0))

@@ -7,7 +7,7 @@
 * ``prompts``: each stage's prompt;
 * ``controller``: propose / verify / approve / reject / skip for one session, the only writer
   of candidate state;
-* ``loop``: the CoVeR loop (Chain of Verification and Refinement) over a controller.
+* ``loop``: the CoVeR loop over a controller.
 
 Import the submodules themselves; this package's top level imports nothing, so that engines
 and sessions can use the registry and the target without loading the loop.

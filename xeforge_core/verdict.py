@@ -18,6 +18,11 @@ Kinds (``VerdictKind``):
 * ``cheating``      an integrity rule was broken (``Finding.rule`` names which).
 * ``environment``   the *baseline* failed in the same environment: the fault is not the
                     candidate's (e.g. an incompatible numpy, a driver error).
+* ``inconclusive``  the candidate matches the truth, but the truth's output did not change
+                    while its inputs did (it ignores them), so matching it proves nothing.
+* ``inconsistent``  the candidate matches the reference, but the problem's own baseline does
+                    not: the problem is inconsistent (its baseline is wrong), and a speedup over
+                    that baseline means nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class VerdictKind(str, enum.Enum):
     WRONG_ANSWER = "wrong_answer"
     CHEATING = "cheating"
     ENVIRONMENT = "environment"
+    INCONCLUSIVE = "inconclusive"
+    INCONSISTENT = "inconsistent"
 
     @property
     def passed(self) -> bool:
@@ -172,6 +179,19 @@ class PerformanceResult:
     roofline_fraction: float | None = None
     launch_bound: bool = False
     suspect: str = ""
+    #: what the baseline is: ``baseline`` (a Triton kernel) or ``eager`` (the PyTorch reference
+    #: itself, for a KernelBench / KernelAgent problem: the speedup is then over eager PyTorch)
+    baseline_label: str = "baseline"
+
+    @property
+    def eager_speedup(self) -> float | None:
+        """Speedup over eager PyTorch: the speedup itself when the baseline is eager, else
+        reference median / candidate median when the reference was timed, else ``None``."""
+        if self.baseline_label == "eager":
+            return self.speedup
+        if self.reference is not None and self.candidate.median_us > 0:
+            return self.reference.median_us / self.candidate.median_us
+        return None
 
 
 @dataclass
@@ -210,6 +230,10 @@ class Verdict:
     device: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
+    #: per worker job (``baseline``, ``candidate``, ``timing``): ``peak_device_bytes`` (torch's
+    #: allocator peak), ``peak_host_rss_bytes`` (the job's process group, polled on GPUs) and
+    #: ``seconds`` of wall time
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

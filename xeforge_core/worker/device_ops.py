@@ -84,6 +84,18 @@ class DeviceOps:
         if self._sync is not None:
             self._sync()
 
+    def peak_memory_bytes(self) -> int | None:
+        """The most device memory torch's allocator held at once in this process, bytes
+        (``torch.cuda.max_memory_allocated`` / ``torch.xpu.max_memory_allocated``); ``None``
+        on cpu or where the backend does not report it."""
+        fn = getattr(self._mod, "max_memory_allocated", None) if self._mod is not None else None
+        if fn is None:
+            return None
+        try:
+            return int(fn())
+        except Exception:  # noqa: BLE001 - a backend without the counter reports none
+            return None
+
     def event(self) -> Any:
         """A timing event (``torch.cuda.Event`` / ``torch.xpu.Event`` with timing enabled; a
         host-clock event on cpu). Use ``record`` and ``elapsed_ms`` of this class on it."""

@@ -67,7 +67,8 @@ def test_rule_edges():
 def _perf(speedup: float, low: float | None, high: float | None, variant: str = "v") -> PerformanceResult:
     t = TimingStats(median_us=100.0, mean_us=100.0, min_us=99.0, cv=0.01, trials=20, method="graph",
                     calls_per_sample=64, host_us=12.5, late=2, l2="warm")
-    c = TimingStats(median_us=100.0 / speedup, mean_us=100.0 / speedup, min_us=99.0 / speedup, cv=0.01, trials=20)
+    c = TimingStats(median_us=100.0 / speedup, mean_us=100.0 / speedup, min_us=99.0 / speedup, cv=0.01, trials=20,
+                    method="graph", calls_per_sample=64)
     return PerformanceResult(variant=variant, baseline=t, candidate=c, speedup=speedup, speedup_low=low,
                              speedup_high=high, interval_method="paired bootstrap", method_reason="short kernel",
                              settle_ms=120.0, steady=True)
@@ -371,3 +372,52 @@ def test_timing_role_end_to_end_in_the_interpreter(tmp_path):
     step = v.step("performance")
     assert step.status.value == "passed" and p.call.text in step.summary and "back-to-back" in step.summary
     assert step.evidence["variants"]["module"]["trials"] == p.candidate.trials
+
+
+# ----------------------------------------------------------------------------- where the rule is used
+
+
+def _timed_verdict(speedup: float, low: float | None, high: float | None) -> Verdict:
+    from xeforge_core.verdict import Step, StepStatus
+
+    v = Verdict(kind=VerdictKind.OK, steps=[Step("performance", StepStatus.PASSED)],
+                performance=[_perf(speedup, low, high, "bench-gpu")])
+    return v
+
+
+def test_cover_accepts_only_what_the_rule_calls_faster():
+    from xeforge_core.cover import FASTER, NOT_FASTER, classify
+
+    status, reason, _ = classify(_timed_verdict(1.2, 1.15, 1.25))
+    assert status == FASTER and "1.200x faster (95% CI" in reason
+    # 1.2x with an interval reaching below 1: no measurable difference, not accepted
+    status, reason, _ = classify(_timed_verdict(1.2, 0.97, 1.45))
+    assert status == NOT_FASTER and "no measurable difference" in reason
+    # measurably faster but under the minimum gain worth a commit
+    status, reason, _ = classify(_timed_verdict(1.02, 1.015, 1.025))
+    assert status == NOT_FASTER and "minimum gain" in reason
+    assert classify(_timed_verdict(1.02, 1.015, 1.025), min_speedup=1.0)[0] == FASTER
+    status, reason, _ = classify(_timed_verdict(0.8, 0.78, 0.82))
+    assert status == NOT_FASTER and "slower" in reason
+
+
+def test_cli_workbench_report_and_batch_show_the_call(tmp_path):
+    from xeforge_core.batch import BatchRow, write_csv
+    from xeforge_core.commands.verify import render_report
+    from xeforge_core.ui.render import verdict_badge
+
+    faster, same = _timed_verdict(1.2, 1.15, 1.25), _timed_verdict(1.004, 0.99, 1.018)
+    text = render_report(same)
+    assert "95% CI" in text and "no difference (±1.8%)" in text and "graph x64" in text
+    assert "speedup: no measurable difference (±1.8%)" in text
+    assert "speedup: 1.200x faster (95% CI 1.150x-1.250x)" in render_report(faster)
+    assert verdict_badge(faster).endswith("· 1.20x faster")
+    assert "no measurable difference (±1.8%)" in verdict_badge(same)
+    row = BatchRow(kernel="k", stages=["dtype_fix"], status={"dtype_fix": "approved"},
+                   speedups={"dtype_fix": 1.2}, final_speedup=1.2, calls={"dtype_fix": faster.speed_call.text},
+                   final_call=faster.speed_call.text, speed_measured=True)
+    import csv
+
+    with open(write_csv([row], tmp_path / "s.csv")) as fh:
+        rec = next(csv.DictReader(fh))
+    assert rec["dtype_fix_call"].startswith("1.200x faster") and rec["final_call"].startswith("1.200x faster")

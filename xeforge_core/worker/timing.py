@@ -37,9 +37,9 @@ Method (:func:`measure`, the same code for every device), per performance varian
    1980 MHz only under load (KINDS.md, 2026-10-28); a fresh worker starts idle.
 7. **Trials**, under the per-device timing lock (``xeforge_core.devlock``; taken by the
    caller): trial ``t`` takes one sample of every callable, in an order rotated by ``t``, so
-   drift hits all of them alike. Their number is set by the time budget: the samples take
-   about ``options.rep_ms`` per callable (from the costs measured while settling), between
-   ``MIN_TRIALS`` and ``MAX_TRIALS``.
+   drift hits all of them alike. Their number is set by the time budget: the samples of all
+   callables together take about ``options.rep_ms`` (from the costs measured while settling),
+   between ``MIN_TRIALS`` and ``MAX_TRIALS`` trials.
 8. **Statistics** (µs per call): median, mean, min and coefficient of variation; speedup =
    baseline median / candidate median, with a 95 % interval from a paired bootstrap of the
    trials (``timestats``); ``verdict.speedup_call`` turns it into faster / slower / no
@@ -117,7 +117,7 @@ MIN_TRIALS = 20
 MAX_TRIALS = 500
 #: Settling before the trials (ms): at least, at most, block length; blocks agree when their
 #: medians differ by at most this fraction (or three standard errors).
-SETTLE_MS = 100.0
+SETTLE_MS = 50.0
 SETTLE_MAX_MS = 1000.0
 SETTLE_BLOCK_MS = 25.0
 SETTLE_TOLERANCE = 0.01
@@ -126,7 +126,7 @@ SETTLE_TOLERANCE = 0.01
 HOLD_MARGIN = 1.25
 HOLD_SLACK_US = 10.0
 MAX_RETRIES = 3
-HOLD_MAX_US = 20_000.0
+HOLD_MAX_US = 100_000.0
 #: Cycles of the device wait used to calibrate it against the events (about 100 µs at 2 GHz).
 SLEEP_PROBE_CYCLES = 200_000
 ROOFLINE_SLACK = 1.05
@@ -490,8 +490,8 @@ def measure(ops: Any, callables: Mapping[str, Callable[[], Any]], options: Mappi
             *, on_note: Callable[[str], None] | None = None) -> Measurement:
     """Time ``callables`` (name -> zero-argument call) on the device of ``ops`` (a
     ``DeviceOps``), interleaved, by the method of the module docstring; hold the device lock
-    around it. Options (all optional): ``warmup_ms`` (25), ``rep_ms`` (100: time of the timed
-    samples per callable), ``l2_bytes`` (the device's L2 size in bytes), ``settle_ms`` /
+    around it. Options (all optional): ``warmup_ms`` (25, per callable), ``rep_ms`` (100: time
+    of the timed samples, all callables together), ``l2_bytes`` (the device's L2 size in bytes), ``settle_ms`` /
     ``settle_max_ms`` (``SETTLE_MS`` / ``SETTLE_MAX_MS`` on a GPU; ``warmup_ms`` on cpu).
     Exceptions from the callables propagate. Raises ``ValueError`` with no callables."""
     if not callables:
@@ -578,7 +578,7 @@ def measure(ops: Any, callables: Mapping[str, Callable[[], Any]], options: Mappi
 
     rep_us = float(opts.get("rep_ms") or 100.0) * 1e3
     per_trial = sum(statistics.median(cost[n][-len(previous[n]):]) for n in names)  # type: ignore[index]
-    trials = int(min(MAX_TRIALS, max(MIN_TRIALS, rep_us * len(names) / max(per_trial, 1e-3))))
+    trials = int(min(MAX_TRIALS, max(MIN_TRIALS, rep_us / max(per_trial, 1e-3))))
     samples: dict[str, list[float]] = {n: [] for n in names}
     late = {n: 0 for n in names}
     for t in range(trials):

@@ -173,6 +173,23 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(["  " + line, "  " + rule] + ["  " + b for b in body])
 
 
+def _call_word(call: Any) -> str:
+    """``faster``, ``slower`` or ``no difference (±x%)``: the rule's call in a table cell."""
+    if call.faster or call.slower:
+        return call.kind.value
+    margin = call.margin_pct
+    return f"no difference (±{margin:.1f}%)" if margin is not None else "-"
+
+
+def _method(stats: Any) -> str:
+    """How a callable was timed, in a few words (``events``, ``graph x64``, ``64 back-to-back``)."""
+    if stats.method == "graph":
+        return f"graph x{stats.calls_per_sample}"
+    if stats.method == "back_to_back":
+        return f"{stats.calls_per_sample} back-to-back"
+    return stats.method
+
+
 def _fmt(value: Any, spec: str = ".3g", suffix: str = "") -> str:
     if value is None:
         return "-"
@@ -247,21 +264,25 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
         out.append("\nperformance")
         rows = []
         for p in verdict.performance:
-            speed = _fmt(p.speedup, ".2f", "x") + (" vs eager" if p.baseline_label == "eager" else "")
+            call = p.call
             rows.append([p.variant, _fmt(p.baseline.median_us, ".1f"), _fmt(p.candidate.median_us, ".1f"),
-                         speed, _fmt(p.tflops, ".1f"), _fmt(p.gbps, ".0f"),
+                         _fmt(p.speedup, ".2f", "x") + (" vs eager" if p.baseline_label == "eager" else ""),
+                         "-" if call.assumed or call.low is None else f"{call.low:.3f}-{call.high:.3f}",
+                         _call_word(call), _fmt(p.tflops, ".1f"), _fmt(p.gbps, ".0f"),
                          _fmt(p.roofline_fraction * 100 if p.roofline_fraction is not None else None, ".0f", "%"),
                          _fmt(p.candidate.cv * 100, ".1f", "%"),
                          _fmt(p.reference.median_us if p.reference else None, ".1f"),
-                         ("launch-bound " if p.launch_bound else "") + (p.suspect or "")])
-        out.append(_table(["variant", "baseline µs", "candidate µs", "speedup", "TFLOP/s", "GB/s",
-                           "roofline", "cv", "eager µs", "note"], rows))
-        if verdict.speedup is not None and len(verdict.performance) > 1:
-            out.append(f"  geometric-mean speedup {verdict.speedup:.2f}x")
-        eager = [p for p in verdict.performance if p.baseline_label != "eager" and p.eager_speedup]
-        for p in eager:
-            out.append(f"  {p.variant}: {p.eager_speedup:.2f}x over eager PyTorch (the reference, "
-                       f"{p.reference.median_us:.1f} µs)")
+                         _method(p.candidate), p.suspect or ""])
+        ci = f"{verdict.performance[0].confidence * 100:g}% CI"
+        out.append(_table(["variant", "baseline µs", "candidate µs", "speedup", ci, "call", "TFLOP/s", "GB/s",
+                           "roofline", "cv", "eager µs", "timed as", "note"], rows))
+        call = verdict.speed_call
+        label = "geometric-mean speedup" if len(verdict.performance) > 1 else "speedup"
+        out.append(f"  {label}: {call.text}")
+        for p in verdict.performance:
+            if p.baseline_label != "eager" and p.eager_speedup and p.reference is not None:
+                out.append(f"  {p.variant}: {p.eager_speedup:.2f}x over eager PyTorch (the reference, "
+                           f"{p.reference.median_us:.1f} µs)")
     elif perf is not None:
         out.append(f"\nperformance: {perf.summary}")
 

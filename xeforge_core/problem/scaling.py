@@ -27,7 +27,7 @@ from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import Problem, Variant
 
 __all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant",
-           "scaled_variant", "REDUCED_MAX_INPUT_ELEMENTS"]
+           "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS"]
 
 #: Names (case-insensitive, matched as whole words or ``_``-separated parts) that are not tensor
 #: sizes, so scaling never touches them.
@@ -284,3 +284,34 @@ def variant_input_elements(problem: Problem, variant: Variant) -> int | None:
 def describe_overrides(overrides: dict[str, Any]) -> str:
     """``batch_size=16, dim=512`` for messages."""
     return ", ".join(f"{k}={v}" for k, v in overrides.items())
+
+
+def odd_module_variant(problem: Problem, variant: Variant) -> Variant | None:
+    """``<name>-odd``: ``variant`` with every even size that only shapes the inputs (used in
+    ``get_inputs()`` shapes, not passed to ``get_init_inputs()``, so the model is unchanged)
+    made odd (``v - 1``), so a tail that is not a multiple of any block is checked; ``None``
+    when the problem has a spec or no such size."""
+    if problem.spec is not None or problem.inputs is None:
+        return None
+    try:
+        tree = ast.parse(problem.inputs.source)
+    except (SyntaxError, ValueError):
+        return None
+    funcs = _functions(tree)
+    if "get_inputs" not in funcs:
+        return None
+    init_names = _names_read(funcs["get_init_inputs"]) if "get_init_inputs" in funcs else set()
+    shape_only = _shape_names(funcs["get_inputs"]) - init_names
+    base = {**size_constants(problem.inputs.source), **variant.overrides}
+    overrides = dict(variant.overrides)
+    moved = False
+    for name in shape_only:
+        value = base.get(name)
+        if isinstance(value, int) and value >= 4 and value % 2 == 0:
+            overrides[name] = value - 1
+            moved = True
+    if not moved:
+        return None
+    return Variant(name=f"{variant.name}-odd", params=[], dims={}, overrides=overrides, rtol=variant.rtol,
+                   atol=variant.atol, derived="odd sizes: every even input-only size made odd, so partial blocks "
+                                             "are checked")

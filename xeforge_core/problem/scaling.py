@@ -54,19 +54,29 @@ def _is_size_name(name: str) -> bool:
 
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
-    """Module-level ``NAME = <int literal>`` (last assignment wins)."""
+    """Module-level integer constants: ``NAME = <int>``, also written as arithmetic on numbers
+    and earlier constants (``K = 131072 * 4``); ``height, width = 32, 32`` too. Last
+    assignment wins."""
     out: dict[str, int] = {}
+    ev = _Evaluator(out)
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            value = stmt.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
-                out[stmt.targets[0].id] = value.value
+        pairs: list[tuple[ast.expr, ast.expr]] = []
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+                pairs = list(zip(target.elts, value.elts))
             else:
-                out.pop(stmt.targets[0].id, None)
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-            value = stmt.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
-                out[stmt.target.id] = value.value
+                pairs = [(target, value)]
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            pairs = [(stmt.target, stmt.value)]
+        for target, value in pairs:
+            if not isinstance(target, ast.Name):
+                continue
+            number = ev.value(value)
+            if number is not None and not isinstance(number, bool):
+                out[target.id] = int(number)
+            else:
+                out.pop(target.id, None)
     return out
 
 

@@ -31,10 +31,12 @@ from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
 from .dtypes import DTYPE_SIZES, normalize_dtype
+from .entry import KERNEL_FUNCTION, entry_point, top_level_statements
 from .model import ProblemError
 from .spec import check_text
 
-__all__ = ["read_module", "triton_decorator_kind", "ModuleFacts", "Signature", "ClassInfo", "KernelInfo", "KernelLaunch",
+__all__ = ["read_module", "entry_point", "defines_triton_kernel", "triton_decorator_kind", "KERNEL_FUNCTION",
+           "ModuleFacts", "Signature", "ClassInfo", "KernelInfo", "KernelLaunch",
            "DtypeConstraint"]
 
 _NN_MODULE_BASES = {"nn.Module", "torch.nn.Module", "Module"}
@@ -227,22 +229,6 @@ def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, skip_first: bool) -> 
                      varkw=args.kwarg.arg if args.kwarg else None, kwonly_required=kwonly_required)
 
 
-def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Module-level statements, looking into ``if``/``try``/``with`` blocks at module level."""
-    out: list[ast.stmt] = []
-    for stmt in body:
-        out.append(stmt)
-        if isinstance(stmt, ast.If):
-            out += _top_level(stmt.body) + _top_level(stmt.orelse)
-        elif isinstance(stmt, ast.Try):
-            out += _top_level(stmt.body) + _top_level(stmt.orelse) + _top_level(stmt.finalbody)
-            for handler in stmt.handlers:
-                out += _top_level(handler.body)
-        elif isinstance(stmt, ast.With):
-            out += _top_level(stmt.body)
-    return out
-
-
 class _Reader:
     def __init__(self, tree: ast.Module, source: str, path: Path | None) -> None:
         self.tree = tree
@@ -253,7 +239,7 @@ class _Reader:
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.function_lines: dict[str, int] = {}
         self.module_consts: dict[str, ast.expr] = {}
-        for stmt in _top_level(tree.body):
+        for stmt in top_level_statements(tree.body):
             if isinstance(stmt, ast.ClassDef):
                 self.class_nodes.setdefault(stmt.name, stmt)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -632,3 +618,14 @@ def _missing_class_message(class_name: str, reader: _Reader) -> str:
     if modules and class_name not in modules:
         message += f"; nn.Module subclasses here: {', '.join(modules)} (rename the harness class to {class_name})"
     return message
+
+
+def defines_triton_kernel(source: str) -> bool:
+    """Whether the module defines a ``@triton.jit`` function (statically; ``False`` when it does
+    not parse)."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and any(_decorator_kind(d) == "jit" for d in node.decorator_list) for node in ast.walk(tree))

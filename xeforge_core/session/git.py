@@ -84,15 +84,13 @@ class GitStore:
         return self.repo.commit(commit).tree.hexsha
 
     def message(self, commit: str) -> str:
+        """The commit message of ``commit`` (UTF-8 text)."""
         obj = self.repo.commit(commit)
         return obj.message if isinstance(obj.message, str) else obj.message.decode("utf-8", "replace")
 
     def commit_time(self, commit: str) -> float:
+        """When ``commit`` was made, in unix seconds."""
         return float(self.repo.commit(commit).committed_date)
-
-    def first_parent(self, commit: str) -> str | None:
-        parents = self.repo.commit(commit).parents
-        return parents[0].hexsha if parents else None
 
     def first_parent_chain(self, commit: str) -> list[str]:
         """``commit`` and its first parents back to the root, oldest first."""
@@ -105,6 +103,7 @@ class GitStore:
         return chain
 
     def has_commit(self, sha: str) -> bool:
+        """Whether the full sha ``sha`` names a commit of this repository."""
         try:
             return self.repo.commit(sha).type == "commit"
         except (ValueError, git.BadName, git.BadObject):

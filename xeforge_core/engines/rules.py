@@ -50,6 +50,12 @@ def _autotune(source: str, **kw: Any) -> CodemodResult:
     return grid if grid.changed else result
 
 
+def _fusion(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.fusion import fuse
+
+    return fuse(source, **kw)
+
+
 def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
     from xeforge_core.codemods.xpu_specific import apply_xpu_knobs
 
@@ -63,6 +69,7 @@ STAGE_CODEMODS: dict[str, Callable[..., CodemodResult]] = {
     "xpu_specific": _xpu_specific,
     "autotuning": _autotune,
     "portability": _portability,
+    "fusion": _fusion,
 }
 
 

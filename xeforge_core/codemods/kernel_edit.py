@@ -324,6 +324,7 @@ class ValueNumbers:
 
     def __init__(self) -> None:
         self.env: dict[str, int] = {}
+        self.terms: dict[str, tuple[int, ...]] = {}
         self.table: dict[str, int] = {}
         self._next = 0
 
@@ -349,15 +350,31 @@ class ValueNumbers:
         return re.sub(r"\s+", "", code_of(expr.visit(_K())))
 
     def number(self, expr: cst.BaseExpression) -> int:
+        if isinstance(expr, cst.Name) and expr.value in self.env:
+            return self.env[expr.value]
         k = self.key(expr)
         if k not in self.table:
             self.table[k] = self._new()
         return self.table[k]
 
     def bind(self, name: str, expr: cst.BaseExpression) -> int:
+        terms = self.sum_terms(expr)
         vn = self.number(expr)
         self.env[name] = vn
+        self.terms[name] = terms
         return vn
 
     def opaque(self, name: str) -> None:
         self.env[name] = self._new()
+        self.terms.pop(name, None)
+
+    def sum_terms(self, expr: cst.BaseExpression) -> tuple[int, ...]:
+        """The value numbers of the terms of a sum, names bound to sums expanded, sorted: equal
+        for ``base + offs`` and ``x_ptr + row * stride + offs`` when ``base = x_ptr + row * stride``."""
+        out: list[int] = []
+        for t in pointer_terms(expr):
+            if isinstance(t, cst.Name) and t.value in self.terms and len(self.terms[t.value]) > 1:
+                out.extend(self.terms[t.value])
+            else:
+                out.append(self.number(t))
+        return tuple(sorted(out))

@@ -56,6 +56,12 @@ def _fusion(source: str, **kw: Any) -> CodemodResult:
     return fuse(source, **kw)
 
 
+def _memory_access(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.memory_access import improve_memory_access
+
+    return improve_memory_access(source, target=kw.get("target", "xpu"), arch=kw.get("arch"))
+
+
 def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
     from xeforge_core.codemods.xpu_specific import apply_xpu_knobs
 
@@ -70,6 +76,7 @@ STAGE_CODEMODS: dict[str, Callable[..., CodemodResult]] = {
     "autotuning": _autotune,
     "portability": _portability,
     "fusion": _fusion,
+    "memory_access": _memory_access,
 }
 
 

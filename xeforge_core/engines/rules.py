@@ -42,7 +42,8 @@ def _autotune(source: str, **kw: Any) -> CodemodResult:
     from xeforge_core.codemods.autotune_grid import grid_follows_autotune
 
     result = add_autotune(source, target=kw.get("target", "xpu"), arch=kw.get("arch"),
-                          search_space=kw.get("search_space"), options=kw.get("options") or {})
+                          search_space=kw.get("search_space"), options=kw.get("options") or {},
+                          profile=kw.get("profile"))
     if result.changed:
         return result
     # an already-autotuned kernel may still launch with a grid that ignores the chosen config

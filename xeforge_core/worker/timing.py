@@ -44,6 +44,7 @@ import torch
 
 from xeforge_core.devlock import DeviceLock, LockTimeout
 from xeforge_core.verdict import Finding, PerformanceResult, Step, StepStatus, TimingStats, VerdictKind
+from xeforge_core.worker.autotune import chosen_configs
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import Failure, WorkerError
 from xeforge_core.worker.integrity import HarnessGuard
@@ -233,6 +234,11 @@ def run_timing(ctx: WorkerContext) -> None:
         step.summary = "; ".join(parts)
         step.evidence = {"l2_flush_bytes": int(timer.flush_buf.numel() * 4) if timer.flush_buf is not None else 0,
                          "lock": ctx.options.get("lock_key") or ctx.ops.key}
+        # the config each autotuned kernel chose on this device (recorded, not re-derived)
+        chosen = {"baseline": chosen_configs(ctx.registry, holder["base"].loaded.module),
+                  "candidate": chosen_configs(ctx.registry, holder["cand"].loaded.module)}
+        if chosen["baseline"] or chosen["candidate"]:
+            step.evidence["autotune_chosen"] = chosen
         for p in results:
             if p.suspect:
                 ctx.verdict.warnings.append(f"variant {p.variant}: {p.suspect}")

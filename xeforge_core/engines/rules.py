@@ -63,6 +63,13 @@ def _memory_access(source: str, **kw: Any) -> CodemodResult:
     return improve_memory_access(source, target=kw.get("target", "xpu"), arch=kw.get("arch"))
 
 
+def _persistent(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.persistent import make_persistent
+
+    return make_persistent(source, target=kw.get("target", "xpu"), arch=kw.get("arch"), problem=kw.get("problem"),
+                           profile=kw.get("profile"))
+
+
 def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
     from xeforge_core.codemods.xpu_specific import apply_xpu_knobs
 
@@ -78,6 +85,7 @@ STAGE_CODEMODS: dict[str, Callable[..., CodemodResult]] = {
     "portability": _portability,
     "fusion": _fusion,
     "memory_access": _memory_access,
+    "persistent_kernel": _persistent,
 }
 
 
@@ -152,6 +160,7 @@ class RulesEngine:
             "profile": context.profile,
             "search_space": self.search_space or context.search_space,
             "options": {**self.options, **context.options},
+            "problem": context.problem,
         }
         try:
             result = codemod(current, **settings)

@@ -136,4 +136,5 @@ def improve_memory_access(source: str, *, target: str = "xpu", arch: str | None 
     error = still_parses(code)
     if error:
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
-    return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes)
+    left = [r for r in dict.fromkeys(reasons) if not any(f"kernel {k} " in r or f"kernel {k}:" in r for k in touched)]
+    return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes + [f"not changed: {r}" for r in left])

@@ -6,8 +6,8 @@ on the command line, it measures:
 * the **baseline** (the kernel as given; for a kernel that hard-codes another device, the
   verified device-agnostic port of it, since the original cannot run here),
 * the **rules-engine result**: the CoVeR loop in auto mode with the rules engine over the stages
-  of ``RULES_STAGES`` (dtype_fix, fusion, memory_access, persistent_kernel, autotuning,
-  xpu_specific; portability first where needed), through a git-backed session when GitPython
+  of ``RULES_STAGES`` (dtype_fix, fusion, memory_access, block_pointers, persistent_kernel,
+  autotuning, xpu_specific; portability first where needed), through a git-backed session when GitPython
   is installed and through in-memory stage states otherwise; each stage's speedup is the one its
   verdict measured over the version it started from, and a stage is kept only when it verifies
   and is faster,
@@ -71,7 +71,8 @@ from xeforge_core.problem import Problem, load_problem  # noqa: E402
 from xeforge_core.samples import flash_attention_trajectory, list_samples, load_sample  # noqa: E402
 
 #: The stages the rules engine serves, in pipeline order (portability runs before them).
-RULES_STAGES = ("dtype_fix", "fusion", "memory_access", "persistent_kernel", "autotuning", "xpu_specific")
+RULES_STAGES = ("dtype_fix", "fusion", "memory_access", "block_pointers", "persistent_kernel", "autotuning",
+                "xpu_specific")
 
 #: A memory-bound problem (by the roofline of its bench shape) should reach this fraction of the
 #: bandwidth roofline (issue 15's goal).

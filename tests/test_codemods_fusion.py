@@ -14,6 +14,8 @@ from test_codemods import _clean
 
 from xeforge_core.codemods.autotune import add_autotune
 from xeforge_core.codemods.autotune_prune import prune_static, pruner_source, rank
+from xeforge_core.codemods.descriptors import use_descriptors
+from xeforge_core.codemods.dtype_fix import fix_dtypes
 from xeforge_core.codemods.fusion import fuse
 from xeforge_core.codemods.memory_access import improve_memory_access
 from xeforge_core.codemods.persistent import make_persistent
@@ -176,15 +178,36 @@ def test_autotune_space_is_pruned_for_the_profile_and_per_call() -> None:
     assert [cfgs[i] for i in rank(4096, 4096, 4096, dicts, nums)] == kept
 
 
+# --- tensor descriptors --------------------------------------------------------------------------
+
+def test_dot_operands_are_read_through_tensor_descriptors(xeforge_cases: Path) -> None:
+    src = fix_dtypes(_sample("07_gemm_fp32_upcast")).source
+    res = use_descriptors(src, target="cuda")
+    assert res.applicable
+    assert ("a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, stride_ak], "
+            "block_shape=[BLOCK_M, BLOCK_K])") in res.source
+    # weight [N, K] is contiguous along K, the tile's first axis: described as [N, K], loaded transposed
+    assert "b = b_desc.load([pid_n * BLOCK_N, k0]).T" in res.source
+    assert "offs_k = " not in res.source and "_descriptor_scratch(x)" in res.source
+    _clean(src, res.source)
+    ported = port_source((xeforge_cases / "95_Matmul_Add_Swish_Tanh_GELU_Hardtanh.py").read_text()).source
+    case = use_descriptors(ported, target="cuda")
+    assert case.applicable and "weight_desc.load([pid_n * BLOCK_N, k_start])" in case.source
+    conv = use_descriptors(_sample("12_conv2d_im2col"), target="cuda")
+    assert not conv.changed and "unit stride the launch passes" in conv.reason
+
+
 # --- wiring ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stage,codemod", [("fusion", "fusion"), ("memory_access", "memory_access"),
-                                           ("persistent_kernel", "persistent_kernel")])
+                                           ("persistent_kernel", "persistent_kernel"),
+                                           ("block_pointers", "block_pointers")])
 def test_rules_engine_maps_the_new_stages(stage: str, codemod: str) -> None:
     engine = get_engine("rules")
     assert stage in engine.stages()
     src = {"fusion": _sample("02_elementwise_chain"), "memory_access": _sample("01_vector_add"),
-           "persistent_kernel": fuse(_sample("10_batched_gemm")).source}[stage]
+           "persistent_kernel": fuse(_sample("10_batched_gemm")).source,
+           "block_pointers": _sample("08_gemm_bias_act")}[stage]
     ctx = ProposalContext(stage=stage, original_code=src, current_code=src, target="cuda",
                           problem=load_sample("10_batched_gemm") if stage == "persistent_kernel" else None)
     cand = engine.propose(stage, ctx)

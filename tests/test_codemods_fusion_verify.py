@@ -11,6 +11,9 @@ from pathlib import Path
 from test_samples_support import case_for, run_against_reference
 
 from xeforge_core.codemods.autotune import add_autotune
+from xeforge_core.codemods.common import not_applicable
+from xeforge_core.codemods.descriptors import use_descriptors
+from xeforge_core.codemods.dtype_fix import fix_dtypes
 from xeforge_core.codemods.fusion import fuse
 from xeforge_core.codemods.memory_access import improve_memory_access
 from xeforge_core.codemods.persistent import make_persistent
@@ -20,12 +23,13 @@ from xeforge_core.verify import VerifyOptions, verify
 FAST = VerifyOptions(seeds=1, distributions=["normal"], use_cache=False, measure_performance=False)
 
 
-def _stages(name: str) -> tuple[object, str]:
-    """A sample through fusion, memory_access, persistent_kernel and autotuning (each where it
-    applies), for the cuda target."""
+def _stages(name: str, descriptors: bool = True) -> tuple[object, str]:
+    """A sample through dtype_fix, fusion, memory_access, block_pointers, persistent_kernel and
+    autotuning (each where it applies), for the cuda target."""
     problem = load_sample(name)
     src = problem.kernel.source
-    for step in (fuse, lambda s: improve_memory_access(s, target="cuda", arch="hopper"),
+    for step in (fix_dtypes, fuse, lambda s: improve_memory_access(s, target="cuda", arch="hopper"),
+                 lambda s: use_descriptors(s, target="cuda") if descriptors else not_applicable("off", s, "off"),
                  lambda s: make_persistent(s, target="cuda", problem=problem),
                  lambda s: add_autotune(s, target="cuda", arch="hopper", options={"max_configs": 3})):
         res = step(src)
@@ -36,12 +40,14 @@ def _stages(name: str) -> tuple[object, str]:
 
 def test_rewritten_samples_match_their_references(tmp_path: Path) -> None:
     names = ["01_vector_add", "02_elementwise_chain", "03_row_softmax", "04_layernorm", "05_rmsnorm",
-             "06_sum_reduction", "08_gemm_bias_act", "09_gemm_rowsum", "10_batched_gemm", "11_maxpool2d",
-             "13_flash_attention_fwd"]
+             "06_sum_reduction", "07_gemm_fp32_upcast", "08_gemm_bias_act", "09_gemm_rowsum", "10_batched_gemm",
+             "11_maxpool2d", "13_flash_attention_fwd"]
     cases = []
     sources = {}
     for name in names:
-        problem, src = _stages(name)
+        # 10's ci rows (N = 36 fp16, 72 bytes) are not 16-byte aligned: a descriptor refuses them,
+        # so that candidate fails verification and the stage keeps the pointer loads
+        problem, src = _stages(name, descriptors=name != "10_batched_gemm")
         assert src != problem.kernel.source, f"{name}: no codemod applied"
         sources[name] = src
         path = tmp_path / f"{name}.py"

@@ -148,7 +148,7 @@ def {name}(configs, named_args, **kwargs):
     units = {int(nums['units'])}
     for value in named_args.values():
         device = getattr(value, "device", None)
-        if device is not None and device.type in ("cuda", "xpu"):
+        if device is not None and device.type != "cpu":
             props = getattr(torch, device.type).get_device_properties(device)
             units = getattr(props, "multi_processor_count", None) or getattr(props, "gpu_subslice_count", None) or units
             break

@@ -61,12 +61,10 @@ def {UNITS_HELPER}(tensor):
     """Compute units (SMs, Xe cores) of the device ``tensor`` lives on, read at run time; a few
     on the cpu (Triton's interpreter), so a persistent loop still visits several tiles."""
     dev = tensor.device
-    if dev.type == "cuda":
-        return torch.cuda.get_device_properties(dev).multi_processor_count
-    if dev.type == "xpu":
-        props = torch.xpu.get_device_properties(dev)
-        return getattr(props, "gpu_subslice_count", None) or getattr(props, "max_compute_units", 32)
-    return 2
+    if dev.type == "cpu":
+        return 2
+    props = getattr(torch, dev.type).get_device_properties(dev)
+    return getattr(props, "multi_processor_count", None) or getattr(props, "gpu_subslice_count", None) or 32
 '''
 
 

@@ -70,6 +70,12 @@ def _persistent(source: str, **kw: Any) -> CodemodResult:
                            profile=kw.get("profile"))
 
 
+def _block_pointers(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.descriptors import use_descriptors
+
+    return use_descriptors(source, target=kw.get("target", "xpu"))
+
+
 def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
     from xeforge_core.codemods.xpu_specific import apply_xpu_knobs
 
@@ -86,6 +92,7 @@ STAGE_CODEMODS: dict[str, Callable[..., CodemodResult]] = {
     "fusion": _fusion,
     "memory_access": _memory_access,
     "persistent_kernel": _persistent,
+    "block_pointers": _block_pointers,
 }
 
 

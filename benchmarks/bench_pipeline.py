@@ -338,7 +338,9 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path,
     from xeforge_core.cover import StageState, run_stage
     from xeforge_core.engines import get_engine
 
-    engine = get_engine("rules")
+    # --quick: at most 4 autotune configs a kernel (every one is verified; a roofline model keeps
+    # 3 of them to benchmark per shape), so tuning and its verification stay short
+    engine = get_engine("rules", options={"max_configs": 4} if settings.quick else {})
     opts = verify_options(settings, None)  # stage verdicts are timed on the default variant
     problem = job.problem
     rows: list[StageRow] = []

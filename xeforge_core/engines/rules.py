@@ -2,12 +2,25 @@
 
 Stage -> codemod:
 
-* ``dtype_fix``    -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
-* ``xpu_specific`` -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
-* ``autotuning``   -> :func:`xeforge_core.codemods.autotune.add_autotune`, else (kernels already
-  autotuned) :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune`
-* ``portability``  -> :func:`xeforge_core.codemods.portability.port_source` (a preparatory step,
+* ``dtype_fix``         -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
+* ``fusion``            -> :func:`xeforge_core.codemods.fusion.fuse` (same-grid launch chains,
+  elementwise epilogues into their producer, batched host loops into one launch)
+* ``memory_access``     -> :func:`xeforge_core.codemods.memory_access.improve_memory_access` (rows
+  whose block covers the row in one pass, target-sized elementwise blocks, one-output-per-program
+  kernels lifted to coalesced blocks)
+* ``block_pointers``    -> :func:`xeforge_core.codemods.descriptors.use_descriptors` (tl.dot operands
+  through tensor descriptors)
+* ``persistent_kernel`` -> :func:`xeforge_core.codemods.persistent.make_persistent`
+* ``xpu_specific``      -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
+* ``autotuning``        -> :func:`xeforge_core.codemods.autotune.add_autotune` (search space pruned for
+  the profile and per call), else (kernels already autotuned)
+  :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune`
+* ``portability``       -> :func:`xeforge_core.codemods.portability.port_source` (a preparatory step,
   also available as :func:`port_to_device_agnostic`; not one of the nine stages)
+
+Every codemod takes ``source`` and the settings ``target``, ``arch``, ``profile``,
+``search_space``, ``options`` and ``problem`` (the context's problem, for codemods that decide
+by the problem's roofline) and ignores those it does not use.
 
 Any other stage gets a not-applicable candidate saying the rules engine has no codemod for it.
 Being deterministic, the engine has nothing new to offer when the CoVeR loop feeds back a failed

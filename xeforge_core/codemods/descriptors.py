@@ -35,7 +35,6 @@ from xeforge_core.codemods.common import (
     dotted_name,
     int_value,
     is_constexpr_param,
-    is_kernel,
     not_applicable,
     parse_kernels,
     still_parses,
@@ -44,6 +43,7 @@ from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
+    Edits,
     all_names,
     assigned_names,
     block_stmts,
@@ -51,6 +51,7 @@ from xeforge_core.codemods.kernel_edit import (
     calls_named,
     drop_dead_defs,
     fresh_name,
+    insert_before_kernels,
     parse_expr,
     pointer_terms,
     read_names,
@@ -401,23 +402,7 @@ def use_descriptors(source: str, *, target: str = "xpu", **_: Any) -> CodemodRes
     if not kernel_edits:
         return not_applicable(NAME, source, "; ".join(dict.fromkeys(reasons)) or "no dot operand to rewrite")
 
-    class _T(cst.CSTTransformer):
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
-            if is_kernel(original) and original.name.value in kernel_edits:
-                return kernel_edits[original.name.value]
-            return updated
-
-        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-            return stmt_edits.get(id(original), updated)
-
-    module = module.visit(_T())
-    if not any(isinstance(s, cst.FunctionDef) and s.name.value == ALLOC_HELPER for s in module.body):
-        body = list(module.body)
-        at = next((i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and is_kernel(s)), len(body))
-        helper = list(cst.parse_module(_HELPER_SRC).body)
-        helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])  # type: ignore[attr-defined]
-        body[at:at] = helper
-        module = module.with_changes(body=body)
+    module = insert_before_kernels(module.visit(Edits(kernel_edits, stmt_edits)), _HELPER_SRC, ALLOC_HELPER)
     code = module.code
     error = still_parses(code)
     if error:

@@ -28,7 +28,13 @@ from typing import Any
 
 import libcst as cst
 
-from xeforge_core.codemods.common import code_of, dotted_name, is_autotune_decorator, is_constexpr_param
+from xeforge_core.codemods.common import (
+    PROGRAM_ID,
+    code_of,
+    dotted_name,
+    is_autotune_decorator,
+    is_constexpr_param,
+)
 from xeforge_core.codemods.fusion_chain import (
     FusedParam,
     FusionError,
@@ -42,6 +48,7 @@ from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
     TL_STORE,
+    Edits,
     assigned_names,
     base_and_offset,
     body_of,
@@ -58,10 +65,9 @@ from xeforge_core.codemods.kernel_edit import (
     rename,
     resolve,
     simple_assign,
+    walk,
     with_body,
 )
-
-_PID = {"tl.program_id", "triton.language.program_id"}
 
 
 def _stride_of(launch: Launch, param: str, tensor: str, facts: HostFacts) -> int | None:
@@ -139,7 +145,7 @@ def _consumer_index(fn: cst.FunctionDef, launch: Launch, facts: HostFacts, tenso
     """How the consumer reads ``tensor``: ``("flat", {"offs": name, "defs": [names...]})`` or
     ``("2d", {"row": name, "col": name, "defs": [...]})``; or why it is not an elementwise read."""
     name = fn.name.value
-    if any(isinstance(n, (cst.For, cst.While)) for n in _walk(fn.body)):
+    if any(isinstance(n, (cst.For, cst.While)) for n in walk(fn.body)):
         return (f"kernel {name} loops over {tensor} (a reduction across the producer's tiles); it stays a separate "
                 "launch (rule gemm_needs_2d_tiles)")
     ptr_params = {p for p, a in launch.bound.items() if isinstance(a.value, cst.Name)
@@ -187,18 +193,6 @@ def _consumer_index(fn: cst.FunctionDef, launch: Launch, facts: HostFacts, tenso
     return f"kernel {name} reads {tensor} at `{code_of(offset) if offset is not None else ''}`, which the fusion cannot map"
 
 
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    node.visit(_V())
-    return out
-
-
 def _pointer_uses(fn: cst.FunctionDef, names: set[str], ptr_params: set[str]
                   ) -> tuple[list[tuple[cst.Call, cst.BaseExpression | None]], bool]:
     out = []
@@ -228,7 +222,7 @@ def _pointer_uses(fn: cst.FunctionDef, names: set[str], ptr_params: set[str]
 def _is_pid(expr: cst.BaseExpression | None, defs: dict[str, cst.BaseExpression]) -> bool:
     if isinstance(expr, cst.Name):
         expr = defs.get(expr.value)
-    return isinstance(expr, cst.Call) and dotted_name(expr.func) in _PID
+    return isinstance(expr, cst.Call) and dotted_name(expr.func) in PROGRAM_ID
 
 
 def _is_flat_index(expr: cst.BaseExpression, defs: dict[str, cst.BaseExpression], constexprs: set[str]) -> bool:
@@ -434,17 +428,6 @@ def _contiguous_stride(value: cst.BaseExpression, tensor: str, shape: Any, facts
     return value
 
 
-class _StatementEdits(cst.CSTTransformer):
-    """Replace (or remove) statement lines by identity."""
-
-    def __init__(self, edits: dict[int, Any]) -> None:
-        super().__init__()
-        self.edits = edits
-
-    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-        return self.edits.get(id(original), updated)
-
-
 def epilogue_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tuple[cst.Module, list[str]] | str:
     """One epilogue fusion (module docstring) in ``module``, or the reasons none applies."""
     from xeforge_core.codemods.fusion import _fix_commas, _movable, _option_args, dead_allocations
@@ -488,5 +471,5 @@ def epilogue_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tu
                 new_body.append(s)
             module = module.with_changes(body=new_body)
 
-            return _fix_commas(module.visit(_StatementEdits(edits))), notes
+            return _fix_commas(module.visit(Edits(statements=edits))), notes
     return "; ".join(reasons) or "no launch reads what the launch before it wrote"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import libcst as cst
 
@@ -378,3 +379,66 @@ class ValueNumbers:
             else:
                 out.append(self.number(t))
         return tuple(sorted(out))
+
+
+def walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node under ``node`` (itself included), in visiting order."""
+    out: list[cst.CSTNode] = []
+
+    class _V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            out.append(n)
+            return True
+
+    node.visit(_V())
+    return out
+
+
+def with_commas(items: list[Any]) -> list[Any]:
+    """Parameters or arguments separated by ``", "``, the last one without a comma."""
+    return [x.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) if i < len(items) - 1
+            else x.with_changes(comma=cst.MaybeSentinel.DEFAULT) for i, x in enumerate(items)]
+
+
+def module_kernels(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    """Top-level ``@triton.jit`` functions of ``module`` by name."""
+    from xeforge_core.codemods.common import is_kernel
+
+    return {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
+
+
+class Edits(cst.CSTTransformer):
+    """Replace kernels by name (``kernels``) and statement lines by identity (``statements``:
+    ``id(original) -> replacement``, a ``RemoveFromParent`` or a ``FlattenSentinel``)."""
+
+    def __init__(self, kernels: Mapping[str, cst.FunctionDef] | None = None,
+                 statements: Mapping[int, Any] | None = None) -> None:
+        super().__init__()
+        self.kernels = dict(kernels or {})
+        self.statements = dict(statements or {})
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
+        from xeforge_core.codemods.common import is_kernel
+
+        if is_kernel(original) and original.name.value in self.kernels:
+            return self.kernels[original.name.value]
+        return updated
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine) -> Any:
+        return self.statements.get(id(original), updated)
+
+
+def insert_before_kernels(module: cst.Module, source: str, name: str) -> cst.Module:
+    """``module`` with the module-level code ``source`` inserted before its first kernel,
+    unless a top-level function ``name`` already exists."""
+    from xeforge_core.codemods.common import is_kernel
+
+    if any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in module.body):
+        return module
+    body = list(module.body)
+    at = next((i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and is_kernel(s)), len(body))
+    new = list(cst.parse_module(source.lstrip("\n")).body)
+    new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(),  # type: ignore[attr-defined]
+                                                *getattr(new[0], "leading_lines", [])])
+    body[at:at] = new
+    return module.with_changes(body=body)

@@ -23,9 +23,9 @@ from typing import Any
 
 import libcst as cst
 
-from xeforge_core.codemods.common import CodemodResult, is_kernel, not_applicable, parse_kernels, still_parses
+from xeforge_core.codemods.common import CodemodResult, code_of, not_applicable, parse_kernels, still_parses
 from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
-from xeforge_core.codemods.kernel_edit import all_names
+from xeforge_core.codemods.kernel_edit import Edits, all_names, insert_before_kernels, module_kernels
 from xeforge_core.codemods.spaces import SpaceError, space_configs
 
 NAME = "memory_access"
@@ -40,19 +40,11 @@ def _row_table(target: str, arch: str | None) -> tuple[dict[int, int], str]:
     return table, sid
 
 
-def _insert_before_kernels(module: cst.Module, stmts: list[cst.BaseStatement]) -> cst.Module:
-    body = list(module.body)
-    at = next((i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and is_kernel(s)), len(body))
-    lead = [cst.EmptyLine(), cst.EmptyLine()]
-    first = stmts[0].with_changes(leading_lines=[*lead, *getattr(stmts[0], "leading_lines", [])])  # type: ignore[attr-defined]
-    return module.with_changes(body=body[:at] + [first, *stmts[1:]] + body[at:])
-
-
 def _apply_rows(module: cst.Module, target: str, arch: str | None, notes: list[str], reasons: list[str],
                 touched: set[str]) -> cst.Module:
     from xeforge_core.codemods.memory_rows import HELPER, helper_source, launch_edit, plan_rows
 
-    kernels = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
+    kernels = module_kernels(module)
     counts = launch_counts(module, kernels)
     kernel_edits: dict[str, cst.FunctionDef] = {}
     stmt_edits: dict[int, Any] = {}
@@ -94,18 +86,9 @@ def _apply_rows(module: cst.Module, target: str, arch: str | None, notes: list[s
     if not kernel_edits:
         return module
 
-    class _T(cst.CSTTransformer):
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
-            if is_kernel(original) and original.name.value in kernel_edits:
-                return kernel_edits[original.name.value]
-            return updated
-
-        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-            return stmt_edits.get(id(original), updated)
-
-    module = module.visit(_T())
-    if not any(isinstance(s, cst.FunctionDef) and s.name.value == HELPER for s in module.body):
-        module = _insert_before_kernels(module, helper_source(table or {}, sid))
+    module = module.visit(Edits(kernel_edits, stmt_edits))
+    if table:
+        module = insert_before_kernels(module, "".join(code_of(x) for x in helper_source(table, sid)), HELPER)
     return module
 
 

@@ -24,17 +24,18 @@ from xeforge_core.codemods.common import (
     int_value,
     is_autotune_decorator,
     is_constexpr_param,
-    is_kernel,
     keyword_arg,
 )
 from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
+    Edits,
     body_of,
-    calls_named,
+    module_kernels,
     once_defs,
     pointer_terms,
     simple_assign,
+    walk,
 )
 from xeforge_core.codemods.spaces import SpaceError, default_config
 
@@ -76,7 +77,7 @@ def apply_flat(module: cst.Module, target: str, arch: str | None, notes: list[st
                touched: set[str] | None = None) -> cst.Module:
     """Rewrite every recognised flat elementwise launch of ``module`` (module docstring)."""
     touched = touched if touched is not None else set()
-    kernels = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
+    kernels = module_kernels(module)
     counts = launch_counts(module, kernels)
     stmt_edits: dict[int, Any] = {}
     cfg = None
@@ -87,7 +88,7 @@ def apply_flat(module: cst.Module, target: str, arch: str | None, notes: list[st
             kfn = kernels[lc.kernel]
             if lc.kernel in touched or counts.get(lc.kernel) != 1:
                 continue
-            if any(isinstance(n, (cst.For, cst.While)) for n in _statements(kfn)):
+            if any(isinstance(n, (cst.For, cst.While)) for n in walk(kfn.body)):
                 continue
             block = _flat_block(kfn)
             if block is None:
@@ -171,23 +172,6 @@ def apply_flat(module: cst.Module, target: str, arch: str | None, notes: list[st
     if not stmt_edits:
         return module
 
-    class _T(cst.CSTTransformer):
-        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-            return stmt_edits.get(id(original), updated)
-
-    return module.visit(_T())
+    return module.visit(Edits(statements=stmt_edits))
 
 
-def _statements(fn: cst.FunctionDef) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    fn.body.visit(_V())
-    return out
-
-
-__all__ = ["apply_flat", "calls_named"]

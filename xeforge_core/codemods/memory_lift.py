@@ -37,7 +37,6 @@ from xeforge_core.codemods.common import (
     int_value,
     is_autotune_decorator,
     is_constexpr_param,
-    is_kernel,
     keyword_arg,
 )
 from xeforge_core.codemods.host import Launch, host_facts, host_functions, launch_counts
@@ -45,6 +44,7 @@ from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
     TL_STORE,
+    Edits,
     all_names,
     assigned_names,
     body_of,
@@ -52,12 +52,15 @@ from xeforge_core.codemods.kernel_edit import (
     calls_named,
     comment_line,
     fresh_name,
+    module_kernels,
     once_defs,
     parse_expr,
     pointer_terms,
     read_names,
     simple_assign,
+    walk,
     with_body,
+    with_commas,
 )
 from xeforge_core.codemods.spaces import SpaceError, default_config
 
@@ -71,7 +74,7 @@ def _pid_derived(stmts: list[cst.BaseStatement], pid: str) -> set[str]:
     loop targets whose range does."""
     pieces: list[tuple[list[str], cst.CSTNode]] = []
     for s in stmts:
-        for n in _walk(s):
+        for n in walk(s):
             if isinstance(n, cst.SimpleStatementLine):
                 pieces.append((assigned_names(n), n))
             elif isinstance(n, cst.For):
@@ -118,18 +121,6 @@ def _is_pointer(name: str, defs: dict[str, cst.BaseExpression], pointers: set[st
     return name in pointers
 
 
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    node.visit(_V())
-    return out
-
-
 def plan_lift(fn: cst.FunctionDef, launch: Launch, grid_len: int | None) -> tuple[str, str, cst.FunctionDef] | str:
     """``(mode, pid name, new kernel)`` with ``mode`` ``"1d"``/``"2d"``; or why not."""
     name = fn.name.value
@@ -138,7 +129,7 @@ def plan_lift(fn: cst.FunctionDef, launch: Launch, grid_len: int | None) -> tupl
     if grid_len != 1:
         return f"kernel {name} is not launched on a 1-D grid"
     stmts = body_of(fn)
-    nodes = _walk(fn.body)
+    nodes = walk(fn.body)
     pids = calls_named(fn.body, PROGRAM_ID)
     if len(pids) != 1 or int_value(pids[0].args[0].value if pids[0].args else None) != 0:
         return f"kernel {name} does not read tl.program_id(0) exactly once"
@@ -227,8 +218,7 @@ def plan_lift(fn: cst.FunctionDef, launch: Launch, grid_len: int | None) -> tupl
     params.insert(plain_end, cst.Param(cst.Name(n_out)))
     const_end = max((i for i, p in enumerate(params) if p.default is None), default=-1) + 1
     params.insert(const_end, cst.parse_module(f"def f({bp}: tl.constexpr):\n    pass\n").body[0].params.params[0])  # type: ignore[attr-defined]
-    params = [p.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) if i < len(params) - 1
-              else p.with_changes(comma=cst.MaybeSentinel.DEFAULT) for i, p in enumerate(params)]
+    params = with_commas(params)
     new_fn = with_body(fn.with_changes(params=fn.params.with_changes(params=params)), new_stmts)
     return mode, f"{n_out}|{bp}", new_fn
 
@@ -269,8 +259,7 @@ def _launch(lc: Launch, old_fn: cst.FunctionDef, new_fn: cst.FunctionDef, n_out:
         if k != "num_warps":
             args.append(keyword_arg(k, a.value))
     args.append(keyword_arg("num_warps", cst.Integer(str(cfg["num_warps"]))))
-    args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) if i < len(args) - 1
-            else a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for i, a in enumerate(args)]
+    args = with_commas(args)
     grid = parse_expr(f"(triton.cdiv({code_of(total)}, {block}),)")
     return lc.call.with_changes(func=lc.call.func.with_changes(slice=[cst.SubscriptElement(cst.Index(grid))]),  # type: ignore[attr-defined]
                                 args=args)
@@ -280,7 +269,7 @@ def apply_lift(module: cst.Module, target: str, arch: str | None, notes: list[st
                touched: set[str] | None = None) -> cst.Module:
     """Rewrite every recognised one-output-per-program kernel of ``module`` (module docstring)."""
     touched = touched if touched is not None else set()
-    kernels = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
+    kernels = module_kernels(module)
     counts = launch_counts(module, kernels)
     kernel_edits: dict[str, cst.FunctionDef] = {}
     stmt_edits: dict[int, Any] = {}
@@ -318,13 +307,4 @@ def apply_lift(module: cst.Module, target: str, arch: str | None, notes: list[st
     if not kernel_edits:
         return module
 
-    class _T(cst.CSTTransformer):
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
-            if is_kernel(original) and original.name.value in kernel_edits:
-                return kernel_edits[original.name.value]
-            return updated
-
-        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-            return stmt_edits.get(id(original), updated)
-
-    return module.visit(_T())
+    return module.visit(Edits(kernel_edits, stmt_edits))

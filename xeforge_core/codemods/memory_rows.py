@@ -56,7 +56,9 @@ from xeforge_core.codemods.kernel_edit import (
     read_names,
     resolve,
     simple_assign,
+    walk,
     with_body,
+    with_commas,
 )
 
 HELPER = "_row_launch"
@@ -160,18 +162,6 @@ def _strided_loads(fn: cst.FunctionDef, stmts: list[cst.BaseStatement], defs: di
     return ""
 
 
-def _nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    node.visit(_V())
-    return out
-
-
 def _all_statements(fn: cst.FunctionDef) -> list[cst.SimpleStatementLine]:
     out: list[cst.SimpleStatementLine] = []
 
@@ -212,7 +202,7 @@ def plan_rows(fn: cst.FunctionDef, launch: Launch, facts: HostFacts) -> tuple[cs
     params = {p.name.value for p in fn.params.params}
     constexprs = {p.name.value for p in fn.params.params if is_constexpr_param(p)}
     if any(isinstance(n, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(
-            e.slice.value, cst.Name) and e.slice.value.value == "None" for e in n.slice) for n in _nodes(fn.body)):
+            e.slice.value, cst.Name) and e.slice.value.value == "None" for e in n.slice) for n in walk(fn.body)):
         return f"kernel {name} works on 2-D tiles; the row rewrite handles 1-D rows"
     if "ROW_FITS" in params:
         return f"kernel {name} already has a one-block path for rows (ROW_FITS)"
@@ -277,9 +267,7 @@ def plan_rows(fn: cst.FunctionDef, launch: Launch, facts: HostFacts) -> tuple[cs
     fits = cst.parse_module(f"def f(ROW_FITS: tl.constexpr{' = False' if has_default_before else ''}):\n    pass\n"
                             ).body[0].params.params[0]  # type: ignore[attr-defined]
     new_params.insert(at, fits)
-    new_params = [p.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                  if i < len(new_params) - 1 else p.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                  for i, p in enumerate(new_params)]
+    new_params = with_commas(new_params)
     new_fn = with_body(fn.with_changes(params=fn.params.with_changes(params=new_params)), [*prefix, branch])
     info = {"length_arg": launch.bound[length].value, "block_arg": launch.bound.get(block),
             "block_default": next((p.default for p in fn.params.params if p.name.value == block), None),
@@ -338,8 +326,7 @@ def launch_edit(launch: Launch, fn: cst.FunctionDef, block: str, info: dict[str,
             args.append(a)
     args += [keyword_arg(block, cst.Name(rb)), keyword_arg("ROW_FITS", cst.Name(rf)),
              keyword_arg("num_warps", cst.Name(rw))]
-    args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) if i < len(args) - 1
-            else a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for i, a in enumerate(args)]
+    args = with_commas(args)
     return stmt, launch.call.with_changes(args=args)  # type: ignore[return-value]
 
 

@@ -33,22 +33,24 @@ from xeforge_core.codemods.common import (
     dotted_name,
     int_value,
     is_autotune_decorator,
-    is_kernel,
     not_applicable,
     parse_kernels,
     still_parses,
 )
 from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
 from xeforge_core.codemods.kernel_edit import (
+    Edits,
     all_names,
     body_of,
     calls_named,
     fresh_name,
+    insert_before_kernels,
     once_defs,
     parse_expr,
     rename,
     simple_assign,
     with_body,
+    with_commas,
 )
 from xeforge_core.codemods.spaces import SpaceError, default_config
 
@@ -161,8 +163,7 @@ def _plan(fn: cst.FunctionDef, grid: cst.BaseExpression, taken: set[str]) -> tup
     if nbatch:
         at = max(i for i, p in enumerate(new_params) if p.annotation is None and p.default is None) + 1
         new_params.insert(at, cst.Param(cst.Name(nbatch)))
-    new_params = [p.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) if i < len(new_params) - 1
-                  else p.with_changes(comma=cst.MaybeSentinel.DEFAULT) for i, p in enumerate(new_params)]
+    new_params = with_commas(new_params)
     doc = [stmts[0]] if stmts and isinstance(stmts[0], cst.SimpleStatementLine) and isinstance(
         stmts[0].body[0], cst.Expr) and isinstance(stmts[0].body[0].value, cst.SimpleString) else []
     new_fn = with_body(fn.with_changes(params=fn.params.with_changes(params=new_params)), [*doc, *head_stmts, loop])
@@ -246,23 +247,7 @@ def make_persistent(source: str, *, target: str = "xpu", arch: str | None = None
     if not kernel_edits:
         return not_applicable(NAME, source, "; ".join(reasons) or "no tile-grid kernel")
 
-    class _T(cst.CSTTransformer):
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
-            if is_kernel(original) and original.name.value in kernel_edits:
-                return kernel_edits[original.name.value]
-            return updated
-
-        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-            return stmt_edits.get(id(original), updated)
-
-    module = module.visit(_T())
-    if not any(isinstance(s, cst.FunctionDef) and s.name.value == UNITS_HELPER for s in module.body):
-        body = list(module.body)
-        at = next((i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and is_kernel(s)), len(body))
-        helper = list(cst.parse_module(_HELPER_SRC).body)
-        helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])  # type: ignore[attr-defined]
-        body[at:at] = helper
-        module = module.with_changes(body=body)
+    module = insert_before_kernels(module.visit(Edits(kernel_edits, stmt_edits)), _HELPER_SRC, UNITS_HELPER)
     code = module.code
     error = still_parses(code)
     if error:

@@ -35,10 +35,12 @@ Usage::
     python benchmarks/bench_pipeline.py --cases DIR --out OUT --only flash --only gemm
     python benchmarks/bench_pipeline.py --device cpu --only vector_add --skip-trajectory --out /tmp/b
 
-``--quick`` (one shape a problem, one seed, one CoVeR iteration, short timing) stops starting
-new problems after 5.5 minutes and stops every verification still running at 7 minutes
-(``--budget-min`` / ``--deadline-min``), keeping what finished; problems run ``--jobs`` at a
-time (default: CPUs - 4, at most 10). On cpu nothing is timed (Triton's interpreter); that mode
+``--quick`` (one shape a problem, one seed, one CoVeR iteration, short timing, at most four
+autotune configs a kernel) stops starting new problems after 5 minutes and stops every
+verification still running at 6.5 minutes (``--budget-min`` / ``--deadline-min``), keeping what
+finished; problems run ``--jobs`` at a time (default: CPUs - 4, at most 10), samples first. What
+a run did not reach, a second run (``--skip-samples --skip-trajectory``, or ``--only``) measures,
+and ``--merge`` joins the two. On cpu nothing is timed (Triton's interpreter); that mode
 exists to exercise the script anywhere.
 """
 
@@ -981,7 +983,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=Path, default=None, help="directory of Xe-Forge cases (kernel .py + .yaml)")
     ap.add_argument("--out", type=Path, required=True, help="output directory (created)")
-    ap.add_argument("--quick", action="store_true", help="fewer shapes and trials; about 8 minutes on an H200")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and trials; at most 6.5 minutes")
     ap.add_argument("--only", action="append", default=[], help="only problems whose name contains this "
                     "(repeatable); the trajectory runs only if it also matches 'flash' or 'trajectory'")
     ap.add_argument("--device", default=None, help="cuda, xpu, cuda:1, cpu (default: detected)")
@@ -989,9 +991,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "by the device lock)")
     ap.add_argument("--max-shapes", type=int, default=None, help="bench shapes per problem (default 1 quick, 4 full)")
     ap.add_argument("--budget-min", type=float, default=None, help="stop starting new problems after this "
-                    "many minutes (default 7 in --quick)")
+                    "many minutes (default 5 in --quick)")
     ap.add_argument("--deadline-min", type=float, default=None, help="stop every verification still running after "
-                    "this many minutes, keeping what finished (default 7 in --quick)")
+                    "this many minutes, keeping what finished (default 6.5 in --quick)")
     ap.add_argument("--all-steps", action="store_true", help="time every trajectory step, also in --quick (by "
                     "default --quick times the last non-causal step and the causal one; "
                     "benchmarks/bench_flash_attention.py times every step against SDPA)")
@@ -1009,8 +1011,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     quick = bool(args.quick)
-    budget = args.budget_min if args.budget_min is not None else (5.5 if quick else None)
-    deadline = args.deadline_min if args.deadline_min is not None else (7.0 if quick else None)
+    budget = args.budget_min if args.budget_min is not None else (5.0 if quick else None)
+    deadline = args.deadline_min if args.deadline_min is not None else (6.5 if quick else None)
     jobs = args.jobs or max(2, min(10, (os.cpu_count() or 4) - 4))
     return Settings(
         quick=quick, device=args.device, jobs=max(1, jobs), iterations=1 if quick else 2,

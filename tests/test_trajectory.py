@@ -21,7 +21,7 @@ STEPS = flash_attention_trajectory()
 def test_trajectory_has_the_taught_steps_in_order():
     assert [s.index for s in STEPS] == list(range(len(STEPS)))
     assert STEPS[0].stage == "baseline" and STEPS[0].rule_id is None
-    assert [s.stage for s in STEPS[1:]] == ["dtype_fix", "fusion", "algorithmic", "memory_access", "block_pointers",
+    assert [s.stage for s in STEPS[1:]] == ["fusion", "dtype_fix", "algorithmic", "memory_access", "block_pointers",
                                             "xpu_specific", "autotuning", "memory_access", "discovery"]
     for step in STEPS:
         assert step.title and len(step.annotation) > 200, step.title
@@ -64,8 +64,8 @@ def test_the_teaching_points_are_in_the_code():
     code = {s.index: s.code for s in STEPS}
     kernels = {i: c.split("def kernel_function")[0] for i, c in code.items()}
     assert "scores = torch.empty" in code[0] and ".to(tl.float32)" in kernels[0]  # S x S in memory, fp32 dots
-    assert "scores = torch.empty" in code[1] and "tl.dot(q, kt)" in kernels[1]  # fp16 operands, still naive
-    assert "scores" not in code[2] and "m_new" in code[2]  # online softmax, one kernel
+    assert "scores" not in code[1] and "m_new" in code[1]  # online softmax, one kernel
+    assert ".to(tl.float32)" in kernels[1] and ".to(tl.float32)" not in kernels[2]  # then fp16 operands
     assert "tl.exp(" in kernels[2] and "tl.exp(" not in kernels[3] and "tl.math.exp2" in kernels[3]
     assert "LAST: tl.constexpr" in kernels[4] and "n_full" in kernels[4]  # masks only on the last block
     assert "TensorDescriptor" in code[5] and "_desc.load" in kernels[5]

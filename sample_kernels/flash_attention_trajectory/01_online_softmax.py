@@ -1,4 +1,4 @@
-"""Attention forward, step 2: online softmax. One kernel streams K and V block by block and keeps a running row max and row sum, so the [S, S] score matrix never reaches global memory; 64x64 tiles, the Q tile loaded once and kept in registers, K loaded directly as a [D, BLOCK_N] tile."""
+"""Attention forward, step 1: online softmax. One kernel streams K and V block by block and keeps a running row max and row sum, so the [S, S] score matrix never reaches global memory; 64x64 tiles, the Q tile loaded once and kept in registers, K loaded directly as a [D, BLOCK_N] tile; the tl.dot operands are still upcast to fp32, as in the naive kernel."""
 
 import torch
 import torch.nn as nn
@@ -33,15 +33,14 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, D, sm_scale,
     for start in range(0, S, BLOCK_N):
         n_mask = (start + offs_n0) < S
         kt = tl.load(kt_ptrs + start * D, mask=d_mask[:, None] & n_mask[None, :], other=0.0)
-        s = tl.dot(q, kt) * sm_scale
+        s = tl.dot(q.to(tl.float32), kt.to(tl.float32)) * sm_scale
         s = tl.where(n_mask[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp(m_i - m_new)          # rescales what was summed under the old max
         p = tl.exp(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(v_ptrs + start * D, mask=n_mask[:, None] & d_mask[None, :], other=0.0)
-        acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc)
+        acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32))
         m_i = m_new
     acc = acc / l_i[:, None]
     tl.store(o_ptr + base + offs_m[:, None] * D + offs_d[None, :], acc.to(o_ptr.dtype.element_ty),

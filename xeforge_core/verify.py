@@ -295,6 +295,7 @@ def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -
     verdict.stdout = outcome.stdout
     verdict.stderr = outcome.stderr
     verdict.warnings = list(verdict.warnings) + list(outcome.warnings)
+    verdict.isolation = dict(outcome.isolation or verdict.isolation)
     return verdict
 
 

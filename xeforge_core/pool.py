@@ -37,6 +37,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -67,6 +68,10 @@ WARMUP_LIMIT_S = 600.0
 #: environment or a long-lived app should not keep serving from a stale process).
 MAX_IDLE_S = 1800.0
 
+#: Idle workers kept in all; beyond, the oldest of other flavours are stopped (an environment
+#: that changed leaves workers nobody will use).
+MAX_IDLE_TOTAL = 4
+
 #: Entries of a slot's job directory not moved into the caller's job directory.
 _SCRATCH = {"tmp", "home", "triton-cache", READY_FILE, ACK_FILE}
 
@@ -86,6 +91,9 @@ class Flavour:
     lock_dir: str | None
     sandboxed: bool
     tool: str
+    #: hash of the (scrubbed) environment and working directory the worker inherited: a
+    #: worker started before the caller's environment changed is not used afterwards
+    environment: str = ""
 
 
 @dataclass(eq=False)
@@ -166,9 +174,12 @@ class WorkerPool:
         iso = sandbox.isolation()
         if device_type == "cpu":
             device_index = None  # one CPU: the index changes nothing in the worker
+        env = sorted(runner.scrub_environment().items())
+        digest = hashlib.sha256(json.dumps([env, os.getcwd()]).encode("utf-8")).hexdigest()[:16]
         return Flavour(device_type=device_type, device_index=device_index,
                        lock_dir=str(Path(lock_dir).resolve()) if lock_dir else None,
-                       sandboxed=iso.sandboxed, tool=iso.tool if iso.sandboxed else "")
+                       sandboxed=iso.sandboxed, tool=iso.tool if iso.sandboxed else "",
+                       environment=digest)
 
     def _target(self, flavour: Flavour) -> int:
         env = os.environ.get(SIZE_ENV, "").strip()
@@ -240,6 +251,13 @@ class WorkerPool:
         idle = self._idle.setdefault(flavour, [])
         while len(idle) < self._target(flavour):
             idle.append(self._spawn(flavour))
+        others = sorted((s for f, v in self._idle.items() if f != flavour for s in v),
+                        key=lambda s: s.spawned_at)
+        excess = sum(len(v) for v in self._idle.values()) - MAX_IDLE_TOTAL
+        for slot in others[:max(0, excess)]:
+            self._idle[slot.flavour].remove(slot)
+            self.discarded += 1
+            threading.Thread(target=self._discard, args=(slot,), daemon=True).start()
 
     def prestart(self, device_type: str = "cpu", device_index: int | None = None, *,
                  lock_dir: str | None = None, count: int | None = None) -> int:

@@ -73,6 +73,7 @@ BWRAP_ENV = "XEFORGE_BWRAP"
 ACTIVE_ENV = "XEFORGE_SANDBOX_ACTIVE"
 HIDDEN_ENV = "XEFORGE_SANDBOX_HIDDEN"
 WRITABLE_ENV = "XEFORGE_SANDBOX_WRITABLE"
+VISIBLE_ENV = "XEFORGE_SANDBOX_VISIBLE"
 
 #: Top-level directories of the host mounted read-only in the sandbox (those that exist; a
 #: symbolic link such as ``/lib -> usr/lib`` is recreated as a link). ``/opt`` holds oneAPI and
@@ -98,9 +99,10 @@ _TRUE = {"1", "true", "yes", "on", "require", "required"}
 _FALSE = {"0", "false", "no", "off", "none", "disabled"}
 
 
-class SandboxRequired(XeForgeError, RuntimeError):
+class SandboxRequired(XeForgeError, OSError):
     """Raised when ``XEFORGE_REQUIRE_SANDBOX=1`` but the sandbox cannot be set up; the message
-    names why (e.g. "bubblewrap (bwrap) was not found")."""
+    names why (e.g. "bubblewrap (bwrap) was not found"). An ``OSError``: what is missing is the
+    operating system's part, and callers that report environment errors report this one."""
 
 
 @dataclass
@@ -347,17 +349,21 @@ class Policy:
             real = _real(r)
             if real.exists() and not _within(real, job):
                 args += ["--ro-bind", str(real), str(real)]
-        args += ["--chdir", str(job)]
+        # The new root itself (a tmpfs holding the mount points) read-only too: nothing outside the
+        # binds above is writable, not even in memory.
+        args += ["--remount-ro", "/", "--chdir", str(job)]
         return args
 
     def environment(self, sandboxed: bool) -> dict[str, str]:
-        """Variables telling the worker's escape recorder what is hidden and writable."""
+        """Variables telling the worker's escape recorder what is hidden, writable and shown."""
         writable = [_real(self.job_dir), *(_real(w) for w in self.writable)]
         if sandboxed:
             writable += [Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")]
+        visible = [*python_paths(), package_dir(), *(_real(r) for r in self.readable)]
         return {ACTIVE_ENV: "1" if sandboxed else "0",
                 HIDDEN_ENV: os.pathsep.join(str(h) for h in hidden_paths()),
-                WRITABLE_ENV: os.pathsep.join(str(w) for w in writable)}
+                WRITABLE_ENV: os.pathsep.join(str(w) for w in writable),
+                VISIBLE_ENV: os.pathsep.join(str(v) for v in visible)}
 
 
 def wrap(command: Sequence[str], policy: Policy, isolation: Isolation) -> list[str]:
@@ -379,12 +385,13 @@ _PROBE = r"""
 import os, socket, sys
 names = [n for _, n in socket.if_nameindex()]
 assert names == ["lo"], f"network interfaces visible: {names}"
-try:
-    open("/usr/.xeforge-sandbox-probe", "w")
-except OSError:
-    pass
-else:
-    raise AssertionError("/usr is writable")
+for path in ("/usr/.xeforge-sandbox-probe", "/.xeforge-sandbox-probe"):
+    try:
+        open(path, "w")
+    except OSError:
+        pass
+    else:
+        raise AssertionError(f"{path} is writable")
 status = open("/proc/self/status").read()
 assert "CapEff:\t0000000000000000" in status, "capabilities were not dropped"
 for hidden in sys.argv[1:]:

@@ -12,9 +12,11 @@ stack:
 * ``network``: ``socket.connect`` / ``sendto`` / ``sendmsg`` (address), ``socket.getaddrinfo``
   (host name);
 * ``write``: opening for writing, creating, removing, renaming, linking or changing the mode
-  of a path outside the writable directories (``XEFORGE_SANDBOX_WRITABLE``; ``/dev`` excepted);
+  of a path outside the writable directories (``XEFORGE_SANDBOX_WRITABLE``; ``/dev`` excepted)
+  or under a hidden one;
 * ``read``: opening or listing a path under a hidden directory (``XEFORGE_SANDBOX_HIDDEN``: the
-  home directory, the verdict cache, the session workspace, ``.env`` files);
+  home directory, the verdict cache, the session workspace, ``.env`` files) that is neither the
+  job's nor part of the Python environment shown (``XEFORGE_SANDBOX_VISIBLE``);
 * ``process``: starting a program (``subprocess``, ``os.system``, ``os.exec*``, ``os.posix_spawn``)
   directly from the module under test (its actions are confined by the sandbox, not recorded).
 
@@ -44,6 +46,7 @@ _PATH_WRITES = {"os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.symlink", 
                 "shutil.copytree", "shutil.move"}
 _LISTING = {"os.listdir", "os.scandir", "glob.glob"}
 _PROCESS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn"}
+_SCRATCH_DIRS = {"/tmp", "/var/tmp", "/dev/shm", "/dev"}
 _WATCHED = frozenset(_NETWORK | _PATH_WRITES | _LISTING | _PROCESS | {"open"})
 
 
@@ -58,10 +61,14 @@ class EscapeRecorder:
     ``hidden``/``writable``: absolute real paths (see module docstring).
     """
 
-    def __init__(self, job_dir: Path, *, hidden: list[str], writable: list[str]) -> None:
+    def __init__(self, job_dir: Path, *, hidden: list[str], writable: list[str],
+                 visible: list[str] = ()) -> None:
         self.src = os.path.realpath(os.path.join(job_dir, "src")) + os.sep
         self.hidden = [h.rstrip(os.sep) for h in hidden]
+        self.visible = [v.rstrip(os.sep) for v in visible]
         self.writable = [w.rstrip(os.sep) for w in writable] + ["/dev"]
+        # the job's own directories (not the sandbox's private /tmp, which may hold hidden ones)
+        self.own = [w for w in self.writable if w not in _SCRATCH_DIRS]
         self.stdlib = tuple(os.path.realpath(p) + os.sep for p in
                             {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
         self.counts: dict[str, int] = {}
@@ -78,6 +85,19 @@ class EscapeRecorder:
     @staticmethod
     def _under(path: str, roots: list[str]) -> bool:
         return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+    def _private(self, path: str) -> bool:
+        """Under a hidden directory, and neither in the job's own directories nor in the
+        Python environment that the sandbox shows (a venv under the home directory)."""
+        return self._under(path, self.hidden) and not self._under(path, self.own + self.visible)
+
+    def _unwritable(self, path: str) -> bool:
+        """Outside the writable directories, or in a read-only one mounted inside them (the
+        baseline's outputs, a Python environment under /tmp), or under a hidden one."""
+        if self._under(path, self.own):
+            return False
+        return (self._under(path, self.hidden) or self._under(path, self.visible)
+                or not self._under(path, self.writable))
 
     def _culprit(self, strict: bool) -> tuple[str, int] | None:
         """``(file, line)`` of the module-under-test frame responsible, or ``None``. ``strict``:
@@ -117,9 +137,9 @@ class EscapeRecorder:
             real = os.path.realpath(os.fsdecode(path))
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
-            if writing and not self._under(real, self.writable):
+            if writing and self._unwritable(real):
                 return "write", real, False
-            if not writing and self._under(real, self.hidden) and not self._under(real, self.writable):
+            if not writing and self._private(real):
                 return "read", real, False
             return None
         if event in _LISTING:
@@ -127,14 +147,14 @@ class EscapeRecorder:
             if not isinstance(path, (str, bytes, os.PathLike)):
                 return None
             real = os.path.realpath(os.fsdecode(path))
-            if self._under(real, self.hidden) and not self._under(real, self.writable):
+            if self._private(real):
                 return "read", real, False
             return None
         if event in _PATH_WRITES:
             for arg in args:
                 if isinstance(arg, (str, bytes, os.PathLike)):
                     real = os.path.realpath(os.fsdecode(arg))
-                    if not self._under(real, self.writable):
+                    if self._unwritable(real):
                         return "write", real, False
             return None
         return None
@@ -176,7 +196,8 @@ def install_from_environment(job_dir: Path) -> EscapeRecorder | None:
         return None
     try:
         recorder = EscapeRecorder(job_dir, hidden=_paths(hidden or ""),
-                                  writable=_paths(writable or "") + [os.path.realpath(job_dir)])
+                                  writable=_paths(writable or "") + [os.path.realpath(job_dir)],
+                                  visible=_paths(os.environ.get("XEFORGE_SANDBOX_VISIBLE", "")))
     except OSError:
         return None
     recorder.install()

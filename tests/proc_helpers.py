@@ -7,8 +7,16 @@ leftovers are found through ``/proc`` whatever PID namespace (sandbox) they ran 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 MARK_VAR = "XEFORGE_TEST_MARK"
+FIXTURES = Path(__file__).parent / "fixtures" / "process"
+
+
+def planted(name: str) -> str:
+    """The source of a planted candidate: the prologue ``fixtures/process/<name>`` followed by
+    the correct kernel of ``add_baseline.py`` (so its line numbers are the prologue's)."""
+    return (FIXTURES / name).read_text() + "\n\n" + (FIXTURES / "add_baseline.py").read_text()
 
 
 def alive(pid: int) -> bool:

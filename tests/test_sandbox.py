@@ -259,7 +259,7 @@ def _verify_escape(private, listener, shared_cache, monkeypatch):
     monkeypatch.setenv("XEFORGE_TEST_PORT", str(listener.port))
     monkeypatch.setenv("XEFORGE_WORKSPACE", str(private["workspace"]))
     options = VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], use_cache=True)
-    verdict = verify(problem, (FIX / "cand_escape.py").read_text(), device="cpu", options=options)
+    verdict = verify(problem, proc_helpers.planted("cand_escape.py"), device="cpu", options=options)
     listener.close()
     return verdict, session
 

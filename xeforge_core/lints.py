@@ -655,3 +655,24 @@ def lint_descriptor_boundary_check(ctx: LintContext) -> list[Hit]:
                                           "tensor descriptors take no boundary_check (out-of-bounds reads are padded)",
                                 kernel=fn.name))
     return hits
+
+
+@_register
+def lint_masked_load_without_other(ctx: LintContext) -> list[Hit]:
+    """``tl.load(ptr, mask=...)`` (or a positional mask) with no ``other`` value, in a kernel."""
+    kernels = {k.name for k in ctx.facts.kernels}
+    hits: list[Hit] = []
+    for fn in walk(ctx.tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+            continue
+        for node in walk(fn):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"):
+                continue
+            names = {kw.arg for kw in node.keywords}
+            has_mask = "mask" in names or len(node.args) >= 2
+            has_other = "other" in names or len(node.args) >= 3
+            if has_mask and not has_other:
+                hits.append(Hit(node.lineno, f"{fn.name}: `{ast.unparse(node)[:80]}` masks lanes without `other`: "
+                                             "masked-off lanes hold undefined values, and a reduction, max or dot "
+                                             "over the tile reads them", kernel=fn.name))
+    return hits

@@ -656,7 +656,8 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
         )
     outcome = supervise(proc, token=token, job_dir=jdir, limits=limits, isolation=iso,
                         on_progress=on_progress, cancel=cancel, start=start)
-    return annotate(outcome, iso, role=str(job.get("role", "")))
+    return annotate(outcome, iso, role=str(job.get("role", "")),
+                    verdict_result=command is None and module == WORKER_MODULE)
 
 
 @dataclass
@@ -847,22 +848,25 @@ def _escape_finding(attempt: dict[str, Any], iso: sandbox.Isolation) -> dict[str
             "line": line if where == "candidate" or where == "baseline" else None}
 
 
-def annotate(outcome: WorkerOutcome, iso: sandbox.Isolation, *, role: str = "") -> WorkerOutcome:
+def annotate(outcome: WorkerOutcome, iso: sandbox.Isolation, *, role: str = "",
+             verdict_result: bool = True) -> WorkerOutcome:
     """Add to ``outcome`` how the worker was isolated (``isolation``, and a warning when not
     sandboxed, except for the baseline job whose verdict is not the one shown) and the escape
-    attempts it recorded, as findings of its result (or as warnings when it wrote none)."""
+    attempts it recorded, as findings of its result (or as warnings when it wrote none).
+    ``verdict_result``: the result is a verdict (the verification worker's), which also gets
+    the ``isolation`` field; other workers' results (the doctor's, the probe's) are left alone."""
     outcome.isolation = iso.to_dict()
     outcome.escapes = read_attempts(Path(outcome.job_dir))
     if not iso.sandboxed and role != "baseline":
         outcome.warnings.append(iso.summary)
     if outcome.escapes:
         findings = [_escape_finding(a, iso) for a in outcome.escapes]
-        if outcome.result is not None:
+        if outcome.result is not None and verdict_result:
             existing = outcome.result.get("findings")
             outcome.result["findings"] = (list(existing) if isinstance(existing, list) else []) + findings
         else:
             outcome.warnings += [f["message"] for f in findings]
-    if outcome.result is not None:
+    if outcome.result is not None and verdict_result:
         outcome.result["isolation"] = outcome.isolation
     return outcome
 

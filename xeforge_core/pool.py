@@ -223,10 +223,13 @@ class WorkerPool:
         return _Slot(proc=proc, token=token, root=root, job_dir=job_dir, input_dir=input_dir,
                      flavour=flavour, isolation=iso, stdin=os.fdopen(write_end, "wb", buffering=0))
 
-    def _discard(self, slot: _Slot) -> None:
+    def _discard(self, slot: _Slot, *, reaped: bool = False) -> None:
+        """Stop ``slot``'s processes (unless ``reaped``: ``runner.supervise`` already killed its
+        group and swept its token) and remove its directories."""
         with contextlib.suppress(OSError):
             slot.stdin.close()
-        runner.kill_group(slot.proc.pid, slot.token, term_grace_s=0.5)
+        if not reaped or slot.proc.poll() is None:
+            runner.kill_group(slot.proc.pid, slot.token, term_grace_s=0.5)
         with contextlib.suppress(subprocess.TimeoutExpired):
             slot.proc.wait(timeout=5.0)
         shutil.rmtree(slot.root, ignore_errors=True)
@@ -341,7 +344,7 @@ class WorkerPool:
             finally:
                 with self._lock:
                     self._busy.discard(slot)
-                self._discard(slot)
+                self._discard(slot, reaped=True)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_on(self, slot: _Slot, job: dict[str, Any], job_dir: Path, limits: runner.Limits,

@@ -57,8 +57,10 @@ def run_task(job: dict[str, Any], *, timeout_s: float, env: dict[str, str] | Non
         job["env"] = dict(env)
     # A profiler trace goes outside the job directory: the sandbox must let the child write there.
     profile = (env or {}).get("XEFORGE_DOCTOR_PROFILE")
+    # An op saved by the tracing task (``job["path"]``) is read from that task's directory.
     outcome = run_worker(job, timeout_s=timeout_s, module=CHILD_MODULE, exit_grace_s=2.0,
-                         writable=[os.path.dirname(os.path.abspath(profile))] if profile else ())
+                         writable=[os.path.dirname(os.path.abspath(profile))] if profile else (),
+                         readable=[job["path"]] if job.get("path") else ())
     stderr = outcome.stderr or ""
     if outcome.timed_out:
         match = _STACK_RE.search(stderr)

@@ -131,9 +131,10 @@ ACK_FILE = "pool.ack"
 
 
 def warm_up(device: str) -> list[str]:
-    """Import what every role needs and, on a GPU, initialise the device (create its context,
-    load Triton's driver); returns what went wrong (the job will meet it again and report it).
-    Runs before any job: nothing here touches code under test."""
+    """Import what every role needs, launch one trivial Triton kernel (``warmup``) and, on a
+    GPU, initialise the device (its context, Triton's driver and compiler); returns what went
+    wrong (the job will meet it again and report it). ``XEFORGE_POOL_INIT_DEVICE=0`` stops after
+    the imports. Runs before any job: nothing here touches code under test."""
     problems: list[str] = []
     try:
         import numpy  # noqa: F401
@@ -145,14 +146,16 @@ def warm_up(device: str) -> list[str]:
         import xeforge_core.worker.timing  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         return [f"import: {type(exc).__name__}: {exc}"]
-    if device in ("cuda", "xpu") and os.environ.get("XEFORGE_POOL_INIT_DEVICE", "1") != "0":
-        try:
+    if device in ("cuda", "xpu") and os.environ.get("XEFORGE_POOL_INIT_DEVICE", "1") == "0":
+        return problems
+    try:
+        if device != "cpu":
             torch.empty(1, device=device)
-            from triton.runtime import driver
+        from xeforge_core.worker import warmup
 
-            driver.active.get_current_device()
-        except Exception as exc:  # noqa: BLE001
-            problems.append(f"device init: {type(exc).__name__}: {exc}")
+        warmup.run(device)  # a first Triton launch (and, on a GPU, compile and driver load)
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"device init: {type(exc).__name__}: {exc}")
     return problems
 
 

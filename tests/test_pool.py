@@ -50,10 +50,11 @@ def problem():
 def _verify(problem, fixture: str, **opts):
     from xeforge_core.verify import VerifyOptions, verify
 
-    options = VerifyOptions(**{"timeout_s": 120.0, "seeds": 1, "distributions": ["normal"],
-                               "use_cache": False, **opts})
+    # The cache is the module's own: the baseline's saved outputs are reused, and each source is
+    # new to the verdict cache, so every call runs one candidate job.
+    options = VerifyOptions(**{"timeout_s": 120.0, "seeds": 1, "distributions": ["normal"], **opts})
     if not fixture:
-        source = problem.kernel.source
+        source = problem.kernel.source + f"\n# {uuid.uuid4().hex}\n"
     elif "pool_" in fixture:
         source = proc_helpers.planted(fixture)
     else:
@@ -61,7 +62,7 @@ def _verify(problem, fixture: str, **opts):
     return verify(problem, source, device="cpu", options=options)
 
 
-def _wait_ready(p: pool.WorkerPool, timeout_s: float = 120.0) -> None:
+def _wait_ready(p: pool.WorkerPool, timeout_s: float = 180.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with p._lock:
@@ -69,7 +70,8 @@ def _wait_ready(p: pool.WorkerPool, timeout_s: float = 120.0) -> None:
         if slots and all(s.ready for s in slots):
             return
         time.sleep(0.1)
-    raise AssertionError("no pool worker got ready")
+    raise AssertionError(f"no pool worker got ready: {p.stats()} "
+                         + " | ".join(s.warm_output()[-500:] for v in p._idle.values() for s in v))
 
 
 def _pool_processes(p: pool.WorkerPool) -> set[int]:
@@ -78,8 +80,12 @@ def _pool_processes(p: pool.WorkerPool) -> set[int]:
     return {pid for s in slots for pid in runner.group_members(s.proc.pid)}
 
 
-def test_what_a_candidate_leaves_behind_does_not_reach_the_next(env, problem):
+def test_one_warm_pool_through_leftovers_a_hang_and_an_abort(env, problem):
+    """Candidates in a row through one pool: what the first leaves behind (a thread, a global,
+    a monkey-patch, ...) does not reach the next; a hang and an abort are verdicts; the pool
+    serves the next one warm; only the worker kept ready is alive in the end."""
     p = pool.default_pool()
+    pool.prestart("cpu", count=1)
     _verify(problem, "")  # the baseline's outputs are saved, and a worker is started ahead
     _wait_ready(p)
     warm_before = p.served_warm
@@ -90,14 +96,8 @@ def test_what_a_candidate_leaves_behind_does_not_reach_the_next(env, problem):
     assert inspector.kind is VerdictKind.OK, inspector.reason
     assert "POOL-CHECK builtin=False env=False patch=False thread=False tmpfile=False" in inspector.stdout
     assert p.served_warm >= warm_before + 2  # both were served by a worker started ahead
-    # only the one worker kept ready is alive: the two used ones are gone
-    assert set(proc_helpers.marked_processes(env)) == _pool_processes(p)
 
-
-def test_hang_and_abort_in_pooled_workers_are_verdicts_and_the_pool_goes_on(env, problem):
-    p = pool.default_pool()
-    _wait_ready(p)
-    hang = _verify(problem, "cand_infinite_loop.py", timeout_s=6.0)
+    hang = _verify(problem, "cand_infinite_loop.py", timeout_s=4.0)
     assert hang.kind is VerdictKind.TIMEOUT, hang.reason
     abort = _verify(problem, "cand_abort.py")
     assert abort.kind is VerdictKind.CRASH and "SIGABRT" in abort.reason, abort.reason
@@ -105,7 +105,8 @@ def test_hang_and_abort_in_pooled_workers_are_verdicts_and_the_pool_goes_on(env,
     served = p.served_warm
     ok = _verify(problem, "")
     assert ok.kind is VerdictKind.OK, ok.reason
-    assert p.served_warm == served + 1
+    assert p.served_warm == served + 1 and not ok.cached
+    # only the one worker kept ready is alive: every used one is gone
     assert set(proc_helpers.marked_processes(env)) == _pool_processes(p)
 
 

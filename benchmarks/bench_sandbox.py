@@ -175,13 +175,16 @@ def _save(path: Path, data: dict[str, Any]) -> None:
 def table(data: dict[str, Any]) -> str:
     """The Markdown table of ``data`` (results.json)."""
     runs = data.get("runs", [])
-    bare = _median(data.get("bare", {}).get("import", []))
+    bare = _median(data.get("bare", {}).get("import", []) + data.get("bare", {}).get("interleaved", []))
     lines = [f"# Sandbox and warm pool: {data.get('device_name')} ({data.get('device')})", "",
              f"Recorded {data.get('date')} on {data.get('host')}; torch {data.get('versions', {}).get('torch')}, "
              f"triton {data.get('versions', {}).get('triton')}, Python {data.get('python')}.", "",
-             f"Isolation here: {data.get('isolation', {}).get('summary')}", ""]
+             f"Isolation here: {data.get('isolation', {}).get('summary')}", "",
+             f"{data.get('cpus')} CPUs; load average (1 min) {(data.get('load_average_start') or [0])[0]:.1f} at "
+             f"the start, {(data.get('load_average_end') or [0])[0]:.1f} at the end.", ""]
     if bare:
-        lines.append(f"Bare `python -c \"import torch, triton\"`: median {bare:.2f} s"
+        n = len(data["bare"].get("import", [])) + len(data["bare"].get("interleaved", []))
+        lines.append(f"Bare `python -c \"import torch, triton\"`: median {bare:.2f} s of {n}, taken beside the cold runs"
                      + (f"; with the device initialised {_median(data['bare']['import+device']):.2f} s"
                         if data.get("bare", {}).get("import+device") else "") + ".")
         lines.append("")
@@ -239,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     data.update({"device": f"{info.type}:{info.index}", "device_name": info.name,
                  "interpreter": info.interpreter, "host": platform.node(),
                  "python": platform.python_version(), "versions": info.fingerprint.get("versions", {}),
-                 "isolation": iso.to_dict(), "date": _dt.date.today().isoformat()})
+                 "isolation": iso.to_dict(), "date": _dt.date.today().isoformat(),
+                 "load_average_start": list(os.getloadavg()), "cpus": os.cpu_count()})
     data.setdefault("runs", [])
     if "bare" not in data:
         data["bare"] = bare_import_seconds(info.type, 3)
@@ -248,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.samples or (list(CPU_SAMPLES) if info.interpreter else [s.name for s in list_samples()])
     samples = {s.name: s for s in list_samples()}
     done = {(r["sample"], r["mode"], r["phase"], r["rep"]) for r in data["runs"]}
+    done_bare: set[tuple[str, int]] = set()
     complete = True
     saved_env = {k: os.environ.get(k) for k in (sandbox.SANDBOX_ENV, pool.POOL_ENV)}
     try:
@@ -256,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
             problem = load_sample(sample.name)
             plan = [("cold", i) for i in range(args.cold)] + [("warm", i) for i in range(args.repeats)]
             for phase, rep in plan:
+                if phase == "cold" and ("bare", rep) not in done_bare:
+                    # a bare import beside each round of cold runs: the ratio is taken side by side
+                    data["bare"].setdefault("interleaved", []).extend(
+                        bare_import_seconds(info.type, 1)["import"])
+                    done_bare.add(("bare", rep))
                 for mode in args.modes:
                     key = (sample.name, mode, phase, rep)
                     if key in done:
@@ -286,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ[k] = v
         pool.shutdown()
     data["complete"] = complete
+    data["load_average_end"] = list(os.getloadavg())
     _save(results_path, data)
     md = table(data)
     (args.out_dir / "results.md").write_text(md + "\n", encoding="utf-8")

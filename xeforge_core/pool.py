@@ -280,6 +280,26 @@ class WorkerPool:
             self._fill(flavour)
             return len(self._idle[flavour])
 
+    def ahead(self, device_type: str = "cpu", device_index: int | None = None, *,
+              lock_dir: str | None = None, jobs: int = 1) -> int:
+        """Make sure ``jobs`` workers are idle (ready or starting) for the next jobs, once, without
+        changing how many are kept afterwards (``prestart`` does). For a program that knows it is
+        about to run a verification: its workers import while it loads the problem. Returns how
+        many are idle."""
+        if lock_dir is None:
+            from xeforge_core.verify import default_lock_dir
+
+            lock_dir = str(default_lock_dir())
+        flavour = self.flavour(device_type, device_index, lock_dir)
+        with self._lock:
+            if self._closed or os.getpid() != self._owner:
+                return 0
+            self._prune(flavour)
+            idle = self._idle.setdefault(flavour, [])
+            while len(idle) < jobs:
+                idle.append(self._spawn(flavour))
+            return len(idle)
+
     def _take(self, flavour: Flavour) -> tuple[_Slot, bool]:
         """An idle worker of ``flavour`` (ready ones first, else the oldest) or a new one, and
         whether it was ready."""
@@ -416,6 +436,23 @@ def prestart(device_type: str = "cpu", device_index: int | None = None, *, count
     if not pool_enabled():
         return 0
     return default_pool().prestart(device_type, device_index, count=count, lock_dir=lock_dir)
+
+
+def start_for_verification(device: str | None = None) -> int:
+    """Start the workers one verification on ``device`` (an override as ``detect_device`` takes:
+    ``None``, ``"cpu"``, ``"cuda:1"``) will use -- baseline and candidate, and timing on a GPU --
+    so that they import while the caller loads the problem (the CLI calls this first). Does
+    nothing with ``XEFORGE_POOL=0`` or for a device that cannot be detected (the verification
+    then reports it). Returns how many workers are idle."""
+    if not pool_enabled():
+        return 0
+    from xeforge_core.devices import detect_device
+
+    try:
+        info = detect_device(device)
+    except ValueError:
+        return 0
+    return default_pool().ahead(info.type, info.index, jobs=2 if info.interpreter else 3)
 
 
 def shutdown() -> None:

@@ -137,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
     from xeforge_core.sandbox import SandboxRequired
     from xeforge_core.verify import VerificationCancelled, VerifyOptions, verify
 
+    if args.no_cache:  # jobs will run: their warm-pool workers import while the problem loads
+        from xeforge_core.pool import start_for_verification
+
+        start_for_verification(args.device)
     try:
         problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
         candidate = read_candidate(args.candidate)

@@ -18,7 +18,7 @@ differs from ours is listed with both reasons.
 
 Usage::
 
-    python benchmarks/bench_corpus.py DIR --out OUT [--device cuda] [--published ID ...]
+    python benchmarks/bench_corpus.py DIR --out OUT [--device cuda] [--published ID ...] [--published-dir D]
         [--kb-results OUT/kb_results.json] [--only ID ...] [--resume] [--timeout 300]
 
 Writes ``OUT/corpus.json`` (after every pair, so an interrupted run keeps what it did),
@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default=None)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--published", nargs="*", default=[], help="ids to verify at the published sizes too")
+    ap.add_argument("--published-dir", type=Path, default=None,
+                    help="a directory of pairs (same layout) to verify at their published sizes")
     ap.add_argument("--kb-results", type=Path, default=None)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--resume", action="store_true")
@@ -179,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
               "versions": versions, "host": platform.node()}
     jobs = [(p, False) for p in _pairs(args.corpus, args.only)]
     jobs += [(args.corpus / "pairs" / i, True) for i in args.published]
+    if args.published_dir is not None:
+        jobs += [(p, True) for p in sorted(args.published_dir.iterdir()) if (p / "problem.py").is_file()]
     for pair, published in jobs:
         sizes = "published" if published else "default"
         if (pair.name, sizes) in done:

@@ -51,6 +51,12 @@ def test_kernelbench_problem_and_modelnew_only_solutions(capsys):
     assert "vs reference" in v["reason"] and "outside rtol" in v["reason"]
 
 
+def test_a_wrong_first_call_is_wrong_even_when_later_calls_are_right(capsys):
+    code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_first_call.py", "--no-odd-size")
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    assert v["reason"].startswith("wrong answer on the first call")
+
+
 def test_kernelagent_kernel_function_is_bound_to_the_model(capsys):
     code, v = verify(capsys, FORMATS / "kernelagent" / "problem.py", FORMATS / "kernelagent" / "kernel.py")
     assert (code, v["kind"]) == (0, "ok"), v["reason"]

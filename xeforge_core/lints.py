@@ -442,7 +442,10 @@ def lint_autotune_grid_meta(ctx: LintContext) -> list[Hit]:
         if not tiles:
             continue
         for ln in ctx.facts.launches:
-            if ln.kernel == k.name and ln.grid_kind == "tuple":
+            # a fixed grid is wrong only when it counts tiles (cdiv, //): one program per row,
+            # looping over the columns inside, is right for every config
+            counts_tiles = any(op in (ln.grid or "") for op in ("cdiv", "//", "/"))
+            if ln.kernel == k.name and ln.grid_kind == "tuple" and counts_tiles:
                 hits.append(Hit(ln.line, f"{k.name} is autotuned over {', '.join(sorted(tiles))} but launched with the "
                                          f"fixed grid `{ln.grid}`", kernel=k.name))
             elif ln.kernel == k.name and ln.grid_kind == "lambda" and not ln.grid_uses_meta:

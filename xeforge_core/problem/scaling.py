@@ -27,7 +27,7 @@ from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import Problem, Variant
 
 __all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant",
-           "scaled_variant", "REDUCED_MAX_INPUT_ELEMENTS"]
+           "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS"]
 
 #: Names (case-insensitive, matched as whole words or ``_``-separated parts) that are not tensor
 #: sizes, so scaling never touches them.
@@ -54,19 +54,29 @@ def _is_size_name(name: str) -> bool:
 
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
-    """Module-level ``NAME = <int literal>`` (last assignment wins)."""
+    """Module-level integer constants: ``NAME = <int>``, also written as arithmetic on numbers
+    and earlier constants (``K = 131072 * 4``); ``height, width = 32, 32`` too. Last
+    assignment wins."""
     out: dict[str, int] = {}
+    ev = _Evaluator(out)
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            value = stmt.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
-                out[stmt.targets[0].id] = value.value
+        pairs: list[tuple[ast.expr, ast.expr]] = []
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+                pairs = list(zip(target.elts, value.elts))
             else:
-                out.pop(stmt.targets[0].id, None)
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-            value = stmt.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
-                out[stmt.target.id] = value.value
+                pairs = [(target, value)]
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            pairs = [(stmt.target, stmt.value)]
+        for target, value in pairs:
+            if not isinstance(target, ast.Name):
+                continue
+            number = ev.value(value)
+            if number is not None and not isinstance(number, bool):
+                out[target.id] = int(number)
+            else:
+                out.pop(target.id, None)
     return out
 
 
@@ -284,3 +294,34 @@ def variant_input_elements(problem: Problem, variant: Variant) -> int | None:
 def describe_overrides(overrides: dict[str, Any]) -> str:
     """``batch_size=16, dim=512`` for messages."""
     return ", ".join(f"{k}={v}" for k, v in overrides.items())
+
+
+def odd_module_variant(problem: Problem, variant: Variant) -> Variant | None:
+    """``<name>-odd``: ``variant`` with every even size that only shapes the inputs (used in
+    ``get_inputs()`` shapes, not passed to ``get_init_inputs()``, so the model is unchanged)
+    made odd (``v - 1``), so a tail that is not a multiple of any block is checked; ``None``
+    when the problem has a spec or no such size."""
+    if problem.spec is not None or problem.inputs is None:
+        return None
+    try:
+        tree = ast.parse(problem.inputs.source)
+    except (SyntaxError, ValueError):
+        return None
+    funcs = _functions(tree)
+    if "get_inputs" not in funcs:
+        return None
+    init_names = _names_read(funcs["get_init_inputs"]) if "get_init_inputs" in funcs else set()
+    shape_only = _shape_names(funcs["get_inputs"]) - init_names
+    base = {**size_constants(problem.inputs.source), **variant.overrides}
+    overrides = dict(variant.overrides)
+    moved = False
+    for name in shape_only:
+        value = base.get(name)
+        if isinstance(value, int) and value >= 4 and value % 2 == 0:
+            overrides[name] = value - 1
+            moved = True
+    if not moved:
+        return None
+    return Variant(name=f"{variant.name}-odd", params=[], dims={}, overrides=overrides, rtol=variant.rtol,
+                   atol=variant.atol, derived="odd sizes: every even input-only size made odd, so partial blocks "
+                                             "are checked")

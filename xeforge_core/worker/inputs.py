@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -98,19 +99,50 @@ def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: to
 DEVICE_DRAW_BYTES = 64 << 20
 
 
+def _derived_assignments(module: Any, names: set[str]) -> list[tuple[str, Any]]:
+    """Module-level ``NAME = <expression>`` statements of ``module``'s own file that read any of
+    ``names`` (directly or through an earlier such statement), in file order: e.g.
+    ``bias_shape = (out_features,)``, which must follow an overridden ``out_features``."""
+    import ast
+
+    path = getattr(module, "__file__", None)
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8")) if path else None
+    except (OSError, SyntaxError, ValueError):
+        tree = None
+    if tree is None:
+        return []
+    touched = set(names)
+    out = []
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        read = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+        if read & touched and stmt.targets[0].id not in names:
+            out.append((stmt.targets[0].id, compile(ast.Expression(stmt.value), path, "eval")))
+            touched.add(stmt.targets[0].id)
+    return out
+
+
 @contextlib.contextmanager
 def module_overrides(module: Any, overrides: dict[str, Any] | None) -> Iterator[None]:
     """Set the module-level size constants ``overrides`` (``{"batch_size": 16}``) on
-    ``module`` while ``get_inputs()`` / ``get_init_inputs()`` run, and put the published values
-    back afterwards. Names the module does not define are set too (a typo in an override
-    then shows as an unchanged size, not as an error)."""
+    ``module`` while ``get_inputs()`` / ``get_init_inputs()`` run, re-evaluate the module-level
+    values computed from them (``bias_shape = (out_features,)``), and put the published values
+    back afterwards. The module is the problem's own file (trusted code): its expressions are
+    evaluated in its namespace."""
     if not overrides:
         yield
         return
     missing = object()
-    saved = {k: getattr(module, k, missing) for k in overrides}
+    derived = _derived_assignments(module, set(overrides))
+    names = list(overrides) + [n for n, _ in derived]
+    saved = {k: getattr(module, k, missing) for k in names}
     for k, v in overrides.items():
         setattr(module, k, v)
+    for name, code in derived:
+        with contextlib.suppress(Exception):  # a value that cannot be recomputed keeps its own
+            setattr(module, name, eval(code, vars(module)))  # the problem's own expression
     try:
         yield
     finally:
@@ -120,6 +152,26 @@ def module_overrides(module: Any, overrides: dict[str, Any] | None) -> Iterator[
                     delattr(module, k)
             else:
                 setattr(module, k, v)
+
+
+@contextlib.contextmanager
+def cuda_calls_to(device: torch.device) -> Iterator[None]:
+    """While a problem's ``get_inputs()`` runs on another device than cuda, its hard-coded
+    ``tensor.cuda()`` (KernelBench's examples write ``torch.randn(...).cuda()``) moves the
+    tensor to ``device`` instead, which is what the problem means: "on the GPU under test"."""
+    if device.type == "cuda":
+        yield
+        return
+    original = torch.Tensor.cuda
+
+    def cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self.to(device)
+
+    torch.Tensor.cuda = cuda  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = original  # type: ignore[method-assign]
 
 
 def _device_generator(seed: int, distribution: str, index: int, device: torch.device) -> torch.Generator:
@@ -290,7 +342,7 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
     torch.manual_seed(seed)
     on_device = bool(variant.get("inputs_on_device")) and device.type != "cpu"
     try:
-        with module_overrides(loaded.module, variant.get("overrides")), \
+        with module_overrides(loaded.module, variant.get("overrides")), cuda_calls_to(device), \
                 (torch.device(device) if on_device else contextlib.nullcontext()):
             got = fn()
     except Exception as exc:

@@ -345,7 +345,8 @@ def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any
         mark = ctx.recorder.mark()
         model = harness.model_for(combo, baseline_state=state, fresh=True)
         args = harness.inputs_for(combo)
-        harness.run(model, args, during=f"making the first call ({combo.describe()})")
+        holder["first_outputs"] = harness.run(model, args, during=f"making the first call ({combo.describe()})")
+        del args
         launches = ctx.recorder.since(mark)
         names = sorted({rec.kernel for rec in launches})
         step.summary = (f"imported {loaded.path.name}; first call launched {len(launches)} Triton kernel(s)"
@@ -484,6 +485,7 @@ def run_baseline(ctx: WorkerContext) -> None:
         ctx.skip_missing()
         return
     harness: Harness = holder["harness"]
+    holder.pop("first_outputs", None)
     meta: dict[str, Any] = {"runs": {}, "heavy_ops": [], "launches_per_call": 0, "eager": eager,
                             "truth": "reference" if (eager or ctx.job.get("reference")) else "baseline"}
 
@@ -730,8 +732,16 @@ def run_candidate(ctx: WorkerContext) -> None:
     small_expected.clear()
 
     def correctness(step: Step) -> None:
+        first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta)
         runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of)
         failed = [r for r in runs if not r.passed]
+        if first is not None and not first.passed and not failed:
+            step.evidence = {"runs": len(runs) + 1, "failed": 1, "truth": meta.get("truth", "baseline")}
+            ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
+                f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}; every "
+                f"later call matched. A first call that differs from later ones is a fault users meet: e.g. an "
+                "autotuner that benchmarks every config on the first call, each adding into the same output")))
+            return
         step.evidence = {"runs": len(runs), "failed": len(failed), "weights": harness.weight_notes,
                          "autotune_configs": [d for _, _, d in ctx.registry.variants()], "grids": grids,
                          "truth": meta.get("truth", "baseline")}
@@ -822,8 +832,11 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             continue  # on cpu the default run already uses each autotuner's first config
         selections.append((i, j, desc))
     default_desc = ctx.registry.default_description()
+    # In the interpreter every config costs a full run per combination: the other configs are
+    # checked on each variant's first combination (all of them on a GPU).
+    first_of_variant = [c for i, c in enumerate(combos) if i == 0 or combos[i - 1].vname != c.vname]
     for sel in selections:
-        for combo in combos:
+        for combo in (combos if sel is None or not ctx.ops.interpreter else first_of_variant):
             model = harness.model_for(combo, baseline_state=baseline_state_of(combo))
             args = harness.inputs_for(combo)
             if ctx.ops.kind != "cpu":
@@ -864,6 +877,30 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             ctx.verdict.correctness.append(run)
             del out
     return runs, grids
+
+
+def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo, expected: dict[str, dict[str, Any]],
+                    meta: dict[str, Any]) -> CorrectnessRun | None:
+    """The first call's outputs (made in the compile step, when autotuners benchmark their
+    configs) against the truth of the first combination."""
+    if outputs is None or combo.key not in expected:
+        return None
+    exp = expected[combo.key]
+    eager = bool(meta.get("eager"))
+    truth_is_ref = exp.get("reference") is not None or eager
+    truth = exp["reference"] if exp.get("reference") is not None else exp["outputs"]
+    tol = resolve_tolerance(ctx.options, combo.variant)
+    ok, comps, _, note = compare_outputs(outputs, truth, tol,
+                                         allow_dtype_change=bool(ctx.options.get("allow_dtype_change"))
+                                         or (truth_is_ref and not eager),
+                                         allow_shape_change=bool(ctx.options.get("allow_shape_change")),
+                                         poisoned=ctx.poisoned)
+    r, a = _tols_shown(tol, truth)
+    run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
+                         against="reference" if truth_is_ref else "baseline", passed=ok, rtol=r, atol=a,
+                         config="first call", outputs=comps, note=summarize_failure(comps, note) if not ok else "")
+    ctx.verdict.correctness.append(run)
+    return run
 
 
 def _contract_note(outputs: list[Any], baseline: list[Any], allow_dtype: bool, allow_shape: bool) -> str:

@@ -140,7 +140,11 @@ def run(args: argparse.Namespace) -> int:
     if args.no_cache:  # jobs will run: their warm-pool workers import while the problem loads
         from xeforge_core.pool import start_for_verification
 
-        start_for_verification(args.device)
+        try:
+            start_for_verification(args.device)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
     try:
         problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
         candidate = read_candidate(args.candidate)

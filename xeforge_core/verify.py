@@ -341,6 +341,7 @@ def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -
     verdict.stdout = outcome.stdout
     verdict.stderr = outcome.stderr
     verdict.warnings = list(verdict.warnings) + list(outcome.warnings)
+    verdict.isolation = dict(outcome.isolation or verdict.isolation)
     role = label.split()[0]
     entry = dict(verdict.resources.get(role) or {})
     entry.update({"peak_host_rss_bytes": outcome.peak_rss_bytes or None, "seconds": round(outcome.seconds, 3)})

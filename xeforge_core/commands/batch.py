@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ray", metavar="ADDRESS", nargs="?", const="", default=None,
                    help="run one Ray task per kernel: alone, on a local Ray instance; with ADDRESS (auto, "
                         "HOST:PORT, ray://HOST:10001), on that cluster (needs the ray extra)")
+    p.add_argument("--ray-gpus", metavar="N", type=int, default=None,
+                   help="with --ray and no ADDRESS: GPUs the local Ray instance has (default: what Ray "
+                        "detects; Intel GPUs may need it)")
     p.add_argument("--max-retries", metavar="N", type=int, default=2,
                    help="with --ray: restarts of a task whose worker or node died (default: 2)")
     p.add_argument("--resume", action="store_true",
@@ -123,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--devices and --ray: with --ray, Ray assigns the devices (drop --devices)")
         if args.max_retries < 0:
             raise ValueError("--max-retries must be 0 or more")
+        if args.ray_gpus is not None and (args.ray is None or args.ray or args.ray_gpus < 0):
+            raise ValueError("--ray-gpus N (N >= 0) goes with --ray and no ADDRESS: a cluster's nodes say "
+                             "their GPUs (ray start --num-gpus N)")
         devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else [args.device]
         engine_name = args.engine
         make_engine(engine_name, args.target or "cuda")  # fail early on bad settings
@@ -256,6 +262,6 @@ def _run_ray(args: argparse.Namespace, items: list, common: dict, bar: Any, line
         printer = printers.setdefault(kernel, ProgressPrinter(lines, quiet=args.quiet, prefix=f"{kernel}: "))
         printer(event)
 
-    options = RayBatchOptions(address=args.ray or None, max_retries=args.max_retries)
+    options = RayBatchOptions(address=args.ray or None, max_retries=args.max_retries, num_gpus=args.ray_gpus)
     return run_ray_batch(items, options=options, device=args.device, engine_name=args.engine,
                          on_row=on_row, on_start=on_start, on_event=on_event, on_info=bar.print, **common)

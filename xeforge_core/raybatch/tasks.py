@@ -16,6 +16,7 @@ started, candidate verified, ...) and the task's start (pid, host, attempt) go t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -174,6 +175,8 @@ def run_problem_task(payload: ProblemPayload, placement: JobPlacement, settings:
             return BatchRow(kernel=payload.name, host=host, attempts=attempt, device="cpu",
                             error=f"Ray gave this task a GPU on {host}, but torch/Triton cannot use it: "
                                   f"{why}").to_dict()
+        if placement.uses_gpus and dev.type != placement.device_type:  # auto found xpu, say
+            placement = dataclasses.replace(placement, device_type=dev.type)
         hook = RayWorkerRunner(placement, report=board, kernel=payload.name)
 
         def forward(event: dict[str, Any]) -> None:

@@ -20,6 +20,10 @@ It then compares the modes kernel by kernel and writes, in ``--out``:
 * ``results.json``: all of it, with each mode's command, wall time and log file;
 * per suite and mode, the batch's own ``summary.csv``/``summary.json``, its sessions and log.
 
+Before the first mode, a Ray preflight (``preflight.json``; ``--preflight-only`` stops there)
+checks that Ray starts and that a ``num_gpus=1`` task gets one GPU pinned, so a machine where
+Ray cannot run costs seconds, not a sequential batch first.
+
 Checkpointing: a mode that finished is not run again (``done.json``); one that was interrupted
 (a device call's time limit) is continued with ``--resume`` and its wall time is marked as not
 comparable. The speedup noise band is the A/A run's largest difference where one was run, else
@@ -148,6 +152,39 @@ def run_mode(problems: Path, out: Path, suite: str, mode: str, args: argparse.Na
         (mdir / "partial.json").unlink(missing_ok=True)
     print(f"[{suite}/{mode}] exit {rc} after {wall:.0f} s", file=sys.stderr, flush=True)
     return record
+
+
+def ray_preflight(out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Before any mode runs: can Ray start (or be joined) here, what does it see, and does a
+    ``num_gpus=1`` task get a GPU pinned? Written to ``preflight.json`` (and reused from it)."""
+    path = out / "preflight.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    import ray
+
+    started = time.monotonic()
+    ray.init(address=args.ray_address or "local", num_gpus=args.ray_gpus if not args.ray_address else None,
+             include_dashboard=False, log_to_driver=False)
+    try:
+        info: dict[str, Any] = {"ray": ray.__version__, "start_s": round(time.monotonic() - started, 2),
+                                "resources": {k: v for k, v in ray.cluster_resources().items()
+                                              if k in ("CPU", "GPU", "memory") or k.startswith("accelerator")},
+                                "nodes": len([n for n in ray.nodes() if n.get("Alive")])}
+
+        def seen() -> dict[str, Any]:
+            return {"gpu_ids": [str(i) for i in ray.get_gpu_ids()], "host": os.uname().nodename,
+                    "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    "ZE_AFFINITY_MASK": os.environ.get("ZE_AFFINITY_MASK")}
+
+        if info["resources"].get("GPU", 0) > 0:
+            probe = ray.remote(seen)
+            info["whole_gpu_task"] = ray.get(probe.options(num_gpus=1).remote(), timeout=120)
+            info["gpu_share_task"] = ray.get(probe.options(num_gpus=0.25).remote(), timeout=120)
+        info["no_gpu_task"] = ray.get(ray.remote(seen).options(num_gpus=0).remote(), timeout=120)
+    finally:
+        ray.shutdown()
+    path.write_text(json.dumps(info, indent=1))
+    return info
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="per verification job, seconds")
     p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of a local instance")
     p.add_argument("--ray-gpus", type=int, default=None, help="GPUs of the local Ray instance (default: detected)")
+    p.add_argument("--preflight-only", action="store_true",
+                   help="only check that Ray starts here and pins GPUs (preflight.json), then stop")
     args = p.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -370,6 +409,15 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown mode(s) {bad}: use {', '.join(MODES)}")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if any(m.startswith("ray") for m in modes) or args.preflight_only:
+        pre = ray_preflight(out, args)
+        print(f"Ray preflight: {json.dumps(pre)}", file=sys.stderr, flush=True)
+        if args.device in ("cuda", "xpu") and not pre["resources"].get("GPU"):
+            print(f"Ray sees no GPU here but --device {args.device} was asked for: give --ray-gpus N",
+                  file=sys.stderr)
+            return 2
+        if args.preflight_only:
+            return 0
     suites: dict[str, Path] = {}
     if args.suite in ("all", "samples"):
         suites["samples"] = args.samples

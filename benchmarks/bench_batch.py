@@ -18,7 +18,9 @@ It then compares the modes kernel by kernel and writes, in ``--out``:
 * ``rows.csv``: per kernel and mode the stages' statuses and verdicts, the final and per-stage
   speedups, the devices it was timed on, its attempts and error;
 * ``results.json``: all of it, with each mode's command, wall time and log file;
-* per suite and mode, the batch's own ``summary.csv``/``summary.json``, its sessions and log.
+* per suite and mode, the batch's own ``summary.csv``/``summary.json`` and its log; the sessions,
+  verdict caches and copies of the problems go to ``--work`` (by default under the temp dir), so
+  ``--out`` stays small enough to keep (``docs/measured/``) and to carry to the next run.
 
 Before the first mode, a Ray preflight (``preflight.json``; ``--preflight-only`` stops there)
 checks that Ray starts and that a ``num_gpus=1`` task gets one GPU pinned, so a machine where
@@ -26,10 +28,11 @@ Ray cannot run costs seconds, not a sequential batch first.
 
 Checkpointing: a mode that finished is not run again (``done.json``); one that was interrupted
 (a device call's time limit) is continued with ``--resume`` and its wall time is marked as not
-comparable. The speedup noise band is the A/A run's largest difference where one was run, else
-``2 * sqrt(2) * 7.23 %``: 7.23 % is the run-to-run coefficient of variation of one pair's speedup
-over ten verifications on an H200 (``docs/measured/h200-verifier-benchmark.md``), and the ratio
-of two independent runs has sqrt(2) times that.
+comparable. Speedups are judged against two noise bands: ``2 * sqrt(2) * 7.23 %`` (7.23 % is the
+run-to-run coefficient of variation of one pair's speedup over ten verifications on an H200,
+``docs/measured/h200-verifier-benchmark.md``; the ratio of two independent runs has sqrt(2)
+times that; twice that is the band) and, where an A/A mode was run, the largest difference
+between it and its twin.
 
 Usage::
 
@@ -51,6 +54,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -97,9 +101,10 @@ def mode_dir(out: Path, suite: str, mode: str) -> Path:
     return out / suite / mode.replace("#", "-")
 
 
-def batch_command(problems: Path, mdir: Path, mode: str, args: argparse.Namespace, resume: bool) -> list[str]:
+def batch_command(problems: Path, mdir: Path, wdir: Path, mode: str, args: argparse.Namespace,
+                  resume: bool) -> list[str]:
     cmd = [sys.executable, "-m", "xeforge_core.cli", "batch", str(problems), "--out", str(mdir / "summary.csv"),
-           "--workspace", str(mdir / "ws"), "--iterations", str(args.iterations), "--seeds", str(args.seeds),
+           "--workspace", str(wdir / "ws"), "--iterations", str(args.iterations), "--seeds", str(args.seeds),
            "--timeout", str(args.timeout), "-q"]
     if args.device:
         cmd += ["--device", args.device]
@@ -118,9 +123,11 @@ def batch_command(problems: Path, mdir: Path, mode: str, args: argparse.Namespac
     return cmd
 
 
-def run_mode(problems: Path, out: Path, suite: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Run one mode (or continue it); returns its record (command, wall s, exit status, ...)."""
+def run_mode(problems: Path, out: Path, work: Path, suite: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one mode (or continue it); returns its record (command, wall s, exit status, ...).
+    Its summary, log and checkpoint go to ``out``; its sessions and verdict cache to ``work``."""
     mdir = mode_dir(out, suite, mode)
+    wdir = mode_dir(work, suite, mode)
     done = mdir / "done.json"
     if done.exists():
         record = json.loads(done.read_text())
@@ -129,8 +136,8 @@ def run_mode(problems: Path, out: Path, suite: str, mode: str, args: argparse.Na
     mdir.mkdir(parents=True, exist_ok=True)
     resume = (mdir / "summary.json").exists()
     earlier = json.loads((mdir / "partial.json").read_text()) if (mdir / "partial.json").exists() else None
-    cmd = batch_command(problems, mdir, mode, args, resume)
-    env = dict(os.environ, XEFORGE_CACHE_DIR=str(mdir / "cache"), PYTHONUNBUFFERED="1",
+    cmd = batch_command(problems, mdir, wdir, mode, args, resume)
+    env = dict(os.environ, XEFORGE_CACHE_DIR=str(wdir / "cache"), PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     print(f"[{suite}/{mode}] {' '.join(cmd)}", file=sys.stderr, flush=True)
     started = time.time()
@@ -271,14 +278,25 @@ def compare(rows_by_mode: dict[str, list[BatchRow]]) -> dict[str, Any]:
     return out
 
 
-def noise_band(comparison: dict[str, Any]) -> tuple[float, str]:
-    """The relative speedup difference two runs may show by chance, and where it comes from."""
-    for name, pair in comparison["pairs"].items():
-        if name.endswith("#2") and name[:-2] == comparison["reference_mode"] and pair["max_abs_diff"] is not None:
-            return pair["max_abs_diff"], f"the A/A run ({comparison['reference_mode']} against {name})"
-    band = math.exp(2 * math.sqrt(2) * MEASURED_SPEEDUP_CV) - 1
-    return band, ("2 x sqrt(2) x 7.23 %, the verifier's measured run-to-run CV of a speedup on an H200 "
-                  "(docs/measured/h200-verifier-benchmark.md)")
+def aa_pairs(rows_by_mode: dict[str, list[BatchRow]]) -> dict[str, dict[str, Any]]:
+    """Each A/A pair (``X`` against ``X#2``) compared as :func:`compare` does."""
+    return {m: compare({m[:-2]: rows_by_mode[m[:-2]], m: rows_by_mode[m]})["pairs"][m]
+            for m in rows_by_mode if m.endswith("#2") and m[:-2] in rows_by_mode}
+
+
+def noise_bands(aa: dict[str, dict[str, Any]]) -> list[tuple[str, float, str]]:
+    """The relative speedup differences two runs may show by chance: ``(name, band, source)``
+    for the measured run-to-run CV (always) and for the A/A run (where one was made)."""
+    cv_band = math.exp(2 * math.sqrt(2) * MEASURED_SPEEDUP_CV) - 1
+    bands = [("CV", cv_band, "2 x sqrt(2) x 7.23 %: twice the standard deviation of the ratio of two runs, "
+                             "with the verifier's run-to-run CV of a speedup on an H200 "
+                             "(docs/measured/h200-verifier-benchmark.md)")]
+    measured = [(pair["max_abs_diff"], name) for name, pair in aa.items() if pair["max_abs_diff"] is not None]
+    if measured:
+        band, name = max(measured)
+        bands.append(("A/A", band, f"the largest difference between {name[:-2]} and {name} "
+                                   f"over {len(aa[name]['speedup_pairs'])} speedup(s)"))
+    return bands
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,15 +348,18 @@ def write_outputs(out: Path, meta: dict[str, Any], records: list[dict[str, Any]]
                       f"{_fmt(r.get('ray_start_s'), '.1f')} | {_fmt(ratio, '.2f') + 'x' if ratio else '–'} | {note} |")
     md += ["", "## Same verdicts? Speedups within noise?", ""]
     for suite, res in results.items():
-        band, why = noise_band(res["comparison"])
-        md.append(f"**{suite}** (reference: {res['comparison']['reference_mode']}; noise band ±{band:.1%}: {why})")
-        md += ["", "| against | same verdicts | same statuses | speedup pairs | median diff | max diff | within noise |",
-               "|---|---|---|---|---|---|---|"]
+        bands = noise_bands(res["aa"])
+        md.append(f"**{suite}** (reference: {res['comparison']['reference_mode']}; noise bands: "
+                  + "; ".join(f"{n} ±{b:.1%}, {why}" for n, b, why in bands) + ")")
+        md += ["", "| against | same verdicts | same statuses | speedup pairs | median diff | max diff | "
+               + " | ".join(f"within {n} band" for n, _, _ in bands) + " |",
+               "|---|---|---|---|---|---|" + "---|" * len(bands)]
         for other, pair in res["comparison"]["pairs"].items():
-            within = "–" if pair["max_abs_diff"] is None else ("yes" if pair["max_abs_diff"] <= band else "no")
+            within = ["–" if pair["max_abs_diff"] is None else ("yes" if pair["max_abs_diff"] <= b else "no")
+                      for _, b, _ in bands]
             md.append(f"| {other} | {pair['same_verdicts']}/{pair['compared']} | {pair['same_statuses']}/"
                       f"{pair['compared']} | {len(pair['speedup_pairs'])} | {_fmt(pair['median_abs_diff'], '.1%')} | "
-                      f"{_fmt(pair['max_abs_diff'], '.1%')} | {within} |")
+                      f"{_fmt(pair['max_abs_diff'], '.1%')} | " + " | ".join(within) + " |")
             for d in pair["differences"][:12]:
                 md.append(f"  - {d['kernel']}: {d['what']} differ: "
                           + json.dumps({k: v for k, v in d.items() if k not in ('kernel', 'what')}, default=str)[:300])
@@ -386,6 +407,8 @@ def _device_meta(device: str | None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="output directory (created; reruns continue in it)")
+    p.add_argument("--work", type=Path, default=None,
+                   help="sessions, verdict caches and problem copies (default: <tmp>/xeforge-bench-batch/<out name>)")
     p.add_argument("--cases", type=Path, default=None, help="directory of Xe-Forge cases (.py + .yaml)")
     p.add_argument("--samples", type=Path, default=ROOT / "sample_kernels", help="the samples (default: ours)")
     p.add_argument("--suite", choices=("all", "samples", "cases"), default="all")
@@ -409,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown mode(s) {bad}: use {', '.join(MODES)}")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    work = (args.work or Path(tempfile.gettempdir()) / "xeforge-bench-batch" / out.name).resolve()
+    work.mkdir(parents=True, exist_ok=True)
     if any(m.startswith("ray") for m in modes) or args.preflight_only:
         pre = ray_preflight(out, args)
         print(f"Ray preflight: {json.dumps(pre)}", file=sys.stderr, flush=True)
@@ -436,16 +461,16 @@ def main(argv: list[str] | None = None) -> int:
                          + (f", Ray cluster {args.ray_address}" if args.ray_address else ", local Ray instance"))}
     records, results, rows = [], {}, {}
     for suite, source in suites.items():
-        problems = out / suite / "problems"
+        problems = work / suite / "problems"
         names = problem_set(source, problems, args.only)
         if not names:
             print(f"[{suite}] no kernel matches {args.only}", file=sys.stderr)
             continue
         print(f"[{suite}] {len(names)} kernel(s): {', '.join(names)}", file=sys.stderr, flush=True)
         for mode in modes:
-            records.append(run_mode(problems, out, suite, mode, args))
+            records.append(run_mode(problems, out, work, suite, mode, args))
         rows[suite] = {m: read_summary(mode_dir(out, suite, m) / "summary.csv") for m in modes}
-        results[suite] = {"kernels": names, "comparison": compare(rows[suite]),
+        results[suite] = {"kernels": names, "comparison": compare(rows[suite]), "aa": aa_pairs(rows[suite]),
                           "timing": {m: timing_concurrency(r) for m, r in rows[suite].items()}}
     text = write_outputs(out, meta, records, results, rows)
     print(text)

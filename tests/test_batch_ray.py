@@ -1,10 +1,13 @@
 """``xeforge batch DIR --ray`` on a local Ray instance (2 CPUs, Triton's interpreter): the same
 verdicts as the sequential batch; killed Ray workers (a problem task's, and a verification job's)
-are retried and every row is there; Ctrl-C stops every task and leaves no process behind; and
-``--resume`` redoes nothing that finished.
+are retried and every row is there; Ctrl-C stops every task and leaves no process behind;
+``--resume`` redoes nothing that finished; and timing jobs take a whole GPU each.
 
 One Ray instance serves the module (the CLI test starts its own, as a user's laptop would, and
-its resume run joins the module's by address). The problems are tiny: the vector add (no stage
+its resume run joins the module's by address). It declares two GPUs: on this CPU machine Ray
+schedules them as resources and sets ``CUDA_VISIBLE_DEVICES`` for the tasks it gives them, while
+the kernels run in Triton's interpreter (``force_timing`` times them host-clocked, which
+exercises the timing job without a GPU); the batches run with ``--device cpu`` and ask for none. The problems are tiny: the vector add (no stage
 applies: no verification), the fp32-upcast GEMM at its ``ci`` shape (one candidate, so one
 baseline job and one candidate job), and a spec with no variant to verify (an error row). Every
 process a batch starts carries a marker in its environment (``XEFORGE_TEST_MARK``: the batch
@@ -18,8 +21,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -29,8 +34,10 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from xeforge_core.batch import BatchRow, read_summary, run_batch  # noqa: E402
-from xeforge_core.raybatch import RayBatchOptions, run_ray_batch  # noqa: E402
-from xeforge_core.verify import VerifyOptions  # noqa: E402
+from xeforge_core.devices import detect_device  # noqa: E402
+from xeforge_core.problem import load_problem  # noqa: E402
+from xeforge_core.raybatch import JobPlacement, RayBatchOptions, RayWorkerRunner, run_ray_batch  # noqa: E402
+from xeforge_core.verify import VerifyOptions, verify  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_kernels"
@@ -92,8 +99,9 @@ def verdict_view(rows: list[BatchRow]) -> dict[str, tuple]:
 
 @pytest.fixture(scope="module")
 def ray_address():
-    """One local Ray instance (2 CPUs) for the module; its GCS address."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    """One local Ray instance (2 CPUs, 2 GPUs as scheduling resources) for the module; its GCS
+    address."""
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
@@ -110,11 +118,18 @@ def fresh_env(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def sequential_rows(tmp_path_factory):
-    """The sequential batch over the standard problems, on a cache of its own."""
-    tmp = tmp_path_factory.mktemp("sequential")
+def sequential_cache(tmp_path_factory):
+    """A verdict cache of its own for the sequential batch (reused, warm, where a test needs
+    verdicts it does not measure)."""
+    return tmp_path_factory.mktemp("sequential") / "cache"
+
+
+@pytest.fixture(scope="module")
+def sequential_rows(sequential_cache):
+    """The sequential batch over the standard problems."""
+    tmp = sequential_cache.parent
     old = os.environ.get("XEFORGE_CACHE_DIR")
-    os.environ["XEFORGE_CACHE_DIR"] = str(tmp / "cache")
+    os.environ["XEFORGE_CACHE_DIR"] = str(sequential_cache)
     try:
         rows = run_batch(make_problems(tmp / "problems"), devices=["cpu"], workspace=tmp / "ws", **PIPELINE)
     finally:
@@ -184,7 +199,8 @@ def _cli(args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
-def test_ctrl_c_leaves_nothing_and_resume_redoes_nothing(ray_address, fresh_env, tmp_path):
+def test_ctrl_c_leaves_nothing_and_resume_redoes_nothing(ray_address, sequential_rows, sequential_cache, fresh_env,
+                                                         tmp_path):
     problems = make_problems(tmp_path / "problems", bad=False)
     out = tmp_path / "runs" / "summary.csv"
     ws = tmp_path / "ws"
@@ -216,9 +232,10 @@ def test_ctrl_c_leaves_nothing_and_resume_redoes_nothing(ray_address, fresh_env,
     data = json.loads(out.with_suffix(".json").read_text())
     assert [r["kernel"] for r in data["rows"]] == ["01_vector_add"] and data["meta"]["mode"] == "ray"
 
-    # --resume, joining the module's Ray instance: the finished kernel is not run again
+    # --resume, joining the module's Ray instance: the finished kernel is not run again. (Its
+    # verdicts come from the sequential batch's cache: which kernels run is what is tested here.)
     proc = _cli([str(problems), "--ray", ray_address, "--resume", "--workspace", str(ws), "--out", str(out),
-                 *CLI_FAST], env)
+                 *CLI_FAST], {**env, "XEFORGE_CACHE_DIR": str(sequential_cache)})
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr[-3000:]
     assert "resuming" in stderr and "1 kernel(s) already in the summary are kept and skipped" in stderr
@@ -230,3 +247,43 @@ def test_ctrl_c_leaves_nothing_and_resume_redoes_nothing(ray_address, fresh_env,
     sessions = [p.name for p in ws.iterdir() if (p / ".git").exists()]
     assert len([s for s in sessions if s.startswith("01_vector_add")]) == 1, sessions
     assert wait_until_gone(fresh_env, workers_only=True) == []
+
+
+def test_timing_jobs_take_a_whole_gpu_each(ray_address, tmp_path, monkeypatch):
+    """Two verifications at once: their correctness jobs take shares of a GPU and may overlap;
+    their timing jobs each take a whole GPU, never overlap any other job on theirs, and take
+    the timing lock named after the physical GPU Ray assigned."""
+    monkeypatch.setenv("XEFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    problem = load_problem(ROOT / "sample_kernels" / "07_gemm_fp32_upcast.py")
+    candidate = problem.kernel.source.replace("a.to(tl.float32), b.to(tl.float32)", "a, b")
+    assert candidate != problem.kernel.source
+    opts = VerifyOptions(seeds=1, include_odd_size=False, use_cache=False, force_timing=True, warmup_ms=1, rep_ms=5,
+                         variants=["ci"], performance_variants=["ci"], lock_dir=str(tmp_path / "locks"))
+    device = detect_device("cpu")
+    hook = RayWorkerRunner(JobPlacement(device_type="cuda", correctness_gpus=0.5))
+    verdicts = {}
+
+    def one(i: int) -> None:
+        verdicts[i] = verify(problem, candidate, device=device, options=opts, run_worker=hook)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for v in verdicts.values():
+        assert v.kind.value == "ok", v.reason
+        assert [p.variant for p in v.performance] == ["ci"]
+    host = socket.gethostname()
+    timing = [j for j in hook.jobs if j["role"] == "timing"]
+    assert sorted(j["role"] for j in hook.jobs) == ["baseline"] * 2 + ["candidate"] * 2 + ["timing"] * 2
+    assert {j["device"] for j in hook.jobs} <= {f"{host}/cuda:0", f"{host}/cuda:1"}
+    for t in timing:  # nothing else on its GPU while it timed
+        rivals = [j for j in hook.jobs if j is not t and j["device"] == t["device"]]
+        assert all(j["end"] <= t["start"] or j["start"] >= t["end"] for j in rivals), (t, rivals)
+    a, b = timing
+    if a["start"] < b["end"] and b["start"] < a["end"]:  # timed at once: on different GPUs
+        assert a["device"] != b["device"]
+    # each timing run took the lock of the physical GPU it was given
+    locks = {p.name for p in (tmp_path / "locks").iterdir()}
+    assert {f"{host}-cuda{j['device'].rsplit(':', 1)[1]}.lock" for j in timing} <= locks

@@ -91,8 +91,9 @@ def require_ray() -> Any:
 def forwarded_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The variables a batch sets in its Ray tasks: every ``XEFORGE_*`` one of the driver
     except those named like secrets (``runner.is_secret_name``: an LLM key is read on each node,
-    never shipped), plus ``TRITON_INTERPRET``. A task on a local instance inherits them anyway;
-    on a cluster they make ``XEFORGE_CACHE_DIR`` and friends mean the same everywhere."""
+    never shipped), plus ``TRITON_INTERPRET``. Tasks of a local instance that the batch started
+    inherit them anyway; on a cluster (or an instance started before the variables were set)
+    they make ``XEFORGE_CACHE_DIR`` and friends mean the same everywhere."""
     from xeforge_core.runner import is_secret_name
 
     env = os.environ if environ is None else environ
@@ -208,9 +209,11 @@ def run_ray_batch(
     board = None
     try:
         resources = ray.cluster_resources()
+        # a local instance started here has this environment already; Ray's prestarted workers
+        # then serve the tasks (a runtime_env would need workers of its own)
         placement = JobPlacement(device_type=_device_type_for(device, resources.get("GPU", 0)),
                                  correctness_gpus=opts.correctness_gpus, max_retries=opts.max_retries,
-                                 env=forwarded_environment())
+                                 env={} if started_here else forwarded_environment())
         limit = opts.max_in_flight or _default_in_flight(resources, placement)
         info(f"Ray: {len(todo)} problem task(s), at most {limit} at once; verification on "
              + ("CPUs (Triton's interpreter)" if not placement.uses_gpus else

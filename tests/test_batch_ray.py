@@ -151,7 +151,7 @@ def test_ray_batch_gives_the_sequential_verdicts(ray_address, sequential_rows, f
     gemm = by_name["07_gemm_fp32_upcast"]
     assert gemm.status == {"dtype_fix": "approved"} and gemm.verdicts == {"dtype_fix": "ok"} and not gemm.error
     # its verification ran as Ray jobs, recorded with the device and time span of each
-    assert [j["role"] for j in gemm.jobs] == ["baseline", "candidate"]
+    assert {"baseline", "candidate"} <= {j["role"] for j in gemm.jobs}
     assert all(j["device"].endswith("/cpu:0") and j["end"] >= j["start"] for j in gemm.jobs)
     assert gemm.device == "cpu:0" and gemm.attempts == 1 and Path(gemm.session).is_dir()
     assert by_name["zz_unverifiable"].error and by_name["zz_unverifiable"].status["dtype_fix"] == "failed"
@@ -189,7 +189,7 @@ def test_killed_workers_are_retried_and_every_row_is_there(ray_address, sequenti
     assert verdict_view([copy]) == {"07_gemm_fp32_upcast": expected["07_gemm_fp32_upcast"]}
     # the pipeline killed mid-run started again from scratch; the job killed mid-run ran again
     assert by_name["07_gemm_fp32_upcast"].attempts == 2 and by_name["08_gemm_copy"].attempts == 1
-    assert [j["role"] for j in by_name["08_gemm_copy"].jobs] == ["baseline", "candidate"]
+    assert "candidate" in [j["role"] for j in by_name["08_gemm_copy"].jobs]
     # the killed Ray workers took their verification workers with them
     assert wait_until_gone(fresh_env, workers_only=True) == []
 
@@ -260,7 +260,8 @@ def test_timing_jobs_take_a_whole_gpu_each(ray_address, tmp_path, monkeypatch):
     opts = VerifyOptions(seeds=1, include_odd_size=False, use_cache=False, force_timing=True, warmup_ms=1, rep_ms=5,
                          variants=["ci"], performance_variants=["ci"], lock_dir=str(tmp_path / "locks"))
     device = detect_device("cpu")
-    hook = RayWorkerRunner(JobPlacement(device_type="cuda", correctness_gpus=0.5))
+    # as on a cluster of several nodes: the jobs' files travel with them
+    hook = RayWorkerRunner(JobPlacement(device_type="cuda", correctness_gpus=0.5, ship_files=True))
     verdicts = {}
 
     def one(i: int) -> None:
@@ -276,7 +277,8 @@ def test_timing_jobs_take_a_whole_gpu_each(ray_address, tmp_path, monkeypatch):
         assert [p.variant for p in v.performance] == ["ci"]
     host = socket.gethostname()
     timing = [j for j in hook.jobs if j["role"] == "timing"]
-    assert sorted(j["role"] for j in hook.jobs) == ["baseline"] * 2 + ["candidate"] * 2 + ["timing"] * 2
+    roles = [j["role"] for j in hook.jobs]
+    assert roles.count("timing") == 2 and roles.count("candidate") >= 2 and "baseline" in roles
     assert {j["device"] for j in hook.jobs} <= {f"{host}/cuda:0", f"{host}/cuda:1"}
     for t in timing:  # nothing else on its GPU while it timed
         rivals = [j for j in hook.jobs if j is not t and j["device"] == t["device"]]

@@ -68,6 +68,10 @@ class BatchRow:
     speed_measured: bool = False
     error: str = ""
     seconds: float = 0.0
+    #: per stage and for the final version: faster / slower / no measurable difference, by the
+    #: one rule (``verdict.speedup_call``, through the session report); ``None``: not measured
+    calls: dict[str, str | None] = field(default_factory=dict)
+    final_call: str | None = None
     host: str = ""
     attempts: int = 1
     timing_devices: list[str] = field(default_factory=list)
@@ -77,7 +81,8 @@ class BatchRow:
         return {"kernel": self.kernel, "device": self.device, "session": self.session, "stages": list(self.stages),
                 "status": dict(self.status), "verdicts": dict(self.verdicts), "speedups": dict(self.speedups),
                 "final_speedup": self.final_speedup, "speed_measured": self.speed_measured,
-                "error": self.error, "seconds": round(self.seconds, 2), "host": self.host,
+                "error": self.error, "seconds": round(self.seconds, 2),
+                "calls": dict(self.calls), "final_call": self.final_call, "host": self.host,
                 "attempts": self.attempts, "timing_devices": list(self.timing_devices),
                 "jobs": [dict(j) for j in self.jobs]}
 
@@ -232,6 +237,7 @@ def optimize_one(
             verdicts = [v for v in s.get("verdicts", []) if v]
             row.verdicts[o.stage] = verdicts[-1] if verdicts else (o.verdict_kind or "-")
             row.speedups[o.stage] = s.get("speedup")
+            row.calls[o.stage] = s.get("call")
         for sid in session.plan:  # stages not reached (a failure stopped the pipeline)
             if sid not in row.status:
                 row.stages.append(sid)
@@ -239,6 +245,7 @@ def optimize_one(
                 row.verdicts[sid] = "-"
                 row.speedups[sid] = None
         row.final_speedup = data["cumulative_speedup"]
+        row.final_call = data.get("cumulative_call")
         row.speed_measured = bool(data["speed_measured"])
         failed = [o for o in outcomes if o.status == "failed"]
         if failed:
@@ -324,14 +331,15 @@ def _stage_order(rows: list[BatchRow]) -> list[str]:
 
 def csv_columns(rows: list[BatchRow]) -> list[str]:
     """The CSV header for ``rows``: kernel, device, stages, then per stage (canonical order)
-    ``<stage>`` (status), ``<stage>_verdict``, ``<stage>_speedup``, then ``final_speedup``,
+    ``<stage>`` (status), ``<stage>_verdict``, ``<stage>_speedup``, ``<stage>_call`` (faster /
+    slower / no measurable difference), then ``final_speedup``, ``final_call``,
     ``speed_measured``, ``error``, ``seconds``, ``session``, ``host``, ``timing_devices``
     (``;``-separated) and ``attempts``."""
     cols = ["kernel", "device", "stages"]
     for s in _stage_order(rows):
-        cols += [s, f"{s}_verdict", f"{s}_speedup"]
-    return cols + ["final_speedup", "speed_measured", "error", "seconds", "session", "host", "timing_devices",
-                   "attempts"]
+        cols += [s, f"{s}_verdict", f"{s}_speedup", f"{s}_call"]
+    return cols + ["final_speedup", "final_call", "speed_measured", "error", "seconds", "session", "host",
+                   "timing_devices", "attempts"]
 
 
 def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
@@ -347,7 +355,8 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
         w.writeheader()
         for r in rows:
             rec: dict[str, Any] = {"kernel": r.kernel, "device": r.device, "stages": ";".join(r.stages),
-                                   "final_speedup": _num(r.final_speedup), "speed_measured": r.speed_measured,
+                                   "final_speedup": _num(r.final_speedup), "final_call": r.final_call or "",
+                                   "speed_measured": r.speed_measured,
                                    "error": r.error, "seconds": f"{r.seconds:.1f}", "session": r.session,
                                    "host": r.host, "timing_devices": ";".join(r.timing_devices),
                                    "attempts": r.attempts}
@@ -359,6 +368,7 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
                     rec[f"{s}_speedup"] = "n/a" if r.status.get(s) == "approved" else ""
                 else:
                     rec[f"{s}_speedup"] = _num(speed) if r.status.get(s) == "approved" or speed is not None else ""
+                    rec[f"{s}_call"] = (r.calls.get(s) or "") if speed is not None else ""
             w.writerow(rec)
     tmp.replace(path)
     return path
@@ -433,6 +443,7 @@ def read_summary(csv_path: str | Path) -> list[BatchRow]:
                                error=rec.get("error", ""), host=rec.get("host", "") or "",
                                speed_measured=rec.get("speed_measured") == "True",
                                final_speedup=_parse_num(rec.get("final_speedup")),
+                               final_call=rec.get("final_call") or None,
                                seconds=_parse_num(rec.get("seconds")) or 0.0,
                                attempts=int(rec.get("attempts") or 1),
                                timing_devices=[d for d in (rec.get("timing_devices") or "").split(";") if d])
@@ -442,6 +453,7 @@ def read_summary(csv_path: str | Path) -> list[BatchRow]:
                         row.status[st] = rec.get(st, "")
                         row.verdicts[st] = rec.get(f"{st}_verdict", "")
                         row.speedups[st] = _parse_num(rec.get(f"{st}_speedup"))
+                        row.calls[st] = rec.get(f"{st}_call") or None
                 rows.append(row)
     except (OSError, csv.Error, ValueError) as exc:
         if isinstance(exc, SummaryError):

@@ -105,10 +105,11 @@ class _AboveBar:
 def _row_line(row: Any) -> str:
     state = "error: " + row.error if row.error else "done"
     speed = f"{row.final_speedup:.3f}x" if row.final_speedup is not None else "not measured"
+    call = f", {row.final_call}" if row.final_call else ""
     where = row.device + (f" on {row.host}" if row.host and row.device and "/" not in row.device else "")
     timed = f"; timed on {', '.join(row.timing_devices)}" if row.timing_devices else ""
     retried = f"; {row.attempts} attempts" if row.attempts > 1 else ""
-    return f"== {row.kernel} on {where}: {state}; final speedup {speed} ({row.seconds:.0f} s{timed}{retried})"
+    return f"== {row.kernel} on {where}: {state}; final speedup {speed}{call} ({row.seconds:.0f} s{timed}{retried})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -197,9 +198,9 @@ def run(args: argparse.Namespace) -> int:
 
     all_rows = sorted(done_rows, key=lambda r: r.kernel)
     out = write_summary(all_rows, args.out, meta)
-    headers = ["kernel", "device", "stages", "final speedup", "error"]
+    headers = ["kernel", "device", "stages", "final speedup", "call", "error"]
     table = [[r.kernel, r.device, " ".join(f"{s}:{r.status.get(s, '-')}" for s in r.stages),
-              f"{r.final_speedup:.3f}x" if r.final_speedup is not None else "not measured",
+              f"{r.final_speedup:.3f}x" if r.final_speedup is not None else "not measured", r.final_call or "-",
               (r.error[:80] + "…") if len(r.error) > 80 else r.error or "-"] for r in all_rows]
     print(text_table(headers, table))
     print(f"\nsummary: {Path(out).resolve()}")

@@ -213,7 +213,8 @@ def run_ray_batch(
         # then serve the tasks (a runtime_env would need workers of its own)
         placement = JobPlacement(device_type=_device_type_for(device, resources.get("GPU", 0)),
                                  correctness_gpus=opts.correctness_gpus, max_retries=opts.max_retries,
-                                 env={} if started_here else forwarded_environment())
+                                 env={} if started_here else forwarded_environment(),
+                                 ship_files=len([n for n in ray.nodes() if n.get("Alive")]) > 1)
         limit = opts.max_in_flight or _default_in_flight(resources, placement)
         info(f"Ray: {len(todo)} problem task(s), at most {limit} at once; verification on "
              + ("CPUs (Triton's interpreter)" if not placement.uses_gpus else

@@ -17,10 +17,12 @@ chose:
   the job's timing lock is named after that physical device (``<host>-cuda3``), so the
   per-device lock of ``xeforge_core.devlock`` also keeps out verifications started outside Ray
   (the UI, another CLI) on that machine.
-* **transport**: nothing is assumed about shared filesystems. A baseline job's saved outputs and
-  every job's ``result.json``, ``progress.jsonl``, ``stdout.txt`` and ``stderr.txt`` come back
-  into the job directory the verifier chose (paths inside them rewritten to it); a candidate
-  job's expected outputs travel with the job. Only regular files travel.
+* **files**: on a single node a job runs on that node (node affinity) in the job directory the
+  verifier chose, and nothing is copied. On a cluster of several nodes nothing is assumed about
+  shared filesystems: a job may run on any node, a baseline job's saved outputs and every job's
+  ``result.json``, ``progress.jsonl``, ``stdout.txt`` and ``stderr.txt`` come back into the
+  verifier's job directory (paths inside them rewritten to it), and a candidate job's expected
+  outputs travel with the job. Only regular files travel.
 * **no orphans**: the worker is started through a small guard that asks Linux to SIGKILL it if
   the Ray worker process that started it dies (``PR_SET_PDEATHSIG``): a task whose Ray worker is
   killed (a node's OOM killer, a forced cancel, ``ray stop``) leaves no verification worker
@@ -93,13 +95,17 @@ class JobPlacement:
     ``"xpu"`` (jobs ask for a GPU or a share of one). ``correctness_gpus``: the share of a GPU a
     baseline or candidate job takes (0 < x <= 1). ``max_retries``: how often Ray restarts a job
     whose Ray worker or node died. ``env``: environment variables set in the tasks (Ray's
-    ``runtime_env``; e.g. ``XEFORGE_CACHE_DIR``).
+    ``runtime_env``; e.g. ``XEFORGE_CACHE_DIR``). ``ship_files``: jobs may run on any node and
+    their files travel with them (a cluster of several nodes); ``False``: jobs run on the node
+    of the verification that starts them (Ray's node affinity), in its job directories, and
+    nothing is copied (one node).
     """
 
     device_type: str = "cpu"
     correctness_gpus: float = 0.25
     max_retries: int = 2
     env: dict[str, str] = field(default_factory=dict)
+    ship_files: bool = True
 
     def __post_init__(self) -> None:
         if self.device_type not in ("cpu", "cuda", "xpu"):
@@ -199,19 +205,21 @@ def run_job_task(job: dict[str, Any], limits: dict[str, Any], expected: tuple[st
                  origin_dir: str, device_type: str, report: Any = None, kernel: str = "") -> dict[str, Any]:
     """Body of the Ray task that runs one worker job (see the module docstring).
 
-    ``expected``: ``("output", relative path)`` for a baseline job (its outputs come back),
-    ``("input", archive)`` for a job that reads saved outputs, or ``None``. ``origin_dir``: the
-    caller's job directory (paths in the returned files are rewritten to it). ``report``: a
-    ``ProgressBoard`` actor handle told when the job (of problem ``kernel``) starts and ends, or
-    ``None``.
-    Returns ``{"outcome": WorkerOutcome, "files": archive, "device", "host", "start", "end",
-    "pid"}``.
+    ``expected``: ``None`` when the task runs on the caller's node (the job runs in
+    ``origin_dir`` as the verifier wrote it, and nothing travels); otherwise ``("output",
+    relative path)`` for a baseline job (its outputs come back), ``("input", archive)`` for a
+    job that reads saved outputs, or ``("none", None)``. ``origin_dir``: the caller's job
+    directory (paths in returned files are rewritten to it). ``report``: a ``ProgressBoard``
+    actor handle told when the job (of problem ``kernel``) starts and ends, or ``None``.
+    Returns ``{"outcome": WorkerOutcome, "files": archive or None, "device", "host", "start",
+    "end", "pid"}``.
     """
     physical = pin_assigned_gpu(device_type) if device_type != "cpu" else "0"
     host = socket.gethostname()
     where = f"{host}/{device_type}:{physical}"
     role = str(job.get("role", ""))
-    job_dir = runner.new_job_dir(f"xeforge-ray-{role}-")
+    shipped = expected is not None
+    job_dir = runner.new_job_dir(f"xeforge-ray-{role}-") if shipped else Path(origin_dir)
     try:
         job = dict(job)
         options = dict(job.get("options") or {})
@@ -221,10 +229,10 @@ def run_job_task(job: dict[str, Any], limits: dict[str, Any], expected: tuple[st
             options["lock_key"] = DeviceInfo(type=device_type, index=0).lock_key()
         job["options"] = options
         returned = list(RETURNED_FILES)
-        if expected is not None and expected[0] == "output":
+        if shipped and expected[0] == "output":
             job["expected_dir"] = str(job_dir / expected[1])
             returned.append(expected[1])
-        elif expected is not None and expected[0] == "input":
+        elif shipped and expected[0] == "input":
             unpack_files(expected[1], job_dir / "expected-in")
             job["expected_dir"] = str(job_dir / "expected-in")
         start = time.time()
@@ -237,17 +245,21 @@ def run_job_task(job: dict[str, Any], limits: dict[str, Any], expected: tuple[st
         if report is not None:
             report.post_job.remote({"event": "job_finished", "kernel": kernel, "role": role, "device": where,
                                     "pid": os.getpid(), "start": start, "end": end})
-        for name in RETURNED_FILES:
-            _relocate_text(job_dir / name, str(job_dir), origin_dir)
-        outcome.stdout = outcome.stdout.replace(str(job_dir), origin_dir)
-        outcome.stderr = outcome.stderr.replace(str(job_dir), origin_dir)
-        if outcome.result is not None:
-            outcome.result = json.loads(json.dumps(outcome.result).replace(json.dumps(str(job_dir))[1:-1],
-                                                                           json.dumps(origin_dir)[1:-1]))
-        return {"outcome": outcome, "files": pack_files(job_dir, returned), "device": where, "host": host,
-                "start": start, "end": end, "pid": os.getpid()}
+        reply = {"outcome": outcome, "files": None, "device": where, "host": host, "start": start, "end": end,
+                 "pid": os.getpid()}
+        if shipped:
+            for name in RETURNED_FILES:
+                _relocate_text(job_dir / name, str(job_dir), origin_dir)
+            outcome.stdout = outcome.stdout.replace(str(job_dir), origin_dir)
+            outcome.stderr = outcome.stderr.replace(str(job_dir), origin_dir)
+            if outcome.result is not None:
+                outcome.result = json.loads(json.dumps(outcome.result).replace(json.dumps(str(job_dir))[1:-1],
+                                                                               json.dumps(origin_dir)[1:-1]))
+            reply["files"] = pack_files(job_dir, returned)
+        return reply
     finally:
-        runner.cleanup_job_dir(job_dir)
+        if shipped:
+            runner.cleanup_job_dir(job_dir)
 
 
 _REMOTE: dict[str, Any] = {}
@@ -300,14 +312,21 @@ class RayWorkerRunner:
         role = str(job.get("role", ""))
         origin = Path(job_dir) if job_dir else runner.new_job_dir(f"xeforge-{role}-")
         origin.mkdir(parents=True, exist_ok=True)
+        options = self.placement.task_options(role)
         expected: tuple[str, Any] | None = None
-        if job.get("expected_dir"):
-            exp = Path(job["expected_dir"])
-            if _within(exp, origin):
+        if self.placement.ship_files:
+            expected = ("none", None)
+            exp = Path(job["expected_dir"]) if job.get("expected_dir") else None
+            if exp is not None and _within(exp, origin):
                 expected = ("output", exp.resolve().relative_to(origin.resolve()).as_posix())
-            elif exp.is_dir():
+            elif exp is not None and exp.is_dir():
                 expected = ("input", pack_files(exp, [p.name for p in sorted(exp.iterdir())]))
-        ref = remote_job_function().options(**self.placement.task_options(role)).remote(
+        else:  # on this node, where the verifier's files are
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        ref = remote_job_function().options(**options).remote(
             job, limits, expected, str(origin), self.placement.device_type, self.report, self.kernel)
         try:
             while cancel is not None:
@@ -327,7 +346,8 @@ class RayWorkerRunner:
             with contextlib.suppress(Exception):
                 ray.cancel(ref, recursive=True)
             raise
-        unpack_files(reply["files"], origin)
+        if reply["files"] is not None:
+            unpack_files(reply["files"], origin)
         outcome: runner.WorkerOutcome = reply["outcome"]
         outcome.job_dir = str(origin)
         outcome.stdout_path = str(origin / "stdout.txt")

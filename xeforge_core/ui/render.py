@@ -57,12 +57,14 @@ def show_flash() -> None:
 
 
 def verdict_badge(verdict: Verdict | None) -> str:
-    """A one-line label of a verdict, e.g. ``✅ ok · 1.84x``."""
+    """A one-line label of a verdict, e.g. ``✅ ok · 1.84x faster`` or ``✅ ok · 1.00x, no measurable
+    difference (±1.0%)`` (the rule of ``verdict.speedup_call``)."""
     if verdict is None:
         return "not verified"
     text = f"{_KIND_ICON.get(verdict.kind, '')} {verdict.kind.value}"
     if verdict.speedup:
-        text += f" · {verdict.speedup:.2f}x"
+        call = verdict.speed_call  # the one faster / slower / no measurable difference rule
+        text += f" · {call.short}" if call.faster or call.slower else f" · {verdict.speedup:.2f}x, {call.text}"
     if verdict.cached:
         text += " · cached"
     return text
@@ -134,6 +136,7 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             st.dataframe([{
                 "variant": p.variant, "baseline µs": round(p.baseline.median_us, 2),
                 "candidate µs": round(p.candidate.median_us, 2), "speedup": f"{p.speedup:.2f}x",
+                "call": p.call.text, "timed as": p.candidate.method,
                 "TFLOP/s": _fmt(p.tflops, ".2f"), "GB/s": _fmt(p.gbps, ".1f"),
                 "roofline": _fmt(p.roofline_fraction * 100 if p.roofline_fraction is not None
                                  else None, ".1f", "%"),

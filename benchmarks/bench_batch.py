@@ -28,7 +28,8 @@ Ray cannot run costs seconds, not a sequential batch first.
 
 Checkpointing: a mode that finished is not run again (``done.json``); one that was interrupted
 (a device call's time limit) is continued with ``--resume`` and its wall time is marked as not
-comparable. Speedups are judged against two noise bands: ``2 * sqrt(2) * 7.23 %`` (7.23 % is the
+comparable. Each stage speedup measured in both modes is judged by the timing method's own 95 %
+confidence intervals (do they overlap?), and the differences against two noise bands: ``2 * sqrt(2) * 7.23 %`` (7.23 % is the
 run-to-run coefficient of variation of one pair's speedup over ten verifications on an H200,
 ``docs/measured/h200-verifier-benchmark.md``; the ratio of two independent runs has sqrt(2)
 times that; twice that is the band) and, where an A/A mode was run, the largest difference
@@ -266,10 +267,14 @@ def compare(rows_by_mode: dict[str, list[BatchRow]]) -> dict[str, Any]:
                 if s in b.stages and a.status.get(s) == b.status.get(s) == "approved":
                     lr = _log_ratio(a.speedups.get(s), b.speedups.get(s))
                     if lr is not None:
+                        ia, ib = a.intervals.get(s), b.intervals.get(s)
+                        overlap = None if not (ia and ib) else (ia[0] <= ib[1] and ib[0] <= ia[1])
                         ratios.append({"kernel": k, "stage": s, base: a.speedups[s], other: b.speedups[s],
-                                       "log_ratio": lr})
+                                       "log_ratio": lr, "intervals": [ia, ib], "intervals_overlap": overlap})
         absl = sorted(abs(r["log_ratio"]) for r in ratios)
+        judged = [r["intervals_overlap"] for r in ratios if r.get("intervals_overlap") is not None]
         out["pairs"][other] = {
+            "intervals_compared": len(judged), "intervals_overlapping": sum(1 for j in judged if j),
             "same_verdicts": same_v, "same_statuses": same_s, "compared": len(kernels), "differences": diffs,
             "speedup_pairs": ratios,
             "median_abs_diff": (math.exp(absl[len(absl) // 2]) - 1) if absl else None,
@@ -352,14 +357,15 @@ def write_outputs(out: Path, meta: dict[str, Any], records: list[dict[str, Any]]
         md.append(f"**{suite}** (reference: {res['comparison']['reference_mode']}; noise bands: "
                   + "; ".join(f"{n} ±{b:.1%}, {why}" for n, b, why in bands) + ")")
         md += ["", "| against | same verdicts | same statuses | speedup pairs | median diff | max diff | "
-               + " | ".join(f"within {n} band" for n, _, _ in bands) + " |",
-               "|---|---|---|---|---|---|" + "---|" * len(bands)]
+               "95 % intervals overlap | " + " | ".join(f"within {n} band" for n, _, _ in bands) + " |",
+               "|---|---|---|---|---|---|---|" + "---|" * len(bands)]
         for other, pair in res["comparison"]["pairs"].items():
             within = ["–" if pair["max_abs_diff"] is None else ("yes" if pair["max_abs_diff"] <= b else "no")
                       for _, b, _ in bands]
             md.append(f"| {other} | {pair['same_verdicts']}/{pair['compared']} | {pair['same_statuses']}/"
                       f"{pair['compared']} | {len(pair['speedup_pairs'])} | {_fmt(pair['median_abs_diff'], '.1%')} | "
-                      f"{_fmt(pair['max_abs_diff'], '.1%')} | " + " | ".join(within) + " |")
+                      f"{_fmt(pair['max_abs_diff'], '.1%')} | "
+                      f"{pair['intervals_overlapping']}/{pair['intervals_compared']} | " + " | ".join(within) + " |")
             for d in pair["differences"][:12]:
                 md.append(f"  - {d['kernel']}: {d['what']} differ: "
                           + json.dumps({k: v for k, v in d.items() if k not in ('kernel', 'what')}, default=str)[:300])

@@ -72,6 +72,8 @@ class BatchRow:
     #: one rule (``verdict.speedup_call``, through the session report); ``None``: not measured
     calls: dict[str, str | None] = field(default_factory=dict)
     final_call: str | None = None
+    #: per stage: the 95 % confidence interval ``[low, high]`` of its speedup (``None``: none)
+    intervals: dict[str, list[float] | None] = field(default_factory=dict)
     host: str = ""
     attempts: int = 1
     timing_devices: list[str] = field(default_factory=list)
@@ -82,7 +84,8 @@ class BatchRow:
                 "status": dict(self.status), "verdicts": dict(self.verdicts), "speedups": dict(self.speedups),
                 "final_speedup": self.final_speedup, "speed_measured": self.speed_measured,
                 "error": self.error, "seconds": round(self.seconds, 2),
-                "calls": dict(self.calls), "final_call": self.final_call, "host": self.host,
+                "calls": dict(self.calls), "final_call": self.final_call, "intervals": dict(self.intervals),
+                "host": self.host,
                 "attempts": self.attempts, "timing_devices": list(self.timing_devices),
                 "jobs": [dict(j) for j in self.jobs]}
 
@@ -238,6 +241,8 @@ def optimize_one(
             row.verdicts[o.stage] = verdicts[-1] if verdicts else (o.verdict_kind or "-")
             row.speedups[o.stage] = s.get("speedup")
             row.calls[o.stage] = s.get("call")
+            low, high = s.get("speedup_low"), s.get("speedup_high")
+            row.intervals[o.stage] = [low, high] if low is not None and high is not None else None
         for sid in session.plan:  # stages not reached (a failure stopped the pipeline)
             if sid not in row.status:
                 row.stages.append(sid)

@@ -220,7 +220,11 @@ def run_ray_batch(
              + ("CPUs (Triton's interpreter)" if not placement.uses_gpus else
                 f"GPUs ({placement.device_type}: timing on a whole GPU, correctness on "
                 f"{placement.correctness_gpus:g} of one)"))
-        board = remote("board").remote()
+        # on the driver's node: it lives as long as the driver, not as long as some worker node
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        board = remote("board").options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            node_id=ray.get_runtime_context().get_node_id(), soft=True)).remote()
         settings = {"device": device, "engine_factory": engine_factory or EngineFactory(engine_name),
                     "pipeline": pipeline}
         pending = deque(todo)

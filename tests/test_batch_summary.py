@@ -174,6 +174,22 @@ def test_device_names_go_through_the_visible_devices_mask(monkeypatch):
         device_kind("cuda:1")
 
 
+def test_a_cluster_address_where_nothing_listens_fails_at_once():
+    import socket
+
+    from xeforge_core.raybatch.driver import _check_answers
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(RaySetupError, match=f"nothing answers at 127.0.0.1:{port}") as err:
+        _check_answers(f"127.0.0.1:{port}", timeout_s=2)
+    assert err.value.field == "--ray"
+    with pytest.raises(RaySetupError):
+        _check_answers(f"ray://127.0.0.1:{port}", timeout_s=2)
+    _check_answers("auto")  # found by Ray itself, not checked here
+
+
 FAST = ["--device", "cpu", "--stages", "dtype_fix", "--seeds", "1", "--no-odd-size", "--timeout", "120"]
 
 

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import math
 import os
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -129,11 +130,26 @@ def _device_type_for(device: str | None, gpus: float) -> str:
     return kind or "cuda"
 
 
+def _check_answers(address: str, timeout_s: float = 5.0) -> None:
+    """For a ``HOST:PORT`` or ``ray://HOST:PORT`` address: raise :class:`RaySetupError` at once
+    when nothing listens there (Ray itself would retry for minutes before giving up)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RaySetupError(f"nothing answers at {address} ({exc}); start the head node with "
+                            "ray start --head, or give --ray auto on a node of the cluster", field="--ray") from exc
+
+
 def _connect(ray: Any, options: RayBatchOptions, info: Callable[[str], None]) -> bool:
     """Connect (or start a local instance); True when this call started Ray and must stop it."""
     if ray.is_initialized():
         info("Ray: using the Ray instance this process is already connected to")
         return False
+    if options.address:
+        _check_answers(options.address)
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                               "logging_level": logging.WARNING}
     started = time.monotonic()

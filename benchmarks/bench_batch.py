@@ -6,6 +6,8 @@ directory of Xe-Forge cases given on the command line, once per mode:
 * ``sequential``: ``xeforge batch DIR`` (one kernel after another on the device),
 * ``ray``: ``xeforge batch DIR --ray [ADDRESS]`` (a local Ray instance over every GPU of the
   machine, or the cluster at ADDRESS),
+* ``ray-1gpu``: the same on a local instance given one GPU, for the throughput of one GPU against
+  all of them,
 * ``sequential#2`` / ``ray#2``: the same again, an A/A run that measures the run-to-run noise.
 
 Each mode gets its own verdict cache, so nothing is served from another mode's measurements.
@@ -70,7 +72,9 @@ from xeforge_core.batch import BatchRow, read_summary  # noqa: E402
 #: verifications of one GEMM pair; docs/measured/h200-verifier-benchmark.md).
 MEASURED_SPEEDUP_CV = 0.0723
 
-MODES = ("sequential", "ray", "sequential#2", "ray#2")
+#: ``ray-1gpu``: a local Ray instance given one GPU (``--ray-gpus 1``), for the throughput of one
+#: GPU against all of them on the same machine.
+MODES = ("sequential", "ray", "ray-1gpu", "sequential#2", "ray#2")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,9 +119,11 @@ def batch_command(problems: Path, mdir: Path, wdir: Path, mode: str, args: argpa
         cmd.append("--no-odd-size")
     if mode.startswith("ray"):
         cmd.append("--ray")
-        if args.ray_address:
+        if args.ray_address and mode != "ray-1gpu":
             cmd.append(args.ray_address)
-        if args.ray_gpus is not None:
+        if mode == "ray-1gpu":
+            cmd += ["--ray-gpus", "1"]
+        elif args.ray_gpus is not None and not args.ray_address:
             cmd += ["--ray-gpus", str(args.ray_gpus)]
     if resume:
         cmd.append("--resume")

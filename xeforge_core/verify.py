@@ -272,8 +272,8 @@ def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) 
         from xeforge_core.problem.scaling import odd_module_variant
 
         for v in list(chosen):
-            if v.name.endswith("-odd") or v.name == "module":
-                continue  # the published sizes are checked as given
+            if v.name.endswith("-odd") or (v.name == "module" and names is not None):
+                continue  # published sizes asked for by name are checked as given
             odd = odd_size_variant(problem, v) if problem.spec is not None else odd_module_variant(problem, v)
             if odd is not None:
                 chosen.append(odd)

@@ -375,11 +375,11 @@ def test_a_version_change_during_the_stage_is_not_overwritten(gemm_session):
 
 
 def test_a_stage_the_engine_cannot_do_is_answered_at_once(gemm_session):
-    """The rules engine has no codemod for block_pointers: the loop says so before any device
-    probe, worker or candidate, and the pipeline moves on."""
+    """The rules engine has no codemod for the algorithmic stage: the loop says so before any
+    device probe, worker or candidate, and the pipeline moves on."""
     controller = SessionController(gemm_session)  # the product's verifier, the recorded device "cpu"
-    outcome = run_stage(controller, "block_pointers", get_engine("rules"), LoopOptions())
+    outcome = run_stage(controller, "algorithmic", get_engine("rules"), LoopOptions())
     # the device was not probed (it would be a DeviceInfo now) and nothing was verified
     assert outcome.status is OutcomeStatus.KEPT_CURRENT and controller.device == "cpu"
-    assert "no codemod for stage 'block_pointers'" in outcome.reason and "llm or manual" in outcome.reason
-    assert gemm_session.candidates() == [] and gemm_session.stages["block_pointers"]["status"] == "kept_current"
+    assert "no codemod for stage 'algorithmic'" in outcome.reason and "llm or manual" in outcome.reason
+    assert gemm_session.candidates() == [] and gemm_session.stages["algorithmic"]["status"] == "kept_current"

@@ -88,7 +88,8 @@ def test_the_session_starts_with_that_plan_and_keeps_the_target(tmp_path: Path, 
 
 
 def test_each_planned_stage_says_which_engines_can_do_it() -> None:
-    codemod_stages = {"dtype_fix", "xpu_specific", "autotuning"}
+    codemod_stages = {"dtype_fix", "fusion", "memory_access", "block_pointers", "persistent_kernel", "xpu_specific",
+                      "autotuning"}
     for stage in STAGE_IDS:
         assert engines_for(stage) == (["rules", "llm", "manual"] if stage in codemod_stages else ["llm", "manual"])
 
@@ -97,8 +98,8 @@ def test_the_rules_engine_is_refused_at_once_for_a_stage_without_a_codemod(tmp_p
     wb = Workbench(tmp_path / "ws")
     wb.load_sample("07_gemm_fp32_upcast")
     wb.start_session()
-    with pytest.raises(WorkbenchError, match="no codemod for stage 'block_pointers'.*llm or manual"):
-        wb.start_propose("block_pointers", "rules")
+    with pytest.raises(WorkbenchError, match="no codemod for stage 'algorithmic'.*llm or manual"):
+        wb.start_propose("algorithmic", "rules")
     assert wb.jobs.current("propose") is None  # no job, no worker
 
 
@@ -148,15 +149,17 @@ def test_the_optimize_page_picks_the_target_and_shows_who_can_do_each_stage(tmp_
     wb = Workbench(tmp_path / "ws")
     wb.load_sample("07_gemm_fp32_upcast")
     wb.start_session()
+    wb.add_stage("algorithmic")
     at = AppTest.from_file(str(ROOT / "pages" / "1_Optimize.py"), default_timeout=120)
     at.session_state["workbench"] = wb
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     captions = [c.value for c in at.caption]
     assert any("engines: rules, llm, manual" in c for c in captions)  # dtype_fix has a codemod
-    assert any("engines: llm, manual" in c for c in captions)  # block_pointers has none
+    assert any("engines: llm, manual" in c for c in captions)  # algorithmic has none
     assert at.selectbox(key="opt_target").value == "arc_pro_b70"
     at.selectbox(key="opt_target").select("nvidia_h200").run()
     assert not at.exception, [e.value for e in at.exception]
     assert wb.session.target.profile == "nvidia_h200"
-    assert wb.session.plan == wb.plan_preview(wb.session.source("head"), wb.session.problem("head")).ids
+    fresh = wb.plan_preview(wb.session.source("head"), wb.session.problem("head")).ids
+    assert wb.session.plan == fresh  # the stages not started were planned again for the H200

@@ -163,3 +163,15 @@ def test_the_heading_numbers_the_stage_as_in_the_plan():
     assert alone.splitlines()[0] == "# Fusion"
     port = render_prompt("portability", original_code=ORIGINAL, current_code=ORIGINAL)
     assert port.splitlines()[0] == "# Preparatory step: Portability" and "torch.accelerator" in port
+
+
+def test_every_codemod_a_stage_names_is_implemented_by_the_rules_engine():
+    """The registry says which codemod serves a stage, ``engines/rules.py`` implements it: the two
+    lists agree, and a knowledge-base rule may name only those."""
+    from xeforge_core.engines.rules import CODEMODS, STAGE_CODEMODS
+    from xeforge_core.pipeline.registry import CODEMODS as NAMED
+
+    assert set(CODEMODS) == set(NAMED)
+    assert set(STAGE_CODEMODS) == {s.id for s in STAGES if s.codemod}
+    for rule in load_knowledge().rules.values():
+        assert rule.codemod is None or rule.codemod in NAMED

@@ -3,13 +3,25 @@
 Codemods, by the name the stages of :mod:`xeforge_core.pipeline.registry` give them (the
 registry says which stage each serves):
 
-* ``dtype_fix``    -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
-* ``xpu_specific`` -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
-* ``autotune``     -> :func:`xeforge_core.codemods.autotune.add_autotune`, else (kernels already
-  autotuned) :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune` (stage
-  ``autotuning``)
-* ``portability``  -> :func:`xeforge_core.codemods.portability.port_source` (the preparatory
+* ``dtype_fix``         -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
+* ``fusion``            -> :func:`xeforge_core.codemods.fusion.fuse` (same-grid launch chains,
+  elementwise epilogues into their producer, batched host loops into one launch)
+* ``memory_access``     -> :func:`xeforge_core.codemods.memory_access.improve_memory_access` (rows
+  whose block covers the row in one pass, target-sized elementwise blocks, one-output-per-program
+  kernels lifted to coalesced blocks)
+* ``block_pointers``    -> :func:`xeforge_core.codemods.descriptors.use_descriptors` (tl.dot operands
+  through tensor descriptors)
+* ``persistent_kernel`` -> :func:`xeforge_core.codemods.persistent.make_persistent`
+* ``xpu_specific``      -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
+* ``autotune``          -> :func:`xeforge_core.codemods.autotune.add_autotune` (search space pruned for
+  the profile and per call), else (kernels already autotuned)
+  :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune` (stage ``autotuning``)
+* ``portability``       -> :func:`xeforge_core.codemods.portability.port_source` (the preparatory
   stage, also available as :func:`port_to_device_agnostic`)
+
+Every codemod takes ``source`` and the settings ``target``, ``arch``, ``profile``,
+``search_space``, ``options`` and ``problem`` (the context's problem, for codemods that decide
+by the problem's roofline) and ignores those it does not use.
 
 Any other stage gets a not-applicable candidate saying the rules engine has no codemod for it.
 Being deterministic, the engine has nothing new to offer when the CoVeR loop feeds back a failed
@@ -45,12 +57,38 @@ def _autotune(source: str, **kw: Any) -> CodemodResult:
     from xeforge_core.codemods.autotune_grid import grid_follows_autotune
 
     result = add_autotune(source, target=kw.get("target", "xpu"), arch=kw.get("arch"),
-                          search_space=kw.get("search_space"), options=kw.get("options") or {})
+                          search_space=kw.get("search_space"), options=kw.get("options") or {},
+                          profile=kw.get("profile"))
     if result.changed:
         return result
     # an already-autotuned kernel may still launch with a grid that ignores the chosen config
     grid = grid_follows_autotune(source)
     return grid if grid.changed else result
+
+
+def _fusion(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.fusion import fuse
+
+    return fuse(source, **kw)
+
+
+def _memory_access(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.memory_access import improve_memory_access
+
+    return improve_memory_access(source, target=kw.get("target", "xpu"), arch=kw.get("arch"))
+
+
+def _persistent(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.persistent import make_persistent
+
+    return make_persistent(source, target=kw.get("target", "xpu"), arch=kw.get("arch"), problem=kw.get("problem"),
+                           profile=kw.get("profile"))
+
+
+def _block_pointers(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.descriptors import use_descriptors
+
+    return use_descriptors(source, target=kw.get("target", "xpu"))
 
 
 def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
@@ -62,12 +100,16 @@ def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
 
 #: Codemod name (as the stages of ``pipeline.registry`` name them) -> codemod
 #: (``source, **settings -> CodemodResult``; settings: ``target`` family, ``arch``, ``profile``,
-#: ``search_space``, ``options``).
+#: ``search_space``, ``options``, ``problem``).
 CODEMODS: dict[str, Callable[..., CodemodResult]] = {
     "dtype_fix": _dtype_fix,
     "xpu_specific": _xpu_specific,
     "autotune": _autotune,
     "portability": _portability,
+    "fusion": _fusion,
+    "memory_access": _memory_access,
+    "persistent_kernel": _persistent,
+    "block_pointers": _block_pointers,
 }
 
 #: Stage id -> the codemod that serves it (derived from the registry).
@@ -135,6 +177,7 @@ class RulesEngine:
             "profile": target.hardware(),
             "search_space": self.search_space or context.search_space,
             "options": {**self.options, **context.options},
+            "problem": context.problem,
         }
         try:
             result = codemod(current, **settings)

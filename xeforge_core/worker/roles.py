@@ -733,15 +733,15 @@ def run_candidate(ctx: WorkerContext) -> None:
 
     def correctness(step: Step) -> None:
         first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta)
-        if first is not None and not first.passed:
-            step.evidence = {"runs": 1, "failed": 1, "truth": meta.get("truth", "baseline")}
-            ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
-                f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}; later "
-                "calls were not judged. A first call that differs from later ones is a fault users meet: e.g. an "
-                "autotuner that benchmarks every config on the first call, each adding into the same output")))
-            return
         runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of)
         failed = [r for r in runs if not r.passed]
+        if first is not None and not first.passed and not failed:
+            step.evidence = {"runs": len(runs) + 1, "failed": 1, "truth": meta.get("truth", "baseline")}
+            ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
+                f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}; every "
+                f"later call matched. A first call that differs from later ones is a fault users meet: e.g. an "
+                "autotuner that benchmarks every config on the first call, each adding into the same output")))
+            return
         step.evidence = {"runs": len(runs), "failed": len(failed), "weights": harness.weight_notes,
                          "autotune_configs": [d for _, _, d in ctx.registry.variants()], "grids": grids,
                          "truth": meta.get("truth", "baseline")}

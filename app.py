@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.ui.render import flash, nav_link, page_setup
-from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError
+from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError, size_note
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
 
 
@@ -85,12 +86,14 @@ def home() -> None:
     with tab_paste:
         st.caption("A KernelBench-style module: `class Model(nn.Module)` launching `@triton.jit` kernels, "
                    "`get_inputs()`, `get_init_inputs()`. The spec is optional.")
-        # One character over the limit: the browser stops a huge paste there, and the size check
-        # still says what is wrong instead of the tab freezing on megabytes of text.
-        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src",
-                              max_chars=MAX_SOURCE_BYTES + 1)
-        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec",
-                                   max_chars=MAX_SPEC_BYTES + 1)
+        # No max_chars: Streamlit's text area drops a paste longer than max_chars altogether
+        # (the box stays empty, silently). The size is checked here instead, first, and the
+        # refusal names the size and the limit.
+        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src")
+        st.caption("Size: " + size_note(pasted, limit=MAX_SOURCE_BYTES))
+        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec")
+        if pasted_spec:
+            st.caption("Spec size: " + size_note(pasted_spec, limit=MAX_SPEC_BYTES))
         pasted_name = st.text_input("Name", value="kernel", key="home_paste_name")
         if st.button("Load pasted kernel", key="home_load_paste", type="primary"):
             try:
@@ -103,6 +106,11 @@ def home() -> None:
         up_py = st.file_uploader("Kernel (.py)", type=["py"], key="home_up_py")
         up_yaml = st.file_uploader("Spec (.yaml, optional)", type=["yaml", "yml"], key="home_up_yaml")
         up_ref = st.file_uploader("PyTorch reference (.py, optional)", type=["py"], key="home_up_ref")
+        # refused as soon as a file arrives, before Load is pressed
+        for up, limit in ((up_py, MAX_SOURCE_BYTES), (up_yaml, MAX_SPEC_BYTES), (up_ref, MAX_SOURCE_BYTES)):
+            if up is not None and up.size > limit:
+                st.error(f"Not loaded: uploaded file {up.name}: the file is {units.size_exact(up.size)}; "
+                         f"the limit is {units.size_exact(limit)}")
         if st.button("Load upload", key="home_load_upload", type="primary"):
             if up_py is None:
                 st.error("Not loaded: choose a kernel .py file first.")

@@ -18,7 +18,7 @@ from xeforge_core.ui.render import (
     verdict_panel,
 )
 from xeforge_core.ui.review import ReviewStatus, code_hash
-from xeforge_core.ui.validate import MAX_SOURCE_BYTES
+from xeforge_core.ui.validate import MAX_SOURCE_BYTES, InputError, check_size, size_note
 from xeforge_core.ui.workbench import WorkbenchError, stage_ids
 from xeforge_core.verdict import Verdict
 
@@ -43,6 +43,16 @@ def _act(fn, *args, ok: str | None = None, **kwargs):  # noqa: ANN001, ANN202
         flash("success", ok)
     st.rerun()
     return result
+
+
+def _within_limit(text: str | None, what: str) -> bool:
+    """Refuse text over the source limit (its size and the limit shown), before any work."""
+    try:
+        check_size(text, limit=MAX_SOURCE_BYTES, what=what)
+    except InputError as exc:
+        st.error(f"Not used: {exc}")
+        return False
+    return True
 
 
 # ------------------------------------------------------------------ stepper
@@ -146,9 +156,12 @@ else:
                        "of the box), then paste the chat LLM's reply below.")
             st.code(prompt, language="markdown")
         reply = st.text_area("Reply from a chat LLM, or your own version of the module", height=220,
-                             key="opt_manual_reply", max_chars=MAX_SOURCE_BYTES + 1)
+                             key="opt_manual_reply")
+        if reply:
+            st.caption("Size: " + size_note(reply, limit=MAX_SOURCE_BYTES))
         model_name = st.text_input("Chat model (optional, recorded in history)", key="opt_manual_model")
-        if st.button("Use this reply as the candidate", key="opt_manual_submit", disabled=busy):
+        if st.button("Use this reply as the candidate", key="opt_manual_submit", disabled=busy) \
+                and _within_limit(reply, "pasted reply"):
             _act(wb.submit_manual, reply, stage=current, model=model_name or None,
                  ok="Candidate taken from the pasted text: verify it next.")
 
@@ -184,8 +197,8 @@ if review is not None:
 
     with st.expander("Edit the candidate (then verify again)"):
         edited = st.text_area("Candidate module", value=review.source, height=320,
-                              key=f"opt_edit_{code_hash(review.source)}", max_chars=MAX_SOURCE_BYTES + 1)
-        if st.button("Save edit", key="opt_edit_save", disabled=busy):
+                              key=f"opt_edit_{code_hash(review.source)}")
+        if st.button("Save edit", key="opt_edit_save", disabled=busy) and _within_limit(edited, "edited candidate"):
             _act(wb.edit, edited, ok="Edit saved: verify it before approving.")
 
     st.subheader("Verdict")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from xeforge_core.ui.render import page_setup
-from xeforge_core.ui.validate import MAX_SOURCE_BYTES
+from xeforge_core.ui.validate import MAX_SOURCE_BYTES, InputError, check_size
 from xeforge_core.ui.workbench import stage_ids
 
 wb = page_setup("Knowledge", "📚")
@@ -53,7 +53,12 @@ with tab_lint:
     which = st.radio("Kernel to lint", list(sources), key="kb_lint_which", horizontal=True)
     source = sources[which]
     if source is None:
-        source = st.text_area("Kernel module", height=240, key="kb_lint_paste", max_chars=MAX_SOURCE_BYTES + 1)
+        source = st.text_area("Kernel module", height=240, key="kb_lint_paste")
+        try:
+            check_size(source, limit=MAX_SOURCE_BYTES, what="pasted kernel")
+        except InputError as exc:
+            st.error(f"Not linted: {exc}")
+            source = None
     target = st.selectbox("Target", ["xpu", "cuda"], key="kb_lint_target")
     if source and source.strip():
         from xeforge_core.analysis import analyze

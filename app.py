@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from xeforge_core import units
+from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
 from xeforge_core.ui.render import flash, nav_link, page_setup
 from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError, size_note
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
@@ -140,12 +141,17 @@ def home() -> None:
     st.header("3 · Device")
     if wb.device is not None:
         dev = wb.device
-        st.markdown(f"**{dev.label}**" + (" · kernels run in Triton's interpreter: correctness is checked, "
-                                          "speed is not measured" if dev.interpreter else ""))
+        st.markdown(f"**{dev.label}**" + (f" · {INTERPRETER_SENTENCE}" if dev.interpreter else ""))
+        if dev.interpreter:
+            st.info("On this machine the verdicts check compile, structure and correctness for real; "
+                    "speed is measured on a GPU only. The IR page compiles kernels ahead of time for a "
+                    "GPU target without one, and the Benchmarks and Flash Attention pages show results "
+                    "recorded on a GPU.")
         cached = wb.cached_doctor_report()
         verdict = (cached or {}).get("verdict") or {}
         if verdict:
-            st.caption(f"Doctor (last run): {str(verdict.get('status', '?')).upper()} — {verdict.get('advice', '')}")
+            st.caption(f"Doctor (last run): {doctor_headline(verdict, interpreter=dev.interpreter)} — "
+                       f"{doctor_advice(verdict, interpreter=dev.interpreter)}")
         else:
             st.caption("The doctor has not been run on this device yet.")
     elif wb.device_error:

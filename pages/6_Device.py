@@ -8,6 +8,7 @@ import json
 
 import streamlit as st
 
+from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
 from xeforge_core.ui.render import job_progress, page_setup
 
 wb = page_setup("Device", "🩺")
@@ -27,8 +28,7 @@ probe_job = wb.jobs.current("device")
 with c1:
     if wb.device is not None:
         dev = wb.device
-        st.markdown(f"**{dev.label}**" + (" · Triton interpreter (correctness only, speed not measured)"
-                                          if dev.interpreter else ""))
+        st.markdown(f"**{dev.label}**" + (f" · {INTERPRETER_SENTENCE}" if dev.interpreter else ""))
         fp = dev.fingerprint
         versions = fp.get("versions") or {}
         st.dataframe([{"field": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else str(v)}
@@ -77,9 +77,10 @@ if report is None:
     st.info("No doctor report yet for this device: run the doctor.")
 else:
     verdict = report.get("verdict") or {}
+    interp = bool(getattr(wb.device, "interpreter", False)) or str(report.get("device", "")).startswith("cpu")
     if verdict:
         VERDICT_STYLE.get(verdict.get("status"), st.info)(
-            f"**{str(verdict.get('status', '?')).upper()}** — {verdict.get('advice', '')}")
+            f"**{doctor_headline(verdict, interpreter=interp)}** — {doctor_advice(verdict, interpreter=interp)}")
         st.dataframe([{"criterion": c.get("name"), "holds": "✅" if c.get("holds") else "❌",
                        "evidence": c.get("evidence")} for c in verdict.get("criteria", [])],
                      hide_index=True, width="stretch")

@@ -298,8 +298,8 @@ def sidebar_status(wb: Any) -> None:
         st.markdown("**Device**")
         if wb.device is not None:
             dev = wb.device
-            st.caption(dev.label + (" · Triton interpreter: correctness only, no timing"
-                                    if dev.interpreter else ""))
+            st.caption(dev.label + (" · Triton interpreter: correctness can be trusted, timing is "
+                                    "not measured" if dev.interpreter else ""))
             for w in getattr(dev, "warnings", []) or []:
                 st.caption(f"⚠️ {w}")
         elif wb.device_error:

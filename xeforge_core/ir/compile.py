@@ -156,16 +156,12 @@ class IRReport:
 
 
 def ir_code_version() -> str:
-    """sha256 (16 hex digits) of the IR worker's code and the worker modules it reuses."""
-    h = hashlib.sha256()
-    files = sorted((PACKAGE_DIR / "ir").glob("*.py")) + sorted((PACKAGE_DIR / "worker").glob("*.py"))
-    for path in files:
-        h.update(path.name.encode())
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            h.update(b"<missing>")
-    return h.hexdigest()[:16]
+    """A hash (16 hex digits) of the IR worker's code and of the verification worker's modules
+    it reuses (``cache.worker_code_version``), so a change to either invalidates cached IR."""
+    from xeforge_core.cache import stable_hash, worker_code_version
+
+    files = sorted((PACKAGE_DIR / "ir").glob("*.py"))
+    return stable_hash(worker_code_version(), [(p.name, p.read_text(encoding="utf-8")) for p in files])[:16]
 
 
 def _cache_dir() -> Path:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from xeforge_core.ir.compile import IRReport, compile_ir
-from xeforge_core.ir.present import diff_summary, ir_diff, resource_rows, specialization_text
+from xeforge_core.ir.present import diff_count, diff_summary, ir_diff, resource_rows, specialization_text
 from xeforge_core.ir.stats import parse_amdgcn, parse_ptxas_log
 from xeforge_core.ir.targets import TARGETS, TargetError, backend_installed, get_target
-from xeforge_core.ir.text import diff_count, strip_locations
+from xeforge_core.ir.text import strip_locations
 from xeforge_core.problem import load_problem
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -229,7 +229,7 @@ def compile_ir(source: str, *, problem: Any = None, target: str | Target | None 
                variant: str | None = None, config_index: int | None = 0, local_device: str = "cpu",
                timeout_s: float = DEFAULT_TIMEOUT_S, memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
                use_cache: bool = True, max_kernels: int = 16, on_progress: ProgressFn | None = None,
-               cancel: threading.Event | None = None) -> IRReport:
+               cancel: threading.Event | None = None, cached_only: bool = False) -> IRReport | None:
     """Compile the Triton kernels of ``source`` (a KernelBench-style module) for ``target``.
 
     ``problem`` gives the spec whose variant the launches are recorded with (see
@@ -239,6 +239,9 @@ def compile_ir(source: str, *, problem: Any = None, target: str | Target | None 
     ``@triton.autotune`` kernel to compile (0-based; ``None`` for all, up to ``max_kernels``).
     ``local_device``: this machine's device type (for the portability check). ``timeout_s``
     (seconds) and ``memory_bytes`` bound the worker.
+
+    With ``cached_only``, nothing is compiled: the cached report, or ``None`` when there is none
+    (the IR page asks this on every rerun, then compiles in the background).
 
     Never raises for what the module does (a hang, a crash, a kernel that does not compile are
     reports); raises :class:`IRError` or ``TargetError`` for bad arguments.
@@ -261,12 +264,16 @@ def compile_ir(source: str, *, problem: Any = None, target: str | Target | None 
                                   "class_name": _class_name(text, base.get("class_name") or "Model")}}
 
     run = {"timeout_s": timeout_s, "memory_bytes": memory_bytes, "use_cache": use_cache,
-           "on_progress": on_progress, "cancel": cancel}
+           "on_progress": on_progress, "cancel": cancel, "cached_only": cached_only}
     report = _compile_cached(job_for(source), tgt, **run)
+    if report is None:
+        return None
     if report.kind == "runtime_error" and not report.kernels:
         ported, port_note = _portable_source(source, local_device)
         if port_note:
             retry = _compile_cached(job_for(ported), tgt, **run)
+            if retry is None:
+                return None
             if retry.kernels:
                 first = report.reason
                 report = retry
@@ -279,8 +286,9 @@ def compile_ir(source: str, *, problem: Any = None, target: str | Target | None 
 
 def _compile_cached(job: dict[str, Any], tgt: Target, *, timeout_s: float, memory_bytes: int | None,
                     use_cache: bool, on_progress: ProgressFn | None,
-                    cancel: threading.Event | None) -> IRReport:
-    """Run one IR job, or return its cached report (a timeout, crash or cancel is never cached)."""
+                    cancel: threading.Event | None, cached_only: bool = False) -> IRReport | None:
+    """Run one IR job, or return its cached report (a timeout, crash or cancel is never cached);
+    ``None`` with ``cached_only`` when nothing is cached."""
     from xeforge_core import runner
     from xeforge_core.cache import library_versions, stable_hash
 
@@ -297,6 +305,8 @@ def _compile_cached(job: dict[str, Any], tgt: Target, *, timeout_s: float, memor
             return report
         except (OSError, ValueError, TypeError, KeyError):
             pass
+    if cached_only:
+        return None
     say = on_progress or (lambda _m: None)
     say(f"compiling for {tgt.label} in a worker process")
     outcome = runner.run_worker(job, timeout_s=timeout_s, memory_bytes=memory_bytes,

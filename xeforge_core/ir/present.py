@@ -3,13 +3,32 @@ from :mod:`xeforge_core.units`; no Streamlit)."""
 
 from __future__ import annotations
 
-import difflib
+from dataclasses import dataclass
 from typing import Any
 
 from xeforge_core import units
 from xeforge_core.ir.compile import IRKernel, IRReport
 from xeforge_core.ir.targets import STAGE_NAMES, resolve_stage
-from xeforge_core.ir.text import DiffCount, diff_count, strip_locations
+from xeforge_core.ir.text import strip_locations
+from xeforge_core.ui.diffmerge import diff_stats, unified_patch
+
+
+@dataclass
+class DiffCount:
+    """Lines removed and added between two IR texts."""
+
+    removed: int
+    added: int
+
+    @property
+    def identical(self) -> bool:
+        return self.removed == 0 and self.added == 0
+
+
+def diff_count(old: str, new: str) -> DiffCount:
+    """How many lines the diff of ``old`` -> ``new`` removes and adds."""
+    _, removed, added = diff_stats(old, new)
+    return DiffCount(removed, added)
 
 
 def resource_rows(report: IRReport) -> list[dict[str, Any]]:
@@ -78,9 +97,7 @@ def ir_diff(old: IRKernel, new: IRKernel, stage: str, *, old_name: str, new_name
     if a is None or b is None:
         return None
     label = STAGE_NAMES.get(stage, stage)
-    patch = "".join(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
-                                         fromfile=f"{old_name}/{old.name}.{label}",
-                                         tofile=f"{new_name}/{new.name}.{label}", n=3))
+    patch = unified_patch(a, b, from_name=f"{old_name}/{old.name}.{label}", to_name=f"{new_name}/{new.name}.{label}")
     return patch, diff_count(a, b)
 
 

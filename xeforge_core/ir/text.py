@@ -1,4 +1,4 @@
-"""IR text for reading and diffing: source locations stripped, line counts of a diff.
+"""IR text for reading and diffing: source locations stripped.
 
 Every IR stage carries the kernel's source locations (MLIR ``loc(...)`` attributes and ``#loc``
 aliases in TTIR/TTGIR, ``!dbg`` metadata in LLVM IR, ``.loc`` directives and DWARF sections in
@@ -11,9 +11,7 @@ Only the standard library is used.
 
 from __future__ import annotations
 
-import difflib
 import re
-from dataclasses import dataclass
 
 _MLIR_LOC_LINE = re.compile(r"^#loc\d*\s*=")
 _LLVM_DBG = re.compile(r",?\s*!dbg !\d+")
@@ -78,27 +76,3 @@ def strip_locations(text: str, stage: str) -> str:
     else:
         kept = lines
     return "\n".join(kept) + ("\n" if text.endswith("\n") else "")
-
-
-@dataclass
-class DiffCount:
-    """Lines removed and added between two texts, and whether they are identical."""
-
-    removed: int
-    added: int
-
-    @property
-    def identical(self) -> bool:
-        return self.removed == 0 and self.added == 0
-
-
-def diff_count(old: str, new: str) -> DiffCount:
-    """How many lines a unified diff of ``old`` -> ``new`` removes and adds (difflib)."""
-    removed = added = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(),
-                                                        autojunk=False).get_opcodes():
-        if tag in ("replace", "delete"):
-            removed += i2 - i1
-        if tag in ("replace", "insert"):
-            added += j2 - j1
-    return DiffCount(removed, added)

@@ -16,7 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from xeforge_core.ui.diffmerge import diff_hunks, side_by_side
+from xeforge_core.ui.diffmerge import diff_hunks, inline_changes, side_by_side
 from xeforge_core.ui.jobs import BackgroundJob, JobState
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 
@@ -153,18 +153,50 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             st.caption("the worker printed nothing")
 
 
-def _highlighter(language: str) -> Callable[[str], str]:
-    """A function turning one source line into HTML, syntax-highlighted with Pygments when it
-    is installed (plain escaped text otherwise)."""
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
+#: Backgrounds of the side-by-side diff: whole changed lines, and the changed part within them.
+_DIFF_BG = {"del": "#ffebe9", "add": "#e6ffec", "del_mark": "#ffc1bd", "add_mark": "#abf2bc", "none": "#f6f8fa"}
+
+#: Pygments lexers for the languages the diffs show (IR stages included).
+_LEXERS = {"python": "python", "llvm": "llvm", "llir": "llvm", "ptx": "ptx", "amdgcn": "gas", "text": "text",
+           "ttir": "text", "ttgir": "text", "spvdis": "text"}
+
+
+def _highlighter(language: str) -> Callable[[str, list[tuple[int, int]] | None, str], str]:
+    """A function turning one source line into HTML: syntax colours from Pygments and, where
+    ``marks`` (character ranges) are given, those ranges on the ``mark_bg`` background (the
+    within-line change of a diff)."""
     from pygments.lexers import get_lexer_by_name
+    from pygments.styles import get_style_by_name
 
-    lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
-    formatter = HtmlFormatter(nowrap=True, noclasses=True, style="default")
+    lexer = get_lexer_by_name(_LEXERS.get(language, language), stripnl=False, ensurenl=False)
+    style = get_style_by_name("default")
 
-    def render(line: str) -> str:
-        return highlight(line, lexer, formatter).rstrip("\n") if line.strip() else html.escape(line)
+    def css(ttype: Any) -> str:
+        st_ = style.style_for_token(ttype)
+        out = f"color:#{st_['color']};" if st_.get("color") else ""
+        if st_.get("bold"):
+            out += "font-weight:bold;"
+        if st_.get("italic"):
+            out += "font-style:italic;"
+        return out
+
+    def render(line: str, marks: list[tuple[int, int]] | None = None, mark_bg: str = "") -> str:
+        if not line:
+            return ""
+        edges = sorted({0, len(line), *(p for m in (marks or []) for p in m)})
+        marked = [any(a <= lo < b for a, b in (marks or [])) for lo in edges[:-1]]
+        pieces: list[str] = []
+        pos = 0
+        for ttype, text in lexer.get_tokens(line):
+            while text:
+                seg = next(i for i in range(len(edges) - 1) if edges[i] <= pos < edges[i + 1])
+                take = min(len(text), edges[seg + 1] - pos)
+                chunk, text = text[:take], text[take:]
+                style_text = css(ttype) + (f"background:{mark_bg};border-radius:2px;" if marked[seg] else "")
+                esc = html.escape(chunk)
+                pieces.append(f"<span style='{style_text}'>{esc}</span>" if style_text else esc)
+                pos += take
+        return "".join(pieces)
 
     return render
 
@@ -172,14 +204,18 @@ def _highlighter(language: str) -> Callable[[str], str]:
 def side_by_side_html(current: str, candidate: str, *, language: str = "python",
                       context: int | None = None) -> str:
     """A two-column HTML table of the diff with syntax highlighting: removed lines on a red
-    background, added lines on green, hunks numbered. With ``context``, unchanged runs longer
-    than twice that are folded."""
+    background, added lines on green, and within a changed line the part that changed on a
+    stronger shade (token-level, ``diffmerge.inline_changes``); hunks numbered. With
+    ``context``, unchanged runs longer than twice that are folded."""
     hl = _highlighter(language)
     rows_data = side_by_side(current, candidate)
     keep = [True] * len(rows_data)
     if context is not None:
         changed = [i for i, r in enumerate(rows_data) if r.kind != "equal"]
-        keep = [any(abs(i - c) <= context for c in changed) for i in range(len(rows_data))]
+        near = set()
+        for c in changed:
+            near.update(range(c - context, c + context + 1))
+        keep = [i in near for i in range(len(rows_data))]
     rows = []
     folded = False
     for i, r in enumerate(rows_data):
@@ -189,14 +225,18 @@ def side_by_side_html(current: str, candidate: str, *, language: str = "python",
             folded = True
             continue
         folded = False
-        left_bg = {"equal": "", "replace": "#ffebe9", "delete": "#ffebe9", "insert": "#f6f8fa"}[r.kind]
-        right_bg = {"equal": "", "replace": "#e6ffec", "delete": "#f6f8fa", "insert": "#e6ffec"}[r.kind]
+        left_bg = {"equal": "", "replace": _DIFF_BG["del"], "delete": _DIFF_BG["del"], "insert": _DIFF_BG["none"]}[r.kind]
+        right_bg = {"equal": "", "replace": _DIFF_BG["add"], "delete": _DIFF_BG["none"], "insert": _DIFF_BG["add"]}[r.kind]
+        marks_l = marks_r = None
+        if r.kind == "replace" and r.left_no and r.right_no:
+            marks_l, marks_r = inline_changes(r.left, r.right)
         tag = f"<b>#{r.hunk}</b>" if r.hunk is not None else ""
+        left = hl(r.left, marks_l, _DIFF_BG["del_mark"]) if r.left_no else ""
+        right = hl(r.right, marks_r, _DIFF_BG["add_mark"]) if r.right_no else ""
         rows.append(
-            f"<tr><td class='n'>{r.left_no or ''}</td><td style='background:{left_bg}'><pre>"
-            f"{hl(r.left) if r.left_no else ''}</pre></td><td class='n'>{tag}</td>"
-            f"<td class='n'>{r.right_no or ''}</td><td style='background:{right_bg}'><pre>"
-            f"{hl(r.right) if r.right_no else ''}</pre></td></tr>")
+            f"<tr><td class='n'>{r.left_no or ''}</td><td style='background:{left_bg}'><pre>{left}</pre></td>"
+            f"<td class='n'>{tag}</td><td class='n'>{r.right_no or ''}</td>"
+            f"<td style='background:{right_bg}'><pre>{right}</pre></td></tr>")
     return ("<style>.xf-diff{border-collapse:collapse;width:100%;font-size:12px;table-layout:fixed}"
             ".xf-diff td{padding:0 4px;vertical-align:top;border:none}.xf-diff pre{margin:0;"
             "white-space:pre-wrap;word-break:break-all;font-family:monospace;background:none}"

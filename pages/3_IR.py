@@ -33,154 +33,167 @@ if not sources:
     nav_link("app.py", "Home", "🏠")
     st.stop()
 
-store: dict = st.session_state.setdefault("_ir_reports", {})
-collect(wb, store)
-local = wb.device_type()
 
-st.caption("Each Triton kernel that forward() launches is compiled ahead of time for the chosen target, "
-           "in a worker process on this machine: the launch's argument types and specialization are "
-           "recorded on CPU tensors of the spec's shapes, no kernel runs, and no GPU is needed for NVIDIA "
-           "and AMD targets.")
-targets = {t.id: t for t in target_options()}
-c1, c2, c3 = st.columns([3, 3, 1])
-key_a = c1.selectbox("Version", list(sources), format_func=lambda k: sources[k].label, key="ir_version")
-target = targets[c2.selectbox("Target", list(targets), format_func=lambda t: target_label(targets[t]),
-                              key="ir_target")]
-config = int(c3.number_input("Autotune config", min_value=0, max_value=63, value=0, key="ir_config",
-                             help="which config of an @triton.autotune kernel to compile (0 = the first): "
-                                  "without a device there is no benchmark to choose one"))
-others = [k for k in sources if k != key_a]
-key_b = st.selectbox("Compare with", [None] + others, key="ir_compare",
-                     format_func=lambda k: "nothing" if k is None else sources[k].label)
+def _compiled_here() -> None:
+    """The chosen version compiled for the chosen target in the IR worker (background job)."""
+    store: dict = st.session_state.setdefault("_ir_reports", {})
+    collect(wb, store)
+    local = wb.device_type()
 
-missing = why_unavailable(target)
-if missing:
-    st.warning(f"**No IR for {target.label} here.** {missing}.")
-    st.stop()
+    st.caption("Each Triton kernel that forward() launches is compiled ahead of time for the chosen target, "
+               "in a worker process on this machine: the launch's argument types and specialization are "
+               "recorded on CPU tensors of the spec's shapes, no kernel runs, and no GPU is needed for NVIDIA "
+               "and AMD targets.")
+    targets = {t.id: t for t in target_options()}
+    c1, c2, c3 = st.columns([3, 3, 1])
+    key_a = c1.selectbox("Version", list(sources), format_func=lambda k: sources[k].label, key="ir_version")
+    target = targets[c2.selectbox("Target", list(targets), format_func=lambda t: target_label(targets[t]),
+                                  key="ir_target")]
+    config = int(c3.number_input("Autotune config", min_value=0, max_value=63, value=0, key="ir_config",
+                                 help="which config of an @triton.autotune kernel to compile (0 = the first): "
+                                      "without a device there is no benchmark to choose one"))
+    others = [k for k in sources if k != key_a]
+    key_b = st.selectbox("Compare with", [None] + others, key="ir_compare",
+                         format_func=lambda k: "nothing" if k is None else sources[k].label)
 
+    missing = why_unavailable(target)
+    if missing:
+        st.warning(f"**No IR for {target.label} here.** {missing}.")
+        return
 
-def _request(key: str) -> IRRequest:
-    src = sources[key]
-    return IRRequest(source=src.load(), problem=src.problem, target=target, config=config)
+    def _request(key: str) -> IRRequest:
+        src = sources[key]
+        return IRRequest(source=src.load(), problem=src.problem, target=target, config=config)
 
+    wanted = [_request(key_a)] + ([_request(key_b)] if key_b else [])
+    for req in wanted:
+        if req.key not in store:
+            try:
+                hit = req.cached(local)
+            except Exception as exc:  # a bad variant or spec: say so, keep the page
+                st.error(f"Cannot compile {sources[key_a].label}: {exc}")
+                return
+            if hit is not None:
+                store[req.key] = hit
+    todo = [r for r in wanted if r.key not in store]
+    job = wb.jobs.current("ir")
+    running = job is not None and not job.finished
+    if todo and not (running and set(job.meta.get("keys", [])) >= {r.key for r in todo}):
+        job = start_compile(wb, todo, local_device=local)
+        running = True
+    job_progress(job if running else None, key="ir_job", on_cancel=lambda: wb.cancel("ir"))
 
-wanted = [_request(key_a)] + ([_request(key_b)] if key_b else [])
-for req in wanted:
-    if req.key not in store:
-        try:
-            hit = req.cached(local)
-        except Exception as exc:  # a bad variant or spec: say so, keep the page
-            st.error(f"Cannot compile {sources[key_a].label}: {exc}")
-            st.stop()
-        if hit is not None:
-            store[req.key] = hit
-todo = [r for r in wanted if r.key not in store]
-job = wb.jobs.current("ir")
-running = job is not None and not job.finished
-if todo and not (running and set(job.meta.get("keys", [])) >= {r.key for r in todo}):
-    job = start_compile(wb, todo, local_device=local)
-    running = True
-job_progress(job if running else None, key="ir_job", on_cancel=lambda: wb.cancel("ir"))
+    report = store.get(wanted[0].key)
+    if report is None:
+        st.info(f"Compiling {sources[key_a].label} for {target.label} in a worker process… "
+                "(a GEMM takes a few seconds per kernel; the result is cached)")
+        return
 
-report = store.get(wanted[0].key)
-if report is None:
-    st.info(f"Compiling {sources[key_a].label} for {target.label} in a worker process… "
-            "(a GEMM takes a few seconds per kernel; the result is cached)")
-    st.stop()
+    (st.success if report.ok else st.error)(f"**{report.headline}**")
+    for note in report.notes:
+        st.caption(note)
+    dims = ", ".join(f"{k}={v}" for k, v in report.variant_dims.items())
+    built = sum(1 for k in report.kernels if not k.error)
+    st.caption(f"{units.plural(report.launches, 'launch')} recorded"
+               + (f" at {dims}" if dims else "") + f"; {built} of {units.plural(len(report.kernels), 'kernel')} compiled"
+               + (" (cached)" if report.cached else f" in {units.seconds(report.seconds)}"))
+    if report.reason:
+        st.error(f"{report.kind.replace('_', ' ')}: {report.reason}")
+        if report.error_text:
+            with st.expander("Error output"):
+                st.code(report.error_text[-6000:], language="text")
+    if report.not_launched:
+        st.caption("Defined but not launched by forward() at this shape: " + ", ".join(report.not_launched))
+    if not report.kernels:
+        return
 
-(st.success if report.ok else st.error)(f"**{report.headline}**")
-for note in report.notes:
-    st.caption(note)
-dims = ", ".join(f"{k}={v}" for k, v in report.variant_dims.items())
-built = sum(1 for k in report.kernels if not k.error)
-st.caption(f"{units.plural(report.launches, 'launch')} recorded"
-           + (f" at {dims}" if dims else "") + f"; {built} of {units.plural(len(report.kernels), 'kernel')} compiled"
-           + (" (cached)" if report.cached else f" in {units.seconds(report.seconds)}"))
-if report.reason:
-    st.error(f"{report.kind.replace('_', ' ')}: {report.reason}")
-    if report.error_text:
-        with st.expander("Error output"):
-            st.code(report.error_text[-6000:], language="text")
-if report.not_launched:
-    st.caption("Defined but not launched by forward() at this shape: " + ", ".join(report.not_launched))
-if not report.kernels:
-    st.stop()
+    st.subheader("Resources reported by the compiler")
+    st.dataframe(resource_rows(report), hide_index=True, width="stretch", key="ir_resources")
+    st.caption("registers per thread; spills in bytes per thread; shared memory per program, as launched "
+               "(SLM on Intel GPUs). — means the compiler did not report it.")
 
-st.subheader("Resources reported by the compiler")
-st.dataframe(resource_rows(report), hide_index=True, width="stretch", key="ir_resources")
-st.caption("registers per thread; spills in bytes per thread; shared memory per program, as launched "
-           "(SLM on Intel GPUs). — means the compiler did not report it.")
+    labels = [k.label for k in report.kernels]
+    k1, k2, k3 = st.columns([3, 3, 2])
+    kernel_label = k1.selectbox("Kernel", labels, key="ir_kernel")
+    kernel = report.kernel(kernel_label)
+    if kernel.error:
+        st.error(f"{kernel.label} does not compile for {target.label}: {kernel.error}")
+        if kernel.error_text:
+            st.code(kernel.error_text[-6000:], language="text")
+        return
+    stages = stage_choices(kernel, target.stages)
+    stage = k2.radio("IR", stages, index=stages.index("ttgir") if "ttgir" in stages else 0, horizontal=True,
+                     format_func=lambda s: STAGE_NAMES.get(s, s), key="ir_stage")
+    locations = k3.checkbox("Keep source locations", value=False, key="ir_locations",
+                            help="loc(...) in TTIR/TTGIR, !dbg in LLVM IR, .loc in PTX")
+    with st.expander("Launch signature and specialization"):
+        st.write(specialization_text(kernel))
+        if kernel.autotune:
+            st.caption(f"@triton.autotune: config {kernel.autotune['index'] + 1} of {kernel.autotune['count']}: "
+                       f"{kernel.autotune['config']}")
+    text = stage_text(kernel, stage, locations=locations) or ""
+    lines = text.splitlines()
+    st.markdown(f"**{STAGE_NAMES.get(stage, stage)} of `{kernel.name}` for {target.description}** · "
+                f"{units.plural(len(lines), 'line')}" + ("" if locations else " (source locations stripped)"))
+    shown = "\n".join(lines[:MAX_SHOWN_LINES])
+    st.code(shown, language=LANG.get(stage, "text"), line_numbers=True)
+    if len(lines) > MAX_SHOWN_LINES:
+        st.caption(f"First {MAX_SHOWN_LINES:,} of {len(lines):,} lines shown; the download has all of them.")
+    st.download_button(f"Download {STAGE_NAMES.get(stage, stage)}", text, file_name=f"{kernel.name}.{target.id}.{stage}",
+                       key="ir_download")
 
-labels = [k.label for k in report.kernels]
-k1, k2, k3 = st.columns([3, 3, 2])
-kernel_label = k1.selectbox("Kernel", labels, key="ir_kernel")
-kernel = report.kernel(kernel_label)
-if kernel.error:
-    st.error(f"{kernel.label} does not compile for {target.label}: {kernel.error}")
-    if kernel.error_text:
-        st.code(kernel.error_text[-6000:], language="text")
-    st.stop()
-stages = stage_choices(kernel, target.stages)
-stage = k2.radio("IR", stages, index=stages.index("ttgir") if "ttgir" in stages else 0, horizontal=True,
-                 format_func=lambda s: STAGE_NAMES.get(s, s), key="ir_stage")
-locations = k3.checkbox("Keep source locations", value=False, key="ir_locations",
-                        help="loc(...) in TTIR/TTGIR, !dbg in LLVM IR, .loc in PTX")
-with st.expander("Launch signature and specialization"):
-    st.write(specialization_text(kernel))
-    if kernel.autotune:
-        st.caption(f"@triton.autotune: config {kernel.autotune['index'] + 1} of {kernel.autotune['count']}: "
-                   f"{kernel.autotune['config']}")
-text = stage_text(kernel, stage, locations=locations) or ""
-lines = text.splitlines()
-st.markdown(f"**{STAGE_NAMES.get(stage, stage)} of `{kernel.name}` for {target.description}** · "
-            f"{units.plural(len(lines), 'line')}" + ("" if locations else " (source locations stripped)"))
-shown = "\n".join(lines[:MAX_SHOWN_LINES])
-st.code(shown, language=LANG.get(stage, "text"), line_numbers=True)
-if len(lines) > MAX_SHOWN_LINES:
-    st.caption(f"First {MAX_SHOWN_LINES:,} of {len(lines):,} lines shown; the download has all of them.")
-st.download_button(f"Download {STAGE_NAMES.get(stage, stage)}", text, file_name=f"{kernel.name}.{target.id}.{stage}",
-                   key="ir_download")
-
-# ------------------------------------------------------------------ diff
-if key_b:
-    st.subheader(f"Diff: {sources[key_b].label} → {sources[key_a].label}")
-    other = store.get(wanted[1].key)
-    if other is None:
-        st.info(f"Compiling {sources[key_b].label} for {target.label}…")
-    else:
-        pair = next(((o, n) for o, n in pair_kernels(other, report) if n.label == kernel.label), None)
-        if pair is None:
-            st.info(f"{sources[key_b].label} has no kernel {kernel.label} at this shape.")
-        elif pair[0].error:
-            st.warning(f"{kernel.label} does not compile in {sources[key_b].label}: {pair[0].error}")
+    # ------------------------------------------------------------------ diff
+    if key_b:
+        st.subheader(f"Diff: {sources[key_b].label} → {sources[key_a].label}")
+        other = store.get(wanted[1].key)
+        if other is None:
+            st.info(f"Compiling {sources[key_b].label} for {target.label}…")
         else:
-            got = ir_diff(pair[0], pair[1], stage, old_name=sources[key_b].label, new_name=sources[key_a].label,
-                          locations=locations)
-            if got is None:
-                st.info(f"{sources[key_b].label} has no {STAGE_NAMES.get(stage, stage)}.")
+            pair = next(((o, n) for o, n in pair_kernels(other, report) if n.label == kernel.label), None)
+            if pair is None:
+                st.info(f"{sources[key_b].label} has no kernel {kernel.label} at this shape.")
+            elif pair[0].error:
+                st.warning(f"{kernel.label} does not compile in {sources[key_b].label}: {pair[0].error}")
             else:
-                patch, count = got
-                st.markdown(f"**{diff_summary(count, stage, locations=locations)}**")
-                if count.identical:
-                    st.success("Identical.")
+                got = ir_diff(pair[0], pair[1], stage, old_name=sources[key_b].label, new_name=sources[key_a].label,
+                              locations=locations)
+                if got is None:
+                    st.info(f"{sources[key_b].label} has no {STAGE_NAMES.get(stage, stage)}.")
                 else:
-                    st.html(side_by_side_html(stage_text(pair[0], stage, locations=locations) or "",
-                                              text, language=stage, context=3))
-                    with st.expander("Unified diff"):
-                        st.code(patch, language="diff")
+                    patch, count = got
+                    st.markdown(f"**{diff_summary(count, stage, locations=locations)}**")
+                    if count.identical:
+                        st.success("Identical.")
+                    else:
+                        st.html(side_by_side_html(stage_text(pair[0], stage, locations=locations) or "",
+                                                  text, language=stage, context=3))
+                        with st.expander("Unified diff"):
+                            st.code(patch, language="diff")
 
-# ------------------------------------------------------------------ recorded by GPU verifications
-if wb.session is not None:
+
+def _recorded_by_verifications() -> None:
+    """IR that verifications on a GPU kept in the session's verdicts (read as stored)."""
     recorded = {}
-    for c in wb.session.candidates():
-        if c.verdict is not None and any(k.ir for k in c.verdict.kernels):
-            recorded[c.id] = (f"candidate {c.id} · {c.stage} · verified on "
-                              f"{c.verdict.device.get('name') or c.verdict.device.get('type', '?')}", c.verdict)
-    if recorded:
-        with st.expander(f"IR recorded by GPU verifications ({units.plural(len(recorded), 'candidate')})"):
-            pick = st.selectbox("Candidate", list(recorded), format_func=lambda c: recorded[c][0], key="ir_rec")
-            kernels = {k.name: k for k in recorded[pick][1].kernels if k.ir}
-            kname = st.selectbox("Kernel", list(kernels), key="ir_rec_kernel")
-            kinds = sorted(kernels[kname].ir)
-            kind = st.selectbox("IR", kinds, format_func=lambda s: STAGE_NAMES.get(s, s), key="ir_rec_kind")
-            st.code(kernels[kname].ir[kind], language=LANG.get(kind, "text"), line_numbers=True)
+    if wb.session is not None:
+        for c in reversed(wb.session.candidates()):
+            if c.verdict is not None and any(k.ir for k in c.verdict.kernels):
+                dev = c.verdict.device or {}
+                recorded[c.id] = (f"candidate {c.id} · {c.stage} · verified on {dev.get('name') or dev.get('type', '?')}",
+                                  c.verdict)
+    if not recorded:
+        st.caption("No verification on a GPU has kept IR in this session (on the cpu interpreter nothing is "
+                   "compiled; the tab beside this one compiles for a GPU target instead).")
+        return
+    pick = st.selectbox("Candidate", list(recorded), format_func=lambda c: recorded[c][0], key="ir_rec")
+    kernels = {k.name: k for k in recorded[pick][1].kernels if k.ir}
+    kname = st.selectbox("Kernel", list(kernels), key="ir_rec_kernel")
+    kinds = sorted(kernels[kname].ir)
+    kind = st.selectbox("IR", kinds, format_func=lambda s: STAGE_NAMES.get(s, s), key="ir_rec_kind")
+    st.code(kernels[kname].ir[kind], language=LANG.get(kind, "text"), line_numbers=True)
+
+
+tab_here, tab_rec = st.tabs(["Compiled here for a GPU target", "Recorded by GPU verifications"])
+with tab_here:
+    _compiled_here()
+with tab_rec:
+    _recorded_by_verifications()

@@ -16,6 +16,7 @@ from typing import Any
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.ui.diffmerge import diff_hunks, inline_changes, side_by_side
 from xeforge_core.ui.jobs import BackgroundJob, JobState
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
@@ -389,3 +390,58 @@ def require_session(wb: Any) -> Any:
         nav_link("app.py", "Home", "🏠")
         st.stop()
     return wb.session
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _load_shipped(path: str, mtime: float) -> Any:
+    from xeforge_core.ui.recorded import load_results
+
+    return load_results(Path(path))
+
+
+def recorded_results_picker(*, key: str, want: str = "problems") -> Any:
+    """Choose results recorded on a GPU machine: one shipped under ``docs/measured/`` (the
+    default) or a file the user opens (a pipeline benchmark ``results.json``, an ``xeforge
+    batch`` summary CSV, a session ``report.json``). Shows the provenance banner (device, date,
+    library versions; marked recorded, not live) and the summary. ``want="trajectory"`` lists
+    only results that hold the Flash Attention trajectory. Returns the
+    :class:`~xeforge_core.ui.recorded.RecordedResults`, or ``None``."""
+    from xeforge_core.ui.recorded import MAX_RESULTS_BYTES, RecordedError, load_results, shipped_results
+
+    shipped = shipped_results()
+    options = [label for label in shipped if want != "trajectory" or "pipeline" in label] + ["Open a results file…"]
+    choice = st.selectbox("Recorded results", options, key=f"{key}_recorded_pick")
+    results = None
+    if choice in shipped:
+        path = shipped[choice]
+        try:
+            results = _load_shipped(str(path), path.stat().st_mtime)
+        except (RecordedError, OSError) as exc:
+            st.error(f"Cannot read {path.name}: {exc}")
+            return None
+    else:
+        up = st.file_uploader("Results file (results.json, summary .csv, report.json)", type=["json", "csv"],
+                              key=f"{key}_recorded_upload")
+        if up is None:
+            st.caption("Open a results file produced on a GPU machine: `benchmarks/bench_pipeline.py --out DIR` "
+                       "writes DIR/results.json, `xeforge batch DIR --out summary.csv` a summary, and History "
+                       "exports a session's report.json.")
+            return None
+        if up.size > MAX_RESULTS_BYTES:
+            st.error(f"Not opened: {up.name} is {units.size_exact(up.size)}; the limit is "
+                     f"{units.size_exact(MAX_RESULTS_BYTES)}")
+            return None
+        try:
+            results = load_results(up.getvalue(), name=up.name)
+        except RecordedError as exc:
+            st.error(f"Not opened: {exc}")
+            return None
+    prov = results.provenance
+    st.info(f"**RECORDED, not live.** {prov.banner()}", icon="📼")
+    for note in prov.notes:
+        st.caption(note)
+    if results.summary:
+        cols = st.columns(min(len(results.summary), 4))
+        for i, (label, value) in enumerate(results.summary.items()):
+            cols[i % len(cols)].metric(label, value)
+    return results

@@ -46,13 +46,16 @@ def _problem_summary(wb: Workbench) -> None:
         st.markdown("**Inputs**")
         st.dataframe([{"input": n, "shape": "[" + ", ".join(map(str, i.shape)) + "]", "dtype": i.dtype}
                       for n, i in spec.inputs.items()], hide_index=True, width="stretch")
+        st.caption("Tolerances: “dtype default” means the verifier's tolerance for the output dtype "
+                   "(the spec gives none).")
         rows = []
         for name, v in spec.variants.items():
             ai = (v.flop / v.bytes) if v.flop and v.bytes else None
             rows.append({"variant": name, "dims": ", ".join(f"{k}={d}" for k, d in v.dims.items()),
-                         "dtype": v.dtype or "", "flop": v.flop, "input bytes": v.bytes,
-                         "flop per input byte": round(ai, 3) if ai else None,
-                         "rtol": v.rtol, "atol": v.atol})
+                         "dtype": v.dtype or "", "work": units.flop(v.flop), "input bytes": units.size(v.bytes),
+                         "FLOP per input byte": units.intensity(ai),
+                         "rtol": units.number(v.rtol, missing="dtype default"),
+                         "atol": units.number(v.atol, missing="dtype default")})
         st.markdown("**Variants** (`ci` is checked for correctness; `bench-*` are timed on a GPU)")
         st.dataframe(rows, hide_index=True, width="stretch")
         st.caption("Arithmetic intensity here is flop per byte of the forward() inputs the spec declares; "
@@ -193,7 +196,7 @@ def home() -> None:
     # ------------------------------------------------------------------ 4. session
     st.header("5 · Session")
     if wb.session is not None:
-        st.success(f"Open session: **{wb.session.name}** ({len(wb.session.history())} versions) at "
+        st.success(f"Open session: **{wb.session.name}** ({units.plural(len(wb.session.history()), 'version')}) at "
                    f"`{wb.session.path}`")
         nav_link("pages/1_Optimize.py", "Go to Optimize", "🛠️")
     col_new, col_resume = st.columns(2)
@@ -217,7 +220,7 @@ def home() -> None:
             sessions = []
             st.error(f"Could not list sessions: {exc}")
         if sessions:
-            labels = {x["path"]: f"{x['name']} · {x['versions']} versions · {x.get('created', '')}"
+            labels = {x["path"]: f"{x['name']} · {units.plural(int(x['versions']), 'version')} · {x.get('created', '')}"
                       for x in sessions}
             picked = st.selectbox("Session", list(labels), format_func=labels.get, key="home_resume_pick")
             if st.button("Resume", key="home_resume"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.ui.render import (
     diff_view,
     flash,
@@ -20,6 +21,7 @@ from xeforge_core.ui.render import (
 from xeforge_core.ui.review import ReviewStatus, code_hash
 from xeforge_core.ui.validate import MAX_SOURCE_BYTES, InputError, check_size, size_note
 from xeforge_core.ui.workbench import WorkbenchError, stage_ids
+from xeforge_core.units import plural
 from xeforge_core.verdict import Verdict
 
 wb = page_setup("Optimize", "🛠️")
@@ -66,7 +68,7 @@ if items:
             icon = STATUS_ICON.get(item.status, "⚪")
             text = f"{icon} **{item.stage}**" if item.current else f"{icon} {item.stage}"
             st.markdown(text)
-            st.caption(item.status.replace("_", " ") + (f" · {len(item.issues)} issues" if item.issues else ""))
+            st.caption(item.status.replace("_", " ") + (f" · {plural(len(item.issues), 'issue')}" if item.issues else ""))
 else:
     st.info("The plan is empty: analysis found no stage with work. Add a stage below.")
 
@@ -254,7 +256,7 @@ if not kept:
 else:
     st.dataframe([{"candidate": c.id, "status": c.status, "engine": c.engine,
                    "iteration": c.iteration, "verdict": c.verdict.kind.value if c.verdict else "",
-                   "speedup": f"{c.speedup:.2f}x" if c.speedup else "", "reason": c.reason}
+                   "speedup": units.speedup(c.speedup) if c.speedup else "", "reason": c.reason}
                   for c in reversed(kept)], hide_index=True, width="stretch")
     revivable = [c.id for c in kept if c.status in ("rejected", "superseded", "pending")]
     if revivable:

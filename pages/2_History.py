@@ -9,6 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.ui.render import flash, page_setup, require_session, side_by_side_html, verdict_panel
 from xeforge_core.ui.workbench import WorkbenchError
 
@@ -17,7 +18,7 @@ session = require_session(wb)
 
 
 def _speed(x: float | None) -> str:
-    return f"{x:.2f}x" if x else "not measured"
+    return units.speedup(x) if x else "not measured"
 
 
 versions = session.history()

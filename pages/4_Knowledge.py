@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.ui.render import page_setup
 from xeforge_core.ui.validate import MAX_SOURCE_BYTES, InputError, check_size
 from xeforge_core.ui.workbench import stage_ids
+from xeforge_core.units import plural
 
 wb = page_setup("Knowledge", "📚")
 
@@ -67,8 +69,8 @@ with tab_lint:
         if not analysis.issues:
             st.success("No rule violations found.")
         else:
-            st.markdown(f"**{len(analysis.issues)} findings** "
-                        f"({analysis.count('error')} errors, {analysis.count('warning')} warnings); "
+            st.markdown(f"**{plural(len(analysis.issues), 'finding')}** "
+                        f"({plural(analysis.count('error'), 'error')}, {plural(analysis.count('warning'), 'warning')}); "
                         f"stages with work: {', '.join(analysis.plan) or 'none'}")
             lines = source.splitlines()
             for issue in analysis.issues:
@@ -101,7 +103,7 @@ with tab_rules:
                          triton_version=api.get("version") if only_installed else None)
     if stages_sel:
         rules = [r for r in rules if r.stage in stages_sel]
-    st.caption(f"{len(rules)} rules")
+    st.caption(plural(len(rules), "rule"))
     for rule in rules:
         st.subheader(f"{SEVERITY_ICON.get(rule.severity, '')} {rule.title}",
                      anchor=f"rule-{rule.id.replace('_', '-')}")
@@ -140,5 +142,5 @@ with tab_hw:
                            + "; ".join(p.use_instead))
             ridge = p.ridge_point("fp16")
             if ridge:
-                st.caption(f"{p.name}: fp16 ridge point {ridge:.0f} flop/byte (above it a kernel is "
+                st.caption(f"{p.name}: fp16 ridge point {units.intensity(ridge)} (above it a kernel is "
                            "compute-bound, below memory-bound)")

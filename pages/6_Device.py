@@ -8,7 +8,8 @@ import json
 
 import streamlit as st
 
-from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
+from xeforge_core import units
+from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline, fingerprint_rows
 from xeforge_core.ui.render import job_progress, page_setup
 
 wb = page_setup("Device", "🩺")
@@ -29,12 +30,7 @@ with c1:
     if wb.device is not None:
         dev = wb.device
         st.markdown(f"**{dev.label}**" + (f" · {INTERPRETER_SENTENCE}" if dev.interpreter else ""))
-        fp = dev.fingerprint
-        versions = fp.get("versions") or {}
-        st.dataframe([{"field": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else str(v)}
-                      for k, v in fp.items() if k != "versions"]
-                     + [{"field": f"version: {k}", "value": str(v)} for k, v in versions.items()],
-                     hide_index=True, width="stretch")
+        st.dataframe(fingerprint_rows(dev.fingerprint), hide_index=True, width="stretch")
         if dev.profile:
             with st.expander("Hardware profile (knowledge base)"):
                 st.json(dev.profile)
@@ -89,7 +85,7 @@ else:
     with tab_b:
         st.dataframe([{"": STATUS_ICON.get(r.get("status"), ""), "check": r.get("name"),
                        "op class": r.get("op_class"), "status": r.get("status"),
-                       "seconds": round(float(r.get("seconds") or 0), 2), "detail": r.get("detail")}
+                       "time": units.seconds(r.get("seconds")), "detail": r.get("detail")}
                       for r in report.get("battery", [])], hide_index=True, width="stretch")
         for r in report.get("battery", []):
             if r.get("stack"):

@@ -37,3 +37,30 @@ def doctor_advice(verdict: dict[str, Any] | None, *, interpreter: bool) -> str:
         advice = ("Every check passed: correctness can be trusted here. Timing is not measured: "
                   "Triton's interpreter runs kernels as Python on the host.")
     return advice
+
+
+def fingerprint_rows(fingerprint: dict[str, Any]) -> list[dict[str, str]]:
+    """The device fingerprint as ``{"field", "value"}`` rows with units: sizes (``l2_bytes``,
+    ``memory_bytes``...) in MiB/GiB with the exact byte count, ``bandwidth_gbps`` in GB/s,
+    ``peak_tflops`` per dtype in TFLOP/s; library versions last."""
+    import json
+
+    from xeforge_core import units
+
+    rows = []
+    for key, value in fingerprint.items():
+        if key == "versions":
+            continue
+        if key.endswith("_bytes") and isinstance(value, (int, float)):
+            text = units.size_exact(int(value))
+        elif key.endswith("_gbps") and isinstance(value, (int, float)):
+            text = units.bandwidth(value)
+        elif key == "peak_tflops" and isinstance(value, dict):
+            text = ", ".join(f"{dt} {units.tflops(v)}" for dt, v in value.items())
+        elif isinstance(value, (dict, list)):
+            text = json.dumps(value)
+        else:
+            text = units.MISSING if value is None else str(value)
+        rows.append({"field": key, "value": text})
+    rows += [{"field": f"version: {k}", "value": str(v)} for k, v in (fingerprint.get("versions") or {}).items()]
+    return rows

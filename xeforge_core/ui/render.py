@@ -63,14 +63,10 @@ def verdict_badge(verdict: Verdict | None) -> str:
         return "not verified"
     text = f"{_KIND_ICON.get(verdict.kind, '')} {verdict.kind.value}"
     if verdict.speedup:
-        text += f" · {verdict.speedup:.2f}x"
+        text += f" · {units.speedup(verdict.speedup)}"
     if verdict.cached:
         text += " · cached"
     return text
-
-
-def _fmt(value: float | None, spec: str = ".3g", unit: str = "") -> str:
-    return "—" if value is None else f"{value:{spec}}{unit}"
 
 
 def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
@@ -88,7 +84,7 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         st.warning(w)
     if verdict.steps:
         st.markdown(" · ".join(
-            f"{_STEP_ICON.get(s.status, '')} {s.name} ({s.seconds:.1f}s)" for s in verdict.steps))
+            f"{_STEP_ICON.get(s.status, '')} {s.name} ({units.seconds(s.seconds)})" for s in verdict.steps))
     tab_c, tab_s, tab_k, tab_p, tab_log = st.tabs(
         ["Compile", "Structure", "Correctness", "Performance", "Worker output"])
     with tab_c:
@@ -97,14 +93,16 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             st.write(step.summary)
         if verdict.kernels:
             st.dataframe([{
-                "kernel": k.name, "registers": k.registers, "spills": k.spills,
-                "shared/SLM bytes": k.shared_bytes, "local bytes": k.local_bytes,
-                "num_warps": k.num_warps, "num_stages": k.num_stages, "GRF mode": k.grf_mode,
+                "kernel": k.name, "registers": units.number(k.registers), "spills": units.number(k.spills),
+                "shared memory (SLM)": units.size(k.shared_bytes), "local memory": units.size(k.local_bytes),
+                "num_warps": units.number(k.num_warps), "num_stages": units.number(k.num_stages),
+                "GRF mode": k.grf_mode or units.MISSING,
                 "config": ", ".join(f"{a}={b}" for a, b in k.config.items()),
                 "IR": ", ".join(sorted(k.ir)),
             } for k in verdict.kernels], hide_index=True, width="stretch")
         else:
-            st.caption("no compiled-kernel metadata (the interpreter reports none)")
+            st.caption("no compiled-kernel metadata (the interpreter compiles nothing; the IR page compiles "
+                       "the kernels for a GPU target instead)")
     with tab_s:
         step = verdict.step("structure")
         if step and step.summary:
@@ -123,8 +121,8 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             rows.append({"variant": run.variant, "seed": run.seed, "inputs": run.distribution,
                          "against": run.against, "config": run.config or "",
                          "passed": "✅" if run.passed else "❌",
-                         "max abs err": _fmt(worst_abs), "max rel err": _fmt(worst_rel),
-                         "rtol": run.rtol, "atol": run.atol, "note": run.note})
+                         "max abs err": units.number(worst_abs), "max rel err": units.number(worst_rel),
+                         "rtol": units.number(run.rtol), "atol": units.number(run.atol), "note": run.note})
         if rows:
             st.dataframe(rows, hide_index=True, width="stretch")
         else:
@@ -133,13 +131,12 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
     with tab_p:
         if verdict.performance:
             st.dataframe([{
-                "variant": p.variant, "baseline µs": round(p.baseline.median_us, 2),
-                "candidate µs": round(p.candidate.median_us, 2), "speedup": f"{p.speedup:.2f}x",
-                "TFLOP/s": _fmt(p.tflops, ".2f"), "GB/s": _fmt(p.gbps, ".1f"),
-                "roofline": _fmt(p.roofline_fraction * 100 if p.roofline_fraction is not None
-                                 else None, ".1f", "%"),
-                "cv": f"{p.candidate.cv:.1%}", "launch-bound": "yes" if p.launch_bound else "",
-                "eager µs": _fmt(p.reference.median_us if p.reference else None, ".2f"),
+                "variant": p.variant, "baseline": units.duration_us(p.baseline.median_us),
+                "candidate": units.duration_us(p.candidate.median_us), "speedup": units.speedup(p.speedup),
+                "TFLOP/s": units.tflops(p.tflops), "bandwidth": units.bandwidth(p.gbps),
+                "roofline": units.percent(p.roofline_fraction, decimals=1),
+                "cv": units.percent(p.candidate.cv, decimals=1), "launch-bound": "yes" if p.launch_bound else "",
+                "PyTorch eager": units.duration_us(p.reference.median_us if p.reference else None),
                 "suspect": p.suspect,
             } for p in verdict.performance], hide_index=True, width="stretch")
         else:
@@ -297,7 +294,7 @@ def job_progress(job: BackgroundJob | None, *, key: str,
         if state is JobState.RUNNING:
             frac = job.fraction
             st.progress(frac if frac is not None else 0.0,
-                        text=f"{job.label}: {job.last_message or 'working'} ({job.elapsed:.0f}s)")
+                        text=f"{job.label}: {job.last_message or 'working'} ({units.seconds(job.elapsed)})")
             if st.button("Cancel", key=f"{key}_cancel_{job.id}"):
                 (on_cancel or job.cancel)()
                 st.rerun(scope="app")
@@ -310,7 +307,7 @@ def job_progress(job: BackgroundJob | None, *, key: str,
             if not job.meta.get("applied"):
                 st.rerun(scope="app")
         if state is JobState.CANCELLED:
-            st.warning(f"{job.label}: cancelled after {job.elapsed:.0f}s")
+            st.warning(f"{job.label}: cancelled after {units.seconds(job.elapsed)}")
         elif state is JobState.FAILED:
             st.error(f"{job.label} failed: {job.error}")
 
@@ -358,7 +355,7 @@ def sidebar_status(wb: Any) -> None:
         st.caption(label)
         st.markdown("**Session**")
         if wb.session is not None:
-            st.caption(f"{wb.session.name} · {len(wb.session.history())} versions")
+            st.caption(f"{wb.session.name} · {units.plural(len(wb.session.history()), 'version')}")
         else:
             st.caption("none: start or resume one on Home")
         running = wb.jobs.running()

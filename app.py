@@ -13,20 +13,26 @@ import streamlit as st
 
 from xeforge_core import units
 from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
-from xeforge_core.ui.render import flash, nav_link, page_setup
+from xeforge_core.ui.render import cached, cached_sessions, flash, nav_link, page_setup
 from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError, size_note
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
 
 
-def _problem_summary(wb: Workbench) -> None:
-    """The parsed problem: kernels, inputs, variants with flop and arithmetic intensity."""
+@st.cache_data(show_spinner=False, max_entries=32)
+def _module_facts(source: str) -> object:
+    """The static facts of a module (``read_module``: an AST walk, no code run), per source text."""
     from xeforge_core.problem import read_module
 
+    return read_module(source)
+
+
+def _problem_summary(wb: Workbench) -> None:
+    """The parsed problem: kernels, inputs, variants with flop and arithmetic intensity."""
     loaded = wb.loaded
     problem = loaded.problem
     st.subheader(f"Problem: {problem.name}")
     st.caption(f"from {wb.source_label}")
-    facts = read_module(loaded.source)
+    facts = _module_facts(loaded.source)
     cols = st.columns(3)
     cols[0].metric("Triton kernels", len(facts.kernels))
     cols[1].metric("Kernel launches", len(facts.launches))
@@ -66,6 +72,12 @@ def _problem_summary(wb: Workbench) -> None:
         st.code(loaded.source, language="python", line_numbers=True)
 
 
+@st.cache_resource(show_spinner=False)
+def _sample_titles() -> dict[str, str]:
+    """The bundled samples (read once per server: they ship with the code)."""
+    return sample_titles()
+
+
 def home() -> None:
     """The Home page."""
     wb = page_setup("Xe-Forge Studio", "⚒️")
@@ -77,7 +89,7 @@ def home() -> None:
     st.header("1 · Load a kernel")
     tab_sample, tab_paste, tab_upload = st.tabs(["Sample", "Paste", "Upload"])
     with tab_sample:
-        titles = sample_titles()
+        titles = _sample_titles()
         choice = st.selectbox("Sample kernel", list(titles), key="home_sample",
                               format_func=lambda n: f"{n} · {titles[n]}" if titles.get(n) else n)
         if st.button("Load sample", key="home_load_sample", type="primary"):
@@ -150,8 +162,8 @@ def home() -> None:
                     "speed is measured on a GPU only. The IR page compiles kernels ahead of time for a "
                     "GPU target without one, and the Benchmarks and Flash Attention pages show results "
                     "recorded on a GPU.")
-        cached = wb.cached_doctor_report()
-        verdict = (cached or {}).get("verdict") or {}
+        saved = wb.cached_doctor_report()
+        verdict = (saved or {}).get("verdict") or {}
         if verdict:
             st.caption(f"Doctor (last run): {doctor_headline(verdict, interpreter=dev.interpreter)} — "
                        f"{doctor_advice(verdict, interpreter=dev.interpreter)}")
@@ -196,7 +208,8 @@ def home() -> None:
     # ------------------------------------------------------------------ 4. session
     st.header("5 · Session")
     if wb.session is not None:
-        st.success(f"Open session: **{wb.session.name}** ({units.plural(len(wb.session.history()), 'version')}) at "
+        n_versions = len(cached(wb.session, "history", wb.session.history))
+        st.success(f"Open session: **{wb.session.name}** ({units.plural(n_versions, 'version')}) at "
                    f"`{wb.session.path}`")
         nav_link("pages/1_Optimize.py", "Go to Optimize", "🛠️")
     col_new, col_resume = st.columns(2)
@@ -215,7 +228,7 @@ def home() -> None:
     with col_resume:
         st.markdown("**Resume** a session from the workspace")
         try:
-            sessions = wb.list_sessions()
+            sessions = cached_sessions(wb)
         except Exception as exc:
             sessions = []
             st.error(f"Could not list sessions: {exc}")

@@ -9,6 +9,7 @@ import streamlit as st
 
 from xeforge_core import units
 from xeforge_core.ui.render import (
+    cached,
     diff_view,
     flash,
     job_progress,
@@ -58,8 +59,9 @@ def _within_limit(text: str | None, what: str) -> bool:
 
 
 # ------------------------------------------------------------------ stepper
-items = wb.plan_items()
-current = session.current_stage
+# the plan and its statuses live in the session's refs; the issues in the analysis of the head
+items = cached(session, f"plan_items:{id(wb.analysis)}", wb.plan_items)
+current = cached(session, "current_stage", lambda: session.current_stage)
 st.subheader("Stage plan")
 if items:
     cols = st.columns(len(items))
@@ -149,7 +151,7 @@ else:
             _act(wb.keep_current, ok=f"{current}: kept the current version")
     with tab_manual:
         try:
-            prompt = wb.prompt_for(current)
+            prompt = cached(session, f"prompt:{current}:{wb.target()}", lambda: wb.prompt_for(current))
         except Exception as exc:
             prompt = ""
             st.warning(f"The prompt for {current} cannot be rendered: {exc}")
@@ -247,7 +249,7 @@ if review is not None:
 # ------------------------------------------------------------------ kept candidates
 st.header("Kept candidates")
 try:
-    kept = session.candidates()
+    kept = cached(session, "candidates", session.candidates)
 except Exception as exc:
     kept = []
     st.error(f"Could not list candidates: {exc}")

@@ -20,14 +20,15 @@ from xeforge_core.ir.present import (
 )
 from xeforge_core.ir.targets import STAGE_NAMES, why_unavailable
 from xeforge_core.ui.irview import IRRequest, collect, ir_sources, start_compile, target_label, target_options
-from xeforge_core.ui.render import job_progress, nav_link, page_setup, side_by_side_html
+from xeforge_core.ui.render import cached, job_progress, nav_link, page_setup, side_by_side_html
 
 wb = page_setup("IR", "🔬")
 
 LANG = {"llir": "llvm", "ptx": "text", "amdgcn": "text"}
 MAX_SHOWN_LINES = 4000
 
-sources = ir_sources(wb)
+sources = ir_sources(wb, history=cached(wb.session, "history", wb.session.history) if wb.session else None,
+                     candidates=cached(wb.session, "candidates", wb.session.candidates) if wb.session else None)
 if not sources:
     st.info("Load a kernel on **Home** (a sample, a paste or an upload) to compile its kernels here.")
     nav_link("app.py", "Home", "🏠")
@@ -175,7 +176,7 @@ def _recorded_by_verifications() -> None:
     """IR that verifications on a GPU kept in the session's verdicts (read as stored)."""
     recorded = {}
     if wb.session is not None:
-        for c in reversed(wb.session.candidates()):
+        for c in reversed(cached(wb.session, "candidates", wb.session.candidates)):
             if c.verdict is not None and any(k.ir for k in c.verdict.kernels):
                 dev = c.verdict.device or {}
                 recorded[c.id] = (f"candidate {c.id} · {c.stage} · verified on {dev.get('name') or dev.get('type', '?')}",

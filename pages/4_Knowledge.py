@@ -1,6 +1,6 @@
 """Knowledge: the rules by stage and target (each with its why and its before/after), a live
-lint of the current kernel whose findings link to the rules, and the hardware profiles side by
-side. Everything comes from the knowledge base under ``knowledge/`` and ``xeforge_core.analysis``."""
+lint of the current kernel whose findings each carry their rule, and the hardware profiles side
+by side, one section at a time. Everything comes from the knowledge base under ``knowledge/`` and ``xeforge_core.analysis``."""
 
 from __future__ import annotations
 
@@ -42,10 +42,10 @@ def _rule_body(rule: object) -> None:
         a.caption("after")
         a.code(after, language="python")
     st.caption("Sources: " + "; ".join(rule.sources))
-tab_lint, tab_rules, tab_hw = st.tabs(["Lint my kernel", "Rules", "Hardware profiles"])
 
-# ------------------------------------------------------------------ lint
-with tab_lint:
+
+def _lint() -> None:
+    """A live lint of a kernel; each finding links to its rule."""
     sources = {}
     if wb.session is not None:
         sources["current version of the session"] = wb.session.source("head")
@@ -75,7 +75,7 @@ with tab_lint:
             lines = source.splitlines()
             for issue in analysis.issues:
                 rule = kb.rules.get(issue.rule_id)
-                link = f"[{issue.rule_id}](#rule-{issue.rule_id.replace('_', '-')})" if rule else f"`{issue.rule_id}`"
+                link = f"`{issue.rule_id}`"  # the rule's why, fix and example are in the expander below
                 where = f"line {issue.line}" if issue.line else "module"
                 st.markdown(f"{SEVERITY_ICON.get(issue.severity, '')} **{where}** · {link} · "
                             f"stage `{issue.stage}`: {issue.message}")
@@ -89,8 +89,9 @@ with tab_lint:
     else:
         st.caption("Nothing to lint yet.")
 
-# ------------------------------------------------------------------ rules
-with tab_rules:
+
+def _rules() -> None:
+    """The rules by stage and target, each with its why, fix and before/after."""
     api = installed_triton_pointer_api()
     st.caption(f"Installed Triton {api.get('version', '?')}: "
                + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in api.items()
@@ -113,8 +114,9 @@ with tab_rules:
         _rule_body(rule)
         st.divider()
 
-# ------------------------------------------------------------------ hardware
-with tab_hw:
+
+def _hardware() -> None:
+    """The hardware profiles side by side."""
     ids = list(kb.profiles)
     chosen = st.multiselect("Profiles", ids, default=ids, key="kb_hw_pick",
                             format_func=lambda i: kb.profiles[i].name)
@@ -144,3 +146,10 @@ with tab_hw:
             if ridge:
                 st.caption(f"{p.name}: fp16 ridge point {units.intensity(ridge)} (above it a kernel is "
                            "compute-bound, below memory-bound)")
+
+
+# One section at a time (not tabs): tabs send and render every rule's code blocks on each visit,
+# which made this the slowest page to switch to (2-4 s in Chromium); a section renders only itself.
+SECTIONS = {"Lint my kernel": _lint, "Rules": _rules, "Hardware profiles": _hardware}
+section = st.radio("Section", list(SECTIONS), horizontal=True, key="kb_section", label_visibility="collapsed")
+SECTIONS[section]()

@@ -14,12 +14,12 @@ import streamlit as st
 from xeforge_core import units
 from xeforge_core.ui.benchdata import attainable_tflops, display_rows, roofline, session_rows, waterfall_steps
 from xeforge_core.ui.recorded import problem_table
-from xeforge_core.ui.render import page_setup, recorded_results_picker
+from xeforge_core.ui.render import cached, page_setup, recorded_results_picker
 
 wb = page_setup("Benchmarks", "📈")
 session = wb.session
 
-rows = session_rows(session) if session is not None else []
+rows = cached(session, "bench_rows", lambda: session_rows(session)) if session is not None else []
 df = pd.DataFrame([r.to_dict() for r in rows])
 measured = df[df["median_us"].notna()] if not df.empty else df
 
@@ -72,7 +72,7 @@ with tab_live:
         st.stop()
     # ------------------------------------------------------------------ waterfall
     st.subheader("Speedup per stage")
-    steps = waterfall_steps(session)
+    steps = cached(session, "waterfall", lambda: waterfall_steps(session))
     if len(steps) > 1:
         labels = [s[0] for s in steps] + ["total"]
         deltas = [steps[0][1]] + [steps[i][1] - steps[i - 1][1] for i in range(1, len(steps))]

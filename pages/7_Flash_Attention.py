@@ -16,6 +16,7 @@ import streamlit as st
 from xeforge_core import units
 from xeforge_core.ui.recorded import trajectory_table
 from xeforge_core.ui.render import (
+    cached,
     diff_view,
     flash,
     job_progress,
@@ -50,7 +51,7 @@ def _live(recorded: Any) -> None:
         return
 
     session = wb.session
-    history = session.history()
+    history = cached(session, "history", session.history)
     st.caption(f"Session {session.name} · device {getattr(wb.device, 'label', 'detecting…')}"
                + (" · Triton interpreter: correctness can be trusted, timing is not measured (the tab "
                   "beside this one has the trajectory as recorded on a GPU)"

@@ -71,18 +71,22 @@ def test_knowledge_lint_rules_and_hardware(wb: Workbench) -> None:
     wb.load_sample("07_gemm_fp32_upcast")
     at = _page("pages/4_Knowledge.py", wb)
     text = _markdown(at)
-    # lint of the loaded kernel: the finding names its line and links to the rule's anchor
+    # lint of the loaded kernel: the finding names its line and its rule, whose why is beside it
     assert "**line 35**" in text
-    assert "(#rule-dot-fp32-accumulate-low-precision-operands)" in text
+    assert "`dot_fp32_accumulate_low_precision_operands`" in text
     assert any("acc += tl.dot(a.to(tl.float32)" in c.value for c in at.code)
-    # the rule itself is on the page under that anchor, with its why and before/after
-    assert any(h.proto.anchor == "rule-dot-fp32-accumulate-low-precision-operands" for h in at.subheader)
     assert "**Why.**" in text
+    assert not at.subheader  # one section at a time: the rules are not rendered with the lint
+    # the rules, each under its anchor
+    at.radio(key="kb_section").set_value("Rules").run()
+    assert any(h.proto.anchor == "rule-dot-fp32-accumulate-low-precision-operands" for h in at.subheader)
     # hardware profiles side by side
+    at.radio(key="kb_section").set_value("Hardware profiles").run()
     table = at.dataframe[-1].value
     assert {"Intel Arc B580", "NVIDIA H200"} <= set(table.columns)
     assert "peak_tflops" in table["property"].tolist()
     # a pasted kernel with no problems lints clean
+    at.radio(key="kb_section").set_value("Lint my kernel").run()
     at.radio(key="kb_lint_which").set_value("paste a kernel here").run()
     at.text_area(key="kb_lint_paste").set_value("x = 1\n").run()
     assert any("No rule violations" in s.value for s in at.success)

@@ -137,9 +137,13 @@ def install_run_clock(page: Any) -> None:
       if (window.__xfRuns) return;
       window.__xfRuns = [];
       const app = document.querySelector('[data-testid="stApp"]');
-      new MutationObserver(() => window.__xfRuns.push(
-          [performance.now(), app.getAttribute('data-test-script-state')])
-      ).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+      // one callback may carry several changes: each record's old value counts too, so a run
+      // that started and ended between two callbacks is still seen
+      new MutationObserver(records => {
+        const t = performance.now();
+        for (const r of records) window.__xfRuns.push([t, r.oldValue]);
+        window.__xfRuns.push([t, app.getAttribute('data-test-script-state')]);
+      }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
     }""")
 
 

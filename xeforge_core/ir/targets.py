@@ -77,7 +77,7 @@ class Target:
     def to_data(self) -> dict[str, Any]:
         """The JSON form the IR worker reads."""
         return {"id": self.id, "backend": self.backend, "arch": self.arch, "warp_size": self.warp_size,
-                "label": self.label, "stages": list(self.stages)}
+                "label": self.label, "stages": list(self.stages), "extra": dict(self.extra)}
 
 
 _NV = ("ttir", "ttgir", "llir", "ptx")
@@ -103,9 +103,9 @@ TARGETS: dict[str, Target] = {t.id: t for t in (
     Target("sm100", "cuda", 100, 32, "NVIDIA Blackwell sm_100 (B200)", _NV, ("cuda:100", "sm_100", "b200")),
     Target("gfx942", "hip", "gfx942", 64, "AMD CDNA3 gfx942 (MI300X)", _AMD, ("hip:gfx942", "mi300", "mi300x")),
     Target("xe2", "xpu", _XE2_ARCH, 16, "Intel Xe2 (Arc B-series, Arc Pro B70)", _XPU,
-           ("xpu", "xpu:xe2", "bmg", "b580", "b70"), profile="arc_pro_b70"),
+           ("xpu", "xpu:xe2", "bmg", "b580", "b70"), profile="arc_pro_b70", extra={"device_arch": "bmg"}),
     Target("pvc", "xpu", _PVC_ARCH, 16, "Intel Xe-HPC (Data Center GPU Max)", _XPU,
-           ("xpu:pvc", "max1550", "max1100"), profile="max_1550"),
+           ("xpu:pvc", "max1550", "max1100"), profile="max_1550", extra={"device_arch": "pvc"}),
 )}
 
 #: The target the IR page and ``xeforge ir`` use when none is chosen: an NVIDIA Hopper GPU

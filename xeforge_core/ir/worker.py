@@ -103,7 +103,10 @@ class _Compiler:
         self.say = say
         t = job["target"]
         self.target_data = t
-        self.target = GPUTarget(t["backend"], t["arch"], int(t["warp_size"]))
+        self.notes: list[str] = []
+        self.target = _xpu_target(t, self.notes) if t["backend"] == "xpu" else None
+        if self.target is None:
+            self.target = GPUTarget(t["backend"], t["arch"], int(t["warp_size"]))
         self.backend = make_backend(self.target)
         self.known_options = set(self.backend.parse_options({}).__dict__)
         self.config_index = job.get("config_index", 0)
@@ -111,7 +114,6 @@ class _Compiler:
         self.kernels: list[dict[str, Any]] = []
         self.seen: set[str] = set()
         self.launches = 0
-        self.notes: list[str] = []
         self.jit_functions: list[Any] = []
         self.path = ""
         self._patched: list[tuple[Any, str, Any]] = []
@@ -246,6 +248,28 @@ class _Compiler:
             entry["ir"][stage] = text
         entry["resources"] = resource_summary(self.target_data["backend"], metadata, entry["ir"], log,
                                               str(metadata.get("name") or entry["name"]))
+
+
+def _xpu_target(t: dict[str, Any], notes: list[str]) -> Any:
+    """For an Intel target: this machine's Intel GPU when one is present (its own device
+    properties, from the driver), else ``None`` (the registry's properties are used, with
+    Intel's backend told which architecture they describe). Not exercised on the CPU machine,
+    which has no Intel backend."""
+    import torch
+
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        from triton.runtime import driver
+
+        notes.append(f"compiled for this machine's Intel GPU ({torch.xpu.get_device_name(0)}) rather than the "
+                     f"generic {t['label']} properties")
+        return driver.active.get_current_target()
+    arch = (t.get("extra") or {}).get("device_arch")
+    if arch:
+        with contextlib.suppress(Exception):  # older Intel backends have no such knob
+            from triton import knobs
+
+            knobs.intel.device_arch = arch
+    return None
 
 
 def _target_available(backend: str) -> str:

@@ -34,9 +34,11 @@ class IRSource:
     problem: Any
 
 
-def ir_sources(wb: Any) -> dict[str, IRSource]:
+def ir_sources(wb: Any, *, history: list[Any] | None = None,
+               candidates: list[Any] | None = None) -> dict[str, IRSource]:
     """The versions on offer, newest first: the candidate under review, the session's commits,
-    its kept candidates; or the loaded kernel when no session is open."""
+    its kept candidates; or the loaded kernel when no session is open. ``history`` and
+    ``candidates`` may be given (already read, e.g. memoised by the page)."""
     out: dict[str, IRSource] = {}
     session = wb.session
     problem = wb.loaded.problem if wb.loaded is not None else None
@@ -47,10 +49,10 @@ def ir_sources(wb: Any) -> dict[str, IRSource]:
         if review is not None:
             code = review.source
             out["review"] = IRSource("review", f"candidate under review ({review.stage})", lambda: code, problem)
-        for v in reversed(session.history()):
+        for v in reversed(history if history is not None else session.history()):
             out[f"v:{v.sha}"] = IRSource(f"v:{v.sha}", f"#{v.index} {v.short} · {v.stage or v.kind}",
                                          lambda sha=v.sha: session.source(sha), problem)
-        for c in reversed(session.candidates()):
+        for c in reversed(candidates if candidates is not None else session.candidates()):
             out[f"c:{c.id}"] = IRSource(f"c:{c.id}", f"candidate {c.id} · {c.stage} · {c.status}",
                                         lambda cid=c.id: session.source(cid), problem)
     elif wb.loaded is not None:

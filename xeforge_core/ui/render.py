@@ -46,6 +46,23 @@ def get_workbench() -> Any:
     return st.session_state["workbench"]
 
 
+def cached(session: Any, name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()`` for ``session``, reused across reruns and pages while its repository is
+    unchanged (:mod:`xeforge_core.ui.memo`): ``cached(session, "history", session.history)``."""
+    from xeforge_core.ui.memo import RepoMemo
+
+    memo = st.session_state.setdefault("_repo_memo", RepoMemo())
+    return memo.get(session.path, name, compute)
+
+
+def cached_sessions(wb: Any) -> list[dict[str, Any]]:
+    """``wb.list_sessions()``, reused while no session of the workspace changed."""
+    from xeforge_core.ui.memo import RepoMemo, workspace_stamp
+
+    memo = st.session_state.setdefault("_repo_memo", RepoMemo())
+    return memo.get(wb.workspace, "sessions", wb.list_sessions, stamp=workspace_stamp(wb.workspace))
+
+
 def flash(kind: str, message: str) -> None:
     """Queue a message to show after the next rerun (``success``, ``info``, ``warning``, ``error``)."""
     st.session_state.setdefault("_flash", []).append((kind, message))
@@ -355,7 +372,8 @@ def sidebar_status(wb: Any) -> None:
         st.caption(label)
         st.markdown("**Session**")
         if wb.session is not None:
-            st.caption(f"{wb.session.name} · {units.plural(len(wb.session.history()), 'version')}")
+            versions = cached(wb.session, "history", wb.session.history)
+            st.caption(f"{wb.session.name} · {units.plural(len(versions), 'version')}")
         else:
             st.caption("none: start or resume one on Home")
         running = wb.jobs.running()

@@ -137,7 +137,7 @@ def _compiled_here() -> None:
     st.markdown(f"**{STAGE_NAMES.get(stage, stage)} of `{kernel.name}` for {target.description}** · "
                 f"{units.plural(len(lines), 'line')}" + ("" if locations else " (source locations stripped)"))
     shown = "\n".join(lines[:MAX_SHOWN_LINES])
-    st.code(shown, language=LANG.get(stage, "text"), line_numbers=True)
+    st.code(shown, language=LANG.get(stage, "text"), line_numbers=True, height=560 if len(lines) > 40 else "content")
     if len(lines) > MAX_SHOWN_LINES:
         st.caption(f"First {MAX_SHOWN_LINES:,} of {len(lines):,} lines shown; the download has all of them.")
     st.download_button(f"Download {STAGE_NAMES.get(stage, stage)}", text, file_name=f"{kernel.name}.{target.id}.{stage}",
@@ -166,8 +166,9 @@ def _compiled_here() -> None:
                     if count.identical:
                         st.success("Identical.")
                     else:
-                        st.html(side_by_side_html(stage_text(pair[0], stage, locations=locations) or "",
-                                                  text, language=stage, context=3))
+                        with st.container(height=600):
+                            st.html(side_by_side_html(stage_text(pair[0], stage, locations=locations) or "",
+                                                      text, language=stage, context=3))
                         with st.expander("Unified diff"):
                             st.code(patch, language="diff")
 

@@ -192,8 +192,10 @@ def shot(page: Any, directory: Path, name: str, *, max_height: int = 7000) -> Pa
     """Screenshot the whole page into ``directory/name.png``: the app scrolls inside its own
     container, so the viewport is grown to the content's height (capped) for the shot."""
     directory.mkdir(parents=True, exist_ok=True)
-    height = page.evaluate(
-        "() => Math.max(...Array.from(document.querySelectorAll('*')).map(e => e.scrollHeight))")
+    height = page.evaluate("""() => {
+      const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+      return main ? main.scrollHeight + 160 : document.body.scrollHeight;
+    }""")
     page.set_viewport_size({"width": VIEWPORT["width"], "height": int(min(max(height, 1000), max_height))})
     page.wait_for_timeout(700)
     path = directory / f"{name}.png"

@@ -12,7 +12,8 @@ Flash Attention trajectory (Flash Attention demo), and has an oversized paste re
 One PNG per page, named as ``docs/screenshots/README.md`` lists them. Takes a few minutes
 (the verifications run in Triton's interpreter).
 
-Needs Debian's chromium and the playwright package (``tools/appdriver.py``).
+Needs Debian's chromium and the playwright package (``tools/appdriver.py``); the page icons
+need an emoji font (Debian's ``fonts-noto-color-emoji``), else they show as boxes.
 """
 
 from __future__ import annotations
@@ -104,10 +105,7 @@ def take(out: Path) -> list[Path]:
         page.get_by_role("button", name="Load pasted kernel").click()
         appdriver.idle(page)
         expect(page.get_by_text("the limit is 512.0 KiB (524,288 bytes)").first).to_be_visible()
-        page.get_by_role("tab", name="Paste").scroll_into_view_if_needed()
-        page.wait_for_timeout(500)
-        shots.append(out / "09_paste_refused.png")
-        page.screenshot(path=str(shots[-1]))
+        shots.append(appdriver.shot(page, out, "09_paste_refused"))
         say("paste refused")
     return shots
 

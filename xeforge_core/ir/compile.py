@@ -19,6 +19,7 @@ compiled instead, and the report says so.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -155,9 +156,11 @@ class IRReport:
         return cls(target=target, kernels=kernels, **{k: v for k, v in data.items() if k in known})
 
 
+@functools.lru_cache(maxsize=1)
 def ir_code_version() -> str:
     """A hash (16 hex digits) of the IR worker's code and of the verification worker's modules
-    it reuses (``cache.worker_code_version``), so a change to either invalidates cached IR."""
+    it reuses (``cache.worker_code_version``), so a change to either invalidates cached IR
+    (read once per process)."""
     from xeforge_core.cache import stable_hash, worker_code_version
 
     files = sorted((PACKAGE_DIR / "ir").glob("*.py"))

@@ -178,7 +178,7 @@ def test_real_cases_plan_sensible_stages(xeforge_cases: Path):
         upcast = ".to(tl.float32), " in src and "tl.dot(" in src
         if upcast:  # fp16 GEMMs that upcast both dot operands: the 8x dtype_fix win
             assert "dtype_fix" in a.plan, path.name
-            assert any(i.rule_id == "dot_fp32_accumulate_low_precision_operands" and i.severity == "error"
+            assert any(i.rule_id == "dot_fp32_accumulate_low_precision_operands" and i.severity == "warning"
                        for i in a.issues), path.name
         gemm = any(k.dots for k in a.facts.kernels)
         if gemm:

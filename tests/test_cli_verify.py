@@ -103,7 +103,7 @@ def test_candidate_file_problems_name_the_user_file(tmp_path, capsys):
     base = str(Path(__file__).resolve().parents[1] / "benchmarks" / "kernels" / "gemm_fp32_upcast.py")
     cases = {
         "empty.py": (b"", "empty"),
-        "nomodel.py": (b"class NotModel:\n    pass\n", "no Model (or ModelNew) class"),
+        "nomodel.py": (b"class NotModel:\n    pass\n", "no Model or ModelNew class"),
         "binary.py": (bytes(range(256)) * 4, "candidate"),
     }
     for name, (data, message) in cases.items():

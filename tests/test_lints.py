@@ -288,8 +288,8 @@ def test_lint_returns_kb_findings():
     rules = {f.rule for f in findings}
     assert "kb:dot_fp32_accumulate_low_precision_operands" in rules
     assert all(f.rule.startswith("kb:") for f in findings)
-    errors = lint(gemm(dot="acc += tl.dot(a.to(tl.float32), b.to(tl.float32))"), "xpu", min_severity="error")
-    assert errors and all(f.severity == "error" for f in errors)
+    worse = lint(gemm(dot="acc += tl.dot(a.to(tl.float32), b.to(tl.float32))"), "xpu", min_severity="warning")
+    assert worse and all(f.severity in ("error", "warning") for f in worse) and len(worse) < len(findings)
 
 
 def test_autotune_conflict_severity_matches_measured_behaviour():

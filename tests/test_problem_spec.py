@@ -50,7 +50,7 @@ def test_inputs_inits_and_variants():
     assert s.inputs["Y"].shape == ("BATCH", "NH", "N")
     assert [(i.key, i.value) for i in s.inits] == [("dim", "IN_FEAT"), ("ALPHA", 0.5), ("NAME", "relu"),
                                                    ("EPS", "EPS")]
-    assert list(s.variants) == ["ci", "small"]  # file order; 'owner' ignored
+    assert list(s.variants) == ["ci", "small", "small[1]"]  # file order; 'owner' ignored
     assert s.default_variant == "small"
 
 
@@ -73,10 +73,31 @@ def test_variant_resolution():
     assert data["init_values"] == [16, 0.5, "relu", 0.001] and data["shapes"]["Y"] == [2, 1, 3]
 
 
-def test_only_entry_zero_used_with_warning():
+def test_every_entry_of_a_variant_list_is_a_variant():
     s = spec()
     assert s.variants["small"].dims["BATCH"] == 2
-    assert any("'small' has 2 entries; only entry 0 is used" in w and "prob.yaml:" in w for w in s.warnings)
+    second = s.variants["small[1]"]
+    assert second.params == ["X"] and second.dims == {"BATCH": 1, "IN_FEAT": 1}
+    assert list(s.variants) == ["ci", "small", "small[1]"]
+    assert not any("entries" in w for w in s.warnings)
+
+
+def test_every_ci_entry_is_a_correctness_variant():
+    from xeforge_core.problem.model import ModuleFile, Problem
+
+    text = BASE.replace("small:", "ci_more: 1\nsmall:").replace(
+        "ci:\n  - params: [X, Y]", "ci:\n  - params: [X, Y]\n    dims: {BATCH: 4, IN_FEAT: 64, N: 8, NH: 2, EPS: 1e-5}\n"
+        "  - params: [X, Y]", 1)
+    s = parse_spec(text, "prob.yaml")
+    problem = Problem(name="p", kernel=ModuleFile(source="x = 1"), spec=s)
+    assert [v.name for v in problem.correctness_variants()] == ["ci", "ci[1]"]
+
+
+def test_a_bad_later_entry_names_its_index():
+    with pytest.raises(ProblemError) as err:
+        parse_spec(BASE.replace("    dims: {BATCH: 1, IN_FEAT: 1}", "    dims: {BATCH: 1, IN_FEAT: 1}\n  - 7"),
+                   "prob.yaml")
+    assert "small[2]" in str(err.value)
 
 
 def test_list_dim_spliced_into_shape_and_passed_to_inits():

@@ -215,7 +215,7 @@ def test_lints_reach_the_candidate_only(problem):
     lint = {"rule": "pow2_block", "message": "BLOCK=96 is not a power of two", "severity": "error", "line": 23}
     v = verify(problem, (FIX / "add_baseline.py").read_text() + "\n# linted\n", device="cpu",
                options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], lints=[lint]))
-    assert v.kind is VerdictKind.CHEATING, v.reason  # not environment: the baseline never saw it
+    assert v.kind is VerdictKind.COMPILE_ERROR, v.reason  # not environment: the baseline never saw it
     assert any(f.rule == "kb:pow2_block" and f.line == 23 for f in v.findings)
 
 

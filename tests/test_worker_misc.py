@@ -52,8 +52,8 @@ def test_error_severity_lint_fails_structure(tmp_path, scale_baseline):
     _, expected = scale_baseline
     lints = [{"rule": "kb:grf_mode", "message": "grf_mode must be 128 or 256", "severity": "error", "line": 12}]
     v = candidate(tmp_path, expected, "scale_baseline.py", options={"lints": lints})
-    assert v.kind.value == "cheating"
-    assert "kb:grf_mode" in v.reason and v.source_line == 12
+    assert v.kind.value == "compile_error"  # the kernel as written fails on the target
+    assert "knowledge-base rule kb:grf_mode broken" in v.reason and v.source_line == 12
 
 
 def test_model_missing_at_run_time(tmp_path, scale_baseline):
@@ -171,7 +171,9 @@ def test_constant_reference_makes_correctness_inconclusive(tmp_path):
     cand = Verdict.from_dict(run_worker(tmp_path / "cand", dict(
         job, role="candidate", module=source("scale_baseline.py", "candidate"),
         expected_dir=str(tmp_path / "base" / "expected"))))
-    assert cand.step("correctness").status.value == "inconclusive"
-    assert "proves nothing" in cand.reason
-    # the reference disagreed with the baseline, so the candidate is judged against the baseline only
-    assert {r.against for r in cand.correctness} == {"baseline"}
+    # the reference is the truth, even where the baseline disagrees with it: a candidate that
+    # reproduces the baseline is wrong, and the verdict says the problem is inconsistent
+    # (a candidate matching a constant reference is inconclusive: tests/test_formats.py)
+    assert {r.against for r in cand.correctness} == {"reference"}
+    assert cand.kind.value == "wrong_answer"
+    assert "the problem is inconsistent" in cand.reason

@@ -116,8 +116,13 @@ def test_correct_candidate_is_ok(tmp_path, gemm_baseline):
     assert step_status(v, "correctness") == "passed"
     assert step_status(v, "performance") == "not_measured"
     runs = {(r.variant, r.seed, r.distribution, r.against) for r in v.correctness}
-    assert ("odd", 1, "mixed", "baseline") in runs and ("ci", 0, "normal", "reference") in runs
+    # the reference is the truth: every run is judged against it
+    assert ("odd", 1, "mixed", "reference") in runs and ("ci", 0, "normal", "reference") in runs
+    assert {r.against for r in v.correctness} == {"reference"}
     assert all(r.passed for r in v.correctness)
+    assert "matches the reference" in v.reason
+    grids = v.step("correctness").evidence["grids"]
+    assert grids["ci"]["matmul_kernel"] == [1, 2, 1] and grids["odd"]["matmul_kernel"] == [2, 2, 1]
     assert v.kernels[0].config["BLOCK_N"] == 16
 
 
@@ -140,7 +145,7 @@ def test_triton_compile_error_maps_to_the_kernel_line(tmp_path, gemm_baseline):
 def test_wrong_answer(tmp_path, gemm_baseline):
     v = run_candidate(tmp_path, gemm_baseline, "cand_wrong_answer.py")
     assert v.kind.value == "wrong_answer"
-    assert "variant ci" in v.reason and "vs baseline" in v.reason and "max abs error" in v.reason
+    assert "variant ci" in v.reason and "vs reference" in v.reason and "max abs error" in v.reason
     assert step_status(v, "structure") == "passed"
     failed = [r for r in v.correctness if not r.passed]
     assert failed and failed[0].outputs[0].mismatches > 0
@@ -152,7 +157,7 @@ def test_off_by_one_only_wrong_at_the_odd_size(tmp_path, gemm_baseline):
     assert "variant odd" in v.reason and "left unwritten" in v.reason
     by_variant: dict[str, set[bool]] = {}
     for r in v.correctness:
-        if r.against == "baseline":
+        if r.against == "reference":
             by_variant.setdefault(r.variant, set()).add(r.passed)
     assert by_variant["ci"] == {True}
     assert by_variant["odd"] == {False}
@@ -202,7 +207,7 @@ def test_autotune_config_checked_on_its_own(tmp_path, gemm_baseline):
     v = run_candidate(tmp_path, gemm_baseline, "cand_autotune_bad.py")
     assert v.kind.value == "wrong_answer"
     assert "BLOCK_K=16" in v.reason and "num_warps=2" in v.reason
-    configs = {r.config for r in v.correctness if r.against == "baseline"}
+    configs = {r.config for r in v.correctness if r.against == "reference"}
     good = "matmul_kernel[BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=2]"
     assert good in configs
     assert all(r.passed for r in v.correctness if r.config == good)

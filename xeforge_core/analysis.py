@@ -880,8 +880,8 @@ def lint(source: str, target: str = "xpu", *, min_severity: str = "info") -> lis
 
     Severity is the rule's (or the lint's override): ``error`` means the code fails on the
     target (bad GRF mode, non-power-of-two warps, a foreign device string, a launch that
-    conflicts with autotune) or wastes the matrix engines (fp32-upcast ``tl.dot`` operands);
-    it does not by itself mean wrong results."""
+    conflicts with autotune), and fails the verifier's structure step; ``warning`` is a fault
+    that may show only at some sizes or costs speed (fp32-upcast ``tl.dot`` operands)."""
     limit = SEVERITY_ORDER.get(min_severity, 2)
     a = analyze(source, target)
     return [i.to_finding() for i in a.issues if SEVERITY_ORDER.get(i.severity, 2) <= limit]

@@ -57,12 +57,17 @@ class BatchRow:
     speed_measured: bool = False
     error: str = ""
     seconds: float = 0.0
+    #: per stage and for the final version: faster / slower / no measurable difference, by the
+    #: one rule (``verdict.speedup_call``, through the session report); ``None``: not measured
+    calls: dict[str, str | None] = field(default_factory=dict)
+    final_call: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "device": self.device, "session": self.session, "stages": list(self.stages),
                 "status": dict(self.status), "verdicts": dict(self.verdicts), "speedups": dict(self.speedups),
                 "final_speedup": self.final_speedup, "speed_measured": self.speed_measured,
-                "error": self.error, "seconds": round(self.seconds, 2)}
+                "error": self.error, "seconds": round(self.seconds, 2),
+                "calls": dict(self.calls), "final_call": self.final_call}
 
 
 def find_kernels(directory: str | Path) -> list[BatchItem]:
@@ -163,6 +168,7 @@ def optimize_one(
             verdicts = [v for v in s.get("verdicts", []) if v]
             row.verdicts[o.stage] = verdicts[-1] if verdicts else (o.verdict_kind or "-")
             row.speedups[o.stage] = s.get("speedup")
+            row.calls[o.stage] = s.get("call")
         for sid in session.plan:  # stages not reached (a failure stopped the pipeline)
             if sid not in row.status:
                 row.stages.append(sid)
@@ -170,6 +176,7 @@ def optimize_one(
                 row.verdicts[sid] = "-"
                 row.speedups[sid] = None
         row.final_speedup = data["cumulative_speedup"]
+        row.final_call = data.get("cumulative_call")
         row.speed_measured = bool(data["speed_measured"])
         failed = [o for o in outcomes if o.status == "failed"]
         if failed:
@@ -253,12 +260,13 @@ def _stage_order(rows: list[BatchRow]) -> list[str]:
 
 def csv_columns(rows: list[BatchRow]) -> list[str]:
     """The CSV header for ``rows``: kernel, device, stages, then per stage (canonical order)
-    ``<stage>`` (status), ``<stage>_verdict``, ``<stage>_speedup``, then ``final_speedup``,
+    ``<stage>`` (status), ``<stage>_verdict``, ``<stage>_speedup``, ``<stage>_call`` (faster /
+    slower / no measurable difference), then ``final_speedup``, ``final_call``,
     ``speed_measured``, ``error``, ``seconds``, ``session``."""
     cols = ["kernel", "device", "stages"]
     for s in _stage_order(rows):
-        cols += [s, f"{s}_verdict", f"{s}_speedup"]
-    return cols + ["final_speedup", "speed_measured", "error", "seconds", "session"]
+        cols += [s, f"{s}_verdict", f"{s}_speedup", f"{s}_call"]
+    return cols + ["final_speedup", "final_call", "speed_measured", "error", "seconds", "session"]
 
 
 def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
@@ -274,7 +282,8 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
         w.writeheader()
         for r in rows:
             rec: dict[str, Any] = {"kernel": r.kernel, "device": r.device, "stages": ";".join(r.stages),
-                                   "final_speedup": _num(r.final_speedup), "speed_measured": r.speed_measured,
+                                   "final_speedup": _num(r.final_speedup), "final_call": r.final_call or "",
+                                   "speed_measured": r.speed_measured,
                                    "error": r.error, "seconds": f"{r.seconds:.1f}", "session": r.session}
             for s in r.stages:
                 rec[s] = r.status.get(s, "")
@@ -284,6 +293,7 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
                     rec[f"{s}_speedup"] = "n/a" if r.status.get(s) == "approved" else ""
                 else:
                     rec[f"{s}_speedup"] = _num(speed) if r.status.get(s) == "approved" or speed is not None else ""
+                    rec[f"{s}_call"] = (r.calls.get(s) or "") if speed is not None else ""
             w.writerow(rec)
     tmp.replace(path)
     return path

@@ -9,9 +9,11 @@ to the engine and tries again, up to ``iterations`` times.
 Acceptance (the same rule for ``auto`` and for what is offered to a person):
 
 * a candidate that is not correct (any verdict other than ``ok``) is never accepted;
-* on a device that measures speed (cuda, xpu), a correct candidate is accepted only when its
-  measured speedup is at least ``min_speedup`` (default 1.03: a smaller gain is within timing
-  noise). Slower, equal or inconclusive timings are never accepted automatically;
+* on a device that measures speed (cuda, xpu), a correct candidate is accepted only when
+  ``verdict.speed_call`` calls it faster (the speedup's confidence interval lies above 1; the
+  one rule of ``xeforge_core.verdict.speedup_call``) and its speedup is at least
+  ``min_speedup`` (default 1.03, the least gain worth a commit). Slower, equal ("no measurable
+  difference") or inconclusive timings are never accepted automatically;
 * on cpu (Triton's interpreter) there is no speed evidence: the performance step is
   ``not_measured``. There, a correct candidate is acceptable and, when approved, its commit
   says ``Speedup: not measured`` and ``Note: speed not measured``. That is what lets a whole
@@ -179,12 +181,15 @@ def classify(verdict: Verdict, *, min_speedup: float = DEFAULT_MIN_SPEEDUP) -> t
         why = step.summary or status.value
         return NOT_FASTER, f"correct, but the timing is {status.value}: {why}", speed
     suspects = [p.suspect for p in verdict.performance if p.suspect]
-    if speed >= min_speedup:
-        return FASTER, f"correct and {speed:.3f}x faster", speed
+    call = verdict.speed_call  # the one rule: faster only when the speedup's interval is above 1
+    if call.faster and speed >= min_speedup:
+        return FASTER, f"correct and {call.text}", speed
     note = f" ({'; '.join(suspects)})" if suspects else ""
-    if speed >= 1.0:
-        return NOT_FASTER, f"correct, {speed:.3f}x is below the {min_speedup:.2f}x noise threshold{note}", speed
-    return NOT_FASTER, f"correct but slower than the current version ({speed:.3f}x){note}", speed
+    if call.faster:
+        return NOT_FASTER, f"correct, {call.text}, but below the {min_speedup:.2f}x minimum gain{note}", speed
+    if call.slower:
+        return NOT_FASTER, f"correct but slower than the current version ({call.text}){note}", speed
+    return NOT_FASTER, f"correct, {speed:.3f}x: {call.text}{note}", speed
 
 
 # --------------------------------------------------------------------------------------------

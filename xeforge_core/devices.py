@@ -257,7 +257,8 @@ def profile_for(name: str, device_type: str) -> dict[str, Any] | None:
 
     Keys: ``id``, ``name``, ``arch``, ``supported``, ``use_instead``, ``peak_tflops``
     (dtype -> TFLOP/s), ``bandwidth_gbps`` (GB/s), ``l2_bytes``, ``compute_units``,
-    ``source`` (the profile file under ``knowledge/hardware/``).
+    ``max_grid`` (programs per launch-grid axis), ``source`` (the profile file under
+    ``knowledge/hardware/``).
     """
     if device_type == "cpu" or not name:
         return None
@@ -273,6 +274,7 @@ def profile_for(name: str, device_type: str) -> dict[str, Any] | None:
                         for k, v in prof.peak_tflops.items()},
         "bandwidth_gbps": prof.bandwidth_gbps,
         "l2_bytes": prof.l2_bytes.value, "compute_units": prof.compute_units.value,
+        "max_grid": prof.max_grid.value if prof.max_grid is not None else None,
         "source": f"knowledge/hardware/{prof.id}.yaml",
     }
 

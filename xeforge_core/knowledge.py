@@ -113,6 +113,8 @@ class HardwareProfile(_Strict):
     grf_modes: list[str] = Field(default_factory=list)
     grf_bytes_per_register: Sourced | None = None
     max_warps_per_workgroup: Sourced
+    #: most programs a launch grid may have on axis 0, 1 and 2
+    max_grid: Sourced | None = None
     peak_tflops: dict[str, Sourced]
     memory_bandwidth_gbps: Sourced
     memory_bytes: Sourced | None = None

@@ -442,7 +442,10 @@ def lint_autotune_grid_meta(ctx: LintContext) -> list[Hit]:
         if not tiles:
             continue
         for ln in ctx.facts.launches:
-            if ln.kernel == k.name and ln.grid_kind == "tuple":
+            # a fixed grid is wrong only when it counts tiles (cdiv, //): one program per row,
+            # looping over the columns inside, is right for every config
+            counts_tiles = any(op in (ln.grid or "") for op in ("cdiv", "//", "/"))
+            if ln.kernel == k.name and ln.grid_kind == "tuple" and counts_tiles:
                 hits.append(Hit(ln.line, f"{k.name} is autotuned over {', '.join(sorted(tiles))} but launched with the "
                                          f"fixed grid `{ln.grid}`", kernel=k.name))
             elif ln.kernel == k.name and ln.grid_kind == "lambda" and not ln.grid_uses_meta:
@@ -654,4 +657,25 @@ def lint_descriptor_boundary_check(ctx: LintContext) -> list[Hit]:
                 hits.append(Hit(c.lineno, f"{fn.name}: {c.func.value.id}.{c.func.attr}(..., boundary_check=...) - "
                                           "tensor descriptors take no boundary_check (out-of-bounds reads are padded)",
                                 kernel=fn.name))
+    return hits
+
+
+@_register
+def lint_masked_load_without_other(ctx: LintContext) -> list[Hit]:
+    """``tl.load(ptr, mask=...)`` (or a positional mask) with no ``other`` value, in a kernel."""
+    kernels = {k.name for k in ctx.facts.kernels}
+    hits: list[Hit] = []
+    for fn in walk(ctx.tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+            continue
+        for node in walk(fn):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"):
+                continue
+            names = {kw.arg for kw in node.keywords}
+            has_mask = "mask" in names or len(node.args) >= 2
+            has_other = "other" in names or len(node.args) >= 3
+            if has_mask and not has_other:
+                hits.append(Hit(node.lineno, f"{fn.name}: `{ast.unparse(node)[:80]}` masks lanes without `other`: "
+                                             "masked-off lanes hold undefined values, and a reduction, max or dot "
+                                             "over the tile reads them", kernel=fn.name))
     return hits

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from xeforge_core.session import Session, Version, device_label, format_speedup
+from xeforge_core.verdict import combine_speedups, speedup_call
 
 REPORT_FORMAT = 1
 
@@ -50,7 +51,19 @@ def _perf_of(session: Session, version: Version) -> dict[str, Any]:
         "parent_tflops": gmean(base_tflops),
         "reference_time_us": gmean([p.reference.median_us for p in perf if p.reference]),
         "suspect": "; ".join(p.suspect for p in perf if p.suspect),
+        "speedup_interval": list(verdict.speedup_interval) if verdict.speedup_interval else None,
     }
+
+
+def _call(speedups: list[tuple[float | None, list[float] | None]]) -> dict[str, Any]:
+    """The product of versions' speedups with its interval and the one rule's call on it
+    (``verdict.speedup_call``): ``{"speedup_low", "speedup_high", "call"}``."""
+    parts = [(s, *(iv if iv else (None, None))) for s, iv in speedups]
+    combined = combine_speedups(parts) if parts and all(s is not None for s, _ in speedups) else None  # type: ignore[arg-type]
+    if combined is None:
+        return {"speedup_low": None, "speedup_high": None, "call": speedup_call(None).text}
+    call = speedup_call(*combined)
+    return {"speedup_low": combined[1], "speedup_high": combined[2], "call": call.text}
 
 
 def _product(values: list[float | None]) -> float | None:
@@ -62,6 +75,20 @@ def _product(values: list[float | None]) -> float | None:
     return out
 
 
+def _cumulative_call(cumulative: float | None, stages: list[dict[str, Any]]) -> str | None:
+    """The one rule's call on the cumulative speedup: the stages' intervals combined as a
+    product (``verdict.combine_speedups``), their relative width applied to ``cumulative``."""
+    if cumulative is None:
+        return None
+    parts = [(st["speedup"], st.get("speedup_low"), st.get("speedup_high")) for st in stages
+             if st["speedup"] is not None and st["stage"] != "portability"]
+    combined = combine_speedups(parts) if parts else None
+    if combined is None or combined[1] is None or combined[2] is None:
+        return speedup_call(cumulative).text if parts else None
+    scale = cumulative / combined[0]
+    return speedup_call(cumulative, combined[1] * scale, combined[2] * scale).text
+
+
 def json_report(session: Session) -> dict[str, Any]:
     """The session report as a JSON-able dict.
 
@@ -71,7 +98,10 @@ def json_report(session: Session) -> dict[str, Any]:
     ``attempts``, ``candidates``), ``versions`` (per branch commit: kind, stage, engine,
     model, verdict, speedup, cumulative speedup, TFLOP/s, GB/s, times in µs),
     ``cumulative_speedup`` (``None``: not measured), ``speed_measured``, ``candidates`` (count
-    per status).
+    per status). Each speedup comes with ``call``, the text of ``verdict.speedup_call`` (faster,
+    slower or no measurable difference, from the verdicts' confidence intervals); stages also
+    give the product's ``speedup_low``/``speedup_high``, and ``cumulative_call`` is the call on
+    ``cumulative_speedup``.
     """
     history = session.history()
     stages_state = session.stages
@@ -85,7 +115,8 @@ def json_report(session: Session) -> dict[str, Any]:
             "candidate": v.candidate, "summary": v.summary, "note": v.trailers.get("Note"),
             "time": _dt.datetime.fromtimestamp(v.time, tz=_dt.timezone.utc).isoformat(),
             **{k: perf.get(k) for k in ("tflops", "gbps", "roofline_fraction", "time_us", "parent_time_us",
-                                        "parent_tflops", "reference_time_us")},
+                                        "parent_tflops", "reference_time_us", "speedup_interval")},
+            **(_call([(v.speedup, perf.get("speedup_interval"))]) if v.index else {"call": None}),
         })
     cand_records = session.candidates()
     stage_ids = list(session.plan)
@@ -99,6 +130,8 @@ def json_report(session: Session) -> dict[str, Any]:
         cands = [c for c in cand_records if c.stage == sid]
         outcome = entry.get("outcome") or {}
         speed = None if sid == "portability" else _product([v.speedup for v in in_stage]) if in_stage else None
+        call = _call([(v.speedup, versions[v.index].get("speedup_interval")) for v in in_stage]) \
+            if speed is not None else {"speedup_low": None, "speedup_high": None, "call": None}
         status = entry.get("status") or ("done" if in_stage else "pending")
         stages.append({
             "stage": sid,
@@ -107,6 +140,7 @@ def json_report(session: Session) -> dict[str, Any]:
             "versions": [v.sha for v in in_stage],
             "engines": sorted({v.engine for v in in_stage if v.engine}),
             "speedup": speed,
+            **call,
             "speed_measured": speed is not None,
             "verdicts": [v.verdict for v in in_stage],
             "iterations": outcome.get("iterations") or (max((c.iteration or 0 for c in cands), default=0) or None),
@@ -115,6 +149,7 @@ def json_report(session: Session) -> dict[str, Any]:
             "attempts": [{"candidate": c.id, "iteration": c.iteration, "engine": c.engine, "status": c.status,
                           "verdict": c.verdict.kind.value if c.verdict else None,
                           "speedup": c.verdict.speedup if c.verdict else None,
+                          "call": c.verdict.speed_call.text if c.verdict else None,
                           "reason": c.verdict.reason if c.verdict else ""} for c in cands],
             "tflops": next((versions[v.index]["tflops"] for v in reversed(in_stage)
                             if versions[v.index]["tflops"] is not None), None),
@@ -125,6 +160,7 @@ def json_report(session: Session) -> dict[str, Any]:
         counts[c.status] = counts.get(c.status, 0) + 1
     info = session.info
     speed_measured = any(v["speedup"] is not None for v in versions)
+    cumulative = (head.cumulative_speedup if len(history) > 1 else 1.0) if speed_measured else None
     try:
         warnings = list(session.problem("head").warnings)
     except Exception as exc:  # a report must not fail on a spec that no longer loads
@@ -145,7 +181,8 @@ def json_report(session: Session) -> dict[str, Any]:
         "stages": stages,
         "versions": versions,
         # nothing timed (the interpreter): no speedup to claim, not even 1.0
-        "cumulative_speedup": (head.cumulative_speedup if len(history) > 1 else 1.0) if speed_measured else None,
+        "cumulative_speedup": cumulative,
+        "cumulative_call": _cumulative_call(cumulative, stages),
         "speed_measured": speed_measured,
         "candidates": counts,
         "warnings": warnings,
@@ -178,7 +215,7 @@ def text_table(headers: list[str], rows: list[list[Any]]) -> str:
 
 def stage_rows(report: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """Headers and rows of the per-stage table of a :func:`json_report` dict."""
-    headers = ["stage", "status", "iterations", "verdict", "speedup", "TFLOP/s", "reason"]
+    headers = ["stage", "status", "iterations", "verdict", "speedup", "TFLOP/s", "reason", "call"]
     rows = []
     for s in report["stages"]:
         verdict = s["verdicts"][-1] if s["verdicts"] else (s["attempts"][-1]["verdict"] if s["attempts"] else "-")
@@ -186,7 +223,8 @@ def stage_rows(report: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         if s["stage"] == "portability" and s["versions"]:
             speed = "n/a (port)"
         rows.append([s["stage"], s["status"], s["iterations"] or "-", verdict or "-", speed,
-                     _fmt(s["tflops"]), _short(s["reason"], 90)])
+                     _fmt(s["tflops"]), _short(s["reason"], 90),
+                     (s.get("call") or "-") if s["stage"] != "portability" else "-"])
     return headers, rows
 
 
@@ -203,7 +241,8 @@ def markdown_report(session: Session, report: dict[str, Any] | None = None) -> s
     lines += [f"- Session: `{r['session']}` (`{r['path']}`)",
               f"- Device: {r['device']['label']}; target: {r['target']}",
               f"- Baseline: `{r['baseline'][:10]}`; final: `{r['final'][:10]}`",
-              f"- Cumulative speedup: **{format_speedup(r['cumulative_speedup'])}**"]
+              f"- Cumulative speedup: **{format_speedup(r['cumulative_speedup'])}**"
+              + (f" ({r['cumulative_call']})" if r.get("cumulative_call") else "")]
     if not r["speed_measured"]:
         lines.append("- Speed was not measured on this device (Triton's interpreter or no timing): "
                      "verdicts here establish correctness only.")
@@ -217,9 +256,9 @@ def markdown_report(session: Session, report: dict[str, Any] | None = None) -> s
     vrows = [[v["index"], f"`{v['short']}`", v["kind"], v["stage"] or "-", v["engine"] or "-", v["model"] or "-",
               v["verdict"] or "-", format_speedup(v["speedup"]) if v["index"] else "-",
               format_speedup(v["cumulative_speedup"]), _fmt(v["tflops"]), _fmt(v["time_us"], ".1f"),
-              _short(v["summary"], 70)] for v in r["versions"]]
+              _short(v["summary"], 70), v.get("call") or "-"] for v in r["versions"]]
     lines += [markdown_table(["#", "commit", "kind", "stage", "engine", "model", "verdict", "speedup",
-                              "cumulative", "TFLOP/s", "time µs", "summary"], vrows), ""]
+                              "cumulative", "TFLOP/s", "time µs", "summary", "call"], vrows), ""]
     attempts = [(s["stage"], a) for s in r["stages"] for a in s["attempts"]]
     if attempts:
         lines += ["## CoVeR attempts", ""]

@@ -18,6 +18,11 @@ Kinds (``VerdictKind``):
 * ``cheating``      an integrity rule was broken (``Finding.rule`` names which).
 * ``environment``   the *baseline* failed in the same environment: the fault is not the
                     candidate's (e.g. an incompatible numpy, a driver error).
+* ``inconclusive``  the candidate matches the truth, but the truth's output did not change
+                    while its inputs did (it ignores them), so matching it proves nothing.
+* ``inconsistent``  the candidate matches the reference, but the problem's own baseline does
+                    not: the problem is inconsistent (its baseline is wrong), and a speedup over
+                    that baseline means nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class VerdictKind(str, enum.Enum):
     WRONG_ANSWER = "wrong_answer"
     CHEATING = "cheating"
     ENVIRONMENT = "environment"
+    INCONCLUSIVE = "inconclusive"
+    INCONSISTENT = "inconsistent"
 
     @property
     def passed(self) -> bool:
@@ -149,6 +156,15 @@ class TimingStats:
     cv: float
     trials: int
     method: str = "events"
+    # -- how each sample was taken (worker/timing.py); defaults describe verdicts made before
+    #: calls of the callable inside one timed sample (a graph replay or back-to-back batch)
+    calls_per_sample: int = 1
+    #: host time to issue one call (µs): Python, the launch itself; ``None`` when not measured
+    host_us: float | None = None
+    #: samples taken again because the host was still issuing the call when timing started
+    late: int = 0
+    #: ``flushed`` (L2 written over before every sample) or ``warm`` (back-to-back calls)
+    l2: str = ""
 
 
 @dataclass
@@ -172,6 +188,38 @@ class PerformanceResult:
     roofline_fraction: float | None = None
     launch_bound: bool = False
     suspect: str = ""
+    # -- the speedup's uncertainty and how it was timed (worker/timing.py); see speedup_call()
+    #: lower / upper end of the speedup's confidence interval (``None``: not measured)
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    #: confidence level of that interval (0.95: 95 %)
+    confidence: float = 0.95
+    #: how the interval was computed, e.g. ``paired bootstrap of the ratio of medians``
+    interval_method: str = ""
+    #: why the timing method (``baseline.method``) was chosen, from the measured costs
+    method_reason: str = ""
+    #: milliseconds of untimed interleaved samples run before the trials (steady clocks), and
+    #: whether the per-block medians had stopped moving by then
+    settle_ms: float | None = None
+    steady: bool | None = None
+    #: what the baseline is: ``baseline`` (a Triton kernel) or ``eager`` (the PyTorch reference
+    #: itself, for a KernelBench / KernelAgent problem: the speedup is then over eager PyTorch)
+    baseline_label: str = "baseline"
+
+    @property
+    def call(self) -> SpeedupCall:
+        """Faster, slower or no measurable difference, by :func:`speedup_call` (the one rule)."""
+        return speedup_call(self.speedup, self.speedup_low, self.speedup_high, self.confidence)
+
+    @property
+    def eager_speedup(self) -> float | None:
+        """Speedup over eager PyTorch: the speedup itself when the baseline is eager, else
+        reference median / candidate median when the reference was timed, else ``None``."""
+        if self.baseline_label == "eager":
+            return self.speedup
+        if self.reference is not None and self.candidate.median_us > 0:
+            return self.reference.median_us / self.candidate.median_us
+        return None
 
 
 @dataclass
@@ -210,6 +258,10 @@ class Verdict:
     device: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
+    #: per worker job (``baseline``, ``candidate``, ``timing``): ``peak_device_bytes`` (torch's
+    #: allocator peak), ``peak_host_rss_bytes`` (the job's process group, polled on GPUs) and
+    #: ``seconds`` of wall time
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -225,6 +277,27 @@ class Verdict:
         for v in values:
             product *= v
         return product ** (1.0 / len(values))
+
+    # -- the one faster / slower / no-measurable-difference rule, over all timed variants
+    @property
+    def speedup_interval(self) -> tuple[float, float] | None:
+        """Confidence interval of :attr:`speedup` (the geometric mean over the variants), by
+        :func:`combine_speedups`; ``None`` if nothing was timed or a variant has no interval."""
+        parts = [(p.speedup, p.speedup_low, p.speedup_high) for p in self.performance
+                 if p.speedup and p.speedup > 0]
+        combined = combine_speedups(parts, geometric_mean=True) if parts else None
+        if combined is None or combined[1] is None or combined[2] is None:
+            return None
+        return combined[1], combined[2]
+
+    @property
+    def speed_call(self) -> SpeedupCall:
+        """The verdict's faster / slower / no measurable difference call (:func:`speedup_call`
+        on :attr:`speedup` and :attr:`speedup_interval`); ``not_measured`` without timings."""
+        interval = self.speedup_interval
+        confidence = min((p.confidence for p in self.performance), default=SPEEDUP_CONFIDENCE)
+        return speedup_call(self.speedup, interval[0] if interval else None,
+                            interval[1] if interval else None, confidence)
 
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
@@ -260,6 +333,163 @@ class Verdict:
                 f"{p.candidate.median_us:.1f} µs, speedup {p.speedup:.2f}x"
             )
         return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Speedup calls: the one rule that says "faster", "slower" or "no measurable difference".
+# The CLI, the workbench, the CoVeR loop, batch summaries and reports all call speedup_call().
+
+#: Confidence level of the speedup intervals the timing worker reports (95 %).
+SPEEDUP_CONFIDENCE = 0.95
+
+#: Half-width, as a fraction of the speedup, of the band assumed around a speedup that carries
+#: no interval (a verdict recorded before intervals were measured, or a test's bare number):
+#: 3 %, the noise threshold the CoVeR loop applied to such speedups before (its
+#: ``DEFAULT_MIN_SPEEDUP`` of 1.03).
+ASSUMED_NOISE_BAND = 0.03
+
+
+class SpeedupKind(str, enum.Enum):
+    """What a speedup and its interval establish (see :func:`speedup_call`)."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    NO_DIFFERENCE = "no_difference"
+    NOT_MEASURED = "not_measured"
+
+
+def _x(value: float) -> str:
+    """A speedup as text: three decimals below 2x (where the interval is narrow), two above."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"{value}x"
+    return f"{value:.3f}x" if value < 2 else f"{value:.2f}x"
+
+
+@dataclass(frozen=True)
+class SpeedupCall:
+    """The call on one speedup: ``kind``, the speedup (baseline time / candidate time) and the
+    interval it was judged on (``low``..``high`` at ``confidence``). ``assumed`` is true when no
+    interval was measured and the :data:`ASSUMED_NOISE_BAND` stood in for one."""
+
+    kind: SpeedupKind
+    speedup: float | None = None
+    low: float | None = None
+    high: float | None = None
+    confidence: float = SPEEDUP_CONFIDENCE
+    assumed: bool = False
+
+    @property
+    def faster(self) -> bool:
+        return self.kind is SpeedupKind.FASTER
+
+    @property
+    def slower(self) -> bool:
+        return self.kind is SpeedupKind.SLOWER
+
+    @property
+    def margin_pct(self) -> float | None:
+        """How far the interval reaches from 1, in percent (the ``x`` of "no measurable
+        difference (±x%)"): ``max(high - 1, 1 - low) * 100``; ``None`` when not measured."""
+        if self.low is None or self.high is None:
+            return None
+        return max(self.high - 1.0, 1.0 - self.low) * 100.0
+
+    def _ci(self) -> str:
+        if self.assumed:
+            return f"no interval measured; ±{ASSUMED_NOISE_BAND * 100:g}% assumed"
+        return f"{self.confidence * 100:g}% CI {_x(self.low or 0.0)}-{_x(self.high or 0.0)}"
+
+    @property
+    def text(self) -> str:
+        """One phrase: ``1.842x faster (95% CI 1.801x-1.880x)``, ``slower: 0.912x (95% CI
+        0.903x-0.921x)``, ``no measurable difference (±1.5%)`` or ``not measured``."""
+        if self.kind is SpeedupKind.NOT_MEASURED or self.speedup is None:
+            return "not measured"
+        if self.kind is SpeedupKind.FASTER:
+            return f"{_x(self.speedup)} faster ({self._ci()})"
+        if self.kind is SpeedupKind.SLOWER:
+            return f"slower: {_x(self.speedup)} ({self._ci()})"
+        margin = self.margin_pct or 0.0
+        return f"no measurable difference (±{margin:.2g}%)" if margin < 1 else \
+            f"no measurable difference (±{margin:.1f}%)"
+
+    @property
+    def short(self) -> str:
+        """A badge: ``1.84x faster``, ``0.91x slower`` or ``no measurable difference (±1.5%)``."""
+        if self.kind is SpeedupKind.FASTER:
+            return f"{self.speedup:.2f}x faster"
+        if self.kind is SpeedupKind.SLOWER:
+            return f"{self.speedup:.2f}x slower"
+        return self.text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "speedup": self.speedup, "low": self.low, "high": self.high,
+                "confidence": self.confidence, "assumed": self.assumed, "text": self.text}
+
+
+def _finite_positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value > 0
+
+
+def speedup_call(speedup: float | None, low: float | None = None, high: float | None = None,
+                 confidence: float = SPEEDUP_CONFIDENCE) -> SpeedupCall:
+    """THE rule: a candidate is *faster* only when the whole confidence interval of its speedup
+    lies above 1 (``low > 1``), *slower* only when it lies below 1 (``high < 1``), and otherwise
+    there is *no measurable difference*; the interval excluding 1 is the usual reading of a
+    confidence interval as a two-sided test at level ``1 - confidence`` (e.g. Wasserman, *All
+    of Statistics*, 2004, §10.1: a test rejects when the interval excludes the null value).
+
+    ``speedup`` is baseline time / candidate time (> 1: the candidate is faster); ``low`` and
+    ``high`` the interval's ends (any order; an interval that leaves out ``speedup`` is widened
+    to hold it). Without a usable interval (``None``, NaN, not positive) the band
+    ``speedup x (1 ± ASSUMED_NOISE_BAND)`` stands in for it and the call says so
+    (``assumed``). ``speedup`` ``None``, NaN or not positive: ``not_measured``. An infinite
+    speedup (a candidate timed at 0 µs) is faster when its interval allows it; the timing
+    worker flags such a result as suspect."""
+    if not _finite_positive(speedup):
+        return SpeedupCall(SpeedupKind.NOT_MEASURED, None, None, None, confidence)
+    s = float(speedup)  # type: ignore[arg-type]
+    assumed = not (_finite_positive(low) and _finite_positive(high))
+    if assumed:
+        lo, hi = s * (1.0 - ASSUMED_NOISE_BAND), s * (1.0 + ASSUMED_NOISE_BAND)
+    else:
+        lo, hi = sorted((float(low), float(high)))  # type: ignore[arg-type]
+        lo, hi = min(lo, s), max(hi, s)
+    if lo > 1.0:
+        kind = SpeedupKind.FASTER
+    elif hi < 1.0:
+        kind = SpeedupKind.SLOWER
+    else:
+        kind = SpeedupKind.NO_DIFFERENCE
+    return SpeedupCall(kind, s, lo, hi, confidence, assumed)
+
+
+def combine_speedups(parts: list[tuple[float, float | None, float | None]], *,
+                     geometric_mean: bool = False) -> tuple[float, float | None, float | None] | None:
+    """The product (or, with ``geometric_mean``, the geometric mean) of independent speedups
+    ``(speedup, low, high)``, with an interval: on the log scale the centre is the sum (mean)
+    of the logs and the half-widths add in quadrature, as the variances of independent
+    estimates do (the delta method; e.g. Casella & Berger, *Statistical Inference*, 2nd ed.,
+    2002, §5.5.4), the lower and upper half-widths separately so an asymmetric interval stays
+    so. One part comes back as it is. Returns ``(speedup, low, high)``, ``low``/``high``
+    ``None`` when any part lacks an interval, or ``None`` when ``parts`` is empty or holds a
+    speedup that is not a positive number."""
+    import math
+
+    if not parts or not all(_finite_positive(p[0]) for p in parts):
+        return None
+    if len(parts) == 1:
+        s, lo, hi = parts[0]
+        ok = _finite_positive(lo) and _finite_positive(hi)
+        return float(s), (min(lo, hi) if ok else None), (max(lo, hi) if ok else None)  # type: ignore[type-var]
+    n = len(parts) if geometric_mean else 1
+    centre = sum(math.log(p[0]) for p in parts) / n
+    if not all(_finite_positive(p[1]) and _finite_positive(p[2]) for p in parts) \
+            or any(math.isinf(p[0]) for p in parts):
+        return math.exp(centre), None, None
+    down = math.sqrt(sum(max(0.0, math.log(p[0]) - math.log(min(p[1], p[2]))) ** 2 for p in parts)) / n
+    up = math.sqrt(sum(max(0.0, math.log(max(p[1], p[2])) - math.log(p[0])) ** 2 for p in parts)) / n
+    return math.exp(centre), math.exp(centre - down), math.exp(centre + up)
 
 
 def _to_plain(obj: Any) -> Any:

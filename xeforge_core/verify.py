@@ -48,8 +48,11 @@ from typing import Any
 from xeforge_core import runner
 from xeforge_core.cache import VerdictCache, cache_root, library_versions, stable_hash, verdict_key
 from xeforge_core.cache import worker_code_version as _worker_code_version
+from xeforge_core.coverage import derive_grid_variant, grid_probe_variant
 from xeforge_core.devices import DeviceInfo, detect_device
-from xeforge_core.verdict import Step, StepStatus, Verdict, VerdictKind
+from xeforge_core.problem.module import entry_point
+from xeforge_core.problem.scaling import estimate_input_bytes
+from xeforge_core.verdict import Finding, Step, StepStatus, Verdict, VerdictKind
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
 #: a flaky driver, an environment later fixed).
@@ -58,6 +61,14 @@ CACHEABLE_KINDS = frozenset({VerdictKind.OK, VerdictKind.COMPILE_ERROR, VerdictK
 
 #: How many saved baseline output directories are kept (least recently used are removed).
 BASELINE_CACHE_ENTRIES = 48
+
+#: Largest published input (elements) checked in the interpreter when the reduced sizes fail.
+PUBLISHED_ON_CPU_ELEMENTS = 1 << 22
+
+#: Inputs of at least this many bytes are made on the device (``get_inputs()`` and the model's
+#: constructor run under ``torch.device``), so a published KernelBench size never passes
+#: through host memory.
+LARGE_INPUT_BYTES = 256 << 20
 
 NOT_MEASURED_INTERPRETER = (
     "not measured: interpreter (kernels ran in Triton's CPU interpreter, which checks "
@@ -117,7 +128,13 @@ class VerifyOptions:
         rtol / atol: tolerance override (``None``: dtype-aware defaults of the worker or the
             variant's own).
         lints: knowledge-base lint findings (``Finding`` dicts) the worker adds to the
-            structure step.
+            structure step; ``None`` (the default): every lint of the knowledge base that applies
+            to ``target`` runs on the candidate (``kb_findings``), with its rule id, line and fix.
+        target: the target the lints apply to (``xpu`` or ``cuda``); ``None``: the run
+            device's (``xpu`` on cpu, the product's target).
+        grid_coverage: derive a larger variant when a launch-grid axis that grows with the
+            input ran with fewer than ``MIN_PROGRAMS`` programs at every checked size, and check
+            the candidate there too.
         warmup_ms / rep_ms: timing budget per callable, milliseconds.
         exit_grace_s: seconds a worker may take to exit after writing its result.
         lock_dir: directory of the device timing locks (``None``: ``default_lock_dir()``).
@@ -140,7 +157,9 @@ class VerifyOptions:
     allow_shape_change: bool = False
     rtol: float | None = None
     atol: float | None = None
-    lints: list[dict[str, Any]] = field(default_factory=list)
+    lints: list[dict[str, Any]] | None = None
+    target: str | None = None
+    grid_coverage: bool = True
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
     exit_grace_s: float = runner.DEFAULT_EXIT_GRACE_S
@@ -192,18 +211,38 @@ def _forwarder(role: str, on_progress: ProgressFn | None) -> Callable[[dict[str,
     return forward
 
 
-def _class_name(source: str, preferred: str) -> str:
-    """The class the harness should instantiate in ``source``: ``preferred`` if defined, else
-    ``ModelNew``, else ``Model``; ``preferred`` when the source does not parse."""
+def _defines(source: str, name: str) -> bool:
+    """Whether ``source`` defines a module-level function ``name`` (statically)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return preferred
-    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    for name in (preferred, "ModelNew", "Model"):
-        if name in names:
-            return name
-    return preferred
+        return False
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body)
+
+
+def kb_findings(source: str, target: str, problem: Any = None, *, baseline_source: str | None = None
+                ) -> list[dict[str, Any]]:
+    """Every knowledge-base lint of ``target`` that fires on ``source``, as ``Finding`` dicts
+    (rule ``kb:<id>``, message with the rule's suggested fix, severity, line). Rules the
+    baseline breaks as well are downgraded to warnings: a candidate is not held to more than
+    its baseline. A module that does not parse gives none (the worker reports the syntax error
+    with its line)."""
+    from xeforge_core.analysis import analyze
+
+    def issues(text: str) -> list[Any]:
+        return [i for i in analyze(text, target, problem).issues if i.rule_id != "syntax"]
+
+    shared = {i.rule_id for i in issues(baseline_source)} if baseline_source else set()
+    out = []
+    for issue in issues(source):
+        severity = issue.severity
+        message = issue.message + (f". Fix: {issue.fix}" if issue.fix else "")
+        if severity == "error" and issue.rule_id in shared:
+            severity = "warning"
+            message += " (the baseline does the same, so it is not held against the candidate)"
+        out.append({"rule": f"kb:{issue.rule_id}", "message": message, "severity": severity,
+                    "line": issue.line})
+    return out
 
 
 def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) -> list[Any]:
@@ -224,11 +263,18 @@ def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) 
                 chosen.append(odd)
             else:
                 chosen.append(problem.variant(name))
+    if problem.spec is None and "module-small" in problem.module_variants and \
+            [v.name for v in chosen] == ["module"]:
+        # the published sizes on request: the integrity checks (which keep copies of inputs and
+        # outputs) run at the reduced size first, so memory stays near the problem's footprint
+        chosen.insert(0, problem.module_variants["module-small"])
     if include_odd:
+        from xeforge_core.problem.scaling import odd_module_variant
+
         for v in list(chosen):
-            if v.name.endswith("-odd"):
-                continue
-            odd = odd_size_variant(problem, v) if problem.spec is not None else None
+            if v.name.endswith("-odd") or (v.name == "module" and names is not None):
+                continue  # published sizes asked for by name are checked as given
+            odd = odd_size_variant(problem, v) if problem.spec is not None else odd_module_variant(problem, v)
             if odd is not None:
                 chosen.append(odd)
     seen: set[str] = set()
@@ -295,6 +341,10 @@ def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -
     verdict.stdout = outcome.stdout
     verdict.stderr = outcome.stderr
     verdict.warnings = list(verdict.warnings) + list(outcome.warnings)
+    role = label.split()[0]
+    entry = dict(verdict.resources.get(role) or {})
+    entry.update({"peak_host_rss_bytes": outcome.peak_rss_bytes or None, "seconds": round(outcome.seconds, 3)})
+    verdict.resources = {role: entry}
     return verdict
 
 
@@ -334,16 +384,51 @@ class _Run:
         self.cleanup: list[Path] = []
         self.correctness = _resolve_variants(problem, opts.variants, opts.include_odd_size)
         self.performance = _performance_variants(problem, device, opts)
-        self.candidate_module = {
-            "source": candidate_source, "filename": "candidate.py",
-            "class_name": _class_name(candidate_source, problem.kernel.class_name),
-            "label": "candidate",
-        }
+        entry, name = entry_point(candidate_source, problem.kernel.class_name)
+        self.candidate_module = {"source": candidate_source, "filename": "candidate.py", "class_name": name,
+                                 "label": "candidate", "entry": entry}
         baseline = problem.kernel.to_data()
         baseline["label"] = "baseline"
         self.baseline_module = baseline
         self.reference_module = problem.reference.to_data() if problem.reference is not None else None
         self.spec_data = problem.spec.to_data() if problem.spec is not None else None
+        self.warnings: list[str] = []
+        self.inputs_module = problem.inputs.to_data() if problem.inputs is not None else None
+        if problem.spec is None and self.inputs_module is None and _defines(candidate_source, "get_inputs"):
+            self.inputs_module = {"source": candidate_source, "filename": "candidate_inputs.py",
+                                  "class_name": "Model", "label": "inputs"}
+            self.warnings.append("neither the problem nor its reference defines get_inputs(): the candidate's own "
+                                 "get_inputs() builds the inputs")
+        self.target = opts.target or (device.type if device.type in ("xpu", "cuda") else "xpu")
+        if opts.lints is not None:
+            self.lints = list(opts.lints)
+        else:
+            base_src = None if problem.eager_baseline else problem.kernel.source
+            self.lints = kb_findings(candidate_source, self.target, problem, baseline_source=base_src)
+
+    def grid_limits(self) -> list[int] | None:
+        """Programs allowed per launch-grid axis: the run device's profile, else (in the
+        interpreter) the target's, so a grid the target would refuse is caught on cpu too."""
+        limits = (self.device.profile or {}).get("max_grid")
+        if limits or not self.device.interpreter:
+            return limits
+        from xeforge_core.knowledge import load_knowledge
+
+        for prof in load_knowledge().profiles.values():
+            if prof.target == self.target and prof.supported and prof.max_grid is not None:
+                return list(prof.max_grid.value)  # type: ignore[arg-type]
+        return None
+
+    def variant_data(self, variant: Any) -> dict[str, Any]:
+        """``variant.to_data()`` plus ``inputs_on_device`` for problems whose inputs are large
+        (``LARGE_INPUT_BYTES``): their inputs and parameters are then made on the device."""
+        data = variant.to_data()
+        total = variant.bytes
+        if total is None and self.problem.inputs is not None:
+            got = estimate_input_bytes(self.problem.inputs.source, variant.overrides or None)
+            total = got[1] if got else None
+        data["inputs_on_device"] = bool(total and total >= LARGE_INPUT_BYTES)
+        return data
 
     def job_options(self, role: str) -> dict[str, Any]:
         """The job's ``options``; the knowledge-base lints concern the candidate only."""
@@ -353,21 +438,48 @@ class _Run:
             "rtol": o.rtol, "atol": o.atol, "l2_bytes": self.device.l2_bytes,
             "warmup_ms": o.warmup_ms, "rep_ms": o.rep_ms, "lock_dir": str(self.lock_dir),
             "lock_key": self.device.lock_key(),
-            "lints": list(o.lints) if role == "candidate" else [],
+            "lints": list(self.lints) if role == "candidate" else [],
             "device_profile": self.device.profile, "device_name": self.device.name,
             "force_timing": o.force_timing,
+            "grid_limits": self.grid_limits(),
         }
 
     def job(self, role: str, module: dict[str, Any], *, expected_dir: str | None = None,
-            baseline: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {
+            baseline: dict[str, Any] | None = None, variants: list[Any] | None = None,
+            seeds: list[int] | None = None, distributions: list[str] | None = None,
+            grid_probe: Any = None) -> dict[str, Any]:
+        job = {
             "role": role, "device": self.device.type, "module": module, "baseline": baseline,
-            "reference": self.reference_module, "spec": self.spec_data,
-            "correctness_variants": [v.to_data() for v in self.correctness],
-            "performance_variants": [v.to_data() for v in self.performance] if role == "timing" else [],
-            "seeds": self.opts.seed_list(), "distributions": list(self.opts.distributions),
+            "reference": self.reference_module, "spec": self.spec_data, "inputs": self.inputs_module,
+            "baseline_is_reference": self.problem.eager_baseline,
+            "correctness_variants": [self.variant_data(v) for v in (variants or self.correctness)],
+            "performance_variants": [self.variant_data(v) for v in self.performance] if role == "timing" else [],
+            "seeds": seeds or self.opts.seed_list(),
+            "distributions": distributions or list(self.opts.distributions),
             "expected_dir": expected_dir, "options": self.job_options(role),
         }
+        if role == "timing" and self.problem.eager_baseline:
+            job["reference"] = None  # the baseline is the reference: it is timed once, as "eager"
+        if grid_probe is not None:
+            job["grid_probe"] = self.variant_data(grid_probe)
+        return job
+
+    def use_published_sizes(self) -> bool:
+        """Replace a reduced ``module-small`` correctness variant with the published sizes
+        (``module``), where those can run here: on a GPU, or in the interpreter when the
+        published inputs are small enough (``PUBLISHED_ON_CPU_ELEMENTS``). True if replaced."""
+        names = [v.name for v in self.correctness]
+        if "module-small" not in names or "module" in names:
+            return False
+        if self.device.interpreter:
+            from xeforge_core.problem.scaling import variant_input_elements
+
+            published = variant_input_elements(self.problem, self.problem.variant("module"))
+            if published is None or published > PUBLISHED_ON_CPU_ELEMENTS:
+                return False
+        self.correctness = [self.problem.variant("module") if v.name == "module-small" else v
+                            for v in self.correctness]
+        return True
 
     def drop_derived_variants(self) -> bool:
         """Remove the ``-odd`` copies this run derived (not those the spec names); True if any."""
@@ -402,17 +514,18 @@ class _Run:
         _say(self.on_progress, f"{role}: finished in {outcome.seconds:.1f} s")
         return outcome
 
-    def baseline_key(self) -> str:
-        job = self.job("baseline", self.baseline_module, expected_dir=None)
+    def baseline_key(self, **job_kwargs: Any) -> str:
+        job = self.job("baseline", self.baseline_module, expected_dir=None, **job_kwargs)
         job["options"] = {k: v for k, v in job["options"].items() if k not in ("lock_dir",)}
         return stable_hash({"what": "baseline", "job": job, "device": self.device.fingerprint_key(),
                             "versions": library_versions(), "worker": _worker_code_version()})[:32]
 
-    def baseline(self) -> tuple[Verdict, Path, bool]:
-        """Run (or reuse) the baseline job. Returns (verdict, its job dir, reused?); the
-        expected outputs are in ``<job dir>/expected``."""
+    def baseline(self, **job_kwargs: Any) -> tuple[Verdict, Path, bool]:
+        """Run (or reuse) the baseline job (``job_kwargs``: other variants, seeds or
+        distributions than the run's). Returns (verdict, its job dir, reused?); the expected
+        outputs are in ``<job dir>/expected``."""
         root = cache_root() / "baselines"
-        key = self.baseline_key()
+        key = self.baseline_key(**job_kwargs)
         final = root / key
         if self.opts.use_cache and (final / "result.json").exists():
             outcome = runner.WorkerOutcome(result=None, returncode=0)
@@ -429,7 +542,7 @@ class _Run:
         else:
             job_dir = runner.new_job_dir("xeforge-baseline-")
         self.cleanup.append(job_dir)
-        job = self.job("baseline", self.baseline_module, expected_dir=str(job_dir / "expected"))
+        job = self.job("baseline", self.baseline_module, expected_dir=str(job_dir / "expected"), **job_kwargs)
         outcome = self.run("baseline", job, job_dir)
         verdict = _outcome_verdict(outcome, "baseline", self.baseline_module["filename"])
         for scratch in ("tmp", "triton-cache"):
@@ -513,7 +626,8 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             reference_source=problem.reference.source if problem.reference is not None else None,
             spec=run.spec_data, correctness_variants=[v.to_data() for v in run.correctness],
             performance_variants=[v.to_data() for v in run.performance],
-            options=opts.result_affecting(), device_key=device.fingerprint_key(),
+            options={**opts.result_affecting(), "lints": run.lints, "target": run.target},
+            device_key=device.fingerprint_key(),
         )
         try:
             cache = VerdictCache()
@@ -580,6 +694,14 @@ def _verify_uncached(run: _Run) -> Verdict:
         if base.kind is VerdictKind.OK:
             base.warnings.insert(0, f"the baseline fails on the non-power-of-two copy of its variants "
                                     f"({first}); correctness is checked on the spec's own variants only")
+    if base.kind in _RETRY_WITHOUT_DERIVED and run.use_published_sizes():
+        # the reduced sizes are ours, not the problem's: a problem whose sizes are tied together in
+        # ways the reduction missed is checked at its published sizes instead
+        first = (base.reason or base.kind.value).splitlines()[0][:300]
+        base, base_dir, reused = run.baseline()
+        if base.kind is VerdictKind.OK:
+            base.warnings.insert(0, f"the problem does not run at reduced sizes ({first}); correctness is "
+                                    "checked at its published sizes")
     if base.kind is not VerdictKind.OK:
         return _environment_verdict(base, device)
     run.check_cancel()
@@ -587,17 +709,25 @@ def _verify_uncached(run: _Run) -> Verdict:
     cand_dir = runner.new_job_dir("xeforge-candidate-")
     run.cleanup.append(cand_dir)
     expected_dir = str(base_dir / "expected")
+    probe = grid_probe_variant(run.problem, run.correctness[0]) if run.opts.grid_coverage else None
     cand_job = run.job("candidate", run.candidate_module, expected_dir=expected_dir,
-                       baseline=run.baseline_module)
+                       baseline=run.baseline_module, grid_probe=probe)
     outcome = run.run("candidate", cand_job, cand_dir)
     verdict = _outcome_verdict(outcome, "candidate", "candidate.py")
-    verdict.warnings = [f"baseline: {w}" for w in base.warnings] + verdict.warnings
+    verdict.warnings = run.warnings + [f"baseline: {w}" for w in base.warnings] + verdict.warnings
+    verdict.resources = {**base.resources, **verdict.resources}
     if reused:
         for step in verdict.steps:
             step.evidence.setdefault("baseline", "reused saved baseline outputs")
+    seen = {(f.rule, f.line) for f in verdict.findings}
+    verdict.findings += [Finding(rule=d["rule"], message=d["message"], severity=d.get("severity", "warning"),
+                                 line=d.get("line")) for d in run.lints if (d["rule"], d.get("line")) not in seen]
+    if verdict.kind in _PASSING and probe is not None:
+        verdict = _check_grid_coverage(run, verdict)
+    _explain_tf32(verdict)
 
     verdict.steps = [s for s in verdict.steps if s.name != "performance"]
-    if verdict.kind is not VerdictKind.OK:
+    if verdict.kind not in _PASSING:
         verdict.steps.append(Step(name="performance", status=StepStatus.SKIPPED,
                                   summary="skipped: the candidate did not pass"))
         return verdict
@@ -617,11 +747,82 @@ def _verify_uncached(run: _Run) -> Verdict:
                          expected_dir=expected_dir)
     t_outcome = run.run("timing", timing_job, timing_dir)
     timing = _outcome_verdict(t_outcome, "timing", "candidate.py")
+    if run.problem.eager_baseline:
+        for p in timing.performance:
+            p.baseline_label = "eager"
     return _merge_timing(verdict, timing, t_outcome)
+
+
+#: Verdict kinds whose candidate matched the truth (timing still tells the speedup).
+_PASSING = {VerdictKind.OK, VerdictKind.INCONSISTENT}
+
+
+def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
+    """Derive a larger variant when a growing grid axis ran with too few programs (see
+    ``xeforge_core.coverage``), and check the candidate there against the truth: the baseline
+    job saves the truth's outputs at that size (one seed, normal inputs), then a candidate job
+    compares. The derived variant is named in the verdict either way."""
+    step = verdict.step("correctness")
+    if step is None:
+        return verdict
+    probe = step.evidence.get("probe") or {}
+    if "error" in probe:
+        verdict.warnings.append(f"grid probe at {probe.get('variant')}: the candidate failed there "
+                                f"({probe['error']}); launch-grid coverage is not known")
+        return verdict
+    base_variant = run.correctness[0]
+    derived, why = derive_grid_variant(run.problem, base_variant, step.evidence.get("grids") or {},
+                                       probe.get("grids") or {}, device_type=run.device.type)
+    if derived is None:
+        if why:
+            verdict.warnings.append(f"launch-grid coverage: {why}")
+        return verdict
+    _say(run.on_progress, f"grid coverage: checking {derived.name}")
+    one = {"variants": [derived], "seeds": [run.opts.seed_list()[0]], "distributions": ["normal"]}
+    base, base_dir, _ = run.baseline(**one)
+    if base.kind is not VerdictKind.OK:
+        verdict.warnings.append(f"launch-grid coverage: {why}; but the baseline fails at {derived.name} "
+                                f"({(base.reason or base.kind.value).splitlines()[0][:200]}), so it was not checked")
+        return verdict
+    cand_dir = runner.new_job_dir("xeforge-candidate-")
+    run.cleanup.append(cand_dir)
+    job = run.job("candidate", run.candidate_module, expected_dir=str(base_dir / "expected"),
+                  baseline=run.baseline_module, **one)
+    extra = _outcome_verdict(run.run("candidate", job, cand_dir), "candidate", "candidate.py")
+    verdict.correctness += extra.correctness
+    dims = derived.dims or derived.overrides
+    shown = ", ".join(f"{k}={v}" for k, v in dims.items())
+    note = f"derived variant {derived.name} ({shown}): {why}"
+    if extra.kind in _PASSING or extra.kind is VerdictKind.INCONCLUSIVE:
+        step.summary += f"; also at derived variant {derived.name} ({shown}) for launch-grid coverage"
+        step.evidence["derived_variant"] = {"name": derived.name, "dims": dims, "why": why}
+        return verdict
+    extra.reason = f"{extra.reason} [{note}]"
+    extra.warnings = verdict.warnings + extra.warnings
+    extra.findings = verdict.findings + [f for f in extra.findings if f not in verdict.findings]
+    extra.correctness = verdict.correctness
+    extra.steps = [s for s in verdict.steps if s.name in ("compile", "structure")] + \
+        [s for s in extra.steps if s.name not in ("compile", "structure")]
+    return extra
+
+
+def _explain_tf32(verdict: Verdict) -> None:
+    """Add the measured error against the reference to a ``fp32_dot_tf32`` finding."""
+    for f in verdict.findings:
+        if f.rule != "fp32_dot_tf32":
+            continue
+        worst = max((o.max_rel_error for r in verdict.correctness if r.against == "reference"
+                     for o in r.outputs if o.max_rel_error is not None), default=None)
+        worst_abs = max((o.max_abs_error for r in verdict.correctness if r.against == "reference"
+                         for o in r.outputs if o.max_abs_error is not None), default=None)
+        if worst_abs is not None:
+            f.message += (f" (measured against the reference here: max abs error {worst_abs:.3g}, max rel "
+                          f"error {worst:.3g})")
 
 
 def _merge_timing(verdict: Verdict, timing: Verdict, outcome: runner.WorkerOutcome) -> Verdict:
     verdict.performance = list(timing.performance)
+    verdict.resources.update(timing.resources)
     perf_steps = [s for s in timing.steps if s.name == "performance"]
     if outcome.queued_s > 0.05:
         verdict.warnings.append(f"timing waited {outcome.queued_s:.1f} s for the device lock "

@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
             write_csv(sorted(done_rows, key=lambda r: r.kernel), args.out)
             state = "error: " + row.error if row.error else "done"
             speed = f"{row.final_speedup:.3f}x" if row.final_speedup is not None else "not measured"
-            print(f"== {row.kernel} on {row.device}: {state}; final speedup {speed} ({row.seconds:.0f} s)",
+            call = f", {row.final_call}" if row.final_call else ""
+            print(f"== {row.kernel} on {row.device}: {state}; final speedup {speed}{call} ({row.seconds:.0f} s)",
                   file=err, flush=True)
 
     class _PerKernel:
@@ -118,9 +119,9 @@ def run(args: argparse.Namespace) -> int:
         print("\ninterrupted; finished kernels keep their sessions", file=err)
         return 130
     out = write_csv(rows, args.out)
-    headers = ["kernel", "device", "stages", "final speedup", "error"]
+    headers = ["kernel", "device", "stages", "final speedup", "call", "error"]
     table = [[r.kernel, r.device, " ".join(f"{s}:{r.status.get(s, '-')}" for s in r.stages),
-              f"{r.final_speedup:.3f}x" if r.final_speedup is not None else "not measured",
+              f"{r.final_speedup:.3f}x" if r.final_speedup is not None else "not measured", r.final_call or "-",
               (r.error[:80] + "…") if len(r.error) > 80 else r.error or "-"] for r in rows]
     print(text_table(headers, table))
     print(f"\nsummary: {Path(out).resolve()}")

@@ -33,6 +33,7 @@ examples:
   xeforge ir sample_kernels/07_gemm_fp32_upcast.py --stage ttgir
   xeforge ir kernel.py --target gfx942 --stage amdgcn
   xeforge ir kernel.py --diff candidate.py --stage ttir
+  xeforge ir solution.py --problem problem.py     # a KernelBench ModelNew or KernelAgent kernel_function
 """
 
 
@@ -54,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--stage", "-s", default="ttgir", choices=["ttir", "ttgir", "llir", "ptx", "amdgcn", "spirv"],
                    help="IR stage to print (default: ttgir)")
     p.add_argument("--spec", metavar="S", help="Xe-Forge YAML spec (default: KERNEL's sibling .yaml)")
+    p.add_argument("--problem", metavar="P", default=None,
+                   help="the problem KERNEL solves (a KernelBench or KernelAgent problem file, as in "
+                        "`xeforge verify P KERNEL`): its get_inputs() and Model are used")
     p.add_argument("--variant", metavar="V", default=None,
                    help="spec variant whose shapes the launch is recorded with (default: the benchmark variant)")
     p.add_argument("--kernel-name", metavar="NAME", default=None, help="print only this kernel")
@@ -82,7 +86,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = get_target(args.target)
         config = None if str(args.config).lower() == "all" else int(args.config)
-        problem = load_problem(args.kernel, spec_path=args.spec)
+        if args.problem:
+            problem = load_problem(args.problem, spec_path=args.spec).with_kernel_source(read_candidate(args.kernel))
+        else:
+            problem = load_problem(args.kernel, spec_path=args.spec)
         other = read_candidate(args.diff) if args.diff else None
     except (ProblemError, TargetError, IRError, OSError) as exc:
         print(f"xeforge ir: bad input: {exc}", file=err)

@@ -1,4 +1,9 @@
-"""``xeforge verify BASELINE CANDIDATE``: verify one candidate kernel against its baseline.
+"""``xeforge verify PROBLEM CANDIDATE``: verify one candidate kernel against its problem.
+
+PROBLEM is a Triton baseline module (with an optional spec and reference beside it), or a
+plain-PyTorch problem (KernelBench's or KernelAgent's ``Model`` + ``get_inputs()``), which is
+then both the truth and the eager baseline. CANDIDATE defines ``ModelNew`` / ``Model``, or
+KernelAgent's ``kernel_function``.
 
 Prints a human-readable report (steps with status and time, findings, correctness table,
 performance table with speedup, TFLOP/s, GB/s and roofline fraction, warnings), or the
@@ -26,20 +31,30 @@ EXIT_CODES: dict[VerdictKind, int] = {
     VerdictKind.OOM: 7,
     VerdictKind.CHEATING: 8,
     VerdictKind.ENVIRONMENT: 9,
+    VerdictKind.INCONCLUSIVE: 10,
+    VerdictKind.INCONSISTENT: 11,
 }
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
 _EPILOG = """exit status:
-  0  ok: compiles, structure sound, correct on every variant (and timed on a GPU)
+  0  ok: compiles, structure sound, matches the truth on every variant (and timed on a GPU)
   1  wrong_answer   3  compile_error   4  runtime_error   5  crash (signal or driver fault)
   6  timeout (hang) 7  oom             8  cheating        9  environment (the baseline failed)
+  10 inconclusive: the truth's output ignores inputs that varied, so matching it proves nothing
+  11 inconsistent: the candidate matches the reference but the problem's baseline does not
   2  bad input (unreadable file, bad spec, unknown variant or device)
   130 interrupted
+
+the truth is the PyTorch reference when there is one (a plain-PyTorch PROBLEM, a ModelNew file's
+own Model, --reference, or <stem>_ref.py), else the baseline.
 
 examples:
   xeforge verify benchmarks/kernels/gemm_fp32_upcast.py benchmarks/kernels/gemm_fp16_dot.py
   xeforge verify kernel.py candidate.py --spec kernel.yaml --variant ci --device cpu --json
+  xeforge verify level1/23_Softmax.py softmax_triton.py            # KernelBench problem + ModelNew
+  xeforge verify level1/23_Softmax.py softmax_triton.py --variant module   # at the published size
+  xeforge verify problem.py kernel.py                              # KernelAgent kernel_function
 """
 
 
@@ -65,14 +80,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "On cpu the kernels run in Triton's interpreter and speed is not measured."),
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("baseline", metavar="BASELINE", help="the baseline kernel module (.py)")
-    p.add_argument("candidate", metavar="CANDIDATE", help="the candidate kernel module (.py)")
+    p.add_argument("baseline", metavar="PROBLEM",
+                   help="the baseline kernel module, or a plain-PyTorch problem (KernelBench / KernelAgent)")
+    p.add_argument("candidate", metavar="CANDIDATE",
+                   help="the candidate module (ModelNew / Model, or KernelAgent's kernel_function)")
     p.add_argument("--spec", metavar="S", help="Xe-Forge YAML spec (default: BASELINE's sibling .yaml)")
     p.add_argument("--reference", metavar="R",
                    help="PyTorch reference module (default: a sibling <stem>_pytorch.py / _ref.py)")
     p.add_argument("--variant", metavar="V", nargs="+", action="extend", default=None,
-                   help="variant(s) to check and time (default: ci plus its odd-size copy; "
-                        "the spec's benchmark variant is timed on a GPU)")
+                   help="variant(s) to check and time (default: every ci entry plus odd-size copies, or "
+                        "module-small for a large KernelBench problem; the benchmark variant, or the "
+                        "published sizes, timed on a GPU). 'module' checks a KernelBench problem at its "
+                        "published sizes")
+    p.add_argument("--target", metavar="T", default=None, choices=["xpu", "cuda"],
+                   help="the target whose knowledge-base lints apply (default: the run device's; xpu on cpu)")
     p.add_argument("--device", metavar="D", default=None,
                    help="cpu, cuda, cuda:N, xpu, xpu:N or auto (default: $XEFORGE_DEVICE or auto)")
     add_verification_arguments(p)
@@ -103,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             seeds=args.seeds, performance_variants=args.variant,
             measure_performance=not args.no_performance, use_cache=not args.no_cache,
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
-            rtol=args.rtol, atol=args.atol,
+            rtol=args.rtol, atol=args.atol, target=args.target,
         )
         progress = None if (args.quiet or args.json) else _progress_printer(sys.stderr)
         cancel = threading.Event()
@@ -150,6 +171,23 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     rule = "  ".join("-" * w for w in widths)
     body = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(["  " + line, "  " + rule] + ["  " + b for b in body])
+
+
+def _call_word(call: Any) -> str:
+    """``faster``, ``slower`` or ``no difference (±x%)``: the rule's call in a table cell."""
+    if call.faster or call.slower:
+        return call.kind.value
+    margin = call.margin_pct
+    return f"no difference (±{margin:.1f}%)" if margin is not None else "-"
+
+
+def _method(stats: Any) -> str:
+    """How a callable was timed, in a few words (``events``, ``graph x64``, ``64 back-to-back``)."""
+    if stats.method == "graph":
+        return f"graph x{stats.calls_per_sample}"
+    if stats.method == "back_to_back":
+        return f"{stats.calls_per_sample} back-to-back"
+    return stats.method
 
 
 def _fmt(value: Any, spec: str = ".3g", suffix: str = "") -> str:
@@ -226,16 +264,25 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
         out.append("\nperformance")
         rows = []
         for p in verdict.performance:
+            call = p.call
             rows.append([p.variant, _fmt(p.baseline.median_us, ".1f"), _fmt(p.candidate.median_us, ".1f"),
-                         _fmt(p.speedup, ".2f", "x"), _fmt(p.tflops, ".1f"), _fmt(p.gbps, ".0f"),
+                         _fmt(p.speedup, ".2f", "x") + (" vs eager" if p.baseline_label == "eager" else ""),
+                         "-" if call.assumed or call.low is None else f"{call.low:.3f}-{call.high:.3f}",
+                         _call_word(call), _fmt(p.tflops, ".1f"), _fmt(p.gbps, ".0f"),
                          _fmt(p.roofline_fraction * 100 if p.roofline_fraction is not None else None, ".0f", "%"),
                          _fmt(p.candidate.cv * 100, ".1f", "%"),
                          _fmt(p.reference.median_us if p.reference else None, ".1f"),
-                         ("launch-bound " if p.launch_bound else "") + (p.suspect or "")])
-        out.append(_table(["variant", "baseline µs", "candidate µs", "speedup", "TFLOP/s", "GB/s",
-                           "roofline", "cv", "eager µs", "note"], rows))
-        if verdict.speedup is not None and len(verdict.performance) > 1:
-            out.append(f"  geometric-mean speedup {verdict.speedup:.2f}x")
+                         _method(p.candidate), p.suspect or ""])
+        ci = f"{verdict.performance[0].confidence * 100:g}% CI"
+        out.append(_table(["variant", "baseline µs", "candidate µs", "speedup", ci, "call", "TFLOP/s", "GB/s",
+                           "roofline", "cv", "eager µs", "timed as", "note"], rows))
+        call = verdict.speed_call
+        label = "geometric-mean speedup" if len(verdict.performance) > 1 else "speedup"
+        out.append(f"  {label}: {call.text}")
+        for p in verdict.performance:
+            if p.baseline_label != "eager" and p.eager_speedup and p.reference is not None:
+                out.append(f"  {p.variant}: {p.eager_speedup:.2f}x over eager PyTorch (the reference, "
+                           f"{p.reference.median_us:.1f} µs)")
     elif perf is not None:
         out.append(f"\nperformance: {perf.summary}")
 

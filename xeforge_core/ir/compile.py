@@ -191,10 +191,14 @@ def choose_variant(problem: Any, name: str | None = None) -> tuple[Any, str]:
     ``MAX_INPUT_BYTES``, then the correctness variant. ``None`` without a spec (the module's
     own ``get_inputs()``)."""
     if problem is None or problem.spec is None:
+        small = (getattr(problem, "module_variants", None) or {}).get("module-small")
+        if name == "module-small" and small is not None:
+            return small, "variant module-small (chosen): the problem's sizes reduced"
         if name not in (None, "", "module"):
             raise IRError(f"no spec, so there is no variant {name!r}: the module's own get_inputs() is used",
                           field="variant")
-        return None, "inputs from the module's own get_inputs() (no spec)"
+        whose = "the problem file's" if getattr(problem, "inputs", None) is not None else "the module's own"
+        return None, f"inputs from {whose} get_inputs() at its published sizes (no spec)"
     if name:
         if name not in problem.spec.variants:
             known = ", ".join(problem.spec.variants) or "none"
@@ -258,13 +262,17 @@ def compile_ir(source: str, *, problem: Any = None, target: str | Target | None 
     base = (problem.kernel.to_data() if problem is not None else
             {"filename": "kernel.py", "class_name": "Model", "label": "kernel"})
     job = {"role": "ir", "device": "aot",
+           "inputs": problem.inputs.to_data() if getattr(problem, "inputs", None) is not None else None,
+           "reference": problem.reference.to_data() if getattr(problem, "reference", None) is not None else None,
            "spec": problem.spec.to_data() if problem is not None and problem.spec is not None else None,
            "variant": chosen.to_data() if chosen is not None else None,
            "target": tgt.to_data(), "config_index": config_index, "max_kernels": max_kernels}
 
     def job_for(text: str) -> dict[str, Any]:
-        return {**job, "module": {**base, "source": text, "label": "ir",
-                                  "class_name": _class_name(text, base.get("class_name") or "Model")}}
+        name = base.get("class_name") or "Model"
+        if base.get("entry", "class") == "class":
+            name = _class_name(text, name)
+        return {**job, "module": {**base, "source": text, "label": "ir", "class_name": name}}
 
     run = {"timeout_s": timeout_s, "memory_bytes": memory_bytes, "use_cache": use_cache,
            "on_progress": on_progress, "cancel": cancel, "cached_only": cached_only}

@@ -21,6 +21,7 @@ benchmark to pick one. Launch options the target's backend does not know (Intel'
 Job (``job.json``)::
 
     {"role": "ir", "device": "aot", "job_dir": str, "module": ModuleSource,
+     "inputs": ModuleSource | null, "reference": ModuleSource | null,
      "spec": SpecData | null, "variant": VariantData | null,
      "target": {"id", "backend", "arch", "warp_size", "label", "stages"},
      "config_index": int | null, "max_kernels": 16}
@@ -283,6 +284,32 @@ def _target_available(backend: str) -> str:
             + ("; Intel's backend comes with PyTorch's xpu build (pytorch-triton-xpu)" if name == "intel" else ""))
 
 
+def _model(job: dict[str, Any], job_dir: Path, loaded: Any, inits: list[Any], device: Any, dtype: Any,
+           problem_inputs: Any) -> Any:
+    """The model whose forward() launches the kernels: the module's class, or for a ``function``
+    entry (KernelAgent's ``kernel_function``) that function bound to the problem's reference
+    ``Model`` and its parameters (``worker.adapter``), as the verifier calls it."""
+    from xeforge_core.worker.inputs import construct_model
+    from xeforge_core.worker.loading import load_module
+
+    if loaded.entry != "function":
+        return construct_model(loaded, inits, 0, device, dtype)
+    from xeforge_core.worker.adapter import KernelFunctionModel, forward_params
+
+    source = job.get("reference")
+    binding = (load_module(job_dir, dict(source, label="binding", entry="class", class_name="Model"))
+               if source else problem_inputs)
+    if binding is None:
+        from xeforge_core.verdict import VerdictKind
+        from xeforge_core.worker.errors import Failure, WorkerError
+
+        raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
+                                  f"{loaded.path.name} defines {loaded.class_name}() but there is no problem "
+                                  "Model to bind its parameters to"))
+    reference = construct_model(binding, inits, 0, device, dtype)
+    return KernelFunctionModel(loaded.entry_function(), reference, forward_params(binding.model_class()))
+
+
 def _not_launched(jit_functions: list[Any], launched: set[str]) -> list[str]:
     """Kernels the module defines that ``forward()`` did not launch, leaving out the
     ``@triton.jit`` helpers that a launched kernel calls (directly or through another helper):
@@ -310,7 +337,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     import triton
 
     from xeforge_core.worker.errors import WorkerError, classify
-    from xeforge_core.worker.inputs import build_inputs, construct_model, dtype_from_name, init_values
+    from xeforge_core.worker.inputs import build_inputs, dtype_from_name, init_values
     from xeforge_core.worker.loading import load_module
 
     result: dict[str, Any] = {"role": "ir", "kind": "ok", "reason": "", "line": None, "error_text": "",
@@ -343,8 +370,14 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     compiler.install()
     try:
         dtype = dtype_from_name(variant["dtype"]) if variant.get("dtype") else None
-        model = construct_model(loaded, init_values(loaded, variant), 0, cpu, dtype)
-        args = build_inputs(loaded, job.get("spec"), variant, 0, "normal", cpu)
+        # inputs from the problem file when the job has one (KernelBench's solutions define only
+        # ModelNew), else from the module itself, as the verifier's harness does
+        problem_inputs = load_module(job_dir, dict(job["inputs"], label="inputs")) if job.get("inputs") else None
+        input_source = problem_inputs or loaded
+        init_source = next((m for m in (problem_inputs, loaded) if m is not None
+                            and hasattr(m.module, "get_init_inputs")), input_source)
+        model = _model(job, job_dir, loaded, init_values(init_source, variant), cpu, dtype, problem_inputs)
+        args = build_inputs(input_source, job.get("spec"), variant, 0, "normal", cpu)
         during = "running forward() to record the kernel launches"
         say(during)
         with torch.no_grad():

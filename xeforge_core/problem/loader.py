@@ -29,7 +29,8 @@ import re
 from pathlib import Path
 
 from .model import ModuleFile, Problem, ProblemError, Spec, Variant
-from .module import DtypeConstraint, ModuleFacts, Signature, read_module
+from .module import KERNEL_FUNCTION, DtypeConstraint, ModuleFacts, Signature, read_module
+from .scaling import reduced_module_variant
 from .spec import MAX_SOURCE_BYTES, build_variant, check_text, parse_spec
 
 __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference", "read_candidate"]
@@ -71,10 +72,11 @@ def read_candidate(path: str | Path) -> str:
     except (SyntaxError, ValueError):
         return source
     classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
-    if not {"Model", "ModelNew"} & set(classes):
+    functions = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if not {"Model", "ModelNew"} & set(classes) and KERNEL_FUNCTION not in functions:
         found = ", ".join(classes) or "none"
-        raise ProblemError(f"the candidate defines no Model (or ModelNew) class (classes found: {found})",
-                           file=path)
+        raise ProblemError(f"the candidate defines no Model or ModelNew class (classes found: {found}) and no "
+                           f"{KERNEL_FUNCTION}() (KernelAgent's convention)", file=path)
     return source
 
 
@@ -159,8 +161,11 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     facts = read_module(source, kp, label=kernel_label)
     source_text = check_text(source, kp or kernel_label, "module")
     kernel = ModuleFile(source=source_text, path=kp, class_name=facts.model_class or "Model", label="baseline")
+    # A plain-PyTorch Model (KernelBench's or KernelAgent's problem file) is the reference and
+    # the eager baseline at once: the candidate is the first Triton version of it.
+    eager = not facts.kernels and facts.model_class == "Model" and reference_source is None
 
-    # Reference: explicit > the ModelNew file's own Model > sibling file.
+    # Reference: explicit > the ModelNew file's own Model > the eager Model itself > sibling file.
     reference: ModuleFile | None = None
     ref_facts: ModuleFacts | None = None
     if reference_source is not None:
@@ -171,6 +176,9 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     elif facts.model_class == "ModelNew" and "Model" in facts.classes:
         ref_facts = read_module(source_text, kp, class_name="Model", label=kernel_label)
         reference = ModuleFile(source=source_text, path=kp, class_name="Model", label="reference")
+    elif eager:
+        ref_facts = facts
+        reference = ModuleFile(source=source_text, path=kp, class_name="Model", label="reference")
     elif sibling_reference is not None:
         ref_text = _read(sibling_reference, "reference module")
         ref_facts = read_module(ref_text, sibling_reference, class_name="Model")
@@ -180,19 +188,36 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     if spec_text is not None:
         spec = parse_spec(spec_text, sp, label=None if sp else f"{name}.yaml")
 
+    # Inputs without a spec: whichever file defines get_inputs(), the problem's own first.
+    inputs: ModuleFile | None = None
+    if spec is None:
+        if facts.has_get_inputs:
+            inputs = ModuleFile(source=source_text, path=kp, class_name=kernel.class_name, label="inputs")
+        elif reference is not None and ref_facts is not None and ref_facts.has_get_inputs:
+            inputs = ModuleFile(source=reference.source, path=reference.path, class_name="Model", label="inputs")
+
     warnings: list[str] = list(spec.warnings) if spec else []
-    _cross_check(facts, ref_facts, spec, sp.name if sp else f"{name}.yaml", warnings)
-    return Problem(name=name, kernel=kernel, reference=reference, spec=spec, warnings=warnings)
+    _cross_check(facts, ref_facts, spec, sp.name if sp else f"{name}.yaml", warnings, eager=eager)
+    problem = Problem(name=name, kernel=kernel, reference=reference, spec=spec, warnings=warnings,
+                      inputs=inputs, eager_baseline=eager)
+    reduced = reduced_module_variant(problem)
+    if reduced is not None:
+        problem.module_variants[reduced.name] = reduced
+    return problem
 
 
 def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec | None, spec_label: str,
-                 warnings: list[str]) -> None:
+                 warnings: list[str], *, eager: bool = False) -> None:
     model = facts.model
     assert model is not None  # read_module raised otherwise
     cls = model.name
     spec_where = spec.path if spec and spec.path else spec_label
 
-    if not facts.kernels:
+    if eager:
+        warnings.append(f"{facts.label}: a plain-PyTorch Model (no @triton.jit kernel): it is the reference "
+                        "and the eager baseline; a candidate is its first Triton version, timed against "
+                        "PyTorch eager")
+    elif not facts.kernels:
         warnings.append(f"{facts.label}: no @triton.jit kernel is defined in this module, so nothing here "
                         f"runs as a Triton kernel")
     if model.forward is None:

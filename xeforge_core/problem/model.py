@@ -43,7 +43,8 @@ class InitSpec:
 
 @dataclass
 class Variant:
-    """One shape variant of a spec (only entry 0 of each YAML variant list is used).
+    """One shape variant: an entry of a spec's variant list (``ci``, ``ci[1]``, ``bench-gpu``),
+    or, without a spec, ``module`` / ``module-small`` / a derived copy.
 
     ``dims`` maps dim names to ints, floats, lists or strings (YAML 1.1 leaves ``1e-5`` a
     string; it is kept as given); ``flop`` is the evaluated floating-point operation count of
@@ -67,10 +68,16 @@ class Variant:
     init_values: list[Any] = field(default_factory=list)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     input_dtypes: dict[str, str] = field(default_factory=dict)
+    #: module-level size constants of the inputs module set before ``get_inputs()`` /
+    #: ``get_init_inputs()`` run (KernelBench problems without a spec), e.g. ``{"batch_size": 16}``
+    overrides: dict[str, int] = field(default_factory=dict)
+    #: why this variant exists when the verifier derived it (reduced size, grid coverage)
+    derived: str = ""
 
     def to_data(self) -> dict[str, Any]:
         """The JSON-able ``VariantData`` the worker receives (see ``worker/job.py``)."""
         return {
+            "overrides": dict(self.overrides),
             "name": self.name,
             "params": list(self.params),
             "dims": dict(self.dims),
@@ -119,13 +126,18 @@ class ModuleFile:
     """A Python module given as source text (and its path, when it came from a file).
 
     ``class_name`` is the class the harness instantiates: ``Model`` for a KernelBench-style
-    module, ``ModelNew`` for KernelBench's solution convention.
+    module, ``ModelNew`` for KernelBench's solution convention (or, with ``entry ==
+    "function"``, the function it calls).
     """
 
     source: str
     path: Path | None = None
     class_name: str = "Model"
     label: str = "baseline"
+    #: ``class`` (instantiate ``class_name``) or ``function`` (KernelAgent's convention: call the
+    #: module-level function ``class_name``, e.g. ``kernel_function``, with the inputs and the
+    #: reference model's parameters)
+    entry: str = "class"
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -133,15 +145,28 @@ class ModuleFile:
             "filename": self.path.name if self.path else f"{self.label}.py",
             "class_name": self.class_name,
             "label": self.label,
+            "entry": self.entry,
         }
 
 
 @dataclass
 class Problem:
-    """A kernel problem: the baseline kernel module, optional reference, optional spec.
+    """A kernel problem: the baseline module, the truth, the inputs and the spec.
 
-    ``name`` is a short identifier (the file stem). Without a spec, the worker calls the
-    module's own ``get_inputs()`` / ``get_init_inputs()`` (one variant named ``module``).
+    ``name`` is a short identifier (the file stem). Roles:
+
+    * ``kernel``: the baseline the candidate's speedup is measured against. A Triton module,
+      or, when ``eager_baseline`` is true, the problem's plain-PyTorch ``Model`` itself (a
+      KernelBench or KernelAgent problem file): speedups are then "vs eager".
+    * ``reference``: the PyTorch reference, when one exists (the same module as ``kernel``
+      for an eager baseline). It is the truth: a candidate that disagrees with it is wrong,
+      whatever the baseline does.
+    * ``inputs``: the module whose ``get_inputs()`` / ``get_init_inputs()`` build the inputs
+      when there is no spec (the problem file in KernelBench's convention, where solutions
+      define only ``ModelNew``); ``None`` with a spec, or when no file defines them.
+    * ``spec``: the Xe-Forge YAML spec, if any. Without one, the variants are ``module`` (the
+      published sizes) and, when those are large, ``module-small`` (the same problem with its
+      size constants reduced; see ``problem.scaling``), checked by default.
     """
 
     name: str
@@ -149,30 +174,42 @@ class Problem:
     reference: ModuleFile | None = None
     spec: Spec | None = None
     warnings: list[str] = field(default_factory=list)
+    inputs: ModuleFile | None = None
+    eager_baseline: bool = False
+    module_variants: dict[str, Variant] = field(default_factory=dict)
+
+    def _module_variant(self, name: str) -> Variant | None:
+        if name == "module":
+            return Variant(name="module", params=[], dims={})
+        return self.module_variants.get(name)
 
     def variant(self, name: str) -> Variant:
         """Return the named variant. Raises ``ProblemError`` naming the spec and the
         available variants when it does not exist."""
         if self.spec is None:
-            if name == "module":
-                return Variant(name="module", params=[], dims={})
-            raise ProblemError(f"no spec given, so there is no variant {name!r}; only 'module'")
+            found = self._module_variant(name)
+            if found is not None:
+                return found
+            known = ", ".join(["module", *self.module_variants])
+            raise ProblemError(f"no spec given, so there is no variant {name!r}; known: {known}")
         if name not in self.spec.variants:
             known = ", ".join(sorted(self.spec.variants)) or "none"
             raise ProblemError(f"unknown variant {name!r} (known: {known})", file=self.spec.path)
         return self.spec.variants[name]
 
     def correctness_variants(self) -> list[Variant]:
-        """Variants small enough to check for correctness on any device (``ci`` first)."""
+        """Variants small enough to check for correctness on any device: every entry of the
+        spec's ``ci`` list (``ci``, ``ci[1]``, ...), else the default variant; without a spec,
+        ``module-small`` when the published sizes were reduced, else ``module``."""
         if self.spec is None:
-            return [Variant(name="module", params=[], dims={})]
-        return [v for n, v in self.spec.variants.items() if n == "ci"] or [
-            self.variant(self.default_variant_name())
-        ]
+            return [self.module_variants.get("module-small") or Variant(name="module", params=[], dims={})]
+        ci = [v for n, v in self.spec.variants.items() if n == "ci" or n.startswith("ci[")]
+        return ci or [self.variant(self.default_variant_name())]
 
     def benchmark_variants(self, device_type: str) -> list[Variant]:
         """Variants to time on ``device_type``: ``bench-xpu`` on xpu when present, else
-        the default variant (``default_variant`` > ``bench-gpu``)."""
+        the default variant (``default_variant`` > ``bench-gpu``); ``module`` (the published
+        sizes) without a spec."""
         if self.spec is None:
             return [Variant(name="module", params=[], dims={})]
         if device_type == "xpu" and "bench-xpu" in self.spec.variants:
@@ -188,18 +225,31 @@ class Problem:
             return "bench-gpu"
         return next(iter(self.spec.variants), "module")
 
+    @property
+    def truth(self) -> str:
+        """What candidates are judged against: ``reference`` when one exists, else
+        ``baseline``."""
+        return "reference" if self.reference is not None else "baseline"
+
     def with_kernel_source(self, source: str, label: str = "candidate") -> Problem:
-        """The same problem with another version of the kernel module (a candidate)."""
-        kernel = ModuleFile(source=source, path=self.kernel.path, class_name=self.kernel.class_name,
-                            label=label)
+        """The same problem with another version of the kernel module (a candidate) as its
+        baseline (a Triton module: the baseline is no longer the eager reference)."""
+        from .module import entry_point
+
+        kind, name = entry_point(source, self.kernel.class_name)
+        kernel = ModuleFile(source=source, path=self.kernel.path, class_name=name, label=label, entry=kind)
         return Problem(name=self.name, kernel=kernel, reference=self.reference, spec=self.spec,
-                       warnings=list(self.warnings))
+                       warnings=list(self.warnings), inputs=self.inputs, eager_baseline=False,
+                       module_variants=dict(self.module_variants))
 
     def job_spec(self) -> dict[str, Any]:
         """The problem part of a worker job (see ``worker/job.py``): ``module`` (the kernel),
-        ``reference`` and ``spec`` as JSON-able data (``None`` where absent)."""
+        ``reference``, ``inputs`` and ``spec`` as JSON-able data (``None`` where absent), and
+        whether the baseline is the reference itself."""
         return {
             "module": self.kernel.to_data(),
             "reference": self.reference.to_data() if self.reference else None,
+            "inputs": self.inputs.to_data() if self.inputs else None,
             "spec": self.spec.to_data() if self.spec else None,
+            "baseline_is_reference": self.eager_baseline,
         }

@@ -33,7 +33,8 @@ from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import ProblemError
 from .spec import check_text
 
-__all__ = ["read_module", "ModuleFacts", "Signature", "ClassInfo", "KernelInfo", "KernelLaunch",
+__all__ = ["read_module", "entry_point", "defines_triton_kernel", "KERNEL_FUNCTION", "ModuleFacts",
+           "Signature", "ClassInfo", "KernelInfo", "KernelLaunch",
            "DtypeConstraint"]
 
 _NN_MODULE_BASES = {"nn.Module", "torch.nn.Module", "Module"}
@@ -622,3 +623,41 @@ def _missing_class_message(class_name: str, reader: _Reader) -> str:
     if modules and class_name not in modules:
         message += f"; nn.Module subclasses here: {', '.join(modules)} (rename the harness class to {class_name})"
     return message
+
+
+#: The function KernelAgent's kernel modules define instead of a model class.
+KERNEL_FUNCTION = "kernel_function"
+
+
+def entry_point(source: str, preferred: str = "Model") -> tuple[str, str]:
+    """How the harness runs a candidate module: ``("class", NAME)`` to instantiate a model class
+    (``preferred`` if the module defines it, else ``ModelNew``, else ``Model``), or
+    ``("function", "kernel_function")`` for a KernelAgent-style module that defines only that
+    function. A module that does not parse, or defines neither, gives ``("class", preferred)``:
+    running it then says what is missing."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return "class", preferred
+    body = _top_level(tree.body)
+    classes = {n.name for n in body if isinstance(n, ast.ClassDef)}
+    classes |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name) and isinstance(n.value, ast.Name) and n.value.id in classes}
+    for name in (preferred, "ModelNew", "Model"):
+        if name in classes:
+            return "class", name
+    functions = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if KERNEL_FUNCTION in functions:
+        return "function", KERNEL_FUNCTION
+    return "class", preferred
+
+
+def defines_triton_kernel(source: str) -> bool:
+    """Whether the module defines a ``@triton.jit`` function (statically; ``False`` when it does
+    not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and any(_decorator_kind(d) == "jit" for d in node.decorator_list) for node in ast.walk(tree))

@@ -9,9 +9,10 @@ The format (as the public Xe-Forge repository's ``test_kernels/*.yaml`` use it):
   passed *positionally* to ``Model.__init__`` (``Variant.init_values``).
 * ``default_variant``: optional name of the variant used when none is asked for.
 * every other top-level key whose value is a list is a variant family (``ci``,
-  ``bench-gpu``, ``bench-gpu-N``, ``bench-xpu``, ``bench-cpu``, ``bench-gpu-old``, ...). Only
-  entry 0 of each list is used (a warning says so when more are given); keys with scalar
-  values are ignored.
+  ``bench-gpu``, ``bench-gpu-N``, ``bench-xpu``, ``bench-cpu``, ``bench-gpu-old``, ...). Every
+  entry of a list is a variant: entry 0 is named after the family (``ci``), the others
+  ``ci[1]``, ``ci[2]``, ... (Xe-Forge itself reads only entry 0; the verifier checks every
+  ``ci`` entry for correctness); keys with scalar values are ignored.
 * a variant entry has ``params`` (input names in forward() order), ``dims``, ``dtype``
   (overrides every floating-point input's dtype), ``flop`` (formula over dims, or a number), ``rtol``/``atol``.
 
@@ -39,7 +40,7 @@ from .dtypes import DTYPE_SIZES, normalize_dtype
 from .flops import as_number, evaluate_flop
 from .model import InitSpec, InputSpec, ProblemError, Spec, Variant
 
-__all__ = ["parse_spec", "build_variant", "resolve_init_value", "odd_size_variant", "check_text", "MAX_SOURCE_BYTES"]
+__all__ = ["parse_spec", "build_variant", "variant_name", "resolve_init_value", "odd_size_variant", "check_text", "MAX_SOURCE_BYTES"]
 
 #: Largest spec or module text accepted (bytes of UTF-8). Real specs are a few kB.
 MAX_SOURCE_BYTES = 1_000_000
@@ -323,11 +324,17 @@ def _parse_dims(raw: Any, ctx: _Ctx, path: Path_) -> dict[str, Any]:
     return dims
 
 
+def variant_name(family: str, index: int) -> str:
+    """The name of entry ``index`` of a variant list: ``ci`` for entry 0, ``ci[1]`` after."""
+    return family if index == 0 else f"{family}[{index}]"
+
+
 def _parse_variant(family: str, entry: Any, inputs: dict[str, InputSpec], inits: list[InitSpec],
-                   ctx: _Ctx) -> Variant:
-    path: Path_ = (family, 0)
+                   ctx: _Ctx, index: int = 0) -> Variant:
+    path: Path_ = (family, index)
     if not isinstance(entry, dict):
-        raise ctx.error(path, f"variant {family}[0] must be a map (params, dims, dtype, flop, ...), got {entry!r}")
+        raise ctx.error(path, f"variant {family}[{index}] must be a map (params, dims, dtype, flop, ...), "
+                              f"got {entry!r}")
     extra = sorted(str(k) for k in set(entry) - _VARIANT_KEYS)
     if extra:
         ctx.warn(path, f"keys {', '.join(extra)} are ignored (not read by Xe-Forge)")
@@ -350,8 +357,8 @@ def _parse_variant(family: str, entry: Any, inputs: dict[str, InputSpec], inits:
         raise ctx.error(path + ("flop",), f"flop must be a formula string or a number, got {flop_formula!r}")
     rtol = _tolerance(entry.get("rtol"), ctx, path + ("rtol",))
     atol = _tolerance(entry.get("atol"), ctx, path + ("atol",))
-    return build_variant(family, params=params, dims=dims, inputs=inputs, inits=inits, dtype=dtype,
-                         flop_formula=flop_formula, rtol=rtol, atol=atol, ctx=ctx, entry_path=path)
+    return build_variant(variant_name(family, index), params=params, dims=dims, inputs=inputs, inits=inits,
+                         dtype=dtype, flop_formula=flop_formula, rtol=rtol, atol=atol, ctx=ctx, entry_path=path)
 
 
 def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str | None = None) -> Spec:
@@ -363,8 +370,9 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
         label: the name used in messages when there is no ``path`` (e.g. ``kernel.yaml``).
 
     Returns:
-        A :class:`Spec` whose ``variants`` maps family name -> resolved :class:`Variant`
-        (entry 0), in file order, and whose ``warnings`` lists what was ignored or looks odd.
+        A :class:`Spec` whose ``variants`` maps variant name (``ci``, ``ci[1]``, ``bench-gpu``)
+        -> resolved :class:`Variant`, in file order, and whose ``warnings`` lists what was
+        ignored or looks odd.
 
     Raises:
         ProblemError: empty, non-UTF-8 or over-1-MB text; YAML syntax errors (with line);
@@ -417,10 +425,9 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
         if not value:
             ctx.warn((key,), f"variant family {key!r} is an empty list and is ignored")
             continue
-        if len(value) > 1:
-            ctx.warn((key, 1), f"variant family {key!r} has {len(value)} entries; only entry 0 is used "
-                               f"(as Xe-Forge does)")
-        variants[key] = _parse_variant(key, value[0], inputs, inits, ctx)
+        for index, entry in enumerate(value):
+            variant = _parse_variant(key, entry, inputs, inits, ctx, index)
+            variants[variant.name] = variant
 
     if default is not None and default not in variants:
         ctx.warn(("default_variant",), f"default_variant {default!r} is not a variant of this spec "

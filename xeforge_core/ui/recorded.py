@@ -243,7 +243,7 @@ def _batch_csv(text: str, name: str) -> RecordedResults:
         measured = str(r.get("speed_measured", "")).lower() == "true"
         problems.append({"kind": "kernel", "problem": r.get("kernel"), "device": r.get("device"),
                          "speedup": _num(r.get("final_speedup")) if measured else None,
-                         "speed_measured": measured, "stages_applied": "; ".join(f"{s}: {v.strip()}"
+                         "speed_measured": measured, "call": r.get("final_call") or "", "stages_applied": "; ".join(f"{s}: {v.strip()}"
                                                                                  for s, v in stages.items()),
                          "note": r.get("error") or "", "seconds": _num(r.get("seconds"))})
     timed = [p["speedup"] for p in problems if p["speedup"]]
@@ -300,6 +300,8 @@ def problem_table(results: RecordedResults) -> list[dict[str, str]]:
                 row[label] = units.duration_us(p.get(key))
         row["speedup"] = units.speedup(p.get("speedup")) if p.get("speedup") else (
             "not measured" if p.get("speed_measured") is False else units.MISSING)
+        if p.get("call"):
+            row["call"] = str(p["call"])
         if "vs_eager" in p:
             row["vs eager"] = units.speedup(p.get("vs_eager"))
         if "tflops" in p:

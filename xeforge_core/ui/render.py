@@ -75,12 +75,14 @@ def show_flash() -> None:
 
 
 def verdict_badge(verdict: Verdict | None) -> str:
-    """A one-line label of a verdict, e.g. ``✅ ok · 1.84x``."""
+    """A one-line label of a verdict, e.g. ``✅ ok · 1.84x faster`` or ``✅ ok · 1.00x, no measurable
+    difference (±1.0%)`` (the rule of ``verdict.speedup_call``)."""
     if verdict is None:
         return "not verified"
     text = f"{_KIND_ICON.get(verdict.kind, '')} {verdict.kind.value}"
     if verdict.speedup:
-        text += f" · {units.speedup(verdict.speedup)}"
+        call = verdict.speed_call  # the one faster / slower / no measurable difference rule
+        text += f" · {call.short}" if call.faster or call.slower else f" · {units.speedup(verdict.speedup)}, {call.text}"
     if verdict.cached:
         text += " · cached"
     return text
@@ -150,6 +152,7 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             st.dataframe([{
                 "variant": p.variant, "baseline": units.duration_us(p.baseline.median_us),
                 "candidate": units.duration_us(p.candidate.median_us), "speedup": units.speedup(p.speedup),
+                "call": p.call.text, "timed as": p.candidate.method,
                 "TFLOP/s": units.tflops(p.tflops), "bandwidth": units.bandwidth(p.gbps),
                 "roofline": units.percent(p.roofline_fraction, decimals=1),
                 "cv": units.percent(p.candidate.cv, decimals=1), "launch-bound": "yes" if p.launch_bound else "",

@@ -75,6 +75,7 @@ def run_job(job_dir: Path) -> dict[str, Any]:
         ctx.verdict.kind = VerdictKind.RUNTIME_ERROR
         ctx.verdict.reason = f"unknown worker role {role!r}"
     ctx.verdict.seconds = time.perf_counter() - started
+    ctx.verdict.resources = {role: {"peak_device_bytes": ctx.ops.peak_memory_bytes()}}
     result = ctx.verdict.to_dict()
     result["role"] = role
     _write_result(job_dir, result)

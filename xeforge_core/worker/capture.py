@@ -22,12 +22,68 @@ MAX_IR_CHARS = 400_000
 
 @dataclass
 class LaunchRecord:
-    """One kernel launch as seen by the hook."""
+    """One kernel launch as seen by the hook: ``grid`` is the launch grid resolved to three
+    program counts (``None`` when it could not be evaluated); ``largest_arg`` the name and
+    element count of its largest tensor argument; ``float32_args`` whether any tensor argument
+    is float32."""
 
     kernel: str
     constexprs: dict[str, Any] = field(default_factory=dict)
     main_thread: bool = True
     side_stream: bool = False
+    grid: tuple[int, int, int] | None = None
+    largest_arg: tuple[str, int] | None = None
+    float32_args: bool = False
+
+
+#: Offsets computed in int32 wrap past this element count.
+INT32_LIMIT = 2**31 - 1
+
+
+class LaunchRefused(Exception):
+    """Raised by the launch hook instead of launching a kernel whose grid exceeds the device's
+    limits (``grid_limits``); the message names the kernel, the axis and the limit."""
+
+
+def resolve_grid(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> tuple[int, int, int] | None:
+    """The launch grid as three program counts: a tuple as given, or a callable evaluated on the
+    bound arguments (as Triton's ``JITFunction.run`` does: ``grid(bound_args)``). ``None`` when it
+    cannot be evaluated here."""
+    try:
+        if callable(grid):
+            import inspect
+
+            fn = getattr(fn_self, "fn", None)
+            sig = inspect.signature(fn)
+            known = {k: v for k, v in kwargs.items() if k in sig.parameters}
+            bound = sig.bind_partial(*args, **known)
+            bound.apply_defaults()
+            grid = grid(dict(bound.arguments))
+        items = [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))]
+    except Exception:  # noqa: BLE001 - a grid the hook cannot evaluate is launched unchanged
+        return None
+    items = (items + [1, 1, 1])[:3]
+    return items[0], items[1], items[2]
+
+
+def _arg_facts(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[str, int] | None, bool]:
+    names = list(getattr(fn_self, "arg_names", []) or [])
+    largest: tuple[str, int] | None = None
+    f32 = False
+    pairs = list(zip(names, args)) if names else [(str(i), a) for i, a in enumerate(args)]
+    for name, value in pairs + list(kwargs.items()):
+        numel = getattr(value, "numel", None)
+        if numel is None or not hasattr(value, "data_ptr"):
+            continue
+        try:
+            n = int(numel())
+        except Exception:  # noqa: BLE001
+            continue
+        if largest is None or n > largest[1]:
+            largest = (str(name), n)
+        if str(getattr(value, "dtype", "")) == "torch.float32":
+            f32 = True
+    return largest, f32
 
 
 def _plain(value: Any) -> bool:
@@ -84,11 +140,12 @@ class LaunchRecorder:
     """Records kernel launches while installed. ``on_side_stream`` is a callable telling
     whether the current stream is not the default one (``DeviceOps.on_side_stream``)."""
 
-    def __init__(self, on_side_stream: Any = None) -> None:
+    def __init__(self, on_side_stream: Any = None, grid_limits: list[int] | None = None) -> None:
         self.on_side_stream = on_side_stream or (lambda: False)
         self.launches: list[LaunchRecord] = []
         self.kernels: dict[tuple, CompiledKernelInfo] = {}
         self.active = True
+        self.grid_limits = list(grid_limits) if grid_limits else None
         self._patched: list[tuple[Any, str, Any]] = []
 
     def install(self) -> None:
@@ -123,10 +180,20 @@ class LaunchRecorder:
                 return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
             name = getattr(getattr(fn_self, "fn", None), "__name__", None) or type(fn_self).__name__
             constexprs = {k: v for k, v in kwargs.items() if _plain(v)}
+            resolved = resolve_grid(fn_self, args, kwargs, grid)
+            largest, f32 = _arg_facts(fn_self, args, kwargs)
             rec = LaunchRecord(kernel=name, constexprs=constexprs,
                                main_thread=threading.current_thread() is threading.main_thread(),
-                               side_stream=bool(recorder.on_side_stream()))
+                               side_stream=bool(recorder.on_side_stream()), grid=resolved,
+                               largest_arg=largest, float32_args=f32)
             recorder.launches.append(rec)
+            if resolved is not None and recorder.grid_limits:
+                for axis, (count, limit) in enumerate(zip(resolved, recorder.grid_limits)):
+                    if count > limit:
+                        raise LaunchRefused(
+                            f"kernel {name}: launch grid axis {axis} has {count} programs, over the device's "
+                            f"limit of {limit} (grid {list(resolved)}, limits {recorder.grid_limits}); "
+                            "fold the excess into another axis or loop inside the program")
             result = original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
             key = (name, tuple(sorted((k, repr(v)) for k, v in constexprs.items())))
             if key not in recorder.kernels:

@@ -36,12 +36,14 @@ both sides are compared in float64 under the looser of the two dtypes' tolerance
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from xeforge_core.verdict import OutputComparison
+from xeforge_core.worker.expected import StoredTensor
 
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-5, 1e-8),
@@ -106,40 +108,75 @@ def _dtype_name(dt: torch.dtype) -> str:
     return str(dt).replace("torch.", "")
 
 
-def _poison_count(actual: torch.Tensor, expected: torch.Tensor) -> int:
+#: Elements compared per step on the device (float64 copies of two chunks: 256 MiB).
+COMPARE_CHUNK = 1 << 24
+
+
+def _expected_meta(expected: Any) -> tuple[list[int], torch.dtype, int]:
+    """(shape, dtype, numel) of an expected tensor or :class:`StoredTensor`."""
+    if isinstance(expected, StoredTensor):
+        return list(expected.shape), expected.dtype, expected.numel()
+    return list(expected.shape), expected.dtype, expected.numel()
+
+
+def _expected_chunks(expected: Any, device: torch.device) -> Iterator[torch.Tensor]:
+    if isinstance(expected, StoredTensor):
+        yield from expected.chunks(COMPARE_CHUNK, device)
+        return
+    flat = expected.detach().reshape(-1)
+    for start in range(0, flat.numel(), COMPARE_CHUNK):
+        yield flat[start:start + COMPARE_CHUNK].to(device)
+
+
+def _pairs(actual: torch.Tensor, expected: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Aligned flat chunks of ``actual`` (where it lives) and ``expected`` (moved there)."""
+    flat = actual.detach().reshape(-1)
+    start = 0
+    for e in _expected_chunks(expected, flat.device):
+        yield flat[start:start + e.numel()], e
+        start += e.numel()
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.complex128 if t.dtype.is_complex else torch.float64)
+
+
+def _poison_count_chunk(a: torch.Tensor, e: torch.Tensor) -> int:
     """Elements still holding the poison of fresh memory (NaN, or the integer max) where the
     expected output has a value."""
-    if actual.dtype.is_floating_point:
-        return int((torch.isnan(actual) & ~torch.isnan(expected.to(actual.dtype)
-                                                       if expected.dtype.is_floating_point
-                                                       else expected.double())).sum())
-    if actual.dtype == torch.bool or actual.dtype.is_complex:
+    if a.dtype.is_floating_point:
+        exp_nan = torch.isnan(e) if e.dtype.is_floating_point or e.dtype.is_complex else torch.zeros_like(a, dtype=torch.bool)
+        return int((torch.isnan(a) & ~exp_nan).sum())
+    if a.dtype == torch.bool or a.dtype.is_complex:
         return 0
-    big = torch.iinfo(actual.dtype).max
-    return int(((actual == big) & (expected != big)).sum())
+    big = torch.iinfo(a.dtype).max
+    return int(((a == big) & (e != big)).sum())
 
 
 def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, allow_dtype_change: bool,
                    allow_shape_change: bool, poisoned: bool) -> tuple[OutputComparison, list[str]]:
-    """Compare one output. Returns the comparison and warnings (vacuous tolerance)."""
+    """Compare one output. ``expected`` is a tensor (any device) or a :class:`StoredTensor`;
+    the comparison runs where ``actual`` lives, ``COMPARE_CHUNK`` elements at a time, so device
+    memory grows by two float64 chunks and host memory not at all. Returns the comparison and
+    warnings (vacuous tolerance)."""
     warnings: list[str] = []
-    if not isinstance(expected, torch.Tensor):
+    if not isinstance(expected, (torch.Tensor, StoredTensor)):
         same = (not isinstance(actual, torch.Tensor)) and actual == expected
         return OutputComparison(index=index, shape=[], dtype=type(actual).__name__, expected_shape=[],
                                 expected_dtype=type(expected).__name__, passed=bool(same),
                                 numel=1, mismatches=0 if same else 1,
                                 note="" if same else f"non-tensor output {actual!r} != expected {expected!r}"), warnings
-    exp_shape = list(expected.shape)
-    exp_dtype = _dtype_name(expected.dtype)
+    exp_shape, e_dtype, e_numel = _expected_meta(expected)
+    exp_dtype = _dtype_name(e_dtype)
     if not isinstance(actual, torch.Tensor):
         return OutputComparison(index=index, shape=[], dtype=type(actual).__name__, expected_shape=exp_shape,
-                                expected_dtype=exp_dtype, numel=expected.numel(), mismatches=expected.numel(),
+                                expected_dtype=exp_dtype, numel=e_numel, mismatches=e_numel,
                                 note=f"output {index} is a {type(actual).__name__}, expected a tensor"), warnings
     comp = OutputComparison(index=index, shape=list(actual.shape), dtype=_dtype_name(actual.dtype),
-                            expected_shape=exp_shape, expected_dtype=exp_dtype, numel=expected.numel())
-    a, e = actual.detach().cpu(), expected.detach().cpu()
+                            expected_shape=exp_shape, expected_dtype=exp_dtype, numel=e_numel)
+    a = actual.detach()
     notes: list[str] = []
-    if a.dtype != e.dtype:
+    if a.dtype != e_dtype:
         msg = f"output {index} dtype changed: expected {exp_dtype}, got {_dtype_name(a.dtype)}"
         if not allow_dtype_change:
             comp.note = msg + " (an output dtype change is not allowed; nothing is cast to hide it)"
@@ -148,15 +185,14 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
         notes.append(msg + " (allowed)")
     if list(a.shape) != exp_shape:
         msg = f"output {index} shape changed: expected {exp_shape}, got {list(a.shape)}"
-        if not (allow_shape_change and a.numel() == e.numel()):
+        if not (allow_shape_change and a.numel() == e_numel):
             comp.note = msg
             comp.mismatches = comp.numel
             return comp, warnings
         notes.append(msg + " (allowed)")
-        a = a.reshape(e.shape)
 
-    rtol, atol, explicit = tol.for_dtype(e.dtype)
-    if a.dtype != e.dtype:
+    rtol, atol, explicit = tol.for_dtype(e_dtype)
+    if a.dtype != e_dtype:
         r2, a2, _ = tol.for_dtype(a.dtype)
         rtol, atol = max(rtol, r2), max(atol, a2)
     if comp.numel == 0:
@@ -164,53 +200,81 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
         comp.note = "; ".join(notes)
         return comp, warnings
 
-    exact = not (e.dtype.is_floating_point or e.dtype.is_complex) and not (
+    exact = not (e_dtype.is_floating_point or e_dtype.is_complex) and not (
         a.dtype.is_floating_point or a.dtype.is_complex)
+    unwritten = 0
     if exact:
-        diff = (a.long() - e.long()).abs() if e.dtype != torch.bool else (a != e).long()
-        comp.mismatches = int((diff != 0).sum())
-        comp.max_abs_error = float(diff.max()) if diff.numel() else 0.0
-        comp.max_rel_error = comp.max_abs_error
+        mismatches, max_abs = 0, 0.0
+        for ac, ec in _pairs(a, expected):
+            diff = (ac.long() - ec.long()).abs() if e_dtype != torch.bool else (ac != ec).long()
+            mismatches += int((diff != 0).sum())
+            if diff.numel():
+                max_abs = max(max_abs, float(diff.max()))
+            if poisoned:
+                unwritten += _poison_count_chunk(ac, ec)
+        comp.mismatches = mismatches
+        comp.max_abs_error = max_abs
+        comp.max_rel_error = max_abs
     else:
-        a64 = a.to(torch.complex128 if a.dtype.is_complex else torch.float64)
-        e64 = e.to(torch.complex128 if e.dtype.is_complex else torch.float64)
-        nan_a, nan_e = torch.isnan(a64), torch.isnan(e64)
-        inf_a, inf_e = torch.isinf(a64), torch.isinf(e64)
-        comp.nan_mismatch = int((nan_a != nan_e).sum())
-        comp.inf_mismatch = int(((inf_a | inf_e) & ~(nan_a | nan_e) & (a64 != e64)).sum())
-        finite = torch.isfinite(a64) & torch.isfinite(e64)
-        ae, ee = a64[finite], e64[finite]
-        if not explicit and ee.numel():
-            rms = float(ee.abs().pow(2).mean().sqrt())
-            atol = atol * max(1.0, rms)
-        err = (ae - ee).abs()
-        bound = atol + rtol * ee.abs()
-        comp.mismatches = int((err > bound).sum()) + comp.nan_mismatch + comp.inf_mismatch
-        comp.max_abs_error = float(err.max()) if err.numel() else 0.0
-        comp.max_rel_error = float((err / ee.abs().clamp_min(1e-30)).max()) if err.numel() else 0.0
-        if ee.numel() and float(ee.abs().max()) > 0:
-            vacuous_share = float((ee.abs() < atol).double().mean())
+        if not explicit:  # pass 1: the RMS of the expected output where both sides are finite
+            sq, count = 0.0, 0
+            for ac, ec in _pairs(a, expected):
+                a64, e64 = _wide(ac), _wide(ec)
+                finite = torch.isfinite(a64) & torch.isfinite(e64)
+                ee = e64[finite]
+                sq += float(ee.abs().pow(2).sum())
+                count += int(ee.numel())
+            if count:
+                atol = atol * max(1.0, math.sqrt(sq / count))
+        nan_mm = inf_mm = mismatches = vacuous = finite_n = 0
+        max_abs = max_rel = 0.0
+        diff_sq = ref_sq = 0.0
+        ref_max = 0.0
+        for ac, ec in _pairs(a, expected):
+            a64, e64 = _wide(ac), _wide(ec)
+            nan_a, nan_e = torch.isnan(a64), torch.isnan(e64)
+            inf_a, inf_e = torch.isinf(a64), torch.isinf(e64)
+            nan_mm += int((nan_a != nan_e).sum())
+            inf_mm += int(((inf_a | inf_e) & ~(nan_a | nan_e) & (a64 != e64)).sum())
+            finite = torch.isfinite(a64) & torch.isfinite(e64)
+            ae, ee = a64[finite], e64[finite]
+            err = (ae - ee).abs()
+            bound = atol + rtol * ee.abs()
+            mismatches += int((err > bound).sum())
+            if err.numel():
+                max_abs = max(max_abs, float(err.max()))
+                max_rel = max(max_rel, float((err / ee.abs().clamp_min(1e-30)).max()))
+                ref_max = max(ref_max, float(ee.abs().max()))
+                vacuous += int((ee.abs() < atol).sum())
+                finite_n += int(ee.numel())
+                diff_sq += float((ae - ee).abs().pow(2).sum())
+                ref_sq += float(ee.abs().pow(2).sum())
+            if poisoned and ac.dtype.is_floating_point:
+                unwritten += _poison_count_chunk(ac, ec)
+        comp.nan_mismatch, comp.inf_mismatch = nan_mm, inf_mm
+        comp.mismatches = mismatches + nan_mm + inf_mm
+        comp.max_abs_error, comp.max_rel_error = max_abs, max_rel
+        if finite_n and ref_max > 0:
+            vacuous_share = vacuous / finite_n
             if vacuous_share > 0.5:
                 warnings.append(f"output {index}: atol {atol:.3g} exceeds |expected| for "
                                 f"{vacuous_share:.0%} of the elements (a vacuous tolerance); judged "
                                 "relative to the output's scale as well")
-                d_rtol, _ = default_tolerance(e.dtype)
-                norm_rel = float((ae - ee).norm() / ee.norm().clamp_min(1e-30))
+                d_rtol, _ = default_tolerance(e_dtype)
+                norm_rel = math.sqrt(diff_sq) / max(math.sqrt(ref_sq), 1e-30)
                 if norm_rel > d_rtol:
                     comp.mismatches = max(comp.mismatches, 1)
                     notes.append(f"normwise relative error {norm_rel:.3g} exceeds {d_rtol:g} relative to "
                                  "the output's scale")
-        unwritten_nan = _poison_count(a, e) if poisoned and a.dtype.is_floating_point else 0
+        unwritten_nan = unwritten if poisoned and a.dtype.is_floating_point else 0
         if comp.nan_mismatch and comp.nan_mismatch != unwritten_nan:
             notes.append(f"NaN placement differs at {comp.nan_mismatch} element(s)")
         if comp.inf_mismatch:
             notes.append(f"Inf placement or sign differs at {comp.inf_mismatch} element(s)")
-    if poisoned:
-        unwritten = _poison_count(a, e)
-        if unwritten:
-            notes.append(f"{unwritten} output element(s) left unwritten, or computed from memory nothing "
-                         "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
-                         "memory, where the expected output has values")
+    if poisoned and unwritten:
+        notes.append(f"{unwritten} output element(s) left unwritten, or computed from memory nothing "
+                     "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
+                     "memory, where the expected output has values")
     comp.passed = comp.mismatches == 0
     if not comp.passed and not any("left unwritten" in n for n in notes):
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside rtol {rtol:g}, "

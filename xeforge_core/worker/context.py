@@ -52,12 +52,30 @@ class WorkerContext:
         self.threads = ThreadWatch()
         self.registry = AutotuneRegistry(interpreter=self.ops.interpreter)
         install_shim(self.registry)
-        self.recorder = LaunchRecorder(on_side_stream=self.ops.on_side_stream)
+        self.recorder = LaunchRecorder(on_side_stream=self.ops.on_side_stream,
+                                       grid_limits=self.options.get("grid_limits"))
         self.recorder.install()
         self.verdict = Verdict(kind=VerdictKind.OK)
         self.verdict.device = self.ops.fingerprint()
         self.failed = False
         self.poisoned = False
+        self._inputs: Any = None
+        self._inputs_loaded = False
+
+    # -- the problem's inputs module ----------------------------------------------------------
+    def inputs_module(self) -> Any:
+        """The module whose ``get_inputs()`` / ``get_init_inputs()`` build the inputs (the job's
+        ``inputs``: KernelBench's problem file), imported once, before any candidate code;
+        ``None`` when the job has none (a spec, or the module under test provides them).
+        Raises ``WorkerError`` when it does not import."""
+        if not self._inputs_loaded:
+            self._inputs_loaded = True
+            source = self.job.get("inputs")
+            if source:
+                from xeforge_core.worker.loading import load_module
+
+                self._inputs = load_module(self.job_dir, dict(source, label="inputs"), self.ops.kind)
+        return self._inputs
 
     # -- fresh-memory poisoning -------------------------------------------------------------
     def enable_poison(self) -> None:

@@ -57,6 +57,7 @@ class DeviceOps:
         self._event_cls = self._mod.Event if self._mod is not None else _HostEvent
         self._elapsed = getattr(self._event_cls, "elapsed_time", None)
         self._record = getattr(self._event_cls, "record", None)
+        self._sleep = getattr(torch.cuda, "_sleep", None) if kind == "cuda" else None
         self._default_stream: Any = None
         if self._mod is not None:
             try:
@@ -83,6 +84,18 @@ class DeviceOps:
         """Wait for all work queued on the device (no-op on cpu)."""
         if self._sync is not None:
             self._sync()
+
+    def peak_memory_bytes(self) -> int | None:
+        """The most device memory torch's allocator held at once in this process, bytes
+        (``torch.cuda.max_memory_allocated`` / ``torch.xpu.max_memory_allocated``); ``None``
+        on cpu or where the backend does not report it."""
+        fn = getattr(self._mod, "max_memory_allocated", None) if self._mod is not None else None
+        if fn is None:
+            return None
+        try:
+            return int(fn())
+        except Exception:  # noqa: BLE001 - a backend without the counter reports none
+            return None
 
     def event(self) -> Any:
         """A timing event (``torch.cuda.Event`` / ``torch.xpu.Event`` with timing enabled; a
@@ -175,6 +188,28 @@ class DeviceOps:
             return None
         nbytes = max(2 * int(l2_bytes or 0), 256 << 20)
         return torch.empty(nbytes // 4, dtype=torch.int32, device=self.torch_device)
+
+    @property
+    def asynchronous(self) -> bool:
+        """True where work is queued to a device and runs after the host call returns (cuda,
+        xpu); false on cpu, where the interpreter runs a kernel inside the launching call."""
+        return self._mod is not None
+
+    def sleep_cycles(self, cycles: int) -> bool:
+        """Queue a device-side busy wait of ``cycles`` clock cycles on the current stream
+        (``torch.cuda._sleep``: one thread spinning on the SM clock). It holds back the work
+        queued after it without touching memory, so that the host can finish queueing a timed
+        call before the device starts it. Returns False where the backend has no such wait
+        (cpu, xpu), so the caller can hold the device some other way."""
+        if self.kind != "cuda" or cycles <= 0:
+            return False
+        if self._sleep is None:
+            return False
+        try:
+            self._sleep(int(cycles))
+        except Exception:
+            return False
+        return True
 
     def graph(self) -> Any | None:
         """A device graph object (``torch.cuda.CUDAGraph`` / ``torch.xpu.XPUGraph``) or ``None``

@@ -12,6 +12,12 @@ the same values. Input distributions (``DISTRIBUTIONS``):
 * ``module``  (no spec only) exactly what the module's ``get_inputs()`` returns under
   ``torch.manual_seed(seed)``.
 
+Large floating-point inputs (``DEVICE_DRAW_BYTES`` and up) are drawn on the device instead,
+in place, so that a published KernelBench size (a 6.4 GB tensor) never passes through host
+memory; a variant with ``inputs_on_device`` also runs ``get_inputs()`` and the model's
+constructor under ``torch.device(device)``. Without a spec, a variant's ``overrides`` set the
+inputs module's size constants while ``get_inputs()`` / ``get_init_inputs()`` run.
+
 Integer inputs are ``randint(0, 16)`` (bool: ``randint(0, 2)``) whatever the distribution, or
 ``randint(lo, hi)`` when the spec's input gives ``range: [lo, hi]`` (bounds may be dim names).
 Without a spec, ``get_inputs()`` gives the shapes and dtypes, and its floating-point tensors are
@@ -25,7 +31,10 @@ reference takes the kernel model's the same way; otherwise both keep the seeded 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -84,6 +93,121 @@ def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: to
     return x.to(dtype)
 
 
+#: A floating-point input at least this large is drawn on the device with a device generator
+#: (seeded like the host one) instead of on the host, so host memory does not grow with it.
+#: Values then agree between roles on the same kind of device, not across kinds.
+DEVICE_DRAW_BYTES = 64 << 20
+
+
+def _derived_assignments(module: Any, names: set[str]) -> list[tuple[str, Any]]:
+    """Module-level ``NAME = <expression>`` statements of ``module``'s own file that read any of
+    ``names`` (directly or through an earlier such statement), in file order: e.g.
+    ``bias_shape = (out_features,)``, which must follow an overridden ``out_features``."""
+    import ast
+
+    path = getattr(module, "__file__", None)
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8")) if path else None
+    except (OSError, SyntaxError, ValueError):
+        tree = None
+    if tree is None:
+        return []
+    touched = set(names)
+    out = []
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        read = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+        if read & touched and stmt.targets[0].id not in names:
+            out.append((stmt.targets[0].id, compile(ast.Expression(stmt.value), path, "eval")))
+            touched.add(stmt.targets[0].id)
+    return out
+
+
+@contextlib.contextmanager
+def module_overrides(module: Any, overrides: dict[str, Any] | None) -> Iterator[None]:
+    """Set the module-level size constants ``overrides`` (``{"batch_size": 16}``) on
+    ``module`` while ``get_inputs()`` / ``get_init_inputs()`` run, re-evaluate the module-level
+    values computed from them (``bias_shape = (out_features,)``), and put the published values
+    back afterwards. The module is the problem's own file (trusted code): its expressions are
+    evaluated in its namespace."""
+    if not overrides:
+        yield
+        return
+    missing = object()
+    derived = _derived_assignments(module, set(overrides))
+    names = list(overrides) + [n for n, _ in derived]
+    saved = {k: getattr(module, k, missing) for k in names}
+    for k, v in overrides.items():
+        setattr(module, k, v)
+    for name, code in derived:
+        with contextlib.suppress(Exception):  # a value that cannot be recomputed keeps its own
+            setattr(module, name, eval(code, vars(module)))  # the problem's own expression
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is missing:
+                with contextlib.suppress(AttributeError):
+                    delattr(module, k)
+            else:
+                setattr(module, k, v)
+
+
+@contextlib.contextmanager
+def cuda_calls_to(device: torch.device) -> Iterator[None]:
+    """While a problem's ``get_inputs()`` runs on another device than cuda, its hard-coded
+    ``tensor.cuda()`` (KernelBench's examples write ``torch.randn(...).cuda()``) moves the
+    tensor to ``device`` instead, which is what the problem means: "on the GPU under test"."""
+    if device.type == "cuda":
+        yield
+        return
+    original = torch.Tensor.cuda
+
+    def cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self.to(device)
+
+    torch.Tensor.cuda = cuda  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = original  # type: ignore[method-assign]
+
+
+def _device_generator(seed: int, distribution: str, index: int, device: torch.device) -> torch.Generator:
+    digest = hashlib.sha256(f"{seed}:{distribution}:{index}".encode()).digest()
+    g = torch.Generator(device=device)
+    g.manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+    return g
+
+
+def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Tensor:
+    """Redraw the floating-point tensor ``t`` in place from ``distribution`` with ``gen`` (a
+    generator on ``t``'s device); ``mixed`` is drawn in slices so no full-size temporary is
+    made. Returns ``t``."""
+    if distribution == "uniform":
+        return t.uniform_(-1.0, 1.0, generator=gen)
+    if distribution in ("normal", "module"):
+        return t.normal_(0.0, 1.0, generator=gen)
+    if distribution == "mixed":
+        flat = t.view(-1)
+        step = 1 << 24
+        for start in range(0, flat.numel(), step):
+            part = flat[start:start + step]
+            mag = torch.empty(part.shape, dtype=torch.float32, device=t.device).uniform_(-3.0, 1.0, generator=gen)
+            sign = torch.empty(part.shape, dtype=torch.float32, device=t.device).bernoulli_(0.5, generator=gen)
+            part.copy_(torch.pow(10.0, mag) * (sign * 2 - 1))
+        return t
+    raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+
+
+def _large(shape: list[int], dtype: torch.dtype) -> bool:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n * torch.empty((), dtype=dtype).element_size() >= DEVICE_DRAW_BYTES
+
+
 def _resolve_dim(value: Any, dims: dict[str, Any], input_name: str) -> list[int]:
     if isinstance(value, bool):
         raise _fail(f"input {input_name}: shape entry {value!r} is not a size")
@@ -117,7 +241,8 @@ def init_values(loaded: LoadedModule, variant: dict[str, Any]) -> list[Any]:
     if fn is None:
         return []
     try:
-        got = fn()
+        with module_overrides(loaded.module, variant.get("overrides")):
+            got = fn()
     except Exception as exc:
         raise WorkerError(classify(exc, loaded.file, during="calling get_init_inputs()")) from exc
     if not isinstance(got, (list, tuple)):
@@ -127,14 +252,19 @@ def init_values(loaded: LoadedModule, variant: dict[str, Any]) -> list[Any]:
 
 
 def construct_model(loaded: LoadedModule, inits: list[Any], seed: int, device: torch.device,
-                    dtype: torch.dtype | None) -> torch.nn.Module:
+                    dtype: torch.dtype | None, *, on_device: bool = False) -> torch.nn.Module:
     """Instantiate the module's model class under ``torch.manual_seed(seed)``, move it to
-    ``device`` and (when the variant gives a dtype) cast it. Raises ``WorkerError`` naming the
-    class and the init values it rejected."""
+    ``device`` and (when the variant gives a dtype) cast it; with ``on_device`` (large
+    problems) the parameters are created on the device directly. Raises ``WorkerError`` naming
+    the class and the init values it rejected."""
     cls = loaded.model_class()
     torch.manual_seed(seed)
     try:
-        model = cls(*inits)
+        if on_device and device.type != "cpu":
+            with torch.device(device):  # parameters are made there, not copied from the host
+                model = cls(*inits)
+        else:
+            model = cls(*inits)
     except Exception as exc:
         failure = classify(exc, loaded.file, during="constructing the model")
         shown = ", ".join(repr(v) for v in inits)
@@ -198,16 +328,23 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
             value_range = None
             if isinstance(rng, (list, tuple)) and len(rng) == 2:
                 value_range = (int(_resolve_dim(rng[0], dims, name)[0]), int(_resolve_dim(rng[1], dims, name)[0]))
-            args.append(make_tensor(shape, dtype, distribution, _generator(seed, distribution, i),
-                                    value_range).to(device))
+            if device.type != "cpu" and (dtype.is_floating_point or dtype.is_complex) and _large(shape, dtype):
+                t = torch.empty(shape, dtype=dtype, device=device)
+                args.append(fill_(t, distribution, _device_generator(seed, distribution, i, device)))
+            else:
+                args.append(make_tensor(shape, dtype, distribution, _generator(seed, distribution, i),
+                                        value_range).to(device))
         return args
 
     fn = getattr(loaded.module, "get_inputs", None)
     if fn is None:
         raise _fail(f"{loaded.path.name} has no get_inputs() and no spec was given, so there are no inputs")
     torch.manual_seed(seed)
+    on_device = bool(variant.get("inputs_on_device")) and device.type != "cpu"
     try:
-        got = fn()
+        with module_overrides(loaded.module, variant.get("overrides")), cuda_calls_to(device), \
+                (torch.device(device) if on_device else contextlib.nullcontext()):
+            got = fn()
     except Exception as exc:
         raise WorkerError(classify(exc, loaded.file, during="calling get_inputs()")) from exc
     if isinstance(got, torch.Tensor) or not isinstance(got, (list, tuple)):
@@ -217,7 +354,12 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
     for i, item in enumerate(got):
         if isinstance(item, torch.Tensor):
             t = item.detach()
-            if distribution != "module" and (t.dtype.is_floating_point or t.dtype.is_complex):
+            floating = t.dtype.is_floating_point or t.dtype.is_complex
+            if distribution != "module" and floating and device.type != "cpu" and _large(list(t.shape), t.dtype):
+                t = t.to(device)  # redrawn in place where it lives: no second full-size copy
+                args.append(fill_(t, distribution, _device_generator(seed, distribution, i, device)))
+                continue
+            if distribution != "module" and floating:
                 t = make_tensor(list(t.shape), t.dtype, distribution, _generator(seed, distribution, i))
             args.append(t.to(device))
         elif isinstance(item, (bool, int, float)):

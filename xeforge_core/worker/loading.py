@@ -35,6 +35,19 @@ class LoadedModule:
     module: types.ModuleType
     tree: ast.Module
     jit_functions: list[Any] = field(default_factory=list)
+    #: ``class`` (instantiate ``class_name``) or ``function`` (call it: KernelAgent's convention)
+    entry: str = "class"
+
+    def entry_function(self) -> Any:
+        """The module-level function a ``function`` entry calls. Raises ``WorkerError``
+        (runtime_error) when it is missing or not callable."""
+        from xeforge_core.verdict import VerdictKind
+
+        fn = getattr(self.module, self.class_name, None)
+        if callable(fn):
+            return fn
+        raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
+                                  f"the {self.label} module defines no callable {self.class_name}()"))
 
     @property
     def file(self) -> str:
@@ -112,7 +125,7 @@ def load_module(job_dir: Path, source: dict[str, Any], device: str | None = None
     jit = [v for v in vars(module).values() if _is_triton_fn(v)]
     return LoadedModule(label=label, path=path, source=text,
                         class_name=source.get("class_name") or "Model", module=module, tree=tree,
-                        jit_functions=[_base_jit(v) for v in jit])
+                        jit_functions=[_base_jit(v) for v in jit], entry=source.get("entry") or "class")
 
 
 def _is_triton_fn(value: Any) -> bool:

@@ -2,17 +2,30 @@
 
 Both roles run every (correctness variant x seed x input distribution) combination with the
 same seeds, so inputs and weights match. The baseline job saves, per combination, its outputs
-(and the reference's) to ``expected/`` with ``torch.save``, plus the model weights per
-(variant, seed) and a ``meta.json`` (heavy aten ops, launch count, reference agreement, whether
-the expected outputs are constant across seeds). The candidate job compares against those.
+and the reference's (``xeforge_core.worker.expected``: streamed to disk, so host memory does
+not grow with tensor size), plus the model weights per (variant, seed) and a ``meta.json``
+(heavy aten ops, launch count, whether the baseline agrees with the reference, what the truth
+is, whether the truth's outputs ignore inputs that varied). The candidate job compares against
+those.
+
+The truth is the reference when one exists (``meta["truth"] == "reference"``), else the
+baseline. When the baseline *is* the reference (``baseline_is_reference``: a plain-PyTorch
+KernelBench or KernelAgent problem), its outputs are the truth and it need launch no Triton
+kernel. A candidate judged against the reference keeps the baseline's output dtypes and shapes
+(``allow_dtype_change`` / ``allow_shape_change`` waive that).
 
 Files in ``expected/``::
 
-    meta.json                       {"runs": {KEY: {...}}, "heavy_ops": [...], ...}
-    <KEY>.pt                        {"outputs": [...], "reference": [...] | None}
+    meta.json                       {"runs": {KEY: {...}}, "heavy_ops": [...], "truth": ..., ...}
+    <KEY>.json, <KEY>.o<i>.bin, ... outputs and reference outputs (see ``expected.py``)
     state__<variant>__s<seed>.pt    the baseline model's state_dict (before any forward)
 
 with ``KEY = <variant>__s<seed>__<distribution>``.
+
+The candidate job also records the launch grid of every Triton launch, and when the job gives
+a ``grid_probe`` variant (the first correctness variant at twice its sizes) runs the
+candidate once there, so the parent can tell which grid axes grow with the input and derive a
+larger variant when one of them ran with fewer than three programs.
 """
 
 from __future__ import annotations
@@ -26,6 +39,8 @@ from typing import Any
 import torch
 
 from xeforge_core.verdict import CorrectnessRun, Finding, Step, StepStatus, VerdictKind
+from xeforge_core.worker.adapter import KernelFunctionModel, forward_params
+from xeforge_core.worker.capture import INT32_LIMIT, LaunchRefused
 from xeforge_core.worker.compare import (
     Tolerance,
     bitwise_equal,
@@ -35,6 +50,7 @@ from xeforge_core.worker.compare import (
 )
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
+from xeforge_core.worker.expected import ExpectedStore, StoredTensor, materialize, tensor_digest
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
     build_inputs,
@@ -44,7 +60,6 @@ from xeforge_core.worker.inputs import (
     flatten_outputs,
     init_values,
     load_matching_state,
-    to_host,
 )
 from xeforge_core.worker.integrity import (
     HarnessGuard,
@@ -121,18 +136,44 @@ def _expected_dir(ctx: WorkerContext) -> Path:
 
 
 class Harness:
-    """Runs one loaded module over the job's combinations."""
+    """Runs one loaded module over the job's combinations.
+
+    Inputs and constructor arguments come from the job's inputs module when it has one
+    (KernelBench's problem file, ``WorkerContext.inputs_module``), else from ``loaded`` itself;
+    a module without ``get_init_inputs()`` takes them from ``init_fallback``. A ``function``
+    entry (KernelAgent's ``kernel_function``) is wrapped in a :class:`KernelFunctionModel` bound
+    to the problem's reference model, built with the same seed and weights."""
 
     def __init__(self, ctx: WorkerContext, loaded: LoadedModule, init_fallback: LoadedModule | None = None) -> None:
         self.ctx = ctx
         self.loaded = loaded
-        # a reference without get_init_inputs() is built with the kernel module's init values
-        self.init_module = loaded if init_fallback is None or hasattr(loaded.module, "get_init_inputs") \
-            else init_fallback
+        problem_inputs = ctx.inputs_module()
+        self.input_source = problem_inputs or loaded
+        candidates = [m for m in (problem_inputs, loaded, init_fallback) if m is not None]
+        self.init_module = next((m for m in candidates if hasattr(m.module, "get_init_inputs")), candidates[0])
         self.spec = ctx.job.get("spec")
         self.models: dict[tuple[str, int], torch.nn.Module] = {}
         self.states: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
         self.weight_notes: dict[str, str] = {}
+        self._binding: LoadedModule | None = None
+        self.call_description = ""
+
+    def _binding_module(self) -> LoadedModule:
+        """The module whose ``Model`` a ``function`` entry is bound to: the reference, else the
+        baseline, else the inputs module."""
+        if self._binding is None:
+            job = self.ctx.job
+            source = job.get("reference") or job.get("baseline")
+            if source:
+                self._binding = load_module(self.ctx.job_dir, dict(source, label="binding", entry="class",
+                                                                   class_name="Model"), self.ctx.ops.kind)
+            elif self.ctx.inputs_module() is not None:
+                self._binding = self.ctx.inputs_module()
+            else:
+                raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
+                                          f"{self.loaded.path.name} defines {self.loaded.class_name}() but the "
+                                          "job has no problem Model to bind its parameters to"))
+        return self._binding
 
     def model_for(self, combo: Combo, *, baseline_state: dict[str, torch.Tensor] | None = None,
                   fresh: bool = False) -> torch.nn.Module:
@@ -142,10 +183,20 @@ class Harness:
         if key in self.models and not fresh:
             return self.models[key]
         inits = init_values(self.init_module, combo.variant)
-        model = construct_model(self.loaded, inits, combo.seed, self.ctx.ops.torch_device,
-                                _variant_dtype(combo.variant))
-        if baseline_state is not None:
-            self.weight_notes[f"{combo.vname}/s{combo.seed}"] = load_matching_state(model, baseline_state)
+        on_device = bool(combo.variant.get("inputs_on_device"))
+        if self.loaded.entry == "function":
+            binding = self._binding_module()
+            reference = construct_model(binding, inits, combo.seed, self.ctx.ops.torch_device,
+                                        _variant_dtype(combo.variant), on_device=on_device)
+            if baseline_state is not None:
+                self.weight_notes[f"{combo.vname}/s{combo.seed}"] = load_matching_state(reference, baseline_state)
+            model: torch.nn.Module = KernelFunctionModel(self.loaded.entry_function(), reference,
+                                                         forward_params(binding.model_class()))
+        else:
+            model = construct_model(self.loaded, inits, combo.seed, self.ctx.ops.torch_device,
+                                    _variant_dtype(combo.variant), on_device=on_device)
+            if baseline_state is not None:
+                self.weight_notes[f"{combo.vname}/s{combo.seed}"] = load_matching_state(model, baseline_state)
         self.states[key] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         if not fresh:
             self.models[key] = model
@@ -154,7 +205,7 @@ class Harness:
     def inputs_for(self, combo: Combo) -> list[Any]:
         """Fresh forward() arguments for ``combo`` on the device."""
         seed = combo.seed if combo.input_seed is None else combo.input_seed
-        return build_inputs(self.loaded, self.spec, combo.variant, seed, combo.distribution,
+        return build_inputs(self.input_source, self.spec, combo.variant, seed, combo.distribution,
                             self.ctx.ops.torch_device)
 
     def run(self, model: torch.nn.Module, args: list[Any], *, trace: OpTracer | None = None,
@@ -165,6 +216,9 @@ class Harness:
             out = self.ctx.call(model, args, trace=trace)
         except WorkerError:
             raise
+        except LaunchRefused as exc:
+            self.ctx.verdict.findings.append(Finding("grid_axis_limit", str(exc), "error"))
+            raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR, f"{during}: {exc}")) from exc
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -174,7 +228,97 @@ class Harness:
             if note:
                 failure.reason = f"the {self.loaded.label} {note}. {failure.reason}"
             raise WorkerError(failure) from exc
+        if isinstance(model, KernelFunctionModel) and model.description:
+            self.call_description = model.description
         return flatten_outputs(out)
+
+
+#: Inputs larger than this are fingerprinted on the device (sums and end slices) instead of by
+#: hashing every byte on the host.
+FINGERPRINT_HASH_BYTES = 64 << 20
+
+
+def input_fingerprint(args: list[Any]) -> str:
+    """A digest of the forward() arguments (tensor bytes and plain values), to tell whether the
+    inputs of two runs differed. Large tensors contribute their float64 sum, sum of squares and
+    first and last 4096 elements, computed on the device."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            h.update(f"{tuple(a.shape)}{a.dtype}".encode())
+            if a.numel() * a.element_size() <= FINGERPRINT_HASH_BYTES:
+                h.update(tensor_digest(a).encode())
+            else:
+                flat = a.detach().reshape(-1)
+                total = squares = 0.0
+                for start in range(0, flat.numel(), 1 << 24):
+                    part = flat[start:start + (1 << 24)]
+                    wide = part.abs().double() if part.is_complex() else part.double()
+                    total += float(wide.sum())
+                    squares += float((wide * wide).sum())
+                h.update(repr((total, squares)).encode())
+                h.update(tensor_digest(torch.cat([flat[:4096], flat[-4096:]])).encode())
+        else:
+            h.update(repr(a).encode())
+    return h.hexdigest()
+
+
+def launch_grids(launches: list[Any]) -> dict[str, list[int]]:
+    """``{kernel: [programs on axis 0, 1, 2]}``: the largest count seen per axis over the
+    launches of each kernel (launches whose grid could not be evaluated are left out)."""
+    grids: dict[str, list[int]] = {}
+    for rec in launches:
+        if rec.grid is None:
+            continue
+        have = grids.setdefault(rec.kernel, [0, 0, 0])
+        for i, g in enumerate(rec.grid):
+            have[i] = max(have[i], int(g))
+    return grids
+
+
+def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Finding]:
+    """Run-time facts about the launches that explain faults the compiler does not report:
+    an int32 offset that overflows (a tensor argument of 2^31 elements or more, in a kernel
+    whose source never uses int64), and a float32 ``tl.dot`` without ``input_precision``
+    (Triton's default on NVIDIA GPUs is TF32, a 10-bit mantissa)."""
+    found: dict[tuple[str, str], Finding] = {}
+    for rec in launches:
+        src = jit_sources.get(rec.kernel, "")
+        if rec.largest_arg and rec.largest_arg[1] > INT32_LIMIT and "int64" not in src:
+            name, n = rec.largest_arg
+            found[("int32_offset_overflow", rec.kernel)] = Finding(
+                "int32_offset_overflow", f"kernel {rec.kernel}: argument {name} has {n} elements, past 2^31 - 1, "
+                "and the kernel never computes offsets in int64: element offsets wrap and address the wrong "
+                "memory. Cast the program id (or the offsets) with .to(tl.int64) before multiplying by strides",
+                "warning")
+        if rec.float32_args and "tl.dot(" in src and "input_precision" not in src and "allow_tf32" not in src:
+            found[("fp32_dot_tf32", rec.kernel)] = Finding(
+                "fp32_dot_tf32", f"kernel {rec.kernel}: tl.dot on float32 data without input_precision: on NVIDIA "
+                "GPUs Triton then multiplies in TF32 (10-bit mantissa), about 1e-3 relative error per product; "
+                "pass input_precision=\"ieee\" where float32 accuracy is needed", "warning")
+    return list(found.values())
+
+
+def _jit_sources(loaded: LoadedModule) -> dict[str, str]:
+    """``{kernel name: source}`` of the module's Triton kernels (``JITFunction.src``; the
+    interpreter's ``InterpretedFunction`` keeps only the Python function, read with ``inspect``)."""
+    import inspect
+
+    out: dict[str, str] = {}
+    for fn in loaded.jit_functions:
+        py = getattr(fn, "fn", None)
+        name = getattr(py, "__name__", None)
+        src = getattr(fn, "src", None)
+        if not isinstance(src, str) and py is not None:
+            try:
+                src = inspect.getsource(py)
+            except (OSError, TypeError):
+                src = None
+        if name and isinstance(src, str):
+            out[name] = src
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,6 +335,7 @@ def _load(ctx: WorkerContext, source: dict[str, Any] | None, label: str) -> Load
 def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any],
                   baseline_state_of: Any = None) -> None:
     def body(step: Step) -> None:
+        ctx.inputs_module()  # the problem's own inputs module first, before the module under test
         loaded = _load(ctx, ctx.job.get("module"), ctx.role)
         holder["loaded"] = loaded
         harness = Harness(ctx, loaded)
@@ -200,14 +345,19 @@ def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any
         mark = ctx.recorder.mark()
         model = harness.model_for(combo, baseline_state=state, fresh=True)
         args = harness.inputs_for(combo)
-        harness.run(model, args, during=f"making the first call ({combo.describe()})")
+        holder["first_outputs"] = harness.run(model, args, during=f"making the first call ({combo.describe()})")
+        del args
         launches = ctx.recorder.since(mark)
         names = sorted({rec.kernel for rec in launches})
         step.summary = (f"imported {loaded.path.name}; first call launched {len(launches)} Triton kernel(s)"
                         + (f": {', '.join(names)}" if names else ""))
+        if harness.call_description:
+            step.summary += f"; called {harness.call_description}"
         step.evidence = {"file": loaded.path.name, "launches": len(launches), "kernels": names,
                          "autotuned": [e.name for e in ctx.registry.entries],
                          "interpreter": ctx.ops.interpreter}
+        if harness.call_description:
+            step.evidence["call"] = harness.call_description
         ctx.kernels_to_verdict()
 
     ctx.run_step("compile", body)
@@ -215,8 +365,9 @@ def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any
 
 def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo],
                        expected: dict[str, dict[str, Any]] | None, baseline_state_of: Any,
-                       tol_of: Any) -> tuple[list[Finding], dict[str, Any]]:
-    """Runtime integrity checks on the first combination(s). Returns findings and evidence."""
+                       tol_of: Any, *, eager_ok: bool = False) -> tuple[list[Finding], dict[str, Any]]:
+    """Runtime integrity checks on the first combination(s). Returns findings and evidence.
+    ``eager_ok``: the module is the eager reference, so launching no Triton kernel is fine."""
     findings: list[Finding] = []
     evidence: dict[str, Any] = {}
     a = combos[0]
@@ -235,7 +386,7 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
     evidence["launches_per_call"] = len(launches)
     evidence["aten_ops"] = sorted(tracer.ops)
     evidence["heavy_ops"] = sorted(heavy(tracer.ops))
-    if not launches:
+    if not launches and not eager_ok:
         findings.append(Finding("no_triton_launch", f"forward() launched no Triton kernel on {ctx.ops.kind}: "
                                 "the work is not done by a Triton kernel (the Triton path never ran)"))
     if any(not rec.main_thread for rec in launches) or ctx.threads.started:
@@ -245,6 +396,7 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
         findings.append(Finding("side_stream", "a kernel was launched on a side stream, off the timed stream"))
     for i in mutated_inputs(before_a, args_a):
         findings.append(Finding("mutates_input", f"forward() modified its input {i} in place"))
+    del before_a
     for oi, ii in aliased_outputs(out_a, args_a):
         findings.append(Finding("output_aliases_input", f"output {oi} shares memory with input {ii}"))
     for oi, tname in subclass_outputs(out_a):
@@ -263,10 +415,10 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
         if any(isinstance(x, torch.Tensor) and not bitwise_equal(x, y) for x, y in zip(out_a, snap_a)):
             findings.append(Finding("reused_output_buffer", "the first call's output changed when forward() was "
                                     "called again: it returns a buffer it reuses across calls"))
-        expected_differ = any(not bitwise_equal(x, y) for x, y in zip(exp_a, exp_b))
+        expected_differ = any(not _same_stored(x, y) for x, y in zip(exp_a, exp_b))
         tol = tol_of(a)
-        ok_b, _, _, _ = compare_outputs(to_host(out_b), exp_b, tol, poisoned=False)
-        like_a, _, _, _ = compare_outputs(to_host(out_b), to_host(snap_a), tol, poisoned=False)
+        ok_b, _, _, _ = compare_outputs(out_b, exp_b, tol, poisoned=False)
+        like_a, _, _, _ = compare_outputs(out_b, snap_a, tol, poisoned=False)
         if expected_differ and not ok_b and like_a:
             findings.append(Finding("cached_output", "called twice with different inputs of the same shape, "
                                     "forward() returned the first call's result again (results cached "
@@ -277,13 +429,20 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
                 if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape:
                     x.copy_(y)
             out_c = harness.run(model_b, args_a)
-            ok_c, _, _, _ = compare_outputs(to_host(out_c), exp_b, tol, poisoned=False)
+            ok_c, _, _, _ = compare_outputs(out_c, exp_b, tol, poisoned=False)
             if not ok_c:
                 findings.append(Finding("cached_output", "called again with the same tensors holding new "
                                         "values, forward() returned a stale result (cached by id() or "
                                         "data address)"))
         evidence["calls_checked"] = 3 if ok_b and expected_differ else 2
     return findings, evidence
+
+
+def _same_stored(x: Any, y: Any) -> bool:
+    """Bitwise equality of two saved outputs (by their digests when saved as files)."""
+    if isinstance(x, StoredTensor) and isinstance(y, StoredTensor):
+        return x.shape == y.shape and x.dtype == y.dtype and bool(x.sha256) and x.sha256 == y.sha256
+    return bitwise_equal(x, y)
 
 
 def _tol_of(ctx: WorkerContext):
@@ -302,6 +461,10 @@ def _performance_not_measured(ctx: WorkerContext) -> None:
         ctx.run_step("performance", body)
 
 
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
 # ---------------------------------------------------------------------------------------------
 # baseline
 # ---------------------------------------------------------------------------------------------
@@ -311,6 +474,8 @@ def run_baseline(ctx: WorkerContext) -> None:
     combos = combos_of(ctx.job)
     out_dir = _expected_dir(ctx)
     out_dir.mkdir(parents=True, exist_ok=True)
+    store = ExpectedStore(out_dir)
+    eager = bool(ctx.job.get("baseline_is_reference"))
     ctx.enable_poison()
     holder: dict[str, Any] = {}
     _compile_step(ctx, combos, holder)
@@ -320,11 +485,13 @@ def run_baseline(ctx: WorkerContext) -> None:
         ctx.skip_missing()
         return
     harness: Harness = holder["harness"]
-    meta: dict[str, Any] = {"runs": {}, "heavy_ops": [], "launches_per_call": 0}
+    holder.pop("first_outputs", None)
+    meta: dict[str, Any] = {"runs": {}, "heavy_ops": [], "launches_per_call": 0, "eager": eager,
+                            "truth": "reference" if (eager or ctx.job.get("reference")) else "baseline"}
 
     def structure(step: Step) -> None:
         findings = [Finding(f.rule, f.message, "warning", f.line) for f in static_findings(harness.loaded.tree)]
-        rt, evidence = _structure_runtime(ctx, harness, combos, None, None, _tol_of(ctx))
+        rt, evidence = _structure_runtime(ctx, harness, combos, None, None, _tol_of(ctx), eager_ok=eager)
         meta["heavy_ops"] = evidence.get("heavy_ops", [])
         meta["launches_per_call"] = evidence.get("launches_per_call", 0)
         step.evidence = evidence
@@ -345,22 +512,29 @@ def run_baseline(ctx: WorkerContext) -> None:
                                    f"the baseline launched no Triton kernel on {ctx.ops.kind}: the Triton path "
                                    f"never ran ({fallback}), so there is no Triton baseline to compare with"))
             return
-        step.summary = (f"{meta['launches_per_call']} launch(es) per call"
-                        + (f"; heavy torch ops in forward: {', '.join(meta['heavy_ops'])}" if meta["heavy_ops"] else ""))
+        if eager:
+            step.summary = ("the baseline is the PyTorch reference (eager); heavy torch ops: "
+                            + (", ".join(meta["heavy_ops"]) or "none"))
+        else:
+            step.summary = (f"{meta['launches_per_call']} launch(es) per call"
+                            + (f"; heavy torch ops in forward: {', '.join(meta['heavy_ops'])}"
+                               if meta["heavy_ops"] else ""))
 
     ctx.run_step("structure", structure)
 
     def correctness(step: Step) -> None:
         reference = None
-        ref_source = ctx.job.get("reference")
+        ref_source = None if eager else ctx.job.get("reference")
         if ref_source:
             try:
                 reference = Harness(ctx, _load(ctx, ref_source, "reference"), init_fallback=harness.loaded)
+                reference.input_source = harness.input_source  # the same inputs as the baseline
             except WorkerError as err:
-                ctx.verdict.warnings.append(f"the reference did not load, so it is not checked: "
-                                            f"{err.failure.reason}")
+                raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
+                                          f"the reference did not load: {err.failure.reason}",
+                                          err.failure.line, err.failure.error_text)) from err
         ref_failures: list[str] = []
-        per_variant: dict[str, list[list[Any]]] = {}
+        truth_hashes: dict[str, list[tuple[str, tuple]]] = {}
         for combo in combos:
             model = harness.model_for(combo)
             if (combo.vname, combo.seed) not in meta.get("_saved", set()):
@@ -368,59 +542,77 @@ def run_baseline(ctx: WorkerContext) -> None:
                            out_dir / f"state__{_safe(combo.vname)}__s{combo.seed}.pt")
                 meta.setdefault("_saved", set()).add((combo.vname, combo.seed))
             args = harness.inputs_for(combo)
-            outputs = to_host(harness.run(model, clone_args(args), during=f"running {combo.describe()}"))
+            fingerprint = input_fingerprint(args)
+            outputs = harness.run(model, args, during=f"running {combo.describe()}")
+            del args
             record: dict[str, Any] = {"variant": combo.vname, "seed": combo.seed,
-                                      "distribution": combo.distribution, "ref_agrees": None}
+                                      "distribution": combo.distribution, "ref_agrees": True if eager else None,
+                                      "inputs": fingerprint}
             ref_out = None
             if reference is not None:
                 try:
                     rmodel = reference.model_for(combo, baseline_state=harness.states[(combo.vname, combo.seed)])
-                    ref_out = to_host(reference.run(rmodel, clone_args(args), during="running the reference"))
+                    ref_out = reference.run(rmodel, reference.inputs_for(combo), during="running the reference")
                 except WorkerError as err:
-                    ctx.verdict.warnings.append(f"the reference failed on {combo.describe()}, so it is not "
-                                                f"checked: {err.failure.reason}")
-                    reference = None
-                if ref_out is not None:
-                    tol = resolve_tolerance(ctx.options, combo.variant)
-                    ok, comps, warns, note = compare_outputs(outputs, ref_out, tol, allow_dtype_change=True,
-                                                             poisoned=False)
-                    r, a = tol.for_dtype(ref_out[0].dtype)[:2] if ref_out and isinstance(
-                        ref_out[0], torch.Tensor) else (0.0, 0.0)
-                    ctx.verdict.correctness.append(CorrectnessRun(
-                        variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
-                        against="reference", passed=ok, rtol=r, atol=a, outputs=comps,
-                        note="baseline vs reference" + (f": {summarize_failure(comps, note)}" if not ok else "")))
-                    record["ref_agrees"] = ok
-                    if not ok:
-                        ref_failures.append(f"{combo.describe()}: {summarize_failure(comps, note)}")
-            torch.save({"outputs": outputs, "reference": ref_out}, out_dir / f"{combo.key}.pt")
+                    raise WorkerError(Failure(
+                        VerdictKind.RUNTIME_ERROR, f"the reference failed on {combo.describe()}: "
+                        f"{err.failure.reason}", err.failure.line, err.failure.error_text)) from err
+                tol = resolve_tolerance(ctx.options, combo.variant)
+                ok, comps, warns, note = compare_outputs(outputs, ref_out, tol, allow_dtype_change=True,
+                                                         poisoned=False)
+                first = next((o for o in ref_out if isinstance(o, torch.Tensor)), None)
+                r, a = tol.for_dtype(first.dtype)[:2] if first is not None else (0.0, 0.0)
+                ctx.verdict.correctness.append(CorrectnessRun(
+                    variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
+                    against="reference", passed=ok, rtol=r, atol=a, outputs=comps,
+                    note="baseline vs reference" + (f": {summarize_failure(comps, note)}" if not ok else "")))
+                record["ref_agrees"] = ok
+                if not ok:
+                    ref_failures.append(f"{combo.describe()}: {summarize_failure(comps, note)}")
+            hashes = store.save(combo.key, outputs, ref_out)
+            del outputs, ref_out
             meta["runs"][combo.key] = record
-            per_variant.setdefault(combo.vname, []).append(ref_out if ref_out is not None else outputs)
+            truth = hashes.get("reference") or hashes["outputs"]
+            truth_hashes.setdefault(combo.vname, []).append((fingerprint, tuple(truth)))
         # the integrity run: the first model with other inputs of the same shape
         extra = integrity_combo(combos)
-        extra_out = to_host(harness.run(harness.model_for(extra), harness.inputs_for(extra),
-                                        during=f"running {extra.describe()}"))
-        torch.save({"outputs": extra_out, "reference": None}, out_dir / f"{extra.key}.pt")
+        extra_out = harness.run(harness.model_for(extra), harness.inputs_for(extra),
+                                during=f"running {extra.describe()}")
+        store.save(extra.key, extra_out, None)
+        del extra_out
         meta["integrity_run"] = extra.key
-        constant = [v for v, outs in per_variant.items()
-                    if len(outs) > 1 and all(len(o) == len(outs[0]) and all(bitwise_equal(x, y) for x, y in
-                                                                             zip(o, outs[0])) for o in outs[1:])]
+        constant, fixed = [], []
+        for vname, seen in truth_hashes.items():
+            if len(seen) < 2:
+                continue
+            inputs_varied = len({fp for fp, _ in seen}) > 1
+            outputs_same = len({h for _, h in seen}) == 1 and all(x is not None for x in seen[0][1])
+            if not inputs_varied:
+                fixed.append(vname)
+            elif outputs_same:
+                constant.append(vname)
         meta["constant_outputs"] = constant
+        meta["fixed_inputs"] = fixed
         meta["weights"] = {k: "baseline init" for k in harness.states}
+        meta["baseline_disagrees"] = len(ref_failures)
         if ref_failures:
             ctx.verdict.warnings.append(f"the baseline disagrees with the reference on {len(ref_failures)} run(s), "
-                                        f"e.g. {ref_failures[0]}; candidates are not judged against the "
-                                        "reference on those runs")
+                                        f"e.g. {ref_failures[0]}: the reference is the truth, so the problem is "
+                                        "inconsistent")
+        what = "reference" if meta["truth"] == "reference" else "baseline"
         if constant:
             step.status = StepStatus.INCONCLUSIVE
-            what = "reference" if ctx.job.get("reference") else "baseline"
             step.summary = (f"the {what}'s output does not depend on its inputs (identical across seeds and "
-                            f"distributions on variant(s) {', '.join(constant)}): correctness is inconclusive")
+                            f"distributions while the inputs differed, on variant(s) {', '.join(constant)}): "
+                            "correctness is inconclusive")
             ctx.verdict.warnings.append(step.summary)
         else:
             step.summary = f"{len(combos)} run(s) saved" + (
-                f"; checked against the reference ({len(ref_failures)} disagreement(s))" if ctx.job.get("reference")
+                f"; checked against the reference ({len(ref_failures)} disagreement(s))" if reference is not None
                 else "")
+            if fixed:
+                step.summary += f"; one fixed input set checked on {', '.join(fixed)} (get_inputs() gives the " \
+                                "same inputs whatever the seed)"
         step.evidence = {"expected_dir": str(out_dir), "runs": len(combos)}
 
     ctx.run_step("correctness", correctness)
@@ -445,16 +637,16 @@ def _load_expected(ctx: WorkerContext, combos: list[Combo]) -> tuple[dict[str, d
         raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
                                   f"the baseline's expected outputs are missing ({meta_path} not found)"))
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    store = ExpectedStore(out_dir)
     expected: dict[str, dict[str, Any]] = {}
     extra = meta.get("integrity_run")
-    if extra and (out_dir / f"{extra}.pt").is_file():
-        expected[extra] = torch.load(out_dir / f"{extra}.pt", weights_only=False)
+    if extra and store.has(extra):
+        expected[extra] = store.load(extra)
     for combo in combos:
-        path = out_dir / f"{combo.key}.pt"
-        if not path.is_file():
+        if not store.has(combo.key):
             raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
-                                      f"the baseline saved no outputs for {combo.describe()} ({path.name})"))
-        expected[combo.key] = torch.load(path, weights_only=False)
+                                      f"the baseline saved no outputs for {combo.describe()} ({combo.key}.json)"))
+        expected[combo.key] = store.load(combo.key)
     return expected, meta
 
 
@@ -487,22 +679,34 @@ def run_candidate(ctx: WorkerContext) -> None:
         ctx.skip_missing()
         return
     expected, meta = loaded_expected["expected"], loaded_expected["meta"]
+    eager = bool(meta.get("eager"))
     _compile_step(ctx, combos, holder, baseline_state_of)
     if ctx.failed:
         ctx.skip_missing()
         return
     harness: Harness = holder["harness"]
     tol_of = _tol_of(ctx)
+    # the integrity checks compare whole tensors: they run at the first (small) combination
+    small_expected = {k: {"outputs": materialize(v["outputs"] or [], ctx.ops.torch_device)}
+                      for k, v in expected.items() if k in (combos[0].key, integrity_combo(combos).key)
+                      or k == meta.get("integrity_run")}
 
     def structure(step: Step) -> None:
         findings = static_findings(harness.loaded.tree)
-        rt, evidence = _structure_runtime(ctx, harness, combos, expected, baseline_state_of, tol_of)
+        rt, evidence = _structure_runtime(ctx, harness, combos, small_expected, baseline_state_of, tol_of)
         findings += rt
         base_heavy = set(meta.get("heavy_ops") or [])
-        extra = sorted(set(evidence.get("heavy_ops", [])) - base_heavy)
-        if extra:
-            findings.append(Finding("torch_fallback", f"forward() runs torch {', '.join(extra)}, which the "
-                                    "baseline does not: the hot op fell back to torch instead of a Triton kernel"))
+        cand_heavy = set(evidence.get("heavy_ops", []))
+        if eager:
+            kept = sorted(cand_heavy)
+            if kept:
+                findings.append(Finding("torch_partial", f"forward() still runs torch {', '.join(kept)}: that part "
+                                        "of the problem is done by PyTorch, not by a Triton kernel", "warning"))
+        else:
+            extra = sorted(cand_heavy - base_heavy)
+            if extra:
+                findings.append(Finding("torch_fallback", f"forward() runs torch {', '.join(extra)}, which the "
+                                        "baseline does not: the hot op fell back to torch instead of a Triton kernel"))
         findings += ctx.timer_guard.check() + guard.check()
         findings += lint_findings(ctx.options.get("lints"))
         evidence["baseline_heavy_ops"] = sorted(base_heavy)
@@ -517,37 +721,68 @@ def run_candidate(ctx: WorkerContext) -> None:
         if errors:
             first = errors[0]
             where = f" (line {first.line})" if first.line else ""
-            ctx.fail(step, Failure(VerdictKind.CHEATING, f"integrity rule {first.rule} broken{where}: "
-                                   f"{first.message}", first.line))
+            kind = VerdictKind.CHEATING if not first.rule.startswith("kb:") else VerdictKind.COMPILE_ERROR
+            what = "integrity rule" if kind is VerdictKind.CHEATING else "knowledge-base rule"
+            ctx.fail(step, Failure(kind, f"{what} {first.rule} broken{where}: {first.message}", first.line))
             return
         step.summary = (f"{evidence.get('launches_per_call', 0)} Triton launch(es) per call; inputs untouched, "
                         "no aliasing, no caching across calls")
 
     ctx.run_step("structure", structure)
+    small_expected.clear()
 
     def correctness(step: Step) -> None:
-        runs = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of)
+        first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta)
+        runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of)
         failed = [r for r in runs if not r.passed]
+        if first is not None and not first.passed and not failed:
+            step.evidence = {"runs": len(runs) + 1, "failed": 1, "truth": meta.get("truth", "baseline")}
+            ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
+                f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}; every "
+                f"later call matched. A first call that differs from later ones is a fault users meet: e.g. an "
+                "autotuner that benchmarks every config on the first call, each adding into the same output")))
+            return
         step.evidence = {"runs": len(runs), "failed": len(failed), "weights": harness.weight_notes,
-                         "autotune_configs": [d for _, _, d in ctx.registry.variants()]}
+                         "autotune_configs": [d for _, _, d in ctx.registry.variants()], "grids": grids,
+                         "truth": meta.get("truth", "baseline")}
+        if harness.call_description:
+            step.evidence["call"] = harness.call_description
+        disagreeing = int(meta.get("baseline_disagrees") or 0)
         if failed:
             r = failed[0]
             cfg = f" with autotune config {r.config}" if r.config else ""
-            reason = f"wrong answer on variant {r.variant} (seed {r.seed}, {r.distribution} inputs){cfg} vs {r.against}: {r.note}"
+            reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {r.distribution} inputs){cfg} "
+                      f"vs {r.against}: {r.note}")
+            if disagreeing and r.against == "reference":
+                reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
+                           "is inconsistent")
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, reason))
             return
+        probe = ctx.job.get("grid_probe")
+        if probe:
+            step.evidence["probe"] = _grid_probe(ctx, harness, probe, baseline_state_of)
         constant = meta.get("constant_outputs") or []
+        truth = meta.get("truth", "baseline")
         if constant:
             step.status = StepStatus.INCONCLUSIVE
-            what = "reference" if ctx.job.get("reference") else "baseline"
-            step.summary = (f"inconclusive: the {what}'s output does not depend on its inputs (identical across "
-                            f"seeds on variant(s) {', '.join(constant)}), so matching it proves nothing")
+            step.summary = (f"inconclusive: the {truth}'s output does not depend on its inputs (identical across "
+                            f"seeds on variant(s) {', '.join(constant)} while the inputs differed), so matching "
+                            "it proves nothing")
             ctx.verdict.warnings.append(step.summary)
+            ctx.verdict.kind = VerdictKind.INCONCLUSIVE
             ctx.verdict.reason = step.summary
             return
         nconf = len(ctx.registry.variants())
-        step.summary = (f"matches the baseline on {len(runs)} run(s)"
+        step.summary = (f"matches the {truth} on {len(runs)} run(s)"
                         + (f" including every one of {nconf} autotune config(s)" if nconf else ""))
+        fixed = meta.get("fixed_inputs") or []
+        if fixed:
+            step.summary += f"; one fixed input set checked on {', '.join(fixed)}"
+        if disagreeing and truth == "reference":
+            ctx.verdict.kind = VerdictKind.INCONSISTENT
+            ctx.verdict.reason = (f"the candidate matches the reference, but the problem's baseline disagrees with "
+                                  f"the reference on {disagreeing} run(s): the problem is inconsistent (its baseline "
+                                  "is wrong), so a speedup over it means nothing")
 
     ctx.run_step("correctness", correctness)
     tampered = guard.check() + ctx.timer_guard.check()
@@ -558,67 +793,135 @@ def run_candidate(ctx: WorkerContext) -> None:
             ctx.fail(step, Failure(VerdictKind.CHEATING, f"integrity rule {tampered[0].rule} broken: "
                                    f"{tampered[0].message}"))
         ctx.verdict.kind = VerdictKind.CHEATING
+    ctx.verdict.findings += [f for f in launch_findings(ctx.recorder.launches, _jit_sources(harness.loaded))
+                             if (f.rule, f.message) not in {(g.rule, g.message) for g in ctx.verdict.findings}]
     ctx.kernels_to_verdict()
     _performance_not_measured(ctx)
     ctx.skip_missing(("compile", "structure", "correctness"))
     if not ctx.failed and not ctx.verdict.reason:
-        ctx.verdict.reason = "compiles, passes the integrity checks and matches the baseline"
+        truth = meta.get("truth", "baseline")
+        ctx.verdict.reason = f"compiles, passes the integrity checks and matches the {truth}"
+
+
+def _grid_probe(ctx: WorkerContext, harness: Harness, variant: dict[str, Any], baseline_state_of: Any) -> dict[str, Any]:
+    """Run the candidate once on ``variant`` (the first correctness variant at twice its sizes)
+    and return the grids it launched; nothing is compared. A failure is reported, not judged:
+    the baseline never ran at that size."""
+    combo = Combo(variant, 0, "normal")
+    mark = ctx.recorder.mark()
+    try:
+        model = harness.model_for(combo, fresh=True)
+        harness.run(model, harness.inputs_for(combo), during=f"probing the launch grid at {combo.vname}")
+    except WorkerError as err:
+        return {"variant": combo.vname, "error": _first_line(err.failure.reason)}
+    return {"variant": combo.vname, "grids": launch_grids(ctx.recorder.since(mark))}
 
 
 def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], expected: dict[str, dict[str, Any]],
-                    meta: dict[str, Any], baseline_state_of: Any) -> list[CorrectnessRun]:
+                    meta: dict[str, Any], baseline_state_of: Any) -> tuple[list[CorrectnessRun], dict[str, Any]]:
+    """Every (autotune selection x combination) against the truth. Returns the runs and the
+    launch grids of the default-config runs per variant (``{variant: {kernel: [g0, g1, g2]}}``)."""
     allow_dtype = bool(ctx.options.get("allow_dtype_change"))
     allow_shape = bool(ctx.options.get("allow_shape_change"))
+    eager = bool(meta.get("eager"))
     runs: list[CorrectnessRun] = []
+    grids: dict[str, dict[str, list[int]]] = {}
     selections: list[tuple[int, int, str] | None] = [None]
     for i, j, desc in ctx.registry.variants():
         if ctx.ops.interpreter and j == 0:
             continue  # on cpu the default run already uses each autotuner's first config
         selections.append((i, j, desc))
     default_desc = ctx.registry.default_description()
+    # In the interpreter every config costs a full run per combination: the other configs are
+    # checked on each variant's first combination (all of them on a GPU).
+    first_of_variant = [c for i, c in enumerate(combos) if i == 0 or combos[i - 1].vname != c.vname]
     for sel in selections:
-        for combo in combos:
+        for combo in (combos if sel is None or not ctx.ops.interpreter else first_of_variant):
             model = harness.model_for(combo, baseline_state=baseline_state_of(combo))
             args = harness.inputs_for(combo)
             if ctx.ops.kind != "cpu":
                 ctx.ops.poison_allocator(64 << 20)
+            mark = ctx.recorder.mark()
             if sel is None:
                 out = harness.run(model, args, during=f"running {combo.describe()}")
                 config = default_desc if ctx.registry.entries and ctx.ops.interpreter else None
+                for kernel, g in launch_grids(ctx.recorder.since(mark)).items():
+                    have = grids.setdefault(combo.vname, {}).setdefault(kernel, [0, 0, 0])
+                    grids[combo.vname][kernel] = [max(x, y) for x, y in zip(have, g)]
             else:
                 with ctx.registry.select(sel[0], sel[1]):
                     out = harness.run(model, args, during=f"running {combo.describe()} with config {sel[2]}")
                 config = sel[2]
-            outputs = to_host(out)
+            del args
             exp = expected[combo.key]
+            truth_is_ref = exp.get("reference") is not None or eager
+            truth = exp["reference"] if exp.get("reference") is not None else exp["outputs"]
+            against = "reference" if truth_is_ref else "baseline"
             tol = resolve_tolerance(ctx.options, combo.variant)
-            ok, comps, warns, note = compare_outputs(outputs, exp["outputs"], tol, allow_dtype_change=allow_dtype,
+            # against a separate reference the output dtype/shape contract is the baseline's
+            relaxed = truth_is_ref and not eager
+            ok, comps, warns, note = compare_outputs(out, truth, tol, allow_dtype_change=allow_dtype or relaxed,
                                                      allow_shape_change=allow_shape, poisoned=ctx.poisoned)
+            if ok and relaxed:
+                contract = _contract_note(out, exp["outputs"], allow_dtype, allow_shape)
+                if contract:
+                    ok, note = False, contract
             for w in warns:
                 if w not in ctx.verdict.warnings:
                     ctx.verdict.warnings.append(w)
-            r, a = _tols_shown(tol, exp["outputs"])
+            r, a = _tols_shown(tol, truth)
             run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
-                                 against="baseline", passed=ok, rtol=r, atol=a, config=config, outputs=comps,
+                                 against=against, passed=ok, rtol=r, atol=a, config=config, outputs=comps,
                                  note=summarize_failure(comps, note) if not ok else "")
             runs.append(run)
             ctx.verdict.correctness.append(run)
-            ref = exp.get("reference")
-            agrees = (meta.get("runs", {}).get(combo.key) or {}).get("ref_agrees")
-            if ref is not None and agrees and sel is None:
-                ok_r, comps_r, _, note_r = compare_outputs(outputs, ref, tol, allow_dtype_change=True,
-                                                           allow_shape_change=allow_shape, poisoned=ctx.poisoned)
-                r2, a2 = _tols_shown(tol, ref)
-                run_r = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
-                                       against="reference", passed=ok_r, rtol=r2, atol=a2, config=config,
-                                       outputs=comps_r, note=summarize_failure(comps_r, note_r) if not ok_r else "")
-                runs.append(run_r)
-                ctx.verdict.correctness.append(run_r)
-    return runs
+            del out
+    return runs, grids
+
+
+def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo, expected: dict[str, dict[str, Any]],
+                    meta: dict[str, Any]) -> CorrectnessRun | None:
+    """The first call's outputs (made in the compile step, when autotuners benchmark their
+    configs) against the truth of the first combination."""
+    if outputs is None or combo.key not in expected:
+        return None
+    exp = expected[combo.key]
+    eager = bool(meta.get("eager"))
+    truth_is_ref = exp.get("reference") is not None or eager
+    truth = exp["reference"] if exp.get("reference") is not None else exp["outputs"]
+    tol = resolve_tolerance(ctx.options, combo.variant)
+    ok, comps, _, note = compare_outputs(outputs, truth, tol,
+                                         allow_dtype_change=bool(ctx.options.get("allow_dtype_change"))
+                                         or (truth_is_ref and not eager),
+                                         allow_shape_change=bool(ctx.options.get("allow_shape_change")),
+                                         poisoned=ctx.poisoned)
+    r, a = _tols_shown(tol, truth)
+    run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
+                         against="reference" if truth_is_ref else "baseline", passed=ok, rtol=r, atol=a,
+                         config="first call", outputs=comps, note=summarize_failure(comps, note) if not ok else "")
+    ctx.verdict.correctness.append(run)
+    return run
+
+
+def _contract_note(outputs: list[Any], baseline: list[Any], allow_dtype: bool, allow_shape: bool) -> str:
+    """Why the outputs break the baseline's output contract (count, dtype, shape), or ""."""
+    if len(outputs) != len(baseline):
+        return f"returned {len(outputs)} output(s), the baseline returns {len(baseline)}"
+    for i, (o, b) in enumerate(zip(outputs, baseline)):
+        if not isinstance(b, (torch.Tensor, StoredTensor)) or not isinstance(o, torch.Tensor):
+            continue
+        if o.dtype != b.dtype and not allow_dtype:
+            return (f"output {i} dtype changed: expected {str(b.dtype).replace('torch.', '')}, got "
+                    f"{str(o.dtype).replace('torch.', '')} (the baseline's output dtype; an output dtype change is "
+                    "not allowed, --allow-dtype-change permits it)")
+        if tuple(o.shape) != tuple(b.shape) and not allow_shape:
+            return (f"output {i} shape changed: expected {list(b.shape)}, got {list(o.shape)} (the baseline's "
+                    "output shape)")
+    return ""
 
 
 def _tols_shown(tol: Tolerance, outputs: list[Any]) -> tuple[float, float]:
-    first = next((o for o in outputs if isinstance(o, torch.Tensor)), None)
+    first = next((o for o in outputs if isinstance(o, (torch.Tensor, StoredTensor))), None)
     if first is None:
         return (tol.rtol or 0.0, tol.atol or 0.0)
     r, a, _ = tol.for_dtype(first.dtype)

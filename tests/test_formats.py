@@ -1,0 +1,123 @@
+"""The problem formats people have, verified end to end through ``xeforge verify`` in Triton's
+interpreter: a KernelBench problem with a ModelNew-only solution, a KernelAgent problem with a
+``kernel_function`` module, a file whose ModelNew disagrees with its own Model, a reference that
+ignores its inputs, a baseline that disagrees with its reference, a candidate that ignores a
+launch-grid axis at a one-tile ``ci`` shape, and the knowledge-base and run-time lints.
+
+The exit statuses are the documented ones (``xeforge verify --help``): 0 ok, 1 wrong_answer,
+4 runtime_error, 10 inconclusive, 11 inconsistent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.cli import main
+
+FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
+KB = FORMATS / "kernelbench"
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XEFORGE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def verify(capsys, *args: str) -> tuple[int, dict]:
+    code = main(["verify", *map(str, args), "--device", "cpu", "--json", "--seeds", "2"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def rules(verdict: dict) -> dict[str, dict]:
+    return {f["rule"]: f for f in verdict["findings"]}
+
+
+def test_kernelbench_problem_and_modelnew_only_solutions(capsys):
+    code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_new.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert "matches the reference" in v["reason"]
+    assert {r["against"] for r in v["correctness"]} == {"reference"}
+
+    code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_tail.py")
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    assert "7 output element(s) left unwritten" in v["reason"]
+
+    code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_sign.py")
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    assert "vs reference" in v["reason"] and "outside rtol" in v["reason"]
+
+
+def test_a_wrong_first_call_is_wrong_even_when_later_calls_are_right(capsys):
+    code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_first_call.py", "--no-odd-size")
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    assert v["reason"].startswith("wrong answer on the first call")
+
+
+def test_kernelagent_kernel_function_is_bound_to_the_model(capsys):
+    code, v = verify(capsys, FORMATS / "kernelagent" / "problem.py", FORMATS / "kernelagent" / "kernel.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    compile_step = next(s for s in v["steps"] if s["name"] == "compile")
+    assert compile_step["evidence"]["call"] == ("kernel_function(x=input 0, weight=model.linear.weight, "
+                                                "bias=model.linear.bias)")
+
+
+def test_modelnew_that_disagrees_with_its_own_model_is_wrong(capsys):
+    f = KB / "disagrees_with_model.py"
+    code, v = verify(capsys, f, f)
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    assert "output 1" in v["reason"] and "the problem is inconsistent" in v["reason"]
+
+
+def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
+    code, v = verify(capsys, KB / "ignores_input.py", KB / "ignores_input_new.py")
+    assert (code, v["kind"]) == (10, "inconclusive")
+    assert "does not depend on its inputs" in v["reason"]
+
+
+def test_a_baseline_that_disagrees_with_the_reference_makes_the_problem_inconsistent(capsys):
+    code, v = verify(capsys, KB / "residual_relu_sign.py", KB / "residual_relu_new.py",
+                     "--reference", KB / "residual_relu.py")
+    assert (code, v["kind"]) == (11, "inconsistent")
+    assert "the problem's baseline disagrees with the reference" in v["reason"]
+
+
+def test_a_candidate_ignoring_grid_axis_1_fails_at_the_derived_variant(capsys):
+    planted = FORMATS.parent / "planted"
+    gemm = (planted / "gemm_baseline.py", "--spec", FORMATS / "gemm_grid" / "gemm.yaml",
+            "--reference", planted / "gemm_ref.py", "--no-odd-size")
+    code, v = verify(capsys, gemm[0], FORMATS / "gemm_grid" / "gemm_axis1_ignored.py", *gemm[1:])
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    assert "variant ci-grid4" in v["reason"] and "left unwritten" in v["reason"]
+    assert "axis 1 of matmul_kernel ran 1 program" in v["reason"]
+
+    code, v = verify(capsys, gemm[0], gemm[0], *gemm[1:])
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    step = next(s for s in v["steps"] if s["name"] == "correctness")
+    assert step["evidence"]["derived_variant"]["name"] == "ci-grid4"
+    assert {r["variant"] for r in v["correctness"]} == {"ci", "ci-grid4"}
+
+
+def test_lints_appear_as_findings(capsys):
+    lints = FORMATS / "lints"
+    code, v = verify(capsys, lints / "rows.py", lints / "rows_masked_no_other.py", "--no-odd-size")
+    assert code == 0, v["reason"]
+    found = rules(v)["kb:masked_load_other"]
+    assert found["line"] == 14 and found["severity"] == "warning" and "other=" in found["message"]
+
+    code, v = verify(capsys, lints / "rows.py", lints / "rows_grid_axis1.py", "--no-odd-size", "--target", "cuda")
+    assert (code, v["kind"]) == (4, "runtime_error")
+    assert "launch grid axis 1 has 70000 programs, over the device's limit of 65535" in v["reason"]
+    assert rules(v)["grid_axis_limit"]["severity"] == "error"
+    overflow = rules(v)["kb:int64_offsets_for_large_strides"]
+    assert overflow["line"] == 12 and "row * stride_m" in overflow["message"]
+
+    code, v = verify(capsys, lints / "gemm_fp32.py", lints / "gemm_fp32_tf32.py", "--no-odd-size")
+    assert code == 0, v["reason"]
+    tf32 = rules(v)["fp32_dot_tf32"]
+    assert "input_precision" in tf32["message"] and "measured against the reference here" in tf32["message"]
+    code, v = verify(capsys, lints / "gemm_fp32.py", lints / "gemm_fp32.py", "--no-odd-size")
+    assert "fp32_dot_tf32" not in rules(v)

@@ -1,0 +1,93 @@
+"""Sizes the verifier chooses: KernelBench's published sizes reduced for correctness, size
+constants told from axes and kernel sizes, and scaled copies for launch-grid coverage."""
+
+from __future__ import annotations
+
+from xeforge_core.coverage import coverage_gaps, derive_grid_variant
+from xeforge_core.problem import problem_from_source
+from xeforge_core.problem.scaling import estimate_input_bytes, size_constants
+
+SOFTMAX = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+batch_size = 4096
+dim = 393216
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+def get_init_inputs():
+    return []
+'''
+
+CONV = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, dim):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.dim = dim
+
+    def forward(self, x):
+        return self.conv(x).sum(self.dim)
+
+batch_size = 128
+in_channels = 3
+out_channels = 16
+height, width = 32, 32
+kernel_size = 3
+dim = 1
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, 32, 32)]
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, dim]
+'''
+
+
+def test_the_published_softmax_size_is_reduced_for_correctness():
+    assert size_constants(SOFTMAX) == {"batch_size": 4096, "dim": 393216}  # `dim` is a shape here
+    assert estimate_input_bytes(SOFTMAX) == (4096 * 393216, 4096 * 393216 * 4)
+    problem = problem_from_source(SOFTMAX, name="softmax")
+    assert problem.eager_baseline and problem.inputs is not None
+    small = problem.correctness_variants()[0]
+    assert small.name == "module-small" and small.overrides == {"batch_size": 32, "dim": 3072}
+    assert "batch_size=4096->32" in small.derived
+    assert [v.name for v in problem.benchmark_variants("cuda")] == ["module"]
+
+
+def test_kernel_sizes_and_axes_are_not_sizes():
+    consts = size_constants(CONV)
+    assert consts == {"batch_size": 128, "in_channels": 3, "out_channels": 16}
+    problem = problem_from_source(CONV, name="conv")
+    small = problem.correctness_variants()[0]  # 393216 input elements: halved once
+    assert small.overrides == {"batch_size": 64, "in_channels": 3, "out_channels": 8}
+
+
+def test_grid_coverage_asks_for_three_programs_per_growing_axis():
+    spec = '''
+inputs:
+  A: {shape: [M, K], dtype: float16}
+ci:
+  - params: [A]
+    dims: {M: 32, K: 32, BLOCK_FACTOR: 2}
+'''
+    src = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a):\n        return a\n"
+    problem = problem_from_source(src, name="g", spec_text=spec)
+    ci = problem.spec.variants["ci"]
+    grids = {"ci": {"k": [1, 1, 1]}}
+    probe = {"k": [2, 1, 1]}  # axis 0 grows with M, axis 1 does not
+    assert coverage_gaps(grids, "ci", probe) == [("k", 0, 1, 1, 2.0)]
+    derived, why = derive_grid_variant(problem, ci, grids, probe, device_type="cpu")
+    assert derived is not None and derived.name == "ci-grid4"
+    assert derived.dims == {"M": 128, "K": 128, "BLOCK_FACTOR": 2} and derived.shapes == {"A": (128, 128)}
+    assert "axis 0 of k ran 1 program" in why
+    assert derive_grid_variant(problem, ci, {"ci": {"k": [3, 1, 1]}}, {"k": [6, 1, 1]}, device_type="cpu") == (None, "")

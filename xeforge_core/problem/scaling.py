@@ -1,0 +1,327 @@
+"""Sizes of a problem the verifier chooses itself: reduced copies of KernelBench's published
+sizes, and larger copies that give every launch-grid axis several programs.
+
+Two kinds of problem carry their sizes differently:
+
+* with an Xe-Forge spec, a variant's ``dims`` give every shape and init value; a scaled copy
+  multiplies the *size dims* (below) and is rebuilt with ``build_variant``;
+* without one (KernelBench's convention), ``get_inputs()`` / ``get_init_inputs()`` read
+  module-level constants (``batch_size = 4096``); a scaled copy sets those constants before
+  they run (``Variant.overrides``, applied by the worker).
+
+A *size* is an integer of at least 2 whose name does not say it is something else: kernel
+sizes, strides, paddings, dilations, group counts, axes (``dim = 1`` in a softmax), epsilons,
+probabilities and the like keep their value (``NOT_A_SIZE``). Everything is read statically
+(``ast``): no module code runs here.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import replace
+from typing import Any
+
+from .dtypes import DTYPE_SIZES, normalize_dtype
+from .model import Problem, Variant
+
+__all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant",
+           "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS"]
+
+#: Names (case-insensitive, matched as whole words or ``_``-separated parts) that are not tensor
+#: sizes, so scaling never touches them.
+NOT_A_SIZE = re.compile(
+    r"(^|_)(kernel|kernel_size|ksize|k_size|pool|pool_size|stride|strides|padding|pad|dilation|groups?|"
+    r"num_groups|dim|axis|axes|eps|epsilon|momentum|p|prob|drop|dropout|scale|factor|alpha|beta|"
+    r"gamma|negative_slope|slope|min|max|value|constant|bias|bits|seed|iters?|steps?|topk|k_top|"
+    r"output_padding|ceil_mode|causal|heads_kv|window)($|_)", re.IGNORECASE)
+
+#: The reduced default size of a KernelBench problem: its largest input holds at most this many
+#: elements (1 MiB of float32). Triton's interpreter runs a 512x512x512 GEMM in about 2 s on
+#: the development machine, so the default correctness runs finish in seconds.
+REDUCED_MAX_INPUT_ELEMENTS = 1 << 18
+
+#: Smallest value a scaled-down size takes (sizes already smaller keep their value).
+_MIN_SCALED = 8
+
+_FACTORIES = {"randn", "rand", "zeros", "ones", "empty", "full", "randint", "randn_like", "rand_like",
+              "normal", "tensor", "arange", "randperm"}
+
+
+def _is_size_name(name: str) -> bool:
+    return not NOT_A_SIZE.search(name)
+
+
+def _module_ints(tree: ast.Module) -> dict[str, int]:
+    """Module-level integer constants: ``NAME = <int>``, also written as arithmetic on numbers
+    and earlier constants (``K = 131072 * 4``); ``height, width = 32, 32`` too. Last
+    assignment wins."""
+    out: dict[str, int] = {}
+    ev = _Evaluator(out)
+    for stmt in tree.body:
+        pairs: list[tuple[ast.expr, ast.expr]] = []
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+                pairs = list(zip(target.elts, value.elts))
+            else:
+                pairs = [(target, value)]
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            pairs = [(stmt.target, stmt.value)]
+        for target, value in pairs:
+            if not isinstance(target, ast.Name):
+                continue
+            number = ev.value(value)
+            if number is not None and not isinstance(number, bool):
+                out[target.id] = int(number)
+            else:
+                out.pop(target.id, None)
+    return out
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+
+
+def _names_read(fn: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _shape_names(fn: ast.FunctionDef) -> set[str]:
+    """Names used inside the shape arguments of tensor factories (``torch.randn(B, dim)``)."""
+    names: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if func in _FACTORIES and not func.endswith("_like"):
+                shape_args = list(node.args) + [k.value for k in node.keywords if k.arg == "size"]
+                for arg in shape_args:
+                    names |= _names_read(arg)
+    return names
+
+
+def size_constants(source: str) -> dict[str, int]:
+    """The module-level integer constants (at least 2) that are sizes, with their published
+    values: those used in a tensor shape inside ``get_inputs()`` (``torch.randn(batch_size,
+    dim)``: whatever their name), and those ``get_init_inputs()`` passes whose name says they
+    are a size (``out_features``, not ``kernel_size`` or ``dim``; see ``NOT_A_SIZE``). ``{}``
+    when the source does not parse or defines neither function."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    ints = _module_ints(tree)
+    funcs = _functions(tree)
+    shape_names: set[str] = set()
+    if "get_inputs" in funcs:
+        shape_names = _shape_names(funcs["get_inputs"])
+    init_names = _names_read(funcs["get_init_inputs"]) if "get_init_inputs" in funcs else set()
+    chosen = shape_names | {n for n in init_names if _is_size_name(n)}
+    return {n: v for n, v in ints.items() if n in chosen and v >= 2}
+
+
+class _Evaluator:
+    """Evaluates simple integer expressions over module constants (``batch_size * 2``)."""
+
+    def __init__(self, env: dict[str, int]) -> None:
+        self.env = env
+
+    def value(self, node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id)
+        if isinstance(node, ast.BinOp):
+            a, b = self.value(node.left), self.value(node.right)
+            if a is None or b is None:
+                return None
+            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+                   ast.FloorDiv: lambda: a // b if b else None, ast.Pow: lambda: a ** b if b < 64 else None}
+            fn = ops.get(type(node.op))
+            return fn() if fn else None
+        return None
+
+    def shape(self, call: ast.Call) -> list[int] | None:
+        args = list(call.args)
+        func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        if func == "randint":  # randint(low, high, size) or randint(high, size)
+            size = next((k.value for k in call.keywords if k.arg == "size"), None)
+            if size is None and args:
+                size = args[-1]
+            args = [size] if size is not None else []
+        if func in ("full",) and args:
+            args = args[:1]
+        if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+            args = list(args[0].elts)
+        dims = [self.value(a) for a in args]
+        if not dims or any(d is None for d in dims):
+            return None
+        return [int(d) for d in dims]  # type: ignore[arg-type]
+
+
+def _dtype_bytes(call: ast.Call) -> int:
+    for kw in call.keywords:
+        if kw.arg == "dtype":
+            name = kw.value.attr if isinstance(kw.value, ast.Attribute) else getattr(kw.value, "id", "")
+            canonical = normalize_dtype(name)
+            if canonical:
+                return DTYPE_SIZES[canonical]
+    func = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+    return 8 if func == "randint" else 4
+
+
+def estimate_input_bytes(source: str, overrides: dict[str, int] | None = None) -> tuple[int, int] | None:
+    """``(largest input elements, total input bytes)`` of the tensors ``get_inputs()`` creates
+    with ``torch.randn(...)``-style factories, with ``overrides`` applied to the module's
+    constants; ``None`` when a shape cannot be read statically (the sizes are then left as
+    published)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    fn = _functions(tree).get("get_inputs")
+    if fn is None:
+        return None
+    env = {**_module_ints(tree), **(overrides or {})}
+    ev = _Evaluator(env)
+    largest, total, found = 0, 0, False
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name not in _FACTORIES or name.endswith("_like") or name in ("tensor", "arange", "randperm"):
+            continue
+        shape = ev.shape(node)
+        if shape is None:
+            return None
+        n = math.prod(shape)
+        largest = max(largest, n)
+        total += n * _dtype_bytes(node)
+        found = True
+    return (largest, total) if found else None
+
+
+def _scale_value(value: int, factor: float) -> int:
+    if factor >= 1:
+        return int(value * factor)
+    if value <= _MIN_SCALED:
+        return value
+    return max(_MIN_SCALED, int(value * factor))
+
+
+def reduced_module_variant(problem: Problem, max_input_elements: int = REDUCED_MAX_INPUT_ELEMENTS) -> Variant | None:
+    """``module-small``: the problem's published sizes divided by the smallest power of two
+    that brings its largest input to at most ``max_input_elements`` elements, or ``None``
+    (the problem has a spec, its inputs module cannot be read statically, or it is already
+    that small)."""
+    inputs = problem.inputs
+    if problem.spec is not None or inputs is None:
+        return None
+    consts = size_constants(inputs.source)
+    published = estimate_input_bytes(inputs.source)
+    if not consts or published is None or published[0] <= max_input_elements:
+        return None
+    factor = 1.0
+    overrides: dict[str, int] = {}
+    for _ in range(24):
+        factor /= 2
+        overrides = {n: _scale_value(v, factor) for n, v in consts.items()}
+        got = estimate_input_bytes(inputs.source, overrides)
+        if got is None:
+            return None
+        if got[0] <= max_input_elements:
+            break
+    shown = ", ".join(f"{n}={consts[n]}->{v}" for n, v in overrides.items() if v != consts[n])
+    return Variant(name="module-small", params=[], dims={}, overrides=overrides,
+                   derived=f"the published sizes reduced for correctness ({shown}); "
+                           "`--variant module` checks the published sizes")
+
+
+def _spec_size_dims(problem: Problem, variant: Variant) -> list[str]:
+    spec = problem.spec
+    assert spec is not None
+    used: set[str] = set()
+    for pname in variant.params:
+        inp = spec.inputs.get(pname)
+        if inp is not None:
+            used |= {d for d in inp.shape if isinstance(d, str)}
+    used |= {i.value for i in spec.inits if isinstance(i.value, str)}
+    return [d for d, v in variant.dims.items()
+            if d in used and isinstance(v, int) and not isinstance(v, bool) and v >= 2 and _is_size_name(d)]
+
+
+def scaled_variant(problem: Problem, variant: Variant, factor: int, name: str, why: str = "") -> Variant | None:
+    """A copy of ``variant`` with every size multiplied by ``factor`` (an integer >= 2):
+    the spec's size dims, or the module's size constants through ``overrides``. ``None`` when
+    nothing can be scaled."""
+    from .spec import build_variant
+
+    if problem.spec is not None:
+        dims = dict(variant.dims)
+        names = _spec_size_dims(problem, variant)
+        if not names:
+            return None
+        for d in names:
+            dims[d] = int(dims[d]) * factor
+        spec = problem.spec
+        built = build_variant(name, params=list(variant.params), dims=dims, inputs=spec.inputs, inits=spec.inits,
+                              dtype=variant.dtype, flop_formula=variant.flop_formula, rtol=variant.rtol,
+                              atol=variant.atol)
+        return replace(built, derived=why)
+    if problem.inputs is None:
+        return None
+    consts = size_constants(problem.inputs.source)
+    if not consts:
+        return None
+    base = {**consts, **variant.overrides}
+    overrides = {n: int(v) * factor for n, v in base.items()}
+    return Variant(name=name, params=[], dims={}, overrides=overrides, rtol=variant.rtol, atol=variant.atol,
+                   derived=why)
+
+
+def variant_input_elements(problem: Problem, variant: Variant) -> int | None:
+    """Elements of the largest input of ``variant`` (from its shapes, or estimated from the
+    inputs module), or ``None`` when unknown."""
+    if variant.shapes:
+        return max((math.prod(s) for s in variant.shapes.values()), default=0)
+    if problem.inputs is not None:
+        got = estimate_input_bytes(problem.inputs.source, variant.overrides or None)
+        return got[0] if got else None
+    return None
+
+
+def describe_overrides(overrides: dict[str, Any]) -> str:
+    """``batch_size=16, dim=512`` for messages."""
+    return ", ".join(f"{k}={v}" for k, v in overrides.items())
+
+
+def odd_module_variant(problem: Problem, variant: Variant) -> Variant | None:
+    """``<name>-odd``: ``variant`` with every even size that only shapes the inputs (used in
+    ``get_inputs()`` shapes, not passed to ``get_init_inputs()``, so the model is unchanged)
+    made odd (``v - 1``), so a tail that is not a multiple of any block is checked; ``None``
+    when the problem has a spec or no such size."""
+    if problem.spec is not None or problem.inputs is None:
+        return None
+    try:
+        tree = ast.parse(problem.inputs.source)
+    except (SyntaxError, ValueError):
+        return None
+    funcs = _functions(tree)
+    if "get_inputs" not in funcs:
+        return None
+    init_names = _names_read(funcs["get_init_inputs"]) if "get_init_inputs" in funcs else set()
+    shape_only = _shape_names(funcs["get_inputs"]) - init_names
+    base = {**size_constants(problem.inputs.source), **variant.overrides}
+    overrides = dict(variant.overrides)
+    moved = False
+    for name in shape_only:
+        value = base.get(name)
+        if isinstance(value, int) and value >= 4 and value % 2 == 0:
+            overrides[name] = value - 1
+            moved = True
+    if not moved:
+        return None
+    return Variant(name=f"{variant.name}-odd", params=[], dims={}, overrides=overrides, rtol=variant.rtol,
+                   atol=variant.atol, derived="odd sizes: every even input-only size made odd, so partial blocks "
+                                             "are checked")

@@ -1,0 +1,159 @@
+"""Run a KernelAgent-style module, which defines ``kernel_function(...)`` instead of a model
+class, as if it were one.
+
+KernelAgent's convention: ``problem.py`` holds the PyTorch ``Model`` with ``get_inputs()`` /
+``get_init_inputs()``; the kernel module's ``kernel_function`` launches Triton kernels and is
+called with the forward() inputs and, where its signature asks for them, the reference model's
+parameters and configuration (``weight``, ``bias``, ``eps``, ``stride``, ...). The binding
+below matches each parameter of ``kernel_function``, in order:
+
+1. by name to a forward() input (``x`` in ``Model.forward(self, x)``);
+2. by name to the reference model (``w`` and ``add_bias`` mean ``weight`` and ``bias``, as in
+   KernelAgent's own harness, meta-pytorch/KernelAgent ``examples/*/test.py``): an attribute (``model.eps``), a parameter or buffer whose
+   dotted name ends with it (``conv.weight`` for ``weight``), ``<submodule>_<attr>``
+   (``conv_weight`` -> ``model.conv.weight``), or a submodule's attribute (``model.conv.stride``
+   for ``stride``), the first match in ``named_modules()`` order;
+3. positionally to the next forward() input not bound yet;
+4. to its default, if it has one.
+
+A parameter that binds to nothing is an error naming it. The binding is described in words
+(``kernel_function(x=input 0, weight=model.conv.weight)``) so the verdict says how the function
+was called. The reference model is built from the problem's ``Model`` with the same seed and
+weights as the baseline, so the function sees the parameters the truth was computed with.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+_UNBOUND = object()
+
+#: Names KernelAgent's harness maps to another model attribute (its ``_extract_model_params``:
+#: ``w`` is the first weight, ``add_bias`` the model's own ``bias``).
+_ALIASES = {"w": "weight", "add_bias": "bias"}
+
+
+def _plain_attr(obj: Any, name: str) -> Any:
+    value = getattr(obj, name, _UNBOUND)
+    if value is _UNBOUND or isinstance(value, torch.nn.Module):
+        return _UNBOUND
+    if callable(value) and not isinstance(value, torch.Tensor):
+        return _UNBOUND
+    return value
+
+
+def _model_value(model: torch.nn.Module, name: str) -> tuple[Any, str]:
+    """The value of ``name`` on ``model`` (see the module docstring, rule 2) and where it came
+    from, or ``(_UNBOUND, "")``."""
+    value = _plain_attr(model, name)
+    if value is not _UNBOUND:
+        return value, f"model.{name}"
+    if name in _ALIASES:
+        return _model_value(model, _ALIASES[name])
+    tensors = dict(model.named_parameters())
+    tensors.update(dict(model.named_buffers()))
+    ends = [k for k in tensors if k == name or k.endswith("." + name)]
+    if len(ends) == 1:
+        return tensors[ends[0]], f"model.{ends[0]}"
+    if "_" in name:
+        for i in range(1, name.count("_") + 1):
+            head, tail = name.rsplit("_", i)[0], "_".join(name.rsplit("_", i)[1:])
+            sub = getattr(model, head, None)
+            if isinstance(sub, torch.nn.Module):
+                value = _plain_attr(sub, tail)
+                if value is not _UNBOUND:
+                    return value, f"model.{head}.{tail}"
+    for mod_name, sub in model.named_modules():
+        if not mod_name:
+            continue
+        value = _plain_attr(sub, name)
+        if value is not _UNBOUND:
+            return value, f"model.{mod_name}.{name}"
+    return _UNBOUND, ""
+
+
+def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
+         model: torch.nn.Module | None) -> tuple[list[Any], dict[str, Any], str]:
+    """``(args, kwargs, description)`` for calling ``fn`` with ``inputs`` (the forward()
+    arguments, named ``forward_params``) and ``model``'s parameters. Raises ``TypeError``
+    naming a parameter that binds to nothing."""
+    sig = inspect.signature(fn)
+    named = {n: i for i, n in enumerate(forward_params[: len(inputs)])}
+    used: set[int] = set()
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    shown: list[str] = []
+    positional_ok = True
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            rest = [i for i in range(len(inputs)) if i not in used]
+            args += [inputs[i] for i in rest]
+            used.update(rest)
+            shown.append(f"*{p.name}=inputs {', '.join(map(str, rest))}" if rest else f"*{p.name}=()")
+            positional_ok = False
+            continue
+        if p.kind is p.VAR_KEYWORD:
+            continue
+        value, where = _UNBOUND, ""
+        if p.name in named and named[p.name] not in used:
+            idx = named[p.name]
+            value, where = inputs[idx], f"input {idx}"
+            used.add(idx)
+        elif model is not None:
+            value, where = _model_value(model, p.name)
+        if value is _UNBOUND:
+            nxt = next((i for i in range(len(inputs)) if i not in used), None)
+            if nxt is not None and p.kind is not p.KEYWORD_ONLY:
+                value, where = inputs[nxt], f"input {nxt}"
+                used.add(nxt)
+        if value is _UNBOUND:
+            if p.default is not p.empty:
+                positional_ok = False
+                continue
+            raise TypeError(f"{fn.__name__}() parameter {p.name!r} matches no forward() input "
+                            f"({', '.join(forward_params) or 'none'}) and nothing on the reference model")
+        if isinstance(value, torch.Tensor):
+            text = where
+        else:
+            text = f"{where}={value!r}"
+        shown.append(f"{p.name}={text}")
+        if p.kind is p.POSITIONAL_ONLY or (positional_ok and p.kind is p.POSITIONAL_OR_KEYWORD):
+            args.append(value)
+        else:
+            kwargs[p.name] = value
+            positional_ok = False
+    return args, kwargs, f"{fn.__name__}({', '.join(shown)})"
+
+
+class KernelFunctionModel(torch.nn.Module):
+    """A model whose ``forward(*inputs)`` calls ``fn`` bound as :func:`bind` says. The
+    reference model is held without registering it as a submodule, so its weights are not the
+    candidate's: ``state_dict()`` is empty."""
+
+    def __init__(self, fn: Callable[..., Any], reference: torch.nn.Module | None, forward_params: list[str]) -> None:
+        super().__init__()
+        self.fn = fn
+        object.__setattr__(self, "_reference", reference)
+        self.forward_params = list(forward_params)
+        self.description = ""
+
+    def forward(self, *inputs: Any) -> Any:
+        args, kwargs, self.description = bind(self.fn, list(inputs), self.forward_params, self._reference)
+        out = self.fn(*args, **kwargs)
+        if out is None and inputs:  # KernelAgent's convention: None means "wrote inputs[0] in place"
+            self.description += " (returned None: its first input, written in place, is the output)"
+            return inputs[0]
+        return out
+
+
+def forward_params(model_cls: type) -> list[str]:
+    """Names of ``model_cls.forward``'s parameters after ``self``."""
+    try:
+        params = list(inspect.signature(model_cls.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params[1:] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -88,7 +88,7 @@ try:
         with tab_u:
             st.code(f.diff, language="diff")
         with tab_s:
-            st.html(side_by_side_html(f.old, f.new, context=4))
+            st.html(side_by_side_html(f.old, f.new, context=4, labels=(all_labels.get(a, a), all_labels.get(b, b))))
 except Exception as exc:
     st.error(f"Could not diff: {exc}")
 

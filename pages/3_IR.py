@@ -168,7 +168,8 @@ def _compiled_here() -> None:
                     else:
                         with st.container(height=600):
                             st.html(side_by_side_html(stage_text(pair[0], stage, locations=locations) or "",
-                                                      text, language=stage, context=3))
+                                                      text, language=stage, context=3,
+                                                      labels=(sources[key_b].label, sources[key_a].label)))
                         with st.expander("Unified diff"):
                             st.code(patch, language="diff")
 

@@ -220,11 +220,11 @@ def _highlighter(language: str) -> Callable[[str, list[tuple[int, int]] | None, 
 
 
 def side_by_side_html(current: str, candidate: str, *, language: str = "python",
-                      context: int | None = None) -> str:
+                      context: int | None = None, labels: tuple[str, str] = ("current", "candidate")) -> str:
     """A two-column HTML table of the diff with syntax highlighting: removed lines on a red
     background, added lines on green, and within a changed line the part that changed on a
     stronger shade (token-level, ``diffmerge.inline_changes``); hunks numbered. With
-    ``context``, unchanged runs longer than twice that are folded."""
+    ``context``, unchanged runs longer than twice that are folded; ``labels`` head the columns."""
     hl = _highlighter(language)
     rows_data = side_by_side(current, candidate)
     keep = [True] * len(rows_data)
@@ -259,8 +259,8 @@ def side_by_side_html(current: str, candidate: str, *, language: str = "python",
             ".xf-diff td{padding:0 4px;vertical-align:top;border:none}.xf-diff pre{margin:0;"
             "white-space:pre-wrap;word-break:break-all;font-family:monospace;background:none}"
             ".xf-diff .n{color:#888;text-align:right;width:3em}.xf-diff th{text-align:left}</style>"
-            "<table class='xf-diff'><tr><th class='n'></th><th>current</th><th class='n'>hunk</th>"
-            "<th class='n'></th><th>candidate</th></tr>" + "".join(rows) + "</table>")
+            f"<table class='xf-diff'><tr><th class='n'></th><th>{html.escape(labels[0])}</th><th class='n'>hunk</th>"
+            f"<th class='n'></th><th>{html.escape(labels[1])}</th></tr>" + "".join(rows) + "</table>")
 
 
 def diff_view(current: str, candidate: str, *, key: str, hunk_choice: bool = True,

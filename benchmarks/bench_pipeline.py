@@ -6,35 +6,42 @@ on the command line, it measures:
 * the **baseline** (the kernel as given; for a kernel that hard-codes another device, the
   verified device-agnostic port of it, since the original cannot run here),
 * the **rules-engine result**: the CoVeR loop in auto mode with the rules engine over the stages
-  ``dtype_fix``, ``autotuning`` and ``xpu_specific`` (portability first where needed), through
-  a git-backed session when GitPython is installed and through in-memory stage states
-  otherwise; each stage's speedup is the one its verdict measured over the version it started
-  from,
+  of ``RULES_STAGES`` (dtype_fix, fusion, memory_access, block_pointers, persistent_kernel,
+  autotuning, xpu_specific; portability first where needed), through a git-backed session when GitPython
+  is installed and through in-memory stage states otherwise; each stage's speedup is the one its
+  verdict measured over the version it started from, and a stage is kept only when it verifies
+  and is faster,
 * **PyTorch eager** (the spec's reference module, timed by the verifier beside the kernels),
 
-on the problem's ``bench-gpu*`` shapes, with TFLOP/s and the fraction of the device roofline
-(from the knowledge-base hardware profile), and the geometric mean of the speedups. It also
-replays the **Flash Attention teaching trajectory**: every step verified against the naive
-baseline and timed over several shapes (one with a non-power-of-two sequence length, one with
-71 heads, one with head dim 96); the causal step is timed against its own reference and next to
-the non-causal autotuned step.
+on the problem's ``bench-gpu*`` shapes, with TFLOP/s, the fraction of the device roofline
+(from the knowledge-base hardware profile), whether the shape is memory- or compute-bound at
+its measured bytes, the configs the autotuned kernels chose, and the geometric means. It also
+replays the **Flash Attention teaching trajectory** on every benchmark shape (71 heads, head dim
+96, S = 1500 among them): in ``--quick`` the last non-causal step and the causal step (against
+the naive baseline and SDPA, the eager reference); otherwise, or with ``--all-steps``, every
+step. ``benchmarks/bench_flash_attention.py`` times every step against SDPA directly.
 
 All measurements go through ``xeforge_core.verify`` (isolated workers, baseline and candidate
 interleaved, warm-up, L2 flush, device timing lock), so the numbers are the product's own.
 
-Outputs, in ``--out`` (created): ``summary.md`` (device, library versions, tables, geometric
-means), ``problems.csv``, ``stages.csv``, ``trajectory.csv``, ``results.json`` and, when plotly
-is installed, ``report.html``.
+Outputs, in ``--out`` (created, rewritten after every finished problem, so a run cut short
+still leaves every finished problem on disk): ``summary.md`` (device, library versions,
+tables, geometric means, the goals), ``problems.csv``, ``stages.csv``, ``trajectory.csv``,
+``results.json`` and, when plotly is installed, ``report.html``.
 
 Usage::
 
-    python benchmarks/bench_pipeline.py --cases ../shared/cases/xeforge --out docs/benchmarks/h200 --quick
+    python benchmarks/bench_pipeline.py --cases ../shared/cases/xeforge --out docs/measured/h200-pipeline --quick
     python benchmarks/bench_pipeline.py --cases DIR --out OUT --only flash --only gemm
     python benchmarks/bench_pipeline.py --device cpu --only vector_add --skip-trajectory --out /tmp/b
 
-``--quick`` (fewer shapes, one seed, one CoVeR iteration, shorter timing, a time budget) is
-sized to finish in about 8 minutes on an H200. On cpu nothing is timed (Triton's interpreter);
-that mode exists to exercise the script anywhere.
+``--quick`` (one shape a problem, one seed, one CoVeR iteration, short timing, at most four
+autotune configs a kernel) stops starting new problems after 5 minutes and stops every
+verification still running at 6.5 minutes (``--budget-min`` / ``--deadline-min``), keeping what
+finished; problems run ``--jobs`` at a time (default: CPUs - 4, at most 10), samples first. What
+a run did not reach, a second run (``--skip-samples --skip-trajectory``, or ``--only``) measures,
+and ``--merge`` joins the two. On cpu nothing is timed (Triton's interpreter); that mode
+exists to exercise the script anywhere.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ import csv
 import datetime as _dt
 import json
 import math
+import multiprocessing
+import os
 import platform
 import re
 import sys
@@ -51,7 +60,7 @@ import tempfile
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,11 +72,16 @@ if str(ROOT) not in sys.path:
 from xeforge_core.problem import Problem, load_problem  # noqa: E402
 from xeforge_core.samples import flash_attention_trajectory, list_samples, load_sample  # noqa: E402
 
-#: The stages the rules engine serves, in canonical order (portability runs before them).
-RULES_STAGES = ("dtype_fix", "autotuning", "xpu_specific")
+#: The stages the rules engine serves, in pipeline order (portability runs before them).
+RULES_STAGES = ("dtype_fix", "fusion", "memory_access", "block_pointers", "persistent_kernel", "autotuning",
+                "xpu_specific")
+
+#: A memory-bound problem (by the roofline of its bench shape) should reach this fraction of the
+#: bandwidth roofline (issue 15's goal).
+MEMORY_BOUND_GOAL = 0.70
 
 #: Trajectory shapes timed in --quick mode (names of variants of the attention spec).
-QUICK_TRAJECTORY_SHAPES = ("bench-gpu", "bench-gpu-2", "bench-gpu-3", "bench-gpu-4")
+QUICK_TRAJECTORY_SHAPES = ("bench-gpu", "bench-gpu-1", "bench-gpu-2", "bench-gpu-3", "bench-gpu-4")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,6 +106,8 @@ class Settings:
     use_session: bool
     use_cache: bool
     keep_sessions: Path | None
+    trajectory_all: bool = True
+    deadline_s: float | None = None
 
 
 @dataclass
@@ -114,6 +130,8 @@ class ShapeRow:
     roofline_rules: float | None = None
     stages_applied: str = ""
     note: str = ""
+    bound: str = ""                 # "memory" / "compute" by the roofline at the measured bytes
+    autotune_chosen: str = ""       # the configs the rules result's autotuners chose here
 
 
 @dataclass
@@ -233,17 +251,29 @@ def _has_module(name: str) -> bool:
 
 
 class Budget:
-    """A wall-clock budget shared by all tasks: tasks not started in time are skipped."""
+    """A wall-clock budget shared by all tasks: tasks not started in time are skipped, and at
+    the hard ``deadline`` (seconds) the ``cancel`` event stops the verifications still running
+    (their workers are stopped; what finished is kept)."""
 
-    def __init__(self, seconds: float | None) -> None:
+    def __init__(self, seconds: float | None, deadline: float | None = None) -> None:
         self.start = time.monotonic()
         self.seconds = seconds
+        self.cancel = threading.Event()
+        self._timer: threading.Timer | None = None
+        if deadline is not None:
+            self._timer = threading.Timer(deadline, self.cancel.set)
+            self._timer.daemon = True
+            self._timer.start()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
 
     def exhausted(self) -> bool:
-        return self.seconds is not None and self.elapsed() > self.seconds
+        return (self.seconds is not None and self.elapsed() > self.seconds) or self.cancel.is_set()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,14 +330,19 @@ class PipelineOutcome:
     note: str = ""
 
 
-def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path) -> PipelineOutcome:
-    """Portability (when needed), then dtype_fix, autotuning and xpu_specific with the rules
-    engine in auto mode. Never raises for a bad candidate; raises only if the engine is missing."""
+def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path,
+                       cancel: threading.Event | None = None) -> PipelineOutcome:
+    """Portability (when needed), then the stages of ``RULES_STAGES`` with the rules engine in
+    auto mode. ``cancel`` (set at the run's hard deadline) stops the stage being verified; the
+    stages approved by then are kept. Never raises for a bad candidate; raises only if the
+    engine is missing."""
     from xeforge_core.codemods.portability import portability_needs
     from xeforge_core.cover import StageState, run_stage
     from xeforge_core.engines import get_engine
 
-    engine = get_engine("rules")
+    # --quick: at most 4 autotune configs a kernel (every one is verified; a roofline model keeps
+    # 3 of them to benchmark per shape), so tuning and its verification stay short
+    engine = get_engine("rules", options={"max_configs": 4} if settings.quick else {})
     opts = verify_options(settings, None)  # stage verdicts are timed on the default variant
     problem = job.problem
     rows: list[StageRow] = []
@@ -318,8 +353,14 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
         from xeforge_core.session import Session
 
         session = Session.create(problem, path=workdir / job.name, device=device, plan=list(RULES_STAGES))
-        outcomes = run_pipeline(session, engine, auto=True, iterations=settings.iterations, device=device,
-                                verify_options=opts, portability=True)
+        try:
+            outcomes = run_pipeline(session, engine, auto=True, iterations=settings.iterations, device=device,
+                                    verify_options=opts, portability=True, cancel=cancel)
+        except Exception as exc:  # cancelled at the deadline: keep what the session approved
+            if cancel is None or not cancel.is_set():
+                raise
+            outcomes = []
+            rows.append(StageRow(job.name, "-", "cancelled", None, 0.0, f"time budget spent ({type(exc).__name__})"))
         baseline = problem
         for out in outcomes:
             rows.append(StageRow(job.name, out.stage, out.status, out.speedup, round(out.seconds, 1),
@@ -341,7 +382,7 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
         started = time.monotonic()
         cand = port_to_device_agnostic(problem.kernel.source)
         ported = problem.with_kernel_source(cand.code, label="baseline")
-        verdict = verify(ported, cand.code, device=device, options=verify_options(settings, []))
+        verdict = verify(ported, cand.code, device=device, options=verify_options(settings, []), cancel=cancel)
         status = "approved" if verdict.passed else "failed"
         rows.append(StageRow(job.name, "portability", status, None, round(time.monotonic() - started, 1),
                              _clip(verdict.reason or verdict.kind.value, 300)))
@@ -353,8 +394,17 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
     baseline = current
     state = StageState(problem=current, device=device, original_source=current.kernel.source)
     for stage in RULES_STAGES:
-        out = run_stage(state, stage, engine, auto=True, iterations=settings.iterations, device=device,
-                        verify_options=opts)
+        if cancel is not None and cancel.is_set():
+            rows.append(StageRow(job.name, stage, "skipped", None, 0.0, "time budget spent"))
+            continue
+        try:
+            out = run_stage(state, stage, engine, auto=True, iterations=settings.iterations, device=device,
+                            verify_options=opts, cancel=cancel)
+        except Exception as exc:
+            if cancel is None or not cancel.is_set():
+                raise
+            rows.append(StageRow(job.name, stage, "cancelled", None, 0.0, f"time budget spent ({type(exc).__name__})"))
+            continue
         rows.append(StageRow(job.name, stage, out.status, out.speedup, round(out.seconds, 1), _clip(out.reason, 300)))
         if out.status == "approved" and out.best_source:
             state.problem = state.problem.with_kernel_source(out.best_source, label="baseline")
@@ -362,11 +412,26 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path)
     return PipelineOutcome(baseline, state.problem.kernel.source, rows, applied, note="stage states")
 
 
-def measure(baseline: Problem, source: str, variants: list[str], device: Any, settings: Settings) -> Any:
+def measure(baseline: Problem, source: str, variants: list[str], device: Any, settings: Settings,
+            cancel: threading.Event | None = None) -> Any:
     """``verify`` of ``source`` against ``baseline`` timed on ``variants`` (the verdict)."""
     from xeforge_core.verify import verify
 
-    return verify(baseline, source, device=device, options=verify_options(settings, variants))
+    return verify(baseline, source, device=device, options=verify_options(settings, variants), cancel=cancel)
+
+
+def problem_task(job: Job, device: Any, settings: Settings, workdir: Path, budget_end: float | None,
+                 deadline_end: float | None, rules_error: str | None
+                 ) -> tuple[list[ShapeRow], list[StageRow], list[str]]:
+    """:func:`bench_problem` in a worker process, its budget and deadline given as wall-clock
+    ends (``time.time()`` values) shared by every process of the run."""
+    now = time.time()
+    budget = Budget(max(0.0, budget_end - now) if budget_end else None,
+                    max(0.0, deadline_end - now) if deadline_end else None)
+    try:
+        return bench_problem(job, device, settings, workdir, budget, rules_error)
+    finally:
+        budget.stop()
 
 
 def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budget: Budget,
@@ -381,7 +446,7 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
     stages: list[StageRow] = []
     if rules_error is None:
         try:
-            outcome = run_rules_pipeline(job, device, settings, workdir)
+            outcome = run_rules_pipeline(job, device, settings, workdir, cancel=budget.cancel)
         except Exception as exc:
             errors.append(f"{job.name}: rules pipeline failed: {exc}\n{traceback.format_exc(limit=3)}")
             outcome = PipelineOutcome(job.problem, job.problem.kernel.source, [], [],
@@ -402,7 +467,17 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
         return [ShapeRow(job.kind, job.name, v, _dims(job.problem, v), note=why) for v in variants], stages, errors
     if job.problem.warnings:
         note = (note + "; " if note else "") + "spec warning: " + _clip(job.problem.warnings[0], 200)
-    verdict = measure(baseline, final, variants, device, settings)
+    if budget.cancel.is_set():
+        return ([ShapeRow(job.kind, job.name, v, _dims(job.problem, v), stages_applied=",".join(applied),
+                          note="not timed: time budget spent") for v in variants], stages, errors)
+    try:
+        verdict = measure(baseline, final, variants, device, settings, cancel=budget.cancel)
+    except Exception as exc:
+        if not budget.cancel.is_set():
+            raise
+        return ([ShapeRow(job.kind, job.name, v, _dims(job.problem, v), stages_applied=",".join(applied),
+                          note=f"not timed: time budget spent ({type(exc).__name__})") for v in variants],
+                stages, errors)
     rows: list[ShapeRow] = []
     perf = {p.variant: p for p in verdict.performance}
     for v in variants:
@@ -430,8 +505,30 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
             row.roofline_baseline = p.roofline_fraction * row.rules_us / row.baseline_us
         if p.suspect:
             row.note = (row.note + "; " if row.note else "") + _clip(p.suspect, 200)
+        row.bound = roofline_bound(p, baseline, v, getattr(device, "profile", None))
+        perf_step = verdict.step("performance") if hasattr(verdict, "step") else None
+        chosen = ((perf_step.evidence or {}).get("autotune_chosen") or {}) if perf_step is not None else {}
+        row.autotune_chosen = "; ".join(chosen.get("candidate") or [])
         rows.append(row)
     return rows, stages, errors
+
+
+def roofline_bound(p: Any, problem: Problem, variant: str, profile: dict[str, Any] | None) -> str:
+    """``memory`` when the measured bytes put the problem below the device's ridge point for
+    its dtype (peak TFLOP/s over bandwidth), ``compute`` above it, ``""`` when unknown."""
+    if not profile or not p.flop or not p.bytes_moved:
+        return ""
+    try:
+        dtype = problem.variant(variant).dtype or "float32"
+    except Exception:  # a variant the spec does not have
+        dtype = "float32"
+    key = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}.get(str(dtype).replace("torch.", ""), "fp32")
+    peaks = profile.get("peak_tflops") or {}
+    peak = peaks.get(key) or peaks.get("fp32")
+    bw = profile.get("memory_bandwidth_gbps") or profile.get("bandwidth_gbps")
+    if not peak or not bw:
+        return ""
+    return "memory" if p.flop / p.bytes_moved < float(peak) * 1e3 / float(bw) else "compute"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -458,10 +555,14 @@ def bench_trajectory(device: Any, settings: Settings, pool: ThreadPoolExecutor, 
         if budget.exhausted():
             return None
         if step.causal:
-            return measure(step.problem, step.code, shapes, device, settings)
-        return measure(naive.problem, step.code, shapes, device, settings)
+            return measure(step.problem, step.code, shapes, device, settings, cancel=budget.cancel)
+        return measure(naive.problem, step.code, shapes, device, settings, cancel=budget.cancel)
 
-    futures = {pool.submit(run, s): s for s in steps[1:]}
+    noncausal_all = [s for s in steps[1:] if not s.causal]
+    chosen = steps[1:] if settings.trajectory_all else (
+        noncausal_all[-1:] + [s for s in steps[1:] if s.causal])  # quick: the last non-causal step and causal
+    steps = [steps[0], *chosen]
+    futures = {pool.submit(run, s): s for s in chosen}
     verdicts: dict[int, Any] = {}
     for fut in as_completed(futures):
         step = futures[fut]
@@ -591,6 +692,14 @@ def summary_numbers(res: Results) -> dict[str, Any]:
         "problems_faster_than_eager": sum(1 for v in per_problem("rules_vs_eager").values() if v > 1.0),
         "problems_with_eager": len(per_problem("rules_vs_eager")),
     }
+    mem = [r for r in res.shapes if r.kind == "sample" and r.bound == "memory" and r.roofline_rules is not None
+           and r.variant == "bench-gpu"]
+    out["memory_bound_samples"] = len(mem)
+    out["memory_bound_at_goal"] = sum(1 for r in mem if r.roofline_rules >= MEMORY_BOUND_GOAL)
+    out["memory_bound_below_goal"] = [f"{r.problem} {100 * r.roofline_rules:.0f}%" for r in mem
+                                      if r.roofline_rules < MEMORY_BOUND_GOAL]
+    out["slower_than_baseline"] = sorted({r.problem for r in res.shapes if r.speedup_rules is not None
+                                          and r.speedup_rules < 0.97 and _changed(res, r.problem)})
     traj: dict[int, float | None] = {}
     for step in sorted({r.step for r in res.trajectory}):
         traj[step] = geomean([r.speedup for r in res.trajectory if r.step == step])
@@ -634,6 +743,12 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
         f"| problems timed / made faster than baseline (> 1.03x, by an applied stage) / faster than eager | "
         f"{nums['problems_timed']} / "
         f"{nums['problems_faster']} / {nums['problems_faster_than_eager']} |",
+        f"| memory-bound samples at >= {int(100 * MEMORY_BOUND_GOAL)}% of the bandwidth roofline (bench-gpu shape) | "
+        f"{nums.get('memory_bound_at_goal', 0)} / {nums.get('memory_bound_samples', 0)}"
+        + (f" (below: {', '.join(nums['memory_bound_below_goal'])})" if nums.get("memory_bound_below_goal") else "")
+        + " |",
+        f"| problems slower than their baseline (< 0.97x after an applied stage) | "
+        f"{', '.join(nums.get('slower_than_baseline') or []) or 'none'} |",
         "",
         f"Eager times exist for {nums['problems_with_eager']} of {nums['problems_timed']} timed problems "
         "(those whose spec comes with a PyTorch reference).",
@@ -674,8 +789,8 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
         lines.append("")
     lines += ["## Problems", "",
               "| kind | problem | shape | baseline µs | rules µs | eager µs | rules / baseline | "
-              "rules vs eager | TFLOP/s base → rules | roofline base → rules | stages applied | note |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "rules vs eager | TFLOP/s base → rules | roofline base → rules | bound | stages applied | note |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res.shapes:
         note = r.note
         if r.speedup_rules is not None and not _changed(res, r.problem):
@@ -685,7 +800,8 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
             f"| {r.kind} | {r.problem} | {r.variant} ({r.dims}) | {_fmt(r.baseline_us, 1)} | {_fmt(r.rules_us, 1)} | "
             f"{_fmt(r.eager_us, 1)} | {_fmt(r.speedup_rules)}x | {_fmt(r.rules_vs_eager)}x | "
             f"{_fmt(r.tflops_baseline, 1)} → {_fmt(r.tflops_rules, 1)} | {_pct(r.roofline_baseline)} → "
-            f"{_pct(r.roofline_rules)} | {r.stages_applied or '–'} | {_cell(note)} |")
+            f"{_pct(r.roofline_rules)} | {r.bound or '–'} | {r.stages_applied or '–'} | "
+            f"{_cell(note + ('; autotuned: ' + r.autotune_chosen if r.autotune_chosen else ''))} |")
     lines += ["", "## Stages (rules engine, auto mode)", "",
               "Speedup of each approved stage over the version it started from, on the default "
               "variant, as its verdict measured it.", "",
@@ -867,15 +983,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=Path, default=None, help="directory of Xe-Forge cases (kernel .py + .yaml)")
     ap.add_argument("--out", type=Path, required=True, help="output directory (created)")
-    ap.add_argument("--quick", action="store_true", help="fewer shapes and trials; about 8 minutes on an H200")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and trials; at most 6.5 minutes")
     ap.add_argument("--only", action="append", default=[], help="only problems whose name contains this "
                     "(repeatable); the trajectory runs only if it also matches 'flash' or 'trajectory'")
     ap.add_argument("--device", default=None, help="cuda, xpu, cuda:1, cpu (default: detected)")
-    ap.add_argument("--jobs", type=int, default=4, help="problems verified in parallel (timing is serialised "
+    ap.add_argument("--jobs", type=int, default=None, help="problems verified in parallel (timing is serialised "
                     "by the device lock)")
     ap.add_argument("--max-shapes", type=int, default=None, help="bench shapes per problem (default 1 quick, 4 full)")
     ap.add_argument("--budget-min", type=float, default=None, help="stop starting new problems after this "
-                    "many minutes (default 7 in --quick)")
+                    "many minutes (default 5 in --quick)")
+    ap.add_argument("--deadline-min", type=float, default=None, help="stop every verification still running after "
+                    "this many minutes, keeping what finished (default 6.5 in --quick)")
+    ap.add_argument("--all-steps", action="store_true", help="time every trajectory step, also in --quick (by "
+                    "default --quick times the last non-causal step and the causal one; "
+                    "benchmarks/bench_flash_attention.py times every step against SDPA)")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per verification job")
     ap.add_argument("--skip-samples", action="store_true")
     ap.add_argument("--skip-trajectory", action="store_true")
@@ -890,14 +1011,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     quick = bool(args.quick)
-    budget = args.budget_min if args.budget_min is not None else (7.0 if quick else None)
+    budget = args.budget_min if args.budget_min is not None else (5.0 if quick else None)
+    deadline = args.deadline_min if args.deadline_min is not None else (6.5 if quick else None)
+    jobs = args.jobs or max(2, min(10, (os.cpu_count() or 4) - 4))
     return Settings(
-        quick=quick, device=args.device, jobs=max(1, args.jobs), iterations=1 if quick else 2,
+        quick=quick, device=args.device, jobs=max(1, jobs), iterations=1 if quick else 2,
         seeds=1 if quick else 2, distributions=["normal"] if quick else ["normal", "uniform"],
         warmup_ms=10.0 if quick else 25.0, rep_ms=40.0 if quick else 100.0,
         timeout_s=args.timeout or (180.0 if quick else 300.0),
         max_shapes=args.max_shapes or (1 if quick else 4),
         budget_s=budget * 60 if budget else None, use_session=not args.no_session,
+        trajectory_all=not quick or args.all_steps, deadline_s=deadline * 60 if deadline else None,
         use_cache=bool(args.use_cache), keep_sessions=args.keep_sessions)
 
 
@@ -922,7 +1046,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     settings = settings_from(args)
     out.mkdir(parents=True, exist_ok=True)
-    budget = Budget(settings.budget_s)
+    budget = Budget(settings.budget_s, settings.deadline_s)
     started = _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
     from xeforge_core.cache import library_versions
@@ -960,11 +1084,17 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="xeforge-bench-")
     workdir = settings.keep_sessions or Path(tmp.name)
     workdir.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
+    # problems run in worker processes (codemods and analysis are pure Python: threads would share
+    # one interpreter, and CPython 3.11 can fail on ast use from several threads at once)
+    budget_end = time.time() + settings.budget_s if settings.budget_s else None
+    deadline_end = time.time() + settings.deadline_s if settings.deadline_s else None
+    with ProcessPoolExecutor(max_workers=settings.jobs, mp_context=multiprocessing.get_context("spawn")) as pool, \
+            ThreadPoolExecutor(max_workers=1) as main_pool:
         traj_pool = ThreadPoolExecutor(max_workers=max(1, min(3, settings.jobs)))
-        traj_future = pool.submit(bench_trajectory, device, settings, traj_pool, budget, res.errors) if run_traj else None
-        futures = {pool.submit(bench_problem, job, device, settings, workdir, budget, rules_error): job
-                   for job in jobs}
+        traj_future = (main_pool.submit(bench_trajectory, device, settings, traj_pool, budget, res.errors)
+                       if run_traj else None)
+        futures = {pool.submit(problem_task, job, device, settings, workdir, budget_end, deadline_end,
+                               rules_error): job for job in jobs}
         for fut in as_completed(futures):
             job = futures[fut]
             try:
@@ -989,7 +1119,8 @@ def main(argv: list[str] | None = None) -> int:
                 res.errors.append(f"trajectory: {exc}\n{traceback.format_exc(limit=4)}")
         traj_pool.shutdown(wait=True)
     res.seconds = budget.elapsed()
-    res.complete = True
+    res.complete = not budget.cancel.is_set()
+    budget.stop()
     nums, html = write_outputs(out, res, [j.name for j in jobs])
     print(f"[bench] done in {res.seconds / 60:.1f} min: geometric-mean speedup rules/baseline "
           f"{_fmt(nums['rules_over_baseline'])}x; wrote {out}/summary.md, problems.csv, stages.csv, "

@@ -252,9 +252,12 @@ def test_rules_engine_maps_stages_and_explains_the_rest() -> None:
     cand = engine.propose("dtype_fix", ctx)
     assert cand.applicable and cand.engine == "rules" and cand.model == "codemod:dtype_fix"
     assert cand.code != src and "acc argument" in cand.rationale
-    for stage in ("fusion", "algorithmic", "block_pointers"):
+    for stage in ("algorithmic", "discovery"):
         na = engine.propose(stage, ctx)
         assert not na.applicable and "no codemod for stage" in na.not_applicable_reason and na.code == src
+    # a stage with a codemod that does not recognise the module says why in the codemod's words
+    na = engine.propose("fusion", ctx)
+    assert not na.applicable and na.not_applicable_reason.startswith("fusion:") and na.code == src
     refine = engine.propose("dtype_fix", ctx, feedback="verdict: wrong_answer - mismatch")
     assert not refine.applicable and "deterministic" in refine.not_applicable_reason
     na = engine.propose("autotuning", ProposalContext(stage="autotuning", original_code=src, current_code=src))

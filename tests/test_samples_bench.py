@@ -60,13 +60,13 @@ def test_bench_problem_rows_from_verdicts(bench, monkeypatch, tmp_path):
     variants = bench.bench_variants(job.problem, settings, "cuda")
     assert variants == ["bench-gpu", "bench-gpu-1"]
 
-    def fake_pipeline(job_, device, settings_, workdir):
+    def fake_pipeline(job_, device, settings_, workdir, **_):
         rows = [bench.StageRow(job_.name, "dtype_fix", "approved", 8.0, 1.0, "faster"),
                 bench.StageRow(job_.name, "autotuning", "approved", 1.25, 1.0, "faster"),
                 bench.StageRow(job_.name, "xpu_specific", "kept_current", None, 1.0, "nothing")]
         return bench.PipelineOutcome(job_.problem, "FINAL", rows, ["dtype_fix", "autotuning"], note="session")
 
-    def fake_measure(baseline, source, names, device, settings_):
+    def fake_measure(baseline, source, names, device, settings_, **_):
         assert source == "FINAL" and names == variants
         return Verdict(kind=VerdictKind.OK, performance=[
             _perf(n, 1000.0, 100.0, 80.0, baseline.variant(n).flop) for n in names])
@@ -85,15 +85,15 @@ def test_bench_problem_rows_from_verdicts(bench, monkeypatch, tmp_path):
     assert r.stages_applied == "dtype_fix,autotuning"
 
     # a port that does not verify: nothing is timed (the original cannot run here either)
-    monkeypatch.setattr(bench, "run_rules_pipeline", lambda j, d, st, w: bench.PipelineOutcome(
+    monkeypatch.setattr(bench, "run_rules_pipeline", lambda j, d, st, w, **_: bench.PipelineOutcome(
         j.problem, j.problem.kernel.source, [bench.StageRow(j.name, "portability", "failed", None, 1.0, "wrong")],
         [], note="session"))
-    monkeypatch.setattr(bench, "measure", lambda *a: pytest.fail("nothing may be timed"))
+    monkeypatch.setattr(bench, "measure", lambda *a, **k: pytest.fail("nothing may be timed"))
     rows_f, _, _ = bench.bench_problem(job, FakeDevice(), settings, tmp_path, bench.Budget(None), None)
     assert all(r.speedup_rules is None and "the portability step failed (wrong)" in r.note for r in rows_f)
 
     # a missing rules engine still times the baseline against eager
-    monkeypatch.setattr(bench, "measure", lambda b, s, n, d, st: Verdict(
+    monkeypatch.setattr(bench, "measure", lambda b, s, n, d, st, **_: Verdict(
         kind=VerdictKind.OK, performance=[_perf(v, 1000.0, 1000.0, 500.0, 1.0) for v in n]))
     rows2, stages2, _ = bench.bench_problem(job, FakeDevice(), settings, tmp_path, bench.Budget(None), "no libcst")
     assert stages2 == [] and rows2[0].speedup_rules == 1.0 and "no libcst" in rows2[0].note
@@ -101,11 +101,13 @@ def test_bench_problem_rows_from_verdicts(bench, monkeypatch, tmp_path):
 
 def test_trajectory_rows_and_reports(bench, monkeypatch, tmp_path):
     steps = flash_attention_trajectory()
-    settings = _settings(bench, argv=["--quick"])
+    settings = _settings(bench, argv=["--quick", "--all-steps"])
     shapes = bench.trajectory_variants(steps[0].problem, settings, "cuda")
     assert "bench-gpu-4" in shapes and len(shapes) >= 3  # includes the non-power-of-two length
+    last = max(s.index for s in steps if not s.causal)
+    causal_index = next(s.index for s in steps if s.causal)
 
-    def fake_measure(problem, code, names, device, settings_):
+    def fake_measure(problem, code, names, device, settings_, **_):
         step = next(s for s in steps if s.code == code)
         if step.causal:
             return Verdict(kind=VerdictKind.OK, performance=[_perf(n, 50.0, 50.0, 40.0, 1e12) for n in names])
@@ -123,8 +125,13 @@ def test_trajectory_rows_and_reports(bench, monkeypatch, tmp_path):
     by = {(r.step, r.variant): r for r in rows}
     assert by[(0, shapes[0])].speedup == 1.0 and by[(0, shapes[0])].naive_us == 1000.0
     assert by[(5, shapes[0])].speedup == pytest.approx(32.0)
-    causal = by[(6, shapes[0])]
-    assert causal.causal and causal.speedup is None and causal.vs_noncausal == pytest.approx((1000 / 32) / 50)
+    causal = by[(causal_index, shapes[0])]
+    assert causal.causal and causal.speedup is None
+    assert causal.vs_noncausal == pytest.approx((1000 / 2 ** last) / 50)
+    # --quick alone times the last non-causal step and the causal one (next to the naive baseline)
+    with ThreadPoolExecutor(2) as pool:
+        quick = bench.bench_trajectory(FakeDevice(), _settings(bench, argv=["--quick"]), pool, bench.Budget(None), [])
+    assert sorted({r.step for r in quick}) == [0, last, causal_index]
 
     res = bench.Results(started="now", settings={"quick": True}, device={"type": "cuda", "name": "Test GPU"},
                         versions={"torch": "x", "triton": "y"}, trajectory=rows)

@@ -41,7 +41,8 @@ STAGE_IDS: tuple[str, ...] = (
 )
 
 #: Codemods the rules engine implements (issue 3, section 4).
-CODEMODS: tuple[str, ...] = ("dtype_fix", "autotune", "xpu_specific", "portability")
+CODEMODS: tuple[str, ...] = ("dtype_fix", "autotune", "xpu_specific", "portability", "fusion", "memory_access",
+                             "block_pointers", "persistent_kernel")
 
 #: The GRF mode values Intel's Triton backend accepts as the ``grf_mode`` compile option
 #: (``XPUOptions.grf_mode`` and ``make_spv`` in intel-xpu-backend-for-triton,

@@ -79,19 +79,20 @@ STAGES: list[Stage] = [
           "Fuse launches, elementwise chains and reduction epilogues, but only where a stored "
           "intermediate tensor disappears.",
           ("the GEMM's 2-D tile grid (do not loop over all N tiles in one program)",
-           "the precision of intermediates that were fp32")),
+           "the precision of intermediates that were fp32"), "fusion"),
     Stage("memory_access", 5, "Memory access",
           "Coalesced loads and stores, no transposes inside the K loop, no weight repacking or "
           "transposes in forward(), int64 offsets where they can pass 2^31, lower register pressure.",
-          ("the math performed", "the launch grid's coverage of the output")),
+          ("the math performed", "the launch grid's coverage of the output"), "memory_access"),
     Stage("block_pointers", 6, "Block pointers / tensor descriptors",
           "Load tl.dot operands (and store tiles) through tensor descriptors, or block pointers where "
           "the installed Triton has no descriptors, so the loads become 2D block reads.",
-          ("the tiling and the math", "boundary handling (every edge must still be guarded or padded)")),
+          ("the tiling and the math", "boundary handling (every edge must still be guarded or padded)"),
+          "block_pointers"),
     Stage("persistent_kernel", 7, "Persistent kernel",
           "For large tile counts only: a persistent or stream-K grid of about one program per Xe core "
           "(or SM), looping over tiles; the core count is queried from the device.",
-          ("kernels whose grid is small (under ~512 tiles): leave them as they are",)),
+          ("kernels whose grid is small (under ~512 tiles): leave them as they are",), "persistent_kernel"),
     Stage("xpu_specific", 8, "Xe-specific tuning",
           "Tune for the Xe target: power-of-two tiles and warps, sub-group size, GRF mode in the xpu "
           "autotune configs, GROUP_SIZE_M tile swizzling on a 1-D grid; and make device handling "

@@ -1,4 +1,4 @@
-"""Attention forward, step 1: online softmax. One kernel keeps a running row max and row sum, so the [S, S] score matrix never reaches global memory; still fp32-upcast tl.dot operands, 16x16 tiles, Q reloaded and K transposed inside the key loop."""
+"""Attention forward, step 1: online softmax. One kernel streams K and V block by block and keeps a running row max and row sum, so the [S, S] score matrix never reaches global memory; 64x64 tiles, the Q tile loaded once and kept in registers, K loaded directly as a [D, BLOCK_N] tile; the tl.dot operands are still upcast to fp32, as in the naive kernel."""
 
 import torch
 import torch.nn as nn
@@ -19,25 +19,27 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, D, sm_scale,
     bh = tl.program_id(1)
     base = bh.to(tl.int64) * S * D
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < D
+    # the Q tile stays resident for the whole key loop
+    q = tl.load(q_ptr + base + offs_m[:, None] * D + offs_d[None, :],
+                mask=(offs_m[:, None] < S) & d_mask[None, :], other=0.0)
+    kt_ptrs = k_ptr + base + offs_n0[None, :] * D + offs_d[:, None]   # [BLOCK_D, BLOCK_N]: K^T, no transpose
+    v_ptrs = v_ptr + base + offs_n0[:, None] * D + offs_d[None, :]    # [BLOCK_N, BLOCK_D]
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)   # running row max
     l_i = tl.zeros([BLOCK_M], tl.float32)                 # running row sum of exp
-    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)        # running output, unnormalised
     for start in range(0, S, BLOCK_N):
-        offs_n = start + tl.arange(0, BLOCK_N)
-        q = tl.load(q_ptr + base + offs_m[:, None] * D + offs_d[None, :],
-                    mask=(offs_m[:, None] < S) & d_mask[None, :], other=0.0)
-        k = tl.load(k_ptr + base + offs_n[:, None] * D + offs_d[None, :],
-                    mask=(offs_n[:, None] < S) & d_mask[None, :], other=0.0)
-        s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32))) * sm_scale
-        s = tl.where(offs_n[None, :] < S, s, float("-inf"))
+        n_mask = (start + offs_n0) < S
+        kt = tl.load(kt_ptrs + start * D, mask=d_mask[:, None] & n_mask[None, :], other=0.0)
+        s = tl.dot(q.to(tl.float32), kt.to(tl.float32)) * sm_scale
+        s = tl.where(n_mask[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp(m_i - m_new)
+        alpha = tl.exp(m_i - m_new)          # rescales what was summed under the old max
         p = tl.exp(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_ptr + base + offs_n[:, None] * D + offs_d[None, :],
-                    mask=(offs_n[:, None] < S) & d_mask[None, :], other=0.0)
+        v = tl.load(v_ptrs + start * D, mask=n_mask[:, None] & d_mask[None, :], other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32))
         m_i = m_new
     acc = acc / l_i[:, None]
@@ -51,7 +53,7 @@ def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     b, a, s, d = q.shape
     out = torch.empty_like(q)
-    BLOCK_M, BLOCK_N = 16, 16
+    BLOCK_M, BLOCK_N = 64, 64
     BLOCK_D = max(16, triton.next_power_of_2(d))
     grid = (triton.cdiv(s, BLOCK_M), b * a)
     attn_fwd_kernel[grid](q, k, v, out, s, d, d ** -0.5,

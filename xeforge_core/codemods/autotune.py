@@ -194,6 +194,7 @@ class _Plan:
     n_configs: int
     key: list[str]
     new_params: list[cst.Param] = field(default_factory=list)
+    pruner: list[cst.BaseStatement] = field(default_factory=list)
 
 
 def _meta(key: str) -> cst.BaseExpression:
@@ -224,6 +225,31 @@ class _GridRewrite(cst.CSTTransformer):
             self.used += 1
             return _meta(key)
         return updated
+
+
+def gemm_dims(fn: cst.FunctionDef) -> dict[str, str] | None:
+    """The kernel's size parameters for M, N and K: the bounds its ``BLOCK_M``/``BLOCK_N``
+    offsets are masked against and its ``BLOCK_K`` loop runs to; ``None`` if not all found."""
+    text = code_of(fn.body)
+    params = {p.name.value for p in fn.params.params}
+    out: dict[str, str] = {}
+    for dim, block in (("M", "BLOCK_M"), ("N", "BLOCK_N")):
+        for offs in re.findall(rf"(\w+)\s*=\s*\w+\s*\*\s*{block}\s*\+\s*tl\.arange\(\s*0\s*,\s*{block}\s*\)", text):
+            hit = re.search(rf"\b{offs}\b(?:\[[^\]]*\])?\s*<\s*(\w+)", text)
+            if hit and hit.group(1) in params:
+                out[dim] = hit.group(1)
+                break
+            mask = re.search(rf"(\w+)\s*=\s*{offs}\s*<\s*(\w+)", text)
+            if mask and mask.group(2) in params:
+                out[dim] = mask.group(2)
+                break
+    hit = re.search(r"range\(\s*0\s*,\s*(\w+)\s*,\s*BLOCK_K\s*\)", text)
+    if hit and hit.group(1) in params:
+        out["K"] = hit.group(1)
+    for dim in ("M", "N", "K"):
+        if dim not in out and dim in params:
+            out[dim] = dim
+    return out if len(out) == 3 else None
 
 
 def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space: list[dict[str, Any]],
@@ -395,11 +421,23 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
 
     configs = ",\n        ".join(texts)
     key_text = ", ".join(f'"{k}"' for k in key)
-    deco_src = f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],\n)\ndef _f():\n    pass\n"
+    pruner: list[cst.BaseStatement] = []
+    prune_text = ""
+    dims = gemm_dims(fn) if {"BLOCK_M", "BLOCK_N"} <= set(blocks) and len(texts) > 2 else None
+    nums = options.get("_profile_numbers")
+    if dims is not None and nums is not None and options.get("_module_imports_torch"):
+        from xeforge_core.codemods.autotune_prune import KEEP, pruner_source
+
+        pname = f"_prune_{name.lstrip('_')}_configs"
+        pruner = list(cst.parse_module(pruner_source(pname, dims, nums, options.get("_profile_id", target),
+                                                     keep=int(options.get("keep_configs") or KEEP))).body)
+        prune_text = f'\n    prune_configs_by={{"early_config_prune": {pname}}},'
+    deco_src = (f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],{prune_text}\n)\n"
+                "def _f():\n    pass\n")
     decorator = cst.parse_module(deco_src).body[0].decorators[0]
     return _Plan(kernel=name, decorator=decorator, tuned=sorted(tuned_names), call_new=new_call,
                  grid_assign=grid_assign, host=launch.host, block_vars=list(var_for), n_configs=len(texts),
-                 key=key, new_params=new_params)
+                 key=key, new_params=new_params, pruner=pruner)
 
 
 def _lambda(body: cst.BaseExpression) -> cst.Lambda:
@@ -413,7 +451,7 @@ class _Apply(cst.CSTTransformer):
         self.by_call = by_call
         self.by_line = {id(p.grid_assign[0]): p.grid_assign[1] for p in plans if p.grid_assign}
 
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
         plan = self.by_kernel.get(original.name.value)
         if plan is None or not is_kernel(original):
             return updated
@@ -421,7 +459,12 @@ class _Apply(cst.CSTTransformer):
         idx = next(i for i, d in enumerate(decorators) if is_jit_decorator(d))
         decorators.insert(idx, plan.decorator)
         params = updated.params.with_changes(params=plan.new_params)
-        return updated.with_changes(decorators=decorators, params=params)
+        new = updated.with_changes(decorators=decorators, params=params)
+        if plan.pruner:
+            first = plan.pruner[0].with_changes(leading_lines=new.leading_lines)  # type: ignore[attr-defined]
+            return cst.FlattenSentinel([first, *plan.pruner[1:], new.with_changes(
+                leading_lines=[cst.EmptyLine(), cst.EmptyLine()])])
+        return new
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         plan = self.by_call.get(id(original))
@@ -483,12 +526,17 @@ def _drop_unused_literals(module: cst.Module, hosts: set[str], names: set[str]) 
 
 def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
                  search_space: list[dict[str, Any]] | None = None,
-                 options: dict[str, Any] | None = None) -> CodemodResult:
+                 options: dict[str, Any] | None = None, profile: Any = None) -> CodemodResult:
     """Apply the autotune rewrite (module docstring) to ``source``.
 
     ``target`` is ``xpu`` or ``cuda``; ``arch`` picks the knowledge base's search space
     (``xe2``, ``xe-hpc``); ``search_space`` (dicts with ``kwargs``, ``num_warps``,
-    ``num_stages``, ``options``) replaces it; ``options["max_configs"]`` caps the config count.
+    ``num_stages``, ``options``) replaces it. The space is pruned for the target's ``profile``
+    (default: the knowledge base's profile for the target) by
+    :mod:`xeforge_core.codemods.autotune_prune`: statically (shared memory, accumulator
+    registers; ``options["max_configs"]``, default 6, caps the config count) and, for GEMM
+    kernels of a module that imports torch, per call before compiling (the kernel's own config
+    and ``options["keep_configs"]`` - 1, default 2, predicted fastest are benchmarked).
     Returns a :class:`CodemodResult`, not applicable with the reason(s) when no kernel qualifies.
     """
     options = dict(options or {})
@@ -502,6 +550,19 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
             return not_applicable(NAME, source, origin)
     else:
         space, origin = list(search_space), "the given search space"
+    from xeforge_core.codemods.autotune_prune import profile_numbers, prune_static
+    from xeforge_core.codemods.xpu_specific import _resolve_profile
+
+    prof = _resolve_profile(profile, target, arch)
+    limit = options.get("max_configs")
+    limit = limit if isinstance(limit, int) and limit > 0 else 6
+    space, dropped = prune_static([{"kwargs": {}, "num_warps": 4, "num_stages": 2}, *space], prof, target,
+                                  max_configs=limit)
+    space = space[1:]
+    options.setdefault("_profile_numbers", profile_numbers(prof, target))
+    options.setdefault("_profile_id", str(getattr(prof, "id", None) or (prof or {}).get("id", target)
+                                          if isinstance(prof, dict) else getattr(prof, "id", target)))
+    options.setdefault("_module_imports_torch", "import torch" in source)
     collect = _Collect(set(kernels))
     parsed.visit(collect)
     reasons: list[str] = []
@@ -542,6 +603,12 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
     for p in plans:
         notes.append(f"kernel {p.kernel}: @triton.autotune over {p.n_configs} configs ({origin}; the first "
                      f"is the current tiles), key={p.key}; the launch grid is a lambda reading the tile sizes from META")
+        if p.pruner:
+            notes.append(f"kernel {p.kernel}: a roofline model prunes the configs per call before any is compiled "
+                         f"(prune_configs_by early_config_prune; profile {options['_profile_id']}): the current "
+                         "tiles and the predicted fastest others are benchmarked")
+    if dropped:
+        notes.append("search space pruned for the profile: " + "; ".join(dropped))
     if removed:
         notes.append(f"removed tile variables no longer used: {', '.join(sorted(set(removed)))}")
     if target != "xpu":

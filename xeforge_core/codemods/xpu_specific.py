@@ -211,9 +211,14 @@ def _swizzle(fn: cst.FunctionDef, call: cst.Call, host_scope: _Scope, bound: dic
         return f"kernel {name}: the launch grid is not (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))"
     # kernel size parameters passed as the grid's numerators
     size_params = []
-    for numer, _ in parts:
+    from xeforge_core.codemods.autotune import gemm_dims
+
+    dims = gemm_dims(fn) or {}
+    for axis, (numer, _) in enumerate(parts):
         text = code_of(numer)
         match = [p for p, a in bound.items() if code_of(a.value) == text]
+        if len(match) > 1:  # the same value passed twice (a size and a contiguous stride): take the size
+            match = [p for p in match if p == dims.get("MN"[axis])] or match
         if len(match) != 1:
             return f"kernel {name}: the grid's `{text}` is not one of the kernel's arguments"
         size_params.append(match[0])

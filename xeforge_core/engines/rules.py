@@ -2,12 +2,25 @@
 
 Stage -> codemod:
 
-* ``dtype_fix``    -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
-* ``xpu_specific`` -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
-* ``autotuning``   -> :func:`xeforge_core.codemods.autotune.add_autotune`, else (kernels already
-  autotuned) :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune`
-* ``portability``  -> :func:`xeforge_core.codemods.portability.port_source` (a preparatory step,
+* ``dtype_fix``         -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
+* ``fusion``            -> :func:`xeforge_core.codemods.fusion.fuse` (same-grid launch chains,
+  elementwise epilogues into their producer, batched host loops into one launch)
+* ``memory_access``     -> :func:`xeforge_core.codemods.memory_access.improve_memory_access` (rows
+  whose block covers the row in one pass, target-sized elementwise blocks, one-output-per-program
+  kernels lifted to coalesced blocks)
+* ``block_pointers``    -> :func:`xeforge_core.codemods.descriptors.use_descriptors` (tl.dot operands
+  through tensor descriptors)
+* ``persistent_kernel`` -> :func:`xeforge_core.codemods.persistent.make_persistent`
+* ``xpu_specific``      -> :func:`xeforge_core.codemods.xpu_specific.apply_xpu_knobs`
+* ``autotuning``        -> :func:`xeforge_core.codemods.autotune.add_autotune` (search space pruned for
+  the profile and per call), else (kernels already autotuned)
+  :func:`xeforge_core.codemods.autotune_grid.grid_follows_autotune`
+* ``portability``       -> :func:`xeforge_core.codemods.portability.port_source` (a preparatory step,
   also available as :func:`port_to_device_agnostic`; not one of the nine stages)
+
+Every codemod takes ``source`` and the settings ``target``, ``arch``, ``profile``,
+``search_space``, ``options`` and ``problem`` (the context's problem, for codemods that decide
+by the problem's roofline) and ignores those it does not use.
 
 Any other stage gets a not-applicable candidate saying the rules engine has no codemod for it.
 Being deterministic, the engine has nothing new to offer when the CoVeR loop feeds back a failed
@@ -42,12 +55,38 @@ def _autotune(source: str, **kw: Any) -> CodemodResult:
     from xeforge_core.codemods.autotune_grid import grid_follows_autotune
 
     result = add_autotune(source, target=kw.get("target", "xpu"), arch=kw.get("arch"),
-                          search_space=kw.get("search_space"), options=kw.get("options") or {})
+                          search_space=kw.get("search_space"), options=kw.get("options") or {},
+                          profile=kw.get("profile"))
     if result.changed:
         return result
     # an already-autotuned kernel may still launch with a grid that ignores the chosen config
     grid = grid_follows_autotune(source)
     return grid if grid.changed else result
+
+
+def _fusion(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.fusion import fuse
+
+    return fuse(source, **kw)
+
+
+def _memory_access(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.memory_access import improve_memory_access
+
+    return improve_memory_access(source, target=kw.get("target", "xpu"), arch=kw.get("arch"))
+
+
+def _persistent(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.persistent import make_persistent
+
+    return make_persistent(source, target=kw.get("target", "xpu"), arch=kw.get("arch"), problem=kw.get("problem"),
+                           profile=kw.get("profile"))
+
+
+def _block_pointers(source: str, **kw: Any) -> CodemodResult:
+    from xeforge_core.codemods.descriptors import use_descriptors
+
+    return use_descriptors(source, target=kw.get("target", "xpu"))
 
 
 def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
@@ -63,6 +102,10 @@ STAGE_CODEMODS: dict[str, Callable[..., CodemodResult]] = {
     "xpu_specific": _xpu_specific,
     "autotuning": _autotune,
     "portability": _portability,
+    "fusion": _fusion,
+    "memory_access": _memory_access,
+    "persistent_kernel": _persistent,
+    "block_pointers": _block_pointers,
 }
 
 
@@ -137,6 +180,7 @@ class RulesEngine:
             "profile": context.profile,
             "search_space": self.search_space or context.search_space,
             "options": {**self.options, **context.options},
+            "problem": context.problem,
         }
         try:
             result = codemod(current, **settings)

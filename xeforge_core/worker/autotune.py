@@ -108,6 +108,18 @@ class AutotuneRegistry:
             self._apply()
 
 
+def chosen_configs(registry: AutotuneRegistry, module: Any) -> list[str]:
+    """The config each autotuner defined in ``module`` settled on (``describe_config`` text),
+    after it has tuned; autotuners of other modules and those that never tuned are left out."""
+    owned = {id(v) for v in vars(module).values()} if module is not None else set()
+    out = []
+    for entry in registry.entries:
+        best = getattr(entry.tuner, "best_config", None)
+        if best is not None and id(entry.tuner) in owned:
+            out.append(describe_config(entry.name, best))
+    return out
+
+
 _ORIGINAL = triton.autotune
 
 

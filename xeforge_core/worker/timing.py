@@ -91,6 +91,7 @@ from xeforge_core.verdict import (
     TimingStats,
     VerdictKind,
 )
+from xeforge_core.worker.autotune import chosen_configs
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import Failure, WorkerError
 from xeforge_core.worker.integrity import HarnessGuard
@@ -674,6 +675,11 @@ def run_timing(ctx: WorkerContext) -> None:
                  f"{_method_label(p.candidate)})" for p in results]
         step.summary = "; ".join(parts)
         step.evidence = evidence
+        # the config each autotuned kernel chose on this device (recorded, not re-derived)
+        chosen = {"baseline": chosen_configs(ctx.registry, holder["base"].loaded.module),
+                  "candidate": chosen_configs(ctx.registry, holder["cand"].loaded.module)}
+        if chosen["baseline"] or chosen["candidate"]:
+            step.evidence["autotune_chosen"] = chosen
         for p in results:
             if p.suspect:
                 ctx.verdict.warnings.append(f"variant {p.variant}: {p.suspect}")

@@ -1,0 +1,356 @@
+"""fusion codemod: fewer launches, and intermediates that never reach global memory.
+
+Three rewrites, tried in this order on every host function, each as often as it applies:
+
+1. **Same-grid chains** (:mod:`xeforge_core.codemods.fusion_chain`): consecutive launches with
+   the same grid (a multi-pass softmax or normalisation over rows, an elementwise chain over
+   flat blocks) become one kernel; the tensors they exchange become locals or are recomputed.
+2. **Epilogues** (:mod:`xeforge_core.codemods.fusion_epilogue`): an elementwise kernel that
+   reads what the kernel before it stored (bias, activation, scale, residual add after a GEMM)
+   runs in that kernel's epilogue, on its output tile, before the store.
+3. **Launch batching** (:mod:`xeforge_core.codemods.fusion_batch`): a host loop launching the
+   same kernel once per batch element becomes one launch with a batch axis in the grid.
+
+Each leaves what it does not recognise untouched and says why. The fused module is proven by
+the verifier like any candidate before the rules engine proposes it as the stage's result
+(knowledge rules ``fuse_when_intermediate_disappears``, ``gemm_needs_2d_tiles``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import libcst as cst
+
+from xeforge_core.codemods.common import (
+    CodemodResult,
+    code_of,
+    is_kernel,
+    not_applicable,
+    parse_kernels,
+    still_parses,
+)
+from xeforge_core.codemods.fusion_chain import ChainPlan, FusionError, launch_args, plan_chain
+from xeforge_core.codemods.host import (
+    TORCH_TO_TL,
+    HostFacts,
+    Launch,
+    host_facts,
+    host_functions,
+    launch_counts,
+)
+from xeforge_core.codemods.kernel_edit import (
+    TL_LOAD,
+    TL_STORE,
+    assigned_names,
+    base_and_offset,
+    call_arg,
+    calls_named,
+    read_names,
+    simple_assign,
+)
+
+NAME = "fusion"
+MAX_ROUNDS = 8
+
+
+def _stored_loaded(fn: cst.FunctionDef) -> tuple[set[str], set[str]]:
+    """Pointer parameters a kernel stores through and loads through."""
+    params = {p.name.value for p in fn.params.params}
+    stored: set[str] = set()
+    loaded: set[str] = set()
+    for names, out in ((TL_STORE, stored), (TL_LOAD, loaded)):
+        for call in calls_named(fn.body, names):
+            ptr = call_arg(call, 0, "pointer")
+            if ptr is None:
+                continue
+            split = base_and_offset(ptr, params)
+            if split is not None:
+                out.add(split[0])
+            else:
+                out |= read_names(ptr) & params
+    return stored, loaded
+
+
+def _movable(stmts: list[cst.BaseStatement]) -> bool:
+    """Only assignments between the launches (allocations, sizes): nothing that runs a kernel
+    or reads a result."""
+    for s in stmts:
+        if not isinstance(s, cst.SimpleStatementLine):
+            return False
+        for small in s.body:
+            if not isinstance(small, (cst.Assign, cst.AnnAssign)):
+                return False
+    return True
+
+
+def chains(facts: HostFacts) -> list[list[Launch]]:
+    """Runs of two or more launches with the same grid and only assignments between them."""
+    out: list[list[Launch]] = []
+    run: list[Launch] = []
+    for lc in facts.launches:
+        if run:
+            prev = run[-1]
+            between = facts.body[prev.index + 1:lc.index]
+            same = code_of(prev.grid).replace(" ", "") == code_of(lc.grid).replace(" ", "")
+            rebinds = set()
+            for s in between:
+                rebinds |= set(assigned_names(s))
+            used = set()
+            for r in run:
+                used |= read_names(r.call)
+            if same and _movable(between) and not (rebinds & used):
+                run.append(lc)
+                continue
+            if len(run) > 1:
+                out.append(run)
+            run = []
+        run = [lc]
+    if len(run) > 1:
+        out.append(run)
+    return out
+
+
+def temporaries(facts: HostFacts, chain: list[Launch], kernels: dict[str, cst.FunctionDef]
+                ) -> tuple[dict[str, str], str | None]:
+    """The host tensors only these launches use (``name -> tl dtype``), or the reason the
+    chain cannot be fused (a tensor written by one launch and read by another that is also
+    used elsewhere, or one whose dtype is not known)."""
+    launch_idx = {lc.index for lc in chain}
+    roots: dict[str, set[str]] = {}
+    for lc in chain:
+        for p, a in lc.bound.items():
+            if isinstance(a.value, cst.Name):
+                roots.setdefault(facts.root(a.value.value), set()).add(f"{lc.kernel}.{p}")
+    temps: dict[str, str] = {}
+    written: dict[str, list[int]] = {}
+    read: dict[str, list[int]] = {}
+    for i, lc in enumerate(chain):
+        stored, loaded = _stored_loaded(kernels[lc.kernel])
+        for p, a in lc.bound.items():
+            if not isinstance(a.value, cst.Name):
+                continue
+            root = facts.root(a.value.value)
+            if p in stored:
+                written.setdefault(root, []).append(i)
+            if p in loaded:
+                read.setdefault(root, []).append(i)
+    for root in roots:
+        alloc = facts.allocs.get(root)
+        if alloc is None or alloc.alias_of is not None:
+            continue
+        aliases = {n for n in facts.allocs if facts.root(n) == root}
+        skip = set(launch_idx) | {facts.body.index(facts.allocs[n].stmt) for n in aliases}
+        if any(facts.reads_outside(n, skip, data_only=True) for n in aliases):
+            continue
+        if root not in written:
+            continue
+        dtype = facts.dtype_of(root)
+        tl_dtype = TORCH_TO_TL.get(dtype or "") or (dtype if dtype and dtype.endswith(".dtype") else None)
+        if tl_dtype is None:
+            return {}, (f"intermediate {root} has no dtype the fusion can tell from its allocation "
+                        f"(`{code_of(alloc.call)}`)")
+        temps[root] = tl_dtype
+    for root, readers in read.items():
+        if root in temps or root not in written:
+            continue
+        if any(r > min(written[root]) for r in readers):
+            return {}, (f"{root} is written by one launch and read by a later one, and it is also used after "
+                        "these launches; it has to stay in global memory")
+    return temps, None
+
+
+def dead_allocations(facts: HostFacts, temps: list[str], rewritten: set[int]) -> dict[int, Any]:
+    """Removals for the allocation (and view) statements of ``temps`` that nothing reads any
+    more once the statements in ``rewritten`` are replaced (repeated until none is left)."""
+    removed: set[int] = set(rewritten)
+    edits: dict[int, Any] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, alloc in facts.allocs.items():
+            sid = id(alloc.stmt)
+            if sid in removed or facts.root(name) not in temps:
+                continue
+            readers = [s for s in facts.body if id(s) not in removed and s is not alloc.stmt
+                       and name in read_names(s)]
+            if not readers:
+                removed.add(sid)
+                edits[sid] = cst.RemoveFromParent()
+                changed = True
+    return edits
+
+
+def _replace(module: cst.Module, plan_kernel: cst.FunctionDef, first_kernel: str, drop_kernels: set[str],
+             stmt_edits: dict[int, Any]) -> cst.Module:
+    class _T(cst.CSTTransformer):
+        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+            if is_kernel(original) and original.name.value == first_kernel:
+                return plan_kernel
+            if is_kernel(original) and original.name.value in drop_kernels:
+                return cst.RemoveFromParent()
+            return updated
+
+        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+            return stmt_edits.get(id(original), updated)
+
+    return module.visit(_T())
+
+
+def _apply_chain(module: cst.Module, kernels: dict[str, cst.FunctionDef], facts: HostFacts,
+                 plan: ChainPlan) -> cst.Module:
+    last = plan.launches[-1]
+    first = plan.launches[0]
+    new_call = first.call.with_changes(
+        func=first.call.func.with_changes(value=cst.Name(plan.kernel.name.value)),  # type: ignore[attr-defined]
+        args=launch_args(plan.params) + _option_args(first))
+    edits: dict[int, Any] = {id(lc.stmt): cst.RemoveFromParent() for lc in plan.launches[:-1]}
+    edits[id(last.stmt)] = last.stmt.with_changes(body=[cst.Expr(new_call)])
+    edits.update(dead_allocations(facts, plan.temps, {id(lc.stmt) for lc in plan.launches}))
+    counts = launch_counts(module, kernels)
+    drop = {lc.kernel for lc in plan.launches[1:]}
+    drop = {k for k in drop if counts.get(k, 0) <= sum(1 for lc in plan.launches if lc.kernel == k)}
+    first_kernel = first.kernel
+    if counts.get(first_kernel, 0) > sum(1 for lc in plan.launches if lc.kernel == first_kernel):
+        # the first kernel is launched elsewhere too: keep it and add the fused one before it
+        return _insert_kernel(module, plan.kernel, first_kernel, drop, edits)
+    return _replace(module, plan.kernel, first_kernel, drop, edits)
+
+
+def _insert_kernel(module: cst.Module, kernel: cst.FunctionDef, before: str, drop: set[str],
+                   edits: dict[int, Any]) -> cst.Module:
+    body: list[Any] = []
+    for s in module.body:
+        if isinstance(s, cst.FunctionDef) and is_kernel(s) and s.name.value == before:
+            body.append(kernel)
+        body.append(s)
+    module = module.with_changes(body=body)
+    return _replace(module, kernel, kernel.name.value, drop, edits)
+
+
+def _option_args(launch: Launch) -> list[cst.Arg]:
+    args = [a for a in launch.call.args if a.keyword is not None and a.keyword.value in launch.options]
+    return [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(args) - 1 else a
+            for i, a in enumerate(args)]
+
+
+def _with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    out = []
+    for i, a in enumerate(args):
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if i < len(args) - 1 else cst.MaybeSentinel.DEFAULT
+        out.append(a.with_changes(comma=comma))
+    return out
+
+
+def drop_unused_literals(module: cst.Module) -> cst.Module:
+    """Remove host statements ``NAME = <number>`` whose name the function no longer reads
+    (tile sizes of launches that were fused away)."""
+    return drop_unused_assigns(module, set())
+
+
+def drop_unused_assigns(module: cst.Module, names: set[str]) -> cst.Module:
+    """Remove host statements ``NAME = <number>``, and ``NAME = ...`` for ``NAME`` in
+    ``names``, whose name the function no longer reads."""
+
+    class _T(cst.CSTTransformer):
+        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+            if is_kernel(updated) or not isinstance(updated.body, cst.IndentedBlock):
+                return updated
+            reads = read_names(updated.body)
+            body = []
+            for s in updated.body.body:
+                a = simple_assign(s)
+                if a is not None and (isinstance(a[1], (cst.Integer, cst.Float)) or a[0] in names) \
+                        and a[0] not in reads:
+                    continue
+                body.append(s)
+            return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    return module.visit(_T())
+
+
+def _fix_commas(module: cst.Module) -> cst.Module:
+    class _T(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+            if updated is original or not updated.args:
+                return updated
+            last = updated.args[-1]
+            if any(isinstance(a.comma, cst.MaybeSentinel) for a in updated.args[:-1]):
+                return updated.with_changes(args=_with_commas(list(updated.args[:-1])) + [last])
+            return updated
+
+    return module.visit(_T())
+
+
+Step = Callable[[cst.Module, dict[str, cst.FunctionDef]], tuple[cst.Module, list[str]] | str]
+
+
+def _chain_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tuple[cst.Module, list[str]] | str:
+    reasons: list[str] = []
+    taken = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    for fn in host_functions(module):
+        facts = host_facts(fn, kernels)
+        for chain in chains(facts):
+            names = ", ".join(lc.kernel for lc in chain)
+            temps, why = temporaries(facts, chain, kernels)
+            if why:
+                reasons.append(f"launches of {names}: {why}")
+                continue
+            try:
+                plan = plan_chain(facts, chain, kernels, temps, taken)
+            except FusionError as exc:
+                reasons.append(f"launches of {names}: {exc}")
+                continue
+            return _fix_commas(_apply_chain(module, kernels, facts, plan)), plan.notes
+    return "; ".join(reasons) or "no two consecutive launches share a launch grid"
+
+
+def _steps() -> list[tuple[str, Step]]:
+    from xeforge_core.codemods.fusion_batch import batch_step
+    from xeforge_core.codemods.fusion_epilogue import epilogue_step
+
+    return [("same-grid chains", _chain_step), ("epilogues", epilogue_step), ("launch batching", batch_step)]
+
+
+def fuse(source: str, **_: Any) -> CodemodResult:
+    """Apply the fusion rewrites (module docstring) to ``source`` until none applies.
+
+    Returns a :class:`CodemodResult`: changed with one note per rewrite, or not applicable with
+    the reason each rewrite gave. Never executes the code; raises nothing on bad input.
+    """
+    found = parse_kernels(NAME, source)
+    if isinstance(found, CodemodResult):
+        return found
+    module, _ = found
+    notes: list[str] = []
+    last_reasons: dict[str, str] = {}
+    for _round in range(MAX_ROUNDS):
+        kernels = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef) and is_kernel(s)}
+        progressed = False
+        for label, step in _steps():
+            try:
+                got = step(module, kernels)
+            except FusionError as exc:
+                got = str(exc)
+            if isinstance(got, str):
+                last_reasons[label] = got
+                continue
+            module, step_notes = got
+            notes.extend(step_notes)
+            progressed = True
+            break
+        if not progressed:
+            break
+    module = drop_unused_literals(module)
+    code = module.code
+    if not notes or code == source:
+        return not_applicable(NAME, source, "; ".join(f"{k}: {v}" for k, v in last_reasons.items())
+                              or "nothing to fuse")
+    error = still_parses(code)
+    if error:
+        return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
+    notes.extend(f"not fused ({k}): {v}" for k, v in last_reasons.items() if v and "no " not in v[:3])
+    return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes)
+
+

@@ -1,0 +1,248 @@
+"""Host-side facts for the fusion and memory-access codemods: the kernel launches of each
+host function (in order), the tensors it allocates, and how names are used.
+
+Read statically from libcst nodes; nothing is executed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from xeforge_core.codemods.common import bind_launch_args, code_of, dotted_name, is_kernel
+from xeforge_core.codemods.kernel_edit import expr_stmt_call, read_names, simple_assign
+
+_ALLOC = {"torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.empty_like", "torch.zeros_like",
+          "torch.ones_like", "torch.full_like", "torch.empty_strided"}
+_VIEWS = {"view", "reshape", "flatten", "view_as", "contiguous"}
+
+#: torch dtype spelling -> Triton dtype spelling
+TORCH_TO_TL = {"torch.float32": "tl.float32", "torch.float": "tl.float32", "torch.float16": "tl.float16",
+               "torch.half": "tl.float16", "torch.bfloat16": "tl.bfloat16", "torch.float64": "tl.float64",
+               "torch.int32": "tl.int32", "torch.int64": "tl.int64", "torch.int8": "tl.int8"}
+
+
+def tl_dtype(torch_dtype: str | None, by_host: dict[str, str]) -> str | None:
+    """The Triton dtype of a tensor allocated with ``dtype=torch_dtype``: a fixed one
+    (``torch.float32`` -> ``tl.float32``) or, for ``x.dtype`` where the host tensor ``x`` is
+    passed to the kernel as parameter ``p`` (``by_host``: ``"x|False" -> "p"``),
+    ``p.dtype.element_ty``; ``None`` when neither is known."""
+    if not torch_dtype:
+        return None
+    if torch_dtype in TORCH_TO_TL:
+        return TORCH_TO_TL[torch_dtype]
+    if torch_dtype.endswith(".dtype"):
+        param = by_host.get(f"{torch_dtype[:-len('.dtype')]}|False")
+        if param:
+            return f"{param}.dtype.element_ty"
+    return None
+
+
+@dataclass
+class Launch:
+    """One launch ``kernel[grid](args)`` that is a whole top-level statement of a host function."""
+
+    kernel: str
+    call: cst.Call
+    stmt: cst.SimpleStatementLine
+    index: int
+    grid: cst.BaseExpression
+    bound: dict[str, cst.Arg]
+    options: dict[str, cst.Arg]
+
+    def arg_text(self, param: str) -> str | None:
+        a = self.bound.get(param)
+        return code_of(a.value) if a is not None else None
+
+
+@dataclass
+class Alloc:
+    """``name = torch.empty(...)`` (or zeros/empty_like/...) or a view ``name = other.view(...)``."""
+
+    name: str
+    stmt: cst.SimpleStatementLine
+    func: str
+    call: cst.Call
+    shape: cst.BaseExpression | None = None
+    like: str | None = None
+    dtype: str | None = None
+    alias_of: str | None = None
+
+
+@dataclass
+class HostFacts:
+    """One host function: its top-level statements, launches, allocations and name reads."""
+
+    fn: cst.FunctionDef
+    body: list[cst.BaseStatement]
+    launches: list[Launch] = field(default_factory=list)
+    nested_launches: list[str] = field(default_factory=list)
+    allocs: dict[str, Alloc] = field(default_factory=dict)
+
+    def reads_outside(self, name: str, skip: set[int], data_only: bool = False) -> int:
+        """How many top-level statements other than those at indices ``skip`` read ``name``
+        (with ``data_only``: read its data, not only its shape, strides, dtype or device)."""
+        return sum(1 for i, s in enumerate(self.body)
+                   if i not in skip and name in read_names(s) and (not data_only or reads_data(s, name)))
+
+    def root(self, name: str) -> str:
+        """The allocation a (chain of) view(s) refers to."""
+        seen = set()
+        while name in self.allocs and self.allocs[name].alias_of and name not in seen:
+            seen.add(name)
+            name = self.allocs[name].alias_of  # type: ignore[assignment]
+        return name
+
+    def dtype_of(self, name: str) -> str | None:
+        """The torch dtype of an allocation (following views and ``*_like``), else ``None``."""
+        seen = set()
+        while name in self.allocs and name not in seen:
+            seen.add(name)
+            a = self.allocs[name]
+            if a.dtype:
+                return a.dtype
+            nxt = a.alias_of or a.like
+            if nxt is None:
+                return None
+            name = nxt
+        return None
+
+    def shape_text(self, name: str) -> str | None:
+        """The shape expression of a fresh allocation (``empty_like(x)`` gives ``x``'s), as text."""
+        seen = set()
+        while name in self.allocs and name not in seen:
+            seen.add(name)
+            a = self.allocs[name]
+            if a.shape is not None:
+                return code_of(a.shape).replace(" ", "")
+            if a.like is None:
+                return None
+            name = a.like
+        return None
+
+
+_META_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda"}
+_META_CALLS = {"stride", "size", "numel", "dim", "element_size", "is_contiguous"}
+
+
+def reads_data(node: cst.CSTNode, name: str) -> bool:
+    """Whether ``node`` uses tensor ``name`` other than for its metadata (``x.shape``,
+    ``x.stride(0)``, ``x.numel()``, ``torch.empty_like(x)``, ...)."""
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            meta = n.attr.value in _META_ATTRS or n.attr.value in _META_CALLS
+            return not (isinstance(n.value, cst.Name) and n.value.value == name and meta)
+
+        def visit_Call(self, n: cst.Call) -> bool:
+            if dotted_name(n.func) in _ALLOC and dotted_name(n.func).endswith("_like") and n.args \
+                    and isinstance(n.args[0].value, cst.Name) and n.args[0].value.value == name:
+                for a in n.args[1:]:
+                    a.visit(self)
+                return False
+            return True
+
+        def visit_Name(self, n: cst.Name) -> None:
+            nonlocal found
+            if n.value == name:
+                found = True
+
+    node.visit(_V())
+    return found
+
+
+def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    return None
+
+
+def _alloc_of(name: str, value: cst.BaseExpression, stmt: cst.SimpleStatementLine) -> Alloc | None:
+    if not isinstance(value, cst.Call):
+        return None
+    func = dotted_name(value.func)
+    if func in _ALLOC:
+        pos = [a for a in value.args if a.keyword is None and not a.star]
+        alloc = Alloc(name=name, stmt=stmt, func=func, call=value)
+        dtype = _kw(value, "dtype")
+        alloc.dtype = (dotted_name(dtype) or None) if dtype is not None else None
+        if func.endswith("_like"):
+            if pos and isinstance(pos[0].value, cst.Name):
+                alloc.like = pos[0].value.value
+            else:
+                return None
+        elif pos:
+            alloc.shape = pos[0].value if len(pos) == 1 or func == "torch.full" else cst.Tuple(
+                elements=[cst.Element(a.value) for a in pos])
+        return alloc
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value in _VIEWS \
+            and isinstance(value.func.value, cst.Name):
+        return Alloc(name=name, stmt=stmt, func=value.func.attr.value, call=value, alias_of=value.func.value.value)
+    return None
+
+
+def launch_of(stmt: cst.BaseStatement, kernels: dict[str, cst.FunctionDef]) -> tuple[str, cst.Call] | None:
+    """``(kernel, call)`` when ``stmt`` is a bare ``kernel[grid](...)`` of one of ``kernels``."""
+    call = expr_stmt_call(stmt)
+    if call is None or not isinstance(call.func, cst.Subscript) or not isinstance(call.func.value, cst.Name):
+        return None
+    name = call.func.value.value
+    return (name, call) if name in kernels else None
+
+
+def grid_of(call: cst.Call) -> cst.BaseExpression:
+    """The grid expression of a launch ``kernel[grid](...)``."""
+    return call.func.slice[0].slice.value  # type: ignore[attr-defined, union-attr]
+
+
+def host_facts(fn: cst.FunctionDef, kernels: dict[str, cst.FunctionDef]) -> HostFacts:
+    """The facts of one host function (launches found only at its top level are listed)."""
+    body = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
+    facts = HostFacts(fn=fn, body=body)
+    for i, stmt in enumerate(body):
+        found = launch_of(stmt, kernels)
+        if found is not None:
+            name, call = found
+            params = [p.name.value for p in kernels[name].params.params]
+            bound, options, _ = bind_launch_args(params, call)
+            facts.launches.append(Launch(kernel=name, call=call, stmt=stmt, index=i,  # type: ignore[arg-type]
+                                         grid=grid_of(call), bound=bound, options=options))
+            continue
+        assign = simple_assign(stmt)
+        if assign is not None:
+            alloc = _alloc_of(assign[0], assign[1], stmt)  # type: ignore[arg-type]
+            if alloc is not None:
+                facts.allocs[alloc.name] = alloc
+        else:
+            for k in kernels:
+                if f"{k}[" in code_of(stmt):
+                    facts.nested_launches.append(k)
+    return facts
+
+
+def host_functions(module: cst.Module) -> list[cst.FunctionDef]:
+    """Module-level functions and methods of module-level classes that are not kernels."""
+    out: list[cst.FunctionDef] = []
+    for s in module.body:
+        if isinstance(s, cst.FunctionDef) and not is_kernel(s):
+            out.append(s)
+        elif isinstance(s, cst.ClassDef) and isinstance(s.body, cst.IndentedBlock):
+            out.extend(m for m in s.body.body if isinstance(m, cst.FunctionDef))
+    return out
+
+
+def launch_counts(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> dict[str, int]:
+    """How many launches (``name[...](...)``) of each kernel the module's host code has."""
+    counts = dict.fromkeys(kernels, 0)
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            f = node.func
+            if isinstance(f, cst.Subscript) and isinstance(f.value, cst.Name) and f.value.value in counts:
+                counts[f.value.value] += 1
+
+    module.visit(_V())
+    return counts

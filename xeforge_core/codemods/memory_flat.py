@@ -1,0 +1,177 @@
+"""memory_access codemod, part 2: flat elementwise kernels get the target's block and warps.
+
+Recognised: a kernel launched once on a 1-D grid ``(triton.cdiv(n, B),)`` whose offsets are
+``pid * BLOCK + tl.arange(0, BLOCK)`` (``pid = tl.program_id(0)``), with no loop, where the
+launch passes ``BLOCK=B`` and the grid divides by the same ``B``. A 128- or 256-element block
+moves 256-512 bytes a program: the grid is tens of thousands of tiny programs and each thread
+issues one short load. The rewrite sets ``B`` (the host variable when it is assigned a
+literal used only here, else the literal at both places) and ``num_warps`` to the first entry
+of the target's ``elementwise`` configs (on the H200: 4096 elements over 8 warps, 16 elements
+a thread, two 16-byte vectors of fp16; HOPPER.md "16-byte accesses per thread ... several
+independent loads in flight"). Kernels already at least that large are left as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from xeforge_core.codemods.common import (
+    PROGRAM_ID,
+    code_of,
+    dotted_name,
+    int_value,
+    is_autotune_decorator,
+    is_constexpr_param,
+    keyword_arg,
+)
+from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
+from xeforge_core.codemods.kernel_edit import (
+    TL_ARANGE,
+    Edits,
+    body_of,
+    module_kernels,
+    once_defs,
+    pointer_terms,
+    simple_assign,
+    walk,
+)
+from xeforge_core.codemods.spaces import SpaceError, default_config
+
+_CDIV = {"triton.cdiv", "cdiv", "tl.cdiv"}
+
+
+def _flat_block(fn: cst.FunctionDef) -> str | None:
+    """The BLOCK parameter of ``offs = pid * BLOCK + tl.arange(0, BLOCK)``, else ``None``."""
+    constexprs = {p.name.value for p in fn.params.params if is_constexpr_param(p)}
+    stmts = body_of(fn)
+    defs = once_defs(stmts, fn.body)
+    for s in stmts:
+        a = simple_assign(s)
+        if a is None:
+            continue
+        terms = pointer_terms(a[1])
+        if len(terms) != 2:
+            continue
+        aranges = [t for t in terms if isinstance(t, cst.Call) and dotted_name(t.func) in TL_ARANGE]
+        prods = [t for t in terms if isinstance(t, cst.BinaryOperation) and isinstance(t.operator, cst.Multiply)]
+        if len(aranges) != 1 or len(prods) != 1:
+            continue
+        ar = aranges[0]
+        if len(ar.args) != 2 or int_value(ar.args[0].value) != 0 or not isinstance(ar.args[1].value, cst.Name):
+            continue
+        block = ar.args[1].value.value
+        p = prods[0]
+        sides = [p.left, p.right]
+        pid_side = [x for x in sides if (isinstance(x, cst.Call) and dotted_name(x.func) in PROGRAM_ID) or (
+            isinstance(x, cst.Name) and isinstance(defs.get(x.value), cst.Call)
+            and dotted_name(defs[x.value].func) in PROGRAM_ID)]  # type: ignore[union-attr]
+        blk_side = [x for x in sides if isinstance(x, cst.Name) and x.value == block]
+        if pid_side and blk_side and block in constexprs:
+            return block
+    return None
+
+
+def apply_flat(module: cst.Module, target: str, arch: str | None, notes: list[str], reasons: list[str],
+               touched: set[str] | None = None) -> cst.Module:
+    """Rewrite every recognised flat elementwise launch of ``module`` (module docstring)."""
+    touched = touched if touched is not None else set()
+    kernels = module_kernels(module)
+    counts = launch_counts(module, kernels)
+    stmt_edits: dict[int, Any] = {}
+    cfg = None
+    for fn in host_functions(module):
+        facts = host_facts(fn, kernels)
+        host_defs = once_defs(facts.body, fn.body)
+        for lc in facts.launches:
+            kfn = kernels[lc.kernel]
+            if lc.kernel in touched or counts.get(lc.kernel) != 1:
+                continue
+            if any(isinstance(n, (cst.For, cst.While)) for n in walk(kfn.body)):
+                continue
+            block = _flat_block(kfn)
+            if block is None:
+                continue
+            if any(is_autotune_decorator(d) for d in kfn.decorators):
+                reasons.append(f"kernel {lc.kernel} is autotuned: its configs own the block size")
+                continue
+            arg = lc.bound.get(block)
+            if arg is None:
+                reasons.append(f"kernel {lc.kernel}: {block} is not passed at the launch")
+                continue
+            grid = lc.grid
+            grid_stmt = None
+            if isinstance(grid, cst.Name) and grid.value in host_defs:
+                grid_stmt = next((s for s in facts.body if simple_assign(s) and simple_assign(s)[0] == grid.value), None)
+                grid = host_defs[grid.value]
+            if not (isinstance(grid, cst.Tuple) and len(grid.elements) == 1):
+                reasons.append(f"kernel {lc.kernel}: the launch grid is not a 1-D tuple")
+                continue
+            el = grid.elements[0].value
+            if not (isinstance(el, cst.Call) and dotted_name(el.func) in _CDIV and len(el.args) == 2
+                    and code_of(el.args[1].value) == code_of(arg.value)):
+                reasons.append(f"kernel {lc.kernel}: the grid `{code_of(grid)}` does not divide by the launch's "
+                               f"{block}={code_of(arg.value)}")
+                continue
+            if cfg is None:
+                try:
+                    cfg, sid = default_config(target, arch, "elementwise")
+                except SpaceError as exc:
+                    reasons.append(str(exc))
+                    return module
+            new_block = int(next(iter(cfg["kwargs"].values())))
+            warps = int(cfg["num_warps"])
+            current = int_value(arg.value)
+            if current is None and isinstance(arg.value, cst.Name):
+                lit = host_defs.get(arg.value.value)
+                current = int_value(lit) if lit is not None else None
+            cur_warps = lc.options.get("num_warps")
+            if current is not None and current >= new_block and cur_warps is not None:
+                reasons.append(f"kernel {lc.kernel} already moves {current} elements a program")
+                continue
+            # the literal the launch and grid share
+            var_stmt = None
+            if isinstance(arg.value, cst.Name) and int_value(host_defs.get(arg.value.value)) is not None:
+                var = arg.value.value
+                users = [s for s in facts.body if var in code_of(s) and s is not lc.stmt and s is not grid_stmt
+                         and not (simple_assign(s) and simple_assign(s)[0] == var)]
+                if not users:
+                    var_stmt = next(s for s in facts.body if simple_assign(s) and simple_assign(s)[0] == var)
+            new_args = []
+            for a in lc.call.args:
+                if a.keyword is not None and a.keyword.value == "num_warps":
+                    continue
+                if var_stmt is None and a is arg:
+                    a = a.with_changes(value=cst.Integer(str(new_block)))
+                new_args.append(a)
+            extra = [keyword_arg("num_warps", cst.Integer(str(warps)))]
+            for k, v in cfg.get("options", {}).items():
+                extra.append(keyword_arg(k, cst.parse_expression(repr(v) if not isinstance(v, str) else f'"{v}"')))
+            new_args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in new_args]
+            new_args += [e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                         for e in extra[:-1]] + [extra[-1]]
+            call = lc.call.with_changes(args=new_args)
+            if var_stmt is None:
+                new_el = el.with_changes(args=[el.args[0], el.args[1].with_changes(value=cst.Integer(str(new_block)))])
+                new_grid = grid.with_changes(elements=[grid.elements[0].with_changes(value=new_el)])
+                if grid_stmt is not None:
+                    stmt_edits[id(grid_stmt)] = grid_stmt.with_changes(
+                        body=[grid_stmt.body[0].with_changes(value=new_grid)])  # type: ignore[attr-defined]
+                else:
+                    call = call.with_changes(func=call.func.with_changes(  # type: ignore[attr-defined]
+                        slice=[cst.SubscriptElement(cst.Index(new_grid))]))
+            else:
+                stmt_edits[id(var_stmt)] = var_stmt.with_changes(
+                    body=[var_stmt.body[0].with_changes(value=cst.Integer(str(new_block)))])  # type: ignore[attr-defined]
+            stmt_edits[id(lc.stmt)] = lc.stmt.with_changes(body=[cst.Expr(call)])
+            touched.add(lc.kernel)
+            notes.append(f"kernel {lc.kernel}: {block}={new_block} elements a program (was {current if current is not None else code_of(arg.value)}) "
+                         f"with num_warps={warps} (search space {sid}, kind elementwise), so each thread issues wide "
+                         "contiguous loads and the grid is a few thousand programs instead of tens of thousands")
+    if not stmt_edits:
+        return module
+
+    return module.visit(Edits(statements=stmt_edits))
+
+

@@ -1,0 +1,54 @@
+"""The target's search-space entries as the codemods use them.
+
+``knowledge/search_spaces/*.yaml`` holds one space per target family; each kind (``gemm``,
+``elementwise``, ``row``, ``lifted``, ``lifted_2d``, ``attention``, ...) is a list of configs
+whose first entry is the default a codemod writes and whose whole list is what the autotuning
+codemod may sweep. This module turns them into plain dicts (``{"kwargs": {...}, "num_warps":
+int, "num_stages": int, "options": {...}}``) and keeps the Intel-only options (``grf_mode``,
+``warp_size``) away from other targets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+XPU_ONLY_OPTIONS = ("grf_mode", "warp_size")
+
+
+class SpaceError(LookupError):
+    """The knowledge base has no entry of this kind for the target (message names both)."""
+
+
+def space_configs(target: str, arch: str | None, kind: str) -> tuple[list[dict[str, Any]], str]:
+    """``(configs, space id)`` of ``kind`` for ``target`` (``xpu``/``cuda``; ``cpu`` means the
+    interpreter and takes cuda's) and ``arch``. Raises :class:`SpaceError` when the knowledge
+    base cannot be loaded or has no such kind."""
+    target = "cuda" if target == "cpu" else target
+    try:
+        from xeforge_core.knowledge import load_knowledge
+
+        kb = load_knowledge()
+    except Exception as exc:  # data, not code: say what is wrong
+        raise SpaceError(f"the knowledge base could not be loaded ({type(exc).__name__}: {exc})") from exc
+    space = kb.search_space_for(target, arch)
+    if space is None:
+        raise SpaceError(f"the knowledge base has no search space for target {target!r}")
+    if kind not in space.kinds:
+        raise SpaceError(f"search space {space.id} has no {kind!r} configs (it has {', '.join(sorted(space.kinds))})")
+    out = []
+    for c in space.kinds[kind]:
+        options = {k: v for k, v in c.options.items() if target == "xpu" or k not in XPU_ONLY_OPTIONS}
+        out.append({"kwargs": dict(c.kwargs), "num_warps": c.num_warps, "num_stages": c.num_stages,
+                    "options": options})
+    return out, space.id
+
+
+def default_config(target: str, arch: str | None, kind: str) -> tuple[dict[str, Any], str]:
+    """The first config of ``kind`` (the codemods' default) and the space id."""
+    configs, sid = space_configs(target, arch, kind)
+    return configs[0], sid
+
+
+def launch_options(config: dict[str, Any]) -> dict[str, Any]:
+    """Launch keywords of a config besides its meta-parameters: ``num_warps`` and its options."""
+    return {"num_warps": config["num_warps"], **config.get("options", {})}

@@ -58,7 +58,7 @@ def _live(recorded: Any) -> None:
                   if getattr(wb.device, "interpreter", False) else ""))
 
     # ------------------------------------------------------------------ the trajectory
-    by_step = getattr(recorded, "trajectory_by_step", None) or {}
+    by_title = getattr(recorded, "trajectory_by_title", None) or {}
     rows = []
     for step in steps:
         done = [v for v in history if v.model == f"flash-attention step {step.index}"] if step.index else history[:1]
@@ -67,10 +67,13 @@ def _live(recorded: Any) -> None:
                      "status": "baseline" if step.index == 0 else ("approved" if v else "not yet"),
                      "verdict": (v.verdict or "") if v else "",
                      "speedup": (units.speedup(v.speedup) if v and v.speedup else ("not measured" if v else "")),
-                     "recorded speedup (GPU)": units.speedup(by_step.get(step.index)) if by_step.get(step.index)
+                     "recorded speedup (GPU)": units.speedup(by_title[step.title]) if step.title in by_title
                      else "",
                      "causal": "yes" if step.causal else ""})
     st.dataframe(rows, hide_index=True, width="stretch", key="fa_table")
+    if by_title:
+        st.caption("“recorded speedup (GPU)”: geometric mean over the recorded shapes, for the steps the "
+                   "recorded trajectory had under the same title (the other tab shows it as recorded).")
 
     nxt = int(wb.demo.get("next", 1))
     labels = {s.index: f"step {s.index}: {s.title}" for s in steps[1:]}

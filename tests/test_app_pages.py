@@ -215,8 +215,12 @@ def test_flash_attention_demo_step_verified_live(wb: Workbench) -> None:
     assert head.index == 1 and head.stage == "fusion" and head.engine == "trajectory"
     table = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert table.loc[table["step"] == 1, "status"].item() == "approved"
-    # beside each step, its speedup as recorded on the H200 (geometric mean over four shapes)
-    assert table.loc[table["step"] == 3, "recorded speedup (GPU)"].item() == "3.97x"
+    # beside each step, its speedup as recorded on the H200 (geometric mean over four shapes), for
+    # the steps the recorded trajectory had under the same title
+    recorded = dict(zip(table["title"], table["recorded speedup (GPU)"]))
+    assert recorded["Online softmax (no scores in global memory)"] == "0.70x"
+    assert recorded["fp16 operands, fp32 accumulation"] == "0.93x"
+    assert all(v == "" for t, v in recorded.items() if t.startswith(("exp2", "Masks only")))
     assert wb.demo["next"] == 2
     # the stepper moved on: step 2 is up as the next candidate, against the approved step 1
     assert at.selectbox(key="fa_pick").value == 2

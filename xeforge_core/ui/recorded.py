@@ -90,6 +90,18 @@ class RecordedResults:
     trajectory: list[dict[str, Any]] = field(default_factory=list)
     trajectory_by_step: dict[int, float | None] = field(default_factory=dict)
 
+    @property
+    def trajectory_by_title(self) -> dict[str, float]:
+        """Geometric mean over the recorded shapes of each trajectory step's speedup over the
+        naive kernel, by the step's title (the trajectory's steps may have changed since it was
+        recorded: a live step gets a recorded number only under the same title)."""
+        by: dict[str, list[float]] = {}
+        for r in self.trajectory:
+            x = _num(r.get("speedup"))
+            if x and r.get("title"):
+                by.setdefault(str(r["title"]), []).append(x)
+        return {t: g for t, xs in by.items() if (g := _geomean(xs)) is not None}
+
 
 def shipped_results() -> dict[str, Path]:
     """``{label: path}`` of the results recorded on GPU machines under ``docs/measured/``."""

@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# Warm-pool workers are single-use and spawned on demand in the tests (none is kept waiting):
+# most tests change the environment (a cache dir per test), which a waiting worker would not
+# match, so keeping one ready would only cost CPU. tests/test_pool.py turns it on.
+os.environ.setdefault("XEFORGE_POOL_SIZE", "0")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CASES = ROOT.parent / "shared" / "cases" / "xeforge"

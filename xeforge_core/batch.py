@@ -12,13 +12,19 @@ error, a crash) becomes that kernel's ``error`` and the batch goes on.
 from __future__ import annotations
 
 import csv
+import functools
+import json
+import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from xeforge_core.errors import XeForgeError
 
 REFERENCE_SUFFIXES = ("_ref", "_pytorch")
 
@@ -44,6 +50,11 @@ class BatchRow:
     ported); ``status``, ``verdicts`` and ``speedups`` are per stage (speedup ``None``: not
     measured or nothing approved); ``final_speedup`` the cumulative speedup of the final
     version (``None``: not measured); ``error`` is empty on success; ``seconds`` wall time.
+    ``host`` is the machine the pipeline ran on (where ``session`` lies); ``attempts`` how many
+    times it was started (more than 1 when a Ray task was retried after its worker or node
+    died); ``jobs`` one entry per verification worker job (``role``, ``device`` as
+    ``"<host>/<type>:<physical index>"``, ``start``/``end`` in seconds since the epoch), and
+    ``timing_devices`` the devices its timing jobs ran on.
     """
 
     kernel: str
@@ -61,13 +72,69 @@ class BatchRow:
     #: one rule (``verdict.speedup_call``, through the session report); ``None``: not measured
     calls: dict[str, str | None] = field(default_factory=dict)
     final_call: str | None = None
+    #: per stage: the 95 % confidence interval ``[low, high]`` of its speedup (``None``: none)
+    intervals: dict[str, list[float] | None] = field(default_factory=dict)
+    host: str = ""
+    attempts: int = 1
+    timing_devices: list[str] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "device": self.device, "session": self.session, "stages": list(self.stages),
                 "status": dict(self.status), "verdicts": dict(self.verdicts), "speedups": dict(self.speedups),
                 "final_speedup": self.final_speedup, "speed_measured": self.speed_measured,
                 "error": self.error, "seconds": round(self.seconds, 2),
-                "calls": dict(self.calls), "final_call": self.final_call}
+                "calls": dict(self.calls), "final_call": self.final_call, "intervals": dict(self.intervals),
+                "host": self.host,
+                "attempts": self.attempts, "timing_devices": list(self.timing_devices),
+                "jobs": [dict(j) for j in self.jobs]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BatchRow:
+        """The row :meth:`to_dict` wrote (unknown keys are ignored, missing ones take their
+        defaults). Raises ``ValueError`` when ``kernel`` is missing."""
+        if not isinstance(data, dict) or not data.get("kernel"):
+            raise ValueError("a summary row needs a kernel name")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def finished(self) -> bool:
+        """True unless a stage was cancelled (an interrupted kernel is redone by ``--resume``)."""
+        return "cancelled" not in self.status.values()
+
+    def record_jobs(self, jobs: Iterable[dict[str, Any]]) -> None:
+        """Keep the worker jobs' records and derive ``timing_devices`` from them."""
+        self.jobs = [dict(j) for j in jobs]
+        self.timing_devices = sorted({j["device"] for j in self.jobs if j.get("role") == "timing"})
+
+
+class JobLog:
+    """A ``run_worker`` for :func:`xeforge_core.verify.verify` that runs each job with
+    ``runner.run_worker`` (or ``run``) and records its role, device and wall-clock span.
+
+    ``device_type``/``device_index`` name the device as this process numbers it; the record
+    names it as the machine does (``"<host>/cuda:3"``, through ``CUDA_VISIBLE_DEVICES`` /
+    ``ZE_AFFINITY_MASK``). ``jobs`` holds the records (see :class:`BatchRow`)."""
+
+    def __init__(self, device_type: str, device_index: int = 0, run: Callable[..., Any] | None = None) -> None:
+        self.device_type = device_type
+        self.device_index = device_index
+        self.run = run
+        self.jobs: list[dict[str, Any]] = []
+
+    def __call__(self, job: dict[str, Any], **kwargs: Any) -> Any:
+        from xeforge_core import runner
+        from xeforge_core.devices import physical_index
+
+        start = time.time()
+        try:
+            return (self.run or runner.run_worker)(job, **kwargs)
+        finally:
+            where = "cpu:0" if self.device_type == "cpu" else \
+                f"{self.device_type}:{physical_index(self.device_type, self.device_index)}"
+            self.jobs.append({"role": str(job.get("role", "")), "device": f"{socket.gethostname()}/{where}",
+                              "start": round(start, 3), "end": round(time.time(), 3)})
 
 
 def find_kernels(directory: str | Path) -> list[BatchItem]:
@@ -130,8 +197,9 @@ def optimize_one(
     from xeforge_core.session import Session
 
     started = time.monotonic()
-    row = BatchRow(kernel=item.name)
+    row = BatchRow(kernel=item.name, host=socket.gethostname())
     session = None
+    log: JobLog | None = None
     try:
         dev = device if isinstance(device, DeviceInfo) else detect_device(device)
         row.device = f"{dev.type}:{dev.index}"
@@ -152,8 +220,12 @@ def optimize_one(
 
             engine = get_engine(engine_name, target=tgt) if engine_name == "rules" else get_engine(engine_name)
         kwargs: dict[str, Any] = {}
-        if verify_fn is not None:
-            kwargs["verify_fn"] = verify_fn
+        if verify_fn is None:
+            from xeforge_core.verify import verify
+
+            log = JobLog(dev.type, dev.index)
+            verify_fn = functools.partial(verify, run_worker=log)
+        kwargs["verify_fn"] = verify_fn
         outcomes = run_pipeline(session, engine, iterations=iterations, best_of=best_of, auto=True,
                                 min_speedup=min_speedup or DEFAULT_MIN_SPEEDUP, device=dev,
                                 verify_options=verify_options, portability=portability,
@@ -169,6 +241,8 @@ def optimize_one(
             row.verdicts[o.stage] = verdicts[-1] if verdicts else (o.verdict_kind or "-")
             row.speedups[o.stage] = s.get("speedup")
             row.calls[o.stage] = s.get("call")
+            low, high = s.get("speedup_low"), s.get("speedup_high")
+            row.intervals[o.stage] = [low, high] if low is not None and high is not None else None
         for sid in session.plan:  # stages not reached (a failure stopped the pipeline)
             if sid not in row.status:
                 row.stages.append(sid)
@@ -187,6 +261,8 @@ def optimize_one(
             row.error = (row.error + "; " if row.error else "") + f"export failed: {exc}"
     except Exception as exc:  # one kernel's failure must not stop the batch
         row.error = f"{type(exc).__name__}: {exc}"
+    if log is not None:
+        row.record_jobs(log.jobs)
     row.seconds = time.monotonic() - started
     return row
 
@@ -262,11 +338,13 @@ def csv_columns(rows: list[BatchRow]) -> list[str]:
     """The CSV header for ``rows``: kernel, device, stages, then per stage (canonical order)
     ``<stage>`` (status), ``<stage>_verdict``, ``<stage>_speedup``, ``<stage>_call`` (faster /
     slower / no measurable difference), then ``final_speedup``, ``final_call``,
-    ``speed_measured``, ``error``, ``seconds``, ``session``."""
+    ``speed_measured``, ``error``, ``seconds``, ``session``, ``host``, ``timing_devices``
+    (``;``-separated) and ``attempts``."""
     cols = ["kernel", "device", "stages"]
     for s in _stage_order(rows):
         cols += [s, f"{s}_verdict", f"{s}_speedup", f"{s}_call"]
-    return cols + ["final_speedup", "final_call", "speed_measured", "error", "seconds", "session"]
+    return cols + ["final_speedup", "final_call", "speed_measured", "error", "seconds", "session", "host",
+                   "timing_devices", "attempts"]
 
 
 def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
@@ -284,7 +362,9 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
             rec: dict[str, Any] = {"kernel": r.kernel, "device": r.device, "stages": ";".join(r.stages),
                                    "final_speedup": _num(r.final_speedup), "final_call": r.final_call or "",
                                    "speed_measured": r.speed_measured,
-                                   "error": r.error, "seconds": f"{r.seconds:.1f}", "session": r.session}
+                                   "error": r.error, "seconds": f"{r.seconds:.1f}", "session": r.session,
+                                   "host": r.host, "timing_devices": ";".join(r.timing_devices),
+                                   "attempts": r.attempts}
             for s in r.stages:
                 rec[s] = r.status.get(s, "")
                 rec[f"{s}_verdict"] = r.verdicts.get(s, "")
@@ -301,3 +381,104 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
 
 def _num(value: float | None) -> str:
     return f"{value:.3f}" if value is not None else "not measured"
+
+
+# --------------------------------------------------------------------------------------------
+# the summary on disk: CSV for people and spreadsheets, JSON for --resume and scripts
+
+#: ``format`` of the JSON summary, and its version.
+SUMMARY_FORMAT = "xeforge-batch-summary"
+SUMMARY_VERSION = 1
+
+
+def summary_json_path(csv_path: str | Path) -> Path:
+    """The JSON summary beside the CSV one: ``summary.csv`` -> ``summary.json`` (a name not
+    ending in ``.csv`` gets ``.json`` appended)."""
+    path = Path(csv_path)
+    return path.with_suffix(".json") if path.suffix.lower() == ".csv" else path.with_name(path.name + ".json")
+
+
+def write_summary(rows: list[BatchRow], csv_path: str | Path, meta: dict[str, Any] | None = None) -> Path:
+    """Write the summary of ``rows`` (sorted by kernel) as CSV at ``csv_path`` and as JSON beside
+    it (:func:`summary_json_path`: ``{"format", "version", "updated", "meta", "rows"}``, each row
+    as :meth:`BatchRow.to_dict`), each atomically, so that a crash leaves the previous complete
+    file. Returns the CSV path."""
+    ordered = sorted(rows, key=lambda r: r.kernel)
+    out = write_csv(ordered, csv_path)
+    jpath = summary_json_path(out)
+    data = {"format": SUMMARY_FORMAT, "version": SUMMARY_VERSION,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "meta": dict(meta or {}),
+            "rows": [r.to_dict() for r in ordered]}
+    tmp = jpath.with_name(f".{jpath.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, jpath)
+    return out
+
+
+class SummaryError(XeForgeError, ValueError):
+    """A summary file that ``--resume`` cannot read (``file`` names it, ``line`` the CSV row)."""
+
+
+def read_summary(csv_path: str | Path) -> list[BatchRow]:
+    """The rows of an existing summary: from the JSON beside ``csv_path`` when there is one,
+    else from the CSV itself (stage columns, speedups, error, session, host, attempts).
+    ``[]`` when neither exists. Raises :class:`SummaryError` naming the file (and CSV line)
+    that cannot be read."""
+    jpath = summary_json_path(csv_path)
+    if jpath.is_file():
+        try:
+            data = json.loads(jpath.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or data.get("format") != SUMMARY_FORMAT:
+                raise ValueError(f"not a batch summary (its format is not {SUMMARY_FORMAT!r})")
+            return [BatchRow.from_dict(r) for r in data.get("rows", [])]
+        except (OSError, ValueError, TypeError) as exc:
+            raise SummaryError(f"cannot read the summary: {exc}", file=jpath) from exc
+    path = Path(csv_path)
+    if not path.is_file():
+        return []
+    rows = []
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            stage_cols = [c for c in (reader.fieldnames or []) if f"{c}_verdict" in (reader.fieldnames or [])]
+            for line, rec in enumerate(reader, start=2):
+                if not rec.get("kernel"):
+                    raise SummaryError("a row has no kernel name", file=path, line=line, field="kernel")
+                row = BatchRow(kernel=rec["kernel"], device=rec.get("device", ""), session=rec.get("session", ""),
+                               error=rec.get("error", ""), host=rec.get("host", "") or "",
+                               speed_measured=rec.get("speed_measured") == "True",
+                               final_speedup=_parse_num(rec.get("final_speedup")),
+                               final_call=rec.get("final_call") or None,
+                               seconds=_parse_num(rec.get("seconds")) or 0.0,
+                               attempts=int(rec.get("attempts") or 1),
+                               timing_devices=[d for d in (rec.get("timing_devices") or "").split(";") if d])
+                row.stages = [st for st in (rec.get("stages") or "").split(";") if st]
+                for st in stage_cols:
+                    if st in row.stages:
+                        row.status[st] = rec.get(st, "")
+                        row.verdicts[st] = rec.get(f"{st}_verdict", "")
+                        row.speedups[st] = _parse_num(rec.get(f"{st}_speedup"))
+                        row.calls[st] = rec.get(f"{st}_call") or None
+                rows.append(row)
+    except (OSError, csv.Error, ValueError) as exc:
+        if isinstance(exc, SummaryError):
+            raise
+        raise SummaryError(f"cannot read the summary: {exc}", file=path) from exc
+    return rows
+
+
+def _parse_num(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "", "not measured", "n/a") else None
+    except ValueError:
+        return None
+
+
+def split_resume(items: list[BatchItem], previous: list[BatchRow]) -> tuple[list[BatchItem], list[BatchRow]]:
+    """For ``--resume``: the items still to run and the rows kept from ``previous``. A kernel
+    whose row is :attr:`BatchRow.finished` (error rows included: they are results) is skipped;
+    an interrupted one is run again and its old row dropped. Rows of kernels no longer in the
+    directory are kept."""
+    kept = [r for r in previous if r.finished]
+    done = {r.kernel for r in kept}
+    return [it for it in items if it.name not in done], kept

@@ -99,14 +99,31 @@ class DeviceInfo:
 
     def lock_key(self) -> str:
         """The name of this physical device for the cross-process timing lock
-        (``"<host>-cuda0"``)."""
-        return f"{socket.gethostname()}-{self.type}{self.index}"
+        (``"<host>-cuda0"``). Where this process sees a subset of the devices
+        (``CUDA_VISIBLE_DEVICES`` / ``ZE_AFFINITY_MASK``, as a Ray task or a job scheduler sets
+        them), the index goes through that mask, so two processes that see the same GPU under
+        different indices take the same lock."""
+        return f"{socket.gethostname()}-{self.type}{physical_index(self.type, self.index)}"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields (for the UI and reports)."""
         return {"type": self.type, "index": self.index, "name": self.name,
                 "interpreter": self.interpreter, "fingerprint": self.fingerprint,
                 "profile": self.profile, "warnings": list(self.warnings)}
+
+
+#: The variable that restricts which devices of a type a process sees.
+VISIBLE_DEVICES_VARS = {"cuda": "CUDA_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK"}
+
+
+def physical_index(device_type: str, index: int, environ: dict[str, str] | None = None) -> str:
+    """The machine's name for device ``index`` of ``device_type`` as this process numbers it:
+    the ``index``-th entry of ``CUDA_VISIBLE_DEVICES`` (cuda) or ``ZE_AFFINITY_MASK`` (xpu) when
+    that variable is set and long enough (``"3"``, or a UUID), else ``str(index)``."""
+    var = VISIBLE_DEVICES_VARS.get(device_type)
+    env = os.environ if environ is None else environ
+    entries = [e.strip() for e in env.get(var, "").split(",") if e.strip()] if var else []
+    return entries[index] if 0 <= index < len(entries) else str(index)
 
 
 def parse_override(override: str | None) -> tuple[str, int | None] | None:

@@ -25,6 +25,14 @@ never takes the caller (a CLI, a batch, the Streamlit server) down with it:
   ``SECRET_ENV_PATTERNS`` (API keys, tokens, passwords, cloud credentials), with its own
   ``TMPDIR`` and ``TRITON_CACHE_DIR`` inside the job directory, ``PYTHONPATH`` pointing at the
   package root, ``TRITON_INTERPRET=1`` on cpu, ``PYTHONFAULTHANDLER=1``.
+* **sandbox** (``xeforge_core.sandbox``, Linux with bubblewrap): no network, a read-only file
+  system except the job directory, the user's home, secrets, session repositories and verdict
+  cache invisible, no capabilities. Where it cannot be set up the job runs with the process
+  isolation above only, and the outcome says so (``WorkerOutcome.isolation`` and a warning);
+  ``XEFORGE_REQUIRE_SANDBOX=1`` refuses instead. Escape attempts the worker recorded become
+  findings (``annotate``).
+* **warm pool** (``xeforge_core.pool``): verification jobs go to a single-use worker started
+  ahead of need, with the same limits, environment and sandbox.
 * **captured output**: stdout and stderr go to files in the job directory and come back
   truncated to their head and tail (``OUTPUT_LIMIT_BYTES`` in all).
 * **progress**: events the worker appends to ``progress.jsonl`` are forwarded to
@@ -57,7 +65,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core import sandbox
 from xeforge_core.verdict import VerdictKind
+from xeforge_core.worker.escapes import ESCAPES_FILE, read_attempts
 from xeforge_core.worker.job import JOB_FILE, PROGRESS_FILE, RESULT_FILE
 
 #: Environment variable names never passed to a worker (``fnmatch`` patterns, matched against
@@ -104,6 +114,9 @@ TERM_GRACE_S = 1.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 _TOKEN_VAR = "XEFORGE_JOB_TOKEN"
+
+#: The verification worker's module (``python -m xeforge_core.worker JOB_DIR``).
+WORKER_MODULE = "xeforge_core.worker"
 
 # Text in a worker's error output that means a driver/runtime fault rather than a Python bug.
 # Level Zero / Unified Runtime codes (Intel), CUDA runtime and driver errors (NVIDIA), SYCL.
@@ -156,6 +169,9 @@ class WorkerOutcome:
     is the last progress event's message; ``peak_rss_bytes`` the largest group RSS seen (GPU
     jobs only); ``pid`` the worker's PID, which is also its session and process-group id;
     ``queued_s`` the seconds it waited for the device timing lock (not counted in the timeout).
+    ``isolation`` is ``sandbox.Isolation.to_dict()`` of how it ran; ``escapes`` the attempts
+    to leave the job it recorded (``xeforge_core.worker.escapes``); ``pooled`` says it was a
+    warm-pool process, ``warm`` that it had finished its imports when the job was handed to it.
     """
 
     result: dict[str, Any] | None
@@ -180,6 +196,11 @@ class WorkerOutcome:
     pid: int | None = None
     queued_s: float = 0.0
     file_bytes: int | None = None
+    # -- sandbox and warm pool (xeforge_core.sandbox, xeforge_core.pool) --
+    isolation: dict[str, Any] = field(default_factory=dict)
+    escapes: list[dict[str, Any]] = field(default_factory=list)
+    pooled: bool = False
+    warm: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,8 +223,9 @@ def worker_environment(job_dir: Path, device_type: str, *, device_index: int | N
                        token: str = "", base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a worker for ``device_type`` (``cpu``/``cuda``/``xpu``) runs with.
 
-    Secrets are removed (``scrub_environment``); ``TMPDIR`` and ``TRITON_CACHE_DIR`` point
-    inside ``job_dir``; ``PYTHONPATH`` starts with the package root; ``TRITON_INTERPRET=1`` on
+    Secrets are removed (``scrub_environment``); ``TMPDIR``, ``TRITON_CACHE_DIR`` and ``HOME``
+    point inside ``job_dir`` (so that ``~`` and the caches of torch, Triton and CUDA are the
+    job's own; ``PYTHONUSERBASE`` keeps a ``--user`` install importable); ``PYTHONPATH`` starts with the package root; ``TRITON_INTERPRET=1`` on
     cpu (and removed otherwise, so a GPU job really compiles); ``PYTHONFAULTHANDLER=1`` so a
     fatal signal prints the Python stack. With ``device_index`` on cuda/xpu, only that device is
     made visible (``CUDA_VISIBLE_DEVICES`` / ``ZE_AFFINITY_MASK``, respecting an existing mask),
@@ -212,8 +234,17 @@ def worker_environment(job_dir: Path, device_type: str, *, device_index: int | N
     env = scrub_environment(base)
     tmp = job_dir / "tmp"
     triton_cache = job_dir / "triton-cache"
-    tmp.mkdir(parents=True, exist_ok=True)
-    triton_cache.mkdir(parents=True, exist_ok=True)
+    home = job_dir / "home"
+    for d in (tmp, triton_cache, home):
+        d.mkdir(parents=True, exist_ok=True)
+    if "PYTHONUSERBASE" not in env:
+        # packages installed with ``pip install --user`` stay importable under the new HOME
+        import site
+
+        with contextlib.suppress(Exception):
+            if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
+                env["PYTHONUSERBASE"] = site.getuserbase()
+    env["HOME"] = str(home)
     env["TMPDIR"] = str(tmp)
     env["TEMP"] = str(tmp)
     env["TMP"] = str(tmp)
@@ -493,13 +524,13 @@ def launcher_argv(command: list[str], *, memory_bytes: int | None, cpu_seconds: 
     return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(cpu), str(mem), str(fsize), "--", *command]
 
 
-def _dump_stack(proc: subprocess.Popen, wait_s: float = 2.0) -> int | None:
+def _dump_stack(proc: subprocess.Popen, pid: int | None = None, wait_s: float = 2.0) -> int | None:
     """Make a hung worker print where it is: SIGABRT is one of the signals
-    ``PYTHONFAULTHANDLER=1`` handles, so the worker writes every thread's Python stack to its
-    stderr before dying (no core: ``RLIMIT_CORE`` is 0). Returns its exit status, or ``None`` if
-    it has not exited within ``wait_s`` seconds."""
+    ``PYTHONFAULTHANDLER=1`` handles, so the worker (``pid``, default ``proc``'s) writes every
+    thread's Python stack to its stderr before dying (no core: ``RLIMIT_CORE`` is 0). Returns
+    ``proc``'s exit status, or ``None`` if it has not exited within ``wait_s`` seconds."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(proc.pid, signal.SIGABRT)
+        os.kill(pid or proc.pid, signal.SIGABRT)
     try:
         return proc.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
@@ -540,18 +571,28 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
                cpu_seconds: int | None = None,
                on_progress: Callable[[dict[str, Any]], None] | None = None,
                cancel: threading.Event | None = None, job_dir: str | Path | None = None,
-               module: str = "xeforge_core.worker", command: list[str] | None = None,
+               module: str = WORKER_MODULE, command: list[str] | None = None,
                device_index: int | None = None, exit_grace_s: float = DEFAULT_EXIT_GRACE_S,
                queue_limit_s: float = 3600.0, dump_stack_on_timeout: bool = True,
                file_bytes: int | None = DEFAULT_FILE_BYTES,
-               poll_interval_s: float = 0.05) -> WorkerOutcome:
+               poll_interval_s: float = 0.05, writable: Iterable[str | Path] = (),
+               readable: Iterable[str | Path] = (), use_pool: bool | None = None) -> WorkerOutcome:
     """Run ``job`` (see ``xeforge_core.worker.job``) in a fresh worker process and wait for it.
 
     The job is written to ``JOB_DIR/job.json`` (``job["job_dir"]`` is set to that directory;
     a new temp dir is made when neither ``job_dir`` nor ``job["job_dir"]`` names one) and the
     worker is started as ``python -m <module> JOB_DIR`` (or ``command + [JOB_DIR]``), in its own
     session, with cwd ``JOB_DIR`` and the environment of ``worker_environment`` for
-    ``job["device"]``.
+    ``job["device"]``, inside the sandbox of ``xeforge_core.sandbox`` where this machine allows
+    one (``WorkerOutcome.isolation`` says which). In the sandbox the worker may write only
+    ``JOB_DIR``, the job's device timing-lock directory (``job["options"]["lock_dir"]``) and
+    ``writable``, and sees read-only the baseline's saved outputs (``job["expected_dir"]``),
+    ``readable`` and the files named in ``command``.
+
+    Verification jobs (the default ``module``, no ``command``) are served by the warm worker
+    pool (``xeforge_core.pool``) unless ``use_pool`` is False or ``XEFORGE_POOL=0``: a process
+    started ahead of need, used for this one job only, with the same limits and sandbox; the
+    outputs end up in ``JOB_DIR`` as without the pool.
 
     Limits: ``timeout_s`` wall-clock seconds (hard; the whole process group is killed);
     ``memory_bytes`` address space (``RLIMIT_AS``) on cpu, resident set of the process group on
@@ -569,39 +610,132 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
     ``progress.jsonl``; exceptions it raises are ignored. Setting ``cancel`` kills the group and
     returns with ``cancelled=True``.
 
-    Never raises for anything the worker does; raises ``OSError`` only if the worker cannot be
-    started at all (e.g. the job directory is not writable).
+    Never raises for anything the worker does. Raises ``SandboxRequired`` when
+    ``XEFORGE_REQUIRE_SANDBOX=1`` and the sandbox cannot be set up (nothing is started), and
+    ``OSError`` only if the worker cannot be started at all (e.g. the job directory is not
+    writable).
     """
+    iso = sandbox.require_sandbox()
     device_type = str(job.get("device", "cpu")).split(":")[0]
     jdir = Path(job_dir or job.get("job_dir") or new_job_dir()).resolve()
     jdir.mkdir(parents=True, exist_ok=True)
     job = dict(job)
     job["job_dir"] = str(jdir)
-    result_path = jdir / RESULT_FILE
-    for stale in (result_path, jdir / PROGRESS_FILE):
+    for stale in (jdir / RESULT_FILE, jdir / PROGRESS_FILE, jdir / ESCAPES_FILE):
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
+    limits = Limits(timeout_s=timeout_s, memory_bytes=memory_bytes, cpu_seconds=cpu_seconds,
+                    file_bytes=file_bytes, exit_grace_s=exit_grace_s, queue_limit_s=queue_limit_s,
+                    dump_stack_on_timeout=dump_stack_on_timeout, poll_interval_s=poll_interval_s,
+                    limit_address_space=device_type == "cpu")
+    if command is None and module == WORKER_MODULE and use_pool is not False:
+        from xeforge_core import pool
+
+        if pool.pool_enabled():
+            return pool.default_pool().run(job, jdir, limits=limits, device_index=device_index,
+                                           on_progress=on_progress, cancel=cancel,
+                                           writable=list(writable), readable=list(readable))
     (jdir / JOB_FILE).write_text(json.dumps(job, indent=1, default=str), encoding="utf-8")
 
     token = uuid.uuid4().hex
+    policy = job_policy(job, jdir, writable=writable,
+                        readable=[*readable, *sandbox.readable_files(command or [])])
     env = worker_environment(jdir, device_type, device_index=device_index, token=token)
+    env.update(policy.environment(iso.sandboxed))
     argv = (list(command) if command is not None else [sys.executable, "-m", module]) + [str(jdir)]
-    argv = launcher_argv(argv, memory_bytes=memory_bytes, cpu_seconds=cpu_seconds,
-                         limit_address_space=device_type == "cpu", file_bytes=file_bytes)
+    argv = launcher_argv(sandbox.wrap(argv, policy, iso), memory_bytes=memory_bytes,
+                         cpu_seconds=cpu_seconds, limit_address_space=limits.limit_address_space,
+                         file_bytes=file_bytes)
     stdout_path = jdir / "stdout.txt"
     stderr_path = jdir / "stderr.txt"
-    limit_as = device_type == "cpu"
-    progress = _ProgressTail(jdir / PROGRESS_FILE, on_progress)
-    warnings: list[str] = []
-
     start = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
             argv, cwd=str(jdir), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
             start_new_session=True, close_fds=True,
         )
+    outcome = supervise(proc, token=token, job_dir=jdir, limits=limits, isolation=iso,
+                        on_progress=on_progress, cancel=cancel, start=start)
+    return annotate(outcome, iso, role=str(job.get("role", "")),
+                    verdict_result=command is None and module == WORKER_MODULE)
+
+
+@dataclass
+class Limits:
+    """The limits of one job (see ``run_worker``): seconds, bytes; ``None`` = unlimited."""
+
+    timeout_s: float
+    memory_bytes: int | None = None
+    cpu_seconds: int | None = None
+    file_bytes: int | None = DEFAULT_FILE_BYTES
+    exit_grace_s: float = DEFAULT_EXIT_GRACE_S
+    queue_limit_s: float = 3600.0
+    dump_stack_on_timeout: bool = True
+    poll_interval_s: float = 0.05
+    limit_address_space: bool = True
+
+
+def job_policy(job: dict[str, Any], job_dir: Path, *, writable: Iterable[str | Path] = (),
+               readable: Iterable[str | Path] = ()) -> sandbox.Policy:
+    """The sandbox policy of ``job``: ``job_dir`` read-write, plus the device timing-lock
+    directory (``job["options"]["lock_dir"]``) and ``writable``; the baseline's saved outputs
+    (``job["expected_dir"]``, when outside ``job_dir``) and ``readable`` read-only."""
+    lock_dir = (job.get("options") or {}).get("lock_dir")
+    expected = job.get("expected_dir")
+    return sandbox.Policy(job_dir=job_dir,
+                          writable=[Path(p) for p in ([lock_dir] if lock_dir else []) + list(writable)],
+                          readable=[Path(p) for p in ([expected] if expected else []) + list(readable)])
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+        return int(data[data.rfind(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _worker_pid(sid: int, proc_pid: int, isolation: sandbox.Isolation) -> int:
+    """The PID of the worker itself: the process started, or in the sandbox the oldest process
+    of the group that is not bwrap."""
+    if not isolation.sandboxed:
+        return proc_pid
+    tool = os.path.realpath(isolation.tool)
+    others = [p for p in group_members(sid) if p != proc_pid and os.path.realpath(_exe(p) or "/") != tool]
+    return min(others, key=_start_time) if others else proc_pid
+
+
+def _sandbox_helpers(sid: int, isolation: sandbox.Isolation) -> set[int]:
+    if not isolation.sandboxed:
+        return set()
+    tool = os.path.realpath(isolation.tool)
+    return {p for p in group_members(sid) if os.path.realpath(_exe(p) or "/") == tool}
+
+
+def supervise(proc: subprocess.Popen, *, token: str, job_dir: Path, limits: Limits,
+              isolation: sandbox.Isolation,
+              on_progress: Callable[[dict[str, Any]], None] | None = None,
+              cancel: threading.Event | None = None, start: float | None = None) -> WorkerOutcome:
+    """Wait for the worker ``proc`` (the leader of its own session) running the job in
+    ``job_dir`` under ``limits``, and return how it ended. The whole group (and every process
+    carrying ``token``) is killed afterwards. Used by ``run_worker`` and the warm pool."""
+    start = time.monotonic() if start is None else start
+    result_path = job_dir / RESULT_FILE
+    stdout_path = job_dir / "stdout.txt"
+    stderr_path = job_dir / "stderr.txt"
+    progress = _ProgressTail(job_dir / PROGRESS_FILE, on_progress)
+    warnings: list[str] = []
+    memory_bytes = limits.memory_bytes
     sid = proc.pid
-    deadline = start + timeout_s
+    deadline = start + limits.timeout_s
     result_seen_at: float | None = None
     timed_out = cancelled = oom_killed = killed_after_result = False
     peak_rss = 0
@@ -610,7 +744,7 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
     try:
         while True:
             try:
-                returncode = proc.wait(timeout=poll_interval_s)
+                returncode = proc.wait(timeout=limits.poll_interval_s)
                 break
             except subprocess.TimeoutExpired:
                 pass
@@ -621,27 +755,30 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
                 break
             if result_seen_at is None and result_path.exists():
                 result_seen_at = now
-            if not limit_as and memory_bytes and now >= next_rss_check:
+            if not limits.limit_address_space and memory_bytes and now >= next_rss_check:
                 next_rss_check = now + 0.5
                 rss = _group_rss_bytes(sid)
                 peak_rss = max(peak_rss, rss)
                 if rss > memory_bytes:
                     oom_killed = True
                     break
-            if result_seen_at is not None and now - result_seen_at > exit_grace_s:
+            if result_seen_at is not None and now - result_seen_at > limits.exit_grace_s:
                 killed_after_result = True
                 break
-            queued = min(progress.queued_seconds(now), queue_limit_s)
+            queued = min(progress.queued_seconds(now), limits.queue_limit_s)
             if now >= deadline + queued:
                 if result_path.exists():
                     killed_after_result = True
                 else:
                     timed_out = True
-                    if dump_stack_on_timeout:
-                        returncode = _dump_stack(proc)
+                    if limits.dump_stack_on_timeout:
+                        returncode = _dump_stack(proc, _worker_pid(sid, proc.pid, isolation))
                 break
     finally:
-        stray = [p for p in set(group_members(sid)) | set(_token_holders(token)) if p != proc.pid]
+        known = {proc.pid} | _sandbox_helpers(sid, isolation)
+        if isolation.sandboxed:
+            known.add(_worker_pid(sid, proc.pid, isolation))
+        stray = [p for p in set(group_members(sid)) | set(_token_holders(token)) if p not in known]
         leftovers = kill_group(sid, token)
         if returncode is None:
             try:
@@ -654,6 +791,9 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
                             + ", ".join(str(p) for p in leftovers))
     seconds = time.monotonic() - start
     progress.poll()
+    if isolation.sandboxed and returncode is not None and 128 < returncode <= 128 + 64:
+        # bwrap reports a command killed by signal N as exit status 128 + N.
+        returncode = -(returncode - 128)
 
     if stray:
         warnings.append(
@@ -664,7 +804,7 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
     result, result_error = _load_result(result_path)
     if killed_after_result and result is not None:
         warnings.append(
-            f"the worker wrote its result but did not exit within {exit_grace_s:g} s "
+            f"the worker wrote its result but did not exit within {limits.exit_grace_s:g} s "
             "(a thread or exit handler kept it alive); it was killed and its result kept"
         )
     if result_error:
@@ -676,10 +816,59 @@ def run_worker(job: dict[str, Any], *, timeout_s: float, memory_bytes: int | Non
         killed_after_result=killed_after_result,
         stdout=_read_truncated(stdout_path), stderr=_read_truncated(stderr_path),
         stdout_path=str(stdout_path), stderr_path=str(stderr_path), seconds=seconds,
-        warnings=warnings, job_dir=str(jdir), timeout_s=timeout_s, memory_bytes=memory_bytes,
+        warnings=warnings, job_dir=str(job_dir), timeout_s=limits.timeout_s, memory_bytes=memory_bytes,
         last_progress=progress.last_message, peak_rss_bytes=peak_rss, result_error=result_error,
-        pid=proc.pid, queued_s=progress.queued_seconds(time.monotonic()), file_bytes=file_bytes,
+        pid=proc.pid, queued_s=progress.queued_seconds(time.monotonic()), file_bytes=limits.file_bytes,
     )
+
+
+def _escape_finding(attempt: dict[str, Any], iso: sandbox.Isolation) -> dict[str, Any]:
+    """One recorded escape attempt (``xeforge_core.worker.escapes``) as a ``Finding`` dict."""
+    kind = attempt.get("kind")
+    target = str(attempt.get("target", ""))[:300]
+    where = str(attempt.get("file", "")).split("/", 1)[0] or "the module under test"
+    line = attempt.get("line") if isinstance(attempt.get("line"), int) else None
+    at = f"{where} line {line}" if line else where
+    if kind == "network":
+        what = f"{at} tried to reach the network ({target})"
+        how = "blocked: the sandbox has no network" if iso.sandboxed else "NOT blocked"
+    elif kind == "write":
+        what = f"{at} tried to write {target}, outside its job directory"
+        how = "blocked: read-only outside the job directory" if iso.sandboxed else "NOT blocked"
+    elif kind == "read":
+        what = f"{at} tried to read {target}, a private location"
+        how = "blocked: not visible in the sandbox" if iso.sandboxed else "NOT blocked"
+    else:
+        what = f"{at} started a process ({target})"
+        how = ("it ran inside the sandbox; what it did is not recorded" if iso.sandboxed
+               else "it ran without a sandbox; what it did is not recorded")
+    if not iso.sandboxed:
+        how += " (not sandboxed: process isolation only)"
+    return {"rule": f"sandbox_{kind}", "message": f"{what}: {how}", "severity": "warning",
+            "line": line if where == "candidate" or where == "baseline" else None}
+
+
+def annotate(outcome: WorkerOutcome, iso: sandbox.Isolation, *, role: str = "",
+             verdict_result: bool = True) -> WorkerOutcome:
+    """Add to ``outcome`` how the worker was isolated (``isolation``, and a warning when not
+    sandboxed, except for the baseline job whose verdict is not the one shown) and the escape
+    attempts it recorded, as findings of its result (or as warnings when it wrote none).
+    ``verdict_result``: the result is a verdict (the verification worker's), which also gets
+    the ``isolation`` field; other workers' results (the doctor's, the probe's) are left alone."""
+    outcome.isolation = iso.to_dict()
+    outcome.escapes = read_attempts(Path(outcome.job_dir))
+    if not iso.sandboxed and role != "baseline":
+        outcome.warnings.append(iso.summary)
+    if outcome.escapes:
+        findings = [_escape_finding(a, iso) for a in outcome.escapes]
+        if outcome.result is not None and verdict_result:
+            existing = outcome.result.get("findings")
+            outcome.result["findings"] = (list(existing) if isinstance(existing, list) else []) + findings
+        else:
+            outcome.warnings += [f["message"] for f in findings]
+    if outcome.result is not None and verdict_result:
+        outcome.result["isolation"] = outcome.isolation
+    return outcome
 
 
 def cleanup_job_dir(job_dir: str | Path) -> None:

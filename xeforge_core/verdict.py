@@ -258,6 +258,11 @@ class Verdict:
     device: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
+    # -- sandbox (xeforge_core.sandbox): how the worker that judged the candidate was isolated:
+    # ``Isolation.to_dict()``, with "sandboxed" (bool), "reason" (why not) and "summary" (the
+    # line to show: "sandboxed (...)" or "not sandboxed: process isolation only (...)").
+    isolation: dict[str, Any] = field(default_factory=dict)
+
     #: per worker job (``baseline``, ``candidate``, ``timing``): ``peak_device_bytes`` (torch's
     #: allocator peak), ``peak_host_rss_bytes`` (the job's process group, polled on GPUs) and
     #: ``seconds`` of wall time
@@ -277,6 +282,13 @@ class Verdict:
         for v in values:
             product *= v
         return product ** (1.0 / len(values))
+
+    @property
+    def isolation_summary(self) -> str:
+        """The isolation line of this verdict ("sandboxed (bubblewrap 0.8.0): no network, ..."
+        or "not sandboxed: process isolation only (<reason>)"); "" when not recorded (a verdict
+        from before the sandbox existed)."""
+        return str(self.isolation.get("summary", "")) if self.isolation else ""
 
     # -- the one faster / slower / no-measurable-difference rule, over all timed variants
     @property

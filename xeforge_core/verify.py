@@ -341,6 +341,7 @@ def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -
     verdict.stdout = outcome.stdout
     verdict.stderr = outcome.stderr
     verdict.warnings = list(verdict.warnings) + list(outcome.warnings)
+    verdict.isolation = dict(outcome.isolation or verdict.isolation)
     role = label.split()[0]
     entry = dict(verdict.resources.get(role) or {})
     entry.update({"peak_host_rss_bytes": outcome.peak_rss_bytes or None, "seconds": round(outcome.seconds, 3)})
@@ -372,8 +373,10 @@ class _Run:
 
     def __init__(self, problem: Any, candidate_source: str, device: DeviceInfo,
                  opts: VerifyOptions, on_progress: ProgressFn | None,
-                 cancel: threading.Event | None) -> None:
+                 cancel: threading.Event | None,
+                 run_worker: Callable[..., runner.WorkerOutcome] | None = None) -> None:
         self.problem = problem
+        self.run_worker = run_worker or runner.run_worker
         self.candidate_source = candidate_source
         self.device = device
         self.opts = opts
@@ -501,7 +504,7 @@ class _Run:
         if role == "baseline":
             timeout = (self.opts.baseline_timeout_s if self.opts.baseline_timeout_s is not None
                        else max(self.opts.timeout_s, 300.0))
-        outcome = runner.run_worker(
+        outcome = self.run_worker(
             job, timeout_s=timeout, memory_bytes=self.memory,
             cpu_seconds=(self.opts.cpu_seconds if self.opts.cpu_seconds is not None
                          else int(timeout * (os.cpu_count() or 1)) + 60),
@@ -585,7 +588,8 @@ def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
 
 def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | None = None,
            options: VerifyOptions | None = None, on_progress: ProgressFn | None = None,
-           cancel: threading.Event | None = None) -> Verdict:
+           cancel: threading.Event | None = None,
+           run_worker: Callable[..., runner.WorkerOutcome] | None = None) -> Verdict:
     """Verify ``candidate_source`` (a kernel module's text) against ``problem``'s baseline.
 
     Args:
@@ -598,6 +602,10 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             ``"timing: queued behind another timing run ..."``) as the jobs advance; exceptions
             it raises are ignored.
         cancel: setting this event kills the running job and raises ``VerificationCancelled``.
+        run_worker: runs each worker job in place of ``runner.run_worker``, with the same
+            arguments and result (the job's ``role`` says which job it is); ``None``:
+            ``runner.run_worker`` in this process. ``xeforge_core.raybatch`` passes one that runs
+            the job as a Ray task asking for what its role needs (a GPU to itself for timing).
 
     Returns:
         The ``Verdict``: ``kind`` ok / compile_error / runtime_error / crash / timeout / oom /
@@ -616,7 +624,7 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
     if not isinstance(device, DeviceInfo):
         _say(on_progress, "device: detecting")
         device = detect_device(device)
-    run = _Run(problem, candidate_source, device, opts, on_progress, cancel)
+    run = _Run(problem, candidate_source, device, opts, on_progress, cancel, run_worker)
 
     cache: VerdictCache | None = None
     key = ""

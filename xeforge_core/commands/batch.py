@@ -1,13 +1,20 @@
-"""``xeforge batch DIR``: optimize every kernel in DIR headless and write a CSV summary.
+"""``xeforge batch DIR``: optimize every kernel in DIR headless and write a summary (CSV + JSON).
 
 Every ``<stem>.py`` with a sibling ``<stem>.yaml`` is a kernel (references ``*_ref.py`` /
 ``*_pytorch.py`` are skipped and picked up as references). Each kernel gets its own session in
 the workspace and runs the same pipeline as ``xeforge optimize --auto``. ``--devices
-cuda:0,cuda:1`` runs one worker per device. The CSV has one row per kernel: the stages, per
-stage its status, verdict and speedup, the final speedup and any error.
+cuda:0,cuda:1`` runs one worker per device on this machine; ``--ray`` runs one Ray task per
+kernel on a local Ray instance, and ``--ray ADDRESS`` (``auto``, ``HOST:PORT``,
+``ray://HOST:10001``) on a Ray cluster, over every GPU it has (``xeforge_core.raybatch``).
 
-Exit status: 0 every kernel ran without error, 1 some kernel had an error, 2 bad input,
-130 interrupted.
+The summary has one row per kernel: the stages, per stage its status, verdict and speedup, the
+final speedup, any error, the host and the devices it was timed on (``--out``, and the same as
+JSON beside it). It is rewritten as each kernel finishes, so an interrupted batch keeps its
+finished rows; ``--resume`` then skips the kernels already in it. A progress line shows done /
+running / failed and an ETA.
+
+Exit status: 0 every kernel ran without error, 1 some kernel had an error, 2 bad input (or
+``--ray`` without Ray installed), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import argparse
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from xeforge_core.commands.optimize import (
     ProgressPrinter,
@@ -27,31 +35,87 @@ from xeforge_core.commands.optimize import (
     workspace_for,
 )
 
+EXIT_OK = 0
+EXIT_KERNEL_ERROR = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+_EPILOG = """examples:
+  xeforge batch ../shared/cases/xeforge --devices cuda:0,cuda:1 --out summary.csv
+  xeforge batch sample_kernels --ray --device cpu          # a local Ray instance
+  xeforge batch kernels/ --ray auto --out runs/summary.csv # the Ray cluster this node belongs to
+  xeforge batch kernels/ --ray auto --out runs/summary.csv --resume   # after a crash or Ctrl-C
+"""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``batch`` subcommand to the ``xeforge`` CLI."""
     p = subparsers.add_parser(
         "batch",
-        help="optimize every kernel in a directory (auto-approve) and write a CSV summary",
+        help="optimize every kernel in a directory (auto-approve) and write a summary table",
         description=("Run the optimization pipeline with auto-approval on every kernel in DIR (a .py "
-                     "with a sibling .yaml), one session each, on one device or several, and write a "
-                     "summary table (CSV)."),
+                     "with a sibling .yaml), one session each, on one device or several, or as Ray tasks "
+                     "over a cluster, and write a summary table (CSV, and JSON beside it)."),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example:\n  xeforge batch ../shared/cases/xeforge --devices cuda:0,cuda:1 --out summary.csv\n",
+        epilog=_EPILOG,
     )
     p.add_argument("directory", metavar="DIR", help="directory of kernels (.py + .yaml)")
     add_common_arguments(p)
     p.add_argument("--devices", metavar="D1,D2", default=None,
                    help="devices to spread the kernels over, one worker each (default: --device)")
-    p.add_argument("--out", metavar="CSV", default="summary.csv", help="summary table (default: summary.csv)")
+    p.add_argument("--ray", metavar="ADDRESS", nargs="?", const="", default=None,
+                   help="run one Ray task per kernel: alone, on a local Ray instance; with ADDRESS (auto, "
+                        "HOST:PORT, ray://HOST:10001), on that cluster (needs the ray extra)")
+    p.add_argument("--ray-gpus", metavar="N", type=int, default=None,
+                   help="with --ray and no ADDRESS: GPUs the local Ray instance has (default: what Ray "
+                        "detects; Intel GPUs may need it)")
+    p.add_argument("--max-retries", metavar="N", type=int, default=2,
+                   help="with --ray: restarts of a task whose worker or node died (default: 2)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the kernels already in the summary (--out) and keep their rows")
+    p.add_argument("--out", metavar="CSV", default="summary.csv",
+                   help="summary table (default: summary.csv; the JSON goes beside it)")
     p.add_argument("--quiet", "-q", action="store_true", help="only stage-level progress")
     p.set_defaults(func=run)
 
 
+class _AboveBar:
+    """A text stream whose complete lines are printed above the progress line."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._partial += text
+            *lines, self._partial = self._partial.split("\n")
+        for line in lines:
+            self.bar.print(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _row_line(row: Any) -> str:
+    state = "error: " + row.error if row.error else "done"
+    speed = f"{row.final_speedup:.3f}x" if row.final_speedup is not None else "not measured"
+    call = f", {row.final_call}" if row.final_call else ""
+    where = row.device + (f" on {row.host}" if row.host and row.device and "/" not in row.device else "")
+    timed = f"; timed on {', '.join(row.timing_devices)}" if row.timing_devices else ""
+    retried = f"; {row.attempts} attempts" if row.attempts > 1 else ""
+    return f"== {row.kernel} on {where}: {state}; final speedup {speed}{call} ({row.seconds:.0f} s{timed}{retried})"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge batch``; returns the exit status (see the module docstring)."""
-    from xeforge_core.batch import find_kernels, run_batch, unpaired_modules, write_csv
-    from xeforge_core.report import text_table
+    from xeforge_core.batch import SummaryError, find_kernels, read_summary, split_resume, unpaired_modules
+    from xeforge_core.batch_progress import BatchProgress
 
     err = sys.stderr
     try:
@@ -59,37 +123,96 @@ def run(args: argparse.Namespace) -> int:
         items = find_kernels(args.directory)
         if not items:
             raise ValueError(f"no kernels in {args.directory} (a kernel is a .py with a sibling .yaml)")
+        if args.ray is not None and args.devices:
+            raise ValueError("--devices and --ray: with --ray, Ray assigns the devices (drop --devices)")
+        if args.max_retries < 0:
+            raise ValueError("--max-retries must be 0 or more")
+        if args.ray_gpus is not None and (args.ray is None or args.ray or args.ray_gpus < 0):
+            raise ValueError("--ray-gpus N (N >= 0) goes with --ray and no ADDRESS: a cluster's nodes say "
+                             "their GPUs (ray start --num-gpus N)")
         devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else [args.device]
         engine_name = args.engine
         make_engine(engine_name, args.target or "cuda")  # fail early on bad settings
-    except (ValueError, OSError) as exc:
+        kept: list = []
+        if args.resume:
+            items, kept = split_resume(items, read_summary(args.out))
+    except (ValueError, OSError, SummaryError) as exc:
         print(f"xeforge batch: bad input: {exc}", file=err)
-        return 2
+        return EXIT_BAD_INPUT
 
     workspace = workspace_for(args)
-    print(f"{len(items)} kernel(s) from {args.directory} on {', '.join(d or 'auto' for d in devices)}; "
-          f"sessions in {workspace}", file=err, flush=True)
+    where = ("Ray " + (f"cluster at {args.ray}" if args.ray else "(a local instance)") if args.ray is not None
+             else ", ".join(d or "auto" for d in devices))
+    print(f"{len(items)} kernel(s) from {args.directory} on {where}; sessions in {workspace}", file=err, flush=True)
+    if args.resume:
+        print(f"resuming {args.out}: {len(kept)} kernel(s) already in the summary are kept and skipped",
+              file=err, flush=True)
     for py in unpaired_modules(args.directory):
         print(f"skipped {py.name}: no sibling {py.stem}.yaml spec (optimize it alone with xeforge optimize, "
               "which also takes a module without a spec)", file=err)
-    cancel = threading.Event()
+
+    bar = BatchProgress(len(items), err, skipped=len(kept))
+    lines = _AboveBar(bar)
     lock = threading.Lock()
+    done_rows: list = list(kept)
+    meta = {"directory": str(Path(args.directory).resolve()), "mode": "ray" if args.ray is not None else "local",
+            "ray_address": args.ray or None, "devices": devices if args.ray is None else None,
+            "workspace": str(Path(workspace).resolve())}
 
-    def progress_for(name: str) -> ProgressPrinter:
-        return ProgressPrinter(err, quiet=args.quiet, prefix=f"{name}: ")
+    def on_row(row: Any) -> None:
+        from xeforge_core.batch import write_summary
 
-    done_rows: list = []
-
-    def on_row(row) -> None:
+        if not row.finished:  # interrupted: --resume runs it again
+            return
         with lock:
             done_rows.append(row)
             # the table so far, so an interrupted batch still leaves its finished rows
-            write_csv(sorted(done_rows, key=lambda r: r.kernel), args.out)
-            state = "error: " + row.error if row.error else "done"
-            speed = f"{row.final_speedup:.3f}x" if row.final_speedup is not None else "not measured"
-            call = f", {row.final_call}" if row.final_call else ""
-            print(f"== {row.kernel} on {row.device}: {state}; final speedup {speed}{call} ({row.seconds:.0f} s)",
-                  file=err, flush=True)
+            write_summary(done_rows, args.out, meta)
+        bar.finish(row.kernel, failed=bool(row.error), seconds=row.seconds)
+        bar.print(_row_line(row))
+
+    common = {"stages": stages, "target": args.target, "workspace": workspace, "iterations": args.iterations,
+              "best_of": args.best_of, "verify_options": verify_options(args), "portability": not args.no_portability,
+              **loop_options(args)}
+    try:
+        if items and args.ray is not None:
+            _run_ray(args, items, common, bar, lines, on_row)
+        elif items:
+            _run_local(args, items, devices, common, bar, lines, on_row)
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"\ninterrupted; the summary keeps {len(done_rows)} finished kernel(s), and finished kernels "
+              f"keep their sessions (continue with --resume)", file=err)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - Ray missing or unreachable: say so, keep the summary
+        from xeforge_core.errors import XeForgeError
+
+        if not isinstance(exc, XeForgeError):
+            raise
+        bar.close()
+        print(f"xeforge batch: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    bar.close()
+    from xeforge_core.batch import write_summary
+    from xeforge_core.report import text_table
+
+    all_rows = sorted(done_rows, key=lambda r: r.kernel)
+    out = write_summary(all_rows, args.out, meta)
+    headers = ["kernel", "device", "stages", "final speedup", "call", "error"]
+    table = [[r.kernel, r.device, " ".join(f"{s}:{r.status.get(s, '-')}" for s in r.stages),
+              f"{r.final_speedup:.3f}x" if r.final_speedup is not None else "not measured", r.final_call or "-",
+              (r.error[:80] + "…") if len(r.error) > 80 else r.error or "-"] for r in all_rows]
+    print(text_table(headers, table))
+    print(f"\nsummary: {Path(out).resolve()}")
+    return EXIT_KERNEL_ERROR if any(r.error for r in all_rows) else EXIT_OK
+
+
+def _run_local(args: argparse.Namespace, items: list, devices: list, common: dict, bar: Any, lines: Any,
+               on_row: Any) -> list:
+    """The batch on this machine's devices, one worker thread each (``xeforge_core.batch``)."""
+    from xeforge_core.batch import run_batch
+
+    cancel = threading.Event()
 
     class _PerKernel:
         """Progress printer that names the kernel of each event (workers run kernels in parallel)."""
@@ -103,26 +226,43 @@ def run(args: argparse.Namespace) -> int:
                 printer(event)
 
     per_kernel = _PerKernel()
-    def factory(target: str):
-        return make_engine(engine_name, args.target or target)
 
-    def on_start(item) -> None:
-        per_kernel.local.printer = progress_for(item.name)
+    def factory(target: str) -> Any:
+        return make_engine(args.engine, args.target or target)
+
+    def on_start(item: Any) -> None:
+        per_kernel.local.printer = ProgressPrinter(lines, quiet=args.quiet, prefix=f"{item.name}: ")
+        bar.start(item.name)
 
     try:
-        rows = run_batch(items, devices=devices, on_row=on_row, on_start=on_start, cancel=cancel,
-                         engine_factory=factory, stages=stages, target=args.target, workspace=workspace,
-                         iterations=args.iterations, best_of=args.best_of, verify_options=verify_options(args),
-                         portability=not args.no_portability, on_progress=per_kernel, **loop_options(args))
+        return run_batch(items, devices=devices, on_row=on_row, on_start=on_start, cancel=cancel,
+                         engine_factory=factory, on_progress=per_kernel, **common)
     except KeyboardInterrupt:
         cancel.set()
-        print("\ninterrupted; finished kernels keep their sessions", file=err)
-        return 130
-    out = write_csv(rows, args.out)
-    headers = ["kernel", "device", "stages", "final speedup", "call", "error"]
-    table = [[r.kernel, r.device, " ".join(f"{s}:{r.status.get(s, '-')}" for s in r.stages),
-              f"{r.final_speedup:.3f}x" if r.final_speedup is not None else "not measured", r.final_call or "-",
-              (r.error[:80] + "…") if len(r.error) > 80 else r.error or "-"] for r in rows]
-    print(text_table(headers, table))
-    print(f"\nsummary: {Path(out).resolve()}")
-    return 1 if any(r.error for r in rows) else 0
+        raise
+
+
+def _run_ray(args: argparse.Namespace, items: list, common: dict, bar: Any, lines: Any, on_row: Any) -> list:
+    """The batch as Ray tasks (``xeforge_core.raybatch``)."""
+    from xeforge_core.raybatch import RayBatchOptions, run_ray_batch
+
+    printers: dict[str, ProgressPrinter] = {}
+
+    def on_start(kernel: str, info: dict) -> None:
+        bar.start(kernel)
+        if (info.get("attempt") or 1) > 1:
+            bar.print(f"== {kernel}: started again on {info.get('host')} (attempt {info.get('attempt')}): "
+                      "the Ray worker or node of the last attempt died")
+
+    def on_event(kernel: str, event: dict) -> None:
+        kind = event.get("event")
+        if kind in ("job_started", "job_finished"):
+            if not args.quiet and kind == "job_started":
+                bar.print(f"  [{kernel}] {event.get('role')} job on {event.get('device')}")
+            return
+        printer = printers.setdefault(kernel, ProgressPrinter(lines, quiet=args.quiet, prefix=f"{kernel}: "))
+        printer(event)
+
+    options = RayBatchOptions(address=args.ray or None, max_retries=args.max_retries, num_gpus=args.ray_gpus)
+    return run_ray_batch(items, options=options, device=args.device, engine_name=args.engine,
+                         on_row=on_row, on_start=on_start, on_event=on_event, on_info=bar.print, **common)

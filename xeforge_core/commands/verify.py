@@ -58,14 +58,34 @@ examples:
 """
 
 
+class _RequireSandbox(argparse.Action):
+    """``--require-sandbox``: set ``XEFORGE_REQUIRE_SANDBOX=1`` for this run, and refuse at once
+    (bad usage, naming why) where the sandbox cannot be set up."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+        import os
+
+        from xeforge_core import sandbox
+
+        os.environ[sandbox.REQUIRE_ENV] = "1"
+        setattr(namespace, self.dest, True)
+        try:
+            sandbox.require_sandbox()
+        except sandbox.SandboxRequired as exc:
+            parser.error(f"{option_string}: {exc}")
+
+
 def add_verification_arguments(p: argparse.ArgumentParser) -> None:
-    """The worker settings of a verification (``--timeout``, ``--seeds``, ``--no-odd-size``),
-    shared by ``verify``, ``optimize`` and ``batch``."""
+    """The worker settings of a verification (``--timeout``, ``--seeds``, ``--no-odd-size``,
+    ``--require-sandbox``), shared by ``verify``, ``optimize`` and ``batch``."""
     p.add_argument("--timeout", metavar="SECONDS", type=float, default=300.0,
                    help="hard wall-clock limit per verification worker job, the baseline's included "
                         "(default: 300)")
     p.add_argument("--seeds", metavar="N", type=int, default=3, help="seeds per variant (default: 3)")
     p.add_argument("--no-odd-size", action="store_true", help="do not add the odd-size variants")
+    p.add_argument("--require-sandbox", action=_RequireSandbox, nargs=0, default=False,
+                   help="refuse to run kernels outside the OS sandbox (no network, read-only file "
+                        "system, secrets hidden; see README); also XEFORGE_REQUIRE_SANDBOX=1")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -114,8 +134,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge verify``; returns the exit status (``EXIT_CODES``)."""
     from xeforge_core.problem import ProblemError, load_problem, read_candidate
+    from xeforge_core.sandbox import SandboxRequired
     from xeforge_core.verify import VerificationCancelled, VerifyOptions, verify
 
+    if args.no_cache:  # jobs will run: their warm-pool workers import while the problem loads
+        from xeforge_core.pool import start_for_verification
+
+        try:
+            start_for_verification(args.device)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
     try:
         problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
         candidate = read_candidate(args.candidate)
@@ -144,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # an invalid or unavailable --device
         print(f"xeforge verify: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except SandboxRequired as exc:  # XEFORGE_REQUIRE_SANDBOX=1 where there is no sandbox
+        print(f"xeforge verify: {exc}", file=sys.stderr)
+        return EXIT_CODES[VerdictKind.ENVIRONMENT]
 
     for w in problem.warnings if hasattr(problem, "warnings") else []:
         verdict.warnings.append(f"problem: {w}")
@@ -222,6 +254,8 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
         out.append(f"  device {dev.get('type')}:{dev.get('index', 0)} ({dev.get('name')})"
                    + (f"; {vtext}" if vtext else ""))
     out.append(f"  took {verdict.seconds:.1f} s")
+    if verdict.isolation_summary:
+        out.append(f"  {verdict.isolation_summary}")
     if verdict.source_line:
         out.append(f"  at candidate line {verdict.source_line}")
 

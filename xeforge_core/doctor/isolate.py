@@ -14,6 +14,7 @@ environment, hard wall-clock timeout, and the whole group killed afterwards. Sta
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,12 @@ def run_task(job: dict[str, Any], *, timeout_s: float, env: dict[str, str] | Non
     job.setdefault("hang_dump_s", max(0.5, timeout_s - 1.5))
     if env:
         job["env"] = dict(env)
-    outcome = run_worker(job, timeout_s=timeout_s, module=CHILD_MODULE, exit_grace_s=2.0)
+    # A profiler trace goes outside the job directory: the sandbox must let the child write there.
+    profile = (env or {}).get("XEFORGE_DOCTOR_PROFILE")
+    # An op saved by the tracing task (``job["path"]``) is read from that task's directory.
+    outcome = run_worker(job, timeout_s=timeout_s, module=CHILD_MODULE, exit_grace_s=2.0,
+                         writable=[os.path.dirname(os.path.abspath(profile))] if profile else (),
+                         readable=[job["path"]] if job.get("path") else ())
     stderr = outcome.stderr or ""
     if outcome.timed_out:
         match = _STACK_RE.search(stderr)

@@ -44,6 +44,8 @@ class DoctorReport:
     model: str = ""
     seconds: float = 0.0
     created: float = field(default_factory=time.time)
+    #: How verification workers are isolated on this machine (``sandbox.Isolation.to_dict()``).
+    isolation: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of the report."""
@@ -52,6 +54,15 @@ class DoctorReport:
     def render_text(self) -> str:
         """The report as plain text for a terminal."""
         lines = [f"xeforge doctor: {self.device}" + (f" (model {self.model})" if self.model else "")]
+        if self.isolation:
+            lines.append("\nIsolation of verification workers")
+            lines.append(f"  {self.isolation.get('summary', '')}")
+            if self.isolation.get("sandboxed"):
+                how = f"  bwrap: {self.isolation.get('tool')} (found by {self.isolation.get('found_by')})"
+                how += "; user namespace" if self.isolation.get("user_namespace") else "; no user namespace"
+                lines.append(how)
+            if self.isolation.get("required"):
+                lines.append("  XEFORGE_REQUIRE_SANDBOX=1: workers are refused where there is no sandbox")
         if self.stack is not None:
             lines.append("\nStack")
             for k, v in sorted(self.stack.versions.items()):
@@ -158,8 +169,10 @@ def run_doctor(device: str | None = None, *, problem: Problem | None = None, exp
     start = time.monotonic()
     info = detect_device(device)
     dev = info.torch_device
+    from xeforge_core.sandbox import isolation
+
     report = DoctorReport(device=dev, fingerprint=dict(info.fingerprint),
-                          model=problem.name if problem else "")
+                          model=problem.name if problem else "", isolation=isolation().to_dict())
 
     def say(msg: str) -> None:
         if on_progress:

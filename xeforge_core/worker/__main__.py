@@ -1,8 +1,12 @@
-"""Entry point of the verification worker: ``python -m xeforge_core.worker JOB_DIR``.
+"""Entry point of the verification worker: ``python -m xeforge_core.worker JOB_DIR``, or
+``python -m xeforge_core.worker --pool SLOT_DIR`` for a warm-pool worker (``pool_main``).
 
 Reads ``JOB_DIR/job.json``, runs the job's role (``baseline``, ``candidate``, ``timing`` or
 ``probe``), appends progress events to ``JOB_DIR/progress.jsonl`` and writes
 ``JOB_DIR/result.json`` atomically (``Verdict.to_dict()`` plus ``"role"``). Formats: ``job.py``.
+
+Before the job runs, the escape recorder (``escapes``) is installed when the runner asked for
+it, so that what the code under test tries outside its job ends up in the verdict.
 
 Exit status: 0 when a result was written (whatever the verdict), 2 for a bad command line or an
 unreadable job. Process-level outcomes (signals, the hard timeout, OOM kills) are left to the
@@ -84,10 +88,13 @@ def run_job(job_dir: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry: ``main(["JOB_DIR"])``; returns the exit status (0, or 2 for bad usage)."""
+    """Command-line entry: ``main(["JOB_DIR"])`` or ``main(["--pool", "SLOT_DIR"])``; returns
+    the exit status (0, or 2 for bad usage)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == "--pool":
+        return pool_main(Path(argv[1]))
     if len(argv) != 1:
-        print("usage: python -m xeforge_core.worker JOB_DIR", file=sys.stderr)
+        print("usage: python -m xeforge_core.worker JOB_DIR | --pool SLOT_DIR", file=sys.stderr)
         return 2
     job_dir = Path(argv[0]).resolve()
     try:
@@ -100,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     # cuBLAS needs a fixed workspace for the deterministic mode that poisons fresh memory
     # (otherwise every torch GEMM warns); set before torch initialises CUDA.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    from xeforge_core.worker.escapes import install_from_environment
+
+    install_from_environment(job_dir)
     try:
         run_job(job_dir)
     except Exception as exc:  # the harness itself failed (e.g. the device is not available)
@@ -110,6 +120,132 @@ def main(argv: list[str] | None = None) -> int:
                                           f"{type(exc).__name__}: {exc}",
                                 "error_text": traceback.format_exc()[-6000:], "steps": []})
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# warm pool (xeforge_core.pool)
+
+#: Files of a pool slot: written by the worker when its imports are done / when it took its job.
+READY_FILE = "pool.ready"
+ACK_FILE = "pool.ack"
+
+
+def warm_up(device: str) -> list[str]:
+    """Import what every role needs, launch one trivial Triton kernel (``warmup``) and, on a
+    GPU, initialise the device (its context, Triton's driver and compiler); returns what went
+    wrong (the job will meet it again and report it). ``XEFORGE_POOL_INIT_DEVICE=0`` stops after
+    the imports. Runs before any job: nothing here touches code under test."""
+    problems: list[str] = []
+    try:
+        import numpy  # noqa: F401
+        import torch
+        import triton  # noqa: F401
+
+        import xeforge_core.worker.context  # noqa: F401
+        import xeforge_core.worker.roles  # noqa: F401
+        import xeforge_core.worker.timing  # noqa: F401
+    except Exception as exc:  # noqa: BLE001
+        return [f"import: {type(exc).__name__}: {exc}"]
+    if device in ("cuda", "xpu") and os.environ.get("XEFORGE_POOL_INIT_DEVICE", "1") == "0":
+        return problems
+    try:
+        if device != "cpu":
+            torch.empty(1, device=device)
+        from xeforge_core.worker import warmup
+
+        warmup.run(device)  # a first Triton launch (and, on a GPU, compile and driver load)
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"device init: {type(exc).__name__}: {exc}")
+    return problems
+
+
+def _lower_limits(limits: dict[str, Any]) -> None:
+    """Apply a job's rlimits to this (already running) process: CPU seconds from now, address
+    space, file size; limits are only ever lowered, the hard limit with them (so code under
+    test cannot raise them again without privileges)."""
+    import resource
+
+    def lower(res: int, soft: int, hard: int) -> None:
+        _, cur = resource.getrlimit(res)
+        if cur != resource.RLIM_INFINITY:
+            hard = min(hard, cur)
+            soft = min(soft, hard)
+        resource.setrlimit(res, (soft, hard))
+
+    cpu = int(limits.get("cpu_seconds") or 0)
+    if cpu > 0:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        used = int(usage.ru_utime + usage.ru_stime) + 1
+        lower(resource.RLIMIT_CPU, used + cpu, used + cpu + 5)
+    mem = int(limits.get("address_space_bytes") or 0)
+    if mem > 0:
+        lower(resource.RLIMIT_AS, mem, mem)
+    fsize = int(limits.get("file_bytes") or 0)
+    if fsize > 0:
+        lower(resource.RLIMIT_FSIZE, fsize, fsize)
+
+
+def _exit_with_parent(stream: Any) -> None:
+    """Block on the pool's pipe; when it closes (the parent died or gave up the job), end this
+    process at once, whatever the job is doing."""
+    import threading
+
+    end = os._exit
+
+    def watch() -> None:
+        try:
+            while stream.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        end(75)
+
+    threading.Thread(target=watch, name="xeforge-pool-parent-watch", daemon=True).start()
+
+
+def pool_main(slot: Path) -> int:
+    """A warm-pool worker: warm up (``warm_up``), write ``SLOT/pool.ready``, wait on stdin for
+    one line (JSON ``{"limits": {...}}``) saying that ``SLOT/job.json`` is there, then run that
+    one job exactly as ``main`` does and exit. End of input before the line (the pool was shut
+    down, or its process died) ends the worker without a job.
+
+    stdout/stderr of the job go to ``SLOT/stdout.txt`` / ``stderr.txt``; what the warm-up
+    printed stays in the files the pool opened for it."""
+    slot = Path(slot).resolve()
+    device = os.environ.get("XEFORGE_DEVICE_TYPE", "cpu")
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    for problem in warm_up(device):
+        print(f"warm-up: {problem}", file=sys.stderr, flush=True)
+    tmp = slot / (READY_FILE + ".tmp")
+    tmp.write_text(str(time.time()), encoding="utf-8")
+    os.replace(tmp, slot / READY_FILE)
+    stdin = sys.stdin.buffer
+    line = stdin.readline()
+    if not line.strip():
+        return 0
+    (slot / ACK_FILE).write_text(str(time.time()), encoding="utf-8")
+    _exit_with_parent(stdin)
+    import json
+
+    try:
+        message = json.loads(line)
+    except ValueError:
+        message = {}
+    _lower_limits(dict(message.get("limits") or {}))
+    for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
+        sys.stdout.flush() if fd == 1 else sys.stderr.flush()
+        out = os.open(slot / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+    status = main([str(slot)])
+    # The result is written (atomically); skip the interpreter's shutdown (about 1.7 s with
+    # torch and triton loaded on the 2-core CPU machine) and any exit handler the code under
+    # test registered.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -11,21 +11,29 @@ from __future__ import annotations
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.pipeline.registry import ENGINES
-from xeforge_core.ui.render import flash, nav_link, page_setup
-from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError
+from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
+from xeforge_core.ui.render import cached, cached_sessions, flash, nav_link, page_setup
+from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError, size_note
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _module_facts(source: str) -> object:
+    """The static facts of a module (``read_module``: an AST walk, no code run), per source text."""
+    from xeforge_core.problem import read_module
+
+    return read_module(source)
 
 
 def _problem_summary(wb: Workbench) -> None:
     """The parsed problem: kernels, inputs, variants with flop and arithmetic intensity."""
-    from xeforge_core.problem import read_module
-
     loaded = wb.loaded
     problem = loaded.problem
     st.subheader(f"Problem: {problem.name}")
     st.caption(f"from {wb.source_label}")
-    facts = read_module(loaded.source)
+    facts = _module_facts(loaded.source)
     cols = st.columns(3)
     cols[0].metric("Triton kernels", len(facts.kernels))
     cols[1].metric("Kernel launches", len(facts.launches))
@@ -45,13 +53,16 @@ def _problem_summary(wb: Workbench) -> None:
         st.markdown("**Inputs**")
         st.dataframe([{"input": n, "shape": "[" + ", ".join(map(str, i.shape)) + "]", "dtype": i.dtype}
                       for n, i in spec.inputs.items()], hide_index=True, width="stretch")
+        st.caption("Tolerances: “dtype default” means the verifier's tolerance for the output dtype "
+                   "(the spec gives none).")
         rows = []
         for name, v in spec.variants.items():
             ai = (v.flop / v.bytes) if v.flop and v.bytes else None
             rows.append({"variant": name, "dims": ", ".join(f"{k}={d}" for k, d in v.dims.items()),
-                         "dtype": v.dtype or "", "flop": v.flop, "input bytes": v.bytes,
-                         "flop per input byte": round(ai, 3) if ai else None,
-                         "rtol": v.rtol, "atol": v.atol})
+                         "dtype": v.dtype or "", "work": units.flop(v.flop), "input bytes": units.size(v.bytes),
+                         "FLOP per input byte": units.intensity(ai),
+                         "rtol": units.number(v.rtol, missing="dtype default"),
+                         "atol": units.number(v.atol, missing="dtype default")})
         st.markdown("**Variants** (`ci` is checked for correctness; `bench-*` are timed on a GPU)")
         st.dataframe(rows, hide_index=True, width="stretch")
         st.caption("Arithmetic intensity here is flop per byte of the forward() inputs the spec declares; "
@@ -60,6 +71,12 @@ def _problem_summary(wb: Workbench) -> None:
     st.caption("Reference: " + ("PyTorch reference given" if problem.reference else "none"))
     with st.expander("Kernel source"):
         st.code(loaded.source, language="python", line_numbers=True)
+
+
+@st.cache_resource(show_spinner=False)
+def _sample_titles() -> dict[str, str]:
+    """The bundled samples (read once per server: they ship with the code)."""
+    return sample_titles()
 
 
 def home() -> None:
@@ -73,7 +90,7 @@ def home() -> None:
     st.header("1 · Load a kernel")
     tab_sample, tab_paste, tab_upload = st.tabs(["Sample", "Paste", "Upload"])
     with tab_sample:
-        titles = sample_titles()
+        titles = _sample_titles()
         choice = st.selectbox("Sample kernel", list(titles), key="home_sample",
                               format_func=lambda n: f"{n} · {titles[n]}" if titles.get(n) else n)
         if st.button("Load sample", key="home_load_sample", type="primary"):
@@ -86,12 +103,14 @@ def home() -> None:
     with tab_paste:
         st.caption("A KernelBench-style module: `class Model(nn.Module)` launching `@triton.jit` kernels, "
                    "`get_inputs()`, `get_init_inputs()`. The spec is optional.")
-        # One character over the limit: the browser stops a huge paste there, and the size check
-        # still says what is wrong instead of the tab freezing on megabytes of text.
-        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src",
-                              max_chars=MAX_SOURCE_BYTES + 1)
-        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec",
-                                   max_chars=MAX_SPEC_BYTES + 1)
+        # No max_chars: Streamlit's text area drops a paste longer than max_chars altogether
+        # (the box stays empty, silently). The size is checked here instead, first, and the
+        # refusal names the size and the limit.
+        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src")
+        st.caption("Size: " + size_note(pasted, limit=MAX_SOURCE_BYTES))
+        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec")
+        if pasted_spec:
+            st.caption("Spec size: " + size_note(pasted_spec, limit=MAX_SPEC_BYTES))
         pasted_name = st.text_input("Name", value="kernel", key="home_paste_name")
         if st.button("Load pasted kernel", key="home_load_paste", type="primary"):
             try:
@@ -104,6 +123,11 @@ def home() -> None:
         up_py = st.file_uploader("Kernel (.py)", type=["py"], key="home_up_py")
         up_yaml = st.file_uploader("Spec (.yaml, optional)", type=["yaml", "yml"], key="home_up_yaml")
         up_ref = st.file_uploader("PyTorch reference (.py, optional)", type=["py"], key="home_up_ref")
+        # refused as soon as a file arrives, before Load is pressed
+        for up, limit in ((up_py, MAX_SOURCE_BYTES), (up_yaml, MAX_SPEC_BYTES), (up_ref, MAX_SOURCE_BYTES)):
+            if up is not None and up.size > limit:
+                st.error(f"Not loaded: uploaded file {up.name}: the file is {units.size_exact(up.size)}; "
+                         f"the limit is {units.size_exact(limit)}")
         if st.button("Load upload", key="home_load_upload", type="primary"):
             if up_py is None:
                 st.error("Not loaded: choose a kernel .py file first.")
@@ -133,12 +157,17 @@ def home() -> None:
     st.header("3 · Device")
     if wb.device is not None:
         dev = wb.device
-        st.markdown(f"**{dev.label}**" + (" · kernels run in Triton's interpreter: correctness is checked, "
-                                          "speed is not measured" if dev.interpreter else ""))
-        cached = wb.cached_doctor_report()
-        verdict = (cached or {}).get("verdict") or {}
+        st.markdown(f"**{dev.label}**" + (f" · {INTERPRETER_SENTENCE}" if dev.interpreter else ""))
+        if dev.interpreter:
+            st.info("On this machine the verdicts check compile, structure and correctness for real; "
+                    "speed is measured on a GPU only. The IR page compiles kernels ahead of time for a "
+                    "GPU target without one, and the Benchmarks and Flash Attention pages show results "
+                    "recorded on a GPU.")
+        saved = wb.cached_doctor_report()
+        verdict = (saved or {}).get("verdict") or {}
         if verdict:
-            st.caption(f"Doctor (last run): {str(verdict.get('status', '?')).upper()} — {verdict.get('advice', '')}")
+            st.caption(f"Doctor (last run): {doctor_headline(verdict, interpreter=dev.interpreter)} — "
+                       f"{doctor_advice(verdict, interpreter=dev.interpreter)}")
         else:
             st.caption("The doctor has not been run on this device yet.")
     elif wb.device_error:
@@ -178,7 +207,8 @@ def home() -> None:
     # ------------------------------------------------------------------ 4. session
     st.header("5 · Session")
     if wb.session is not None:
-        st.success(f"Open session: **{wb.session.name}** ({len(wb.session.history())} versions) at "
+        n_versions = len(cached(wb.session, "history", wb.session.history))
+        st.success(f"Open session: **{wb.session.name}** ({units.plural(n_versions, 'version')}) at "
                    f"`{wb.session.path}`")
         nav_link("pages/1_Optimize.py", "Go to Optimize", "🛠️")
     col_new, col_resume = st.columns(2)
@@ -197,12 +227,12 @@ def home() -> None:
     with col_resume:
         st.markdown("**Resume** a session from the workspace")
         try:
-            sessions = wb.list_sessions()
+            sessions = cached_sessions(wb)
         except Exception as exc:
             sessions = []
             st.error(f"Could not list sessions: {exc}")
         if sessions:
-            labels = {x["path"]: f"{x['name']} · {x['versions']} versions · {x.get('created', '')}"
+            labels = {x["path"]: f"{x['name']} · {units.plural(int(x['versions']), 'version')} · {x.get('created', '')}"
                       for x in sessions}
             picked = st.selectbox("Session", list(labels), format_func=labels.get, key="home_resume_pick")
             if st.button("Resume", key="home_resume"):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.ui.render import (
+    cached,
     diff_view,
     flash,
     job_progress,
@@ -18,8 +20,9 @@ from xeforge_core.ui.render import (
     verdict_panel,
 )
 from xeforge_core.ui.review import ReviewStatus, code_hash
-from xeforge_core.ui.validate import MAX_SOURCE_BYTES
+from xeforge_core.ui.validate import MAX_SOURCE_BYTES, InputError, check_size, size_note
 from xeforge_core.ui.workbench import WorkbenchError, stage_ids
+from xeforge_core.units import plural
 from xeforge_core.verdict import Verdict
 
 wb = page_setup("Optimize", "🛠️")
@@ -45,6 +48,16 @@ def _act(fn, *args, ok: str | None = None, **kwargs):  # noqa: ANN001, ANN202
     return result
 
 
+def _within_limit(text: str | None, what: str) -> bool:
+    """Refuse text over the source limit (its size and the limit shown), before any work."""
+    try:
+        check_size(text, limit=MAX_SOURCE_BYTES, what=what)
+    except InputError as exc:
+        st.error(f"Not used: {exc}")
+        return False
+    return True
+
+
 # ------------------------------------------------------------------ target
 choices = wb.targets()
 target_now = wb.target()
@@ -56,8 +69,9 @@ if picked != target_now.profile:
     _act(wb.set_target, picked, ok=f"target: {picked}; the stages not started yet were planned again")
 
 # ------------------------------------------------------------------ stepper
-items = wb.plan_items()
-current = session.current_stage
+# the plan and its statuses live in the session's refs; the issues in the analysis of the head
+items = cached(session, f"plan_items:{id(wb.analysis)}", wb.plan_items)
+current = cached(session, "current_stage", lambda: session.current_stage)
 st.subheader("Stage plan")
 if items:
     cols = st.columns(len(items))
@@ -66,9 +80,7 @@ if items:
             icon = STATUS_ICON.get(item.status, "⚪")
             text = f"{icon} **{item.number}. {item.stage}**" if item.current else f"{icon} {item.number}. {item.stage}"
             st.markdown(text)
-            n_issues = len(item.issues)
-            st.caption(item.status.replace("_", " ")
-                       + (f" · {n_issues} issue{'' if n_issues == 1 else 's'}" if n_issues else "")
+            st.caption(item.status.replace("_", " ") + (f" · {plural(len(item.issues), 'issue')}" if item.issues else "")
                        + f" · engines: {', '.join(item.engines)}")
 else:
     st.info("The plan is empty: analysis found no stage with work. Add a stage below.")
@@ -151,7 +163,7 @@ else:
             _act(wb.keep_current, ok=f"{current}: kept the current version")
     with tab_manual:
         try:
-            prompt = wb.prompt_for(current)
+            prompt = cached(session, f"prompt:{current}:{wb.target()}", lambda: wb.prompt_for(current))
         except Exception as exc:
             prompt = ""
             st.warning(f"The prompt for {current} cannot be rendered: {exc}")
@@ -160,9 +172,12 @@ else:
                        "of the box), then paste the chat LLM's reply below.")
             st.code(prompt, language="markdown")
         reply = st.text_area("Reply from a chat LLM, or your own version of the module", height=220,
-                             key="opt_manual_reply", max_chars=MAX_SOURCE_BYTES + 1)
+                             key="opt_manual_reply")
+        if reply:
+            st.caption("Size: " + size_note(reply, limit=MAX_SOURCE_BYTES))
         model_name = st.text_input("Chat model (optional, recorded in history)", key="opt_manual_model")
-        if st.button("Use this reply as the candidate", key="opt_manual_submit", disabled=busy):
+        if st.button("Use this reply as the candidate", key="opt_manual_submit", disabled=busy) \
+                and _within_limit(reply, "pasted reply"):
             _act(wb.submit_manual, reply, stage=current, model=model_name or None,
                  ok="Candidate taken from the pasted text: verify it next.")
 
@@ -198,8 +213,8 @@ if review is not None:
 
     with st.expander("Edit the candidate (then verify again)"):
         edited = st.text_area("Candidate module", value=review.source, height=320,
-                              key=f"opt_edit_{code_hash(review.source)}", max_chars=MAX_SOURCE_BYTES + 1)
-        if st.button("Save edit", key="opt_edit_save", disabled=busy):
+                              key=f"opt_edit_{code_hash(review.source)}")
+        if st.button("Save edit", key="opt_edit_save", disabled=busy) and _within_limit(edited, "edited candidate"):
             _act(wb.edit, edited, ok="Edit saved: verify it before approving.")
 
     st.subheader("Verdict")
@@ -246,7 +261,7 @@ if review is not None:
 # ------------------------------------------------------------------ kept candidates
 st.header("Kept candidates")
 try:
-    kept = session.candidates()
+    kept = cached(session, "candidates", session.candidates)
 except Exception as exc:
     kept = []
     st.error(f"Could not list candidates: {exc}")
@@ -255,7 +270,7 @@ if not kept:
 else:
     st.dataframe([{"candidate": c.id, "status": c.status, "engine": c.engine,
                    "iteration": c.iteration, "verdict": c.verdict.kind.value if c.verdict else "",
-                   "speedup": f"{c.speedup:.2f}x" if c.speedup else "", "reason": c.reason}
+                   "speedup": units.speedup(c.speedup) if c.speedup else "", "reason": c.reason}
                   for c in reversed(kept)], hide_index=True, width="stretch")
     revivable = [c.id for c in kept if c.status in ("rejected", "superseded", "pending")]
     if revivable:

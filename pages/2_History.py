@@ -9,7 +9,15 @@ from pathlib import Path
 
 import streamlit as st
 
-from xeforge_core.ui.render import flash, page_setup, require_session, side_by_side_html, verdict_panel
+from xeforge_core import units
+from xeforge_core.ui.render import (
+    cached,
+    flash,
+    page_setup,
+    require_session,
+    side_by_side_html,
+    verdict_panel,
+)
 from xeforge_core.ui.workbench import WorkbenchError
 
 wb = page_setup("History", "📜")
@@ -17,10 +25,10 @@ session = require_session(wb)
 
 
 def _speed(x: float | None) -> str:
-    return f"{x:.2f}x" if x else "not measured"
+    return units.speedup(x) if x else "not measured"
 
 
-versions = session.history()
+versions = cached(session, "history", session.history)
 st.subheader(f"Timeline of {session.name}")
 st.dataframe([{
     "#": v.index, "commit": v.short, "kind": v.kind, "stage": v.stage or "", "engine": v.engine or "",
@@ -33,7 +41,7 @@ st.dataframe([{
 version_labels = {v.sha: f"#{v.index} {v.short} · {v.kind}" + (f" · {v.stage}" if v.stage else "")
                   for v in versions}
 try:
-    candidates = session.candidates()
+    candidates = cached(session, "candidates", session.candidates)
 except Exception as exc:
     candidates = []
     st.error(f"Could not list candidates: {exc}")
@@ -80,7 +88,7 @@ try:
         with tab_u:
             st.code(f.diff, language="diff")
         with tab_s:
-            st.html(side_by_side_html(f.old, f.new, context=4))
+            st.html(side_by_side_html(f.old, f.new, context=4, labels=(all_labels.get(a, a), all_labels.get(b, b))))
 except Exception as exc:
     st.error(f"Could not diff: {exc}")
 
@@ -123,19 +131,42 @@ else:
 st.subheader("Downloads")
 stem = Path(session.kernel_file).stem
 c1, c2, c3, c4 = st.columns(4)
-c1.download_button("Final kernel", session.source("head"), file_name=session.kernel_file,
+path = session.path
+
+
+def _own_session():  # noqa: ANN202
+    from xeforge_core.session import Session
+
+    return Session.open(path)
+
+
+def _report(kind: str):  # noqa: ANN202 - a download callable
+    """Build the report only when its button is clicked (on Streamlit's download thread, with a
+    Session of its own): building it runs several git commands."""
+    def build() -> str:
+        import json
+
+        from xeforge_core import report
+        from xeforge_core.session import Session
+
+        own = Session.open(path)
+        if kind == "md":
+            return report.markdown_report(own)
+        return json.dumps(report.json_report(own), indent=2) + "\n"
+
+    return build
+
+
+c1.download_button("Final kernel", lambda: _own_session().source("head"), file_name=session.kernel_file,
                    mime="text/x-python", key="dl_kernel")
-c2.download_button("Patch (baseline → current)", session.patch("baseline", "head") or "",
+c2.download_button("Patch (baseline → current)", lambda: _own_session().patch("baseline", "head") or "",
                    file_name=f"{stem}.patch", mime="text/x-diff", key="dl_patch")
-try:
-    files = wb.export_files()
-    c3.download_button("Report (Markdown)", files["report_md"], file_name=f"{stem}-report.md",
-                       mime="text/markdown", key="dl_report_md")
-    c4.download_button("Report (JSON)", files["report_json"], file_name=f"{stem}-report.json",
-                       mime="application/json", key="dl_report_json")
-except Exception as exc:
-    c3.caption(f"Report unavailable: {exc}")
+c3.download_button("Report (Markdown)", _report("md"), file_name=f"{stem}-report.md",
+                   mime="text/markdown", key="dl_report_md")
+c4.download_button("Report (JSON)", _report("json"), file_name=f"{stem}-report.json",
+                   mime="application/json", key="dl_report_json")
 
 with st.expander("Decision log"):
     st.dataframe([{k: (str(v) if not isinstance(v, (int, float, str)) else v) for k, v in d.items()}
-                  for d in reversed(session.decisions)], hide_index=True, width="stretch")
+                  for d in reversed(cached(session, "decisions", lambda: session.decisions))],
+                 hide_index=True, width="stretch")

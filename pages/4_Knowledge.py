@@ -1,14 +1,16 @@
 """Knowledge: the rules by stage and target (each with its why and its before/after), a live
-lint of the current kernel whose findings link to the rules, and the hardware profiles side by
-side. Everything comes from the knowledge base under ``knowledge/`` and ``xeforge_core.analysis``."""
+lint of the current kernel whose findings each carry their rule, and the hardware profiles side
+by side, one section at a time. Everything comes from the knowledge base under ``knowledge/`` and ``xeforge_core.analysis``."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.ui.render import page_setup
-from xeforge_core.ui.validate import MAX_SOURCE_BYTES
+from xeforge_core.ui.validate import MAX_SOURCE_BYTES, InputError, check_size
 from xeforge_core.ui.workbench import stage_ids
+from xeforge_core.units import plural
 
 wb = page_setup("Knowledge", "📚")
 
@@ -40,10 +42,10 @@ def _rule_body(rule: object) -> None:
         a.caption("after")
         a.code(after, language="python")
     st.caption("Sources: " + "; ".join(rule.sources))
-tab_lint, tab_rules, tab_hw = st.tabs(["Lint my kernel", "Rules", "Hardware profiles"])
 
-# ------------------------------------------------------------------ lint
-with tab_lint:
+
+def _lint() -> None:
+    """A live lint of a kernel; each finding links to its rule."""
     sources = {}
     if wb.session is not None:
         sources["current version of the session"] = wb.session.source("head")
@@ -53,7 +55,12 @@ with tab_lint:
     which = st.radio("Kernel to lint", list(sources), key="kb_lint_which", horizontal=True)
     source = sources[which]
     if source is None:
-        source = st.text_area("Kernel module", height=240, key="kb_lint_paste", max_chars=MAX_SOURCE_BYTES + 1)
+        source = st.text_area("Kernel module", height=240, key="kb_lint_paste")
+        try:
+            check_size(source, limit=MAX_SOURCE_BYTES, what="pasted kernel")
+        except InputError as exc:
+            st.error(f"Not linted: {exc}")
+            source = None
     target = st.selectbox("Target", ["xpu", "cuda"], key="kb_lint_target")
     if source and source.strip():
         from xeforge_core.analysis import analyze
@@ -62,13 +69,13 @@ with tab_lint:
         if not analysis.issues:
             st.success("No rule violations found.")
         else:
-            st.markdown(f"**{len(analysis.issues)} findings** "
-                        f"({analysis.count('error')} errors, {analysis.count('warning')} warnings); "
+            st.markdown(f"**{plural(len(analysis.issues), 'finding')}** "
+                        f"({plural(analysis.count('error'), 'error')}, {plural(analysis.count('warning'), 'warning')}); "
                         f"stages with work: {', '.join(analysis.plan) or 'none'}")
             lines = source.splitlines()
             for issue in analysis.issues:
                 rule = kb.rules.get(issue.rule_id)
-                link = f"[{issue.rule_id}](#rule-{issue.rule_id.replace('_', '-')})" if rule else f"`{issue.rule_id}`"
+                link = f"`{issue.rule_id}`"  # the rule's why, fix and example are in the expander below
                 where = f"line {issue.line}" if issue.line else "module"
                 st.markdown(f"{SEVERITY_ICON.get(issue.severity, '')} **{where}** · {link} · "
                             f"stage `{issue.stage}`: {issue.message}")
@@ -82,8 +89,9 @@ with tab_lint:
     else:
         st.caption("Nothing to lint yet.")
 
-# ------------------------------------------------------------------ rules
-with tab_rules:
+
+def _rules() -> None:
+    """The rules by stage and target, each with its why, fix and before/after."""
     api = installed_triton_pointer_api()
     st.caption(f"Installed Triton {api.get('version', '?')}: "
                + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in api.items()
@@ -96,7 +104,7 @@ with tab_rules:
                          triton_version=api.get("version") if only_installed else None)
     if stages_sel:
         rules = [r for r in rules if r.stage in stages_sel]
-    st.caption(f"{len(rules)} rules")
+    st.caption(plural(len(rules), "rule"))
     for rule in rules:
         st.subheader(f"{SEVERITY_ICON.get(rule.severity, '')} {rule.title}",
                      anchor=f"rule-{rule.id.replace('_', '-')}")
@@ -106,8 +114,9 @@ with tab_rules:
         _rule_body(rule)
         st.divider()
 
-# ------------------------------------------------------------------ hardware
-with tab_hw:
+
+def _hardware() -> None:
+    """The hardware profiles side by side."""
     ids = list(kb.profiles)
     chosen = st.multiselect("Profiles", ids, default=ids, key="kb_hw_pick",
                             format_func=lambda i: kb.profiles[i].name)
@@ -135,5 +144,12 @@ with tab_hw:
                            + "; ".join(p.use_instead))
             ridge = p.ridge_point("fp16")
             if ridge:
-                st.caption(f"{p.name}: fp16 ridge point {ridge:.0f} flop/byte (above it a kernel is "
+                st.caption(f"{p.name}: fp16 ridge point {units.intensity(ridge)} (above it a kernel is "
                            "compute-bound, below memory-bound)")
+
+
+# One section at a time (not tabs): tabs send and render every rule's code blocks on each visit,
+# which made this the slowest page to switch to (2-4 s in Chromium); a section renders only itself.
+SECTIONS = {"Lint my kernel": _lint, "Rules": _rules, "Hardware profiles": _hardware}
+section = st.radio("Section", list(SECTIONS), horizontal=True, key="kb_section", label_visibility="collapsed")
+SECTIONS[section]()

@@ -8,6 +8,8 @@ import json
 
 import streamlit as st
 
+from xeforge_core import units
+from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline, fingerprint_rows
 from xeforge_core.ui.render import job_progress, page_setup
 
 wb = page_setup("Device", "🩺")
@@ -27,14 +29,8 @@ probe_job = wb.jobs.current("device")
 with c1:
     if wb.device is not None:
         dev = wb.device
-        st.markdown(f"**{dev.label}**" + (" · Triton interpreter (correctness only, speed not measured)"
-                                          if dev.interpreter else ""))
-        fp = dev.fingerprint
-        versions = fp.get("versions") or {}
-        st.dataframe([{"field": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else str(v)}
-                      for k, v in fp.items() if k != "versions"]
-                     + [{"field": f"version: {k}", "value": str(v)} for k, v in versions.items()],
-                     hide_index=True, width="stretch")
+        st.markdown(f"**{dev.label}**" + (f" · {INTERPRETER_SENTENCE}" if dev.interpreter else ""))
+        st.dataframe(fingerprint_rows(dev.fingerprint), hide_index=True, width="stretch")
         if dev.profile:
             with st.expander("Hardware profile (knowledge base)"):
                 st.json(dev.profile)
@@ -77,9 +73,10 @@ if report is None:
     st.info("No doctor report yet for this device: run the doctor.")
 else:
     verdict = report.get("verdict") or {}
+    interp = bool(getattr(wb.device, "interpreter", False)) or str(report.get("device", "")).startswith("cpu")
     if verdict:
         VERDICT_STYLE.get(verdict.get("status"), st.info)(
-            f"**{str(verdict.get('status', '?')).upper()}** — {verdict.get('advice', '')}")
+            f"**{doctor_headline(verdict, interpreter=interp)}** — {doctor_advice(verdict, interpreter=interp)}")
         st.dataframe([{"criterion": c.get("name"), "holds": "✅" if c.get("holds") else "❌",
                        "evidence": c.get("evidence")} for c in verdict.get("criteria", [])],
                      hide_index=True, width="stretch")
@@ -88,7 +85,7 @@ else:
     with tab_b:
         st.dataframe([{"": STATUS_ICON.get(r.get("status"), ""), "check": r.get("name"),
                        "op class": r.get("op_class"), "status": r.get("status"),
-                       "seconds": round(float(r.get("seconds") or 0), 2), "detail": r.get("detail")}
+                       "time": units.seconds(r.get("seconds")), "detail": r.get("detail")}
                       for r in report.get("battery", [])], hide_index=True, width="stretch")
         for r in report.get("battery", []):
             if r.get("stack"):

@@ -71,6 +71,31 @@ def test_five_megabyte_paste(home: AppTest) -> None:
     _unchanged(home)
 
 
+def test_579_kb_paste_names_its_size_and_the_limit(home: AppTest) -> None:
+    """The reported case: a 579 KB paste over the 512 KiB limit. The box keeps the text (no
+    max_chars truncation), a caption says it is over the limit before Load, and Load refuses it
+    with both sizes; what was loaded stays."""
+    big = (KERNEL * 1000)[:579_000]
+    home.text_area(key="home_paste_src").set_value(big).run()
+    assert "565.4 KiB (579,000 bytes): over the limit of 512.0 KiB (524,288 bytes)" in \
+        "\n".join(c.value for c in home.caption)
+    _paste(home, big)
+    assert ("pasted kernel: the kernel is 565.4 KiB (579,000 bytes); the limit is 512.0 KiB "
+            "(524,288 bytes)") in _errors(home)
+    assert home.text_area(key="home_paste_src").value == big
+    _unchanged(home)
+    _paste(home, "")
+
+
+def test_oversized_upload_is_refused_on_arrival(home: AppTest) -> None:
+    data = b"# pad\n" * 100_000
+    home.file_uploader(key="home_up_py").set_value(("huge.py", data, "text/x-python")).run()
+    assert "uploaded file huge.py: the file is 585.9 KiB (600,000 bytes); the limit is 512.0 KiB" in _errors(home)
+    home.button(key="home_load_upload").click().run()
+    assert "the limit is 512.0 KiB (524,288 bytes)" in _errors(home)
+    _unchanged(home)
+
+
 def test_spec_with_unknown_dim(home: AppTest) -> None:
     bad = SPEC.replace("shape: [TOKENS, HIDDEN]\n    dtype: float16\n  Y",
                        "shape: [TOKENS, WIDTH]\n    dtype: float16\n  Y")

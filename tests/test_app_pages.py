@@ -71,39 +71,43 @@ def test_knowledge_lint_rules_and_hardware(wb: Workbench) -> None:
     wb.load_sample("07_gemm_fp32_upcast")
     at = _page("pages/4_Knowledge.py", wb)
     text = _markdown(at)
-    # lint of the loaded kernel: the finding names its line and links to the rule's anchor
+    # lint of the loaded kernel: the finding names its line and its rule, whose why is beside it
     assert "**line 35**" in text
-    assert "(#rule-dot-fp32-accumulate-low-precision-operands)" in text
+    assert "`dot_fp32_accumulate_low_precision_operands`" in text
     assert any("acc += tl.dot(a.to(tl.float32)" in c.value for c in at.code)
-    # the rule itself is on the page under that anchor, with its why and before/after
-    assert any(h.proto.anchor == "rule-dot-fp32-accumulate-low-precision-operands" for h in at.subheader)
     assert "**Why.**" in text
+    assert not at.subheader  # one section at a time: the rules are not rendered with the lint
+    # the rules, each under its anchor
+    at.radio(key="kb_section").set_value("Rules").run()
+    assert any(h.proto.anchor == "rule-dot-fp32-accumulate-low-precision-operands" for h in at.subheader)
     # hardware profiles side by side
+    at.radio(key="kb_section").set_value("Hardware profiles").run()
     table = at.dataframe[-1].value
     assert {"Intel Arc B580", "NVIDIA H200"} <= set(table.columns)
     assert "peak_tflops" in table["property"].tolist()
     # a pasted kernel with no problems lints clean
+    at.radio(key="kb_section").set_value("Lint my kernel").run()
     at.radio(key="kb_lint_which").set_value("paste a kernel here").run()
     at.text_area(key="kb_lint_paste").set_value("x = 1\n").run()
     assert any("No rule violations" in s.value for s in at.success)
 
 
-def test_ir_view_and_ir_diff(wb: Workbench) -> None:
+def test_ir_recorded_by_gpu_verifications(wb: Workbench) -> None:
+    """IR a GPU verification kept in the verdicts is shown as stored, beside the compile tab."""
     _session_with_measured_versions(wb)
     at = _page("pages/3_IR.py", wb)
+    assert [t.label for t in at.tabs][:2] == ["Compiled here for a GPU target", "Recorded by GPU verifications"]
+    at.selectbox(key="ir_rec_kind").set_value("ttir").run()
     codes = [c.value for c in at.code]
-    assert any("scf.for" in c for c in codes)  # newest version's TTIR shown first
-    assert any(c.startswith("---") and "-tt.dot %a, %b : f32" in c and "+tt.dot %a, %b : f16" in c
-               for c in codes)
-    at.selectbox(key="ir_kind").set_value("ptx").run()
+    assert any("scf.for" in c for c in codes)  # the newest candidate's TTIR
+    at.selectbox(key="ir_rec_kind").set_value("ptx").run()
     assert any(".version 8.7" in c.value for c in at.code)
+    wb.jobs.clear("ir")  # the compile tab started a background compile; not needed here
 
 
-def test_ir_view_without_ir_explains(wb: Workbench) -> None:
-    wb.load_sample("01_vector_add")
-    wb.start_session()
+def test_ir_page_without_a_kernel_explains(wb: Workbench) -> None:
     at = _page("pages/3_IR.py", wb)
-    assert any("No compiled IR" in i.value for i in at.info)
+    assert any("Load a kernel on **Home**" in i.value for i in at.info)
 
 
 def test_benchmarks_charts_and_csv(wb: Workbench) -> None:
@@ -116,22 +120,51 @@ def test_benchmarks_charts_and_csv(wb: Workbench) -> None:
     at.session_state["workbench"] = wb
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    # measured live: this session's tab comes first, the recorded results second
+    assert [t.label for t in at.tabs][:2] == ["This session (07_gemm_fp32_upcast)", "Recorded on a GPU machine"]
     charts = at.get("plotly_chart")
-    assert len(charts) == 3  # waterfall, roofline, time distribution
+    assert [c.key for c in charts] == ["bench_waterfall", "bench_roofline", "bench_times", "bench_recorded_chart"]
     waterfall = charts[0].proto.spec
     assert "8.70x" in waterfall  # 2000/250 then 250/230: cumulative 8.70x
     csv = at.get("download_button")[0]
     assert csv.proto.label == "Download CSV"
     table = at.dataframe[0].value
-    assert table["median_us"].dropna().tolist() == [250.0, 230.0]
+    assert table["median"].tolist() == ["not measured", "250.0 µs", "230.0 µs"]
+    assert table["TFLOP/s"].tolist()[1:] == ["550.0 TFLOP/s", "598.0 TFLOP/s"]
+    assert table["work"].tolist()[1] == "137.4 GFLOP" and table["input bytes"].tolist()[1] == "96.0 MiB"
 
 
-def test_benchmarks_on_cpu_say_not_measured(wb: Workbench) -> None:
+def test_benchmarks_on_cpu_show_the_recorded_h200_results_first(wb: Workbench) -> None:
     wb.load_sample("01_vector_add")
     wb.start_session()
     at = _page("pages/5_Benchmarks.py", wb)
-    assert any("No version has measured timings" in i.value for i in at.info)
-    assert not at.get("plotly_chart")
+    assert [t.label for t in at.tabs][:2] == ["Recorded on a GPU machine", "This session (01_vector_add)"]
+    banner = "\n".join(i.value for i in at.info)
+    assert "RECORDED, not live." in banner and "Recorded on NVIDIA H200 (cuda:1), 2026-11-30 07:50" in banner
+    assert "python 3.12.3, torch 2.11.0, triton 3.6.0, numpy 2.5.2" in banner
+    assert "not measured on this machine" in banner
+    assert "No version of this session has measured timings" in banner
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["rules engine over the baselines (geometric mean)"] == "1.67x over 22 problems"
+    table = at.dataframe[0].value
+    gemm = table[table["problem"] == "07_gemm_fp32_upcast"].iloc[0]
+    assert gemm["speedup"] == "2.91x" and gemm["baseline"].endswith(" ms") and gemm["TFLOP/s"].endswith("TFLOP/s")
+    assert len(at.get("plotly_chart")) == 1  # the recorded speedups; nothing live
+
+
+def test_benchmarks_open_a_results_file_and_refuse_a_bad_one(wb: Workbench) -> None:
+    csv = (ROOT / "docs" / "measured" / "h200-optimize-cases.csv").read_bytes()
+    at = _page("pages/5_Benchmarks.py", wb)
+    at.selectbox(key="bench_recorded_pick").set_value("Open a results file…").run()
+    at.file_uploader(key="bench_recorded_upload").set_value(("summary.csv", csv, "text/csv")).run()
+    assert not at.exception
+    banner = "\n".join(i.value for i in at.info)
+    # an uploaded CSV has no note beside it: what the CSV does not record is said, not guessed
+    assert "RECORDED, not live.** Recorded on cuda:0 (xeforge batch summary, summary.csv)" in banner
+    assert "Not recorded in the file: date, library versions." in banner
+    at.file_uploader(key="bench_recorded_upload").set_value(("notes.json", b'{"a": 1}', "application/json")).run()
+    assert "neither a pipeline benchmark results.json nor a session report.json (its keys: a)" in \
+        "\n".join(e.value for e in at.error)
 
 
 def test_device_fingerprint_and_doctor_report(wb: Workbench) -> None:
@@ -144,7 +177,8 @@ def test_device_fingerprint_and_doctor_report(wb: Workbench) -> None:
     assert job is not None and job.wait(120)
     at.run()
     assert wb.device is not None and wb.device.type == "cpu"
-    assert any("Triton interpreter" in m for m in _markdown(at).splitlines())
+    assert any("kernels run in Triton's interpreter: correctness can be trusted, timing is not measured" in m
+               for m in _markdown(at).splitlines())
     # a report with one failing op class reads "degraded", with the criteria shown
     battery = [CheckResult("matmul", "matmul", "ok", 1.0),
                CheckResult("sum along each dim", "reduction", "driver_error", 0.5,
@@ -179,13 +213,33 @@ def test_flash_attention_demo_step_verified_live(wb: Workbench) -> None:
     assert not at.exception, [e.value for e in at.exception]
     head = wb.session.version("head")
     assert head.index == 1 and head.stage == "fusion" and head.engine == "trajectory"
-    table = at.dataframe[0].value
+    table = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert table.loc[table["step"] == 1, "status"].item() == "approved"
+    # beside each step, its speedup as recorded on the H200 (geometric mean over four shapes), for
+    # the steps the recorded trajectory had under the same title
+    recorded = dict(zip(table["title"], table["recorded speedup (GPU)"]))
+    assert recorded["Online softmax (no scores in global memory)"] == "0.70x"
+    assert recorded["fp16 operands, fp32 accumulation"] == "0.93x"
+    assert all(v == "" for t, v in recorded.items() if t.startswith(("exp2", "Masks only")))
     assert wb.demo["next"] == 2
     # the stepper moved on: step 2 is up as the next candidate, against the approved step 1
     assert at.selectbox(key="fa_pick").value == 2
     assert wb.review.proposed_source == wb.demo["steps"][2].code
     assert wb.review.base_source == wb.demo["steps"][1].code
+
+
+def test_flash_attention_recorded_trajectory_comes_first_on_the_interpreter(wb: Workbench) -> None:
+    from xeforge_core.devices import DeviceInfo
+
+    wb.device = DeviceInfo(type="cpu", name="host", interpreter=True)
+    at = _page("pages/7_Flash_Attention.py", wb)
+    assert [t.label for t in at.tabs][:2] == ["Recorded on a GPU machine", "Live demo on this machine"]
+    assert any("Recorded on NVIDIA H200 (cuda:1), 2026-11-30 07:50" in i.value for i in at.info)
+    rows = next(d.value for d in at.dataframe if "speedup over naive" in d.value.columns)
+    tiled = rows[(rows["step"] == "3") & rows["shape"].str.startswith("bench-gpu: B=1 A=32 S=2048 D=128")]
+    assert tiled["speedup over naive"].item().endswith("x") and tiled["TFLOP/s"].item().endswith("TFLOP/s")
+    assert "step 3: 3.97x" in "\n".join(m.value for m in at.markdown)
+    assert rows[rows["step"] == "6"]["speedup over naive"].iloc[0] == "not comparable (causal)"
 
 
 def test_optimize_shows_progress_and_cancels_a_verification(wb: Workbench, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,189 +1,137 @@
-"""End to end in a real headless browser: start ``streamlit run app.py`` on a free localhost
-port, load a sample, start a session, let the rules engine propose and verify a stage, approve
-it, and see History show the new commit. Every page is screenshotted on the way (into
-``$XEFORGE_SCREENSHOT_DIR`` when set, else a temporary directory).
+"""The main path in a real headless browser (Debian's chromium driven by playwright, through
+``tools/appdriver.py``): load a sample, let the rules engine propose and verify a stage, apply
+a hunk selection, verify it, approve it, restore the baseline from History, see the IR page
+show TTGIR compiled for an NVIDIA target on this CPU machine, and have an oversized paste
+refused with its size and the limit while the loaded kernel stays.
 
-Needs Debian's chromium at /usr/bin/chromium (``.ci/run`` installs it) and the playwright
-Python package; skips with the reason when either is missing."""
+Skips, saying why, where chromium or playwright is missing (``.ci/run`` installs chromium).
+Screenshots go to ``$XEFORGE_SCREENSHOT_DIR`` when set, else a temporary directory
+(``tools/screenshots.py`` makes the documented ones).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools import appdriver  # noqa: E402
+
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-SAMPLE = "07_gemm_fp32_upcast"
+SAMPLE = "05_rmsnorm"  # its dtype_fix proposal has three hunks; one of them is left out
 VERIFY_TIMEOUT_MS = 300_000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def app_url(tmp_path: Path) -> Iterator[str]:
-    """``streamlit run app.py`` on a free localhost port, stopped (its whole process group)
-    at the end."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium; .ci/run does it)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    port = _free_port()
-    env = dict(os.environ, XEFORGE_WORKSPACE=str(tmp_path / "ws"), XEFORGE_DEVICE="cpu",
-               TRITON_INTERPRET="1", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    log = open(tmp_path / "streamlit.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                pytest.fail("streamlit did not start:\n" + (tmp_path / "streamlit.log").read_text()[-3000:])
-            time.sleep(0.5)
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
+def app(tmp_path: Path):
+    why = appdriver.missing_requirements()
+    if why:
+        pytest.skip(why)
+    with appdriver.streamlit_app(tmp_path / "app") as (url, log):
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            proc.wait(timeout=15)
-        log.close()
-        # shown by pytest only when the test failed
-        print("---- streamlit log (tail) ----\n" + (tmp_path / "streamlit.log").read_text()[-4000:])
+            yield url
+        finally:
+            print("---- streamlit log (tail) ----\n" + log.read_text()[-4000:])  # shown when the test fails
 
 
-def _idle(page, timeout_ms: int = 120_000) -> None:  # noqa: ANN001
-    """Wait until the app has finished the run that the last action started (the app root
-    carries the script state; a run that ended before we looked is fine too)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    with contextlib.suppress(PlaywrightTimeout):
-        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="running"]', timeout=1500)
-    page.wait_for_selector('[data-testid="stApp"]:not([data-test-script-state="running"])', timeout=timeout_ms)
-    page.wait_for_timeout(300)
-
-
-def _goto(page, label: str) -> None:  # noqa: ANN001
-    """Open a page through the sidebar navigation (keeps the browser session's state)."""
-    page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
-    _idle(page)
-
-
-def _wait_for(page, locator, timeout_ms: int) -> None:  # noqa: ANN001
-    """Wait for ``locator`` to be visible; on timeout, fail with the messages the page shows."""
-    deadline = time.monotonic() + timeout_ms / 1000
-    while time.monotonic() < deadline:
-        if locator.count() and locator.first.is_visible():
-            return
-        page.wait_for_timeout(1000)
-    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
-    pytest.fail(f"timed out after {timeout_ms / 1000:.0f}s; the page says: {alerts}")
-
-
-def _shot(page, shots: Path, name: str) -> None:  # noqa: ANN001
-    """Screenshot the whole page: the app scrolls inside its own container, so the viewport is
-    grown to the content's height (capped) for the shot, then restored."""
-    height = page.evaluate(
-        "() => Math.max(...Array.from(document.querySelectorAll('*')).map(e => e.scrollHeight))")
-    page.set_viewport_size({"width": 1400, "height": int(min(max(height, 1000), 6000))})
-    page.wait_for_timeout(800)
-    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    page.wait_for_timeout(300)
-
-
-def test_load_sample_approve_stage_and_see_history(app_url: str, tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+def test_main_path_in_chromium(app: str, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=60_000)  # a loaded CI machine can take a while to rerun the app
     shots = Path(os.environ.get("XEFORGE_SCREENSHOT_DIR") or tmp_path / "shots")
-    shots.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
-        try:
-            page.goto(app_url)
-            expect(page.get_by_role("heading", name="Xe-Forge Studio")).to_be_visible()
-            _idle(page)
+    started = time.monotonic()
 
-            # Home: pick the GEMM sample, load it, read the problem, start a session
-            page.get_by_label("Sample kernel").click()
-            page.get_by_role("option", name=SAMPLE, exact=False).first.click()
-            _idle(page)
-            page.get_by_role("button", name="Load sample").click()
-            _idle(page)
-            expect(page.get_by_text(f"Problem: {SAMPLE}")).to_be_visible()
-            page.get_by_role("button", name="Start new session").click()
-            _idle(page)
-            expect(page.get_by_text("commit 0 is the baseline")).to_be_visible()
-            _shot(page, shots, "01_home")
+    def phase(name: str) -> None:  # printed with the log when the test fails
+        print(f"{time.monotonic() - started:6.1f} s  {name}")
 
-            # Optimize: the rules engine proposes dtype_fix; the CoVeR loop verifies it
-            _goto(page, "Optimize")
-            expect(page.get_by_role("heading", name="Stage: dtype_fix")).to_be_visible()
-            page.get_by_role("button", name="Propose").click()
-            _wait_for(page, page.get_by_role("heading", name="Candidate for dtype_fix"), VERIFY_TIMEOUT_MS)
-            _idle(page)
-            approve = page.get_by_role("button", name="Approve")
-            expect(approve).to_be_enabled()
-            _shot(page, shots, "02_optimize")
-            approve.click()
-            _idle(page)
-            expect(page.get_by_text("Approved: committed as a new version")).to_be_visible()
+    with appdriver.browser_page(app) as page:
+        expect(page.get_by_role("heading", name="Xe-Forge Studio")).to_be_visible()
 
-            # History: the approved stage is the newest commit of the timeline
-            _goto(page, "History")
-            expect(page.get_by_role("heading", name=f"Timeline of {SAMPLE}")).to_be_visible()
-            expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
-            # the newest version is selected for its verdict: the approved dtype_fix commit
-            expect(page.get_by_text("Stage: dtype_fix").first).to_be_visible()
-            expect(page.get_by_text("Engine: rules").first).to_be_visible()
-            _shot(page, shots, "03_history")
+        # Home: the RMSNorm sample, its problem, a new session
+        page.get_by_label("Sample kernel").click()
+        page.get_by_role("option", name=SAMPLE, exact=False).first.click()
+        appdriver.idle(page)
+        page.get_by_role("button", name="Load sample").click()
+        appdriver.idle(page)
+        expect(page.get_by_text(f"Problem: {SAMPLE}")).to_be_visible()
+        expect(page.get_by_text("FLOP/byte").first).to_be_attached()  # intensity with its unit (a grid cell)
+        page.get_by_role("button", name="Start new session").click()
+        appdriver.idle(page)
+        expect(page.get_by_text("commit 0 is the baseline")).to_be_visible()
 
-            # the other pages render with this session
-            for label, name in (("IR", "04_ir"), ("Knowledge", "05_knowledge"), ("Benchmarks", "06_benchmarks"),
-                                ("Device", "07_device")):
-                _goto(page, label)
-                expect(page.locator('[data-testid="stException"]')).to_have_count(0)
-                _shot(page, shots, name)
+        phase("home done")
+        # Optimize: the rules engine proposes dtype_fix; the CoVeR loop verifies it
+        appdriver.goto(page, "Optimize")
+        expect(page.get_by_role("heading", name="Stage: dtype_fix")).to_be_visible()
+        page.get_by_role("button", name="Propose").click()
+        appdriver.wait_for(page, page.get_by_role("heading", name="Candidate for dtype_fix"), VERIFY_TIMEOUT_MS)
+        appdriver.idle(page)
+        # the changed part of the line is marked within it
+        expect(page.locator("span[style*='#ffc1bd']").first).to_be_attached()
+        phase("proposed and verified")
+        # leave the third hunk out (the second pass stays in fp64) and apply the selection: the merged
+        # code must be verified again before it can be approved
+        box = page.get_by_role("checkbox", name="hunk 2")
+        page.get_by_text("hunk 2", exact=True).click()  # the label: Streamlit's input sits under it
+        appdriver.idle(page)
+        expect(box).not_to_be_checked()
+        page.get_by_role("button", name="Apply hunk selection").click()
+        appdriver.idle(page)
+        expect(page.get_by_text("Kept hunks [0, 1]: verify the merged code before approving")).to_be_visible()
+        phase("hunks applied")
+        approve = page.get_by_role("button", name="Approve")
+        expect(approve).to_be_disabled()
+        page.get_by_role("button", name="Verify", exact=True).click()
+        appdriver.wait_for(page, page.get_by_text("verdict: ok"), VERIFY_TIMEOUT_MS)
+        appdriver.idle(page)
+        expect(approve).to_be_enabled()
+        appdriver.shot(page, shots, "02_optimize")
+        approve.click()
+        appdriver.idle(page)
+        expect(page.get_by_text("Approved: committed as a new version")).to_be_visible()
 
-            # the Flash Attention demo loads its trajectory and brings up the first step
-            _goto(page, "Flash Attention demo")
-            page.get_by_role("button", name="Load the Flash Attention demo").click()
-            _idle(page)
-            page.get_by_role("button", name="Bring this step up as the candidate").click()
-            _idle(page)
-            expect(page.get_by_role("button", name="Verify")).to_be_enabled()
-            expect(page.locator('[data-testid="stException"]')).to_have_count(0)
-            _shot(page, shots, "08_flash_attention")
-        finally:
-            browser.close()
+        phase("approved")
+        # History: restore the baseline as a new version
+        appdriver.goto(page, "History")
+        expect(page.get_by_role("heading", name=f"Timeline of {SAMPLE}")).to_be_visible()
+        expect(page.get_by_text("Stage: dtype_fix").first).to_be_visible()
+        page.get_by_label("Version to restore").click()
+        page.keyboard.type("#0 ")
+        page.keyboard.press("Enter")
+        appdriver.idle(page)
+        page.get_by_role("button", name="Restore", exact=True).click()
+        appdriver.idle(page)
+        expect(page.get_by_text("Restored #0").first).to_be_visible()
+        expect(page.get_by_text("as #2").first).to_be_visible()
+
+        phase("restored")
+        # IR: TTGIR compiled ahead of time for NVIDIA Hopper on this CPU machine
+        appdriver.goto(page, "IR")
+        appdriver.wait_for(page, page.get_by_text("compiled ahead of time by Triton"), VERIFY_TIMEOUT_MS)
+        appdriver.idle(page)
+        expect(page.get_by_text("IR for NVIDIA Hopper sm_90 (H100, H200)").first).to_be_visible()
+        expect(page.get_by_text('ttg.target = "cuda:90"').first).to_be_attached()
+        expect(page.get_by_text("TTGIR of rmsnorm_kernel").first).to_be_visible()
+        appdriver.shot(page, shots, "04_ir")
+
+        phase("IR shown")
+        # Home: a 579 KB paste over the 512 KiB limit is refused with both sizes; nothing is lost
+        appdriver.goto(page, "Home")
+        page.get_by_role("tab", name="Paste").click()
+        big = ((ROOT / "sample_kernels" / "01_vector_add.py").read_text() * 400)[:579_000]
+        appdriver.paste(page, page.get_by_label("Kernel module (Python)"), big)
+        appdriver.idle(page)
+        page.get_by_role("button", name="Load pasted kernel").click()
+        appdriver.idle(page)
+        expect(page.get_by_text("the kernel is 565.4 KiB (579,000 bytes); the limit is 512.0 KiB "
+                                "(524,288 bytes)")).to_be_visible()
+        assert page.get_by_label("Kernel module (Python)").input_value() == big  # the text stays in the box
+        expect(page.get_by_text(f"Problem: {SAMPLE}")).to_be_visible()  # the loaded kernel stays
+        expect(page.locator('[data-testid="stException"]')).to_have_count(0)

@@ -73,6 +73,11 @@ def imported_modules(path: Path) -> list[tuple[str, int]]:
     return found
 
 
+def _local_package(name: str) -> bool:
+    """A top-level package of this repository itself (``tools``), which no distribution provides."""
+    return (ROOT / name / "__init__.py").is_file()
+
+
 def undeclared_imports(files: list[Path], declared: set[str]) -> list[str]:
     """One line per import of a third-party module that maps to no declared distribution:
     ``file:line: import X (distribution D is not declared)`` or ``(... no installed
@@ -82,7 +87,7 @@ def undeclared_imports(files: list[Path], declared: set[str]) -> list[str]:
     for path in files:
         for module, line in imported_modules(path):
             top = module.split(".")[0]
-            if top in sys.stdlib_module_names or top == "__future__":
+            if top in sys.stdlib_module_names or top == "__future__" or _local_package(top):
                 continue
             providers = {_canonical(d) for d in dists.get(top, [])}
             where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line}"

@@ -85,3 +85,23 @@ def test_side_by_side_rows_and_patch() -> None:
     assert patch.startswith("--- current.py\n+++ candidate.py\n")
     assert unified_patch(CURRENT, CURRENT) == ""
     assert diff_stats(CURRENT, CANDIDATE) == (2, 2, 3)
+
+
+def test_within_line_changes_are_whole_tokens() -> None:
+    from xeforge_core.ui.diffmerge import inline_changes
+
+    old = "        acc += tl.dot(a.to(tl.float32), b.to(tl.float32))"
+    new = "        acc = tl.dot(a, b, acc)"
+    ro, rn = inline_changes(old, new)
+    assert [old[a:b] for a, b in ro] == ["+", ".to(tl.float32)", ".to(tl.float32", ")"]
+    assert "".join(new[a:b] for a, b in rn).strip(", ") == "acc"
+    assert inline_changes("x = 1", "completely different stuff here") == ([], [])
+
+
+def test_side_by_side_marks_the_changed_part_of_a_line() -> None:
+    from xeforge_core.ui.render import side_by_side_html
+
+    html = side_by_side_html(CURRENT, CANDIDATE)
+    # the removed ".to(tl.float32)" is marked on the left, inside a changed line
+    assert "background:#ffc1bd" in html and ">float32</span>" in html
+    assert html.count("background:#ffebe9") >= 1 and "background:#e6ffec" in html

@@ -13,7 +13,7 @@ import importlib
 import signal
 import sys
 
-COMMANDS = ("verify", "optimize", "batch", "doctor")
+COMMANDS = ("verify", "optimize", "batch", "doctor", "ir")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from xeforge_core.commands.verify import add_verification_arguments
 from xeforge_core.pipeline.registry import engine_names
-from xeforge_core.text import plural
+from xeforge_core.units import plural
 
 if TYPE_CHECKING:
     from xeforge_core.devices import DeviceInfo

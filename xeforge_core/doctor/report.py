@@ -94,7 +94,7 @@ class DoctorReport:
                 lines.append(f"  {exp.setting.name} {exp.setting.env or ''}: {statuses}"
                              + (f" (trace: {exp.trace_path})" if exp.trace_path else ""))
         if self.verdict is not None:
-            lines.append(f"\nVerdict: {self.verdict.status.upper()}")
+            lines.append(f"\nVerdict: {self.verdict.headline}")
             for c in self.verdict.criteria:
                 lines.append(f"  [{'x' if c.holds else ' '}] {c.name}: {c.evidence}")
             lines.append(f"  -> {self.verdict.advice}")
@@ -199,7 +199,8 @@ def run_doctor(device: str | None = None, *, problem: Problem | None = None, exp
         report.experiments = run_experiments(dev, failing, runtime_libraries=libs, trace_dir=trace_dir,
                                              timeout_s=timeout_s, on_progress=say)
     report.verdict = decide(_observations(report), report.speed, speed_note=speed_note,
-                            stack_problems=report.stack.problems if report.stack else ())
+                            stack_problems=report.stack.problems if report.stack else (),
+                            interpreter=bool(info.interpreter))
     if way_out and problem is not None and report.verdict.status != "trusted":
         say("way out: OpenVINO and the CPU")
         hint = ", ".join((info.profile or {}).get("use_instead") or [])

@@ -17,6 +17,10 @@ The criteria, in the order they are shown to the user:
    A device that does not beat the CPU once those round-trips are counted is **unusable for
    this model** (there is nothing to gain from it).
 5. Otherwise **trusted**.
+
+Trust covers what the device can measure: on Triton's interpreter (the cpu device) kernels run
+as Python on the host, so a trusted verdict there means correctness can be trusted and timing
+is not measured (``DeviceVerdict.timing`` says so, and so does the advice).
 """
 
 from __future__ import annotations
@@ -75,16 +79,38 @@ class DeviceVerdict:
     criteria: list[Criterion] = field(default_factory=list)
     failing_classes: list[str] = field(default_factory=list)
     advice: str = ""
+    #: what the verdict covers for speed: "measured" on a GPU, or why timing is not measured
+    #: (e.g. "not measured: Triton's interpreter runs kernels as Python on the host")
+    timing: str = "measured"
+
+    @property
+    def headline(self) -> str:
+        """One line: ``TRUSTED``, or ``TRUSTED for correctness; timing not measured: ...``."""
+        return headline_text(self.status, self.timing)
+
+
+def headline_text(status: str, timing: str = "measured") -> str:
+    """The verdict's one line from its ``status`` and ``timing`` (see ``DeviceVerdict``)."""
+    head = status.upper()
+    if timing != "measured" and status != UNUSABLE:
+        head += f" for correctness; timing {timing}"
+    return head
+
+
+#: Why the interpreter measures no speed (shown by the doctor and the Home page).
+INTERPRETER_TIMING = "not measured: Triton's interpreter runs kernels as Python on the host"
 
 
 def decide(observations: Sequence[Observation], speed: SpeedEvidence | None = None, *,
            speed_note: str = "not measured (no model given)",
-           stack_problems: Sequence[str] = ()) -> DeviceVerdict:
+           stack_problems: Sequence[str] = (), interpreter: bool = False) -> DeviceVerdict:
     """Apply the criteria (module docstring) to ``observations`` and optional ``speed``.
 
     ``speed_note`` says why speed was not measured when ``speed`` is None. ``stack_problems``
     (from the stack report) are shown as a criterion of their own; they are evidence for the
-    user and do not change the status by themselves.
+    user and do not change the status by themselves. ``interpreter``: kernels run in Triton's
+    interpreter on this device, so a passing device is trusted for correctness only and the
+    verdict says timing is not measured.
     """
     failed = [o for o in observations if o.status in _FAILED]
     hangs = [o for o in failed if o.status == "hang"]
@@ -137,7 +163,15 @@ def decide(observations: Sequence[Observation], speed: SpeedEvidence | None = No
         status = DEGRADED
         advice = (f"Only {classes[0]} fails: keep those ops on the CPU (or rewrite them as Triton "
                   "kernels); everything else was verified on the device.")
+    elif interpreter:
+        status = TRUSTED
+        advice = ("Every check passed: correctness can be trusted here. Timing is not measured: "
+                  "Triton's interpreter runs kernels as Python on the host, so its times say nothing "
+                  "about a GPU. Measure speed on a GPU (xpu or cuda).")
     else:
         status = TRUSTED
         advice = "Every check passed: the device can be trusted for verification and timing."
-    return DeviceVerdict(status, criteria, classes, advice)
+    if interpreter and status == DEGRADED:
+        advice += " Timing is not measured on the interpreter."
+    return DeviceVerdict(status, criteria, classes, advice,
+                         timing=INTERPRETER_TIMING if interpreter else "measured")

@@ -58,7 +58,7 @@ from xeforge_core.pipeline.controller import (
 from xeforge_core.pipeline.registry import PORTABILITY, EngineSpec, get_engine_spec
 from xeforge_core.pipeline.status import AttemptStatus, OutcomeStatus, StageStatus
 from xeforge_core.session.records import CandidateRecord
-from xeforge_core.text import plural
+from xeforge_core.units import plural
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 
 if TYPE_CHECKING:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xeforge_core import runner
+from xeforge_core import runner, sandbox
 from xeforge_core.errors import XeForgeError
 from xeforge_core.worker.job import PROGRESS_FILE, RESULT_FILE
 
@@ -76,7 +76,7 @@ try:
     ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
 except (OSError, AttributeError):
     pass
-if os.getppid() != parent:
+if parent and os.getppid() != parent:
     os._exit(70)
 os.execv(sys.executable, [sys.executable, "-m", module, job_dir])
 """
@@ -239,7 +239,11 @@ def run_job_task(job: dict[str, Any], limits: dict[str, Any], expected: tuple[st
         if report is not None:
             report.post_job.remote({"event": "job_started", "kernel": kernel, "role": role, "device": where,
                                     "pid": os.getpid(), "start": start})
-        command = [sys.executable, "-c", _PARENT_GUARD, str(os.getpid()), "xeforge_core.worker"]
+        # In the sandbox the worker has its own PID namespace (its parent is the namespace's
+        # init, not this task) and bubblewrap's --die-with-parent already ends it with the task:
+        # the guard then only sets its own parent-death signal.
+        parent = 0 if sandbox.isolation().sandboxed else os.getpid()
+        command = [sys.executable, "-c", _PARENT_GUARD, str(parent), "xeforge_core.worker"]
         outcome = runner.run_worker(job, job_dir=job_dir, device_index=0, command=command, **limits)
         end = time.time()
         if report is not None:

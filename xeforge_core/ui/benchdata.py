@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from xeforge_core import units
+
 
 @dataclass
 class BenchRow:
@@ -98,3 +100,25 @@ def roofline(profile: dict[str, Any] | None, dtype: str = "fp16") -> tuple[float
 def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> float:
     """The roofline: ``min(peak, bandwidth × intensity)`` in TFLOP/s (intensity in flop/byte)."""
     return min(peak_tflops, bandwidth_gbps * intensity / 1000.0)
+
+
+def display_rows(rows: list[BenchRow]) -> list[dict[str, str]]:
+    """The rows with units for the page's table (µs, TFLOP/s, GB/s, GFLOP, MiB, %); a value
+    that was not measured reads "not measured" (times) or "—"; the CSV download keeps the raw
+    numbers, named with their units (``median_us``, ``tflops``...)."""
+    out = []
+    for r in rows:
+        timed = r.median_us is not None
+        out.append({
+            "#": str(r.index), "version": r.version, "stage": r.stage, "engine": r.engine, "verdict": r.verdict,
+            "variant": r.variant or "", "speedup": units.speedup(r.speedup) if r.speedup else units.MISSING,
+            "cumulative": units.speedup(r.cumulative) if r.cumulative else units.MISSING,
+            "median": units.duration_us(r.median_us) if timed else "not measured",
+            "baseline median": units.duration_us(r.baseline_median_us),
+            "min": units.duration_us(r.min_us), "cv": units.percent(r.cv, decimals=1),
+            "trials": units.number(r.trials), "work": units.flop(r.flop), "input bytes": units.size(r.bytes_moved),
+            "intensity": units.intensity(r.intensity), "TFLOP/s": units.tflops(r.tflops),
+            "bandwidth": units.bandwidth(r.gbps), "roofline": units.percent(r.roofline_fraction),
+            "PyTorch eager": units.duration_us(r.eager_median_us), "launch-bound": "yes" if r.launch_bound else "",
+        })
+    return out

@@ -9,6 +9,7 @@ gives the candidate, accepting none gives the current code.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -143,6 +144,39 @@ def side_by_side(current: str, candidate: str) -> list[SideBySideRow]:
             ))
         k += 1
     return rows
+
+
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+
+
+def inline_changes(old: str, new: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The character ranges (0-based, half-open) that differ between two versions of one line,
+    for within-line highlighting: ``(ranges in old, ranges in new)``. Compared token by token
+    (words, runs of spaces, single punctuation: ``a.to(tl.float32)`` vs ``a`` marks
+    ``.to(tl.float32)``), so a change reads as whole identifiers. Two lines with nothing in
+    common return empty ranges: the whole line is the change, and marking all of it adds
+    nothing."""
+    if difflib.SequenceMatcher(None, old.strip(), new.strip(), autojunk=False).ratio() < 0.4:
+        return [], []
+    a = _TOKEN.findall(old)
+    b = _TOKEN.findall(new)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    pos_a = [0]
+    for t in a:
+        pos_a.append(pos_a[-1] + len(t))
+    pos_b = [0]
+    for t in b:
+        pos_b.append(pos_b[-1] + len(t))
+    old_ranges: list[tuple[int, int]] = []
+    new_ranges: list[tuple[int, int]] = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            old_ranges.append((pos_a[i1], pos_a[i2]))
+        if j2 > j1:
+            new_ranges.append((pos_b[j1], pos_b[j2]))
+    return old_ranges, new_ranges
 
 
 def unified_patch(current: str, candidate: str, *, from_name: str = "current.py",

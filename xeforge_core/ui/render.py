@@ -16,8 +16,9 @@ from typing import Any
 
 import streamlit as st
 
+from xeforge_core import units
 from xeforge_core.pipeline.registry import get_engine_spec
-from xeforge_core.ui.diffmerge import diff_hunks, side_by_side
+from xeforge_core.ui.diffmerge import diff_hunks, inline_changes, side_by_side
 from xeforge_core.ui.jobs import BackgroundJob, JobState
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 
@@ -46,6 +47,23 @@ def get_workbench() -> Any:
     return st.session_state["workbench"]
 
 
+def cached(session: Any, name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()`` for ``session``, reused across reruns and pages while its repository is
+    unchanged (:mod:`xeforge_core.ui.memo`): ``cached(session, "history", session.history)``."""
+    from xeforge_core.ui.memo import RepoMemo
+
+    memo = st.session_state.setdefault("_repo_memo", RepoMemo())
+    return memo.get(session.path, name, compute)
+
+
+def cached_sessions(wb: Any) -> list[dict[str, Any]]:
+    """``wb.list_sessions()``, reused while no session of the workspace changed."""
+    from xeforge_core.ui.memo import RepoMemo, workspace_stamp
+
+    memo = st.session_state.setdefault("_repo_memo", RepoMemo())
+    return memo.get(wb.workspace, "sessions", wb.list_sessions, stamp=workspace_stamp(wb.workspace))
+
+
 def flash(kind: str, message: str) -> None:
     """Queue a message to show after the next rerun (``success``, ``info``, ``warning``, ``error``)."""
     st.session_state.setdefault("_flash", []).append((kind, message))
@@ -65,14 +83,10 @@ def verdict_badge(verdict: Verdict | None) -> str:
     text = f"{_KIND_ICON.get(verdict.kind, '')} {verdict.kind.value}"
     if verdict.speedup:
         call = verdict.speed_call  # the one faster / slower / no measurable difference rule
-        text += f" · {call.short}" if call.faster or call.slower else f" · {verdict.speedup:.2f}x, {call.text}"
+        text += f" · {call.short}" if call.faster or call.slower else f" · {units.speedup(verdict.speedup)}, {call.text}"
     if verdict.cached:
         text += " · cached"
     return text
-
-
-def _fmt(value: float | None, spec: str = ".3g", unit: str = "") -> str:
-    return "—" if value is None else f"{value:{spec}}{unit}"
 
 
 def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
@@ -90,7 +104,7 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         st.warning(w)
     if verdict.steps:
         st.markdown(" · ".join(
-            f"{_STEP_ICON.get(s.status, '')} {s.name} ({s.seconds:.1f}s)" for s in verdict.steps))
+            f"{_STEP_ICON.get(s.status, '')} {s.name} ({units.seconds(s.seconds)})" for s in verdict.steps))
     tab_c, tab_s, tab_k, tab_p, tab_log = st.tabs(
         ["Compile", "Structure", "Correctness", "Performance", "Worker output"])
     with tab_c:
@@ -99,14 +113,16 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             st.write(step.summary)
         if verdict.kernels:
             st.dataframe([{
-                "kernel": k.name, "registers": k.registers, "spills": k.spills,
-                "shared/SLM bytes": k.shared_bytes, "local bytes": k.local_bytes,
-                "num_warps": k.num_warps, "num_stages": k.num_stages, "GRF mode": k.grf_mode,
+                "kernel": k.name, "registers": units.number(k.registers), "spills": units.number(k.spills),
+                "shared memory (SLM)": units.size(k.shared_bytes), "local memory": units.size(k.local_bytes),
+                "num_warps": units.number(k.num_warps), "num_stages": units.number(k.num_stages),
+                "GRF mode": k.grf_mode or units.MISSING,
                 "config": ", ".join(f"{a}={b}" for a, b in k.config.items()),
                 "IR": ", ".join(sorted(k.ir)),
             } for k in verdict.kernels], hide_index=True, width="stretch")
         else:
-            st.caption("no compiled-kernel metadata (the interpreter reports none)")
+            st.caption("no compiled-kernel metadata (the interpreter compiles nothing; the IR page compiles "
+                       "the kernels for a GPU target instead)")
     with tab_s:
         step = verdict.step("structure")
         if step and step.summary:
@@ -125,8 +141,8 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             rows.append({"variant": run.variant, "seed": run.seed, "inputs": run.distribution,
                          "against": run.against, "config": run.config or "",
                          "passed": "✅" if run.passed else "❌",
-                         "max abs err": _fmt(worst_abs), "max rel err": _fmt(worst_rel),
-                         "rtol": run.rtol, "atol": run.atol, "note": run.note})
+                         "max abs err": units.number(worst_abs), "max rel err": units.number(worst_rel),
+                         "rtol": units.number(run.rtol), "atol": units.number(run.atol), "note": run.note})
         if rows:
             st.dataframe(rows, hide_index=True, width="stretch")
         else:
@@ -135,14 +151,13 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
     with tab_p:
         if verdict.performance:
             st.dataframe([{
-                "variant": p.variant, "baseline µs": round(p.baseline.median_us, 2),
-                "candidate µs": round(p.candidate.median_us, 2), "speedup": f"{p.speedup:.2f}x",
+                "variant": p.variant, "baseline": units.duration_us(p.baseline.median_us),
+                "candidate": units.duration_us(p.candidate.median_us), "speedup": units.speedup(p.speedup),
                 "call": p.call.text, "timed as": p.candidate.method,
-                "TFLOP/s": _fmt(p.tflops, ".2f"), "GB/s": _fmt(p.gbps, ".1f"),
-                "roofline": _fmt(p.roofline_fraction * 100 if p.roofline_fraction is not None
-                                 else None, ".1f", "%"),
-                "cv": f"{p.candidate.cv:.1%}", "launch-bound": "yes" if p.launch_bound else "",
-                "eager µs": _fmt(p.reference.median_us if p.reference else None, ".2f"),
+                "TFLOP/s": units.tflops(p.tflops), "bandwidth": units.bandwidth(p.gbps),
+                "roofline": units.percent(p.roofline_fraction, decimals=1),
+                "cv": units.percent(p.candidate.cv, decimals=1), "launch-bound": "yes" if p.launch_bound else "",
+                "PyTorch eager": units.duration_us(p.reference.median_us if p.reference else None),
                 "suspect": p.suspect,
             } for p in verdict.performance], hide_index=True, width="stretch")
         else:
@@ -157,33 +172,69 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             st.caption("the worker printed nothing")
 
 
-def _highlighter(language: str) -> Callable[[str], str]:
-    """A function turning one source line into HTML, syntax-highlighted with Pygments when it
-    is installed (plain escaped text otherwise)."""
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
+#: Backgrounds of the side-by-side diff: whole changed lines, and the changed part within them.
+_DIFF_BG = {"del": "#ffebe9", "add": "#e6ffec", "del_mark": "#ffc1bd", "add_mark": "#abf2bc", "none": "#f6f8fa"}
+
+#: Pygments lexers for the languages the diffs show (IR stages included).
+_LEXERS = {"python": "python", "llvm": "llvm", "llir": "llvm", "ptx": "ptx", "amdgcn": "gas", "text": "text",
+           "ttir": "text", "ttgir": "text", "spvdis": "text"}
+
+
+def _highlighter(language: str) -> Callable[[str, list[tuple[int, int]] | None, str], str]:
+    """A function turning one source line into HTML: syntax colours from Pygments and, where
+    ``marks`` (character ranges) are given, those ranges on the ``mark_bg`` background (the
+    within-line change of a diff)."""
     from pygments.lexers import get_lexer_by_name
+    from pygments.styles import get_style_by_name
 
-    lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
-    formatter = HtmlFormatter(nowrap=True, noclasses=True, style="default")
+    lexer = get_lexer_by_name(_LEXERS.get(language, language), stripnl=False, ensurenl=False)
+    style = get_style_by_name("default")
 
-    def render(line: str) -> str:
-        return highlight(line, lexer, formatter).rstrip("\n") if line.strip() else html.escape(line)
+    def css(ttype: Any) -> str:
+        st_ = style.style_for_token(ttype)
+        out = f"color:#{st_['color']};" if st_.get("color") else ""
+        if st_.get("bold"):
+            out += "font-weight:bold;"
+        if st_.get("italic"):
+            out += "font-style:italic;"
+        return out
+
+    def render(line: str, marks: list[tuple[int, int]] | None = None, mark_bg: str = "") -> str:
+        if not line:
+            return ""
+        edges = sorted({0, len(line), *(p for m in (marks or []) for p in m)})
+        marked = [any(a <= lo < b for a, b in (marks or [])) for lo in edges[:-1]]
+        pieces: list[str] = []
+        pos = 0
+        for ttype, text in lexer.get_tokens(line):
+            while text:
+                seg = next(i for i in range(len(edges) - 1) if edges[i] <= pos < edges[i + 1])
+                take = min(len(text), edges[seg + 1] - pos)
+                chunk, text = text[:take], text[take:]
+                style_text = css(ttype) + (f"background:{mark_bg};border-radius:2px;" if marked[seg] else "")
+                esc = html.escape(chunk)
+                pieces.append(f"<span style='{style_text}'>{esc}</span>" if style_text else esc)
+                pos += take
+        return "".join(pieces)
 
     return render
 
 
 def side_by_side_html(current: str, candidate: str, *, language: str = "python",
-                      context: int | None = None) -> str:
+                      context: int | None = None, labels: tuple[str, str] = ("current", "candidate")) -> str:
     """A two-column HTML table of the diff with syntax highlighting: removed lines on a red
-    background, added lines on green, hunks numbered. With ``context``, unchanged runs longer
-    than twice that are folded."""
+    background, added lines on green, and within a changed line the part that changed on a
+    stronger shade (token-level, ``diffmerge.inline_changes``); hunks numbered. With
+    ``context``, unchanged runs longer than twice that are folded; ``labels`` head the columns."""
     hl = _highlighter(language)
     rows_data = side_by_side(current, candidate)
     keep = [True] * len(rows_data)
     if context is not None:
         changed = [i for i, r in enumerate(rows_data) if r.kind != "equal"]
-        keep = [any(abs(i - c) <= context for c in changed) for i in range(len(rows_data))]
+        near = set()
+        for c in changed:
+            near.update(range(c - context, c + context + 1))
+        keep = [i in near for i in range(len(rows_data))]
     rows = []
     folded = False
     for i, r in enumerate(rows_data):
@@ -193,20 +244,24 @@ def side_by_side_html(current: str, candidate: str, *, language: str = "python",
             folded = True
             continue
         folded = False
-        left_bg = {"equal": "", "replace": "#ffebe9", "delete": "#ffebe9", "insert": "#f6f8fa"}[r.kind]
-        right_bg = {"equal": "", "replace": "#e6ffec", "delete": "#f6f8fa", "insert": "#e6ffec"}[r.kind]
+        left_bg = {"equal": "", "replace": _DIFF_BG["del"], "delete": _DIFF_BG["del"], "insert": _DIFF_BG["none"]}[r.kind]
+        right_bg = {"equal": "", "replace": _DIFF_BG["add"], "delete": _DIFF_BG["none"], "insert": _DIFF_BG["add"]}[r.kind]
+        marks_l = marks_r = None
+        if r.kind == "replace" and r.left_no and r.right_no:
+            marks_l, marks_r = inline_changes(r.left, r.right)
         tag = f"<b>#{r.hunk}</b>" if r.hunk is not None else ""
+        left = hl(r.left, marks_l, _DIFF_BG["del_mark"]) if r.left_no else ""
+        right = hl(r.right, marks_r, _DIFF_BG["add_mark"]) if r.right_no else ""
         rows.append(
-            f"<tr><td class='n'>{r.left_no or ''}</td><td style='background:{left_bg}'><pre>"
-            f"{hl(r.left) if r.left_no else ''}</pre></td><td class='n'>{tag}</td>"
-            f"<td class='n'>{r.right_no or ''}</td><td style='background:{right_bg}'><pre>"
-            f"{hl(r.right) if r.right_no else ''}</pre></td></tr>")
+            f"<tr><td class='n'>{r.left_no or ''}</td><td style='background:{left_bg}'><pre>{left}</pre></td>"
+            f"<td class='n'>{tag}</td><td class='n'>{r.right_no or ''}</td>"
+            f"<td style='background:{right_bg}'><pre>{right}</pre></td></tr>")
     return ("<style>.xf-diff{border-collapse:collapse;width:100%;font-size:12px;table-layout:fixed}"
             ".xf-diff td{padding:0 4px;vertical-align:top;border:none}.xf-diff pre{margin:0;"
             "white-space:pre-wrap;word-break:break-all;font-family:monospace;background:none}"
             ".xf-diff .n{color:#888;text-align:right;width:3em}.xf-diff th{text-align:left}</style>"
-            "<table class='xf-diff'><tr><th class='n'></th><th>current</th><th class='n'>hunk</th>"
-            "<th class='n'></th><th>candidate</th></tr>" + "".join(rows) + "</table>")
+            f"<table class='xf-diff'><tr><th class='n'></th><th>{html.escape(labels[0])}</th><th class='n'>hunk</th>"
+            f"<th class='n'></th><th>{html.escape(labels[1])}</th></tr>" + "".join(rows) + "</table>")
 
 
 def diff_view(current: str, candidate: str, *, key: str, hunk_choice: bool = True,
@@ -260,7 +315,7 @@ def job_progress(job: BackgroundJob | None, *, key: str,
         if state is JobState.RUNNING:
             frac = job.fraction
             st.progress(frac if frac is not None else 0.0,
-                        text=f"{job.label}: {job.last_message or 'working'} ({job.elapsed:.0f}s)")
+                        text=f"{job.label}: {job.last_message or 'working'} ({units.seconds(job.elapsed)})")
             if st.button("Cancel", key=f"{key}_cancel_{job.id}"):
                 (on_cancel or job.cancel)()
                 st.rerun(scope="app")
@@ -273,7 +328,7 @@ def job_progress(job: BackgroundJob | None, *, key: str,
             if not job.meta.get("applied"):
                 st.rerun(scope="app")
         if state is JobState.CANCELLED:
-            st.warning(f"{job.label}: cancelled after {job.elapsed:.0f}s")
+            st.warning(f"{job.label}: cancelled after {units.seconds(job.elapsed)}")
         elif state is JobState.FAILED:
             st.error(f"{job.label} failed: {job.error}")
 
@@ -302,8 +357,8 @@ def sidebar_status(wb: Any) -> None:
         st.markdown("**Device**")
         if wb.device is not None:
             dev = wb.device
-            st.caption(dev.label + (" · Triton interpreter: correctness only, no timing"
-                                    if dev.interpreter else ""))
+            st.caption(dev.label + (" · Triton interpreter: correctness can be trusted, timing is "
+                                    "not measured" if dev.interpreter else ""))
             for w in getattr(dev, "warnings", []) or []:
                 st.caption(f"⚠️ {w}")
         elif wb.device_error:
@@ -320,7 +375,8 @@ def sidebar_status(wb: Any) -> None:
         st.caption(label)
         st.markdown("**Session**")
         if wb.session is not None:
-            st.caption(f"{wb.session.name} · {len(wb.session.history())} versions")
+            versions = cached(wb.session, "history", wb.session.history)
+            st.caption(f"{wb.session.name} · {units.plural(len(versions), 'version')}")
         else:
             st.caption("none: start or resume one on Home")
         running = wb.jobs.running()
@@ -352,3 +408,58 @@ def require_session(wb: Any) -> Any:
         nav_link("app.py", "Home", "🏠")
         st.stop()
     return wb.session
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _load_shipped(path: str, mtime: float) -> Any:
+    from xeforge_core.ui.recorded import load_results
+
+    return load_results(Path(path))
+
+
+def recorded_results_picker(*, key: str, want: str = "problems") -> Any:
+    """Choose results recorded on a GPU machine: one shipped under ``docs/measured/`` (the
+    default) or a file the user opens (a pipeline benchmark ``results.json``, an ``xeforge
+    batch`` summary CSV, a session ``report.json``). Shows the provenance banner (device, date,
+    library versions; marked recorded, not live) and the summary. ``want="trajectory"`` lists
+    only results that hold the Flash Attention trajectory. Returns the
+    :class:`~xeforge_core.ui.recorded.RecordedResults`, or ``None``."""
+    from xeforge_core.ui.recorded import MAX_RESULTS_BYTES, RecordedError, load_results, shipped_results
+
+    shipped = shipped_results()
+    options = [label for label in shipped if want != "trajectory" or "pipeline" in label] + ["Open a results file…"]
+    choice = st.selectbox("Recorded results", options, key=f"{key}_recorded_pick")
+    results = None
+    if choice in shipped:
+        path = shipped[choice]
+        try:
+            results = _load_shipped(str(path), path.stat().st_mtime)
+        except (RecordedError, OSError) as exc:
+            st.error(f"Cannot read {path.name}: {exc}")
+            return None
+    else:
+        up = st.file_uploader("Results file (results.json, summary .csv, report.json)", type=["json", "csv"],
+                              key=f"{key}_recorded_upload")
+        if up is None:
+            st.caption("Open a results file produced on a GPU machine: `benchmarks/bench_pipeline.py --out DIR` "
+                       "writes DIR/results.json, `xeforge batch DIR --out summary.csv` a summary, and History "
+                       "exports a session's report.json.")
+            return None
+        if up.size > MAX_RESULTS_BYTES:
+            st.error(f"Not opened: {up.name} is {units.size_exact(up.size)}; the limit is "
+                     f"{units.size_exact(MAX_RESULTS_BYTES)}")
+            return None
+        try:
+            results = load_results(up.getvalue(), name=up.name)
+        except RecordedError as exc:
+            st.error(f"Not opened: {exc}")
+            return None
+    prov = results.provenance
+    st.info(f"**RECORDED, not live.** {prov.banner()}", icon="📼")
+    for note in prov.notes:
+        st.caption(note)
+    if results.summary:
+        cols = st.columns(min(len(results.summary), 4))
+        for i, (label, value) in enumerate(results.summary.items()):
+            cols[i % len(cols)].metric(label, value)
+    return results

@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+from xeforge_core import units
 from xeforge_core.errors import XeForgeError
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -34,12 +35,31 @@ class InputError(XeForgeError, ValueError):
         self.line = line
 
 
-def _size_text(n: int) -> str:
-    if n >= 1024 * 1024:
-        return f"{n / (1024 * 1024):.1f} MB"
-    if n >= 1024:
-        return f"{n / 1024:.0f} KB"
-    return f"{n} bytes"
+def check_size(text_or_data: str | bytes | None, *, limit: int, what: str, noun: str = "text") -> int:
+    """Refuse input over ``limit`` bytes (UTF-8 for text) before anything else looks at it.
+
+    Returns the size in bytes. Raises :class:`InputError` naming the size and the limit, e.g.
+    "pasted kernel: the text is 565.4 KiB (579,000 bytes); the limit is 512.0 KiB (524,288
+    bytes)". This is the first check of every paste, edit and upload, so an oversized input
+    costs no parsing and leaves whatever was loaded before untouched."""
+    if text_or_data is None:
+        return 0
+    data = text_or_data if isinstance(text_or_data, bytes) else None
+    n = len(data) if data is not None else len(text_or_data.encode("utf-8", "replace"))  # type: ignore[union-attr]
+    if n > limit:
+        raise InputError(f"the {noun} is {units.size_exact(n)}; the limit is {units.size_exact(limit)}",
+                         what=what)
+    return n
+
+
+def size_note(text: str | None, *, limit: int) -> str:
+    """A one-line size indicator for a paste box: ``"12.3 KiB of 512.0 KiB"``, or the refusal
+    sentence when the text is over the limit (shown before the user clicks Load)."""
+    n = len((text or "").encode("utf-8", "replace"))
+    if n > limit:
+        return (f"{units.size_exact(n)}: over the limit of {units.size_exact(limit)}; "
+                "it will not be loaded")
+    return f"{units.size(n)} of {units.size(limit)}"
 
 
 def decode_upload(data: bytes, *, name: str, limit: int = MAX_SOURCE_BYTES) -> str:
@@ -48,10 +68,8 @@ def decode_upload(data: bytes, *, name: str, limit: int = MAX_SOURCE_BYTES) -> s
     what = f"uploaded file {name}"
     if not data:
         raise InputError("the file is empty", what=what)
-    if len(data) > limit:
-        raise InputError(f"the file is {_size_text(len(data))}; the limit is {_size_text(limit)}",
-                         what=what)
-    if b"\x00" in data[:65536] or b"\x00" in data:
+    check_size(data, limit=limit, what=what, noun="file")
+    if b"\x00" in data:
         raise InputError("this is a binary file, not Python or YAML text", what=what)
     try:
         text = data.decode("utf-8-sig")
@@ -64,13 +82,9 @@ def decode_upload(data: bytes, *, name: str, limit: int = MAX_SOURCE_BYTES) -> s
 def check_kernel_source(text: str | None, *, what: str = "pasted kernel") -> str:
     """Check a kernel module's text: not empty, not too large, no NUL bytes, valid Python,
     and it defines ``Model`` (or ``ModelNew``). Returns the text unchanged."""
+    check_size(text, limit=MAX_SOURCE_BYTES, what=what, noun="kernel")
     if text is None or not text.strip():
         raise InputError("nothing to load: the kernel is empty", what=what)
-    size = len(text.encode("utf-8", "replace"))
-    if size > MAX_SOURCE_BYTES:
-        raise InputError(f"the kernel is {_size_text(size)}; the limit is "
-                         f"{_size_text(MAX_SOURCE_BYTES)} (paste one kernel module, not a dump)",
-                         what=what)
     if "\x00" in text:
         raise InputError("the text contains NUL bytes: this is binary data, not Python", what=what)
     try:
@@ -90,14 +104,11 @@ def check_kernel_source(text: str | None, *, what: str = "pasted kernel") -> str
 def check_spec_text(text: str | None, *, what: str = "spec") -> str | None:
     """Check a YAML spec's text (``None``/blank means no spec): size and that it parses to a
     mapping. Field-level errors (an unknown dim, a bad dtype) come from the problem loader."""
+    check_size(text, limit=MAX_SPEC_BYTES, what=what, noun="spec")
     if text is None or not text.strip():
         return None
     import yaml
 
-    size = len(text.encode("utf-8", "replace"))
-    if size > MAX_SPEC_BYTES:
-        raise InputError(f"the spec is {_size_text(size)}; the limit is {_size_text(MAX_SPEC_BYTES)}",
-                         what=what)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

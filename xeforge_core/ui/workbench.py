@@ -33,10 +33,10 @@ from xeforge_core.pipeline.registry import STAGE_IDS, engines_for, get_engine_sp
 from xeforge_core.pipeline.status import CandidateStatus, OutcomeStatus, StageStatus
 from xeforge_core.pipeline.target import Target, TargetError, resolve, targets
 from xeforge_core.session.records import CandidateRecord, Version
-from xeforge_core.text import plural
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus, code_hash
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
+from xeforge_core.units import plural
 from xeforge_core.verdict import Verdict
 
 if TYPE_CHECKING:

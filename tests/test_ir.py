@@ -1,0 +1,159 @@
+"""IR without a device (xeforge_core.ir, ``xeforge ir``): kernels compiled ahead of time for an
+NVIDIA target on this CPU machine, in a worker process; the compiler's resource report; a
+kernel the interpreter runs but the GPU compiler rejects; a real Xe-Forge kernel that passes an
+Intel-only launch option; the IR diff; the CLI; and the worker's import boundary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.ir.compile import IRReport, compile_ir
+from xeforge_core.ir.present import diff_count, diff_summary, ir_diff, resource_rows, specialization_text
+from xeforge_core.ir.stats import parse_amdgcn, parse_ptxas_log
+from xeforge_core.ir.targets import TARGETS, TargetError, backend_installed, get_target
+from xeforge_core.ir.text import strip_locations
+from xeforge_core.problem import load_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_kernels"
+DOT_K8 = ROOT / "tests" / "fixtures" / "ir" / "dot_k8.py"
+
+pytestmark = pytest.mark.skipif(not backend_installed(TARGETS["sm90"]),
+                                reason="the installed Triton has no NVIDIA backend")
+
+
+@pytest.fixture(scope="module")
+def ir_cache(tmp_path_factory: pytest.TempPathFactory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XEFORGE_CACHE_DIR", str(tmp_path_factory.mktemp("ircache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def vector_add(ir_cache) -> IRReport:
+    problem = load_problem(SAMPLES / "01_vector_add.py")
+    return compile_ir(problem.kernel.source, problem=problem, target="sm90")
+
+
+def test_targets_by_name_and_alias() -> None:
+    assert get_target("h200").id == get_target("sm_90").id == get_target("cuda:90").id == "sm90"
+    assert get_target("xpu").backend == "xpu"
+    with pytest.raises(TargetError, match="unknown target 'sm42'.*sm90"):
+        get_target("sm42")
+
+
+def test_nvidia_ir_and_resources_on_a_cpu_machine(vector_add: IRReport) -> None:
+    r = vector_add
+    assert r.kind == "ok", (r.reason, r.error_text[-2000:])
+    assert r.headline.startswith("IR for NVIDIA Hopper sm_90 (H100, H200); warp size 32")
+    assert r.variant == "bench-gpu" and r.variant_dims == {"TOKENS": 4096, "HIDDEN": 4096}
+    (k,) = r.kernels
+    assert k.name == "add_kernel" and set(k.ir) >= {"ttir", "ttgir", "llir", "ptx"}
+    assert 'ttg.target = "cuda:90"' in k.ir["ttgir"] and "#ttg.blocked" in k.ir["ttgir"]
+    assert ".target sm_90a" in k.ir["ptx"]
+    assert "/tmp/" not in k.ir["ttir"] and "01_vector_add.py" in k.ir["ttir"]  # the job's path is not kept
+    # the launch's own specialization: 16-aligned pointers, a size divisible by 16, the constexpr
+    assert k.signature["x_ptr"] == "*fp16" and k.constexprs["BLOCK_SIZE"] == 128
+    assert k.specialization["n_elements"] == "divisible by 16"
+    res = k.resources
+    assert isinstance(res["registers"], int) and 0 < res["registers"] <= 255
+    assert res["spill_bytes"] == 0 and res["num_warps"] == 4 and res["detail"]["source"] == "ptxas -v"
+    row = resource_rows(r)[0]
+    assert row["spills"] == "0 bytes" and row["shared memory"] == "0 bytes" and row["registers"].isdigit()
+    assert "n_elements: i32, divisible by 16" in specialization_text(k)
+
+
+def test_a_second_compile_comes_from_the_cache(vector_add: IRReport) -> None:
+    problem = load_problem(SAMPLES / "01_vector_add.py")
+    started = time.monotonic()
+    again = compile_ir(problem.kernel.source, problem=problem, target="sm90")
+    assert again.cached and time.monotonic() - started < 2.0
+    assert again.kernels[0].ir["ptx"] == vector_add.kernels[0].ir["ptx"]
+
+
+def test_a_kernel_the_gpu_compiler_rejects_names_its_line(ir_cache) -> None:
+    problem = load_problem(DOT_K8)
+    r = compile_ir(problem.kernel.source, problem=problem, target="sm90")
+    assert r.kind == "compile_error" and not r.ok
+    assert r.line == 15 and "dot_k8.py:15" in r.reason and "K >= 16" in r.reason
+    assert r.kernels[0].signature["a_ptr"] == "*fp16" and r.kernels[0].constexprs == {"BLOCK": 8}
+
+
+def test_real_xeforge_flash_attention_with_an_intel_only_launch_option(ir_cache, xeforge_cases: Path) -> None:
+    problem = load_problem(xeforge_cases / "1_FlashAttention_Fwd.py")
+    r = compile_ir(problem.kernel.source, problem=problem, target="sm90", variant="ci")
+    assert r.kind == "ok", (r.reason, r.error_text[-2000:])
+    (k,) = r.kernels
+    assert k.name == "_attn_fwd" and k.dropped_options == ["grf_mode"]
+    assert any("grf_mode dropped" in n for n in r.notes)
+    assert k.resources["shared_bytes"] > 0 and k.resources["registers"] > 0
+    # helpers inlined into the launched kernel are not reported as "not launched"
+    assert "_attn_fwd_inner" not in r.not_launched and "_attn_bwd" in r.not_launched
+
+
+def test_intel_targets_say_plainly_when_the_backend_is_absent(ir_cache) -> None:
+    if backend_installed(TARGETS["xe2"]):
+        pytest.skip("Intel's backend is installed here")
+    problem = load_problem(SAMPLES / "01_vector_add.py")
+    r = compile_ir(problem.kernel.source, problem=problem, target="xe2")
+    assert r.kind == "unavailable" and not r.kernels
+    assert "Intel's Triton backend (triton.backends.intel) is not installed here" in r.reason
+    assert "pytorch-triton-xpu" in r.reason
+
+
+def test_strip_locations_and_the_ir_diff(vector_add: IRReport) -> None:
+    k = vector_add.kernels[0]
+    ttir = strip_locations(k.ir["ttir"], "ttir")
+    assert "loc(" not in ttir and "#loc" not in ttir and "tt.func public @add_kernel" in ttir
+    llir = strip_locations(k.ir["llir"], "llir")
+    assert "!dbg" not in llir and "define ptx_kernel void @add_kernel" in llir
+    ptx = strip_locations(k.ir["ptx"], "ptx")
+    assert ".loc\t" not in ptx and ".debug_info" not in ptx and ".entry add_kernel" in ptx
+    # the same IR moved down a line differs only in locations
+    moved = k.ir["ttir"].replace(":13:", ":14:")
+    assert not diff_count(k.ir["ttir"], moved).identical
+    assert diff_count(ttir, strip_locations(moved, "ttir")).identical
+    changed = type(k)(**{**k.__dict__, "ir": {**k.ir, "ttir": k.ir["ttir"].replace("arith.addi", "arith.subi")}})
+    patch, count = ir_diff(k, changed, "ttir", old_name="a", new_name="b")
+    assert count.removed == count.added > 0 and "-" in patch and "arith.subi" in patch
+    assert diff_summary(count, "ttir").startswith(f"TTIR: {count.removed} line")
+
+
+def test_resource_parsers_on_compiler_output() -> None:
+    log = ("ptxas info    : 0 bytes gmem\nptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+           "ptxas info    : Function properties for k\n    208 bytes stack frame, 212 bytes spill stores, "
+           "204 bytes spill loads\nptxas info    : Used 255 registers, used 1 barriers, 128 bytes smem\n")
+    got = parse_ptxas_log(log, "k")
+    assert got == {"registers": 255, "spill_store_bytes": 212, "spill_load_bytes": 204, "stack_bytes": 208,
+                   "static_smem_bytes": 128, "barriers": 1}
+    assert parse_ptxas_log(log, "other")["registers"] is None
+    amd = "; TotalNumSgprs: 34\n; NumVgprs: 64\n; ScratchSize: 0\n; LDSByteSize: 0 bytes/workgroup\n; Occupancy: 6\n"
+    assert parse_amdgcn(amd) | {} == {"vgprs": 64, "sgprs": 34, "vgpr_spills": None, "sgpr_spills": None,
+                                      "scratch_bytes": 0, "lds_bytes": 0, "occupancy": 6}
+
+
+def test_cli_prints_the_target_and_the_stage(vector_add: IRReport, capsys: pytest.CaptureFixture) -> None:
+    from xeforge_core.cli import main
+
+    assert main(["ir", str(SAMPLES / "01_vector_add.py"), "--stage", "ttgir", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("IR for NVIDIA Hopper sm_90 (H100, H200)")
+    assert "add_kernel · TTGIR for sm90" in out and "#ttg.blocked" in out and "(cached result)" in out
+    assert main(["ir", str(SAMPLES / "01_vector_add.py"), "--target", "sm42"]) == 2
+    assert "unknown target 'sm42'" in capsys.readouterr().err
+    if not backend_installed(TARGETS["xe2"]):
+        assert main(["ir", str(SAMPLES / "01_vector_add.py"), "--target", "xe2"]) == 3
+        assert "not installed here" in capsys.readouterr().out
+
+
+def test_the_ir_worker_imports_only_torch_triton_numpy() -> None:
+    from test_dependencies import WORKER_ALLOWED, third_party_of, worker_closure
+
+    files = worker_closure("xeforge_core.ir.worker")
+    assert ROOT / "xeforge_core" / "ir" / "stats.py" in files
+    extra = {k: v for k, v in third_party_of(files).items() if k not in WORKER_ALLOWED}
+    assert not extra, f"the IR worker imports {sorted(extra)}: {extra}"

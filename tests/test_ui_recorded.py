@@ -1,0 +1,58 @@
+"""Results measured elsewhere (xeforge_core.ui.recorded): the shipped H200 results read with
+their device, date and versions; a session report exported from another machine; a file that is
+none of the formats refused with its name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.ui.recorded import (
+    RecordedError,
+    load_results,
+    problem_table,
+    shipped_results,
+    trajectory_table,
+)
+
+
+def test_shipped_pipeline_results_carry_their_provenance() -> None:
+    shipped = shipped_results()
+    r = load_results(next(p for label, p in shipped.items() if "pipeline" in label))
+    prov = r.provenance
+    assert prov.device == "NVIDIA H200 (cuda:1)" and prov.date == "2026-11-30 07:50"
+    assert prov.versions == {"python": "3.12.3", "torch": "2.11.0", "triton": "3.6.0", "numpy": "2.5.2"}
+    assert "not measured on this machine" in prov.banner() and not prov.missing
+    assert r.summary["rules engine over the baselines (geometric mean)"] == "1.67x over 22 problems"
+    assert len(r.problems) == 23 and round(r.trajectory_by_step[3], 2) == 3.97
+    row = next(x for x in problem_table(r) if x["problem"] == "99_Matmul_GELU_Softmax")
+    assert row["speedup"] == "9.01x" and row["kind"] == "case"
+    assert any(t["speedup over naive"] == "not comparable (causal)" for t in trajectory_table(r))
+
+
+def test_a_session_report_from_another_machine(tmp_path: Path) -> None:
+    report = {"format": 1, "problem": "gemm", "session": "gemm-1", "created": "2026-11-30T09:00:00Z",
+              "device": {"label": "cuda:0 (NVIDIA H200)", "fingerprint": {"versions": {"torch": "2.11.0",
+                                                                                   "triton": "3.6.0"}}},
+              "speed_measured": True, "cumulative_speedup": 6.52,
+              "versions": [{"index": 0, "kind": "baseline", "stage": None, "verdict": None},
+                           {"index": 1, "kind": "approve", "stage": "dtype_fix", "verdict": "ok", "speedup": 6.52,
+                            "time_us": 304.2, "parent_time_us": 1982.6, "tflops": 451.8}]}
+    r = load_results(json.dumps(report).encode(), name="report.json")
+    assert r.provenance.kind == "session report" and r.provenance.device == "cuda:0 (NVIDIA H200)"
+    assert r.provenance.missing == [] and r.summary["cumulative speedup over the baseline"] == "6.52x"
+    row = problem_table(r)[1]
+    assert row["speedup"] == "6.52x" and row["optimized"] == "304.2 µs" and row["baseline"] == "1.98 ms"
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\xff\xfe\x00", "not UTF-8"),
+    (b'{"x": 1', "not valid JSON"),
+    (b"a,b\n1,2\n", "not a results file"),
+])
+def test_bad_results_files_name_the_file(data: bytes, message: str) -> None:
+    with pytest.raises(RecordedError, match=message) as info:
+        load_results(data, name="upload.json")
+    assert "upload.json" in str(info.value)

@@ -146,8 +146,7 @@ def _report(kind: str):  # noqa: ANN202 - a download callable
     def build() -> str:
         import json
 
-        from xeforge_core import report
-        from xeforge_core.session import Session
+        from xeforge_core.session import Session, report
 
         own = Session.open(path)
         if kind == "md":

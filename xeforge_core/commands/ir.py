@@ -139,7 +139,7 @@ def render(report, args: argparse.Namespace, other=None) -> str:  # noqa: ANN001
         stage_text,
     )
     from xeforge_core.ir.targets import STAGE_NAMES
-    from xeforge_core.report import text_table
+    from xeforge_core.session.report import text_table
 
     lines = [report.headline]
     if report.kind == "unavailable":

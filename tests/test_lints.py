@@ -217,6 +217,9 @@ CASES: dict[str, tuple[str, str, str, str | None]] = {
                            "    bp = tl.make_block_ptr(a_ptr, (M, K), (stride_am, 1), (0, 0), (BM, BK), (1, 0))\n"
                            "    tl.store(bp, a, boundary_check=(0, 1))\n"),
         DESCRIPTOR, "xpu", None),
+    "lint_masked_load_without_other": (
+        SOFTMAX.replace('mask=offs < N, other=-float("inf"))', "mask=offs < N)").replace("{expr}", "tl.exp(x)"),
+        SOFTMAX.replace("{expr}", "tl.exp(x)"), "xpu", None),
     "lint_exp_not_exp2": (
         SOFTMAX.replace("{expr}", "tl.exp(x - tl.max(x, axis=0))"),
         SOFTMAX.replace("{expr}", "tl.math.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634)"), "xpu", None),

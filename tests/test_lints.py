@@ -229,9 +229,6 @@ CASES: dict[str, tuple[str, str, str, str | None]] = {
     "lint_atomic_output_zeroed": (
         STREAMK.replace("{alloc}", "torch.empty(N, device=x.device, dtype=torch.float32)"),
         STREAMK.replace("{alloc}", "torch.zeros(N, device=x.device, dtype=torch.float32)"), "xpu", None),
-    "lint_masked_load_without_other": (
-        ROW_KERNEL, ROW_KERNEL.replace("mask=offs < N)\n    tl.store", "mask=offs < N, other=0.0)\n    tl.store"),
-        "xpu", None),
     "lint_descriptor_boundary_check": (
         DESCRIPTOR.replace("a = a_desc.load([0, 0])", "a = a_desc.load([0, 0], boundary_check=(0, 1))"),
         DESCRIPTOR, "xpu", None),

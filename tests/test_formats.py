@@ -121,3 +121,22 @@ def test_lints_appear_as_findings(capsys):
     assert "input_precision" in tf32["message"] and "measured against the reference here" in tf32["message"]
     code, v = verify(capsys, lints / "gemm_fp32.py", lints / "gemm_fp32.py", "--no-odd-size")
     assert "fp32_dot_tf32" not in rules(v)
+
+
+def test_the_workbench_takes_a_kernelbench_problem_and_its_first_triton_version(tmp_path, monkeypatch):
+    """Paste a plain-PyTorch problem, write its first Triton version (here through the manual
+    engine), verify: judged against the problem's Model and the prompt says what is asked."""
+    from xeforge_core.ui.workbench import Workbench
+
+    monkeypatch.setenv("XEFORGE_DEVICE", "cpu")
+    wb = Workbench(tmp_path / "ws")
+    wb.load_text((KB / "residual_relu.py").read_text(), name="residual_relu")
+    assert wb.loaded.problem.eager_baseline
+    wb.start_session()
+    assert "first Triton version" in wb.prompt_for("fusion")
+    wb.submit_manual("```python\n" + (KB / "residual_relu_new.py").read_text() + "\n```", stage="fusion")
+    job = wb.start_verify()
+    assert job.wait(240)
+    verdict = job.result
+    assert verdict.kind.value == "ok", verdict.reason
+    assert "matches the reference" in verdict.reason

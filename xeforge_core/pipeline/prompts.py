@@ -66,7 +66,9 @@ def problem_context(problem: Problem | None = None, variant: Variant | str | Non
     bound for the same reason), ``ridge_point`` (the profile's peak/bandwidth in FLOP/byte for
     that dtype), ``bound`` (``compute``, ``memory`` or ``unknown``), ``peak_tflops``,
     ``bandwidth_gbps`` and ``roofline_floor_us`` (the time no kernel can beat at the profile's
-    peak, in µs). Missing facts are ``None``; never raises for a problem without a spec.
+    peak, in µs), and ``eager_baseline`` (the current version is the problem's plain-PyTorch
+    reference, so the answer is its first Triton version). Missing facts are ``None``; never
+    raises for a problem without a spec.
     """
     ctx: dict[str, Any] = {
         "name": getattr(problem, "name", None), "variant": None, "dims": {}, "inputs": {}, "dtype": None,
@@ -75,6 +77,7 @@ def problem_context(problem: Problem | None = None, variant: Variant | str | Non
         "bytes_note": "bytes counts the input tensors only (weights held by the Model and outputs are not "
                       "known statically), so it is a lower bound and the intensity an upper bound",
         "profile": profile.name if profile is not None else None,
+        "eager_baseline": bool(getattr(problem, "eager_baseline", False)),
     }
     v = None
     if problem is not None:

@@ -51,3 +51,20 @@ def entry_point(source: str, preferred: str = "Model") -> tuple[str, str]:
     if KERNEL_FUNCTION in functions:
         return "function", KERNEL_FUNCTION
     return "class", preferred
+
+
+def mentions_triton_jit(source: str) -> bool:
+    """Whether the module defines a function decorated ``@triton.jit`` / ``@jit`` (called or
+    not), read statically; ``False`` when it does not parse."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if name == "jit":
+                    return True
+    return False

@@ -165,7 +165,9 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     kernel = ModuleFile(source=source_text, path=kp, class_name=facts.model_class or "Model", label="baseline")
     # A plain-PyTorch Model (KernelBench's or KernelAgent's problem file) is the reference and
     # the eager baseline at once: the candidate is the first Triton version of it.
-    eager = not facts.kernels and facts.model_class == "Model" and reference_source is None
+    eager = not facts.kernels and facts.model_class == "Model" and (
+        reference_source is None or check_text(reference_source, rp or f"{name}_ref.py", "reference module")
+        == source_text)
 
     # Reference: explicit > the ModelNew file's own Model > the eager Model itself > sibling file.
     reference: ModuleFile | None = None

@@ -14,7 +14,7 @@ from typing import Any
 
 from xeforge_core.errors import XeForgeError
 
-from .entry import entry_point
+from .entry import entry_point, mentions_triton_jit
 
 
 class ProblemError(XeForgeError, ValueError):
@@ -234,12 +234,15 @@ class Problem:
         return "reference" if self.reference is not None else "baseline"
 
     def with_kernel_source(self, source: str, label: str = "candidate") -> Problem:
-        """The same problem with another version of the kernel module (a candidate) as its
-        baseline (a Triton module: the baseline is no longer the eager reference)."""
+        """The same problem with another version of the kernel module as its baseline. A
+        version that still defines no ``@triton.jit`` kernel (the plain-PyTorch problem a
+        session of a KernelBench problem starts from) stays the eager baseline; a Triton version
+        is a Triton baseline."""
         kind, name = entry_point(source, self.kernel.class_name)
         kernel = ModuleFile(source=source, path=self.kernel.path, class_name=name, label=label, entry=kind)
+        eager = self.reference is not None and kind == "class" and not mentions_triton_jit(source)
         return Problem(name=self.name, kernel=kernel, reference=self.reference, spec=self.spec,
-                       warnings=list(self.warnings), inputs=self.inputs, eager_baseline=False,
+                       warnings=list(self.warnings), inputs=self.inputs, eager_baseline=eager,
                        module_variants=dict(self.module_variants))
 
     def job_spec(self) -> dict[str, Any]:

@@ -106,6 +106,8 @@ def compare_with_kernelbench(rows: list[dict[str, Any]], kb: dict[str, dict[str,
         if row["sizes"] != "default" or row["id"] not in kb:
             continue
         theirs = kb[row["id"]]
+        if theirs.get("compiled") is None and theirs.get("correctness") is None:
+            continue  # KernelBench's eval did not run this pair (KernelAgent's format needs ModelNew)
         kb_pass = bool(theirs.get("compiled")) and bool(theirs.get("correctness"))
         ours = row["kind"] == "ok"
         if kb_pass != ours:
@@ -166,10 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kb-results", type=Path, default=None)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per variant (default 3)")
+    ap.add_argument("--no-odd-size", action="store_true", help="no odd-size copies of the variants")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     device = detect_device(args.device)
-    opts = VerifyOptions(timeout_s=args.timeout, use_cache=False)
+    opts = VerifyOptions(timeout_s=args.timeout, use_cache=False, seeds=args.seeds,
+                         include_odd_size=not args.no_odd_size)
     results_path = args.out / "corpus.json"
     rows: list[dict[str, Any]] = []
     if args.resume and results_path.is_file():

@@ -205,7 +205,21 @@ def _probe_key(types: list[str]) -> str:
                                             "ONEAPI_DEVICE_SELECTOR", "ZE_FLAT_DEVICE_HIERARCHY")}
     return stable_hash({"types": sorted(types), "python": sys.executable, "masks": masks,
                         "versions": library_versions(), "host": socket.gethostname(),
-                        "boot": _boot_id(), "probe": worker_code_version()})[:24]
+                        "boot": _boot_id(), "probe": worker_code_version(),
+                        "isolation": _isolation_code_version()})[:24]
+
+
+def _isolation_code_version() -> str:
+    """A hash of the code that starts the probe's process (runner and sandbox): a probe made
+    under an older sandbox policy (which may have hidden the GPU) is not reused."""
+    here = Path(__file__).resolve().parent
+    parts = []
+    for name in ("runner.py", "sandbox.py"):
+        try:
+            parts.append((here / name).read_bytes())
+        except OSError:
+            parts.append(b"")
+    return stable_hash([p.hex() for p in parts])[:16]
 
 
 def probe_devices(types: list[str] | tuple[str, ...] = DEVICE_TYPES, *, refresh: bool = False,

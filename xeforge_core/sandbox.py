@@ -353,7 +353,10 @@ class Policy:
         for p in python:
             if any(_within(p, h) for h in covered):
                 args += ["--ro-bind", str(p), str(p)]
-        args += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev",
+        # a fresh /proc for the sandbox's PID namespace; CUDA's runtime fails to start when all
+        # of it is read-only (error 304, seen on an H200), so only its host-wide knobs are
+        args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+                 "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--dev", "/dev",
                  "--ro-bind", "/sys", "/sys"]
         for node in device_nodes():
             args += ["--dev-bind-try", str(node), str(node)]

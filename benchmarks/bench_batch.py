@@ -31,9 +31,9 @@ Ray cannot run costs seconds, not a sequential batch first.
 Checkpointing: a mode that finished is not run again (``done.json``); one that was interrupted
 (a device call's time limit) is continued with ``--resume`` and its wall time is marked as not
 comparable. Each stage speedup measured in both modes is judged by the timing method's own 95 %
-confidence intervals (do they overlap?), and the differences against two noise bands: ``2 * sqrt(2) * 7.23 %`` (7.23 % is the
-run-to-run coefficient of variation of one pair's speedup over ten verifications on an H200,
-``docs/measured/h200-verifier-benchmark.md``; the ratio of two independent runs has sqrt(2)
+confidence intervals (do they overlap?), and the differences against two noise bands: ``2 * sqrt(2) * 0.72 %`` (0.72 % is the
+run-to-run coefficient of variation of one pair's speedup over fresh verifications on an H200,
+``docs/measured/h200-verifier/report.md``; the ratio of two independent runs has sqrt(2)
 times that; twice that is the band) and, where an A/A mode was run, the largest difference
 between it and its twin.
 
@@ -68,9 +68,9 @@ if str(ROOT) not in sys.path:
 
 from xeforge_core.batch import BatchRow, read_summary  # noqa: E402
 
-#: Run-to-run coefficient of variation of a speedup measured by the verifier on an H200 (ten
-#: verifications of one GEMM pair; docs/measured/h200-verifier-benchmark.md).
-MEASURED_SPEEDUP_CV = 0.0723
+#: Run-to-run coefficient of variation of a speedup measured by the verifier on an H200 (four
+#: fresh verifications of one GEMM pair, 2026-12-01; docs/measured/h200-verifier/report.md).
+MEASURED_SPEEDUP_CV = 0.0072
 
 #: ``ray-1gpu``: a local Ray instance given one GPU (``--ray-gpus 1``), for the throughput of one
 #: GPU against all of them on the same machine.
@@ -299,9 +299,9 @@ def noise_bands(aa: dict[str, dict[str, Any]]) -> list[tuple[str, float, str]]:
     """The relative speedup differences two runs may show by chance: ``(name, band, source)``
     for the measured run-to-run CV (always) and for the A/A run (where one was made)."""
     cv_band = math.exp(2 * math.sqrt(2) * MEASURED_SPEEDUP_CV) - 1
-    bands = [("CV", cv_band, "2 x sqrt(2) x 7.23 %: twice the standard deviation of the ratio of two runs, "
+    bands = [("CV", cv_band, "2 x sqrt(2) x 0.72 %: twice the standard deviation of the ratio of two runs, "
                              "with the verifier's run-to-run CV of a speedup on an H200 "
-                             "(docs/measured/h200-verifier-benchmark.md)")]
+                             "(docs/measured/h200-verifier/report.md)")]
     measured = [(pair["max_abs_diff"], name) for name, pair in aa.items() if pair["max_abs_diff"] is not None]
     if measured:
         band, name = max(measured)

@@ -200,7 +200,7 @@ def summary_markdown(res: Results) -> str:
         if r.step == last:
             goal = "meets" if (r.vs_sdpa or 0) >= 0.9 else "misses"
             lines.append(f"- {r.variant} ({r.dims}): {_fmt(r.vs_sdpa, 3)}x SDPA, {goal} the 0.9x goal; "
-                         f"{_fmt(r.tflops, 0)} TFLOP/s vs SDPA {_fmt(r.tflops * r.vs_sdpa if r.tflops and r.vs_sdpa else None, 0)}"
+                         f"{_fmt(r.tflops, 0)} TFLOP/s vs SDPA {_fmt(r.tflops / r.vs_sdpa if r.tflops and r.vs_sdpa else None, 0)}"
                          + (f"; config {r.config}" if r.config else ""))
     if res.configs:
         lines += ["", "## Every config of the last non-causal step", "",

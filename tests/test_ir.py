@@ -42,6 +42,10 @@ def vector_add(ir_cache) -> IRReport:
 def test_targets_by_name_and_alias() -> None:
     assert get_target("h200").id == get_target("sm_90").id == get_target("cuda:90").id == "sm90"
     assert get_target("xpu").backend == "xpu"
+    # the hardware-profile ids that `xeforge optimize --target` takes name IR targets too
+    assert get_target("nvidia_h200").id == "sm90"
+    assert get_target("arc_pro_b70").id == get_target("arc_b580").id == "xe2"
+    assert get_target("max_1550").id == "pvc"
     with pytest.raises(TargetError, match="unknown target 'sm42'.*sm90"):
         get_target("sm42")
 

@@ -37,6 +37,11 @@ class XeForgeError(Exception):
         return (_rebuild, (type(self), self.message, self.file, self.line, self.field))
 
 
+class TargetError(XeForgeError, ValueError):
+    """A target that names no hardware profile (the optimizer's target) or no compile target (the
+    IR's), or whose compiler backend is not installed here; the message lists the known ones."""
+
+
 def _rebuild(cls: type[XeForgeError], message: str, file: str | None, line: int | None,
              field: str | None) -> XeForgeError:
     err = cls.__new__(cls)

@@ -516,9 +516,6 @@ def _to_plain(obj: Any) -> Any:
     return obj
 
 
-_NESTED: dict[tuple[type, str], type] = {}
-
-
 def _from_plain(cls: type, data: dict[str, Any]) -> Any:
     import typing
 

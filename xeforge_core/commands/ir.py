@@ -51,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=_EPILOG.format(targets=targets), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kernel", metavar="KERNEL", help="kernel module (.py)")
     p.add_argument("--target", "-t", metavar="T", default=None,
-                   help=f"compile target (default: {default_target().id}; see the list below)")
+                   help=f"compile target, or a hardware-profile id as for `xeforge optimize --target` "
+                        f"(default: {default_target().id}; see the list below)")
     p.add_argument("--stage", "-s", default="ttgir", choices=["ttir", "ttgir", "llir", "ptx", "amdgcn", "spirv"],
                    help="IR stage to print (default: ttgir)")
     p.add_argument("--spec", metavar="S", help="Xe-Forge YAML spec (default: KERNEL's sibling .yaml)")

@@ -217,10 +217,8 @@ def choose_variant(problem: Any, name: str | None = None) -> tuple[Any, str]:
 def _portable_source(source: str, local_device: str) -> tuple[str, str]:
     """``source``, or its device-agnostic port when it hard-codes a device this machine lacks;
     with a note saying which."""
-    try:
-        from xeforge_core.codemods.portability import hard_coded_devices, port_source
-    except ImportError:  # the codemods need libcst, which the UI and CLI install
-        return source, ""
+    from xeforge_core.codemods.portability import hard_coded_devices, port_source
+
     foreign = hard_coded_devices(source, local_device)
     if not foreign:
         return source, ""

@@ -25,7 +25,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any
 
-from xeforge_core.errors import XeForgeError
+from xeforge_core.errors import TargetError
 
 #: The user's names for the IR stages (CLI ``--stage``) -> ``CompiledKernel.asm`` keys, in the
 #: order they are tried (the first present wins).
@@ -41,10 +41,6 @@ STAGE_ALIASES: dict[str, tuple[str, ...]] = {
 #: Display names of the IR stages (``CompiledKernel.asm`` keys).
 STAGE_NAMES = {"ttir": "TTIR", "ttgir": "TTGIR", "llir": "LLVM IR", "ptx": "PTX", "amdgcn": "AMDGCN",
                "spvdis": "SPIR-V (text)", "spv": "SPIR-V"}
-
-
-class TargetError(XeForgeError, ValueError):
-    """An unknown target name, or a target whose backend is not installed here."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +99,8 @@ TARGETS: dict[str, Target] = {t.id: t for t in (
     Target("sm100", "cuda", 100, 32, "NVIDIA Blackwell sm_100 (B200)", _NV, ("cuda:100", "sm_100", "b200")),
     Target("gfx942", "hip", "gfx942", 64, "AMD CDNA3 gfx942 (MI300X)", _AMD, ("hip:gfx942", "mi300", "mi300x")),
     Target("xe2", "xpu", _XE2_ARCH, 16, "Intel Xe2 (Arc B-series, Arc Pro B70)", _XPU,
-           ("xpu", "xpu:xe2", "bmg", "b580", "b70"), profile="arc_pro_b70", extra={"device_arch": "bmg"}),
+           ("xpu", "xpu:xe2", "bmg", "b580", "b70", "arc_b580"), profile="arc_pro_b70",
+           extra={"device_arch": "bmg"}),
     Target("pvc", "xpu", _PVC_ARCH, 16, "Intel Xe-HPC (Data Center GPU Max)", _XPU,
            ("xpu:pvc", "max1550", "max1100"), profile="max_1550", extra={"device_arch": "pvc"}),
 )}
@@ -142,14 +139,16 @@ def why_unavailable(target: Target) -> str:
 
 
 def get_target(name: str | None) -> Target:
-    """The target called ``name`` (an id such as ``sm90``, or an alias: ``sm_90``, ``cuda:90``,
-    ``h200``, ``xpu``...); ``None`` gives :func:`default_target`. Raises :class:`TargetError`
-    listing the known targets."""
+    """The target called ``name``: an id such as ``sm90``, an alias (``sm_90``, ``cuda:90``,
+    ``h200``, ``xpu``...) or the hardware-profile id the optimizer's ``--target`` takes
+    (``nvidia_h200``, ``arc_pro_b70``, ``arc_b580``, ``max_1550``); ``None`` gives
+    :func:`default_target`. Raises :class:`TargetError` listing the known targets (``iris_xe``
+    has no compile target in this registry)."""
     if name is None or not str(name).strip():
         return default_target()
     key = str(name).strip().lower()
     for t in TARGETS.values():
-        if key == t.id or key in t.aliases:
+        if key in (t.id, t.profile) or key in t.aliases:
             return t
     known = ", ".join(f"{t.id} ({t.label})" for t in TARGETS.values())
     raise TargetError(f"unknown target {name!r}; known targets: {known}")

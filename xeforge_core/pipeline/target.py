@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from xeforge_core.errors import XeForgeError
+from xeforge_core.errors import TargetError
 from xeforge_core.knowledge import REFERENCE_PROFILE, HardwareProfile, KnowledgeBase, load_knowledge
 
 if TYPE_CHECKING:
@@ -29,10 +29,6 @@ FAMILIES: tuple[str, ...] = ("xpu", "cuda")
 #: The product's target when neither the user nor the run device names one (the cpu
 #: interpreter, an unknown GPU of no family): an Intel Xe2 GPU.
 DEFAULT_FAMILY = "xpu"
-
-
-class TargetError(XeForgeError, ValueError):
-    """A target choice that names no hardware profile; the message lists the known ones."""
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,16 @@ def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     assert "does not depend on its inputs" in v["reason"]
 
 
+def test_fixed_inputs_are_one_fixed_input_set_not_inconclusive(capsys):
+    # get_inputs() gives an index tensor (nothing floating to redraw): identical output across
+    # seeds because the inputs are identical, which is said as such, never as inconclusive
+    code, v = verify(capsys, KB / "fixed_index.py", KB / "fixed_index_new.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    step = next(s for s in v["steps"] if s["name"] == "correctness")
+    assert "one fixed input set checked" in step["summary"]
+    assert "inconclusive" not in json.dumps(v)
+
+
 def test_a_baseline_that_disagrees_with_the_reference_makes_the_problem_inconsistent(capsys):
     code, v = verify(capsys, KB / "residual_relu_sign.py", KB / "residual_relu_new.py",
                      "--reference", KB / "residual_relu.py")

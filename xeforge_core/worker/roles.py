@@ -419,6 +419,8 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
         tol = tol_of(a)
         ok_b, _, _, _ = compare_outputs(out_b, exp_b, tol, poisoned=False)
         like_a, _, _, _ = compare_outputs(out_b, snap_a, tol, poisoned=False)
+        # device memory: at most three copies of the inputs and of the outputs are held at once
+        del out_a, snap_a, out_b
         if expected_differ and not ok_b and like_a:
             findings.append(Finding("cached_output", "called twice with different inputs of the same shape, "
                                     "forward() returned the first call's result again (results cached "

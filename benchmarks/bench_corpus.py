@@ -1,7 +1,8 @@
 """Verify a directory of problem/solution pairs written outside the project, and compare the
 verdicts with KernelBench's own evaluation of the same pairs.
 
-Layout of the corpus directory (the pairs are not part of the repository)::
+Layout of the corpus directory (the pairs are not part of the repository: keep them in ``corpus/``,
+which git ignores)::
 
     DIR/pairs/<id>/problem.py     a KernelBench / KernelAgent problem (PyTorch Model + get_inputs)
     DIR/pairs/<id>/solution.py    a published solution (ModelNew, or kernel_function)

@@ -548,11 +548,15 @@ def lint_fusion_candidate(ctx: LintContext) -> list[Hit]:
     for ln in ctx.facts.launches:
         by_fn.setdefault(ln.function or "", []).append(ln)
     allocs = _allocations(ctx.tree)
+    atomics = _atomic_targets(ctx)
     for fn, launches in by_fn.items():
         names = allocs.get(fn.split(".")[-1], set())
         for i, first in enumerate(launches):
+            # a buffer the first kernel only adds into atomically holds a reduction across its
+            # programs (a GEMM's row sums): no single program has the result to fuse onward
+            summed = {arg for param, arg in _bound_args(ctx, first).items() if param in atomics.get(first.kernel, {})}
             for later in launches[i + 1:]:
-                shared = sorted(names & set(first.args) & set(later.args))
+                shared = sorted((names & set(first.args) & set(later.args)) - summed)
                 if shared:
                     hits.append(Hit(later.line, f"{first.kernel} writes {', '.join(shared)} and {later.kernel} reads it "
                                                 "back: fusing them removes the round trip through memory",
@@ -601,13 +605,10 @@ def _root_param(node: ast.AST, params: list[str], env: dict[str, ast.AST], depth
     return None
 
 
-@_register
-def lint_atomic_output_zeroed(ctx: LintContext) -> list[Hit]:
-    """A kernel that accumulates with tl.atomic_add into a buffer the launching function
-    allocated with torch.empty / empty_like (uninitialised memory)."""
-    hits = []
+def _atomic_targets(ctx: LintContext) -> dict[str, dict[str, int]]:
+    """Kernel -> {pointer parameter it adds into with ``tl.atomic_add``: the first such line}."""
     fns = {n.name: n for n in walk(ctx.tree) if isinstance(n, ast.FunctionDef)}
-    empties = _allocations(ctx.tree, ("torch.empty", "torch.empty_like", "torch.empty_strided"))
+    out: dict[str, dict[str, int]] = {}
     for k in ctx.facts.kernels:
         fn = fns.get(k.name)
         if fn is None:
@@ -617,20 +618,37 @@ def lint_atomic_output_zeroed(ctx: LintContext) -> list[Hit]:
         for a in walk(fn):
             if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name):
                 env[a.targets[0].id] = a.value
-        targets: dict[str, int] = {}
         for c in walk(fn):
             if isinstance(c, ast.Call) and ast.unparse(c.func) in ("tl.atomic_add", "triton.language.atomic_add"):
                 root = _root_param(c.args[0], params, env) if c.args else None
                 if root:
-                    targets.setdefault(root, c.lineno)
+                    out.setdefault(k.name, {}).setdefault(root, c.lineno)
+    return out
+
+
+def _bound_args(ctx: LintContext, launch: Any) -> dict[str, str]:
+    """Kernel parameter -> the host expression a launch passes it (positional and keyword)."""
+    kernel = next((k for k in ctx.facts.kernels if k.name == launch.kernel), None)
+    bound = dict(zip([p.name for p in kernel.params], launch.args)) if kernel is not None else {}
+    bound.update(launch.kwargs)
+    return bound
+
+
+@_register
+def lint_atomic_output_zeroed(ctx: LintContext) -> list[Hit]:
+    """A kernel that accumulates with tl.atomic_add into a buffer the launching function
+    allocated with torch.empty / empty_like (uninitialised memory)."""
+    hits = []
+    empties = _allocations(ctx.tree, ("torch.empty", "torch.empty_like", "torch.empty_strided"))
+    for k in ctx.facts.kernels:
+        targets = _atomic_targets(ctx).get(k.name)
         if not targets:
             continue
         for ln in ctx.facts.launches:
             if ln.kernel != k.name:
                 continue
             allocated = empties.get((ln.function or "").split(".")[-1], set())
-            bound = dict(zip(params, ln.args))
-            bound.update(ln.kwargs)
+            bound = _bound_args(ctx, ln)
             for param, line in targets.items():
                 arg = bound.get(param)
                 if arg in allocated:

@@ -18,7 +18,9 @@ level):
 * the launch grid becomes ``lambda META: (...)`` with each tile size read from ``META``;
 * constexpr defaults of the tuned parameters are removed (a default on an autotuned key is a
   "conflicting meta-parameters" error, knowledge rule on autotune keys);
-* literal tile variables that are no longer used are removed.
+* literal tile variables that are no longer used are removed;
+* pointers the kernel adds into with ``tl.atomic_*`` are listed in ``reset_to_zero`` (the
+  autotuner runs each config on the same buffers while benchmarking).
 
 Kernels it cannot handle are listed with the reason (tile size decided at run time, grid
 literal matching two tile sizes, several launches, no tl.dot, already autotuned).
@@ -432,12 +434,35 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
         pruner = list(cst.parse_module(pruner_source(pname, dims, nums, options.get("_profile_id", target),
                                                      keep=int(options.get("keep_configs") or KEEP))).body)
         prune_text = f'\n    prune_configs_by={{"early_config_prune": {pname}}},'
-    deco_src = (f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],{prune_text}\n)\n"
+    zeroed = _atomic_params(fn)
+    zeroed_text = ", ".join(json.dumps(n) for n in zeroed)
+    reset_text = f"\n    reset_to_zero=[{zeroed_text}]," if zeroed else ""
+    deco_src = (f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],{prune_text}"
+                f"{reset_text}\n)\n"
                 "def _f():\n    pass\n")
     decorator = cst.parse_module(deco_src).body[0].decorators[0]
     return _Plan(kernel=name, decorator=decorator, tuned=sorted(tuned_names), call_new=new_call,
                  grid_assign=grid_assign, host=launch.host, block_vars=list(var_for), n_configs=len(texts),
                  key=key, new_params=new_params, pruner=pruner)
+
+
+def _atomic_params(fn: cst.FunctionDef) -> list[str]:
+    """Pointer parameters the kernel adds into with ``tl.atomic_*``: the autotuner runs every
+    config on the same arguments while it benchmarks, so these must be zeroed before each run
+    (``reset_to_zero``; Triton's ``Autotuner`` docs), or the sums pile up."""
+    from xeforge_core.codemods.kernel_edit import base_and_offset, call_arg, once_defs, resolve, walk
+
+    params = {p.name.value for p in fn.params.params}
+    body = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
+    defs = once_defs(body, fn.body)
+    out: list[str] = []
+    for n in walk(fn.body):
+        if isinstance(n, cst.Call) and dotted_name(n.func).split(".")[-1].startswith("atomic_"):
+            ptr = resolve(call_arg(n, 0, "pointer"), defs)
+            split = base_and_offset(ptr, params) if ptr is not None else None
+            if split is not None and split[0] not in out:
+                out.append(split[0])
+    return out
 
 
 def _lambda(body: cst.BaseExpression) -> cst.Lambda:

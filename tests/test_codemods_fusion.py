@@ -76,9 +76,52 @@ def test_fusion_batches_a_host_loop_of_launches() -> None:
     assert "a.stride(1), a.stride(2)" in res.source and ", batch)](" in res.source
 
 
+#: Sample 09's row sum written with a scalar accumulator (``acc += tl.sum(tile)``), the other
+#: spelling of the same reduction.
+_SCALAR_ROWSUM = ("""    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(c_ptr + row * stride_row + offs, mask=offs < n_cols, other=0.0)
+    tl.store(out_ptr + row, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty))""",
+                  """    acc = 0.0
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.sum(tl.load(c_ptr + row * stride_row + offs, mask=offs < n_cols, other=0.0), axis=0)
+    tl.store(out_ptr + row, (acc * 1.0).to(out_ptr.dtype.element_ty))""")
+
+
+def scalar_rowsum_sample() -> str:
+    """Sample 09 with its row sum accumulated as a scalar."""
+    src = _sample("09_gemm_rowsum")
+    assert _SCALAR_ROWSUM[0] in src
+    return src.replace(*_SCALAR_ROWSUM)
+
+
+def test_fusion_moves_a_row_sum_into_the_gemm_epilogue() -> None:
+    src = _sample("09_gemm_rowsum")
+    res = fuse(src)
+    assert res.applicable and _kernels(res.source) == ["linear_rowsum_kernel", "row_sum_finish_kernel"], res.reason
+    gemm = res.source.split("def linear_rowsum_kernel")[1].split("def row_sum_finish_kernel")[0]
+    finish = res.source.split("def row_sum_finish_kernel")[1].split("def kernel_function")[0]
+    assert "tl.store" not in gemm and "tl.atomic_add(c_ptr + offs_m[:, None], tl.sum(tmp_tile, axis=1, keep_dims=True)" in gemm
+    assert "for " not in finish and "acc_total = tl.load(c_ptr + row)" in finish
+    assert "tmp = torch.empty((m, n)" not in res.source  # the [M, N] intermediate is gone
+    assert "tmp_rowsum = torch.zeros((m,), dtype=torch.float32, device=x.device)" in res.source
+    assert "tmp.stride" not in res.source and "row_sum_finish_kernel[(m,)](tmp_rowsum, out)" in res.source
+    _clean(src, res.source)
+    scalar = fuse(scalar_rowsum_sample())
+    assert scalar.applicable and "(acc_total * 1.0)" in scalar.source and "for " not in scalar.source.split(
+        "def row_sum_finish_kernel")[1].split("def kernel_function")[0]
+    # autotuning the fused GEMM zeroes the atomic buffer before each config the autotuner times
+    tuned = add_autotune(res.source, target="cuda", arch="hopper")
+    assert tuned.applicable and 'reset_to_zero=["c_ptr"]' in tuned.source
+
+
 def test_fusion_says_why_it_leaves_kernels_alone(xeforge_cases: Path) -> None:
-    rowsum = fuse(_sample("09_gemm_rowsum"))
-    assert not rowsum.changed and "reduction across the producer's tiles" in rowsum.reason
+    partial = _sample("09_gemm_rowsum").replace("row_sum_kernel[(m,)](tmp, out, n, ", "row_sum_kernel[(m,)](tmp, out, n - 1, ")
+    rowsum = fuse(partial)
+    assert not rowsum.changed and "does not run over the whole width of tmp" in rowsum.reason
+    assert "reduction across the producer's tiles" in rowsum.reason  # the elementwise epilogue step's reason
     attn = fuse(_sample("13_flash_attention_fwd"))
     assert not attn.changed and "scores is also used after" in attn.reason
     single = fuse(_sample("01_vector_add"))

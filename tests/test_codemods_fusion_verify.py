@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from test_codemods_fusion import scalar_rowsum_sample
 from test_samples_support import case_for, run_against_reference
 
 from xeforge_core.codemods.autotune import add_autotune
@@ -41,7 +42,7 @@ def _stages(name: str, descriptors: bool = True) -> tuple[object, str]:
 def test_rewritten_samples_match_their_references(tmp_path: Path) -> None:
     names = ["01_vector_add", "02_elementwise_chain", "03_row_softmax", "04_layernorm", "05_rmsnorm",
              "06_sum_reduction", "07_gemm_fp32_upcast", "08_gemm_bias_act", "09_gemm_rowsum", "10_batched_gemm",
-             "11_maxpool2d", "13_flash_attention_fwd"]
+             "11_maxpool2d", "12_conv2d_im2col", "13_flash_attention_fwd"]
     cases = []
     sources = {}
     for name in names:
@@ -64,6 +65,15 @@ def test_rewritten_samples_match_their_references(tmp_path: Path) -> None:
         case = case_for(f"{name}_streaming", load_sample(name))
         case["kernel"] = str(path)
         cases.append(case)
+    # the row sum's scalar-accumulator spelling, fused the same way (atomic partial sums)
+    problem = load_sample("09_gemm_rowsum")
+    scalar = fuse(scalar_rowsum_sample())
+    assert scalar.changed
+    path = tmp_path / "09_gemm_rowsum_scalar.py"
+    path.write_text(scalar.source)
+    case = case_for("09_gemm_rowsum_scalar", problem)
+    case["kernel"] = str(path)
+    cases.append(case)
     results = run_against_reference(cases, tmp_path)
     bad = {k: v for k, v in results.items() if not v["ok"]}
     assert not bad, bad

@@ -8,7 +8,10 @@ Three rewrites, tried in this order on every host function, each as often as it 
 2. **Epilogues** (:mod:`xeforge_core.codemods.fusion_epilogue`): an elementwise kernel that
    reads what the kernel before it stored (bias, activation, scale, residual add after a GEMM)
    runs in that kernel's epilogue, on its output tile, before the store.
-3. **Launch batching** (:mod:`xeforge_core.codemods.fusion_batch`): a host loop launching the
+3. **Row-sum epilogues** (:mod:`xeforge_core.codemods.fusion_reduce`): a kernel that sums the
+   rows of what a tile kernel stored (a GEMM's row sums) gets them from the tiles' partial sums,
+   added atomically in the producer's epilogue; the full-size intermediate is never stored.
+4. **Launch batching** (:mod:`xeforge_core.codemods.fusion_batch`): a host loop launching the
    same kernel once per batch element becomes one launch with a batch axis in the grid.
 
 Each leaves what it does not recognise untouched and says why. The fused module is proven by
@@ -309,8 +312,10 @@ def _chain_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tupl
 def _steps() -> list[tuple[str, Step]]:
     from xeforge_core.codemods.fusion_batch import batch_step
     from xeforge_core.codemods.fusion_epilogue import epilogue_step
+    from xeforge_core.codemods.fusion_reduce import reduction_step
 
-    return [("same-grid chains", _chain_step), ("epilogues", epilogue_step), ("launch batching", batch_step)]
+    return [("same-grid chains", _chain_step), ("epilogues", epilogue_step), ("row-sum epilogues", reduction_step),
+            ("launch batching", batch_step)]
 
 
 def fuse(source: str, **_: Any) -> CodemodResult:

@@ -19,7 +19,8 @@ converted to ``T``'s dtype first, as the store did), its stores also take the pr
 mask (tile lanes outside the output must not write), and the consumer's launch and ``T``
 disappear (knowledge rule ``fuse_when_intermediate_disappears``; Xe-Forge fusion_patterns:
 bias, activation, scale and residual epilogues). A consumer with a loop (a row reduction across
-the producer's tiles) is left alone: rule ``gemm_needs_2d_tiles``.
+the producer's tiles) is left alone here (rule ``gemm_needs_2d_tiles``); a row sum is
+:mod:`fusion_reduce`'s case.
 """
 
 from __future__ import annotations

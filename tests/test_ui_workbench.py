@@ -201,3 +201,28 @@ def test_approve_and_reject_are_git_operations_in_process(wb: Workbench, monkeyp
         expected = ["git read-tree -u --reset HEAD"] if action == "approve" else []
         assert spawned == expected, (action, spawned)
     assert [v.kind for v in session.history()] == ["baseline", "manual"]
+
+
+def test_unticking_the_grid_hunk_of_a_swizzle_is_caught_at_a_derived_variant(wb: Workbench) -> None:
+    # the rules engine's xpu_specific proposal for the GEMM sample swizzles the tiles over a 1-D
+    # grid; keeping the kernel change but not the launch-grid change leaves every program of
+    # grid axis 1 doing axis 0's tiles. The ci shape fits one tile along N, so only a derived
+    # larger variant (several programs on every axis) can show the unwritten tiles.
+    from xeforge_core.ui.diffmerge import diff_hunks
+
+    session = wb.start_session()
+    wb.set_target("arc_pro_b70")
+    job = wb.start_propose("xpu_specific", engine="rules")
+    assert job.wait(300)
+    wb.poll()
+    review = wb.review
+    assert review is not None and review.verdict is not None and review.verdict.passed, review.verdict
+    hunks = diff_hunks(session.source("head"), review.proposed_source)
+    grid = [h.index for h in hunks if any("grid = " in line for line in h.added)]
+    assert len(grid) == 1, [h.added for h in hunks]
+    wb.apply_hunks([h.index for h in hunks if h.index not in grid])
+    assert wb.start_verify().wait(300)
+    wb.poll()
+    verdict = review.verdict
+    assert verdict.kind.value == "wrong_answer", verdict.reason
+    assert "ci-grid4" in verdict.reason and "left unwritten" in verdict.reason

@@ -179,6 +179,31 @@ def wait_for(page: Any, locator: Any, timeout_ms: int) -> None:
     raise AssertionError(f"timed out after {timeout_ms / 1000:.0f} s; the page says: {alerts}")
 
 
+def choose(page: Any, label: str, option: str, timeout_ms: int = 60_000) -> None:
+    """Pick the option of the select box ``label`` whose text starts with ``option`` (e.g. a
+    version's ``"#0 "``), then wait for the run it starts. Clicks the option in the open list
+    (opening it again when a rerun of the page closed it) rather than typing into the box, which
+    a busy machine can outrun; raises ``AssertionError`` if the box does not show the choice."""
+    import re
+
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
+
+    box = page.get_by_role("combobox", name=label)
+    choice = page.get_by_role("option", name=re.compile("^" + re.escape(option))).first
+    for _attempt in range(5):
+        idle(page)
+        box.click()
+        try:
+            choice.wait_for(state="visible", timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    choice.click(timeout=timeout_ms)
+    idle(page)
+    expect(box).to_have_value(re.compile("^" + re.escape(option)), timeout=timeout_ms)
+
+
 def paste(page: Any, locator: Any, text: str) -> None:
     """Paste ``text`` into ``locator`` through the clipboard (Ctrl+V), as a user does; then
     leave the box so Streamlit receives the value."""

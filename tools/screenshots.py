@@ -72,10 +72,7 @@ def take(out: Path) -> list[Path]:
 
         appdriver.goto(page, "IR")
         appdriver.wait_for(page, page.get_by_text("compiled ahead of time by Triton"), LONG_MS)
-        page.get_by_label("Compare with").click()
-        page.keyboard.type("#0 ")
-        page.keyboard.press("Enter")
-        appdriver.idle(page)
+        appdriver.choose(page, "Compare with", "#0 ")
         appdriver.wait_for(page, page.get_by_text("lines removed"), LONG_MS)
         appdriver.idle(page)
         shots.append(appdriver.shot(page, out, "04_ir"))

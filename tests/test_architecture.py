@@ -157,7 +157,6 @@ def test_no_import_cycles_inside_the_package() -> None:
 KNOWN_HIDDEN_CYCLES = {
     ("xeforge_core.devices", "xeforge_core.pool", "xeforge_core.runner", "xeforge_core.verify"),
     ("xeforge_core.codemods.autotune", "xeforge_core.codemods.xpu_specific"),
-    ("xeforge_core.codemods.fusion", "xeforge_core.codemods.fusion_batch", "xeforge_core.codemods.fusion_epilogue"),
 }
 
 

@@ -34,14 +34,22 @@ from xeforge_core.codemods.common import (
     parse_kernels,
     still_parses,
 )
+from xeforge_core.codemods.fusion_batch import batch_step
 from xeforge_core.codemods.fusion_chain import ChainPlan, FusionError, launch_args, plan_chain
+from xeforge_core.codemods.fusion_epilogue import epilogue_step
+from xeforge_core.codemods.fusion_reduce import reduction_step
 from xeforge_core.codemods.host import (
     TORCH_TO_TL,
     HostFacts,
     Launch,
+    dead_allocations,
+    drop_unused_literals,
+    fix_commas,
     host_facts,
     host_functions,
     launch_counts,
+    movable,
+    option_args,
 )
 from xeforge_core.codemods.kernel_edit import (
     TL_LOAD,
@@ -51,7 +59,6 @@ from xeforge_core.codemods.kernel_edit import (
     call_arg,
     calls_named,
     read_names,
-    simple_assign,
 )
 
 NAME = "fusion"
@@ -76,18 +83,6 @@ def _stored_loaded(fn: cst.FunctionDef) -> tuple[set[str], set[str]]:
     return stored, loaded
 
 
-def _movable(stmts: list[cst.BaseStatement]) -> bool:
-    """Only assignments between the launches (allocations, sizes): nothing that runs a kernel
-    or reads a result."""
-    for s in stmts:
-        if not isinstance(s, cst.SimpleStatementLine):
-            return False
-        for small in s.body:
-            if not isinstance(small, (cst.Assign, cst.AnnAssign)):
-                return False
-    return True
-
-
 def chains(facts: HostFacts) -> list[list[Launch]]:
     """Runs of two or more launches with the same grid and only assignments between them."""
     out: list[list[Launch]] = []
@@ -103,7 +98,7 @@ def chains(facts: HostFacts) -> list[list[Launch]]:
             used = set()
             for r in run:
                 used |= read_names(r.call)
-            if same and _movable(between) and not (rebinds & used):
+            if same and movable(between) and not (rebinds & used):
                 run.append(lc)
                 continue
             if len(run) > 1:
@@ -164,27 +159,6 @@ def temporaries(facts: HostFacts, chain: list[Launch], kernels: dict[str, cst.Fu
     return temps, None
 
 
-def dead_allocations(facts: HostFacts, temps: list[str], rewritten: set[int]) -> dict[int, Any]:
-    """Removals for the allocation (and view) statements of ``temps`` that nothing reads any
-    more once the statements in ``rewritten`` are replaced (repeated until none is left)."""
-    removed: set[int] = set(rewritten)
-    edits: dict[int, Any] = {}
-    changed = True
-    while changed:
-        changed = False
-        for name, alloc in facts.allocs.items():
-            sid = id(alloc.stmt)
-            if sid in removed or facts.root(name) not in temps:
-                continue
-            readers = [s for s in facts.body if id(s) not in removed and s is not alloc.stmt
-                       and name in read_names(s)]
-            if not readers:
-                removed.add(sid)
-                edits[sid] = cst.RemoveFromParent()
-                changed = True
-    return edits
-
-
 def _replace(module: cst.Module, plan_kernel: cst.FunctionDef, first_kernel: str, drop_kernels: set[str],
              stmt_edits: dict[int, Any]) -> cst.Module:
     class _T(cst.CSTTransformer):
@@ -207,7 +181,7 @@ def _apply_chain(module: cst.Module, kernels: dict[str, cst.FunctionDef], facts:
     first = plan.launches[0]
     new_call = first.call.with_changes(
         func=first.call.func.with_changes(value=cst.Name(plan.kernel.name.value)),  # type: ignore[attr-defined]
-        args=launch_args(plan.params) + _option_args(first))
+        args=launch_args(plan.params) + option_args(first))
     edits: dict[int, Any] = {id(lc.stmt): cst.RemoveFromParent() for lc in plan.launches[:-1]}
     edits[id(last.stmt)] = last.stmt.with_changes(body=[cst.Expr(new_call)])
     edits.update(dead_allocations(facts, plan.temps, {id(lc.stmt) for lc in plan.launches}))
@@ -232,60 +206,6 @@ def _insert_kernel(module: cst.Module, kernel: cst.FunctionDef, before: str, dro
     return _replace(module, kernel, kernel.name.value, drop, edits)
 
 
-def _option_args(launch: Launch) -> list[cst.Arg]:
-    args = [a for a in launch.call.args if a.keyword is not None and a.keyword.value in launch.options]
-    return [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(args) - 1 else a
-            for i, a in enumerate(args)]
-
-
-def _with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
-    out = []
-    for i, a in enumerate(args):
-        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if i < len(args) - 1 else cst.MaybeSentinel.DEFAULT
-        out.append(a.with_changes(comma=comma))
-    return out
-
-
-def drop_unused_literals(module: cst.Module) -> cst.Module:
-    """Remove host statements ``NAME = <number>`` whose name the function no longer reads
-    (tile sizes of launches that were fused away)."""
-    return drop_unused_assigns(module, set())
-
-
-def drop_unused_assigns(module: cst.Module, names: set[str]) -> cst.Module:
-    """Remove host statements ``NAME = <number>``, and ``NAME = ...`` for ``NAME`` in
-    ``names``, whose name the function no longer reads."""
-
-    class _T(cst.CSTTransformer):
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
-            if is_kernel(updated) or not isinstance(updated.body, cst.IndentedBlock):
-                return updated
-            reads = read_names(updated.body)
-            body = []
-            for s in updated.body.body:
-                a = simple_assign(s)
-                if a is not None and (isinstance(a[1], (cst.Integer, cst.Float)) or a[0] in names) \
-                        and a[0] not in reads:
-                    continue
-                body.append(s)
-            return updated.with_changes(body=updated.body.with_changes(body=body))
-
-    return module.visit(_T())
-
-
-def _fix_commas(module: cst.Module) -> cst.Module:
-    class _T(cst.CSTTransformer):
-        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-            if updated is original or not updated.args:
-                return updated
-            last = updated.args[-1]
-            if any(isinstance(a.comma, cst.MaybeSentinel) for a in updated.args[:-1]):
-                return updated.with_changes(args=_with_commas(list(updated.args[:-1])) + [last])
-            return updated
-
-    return module.visit(_T())
-
-
 Step = Callable[[cst.Module, dict[str, cst.FunctionDef]], tuple[cst.Module, list[str]] | str]
 
 
@@ -305,15 +225,11 @@ def _chain_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tupl
             except FusionError as exc:
                 reasons.append(f"launches of {names}: {exc}")
                 continue
-            return _fix_commas(_apply_chain(module, kernels, facts, plan)), plan.notes
+            return fix_commas(_apply_chain(module, kernels, facts, plan)), plan.notes
     return "; ".join(reasons) or "no two consecutive launches share a launch grid"
 
 
 def _steps() -> list[tuple[str, Step]]:
-    from xeforge_core.codemods.fusion_batch import batch_step
-    from xeforge_core.codemods.fusion_epilogue import epilogue_step
-    from xeforge_core.codemods.fusion_reduce import reduction_step
-
     return [("same-grid chains", _chain_step), ("epilogues", epilogue_step), ("row-sum epilogues", reduction_step),
             ("launch batching", batch_step)]
 

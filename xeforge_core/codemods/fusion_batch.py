@@ -31,7 +31,7 @@ from typing import Any
 import libcst as cst
 
 from xeforge_core.codemods.common import PROGRAM_ID, code_of, dotted_name, int_value, is_autotune_decorator
-from xeforge_core.codemods.host import grid_of, host_functions, launch_counts, launch_of
+from xeforge_core.codemods.host import drop_unused_assigns, grid_of, host_functions, launch_counts, launch_of
 from xeforge_core.codemods.kernel_edit import (
     block_stmts,
     body_of,
@@ -272,7 +272,5 @@ def batch_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tuple
             note = (f"the host loop launching {name} once per batch element is one launch with the batch as grid axis "
                     f"{len(grid_of(new_call).body.elements) - 1 if isinstance(grid_of(new_call), cst.Lambda) else len(grid_of(new_call).elements) - 1}; "  # type: ignore[attr-defined]
                     "each sliced pointer is offset by its batch stride in the kernel")
-            from xeforge_core.codemods.fusion import drop_unused_assigns
-
             return drop_unused_assigns(module.visit(_T()), {"grid"} | set(_aliases_of(stmt))), [note]
     return "; ".join(reasons) or "no host loop launches a kernel once per batch element"

@@ -44,7 +44,18 @@ from xeforge_core.codemods.fusion_chain import (
     launch_args,
     order_params,
 )
-from xeforge_core.codemods.host import HostFacts, Launch, host_facts, host_functions, launch_counts, tl_dtype
+from xeforge_core.codemods.host import (
+    HostFacts,
+    Launch,
+    dead_allocations,
+    fix_commas,
+    host_facts,
+    host_functions,
+    launch_counts,
+    movable,
+    option_args,
+    tl_dtype,
+)
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
@@ -431,15 +442,13 @@ def _contiguous_stride(value: cst.BaseExpression, tensor: str, shape: Any, facts
 
 def epilogue_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tuple[cst.Module, list[str]] | str:
     """One epilogue fusion (module docstring) in ``module``, or the reasons none applies."""
-    from xeforge_core.codemods.fusion import _fix_commas, _movable, _option_args, dead_allocations
-
     reasons: list[str] = []
     taken = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
     for fn in host_functions(module):
         facts = host_facts(fn, kernels)
         for prod, cons in zip(facts.launches, facts.launches[1:]):
             between = facts.body[prod.index + 1:cons.index]
-            if not _movable(between):
+            if not movable(between):
                 continue
             rebound = set()
             for s in between:
@@ -453,7 +462,7 @@ def epilogue_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tu
                 continue
             call = prod.call.with_changes(
                 func=prod.call.func.with_changes(value=cst.Name(kernel.name.value)),  # type: ignore[attr-defined]
-                args=launch_args(params) + _option_args(prod))
+                args=launch_args(params) + option_args(prod))
             edits: dict[int, Any] = {id(prod.stmt): cst.RemoveFromParent(),
                                      id(cons.stmt): cons.stmt.with_changes(body=[cst.Expr(call)])}
             edits.update(dead_allocations(facts, [tensor], {id(prod.stmt), id(cons.stmt)}))
@@ -472,5 +481,5 @@ def epilogue_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tu
                 new_body.append(s)
             module = module.with_changes(body=new_body)
 
-            return _fix_commas(module.visit(Edits(statements=edits))), notes
+            return fix_commas(module.visit(Edits(statements=edits))), notes
     return "; ".join(reasons) or "no launch reads what the launch before it wrote"

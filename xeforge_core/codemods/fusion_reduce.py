@@ -45,7 +45,16 @@ from xeforge_core.codemods.common import (
 )
 from xeforge_core.codemods.fusion_chain import FusedParam, FusionError, build_params, fused_name, launch_args
 from xeforge_core.codemods.fusion_epilogue import _product, _stride_of, _tile_coords
-from xeforge_core.codemods.host import HostFacts, Launch, host_facts, host_functions, launch_counts, tl_dtype
+from xeforge_core.codemods.host import (
+    HostFacts,
+    Launch,
+    fix_commas,
+    host_facts,
+    host_functions,
+    launch_counts,
+    option_args,
+    tl_dtype,
+)
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
@@ -341,15 +350,13 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
     cparams = _kept_params(cfn, cons, cbody, {found.ptr: buf})
     ckernel = with_body(cfn.with_changes(name=cst.Name(cname), params=build_params(cparams)), cbody)
     # host: the buffer replaces the intermediate; both launches call the new kernels
-    from xeforge_core.codemods.fusion import _option_args
-
     rows = code_of(alloc.shape.elements[0].value)
     new_alloc = parse_stmts(f"{buf} = torch.zeros(({rows},), dtype=torch.float32, device={code_of(device)})\n")[0]
     edits: dict[int, Any] = {id(alloc.stmt): new_alloc.with_changes(leading_lines=alloc.stmt.leading_lines)}
     for launch, kernel, params in ((prod, pkernel, pparams), (cons, ckernel, cparams)):
         call = launch.call.with_changes(
             func=launch.call.func.with_changes(value=cst.Name(kernel.name.value)),  # type: ignore[attr-defined]
-            args=launch_args(params) + _option_args(launch))
+            args=launch_args(params) + option_args(launch))
         edits[id(launch.stmt)] = launch.stmt.with_changes(body=[cst.Expr(call)])
     notes = [f"the row sum of {cons.kernel} over {tensor} runs in the epilogue of {prod.kernel}: each tile adds its "
              f"rows' partial sums into a float32 buffer {buf} ({rows} floats) with tl.atomic_add, and {cname} keeps "
@@ -360,8 +367,6 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
 
 def reduction_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tuple[cst.Module, list[str]] | str:
     """One row-sum epilogue fusion (module docstring) in ``module``, or the reasons none applies."""
-    from xeforge_core.codemods.fusion import _fix_commas
-
     reasons: list[str] = []
     taken = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
     for fn in host_functions(module):
@@ -385,5 +390,5 @@ def reduction_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> t
                     continue
                 body.append(s)
             module = module.with_changes(body=body)
-            return _fix_commas(module.visit(Edits(statements=edits))), notes
+            return fix_commas(module.visit(Edits(statements=edits))), notes
     return "; ".join(reasons) or "no launch sums the rows of what the launch before it wrote"

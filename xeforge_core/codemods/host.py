@@ -7,6 +7,7 @@ Read statically from libcst nodes; nothing is executed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -246,3 +247,99 @@ def launch_counts(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> di
 
     module.visit(_V())
     return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# host-side edits shared by the fusion rewrites
+
+
+def movable(stmts: list[cst.BaseStatement]) -> bool:
+    """Only assignments between the launches (allocations, sizes): nothing that runs a kernel
+    or reads a result."""
+    for s in stmts:
+        if not isinstance(s, cst.SimpleStatementLine):
+            return False
+        for small in s.body:
+            if not isinstance(small, (cst.Assign, cst.AnnAssign)):
+                return False
+    return True
+
+
+def dead_allocations(facts: HostFacts, temps: list[str], rewritten: set[int]) -> dict[int, Any]:
+    """Removals for the allocation (and view) statements of ``temps`` that nothing reads any
+    more once the statements in ``rewritten`` are replaced (repeated until none is left)."""
+    removed: set[int] = set(rewritten)
+    edits: dict[int, Any] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, alloc in facts.allocs.items():
+            sid = id(alloc.stmt)
+            if sid in removed or facts.root(name) not in temps:
+                continue
+            readers = [s for s in facts.body if id(s) not in removed and s is not alloc.stmt
+                       and name in read_names(s)]
+            if not readers:
+                removed.add(sid)
+                edits[sid] = cst.RemoveFromParent()
+                changed = True
+    return edits
+
+
+def option_args(launch: Launch) -> list[cst.Arg]:
+    """The launch's option keywords (``num_warps=...``, ``num_stages=...``), to pass on to the
+    launch that replaces it."""
+    args = [a for a in launch.call.args if a.keyword is not None and a.keyword.value in launch.options]
+    return [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(args) - 1 else a
+            for i, a in enumerate(args)]
+
+
+def with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    """``args`` with a comma after every argument but the last."""
+    out = []
+    for i, a in enumerate(args):
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if i < len(args) - 1 else cst.MaybeSentinel.DEFAULT
+        out.append(a.with_changes(comma=comma))
+    return out
+
+
+def drop_unused_literals(module: cst.Module) -> cst.Module:
+    """Remove host statements ``NAME = <number>`` whose name the function no longer reads
+    (tile sizes of launches that were fused away)."""
+    return drop_unused_assigns(module, set())
+
+
+def drop_unused_assigns(module: cst.Module, names: set[str]) -> cst.Module:
+    """Remove host statements ``NAME = <number>``, and ``NAME = ...`` for ``NAME`` in
+    ``names``, whose name the function no longer reads."""
+
+    class _T(cst.CSTTransformer):
+        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+            if is_kernel(updated) or not isinstance(updated.body, cst.IndentedBlock):
+                return updated
+            reads = read_names(updated.body)
+            body = []
+            for s in updated.body.body:
+                a = simple_assign(s)
+                if a is not None and (isinstance(a[1], (cst.Integer, cst.Float)) or a[0] in names) \
+                        and a[0] not in reads:
+                    continue
+                body.append(s)
+            return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    return module.visit(_T())
+
+
+def fix_commas(module: cst.Module) -> cst.Module:
+    """``module`` with the commas between call arguments restored where an edit dropped some."""
+
+    class _T(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+            if updated is original or not updated.args:
+                return updated
+            last = updated.args[-1]
+            if any(isinstance(a.comma, cst.MaybeSentinel) for a in updated.args[:-1]):
+                return updated.with_changes(args=with_commas(list(updated.args[:-1])) + [last])
+            return updated
+
+    return module.visit(_T())

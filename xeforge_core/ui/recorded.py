@@ -204,9 +204,9 @@ def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
     summary_in = obj.get("summary") or {}
     summary = {}
     if summary_in.get("rules_over_baseline"):
-        summary["rules engine over the baselines (geometric mean)"] = (
-            f"{units.speedup(summary_in['rules_over_baseline'])} over "
-            f"{units.plural(int(summary_in.get('problems_timed') or len(problems)), 'problem')}")
+        count = units.plural(int(summary_in.get('problems_timed') or len(problems)), 'problem')
+        summary[f"rules engine over the baselines (geometric mean, {count})"] = units.speedup(
+            summary_in["rules_over_baseline"])
     if summary_in.get("rules_over_baseline_cases"):
         summary["Xe-Forge cases"] = units.speedup(summary_in["rules_over_baseline_cases"])
     if summary_in.get("rules_over_baseline_samples"):
@@ -261,8 +261,8 @@ def _batch_csv(text: str, name: str) -> RecordedResults:
     timed = [p["speedup"] for p in problems if p["speedup"]]
     summary = {"kernels": units.plural(len(problems), "kernel")}
     if timed:
-        summary["final speedup (geometric mean over the timed kernels)"] = (
-            f"{units.speedup(_geomean(timed))} over {units.plural(len(timed), 'kernel')}")
+        summary[f"final speedup (geometric mean over {units.plural(len(timed), 'timed kernel')})"] = units.speedup(
+            _geomean(timed))
     return RecordedResults(title=f"xeforge batch on {prov.device or 'a GPU'}", provenance=prov, summary=summary,
                            problems=problems)
 

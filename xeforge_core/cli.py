@@ -16,15 +16,18 @@ import sys
 COMMANDS = ("verify", "optimize", "batch", "doctor", "ir")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every available subcommand registered."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand registered, or only ``only`` (the command
+    being run: building the others' parsers would load what their help texts list, such as the
+    knowledge base's hardware profiles, before the command can start its workers)."""
     parser = argparse.ArgumentParser(
         prog="xeforge",
         description="Verify and optimize Triton kernels for Intel Xe GPUs (cuda and cpu supported).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"xeforge_core.commands.{name}").register(sub)
+        if only is None or name == only:
+            importlib.import_module(f"xeforge_core.commands.{name}").register(sub)
     return parser
 
 
@@ -37,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
 
     SIGTERM and SIGHUP are handled as Ctrl-C is: the command stops its worker processes, keeps
     what is committed and exits, instead of dying and leaving a worker running."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

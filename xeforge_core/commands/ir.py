@@ -39,10 +39,12 @@ examples:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``ir`` subcommand to the ``xeforge`` CLI."""
-    from xeforge_core.ir.targets import TARGETS, default_target
+    from xeforge_core.ir.targets import DEFAULT_TARGET, TARGETS
 
-    targets = "\n".join(f"  {t.id:8s} {t.label}" + ("  (default)" if t.id == default_target().id else "")
-                        for t in TARGETS.values())
+    # static text: finding out which backends are installed imports triton, which every other
+    # subcommand of the CLI would then pay for at start-up
+    targets = "\n".join(f"  {t.id:8s} {t.label}" for t in TARGETS.values())
+    default = f"xe2 where Intel's Triton backend is installed, else {DEFAULT_TARGET}"
     p = subparsers.add_parser(
         "ir", help="compile the kernels for a GPU target ahead of time and show their IR (no GPU needed)",
         description=("Compile every Triton kernel that KERNEL's forward() launches for TARGET, ahead of "
@@ -52,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("kernel", metavar="KERNEL", help="kernel module (.py)")
     p.add_argument("--target", "-t", metavar="T", default=None,
                    help=f"compile target, or a hardware-profile id as for `xeforge optimize --target` "
-                        f"(default: {default_target().id}; see the list below)")
+                        f"(default: {default}; see the list below)")
     p.add_argument("--stage", "-s", default="ttgir", choices=["ttir", "ttgir", "llir", "ptx", "amdgcn", "spirv"],
                    help="IR stage to print (default: ttgir)")
     p.add_argument("--spec", metavar="S", help="Xe-Forge YAML spec (default: KERNEL's sibling .yaml)")

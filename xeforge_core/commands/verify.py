@@ -133,11 +133,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge verify``; returns the exit status (``EXIT_CODES``)."""
-    from xeforge_core.problem import ProblemError, load_problem, read_candidate
-    from xeforge_core.sandbox import SandboxRequired
-    from xeforge_core.verify import VerificationCancelled, VerifyOptions, verify
-
-    if args.no_cache:  # jobs will run: their warm-pool workers import while the problem loads
+    if args.no_cache:  # jobs will run: their warm-pool workers import while the rest loads
         from xeforge_core.pool import start_for_verification
 
         try:
@@ -145,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
+    from xeforge_core.problem import ProblemError, load_problem, read_candidate
+    from xeforge_core.sandbox import SandboxRequired
+    from xeforge_core.verify import VerificationCancelled, VerifyOptions, verify
+
     try:
         problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
         candidate = read_candidate(args.candidate)

@@ -112,6 +112,11 @@ def test_fusion_moves_a_row_sum_into_the_gemm_epilogue() -> None:
     scalar = fuse(scalar_rowsum_sample())
     assert scalar.applicable and "(acc_total * 1.0)" in scalar.source and "for " not in scalar.source.split(
         "def row_sum_finish_kernel")[1].split("def kernel_function")[0]
+    # a row mean whose width comes from the intermediate's shape: spelled from its allocation
+    mean = fuse(src.replace("tl.sum(acc, axis=0).to(", "(tl.sum(acc, axis=0) / n_cols).to(").replace(
+        "row_sum_kernel[(m,)](tmp, out, n, ", "row_sum_kernel[(m,)](tmp, out, tmp.shape[1], "))
+    assert mean.applicable and "row_sum_finish_kernel[(m,)](tmp_rowsum, out, (n))" in mean.source
+    assert "(acc_total / n_cols)" in mean.source
     # autotuning the fused GEMM zeroes the atomic buffer before each config the autotuner times
     tuned = add_autotune(res.source, target="cuda", arch="hopper")
     assert tuned.applicable and 'reset_to_zero=["c_ptr"]' in tuned.source

@@ -66,6 +66,7 @@ from xeforge_core.codemods.kernel_edit import (
     calls_named,
     comment_line,
     fresh_name,
+    parse_expr,
     parse_stmts,
     pointer_terms,
     read_names,
@@ -255,10 +256,25 @@ class _SumToName(cst.CSTTransformer):
         return cst.Name(self.total) if not self.vector and updated.value == self.acc else updated
 
 
-def _kept_params(fn: cst.FunctionDef, launch: Launch, body: list[cst.BaseStatement], swap: dict[str, str]
-                 ) -> list[FusedParam]:
+def _without_tensor(expr: cst.BaseExpression, tensor: str, shape: cst.Tuple | cst.List) -> cst.BaseExpression:
+    """A launch argument with ``T``'s metadata (``T.shape[k]``, ``T.size(k)``, ``T.stride(k)``)
+    spelled from its allocation (a fresh contiguous ``(rows, cols)`` tensor), since ``T`` is
+    gone. Raises :class:`FusionError` when it still needs ``T``."""
+    rows, cols = (code_of(e.value) for e in shape.elements)
+    text = code_of(expr)
+    for k, dim in ((0, rows), (1, cols)):
+        text = text.replace(f"{tensor}.shape[{k}]", f"({dim})").replace(f"{tensor}.size({k})", f"({dim})")
+    text = text.replace(f"{tensor}.stride(0)", f"({cols})").replace(f"{tensor}.stride(1)", "1")
+    out = parse_expr(text)
+    if tensor in read_names(out):
+        raise FusionError(f"a launch argument `{code_of(expr)}` needs {tensor}, which the fusion removes")
+    return out
+
+
+def _kept_params(fn: cst.FunctionDef, launch: Launch, body: list[cst.BaseStatement], swap: dict[str, str],
+                 tensor: str, shape: cst.Tuple | cst.List) -> list[FusedParam]:
     """``fn``'s parameters that ``body`` still reads, with their launch arguments (``swap``:
-    parameter -> the host name passed to it instead)."""
+    parameter -> the host name passed to it instead of ``tensor``)."""
     reads: set[str] = set()
     for s in body:
         reads |= read_names(s)
@@ -268,7 +284,8 @@ def _kept_params(fn: cst.FunctionDef, launch: Launch, body: list[cst.BaseStateme
         if n not in reads:
             continue
         arg = launch.bound.get(n)
-        host = cst.Name(swap[n]) if n in swap else (arg.value if arg is not None else None)
+        host = cst.Name(swap[n]) if n in swap else (
+            _without_tensor(arg.value, tensor, shape) if arg is not None else None)
         out.append(FusedParam(n, p, host, is_constexpr_param(p)))
     return out
 
@@ -334,7 +351,7 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
     for s in body_of(pfn):
         pbody.extend(new_stmts if s is store_stmt else [s])
     pname = fused_name([prod.kernel, "rowsum"], names)
-    pparams = _kept_params(pfn, prod, pbody, {pptr: buf})
+    pparams = _kept_params(pfn, prod, pbody, {pptr: buf}, tensor, alloc.shape)
     pkernel = with_body(pfn.with_changes(name=cst.Name(pname), params=build_params(pparams)), pbody)
     # consumer: what follows the loop, with the row's total read from the buffer
     total = fresh_name(f"{found.acc}_total", set(read_names(cfn)))
@@ -347,7 +364,7 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
         if a is not None and a[0] == found.row:
             cbody.extend(parse_stmts(f"{total} = tl.load({found.ptr} + {found.row})\n"))
     cname = fused_name([cons.kernel, "finish"], names | {pname})
-    cparams = _kept_params(cfn, cons, cbody, {found.ptr: buf})
+    cparams = _kept_params(cfn, cons, cbody, {found.ptr: buf}, tensor, alloc.shape)
     ckernel = with_body(cfn.with_changes(name=cst.Name(cname), params=build_params(cparams)), cbody)
     # host: the buffer replaces the intermediate; both launches call the new kernels
     rows = code_of(alloc.shape.elements[0].value)

@@ -214,6 +214,13 @@ def test_autotune_config_checked_on_its_own(tmp_path, gemm_baseline):
     assert {k.config.get("BLOCK_K") for k in v.kernels} == {16, 32}
 
 
+def test_a_launch_that_passes_a_tuned_key_is_named_as_triton_names_it(tmp_path, gemm_baseline):
+    v = run_candidate(tmp_path, gemm_baseline, "cand_autotune_conflict.py")
+    assert v.kind.value == "runtime_error"
+    assert v.reason.startswith("Conflicting meta-parameters: BLOCK_K is tuned by @triton.autotune"), v.reason
+    assert "matmul_kernel[grid]" in v.reason and "LaunchRecorder" not in v.reason
+
+
 def test_missing_expected_outputs_is_a_clear_error(tmp_path):
     job = gemm_job("candidate", source("cand_correct.py", "candidate"), expected_dir=str(tmp_path / "nowhere"))
     v = Verdict.from_dict(run_worker(tmp_path / "cand", job))

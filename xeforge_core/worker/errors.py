@@ -14,6 +14,10 @@ Rules (the first match wins):
 * ``torch.OutOfMemoryError``, ``MemoryError`` or "out of memory" in the text -> ``oom``.
 * Driver fault text -> ``crash``: Level Zero ``UR_RESULT_ERROR_*`` / ``ZE_RESULT_ERROR_*``,
   CUDA "illegal memory access", "CUDA error", "device-side assert", "misaligned address".
+* A keyword both tuned by ``@triton.autotune`` and passed at the launch -> ``runtime_error``
+  named as Triton names it ("Conflicting meta-parameters"; ``Autotuner._bench`` raises it on a
+  GPU, while a single config, as the worker runs each, fails earlier with Python's "got multiple
+  values for keyword argument").
 * Anything else -> ``runtime_error`` at the last frame in the module's file.
 """
 
@@ -224,9 +228,29 @@ def classify(exc: BaseException, path: str, *, jit_functions: list | None = None
 
     src = _source_line(path, line).strip()
     where = f" at {name}:{line}" + (f" (`{src}`)" if src else "") if line else ""
+    tuned = _autotune_conflict(exc)
+    if tuned:
+        reason = (f"Conflicting meta-parameters: {tuned} is tuned by @triton.autotune and also passed at the "
+                  f"launch{where}; Triton refuses this (\"don't re-define auto-tuned symbols\"): drop it from the "
+                  "launch or from the configs")
+        return Failure(VerdictKind.RUNTIME_ERROR, reason, line, format_error(exc, path, line))
     kind = VerdictKind.COMPILE_ERROR if during == "importing" else VerdictKind.RUNTIME_ERROR
     reason = f"{_one_line(exc)} while {during}{where}"
     return Failure(kind, reason, line, format_error(exc, path, line))
+
+
+_DUPLICATE_KW = re.compile(r"got multiple values for keyword argument '(\w+)'")
+
+
+def _autotune_conflict(exc: BaseException) -> str | None:
+    """The keyword a launch passed that its autotuner's config also sets, when ``exc`` is the
+    ``TypeError`` that raises inside ``triton/runtime/autotuner.py``; else ``None``."""
+    match = _DUPLICATE_KW.search(str(exc)) if isinstance(exc, TypeError) else None
+    if match is None:
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+    return match.group(1) if any(f.filename.replace("\\", "/").endswith("triton/runtime/autotuner.py")
+                                 for f in frames) else None
 
 
 def hardcoded_device_note(source: str, error_text: str, device: str) -> str | None:

@@ -190,6 +190,7 @@ def kernel_function(x: torch.Tensor) -> torch.Tensor:
     if x.device.type != "xpu":
         x = x.to("xpu")
     torch.cuda.synchronize()
+    assert y.is_cuda, "y must be a CUDA tensor"
     return y.cuda()
 '''
 
@@ -203,6 +204,7 @@ def test_portability_rewrites_devices_syncs_and_availability() -> None:
     assert "x.float() * 2" not in out  # the fallback taken only without the device is gone
     assert "device=_xf_device(x)" in out and "x.device.type != _xf_device().type" in out
     assert "y.to(_xf_device(x))" in out
+    assert "assert (y.device.type == _xf_device(y).type)" in out and ".is_cuda" not in out
     assert "def _xf_device(" in out and "torch.accelerator" in out
     _clean(PORTABLE_SNIPPET, out)
     assert "already device-agnostic" in port_source(out).reason

@@ -78,6 +78,21 @@ def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     assert "does not depend on its inputs" in v["reason"]
 
 
+def test_a_cuda_only_solution_is_named_and_its_port_verifies(capsys, tmp_path):
+    from xeforge_core.codemods.portability import port_source
+
+    cuda_only = KB / "residual_relu_cuda_only.py"
+    code, v = verify(capsys, KB / "residual_relu.py", cuda_only)
+    assert (code, v["kind"]) == (4, "runtime_error")
+    assert "inputs must be CUDA tensors" in v["reason"] and "hard-codes the cuda device" in v["reason"]
+    port = port_source(cuda_only.read_text())
+    assert port.changed and "x.is_cuda" not in port.source
+    ported = tmp_path / "residual_relu_ported.py"
+    ported.write_text(port.source)
+    code, v = verify(capsys, KB / "residual_relu.py", ported)
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+
+
 def test_fixed_inputs_are_one_fixed_input_set_not_inconclusive(capsys):
     # get_inputs() gives an index tensor (nothing floating to redraw): identical output across
     # seeds because the inputs are identical, which is said as such, never as inconclusive

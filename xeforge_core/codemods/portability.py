@@ -16,7 +16,8 @@ into device-agnostic code (the same is done for ``"cuda"``):
 * availability checks are true by construction (the module runs where its tensors are), so
   ``assert``s of them are dropped, ``if not available: ...`` branches (raises or PyTorch
   fallbacks) are removed and ``if available: A else: B`` keeps ``A``;
-* ``.xpu()`` / ``.cuda()`` become ``.to(_xf_device(t))``;
+* ``.xpu()`` / ``.cuda()`` become ``.to(_xf_device(t))``; ``x.is_xpu`` / ``x.is_cuda`` become
+  ``(x.device.type == _xf_device(x).type)``: is ``x`` on the device the module runs on;
 * Intel-only compile options (``grf_mode``) given at a launch (``kernel[grid](..., grf_mode="256")``)
   or in a ``triton.Config`` kwargs dict become ``**_xf_compile_options(grf_mode="256")``, which
   passes them on xpu and drops them elsewhere: CUDA's Triton rejects an
@@ -257,6 +258,20 @@ class _Port(cst.CSTTransformer):
                 new_args.append(arg)
         return updated.with_changes(args=new_args) if changed else updated
 
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        # ``x.is_cuda`` / ``x.is_xpu``: is x on the device this module runs on?
+        if not (self._active and updated.attr.value in {f"is_{v}" for v in _VENDORS}
+                and dotted_name(updated.value) != "torch"):
+            return updated
+        self._count(f".{updated.attr.value} check")
+        self.need_device = True
+        here = cst.Attribute(value=cst.Call(func=cst.Name(DEVICE_HELPER_NAME), args=[cst.Arg(updated.value)]),
+                             attr=cst.Name("type"))
+        return cst.Comparison(
+            left=cst.Attribute(value=cst.Attribute(value=updated.value, attr=cst.Name("device")), attr=cst.Name("type")),
+            comparisons=[cst.ComparisonTarget(operator=cst.Equal(), comparator=here)],
+            lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
     def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.BaseExpression:
         if not self._active:
             return updated
@@ -399,7 +414,7 @@ def port_source(source: str) -> CodemodResult:
 def hard_coded_devices(source: str, device_type: str, module: cst.Module | None = None) -> list[str]:
     """Device names (``xpu``, ``cuda``) that ``source`` hard-codes and that differ from
     ``device_type`` (``cpu``, ``cuda`` or ``xpu``): device strings, ``torch.<dev>.*`` calls,
-    ``.<dev>()`` moves. The helpers this codemod adds name ``"xpu"`` themselves and are not
+    ``.<dev>()`` moves, ``.is_<dev>`` checks. The helpers this codemod adds name ``"xpu"`` themselves and are not
     counted. ``module`` is ``source`` already parsed, if at hand. Never raises."""
     if module is None:
         try:
@@ -411,7 +426,7 @@ def hard_coded_devices(source: str, device_type: str, module: cst.Module | None 
     found = []
     for dev in _VENDORS:
         pattern = (rf"""(['"]){dev}(:\d+)?\1|torch\.{dev}\.(synchronize|is_available|device|current_device)"""
-                   rf"""|\.{dev}\(\s*\)""")
+                   rf"""|\.{dev}\(\s*\)|\.is_{dev}\b""")
         if dev != device_type and re.search(pattern, text):
             found.append(dev)
     return found

@@ -259,7 +259,7 @@ def hardcoded_device_note(source: str, error_text: str, device: str) -> str | No
     for dev in ("xpu", "cuda"):
         if dev == device:
             continue
-        in_source = re.search(rf"torch\.{dev}\b|['\"]{dev}(:\d+)?['\"]|\.{dev}\(\)", source)
+        in_source = re.search(rf"torch\.{dev}\b|['\"]{dev}(:\d+)?['\"]|\.{dev}\(\)|\.is_{dev}\b", source)
         in_error = re.search(dev, error_text, re.I)
         if in_source and in_error:
             return (f"hard-codes the {dev} device; it cannot run on {device} as written "

@@ -68,11 +68,14 @@ def _peaks(resources: dict[str, dict[str, Any]]) -> tuple[float | None, float | 
     return (max(rss) / GIB if rss else None), (max(dev) / GIB if dev else None)
 
 
-def run_pair(pair: Path, device: Any, opts: VerifyOptions, *, published: bool) -> dict[str, Any]:
-    """One row: the verdict of ``solution.py`` against ``problem.py``."""
+def run_pair(pair: Path, device: Any, opts: VerifyOptions, *, published: bool, port: bool = False) -> dict[str, Any]:
+    """One row: the verdict of ``solution.py`` against ``problem.py``. With ``port``, a solution
+    that hard-codes another device (``"cuda"``, ``x.is_cuda``) is first made device-agnostic by the
+    portability codemod, as the workbench's portability step does (``ported`` says so)."""
     meta = _meta(pair)
     row: dict[str, Any] = {"id": pair.name, "format": meta.get("format", "kernelbench"), "level": meta.get("level"),
-                           "expected": meta.get("expected", "unknown"), "sizes": "published" if published else "default"}
+                           "expected": meta.get("expected", "unknown"), "sizes": "published" if published else "default",
+                           "ported": False}
     start = time.monotonic()
     try:
         problem = load_problem(pair / "problem.py")
@@ -80,6 +83,13 @@ def run_pair(pair: Path, device: Any, opts: VerifyOptions, *, published: bool) -
     except ProblemError as exc:
         row.update(kind="refused", exit=EXIT_BAD_INPUT, reason=str(exc), seconds=round(time.monotonic() - start, 2))
         return row
+    if port:
+        from xeforge_core.codemods.portability import hard_coded_devices, port_source
+
+        if hard_coded_devices(candidate, device.type):
+            ported = port_source(candidate)
+            if ported.changed:
+                candidate, row["ported"] = ported.source, True
     if published:
         opts = VerifyOptions(**{**opts.__dict__, "variants": ["module"], "include_odd_size": False,
                                 "seeds": 1, "distributions": ["normal"], "grid_coverage": False})
@@ -129,7 +139,7 @@ def _fmt(v: Any) -> str:
 
 
 def write_report(out: Path, rows: list[dict[str, Any]], diffs: list[dict[str, Any]], header: dict[str, Any]) -> str:
-    cols = ["id", "format", "sizes", "kind", "exit", "seconds", "speedup_vs_eager", "candidate_us", "eager_us",
+    cols = ["id", "format", "sizes", "ported", "kind", "exit", "seconds", "speedup_vs_eager", "candidate_us", "eager_us",
             "peak_host_rss_gib", "peak_device_gib", "reason"]
     with open(out / "corpus.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=cols + ["variants", "findings", "expected", "level"], extrasaction="ignore")
@@ -148,6 +158,14 @@ def write_report(out: Path, rows: list[dict[str, Any]], diffs: list[dict[str, An
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r.get(c)).replace("|", "/") for c in cols) + " |")
+    labelled = [r for r in default if r.get("expected") in ("correct", "wrong")]
+    if labelled:
+        # the verdict the pair's own repository recorded (its evaluation, on its GPU, with its tolerances)
+        differ = [r for r in labelled if (r["kind"] == "ok") != (r["expected"] == "correct")]
+        lines += ["", f"## Against the verdicts the source repositories recorded ({len(labelled)} labelled pairs, "
+                      f"{len(labelled) - len(differ)} agree)", ""]
+        lines += [f"- {r['id']}: source says {r['expected']}; ours {r['kind']}"
+                  + (" (ported)" if r.get("ported") else "") + f": {r.get('reason', '')}" for r in differ]
     if diffs is not None:
         lines += ["", f"## Where KernelBench's evaluation differs ({len(diffs)} pair(s))", ""]
         lines += [f"- {d['id']}: ours {d['ours']} ({d['ours_reason']}); KernelBench {d['kernelbench']}"
@@ -171,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per variant (default 3)")
     ap.add_argument("--no-odd-size", action="store_true", help="no odd-size copies of the variants")
+    ap.add_argument("--port", action="store_true",
+                    help="port solutions that hard-code another device first (the workbench's portability step)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     device = detect_device(args.device)
@@ -195,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"[corpus] {pair.name} ({sizes})", flush=True)
         try:
-            row = run_pair(pair, device, opts, published=published)
+            row = run_pair(pair, device, opts, published=published, port=args.port)
         except Exception as exc:  # noqa: BLE001 - the harness failing on one pair is a row, not a stop
             row = {"id": pair.name, "sizes": sizes, "kind": "harness_error", "exit": None,
                    "reason": f"{type(exc).__name__}: {exc}"[:300]}

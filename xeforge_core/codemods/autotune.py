@@ -576,9 +576,9 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
     else:
         space, origin = list(search_space), "the given search space"
     from xeforge_core.codemods.autotune_prune import profile_numbers, prune_static
-    from xeforge_core.codemods.xpu_specific import _resolve_profile
+    from xeforge_core.codemods.spaces import resolve_profile
 
-    prof = _resolve_profile(profile, target, arch)
+    prof = resolve_profile(profile, target, arch)
     limit = options.get("max_configs")
     limit = limit if isinstance(limit, int) and limit > 0 else 6
     space, dropped = prune_static([{"kwargs": {}, "num_warps": 4, "num_stages": 2}, *space], prof, target,

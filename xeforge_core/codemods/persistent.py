@@ -81,9 +81,9 @@ def _problem_bound(problem: Any, profile: Any) -> tuple[str, str]:
 
         prof = profile if isinstance(profile, HardwareProfile) else None
         if prof is None:
-            from xeforge_core.codemods.xpu_specific import _resolve_profile
+            from xeforge_core.codemods.spaces import resolve_profile
 
-            found = _resolve_profile(profile, "cuda", None)
+            found = resolve_profile(profile, "cuda", None)
             prof = found if isinstance(found, HardwareProfile) else None
         ctx = problem_context(problem, None, prof)
     except Exception:  # noqa: BLE001 - advisory only

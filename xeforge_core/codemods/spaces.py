@@ -1,4 +1,4 @@
-"""The target's search-space entries as the codemods use them.
+"""The target's search-space entries and hardware profile as the codemods use them.
 
 ``knowledge/search_spaces/*.yaml`` holds one space per target family; each kind (``gemm``,
 ``elementwise``, ``row``, ``lifted``, ``lifted_2d``, ``attention``, ...) is a list of configs
@@ -54,3 +54,52 @@ def default_config(target: str, arch: str | None, kind: str) -> tuple[dict[str, 
 def launch_options(config: dict[str, Any]) -> dict[str, Any]:
     """Launch keywords of a config besides its meta-parameters: ``num_warps`` and its options."""
     return {"num_warps": config["num_warps"], **config.get("options", {})}
+
+
+def profile_value(profile: Any, name: str) -> Any:
+    """Fact ``name`` of a hardware profile given as a ``HardwareProfile`` or a dict (a device
+    summary), unwrapped from its ``{"value": ...}`` form; ``None`` when absent."""
+    if profile is None:
+        return None
+    if isinstance(profile, dict):
+        v = profile.get(name)
+    else:
+        v = getattr(profile, name, None)
+    if isinstance(v, dict) and "value" in v:
+        return v["value"]
+    return getattr(v, "value", v)
+
+
+def _load_profile(target: str, arch: str | None) -> Any:
+    """The knowledge base's profile of ``target`` and ``arch`` (else the target's default)."""
+    try:
+        from xeforge_core.knowledge import load_knowledge
+
+        kb = load_knowledge()
+    except Exception:
+        return None
+    if arch:
+        for p in kb.profiles.values():
+            if p.target == target and p.arch == arch:
+                return p
+    return kb.default_profile(target)
+
+
+def resolve_profile(profile: Any, target: str, arch: str | None) -> Any:
+    """A profile with GRF modes and warp limits: the one given when it has them, else the
+    knowledge base's profile of the same id (a device summary dict carries only some fields),
+    else the target's reference profile."""
+    if profile is not None and profile_value(profile, "max_warps_per_workgroup") is not None:
+        return profile
+    pid = profile_value(profile, "id") if profile is not None else None
+    arch = arch or (profile_value(profile, "arch") if profile is not None else None)
+    if pid:
+        try:
+            from xeforge_core.knowledge import load_knowledge
+
+            found = load_knowledge().profiles.get(str(pid))
+            if found is not None:
+                return found
+        except Exception:
+            pass
+    return _load_profile(target, arch)

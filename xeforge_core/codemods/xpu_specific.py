@@ -44,56 +44,11 @@ from xeforge_core.codemods.common import (
     program_id_tiles,
     still_parses,
 )
+from xeforge_core.codemods.spaces import profile_value, resolve_profile
 
 NAME = "xpu_specific"
 _SWIZZLE_NAMES = {"pid", "num_pid_m", "num_pid_n", "num_pid_in_group", "group_id", "first_pid_m",
                   "group_size_m", "GROUP_SIZE_M"}
-
-
-def _profile_value(profile: Any, name: str) -> Any:
-    if profile is None:
-        return None
-    if isinstance(profile, dict):
-        v = profile.get(name)
-    else:
-        v = getattr(profile, name, None)
-    if isinstance(v, dict) and "value" in v:
-        return v["value"]
-    return getattr(v, "value", v)
-
-
-def _load_profile(target: str, arch: str | None) -> Any:
-    try:
-        from xeforge_core.knowledge import load_knowledge
-
-        kb = load_knowledge()
-    except Exception:
-        return None
-    if arch:
-        for p in kb.profiles.values():
-            if p.target == target and p.arch == arch:
-                return p
-    return kb.default_profile(target)
-
-
-def _resolve_profile(profile: Any, target: str, arch: str | None) -> Any:
-    """A profile with GRF modes and warp limits: the one given when it has them, else the
-    knowledge base's profile of the same id (a device summary dict carries only some fields),
-    else the target's reference profile."""
-    if profile is not None and _profile_value(profile, "max_warps_per_workgroup") is not None:
-        return profile
-    pid = _profile_value(profile, "id") if profile is not None else None
-    arch = arch or (_profile_value(profile, "arch") if profile is not None else None)
-    if pid:
-        try:
-            from xeforge_core.knowledge import load_knowledge
-
-            found = load_knowledge().profiles.get(str(pid))
-            if found is not None:
-                return found
-        except Exception:
-            pass
-    return _load_profile(target, arch)
 
 
 def _pow2_floor(n: int) -> int:
@@ -273,9 +228,9 @@ def apply_xpu_knobs(source: str, *, target: str = "xpu", arch: str | None = None
     if isinstance(found, CodemodResult):
         return found
     parsed, kernels = found
-    profile = _resolve_profile(profile, target, arch)
-    grf_modes = [str(m) for m in (_profile_value(profile, "grf_modes") or [])]
-    max_warps = _profile_value(profile, "max_warps_per_workgroup") or (64 if target == "xpu" else 32)
+    profile = resolve_profile(profile, target, arch)
+    grf_modes = [str(m) for m in (profile_value(profile, "grf_modes") or [])]
+    max_warps = profile_value(profile, "max_warps_per_workgroup") or (64 if target == "xpu" else 32)
     group = int(options.get("group_size_m", 8))
     collect = _Collect(set(kernels))
     parsed.visit(collect)

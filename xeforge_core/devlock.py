@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,11 +27,18 @@ from types import TracebackType
 
 from xeforge_core.errors import XeForgeError
 
-__all__ = ["DeviceLock", "LockTimeout", "device_lock", "lock_path"]
+__all__ = ["DeviceLock", "LockTimeout", "default_lock_dir", "device_lock", "lock_path"]
 
 
 class LockTimeout(XeForgeError, TimeoutError):
     """Raised when the lock could not be taken within ``timeout_s`` seconds."""
+
+
+def default_lock_dir() -> Path:
+    """Directory of the per-device timing locks, shared by every process on this machine:
+    ``$XEFORGE_LOCK_DIR`` or ``<system temp>/xeforge-devlocks``."""
+    env = os.environ.get("XEFORGE_LOCK_DIR")
+    return Path(env) if env else Path(tempfile.gettempdir()) / "xeforge-devlocks"
 
 
 def lock_path(lock_dir: str | os.PathLike[str], device_key: str) -> Path:

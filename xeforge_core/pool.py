@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from xeforge_core import runner, sandbox
+from xeforge_core.devlock import default_lock_dir
 from xeforge_core.worker.__main__ import ACK_FILE, READY_FILE
 from xeforge_core.worker.job import JOB_FILE
 
@@ -269,8 +270,6 @@ class WorkerPool:
         (default: the current target) are ready for the next jobs, and keep that many from
         then on. Returns how many are idle."""
         if lock_dir is None:
-            from xeforge_core.verify import default_lock_dir
-
             lock_dir = str(default_lock_dir())
         flavour = self.flavour(device_type, device_index, lock_dir)
         with self._lock:
@@ -287,8 +286,6 @@ class WorkerPool:
         about to run a verification: its workers import while it loads the problem. Returns how
         many are idle."""
         if lock_dir is None:
-            from xeforge_core.verify import default_lock_dir
-
             lock_dir = str(default_lock_dir())
         flavour = self.flavour(device_type, device_index, lock_dir)
         with self._lock:
@@ -436,23 +433,6 @@ def prestart(device_type: str = "cpu", device_index: int | None = None, *, count
     if not pool_enabled():
         return 0
     return default_pool().prestart(device_type, device_index, count=count, lock_dir=lock_dir)
-
-
-def start_for_verification(device: str | None = None) -> int:
-    """Start the workers one verification on ``device`` (an override as ``detect_device`` takes:
-    ``None``, ``"cpu"``, ``"cuda:1"``) will use -- baseline and candidate, and timing on a GPU --
-    so that they import while the caller loads the problem (the CLI calls this first). Does
-    nothing with ``XEFORGE_POOL=0`` or for a device that cannot be detected (the verification
-    then reports it). Returns how many workers are idle."""
-    if not pool_enabled():
-        return 0
-    from xeforge_core.devices import detect_device
-
-    try:
-        info = detect_device(device)
-    except ValueError:
-        return 0
-    return default_pool().ahead(info.type, info.index, jobs=2 if info.interpreter else 3)
 
 
 def shutdown() -> None:

@@ -36,7 +36,6 @@ import contextlib
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -50,6 +49,7 @@ from xeforge_core.cache import VerdictCache, cache_root, library_versions, stabl
 from xeforge_core.cache import worker_code_version as _worker_code_version
 from xeforge_core.coverage import derive_grid_variant, grid_probe_variant
 from xeforge_core.devices import DeviceInfo, detect_device
+from xeforge_core.devlock import default_lock_dir
 from xeforge_core.errors import XeForgeError
 from xeforge_core.problem.module import entry_point
 from xeforge_core.problem.scaling import estimate_input_bytes
@@ -92,13 +92,6 @@ def default_memory_bytes() -> int:
                 total = int(line.split()[1]) * 1024
                 break
     return max(4 * 2**30, total * 3 // 4)
-
-
-def default_lock_dir() -> Path:
-    """Directory of the per-device timing locks, shared by every process on this machine:
-    ``$XEFORGE_LOCK_DIR`` or ``<system temp>/xeforge-devlocks``."""
-    env = os.environ.get("XEFORGE_LOCK_DIR")
-    return Path(env) if env else Path(tempfile.gettempdir()) / "xeforge-devlocks"
 
 
 @dataclass
@@ -866,3 +859,20 @@ def _merge_timing(verdict: Verdict, timing: Verdict, outcome: runner.WorkerOutco
         verdict.steps.append(Step(name="performance", status=StepStatus.FAILED,
                                   seconds=outcome.seconds, summary=timing.reason))
     return verdict
+
+
+def start_for_verification(device: str | None = None) -> int:
+    """Start the workers one verification on ``device`` (an override as ``detect_device`` takes:
+    ``None``, ``"cpu"``, ``"cuda:1"``) will use -- baseline and candidate, and timing on a GPU --
+    so that they import while the caller loads the problem (the CLI calls this first). Does
+    nothing with ``XEFORGE_POOL=0`` or for a device that cannot be detected (the verification
+    then reports it). Returns how many workers are idle."""
+    from xeforge_core import pool
+
+    if not pool.pool_enabled():
+        return 0
+    try:
+        info = detect_device(device)
+    except ValueError:
+        return 0
+    return pool.default_pool().ahead(info.type, info.index, jobs=2 if info.interpreter else 3)

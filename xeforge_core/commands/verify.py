@@ -134,7 +134,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge verify``; returns the exit status (``EXIT_CODES``)."""
     if args.no_cache:  # jobs will run: their warm-pool workers import while the rest loads
-        from xeforge_core.pool import start_for_verification
+        from xeforge_core.verify import start_for_verification
 
         try:
             start_for_verification(args.device)

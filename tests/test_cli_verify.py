@@ -67,6 +67,19 @@ def test_bad_input_names_the_file(tmp_path, capsys):
     assert status == 2 and "nope" in err and "ci" in err
 
 
+@pytest.mark.parametrize("option, value, says", [
+    ("--timeout", "0", "must be greater than 0"), ("--timeout", "-5", "must be greater than 0"),
+    ("--timeout", "nan", "not a finite number"), ("--seeds", "0", "must be 1 or more"),
+    ("--rtol", "-1", "must be 0 or more"), ("--atol", "x", "is not a number"),
+])
+def test_out_of_range_options_are_usage_errors(capsys, option, value, says):
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", BASE, CAND, option, value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: " in err and says in err, err
+
+
 def test_unavailable_device_is_bad_input(capsys):
     status = main(["verify", BASE, CAND, "--device", "tpu"])
     assert status == 2

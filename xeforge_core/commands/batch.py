@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.commands.argtypes import non_negative_int
 from xeforge_core.commands.optimize import (
     ProgressPrinter,
     add_common_arguments,
@@ -66,10 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ray", metavar="ADDRESS", nargs="?", const="", default=None,
                    help="run one Ray task per kernel: alone, on a local Ray instance; with ADDRESS (auto, "
                         "HOST:PORT, ray://HOST:10001), on that cluster (needs the ray extra)")
-    p.add_argument("--ray-gpus", metavar="N", type=int, default=None,
+    p.add_argument("--ray-gpus", metavar="N", type=non_negative_int, default=None,
                    help="with --ray and no ADDRESS: GPUs the local Ray instance has (default: what Ray "
                         "detects; Intel GPUs may need it)")
-    p.add_argument("--max-retries", metavar="N", type=int, default=2,
+    p.add_argument("--max-retries", metavar="N", type=non_negative_int, default=2,
                    help="with --ray: restarts of a task whose worker or node died (default: 2)")
     p.add_argument("--resume", action="store_true",
                    help="skip the kernels already in the summary (--out) and keep their rows")

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from xeforge_core.commands.argtypes import positive_float
+
 #: Exit status by verdict.
 EXIT_BY_VERDICT = {"trusted": 0, "degraded": 3, "unusable": 4}
 
@@ -24,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spec", help="the model's YAML spec (default: sibling .yaml)")
     p.add_argument("--reference", help="the PyTorch reference (default: sibling _ref.py/_pytorch.py)")
     p.add_argument("--experiments", action="store_true", help="re-run failing checks under runtime settings")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per check (default 60)")
+    p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per check (default 60)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_run)
 

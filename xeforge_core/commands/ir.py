@@ -14,6 +14,7 @@ import json
 import sys
 
 from xeforge_core import units
+from xeforge_core.commands.argtypes import positive_float
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -72,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="keep source locations (loc(...), !dbg, .loc) in the IR and the diff")
     p.add_argument("--summary", action="store_true", help="only the resource table, no IR text")
     p.add_argument("--json", action="store_true", help="print the report(s) as JSON")
-    p.add_argument("--timeout", metavar="SECONDS", type=float, default=300.0,
+    p.add_argument("--timeout", metavar="SECONDS", type=positive_float, default=300.0,
                    help="wall-clock limit of the compile worker (default: 300)")
     p.add_argument("--no-cache", action="store_true", help="compile again even when a cached result exists")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")

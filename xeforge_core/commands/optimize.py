@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from xeforge_core.commands.argtypes import positive_float, positive_int
 from xeforge_core.commands.verify import add_verification_arguments
 from xeforge_core.pipeline.registry import engine_names
 from xeforge_core.units import plural
@@ -66,11 +67,11 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                    help="the hardware to optimize for: a profile id (" + ", ".join(_profile_ids())
                         + "), its name, or a family (xpu, cuda). Default: the device's profile; "
                           "on cpu, the Arc Pro B70. Verification still runs on --device")
-    p.add_argument("--iterations", metavar="N", type=int, default=3,
+    p.add_argument("--iterations", metavar="N", type=positive_int, default=3,
                    help="CoVeR refinements per stage (default: 3)")
-    p.add_argument("--best-of", metavar="K", type=int, default=1,
+    p.add_argument("--best-of", metavar="K", type=positive_int, default=1,
                    help="candidates per iteration (default: 1)")
-    p.add_argument("--min-speedup", metavar="X", type=float, default=None,
+    p.add_argument("--min-speedup", metavar="X", type=positive_float, default=None,
                    help="smallest measured speedup a candidate must reach to be accepted (default: 1.03)")
     add_verification_arguments(p)
     p.add_argument("--no-portability", action="store_true",

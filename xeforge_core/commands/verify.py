@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from xeforge_core.commands.argtypes import non_negative_float, positive_float, positive_int
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 
 #: Exit status per verdict kind. 2 is bad input (as argparse uses it); 130 an interruption.
@@ -78,10 +79,10 @@ class _RequireSandbox(argparse.Action):
 def add_verification_arguments(p: argparse.ArgumentParser) -> None:
     """The worker settings of a verification (``--timeout``, ``--seeds``, ``--no-odd-size``,
     ``--require-sandbox``), shared by ``verify``, ``optimize`` and ``batch``."""
-    p.add_argument("--timeout", metavar="SECONDS", type=float, default=300.0,
+    p.add_argument("--timeout", metavar="SECONDS", type=positive_float, default=300.0,
                    help="hard wall-clock limit per verification worker job, the baseline's included "
                         "(default: 300)")
-    p.add_argument("--seeds", metavar="N", type=int, default=3, help="seeds per variant (default: 3)")
+    p.add_argument("--seeds", metavar="N", type=positive_int, default=3, help="seeds per variant (default: 3)")
     p.add_argument("--no-odd-size", action="store_true", help="do not add the odd-size variants")
     p.add_argument("--require-sandbox", action=_RequireSandbox, nargs=0, default=False,
                    help="refuse to run kernels outside the OS sandbox (no network, read-only file "
@@ -118,8 +119,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="cpu, cuda, cuda:N, xpu, xpu:N or auto (default: $XEFORGE_DEVICE or auto)")
     add_verification_arguments(p)
     p.add_argument("--no-performance", action="store_true", help="do not time on a GPU")
-    p.add_argument("--rtol", type=float, default=None, help="relative tolerance override")
-    p.add_argument("--atol", type=float, default=None, help="absolute tolerance override")
+    p.add_argument("--rtol", type=non_negative_float, default=None, help="relative tolerance override")
+    p.add_argument("--atol", type=non_negative_float, default=None, help="absolute tolerance override")
     p.add_argument("--allow-dtype-change", action="store_true",
                    help="accept an output dtype different from the baseline's")
     p.add_argument("--allow-shape-change", action="store_true",

@@ -125,3 +125,20 @@ def test_candidate_file_problems_name_the_user_file(tmp_path, capsys):
         assert main(["verify", base, str(path), "--device", "cpu", "--quiet"]) == 2, name
         err = capsys.readouterr().err
         assert str(path) in err and message in err, (name, err)
+
+
+def test_output_to_a_reader_that_went_away_is_dropped_not_a_traceback():
+    # `xeforge verify ... | head -1`: once the reader closes the pipe, the rest of the output is
+    # dropped and the command goes on to exit with its own status
+    import io
+    import os
+
+    from xeforge_core.cli import _PipeSafe
+
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)
+    stream = _PipeSafe(io.TextIOWrapper(io.FileIO(write_fd, "w"), line_buffering=True))
+    stream.write("verdict: OK\n")  # the reader is gone: EPIPE, swallowed
+    stream.write("more\n")
+    stream.flush()
+    stream.close()

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
+from typing import Any
 
 COMMANDS = ("verify", "optimize", "batch", "doctor", "ir")
 
@@ -29,6 +31,42 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is None or name == only:
             importlib.import_module(f"xeforge_core.commands.{name}").register(sub)
     return parser
+
+
+class _PipeSafe:
+    """``sys.stdout`` for a command whose reader may go away (``xeforge verify ... | head``):
+    after a ``BrokenPipeError`` the rest of the output is dropped, so the command still finishes
+    and exits with its own status instead of a traceback and status 1."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        self._gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)  # what is still buffered goes nowhere at exit
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -52,9 +90,13 @@ def main(argv: list[str] | None = None) -> int:
             previous[sig] = signal.signal(sig, _interrupt)
         except ValueError:  # not the main thread (an embedding program): leave its handlers alone
             break
+    stdout = sys.stdout
+    sys.stdout = _PipeSafe(stdout)  # type: ignore[assignment]
     try:
         return int(args.func(args) or 0)
     finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
         for sig, handler in previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
 

@@ -59,6 +59,12 @@ def test_extract_other_shapes() -> None:
     assert broken.code is not None and any("does not parse" in n for n in broken.notes)
     tilde = extract_code(f"~~~python\n{MODULE}~~~")
     assert tilde.code == MODULE
+    # the user's own edit, unfenced, with a typo inside a function: taken whole (not cut before
+    # the typo, not "no code"), so the verifier names the line
+    typo = MODULE.replace("    pass\n", "    offs = = 1\n    pass\n")
+    own = extract_code(typo)
+    assert own.code == typo and own.source == "whole_reply"
+    assert own.notes == ["the code does not parse (line 7: invalid syntax)"]
 
 
 def test_extract_rejections_say_why() -> None:

@@ -119,6 +119,27 @@ def _unfenced_module(text: str) -> str | None:
     return None
 
 
+def _unfenced_broken_module(text: str) -> tuple[str, str] | None:
+    """``(code, parse error)`` for a complete-looking module (imports plus a kernel or a class)
+    that starts at the first module-looking line and does not parse at an indented line, that is
+    inside its own code: the user's own edit with a typo, returned whole so that the verifier
+    names the line. (An error at an unindented line is more likely prose after the module, which
+    :func:`_unfenced_module` cuts off.)"""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if _MODULE_START.match(ln)), None)
+    if start is None:
+        return None
+    code = "\n".join(lines[start:]).strip("\n") + "\n"
+    try:
+        parse_python(code)
+        return None
+    except SyntaxError as exc:
+        bad = code.splitlines()[exc.lineno - 1] if exc.lineno and exc.lineno <= len(code.splitlines()) else ""
+        if not _is_complete(code) or not bad[:1].isspace():
+            return None
+        return code, f"line {exc.lineno}: {exc.msg}"
+
+
 def extract_code(reply: str | None) -> Extraction:
     """Find the complete kernel module in ``reply``.
 
@@ -170,10 +191,15 @@ def extract_code(reply: str | None) -> Extraction:
         if _looks_like_diff(whole):
             return Extraction(None, "the reply is a diff, not a complete module; ask for the whole "
                                     "file (a diff cannot be verified on its own)")
-        found = _unfenced_module(text)
+        broken_module = _unfenced_broken_module(text)
+        found = None if broken_module is not None else _unfenced_module(text)
         if found:
             return Extraction(found, source="unfenced",
                               notes=["no code fence: took the module found in the reply's text"])
+        if broken_module is not None:
+            code, err = broken_module
+            source = "whole_reply" if code.strip() == text.strip() else "unfenced"
+            return Extraction(code, source=source, notes=[f"the code does not parse ({err})"])
         return Extraction(None, "the reply contains no code (no fenced block and no Python module "
                                 "in its text)")
 

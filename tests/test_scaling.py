@@ -91,3 +91,27 @@ ci:
     assert derived.dims == {"M": 128, "K": 128, "BLOCK_FACTOR": 2} and derived.shapes == {"A": (128, 128)}
     assert "axis 0 of k ran 1 program" in why
     assert derive_grid_variant(problem, ci, {"ci": {"k": [3, 1, 1]}}, {"k": [6, 1, 1]}, device_type="cpu") == (None, "")
+
+
+def test_a_spec_without_ci_is_checked_at_a_reduced_copy_of_its_benchmark_variant(tmp_path):
+    # a typo in the `ci` key leaves the spec with only its benchmark variant (4096 x 4096), which
+    # the interpreter would run for minutes: correctness runs a reduced copy, and the loader says
+    # why and which key it may have meant
+    import shutil
+    from pathlib import Path
+
+    from xeforge_core.problem import load_problem
+
+    samples = Path(__file__).resolve().parents[1] / "sample_kernels"
+    shutil.copy(samples / "01_vector_add.py", tmp_path / "add.py")
+    spec = (samples / "01_vector_add.yaml").read_text()
+    assert "\nci:\n" in spec
+    (tmp_path / "add.yaml").write_text(spec.replace("\nci:\n", "\ncii:\n"))
+    problem = load_problem(tmp_path / "add.py")
+    (small,) = problem.correctness_variants()
+    assert small.name == "bench-gpu-small" and max(small.dims.values()) <= 512
+    assert "TOKENS=4096->512" in small.derived and problem.variant("bench-gpu-small") == small
+    assert any("[cii]: the spec has no ci variant" in w and "did you mean ci instead of 'cii'?" in w
+               for w in problem.warnings), problem.warnings
+    # with its ci variant, nothing is derived
+    assert [v.name for v in load_problem(samples / "01_vector_add.py").correctness_variants()] == ["ci"]

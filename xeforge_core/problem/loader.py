@@ -32,7 +32,7 @@ from xeforge_core.worker.astutil import parse as parse_python
 
 from .model import ModuleFile, Problem, ProblemError, Spec, Variant
 from .module import KERNEL_FUNCTION, DtypeConstraint, ModuleFacts, Signature, read_module
-from .scaling import reduced_module_variant
+from .scaling import reduced_module_variant, reduced_spec_variant
 from .spec import MAX_SOURCE_BYTES, build_variant, check_text, parse_spec
 
 __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference", "read_candidate"]
@@ -204,7 +204,7 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     _cross_check(facts, ref_facts, spec, sp.name if sp else f"{name}.yaml", warnings, eager=eager)
     problem = Problem(name=name, kernel=kernel, reference=reference, spec=spec, warnings=warnings,
                       inputs=inputs, eager_baseline=eager)
-    reduced = reduced_module_variant(problem)
+    reduced = reduced_module_variant(problem) or reduced_spec_variant(problem)
     if reduced is not None:
         problem.module_variants[reduced.name] = reduced
     return problem

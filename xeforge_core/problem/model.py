@@ -194,6 +194,8 @@ class Problem:
                 return found
             known = ", ".join(["module", *self.module_variants])
             raise ProblemError(f"no spec given, so there is no variant {name!r}; known: {known}")
+        if name not in self.spec.variants and name in self.module_variants:
+            return self.module_variants[name]  # a reduced copy the verifier derived
         if name not in self.spec.variants:
             known = ", ".join(sorted(self.spec.variants)) or "none"
             raise ProblemError(f"unknown variant {name!r} (known: {known})", file=self.spec.path)
@@ -201,12 +203,16 @@ class Problem:
 
     def correctness_variants(self) -> list[Variant]:
         """Variants small enough to check for correctness on any device: every entry of the
-        spec's ``ci`` list (``ci``, ``ci[1]``, ...), else the default variant; without a spec,
+        spec's ``ci`` list (``ci``, ``ci[1]``, ...), else a reduced copy of the default variant
+        (``<default>-small``, when it is large), else the default variant; without a spec,
         ``module-small`` when the published sizes were reduced, else ``module``."""
         if self.spec is None:
             return [self.module_variants.get("module-small") or Variant(name="module", params=[], dims={})]
         ci = [v for n, v in self.spec.variants.items() if n == "ci" or n.startswith("ci[")]
-        return ci or [self.variant(self.default_variant_name())]
+        if ci:
+            return ci
+        default = self.default_variant_name()
+        return [self.module_variants.get(f"{default}-small") or self.variant(default)]
 
     def benchmark_variants(self, device_type: str) -> list[Variant]:
         """Variants to time on ``device_type``: ``bench-xpu`` on xpu when present, else

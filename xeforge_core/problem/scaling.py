@@ -28,7 +28,7 @@ from xeforge_core.worker.astutil import parse as parse_python
 from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import Problem, Variant
 
-__all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant",
+__all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant", "reduced_spec_variant",
            "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS"]
 
 #: Names (case-insensitive, matched as whole words or ``_``-separated parts) that are not tensor
@@ -238,6 +238,34 @@ def reduced_module_variant(problem: Problem, max_input_elements: int = REDUCED_M
     return Variant(name="module-small", params=[], dims={}, overrides=overrides,
                    derived=f"the published sizes reduced for correctness ({shown}); "
                            "`--variant module` checks the published sizes")
+
+
+def reduced_spec_variant(problem: Problem, max_input_elements: int = REDUCED_MAX_INPUT_ELEMENTS) -> Variant | None:
+    """``<default>-small``: for a spec with no ``ci`` variant, its default (benchmark) variant
+    with the size dims divided by the smallest power of two that brings its largest input to at
+    most ``max_input_elements`` elements; ``None`` when the spec has a ``ci`` variant, the
+    default variant is already that small, or it has no size dims to reduce."""
+    from .spec import build_variant
+
+    spec = problem.spec
+    if spec is None or not spec.variants or any(n == "ci" or n.startswith("ci[") for n in spec.variants):
+        return None
+    base = problem.variant(problem.default_variant_name())
+    largest = variant_input_elements(problem, base)
+    names = _spec_size_dims(problem, base)
+    if largest is None or largest <= max_input_elements or not names:
+        return None
+    factor = 1.0
+    for _ in range(24):
+        factor /= 2
+        dims = {**base.dims, **{d: _scale_value(int(base.dims[d]), factor) for d in names}}
+        small = build_variant(f"{base.name}-small", params=list(base.params), dims=dims, inputs=spec.inputs,
+                              inits=spec.inits, dtype=base.dtype, flop_formula=base.flop_formula,
+                              rtol=base.rtol, atol=base.atol)
+        if (variant_input_elements(problem, small) or 0) <= max_input_elements:
+            break
+    shown = ", ".join(f"{d}={base.dims[d]}->{small.dims[d]}" for d in names if small.dims[d] != base.dims[d])
+    return replace(small, derived=f"the spec has no ci variant: {base.name} reduced for correctness ({shown})")
 
 
 def _spec_size_dims(problem: Problem, variant: Variant) -> list[str]:

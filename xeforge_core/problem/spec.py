@@ -28,6 +28,7 @@ Errors are :class:`ProblemError` naming the spec file, the YAML line and the fie
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -434,6 +435,13 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
                                        f"(variants: {', '.join(variants) or 'none'}); it is ignored")
     if not variants:
         ctx.warn((), "the spec defines no variants (no top-level key with a list value)")
+    elif not any(n == "ci" or n.startswith("ci[") for n in variants):
+        families = [k for k in data if isinstance(k, str) and k not in _RESERVED and isinstance(data[k], list)]
+        close = difflib.get_close_matches("ci", families, n=1, cutoff=0.6)
+        fallback = default if default in variants else ("bench-gpu" if "bench-gpu" in variants else next(iter(variants)))
+        hint = f"; did you mean ci instead of {close[0]!r}?" if close else ""
+        ctx.warn((close[0],) if close else (), f"the spec has no ci variant, so correctness is checked at {fallback!r} "
+                                               f"(reduced to {fallback}-small where it is large){hint}")
     return Spec(path=p, inputs=inputs, inits=inits, variants=variants, default_variant=default,
                 warnings=ctx.warnings, lines={_field(k): v for k, v in lines.items() if k})
 

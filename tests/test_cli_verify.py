@@ -142,3 +142,11 @@ def test_output_to_a_reader_that_went_away_is_dropped_not_a_traceback():
     stream.write("more\n")
     stream.flush()
     stream.close()
+
+
+def test_a_compile_error_names_the_users_file(tmp_path, capsys):
+    broken = tmp_path / "my_gemm.py"
+    broken.write_text(Path(CAND).read_text().replace("import triton\n", "import triton\nx = = 1\n", 1))
+    assert main(["verify", BASE, str(broken), "--device", "cpu", "--quiet", "--no-cache"]) == 3
+    out = capsys.readouterr().out
+    assert "SyntaxError at my_gemm.py:" in out and "candidate.py" not in out

@@ -369,7 +369,8 @@ class _Run:
     def __init__(self, problem: Any, candidate_source: str, device: DeviceInfo,
                  opts: VerifyOptions, on_progress: ProgressFn | None,
                  cancel: threading.Event | None,
-                 run_worker: Callable[..., runner.WorkerOutcome] | None = None) -> None:
+                 run_worker: Callable[..., runner.WorkerOutcome] | None = None,
+                 candidate_name: str | None = None) -> None:
         self.problem = problem
         self.run_worker = run_worker or runner.run_worker
         self.candidate_source = candidate_source
@@ -383,7 +384,8 @@ class _Run:
         self.correctness = _resolve_variants(problem, opts.variants, opts.include_odd_size)
         self.performance = _performance_variants(problem, device, opts)
         entry, name = entry_point(candidate_source, problem.kernel.class_name)
-        self.candidate_module = {"source": candidate_source, "filename": "candidate.py", "class_name": name,
+        filename = Path(candidate_name).name if candidate_name else "candidate.py"
+        self.candidate_module = {"source": candidate_source, "filename": filename, "class_name": name,
                                  "label": "candidate", "entry": entry}
         baseline = problem.kernel.to_data()
         baseline["label"] = "baseline"
@@ -584,7 +586,8 @@ def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
 def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | None = None,
            options: VerifyOptions | None = None, on_progress: ProgressFn | None = None,
            cancel: threading.Event | None = None,
-           run_worker: Callable[..., runner.WorkerOutcome] | None = None) -> Verdict:
+           run_worker: Callable[..., runner.WorkerOutcome] | None = None,
+           candidate_name: str | None = None) -> Verdict:
     """Verify ``candidate_source`` (a kernel module's text) against ``problem``'s baseline.
 
     Args:
@@ -601,6 +604,8 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             arguments and result (the job's ``role`` says which job it is); ``None``:
             ``runner.run_worker`` in this process. ``xeforge_core.raybatch`` passes one that runs
             the job as a Ray task asking for what its role needs (a GPU to itself for timing).
+        candidate_name: the candidate's file name, used in what the verdict says (compiler
+            errors, tracebacks); ``candidate.py`` when ``None``.
 
     Returns:
         The ``Verdict``: ``kind`` ok / compile_error / runtime_error / crash / timeout / oom /
@@ -619,7 +624,7 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
     if not isinstance(device, DeviceInfo):
         _say(on_progress, "device: detecting")
         device = detect_device(device)
-    run = _Run(problem, candidate_source, device, opts, on_progress, cancel, run_worker)
+    run = _Run(problem, candidate_source, device, opts, on_progress, cancel, run_worker, candidate_name)
 
     cache: VerdictCache | None = None
     key = ""
@@ -629,7 +634,8 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             reference_source=problem.reference.source if problem.reference is not None else None,
             spec=run.spec_data, correctness_variants=[v.to_data() for v in run.correctness],
             performance_variants=[v.to_data() for v in run.performance],
-            options={**opts.result_affecting(), "lints": run.lints, "target": run.target},
+            options={**opts.result_affecting(), "lints": run.lints, "target": run.target,
+                     "candidate_file": run.candidate_module["filename"]},
             device_key=device.fingerprint_key(),
         )
         try:
@@ -716,7 +722,7 @@ def _verify_uncached(run: _Run) -> Verdict:
     cand_job = run.job("candidate", run.candidate_module, expected_dir=expected_dir,
                        baseline=run.baseline_module, grid_probe=probe)
     outcome = run.run("candidate", cand_job, cand_dir)
-    verdict = _outcome_verdict(outcome, "candidate", "candidate.py")
+    verdict = _outcome_verdict(outcome, "candidate", run.candidate_module["filename"])
     verdict.warnings = run.warnings + [f"baseline: {w}" for w in base.warnings] + verdict.warnings
     verdict.resources = {**base.resources, **verdict.resources}
     if reused:
@@ -749,7 +755,7 @@ def _verify_uncached(run: _Run) -> Verdict:
     timing_job = run.job("timing", run.candidate_module, baseline=run.baseline_module,
                          expected_dir=expected_dir)
     t_outcome = run.run("timing", timing_job, timing_dir)
-    timing = _outcome_verdict(t_outcome, "timing", "candidate.py")
+    timing = _outcome_verdict(t_outcome, "timing", run.candidate_module["filename"])
     if run.problem.eager_baseline:
         for p in timing.performance:
             p.baseline_label = "eager"
@@ -791,7 +797,8 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
     run.cleanup.append(cand_dir)
     job = run.job("candidate", run.candidate_module, expected_dir=str(base_dir / "expected"),
                   baseline=run.baseline_module, **one)
-    extra = _outcome_verdict(run.run("candidate", job, cand_dir), "candidate", "candidate.py")
+    extra = _outcome_verdict(run.run("candidate", job, cand_dir), "candidate",
+                             run.candidate_module["filename"])
     verdict.correctness += extra.correctness
     dims = derived.dims or derived.overrides
     shown = ", ".join(f"{k}={v}" for k, v in dims.items())

@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         cancel = threading.Event()
         try:
             verdict = verify(problem, candidate, device=args.device, options=options,
-                             on_progress=progress, cancel=cancel)
+                             on_progress=progress, cancel=cancel, candidate_name=args.candidate)
         except KeyboardInterrupt:
             cancel.set()
             print("interrupted", file=sys.stderr)

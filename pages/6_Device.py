@@ -77,7 +77,7 @@ else:
     if verdict:
         VERDICT_STYLE.get(verdict.get("status"), st.info)(
             f"**{doctor_headline(verdict, interpreter=interp)}** — {doctor_advice(verdict, interpreter=interp)}")
-        st.dataframe([{"criterion": c.get("name"), "holds": "✅" if c.get("holds") else "❌",
+        st.dataframe([{"criterion": c.get("name"), "holds": "➖ not checked" if c.get("holds") is None else ("✅" if c.get("holds") else "❌"),
                        "evidence": c.get("evidence")} for c in verdict.get("criteria", [])],
                      hide_index=True, width="stretch")
     tab_b, tab_s, tab_c, tab_e, tab_w, tab_t = st.tabs(

@@ -96,7 +96,7 @@ class DoctorReport:
         if self.verdict is not None:
             lines.append(f"\nVerdict: {self.verdict.headline}")
             for c in self.verdict.criteria:
-                lines.append(f"  [{'x' if c.holds else ' '}] {c.name}: {c.evidence}")
+                lines.append(f"  [{c.mark}] {c.name}: {c.evidence}")
             lines.append(f"  -> {self.verdict.advice}")
         if self.way_out is not None:
             lines.append("\nWay out (measured where a time is shown)")

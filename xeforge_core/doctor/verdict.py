@@ -63,11 +63,17 @@ class SpeedEvidence:
 
 @dataclass
 class Criterion:
-    """One criterion as shown to the user: what was asked, whether it holds, the evidence."""
+    """One criterion as shown to the user: what was asked, whether it holds (``None``: not
+    checked, e.g. speed without a model), the evidence."""
 
     name: str
-    holds: bool
+    holds: bool | None
     evidence: str
+
+    @property
+    def mark(self) -> str:
+        """``x`` holds, blank fails, ``-`` not checked (the text report's check box)."""
+        return "-" if self.holds is None else ("x" if self.holds else " ")
 
 
 @dataclass
@@ -136,9 +142,8 @@ def decide(observations: Sequence[Observation], speed: SpeedEvidence | None = No
             f"copies {speed.fallback_us:.1f}) vs CPU {speed.cpu_us:.1f} µs"
             + (f"; {speed.how}" if speed.how else "")))
     else:
-        beats = True
-        criteria.append(Criterion("beats the CPU with round-trips for failing ops counted", True,
-                                  speed_note))
+        beats = True  # nothing measured against it: the other criteria decide
+        criteria.append(Criterion("beats the CPU with round-trips for failing ops counted", None, speed_note))
     criteria.append(Criterion("consistent runtime stack", not stack_problems,
                               "; ".join(stack_problems) if stack_problems else
                               "one version of each runtime library, none shadowed"))

@@ -158,7 +158,9 @@ def test_bad_inits_and_tolerances_and_dims():
     assert _err(BASE.replace("- ALPHA: 0.5", "- 0.5")).field == "inits[1]"
     assert _err(BASE.replace("rtol: 1e-3", "rtol: tight")).field == "ci[0].rtol"
     assert _err(BASE.replace("rtol: 1e-3", "rtol: -1")).field == "ci[0].rtol"
-    assert _err(BASE.replace("BATCH: 4,", "BATCH: 4.5,")).field.startswith("inputs.X.shape")
+    # a dim value that is not a size is named where it was written, not at the shape that uses it
+    bad = _err(BASE.replace("BATCH: 4,", "BATCH: 4.5,"))
+    assert bad.field == "ci[0].dims.BATCH" and bad.line == 16 and "4.5" in bad.message
     assert _err(BASE.replace("BATCH: 4,", "BATCH: yes,")).field == "ci[0].dims.BATCH"
 
 

@@ -157,8 +157,10 @@ def resolve_init_value(value: Any, dims: Mapping[str, Any]) -> Any:
 
 
 def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: _Ctx | None,
-              input_path: Path_) -> tuple[int, ...]:
-    """Concrete shape of one input in one variant. A list-valued dim is spliced in."""
+              input_path: Path_, entry_path: Path_ = ()) -> tuple[int, ...]:
+    """Concrete shape of one input in one variant. A list-valued dim is spliced in. A dim the
+    variant leaves out is reported at the input's shape; a dim whose value is not a size, at
+    the variant's ``dims`` entry (``entry_path``), where the value was written."""
     shape: list[int] = []
     for i, entry in enumerate(inp.shape):
         where = input_path + ("shape", i)
@@ -177,7 +179,8 @@ def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: 
             if not isinstance(number, int) or isinstance(number, bool) or number < 0:
                 msg = (f"input {inp.name}: dim {entry!r} = {value!r} in variant {variant_label} is not "
                        f"a non-negative integer, so it cannot be a tensor size")
-                raise ctx.error(where, msg) if ctx else ProblemError(msg, field=_field(where))
+                at = entry_path + ("dims", entry) if entry_path else where
+                raise ctx.error(at, msg) if ctx else ProblemError(msg, field=_field(at))
             shape.append(number)
     return tuple(shape)
 
@@ -211,7 +214,7 @@ def build_variant(name: str, *, params: list[str], dims: dict[str, Any], inputs:
     total_bytes = 0
     for pname in params:
         inp = inputs[pname]
-        shape = _shape_of(inp, dims, label, ctx, ("inputs", pname))
+        shape = _shape_of(inp, dims, label, ctx, ("inputs", pname), entry_path)
         eff = dtype if dtype and _is_float(inp.dtype) else inp.dtype
         shapes[pname] = shape
         input_dtypes[pname] = eff

@@ -60,6 +60,11 @@ def test_manual_reply_without_code_and_unverified_approval(wb: Workbench) -> Non
     wb.start_session()
     with pytest.raises(WorkbenchError, match="no candidate"):
         wb.submit_manual("Sorry, I cannot help with that.")
+    # a module with nothing to call is refused as `xeforge verify` refuses it, before any worker
+    no_model = "import triton\n\n@triton.jit\ndef k(x_ptr):\n    pass\n\nclass Thing:\n    pass\n"
+    with pytest.raises(WorkbenchError, match=r"no candidate: the candidate defines no Model or ModelNew class "
+                                             r"\(classes found: Thing\)"):
+        wb.submit_manual(no_model)
     with pytest.raises(WorkbenchError, match="no candidate under review"):
         wb.approve()
     current = wb.session.source("head")

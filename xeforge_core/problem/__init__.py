@@ -16,7 +16,14 @@ Main entry points::
 
 from .dtypes import dtype_size, normalize_dtype
 from .flops import evaluate_flop
-from .loader import find_reference, find_spec, load_problem, problem_from_source, read_candidate
+from .loader import (
+    check_candidate_entry,
+    find_reference,
+    find_spec,
+    load_problem,
+    problem_from_source,
+    read_candidate,
+)
 from .model import InitSpec, InputSpec, ModuleFile, Problem, ProblemError, Spec, Variant
 from .module import (
     ClassInfo,
@@ -31,6 +38,7 @@ from .spec import odd_size_variant, parse_spec
 
 __all__ = [
     "read_candidate",
+    "check_candidate_entry",
     "load_problem",
     "problem_from_source",
     "parse_spec",

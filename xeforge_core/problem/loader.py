@@ -65,21 +65,28 @@ def read_candidate(path: str | Path) -> str:
     syntax error is *not* raised here: it is the candidate's fault, so verification turns it
     into a ``compile_error`` verdict with its line.
     """
-    import ast
-
     path = Path(path)
     source = _read(path, "candidate")
+    check_candidate_entry(source, file=path)
+    return source
+
+
+def check_candidate_entry(source: str, *, file: str | Path | None = None) -> None:
+    """Raise ``ProblemError`` (naming ``file``) when ``source`` parses but defines neither a
+    ``Model`` / ``ModelNew`` class nor KernelAgent's ``kernel_function()``: there is nothing to
+    call. A module that does not parse passes: its syntax error is a ``compile_error`` verdict."""
+    import ast
+
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
-        return source
+        return
     classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
     functions = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if not {"Model", "ModelNew"} & set(classes) and KERNEL_FUNCTION not in functions:
         found = ", ".join(classes) or "none"
         raise ProblemError(f"the candidate defines no Model or ModelNew class (classes found: {found}) and no "
-                           f"{KERNEL_FUNCTION}() (KernelAgent's convention)", file=path)
-    return source
+                           f"{KERNEL_FUNCTION}() (KernelAgent's convention)", file=file)
 
 
 def find_spec(kernel_path: str | Path) -> Path | None:

@@ -32,6 +32,7 @@ from xeforge_core.pipeline.plan import Plan, plan_for
 from xeforge_core.pipeline.registry import STAGE_IDS, engines_for, get_engine_spec, get_stage
 from xeforge_core.pipeline.status import CandidateStatus, OutcomeStatus, StageStatus
 from xeforge_core.pipeline.target import Target, TargetError, resolve, targets
+from xeforge_core.problem import ProblemError, check_candidate_entry
 from xeforge_core.session.records import CandidateRecord, Version
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus, code_hash
@@ -572,6 +573,10 @@ class Workbench:
         cand = ManualEngine(text, kind=kind, model=model).propose(stage, context)
         if not cand.applicable:
             raise WorkbenchError(f"no candidate: {cand.not_applicable_reason}")
+        try:
+            check_candidate_entry(cand.code)
+        except ProblemError as exc:  # as `xeforge verify` refuses such a file
+            raise WorkbenchError(f"no candidate: {exc.message}") from exc
         review = self._new_review(stage, context.current_code, cand.code, engine="manual",
                                   rationale=cand.rationale, prompt=cand.prompt or "", model=model)
         self._warm(cand.code)

@@ -64,6 +64,23 @@ def test_the_published_softmax_size_is_reduced_for_correctness():
     assert [v.name for v in problem.benchmark_variants("cuda")] == ["module"]
 
 
+def test_a_shape_tuple_unpacked_into_the_inputs_is_reduced_too():
+    # KernelBench's scans (cumsum, cumprod): `input_shape = (32768,)`, `torch.rand(batch_size,
+    # *input_shape)`: 1G elements published, far beyond the interpreter (and 4 GB on the host)
+    from xeforge_core.problem.scaling import odd_module_variant
+
+    scan = SOFTMAX.replace("torch.softmax(x, dim=1)", "torch.cumsum(x, dim=1)").replace(
+        "dim = 393216", "input_shape = (32768,)").replace("torch.randn(batch_size, dim)",
+                                                         "torch.rand(batch_size, *input_shape)")
+    assert size_constants(scan) == {"batch_size": 4096, "input_shape": (32768,)}
+    assert estimate_input_bytes(scan) == (4096 * 32768, 4096 * 32768 * 4)
+    problem = problem_from_source(scan, name="cumsum")
+    small = problem.correctness_variants()[0]
+    assert small.name == "module-small" and small.overrides == {"batch_size": 128, "input_shape": (1024,)}
+    assert estimate_input_bytes(scan, small.overrides)[0] <= 1 << 18
+    assert odd_module_variant(problem, small).overrides == {"batch_size": 127, "input_shape": (1023,)}
+
+
 def test_kernel_sizes_and_axes_are_not_sizes():
     consts = size_constants(CONV)
     assert consts == {"batch_size": 128, "in_channels": 3, "out_channels": 16}

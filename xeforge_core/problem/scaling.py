@@ -82,6 +82,35 @@ def _module_ints(tree: ast.Module) -> dict[str, int]:
     return out
 
 
+def _module_tuples(tree: ast.Module, ints: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """Module-level tuples of integer sizes: ``input_shape = (32768,)``, ``shape = (B, 64)``
+    (elements read as ``_module_ints`` reads a value). Last assignment wins."""
+    out: dict[str, tuple[int, ...]] = {}
+    ev = _Evaluator(ints)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name, value = stmt.targets[0].id, stmt.value
+            items = [ev.value(e) for e in value.elts] if isinstance(value, (ast.Tuple, ast.List)) else None
+            if items and all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+                out[name] = tuple(int(i) for i in items)  # type: ignore[arg-type]
+            else:
+                out.pop(name, None)
+    return out
+
+
+def _constants(tree: ast.Module, overrides: dict[str, Any] | None = None
+               ) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """The module's integer and integer-tuple constants, with ``overrides`` applied."""
+    ints = _module_ints(tree)
+    tuples = _module_tuples(tree, ints)
+    for k, v in (overrides or {}).items():
+        if isinstance(v, (list, tuple)):
+            tuples[k] = tuple(int(x) for x in v)
+        else:
+            ints[k] = int(v)
+    return ints, tuples
+
+
 def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
     return {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
 
@@ -103,31 +132,48 @@ def _shape_names(fn: ast.FunctionDef) -> set[str]:
     return names
 
 
-def size_constants(source: str) -> dict[str, int]:
+def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
     """The module-level integer constants (at least 2) that are sizes, with their published
     values: those used in a tensor shape inside ``get_inputs()`` (``torch.randn(batch_size,
     dim)``: whatever their name), and those ``get_init_inputs()`` passes whose name says they
-    are a size (``out_features``, not ``kernel_size`` or ``dim``; see ``NOT_A_SIZE``). ``{}``
+    are a size (``out_features``, not ``kernel_size`` or ``dim``; see ``NOT_A_SIZE``); also
+    tuples of sizes unpacked into a shape (``torch.rand(batch_size, *input_shape)``). ``{}``
     when the source does not parse or defines neither function."""
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return {}
-    ints = _module_ints(tree)
+    ints, tuples = _constants(tree)
     funcs = _functions(tree)
     shape_names: set[str] = set()
     if "get_inputs" in funcs:
         shape_names = _shape_names(funcs["get_inputs"])
     init_names = _names_read(funcs["get_init_inputs"]) if "get_init_inputs" in funcs else set()
     chosen = shape_names | {n for n in init_names if _is_size_name(n)}
-    return {n: v for n, v in ints.items() if n in chosen and v >= 2}
+    found: dict[str, int | tuple[int, ...]] = {n: v for n, v in ints.items() if n in chosen and v >= 2}
+    found.update({n: v for n, v in tuples.items() if n in shape_names and any(x >= 2 for x in v)})
+    return found
 
 
 class _Evaluator:
     """Evaluates simple integer expressions over module constants (``batch_size * 2``)."""
 
-    def __init__(self, env: dict[str, int]) -> None:
+    def __init__(self, env: dict[str, int], tuples: dict[str, tuple[int, ...]] | None = None) -> None:
         self.env = env
+        self.tuples = tuples or {}
+
+    def dims(self, nodes: list[ast.expr]) -> list[int] | None:
+        """Integer values of shape arguments, ``*name`` of a tuple constant unpacked."""
+        out: list[int] = []
+        for node in nodes:
+            if isinstance(node, ast.Starred) and isinstance(node.value, ast.Name) and node.value.id in self.tuples:
+                out.extend(self.tuples[node.value.id])
+                continue
+            v = self.value(node)
+            if v is None:
+                return None
+            out.append(int(v))
+        return out
 
     def value(self, node: ast.AST) -> int | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
@@ -156,10 +202,10 @@ class _Evaluator:
             args = args[:1]
         if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
             args = list(args[0].elts)
-        dims = [self.value(a) for a in args]
-        if not dims or any(d is None for d in dims):
-            return None
-        return [int(d) for d in dims]  # type: ignore[arg-type]
+        if len(args) == 1 and isinstance(args[0], ast.Name) and args[0].id in self.tuples:
+            return list(self.tuples[args[0].id])  # torch.randn(shape)
+        dims = self.dims(args)
+        return dims or None
 
 
 def _dtype_bytes(call: ast.Call) -> int:
@@ -173,7 +219,7 @@ def _dtype_bytes(call: ast.Call) -> int:
     return 8 if func == "randint" else 4
 
 
-def estimate_input_bytes(source: str, overrides: dict[str, int] | None = None) -> tuple[int, int] | None:
+def estimate_input_bytes(source: str, overrides: dict[str, Any] | None = None) -> tuple[int, int] | None:
     """``(largest input elements, total input bytes)`` of the tensors ``get_inputs()`` creates
     with ``torch.randn(...)``-style factories, with ``overrides`` applied to the module's
     constants; ``None`` when a shape cannot be read statically (the sizes are then left as
@@ -185,8 +231,7 @@ def estimate_input_bytes(source: str, overrides: dict[str, int] | None = None) -
     fn = _functions(tree).get("get_inputs")
     if fn is None:
         return None
-    env = {**_module_ints(tree), **(overrides or {})}
-    ev = _Evaluator(env)
+    ev = _Evaluator(*_constants(tree, overrides))
     largest, total, found = 0, 0, False
     for node in ast.walk(fn):
         if not isinstance(node, ast.Call):
@@ -204,7 +249,11 @@ def estimate_input_bytes(source: str, overrides: dict[str, int] | None = None) -
     return (largest, total) if found else None
 
 
-def _scale_value(value: int, factor: float) -> int:
+def _scale_value(value: int | tuple[int, ...], factor: float) -> Any:
+    """``value`` (a size, or a tuple of sizes) scaled by ``factor``; scaled down, no size goes
+    below ``_MIN_SCALED`` (sizes already smaller keep their value)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_scale_value(int(v), factor) for v in value)
     if factor >= 1:
         return int(value * factor)
     if value <= _MIN_SCALED:
@@ -225,7 +274,7 @@ def reduced_module_variant(problem: Problem, max_input_elements: int = REDUCED_M
     if not consts or published is None or published[0] <= max_input_elements:
         return None
     factor = 1.0
-    overrides: dict[str, int] = {}
+    overrides: dict[str, Any] = {}
     for _ in range(24):
         factor /= 2
         overrides = {n: _scale_value(v, factor) for n, v in consts.items()}
@@ -305,7 +354,7 @@ def scaled_variant(problem: Problem, variant: Variant, factor: int, name: str, w
     if not consts:
         return None
     base = {**consts, **variant.overrides}
-    overrides = {n: int(v) * factor for n, v in base.items()}
+    overrides = {n: _scale_value(v, factor) for n, v in base.items()}
     return Variant(name=name, params=[], dims={}, overrides=overrides, rtol=variant.rtol, atol=variant.atol,
                    derived=why)
 
@@ -345,10 +394,16 @@ def odd_module_variant(problem: Problem, variant: Variant) -> Variant | None:
     base = {**size_constants(problem.inputs.source), **variant.overrides}
     overrides = dict(variant.overrides)
     moved = False
+    def odd(v: int) -> int:
+        return v - 1 if v >= 4 and v % 2 == 0 else v
+
     for name in shape_only:
         value = base.get(name)
-        if isinstance(value, int) and value >= 4 and value % 2 == 0:
-            overrides[name] = value - 1
+        if isinstance(value, int) and odd(value) != value:
+            overrides[name] = odd(value)
+            moved = True
+        elif isinstance(value, (tuple, list)) and any(odd(int(v)) != int(v) for v in value):
+            overrides[name] = tuple(odd(int(v)) for v in value)
             moved = True
     if not moved:
         return None

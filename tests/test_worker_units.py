@@ -365,3 +365,41 @@ def test_minimum_bytes_counts_inputs_weights_and_outputs_once():
     x = torch.randn(2, 8)                      # 16 floats
     out = model(x)                             # 8 floats
     assert _minimum_bytes([x, x], model, (out, out)) == 4 * (32 + 4 + 16 + 8)
+
+
+def test_weights_move_across_different_names_by_shape():
+    # KernelBench's Model keeps nn.Linear (state_dict: bias, gemm.weight) where a published
+    # ModelNew keeps weight and bias of its own, initialised in another order: the same seed
+    # gives other values, so the candidate takes the reference's tensors by shape
+    import torch.nn as nn
+
+    from xeforge_core.worker.inputs import load_matching_state
+
+    class Ref(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gemm = nn.Linear(6, 4, bias=False)
+            self.bias = nn.Parameter(torch.randn(4))
+
+    class New(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(4, 6))
+            self.bias = nn.Parameter(torch.randn(4))
+
+    ref, new = Ref(), New()
+    note = load_matching_state(new, ref.state_dict())
+    assert note.startswith("copied by shape") and "weight <- gemm.weight" in note
+    assert torch.equal(new.weight, ref.gemm.weight) and torch.equal(new.bias, ref.bias)
+    assert load_matching_state(New(), New().state_dict()) == "copied"
+
+    class Other(nn.Module):  # a tensor of a shape the reference does not have: nothing is copied
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(6, 4))
+            self.bias = nn.Parameter(torch.randn(4))
+
+    other = Other()
+    before = other.weight.detach().clone()
+    assert "same init seed used" in load_matching_state(other, ref.state_dict())
+    assert torch.equal(other.weight, before)

@@ -25,8 +25,9 @@ redrawn from the distribution. With a spec, the variant's ``dtype`` overrides th
 floating-point input and the model is cast with ``model.to(dtype)``, as Xe-Forge does.
 
 Weights: the model is constructed under ``torch.manual_seed(seed)``; the candidate then takes
-the baseline's ``state_dict`` (saved by the baseline job) when keys and shapes match, and the
-reference takes the kernel model's the same way; otherwise both keep the seeded init.
+the baseline's ``state_dict`` (saved by the baseline job) when the two hold the same tensors (by
+name, else by registration order with equal shapes: ``load_matching_state``), and the reference
+takes the kernel model's the same way; otherwise both keep the seeded init.
 """
 
 from __future__ import annotations
@@ -285,20 +286,42 @@ def construct_model(loaded: LoadedModule, inits: list[Any], seed: int, device: t
 
 
 def load_matching_state(model: torch.nn.Module, state: dict[str, torch.Tensor] | None) -> str:
-    """Copy ``state`` into ``model`` when its keys and shapes match; returns what happened
-    (``"copied"`` or why not)."""
+    """Copy ``state`` into ``model`` when they hold the same tensors; returns what happened
+    (``"copied"``, ``"copied by position ..."`` or why not).
+
+    The same keys and shapes copy by name. Different names (a ``ModelNew`` that keeps
+    ``self.weight`` where ``Model`` has ``self.gemm = nn.Linear(...)``, often initialised in
+    another order, so the same seed gives other values) copy by shape when both hold the same
+    number of tensors of each shape, pairing tensors of one shape in registration order. Wrong
+    weights can only make a candidate disagree with the truth, never agree with it by chance."""
     if not state:
         return "no saved weights"
     own = model.state_dict()
-    if set(own) != set(state):
-        return "state_dict keys differ; same init seed used"
-    for k, v in own.items():
-        if tuple(v.shape) != tuple(state[k].shape):
-            return f"state_dict shape of {k} differs; same init seed used"
+    if set(own) == set(state):
+        pairs = [(k, k) for k in own]
+        how = "copied"
+    else:
+        def by_shape(d: dict[str, torch.Tensor]) -> dict[tuple[int, ...], list[str]]:
+            groups: dict[tuple[int, ...], list[str]] = {}
+            for k, v in d.items():
+                groups.setdefault(tuple(v.shape), []).append(k)
+            return groups
+
+        mine_by, theirs_by = by_shape(own), by_shape(state)
+        if {k: len(v) for k, v in mine_by.items()} != {k: len(v) for k, v in theirs_by.items()}:
+            return (f"state_dict keys differ and so do the tensors' shapes ({len(own)} vs {len(state)} tensors); "
+                    "same init seed used")
+        pairs = [pair for shape, names in mine_by.items() for pair in zip(names, theirs_by[shape])]
+        how = (f"copied by shape: {', '.join(f'{a} <- {b}' for a, b in pairs[:4])}"
+               + (" ..." if len(pairs) > 4 else "") + " (the names differ)")
+    for mine, theirs in pairs:
+        if tuple(own[mine].shape) != tuple(state[theirs].shape):
+            return (f"state_dict shape of {mine} differs from {theirs}'s; same init seed used" if mine != theirs
+                    else f"state_dict shape of {mine} differs; same init seed used")
     with torch.no_grad():
-        for k, v in own.items():
-            v.copy_(state[k].to(device=v.device, dtype=v.dtype))
-    return "copied"
+        for mine, theirs in pairs:
+            own[mine].copy_(state[theirs].to(device=own[mine].device, dtype=own[mine].dtype))
+    return how
 
 
 def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dict[str, Any], seed: int,

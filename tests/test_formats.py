@@ -93,6 +93,13 @@ def test_a_cuda_only_solution_is_named_and_its_port_verifies(capsys, tmp_path):
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
 
 
+def test_a_tl_range_loop_variable_is_a_tensor_in_the_interpreter_too(capsys):
+    # `c.to(tl.int64)` on a tl.range variable compiles on a GPU; Triton's interpreter yields
+    # Python ints there, which once made this a false compile_error on the CPU machine
+    code, v = verify(capsys, KB / "column_sum.py", KB / "column_sum_range_new.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+
+
 def test_fixed_inputs_are_one_fixed_input_set_not_inconclusive(capsys):
     # get_inputs() gives an index tensor (nothing floating to redraw): identical output across
     # seeds because the inputs are identical, which is said as such, never as inconclusive

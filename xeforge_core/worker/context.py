@@ -48,6 +48,7 @@ class WorkerContext:
         self.progress = Progress(job_dir / PROGRESS_FILE)
         self.ops = DeviceOps(job.get("device") or "cpu")
         self.ops.install_scratch_allocator()
+        self.ops.install_interpreter_loops()
         self.timer_guard = TimerGuard()
         self.threads = ThreadWatch()
         self.registry = AutotuneRegistry(interpreter=self.ops.interpreter)

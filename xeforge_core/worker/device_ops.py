@@ -155,6 +155,41 @@ class DeviceOps:
 
         set_allocator(scratch)
 
+    def install_interpreter_loops(self) -> None:
+        """In Triton's interpreter (cpu), make the variable of a ``tl.range`` loop a scalar
+        tensor, as compiled Triton has it (an ``scf.for`` induction variable), instead of the
+        Python ``int`` the interpreter yields: kernels that call ``c.to(tl.int64)`` on it
+        compile on a GPU but failed here with "'int' object has no attribute 'to'". Only
+        ``tl.range`` changes (``tl.static_range`` stays Python ints, as it is unrolled when
+        compiled). The interpreter patches ``triton.language`` at each kernel call; this wraps
+        that patching (``triton.runtime.interpreter._patch_lang_core``, Triton 3.x)."""
+        if self._mod is not None:
+            return
+        import numpy as np
+        import triton.language as tl
+        import triton.runtime.interpreter as interp
+
+        original = getattr(interp, "_patch_lang_core", None)
+        if original is None or getattr(original, "_xeforge_loops", False):
+            return
+
+        def scalar(value: Any) -> int:
+            if isinstance(value, tl.tensor):
+                return int(np.asarray(value.handle.data).reshape(-1)[0])
+            return int(value.value if isinstance(value, tl.constexpr) else value)
+
+        def tensor_range(arg1: Any, arg2: Any = None, step: Any = None, **_: Any) -> Any:
+            start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+            for i in range(scalar(start), scalar(end), scalar(1 if step is None else step)):
+                yield tl.tensor(interp.TensorHandle(np.array([i], dtype=np.int32), tl.int32), tl.int32)
+
+        def patch(lang: Any, scope: Any) -> None:
+            original(lang, scope)
+            scope.set_attr(lang, "range", tensor_range)
+
+        patch._xeforge_loops = True  # type: ignore[attr-defined]
+        interp._patch_lang_core = patch
+
     def poison_allocator(self, nbytes: int = 256 << 20) -> None:
         """Fill ``nbytes`` of the caching allocator's free memory with NaN bit patterns, so that
         later ``torch.empty`` blocks carved from it start as NaN (GPU only; on cpu fresh memory is

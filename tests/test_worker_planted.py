@@ -196,6 +196,12 @@ def test_result_cached_across_calls_is_cheating(tmp_path, gemm_baseline):
     assert [f.rule for f in v.findings if f.severity == "error"] == ["cached_output"]
 
 
+def test_an_output_that_ignores_its_inputs_is_a_wrong_answer_not_a_cache(tmp_path, gemm_baseline):
+    v = run_candidate(tmp_path, gemm_baseline, "cand_constant.py")
+    assert v.kind.value == "wrong_answer", v.reason
+    assert not any(f.rule == "cached_output" for f in v.findings)
+
+
 def test_input_mutation_is_cheating(tmp_path, gemm_baseline):
     v = run_candidate(tmp_path, gemm_baseline, "cand_mutates.py")
     assert v.kind.value == "cheating"

@@ -305,3 +305,16 @@ def test_autotune_conflict_severity_matches_measured_behaviour():
                   launch=wrapper("mm_kernel[lambda META: (1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BLOCK_M=64)"))
     (hit,) = [i for i in analyze(passed).issues if i.rule_id == "autotune_keys_no_defaults"]
     assert hit.severity == "error" and "BLOCK_M" in hit.message
+
+
+def test_a_grid_lambda_that_ignores_meta_is_wrong_only_when_it_counts_tiles():
+    # one program per row, looping over the columns inside: right for every config (a public
+    # KernelBench softmax + dropout launches `lambda meta: (B,)`), so no finding
+    rows = gemm(decorators=AUTOTUNED.format(),
+                launch=wrapper("mm_kernel[lambda meta: (M,)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1)"))
+    assert not [i for i in analyze(rows).issues if i.rule_id == "autotune_grid_uses_meta"]
+    tiles = gemm(decorators=AUTOTUNED.format(),
+                 launch=wrapper("mm_kernel[lambda meta: (triton.cdiv(M, 128), triton.cdiv(N, 128))]"
+                                "(a, b, c, M, N, K, 1, 1, 1, 1, 1, 1)"))
+    (hit,) = [i for i in analyze(tiles).issues if i.rule_id == "autotune_grid_uses_meta"]
+    assert "ignores its META argument but counts tiles" in hit.message

@@ -451,8 +451,9 @@ def lint_autotune_grid_meta(ctx: LintContext) -> list[Hit]:
             if ln.kernel == k.name and ln.grid_kind == "tuple" and counts_tiles:
                 hits.append(Hit(ln.line, f"{k.name} is autotuned over {', '.join(sorted(tiles))} but launched with the "
                                          f"fixed grid `{ln.grid}`", kernel=k.name))
-            elif ln.kernel == k.name and ln.grid_kind == "lambda" and not ln.grid_uses_meta:
-                hits.append(Hit(ln.line, f"{k.name}'s grid lambda ignores its META argument", kernel=k.name))
+            elif ln.kernel == k.name and ln.grid_kind == "lambda" and not ln.grid_uses_meta and counts_tiles:
+                hits.append(Hit(ln.line, f"{k.name}'s grid lambda ignores its META argument but counts tiles "
+                                         f"(`{ln.grid}`)", kernel=k.name))
     return hits
 
 

@@ -415,3 +415,29 @@ def test_weights_move_across_different_names_by_shape():
     before = other.weight.detach().clone()
     assert "same init seed used" in load_matching_state(other, ref.state_dict())
     assert torch.equal(other.weight, before)
+
+
+def test_tf32_dots_names_every_way_a_float32_dot_runs_in_tf32():
+    """The TF32 lint reads each tl.dot call, not the words in the source: ``allow_tf32=True``
+    (as published KernelBench solutions write it) is TF32 as much as the default is."""
+    from xeforge_core.worker.roles import tf32_dots
+
+    src = '''
+    @triton.jit
+    def k(a, b, USE_TF32: tl.constexpr, PREC: tl.constexpr):
+        x = tl.dot(a, b)
+        x = tl.dot(a, b, allow_tf32=True)
+        x = tl.dot(a, b, allow_tf32=USE_TF32)
+        x = tl.dot(a, b, input_precision="tf32x3")
+        x = tl.dot(a, b, input_precision=PREC)
+        x = tl.dot(a, b, x, "tf32")
+        x = tl.dot(a, b, allow_tf32=False)
+        x = tl.dot(a, b, input_precision="ieee")
+    '''
+    found = tf32_dots(src)
+    assert [f.split(":")[0] for f in found] == [f"line {n}" for n in (4, 5, 6, 7, 8, 9)]
+    assert "Triton's default" in found[0] and "allow_tf32=True" in found[1]
+    assert "allow_tf32=USE_TF32, chosen at compile time" in found[2]
+    assert 'input_precision="tf32x3"' in found[3] and 'input_precision="tf32"' in found[5]
+    assert tf32_dots("def k(a, b):\n    return tl.dot(a, b, allow_tf32=False)\n") == []
+    assert tf32_dots("not python (") == []

@@ -30,8 +30,10 @@ larger variant when one of them ran with fewer than three programs.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,12 +295,55 @@ def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Fi
                 "and the kernel never computes offsets in int64: element offsets wrap and address the wrong "
                 "memory. Cast the program id (or the offsets) with .to(tl.int64) before multiplying by strides",
                 "warning")
-        if rec.float32_args and "tl.dot(" in src and "input_precision" not in src and "allow_tf32" not in src:
+        tf32 = tf32_dots(src) if rec.float32_args else []
+        if tf32:
             found[("fp32_dot_tf32", rec.kernel)] = Finding(
-                "fp32_dot_tf32", f"kernel {rec.kernel}: tl.dot on float32 data without input_precision: on NVIDIA "
-                "GPUs Triton then multiplies in TF32 (10-bit mantissa), about 1e-3 relative error per product; "
-                "pass input_precision=\"ieee\" where float32 accuracy is needed", "warning")
+                "fp32_dot_tf32", f"kernel {rec.kernel}: tl.dot on float32 data in TF32 ({'; '.join(tf32[:3])}): "
+                "on NVIDIA GPUs Triton then multiplies in TF32 (10-bit mantissa), about 1e-3 relative error per "
+                "product; pass input_precision=\"ieee\" where float32 accuracy is needed", "warning")
     return list(found.values())
+
+
+#: Values of ``tl.dot``'s ``input_precision`` that multiply float32 operands in TF32 (Triton's
+#: ``tl.dot`` documentation: "tf32", "tf32x3" and "ieee"; the default on NVIDIA is "tf32").
+_TF32_PRECISIONS = ("tf32", "tf32x3")
+
+
+def tf32_dots(src: str) -> list[str]:
+    """Where ``src`` (a kernel's source) calls ``tl.dot`` in a way that multiplies float32
+    operands in TF32 on NVIDIA GPUs, one ``"line N: why"`` each: no ``input_precision`` and no
+    ``allow_tf32`` (the default), ``allow_tf32=True``, ``input_precision="tf32"``/``"tf32x3"``,
+    or either given by a name whose value is known only at compile time (``allow_tf32=USE_TF32``).
+    ``input_precision="ieee"`` and ``allow_tf32=False`` are full float32. Lines count from the
+    source's first line; a source that does not parse gives ``[]``."""
+    try:
+        tree = ast.parse(textwrap.dedent(src))
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot"):
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if "input_precision" not in kw and len(node.args) > 3:
+            kw["input_precision"] = node.args[3]
+        prec, allow = kw.get("input_precision"), kw.get("allow_tf32")
+        why = None
+        if prec is not None:
+            if isinstance(prec, ast.Constant):
+                why = f'input_precision="{prec.value}"' if prec.value in _TF32_PRECISIONS else None
+            else:
+                why = f"input_precision={ast.unparse(prec)}, chosen at compile time"
+        elif allow is not None:
+            if isinstance(allow, ast.Constant):
+                why = "allow_tf32=True" if allow.value else None
+            else:
+                why = f"allow_tf32={ast.unparse(allow)}, chosen at compile time"
+        else:
+            why = "no input_precision (Triton's default)"
+        if why:
+            out.append(f"line {node.lineno}: {why}")
+    return out
 
 
 def _jit_sources(loaded: LoadedModule) -> dict[str, str]:

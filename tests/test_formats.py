@@ -72,6 +72,18 @@ def test_modelnew_that_disagrees_with_its_own_model_is_wrong(capsys):
     assert "output 1" in v["reason"] and "the problem is inconsistent" in v["reason"]
 
 
+def test_a_modelnew_with_its_own_init_is_verified_with_the_models_weights_and_says_so(capsys):
+    """KernelBench's evaluation builds both modules under one seed and compares them as built, so
+    a right kernel behind another init fails there; ours copies the Model's weights in (the
+    kernels are what is judged) and names the difference as a finding."""
+    code, v = verify(capsys, KB / "linear_relu.py", KB / "linear_relu_randn_init.py", "--no-odd-size")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    init = rules(v)["init_differs"]
+    assert init["severity"] == "warning" and "weight" in init["message"] and "eval_kernel_against_ref" in init["message"]
+    step = next(s for s in v["steps"] if s["name"] == "correctness")
+    assert all("copied by shape" in note for note in step["evidence"]["weights"].values())
+
+
 def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     code, v = verify(capsys, KB / "ignores_input.py", KB / "ignores_input_new.py")
     assert (code, v["kind"]) == (10, "inconclusive")

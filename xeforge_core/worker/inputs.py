@@ -293,7 +293,10 @@ def load_matching_state(model: torch.nn.Module, state: dict[str, torch.Tensor] |
     ``self.weight`` where ``Model`` has ``self.gemm = nn.Linear(...)``, often initialised in
     another order, so the same seed gives other values) copy by shape when both hold the same
     number of tensors of each shape, pairing tensors of one shape in registration order. Wrong
-    weights can only make a candidate disagree with the truth, never agree with it by chance."""
+    weights can only make a candidate disagree with the truth, never agree with it by chance.
+    Where the copy changed a value (the model's own init, under the same seed, is not the
+    baseline's: ``torch.randn`` where ``nn.Linear`` draws Kaiming-uniform, or the tensors made in
+    another order), the note says so with ``INIT_DIFFERS`` and names those tensors."""
     if not state:
         return "no saved weights"
     own = model.state_dict()
@@ -319,9 +322,20 @@ def load_matching_state(model: torch.nn.Module, state: dict[str, torch.Tensor] |
             return (f"state_dict shape of {mine} differs from {theirs}'s; same init seed used" if mine != theirs
                     else f"state_dict shape of {mine} differs; same init seed used")
     with torch.no_grad():
+        differ = []
         for mine, theirs in pairs:
-            own[mine].copy_(state[theirs].to(device=own[mine].device, dtype=own[mine].dtype))
+            value = state[theirs].to(device=own[mine].device, dtype=own[mine].dtype)
+            if not torch.equal(own[mine], value):
+                differ.append(mine)
+            own[mine].copy_(value)
+    if differ:
+        how += (f"; {INIT_DIFFERS} ({', '.join(differ[:4])}{' ...' if len(differ) > 4 else ''}): built under the same "
+                "seed, its own initial values were not the baseline's")
     return how
+
+
+#: Marks a ``load_matching_state`` note whose copy changed the model's own initial values.
+INIT_DIFFERS = "own initial values differ"
 
 
 def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dict[str, Any], seed: int,

@@ -55,6 +55,7 @@ from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded
 from xeforge_core.worker.expected import ExpectedStore, StoredTensor, materialize, tensor_digest
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
+    INIT_DIFFERS,
     build_inputs,
     clone_args,
     construct_model,
@@ -808,6 +809,14 @@ def run_candidate(ctx: WorkerContext) -> None:
                            "is inconsistent")
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, reason))
             return
+        differs = sorted(k for k, note in harness.weight_notes.items() if INIT_DIFFERS in note)
+        if differs:
+            ctx.verdict.findings.append(Finding(
+                "init_differs", f"{harness.loaded.class_name}() built under the same seed as the baseline has other "
+                f"initial parameter values ({harness.weight_notes[differs[0]].split('; ', 1)[-1]}); it was "
+                "verified with the baseline's values copied in, so the kernels are right for the same weights. "
+                "An evaluation that compares the two modules as constructed (KernelBench's eval_kernel_against_ref) "
+                "fails it: initialise the parameters as the baseline does", "warning"))
         probe = ctx.job.get("grid_probe")
         if probe:
             step.evidence["probe"] = _grid_probe(ctx, harness, probe, baseline_state_of)

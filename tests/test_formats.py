@@ -84,6 +84,15 @@ def test_a_modelnew_with_its_own_init_is_verified_with_the_models_weights_and_sa
     assert all("copied by shape" in note for note in step["evidence"]["weights"].values())
 
 
+def test_a_reference_with_dropout_in_training_mode_is_random_and_inconclusive(capsys):
+    """KernelBench's Dropout problems draw a new mask every call: no candidate can match them
+    element by element, so the verdict is inconclusive (exit 10) and says why, not wrong_answer."""
+    code, v = verify(capsys, KB / "dropout_relu.py", KB / "dropout_relu_new.py", "--no-odd-size")
+    assert (code, v["kind"]) == (10, "inconclusive"), v["reason"]
+    assert "output is random" in v["reason"] and "Dropout in training mode" in v["reason"]
+    assert ".eval()" in v["reason"]
+
+
 def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     code, v = verify(capsys, KB / "ignores_input.py", KB / "ignores_input_new.py")
     assert (code, v["kind"]) == (10, "inconclusive")

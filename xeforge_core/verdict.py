@@ -18,8 +18,10 @@ Kinds (``VerdictKind``):
 * ``cheating``      an integrity rule was broken (``Finding.rule`` names which).
 * ``environment``   the *baseline* failed in the same environment: the fault is not the
                     candidate's (e.g. an incompatible numpy, a driver error).
-* ``inconclusive``  the candidate matches the truth, but the truth's output did not change
-                    while its inputs did (it ignores them), so matching it proves nothing.
+* ``inconclusive``  the truth cannot judge the candidate: its output did not change while its
+                    inputs did (it ignores them), so matching it proves nothing; or it is
+                    random (two calls on the same inputs differ: dropout in training mode), so
+                    no candidate can match it element by element.
 * ``inconsistent``  the candidate matches the reference, but the problem's own baseline does
                     not: the problem is inconsistent (its baseline is wrong), and a speedup over
                     that baseline means nothing.

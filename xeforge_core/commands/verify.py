@@ -42,7 +42,8 @@ _EPILOG = """exit status:
   0  ok: compiles, structure sound, matches the truth on every variant (and timed on a GPU)
   1  wrong_answer   3  compile_error   4  runtime_error   5  crash (signal or driver fault)
   6  timeout (hang) 7  oom             8  cheating        9  environment (the baseline failed)
-  10 inconclusive: the truth's output ignores inputs that varied, so matching it proves nothing
+  10 inconclusive: the truth's output ignores inputs that varied, or is random (dropout in
+     training mode), so matching it proves nothing
   11 inconsistent: the candidate matches the reference but the problem's baseline does not
   2  bad input (unreadable file, bad spec, unknown variant or device)
   130 interrupted

@@ -620,6 +620,11 @@ def run_baseline(ctx: WorkerContext) -> None:
                 record["ref_agrees"] = ok
                 if not ok:
                     ref_failures.append(f"{combo.describe()}: {summarize_failure(comps, note)}")
+            if combo is combos[0]:
+                random_note = _random_truth(ctx, reference or harness, rmodel if reference is not None else model,
+                                            combo, ref_out if reference is not None else outputs)
+                if random_note:
+                    meta["random_truth"] = {"variant": combo.vname, "note": random_note}
             hashes = store.save(combo.key, outputs, ref_out)
             del outputs, ref_out
             meta["runs"][combo.key] = record
@@ -651,7 +656,11 @@ def run_baseline(ctx: WorkerContext) -> None:
                                         f"e.g. {ref_failures[0]}: the reference is the truth, so the problem is "
                                         "inconsistent")
         what = "reference" if meta["truth"] == "reference" else "baseline"
-        if constant:
+        if meta.get("random_truth"):
+            step.status = StepStatus.INCONCLUSIVE
+            step.summary = _random_truth_summary(what, meta["random_truth"])
+            ctx.verdict.warnings.append(step.summary)
+        elif constant:
             step.status = StepStatus.INCONCLUSIVE
             step.summary = (f"the {what}'s output does not depend on its inputs (identical across seeds and "
                             f"distributions while the inputs differed, on variant(s) {', '.join(constant)}): "
@@ -786,7 +795,7 @@ def run_candidate(ctx: WorkerContext) -> None:
         first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta)
         runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of)
         failed = [r for r in runs if not r.passed]
-        if first is not None and not first.passed and not failed:
+        if first is not None and not first.passed and not failed and not meta.get("random_truth"):
             step.evidence = {"runs": len(runs) + 1, "failed": 1, "truth": meta.get("truth", "baseline")}
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
                 f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}; every "
@@ -799,7 +808,7 @@ def run_candidate(ctx: WorkerContext) -> None:
         if harness.call_description:
             step.evidence["call"] = harness.call_description
         disagreeing = int(meta.get("baseline_disagrees") or 0)
-        if failed:
+        if failed and not meta.get("random_truth"):
             r = failed[0]
             cfg = f" with autotune config {r.config}" if r.config else ""
             reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {r.distribution} inputs){cfg} "
@@ -822,6 +831,13 @@ def run_candidate(ctx: WorkerContext) -> None:
             step.evidence["probe"] = _grid_probe(ctx, harness, probe, baseline_state_of)
         constant = meta.get("constant_outputs") or []
         truth = meta.get("truth", "baseline")
+        if meta.get("random_truth"):
+            step.status = StepStatus.INCONCLUSIVE
+            step.summary = "inconclusive: " + _random_truth_summary(truth, meta["random_truth"])
+            ctx.verdict.warnings.append(step.summary)
+            ctx.verdict.kind = VerdictKind.INCONCLUSIVE
+            ctx.verdict.reason = step.summary
+            return
         if constant:
             step.status = StepStatus.INCONCLUSIVE
             step.summary = (f"inconclusive: the {truth}'s output does not depend on its inputs (identical across "
@@ -936,6 +952,33 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             ctx.verdict.correctness.append(run)
             del out
     return runs, grids
+
+
+def _random_truth(ctx: WorkerContext, truth: Harness, model: torch.nn.Module, combo: Combo,
+                  outputs: list[Any]) -> str | None:
+    """Call the truth (the reference, or the baseline where it is the truth) a second time on
+    the same inputs with torch's generator in another state; why it is random, or ``None`` where
+    the two calls agree within the tolerance. A model with dropout in training mode draws a new
+    mask every call, so no candidate can match it element by element (KernelBench's Dropout
+    problems are built so); the harness seeds the generator before each call, which would hide
+    that from a plain second call."""
+    args = truth.inputs_for(combo)  # seeds torch's generator, as for the first call ...
+    torch.manual_seed(0x5EED ^ combo.seed)  # ... then moves it, so only a forward() that draws from it changes
+    again = truth.run(model, args, during=f"calling the truth again on {combo.describe()}")
+    tol = resolve_tolerance(ctx.options, combo.variant)
+    ok, comps, _, note = compare_outputs(again, outputs, tol, allow_dtype_change=False, poisoned=False)
+    if ok:
+        return None
+    layers = sorted({type(m).__name__ for m in model.modules()
+                     if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.training and m.p > 0})
+    cause = (f"{', '.join(layers)} in training mode draws a new mask every call" if layers
+             else "something in it is random or depends on state kept between calls")
+    return f"two calls on the same inputs of {combo.describe()} differ ({summarize_failure(comps, note)}): {cause}"
+
+
+def _random_truth_summary(truth: str, info: dict[str, Any]) -> str:
+    return (f"the {truth}'s output is random: {info['note']}. No candidate can be checked against it element "
+            "by element; verify with the model in eval mode (call .eval() in the problem) or with dropout p = 0")
 
 
 def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo, expected: dict[str, dict[str, Any]],

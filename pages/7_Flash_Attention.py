@@ -2,7 +2,7 @@
 trajectory (online softmax, fp16 operands with fp32 accumulation, block tiling, target tiles and
 warps, autotune, a causal variant) and steps through it. Each step is verified live against the
 current version, on this machine's device. Beside it, the same trajectory as recorded on a GPU
-machine (the shipped H200 pipeline benchmark, or a results file the user opens), marked
+machine (the shipped H200 Flash Attention benchmark, or a results file the user opens), marked
 recorded with its device, date and library versions: on a CPU-only machine that tab comes first,
 since the interpreter measures no speed."""
 
@@ -143,8 +143,8 @@ def _recorded() -> Any:
     if results is None:
         return None
     if not results.trajectory:
-        st.caption("This results file holds no Flash Attention trajectory (the pipeline benchmark's results.json "
-                   "does, unless it ran with --skip-trajectory).")
+        st.caption("This results file holds no Flash Attention trajectory (benchmarks/bench_flash_attention.py's "
+                   "results.json does, and the pipeline benchmark's unless it ran with --skip-trajectory).")
         return results
     rows = [r for r in results.trajectory if r.get("speedup")]
     fig = go.Figure()

@@ -22,14 +22,17 @@ def test_shipped_pipeline_results_carry_their_provenance() -> None:
     shipped = shipped_results()
     r = load_results(next(p for label, p in shipped.items() if "pipeline" in label))
     prov = r.provenance
-    assert prov.device == "NVIDIA H200 (cuda:1)" and prov.date == "2026-11-30 07:50"
+    assert prov.device == "NVIDIA H200 (cuda:0)" and prov.date == "2026-12-02 04:42"
     assert prov.versions == {"python": "3.12.3", "torch": "2.11.0", "triton": "3.6.0", "numpy": "2.5.2"}
     assert "not measured on this machine" in prov.banner() and not prov.missing
-    assert r.summary["rules engine over the baselines (geometric mean, 22 problems)"] == "1.67x"
-    assert len(r.problems) == 23 and round(r.trajectory_by_step[3], 2) == 3.97
-    row = next(x for x in problem_table(r) if x["problem"] == "99_Matmul_GELU_Softmax")
-    assert row["speedup"] == "9.01x" and row["kind"] == "case"
-    assert any(t["speedup over naive"] == "not comparable (causal)" for t in trajectory_table(r))
+    assert r.summary["rules engine over the baselines (geometric mean, 15 problems)"] == "3.09x"
+    assert r.summary["against PyTorch eager (samples)"] == "1.10x"
+    assert len(r.problems) == 23
+    row = next(x for x in problem_table(r) if x["problem"] == "11_maxpool2d")
+    assert row["speedup"] == "58.67x" and row["kind"] == "sample"
+    steps = trajectory_table(r)
+    assert any(t["step"] == "8" and t["verdict"] == "wrong_answer" for t in steps)
+    assert any(t["speedup over naive"] == "not comparable (causal)" for t in steps)
 
 
 def test_a_session_report_from_another_machine(tmp_path: Path) -> None:
@@ -56,3 +59,15 @@ def test_bad_results_files_name_the_file(data: bytes, message: str) -> None:
     with pytest.raises(RecordedError, match=message) as info:
         load_results(data, name="upload.json")
     assert "upload.json" in str(info.value)
+
+
+def test_shipped_flash_attention_benchmark_has_every_step_against_sdpa() -> None:
+    path = next(p for label, p in shipped_results().items() if "against SDPA" in label)
+    r = load_results(path)
+    assert r.provenance.kind == "Flash Attention benchmark" and r.provenance.device == "NVIDIA H200 (cuda:0)"
+    assert sorted(r.trajectory_by_step) == list(range(1, 9))  # the naive baseline and the causal step are not ratios
+    assert round(r.trajectory_by_step[8], 2) == 6.98
+    rows = trajectory_table(r)
+    assert {t["verdict"] for t in rows if t["step"] not in ("0",)} == {"matches SDPA"}
+    assert all(t["speedup over naive"] == "not comparable (causal)" for t in rows if t["step"] == "9")
+    assert r.summary["step 8 vs SDPA (range over 5 shapes)"] == "0.74x-0.96x"

@@ -8,6 +8,10 @@ Formats recognised (by content, not by file name):
   eager times in µs, speedups, TFLOP/s, roofline fractions), ``stages``, ``trajectory`` (the Flash
   Attention teaching steps per shape), ``summary``, ``parts`` (merged runs, each with its device
   and start time).
+* **Flash Attention benchmark** ``results.json`` (``benchmarks/bench_flash_attention.py``):
+  ``started``, ``device``, ``versions``, ``settings`` and ``rows``: every trajectory step on every
+  benchmark shape, its time and PyTorch's ``scaled_dot_product_attention`` time in µs, TFLOP/s
+  and its largest error against SDPA.
 * **batch summary** CSV (``xeforge batch --out summary.csv``): one row per kernel with ``device``,
   per stage its status, verdict and speedup, ``final_speedup``, ``speed_measured``, ``error``. The
   CSV itself records the device id only; when a Markdown note with the same stem lies beside it
@@ -109,6 +113,9 @@ def shipped_results() -> dict[str, Path]:
     pipeline = MEASURED_DIR / "h200-pipeline" / "results.json"
     if pipeline.is_file():
         out["NVIDIA H200 · pipeline benchmark (samples, Flash Attention trajectory, Xe-Forge cases)"] = pipeline
+    flash = MEASURED_DIR / "h200-flash-attention" / "results.json"
+    if flash.is_file():
+        out["NVIDIA H200 · Flash Attention trajectory against SDPA (every step, every shape)"] = flash
     cases = MEASURED_DIR / "h200-optimize-cases.csv"
     if cases.is_file():
         out["NVIDIA H200 · xeforge batch over the Xe-Forge cases (earlier run)"] = cases
@@ -156,11 +163,13 @@ def load_results(data: bytes | str | Path, *, name: str | None = None) -> Record
             raise RecordedError(f"not valid JSON: {exc.msg}", file=name, line=exc.lineno) from None
         if isinstance(obj, dict) and "shapes" in obj and "device" in obj:
             return _pipeline(obj, name)
+        if isinstance(obj, dict) and "rows" in obj and "device" in obj and "steps" in (obj.get("settings") or {}):
+            return _flash_attention(obj, name)
         if isinstance(obj, dict) and "format" in obj and isinstance(obj.get("versions"), list):
             return _session_report(obj, name)
         keys = ", ".join(list(obj)[:8]) if isinstance(obj, dict) else type(obj).__name__
-        raise RecordedError("a JSON file that is neither a pipeline benchmark results.json nor a session "
-                            f"report.json (its keys: {keys})", file=name)
+        raise RecordedError("a JSON file that is none of a pipeline or Flash Attention benchmark results.json "
+                            f"and a session report.json (its keys: {keys})", file=name)
     first = stripped.splitlines()[0] if stripped else ""
     if "kernel" in first.split(",") and "final_speedup" in first:
         return _batch_csv(text, name)
@@ -220,6 +229,54 @@ def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
         title=f"Pipeline benchmark on {device or 'a GPU'}", provenance=prov, summary=summary, problems=problems,
         stages=list(obj.get("stages") or []), trajectory=list(obj.get("trajectory") or []),
         trajectory_by_step=by_step)
+
+
+def _flash_attention(obj: dict[str, Any], name: str) -> RecordedResults:
+    dev = obj.get("device") or {}
+    device = str(dev.get("name") or dev.get("type") or "")
+    if dev.get("type") and dev.get("type") != "cpu":
+        device += f" ({dev.get('type')}:{dev.get('index', 0)})"
+    settings = obj.get("settings") or {}
+    atol = _num(settings.get("atol"))
+    prov = Provenance(kind="Flash Attention benchmark", source=name, device=device,
+                      date=str(obj.get("started") or ""),
+                      versions={k: str(v) for k, v in (obj.get("versions") or {}).items() if v},
+                      command="benchmarks/bench_flash_attention.py")
+    prov.notes.append(f"timing: median of {settings.get('rounds')} interleaved rounds of do_bench medians "
+                      f"({settings.get('warmup')} ms warm-up, {settings.get('rep')} ms); every step's output "
+                      f"checked against scaled_dot_product_attention to {settings.get('atol')}")
+    for key in ("device", "started", "versions"):
+        if not obj.get(key):
+            prov.missing.append({"started": "date"}.get(key, key))
+    rows = [r for r in obj.get("rows") or [] if isinstance(r, dict)]
+    naive = {r.get("variant"): _num(r.get("us")) for r in rows if r.get("step") == 0}
+    trajectory = []
+    for r in rows:
+        us, base = _num(r.get("us")), naive.get(r.get("variant"))
+        err = _num(r.get("max_err"))
+        trajectory.append({
+            "step": r.get("step"), "title": r.get("title"), "stage": r.get("stage"), "variant": r.get("variant"),
+            "dims": r.get("dims"), "step_us": us, "naive_us": base, "causal": bool(r.get("causal")),
+            "speedup": base / us if us and base and not r.get("causal") and r.get("step") != 0 else None,
+            "tflops": _num(r.get("tflops")), "roofline": _num(r.get("roofline")), "vs_eager": _num(r.get("vs_sdpa")),
+            "verdict": "baseline" if r.get("step") == 0 else (
+                "wrong" if err is not None and atol is not None and err > atol else "matches SDPA"),
+            "note": r.get("note") or (f"max abs error {err:.2g} vs SDPA" if err is not None else "")})
+    by: dict[int, list[float]] = {}
+    for t in trajectory:
+        if t["speedup"]:
+            by.setdefault(int(t["step"]), []).append(t["speedup"])
+    by_step = {k: _geomean(v) for k, v in sorted(by.items())}
+    summary = {}
+    last = max((t["step"] for t in trajectory if not t["causal"]), default=None)
+    vs = [t["vs_eager"] for t in trajectory if t["step"] == last and t["vs_eager"]]
+    if vs:
+        summary[f"step {last} vs SDPA (range over {units.plural(len(vs), 'shape')})"] = (
+            f"{units.speedup(min(vs))}-{units.speedup(max(vs))}")
+    if last is not None and by_step.get(last):
+        summary[f"step {last} over the naive kernel (geometric mean)"] = units.speedup(by_step[last])
+    return RecordedResults(title=f"Flash Attention trajectory on {device or 'a GPU'}", provenance=prov,
+                           summary=summary, trajectory=trajectory, trajectory_by_step=by_step)
 
 
 _MD_FIELD = re.compile(r"^\s*[-*]\s*(Device|Date)\s*:\s*(.+?)\s*$", re.MULTILINE)

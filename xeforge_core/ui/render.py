@@ -420,14 +420,18 @@ def _load_shipped(path: str, mtime: float) -> Any:
 def recorded_results_picker(*, key: str, want: str = "problems") -> Any:
     """Choose results recorded on a GPU machine: one shipped under ``docs/measured/`` (the
     default) or a file the user opens (a pipeline benchmark ``results.json``, an ``xeforge
-    batch`` summary CSV, a session ``report.json``). Shows the provenance banner (device, date,
+    batch`` summary CSV, a session ``report.json``, a Flash Attention benchmark ``results.json``).
+    Shows the provenance banner (device, date,
     library versions; marked recorded, not live) and the summary. ``want="trajectory"`` lists
     only results that hold the Flash Attention trajectory. Returns the
     :class:`~xeforge_core.ui.recorded.RecordedResults`, or ``None``."""
     from xeforge_core.ui.recorded import MAX_RESULTS_BYTES, RecordedError, load_results, shipped_results
 
     shipped = shipped_results()
-    options = [label for label in shipped if want != "trajectory" or "pipeline" in label] + ["Open a results file…"]
+    options = [label for label in shipped if want != "trajectory" or "Flash Attention" in label or "pipeline" in label]
+    if want == "trajectory":  # the benchmark of every step first: the pipeline's --quick run times only two
+        options.sort(key=lambda label: "pipeline" in label)
+    options += ["Open a results file…"]
     choice = st.selectbox("Recorded results", options, key=f"{key}_recorded_pick")
     results = None
     if choice in shipped:

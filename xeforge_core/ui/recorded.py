@@ -177,15 +177,26 @@ def load_results(data: bytes | str | Path, *, name: str | None = None) -> Record
                         "summary CSV (columns kernel, ..., final_speedup) or a session report.json", file=name)
 
 
-def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
+def _benchmark_provenance(obj: dict[str, Any], name: str, kind: str, command: str) -> Provenance:
+    """The provenance of a benchmark script's results.json: its ``device`` (name, type, index),
+    ``started`` and ``versions``; what the file lacks is listed as missing."""
     dev = obj.get("device") or {}
     device = str(dev.get("name") or dev.get("type") or "")
     if dev.get("type") and dev.get("type") != "cpu":
         device += f" ({dev.get('type')}:{dev.get('index', 0)})"
+    prov = Provenance(kind=kind, source=name, device=device, date=str(obj.get("started") or ""),
+                      versions={k: str(v) for k, v in (obj.get("versions") or {}).items() if v}, command=command)
+    for key in ("device", "started", "versions"):
+        if not obj.get(key):
+            prov.missing.append({"started": "date"}.get(key, key))
+    return prov
+
+
+def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
     settings = obj.get("settings") or {}
-    prov = Provenance(kind="pipeline benchmark", source=name, device=device, date=str(obj.get("started") or ""),
-                      versions={k: str(v) for k, v in (obj.get("versions") or {}).items() if v},
-                      command="benchmarks/bench_pipeline.py" + (" --quick" if settings.get("quick") else ""))
+    prov = _benchmark_provenance(obj, name, "pipeline benchmark",
+                                 "benchmarks/bench_pipeline.py" + (" --quick" if settings.get("quick") else ""))
+    device = prov.device
     parts = obj.get("parts") or []
     if len(parts) > 1:
         prov.notes.append(f"{len(parts)} runs merged: " + "; ".join(
@@ -198,9 +209,6 @@ def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
                           "callable")
     if not obj.get("complete", True):
         prov.notes.append("the run did not complete: some problems are missing")
-    for key in ("device", "started", "versions"):
-        if not obj.get(key):
-            prov.missing.append({"started": "date"}.get(key, key))
     problems = []
     for r in obj.get("shapes") or []:
         problems.append({
@@ -232,22 +240,13 @@ def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
 
 
 def _flash_attention(obj: dict[str, Any], name: str) -> RecordedResults:
-    dev = obj.get("device") or {}
-    device = str(dev.get("name") or dev.get("type") or "")
-    if dev.get("type") and dev.get("type") != "cpu":
-        device += f" ({dev.get('type')}:{dev.get('index', 0)})"
     settings = obj.get("settings") or {}
     atol = _num(settings.get("atol"))
-    prov = Provenance(kind="Flash Attention benchmark", source=name, device=device,
-                      date=str(obj.get("started") or ""),
-                      versions={k: str(v) for k, v in (obj.get("versions") or {}).items() if v},
-                      command="benchmarks/bench_flash_attention.py")
+    prov = _benchmark_provenance(obj, name, "Flash Attention benchmark", "benchmarks/bench_flash_attention.py")
+    device = prov.device
     prov.notes.append(f"timing: median of {settings.get('rounds')} interleaved rounds of do_bench medians "
                       f"({settings.get('warmup')} ms warm-up, {settings.get('rep')} ms); every step's output "
                       f"checked against scaled_dot_product_attention to {settings.get('atol')}")
-    for key in ("device", "started", "versions"):
-        if not obj.get(key):
-            prov.missing.append({"started": "date"}.get(key, key))
     rows = [r for r in obj.get("rows") or [] if isinstance(r, dict)]
     naive = {r.get("variant"): _num(r.get("us")) for r in rows if r.get("step") == 0}
     trajectory = []

@@ -26,6 +26,12 @@ class ProblemError(XeForgeError, ValueError):
     """
 
 
+def is_ci_variant(name: str) -> bool:
+    """Whether a spec variant is one of its ``ci`` entries (``ci``, ``ci[1]``, ...): the small
+    shapes correctness is checked at."""
+    return name == "ci" or name.startswith("ci[")
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """One forward() input: symbolic ``shape`` (dim names or ints) and torch dtype name."""
@@ -208,7 +214,7 @@ class Problem:
         ``module-small`` when the published sizes were reduced, else ``module``."""
         if self.spec is None:
             return [self.module_variants.get("module-small") or Variant(name="module", params=[], dims={})]
-        ci = [v for n, v in self.spec.variants.items() if n == "ci" or n.startswith("ci[")]
+        ci = [v for n, v in self.spec.variants.items() if is_ci_variant(n)]
         if ci:
             return ci
         default = self.default_variant_name()

@@ -26,7 +26,7 @@ from typing import Any
 from xeforge_core.worker.astutil import parse as parse_python
 
 from .dtypes import DTYPE_SIZES, normalize_dtype
-from .model import Problem, Variant
+from .model import Problem, Variant, is_ci_variant
 
 __all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant", "reduced_spec_variant",
            "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS"]
@@ -297,7 +297,7 @@ def reduced_spec_variant(problem: Problem, max_input_elements: int = REDUCED_MAX
     from .spec import build_variant
 
     spec = problem.spec
-    if spec is None or not spec.variants or any(n == "ci" or n.startswith("ci[") for n in spec.variants):
+    if spec is None or not spec.variants or any(is_ci_variant(n) for n in spec.variants):
         return None
     base = problem.variant(problem.default_variant_name())
     largest = variant_input_elements(problem, base)

@@ -39,7 +39,7 @@ import yaml
 
 from .dtypes import DTYPE_SIZES, normalize_dtype
 from .flops import as_number, evaluate_flop
-from .model import InitSpec, InputSpec, ProblemError, Spec, Variant
+from .model import InitSpec, InputSpec, ProblemError, Spec, Variant, is_ci_variant
 
 __all__ = ["parse_spec", "build_variant", "variant_name", "resolve_init_value", "odd_size_variant", "check_text", "MAX_SOURCE_BYTES"]
 
@@ -438,7 +438,7 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
                                        f"(variants: {', '.join(variants) or 'none'}); it is ignored")
     if not variants:
         ctx.warn((), "the spec defines no variants (no top-level key with a list value)")
-    elif not any(n == "ci" or n.startswith("ci[") for n in variants):
+    elif not any(is_ci_variant(n) for n in variants):
         families = [k for k in data if isinstance(k, str) and k not in _RESERVED and isinstance(data[k], list)]
         close = difflib.get_close_matches("ci", families, n=1, cutoff=0.6)
         fallback = default if default in variants else ("bench-gpu" if "bench-gpu" in variants else next(iter(variants)))

@@ -284,9 +284,10 @@ def launch_grids(launches: list[Any]) -> dict[str, list[int]]:
 def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Finding]:
     """Run-time facts about the launches that explain faults the compiler does not report:
     an int32 offset that overflows (a tensor argument of 2^31 elements or more, in a kernel
-    whose source never uses int64), and a float32 ``tl.dot`` without ``input_precision``
-    (Triton's default on NVIDIA GPUs is TF32, a 10-bit mantissa)."""
+    whose source never uses int64), and a float32 ``tl.dot`` that runs in TF32 on NVIDIA GPUs
+    (``tf32_dots``: Triton's default there, a 10-bit mantissa)."""
     found: dict[tuple[str, str], Finding] = {}
+    tf32_by_kernel: dict[str, list[str]] = {}  # each kernel's source parsed once, however often it launched
     for rec in launches:
         src = jit_sources.get(rec.kernel, "")
         if rec.largest_arg and rec.largest_arg[1] > INT32_LIMIT and "int64" not in src:
@@ -296,7 +297,11 @@ def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Fi
                 "and the kernel never computes offsets in int64: element offsets wrap and address the wrong "
                 "memory. Cast the program id (or the offsets) with .to(tl.int64) before multiplying by strides",
                 "warning")
-        tf32 = tf32_dots(src) if rec.float32_args else []
+        if not rec.float32_args:
+            continue
+        if rec.kernel not in tf32_by_kernel:
+            tf32_by_kernel[rec.kernel] = tf32_dots(src)
+        tf32 = tf32_by_kernel[rec.kernel]
         if tf32:
             found[("fp32_dot_tf32", rec.kernel)] = Finding(
                 "fp32_dot_tf32", f"kernel {rec.kernel}: tl.dot on float32 data in TF32 ({'; '.join(tf32[:3])}): "

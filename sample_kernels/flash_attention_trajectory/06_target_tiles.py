@@ -48,8 +48,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, S, D, sm_scale,
     n_full = (S // BLOCK_N) * BLOCK_N
     for start in range(0, n_full, BLOCK_N):
         acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, False)
-    if n_full < S:
-        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row, n_full, offs_n, S, qk_scale, True)
+    for start in range(n_full, S, BLOCK_N):   # the ragged end: a loop of at most one trip
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, True)
     acc = acc / l_i[:, None]
     o = o_ptr + bh.to(tl.int64) * S * D + offs_m[:, None] * D + offs_d[None, :]
     tl.store(o, acc.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < S) & (offs_d[None, :] < D))

@@ -110,8 +110,8 @@ def attn_fwd_kernel(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr,
     for start in range(0, n_full, BLOCK_N):
         acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row, start,
                                        offs_n, S, qk_scale, BLOCK_D0, SPLIT, False)
-    if n_full < S:
-        acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row, n_full,
+    for start in range(n_full, S, BLOCK_N):   # the ragged end: a loop of at most one trip
+        acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row, start,
                                        offs_n, S, qk_scale, BLOCK_D0, SPLIT, True)
     o = o_ptr + bh.to(tl.int64) * S * D + offs_m[:, None] * D
     rows_ok = offs_m[:, None] < S

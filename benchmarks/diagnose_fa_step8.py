@@ -2,7 +2,9 @@
 wrong and the fixed one, config by config (a script, not a test).
 
 Two checks, each over every ``@triton.autotune`` config of both modules (the faulty one kept as
-``benchmarks/kernels/fa_step8_h200_fault.py``, the fixed one the trajectory's step):
+``benchmarks/kernels/fa_step8_h200_fault.py``, the fixed one the Hopper trajectory's head-dim
+split step, which also carries the steps after it: per-head-dim search spaces, warp
+specialization):
 
 1. **run** (on the device given; Triton's interpreter on cpu): each config forced alone, at the
    ``ci`` shape and at shapes like it (a key range shorter than one block, head dims split
@@ -45,9 +47,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 FAULTY = ROOT / "benchmarks" / "kernels" / "fa_step8_h200_fault.py"
-TRAJECTORY = ROOT / "sample_kernels" / "flash_attention_trajectory"
-SPEC = TRAJECTORY / "attention.yaml"
-REFERENCE = ROOT / "sample_kernels" / "13_flash_attention_fwd_ref.py"
 
 #: (B, A, S, D): the ci shape first, then shapes of the same class (a key range shorter than one
 #: block and a split head dim; two heads, so the ragged block reads the next head's rows).
@@ -57,12 +56,11 @@ RTOL = ATOL = 1e-2
 _CONVERT = re.compile(r"ttg\.convert_layout .*: tensor<(\d+)x(\d+)xf32, (#mma\d*)> -> tensor<\d+x\d+xf32, (#mma\d*)>")
 
 
-def fixed_step_path() -> Path:
-    """The trajectory's head-dim split step (the fixed version of the faulty module)."""
-    hits = sorted(TRAJECTORY.rglob("*head_dim_split.py"))
-    if not hits:
-        raise FileNotFoundError(f"no *head_dim_split.py under {TRAJECTORY}")
-    return hits[0]
+def fixed_step() -> Any:
+    """The Hopper trajectory's head-dim split step (what the faulty module became)."""
+    from xeforge_core.samples import flash_attention_trajectory
+
+    return next(s for s in flash_attention_trajectory("cuda") if s.rule_id == "split_non_power_of_two_dims")
 
 
 def _load(path: Path, name: str) -> Any:
@@ -72,13 +70,13 @@ def _load(path: Path, name: str) -> Any:
     return mod
 
 
-def _tuner(mod: Any) -> Any:
+def _tuners(mod: Any) -> list[Any]:
     from triton.runtime.autotuner import Autotuner
 
     tuners = [v for v in vars(mod).values() if isinstance(v, Autotuner)]
     if not tuners:
         raise RuntimeError(f"{mod.__name__} has no @triton.autotune kernel")
-    return tuners[0]
+    return tuners
 
 
 def describe(cfg: Any) -> str:
@@ -108,24 +106,30 @@ def run_check(device: str) -> list[dict[str, Any]]:
 
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=device))
     rows = []
-    for label, path in (("faulty", FAULTY), ("fixed", fixed_step_path())):
+    for label, path in (("faulty", FAULTY), ("fixed", fixed_step().path)):
         mod = _load(path, f"fa_step8_{label}")
-        tuner = _tuner(mod)
-        configs = list(tuner.configs)
-        for cfg in configs:
-            tuner.configs = [cfg]
-            tuner.cache = {}
+        tuners = _tuners(mod)
+        saved = [list(t.configs) for t in tuners]
+        for j in range(max(len(c) for c in saved)):
+            # config j of every autotuned kernel (the one per head-dim class the shape picks runs)
+            for t, configs in zip(tuners, saved):
+                t.configs, t.cache = [configs[min(j, len(configs) - 1)]], {}
             for b, a, s, d in SHAPES:
                 gen = torch.Generator().manual_seed(1000 * s + d)
                 q, k, v = (torch.randn(b, a, s, d, generator=gen).to(torch.float16) for _ in range(3))
                 ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
-                row: dict[str, Any] = {"module": label, "config": describe(cfg), "shape": f"B={b} A={a} S={s} D={d}"}
+                for t in tuners:
+                    t.best_config = None
+                row: dict[str, Any] = {"module": label, "shape": f"B={b} A={a} S={s} D={d}"}
                 try:
                     out = mod.kernel_function(q.to(device), k.to(device), v.to(device)).double().cpu()
                 except Exception as exc:  # a config that fails to run is a finding, not a crash
+                    row["config"] = f"#{j}"
                     row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
                     rows.append(row)
                     continue
+                ran = next((t.best_config for t in tuners if getattr(t, "best_config", None) is not None), None)
+                row["config"] = describe(ran) if ran is not None else f"#{j}"
                 err = (out - ref).abs()
                 bad = (err > ATOL + RTOL * ref.abs()) | ~torch.isfinite(out)
                 cols = bad.reshape(-1, d).any(0).nonzero().flatten().tolist()
@@ -133,8 +137,8 @@ def run_check(device: str) -> list[dict[str, Any]]:
                 row.update(max_err=float(err.nan_to_num(float("inf")).max()), wrong=int(bad.sum()), outputs=err.numel(),
                            cols=_ranges(cols), rows=_ranges(seq))
                 rows.append(row)
-        tuner.configs = configs
-        tuner.cache = {}
+        for t, configs in zip(tuners, saved):
+            t.configs, t.cache = configs, {}
     return rows
 
 
@@ -155,9 +159,10 @@ def compiled_check(timeout_s: float = 600.0) -> list[dict[str, Any]]:
     from xeforge_core.ir.compile import compile_ir
     from xeforge_core.problem import load_problem
 
+    step = fixed_step()
     rows = []
-    for label, path in (("faulty", FAULTY), ("fixed", fixed_step_path())):
-        problem = load_problem(path, SPEC, REFERENCE)
+    for label, path in (("faulty", FAULTY), ("fixed", step.path)):
+        problem = load_problem(path, step.spec_path, step.reference_path)
         report = compile_ir(path.read_text(), problem=problem, target="sm90", variant="ci", config_index=None,
                             timeout_s=timeout_s, use_cache=False)
         if report is None or not report.kernels:
@@ -191,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         result["compiled"] = compiled_check()
         print("compiled for sm_90 at ci (B=1 A=2 S=40 D=48): fp32 accumulator tiles moved between MMA layouts")
         for r in result["compiled"]:
-            print(f"  {r['module']:6} {r.get('config', ''):34}  moves={r.get('accumulator_moves', '-')}  "
+            print(f"  {r['module']:6} {r.get('config', ''):40}  moves={r.get('accumulator_moves', '-')}  "
                   f"smem={r.get('shared_bytes')}  regs={r.get('registers')}  {'; '.join(r.get('moves') or [])}"
                   + (f"  ERROR {r['error'][:120]}" if r.get("error") else ""), flush=True)
     if not args.skip_run:
@@ -199,9 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run on {device} against float64 SDPA (fp16 tolerance {ATOL} + {RTOL}·|expected|)")
         for r in result["run"]:
             if "error" in r:
-                print(f"  {r['module']:6} {r['config']:34} {r['shape']:20} ERROR {r['error']}")
+                print(f"  {r['module']:6} {r['config']:40} {r['shape']:20} ERROR {r['error']}")
                 continue
-            print(f"  {r['module']:6} {r['config']:34} {r['shape']:20} max err {r['max_err']:.3g}  wrong "
+            print(f"  {r['module']:6} {r['config']:40} {r['shape']:20} max err {r['max_err']:.3g}  wrong "
                   f"{r['wrong']}/{r['outputs']}  cols {r['cols']}  rows {r['rows']}", flush=True)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,11 +20,13 @@ WS_SMEM_BYTES = 17 * 1024
 
 
 def _smem_limit() -> int:
-    """Shared memory a block may use on the current GPU, bytes (:data:`SMEM_BYTES` without one)."""
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        return int(getattr(props, "shared_memory_per_block_optin", SMEM_BYTES))
-    return SMEM_BYTES
+    """Shared memory a block may use on the GPU Triton launches on, as its driver reports it
+    (:data:`SMEM_BYTES` in the cpu interpreter, which has no driver)."""
+    try:
+        driver = triton.runtime.driver.active
+        return int(driver.utils.get_device_properties(driver.get_current_device())["max_shared_mem"])
+    except Exception:  # noqa: BLE001 - no GPU driver: the H200's limit
+        return SMEM_BYTES
 
 
 def _block_shapes(nargs: dict) -> None:

@@ -6,7 +6,7 @@ steps on an NVIDIA GPU, the Xe steps on xpu and in the cpu interpreter). Four ph
 
 1. **verify** (parallel, one thread a step, each verification in its own worker processes):
    every step through the product's verifier (``xeforge_core.verify``) at every variant of its
-   spec, the ``ci`` shapes and the ``bench-gpu*`` shapes (one seed, normal inputs, no timing),
+   spec, the ``ci`` and ``check`` shapes and the ``bench-gpu*`` shapes (one seed, normal inputs, no timing),
    each ``@triton.autotune`` config on its own as the verifier always checks them. A step whose
    verdict is not ``ok`` is not timed: its numbers are never shown.
 2. **check** (parallel worker processes, timing-free): every step at every benchmark shape, each
@@ -541,8 +541,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default=None, help="cuda, cuda:1, xpu or cpu (default: the available GPU)")
     ap.add_argument("--target", default=None, help="trajectory family (xpu, cuda; default: the device's)")
     ap.add_argument("--shapes", default="", help="comma-separated benchmark variants to time (default: every bench-gpu*)")
-    ap.add_argument("--variants", default="", help="comma-separated variants to verify at (default: every ci entry, "
-                                                   "and on a GPU every bench-gpu* too)")
+    ap.add_argument("--variants", default="", help="comma-separated variants to verify at (default: the ci and check "
+                                                   "shapes, and on a GPU every bench-gpu* too)")
     ap.add_argument("--steps", default="", help="comma-separated step indices (default: all)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (median taken)")
     ap.add_argument("--warmup", type=int, default=25, help="do_bench warm-up, ms")
@@ -562,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    from xeforge_core.samples import flash_attention_trajectory
+    from xeforge_core.samples import check_variants, flash_attention_trajectory
 
     dev_name = args.device or ("cuda" if torch.cuda.is_available() else
                                "xpu" if hasattr(torch, "xpu") and torch.xpu.is_available() else "cpu")
@@ -583,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = {}
     for s in steps:
         names = list(s.problem.spec.variants)
-        default = [n for n in names if n == "ci" or n.startswith("ci[") or (timed and n.startswith("bench-gpu"))]
+        default = check_variants(s.problem) + ([n for n in names if n.startswith("bench-gpu")] if timed else [])
         variants[s.index] = [n for n in names if n in wanted] if wanted else default
     cpus = os.cpu_count() or 2
     workers = args.workers or max(1, min(len(steps), cpus - 2))

@@ -12,7 +12,7 @@ from test_samples_support import case_for, run_against_reference
 
 from xeforge_core.knowledge import STAGE_IDS, load_knowledge
 from xeforge_core.problem import ProblemError
-from xeforge_core.samples import TRAJECTORY_DIR, flash_attention_trajectory, trajectory_family
+from xeforge_core.samples import TRAJECTORY_DIR, check_variants, flash_attention_trajectory, trajectory_family
 
 SLOW = [pytest.mark.slow,
         pytest.mark.skipif(os.environ.get("XEFORGE_SLOW") != "1", reason="set XEFORGE_SLOW=1 to run")]
@@ -95,15 +95,18 @@ def test_only_the_causal_step_has_its_own_spec_and_reference(family: str):
     assert c.spec_path.parent == TRAJECTORY_DIR.resolve()
     assert "is_causal=True" in c.problem.reference.source
     assert "is_causal=False" in base.problem.reference.source
-    # the causal ci shapes span several query blocks, so skipping blocks is exercised
-    assert max(v.dims["S"] for v in c.problem.correctness_variants()) > 128
+    # the causal check shapes span several query blocks, so skipping blocks is exercised
+    assert max(c.problem.variant(n).dims["S"] for n in check_variants(c.problem)) > 128
 
 
 def test_the_ci_shapes_cover_what_tiles_hide():
     """Every step is checked where the H200 found step 8 wrong (a key range shorter than one block,
     a head dim split 32 + 16, two heads) and at shapes of the same class."""
-    plain = [v.dims for v in STEPS[0].problem.correctness_variants()]
-    causal = [v.dims for v in STEPS[-1].problem.correctness_variants()]
+    plain = [STEPS[0].problem.variant(n).dims for n in check_variants(STEPS[0].problem)]
+    causal = [STEPS[-1].problem.variant(n).dims for n in check_variants(STEPS[-1].problem)]
+    assert check_variants(STEPS[0].problem) == ["ci", "check", "check[1]", "check[2]", "check[3]"]
+    ci = STEPS[0].problem.variant("ci").dims           # what the product's verifier checks by default
+    assert ci["S"] < 64 and ci["D"] == 48 and ci["A"] * ci["B"] > 1
     assert any(d["S"] < 64 and d["D"] == 48 and d["A"] * d["B"] > 1 for d in plain)  # the H200's failing shape
     assert any(d["S"] < 64 and d["A"] * d["B"] > 1 for d in causal)
     for dims in (plain, causal):
@@ -159,11 +162,11 @@ def _cases() -> list[dict]:
     for steps in BY_FAMILY.values():
         for s in steps:
             seen.setdefault(s.path, s)
-    return [case_for(f"{s.path.parent.name}/{s.path.stem}@{v.name}", s.problem, v.name)
-            for s in seen.values() for v in s.problem.correctness_variants()]
+    return [case_for(f"{s.path.parent.name}/{s.path.stem}@{name}", s.problem, name)
+            for s in seen.values() for name in check_variants(s.problem)]
 
 
-def test_every_step_matches_its_reference_at_every_ci_shape(tmp_path: Path):
+def test_every_step_matches_its_reference_at_every_check_shape(tmp_path: Path):
     cases = _cases()
     results = run_against_reference(cases, tmp_path, timeout_s=900)
     bad = {k: v for k, v in results.items() if not v["ok"]}

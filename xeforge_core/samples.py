@@ -21,6 +21,7 @@ Public API::
     list_samples() -> list[SampleInfo]
     load_sample(name) -> Problem
     flash_attention_trajectory(target=None) -> list[TrajectoryStep]
+    check_variants(problem) -> list[str]
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "TrajectoryStep",
     "list_samples",
     "load_sample",
+    "check_variants",
     "flash_attention_trajectory",
     "trajectory_family",
 ]
@@ -164,6 +166,13 @@ def _manifest(root: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or not data["steps"]:
         raise ProblemError("the manifest needs a non-empty 'steps' list", file=path, field="steps")
     return data
+
+
+def check_variants(problem: Problem) -> list[str]:
+    """The variants of a trajectory step's spec to verify it at: its ``ci`` entry and its
+    ``check`` shapes (every spec variant that is not a ``bench-*`` shape), spec order."""
+    names = list(problem.spec.variants) if problem.spec is not None else []
+    return [n for n in names if not n.startswith("bench")]
 
 
 def trajectory_family(target: Any = None) -> str:

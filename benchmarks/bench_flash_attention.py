@@ -200,9 +200,11 @@ def verify_steps(steps: list[Any], variants: dict[int, list[str]], device: str, 
     """Every step through the product's verifier at its ``variants`` (correctness only), in
     parallel threads (each verification runs its own worker processes). Returns per step index
     ``{"kind", "reason", "variants", "runs", "failed", "summary", "seconds"}``."""
+    from xeforge_core.devices import detect_device
     from xeforge_core.verify import VerifyOptions, verify
 
     naive = steps[0].problem
+    info = detect_device(device)  # probed once, shared by every verification
 
     def one(step: Any) -> dict[str, Any]:
         opts = VerifyOptions(variants=variants[step.index], seeds=1, distributions=["normal"],
@@ -212,7 +214,7 @@ def verify_steps(steps: list[Any], variants: dict[int, list[str]], device: str, 
         try:
             # against the naive kernel as the baseline (cheap); the truth is the step's reference
             problem = step.problem if step.causal else naive
-            v = verify(problem, step.code, device=device, options=opts, candidate_name=step.path.name)
+            v = verify(problem, step.code, device=info, options=opts, candidate_name=step.path.name)
         except Exception as exc:  # the verifier itself failing is reported, not raised
             return {"kind": "error", "reason": f"{type(exc).__name__}: {exc}", "variants": variants[step.index],
                     "seconds": time.monotonic() - start}
@@ -469,7 +471,8 @@ def summary_markdown(res: Results) -> str:
         lines.append(f"| {v['step']} | {titles.get(v['step'], '')} | {verdict} | {len(v.get('variants') or [])} | "
                      f"{v.get('runs', '–')} | {_fmt(v.get('seconds'), 0)} |")
     bad_checks = [c for c in res.checks if not c.get("ok")]
-    lines += ["", f"Checks against SDPA at the benchmark shapes (every config alone): {len(res.checks)} run, "
+    checked = ", ".join(dict.fromkeys(c["variant"] for c in res.checks)) or "no shape"
+    lines += ["", f"Checks against SDPA in fp32 at {checked} (every config alone): {len(res.checks)} run, "
               f"{len(bad_checks)} off" + (": " + "; ".join(
                   f"step {c['step']} {c['variant']} {c.get('config') or c['select']}: "
                   f"{c.get('error') or _fmt(c.get('max_err'), 3)}" for c in bad_checks[:12]) if bad_checks else ".")]
@@ -638,12 +641,12 @@ def main(argv: list[str] | None = None) -> int:
         checks = side.submit(run_checks, tasks, max(1, cpus - workers) if timed else 1, log)
         verdicts = verify_steps(steps, variants, dev_name, workers, args.timeout, log)
         res.verification = [{"step": i, **v} for i, v in sorted(verdicts.items())]
-        phase("verify", t0)
+        phase("verification", t0)
         try:
             res.checks = checks.result()
         except Exception as exc:
             res.errors.append(f"checks: {exc}\n{traceback.format_exc(limit=3)}")
-    phase("verify and check", t0)
+    phase("verification and checks", t0)
     verified = {i for i, v in verdicts.items() if v["kind"] == "ok"}
     errs: dict[tuple[int, str], float] = {}
     for c in res.checks:

@@ -1,45 +1,62 @@
-"""Time every step of the Flash Attention trajectory against torch's scaled_dot_product_attention
-on every benchmark shape, in one run (a script, not a test).
+"""Verify and time every step of the Flash Attention trajectory against torch's
+scaled_dot_product_attention, on every benchmark shape, in one run (a script, not a test).
 
-For each shape of the trajectory's spec (``bench-gpu*`` variants: 71 heads, head dim 96, a
-ragged S = 1500 among them) and each step (the naive baseline, then every rewrite; the causal
-step against causal SDPA):
+The trajectory is the run device's target family's (``flash_attention_trajectory``: the Hopper
+steps on an NVIDIA GPU, the Xe steps on xpu and in the cpu interpreter). Four phases:
 
-1. the step's ``kernel_function`` runs once and its output is compared with SDPA's (fp16
-   tolerance 2e-2 absolute); a step that fails to compile or is wrong is recorded and skipped;
-2. its time is the median of ``--rounds`` interleaved rounds, each a ``triton.testing.do_bench``
-   median (L2 flushed before every call, ``--warmup`` / ``--rep`` ms), taken in a rotated order
-   with SDPA and the previous step, so drift hits all alike;
-3. SDPA is timed twice in every round (A/A): the ratio of the two medians is the method's noise
-   floor, reported next to every speedup.
+1. **verify** (parallel, one thread a step, each verification in its own worker processes):
+   every step through the product's verifier (``xeforge_core.verify``) at every variant of its
+   spec, the ``ci`` and ``check`` shapes and the ``bench-gpu*`` shapes (one seed, normal inputs, no timing),
+   each ``@triton.autotune`` config on its own as the verifier always checks them. A step whose
+   verdict is not ``ok`` is not timed: its numbers are never shown.
+2. **check** (parallel worker processes, timing-free): every step at every benchmark shape, each
+   config forced alone (and, with ``--sweep``, every config of the sweep grid), against SDPA in
+   fp32 (absolute error at most ``ATOL``); this also compiles every kernel into Triton's cache, so
+   the timing phase that follows compiles nothing.
+3. **time** (serial, this process): per shape, the median of ``--rounds`` interleaved rounds of
+   ``triton.testing.do_bench`` medians (L2 flushed before each call) of every verified step and of
+   SDPA twice (A/A), in a rotated order so drift hits all alike. Per shape the noise is the larger
+   of the A/A deviation ``|1 - sdpa_again / sdpa|`` and the spread of SDPA's per-round medians
+   (max / min - 1); a step is *slower than the one before* when its time exceeds the previous
+   step's by more than that noise.
+4. **sweep** (``--sweep``, serial, while the deadline allows): for the last non-causal step and
+   the causal one, every config of a small grid (BLOCK_M, BLOCK_N, warps, pipeline stages, warp
+   specialization; only those whose shared memory fits this device and that check right) timed
+   alone per shape, beside the autotuner's pick and SDPA: which configs to put in the search
+   spaces.
 
 TFLOP/s counts ``4 * B * A * S^2 * D`` (``2 * ...`` for the causal step, the visible half);
-"roofline" is that over the profile's dense fp16 peak (knowledge/hardware, 989.5 TFLOP/s on the
-H200). For autotuned steps the config the autotuner chose is recorded; with ``--configs`` every
-config of the last non-causal step is also timed on its own (what a re-tune would choose from).
+"roofline" is that over the profile's dense fp16 peak (989.5 TFLOP/s on the H200).
 
-Outputs in ``--out`` (created, rewritten after every measurement so a cut-short run keeps what
-it measured): ``results.json`` (every row, settings, device, library versions, A/A ratios),
-``summary.md`` (the tables) and ``trajectory.csv``; a short table is printed last.
+Outputs in ``--out`` (created, rewritten after every phase and shape, so a cut-short run keeps what
+it measured): ``results.json`` (device, date, library versions, settings, per step its verdict at
+every variant, per shape and step the times, A/A ratio, noise, TFLOP/s, ratio to SDPA and to the
+step before, the config chosen; the sweep; the checks), ``summary.md`` (the tables),
+``trajectory.csv`` and, with ``--sweep``, ``sweep.csv``; a short table is printed last. The app's
+Flash Attention page reads ``results.json``.
 
 Usage::
 
-    python benchmarks/bench_flash_attention.py --out docs/measured/h200-flash-attention
-    python benchmarks/bench_flash_attention.py --out /tmp/fa --shapes bench-gpu --steps 7,8
-    python benchmarks/bench_flash_attention.py --out /tmp/fa --device cpu     # interpreter: checks only
+    python benchmarks/bench_flash_attention.py --out docs/measured/h200-flash-attention --sweep
+    python benchmarks/bench_flash_attention.py --out /tmp/fa --shapes bench-gpu --steps 8,9
+    python benchmarks/bench_flash_attention.py --out /tmp/fa --device cpu --steps 0,5,9 --variants ci
 
-About 5 minutes on an H200 (10 steps x 5 shapes, autotuning of steps 7-9 included; ``--configs``
-adds about a minute). On cpu nothing is timed (Triton's interpreter, the ``ci`` shape only).
+On an H200: about 3 minutes of verification and compiling (16 cores), under a minute of timing,
+about a minute of sweep; ``--deadline-min`` (default 8.5) stops the sweep, then the timing, when
+the run nears it. On cpu nothing is timed (Triton's interpreter; the ``ci`` shapes only).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
 import csv
 import datetime as _dt
 import importlib.util
+import itertools
 import json
 import math
+import multiprocessing
 import os
 import platform
 import statistics
@@ -57,6 +74,7 @@ if str(ROOT) not in sys.path:
 
 ATOL = 2e-2
 PEAK_FP16_TFLOPS = 989.5  # knowledge/hardware/nvidia_h200.yaml (dense fp16, datasheet)
+SMEM_BYTES = 232448       # shared memory a block may use on the H200 (the same profile)
 
 
 @dataclass
@@ -72,12 +90,15 @@ class Row:
     us: float | None = None
     sdpa_us: float | None = None
     aa_ratio: float | None = None          # SDPA timed twice: second median / first
+    noise: float | None = None             # relative: max(|1 - aa_ratio|, SDPA's round-to-round spread)
     tflops: float | None = None
     roofline: float | None = None          # tflops / dense fp16 peak
     vs_sdpa: float | None = None           # sdpa_us / us
     vs_previous: float | None = None       # previous step's us / us (same shape)
-    max_err: float | None = None
+    slower: bool | None = None             # slower than the step before by more than the noise
+    max_err: float | None = None           # largest absolute error against SDPA (fp32), every config
     config: str = ""
+    verdict: str = ""                      # the verifier's kind for the step (every variant)
     note: str = ""
 
 
@@ -86,31 +107,186 @@ class Results:
     started: str
     device: dict[str, Any]
     versions: dict[str, Any]
+    target: str
     settings: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    verification: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
-    configs: list[dict[str, Any]] = field(default_factory=list)
+    sweep: list[dict[str, Any]] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     complete: bool = False
 
 
-def _load_step(path: Path, index: int) -> Any:
-    spec = importlib.util.spec_from_file_location(f"fa_step_{index}", path)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+# ------------------------------------------------------------------------------------- helpers
+
+_MODULES: dict[str, Any] = {}
 
 
-def _tuners(mod: Any) -> list[Any]:
+def load_step(path: str | Path, index: int) -> Any:
+    """The step module at ``path`` (imported once per process)."""
+    key = str(path)
+    if key not in _MODULES:
+        spec = importlib.util.spec_from_file_location(f"fa_step_{index}_{Path(path).parent.name}", path)
+        mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+        _MODULES[key] = mod
+    return _MODULES[key]
+
+
+def tuners_of(mod: Any) -> list[Any]:
+    """The module's autotuned kernels (one per head-dim class in the Hopper steps)."""
     from triton.runtime.autotuner import Autotuner
 
     return [v for v in vars(mod).values() if isinstance(v, Autotuner)]
 
 
-def _describe(cfg: Any) -> str:
+def describe(cfg: Any) -> str:
+    """``BLOCK_M=128, BLOCK_N=64, WS=True, num_warps=4, num_stages=3``."""
+    if cfg is None:
+        return ""
     kw = ", ".join(f"{k}={v}" for k, v in getattr(cfg, "kwargs", {}).items())
     return f"{kw}, num_warps={getattr(cfg, 'num_warps', '?')}, num_stages={getattr(cfg, 'num_stages', '?')}"
 
+
+def _select(mod: Any, select: tuple) -> list[tuple[Any, list[Any]]]:
+    """Apply ``select`` to the module's autotuners; returns what to restore. ``("default",)``:
+    as written (autotuning); ``("index", j)``: config j of every autotuner (the one the shape's
+    head-dim class uses runs it); ``("sweep", args)``: the config ``mod._config(*args)``."""
+    saved = [(t, list(t.configs)) for t in tuners_of(mod)]
+    for t, configs in saved:
+        if select[0] == "index":
+            t.configs = [configs[min(int(select[1]), len(configs) - 1)]]
+        elif select[0] == "sweep":
+            t.configs = [mod._config(*select[1])]
+        t.cache = {}
+        t.best_config = None
+    return saved
+
+
+def _restore(saved: list[tuple[Any, list[Any]]]) -> None:
+    for t, configs in saved:
+        t.configs, t.cache = configs, {}
+
+
+def _chosen(mod: Any) -> str:
+    return next((describe(t.best_config) for t in tuners_of(mod) if getattr(t, "best_config", None) is not None), "")
+
+
+def inputs(dims: dict[str, int], device: str, seed: int = 0) -> tuple[Any, Any, Any]:
+    """Q, K, V [B, A, S, D] fp16 on ``device`` from a seeded normal draw (never zeros)."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    b, a, s, d = (int(dims[k]) for k in ("B", "A", "S", "D"))
+    return tuple(torch.randn(b, a, s, d, generator=gen).to(torch.float16).to(device) for _ in range(3))  # type: ignore[return-value]
+
+
+def flop(dims: dict[str, int], causal: bool) -> float:
+    b, a, s, d = (int(dims[k]) for k in ("B", "A", "S", "D"))
+    return (2.0 if causal else 4.0) * b * a * s * s * d
+
+
+def dims_text(dims: dict[str, int]) -> str:
+    return " ".join(f"{k}={dims[k]}" for k in ("B", "A", "S", "D"))
+
+
+# ------------------------------------------------------------------------- phase 1: verify
+
+def verify_steps(steps: list[Any], variants: dict[int, list[str]], device: str, workers: int,
+                 timeout_s: float, log: Any) -> dict[int, dict[str, Any]]:
+    """Every step through the product's verifier at its ``variants`` (correctness only), in
+    parallel threads (each verification runs its own worker processes). Returns per step index
+    ``{"kind", "reason", "variants", "runs", "failed", "summary", "seconds"}``."""
+    from xeforge_core.devices import detect_device
+    from xeforge_core.verify import VerifyOptions, verify
+
+    naive = steps[0].problem
+    info = detect_device(device)  # probed once, shared by every verification
+
+    def one(step: Any) -> dict[str, Any]:
+        opts = VerifyOptions(variants=variants[step.index], seeds=1, distributions=["normal"],
+                             measure_performance=False, include_odd_size=False, grid_coverage=False,
+                             use_cache=False, timeout_s=timeout_s)
+        start = time.monotonic()
+        try:
+            # against the naive kernel as the baseline (cheap); the truth is the step's reference
+            problem = step.problem if step.causal else naive
+            v = verify(problem, step.code, device=info, options=opts, candidate_name=step.path.name)
+        except Exception as exc:  # the verifier itself failing is reported, not raised
+            return {"kind": "error", "reason": f"{type(exc).__name__}: {exc}", "variants": variants[step.index],
+                    "seconds": time.monotonic() - start}
+        corr = v.step("correctness")
+        return {"kind": v.kind.value, "reason": v.reason, "variants": sorted({r.variant for r in v.correctness}),
+                "runs": len(v.correctness), "failed": sum(not r.passed for r in v.correctness),
+                "summary": corr.summary if corr is not None else "", "seconds": time.monotonic() - start}
+
+    out: dict[int, dict[str, Any]] = {}
+    with cf.ThreadPoolExecutor(max(1, workers)) as pool:
+        futures = {pool.submit(one, s): s for s in steps}
+        for fut in cf.as_completed(futures):
+            step = futures[fut]
+            out[step.index] = fut.result()
+            r = out[step.index]
+            log(f"verify step {step.index}: {r['kind']} ({r.get('runs', 0)} runs at {len(r['variants'])} variants, "
+                f"{r['seconds']:.0f} s){'' if r['kind'] == 'ok' else ': ' + str(r['reason'])[:200]}")
+    return out
+
+
+# -------------------------------------------------------------------------- phase 2: check
+
+def check_task(task: dict[str, Any]) -> dict[str, Any]:
+    """In a worker process: one step at one shape with one selection (see :func:`_select`),
+    against SDPA in fp32. Returns the task's keys plus ``config`` (what ran), ``max_err``, ``ok``,
+    ``seconds`` (compile and run) or ``error``."""
+    import torch
+    import torch.nn.functional as F
+
+    out = {k: task[k] for k in ("step", "variant", "select", "kind")}
+    start = time.monotonic()
+    try:
+        mod = load_step(task["path"], task["step"])
+        q, k, v = inputs(task["dims"], task["device"], seed=1)
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=task["causal"])
+        saved = _select(mod, tuple(task["select"]))
+        try:
+            res = mod.kernel_function(q, k, v)
+            if task["device"].startswith("cuda"):
+                torch.cuda.synchronize()
+            out["config"] = _chosen(mod)
+        finally:
+            _restore(saved)
+        err = (res.float() - ref).abs()
+        out["max_err"] = float(err.max()) if bool(torch.isfinite(res.float()).all()) else float("inf")
+        out["ok"] = out["max_err"] <= ATOL
+    except Exception as exc:  # a config that fails to compile or run is a finding
+        out["ok"] = False
+        out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:240] if str(exc) else ''}"
+    out["seconds"] = time.monotonic() - start
+    return out
+
+
+def run_checks(tasks: list[dict[str, Any]], workers: int, log: Any) -> list[dict[str, Any]]:
+    """:func:`check_task` over ``tasks`` in ``workers`` spawned processes (each keeps its modules
+    and compiled kernels; Triton's on-disk cache is shared with this process)."""
+    if not tasks:
+        return []
+    done: list[dict[str, Any]] = []
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max(1, workers), mp_context=ctx) as pool:
+        for i, res in enumerate(pool.map(check_task, tasks, chunksize=1)):
+            done.append(res)
+            if not res.get("ok"):
+                log(f"check step {res['step']} at {res['variant']} {res['select']}: "
+                    + (res.get("error") or f"max abs error {res.get('max_err'):.3g} > {ATOL}"))
+            if (i + 1) % 50 == 0:
+                log(f"checked {i + 1}/{len(tasks)}")
+    return done
+
+
+# --------------------------------------------------------------------------- phase 3: time
 
 def _median_time(fn: Any, warmup: int, rep: int) -> float:
     """µs: triton.testing.do_bench's median (L2 flushed before each call)."""
@@ -119,23 +295,125 @@ def _median_time(fn: Any, warmup: int, rep: int) -> float:
     return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")) * 1e3
 
 
-def measure(fns: dict[str, Any], rounds: int, warmup: int, rep: int) -> dict[str, float]:
-    """Median over ``rounds`` of each callable's do_bench median, the order rotated per round."""
+def measure(fns: dict[str, Any], rounds: int, warmup: int, rep: int) -> dict[str, list[float]]:
+    """Per callable, its do_bench median in each of ``rounds`` rounds, the order rotated per round."""
     names = list(fns)
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for n in order:
             samples[n].append(_median_time(fns[n], warmup, rep))
-    return {n: statistics.median(v) for n, v in samples.items()}
+    return samples
 
 
-def _flop(b: int, a: int, s: int, d: int, causal: bool) -> float:
-    return (2.0 if causal else 4.0) * b * a * s * s * d
+def noise_of(sdpa: list[float], sdpa_again: list[float]) -> tuple[float, float]:
+    """(A/A ratio of the medians, relative noise): the noise is the larger of the A/A deviation and
+    the round-to-round spread of either SDPA series (max / min - 1)."""
+    a, b = statistics.median(sdpa), statistics.median(sdpa_again)
+    ratio = b / a
+    spread = max(max(s) / min(s) - 1.0 for s in (sdpa, sdpa_again))
+    return ratio, max(abs(1.0 - ratio), spread)
 
+
+def time_shape(steps: list[Any], modules: dict[int, Any], verified: set[int], name: str, dims: dict[str, int],
+               device: str, args: argparse.Namespace, check_errs: dict[tuple[int, str], float]) -> list[Row]:
+    """The rows of one benchmark shape: every verified step and SDPA (twice), interleaved."""
+    import torch.nn.functional as F
+
+    q, k, v = inputs(dims, device, seed=0)
+    rows: list[Row] = []
+    fns: dict[str, Any] = {}
+    for c in (False, True):
+        fns[f"sdpa{int(c)}"] = partial(F.scaled_dot_product_attention, q, k, v, is_causal=c)
+        fns[f"sdpa{int(c)}_again"] = partial(F.scaled_dot_product_attention, q, k, v, is_causal=c)
+    for step in steps:
+        row = Row(step=step.index, title=step.title, stage=step.stage, causal=step.causal, variant=name,
+                  dims=dims_text(dims), max_err=check_errs.get((step.index, name)))
+        rows.append(row)
+        if step.index not in verified:
+            row.note = "not timed: not verified ok at every variant"
+            continue
+        mod = modules[step.index]
+        try:
+            mod.kernel_function(q, k, v)  # autotunes now (compiled kernels come from the check phase)
+            row.config = _chosen(mod)
+            fns[f"step{step.index}"] = partial(mod.kernel_function, q, k, v)
+        except Exception as exc:
+            row.note = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    samples = measure(fns, args.rounds, args.warmup, args.rep)
+    med = {n: statistics.median(v) for n, v in samples.items()}
+    prev: Row | None = None
+    for row in rows:
+        c = int(row.causal)
+        row.sdpa_us = med[f"sdpa{c}"]
+        row.aa_ratio, row.noise = noise_of(samples[f"sdpa{c}"], samples[f"sdpa{c}_again"])
+        us = med.get(f"step{row.step}")
+        if us is not None:
+            row.us = us
+            row.tflops = flop(dims, row.causal) / (us * 1e-6) / 1e12
+            row.roofline = row.tflops / PEAK_FP16_TFLOPS
+            row.vs_sdpa = row.sdpa_us / us
+            if not row.causal and prev is not None and prev.us:
+                row.vs_previous = prev.us / us
+                row.slower = us > prev.us * (1.0 + row.noise)
+        if not row.causal and row.us is not None:
+            prev = row
+    return rows
+
+
+# -------------------------------------------------------------------------- phase 4: sweep
+
+def sweep_grid(mod: Any, block_d: int, causal: bool, smem_limit: int) -> list[tuple]:
+    """``_config`` arguments ``(BLOCK_M, BLOCK_N, num_warps, num_stages, WS)`` of a small grid for a
+    step with a per-head-dim ``SEARCH_SPACE`` at padded head dim ``block_d``: query tiles of 64 and
+    128 rows, key tiles of 32-128, 2-4 stages; warp specialization with 4 warps on 128-row tiles;
+    kept only where the step's shared-memory estimate fits ``smem_limit`` and the fp32 accumulator
+    plus scores stay within 128 registers a thread (the rest spill); causal steps need BLOCK_M a
+    multiple of BLOCK_N. The step's own search space comes first."""
+    grid: list[tuple] = []
+    own = [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages, c.kwargs["WS"])
+           for c in mod.SEARCH_SPACE[min(k for k in mod.SEARCH_SPACE if k >= block_d)]]
+    for bm, bn, warps, stages, ws in itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4), (False, True)):
+        if ws and (bm != 128 or warps != 4):
+            continue
+        if not ws and bm == 64 and warps != 4:
+            continue
+        if causal and bm % bn:
+            continue
+        threads = 32 * (8 if ws else warps)          # specialized: two consumer warpgroups
+        if (bm * block_d + bm * bn) / threads > 128:
+            continue
+        args = (bm, bn, warps, stages, ws)
+        if mod.smem_bytes(mod._config(*args), block_d) > smem_limit:
+            continue
+        grid.append(args)
+    return own + [g for g in grid if g not in own]
+
+
+def smem_limit(device: str) -> int:
+    """Shared memory a block may use on ``device`` (the H200's where it cannot be asked)."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.device(device))
+        return int(getattr(props, "shared_memory_per_block_optin", SMEM_BYTES))
+    return SMEM_BYTES
+
+
+def block_d_class(mod: Any, d: int) -> int:
+    """The padded head dim (split parts added up) a Hopper step computes ``d`` at."""
+    import triton
+
+    if hasattr(mod, "head_dim_blocks"):
+        d0, d1, split = mod.head_dim_blocks(d)
+        return triton.next_power_of_2(d0 + (d1 if split else 0))
+    return max(16, triton.next_power_of_2(d))
+
+
+# -------------------------------------------------------------------------------- outputs
 
 def write_outputs(out: Path, res: Results) -> None:
-    """results.json, trajectory.csv and summary.md (rewritten after every measurement)."""
+    """results.json, trajectory.csv, sweep.csv and summary.md (rewritten after every phase)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(asdict(res), indent=1, default=str))
     rows = [asdict(r) for r in res.rows]
@@ -144,6 +422,12 @@ def write_outputs(out: Path, res: Results) -> None:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
+    if res.sweep:
+        keys = list(dict.fromkeys(k for s in res.sweep for k in s))
+        with (out / "sweep.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=keys)
+            w.writeheader()
+            w.writerows(res.sweep)
     (out / "summary.md").write_text(summary_markdown(res))
 
 
@@ -154,87 +438,123 @@ def _fmt(v: float | None, digits: int = 2) -> str:
 
 
 def summary_markdown(res: Results) -> str:
-    """The tables: per step and shape µs, TFLOP/s, fraction of the roofline, x SDPA and x the
-    previous step; then the steps not at least as fast as the one before, and the A/A ratios."""
+    """The verification verdicts; per step and shape µs, TFLOP/s, x SDPA and x the step before;
+    the steps slower than the one before beyond the shape's noise; the last non-causal step
+    against SDPA; the sweep's best configs."""
     d = res.device
     shapes = list(dict.fromkeys(r.variant for r in res.rows))
     dims = {r.variant: r.dims for r in res.rows}
+    s = res.settings
     lines = [
         "# Flash Attention trajectory vs scaled_dot_product_attention",
         "",
-        f"- Device: **{d.get('name')}** ({d.get('type')}); " + ", ".join(f"{k} {v}" for k, v in res.versions.items()),
-        f"- Run: {res.started} UTC, {res.seconds / 60:.1f} min{'' if res.complete else ' (incomplete)'}; timing: "
-        f"median of {res.settings.get('rounds')} interleaved rounds of triton.testing.do_bench medians "
-        f"({res.settings.get('warmup')} ms warm-up, {res.settings.get('rep')} ms), L2 flushed before each call",
+        f"- Device: **{d.get('name')}** ({d.get('type')}); target family {res.target}; "
+        + ", ".join(f"{k} {v}" for k, v in res.versions.items()),
+        f"- Run: {res.started} UTC, {res.seconds / 60:.1f} min{'' if res.complete else ' (incomplete)'} ("
+        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in res.phases.items()) + ")",
+        f"- Verified: every step through the product's verifier at every variant of its spec "
+        f"({', '.join(s.get('variants') or [])}); only steps verified ok are timed.",
+        f"- Timing: median of {s.get('rounds')} interleaved rounds of triton.testing.do_bench medians "
+        f"({s.get('warmup')} ms warm-up, {s.get('rep')} ms), L2 flushed before each call; noise per shape: the "
+        "larger of SDPA's A/A deviation and its round-to-round spread.",
         f"- TFLOP/s: 4·B·A·S²·D (causal: half); roofline: fraction of the dense fp16 peak ({PEAK_FP16_TFLOPS} "
         "TFLOP/s). x SDPA > 1: faster than torch. x prev: over the step before it on the same shape.",
         "",
-        "| step | stage | " + " | ".join(f"{s} ({dims[s]})" for s in shapes) + " |",
-        "|---|---|" + "---|" * len(shapes),
+        "## Verification (the product's verifier, on this device)",
+        "",
+        "| step | title | verdict | variants | runs | seconds |",
+        "|---|---|---|---|---|---|",
     ]
-    for step in sorted({r.step for r in res.rows}):
-        rs = {r.variant: r for r in res.rows if r.step == step}
-        first = next(iter(rs.values()))
-        cells = []
-        for s in shapes:
-            r = rs.get(s)
-            if r is None:
-                cells.append("–")
-            elif r.us is None:
-                cells.append(r.note[:60] or "–")
-            else:
-                cells.append(f"{_fmt(r.us, 1)} µs, {_fmt(r.tflops, 0)} TFLOP/s ({_fmt(100 * (r.roofline or 0), 0)}%), "
-                             f"{_fmt(r.vs_sdpa)}x SDPA, {_fmt(r.vs_previous)}x prev")
-        lines.append(f"| {step}. {first.title}{' (causal)' if first.causal else ''} | {first.stage} | "
-                     + " | ".join(cells) + " |")
-    slower = [r for r in res.rows if r.vs_previous is not None and r.vs_previous < 1.0 and not r.causal]
-    lines += ["", "## Steps slower than the step before them", ""]
-    if slower:
-        lines += [f"- step {r.step} on {r.variant}: {_fmt(r.vs_previous, 3)}x (A/A noise on that shape "
-                  f"{_fmt(r.aa_ratio, 3)})" for r in slower]
-    else:
-        lines.append("- none")
-    last = max((r.step for r in res.rows if not r.causal and r.us is not None), default=None)
-    lines += ["", "## Last non-causal step vs SDPA", ""]
-    for r in res.rows:
-        if r.step == last:
-            goal = "meets" if (r.vs_sdpa or 0) >= 0.9 else "misses"
-            lines.append(f"- {r.variant} ({r.dims}): {_fmt(r.vs_sdpa, 3)}x SDPA, {goal} the 0.9x goal; "
-                         f"{_fmt(r.tflops, 0)} TFLOP/s vs SDPA {_fmt(r.tflops / r.vs_sdpa if r.tflops and r.vs_sdpa else None, 0)}"
-                         + (f"; config {r.config}" if r.config else ""))
-    if res.configs:
-        lines += ["", "## Every config of the last non-causal step", "",
-                  "| shape | config | µs | TFLOP/s |", "|---|---|---|---|"]
-        for c in res.configs:
-            lines.append(f"| {c['variant']} | {c['config']} | {_fmt(c.get('us'), 1)} | {_fmt(c.get('tflops'), 0)} |")
+    titles = {m["index"]: m["title"] for m in res.steps}
+    for v in sorted(res.verification, key=lambda v: v["step"]):
+        verdict = v["kind"] + ("" if v["kind"] == "ok" else f": {str(v.get('reason'))[:160]}")
+        lines.append(f"| {v['step']} | {titles.get(v['step'], '')} | {verdict} | {len(v.get('variants') or [])} | "
+                     f"{v.get('runs', '–')} | {_fmt(v.get('seconds'), 0)} |")
+    bad_checks = [c for c in res.checks if not c.get("ok")]
+    checked = ", ".join(dict.fromkeys(c["variant"] for c in res.checks)) or "no shape"
+    lines += ["", f"Checks against SDPA in fp32 at {checked} (every config alone): {len(res.checks)} run, "
+              f"{len(bad_checks)} off" + (": " + "; ".join(
+                  f"step {c['step']} {c['variant']} {c.get('config') or c['select']}: "
+                  f"{c.get('error') or _fmt(c.get('max_err'), 3)}" for c in bad_checks[:12]) if bad_checks else ".")]
+    if res.rows:
+        lines += ["", "## Every step on every shape", "",
+                  "| step | stage | " + " | ".join(f"{x} ({dims[x]})" for x in shapes) + " |",
+                  "|---|---|" + "---|" * len(shapes)]
+        for step in sorted({r.step for r in res.rows}):
+            rs = {r.variant: r for r in res.rows if r.step == step}
+            first = next(iter(rs.values()))
+            cells = []
+            for x in shapes:
+                r = rs.get(x)
+                if r is None:
+                    cells.append("–")
+                elif r.us is None:
+                    cells.append(r.note[:60] or "–")
+                else:
+                    cells.append(f"{_fmt(r.us, 1)} µs, {_fmt(r.tflops, 0)} TFLOP/s, {_fmt(r.vs_sdpa)}x SDPA, "
+                                 f"{_fmt(r.vs_previous)}x prev" + (" **slower**" if r.slower else ""))
+            lines.append(f"| {step}. {first.title}{' (causal)' if first.causal else ''} | {first.stage} | "
+                         + " | ".join(cells) + " |")
+        slower = [r for r in res.rows if r.slower]
+        lines += ["", "## Steps slower than the step before them beyond the noise", ""]
+        lines += [f"- step {r.step} on {r.variant}: {_fmt(r.vs_previous, 3)}x (noise on that shape "
+                  f"{_fmt(100 * (r.noise or 0), 1)}%, A/A {_fmt(r.aa_ratio, 3)})" for r in slower] or ["- none"]
+        last = max((r.step for r in res.rows if not r.causal and r.us is not None), default=None)
+        lines += ["", "## Last non-causal step vs SDPA (goal: at least 0.95x on every shape)", ""]
+        for r in res.rows:
+            if r.step == last:
+                goal = "meets" if (r.vs_sdpa or 0) >= 0.95 else "misses"
+                lines.append(f"- {r.variant} ({r.dims}): {_fmt(r.vs_sdpa, 3)}x SDPA, {goal} 0.95x; "
+                             f"{_fmt(r.tflops, 0)} TFLOP/s vs SDPA "
+                             f"{_fmt(r.tflops / r.vs_sdpa if r.tflops and r.vs_sdpa else None, 0)}"
+                             + (f"; config {r.config}" if r.config else ""))
+    if res.sweep:
+        lines += ["", "## Sweep: the fastest configs per step and shape", "",
+                  "| step | shape | rank | config | µs | x autotuned | x SDPA |", "|---|---|---|---|---|---|---|"]
+        for (step, variant), group in itertools.groupby(
+                sorted(res.sweep, key=lambda e: (e["step"], e["variant"], e.get("us") or 1e30)),
+                key=lambda e: (e["step"], e["variant"])):
+            for rank, e in enumerate([e for e in group if e.get("us")][:5], 1):
+                lines.append(f"| {step} | {variant} | {rank} | {e['config']} | {_fmt(e['us'], 1)} | "
+                             f"{_fmt(e.get('vs_autotuned'))} | {_fmt(e.get('vs_sdpa'))} |")
     if res.errors:
         lines += ["", "## Errors", ""] + [f"- {e.splitlines()[0][:300]}" for e in res.errors]
     return "\n".join(lines) + "\n"
 
 
 def short_table(res: Results) -> str:
-    """Steps x shapes, x SDPA (what the run prints last)."""
+    """Steps x shapes, x SDPA (what the run prints last), with the verdicts."""
     shapes = list(dict.fromkeys(r.variant for r in res.rows))
-    out = ["step".ljust(44) + "".join(s[-12:].rjust(13) for s in shapes)]
-    for step in sorted({r.step for r in res.rows}):
-        rs = {r.variant: r for r in res.rows if r.step == step}
-        title = f"{step}. {next(iter(rs.values())).title}"[:43]
-        out.append(title.ljust(44) + "".join(
-            (f"{rs[s].vs_sdpa:.2f}x" if s in rs and rs[s].vs_sdpa else "-").rjust(13) for s in shapes))
+    verdicts = {v["step"]: v["kind"] for v in res.verification}
+    out = ["step".ljust(48) + "verdict".rjust(14) + "".join(x[-12:].rjust(13) for x in shapes)]
+    for m in res.steps:
+        rs = {r.variant: r for r in res.rows if r.step == m["index"]}
+        cells = "".join(((f"{rs[x].vs_sdpa:.2f}x" + ("!" if rs[x].slower else "")) if x in rs and rs[x].vs_sdpa
+                         else "-").rjust(13) for x in shapes)
+        out.append(f"{m['index']}. {m['title']}"[:47].ljust(48) + verdicts.get(m["index"], "-").rjust(14) + cells)
     return "\n".join(out)
 
+
+# ----------------------------------------------------------------------------------- main
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="output directory (created)")
     ap.add_argument("--device", default=None, help="cuda, cuda:1, xpu or cpu (default: the available GPU)")
-    ap.add_argument("--shapes", default="", help="comma-separated variant names (default: every bench-gpu*)")
+    ap.add_argument("--target", default=None, help="trajectory family (xpu, cuda; default: the device's)")
+    ap.add_argument("--shapes", default="", help="comma-separated benchmark variants to time (default: every bench-gpu*)")
+    ap.add_argument("--variants", default="", help="comma-separated variants to verify at (default: the ci and check "
+                                                   "shapes, and on a GPU every bench-gpu* too)")
     ap.add_argument("--steps", default="", help="comma-separated step indices (default: all)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (median taken)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (median taken)")
     ap.add_argument("--warmup", type=int, default=25, help="do_bench warm-up, ms")
     ap.add_argument("--rep", type=int, default=60, help="do_bench measuring time, ms")
-    ap.add_argument("--configs", action="store_true", help="also time every config of the last non-causal step")
+    ap.add_argument("--sweep", action="store_true", help="also time a grid of configs of the last steps per shape")
+    ap.add_argument("--workers", type=int, default=0, help="parallel verifications and check processes "
+                                                           "(default: from the CPU count)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="verifier job limit, seconds")
+    ap.add_argument("--deadline-min", type=float, default=8.5, help="stop the sweep, then the timing, past this")
     return ap.parse_args(argv)
 
 
@@ -243,10 +563,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
-    import torch.nn.functional as F
     import triton
 
-    from xeforge_core.samples import flash_attention_trajectory
+    from xeforge_core.samples import check_variants, flash_attention_trajectory
 
     dev_name = args.device or ("cuda" if torch.cuda.is_available() else
                                "xpu" if hasattr(torch, "xpu") and torch.xpu.is_available() else "cpu")
@@ -254,109 +573,157 @@ def main(argv: list[str] | None = None) -> int:
     timed = device.type != "cpu"
     if not timed:
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    steps = flash_attention_trajectory()
-    pick = {int(s) for s in args.steps.split(",") if s.strip()} or {s.index for s in steps}
+    start = time.monotonic()
+    deadline = start + 60 * args.deadline_min
+    steps = flash_attention_trajectory(args.target or device.type)
+    pick = {int(s) for s in args.steps.split(",") if s.strip()}
+    steps = [s for s in steps if not pick or s.index in pick or s.index == 0]
+    target = steps[-1].target or "shared"
     naive = steps[0].problem
-    names = [n for n in naive.spec.variants if n.startswith("bench-gpu")] if timed else ["ci"]
-    if args.shapes:
-        names = [n for n in args.shapes.split(",") if n in naive.spec.variants]
+    bench_names = [n for n in naive.spec.variants if n.startswith("bench-gpu")]
+    shapes = [n for n in (args.shapes.split(",") if args.shapes else bench_names) if n in bench_names] if timed else []
+    wanted = [v for v in args.variants.split(",") if v.strip()]
+    variants = {}
+    for s in steps:
+        names = list(s.problem.spec.variants)
+        default = check_variants(s.problem) + ([n for n in names if n.startswith("bench-gpu")] if timed else [])
+        variants[s.index] = [n for n in names if n in wanted] if wanted else default
+    cpus = os.cpu_count() or 2
+    workers = args.workers or max(1, min(len(steps), cpus - 2))
     name = (torch.cuda.get_device_name(device) if device.type == "cuda" else
             torch.xpu.get_device_name(device) if device.type == "xpu" else platform.processor() or "cpu")
     res = Results(started=_dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-                  device={"type": device.type, "name": name},
+                  device={"type": device.type, "name": name, "index": device.index or 0},
                   versions={"python": platform.python_version(), "torch": torch.__version__,
                             "triton": triton.__version__},
-                  settings={"rounds": args.rounds, "warmup": args.warmup, "rep": args.rep, "shapes": names,
-                            "steps": sorted(pick), "atol": ATOL})
-    start = time.monotonic()
-    print(f"[fa] {name}: {len(pick)} steps x {len(names)} shapes", flush=True)
-    modules: dict[int, Any] = {}
+                  target=target,
+                  settings={"rounds": args.rounds, "warmup": args.warmup, "rep": args.rep, "shapes": shapes,
+                            "steps": [s.index for s in steps], "atol": ATOL, "sweep": args.sweep,
+                            "variants": sorted({v for vs in variants.values() for v in vs}), "workers": workers},
+                  steps=[{"index": s.index, "title": s.title, "stage": s.stage, "rule_id": s.rule_id,
+                          "causal": s.causal, "file": str(s.path.relative_to(ROOT))} for s in steps])
+
+    def log(msg: str) -> None:
+        print(f"[fa] {(time.monotonic() - start) / 60:4.1f} min  {msg}", flush=True)
+
+    def phase(label: str, t0: float) -> None:
+        res.phases[label] = time.monotonic() - t0
+        res.seconds = time.monotonic() - start
+        write_outputs(args.out, res)
+
+    log(f"{name}: {len(steps)} steps of the {target} trajectory, verified at {len(res.settings['variants'])} "
+        f"variants, timed at {len(shapes)} shapes; {workers} workers")
+
+    # the check tasks (every step at every timed shape, each config alone) and the sweep grid
+    modules = {s.index: load_step(s.path, s.index) for s in steps}
+    check_shapes = shapes or ["ci"]
+    tasks: list[dict[str, Any]] = []
+    sweep_plan: dict[tuple[int, str], list[tuple]] = {}
+    limit = smem_limit(dev_name)
+    last = max((s.index for s in steps if not s.causal), default=0)
+    sweep_steps = [s for s in steps if (s.index == last or s.causal) and hasattr(modules[s.index], "SEARCH_SPACE")]
     for s in steps:
-        if s.index in pick:
-            try:
-                modules[s.index] = _load_step(s.path, s.index)
-            except Exception as exc:
-                res.errors.append(f"step {s.index}: cannot import: {exc}")
+        n_cfg = max([len(t.configs) for t in tuners_of(modules[s.index])] or [1])
+        for vname in check_shapes:
+            dims = dict(s.problem.variant(vname).dims)
+            base = {"step": s.index, "path": str(s.path), "variant": vname, "dims": dims, "causal": s.causal,
+                    "device": dev_name}
+            for j in range(n_cfg):
+                tasks.append({**base, "select": ("index", j) if n_cfg > 1 else ("default",), "kind": "config"})
+            if args.sweep and s in sweep_steps:
+                mod = modules[s.index]
+                grid = sweep_grid(mod, block_d_class(mod, int(dims["D"])), s.causal, limit)
+                sweep_plan[(s.index, vname)] = grid
+                tasks += [{**base, "select": ("sweep", g), "kind": "sweep"} for g in grid]
+
+    t0 = time.monotonic()
+    with cf.ThreadPoolExecutor(1) as side:
+        checks = side.submit(run_checks, tasks, max(1, cpus - workers) if timed else 1, log)
+        verdicts = verify_steps(steps, variants, dev_name, workers, args.timeout, log)
+        res.verification = [{"step": i, **v} for i, v in sorted(verdicts.items())]
+        phase("verification", t0)
+        try:
+            res.checks = checks.result()
+        except Exception as exc:
+            res.errors.append(f"checks: {exc}\n{traceback.format_exc(limit=3)}")
+    phase("verification and checks", t0)
+    verified = {i for i, v in verdicts.items() if v["kind"] == "ok"}
+    errs: dict[tuple[int, str], float] = {}
+    for c in res.checks:
+        if c["kind"] == "config":
+            key = (c["step"], c["variant"])
+            errs[key] = max(errs.get(key, 0.0), c.get("max_err", float("inf")) if "error" not in c else float("inf"))
+
+    t0 = time.monotonic()
+    for vname in shapes:
+        if time.monotonic() > deadline:
+            res.errors.append(f"timing of {vname} skipped: past the {args.deadline_min} min deadline")
+            continue
+        dims = dict(naive.variant(vname).dims)
+        try:
+            res.rows += time_shape(steps, modules, verified, vname, dims, dev_name, args, errs)
+        except Exception as exc:
+            res.errors.append(f"timing {vname}: {exc}\n{traceback.format_exc(limit=3)}")
+        phase("time", t0)
+        log(f"timed {vname}: " + ", ".join(f"{r.step}:{r.vs_sdpa:.2f}x" for r in res.rows
+                                          if r.variant == vname and r.vs_sdpa))
+    if not timed:
+        for s in steps:
+            v = verdicts.get(s.index, {})
+            res.rows.append(Row(step=s.index, title=s.title, stage=s.stage, causal=s.causal, variant="ci",
+                                dims=dims_text(dict(s.problem.variant("ci").dims)), verdict=v.get("kind", ""),
+                                max_err=errs.get((s.index, "ci")), note="verified; not timed (interpreter)"))
+    for r in res.rows:
+        r.verdict = verdicts.get(r.step, {}).get("kind", "")
+
+    if args.sweep and timed:
+        t0 = time.monotonic()
+        ok = {(c["step"], c["variant"], tuple(c["select"][1])) for c in res.checks
+              if c["kind"] == "sweep" and c.get("ok")}
+        import torch.nn.functional as F
+
+        for (index, vname), grid in sweep_plan.items():
+            if time.monotonic() > deadline:
+                res.errors.append(f"sweep of step {index} at {vname} skipped: past the deadline")
                 continue
-            if not timed:  # the interpreter cannot benchmark configs: check the first one
-                for tuner in _tuners(modules[s.index]):
-                    tuner.configs = tuner.configs[:1]
-    prev_us: dict[str, float] = {}
-    for vname in names:
-        var = naive.variant(vname)
-        b, a, s_len, d = (int(var.dims[k]) for k in ("B", "A", "S", "D"))
-        dims = f"B={b} A={a} S={s_len} D={d}"
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        q, k, v = (torch.randn(b, a, s_len, d, generator=gen).to(torch.float16).to(device) for _ in range(3))
-        refs = {c: F.scaled_dot_product_attention(q, k, v, is_causal=c) for c in (False, True)}
-        sdpa = {c: partial(F.scaled_dot_product_attention, q, k, v, is_causal=c) for c in (False, True)}
-        prev_us.clear()
-        for step in steps:
-            if step.index not in modules:
-                continue
-            mod = modules[step.index]
-            row = Row(step=step.index, title=step.title, stage=step.stage, causal=step.causal, variant=vname, dims=dims)
-            try:
-                out = mod.kernel_function(q, k, v)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                row.max_err = float((out.float() - refs[step.causal].float()).abs().max())
-                if not row.max_err <= ATOL:
-                    row.note = f"wrong: max abs error {row.max_err:.3g} > {ATOL}"
-                    res.rows.append(row)
-                    write_outputs(args.out, res)
+            step = next(s for s in steps if s.index == index)
+            mod = modules[index]
+            dims = dict(step.problem.variant(vname).dims)
+            q, k, v = inputs(dims, dev_name, seed=0)
+            auto = next((r for r in res.rows if r.step == index and r.variant == vname), None)
+            sdpa_us = _median_time(partial(F.scaled_dot_product_attention, q, k, v, is_causal=step.causal),
+                                   args.warmup, args.rep)
+            for g in grid:
+                own = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages, c.kwargs["WS"])
+                       for c in mod.SEARCH_SPACE[min(c for c in mod.SEARCH_SPACE if c >= block_d_class(mod, int(dims["D"])))]}
+                entry = {"step": index, "variant": vname, "dims": dims_text(dims), "config": describe(mod._config(*g)),
+                         "in_search_space": tuple(g) in own}
+                if (index, vname, tuple(g)) not in ok:
+                    entry["note"] = "wrong or failed in the check phase: not timed"
+                    res.sweep.append(entry)
                     continue
-                if timed:
-                    fns = {"step": partial(mod.kernel_function, q, k, v), "sdpa": sdpa[step.causal],
-                           "sdpa_again": sdpa[step.causal]}
-                    t = measure(fns, args.rounds, args.warmup, args.rep)
-                    row.us, row.sdpa_us = t["step"], t["sdpa"]
-                    row.aa_ratio = t["sdpa_again"] / t["sdpa"]
-                    row.tflops = _flop(b, a, s_len, d, step.causal) / (row.us * 1e-6) / 1e12
-                    row.roofline = row.tflops / PEAK_FP16_TFLOPS
-                    row.vs_sdpa = row.sdpa_us / row.us
-                    if not step.causal and prev_us:
-                        row.vs_previous = prev_us["last"] / row.us
-                    if not step.causal:
-                        prev_us["last"] = row.us
-                else:
-                    row.note = "correct; not timed (interpreter)"
-                tuners = _tuners(mod)
-                if tuners and getattr(tuners[0], "best_config", None) is not None:
-                    row.config = _describe(tuners[0].best_config)
-            except Exception as exc:  # a step that fails here is reported, the rest still run
-                row.note = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-                res.errors.append(f"step {step.index} on {vname}: {exc}\n{traceback.format_exc(limit=3)}")
-            res.rows.append(row)
-            res.seconds = time.monotonic() - start
-            write_outputs(args.out, res)
-            print(f"[fa] {res.seconds / 60:4.1f} min  {vname} step {step.index}: "
-                  + (f"{row.us:.1f} µs, {row.tflops:.0f} TFLOP/s, {row.vs_sdpa:.2f}x SDPA" if row.us else row.note),
-                  flush=True)
-        if args.configs and timed:
-            last = max((s.index for s in steps if not s.causal and s.index in modules), default=None)
-            tuners = _tuners(modules[last]) if last is not None else []
-            if tuners:
-                tuner = tuners[0]
-                every = list(tuner.configs)
-                for cfg in every:
-                    tuner.configs = [cfg]
-                    tuner.cache = {}
-                    entry = {"variant": vname, "config": _describe(cfg)}
-                    try:
-                        t = _median_time(partial(modules[last].kernel_function, q, k, v), args.warmup, args.rep)
-                        entry.update(us=t, tflops=_flop(b, a, s_len, d, False) / (t * 1e-6) / 1e12)
-                    except Exception as exc:
-                        entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
-                    res.configs.append(entry)
-                    write_outputs(args.out, res)
-                tuner.configs = every
-                tuner.cache = {}
+                saved = _select(mod, ("sweep", g))
+                try:
+                    us = _median_time(partial(mod.kernel_function, q, k, v), args.warmup, args.rep)
+                    entry.update(us=us, tflops=flop(dims, step.causal) / (us * 1e-6) / 1e12, vs_sdpa=sdpa_us / us,
+                                 vs_autotuned=(auto.us / us) if auto is not None and auto.us else None)
+                except Exception as exc:
+                    entry["note"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+                finally:
+                    _restore(saved)
+                res.sweep.append(entry)
+            phase("sweep", t0)
+            best = min((e for e in res.sweep if e["step"] == index and e["variant"] == vname and e.get("us")),
+                       key=lambda e: e["us"], default=None)
+            if best is not None:
+                log(f"sweep step {index} at {vname}: best {best['config']} {best['us']:.1f} µs, "
+                    f"{best['vs_sdpa']:.2f}x SDPA")
+
     res.seconds = time.monotonic() - start
-    res.complete = True
+    res.complete = not res.errors
     write_outputs(args.out, res)
     print(short_table(res), flush=True)
-    print(f"[fa] wrote {args.out}/summary.md, results.json, trajectory.csv in {res.seconds / 60:.1f} min", flush=True)
+    log(f"wrote {args.out}/summary.md, results.json, trajectory.csv" + (", sweep.csv" if res.sweep else ""))
     return 0
 
 

@@ -546,8 +546,9 @@ def trajectory_variants(problem: Problem, settings: Settings, device_type: str) 
 
 def bench_trajectory(device: Any, settings: Settings, pool: ThreadPoolExecutor, budget: Budget,
                      errors: list[str]) -> list[TrajectoryRow]:
-    """Every step verified against the naive baseline and timed on the trajectory shapes."""
-    steps = flash_attention_trajectory()
+    """Every step of the device's trajectory (its target family's steps) verified against the naive
+    baseline and timed on the trajectory shapes."""
+    steps = flash_attention_trajectory(device.type)
     naive = steps[0]
     shapes = trajectory_variants(naive.problem, settings, device.type)
 

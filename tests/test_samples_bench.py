@@ -100,7 +100,7 @@ def test_bench_problem_rows_from_verdicts(bench, monkeypatch, tmp_path):
 
 
 def test_trajectory_rows_and_reports(bench, monkeypatch, tmp_path):
-    steps = flash_attention_trajectory()
+    steps = flash_attention_trajectory(FakeDevice.type)
     settings = _settings(bench, argv=["--quick", "--all-steps"])
     shapes = bench.trajectory_variants(steps[0].problem, settings, "cuda")
     assert "bench-gpu-4" in shapes and len(shapes) >= 3  # includes the non-power-of-two length

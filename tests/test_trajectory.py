@@ -1,5 +1,6 @@
-"""The Flash Attention teaching trajectory: well-formed, tied to real knowledge-base rules, and
-every step correct against its reference (the causal step against the causal reference)."""
+"""The Flash Attention teaching trajectory: well-formed for each target family, tied to real
+knowledge-base rules, and every step correct against its reference (the causal step against the
+causal reference) at every ci shape, each autotune config alone."""
 
 from __future__ import annotations
 
@@ -10,54 +11,109 @@ import pytest
 from test_samples_support import case_for, run_against_reference
 
 from xeforge_core.knowledge import STAGE_IDS, load_knowledge
-from xeforge_core.samples import TRAJECTORY_DIR, flash_attention_trajectory
+from xeforge_core.problem import ProblemError
+from xeforge_core.samples import TRAJECTORY_DIR, check_variants, flash_attention_trajectory, trajectory_family
 
 SLOW = [pytest.mark.slow,
         pytest.mark.skipif(os.environ.get("XEFORGE_SLOW") != "1", reason="set XEFORGE_SLOW=1 to run")]
 
-STEPS = flash_attention_trajectory()
+BY_FAMILY = {f: flash_attention_trajectory(f) for f in ("xpu", "cuda")}
+STEPS = BY_FAMILY["xpu"]
+HOPPER = BY_FAMILY["cuda"]
+SHARED = ["fusion", "dtype_fix", "algorithmic", "memory_access", "block_pointers"]
 
 
-def test_trajectory_has_the_taught_steps_in_order():
-    assert [s.index for s in STEPS] == list(range(len(STEPS)))
-    assert STEPS[0].stage == "baseline" and STEPS[0].rule_id is None
-    assert [s.stage for s in STEPS[1:]] == ["fusion", "dtype_fix", "algorithmic", "memory_access", "block_pointers",
-                                            "xpu_specific", "autotuning", "memory_access", "discovery"]
-    for step in STEPS:
+def test_each_target_family_has_its_taught_steps_in_order():
+    assert [s.stage for s in STEPS[1:]] == SHARED + ["xpu_specific", "autotuning", "memory_access", "discovery"]
+    assert [s.stage for s in HOPPER[1:]] == SHARED + ["xpu_specific", "xpu_specific", "autotuning", "memory_access",
+                                                      "discovery"]
+    # the shared steps are the same modules; the rest are the family's own
+    assert [s.path for s in STEPS[:6]] == [s.path for s in HOPPER[:6]]
+    assert {s.target for s in STEPS[6:]} == {"xpu"} and {s.target for s in HOPPER[6:]} == {"cuda"}
+    assert all(s.target is None for s in STEPS[:6])
+    assert STEPS[5].rule_id == "block_io_for_dot_operands" and HOPPER[5].rule_id == "tma_descriptor_loads"
+    # the target decides: a Target, a device string, or nothing (the product's target, Xe)
+    from xeforge_core.pipeline.target import resolve
+
+    assert trajectory_family(resolve(choice="nvidia_h200")) == "cuda" and trajectory_family("cuda:1") == "cuda"
+    assert trajectory_family(None) == trajectory_family("cpu") == trajectory_family(resolve(choice="arc_b580")) == "xpu"
+
+
+def test_a_manifest_without_the_family_names_the_field(tmp_path: Path):
+    import shutil
+
+    root = tmp_path / "traj"
+    shutil.copytree(TRAJECTORY_DIR, root)
+    shutil.copy(TRAJECTORY_DIR.parent / "13_flash_attention_fwd.py", tmp_path / "13_flash_attention_fwd.py")
+    shutil.copy(TRAJECTORY_DIR.parent / "13_flash_attention_fwd_ref.py", tmp_path / "13_flash_attention_fwd_ref.py")
+    text = (root / "manifest.yaml").read_text()
+    (root / "manifest.yaml").write_text(text.replace("\n  cuda:\n", "\n  hopper:\n"))
+    with pytest.raises(ProblemError, match=r"no steps for target family 'cuda' \(known: xpu, hopper\)") as err:
+        flash_attention_trajectory("cuda", root=root)
+    assert err.value.field == "targets"
+
+
+@pytest.mark.parametrize("family", ["xpu", "cuda"])
+def test_trajectory_has_the_taught_steps_in_order(family: str):
+    steps = BY_FAMILY[family]
+    assert [s.index for s in steps] == list(range(len(steps)))
+    assert steps[0].stage == "baseline" and steps[0].rule_id is None
+    for step in steps:
         assert step.title and len(step.annotation) > 200, step.title
         assert step.path.is_file() and step.code == step.path.read_text()
         assert step.problem.warnings == [], (step.title, step.problem.warnings)
         assert step.problem.reference is not None and step.problem.spec is not None
     # every step is a real rewrite of the one before it
-    for prev, cur in zip(STEPS, STEPS[1:]):
+    for prev, cur in zip(steps, steps[1:]):
         assert prev.code != cur.code
         if not cur.causal:
             assert cur.previous.kernel.source == prev.code
-    assert STEPS[0].previous is STEPS[0].problem and STEPS[-1].previous is STEPS[-1].problem
+    assert steps[0].previous is steps[0].problem and steps[-1].previous is steps[-1].problem
 
 
-def test_stages_and_rules_exist_in_the_knowledge_base():
+@pytest.mark.parametrize("family", ["xpu", "cuda"])
+def test_stages_and_rules_exist_in_the_knowledge_base(family: str):
     kb = load_knowledge()
-    for step in STEPS[1:]:
+    for step in BY_FAMILY[family][1:]:
         assert step.stage in STAGE_IDS, step.stage
-        if step.rule_id is None:
-            continue
+        assert step.rule_id is not None, step.title
         assert step.rule_id in kb.rules, f"{step.title}: unknown rule {step.rule_id}"
-        assert kb.rules[step.rule_id].stage == step.stage, (step.rule_id, step.stage)
+        rule = kb.rules[step.rule_id]
+        assert rule.stage == step.stage, (step.rule_id, step.stage)
+        assert family in rule.targets, f"{step.title}: rule {step.rule_id} is not a {family} rule"
 
 
-def test_only_the_causal_step_has_its_own_spec_and_reference():
-    causal = [s for s in STEPS if s.causal]
-    assert [s.index for s in causal] == [len(STEPS) - 1]
-    base = STEPS[0]
-    for step in STEPS[:-1]:
+@pytest.mark.parametrize("family", ["xpu", "cuda"])
+def test_only_the_causal_step_has_its_own_spec_and_reference(family: str):
+    steps = BY_FAMILY[family]
+    causal = [s for s in steps if s.causal]
+    assert [s.index for s in causal] == [len(steps) - 1]
+    base = steps[0]
+    for step in steps[:-1]:
         assert step.spec_path == base.spec_path and step.reference_path == base.reference_path
     c = causal[0]
     assert c.spec_path.parent == TRAJECTORY_DIR.resolve()
     assert "is_causal=True" in c.problem.reference.source
     assert "is_causal=False" in base.problem.reference.source
-    # the causal ci shape spans several query blocks, so skipping blocks is exercised
-    assert c.problem.variant("ci").dims["S"] > 128
+    # the causal check shapes span several query blocks, so skipping blocks is exercised
+    assert max(c.problem.variant(n).dims["S"] for n in check_variants(c.problem)) > 128
+
+
+def test_the_ci_shapes_cover_what_tiles_hide():
+    """Every step is checked where the H200 found step 8 wrong (a key range shorter than one block,
+    a head dim split 32 + 16, two heads) and at shapes of the same class."""
+    plain = [STEPS[0].problem.variant(n).dims for n in check_variants(STEPS[0].problem)]
+    causal = [STEPS[-1].problem.variant(n).dims for n in check_variants(STEPS[-1].problem)]
+    assert check_variants(STEPS[0].problem) == ["ci", "check", "check[1]", "check[2]", "check[3]"]
+    ci = STEPS[0].problem.variant("ci").dims           # what the product's verifier checks by default
+    assert ci["S"] < 64 and ci["D"] == 48 and ci["A"] * ci["B"] > 1
+    assert any(d["S"] < 64 and d["D"] == 48 and d["A"] * d["B"] > 1 for d in plain)  # the H200's failing shape
+    assert any(d["S"] < 64 and d["A"] * d["B"] > 1 for d in causal)
+    for dims in (plain, causal):
+        assert any(d["S"] > 128 and d["S"] % 64 for d in dims)         # whole key blocks and a ragged end
+        assert {64, 96, 128} <= {d["D"] for d in dims}                  # both head-dim classes, a 64 + 32 split
+        assert {48, 96} & {d["D"] for d in dims}                        # a split head dim
+    assert 40 in {d["D"] for d in plain}                                # padded, not split
 
 
 def test_the_teaching_points_are_in_the_code():
@@ -68,37 +124,79 @@ def test_the_teaching_points_are_in_the_code():
     assert ".to(tl.float32)" in kernels[1] and ".to(tl.float32)" not in kernels[2]  # then fp16 operands
     assert "tl.exp(" in kernels[2] and "tl.exp(" not in kernels[3] and "tl.math.exp2" in kernels[3]
     assert "LAST: tl.constexpr" in kernels[4] and "n_full" in kernels[4]  # masks only on the last block
-    assert "TensorDescriptor" in code[5] and "_desc.load" in kernels[5]
+    for i in range(4, 9):  # the ragged end is a loop of at most one trip, never straight-line code
+        assert "range(n_full, S, BLOCK_N)" in kernels[i] and "if n_full < S" not in kernels[i], i
+    assert "TensorDescriptor" in code[5] and "src.load" in kernels[5] and "tl.make_block_ptr" in kernels[5]
     assert "grf_mode" in code[6] and 'device.type == "xpu"' in code[6]
     assert "@triton.autotune" in code[7] and "early_config_prune" in code[7]
     assert "BLOCK_M=" not in code[7].split("def kernel_function")[1]
     assert "SPLIT: tl.constexpr" in kernels[8] and "head_dim_blocks" in code[8]
     assert "diag = pid_m * BLOCK_M" in kernels[9]
+    hopper = {s.index: s.code for s in HOPPER}
+    assert "HOPPER_TILES" in hopper[6] and "grf_mode" not in hopper[6]
+    assert "warp_specialize=WS" in hopper[7] and "tl.make_tensor_descriptor" in hopper[7]
+    assert "SEARCH_SPACE" in hopper[8] and "warp_specialize=True" in hopper[8] and "range(n_full, S, BLOCK_N)" in hopper[8]
+    assert "SPLIT: tl.constexpr" in hopper[9] and "head_dim_blocks" in hopper[9]
+    assert "tl.num_programs(0) - 1 - tl.program_id(0)" in hopper[10] and "diag = pid_m * BLOCK_M" in hopper[10]
 
 
-def test_every_step_matches_its_reference_on_ci(tmp_path: Path):
-    cases = [case_for(f"step{s.index}_{s.path.stem}", s.problem) for s in STEPS]
-    results = run_against_reference(cases, tmp_path)
+def test_every_hopper_search_space_entry_fits_its_class():
+    """Verification forces every config at every shape, past the launch-time prune: each entry
+    of a per-head-dim search space must fit the H200 at its class's largest head dim (the
+    estimate is at least what the sm_90 compiler reports, docs/measured/cpu-fa-hopper-compile)."""
+    import importlib.util
+
+    for step in HOPPER[8:]:
+        spec = importlib.util.spec_from_file_location(f"hopper_{step.index}", step.path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for block_d, configs in mod.SEARCH_SPACE.items():
+            for cfg in configs:
+                assert mod.smem_bytes(cfg, block_d) <= mod.SMEM_BYTES == 232448, (step.index, block_d, cfg)
+                assert cfg.num_warps in (4, 8) and (not cfg.kwargs["WS"] or cfg.num_warps == 4)
+
+
+def _cases() -> list[dict]:
+    """One case per distinct step module and ci shape (the shared steps once)."""
+    seen: dict = {}
+    for steps in BY_FAMILY.values():
+        for s in steps:
+            seen.setdefault(s.path, s)
+    return [case_for(f"{s.path.parent.name}/{s.path.stem}@{name}", s.problem, name)
+            for s in seen.values() for name in check_variants(s.problem)]
+
+
+def test_every_step_matches_its_reference_at_every_check_shape(tmp_path: Path):
+    cases = _cases()
+    results = run_against_reference(cases, tmp_path, timeout_s=900)
     bad = {k: v for k, v in results.items() if not v["ok"]}
     assert not bad, bad
-    # autotuned steps: every config was checked
-    for i in (7, 8, 9):
-        assert len(results[f"step{i}_{STEPS[i].path.stem}"]["runs"]) > 1
+    # autotuned steps: every config was checked, at every shape
+    for name, res in results.items():
+        if any(tag in name for tag in ("07_autotune", "08_autotune", "split", "causal")) and "flash_attention" not in name:
+            assert len(res["runs"]) > 1, name
+    assert len(results) == len(cases) and len(cases) >= 60
 
 
-def _verify_step(step):
+def _verify_step(step, variants: list[str] | None = None):
+    """The product's verdict on ``step`` against the naive kernel (what the benchmark verifies;
+    a step verified against itself as the baseline would have its lint errors forgiven as
+    shared with the baseline), the causal step against its own problem."""
     from xeforge_core.verify import VerifyOptions, verify
 
-    opts = VerifyOptions(seeds=1, distributions=["normal"], use_cache=False, timeout_s=240)
-    return verify(step.problem, step.code, device="cpu", options=opts)
+    opts = VerifyOptions(seeds=1, distributions=["normal"], use_cache=False, timeout_s=600, variants=variants)
+    return verify(step.problem if step.causal else STEPS[0].problem, step.code, device="cpu", options=opts)
 
 
-def test_verify_accepts_the_autotuned_step():
-    verdict = _verify_step(STEPS[8])
+def test_verify_accepts_the_autotuned_hopper_step():
+    """The product's verifier, at the shape the H200 found step 8 wrong: every config of every
+    per-head-dim kernel alone (the harness above covers the other ci shapes)."""
+    verdict = _verify_step(HOPPER[9], ["ci"])
     assert verdict.kind.passed, verdict.to_dict()
+    assert "including every one of 12 autotune config(s)" in verdict.step("correctness").summary
 
 
-@pytest.mark.parametrize("step", STEPS, ids=lambda s: f"{s.index}_{s.path.stem}")
+@pytest.mark.parametrize("step", [*STEPS, *HOPPER[6:]], ids=lambda s: f"{s.index}_{s.path.parent.name}_{s.path.stem}")
 @SLOW[1]
 @SLOW[0]
 def test_verify_every_step(step):

@@ -7,8 +7,11 @@ Each sample is a KernelBench-style kernel module ``NN_name.py`` (``Model``, ``ge
 
 The trajectory (``sample_kernels/flash_attention_trajectory/manifest.yaml``) lists the naive
 attention sample rewritten one stage at a time; each step carries its stage, the knowledge-base
-rule it teaches and an annotation. Steps are complete modules meant to be verified live (the
-UI replays them as candidates); nothing here records or returns timings.
+rule it teaches and an annotation. The first steps serve every target; the target family (the
+manifest's ``targets``: ``xpu`` for Intel Xe, ``cuda`` for NVIDIA Hopper) decides the rest, since
+tile sizes, register-file modes and the hardware's copy and warp-scheduling features differ.
+Steps are complete modules meant to be verified live (the UI replays them as candidates);
+nothing here records or returns timings.
 
 Everything is read statically (files, YAML, ``ast``): no kernel code runs in this process.
 
@@ -17,7 +20,8 @@ Public API::
     SAMPLES_DIR
     list_samples() -> list[SampleInfo]
     load_sample(name) -> Problem
-    flash_attention_trajectory() -> list[TrajectoryStep]
+    flash_attention_trajectory(target=None) -> list[TrajectoryStep]
+    check_variants(problem) -> list[str]
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ __all__ = [
     "TrajectoryStep",
     "list_samples",
     "load_sample",
+    "check_variants",
     "flash_attention_trajectory",
+    "trajectory_family",
 ]
 
 #: The repository's ``sample_kernels/`` (override with ``XEFORGE_SAMPLES_DIR``).
@@ -75,14 +81,16 @@ class TrajectoryStep:
     """One step of the Flash Attention trajectory.
 
     ``index`` 0 is the naive baseline; ``stage`` is a stage id (``"baseline"`` for step 0);
-    ``rule_id`` the knowledge-base rule the step teaches (``None`` where the knowledge base has
-    no rule for it); ``code`` the step's full module source; ``problem`` the problem it is
+    ``rule_id`` the knowledge-base rule the step teaches for the trajectory's target family
+    (``None`` where the knowledge base has no rule for it); ``code`` the step's full module source; ``problem`` the problem it is
     verified as (its ``kernel`` is this step, with the spec and reference the step is checked
     against: the causal step has its own); ``causal`` marks a step that computes another function
     than the baseline, whose speedup over the baseline is therefore not a like-for-like ratio.
     ``previous`` is the problem to verify this step against to see what the step itself gained:
     the previous step's problem (same spec and reference, previous code as the baseline); for
     step 0 and for a causal step, the step's own problem (nothing before it computes the same).
+    ``target`` is the target family the step was written for (``xpu``, ``cuda``), ``None`` for a
+    step every target shares.
     """
 
     index: int
@@ -97,6 +105,7 @@ class TrajectoryStep:
     reference_path: Path
     causal: bool = False
     previous: Problem | None = None
+    target: str | None = None
 
 
 def _docstring_parts(path: Path) -> tuple[str, str]:
@@ -159,19 +168,57 @@ def _manifest(root: Path) -> dict[str, Any]:
     return data
 
 
-def flash_attention_trajectory(root: str | Path | None = None) -> list[TrajectoryStep]:
-    """The Flash Attention teaching trajectory, baseline first (index 0).
+def check_variants(problem: Problem) -> list[str]:
+    """The variants of a trajectory step's spec to verify it at: its ``ci`` entry and its
+    ``check`` shapes (every spec variant that is not a ``bench-*`` shape), spec order."""
+    names = list(problem.spec.variants) if problem.spec is not None else []
+    return [n for n in names if not n.startswith("bench")]
 
-    Each step's ``problem`` pairs the step's code with the spec and reference named for it in
-    the manifest (the manifest's top-level ``spec``/``reference`` unless the step gives its
-    own), so ``verify(step.problem, step.code)`` checks the step against its reference.
+
+def trajectory_family(target: Any = None) -> str:
+    """The target family whose trajectory steps to take: ``target`` is a family (``"xpu"``,
+    ``"cuda"``), a ``Target`` (its ``family``), a device string (``"cuda:1"``) or ``None`` (the
+    product's target family, ``xpu``). Anything else (``"cpu"``, an unknown vendor) gives ``xpu``:
+    the interpreter verifies the product's target's steps."""
+    from xeforge_core.pipeline.target import DEFAULT_FAMILY, FAMILIES
+
+    family = getattr(target, "family", None) or (str(target).split(":")[0].strip().lower() if target else "")
+    return family if family in FAMILIES else DEFAULT_FAMILY
+
+
+def _manifest_steps(data: dict[str, Any], family: str, mpath: Path) -> list[tuple[dict[str, Any], str, str | None]]:
+    """``(entry, where, target)`` of every step for ``family``: the shared ``steps`` first, then
+    ``targets[family]``. Raises ``ProblemError`` for a ``targets`` section that is not a mapping
+    of lists, or one without ``family``."""
+    out: list[tuple[dict[str, Any], str, str | None]] = [(e, f"steps[{i}]", None) for i, e in enumerate(data["steps"])]
+    targets = data.get("targets")
+    if targets is None:
+        return out
+    if not isinstance(targets, dict) or not all(isinstance(v, list) for v in targets.values()):
+        raise ProblemError("'targets' must map a target family to a list of steps", file=mpath, field="targets")
+    if family not in targets:
+        raise ProblemError(f"no steps for target family {family!r} (known: {', '.join(targets)})", file=mpath,
+                           field="targets")
+    return out + [(e, f"targets.{family}[{i}]", family) for i, e in enumerate(targets[family])]
+
+
+def flash_attention_trajectory(target: Any = None, root: str | Path | None = None) -> list[TrajectoryStep]:
+    """The Flash Attention teaching trajectory for ``target``'s family, baseline first (index 0).
+
+    ``target``: see :func:`trajectory_family` (``None``: the product's target, Intel Xe).
+    ``root``: the trajectory folder (default :data:`TRAJECTORY_DIR`). Each step's ``problem``
+    pairs the step's code with the spec and reference named for it in the manifest (the
+    manifest's top-level ``spec``/``reference`` unless the step gives its own), so
+    ``verify(step.problem, step.code)`` checks the step against its reference.
+
+    Raises ``ProblemError`` naming the manifest field for a malformed manifest.
     """
     base = Path(root) if root is not None else TRAJECTORY_DIR
     data = _manifest(base)
     mpath = base / "manifest.yaml"
+    family = trajectory_family(target)
     steps: list[TrajectoryStep] = []
-    for i, entry in enumerate(data["steps"]):
-        where = f"steps[{i}]"
+    for i, (entry, where, step_target) in enumerate(_manifest_steps(data, family, mpath)):
         if not isinstance(entry, dict):
             raise ProblemError("each step must be a mapping", file=mpath, field=where)
         for key in ("file", "title", "stage", "annotation"):
@@ -185,11 +232,14 @@ def flash_attention_trajectory(root: str | Path | None = None) -> list[Trajector
         spec_path = (base / spec_rel).resolve()
         ref_path = (base / ref_rel).resolve()
         problem = load_problem(path, spec_path, ref_path)
+        rule = entry.get("rule_id")
+        if isinstance(rule, dict):  # one rule per target family
+            rule = rule.get(family)
         steps.append(TrajectoryStep(
             index=i,
             title=str(entry["title"]),
             stage=str(entry["stage"]),
-            rule_id=entry.get("rule_id") or None,
+            rule_id=str(rule) if rule else None,
             annotation=" ".join(str(entry["annotation"]).split()),
             code=problem.kernel.source,
             problem=problem,
@@ -197,6 +247,7 @@ def flash_attention_trajectory(root: str | Path | None = None) -> list[Trajector
             spec_path=spec_path,
             reference_path=ref_path,
             causal=bool(data.get("spec")) and spec_path != (base / str(data["spec"])).resolve(),
+            target=step_target,
         ))
     for i, step in enumerate(steps):
         step.previous = steps[i - 1].problem if i > 0 and not step.causal else step.problem

@@ -61,8 +61,10 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, D, sm_scale,
     for start in range(0, n_full, BLOCK_N):
         acc, l_i, m_i = _attend(acc, l_i, m_i, q, kt_ptrs + start * D, v_ptrs + start * D, start, offs_n, d_mask,
                                 S, qk_scale, False, PAD_D)
-    if n_full < S:                      # the ragged end: one masked block
-        acc, l_i, m_i = _attend(acc, l_i, m_i, q, kt_ptrs + n_full * D, v_ptrs + n_full * D, n_full, offs_n, d_mask,
+    # the ragged end: one masked block, as a loop of at most one trip (so the accumulators stay in
+    # the layout the compiler gave them for the loop, instead of moving around a straight-line copy)
+    for start in range(n_full, S, BLOCK_N):
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, kt_ptrs + start * D, v_ptrs + start * D, start, offs_n, d_mask,
                                 S, qk_scale, True, PAD_D)
     acc = acc / l_i[:, None]
     tl.store(o_ptr + base + offs_m[:, None] * D + offs_d[None, :], acc.to(o_ptr.dtype.element_ty),

@@ -1,10 +1,15 @@
-"""Attention forward, step 5: tensor descriptors. Q, K and V are read through host-built tensor descriptors over their [B*A*S, D] views, so each tile is one 2-D block read (the TMA copy engine on Hopper, 2-D block loads on Xe) straight into shared memory; columns past the head dim arrive as zeros, so only the last key block needs a mask, on its scores."""
+"""Attention forward, step 5: 2-D block reads. Q, K and V are read through tensor descriptors built on the host over their [B*A*S, D] views, so each tile is one 2-D block read (the TMA copy engine on Hopper, 2-D block loads on Xe) straight into shared memory; a Triton without descriptors (probed at import) reads the same tiles through block pointers. Columns past the head dim arrive as zeros, so only the last key block needs a mask, on its scores."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
+
+try:  # host-built tensor descriptors (Triton >= 3.3): the TMA copy engine on Hopper, 2-D block IO on Xe
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # an older Triton: block pointers, which Intel's backend also lowers to 2-D block reads
+    TensorDescriptor = None
+DESCRIPTORS = TensorDescriptor is not None
 
 B = 1
 A = 32
@@ -13,11 +18,24 @@ D = 128
 
 
 @triton.jit
-def _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, LAST: tl.constexpr):
+def _tile(src, row, D, rows_total, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, DESC: tl.constexpr):
+    """The [ROWS, BLOCK_D] tile from row ``row`` of a [rows_total, D] view: one descriptor load, or
+    (DESC false: ``src`` is the tensor) one block-pointer load; both give zeros past its edges."""
+    if DESC:
+        tile = src.load([row, 0])
+    else:
+        block = tl.make_block_ptr(src, (rows_total, D), (D, 1), (row, 0), (ROWS, BLOCK_D), (1, 0))
+        tile = tl.load(block, boundary_check=(0, 1), padding_option="zero")
+    return tile
+
+
+@triton.jit
+def _attend(acc, l_i, m_i, q, k_src, v_src, row, start, offs_n, S, D, rows_total, qk_scale,
+            BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, LAST: tl.constexpr, DESC: tl.constexpr):
     """Online-softmax update with the BLOCK_N keys from ``start`` of the head whose first row is
     ``row``. LAST: the block may run past S; those keys (the next head's rows, or zeros past
     the end of the tensor) get a score of -inf."""
-    k = k_desc.load([row + start, 0])           # [BLOCK_N, BLOCK_D]
+    k = _tile(k_src, row + start, D, rows_total, BLOCK_N, BLOCK_D, DESC)   # [BLOCK_N, BLOCK_D]
     qk = tl.dot(q, k.T)
     if LAST:
         qk = tl.where((start + offs_n)[None, :] < S, qk, float("-inf"))
@@ -25,14 +43,15 @@ def _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, L
     alpha = tl.math.exp2(m_i - m_new)
     p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    v = v_desc.load([row + start, 0])           # [BLOCK_N, BLOCK_D]
+    v = _tile(v_src, row + start, D, rows_total, BLOCK_N, BLOCK_D, DESC)   # [BLOCK_N, BLOCK_D]
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, l_i, m_new
 
 
 @triton.jit
-def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, S, D, sm_scale,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+def attn_fwd_kernel(q_src, k_src, v_src, o_ptr, S, D, rows_total, sm_scale,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DESC: tl.constexpr):
+    # q_src, k_src, v_src: tensor descriptors over the [B*A*S, D] views (DESC), else the tensors
     # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
@@ -40,16 +59,18 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, S, D, sm_scale,
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    q = q_desc.load([row + pid_m * BLOCK_M, 0])  # rows past S are never stored
+    q = _tile(q_src, row + pid_m * BLOCK_M, D, rows_total, BLOCK_M, BLOCK_D, DESC)  # rows past S: never stored
     qk_scale = sm_scale * 1.4426950408889634
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     n_full = (S // BLOCK_N) * BLOCK_N
     for start in range(0, n_full, BLOCK_N):
-        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, False)
-    if n_full < S:
-        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row, n_full, offs_n, S, qk_scale, True)
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, row, start, offs_n, S, D, rows_total, qk_scale,
+                                BLOCK_N, BLOCK_D, False, DESC)
+    for start in range(n_full, S, BLOCK_N):   # the ragged end: a loop of at most one trip
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, row, start, offs_n, S, D, rows_total, qk_scale,
+                                BLOCK_N, BLOCK_D, True, DESC)
     acc = acc / l_i[:, None]
     o = o_ptr + bh.to(tl.int64) * S * D + offs_m[:, None] * D + offs_d[None, :]
     tl.store(o, acc.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < S) & (offs_d[None, :] < D))
@@ -60,15 +81,16 @@ def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     assert q.shape == k.shape == v.shape and q.ndim == 4
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     b, a, s, d = q.shape
-    assert d % 8 == 0, f"tensor descriptors need 16-byte rows: head dim {d} is not a multiple of 8"
+    assert d % 8 == 0, f"2-D block reads need 16-byte rows: head dim {d} is not a multiple of 8"
     out = torch.empty_like(q)
     BLOCK_M, BLOCK_N = 64, 64
     BLOCK_D = max(16, triton.next_power_of_2(d))
-    q_desc, k_desc, v_desc = (TensorDescriptor.from_tensor(t.view(b * a * s, d), [rows, BLOCK_D])
-                              for t, rows in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N)))
+    views = [t.view(b * a * s, d) for t in (q, k, v)]
+    if DESCRIPTORS:
+        views = [TensorDescriptor.from_tensor(t, [rows, BLOCK_D]) for t, rows in zip(views, (BLOCK_M, BLOCK_N, BLOCK_N))]
     grid = (triton.cdiv(s, BLOCK_M), b * a)
-    attn_fwd_kernel[grid](q_desc, k_desc, v_desc, out, s, d, d ** -0.5,
-                          BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D)
+    attn_fwd_kernel[grid](*views, out, s, d, b * a * s, d ** -0.5,
+                          BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D, DESC=DESCRIPTORS)
     return out
 
 

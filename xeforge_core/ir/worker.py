@@ -147,6 +147,9 @@ class _Compiler:
                         "num_stages": config.num_stages}
                 compiler._autotune_stack.append(info)
                 try:
+                    if config.pre_hook is not None:  # as Autotuner.run does: it may set what the
+                        # launch specializes on (a tensor descriptor's block shape, say)
+                        config.pre_hook({**dict(zip(tuner.arg_names, args)), **kwargs, **config.all_kwargs()})
                     tuner.fn.run(*args, **kwargs, **config.all_kwargs())
                 finally:
                     compiler._autotune_stack.pop()

@@ -56,6 +56,11 @@ def sample_titles() -> dict[str, str]:
     return {s.name: s.title for s in samples.list_samples()}
 
 
+#: The name the Flash Attention demo gives its sessions (``<prefix>-13_flash_attention_fwd``), by
+#: which it finds its own to resume.
+DEMO_SESSION_PREFIX = "flash_attention_demo"
+
+
 class WorkbenchError(XeForgeError, RuntimeError):
     """An action the workbench cannot do now; the message says why, for the page to show."""
 
@@ -855,24 +860,65 @@ class Workbench:
 
     # ================================================================= Flash Attention demo
 
-    def start_demo(self) -> list[Any]:
-        """Load the Flash Attention sample and its teaching trajectory, and start a session whose
-        baseline is the trajectory's naive kernel. Returns the steps (baseline first)."""
+    def demo_workbench(self) -> Workbench:
+        """The workbench the Flash Attention demo runs in, made on first use: a second
+        :class:`Workbench` with its own session, candidate under review and jobs, sharing this
+        one's workspace, device, target choice and engine settings. Whatever the demo does stays
+        in the session the demo itself created or resumed; the session open here is never
+        touched, nor is it replaced."""
+        demo = self.__dict__.get("_demo_workbench")
+        if demo is None:
+            demo = Workbench(self.workspace)
+            self._demo_workbench = demo
+        demo.device, demo.target_choice, demo.settings = self.device, self.target_choice, self.settings
+        return demo
+
+    def demo_sessions(self) -> list[dict[str, Any]]:
+        """The demo's sessions in the workspace (those :meth:`start_demo` created), newest first,
+        as :meth:`list_sessions` lists them."""
+        return [s for s in self.list_sessions() if str(s.get("name") or "").startswith(DEMO_SESSION_PREFIX)]
+
+    def start_demo(self, resume: str | Path | None = None) -> list[Any]:
+        """Load the Flash Attention trajectory in a session of the demo's own: ``resume`` (the path
+        of one of :meth:`demo_sessions`) reopens it and the demo continues after its last approved
+        step; ``None`` starts a new one whose baseline is the trajectory's naive kernel. The
+        trajectory is the session target's family's (``flash_attention_trajectory``). Call it on
+        :meth:`demo_workbench`. Returns the steps (baseline first).
+
+        Raises :class:`WorkbenchError` when ``resume`` is not a demo session."""
+        import re
+
         from xeforge_core.samples import flash_attention_trajectory
 
-        steps = flash_attention_trajectory()
-        first = steps[0]
-        loaded = LoadedInput(problem=first.problem, source=first.code,
-                             spec_text=Path(first.spec_path).read_text(),
-                             reference_source=Path(first.reference_path).read_text(),
-                             name=first.problem.name)
-        self._set_loaded(loaded, "Flash Attention demo")
-        self.start_session()
-        self.demo = {"steps": steps, "next": 1, "verify_problem": None, "review_source": None}
+        if resume is not None:
+            if not any(str(s["path"]) == str(resume) for s in self.demo_sessions()):
+                raise WorkbenchError(f"{resume} is not a Flash Attention demo session: the demo resumes only its own")
+            session = self.resume_session(resume)
+        else:
+            first = flash_attention_trajectory(self.target())[0]
+            loaded = LoadedInput(problem=first.problem, source=first.code,
+                                 spec_text=Path(first.spec_path).read_text(),
+                                 reference_source=Path(first.reference_path).read_text(),
+                                 name=f"{DEMO_SESSION_PREFIX}-{first.problem.name}")
+            self._set_loaded(loaded, "Flash Attention demo")
+            session = self.start_session()
+        steps = flash_attention_trajectory(session.target)
+        done = [int(m.group(1)) for v in session.history()
+                if (m := re.fullmatch(r"flash-attention step (\d+)", str(getattr(v, "model", "") or "")))]
+        self.demo = {"steps": steps, "next": min(max(done, default=0) + 1, len(steps) - 1),
+                     "verify_problem": None, "review_source": None}
         return steps
 
+    def _demo_session(self) -> Session:
+        """The demo's session; refuses any other (the demo never works in another session)."""
+        session = self.require_session()
+        if not self.demo.get("steps") or not session.name.startswith(DEMO_SESSION_PREFIX):
+            raise WorkbenchError("start or resume the Flash Attention demo first: it runs in a session of its own")
+        return session
+
     def demo_step_review(self, index: int) -> CandidateReview:
-        """Put trajectory step ``index`` under review as a candidate against the current version.
+        """Put trajectory step ``index`` under review as a candidate against the current version of
+        the demo's session.
 
         A step that computes the same function is verified against the current version (so its
         speedup is per step); the causal step computes another function and is verified against
@@ -882,7 +928,7 @@ class Workbench:
             raise WorkbenchError("start the Flash Attention demo first")
         if not 0 < index < len(steps):
             raise WorkbenchError(f"no trajectory step {index}")
-        session = self.require_session()
+        session = self._demo_session()
         step = steps[index]
         current = session.source("head")
         rule = f" (rule `{step.rule_id}`)" if step.rule_id else ""
@@ -896,6 +942,7 @@ class Workbench:
 
     def demo_approve(self) -> Version:
         """Approve the step under review and move the demo to the next step."""
+        self._demo_session()
         version = self.approve()
         cur = int(self.demo.get("current", 0))
         self.demo["next"] = cur + 1
@@ -914,5 +961,5 @@ class Workbench:
             return {key: Path(p).read_bytes() for key, p in paths.items()}
 
 
-__all__ = ["EngineSettings", "InputError", "PlanItem", "ReviewError", "Workbench", "WorkbenchError",
+__all__ = ["DEMO_SESSION_PREFIX", "EngineSettings", "InputError", "PlanItem", "ReviewError", "Workbench", "WorkbenchError",
            "sample_titles", "stage_ids"]

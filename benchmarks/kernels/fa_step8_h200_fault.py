@@ -1,4 +1,13 @@
-"""Attention forward, step 8: head dims that are not a power of two, without padding. Triton's tiles are powers of two, so a head dim of 96 used to be padded to 128: a third more matrix-engine work in both products. Now it is split into 64 + 32: Q K^T is two dots accumulating into the same scores and P V fills two accumulators, each read and stored through its own descriptor; power-of-two head dims take the single path as before."""
+"""Flash Attention trajectory step 8 as it was when the H200 found it wrong (2026-12-02): at the
+``ci`` shape (B=1, A=2, S=40, D=48 = 32 + 16), 1236 of 3840 outputs off by up to 0.678, while the
+interpreter, the benchmark shapes and the causal step (same split) passed. Kept unchanged, except
+for this docstring, so that ``benchmarks/diagnose_fa_step8.py`` can show the fault and its fix
+side by side on a GPU (per autotune config: the largest error and which output columns are wrong)
+and, on any machine, the compiled difference: the ragged-end block runs outside the key loop, so
+the compiler moves both accumulators (32 and 16 columns wide) into the scores' wider MMA layout and
+back around it; the fixed step runs that block as a second loop of at most one trip, where the
+accumulators keep their own layouts, as they do in the causal step."""
+
 
 import torch
 import torch.nn as nn

@@ -1,0 +1,215 @@
+"""Attention forward, step 9 (NVIDIA Hopper): head dims that are not a power of two, without padding. Triton's tiles are powers of two, so a head dim of 96 used to be padded to 128: a third more tensor-core work in both products, spent on zeros. Now 96 is split into 64 + 32: Q K^T is two dots accumulating into the same score tile, and P V fills two accumulators of 64 and 32 columns, each read and stored through its own descriptor, in both loop forms (warp-specialized and not). Head dims that are powers of two compile only the single path, so they run as before; anything that does not split into two powers of two of at least 16 is padded as before."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+B = 1
+A = 32
+S = 2048
+D = 128
+
+#: Shared memory a block may use on the H200 (cudaDevAttrMaxSharedMemoryPerBlockOptin; the
+#: CUDA programming guide, compute capability 9.0): the limit where no GPU is there to ask.
+SMEM_BYTES = 232448
+#: What warp specialization adds to a program's shared memory (measured in the sm_90 compiler's
+#: report: 16.5 KB for the partitions' barriers and exchange buffers), rounded up.
+WS_SMEM_BYTES = 17 * 1024
+
+
+def _smem_limit() -> int:
+    """Shared memory a block may use on the GPU Triton launches on, as its driver reports it
+    (:data:`SMEM_BYTES` in the cpu interpreter, which has no driver)."""
+    try:
+        driver = triton.runtime.driver.active
+        return int(driver.utils.get_device_properties(driver.get_current_device())["max_shared_mem"])
+    except Exception:  # noqa: BLE001 - no GPU driver: the H200's limit
+        return SMEM_BYTES
+
+
+def _block_shapes(nargs: dict) -> None:
+    """Pre-hook: the host-built descriptors' block shapes follow the config being run."""
+    bm, bn, d0, d1 = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_D0"], nargs["BLOCK_D1"]
+    for name, rows in (("q", bm), ("k", bn), ("v", bn)):
+        nargs[f"{name}0_desc"].block_shape = [rows, d0]
+        nargs[f"{name}1_desc"].block_shape = [rows, d1]
+
+
+def _config(bm: int, bn: int, warps: int, stages: int, ws: bool) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "WS": ws}, num_warps=warps, num_stages=stages,
+                         pre_hook=_block_shapes)
+
+
+#: Search space per padded head dim (BLOCK_D), the config of step 7 first and step 6's second. Every
+#: entry fits at the class's largest head dim: 2 * (BLOCK_M * BLOCK_D + stages * 2 * BLOCK_N * BLOCK_D)
+#: bytes of Q and pipelined K/V tiles, plus the partitions' share when warp-specialized, under
+#: 227 KB; registers as the sm_90 compiler reports them, none spilling.
+SEARCH_SPACE = {
+    64: [_config(128, 128, 4, 3, True), _config(128, 64, 8, 3, False), _config(128, 64, 4, 3, True),
+         _config(64, 64, 4, 3, False), _config(128, 128, 8, 3, False)],
+    128: [_config(128, 128, 4, 2, True), _config(128, 128, 8, 3, False), _config(128, 64, 4, 2, True),
+          _config(64, 64, 4, 3, False), _config(128, 64, 8, 3, False)],
+    256: [_config(64, 64, 4, 2, False), _config(64, 32, 4, 2, False)],
+}
+
+
+def smem_bytes(config: triton.Config, block_d: int) -> int:
+    """Shared memory ``config`` needs at head dim ``block_d`` (the columns of all tiles, padded
+    or split), bytes: the fp16 Q tile, its num_stages K and V tiles, 1 KB of barriers and the
+    warp-specialized partitions' share."""
+    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    tiles = 2 * (bm * block_d + config.num_stages * 2 * bn * block_d)
+    return tiles + 1024 + (WS_SMEM_BYTES if config.kwargs["WS"] else 0)
+
+
+def _prune(configs: list, named_args: dict, **kwargs) -> list:
+    """Before compiling: drop configs over this device's shared-memory limit and query tiles far
+    taller than the sequence."""
+    get = lambda name: kwargs.get(name, named_args.get(name))  # noqa: E731
+    block_d = get("BLOCK_D0") + (get("BLOCK_D1") if get("SPLIT") else 0)
+    s, limit = named_args["S"], _smem_limit()
+    kept = [c for c in configs if smem_bytes(c, block_d) <= limit
+            and c.kwargs["BLOCK_M"] <= max(64, triton.next_power_of_2(s))]
+    return kept or configs[:1]
+
+
+@triton.jit
+def _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row, start, offs_n, S, qk_scale,
+            BLOCK_D0: tl.constexpr, SPLIT: tl.constexpr, MASKED: tl.constexpr):
+    """Online-softmax update with the BLOCK_N keys from ``start`` of the head whose first row is
+    ``row``. SPLIT: the head dim is BLOCK_D0 + BLOCK_D1 columns, read as two tiles. MASKED: the
+    block may run past S; those keys get a score of -inf through a per-key bias."""
+    qk = tl.dot(q0, k0_desc.load([row + start, 0]).T)
+    if SPLIT:   # the remaining columns: a narrower dot accumulating into the same scores
+        qk = tl.dot(q1, k1_desc.load([row + start, BLOCK_D0]).T, qk)
+    if MASKED:
+        qk = qk + tl.where(start + offs_n < S, 0.0, float("-inf"))[None, :]
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    alpha = tl.math.exp2(m_i - m_new)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    p = p.to(q0.dtype)
+    acc0 = tl.dot(p, v0_desc.load([row + start, 0]), acc0 * alpha[:, None])
+    if SPLIT:
+        acc1 = tl.dot(p, v1_desc.load([row + start, BLOCK_D0]), acc1 * alpha[:, None])
+    return acc0, acc1, l_i, m_new
+
+
+@triton.heuristics({"MASKED": lambda args: args["S"] % args["BLOCK_N"] != 0})
+@triton.jit
+def _attn_fwd(q_ptr, k_ptr, v_ptr, q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, S, D, BH,
+              rows_total, sm_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr,
+              BLOCK_D1: tl.constexpr, SPLIT: tl.constexpr, WS: tl.constexpr, MASKED: tl.constexpr):
+    # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh. The views are [B*A*S, D]:
+    # q_ptr, k_ptr, v_ptr for the descriptors built here (WS), *_desc built on the host.
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    row = bh * S                                 # this head's first row in the [B*A*S, D] view
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    qk_scale = sm_scale * 1.4426950408889634
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc0 = tl.zeros([BLOCK_M, BLOCK_D0], tl.float32)
+    acc1 = tl.zeros([BLOCK_M, BLOCK_D1], tl.float32)
+    if WS:   # step 7: one warp-specialized loop, every block biased when S is ragged
+        q0d = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D0])
+        q1d = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D1])
+        k0d = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
+        k1d = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
+        v0d = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
+        v1d = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
+        q0 = q0d.load([row + pid_m * BLOCK_M, 0])  # rows past S are never stored
+        q1 = q0                                      # placeholder when the head dim is not split
+        if SPLIT:
+            q1 = q1d.load([row + pid_m * BLOCK_M, BLOCK_D0])
+        for start in tl.range(0, S, BLOCK_N, warp_specialize=True):
+            acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0d, k1d, v0d, v1d, row, start, offs_n, S,
+                                           qk_scale, BLOCK_D0, SPLIT, MASKED)
+    else:    # step 6: whole blocks unmasked, the ragged end as a loop of at most one trip
+        q0 = q0_desc.load([row + pid_m * BLOCK_M, 0])
+        q1 = q0
+        if SPLIT:
+            q1 = q1_desc.load([row + pid_m * BLOCK_M, BLOCK_D0])
+        n_full = (S // BLOCK_N) * BLOCK_N
+        for start in range(0, n_full, BLOCK_N):
+            acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
+                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, False)
+        for start in range(n_full, S, BLOCK_N):
+            acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
+                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, True)
+    o = o_ptr + bh.to(tl.int64) * S * D + offs_m[:, None] * D
+    rows_ok = offs_m[:, None] < S
+    cols0 = tl.arange(0, BLOCK_D0)
+    tl.store(o + cols0[None, :], (acc0 / l_i[:, None]).to(o_ptr.dtype.element_ty),
+             mask=rows_ok & (cols0[None, :] < D))
+    if SPLIT:
+        cols1 = BLOCK_D0 + tl.arange(0, BLOCK_D1)
+        tl.store(o + cols1[None, :], (acc1 / l_i[:, None]).to(o_ptr.dtype.element_ty),
+                 mask=rows_ok & (cols1[None, :] < D))
+
+
+def _tuned(block_d: int):
+    return triton.autotune(configs=SEARCH_SPACE[block_d], key=["S", "BH", "BLOCK_D0", "BLOCK_D1"],
+                           prune_configs_by={"early_config_prune": _prune})(_attn_fwd)
+
+
+# one autotuned kernel per head-dim class, each with its own search space
+attn_fwd_d64 = _tuned(64)
+attn_fwd_d128 = _tuned(128)
+attn_fwd_d256 = _tuned(256)
+KERNELS = {64: attn_fwd_d64, 128: attn_fwd_d128, 256: attn_fwd_d256}
+
+
+def head_dim_blocks(d: int) -> tuple[int, int, bool]:
+    """(BLOCK_D0, BLOCK_D1, SPLIT) for head dim ``d``: a power of two takes one block; ``d`` =
+    a power of two + another one of at least 16 (96 = 64 + 32, 48 = 32 + 16) is split; anything
+    else is padded to the next power of two (tl.dot needs at least 16 along each dim)."""
+    d0 = 1 << (d.bit_length() - 1)
+    d1 = d - d0
+    if d1 == 0:
+        return max(16, d0), 16, False
+    if d1 >= 16 and d1 & (d1 - 1) == 0:
+        return d0, d1, True
+    return max(16, triton.next_power_of_2(d)), 16, False
+
+
+def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q @ k^T / sqrt(D)) @ v for q, k, v [B, A, S, D] fp16 -> [B, A, S, D] fp16."""
+    assert q.shape == k.shape == v.shape and q.ndim == 4
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    b, a, s, d = q.shape
+    assert d % 8 == 0, f"tensor descriptors need 16-byte rows: head dim {d} is not a multiple of 8"
+    out = torch.empty_like(q)
+    d0, d1, split = head_dim_blocks(d)
+    holds = [c for c in KERNELS if c >= d0 + (d1 if split else 0)]
+    kernel = KERNELS[min(holds) if holds else max(KERNELS)]
+    views = [t.view(b * a * s, d) for t in (q, k, v)]
+    # block shapes are placeholders here: the pre-hook sets them for each config
+    descs = [TensorDescriptor.from_tensor(t, [16, width]) for t in views for width in (d0, d1)]
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
+    grid = lambda META: (triton.cdiv(s, META["BLOCK_M"]), b * a)  # noqa: E731
+    kernel[grid](*views, *descs, out, s, d, b * a, b * a * s, d ** -0.5, BLOCK_D0=d0, BLOCK_D1=d1, SPLIT=split)
+    return out
+
+
+class Model(nn.Module):
+    """Non-causal scaled dot-product attention: Q, K, V [B, A, S, D] -> [B, A, S, D]."""
+
+    def __init__(self, head_dim: int):
+        super().__init__()
+        self.head_dim = int(head_dim)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        assert q.shape[-1] == self.head_dim
+        return kernel_function(q, k, v)
+
+
+def get_inputs():
+    return [torch.randn(B, A, S, D, dtype=torch.float16) for _ in range(3)]
+
+
+def get_init_inputs():
+    return [D]

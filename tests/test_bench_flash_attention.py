@@ -1,0 +1,78 @@
+"""The Flash Attention benchmark's own logic, without timing anything: the noise a shape's A/A
+timings give, the "slower than the step before beyond noise" flag, the sweep grid (every entry
+fits the device's shared memory, the step's own search space first) and the summary."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.samples import flash_attention_trajectory
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_flash_attention", ROOT / "benchmarks" / "bench_flash_attention.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_flash_attention"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_noise_is_the_larger_of_the_aa_deviation_and_the_round_spread(bench):
+    ratio, noise = bench.noise_of([100.0, 101.0, 100.5], [102.0, 102.0, 102.0])
+    assert ratio == pytest.approx(102.0 / 100.5)
+    assert noise == pytest.approx(102.0 / 100.5 - 1)
+    ratio, noise = bench.noise_of([100.0, 104.0, 100.0], [100.0, 100.0, 100.0])
+    assert ratio == 1.0 and noise == pytest.approx(0.04)
+
+
+def _module(step):
+    spec = importlib.util.spec_from_file_location(f"sweep_{step.index}", step.path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("which", ["split", "causal"])
+def test_the_sweep_grid_fits_and_starts_with_the_steps_own_space(bench, which):
+    steps = flash_attention_trajectory("cuda")
+    step = steps[-1] if which == "causal" else steps[-2]
+    mod = _module(step)
+    for block_d in (64, 128):
+        grid = bench.sweep_grid(mod, block_d, step.causal, 232448)
+        own = [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages, c.kwargs["WS"])
+               for c in mod.SEARCH_SPACE[block_d]]
+        assert grid[:len(own)] == own and len(grid) > len(own) + 5 and len(set(grid)) == len(grid)
+        for bm, bn, warps, stages, ws in grid:
+            assert mod.smem_bytes(mod._config(bm, bn, warps, stages, ws), block_d) <= 232448
+            assert not ws or (bm == 128 and warps == 4)
+            assert not step.causal or bm % bn == 0
+        # a smaller device keeps fewer (its own limit, e.g. an A100's 163 KB)
+        assert len(bench.sweep_grid(mod, block_d, step.causal, 166912)) < len(grid) or block_d == 64
+    assert bench.block_d_class(mod, 96) == 128 and bench.block_d_class(mod, 48) == 64
+
+
+def test_the_summary_flags_slower_steps_and_shows_verdicts(bench):
+    res = bench.Results(started="2026-12-03 10:00", device={"type": "cuda", "name": "NVIDIA H200"},
+                        versions={"triton": "3.6.0"}, target="cuda",
+                        settings={"rounds": 5, "warmup": 25, "rep": 60, "variants": ["ci", "bench-gpu"]},
+                        steps=[{"index": 0, "title": "Baseline"}, {"index": 1, "title": "Fused"}],
+                        verification=[{"step": 0, "kind": "ok", "variants": ["ci", "bench-gpu"], "runs": 2},
+                                      {"step": 1, "kind": "wrong_answer", "reason": "wrong at ci", "variants": ["ci"]}])
+    res.rows = [bench.Row(step=0, title="Baseline", stage="baseline", causal=False, variant="bench-gpu",
+                          dims="B=1 A=32 S=2048 D=128", us=100.0, vs_sdpa=0.5, noise=0.01),
+                bench.Row(step=1, title="Fused", stage="fusion", causal=False, variant="bench-gpu",
+                          dims="B=1 A=32 S=2048 D=128", us=110.0, vs_sdpa=0.45, vs_previous=100 / 110, noise=0.01,
+                          slower=True)]
+    text = bench.summary_markdown(res)
+    assert "wrong_answer: wrong at ci" in text and "**slower**" in text
+    assert "- step 1 on bench-gpu: 0.909x (noise on that shape 1.0%" in text
+    assert "misses 0.95x" in text
+    table = bench.short_table(res)
+    assert "wrong_answer" in table and "0.45x!" in table

@@ -1,4 +1,4 @@
-"""Attention forward, step 1: online softmax. One kernel streams K and V block by block and keeps a running row max and row sum, so the [S, S] score matrix never reaches global memory; 64 query rows and 32 keys a block over 8 warps (the fp32 copies of the Q, K and V tiles of a 128-wide head fit a thread's registers only so), the Q tile loaded once and kept in registers, K loaded directly as a [D, BLOCK_N] tile; the tl.dot operands are still upcast to fp32, as in the naive kernel."""
+"""Attention forward, step 1: online softmax. One kernel streams K and V block by block and keeps a running row max and row sum, so the [S, S] score matrix never reaches global memory; 128 query rows and 64 keys a block over 8 warps, so every K and V tile upcast to fp32 serves 128 rows and each warpgroup's products are 64 keys wide; the Q tile loaded and upcast once and kept in registers, K loaded directly as a [D, BLOCK_N] tile; the tl.dot operands are still fp32, as in the naive kernel."""
 
 import torch
 import torch.nn as nn
@@ -22,9 +22,9 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, D, sm_scale,
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < D
-    # the Q tile stays resident for the whole key loop
+    # the Q tile stays resident for the whole key loop, upcast once
     q = tl.load(q_ptr + base + offs_m[:, None] * D + offs_d[None, :],
-                mask=(offs_m[:, None] < S) & d_mask[None, :], other=0.0)
+                mask=(offs_m[:, None] < S) & d_mask[None, :], other=0.0).to(tl.float32)
     kt_ptrs = k_ptr + base + offs_n0[None, :] * D + offs_d[:, None]   # [BLOCK_D, BLOCK_N]: K^T, no transpose
     v_ptrs = v_ptr + base + offs_n0[:, None] * D + offs_d[None, :]    # [BLOCK_N, BLOCK_D]
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)   # running row max
@@ -33,7 +33,7 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, D, sm_scale,
     for start in range(0, S, BLOCK_N):
         n_mask = (start + offs_n0) < S
         kt = tl.load(kt_ptrs + start * D, mask=d_mask[:, None] & n_mask[None, :], other=0.0)
-        s = tl.dot(q.to(tl.float32), kt.to(tl.float32)) * sm_scale
+        s = tl.dot(q, kt.to(tl.float32)) * sm_scale
         s = tl.where(n_mask[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp(m_i - m_new)          # rescales what was summed under the old max
@@ -53,9 +53,11 @@ def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     b, a, s, d = q.shape
     out = torch.empty_like(q)
-    # fp32 tiles are register-hungry: 32-key blocks over 8 warps keep a 128-wide head's Q, K, V and
-    # accumulator out of spills (64 x 64 over 4 warps spills them on Hopper)
-    BLOCK_M, BLOCK_N = 64, 32
+    # 128 query rows over 8 warps share each upcast K and V tile; 64-key blocks keep a 128-wide head's
+    # fp32 Q, score tile and accumulator in registers (238 a thread on Hopper, none spilled). 32-key
+    # blocks of 64 rows made Hopper's products 16 keys wide per warpgroup: slower than the naive
+    # kernel on the H200 (docs/measured/h200-flash-attention, 2026-12-02)
+    BLOCK_M, BLOCK_N = 128, 64
     BLOCK_D = max(16, triton.next_power_of_2(d))
     grid = (triton.cdiv(s, BLOCK_M), b * a)
     attn_fwd_kernel[grid](q, k, v, out, s, d, d ** -0.5,

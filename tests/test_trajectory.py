@@ -134,8 +134,17 @@ def test_the_teaching_points_are_in_the_code():
     assert "diag = pid_m * BLOCK_M" in kernels[9]
     hopper = {s.index: s.code for s in HOPPER}
     assert "HOPPER_TILES" in hopper[6] and "grf_mode" not in hopper[6]
-    assert "warp_specialize=WS" in hopper[7] and "tl.make_tensor_descriptor" in hopper[7]
-    assert "SEARCH_SPACE" in hopper[8] and "warp_specialize=True" in hopper[8] and "range(n_full, S, BLOCK_N)" in hopper[8]
+    # step 7 pipelines the two dots: Q K^T of block j and P V of block j-1 before block j's softmax,
+    # the first softmax and the last P V in loops of at most one trip, the ragged end as before
+    kernels7 = hopper[7].split("def kernel_function")[0]
+    assert "range(BLOCK_N, n_full, BLOCK_N)" in kernels7 and "start - BLOCK_N" in kernels7
+    assert "range(0, tl.minimum(n_full, BLOCK_N), BLOCK_N)" in kernels7
+    assert "range(tl.maximum(n_full - BLOCK_N, 0), n_full, BLOCK_N)" in kernels7
+    for i in range(7, 10):
+        assert "range(n_full, S, BLOCK_N)" in hopper[i] and "if n_full < S" not in hopper[i], i
+    assert "SEARCH_SPACE" in hopper[8] and "@triton.autotune" in hopper[8]
+    # Triton 3.6's warp specialization left outputs unwritten on the H200: no Hopper step uses it
+    assert not any("warp_specialize" in c for c in hopper.values())
     assert "SPLIT: tl.constexpr" in hopper[9] and "head_dim_blocks" in hopper[9]
     assert "tl.num_programs(0) - 1 - tl.program_id(0)" in hopper[10] and "diag = pid_m * BLOCK_M" in hopper[10]
 
@@ -153,7 +162,8 @@ def test_every_hopper_search_space_entry_fits_its_class():
         for block_d, configs in mod.SEARCH_SPACE.items():
             for cfg in configs:
                 assert mod.smem_bytes(cfg, block_d) <= mod.SMEM_BYTES == 232448, (step.index, block_d, cfg)
-                assert cfg.num_warps in (4, 8) and (not cfg.kwargs["WS"] or cfg.num_warps == 4)
+                assert cfg.num_warps in (4, 8) and set(cfg.kwargs) == {"BLOCK_M", "BLOCK_N"}
+                assert not step.causal or cfg.kwargs["BLOCK_M"] % cfg.kwargs["BLOCK_N"] == 0
 
 
 def _cases() -> list[dict]:
@@ -193,7 +203,7 @@ def test_verify_accepts_the_autotuned_hopper_step():
     per-head-dim kernel alone (the harness above covers the other ci shapes)."""
     verdict = _verify_step(HOPPER[9], ["ci"])
     assert verdict.kind.passed, verdict.to_dict()
-    assert "including every one of 12 autotune config(s)" in verdict.step("correctness").summary
+    assert "including every one of 10 autotune config(s)" in verdict.step("correctness").summary
 
 
 @pytest.mark.parametrize("step", [*STEPS, *HOPPER[6:]], ids=lambda s: f"{s.index}_{s.path.parent.name}_{s.path.stem}")

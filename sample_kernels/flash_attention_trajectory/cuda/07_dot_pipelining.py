@@ -1,9 +1,15 @@
-"""Attention forward, step 7 (NVIDIA Hopper): warp specialization. The key loop is marked warp_specialize, and Triton splits each program into a producer warp that issues the K and V copies (TMA) and two consumer warpgroups of 64 query rows each, with registers moved from the producer to the consumers (setmaxnreg): while one consumer runs its softmax on the special-function units, the other keeps the tensor cores busy with its two dots, the overlap Flash Attention 3 builds by hand. The loop must be the only one, so the keys past the end of a ragged sequence get -inf through a per-key bias on every block (compiled in only when S is not a multiple of BLOCK_N), and the descriptors are built on the device, the form whose loads this Triton partitions between consumers."""
+"""Attention forward, step 7 (NVIDIA Hopper): software pipelining of the two dots. Each warpgroup used to run Q K^T, wait for it, run the softmax on its scores while the tensor cores sat idle, then P V. Now the loop issues Q K^T for key block j, then P V for block j-1 (the probabilities the previous trip computed), and only then runs the softmax of block j: wgmma is asynchronous, so P V runs on the tensor cores while the special-function units compute the exponentials, the overlap Flash Attention 3 calls intra-warpgroup pipelining. The first block's softmax and the last block's P V run in loops of at most one trip before and after the key loop; the ragged end stays a masked loop of at most one trip."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+
+try:  # host-built tensor descriptors (Triton >= 3.3): the TMA copy engine on Hopper, 2-D block IO on Xe
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # an older Triton: block pointers, which Intel's backend also lowers to 2-D block reads
+    TensorDescriptor = None
+DESCRIPTORS = TensorDescriptor is not None
 
 B = 1
 A = 32
@@ -12,68 +18,94 @@ D = 128
 
 
 @triton.jit
-def _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, MASKED: tl.constexpr):
-    """Online-softmax update with the BLOCK_N keys from ``start`` of the head whose first row is
-    ``row``. MASKED: the block may run past S; those keys (the next head's rows, or zeros past
-    the end of the tensor) get a score of -inf through a per-key bias."""
-    k = k_desc.load([row + start, 0])           # [BLOCK_N, BLOCK_D]
-    qk = tl.dot(q, k.T)
-    if MASKED:
-        qk = qk + tl.where(start + offs_n < S, 0.0, float("-inf"))[None, :]
+def _tile(src, row, D, rows_total, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, DESC: tl.constexpr):
+    """The [ROWS, BLOCK_D] tile from row ``row`` of a [rows_total, D] view: one descriptor load, or
+    (DESC false: ``src`` is the tensor) one block-pointer load; both give zeros past its edges."""
+    if DESC:
+        tile = src.load([row, 0])
+    else:
+        block = tl.make_block_ptr(src, (rows_total, D), (D, 1), (row, 0), (ROWS, BLOCK_D), (1, 0))
+        tile = tl.load(block, boundary_check=(0, 1), padding_option="zero")
+    return tile
+
+
+@triton.jit
+def _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, LAST: tl.constexpr):
+    """Online-softmax statistics of one block of scores ``qk`` (keys from ``start``): the
+    probabilities, the factor that rescales what was summed under the old row maximum, and the new
+    row sum and maximum. LAST: keys past S (the next head's rows, or zeros past the tensor) get
+    a score of -inf."""
+    if LAST:
+        qk = tl.where((start + offs_n)[None, :] < S, qk, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
     alpha = tl.math.exp2(m_i - m_new)
     p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    v = v_desc.load([row + start, 0])           # [BLOCK_N, BLOCK_D]
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return acc, l_i, m_new
+    return p, alpha, l_i, m_new
 
 
 @triton.jit
-def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, D, rows_total, sm_scale,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, MASKED: tl.constexpr,
-                    WS: tl.constexpr):
+def attn_fwd_kernel(q_src, k_src, v_src, o_ptr, S, D, rows_total, sm_scale,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DESC: tl.constexpr):
+    # q_src, k_src, v_src: tensor descriptors over the [B*A*S, D] views (DESC), else the tensors
     # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
-    # tensor descriptors over the [B*A*S, D] views, built here (zeros past their edges)
-    q_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D])
-    k_desc = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D])
     row = bh * S                                # this head's first row in the [B*A*S, D] view
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    q = q_desc.load([row + pid_m * BLOCK_M, 0])  # rows past S are never stored
+    q = _tile(q_src, row + pid_m * BLOCK_M, D, rows_total, BLOCK_M, BLOCK_D, DESC)  # rows past S: never stored
     qk_scale = sm_scale * 1.4426950408889634
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    for start in tl.range(0, S, BLOCK_N, warp_specialize=WS):
-        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, MASKED)
+    p = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)   # the probabilities waiting for their P V
+    alpha = tl.full([BLOCK_M], 1.0, tl.float32)
+    n_full = (S // BLOCK_N) * BLOCK_N
+    for start in range(0, tl.minimum(n_full, BLOCK_N), BLOCK_N):   # the first whole block: scores only
+        k = _tile(k_src, row + start, D, rows_total, BLOCK_N, BLOCK_D, DESC)
+        p, alpha, l_i, m_i = _softmax(tl.dot(q, k.T), l_i, m_i, start, offs_n, S, qk_scale, False)
+    for start in range(BLOCK_N, n_full, BLOCK_N):
+        k = _tile(k_src, row + start, D, rows_total, BLOCK_N, BLOCK_D, DESC)
+        qk = tl.dot(q, k.T)                                                        # Q K^T of block j
+        v = _tile(v_src, row + start - BLOCK_N, D, rows_total, BLOCK_N, BLOCK_D, DESC)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])   # P V of block j-1, still running during ...
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, False)   # ... block j's softmax
+    for start in range(tl.maximum(n_full - BLOCK_N, 0), n_full, BLOCK_N):   # the last whole block's P V
+        v = _tile(v_src, row + start, D, rows_total, BLOCK_N, BLOCK_D, DESC)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    for start in range(n_full, S, BLOCK_N):   # the ragged end: a loop of at most one trip, not pipelined
+        k = _tile(k_src, row + start, D, rows_total, BLOCK_N, BLOCK_D, DESC)
+        p, alpha, l_i, m_i = _softmax(tl.dot(q, k.T), l_i, m_i, start, offs_n, S, qk_scale, True)
+        v = _tile(v_src, row + start, D, rows_total, BLOCK_N, BLOCK_D, DESC)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     acc = acc / l_i[:, None]
     o = o_ptr + bh.to(tl.int64) * S * D + offs_m[:, None] * D + offs_d[None, :]
     tl.store(o, acc.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < S) & (offs_d[None, :] < D))
 
 
-#: Hopper launch config per padded head dim (BLOCK_D), warp-specialized: num_warps counts the
-#: consumer warps (4: one warpgroup's worth, which the compiler splits into two consumer groups of 64
-#: rows of the 128-row tile) and the compiler adds the producer; num_stages is the depth of the K/V
-#: copy ring. Shared memory as the sm_90 compiler reports it: 128-key blocks, 2 stages, 176 KB at
-#: BLOCK_D 128 (3 stages would need 256 KB, over the 227 KB a block may use); 3 stages, 128 KB at 64.
-#: Above 128 the step keeps one warpgroup and no specialization (64 x 64 tiles, 2 stages).
-WS_TILES = {
-    64: {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3, "WS": True},
-    128: {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "WS": True},
-    256: {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "WS": False},
+#: Hopper (H100, H200) launch config per padded head dim (BLOCK_D) for the pipelined loop, which holds
+#: one more [BLOCK_M, BLOCK_N] fp32 tile a thread than step 6's (the probabilities waiting for their
+#: P V). At BLOCK_D 128 step 6's tile still fits: 128 query rows over 8 warps, 128-key blocks three
+#: deep, 241 registers a thread and 225 KB of shared memory, one program an SM. At BLOCK_D <= 64 one
+#: warpgroup takes 64 query rows with 128-key blocks two deep (210 registers, 73 KB): two programs
+#: an SM, whose loops also overlap each other; the H200's sweep of the loop before pipelining ranked
+#: this tile first at head dim 64 (186 us against 200 us for step 6's 128 x 64 over 8 warps).
+#: (Registers and shared memory as the sm_90 compiler reports them, docs/measured/cpu-fa-hopper-compile.)
+HOPPER_TILES = {
+    64: {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2},
+    128: {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
+    256: {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
 }
 
 
 def launch_config(block_d: int) -> dict:
-    """The launch config for padded head dim ``block_d``: the entry of :data:`WS_TILES` for the
+    """The Hopper launch config (BLOCK_M, BLOCK_N, num_warps, num_stages) for padded head dim
+    ``block_d`` (a power of two, at least 16): the entry of :data:`HOPPER_TILES` for the
     smallest class that holds it."""
-    holds = [c for c in WS_TILES if c >= block_d]
-    return dict(WS_TILES[min(holds) if holds else max(WS_TILES)])
+    holds = [c for c in HOPPER_TILES if c >= block_d]
+    return dict(HOPPER_TILES[min(holds) if holds else max(HOPPER_TILES)])
 
 
 def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -81,15 +113,16 @@ def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     assert q.shape == k.shape == v.shape and q.ndim == 4
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     b, a, s, d = q.shape
-    assert d % 8 == 0, f"tensor descriptors need 16-byte rows: head dim {d} is not a multiple of 8"
+    assert d % 8 == 0, f"2-D block reads need 16-byte rows: head dim {d} is not a multiple of 8"
     out = torch.empty_like(q)
     BLOCK_D = max(16, triton.next_power_of_2(d))
     cfg = launch_config(BLOCK_D)
-    # descriptors built on the device live in global scratch memory that Triton asks for at launch
-    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
+    views = [t.view(b * a * s, d) for t in (q, k, v)]
+    if DESCRIPTORS:
+        views = [TensorDescriptor.from_tensor(t, [cfg[rows], BLOCK_D])
+                 for t, rows in zip(views, ("BLOCK_M", "BLOCK_N", "BLOCK_N"))]
     grid = (triton.cdiv(s, cfg["BLOCK_M"]), b * a)
-    attn_fwd_kernel[grid](q, k, v, out, s, d, b * a * s, d ** -0.5, BLOCK_D=BLOCK_D,
-                          MASKED=s % cfg["BLOCK_N"] != 0, **cfg)
+    attn_fwd_kernel[grid](*views, out, s, d, b * a * s, d ** -0.5, BLOCK_D=BLOCK_D, DESC=DESCRIPTORS, **cfg)
     return out
 
 

@@ -1,4 +1,4 @@
-"""Attention forward, step 8 (NVIDIA Hopper): autotune over a search space per head dim. One fixed config cannot suit S = 1500 and S = 4096, 32 heads and 71, or head dims 64 and 128; @triton.autotune times a short list per padded head dim and keeps the winner per sequence length, head count and head dim. Each list holds the warp-specialized config of step 7, the two-warpgroup config of step 6 and their neighbours, and every entry fits the head dim's shared memory, so no config the verifier forces can fail for resources; before anything is compiled, a pruning function also drops configs over this device's shared-memory limit and query tiles far taller than the sequence. The kernel keeps both loop forms: the warp-specialized loop over descriptors built on the device, and step 6's loop over host-built descriptors with the ragged end as a loop of at most one trip."""
+"""Attention forward, step 8 (NVIDIA Hopper): autotune over a search space per head dim. One fixed config cannot suit S = 1500 and S = 4096, 32 heads and 71, or head dims 64 and 128; @triton.autotune times a short list per padded head dim and keeps the winner per sequence length, head count and head dim. Each list holds step 7's config first and the neighbours the H200's sweep ranked next, and every entry fits the head dim's shared memory and registers, so no config the verifier forces can fail for resources; before anything is compiled, a pruning function also drops configs over this device's shared-memory limit and query tiles far taller than the sequence. The loop is step 7's: Q K^T of block j and P V of block j-1 issued before block j's softmax."""
 
 import torch
 import torch.nn as nn
@@ -14,9 +14,6 @@ D = 128
 #: Shared memory a block may use on the H200 (cudaDevAttrMaxSharedMemoryPerBlockOptin; the
 #: CUDA programming guide, compute capability 9.0): the limit where no GPU is there to ask.
 SMEM_BYTES = 232448
-#: What warp specialization adds to a program's shared memory (measured in the sm_90 compiler's
-#: report: 16.5 KB for the partitions' barriers and exchange buffers), rounded up.
-WS_SMEM_BYTES = 17 * 1024
 
 
 def _smem_limit() -> int:
@@ -36,30 +33,28 @@ def _block_shapes(nargs: dict) -> None:
     nargs["v_desc"].block_shape = [nargs["BLOCK_N"], nargs["BLOCK_D"]]
 
 
-def _config(bm: int, bn: int, warps: int, stages: int, ws: bool) -> triton.Config:
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "WS": ws}, num_warps=warps, num_stages=stages,
-                         pre_hook=_block_shapes)
+def _config(bm: int, bn: int, warps: int, stages: int) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages, pre_hook=_block_shapes)
 
 
-#: Search space per padded head dim (BLOCK_D), the config of step 7 first and step 6's second. Every
-#: entry fits at the class's largest head dim: 2 * (BLOCK_M * BLOCK_D + stages * 2 * BLOCK_N * BLOCK_D)
-#: bytes of Q and pipelined K/V tiles, plus the partitions' share when warp-specialized, under
-#: 227 KB; registers as the sm_90 compiler reports them, none spilling.
+#: Search space per padded head dim (BLOCK_D), step 7's config first. At 128: two warpgroups on 128
+#: query rows, 128 or 64 keys, and one warpgroup on 64 rows (two programs an SM); at 64 and below:
+#: one warpgroup on 64 rows with 128 or 64 keys (two or three programs an SM) and two on 128.
+#: Every entry fits at the class's largest head dim: 2 * (BLOCK_M * BLOCK_D + stages * 2 * BLOCK_N
+#: * BLOCK_D) bytes of Q and pipelined K/V tiles under 227 KB; registers as the sm_90 compiler
+#: reports them, none spilling (docs/measured/cpu-fa-hopper-compile).
 SEARCH_SPACE = {
-    64: [_config(128, 128, 4, 3, True), _config(128, 64, 8, 3, False), _config(128, 64, 4, 3, True),
-         _config(64, 64, 4, 3, False), _config(128, 128, 8, 3, False)],
-    128: [_config(128, 128, 4, 2, True), _config(128, 128, 8, 3, False), _config(128, 64, 4, 2, True),
-          _config(64, 64, 4, 3, False), _config(128, 64, 8, 3, False)],
-    256: [_config(64, 64, 4, 2, False), _config(64, 32, 4, 2, False)],
+    64: [_config(64, 128, 4, 2), _config(64, 64, 4, 3), _config(128, 64, 8, 3), _config(128, 128, 8, 2)],
+    128: [_config(128, 128, 8, 3), _config(128, 64, 8, 3), _config(64, 64, 4, 3), _config(128, 128, 8, 2)],
+    256: [_config(64, 64, 4, 2), _config(64, 32, 4, 2)],
 }
 
 
 def smem_bytes(config: triton.Config, block_d: int) -> int:
     """Shared memory ``config`` needs at padded head dim ``block_d``, bytes: the fp16 Q tile, its
-    num_stages K and V tiles, 1 KB of barriers and the warp-specialized partitions' share."""
+    num_stages K and V tiles and 1 KB of barriers."""
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
-    tiles = 2 * (bm * block_d + config.num_stages * 2 * bn * block_d)
-    return tiles + 1024 + (WS_SMEM_BYTES if config.kwargs["WS"] else 0)
+    return 2 * (bm * block_d + config.num_stages * 2 * bn * block_d) + 1024
 
 
 def _prune(configs: list, named_args: dict, **kwargs) -> list:
@@ -73,54 +68,55 @@ def _prune(configs: list, named_args: dict, **kwargs) -> list:
 
 
 @triton.jit
-def _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, MASKED: tl.constexpr):
-    """Online-softmax update with the BLOCK_N keys from ``start`` of the head whose first row is
-    ``row``. MASKED: the block may run past S; those keys (the next head's rows, or zeros past
-    the end of the tensor) get a score of -inf through a per-key bias."""
-    k = k_desc.load([row + start, 0])           # [BLOCK_N, BLOCK_D]
-    qk = tl.dot(q, k.T)
-    if MASKED:
-        qk = qk + tl.where(start + offs_n < S, 0.0, float("-inf"))[None, :]
+def _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, LAST: tl.constexpr):
+    """Online-softmax statistics of one block of scores ``qk`` (keys from ``start``): the
+    probabilities, the factor that rescales what was summed under the old row maximum, and the new
+    row sum and maximum. LAST: keys past S (the next head's rows, or zeros past the tensor) get
+    a score of -inf."""
+    if LAST:
+        qk = tl.where((start + offs_n)[None, :] < S, qk, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
     alpha = tl.math.exp2(m_i - m_new)
     p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    v = v_desc.load([row + start, 0])           # [BLOCK_N, BLOCK_D]
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return acc, l_i, m_new
+    return p, alpha, l_i, m_new
 
 
-@triton.heuristics({"MASKED": lambda args: args["S"] % args["BLOCK_N"] != 0})
 @triton.jit
-def _attn_fwd(q_ptr, k_ptr, v_ptr, q_desc, k_desc, v_desc, o_ptr, S, D, BH, rows_total, sm_scale,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, WS: tl.constexpr,
-              MASKED: tl.constexpr):
-    # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh. The views are [B*A*S, D]:
-    # q_ptr, k_ptr, v_ptr for the descriptors built here (WS), q_desc, k_desc, v_desc built on the host.
+def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, S, D, BH, sm_scale,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    # q_desc, k_desc, v_desc: host-built descriptors over the [B*A*S, D] views
+    # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     row = bh * S                                # this head's first row in the [B*A*S, D] view
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
+    q = q_desc.load([row + pid_m * BLOCK_M, 0])  # rows past S are never stored
     qk_scale = sm_scale * 1.4426950408889634
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    if WS:   # step 7: one warp-specialized loop, every block biased when S is ragged
-        qd = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D])
-        kd = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D])
-        vd = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D])
-        q = qd.load([row + pid_m * BLOCK_M, 0])  # rows past S are never stored
-        for start in tl.range(0, S, BLOCK_N, warp_specialize=True):
-            acc, l_i, m_i = _attend(acc, l_i, m_i, q, kd, vd, row, start, offs_n, S, qk_scale, MASKED)
-    else:    # step 6: whole blocks unmasked, the ragged end as a loop of at most one trip
-        q = q_desc.load([row + pid_m * BLOCK_M, 0])
-        n_full = (S // BLOCK_N) * BLOCK_N
-        for start in range(0, n_full, BLOCK_N):
-            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, False)
-        for start in range(n_full, S, BLOCK_N):
-            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row, start, offs_n, S, qk_scale, True)
+    p = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)   # the probabilities waiting for their P V
+    alpha = tl.full([BLOCK_M], 1.0, tl.float32)
+    n_full = (S // BLOCK_N) * BLOCK_N
+    for start in range(0, tl.minimum(n_full, BLOCK_N), BLOCK_N):   # the first whole block: scores only
+        qk = tl.dot(q, k_desc.load([row + start, 0]).T)
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, False)
+    for start in range(BLOCK_N, n_full, BLOCK_N):
+        qk = tl.dot(q, k_desc.load([row + start, 0]).T)                             # Q K^T of block j
+        v = v_desc.load([row + start - BLOCK_N, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])   # P V of block j-1, running during ...
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, False)   # ... this softmax
+    for start in range(tl.maximum(n_full - BLOCK_N, 0), n_full, BLOCK_N):   # the last whole block's P V
+        v = v_desc.load([row + start, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    for start in range(n_full, S, BLOCK_N):   # the ragged end: a loop of at most one trip, not pipelined
+        qk = tl.dot(q, k_desc.load([row + start, 0]).T)
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, True)
+        v = v_desc.load([row + start, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     acc = acc / l_i[:, None]
     o = o_ptr + bh.to(tl.int64) * S * D + offs_m[:, None] * D + offs_d[None, :]
     tl.store(o, acc.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < S) & (offs_d[None, :] < D))
@@ -148,12 +144,10 @@ def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     BLOCK_D = max(16, triton.next_power_of_2(d))
     holds = [c for c in KERNELS if c >= BLOCK_D]
     kernel = KERNELS[min(holds) if holds else max(KERNELS)]
-    views = [t.view(b * a * s, d) for t in (q, k, v)]
     # block shapes are placeholders here: the pre-hook sets them for each config
-    descs = [TensorDescriptor.from_tensor(t, [16, BLOCK_D]) for t in views]
-    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
+    descs = [TensorDescriptor.from_tensor(t.view(b * a * s, d), [16, BLOCK_D]) for t in (q, k, v)]
     grid = lambda META: (triton.cdiv(s, META["BLOCK_M"]), b * a)  # noqa: E731
-    kernel[grid](*views, *descs, out, s, d, b * a, b * a * s, d ** -0.5, BLOCK_D=BLOCK_D)
+    kernel[grid](*descs, out, s, d, b * a, d ** -0.5, BLOCK_D=BLOCK_D)
     return out
 
 

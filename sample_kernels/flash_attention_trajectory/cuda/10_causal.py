@@ -1,4 +1,4 @@
-"""Causal attention forward, step 10 (NVIDIA Hopper): a different problem (query i sees keys 0..i), so it has its own spec and reference. A query block never needs the keys right of its diagonal: its key loop runs over the blocks left of the diagonal band with no mask, then over the band with the causal mask, and stops, skipping about half the work. The query blocks start longest first (the last block of a head has the most keys), so the short ones fill the tail of the launch instead of leaving SMs idle behind a long one. The warp-specialized form needs a single loop, so there the band's mask is a bias computed on every block; autotuning decides per shape whether that is worth the overlap."""
+"""Causal attention forward, step 10 (NVIDIA Hopper): a different problem (query i sees keys 0..i), so it has its own spec and reference. A query block never needs the keys right of its diagonal: its key loop runs over the blocks left of the diagonal band with no mask, pipelined as in step 7, then over the band with the causal mask, and stops, skipping about half the work. The band is BLOCK_M / BLOCK_N key blocks, each masked on its own, so a 64-key block split off the diagonal computes half the masked scores of a 128-key one. The query blocks start longest first (the last block of a head has the most keys), so the short ones fill the tail of the launch instead of leaving SMs idle behind a long one."""
 
 import torch
 import torch.nn as nn
@@ -14,9 +14,6 @@ D = 128
 #: Shared memory a block may use on the H200 (cudaDevAttrMaxSharedMemoryPerBlockOptin; the
 #: CUDA programming guide, compute capability 9.0): the limit where no GPU is there to ask.
 SMEM_BYTES = 232448
-#: What warp specialization adds to a program's shared memory (measured in the sm_90 compiler's
-#: report: 16.5 KB for the partitions' barriers and exchange buffers), rounded up.
-WS_SMEM_BYTES = 17 * 1024
 
 
 def _smem_limit() -> int:
@@ -37,110 +34,111 @@ def _block_shapes(nargs: dict) -> None:
         nargs[f"{name}1_desc"].block_shape = [rows, d1]
 
 
-def _config(bm: int, bn: int, warps: int, stages: int, ws: bool) -> triton.Config:
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "WS": ws}, num_warps=warps, num_stages=stages,
-                         pre_hook=_block_shapes)
+def _config(bm: int, bn: int, warps: int, stages: int) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages, pre_hook=_block_shapes)
 
 
 #: Search space per padded head dim (BLOCK_D). The diagonal band starts on a key-block boundary, so
 #: BLOCK_M is a multiple of BLOCK_N; 64-key blocks mask less of the band than 128-key ones. Every
 #: entry fits at the class's largest head dim: 2 * (BLOCK_M * BLOCK_D + stages * 2 * BLOCK_N * BLOCK_D)
-#: bytes of Q and pipelined K/V tiles, plus the partitions' share when warp-specialized, under
-#: 227 KB; registers as the sm_90 compiler reports them, none spilling.
+#: bytes of Q and pipelined K/V tiles under 227 KB; registers as the sm_90 compiler reports them,
+#: none spilling (docs/measured/cpu-fa-hopper-compile).
 SEARCH_SPACE = {
-    64: [_config(128, 64, 8, 3, False), _config(128, 128, 8, 3, False), _config(64, 64, 4, 3, False),
-         _config(128, 64, 4, 3, True)],
-    128: [_config(128, 64, 8, 3, False), _config(128, 128, 8, 3, False), _config(64, 64, 4, 3, False),
-          _config(128, 64, 4, 2, True)],
-    256: [_config(64, 64, 4, 2, False), _config(64, 32, 4, 2, False)],
+    64: [_config(64, 64, 4, 3), _config(128, 64, 8, 3), _config(128, 128, 8, 2), _config(64, 64, 4, 2)],
+    128: [_config(128, 64, 8, 3), _config(128, 128, 8, 3), _config(64, 64, 4, 3), _config(128, 128, 8, 2)],
+    256: [_config(64, 64, 4, 2), _config(64, 32, 4, 2)],
 }
 
 
 def smem_bytes(config: triton.Config, block_d: int) -> int:
-    """Shared memory ``config`` needs at head dim ``block_d`` (the columns of all tiles, padded
-    or split), bytes: the fp16 Q tile, its num_stages K and V tiles, 1 KB of barriers and the
-    warp-specialized partitions' share."""
+    """Shared memory ``config`` needs at head dim ``block_d`` (the columns of all tiles, padded or
+    split), bytes: the fp16 Q tile, its num_stages K and V tiles and 1 KB of barriers."""
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
-    tiles = 2 * (bm * block_d + config.num_stages * 2 * bn * block_d)
-    return tiles + 1024 + (WS_SMEM_BYTES if config.kwargs["WS"] else 0)
+    return 2 * (bm * block_d + config.num_stages * 2 * bn * block_d) + 1024
 
 
 def _prune(configs: list, named_args: dict, **kwargs) -> list:
-    """Before compiling: drop configs over this device's shared-memory limit, query tiles far
-    taller than the sequence and those whose band would not start on a key block."""
+    """Before compiling: drop configs over this device's shared-memory limit and query tiles far
+    taller than the sequence."""
     get = lambda name: kwargs.get(name, named_args.get(name))  # noqa: E731
     block_d = get("BLOCK_D0") + (get("BLOCK_D1") if get("SPLIT") else 0)
     s, limit = named_args["S"], _smem_limit()
-    kept = [c for c in configs if smem_bytes(c, block_d) <= limit and c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0
+    kept = [c for c in configs if smem_bytes(c, block_d) <= limit
             and c.kwargs["BLOCK_M"] <= max(64, triton.next_power_of_2(s))]
     return kept or configs[:1]
 
 
 @triton.jit
-def _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row, start, offs_m, offs_n, qk_scale,
-            BLOCK_D0: tl.constexpr, SPLIT: tl.constexpr, CAUSAL: tl.constexpr):
-    """Online-softmax update with the BLOCK_N keys from ``start`` of the head whose first row is
-    ``row``. SPLIT: the head dim is BLOCK_D0 + BLOCK_D1 columns, read as two tiles. CAUSAL: key j
-    gets a score of -inf for query i < j through a bias (which also masks the keys past S for
-    every stored row)."""
-    qk = tl.dot(q0, k0_desc.load([row + start, 0]).T)
-    if SPLIT:   # the remaining columns: a narrower dot accumulating into the same scores
-        qk = tl.dot(q1, k1_desc.load([row + start, BLOCK_D0]).T, qk)
+def _softmax(qk, l_i, m_i, start, offs_m, offs_n, qk_scale, CAUSAL: tl.constexpr):
+    """Online-softmax statistics of one block of scores ``qk`` (keys from ``start``): the
+    probabilities, the factor that rescales what was summed under the old row maximum, and the new
+    row sum and maximum. CAUSAL: key j gets a score of -inf for query i < j (which also masks the
+    keys past S for every stored row)."""
     if CAUSAL:
-        qk = qk + tl.where(offs_m[:, None] >= (start + offs_n)[None, :], 0.0, float("-inf"))
+        qk = tl.where(offs_m[:, None] >= (start + offs_n)[None, :], qk, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
     alpha = tl.math.exp2(m_i - m_new)
     p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    p = p.to(q0.dtype)
-    acc0 = tl.dot(p, v0_desc.load([row + start, 0]), acc0 * alpha[:, None])
-    if SPLIT:
-        acc1 = tl.dot(p, v1_desc.load([row + start, BLOCK_D0]), acc1 * alpha[:, None])
-    return acc0, acc1, l_i, m_new
+    return p, alpha, l_i, m_new
 
 
 @triton.jit
-def _attn_fwd(q_ptr, k_ptr, v_ptr, q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, S, D, BH,
-              rows_total, sm_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr,
-              BLOCK_D1: tl.constexpr, SPLIT: tl.constexpr, WS: tl.constexpr):
-    # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh. The views are [B*A*S, D]:
-    # q_ptr, k_ptr, v_ptr for the descriptors built here (WS), *_desc built on the host.
+def _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0: tl.constexpr, SPLIT: tl.constexpr):
+    """Q K^T of the BLOCK_N keys from ``start``; SPLIT: a second, narrower dot over the remaining
+    head-dim columns accumulates into the same scores."""
+    qk = tl.dot(q0, k0_desc.load([row + start, 0]).T)
+    if SPLIT:
+        qk = tl.dot(q1, k1_desc.load([row + start, BLOCK_D0]).T, qk)
+    return qk
+
+
+@triton.jit
+def _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start, BLOCK_D0: tl.constexpr, SPLIT: tl.constexpr):
+    """acc * alpha + P V for the BLOCK_N keys from ``start``, one accumulator per head-dim part."""
+    p = p.to(v0_desc.dtype)
+    acc0 = tl.dot(p, v0_desc.load([row + start, 0]), acc0 * alpha[:, None])
+    if SPLIT:
+        acc1 = tl.dot(p, v1_desc.load([row + start, BLOCK_D0]), acc1 * alpha[:, None])
+    return acc0, acc1
+
+
+@triton.jit
+def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, S, D, BH, sm_scale,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr,
+              SPLIT: tl.constexpr):
+    # *0_desc, *1_desc: host-built descriptors over the [B*A*S, D] views, BLOCK_D0 and BLOCK_D1 wide
+    # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh
     pid_m = tl.num_programs(0) - 1 - tl.program_id(0)   # longest query blocks first
     bh = tl.program_id(1)
     row = bh * S                                 # this head's first row in the [B*A*S, D] view
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
+    q0 = q0_desc.load([row + pid_m * BLOCK_M, 0])  # rows past S are never stored
+    q1 = q0                                        # placeholder when the head dim is not split
+    if SPLIT:
+        q1 = q1_desc.load([row + pid_m * BLOCK_M, BLOCK_D0])
     qk_scale = sm_scale * 1.4426950408889634
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc0 = tl.zeros([BLOCK_M, BLOCK_D0], tl.float32)
     acc1 = tl.zeros([BLOCK_M, BLOCK_D1], tl.float32)
-    diag = pid_m * BLOCK_M   # first key of this query block's diagonal band
-    if WS:   # one warp-specialized loop up to the band's end, every block biased
-        q0d = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D0])
-        q1d = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D1])
-        k0d = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
-        k1d = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
-        v0d = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
-        v1d = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
-        q0 = q0d.load([row + pid_m * BLOCK_M, 0])  # rows past S are never stored
-        q1 = q0                                      # placeholder when the head dim is not split
-        if SPLIT:
-            q1 = q1d.load([row + pid_m * BLOCK_M, BLOCK_D0])
-        for start in tl.range(0, tl.minimum(diag + BLOCK_M, S), BLOCK_N, warp_specialize=True):
-            acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0d, k1d, v0d, v1d, row, start, offs_m,
-                                           offs_n, qk_scale, BLOCK_D0, SPLIT, True)
-    else:    # left of the band every key is visible (no mask); the band masked; right of it skipped
-        q0 = q0_desc.load([row + pid_m * BLOCK_M, 0])
-        q1 = q0
-        if SPLIT:
-            q1 = q1_desc.load([row + pid_m * BLOCK_M, BLOCK_D0])
-        for start in range(0, diag, BLOCK_N):
-            acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
-                                           start, offs_m, offs_n, qk_scale, BLOCK_D0, SPLIT, False)
-        for start in range(diag, tl.minimum(diag + BLOCK_M, S), BLOCK_N):
-            acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
-                                           start, offs_m, offs_n, qk_scale, BLOCK_D0, SPLIT, True)
+    p = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)   # the probabilities waiting for their P V
+    alpha = tl.full([BLOCK_M], 1.0, tl.float32)
+    diag = pid_m * BLOCK_M   # first key of this query block's diagonal band, a whole number of key blocks
+    for start in range(0, tl.minimum(diag, BLOCK_N), BLOCK_N):   # left of the band: every key visible
+        qk = _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0, SPLIT)
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_m, offs_n, qk_scale, False)
+    for start in range(BLOCK_N, diag, BLOCK_N):
+        qk = _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0, SPLIT)         # Q K^T of block j
+        acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start - BLOCK_N, BLOCK_D0, SPLIT)
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_m, offs_n, qk_scale, False)   # during P V of j-1
+    for start in range(tl.maximum(diag - BLOCK_N, 0), diag, BLOCK_N):   # the last unmasked block's P V
+        acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start, BLOCK_D0, SPLIT)
+    for start in range(diag, tl.minimum(diag + BLOCK_M, S), BLOCK_N):   # the band, masked; right of it: skipped
+        qk = _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0, SPLIT)
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_m, offs_n, qk_scale, True)
+        acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start, BLOCK_D0, SPLIT)
     o = o_ptr + bh.to(tl.int64) * S * D + offs_m[:, None] * D
     rows_ok = offs_m[:, None] < S
     cols0 = tl.arange(0, BLOCK_D0)
@@ -190,9 +188,8 @@ def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     views = [t.view(b * a * s, d) for t in (q, k, v)]
     # block shapes are placeholders here: the pre-hook sets them for each config
     descs = [TensorDescriptor.from_tensor(t, [16, width]) for t in views for width in (d0, d1)]
-    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
     grid = lambda META: (triton.cdiv(s, META["BLOCK_M"]), b * a)  # noqa: E731
-    kernel[grid](*views, *descs, out, s, d, b * a, b * a * s, d ** -0.5, BLOCK_D0=d0, BLOCK_D1=d1, SPLIT=split)
+    kernel[grid](*descs, out, s, d, b * a, d ** -0.5, BLOCK_D0=d0, BLOCK_D1=d1, SPLIT=split)
     return out
 
 

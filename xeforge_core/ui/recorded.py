@@ -292,7 +292,12 @@ def _flash_attention(obj: dict[str, Any], name: str) -> RecordedResults:
     if verification:
         ok = sum(v.get("kind") == "ok" for v in verification.values())
         summary["steps verified ok at every variant"] = f"{ok} of {len(verification)}"
-    last = max((t["step"] for t in trajectory if not t["causal"]), default=None)
+        failed = sorted(i for i, v in verification.items() if v.get("kind") != "ok")
+        if failed:
+            summary["steps not verified on this device (never timed)"] = ", ".join(
+                f"{i} ({verification[i].get('kind')})" for i in failed)
+    # the last non-causal step that has a time: a step that was not verified has none
+    last = max((t["step"] for t in trajectory if not t["causal"] and t["step_us"]), default=None)
     vs = [t["vs_eager"] for t in trajectory if t["step"] == last and t["vs_eager"]]
     if vs:
         summary[f"step {last} vs SDPA (range over {units.plural(len(vs), 'shape')})"] = (

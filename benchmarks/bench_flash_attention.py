@@ -20,10 +20,10 @@ steps on an NVIDIA GPU, the Xe steps on xpu and in the cpu interpreter). Four ph
    (max / min - 1); a step is *slower than the one before* when its time exceeds the previous
    step's by more than that noise.
 4. **sweep** (``--sweep``, serial, while the deadline allows): for the last non-causal step and
-   the causal one, every config of a small grid (BLOCK_M, BLOCK_N, warps, pipeline stages, warp
-   specialization; only those whose shared memory fits this device and that check right) timed
-   alone per shape, beside the autotuner's pick and SDPA: which configs to put in the search
-   spaces.
+   the causal one, the configs still in question (query tiles of 64 rows over one warpgroup and
+   128 over two, key tiles of 64 and 128, two or three pipeline stages; only those whose shared
+   memory fits this device, whose registers fit and that check right) timed alone per shape,
+   beside the autotuner's pick and SDPA: which configs to keep in the search spaces.
 
 TFLOP/s counts ``4 * B * A * S^2 * D`` (``2 * ...`` for the causal step, the visible half);
 "roofline" is that over the profile's dense fp16 peak (989.5 TFLOP/s on the H200).
@@ -41,8 +41,8 @@ Usage::
     python benchmarks/bench_flash_attention.py --out /tmp/fa --shapes bench-gpu --steps 8,9
     python benchmarks/bench_flash_attention.py --out /tmp/fa --device cpu --steps 0,5,9 --variants ci
 
-On an H200: about 3 minutes of verification and compiling (16 cores), under a minute of timing,
-about a minute of sweep; ``--deadline-min`` (default 8.5) stops the sweep, then the timing, when
+On an H200: about 2 minutes of verification and compiling (16 cores), under a minute of timing,
+under a minute of sweep; ``--deadline-min`` (default 8.5) stops the sweep, then the timing, when
 the run nears it. On cpu nothing is timed (Triton's interpreter; the ``ci`` shapes only).
 """
 
@@ -144,7 +144,7 @@ def tuners_of(mod: Any) -> list[Any]:
 
 
 def describe(cfg: Any) -> str:
-    """``BLOCK_M=128, BLOCK_N=64, WS=True, num_warps=4, num_stages=3``."""
+    """``BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3``."""
     if cfg is None:
         return ""
     kw = ", ".join(f"{k}={v}" for k, v in getattr(cfg, "kwargs", {}).items())
@@ -169,6 +169,17 @@ def _select(mod: Any, select: tuple) -> list[tuple[Any, list[Any]]]:
 def _restore(saved: list[tuple[Any, list[Any]]]) -> None:
     for t, configs in saved:
         t.configs, t.cache = configs, {}
+
+
+def config_key(cfg: Any) -> tuple:
+    """``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` of a config of a step with a per-head-dim
+    ``SEARCH_SPACE``: the arguments of its ``_config``."""
+    return (cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"], cfg.num_warps, cfg.num_stages)
+
+
+def own_space(mod: Any, block_d: int) -> list[tuple]:
+    """The :func:`config_key` of every config of ``mod``'s search space for padded head dim ``block_d``."""
+    return [config_key(c) for c in mod.SEARCH_SPACE[min(k for k in mod.SEARCH_SPACE if k >= block_d)]]
 
 
 def _chosen(mod: Any) -> str:
@@ -363,27 +374,29 @@ def time_shape(steps: list[Any], modules: dict[int, Any], verified: set[int], na
 
 # -------------------------------------------------------------------------- phase 4: sweep
 
+#: Registers a thread may hold in the pipelined loop's fp32 tiles (accumulator, scores and the
+#: probabilities waiting for their P V) before the sm_90 compiler spills: 192 of them compile to
+#: 241 registers at BLOCK_M = BLOCK_N = BLOCK_D = 128 over 8 warps (docs/measured/cpu-fa-hopper-compile).
+TILE_REGISTERS = 192
+
+
 def sweep_grid(mod: Any, block_d: int, causal: bool, smem_limit: int) -> list[tuple]:
-    """``_config`` arguments ``(BLOCK_M, BLOCK_N, num_warps, num_stages, WS)`` of a small grid for a
-    step with a per-head-dim ``SEARCH_SPACE`` at padded head dim ``block_d``: query tiles of 64 and
-    128 rows, key tiles of 32-128, 2-4 stages; warp specialization with 4 warps on 128-row tiles;
-    kept only where the step's shared-memory estimate fits ``smem_limit`` and the fp32 accumulator
-    plus scores stay within 128 registers a thread (the rest spill); causal steps need BLOCK_M a
-    multiple of BLOCK_N. The step's own search space comes first."""
+    """``_config`` arguments ``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` of the configs still in
+    question for a step with a per-head-dim ``SEARCH_SPACE`` at padded head dim ``block_d``: 64
+    query rows over one warpgroup or 128 over two, 64- or 128-key blocks, two or three stages
+    (the H200's first sweep, 2026-12-02, ranked no 32-key block, no four-stage pipeline and no
+    64-row tile over two warpgroups first on any shape); kept only where the step's shared-memory
+    estimate fits ``smem_limit`` and its fp32 tiles fit :data:`TILE_REGISTERS`; causal steps need
+    BLOCK_M a multiple of BLOCK_N. The step's own search space comes first."""
+    own = own_space(mod, block_d)
     grid: list[tuple] = []
-    own = [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages, c.kwargs["WS"])
-           for c in mod.SEARCH_SPACE[min(k for k in mod.SEARCH_SPACE if k >= block_d)]]
-    for bm, bn, warps, stages, ws in itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4), (False, True)):
-        if ws and (bm != 128 or warps != 4):
-            continue
-        if not ws and bm == 64 and warps != 4:
-            continue
+    for bm, bn, stages in itertools.product((64, 128), (64, 128), (2, 3)):
+        warps = 4 if bm == 64 else 8
         if causal and bm % bn:
             continue
-        threads = 32 * (8 if ws else warps)          # specialized: two consumer warpgroups
-        if (bm * block_d + bm * bn) / threads > 128:
+        if (bm * block_d + 2 * bm * bn) / (32 * warps) > TILE_REGISTERS:
             continue
-        args = (bm, bn, warps, stages, ws)
+        args = (bm, bn, warps, stages)
         if mod.smem_bytes(mod._config(*args), block_d) > smem_limit:
             continue
         grid.append(args)
@@ -693,9 +706,8 @@ def main(argv: list[str] | None = None) -> int:
             auto = next((r for r in res.rows if r.step == index and r.variant == vname), None)
             sdpa_us = _median_time(partial(F.scaled_dot_product_attention, q, k, v, is_causal=step.causal),
                                    args.warmup, args.rep)
+            own = set(own_space(mod, block_d_class(mod, int(dims["D"]))))
             for g in grid:
-                own = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages, c.kwargs["WS"])
-                       for c in mod.SEARCH_SPACE[min(c for c in mod.SEARCH_SPACE if c >= block_d_class(mod, int(dims["D"])))]}
                 entry = {"step": index, "variant": vname, "dims": dims_text(dims), "config": describe(mod._config(*g)),
                          "in_search_space": tuple(g) in own}
                 if (index, vname, tuple(g)) not in ok:

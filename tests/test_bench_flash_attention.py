@@ -46,15 +46,21 @@ def test_the_sweep_grid_fits_and_starts_with_the_steps_own_space(bench, which):
     mod = _module(step)
     for block_d in (64, 128):
         grid = bench.sweep_grid(mod, block_d, step.causal, 232448)
-        own = [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages, c.kwargs["WS"])
-               for c in mod.SEARCH_SPACE[block_d]]
-        assert grid[:len(own)] == own and len(grid) > len(own) + 5 and len(set(grid)) == len(grid)
-        for bm, bn, warps, stages, ws in grid:
-            assert mod.smem_bytes(mod._config(bm, bn, warps, stages, ws), block_d) <= 232448
-            assert not ws or (bm == 128 and warps == 4)
+        own = [bench.config_key(c) for c in mod.SEARCH_SPACE[block_d]]
+        assert grid[:len(own)] == own and len(set(grid)) == len(grid)
+        # the candidates: 64 rows over one warpgroup or 128 over two, 64 or 128 keys, 2 or 3 stages
+        others = set(grid) - set(own)
+        assert others and all(bm in (64, 128) and bn in (64, 128) and stages in (2, 3) and warps == bm // 16
+                              for bm, bn, warps, stages in others)
+        assert len(grid) == (6 if step.causal else 8)
+        for bm, bn, warps, stages in grid:
+            assert mod.smem_bytes(mod._config(bm, bn, warps, stages), block_d) <= 232448
             assert not step.causal or bm % bn == 0
-        # a smaller device keeps fewer (its own limit, e.g. an A100's 163 KB)
-        assert len(bench.sweep_grid(mod, block_d, step.causal, 166912)) < len(grid) or block_d == 64
+        # a smaller device (its own limit, e.g. an A100's 163 KB) adds only what fits it
+        small = bench.sweep_grid(mod, block_d, step.causal, 166912)
+        assert small[:len(own)] == own and set(small) <= set(grid)
+        assert all(mod.smem_bytes(mod._config(*g), block_d) <= 166912 for g in small[len(own):])
+        assert len(small) < len(grid) or block_d == 64 or step.causal
     assert bench.block_d_class(mod, 96) == 128 and bench.block_d_class(mod, 48) == 64
 
 

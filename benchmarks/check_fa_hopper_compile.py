@@ -5,8 +5,9 @@ For each step of ``flash_attention_trajectory("cuda")`` and each variant of its 
 entries and the ``bench-gpu*`` shapes), every kernel the step launches there is compiled for the
 H200's target through ``xeforge_core.ir`` (each ``@triton.autotune`` config on its own, its
 pre-hook run), and the resources the compiler reports are recorded: shared memory per program
-(bytes), registers per thread, spilled bytes, and the warps the program runs with (12 where warp
-specialization added its partitions to the 4 warps asked for). A config over the 232448 bytes of
+(bytes), registers per thread, spilled bytes, the warps the program runs with, and how many of the
+kernel's exponentials (``ex2`` in its PTX) come while a wgmma group is still in flight: the softmax
+overlapping a dot, what the pipelined steps are written for. A config over the 232448 bytes of
 shared memory a block may use on the H200 would fail at launch there ("out of resource: shared
 memory"); one that spills runs, slowly. The check therefore answers, before any GPU time is
 spent, whether any config the verifier forces can fail for resources.
@@ -45,10 +46,27 @@ def _config_text(kernel: Any) -> str:
     cfg = kernel.autotune or {}
     if not cfg:
         opts = kernel.options or {}
-        consts = {k: v for k, v in (kernel.constexprs or {}).items() if k.startswith("BLOCK_") or k == "WS"}
+        consts = {k: v for k, v in (kernel.constexprs or {}).items() if k.startswith("BLOCK_")}
         return " ".join(f"{k}={v}" for k, v in consts.items()) + f" w{opts.get('num_warps', '?')} s{opts.get('num_stages', '?')}"
     kw = " ".join(f"{k}={v}" for k, v in (cfg.get("kwargs") or {}).items())
     return f"{cfg.get('kernel', '')} {kw} w{cfg.get('num_warps')} s{cfg.get('num_stages')}"
+
+
+def ex2_under_wgmma(ptx: str) -> int:
+    """How many ``ex2`` instructions of ``ptx`` follow a ``wgmma.commit_group`` with no
+    ``wgmma.wait_group`` between them, reading the text in order (a static count: the exponentials
+    the hardware can run while a matrix product is still on the tensor cores). A wait of N
+    pending groups counts as done only when N is 0."""
+    in_flight, count = False, 0
+    for line in ptx.splitlines():
+        text = line.strip()
+        if text.startswith("wgmma.commit_group"):
+            in_flight = True
+        elif text.startswith("wgmma.wait_group"):
+            in_flight = not text.rstrip(";").endswith(" 0")
+        elif in_flight and text.startswith("ex2."):
+            count += 1
+    return count
 
 
 def check(steps: list[Any], variants: list[str] | None, out: Path, timeout_s: float) -> dict[str, Any]:
@@ -79,6 +97,7 @@ def check(steps: list[Any], variants: list[str] | None, out: Path, timeout_s: fl
                     "kernel": k.name, "config": _config_text(k), "error": k.error,
                     "shared_bytes": r.get("shared_bytes"), "registers": r.get("registers"),
                     "spill_bytes": r.get("spill_bytes"), "num_warps": (k.metadata or {}).get("num_warps"),
+                    "ex2_under_wgmma": ex2_under_wgmma((k.ir or {}).get("ptx", "")),
                     "over_limit": bool(r.get("shared_bytes") and r["shared_bytes"] > SMEM_LIMIT)})
             print(f"[aot] {time.monotonic() - start:6.0f} s  step {step.index} {name}: {len(report.kernels)} kernel(s)",
                   flush=True)
@@ -98,7 +117,8 @@ def summary_markdown(res: dict[str, Any]) -> str:
         f"- Compiled ahead of time on the CPU machine ({res['machine']}), {res['started']} UTC, "
         f"{res.get('seconds', 0) / 60:.1f} min; " + ", ".join(f"{k} {v}" for k, v in res["versions"].items()),
         f"- Command: `python benchmarks/check_fa_hopper_compile.py --out OUT`; limit: {res['smem_limit']} bytes of "
-        "shared memory a block may use on the H200. Resources are what Triton's sm_90 compiler (ptxas) reports.",
+        "shared memory a block may use on the H200. Resources are what Triton's sm_90 compiler (ptxas) reports; "
+        "ex2 under wgmma: the PTX's exponentials that follow a wgmma commit before any wait (fewest over the shapes).",
         f"- {len(rows)} compiled kernels; {sum(r['over_limit'] for r in rows)} over the limit, "
         f"{sum(bool(r['error']) for r in rows)} failed to compile, "
         f"{sum((r['spill_bytes'] or 0) > 0 for r in rows)} spilling.",
@@ -110,13 +130,15 @@ def summary_markdown(res: dict[str, Any]) -> str:
               + (f"error {r['error'][:200]}" if r["error"] else
                  f"{r['shared_bytes']} bytes shared, {r['spill_bytes']} bytes spilled") for r in bad] or ["- none"]
     lines += ["", "## Largest shared memory and registers per config (over all shapes)", "",
-              "| step | config | shapes | shared memory (bytes) | registers | warps |", "|---|---|---|---|---|---|"]
+              "| step | config | shapes | shared memory (bytes) | registers | warps | ex2 under wgmma |",
+              "|---|---|---|---|---|---|---|"]
     by: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault((r["step"], r["config"]), []).append(r)
     for (step, config), rs in sorted(by.items()):
         lines.append(f"| {step} | {config} | {len(rs)} | {max(r['shared_bytes'] or 0 for r in rs)} | "
-                     f"{max(r['registers'] or 0 for r in rs)} | {max(r['num_warps'] or 0 for r in rs)} |")
+                     f"{max(r['registers'] or 0 for r in rs)} | {max(r['num_warps'] or 0 for r in rs)} | "
+                     f"{min(r.get('ex2_under_wgmma') or 0 for r in rs)} |")
     if res["errors"]:
         lines += ["", "## Errors", ""] + [f"- {e[:300]}" for e in res["errors"]]
     return "\n".join(lines) + "\n"

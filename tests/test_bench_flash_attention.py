@@ -82,3 +82,20 @@ def test_the_summary_flags_slower_steps_and_shows_verdicts(bench):
     assert "misses 0.95x" in text
     table = bench.short_table(res)
     assert "wrong_answer" in table and "0.45x!" in table
+
+
+def test_the_compile_check_counts_exponentials_under_a_dot_in_flight():
+    """check_fa_hopper_compile's static count: ex2 after a wgmma commit and before a wait of 0
+    pending groups overlaps the dot (step 7's pipelined loop); after the wait it does not (step 6)."""
+    spec = importlib.util.spec_from_file_location("check_fa_hopper_compile",
+                                                  ROOT / "benchmarks" / "check_fa_hopper_compile.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    serial = "\n".join(["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;",
+                        "ex2.approx.ftz.f32 %r1, %r2;", "wgmma.commit_group.sync.aligned;"])
+    pipelined = "\n".join(["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;",
+                           "wgmma.commit_group.sync.aligned;", "\tex2.approx.ftz.f32 %r1, %r2;",
+                           "\tex2.approx.ftz.f32 %r3, %r4;", "wgmma.wait_group.sync.aligned 1;",
+                           "ex2.approx.ftz.f32 %r5, %r6;", "wgmma.wait_group.sync.aligned 0;",
+                           "ex2.approx.ftz.f32 %r7, %r8;"])
+    assert mod.ex2_under_wgmma(serial) == 0 and mod.ex2_under_wgmma(pipelined) == 3

@@ -3,8 +3,8 @@ wrong and the fixed one, config by config (a script, not a test).
 
 Two checks, each over every ``@triton.autotune`` config of both modules (the faulty one kept as
 ``benchmarks/kernels/fa_step8_h200_fault.py``, the fixed one the Hopper trajectory's head-dim
-split step, which also carries the steps after it: per-head-dim search spaces, warp
-specialization):
+split step, which also carries the steps before it: per-head-dim search spaces and the loop
+that pipelines the two dots):
 
 1. **run** (on the device given; Triton's interpreter on cpu): each config forced alone, at the
    ``ci`` shape and at shapes like it (a key range shorter than one block, head dims split

@@ -65,6 +65,26 @@ def test_kernelagent_kernel_function_is_bound_to_the_model(capsys):
                                                 "bias=model.linear.bias)")
 
 
+def test_an_aliased_kernel_function_verifies(capsys):
+    """``kernel_function = triton_kernel_wrapper``: the entry point is a module attribute,
+    however it is bound; the verdict names the function that ran."""
+    code, v = verify(capsys, FORMATS / "kernelagent" / "problem.py", FORMATS / "kernelagent" / "kernel_alias.py",
+                     "--no-odd-size")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    compile_step = next(s for s in v["steps"] if s["name"] == "compile")
+    assert compile_step["evidence"]["call"].startswith("triton_kernel_wrapper(x=input 0, weight=model.linear.weight")
+
+
+def test_a_problem_with_an_unused_triton_kernel_and_a_torch_model_is_the_reference(capsys):
+    """The problem binds ``Model = GetMask`` and defines a ``@triton.jit`` draft it never calls;
+    its Model computes with torch, so it is the truth (not a Triton baseline that "launched no
+    Triton kernel"); the solution's class is bound as ``ModelNew = TritonMask``."""
+    code, v = verify(capsys, KB / "unused_jit.py", KB / "unused_jit_new.py", "--no-odd-size")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert {r["against"] for r in v["correctness"]} == {"reference"}
+    assert any("never reaches" in w for w in v["warnings"])
+
+
 def test_modelnew_that_disagrees_with_its_own_model_is_wrong(capsys):
     f = KB / "disagrees_with_model.py"
     code, v = verify(capsys, f, f)

@@ -12,6 +12,7 @@ import pytest
 from xeforge_core.problem import ProblemError, load_problem, odd_size_variant, problem_from_source
 
 FIXTURES = Path(__file__).parent / "fixtures" / "problems"
+FORMATS_KB = Path(__file__).parent / "fixtures" / "formats" / "kernelbench"
 
 # name -> (inits in order, ci dims, forward inputs)
 REAL_CASES = {
@@ -162,6 +163,75 @@ def test_reference_with_only_modelnew_is_rejected():
         load_problem(FIXTURES / "good_add.py", reference_path=FIXTURES / "solution_only_new.py")
     assert err.value.file.endswith("solution_only_new.py")
     assert "it defines ModelNew" in err.value.message
+
+
+def test_a_torch_model_is_the_reference_whatever_else_the_file_defines():
+    """``Model = GetMask`` and an unused ``@triton.jit`` draft: plain PyTorch, so the reference
+    and the eager baseline, and the warning names the kernel the Model never reaches."""
+    p = load_problem(FORMATS_KB / "unused_jit.py")
+    assert p.eager_baseline and p.reference is not None and p.reference.class_name == "Model"
+    assert any("_draft_mask_kernel, which Model never reaches" in w for w in p.warnings)
+
+
+@pytest.mark.parametrize("launch", [
+    "helper(x)",                        # through a module-level function
+    "Launch.apply(x)",                  # through an autograd.Function
+    "self.op(x)",                       # through a submodule built in __init__
+])
+def test_a_model_that_reaches_a_kernel_is_a_triton_baseline(launch):
+    source = textwrap.dedent(f"""
+        import torch, triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x_ptr):
+            pass
+
+        def helper(x):
+            k[(1,)](x)
+            return x
+
+        class Launch(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return helper(x)
+
+        class Op(torch.nn.Module):
+            def forward(self, x):
+                return helper(x)
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.op = Op()
+
+            def forward(self, x):
+                return {launch}
+
+        def get_inputs():
+            return [torch.randn(4)]
+    """)
+    p = problem_from_source(source, name="reaches")
+    assert not p.eager_baseline and p.reference is None
+    assert not p.with_kernel_source(source).eager_baseline
+
+
+def test_candidate_entry_points_may_be_assigned_or_imported():
+    from xeforge_core.problem import check_candidate_entry
+    from xeforge_core.problem.entry import entry_point
+
+    alias = "def triton_kernel_wrapper(x):\n    return x\n\nkernel_function = triton_kernel_wrapper\n"
+    check_candidate_entry(alias)
+    assert entry_point(alias) == ("function", "kernel_function")
+    imported = "from fused_ops import kernel_function\n"
+    check_candidate_entry(imported)
+    assert entry_point(imported) == ("function", "kernel_function")
+    klass = "class Fused:\n    pass\n\nModelNew = Fused\n"
+    check_candidate_entry(klass)
+    assert entry_point(klass) == ("class", "ModelNew")
+    with pytest.raises(ProblemError) as err:
+        check_candidate_entry("def kernel_fn(x):\n    return x\n", file="cand.py")
+    assert "kernel_function" in err.value.message and "'kernel_fn'" in err.value.message
 
 
 # --- bad input --------------------------------------------------------------------------

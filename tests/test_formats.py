@@ -85,6 +85,31 @@ def test_a_problem_with_an_unused_triton_kernel_and_a_torch_model_is_the_referen
     assert any("never reaches" in w for w in v["warnings"])
 
 
+def test_a_loss_over_probabilities_is_checked_on_its_own_inputs(capsys):
+    """get_inputs() softmaxes both operands of a cross-entropy: the truth is checked on them
+    (KernelBench draws them so), and the normal/uniform redraws, on which the reference's log is
+    NaN, are skipped and named instead of calling a right kernel wrong; a wrong mean is wrong."""
+    code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_new.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert {r["distribution"] for r in v["correctness"]} == {"module"}
+    step = next(s for s in v["steps"] if s["name"] == "correctness")
+    assert "normal, uniform inputs skipped" in step["summary"] and "not finite on normal inputs" in step["summary"]
+    assert any("normal and uniform inputs were not used" in w for w in v["warnings"])
+
+    code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_classmean.py")
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    assert "(seed 0, get_inputs() inputs) vs reference" in v["reason"]
+
+
+def test_a_reference_not_finite_on_its_own_inputs_is_never_the_candidates_fault(capsys):
+    """log(x) of rates get_inputs() sometimes zeroes is -inf there: named as the reference's, and a
+    candidate that clamps the log differs only there, so the verdict is inconclusive, not wrong."""
+    code, v = verify(capsys, KB / "log_rates.py", KB / "log_rates_clamped.py", "--no-odd-size")
+    assert (code, v["kind"]) == (10, "inconclusive"), v["reason"]
+    assert "differs only where the reference itself is NaN or Inf" in v["reason"] and "Inf of 20" in v["reason"]
+    assert any("not finite on the problem's own get_inputs() inputs" in w for w in v["warnings"])
+
+
 def test_modelnew_that_disagrees_with_its_own_model_is_wrong(capsys):
     f = KB / "disagrees_with_model.py"
     code, v = verify(capsys, f, f)

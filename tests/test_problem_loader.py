@@ -216,6 +216,28 @@ def test_a_model_that_reaches_a_kernel_is_a_triton_baseline(launch):
     assert not p.with_kernel_source(source).eager_baseline
 
 
+def test_a_zero_dimensional_draw_in_get_inputs_still_allows_reduced_sizes():
+    """KernelBench's losses draw a 0-d scale (``torch.rand(())``) beside their tensors: the
+    published sizes are still read, and reduced for correctness."""
+    source = textwrap.dedent("""
+        import torch
+
+        class Model(torch.nn.Module):
+            def forward(self, p, t):
+                return torch.nn.functional.kl_div(torch.log(p), t, reduction="batchmean")
+
+        batch_size = 8192 * 2
+        input_shape = (8192 * 2,)
+
+        def get_inputs():
+            scale = torch.rand(())
+            return [(torch.rand(batch_size, *input_shape) * scale).softmax(dim=-1),
+                    torch.rand(batch_size, *input_shape).softmax(dim=-1)]
+    """)
+    small = problem_from_source(source, name="kl").variant("module-small")
+    assert small.overrides == {"batch_size": 512, "input_shape": (512,)}
+
+
 def test_candidate_entry_points_may_be_assigned_or_imported():
     from xeforge_core.problem import check_candidate_entry
     from xeforge_core.problem.entry import entry_point

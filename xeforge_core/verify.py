@@ -112,7 +112,12 @@ class VerifyOptions:
         include_odd_size: also check a non-power-of-two copy of each correctness variant
             (``odd_size_variant``) where the spec allows one.
         seeds: number of seeds (``3`` -> ``[0, 1, 2]``) or an explicit list.
-        distributions: input distributions for correctness (names the worker understands).
+        distributions: input distributions for correctness (names the worker understands:
+            ``xeforge_core.worker.inputs``). With a spec, each is the spec's own inputs drawn
+            from that law, at every seed. Without one (KernelBench, KernelAgent), the problem's
+            own ``get_inputs()`` under each seed comes first (``module``), and these are redraws
+            of its floating-point inputs at the first seed, kept on a variant only where the truth
+            stays finite and input-dependent on them (``input_distributions``).
         performance_variants: variants to time; ``None``: ``problem.benchmark_variants(type)``
             on a GPU. Nothing is timed on cpu.
         measure_performance: time the candidate on a GPU (if correct).
@@ -238,6 +243,20 @@ def kb_findings(source: str, target: str, problem: Any = None, *, baseline_sourc
         out.append({"rule": f"kb:{issue.rule_id}", "message": message, "severity": severity,
                     "line": issue.line})
     return out
+
+
+#: The distribution that stands for a problem's own ``get_inputs()`` (the worker's name for it).
+OWN_INPUTS = "module"
+
+
+def input_distributions(problem: Any, requested: list[str]) -> list[str]:
+    """The input distributions of a verification, the problem's own inputs first: a spec's
+    problem takes ``requested`` as they are (each draws the spec's inputs); a problem without
+    one takes its own ``get_inputs()`` (``module``: KernelBench's evaluation draws its inputs so,
+    keeping their domain) followed by the other ``requested`` distributions as redraws."""
+    if problem.spec is not None and problem.spec.inputs:
+        return [d for d in requested if d != OWN_INPUTS] or ["normal"]
+    return [OWN_INPUTS] + [d for d in requested if d != OWN_INPUTS]
 
 
 def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) -> list[Any]:
@@ -444,6 +463,11 @@ class _Run:
             "grid_limits": self.grid_limits(),
         }
 
+    @property
+    def distributions(self) -> list[str]:
+        """The job's input distributions, the problem's own first (``input_distributions``)."""
+        return input_distributions(self.problem, self.opts.distributions)
+
     def job(self, role: str, module: dict[str, Any], *, expected_dir: str | None = None,
             baseline: dict[str, Any] | None = None, variants: list[Any] | None = None,
             seeds: list[int] | None = None, distributions: list[str] | None = None,
@@ -455,7 +479,7 @@ class _Run:
             "correctness_variants": [self.variant_data(v) for v in (variants or self.correctness)],
             "performance_variants": [self.variant_data(v) for v in self.performance] if role == "timing" else [],
             "seeds": seeds or self.opts.seed_list(),
-            "distributions": distributions or list(self.opts.distributions),
+            "distributions": distributions or self.distributions,
             "expected_dir": expected_dir, "options": self.job_options(role),
         }
         if role == "timing" and self.problem.eager_baseline:
@@ -787,7 +811,7 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
             verdict.warnings.append(f"launch-grid coverage: {why}")
         return verdict
     _say(run.on_progress, f"grid coverage: checking {derived.name}")
-    one = {"variants": [derived], "seeds": [run.opts.seed_list()[0]], "distributions": ["normal"]}
+    one = {"variants": [derived], "seeds": [run.opts.seed_list()[0]], "distributions": run.distributions[:1]}
     base, base_dir, _ = run.baseline(**one)
     if base.kind is not VerdictKind.OK:
         verdict.warnings.append(f"launch-grid coverage: {why}; but the baseline fails at {derived.name} "

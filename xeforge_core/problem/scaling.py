@@ -201,6 +201,8 @@ class _Evaluator:
         if func in ("full",) and args:
             args = args[:1]
         if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+            if not args[0].elts:
+                return []  # torch.rand(()): a 0-d tensor (KernelBench's losses draw a scale so)
             args = list(args[0].elts)
         if len(args) == 1 and isinstance(args[0], ast.Name) and args[0].id in self.tuples:
             return list(self.tuples[args[0].id])  # torch.randn(shape)

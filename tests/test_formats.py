@@ -110,6 +110,31 @@ def test_a_reference_not_finite_on_its_own_inputs_is_never_the_candidates_fault(
     assert any("not finite on the problem's own get_inputs() inputs" in w for w in v["warnings"])
 
 
+def test_a_kernel_written_for_the_published_shape_is_ok_there_with_a_finding(capsys):
+    """It asserts 40 x 8192 and spans the row with one unmasked tl.arange: it refuses the reduced
+    size the verifier checks first, so it is checked at the published size, the problem's
+    contract, and is ok there, with a shape_specialised finding naming the size it fails at."""
+    code, v = verify(capsys, KB / "rms_rows.py", KB / "rms_rows_fixed_shape.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert "at the published size" in v["reason"]
+    found = rules(v)["shape_specialised"]
+    assert found["severity"] == "warning"
+    assert "module-small (batch_size=20, dim=4096)" in found["message"] and "AssertionError" in found["message"]
+    assert {r["variant"] for r in v["correctness"] if r["passed"]} == {"module"}
+
+
+def test_a_published_shape_too_large_for_the_interpreter_leaves_it_inconclusive(capsys, tmp_path):
+    """The same kernel for a problem whose published size would take the interpreter minutes:
+    not called wrong, inconclusive, with the estimate and how to check it."""
+    for name, fixed in (("rms_rows", "batch_size = 4096"), ("rms_rows_fixed_shape", None)):
+        text = (KB / f"{name}.py").read_text().replace("40 x 8192", "4096 x 8192").replace("(40,", "(4096,")
+        (tmp_path / f"{name}.py").write_text(text.replace("batch_size = 40", fixed) if fixed else text)
+    code, v = verify(capsys, tmp_path / "rms_rows.py", tmp_path / "rms_rows_fixed_shape.py", "--no-odd-size")
+    assert (code, v["kind"]) == (10, "inconclusive"), v["reason"]
+    assert "published size, which was not checked" in v["reason"] and "min or more" in v["reason"]
+    assert "--variant module" in v["reason"]
+
+
 def test_modelnew_that_disagrees_with_its_own_model_is_wrong(capsys):
     f = KB / "disagrees_with_model.py"
     code, v = verify(capsys, f, f)

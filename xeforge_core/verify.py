@@ -412,6 +412,8 @@ class _Run:
         self.reference_module = problem.reference.to_data() if problem.reference is not None else None
         self.spec_data = problem.spec.to_data() if problem.spec is not None else None
         self.warnings: list[str] = []
+        #: variants derived during the run (launch-grid coverage), by name
+        self.derived: dict[str, Any] = {}
         self.inputs_module = problem.inputs.to_data() if problem.inputs is not None else None
         if problem.spec is None and self.inputs_module is None and _defines(candidate_source, "get_inputs"):
             self.inputs_module = {"source": candidate_source, "filename": "candidate_inputs.py",
@@ -757,6 +759,8 @@ def _verify_uncached(run: _Run) -> Verdict:
                                  line=d.get("line")) for d in run.lints if (d["rule"], d.get("line")) not in seen]
     if verdict.kind in _PASSING and probe is not None:
         verdict = _check_grid_coverage(run, verdict)
+    if verdict.kind not in _PASSING:
+        verdict = _check_published_shape(run, verdict)
     _explain_tf32(verdict)
 
     verdict.steps = [s for s in verdict.steps if s.name != "performance"]
@@ -810,6 +814,7 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
         if why:
             verdict.warnings.append(f"launch-grid coverage: {why}")
         return verdict
+    run.derived[derived.name] = derived
     _say(run.on_progress, f"grid coverage: checking {derived.name}")
     one = {"variants": [derived], "seeds": [run.opts.seed_list()[0]], "distributions": run.distributions[:1]}
     base, base_dir, _ = run.baseline(**one)
@@ -838,6 +843,73 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
     extra.steps = [s for s in verdict.steps if s.name in ("compile", "structure")] + \
         [s for s in extra.steps if s.name not in ("compile", "structure")]
     return extra
+
+
+def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
+    """A candidate that fails only at a size the verifier chose, in a way that can depend on the
+    shape, is judged at the problem's published size, its contract (``xeforge_core.contract``):
+    right there, ``ok`` with a ``shape_specialised`` finding; wrong there, that verdict. In
+    Triton's interpreter the published size is checked when that is quick
+    (``PUBLISHED_ON_CPU_SECONDS``) or asked for (``--variant module``); otherwise a failure that
+    depends on the shape is ``inconclusive``, saying how long the check would take."""
+    from xeforge_core import contract
+
+    problem = run.problem
+    structure = verdict.step("structure")
+    if problem.spec is not None or problem.inputs is None or (
+            structure is not None and structure.status is StepStatus.FAILED):
+        return verdict  # a spec's variants are all the contract; a broken rule holds at any size
+    if verdict.kind not in contract.REFUSED_SIZE | {VerdictKind.WRONG_ANSWER}:
+        return verdict
+    where = contract.failed_variant(verdict, run.correctness[0].name)
+    if where == contract.PUBLISHED:
+        return verdict
+    chosen = next((v for v in run.correctness if v.name == where), None) or run.derived.get(where)
+    hardcoded = contract.hardcoded_sizes(run.candidate_source, problem, chosen)
+    if verdict.kind is VerdictKind.WRONG_ANSWER and not hardcoded:
+        return verdict  # a kernel that reads its sizes from its inputs is wrong at any size
+    why = contract.shape_dependence(verdict, hardcoded)
+    seeds = run.opts.seed_list()
+    calls = 3 + len(seeds)
+    asked = contract.PUBLISHED in (run.opts.variants or [])
+    seconds = contract.interpreter_seconds(problem, calls) if run.device.interpreter else None
+    if run.device.interpreter and not asked and (seconds is None or seconds > contract.PUBLISHED_ON_CPU_SECONDS):
+        if why:
+            verdict.kind = VerdictKind.INCONCLUSIVE
+            verdict.reason = contract.not_checked_reason(verdict, chosen or where, why, seconds, calls)
+        else:
+            verdict.warnings.append(f"it fails at {where}, a size the verifier chose; the published size was not "
+                                    "checked here (Triton's interpreter; `--variant module` checks it)")
+        return verdict
+    _say(run.on_progress, f"published size: checking {contract.PUBLISHED} ({where} failed)")
+    one = {"variants": [problem.variant(contract.PUBLISHED)], "seeds": seeds, "distributions": run.distributions[:1]}
+    base, base_dir, _ = run.baseline(**one)
+    if base.kind is not VerdictKind.OK:
+        verdict.warnings.append(f"the published size was not checked: the baseline fails there "
+                                f"({(base.reason or base.kind.value).splitlines()[0][:200]})")
+        return verdict
+    cand_dir = runner.new_job_dir("xeforge-candidate-")
+    run.cleanup.append(cand_dir)
+    job = run.job("candidate", run.candidate_module, expected_dir=str(base_dir / "expected"),
+                  baseline=run.baseline_module, **one)
+    published = _outcome_verdict(run.run("candidate", job, cand_dir), "candidate", run.candidate_module["filename"])
+    published.warnings = verdict.warnings + [w for w in published.warnings if w not in verdict.warnings]
+    published.resources = {**verdict.resources, **published.resources}
+    seen = {(f.rule, f.line) for f in published.findings}
+    published.findings += [f for f in verdict.findings if (f.rule, f.line) not in seen]
+    if published.kind not in _PASSING:
+        published.warnings.append(f"at {where} it fails too: {(verdict.reason or verdict.kind.value)[:300]}")
+        return published
+    published.findings.append(contract.shape_specialised_finding(
+        chosen or where, verdict, why or "a size the problem does not pose"))
+    published.correctness = verdict.correctness + published.correctness
+    step = published.step("correctness")
+    if step is not None:
+        step.summary += f" at the published size ({contract.PUBLISHED}); fails at {where} (shape_specialised)"
+    if published.kind is VerdictKind.OK:
+        published.reason = (f"{published.reason} at the published size, the problem's contract; written for that "
+                            f"shape, it fails at {where} (see the shape_specialised finding)")
+    return published
 
 
 def _explain_tf32(verdict: Verdict) -> None:

@@ -583,6 +583,20 @@ class _Run:
                 pass  # another run saved the same baseline first: use ours, then remove it
         return verdict, job_dir, False
 
+    def candidate_at(self, **job_kwargs: Any) -> tuple[Verdict, Verdict | None]:
+        """The baseline job, then a candidate job, at other variants, seeds or distributions
+        than the run's (``job_kwargs`` as for ``job``). Returns (the baseline's verdict, the
+        candidate's), the second ``None`` when the baseline fails there."""
+        base, base_dir, _ = self.baseline(**job_kwargs)
+        if base.kind is not VerdictKind.OK:
+            return base, None
+        cand_dir = runner.new_job_dir("xeforge-candidate-")
+        self.cleanup.append(cand_dir)
+        job = self.job("candidate", self.candidate_module, expected_dir=str(base_dir / "expected"),
+                       baseline=self.baseline_module, **job_kwargs)
+        return base, _outcome_verdict(self.run("candidate", job, cand_dir), "candidate",
+                                      self.candidate_module["filename"])
+
     def close(self) -> None:
         for path in self.cleanup:
             runner.cleanup_job_dir(path)
@@ -817,17 +831,11 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
     run.derived[derived.name] = derived
     _say(run.on_progress, f"grid coverage: checking {derived.name}")
     one = {"variants": [derived], "seeds": [run.opts.seed_list()[0]], "distributions": run.distributions[:1]}
-    base, base_dir, _ = run.baseline(**one)
-    if base.kind is not VerdictKind.OK:
+    base, extra = run.candidate_at(**one)
+    if extra is None:
         verdict.warnings.append(f"launch-grid coverage: {why}; but the baseline fails at {derived.name} "
                                 f"({(base.reason or base.kind.value).splitlines()[0][:200]}), so it was not checked")
         return verdict
-    cand_dir = runner.new_job_dir("xeforge-candidate-")
-    run.cleanup.append(cand_dir)
-    job = run.job("candidate", run.candidate_module, expected_dir=str(base_dir / "expected"),
-                  baseline=run.baseline_module, **one)
-    extra = _outcome_verdict(run.run("candidate", job, cand_dir), "candidate",
-                             run.candidate_module["filename"])
     verdict.correctness += extra.correctness
     dims = derived.dims or derived.overrides
     shown = ", ".join(f"{k}={v}" for k, v in dims.items())
@@ -883,16 +891,11 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
         return verdict
     _say(run.on_progress, f"published size: checking {contract.PUBLISHED} ({where} failed)")
     one = {"variants": [problem.variant(contract.PUBLISHED)], "seeds": seeds, "distributions": run.distributions[:1]}
-    base, base_dir, _ = run.baseline(**one)
-    if base.kind is not VerdictKind.OK:
+    base, published = run.candidate_at(**one)
+    if published is None:
         verdict.warnings.append(f"the published size was not checked: the baseline fails there "
                                 f"({(base.reason or base.kind.value).splitlines()[0][:200]})")
         return verdict
-    cand_dir = runner.new_job_dir("xeforge-candidate-")
-    run.cleanup.append(cand_dir)
-    job = run.job("candidate", run.candidate_module, expected_dir=str(base_dir / "expected"),
-                  baseline=run.baseline_module, **one)
-    published = _outcome_verdict(run.run("candidate", job, cand_dir), "candidate", run.candidate_module["filename"])
     published.warnings = verdict.warnings + [w for w in published.warnings if w not in verdict.warnings]
     published.resources = {**verdict.resources, **published.resources}
     seen = {(f.rule, f.line) for f in published.findings}

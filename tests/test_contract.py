@@ -35,3 +35,16 @@ def test_a_wrong_answer_without_evidence_does_not_depend_on_the_shape():
     assert "published sizes as numbers" in shape_dependence(wrong, ["4096 (line 3, the published dim)"])
     refused = Verdict(kind=VerdictKind.COMPILE_ERROR, reason="arange's range must be a power of 2")
     assert "does not compile there" in shape_dependence(refused, [])
+
+
+def test_only_the_errors_own_words_count_not_the_code_it_quotes():
+    """A compile error that says nothing of the shape stays what it is, even where the line it
+    quotes or the traceback above it mentions shapes and sizes."""
+    unrelated = Verdict(kind=VerdictKind.COMPILE_ERROR,
+                        reason="the Triton kernel does not compile: ValueError: arange's arguments must be of type "
+                               "tl.constexpr at candidate.py:34 (`y = x.reshape(x.shape[0], -1)`)",
+                        error_text="  File \"candidate.py\", line 40, in forward\n    n = src.numel()  # shape\n"
+                                   "ValueError: arange's arguments must be of type tl.constexpr")
+    assert shape_dependence(unrelated, []) == ""
+    asserted = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="AssertionError: written for 40 x 8192")
+    assert "AssertionError" in shape_dependence(asserted, [])

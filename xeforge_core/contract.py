@@ -46,10 +46,14 @@ REFUSED_SIZE = frozenset({VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, 
 #: problem size, so it is no evidence of a hard-coded shape.
 _TILE_NAME = re.compile(r"block|tile|group|warp|stage|split|chunk|num_|vec|unroll|grf", re.IGNORECASE)
 
-#: Error texts of failures that depend on the shape (Triton's and PyTorch's words for them).
+#: Words of error messages that depend on the shape (Triton's and PyTorch's words for them).
 _SHAPE_WORDS = re.compile(
-    r"power of (?:2|two)|shape|dimension|divisible|multiple of|make_shape_compatible|broadcast|numel|"
-    r"out of (?:bounds|range)|index \d+ is out|AssertionError|illegal memory access|misaligned", re.IGNORECASE)
+    r"power of (?:2|two)|shape|dimension|divisible|multiple of|make_shape_compatible|broadcast|"
+    r"size of tensor|out of (?:bounds|range)|index \d+ is out|AssertionError|illegal memory access|misaligned",
+    re.IGNORECASE)
+
+#: A source line a verdict quotes (`...`): code, not the error's words.
+_QUOTED = re.compile(r"`[^`]*`")
 
 #: Elements per second Triton's interpreter moves through an elementwise kernel on the
 #: development machine (2 shared cores, under load): 1.2e5-1.7e5 with 256-element blocks,
@@ -123,10 +127,20 @@ def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def error_message(verdict: Verdict) -> str:
+    """What a failing verdict's error says: its reason's first line without the source lines it
+    quotes, and the last line of its error text (the exception, ``AssertionError: ...``)."""
+    reason = _QUOTED.sub("", (verdict.reason or "").strip().splitlines()[0] if verdict.reason else "")
+    lines = [ln.strip() for ln in (verdict.error_text or "").strip().splitlines() if ln.strip()]
+    last = lines[-1] if lines and re.match(r"^[\w.]*(Error|Exception)\b", lines[-1]) else ""
+    return f"{reason}\n{last}"
+
+
 def shape_dependence(verdict: Verdict, hardcoded: list[str]) -> str:
-    """Why a failing verdict at a chosen size may depend on the shape, in words, or ""."""
-    text = f"{verdict.reason}\n{verdict.error_text}"
-    words = _SHAPE_WORDS.search(text)
+    """Why a failing verdict at a chosen size may depend on the shape, in words, or "": the
+    error's own words (``error_message``; never the code it quotes), or published sizes the
+    candidate writes as numbers."""
+    words = _SHAPE_WORDS.search(error_message(verdict))
     if verdict.kind in REFUSED_SIZE and words:
         return f"it {_refusal(verdict.kind)} there ({words.group(0)!r} in the error)"
     if hardcoded:

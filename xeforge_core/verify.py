@@ -883,8 +883,8 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
     seconds = contract.interpreter_seconds(problem, calls) if run.device.interpreter else None
     if run.device.interpreter and not asked and (seconds is None or seconds > contract.PUBLISHED_ON_CPU_SECONDS):
         if why:
-            verdict.kind = VerdictKind.INCONCLUSIVE
             verdict.reason = contract.not_checked_reason(verdict, chosen or where, why, seconds, calls)
+            verdict.kind = VerdictKind.INCONCLUSIVE
         else:
             verdict.warnings.append(f"it fails at {where}, a size the verifier chose; the published size was not "
                                     "checked here (Triton's interpreter; `--variant module` checks it)")

@@ -14,7 +14,10 @@
    spec, variants, seeds, distributions, options, device fingerprint, library versions and
    worker code, so re-verifying another candidate skips this job.
 2. **candidate** (role ``candidate``, ``expected_dir`` = the baseline's directory): compile,
-   structure and integrity, correctness on every variant, seed and distribution.
+   structure and integrity, correctness on every variant, seed and distribution. A candidate of
+   a fixed-shape problem that fails only at a size the verifier chose, in a way that can depend
+   on the shape, is then checked at the published size, the problem's contract
+   (``xeforge_core.contract``; ``_check_published_shape``).
 3. **timing** (role ``timing``), only on a GPU and only for a correct candidate: baseline and
    candidate interleaved on the performance variants, under the cross-process device lock
    (``xeforge_core.devlock``). On cpu the performance step is ``not_measured``

@@ -1,7 +1,9 @@
 """The ``baseline`` and ``candidate`` roles: compile, structure/integrity, correctness.
 
 Both roles run every (correctness variant x seed x input distribution) combination with the
-same seeds, so inputs and weights match. The baseline job saves, per combination, its outputs
+same seeds, so inputs and weights match; a ``get_inputs()`` problem's own inputs (its first
+distribution) at every seed, its redraws at the first seed, and the candidate skips the redraws the
+baseline found outside the truth's domain on a variant (``xeforge_core.worker.domain``). The baseline job saves, per combination, its outputs
 and the reference's (``xeforge_core.worker.expected``: streamed to disk, so host memory does
 not grow with tensor size), plus the model weights per (variant, seed) and a ``meta.json``
 (heavy aten ops, launch count, whether the baseline agrees with the reference, what the truth

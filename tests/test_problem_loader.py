@@ -238,6 +238,28 @@ def test_a_zero_dimensional_draw_in_get_inputs_still_allows_reduced_sizes():
     assert small.overrides == {"batch_size": 512, "input_shape": (512,)}
 
 
+def test_a_mask_shaped_like_another_input_still_allows_reduced_sizes():
+    """``torch.randint(0, 2, x.shape).bool()`` (KernelBench's masked cumsum) takes the shape of
+    a tensor get_inputs() made before it: the sizes are read through it."""
+    source = textwrap.dedent("""
+        import torch
+
+        class Model(torch.nn.Module):
+            def forward(self, x, mask):
+                return torch.cumsum(x * mask, dim=1)
+
+        batch_size = 32768
+        input_shape = (32768,)
+
+        def get_inputs():
+            x = torch.rand(batch_size, *input_shape)
+            mask = torch.randint(0, 2, x.shape).bool()
+            return [x, mask]
+    """)
+    small = problem_from_source(source, name="masked").variant("module-small")
+    assert small.overrides == {"batch_size": 512, "input_shape": (512,)}
+
+
 def test_candidate_entry_points_may_be_assigned_or_imported():
     from xeforge_core.problem import check_candidate_entry
     from xeforge_core.problem.entry import entry_point

@@ -260,6 +260,26 @@ def test_a_mask_shaped_like_another_input_still_allows_reduced_sizes():
     assert small.overrides == {"batch_size": 512, "input_shape": (512,)}
 
 
+def test_sizes_bound_by_a_chained_assignment_are_read():
+    """``height = width = 256`` (16 KernelBench level-2 problems) binds both sizes."""
+    source = textwrap.dedent("""
+        import torch
+
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return x.amin(dim=1, keepdim=True)
+
+        batch_size = 64
+        channels = 64
+        height = width = 256
+
+        def get_inputs():
+            return [torch.rand(batch_size, channels, height, width)]
+    """)
+    small = problem_from_source(source, name="chained").variant("module-small")
+    assert small.overrides["height"] == small.overrides["width"] < 256
+
+
 def test_candidate_entry_points_may_be_assigned_or_imported():
     from xeforge_core.problem import check_candidate_entry
     from xeforge_core.problem.entry import entry_point

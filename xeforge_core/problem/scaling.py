@@ -57,18 +57,19 @@ def _is_size_name(name: str) -> bool:
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
     """Module-level integer constants: ``NAME = <int>``, also written as arithmetic on numbers
-    and earlier constants (``K = 131072 * 4``); ``height, width = 32, 32`` too. Last
-    assignment wins."""
+    and earlier constants (``K = 131072 * 4``); ``height, width = 32, 32`` and ``height = width =
+    256`` too. Last assignment wins."""
     out: dict[str, int] = {}
     ev = _Evaluator(out)
     for stmt in tree.body:
         pairs: list[tuple[ast.expr, ast.expr]] = []
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target, value = stmt.targets[0], stmt.value
-            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
-                pairs = list(zip(target.elts, value.elts))
-            else:
-                pairs = [(target, value)]
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:  # height = width = 256 binds both
+                value = stmt.value
+                if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+                    pairs += list(zip(target.elts, value.elts))
+                else:
+                    pairs.append((target, value))
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             pairs = [(stmt.target, stmt.value)]
         for target, value in pairs:

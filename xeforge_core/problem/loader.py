@@ -90,9 +90,9 @@ def check_candidate_entry(source: str, *, file: str | Path | None = None) -> Non
     names = sorted(b.bound_names())
     near = difflib.get_close_matches("ModelNew", names, n=1) or difflib.get_close_matches(KERNEL_FUNCTION, names, n=1)
     hint = f"; the nearest name it binds is {near[0]!r}" if near else ""
-    raise ProblemError(f"the candidate binds no Model or ModelNew class (classes found: {found}) and no "
-                       f"{KERNEL_FUNCTION} (KernelAgent's convention; defined, assigned or imported){hint}",
-                       file=file)
+    raise ProblemError(f"the candidate defines no Model or ModelNew class (classes found: {found}) and no "
+                       f"{KERNEL_FUNCTION}() (KernelAgent's convention; each may be defined, assigned or imported)"
+                       f"{hint}", file=file)
 
 
 def find_spec(kernel_path: str | Path) -> Path | None:

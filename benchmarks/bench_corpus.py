@@ -106,6 +106,9 @@ def run_pair(pair: Path, device: Any, opts: VerifyOptions, *, published: bool, p
         variants=sorted({r.variant for r in v.correctness}),
         peak_host_rss_gib=round(rss, 3) if rss else None, peak_device_gib=round(dev, 3) if dev else None,
         findings=sorted({f.rule for f in v.findings if f.severity in ("error", "warning")}),
+        # which inputs the truth was checked on: redraws left out of its domain, a non-finite truth
+        inputs_notes=[w.removeprefix("baseline: ") for w in v.warnings
+                      if "inputs were not used" in w or "not finite on the problem's own" in w],
     )
     return row
 
@@ -142,7 +145,8 @@ def write_report(out: Path, rows: list[dict[str, Any]], diffs: list[dict[str, An
     cols = ["id", "format", "sizes", "ported", "kind", "exit", "seconds", "speedup_vs_eager", "candidate_us", "eager_us",
             "peak_host_rss_gib", "peak_device_gib", "reason"]
     with open(out / "corpus.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols + ["variants", "findings", "expected", "level"], extrasaction="ignore")
+        w = csv.DictWriter(fh, fieldnames=cols + ["variants", "findings", "expected", "level", "inputs_notes"],
+                           extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     default = [r for r in rows if r["sizes"] == "default"]

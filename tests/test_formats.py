@@ -65,6 +65,76 @@ def test_kernelagent_kernel_function_is_bound_to_the_model(capsys):
                                                 "bias=model.linear.bias)")
 
 
+def test_an_aliased_kernel_function_verifies(capsys):
+    """``kernel_function = triton_kernel_wrapper``: the entry point is a module attribute,
+    however it is bound; the verdict names the function that ran."""
+    code, v = verify(capsys, FORMATS / "kernelagent" / "problem.py", FORMATS / "kernelagent" / "kernel_alias.py",
+                     "--no-odd-size")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    compile_step = next(s for s in v["steps"] if s["name"] == "compile")
+    assert compile_step["evidence"]["call"].startswith("triton_kernel_wrapper(x=input 0, weight=model.linear.weight")
+
+
+def test_a_problem_with_an_unused_triton_kernel_and_a_torch_model_is_the_reference(capsys):
+    """The problem binds ``Model = GetMask`` and defines a ``@triton.jit`` draft it never calls;
+    its Model computes with torch, so it is the truth (not a Triton baseline that "launched no
+    Triton kernel"); the solution's class is bound as ``ModelNew = TritonMask``."""
+    code, v = verify(capsys, KB / "unused_jit.py", KB / "unused_jit_new.py", "--no-odd-size")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert {r["against"] for r in v["correctness"]} == {"reference"}
+    assert any("never reaches" in w for w in v["warnings"])
+
+
+def test_a_loss_over_probabilities_is_checked_on_its_own_inputs(capsys):
+    """get_inputs() softmaxes both operands of a cross-entropy: the truth is checked on them
+    (KernelBench draws them so), and the normal/uniform redraws, on which the reference's log is
+    NaN, are skipped and named instead of calling a right kernel wrong; a wrong mean is wrong."""
+    code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_new.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert {r["distribution"] for r in v["correctness"]} == {"module"}
+    step = next(s for s in v["steps"] if s["name"] == "correctness")
+    assert "normal, uniform inputs skipped" in step["summary"] and "not finite on normal inputs" in step["summary"]
+    assert any("normal and uniform inputs were not used" in w for w in v["warnings"])
+
+    code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_classmean.py")
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    assert "(seed 0, get_inputs() inputs) vs reference" in v["reason"]
+
+
+def test_a_reference_not_finite_on_its_own_inputs_is_never_the_candidates_fault(capsys):
+    """log(x) of rates get_inputs() sometimes zeroes is -inf there: named as the reference's, and a
+    candidate that clamps the log differs only there, so the verdict is inconclusive, not wrong."""
+    code, v = verify(capsys, KB / "log_rates.py", KB / "log_rates_clamped.py", "--no-odd-size")
+    assert (code, v["kind"]) == (10, "inconclusive"), v["reason"]
+    assert "differs only where the reference itself is NaN or Inf" in v["reason"] and "Inf of 20" in v["reason"]
+    assert any("not finite on the problem's own get_inputs() inputs" in w for w in v["warnings"])
+
+
+def test_a_kernel_written_for_the_published_shape_is_ok_there_with_a_finding(capsys):
+    """It asserts 40 x 8192 and spans the row with one unmasked tl.arange: it refuses the reduced
+    size the verifier checks first, so it is checked at the published size, the problem's
+    contract, and is ok there, with a shape_specialised finding naming the size it fails at."""
+    code, v = verify(capsys, KB / "rms_rows.py", KB / "rms_rows_fixed_shape.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert "at the published size" in v["reason"]
+    found = rules(v)["shape_specialised"]
+    assert found["severity"] == "warning"
+    assert "module-small (batch_size=20, dim=4096)" in found["message"] and "AssertionError" in found["message"]
+    assert {r["variant"] for r in v["correctness"] if r["passed"]} == {"module"}
+
+
+def test_a_published_shape_too_large_for_the_interpreter_leaves_it_inconclusive(capsys, tmp_path):
+    """The same kernel for a problem whose published size would take the interpreter minutes:
+    not called wrong, inconclusive, with the estimate and how to check it."""
+    for name, fixed in (("rms_rows", "batch_size = 4096"), ("rms_rows_fixed_shape", None)):
+        text = (KB / f"{name}.py").read_text().replace("40 x 8192", "4096 x 8192").replace("(40,", "(4096,")
+        (tmp_path / f"{name}.py").write_text(text.replace("batch_size = 40", fixed) if fixed else text)
+    code, v = verify(capsys, tmp_path / "rms_rows.py", tmp_path / "rms_rows_fixed_shape.py", "--no-odd-size")
+    assert (code, v["kind"]) == (10, "inconclusive"), v["reason"]
+    assert "published size, which was not checked" in v["reason"] and "min or more" in v["reason"]
+    assert "--variant module" in v["reason"]
+
+
 def test_modelnew_that_disagrees_with_its_own_model_is_wrong(capsys):
     f = KB / "disagrees_with_model.py"
     code, v = verify(capsys, f, f)

@@ -12,6 +12,7 @@ import pytest
 from xeforge_core.problem import ProblemError, load_problem, odd_size_variant, problem_from_source
 
 FIXTURES = Path(__file__).parent / "fixtures" / "problems"
+FORMATS_KB = Path(__file__).parent / "fixtures" / "formats" / "kernelbench"
 
 # name -> (inits in order, ci dims, forward inputs)
 REAL_CASES = {
@@ -162,6 +163,139 @@ def test_reference_with_only_modelnew_is_rejected():
         load_problem(FIXTURES / "good_add.py", reference_path=FIXTURES / "solution_only_new.py")
     assert err.value.file.endswith("solution_only_new.py")
     assert "it defines ModelNew" in err.value.message
+
+
+def test_a_torch_model_is_the_reference_whatever_else_the_file_defines():
+    """``Model = GetMask`` and an unused ``@triton.jit`` draft: plain PyTorch, so the reference
+    and the eager baseline, and the warning names the kernel the Model never reaches."""
+    p = load_problem(FORMATS_KB / "unused_jit.py")
+    assert p.eager_baseline and p.reference is not None and p.reference.class_name == "Model"
+    assert any("_draft_mask_kernel, which Model never reaches" in w for w in p.warnings)
+
+
+@pytest.mark.parametrize("launch", [
+    "helper(x)",                        # through a module-level function
+    "Launch.apply(x)",                  # through an autograd.Function
+    "self.op(x)",                       # through a submodule built in __init__
+])
+def test_a_model_that_reaches_a_kernel_is_a_triton_baseline(launch):
+    source = textwrap.dedent(f"""
+        import torch, triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x_ptr):
+            pass
+
+        def helper(x):
+            k[(1,)](x)
+            return x
+
+        class Launch(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return helper(x)
+
+        class Op(torch.nn.Module):
+            def forward(self, x):
+                return helper(x)
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.op = Op()
+
+            def forward(self, x):
+                return {launch}
+
+        def get_inputs():
+            return [torch.randn(4)]
+    """)
+    p = problem_from_source(source, name="reaches")
+    assert not p.eager_baseline and p.reference is None
+    assert not p.with_kernel_source(source).eager_baseline
+
+
+def test_a_zero_dimensional_draw_in_get_inputs_still_allows_reduced_sizes():
+    """KernelBench's losses draw a 0-d scale (``torch.rand(())``) beside their tensors: the
+    published sizes are still read, and reduced for correctness."""
+    source = textwrap.dedent("""
+        import torch
+
+        class Model(torch.nn.Module):
+            def forward(self, p, t):
+                return torch.nn.functional.kl_div(torch.log(p), t, reduction="batchmean")
+
+        batch_size = 8192 * 2
+        input_shape = (8192 * 2,)
+
+        def get_inputs():
+            scale = torch.rand(())
+            return [(torch.rand(batch_size, *input_shape) * scale).softmax(dim=-1),
+                    torch.rand(batch_size, *input_shape).softmax(dim=-1)]
+    """)
+    small = problem_from_source(source, name="kl").variant("module-small")
+    assert small.overrides == {"batch_size": 512, "input_shape": (512,)}
+
+
+def test_a_mask_shaped_like_another_input_still_allows_reduced_sizes():
+    """``torch.randint(0, 2, x.shape).bool()`` (KernelBench's masked cumsum) takes the shape of
+    a tensor get_inputs() made before it: the sizes are read through it."""
+    source = textwrap.dedent("""
+        import torch
+
+        class Model(torch.nn.Module):
+            def forward(self, x, mask):
+                return torch.cumsum(x * mask, dim=1)
+
+        batch_size = 32768
+        input_shape = (32768,)
+
+        def get_inputs():
+            x = torch.rand(batch_size, *input_shape)
+            mask = torch.randint(0, 2, x.shape).bool()
+            return [x, mask]
+    """)
+    small = problem_from_source(source, name="masked").variant("module-small")
+    assert small.overrides == {"batch_size": 512, "input_shape": (512,)}
+
+
+def test_sizes_bound_by_a_chained_assignment_are_read():
+    """``height = width = 256`` (16 KernelBench level-2 problems) binds both sizes."""
+    source = textwrap.dedent("""
+        import torch
+
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return x.amin(dim=1, keepdim=True)
+
+        batch_size = 64
+        channels = 64
+        height = width = 256
+
+        def get_inputs():
+            return [torch.rand(batch_size, channels, height, width)]
+    """)
+    small = problem_from_source(source, name="chained").variant("module-small")
+    assert small.overrides["height"] == small.overrides["width"] < 256
+
+
+def test_candidate_entry_points_may_be_assigned_or_imported():
+    from xeforge_core.problem import check_candidate_entry
+    from xeforge_core.problem.entry import entry_point
+
+    alias = "def triton_kernel_wrapper(x):\n    return x\n\nkernel_function = triton_kernel_wrapper\n"
+    check_candidate_entry(alias)
+    assert entry_point(alias) == ("function", "kernel_function")
+    imported = "from fused_ops import kernel_function\n"
+    check_candidate_entry(imported)
+    assert entry_point(imported) == ("function", "kernel_function")
+    klass = "class Fused:\n    pass\n\nModelNew = Fused\n"
+    check_candidate_entry(klass)
+    assert entry_point(klass) == ("class", "ModelNew")
+    with pytest.raises(ProblemError) as err:
+        check_candidate_entry("def kernel_fn(x):\n    return x\n", file="cand.py")
+    assert "kernel_function" in err.value.message and "'kernel_fn'" in err.value.message
 
 
 # --- bad input --------------------------------------------------------------------------

@@ -127,6 +127,45 @@ def test_input_distributions():
     assert i.dtype == torch.int32 and int(i.min()) >= 0 and int(i.max()) < 16
 
 
+def test_redraws_are_kept_only_where_the_truth_stays_finite_and_depends_on_them():
+    from xeforge_core.worker.domain import TruthDomain, nonfinite_summary, redraw_seeds
+
+    assert redraw_seeds(["module", "normal", "uniform"], [0, 1, 2]) == {
+        "module": [0, 1, 2], "normal": [0], "uniform": [0]}
+    assert redraw_seeds(["normal", "uniform"], [0, 1]) == {"normal": [0, 1], "uniform": [0, 1]}
+    nan = nonfinite_summary([torch.tensor([1.0, float("nan"), float("-inf")]), torch.tensor([3])])
+    assert nan == "output 0: 1 NaN, 1 Inf of 3 element(s)"
+    assert nonfinite_summary([torch.ones(2)]) is None
+
+    d = TruthDomain("module", "reference")
+    for seed in (0, 1):
+        d.record("small", "module", seed, f"in{seed}", (f"out{seed}",), None)
+    d.record("small", "normal", 0, "n0", ("nan-out",), "output 0: 1 NaN of 1 element(s)")  # leaves the domain
+    d.record("small", "uniform", 0, "u0", ("out0",), None)  # the same truth as on other inputs
+    d.record("odd", "module", 0, "in0", ("o0",), "output 0: 2 Inf of 9 element(s)")  # not finite on its own
+    d.record("odd", "normal", 0, "n0", ("o1",), "output 0: 1 NaN of 9 element(s)")
+    skipped, nonfinite = d.decide()
+    assert set(skipped["small"]) == {"normal", "uniform"}
+    assert "not finite on normal inputs" in skipped["small"]["normal"]
+    assert "does not change with uniform inputs" in skipped["small"]["uniform"]
+    assert "odd" not in skipped  # the truth is not finite on the problem's own inputs either
+    assert nonfinite["odd"] == {"module/s0": "output 0: 2 Inf of 9 element(s)",
+                                "normal/s0": "output 0: 1 NaN of 9 element(s)"}
+
+
+def test_a_difference_only_where_the_truth_is_not_finite_is_excused():
+    from xeforge_core.worker.domain import excused_by_nonfinite_truth
+
+    truth = [torch.tensor([1.0, float("-inf"), 3.0])]
+    clamped = [torch.tensor([1.0, -100.0, 3.0])]
+    assert not compare_outputs(clamped, truth, Tolerance())[0]
+    assert excused_by_nonfinite_truth(clamped, truth, Tolerance(), torch.device("cpu"))
+    wrong_too = [torch.tensor([1.0, -100.0, 4.0])]
+    assert not excused_by_nonfinite_truth(wrong_too, truth, Tolerance(), torch.device("cpu"))
+    unwritten = [torch.tensor([float("nan"), float("-inf"), 3.0])]
+    assert not excused_by_nonfinite_truth(unwritten, truth, Tolerance(), torch.device("cpu"), poisoned=True)
+
+
 def test_mutation_and_alias_helpers():
     x = torch.randn(4)
     before = [x.clone()]

@@ -127,10 +127,17 @@ class OutputComparison:
     note: str = ""
 
 
+def inputs_label(distribution: str) -> str:
+    """An input distribution as a verdict names it: ``get_inputs()`` for a problem's own inputs
+    (the worker's ``module`` distribution), else the distribution (``normal``, ``uniform``)."""
+    return "get_inputs()" if distribution == "module" else distribution
+
+
 @dataclass
 class CorrectnessRun:
     """Correctness of one (variant, seed, input distribution, autotune config) combination,
-    against ``against`` (``baseline`` or ``reference``)."""
+    against ``against`` (``baseline`` or ``reference``). ``distribution`` is ``module`` for the
+    problem's own ``get_inputs()`` (``inputs_label`` names it so)."""
 
     variant: str
     seed: int

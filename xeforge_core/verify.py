@@ -14,7 +14,10 @@
    spec, variants, seeds, distributions, options, device fingerprint, library versions and
    worker code, so re-verifying another candidate skips this job.
 2. **candidate** (role ``candidate``, ``expected_dir`` = the baseline's directory): compile,
-   structure and integrity, correctness on every variant, seed and distribution.
+   structure and integrity, correctness on every variant, seed and distribution. A candidate of
+   a fixed-shape problem that fails only at a size the verifier chose, in a way that can depend
+   on the shape, is then checked at the published size, the problem's contract
+   (``xeforge_core.contract``; ``_check_published_shape``).
 3. **timing** (role ``timing``), only on a GPU and only for a correct candidate: baseline and
    candidate interleaved on the performance variants, under the cross-process device lock
    (``xeforge_core.devlock``). On cpu the performance step is ``not_measured``
@@ -112,7 +115,12 @@ class VerifyOptions:
         include_odd_size: also check a non-power-of-two copy of each correctness variant
             (``odd_size_variant``) where the spec allows one.
         seeds: number of seeds (``3`` -> ``[0, 1, 2]``) or an explicit list.
-        distributions: input distributions for correctness (names the worker understands).
+        distributions: input distributions for correctness (names the worker understands:
+            ``xeforge_core.worker.inputs``). With a spec, each is the spec's own inputs drawn
+            from that law, at every seed. Without one (KernelBench, KernelAgent), the problem's
+            own ``get_inputs()`` under each seed comes first (``module``), and these are redraws
+            of its floating-point inputs at the first seed, kept on a variant only where the truth
+            stays finite and input-dependent on them (``input_distributions``).
         performance_variants: variants to time; ``None``: ``problem.benchmark_variants(type)``
             on a GPU. Nothing is timed on cpu.
         measure_performance: time the candidate on a GPU (if correct).
@@ -238,6 +246,20 @@ def kb_findings(source: str, target: str, problem: Any = None, *, baseline_sourc
         out.append({"rule": f"kb:{issue.rule_id}", "message": message, "severity": severity,
                     "line": issue.line})
     return out
+
+
+#: The distribution that stands for a problem's own ``get_inputs()`` (the worker's name for it).
+OWN_INPUTS = "module"
+
+
+def input_distributions(problem: Any, requested: list[str]) -> list[str]:
+    """The input distributions of a verification, the problem's own inputs first: a spec's
+    problem takes ``requested`` as they are (each draws the spec's inputs); a problem without
+    one takes its own ``get_inputs()`` (``module``: KernelBench's evaluation draws its inputs so,
+    keeping their domain) followed by the other ``requested`` distributions as redraws."""
+    if problem.spec is not None and problem.spec.inputs:
+        return [d for d in requested if d != OWN_INPUTS] or ["normal"]
+    return [OWN_INPUTS] + [d for d in requested if d != OWN_INPUTS]
 
 
 def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) -> list[Any]:
@@ -393,6 +415,8 @@ class _Run:
         self.reference_module = problem.reference.to_data() if problem.reference is not None else None
         self.spec_data = problem.spec.to_data() if problem.spec is not None else None
         self.warnings: list[str] = []
+        #: variants derived during the run (launch-grid coverage), by name
+        self.derived: dict[str, Any] = {}
         self.inputs_module = problem.inputs.to_data() if problem.inputs is not None else None
         if problem.spec is None and self.inputs_module is None and _defines(candidate_source, "get_inputs"):
             self.inputs_module = {"source": candidate_source, "filename": "candidate_inputs.py",
@@ -444,6 +468,11 @@ class _Run:
             "grid_limits": self.grid_limits(),
         }
 
+    @property
+    def distributions(self) -> list[str]:
+        """The job's input distributions, the problem's own first (``input_distributions``)."""
+        return input_distributions(self.problem, self.opts.distributions)
+
     def job(self, role: str, module: dict[str, Any], *, expected_dir: str | None = None,
             baseline: dict[str, Any] | None = None, variants: list[Any] | None = None,
             seeds: list[int] | None = None, distributions: list[str] | None = None,
@@ -455,7 +484,7 @@ class _Run:
             "correctness_variants": [self.variant_data(v) for v in (variants or self.correctness)],
             "performance_variants": [self.variant_data(v) for v in self.performance] if role == "timing" else [],
             "seeds": seeds or self.opts.seed_list(),
-            "distributions": distributions or list(self.opts.distributions),
+            "distributions": distributions or self.distributions,
             "expected_dir": expected_dir, "options": self.job_options(role),
         }
         if role == "timing" and self.problem.eager_baseline:
@@ -556,6 +585,20 @@ class _Run:
             except OSError:
                 pass  # another run saved the same baseline first: use ours, then remove it
         return verdict, job_dir, False
+
+    def candidate_at(self, **job_kwargs: Any) -> tuple[Verdict, Verdict | None]:
+        """The baseline job, then a candidate job, at other variants, seeds or distributions
+        than the run's (``job_kwargs`` as for ``job``). Returns (the baseline's verdict, the
+        candidate's), the second ``None`` when the baseline fails there."""
+        base, base_dir, _ = self.baseline(**job_kwargs)
+        if base.kind is not VerdictKind.OK:
+            return base, None
+        cand_dir = runner.new_job_dir("xeforge-candidate-")
+        self.cleanup.append(cand_dir)
+        job = self.job("candidate", self.candidate_module, expected_dir=str(base_dir / "expected"),
+                       baseline=self.baseline_module, **job_kwargs)
+        return base, _outcome_verdict(self.run("candidate", job, cand_dir), "candidate",
+                                      self.candidate_module["filename"])
 
     def close(self) -> None:
         for path in self.cleanup:
@@ -733,6 +776,8 @@ def _verify_uncached(run: _Run) -> Verdict:
                                  line=d.get("line")) for d in run.lints if (d["rule"], d.get("line")) not in seen]
     if verdict.kind in _PASSING and probe is not None:
         verdict = _check_grid_coverage(run, verdict)
+    if verdict.kind not in _PASSING:
+        verdict = _check_published_shape(run, verdict)
     _explain_tf32(verdict)
 
     verdict.steps = [s for s in verdict.steps if s.name != "performance"]
@@ -786,19 +831,14 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
         if why:
             verdict.warnings.append(f"launch-grid coverage: {why}")
         return verdict
+    run.derived[derived.name] = derived
     _say(run.on_progress, f"grid coverage: checking {derived.name}")
-    one = {"variants": [derived], "seeds": [run.opts.seed_list()[0]], "distributions": ["normal"]}
-    base, base_dir, _ = run.baseline(**one)
-    if base.kind is not VerdictKind.OK:
+    one = {"variants": [derived], "seeds": [run.opts.seed_list()[0]], "distributions": run.distributions[:1]}
+    base, extra = run.candidate_at(**one)
+    if extra is None:
         verdict.warnings.append(f"launch-grid coverage: {why}; but the baseline fails at {derived.name} "
                                 f"({(base.reason or base.kind.value).splitlines()[0][:200]}), so it was not checked")
         return verdict
-    cand_dir = runner.new_job_dir("xeforge-candidate-")
-    run.cleanup.append(cand_dir)
-    job = run.job("candidate", run.candidate_module, expected_dir=str(base_dir / "expected"),
-                  baseline=run.baseline_module, **one)
-    extra = _outcome_verdict(run.run("candidate", job, cand_dir), "candidate",
-                             run.candidate_module["filename"])
     verdict.correctness += extra.correctness
     dims = derived.dims or derived.overrides
     shown = ", ".join(f"{k}={v}" for k, v in dims.items())
@@ -814,6 +854,68 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
     extra.steps = [s for s in verdict.steps if s.name in ("compile", "structure")] + \
         [s for s in extra.steps if s.name not in ("compile", "structure")]
     return extra
+
+
+def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
+    """A candidate that fails only at a size the verifier chose, in a way that can depend on the
+    shape, is judged at the problem's published size, its contract (``xeforge_core.contract``):
+    right there, ``ok`` with a ``shape_specialised`` finding; wrong there, that verdict. In
+    Triton's interpreter the published size is checked when that is quick
+    (``PUBLISHED_ON_CPU_SECONDS``) or asked for (``--variant module``); otherwise a failure that
+    depends on the shape is ``inconclusive``, saying how long the check would take."""
+    from xeforge_core import contract
+
+    problem = run.problem
+    structure = verdict.step("structure")
+    if problem.spec is not None or problem.inputs is None or (
+            structure is not None and structure.status is StepStatus.FAILED):
+        return verdict  # a spec's variants are all the contract; a broken rule holds at any size
+    if verdict.kind not in contract.REFUSED_SIZE | {VerdictKind.WRONG_ANSWER}:
+        return verdict
+    where = contract.failed_variant(verdict, run.correctness[0].name)
+    if where == contract.PUBLISHED:
+        return verdict
+    chosen = next((v for v in run.correctness if v.name == where), None) or run.derived.get(where)
+    hardcoded = contract.hardcoded_sizes(run.candidate_source, problem, chosen)
+    if verdict.kind is VerdictKind.WRONG_ANSWER and not hardcoded:
+        return verdict  # a kernel that reads its sizes from its inputs is wrong at any size
+    why = contract.shape_dependence(verdict, hardcoded)
+    seeds = run.opts.seed_list()
+    calls = 3 + len(seeds)
+    asked = contract.PUBLISHED in (run.opts.variants or [])
+    seconds = contract.interpreter_seconds(problem, calls) if run.device.interpreter else None
+    if run.device.interpreter and not asked and (seconds is None or seconds > contract.PUBLISHED_ON_CPU_SECONDS):
+        if why:
+            verdict.reason = contract.not_checked_reason(verdict, chosen or where, why, seconds, calls)
+            verdict.kind = VerdictKind.INCONCLUSIVE
+        else:
+            verdict.warnings.append(f"it fails at {where}, a size the verifier chose; the published size was not "
+                                    "checked here (Triton's interpreter; `--variant module` checks it)")
+        return verdict
+    _say(run.on_progress, f"published size: checking {contract.PUBLISHED} ({where} failed)")
+    one = {"variants": [problem.variant(contract.PUBLISHED)], "seeds": seeds, "distributions": run.distributions[:1]}
+    base, published = run.candidate_at(**one)
+    if published is None:
+        verdict.warnings.append(f"the published size was not checked: the baseline fails there "
+                                f"({(base.reason or base.kind.value).splitlines()[0][:200]})")
+        return verdict
+    published.warnings = verdict.warnings + [w for w in published.warnings if w not in verdict.warnings]
+    published.resources = {**verdict.resources, **published.resources}
+    seen = {(f.rule, f.line) for f in published.findings}
+    published.findings += [f for f in verdict.findings if (f.rule, f.line) not in seen]
+    if published.kind not in _PASSING:
+        published.warnings.append(f"at {where} it fails too: {(verdict.reason or verdict.kind.value)[:300]}")
+        return published
+    published.findings.append(contract.shape_specialised_finding(
+        chosen or where, verdict, why or "a size the problem does not pose"))
+    published.correctness = verdict.correctness + published.correctness
+    step = published.step("correctness")
+    if step is not None:
+        step.summary += f" at the published size ({contract.PUBLISHED}); fails at {where} (shape_specialised)"
+    if published.kind is VerdictKind.OK:
+        published.reason = (f"{published.reason} at the published size, the problem's contract; written for that "
+                            f"shape, it fails at {where} (see the shape_specialised finding)")
+    return published
 
 
 def _explain_tf32(verdict: Verdict) -> None:

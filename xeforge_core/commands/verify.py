@@ -19,7 +19,7 @@ import threading
 from typing import Any, TextIO
 
 from xeforge_core.commands.argtypes import non_negative_float, positive_float, positive_int
-from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
+from xeforge_core.verdict import StepStatus, Verdict, VerdictKind, inputs_label
 
 #: Exit status per verdict kind. 2 is bad input (as argparse uses it); 130 an interruption.
 EXIT_CODES: dict[VerdictKind, int] = {
@@ -289,7 +289,7 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
             worst_abs = max((o.max_abs_error for o in c.outputs if o.max_abs_error is not None), default=None)
             worst_rel = max((o.max_rel_error for o in c.outputs if o.max_rel_error is not None), default=None)
             bad = sum(o.mismatches for o in c.outputs)
-            rows.append([c.variant, str(c.seed), c.distribution, c.against, c.config or "-",
+            rows.append([c.variant, str(c.seed), inputs_label(c.distribution), c.against, c.config or "-",
                          "pass" if c.passed else "FAIL", _fmt(worst_abs), _fmt(worst_rel), str(bad),
                          f"{c.rtol:g}/{c.atol:g}", c.note])
         out.append(_table(["variant", "seed", "inputs", "vs", "config", "result", "max abs err",

@@ -1,12 +1,21 @@
-"""How the harness enters a kernel module, read statically: the model class to instantiate, or
-KernelAgent's ``kernel_function``. Standard library only (and the shared AST helpers), so the
-problem model can use it without importing the module reader.
+"""How the harness enters a module, read statically: the model class to instantiate, or
+KernelAgent's ``kernel_function``; and whether a model class computes with Triton at all.
+Standard library only (and the shared AST helpers), so the problem model can use it without
+importing the module reader.
+
+An entry point is a module attribute, however it is bound: ``class ModelNew``, ``ModelNew =
+FusedLinear`` (an alias of a class defined in the file), ``from .impl import ModelNew``,
+``def kernel_function(...)``, ``kernel_function = triton_kernel_wrapper`` or ``from .ops import
+kernel_function``. The harness reads the attribute with ``getattr`` at run time, so each of these
+works there; this module only has to name it.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 
+from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
 
@@ -29,28 +38,113 @@ def top_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
 #: The function KernelAgent's kernel modules define instead of a model class.
 KERNEL_FUNCTION = "kernel_function"
 
+#: The class names the harness looks for, in order, after the one the baseline uses.
+MODEL_CLASSES = ("ModelNew", "Model")
+
+
+@dataclass
+class Bindings:
+    """The names a module binds at module level, by how they are bound.
+
+    ``classes``: ``class X`` and names assigned a class of the file (``Model = GetMask``, also
+    through a chain of such assignments); ``functions``: ``def f``; ``assigned``: every other
+    ``NAME = <expression>``; ``imported``: ``import x`` / ``from m import x as y`` (the bound
+    name). ``aliases`` maps an assigned or aliased name to the name it was assigned from
+    (``{"kernel_function": "triton_kernel_wrapper"}``) with its line in ``lines``."""
+
+    classes: set[str] = field(default_factory=set)
+    functions: set[str] = field(default_factory=set)
+    assigned: set[str] = field(default_factory=set)
+    imported: set[str] = field(default_factory=set)
+    aliases: dict[str, str] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def bound(self, name: str) -> bool:
+        """Whether ``name`` is a module attribute after import (bound in any way)."""
+        return name in self.classes or name in self.functions or name in self.assigned or name in self.imported
+
+    def bound_names(self) -> set[str]:
+        """Every name the module binds at module level."""
+        return self.classes | self.functions | self.assigned | self.imported
+
+    def class_like(self, name: str) -> bool:
+        """Whether ``name`` can be the model class: a class of the file, an alias of one, or an
+        imported name (what it is shows only when the module runs)."""
+        return name in self.classes or name in self.imported
+
+
+def module_bindings(tree: ast.Module) -> Bindings:
+    """The module-level :class:`Bindings` of ``tree`` (``if``/``try``/``with`` blocks at module
+    level included)."""
+    b = Bindings()
+    body = top_level_statements(tree.body)
+    for stmt in body:
+        if isinstance(stmt, ast.ClassDef):
+            b.classes.add(stmt.name)
+            b.lines.setdefault(stmt.name, stmt.lineno)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            b.functions.add(stmt.name)
+            b.lines.setdefault(stmt.name, stmt.lineno)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for alias in stmt.names:
+                if alias.name == "*":
+                    continue
+                bound = alias.asname or alias.name.split(".")[0]
+                b.imported.add(bound)
+                b.lines.setdefault(bound, stmt.lineno)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    b.assigned.add(target.id)
+                    b.lines.setdefault(target.id, stmt.lineno)
+                    source = dotted_name(stmt.value)
+                    if source:
+                        b.aliases[target.id] = source
+    changed = True
+    while changed:  # Model = GetMask, ModelNew = Model: aliases of classes are classes
+        changed = False
+        for name, source in b.aliases.items():
+            if source in b.classes and name not in b.classes:
+                b.classes.add(name)
+                changed = True
+    b.assigned -= b.classes
+    return b
+
 
 def entry_point(source: str, preferred: str = "Model") -> tuple[str, str]:
     """How the harness runs a candidate module: ``("class", NAME)`` to instantiate a model class
-    (``preferred`` if the module defines it, else ``ModelNew``, else ``Model``), or
-    ``("function", "kernel_function")`` for a KernelAgent-style module that defines only that
-    function. A module that does not parse, or defines neither, gives ``("class", preferred)``:
-    running it then says what is missing."""
+    (``preferred`` if the module binds it as a class, else ``ModelNew``, else ``Model``), or
+    ``("function", "kernel_function")`` for a KernelAgent-style module that binds that name
+    instead (defined, assigned or imported). A module that does not parse, or binds neither,
+    gives ``("class", preferred)``: running it then says what is missing."""
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return "class", preferred
-    body = top_level_statements(tree.body)
-    classes = {n.name for n in body if isinstance(n, ast.ClassDef)}
-    classes |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets
-                if isinstance(t, ast.Name) and isinstance(n.value, ast.Name) and n.value.id in classes}
-    for name in (preferred, "ModelNew", "Model"):
-        if name in classes:
+    b = module_bindings(tree)  # type: ignore[arg-type]
+    for name in (preferred, *MODEL_CLASSES):
+        if name in b.classes:
             return "class", name
-    functions = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    if KERNEL_FUNCTION in functions:
+    if b.bound(KERNEL_FUNCTION):
         return "function", KERNEL_FUNCTION
+    for name in (preferred, *MODEL_CLASSES):
+        if name in b.imported:
+            return "class", name
     return "class", preferred
+
+
+def _jit_functions(tree: ast.AST) -> dict[str, ast.AST]:
+    """Functions decorated ``@triton.jit`` / ``@jit`` (called or not), anywhere in ``tree``."""
+    out: dict[str, ast.AST] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if name == "jit":
+                    out.setdefault(node.name, node)
+    return out
 
 
 def mentions_triton_jit(source: str) -> bool:
@@ -60,11 +154,73 @@ def mentions_triton_jit(source: str) -> bool:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return False
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for dec in node.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-                if name == "jit":
-                    return True
-    return False
+    return bool(_jit_functions(tree))
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    """Every name ``node`` reads (``Name`` loads, and the root of attribute chains)."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _is_main_guard(stmt: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (a script's own test code, not the module's)."""
+    test = stmt.test if isinstance(stmt, ast.If) else None
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+
+
+#: Decorator names (last dotted part, or part of it) that register a function to be reached by
+#: name rather than by reference: ``@torch.library.custom_op``, ``@triton_op``, ``@register_...``.
+_REGISTERING = ("custom_op", "library", "register", "impl", "triton_op")
+
+
+def kernels_reached(source: str, class_name: str = "Model") -> list[str] | None:
+    """The ``@triton.jit`` kernels of the module that ``class_name`` can reach, read
+    statically, in file order; ``None`` when the module does not parse or does not bind
+    ``class_name``.
+
+    Reachable is the closure over names: everything ``class_name``'s body (its methods, and its
+    bases of the same file) names, and everything those module-level functions, classes and
+    assignments name in turn; also whatever module-level code runs at import (a registration
+    call such as ``lib.impl("op", fn)``; not a ``__main__`` block) and any function registered
+    by a decorator (``@torch.library.custom_op``: reached through ``torch.ops`` by name). A
+    model that reaches no kernel computes with PyTorch: it is a reference, whatever else the
+    file defines (an unused ``@triton.jit`` function does not make it a Triton baseline)."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return None
+    body = top_level_statements([s for s in tree.body if not _is_main_guard(s)])  # type: ignore[attr-defined]
+    defs: dict[str, list[ast.AST]] = {}
+    roots: set[str] = set()
+    for stmt in body:
+        if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs.setdefault(stmt.name, []).append(stmt)
+            decorators = [dotted_name(d.func if isinstance(d, ast.Call) else d) for d in stmt.decorator_list]
+            if any(part in name for name in decorators for part in _REGISTERING):
+                roots.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                for n in ast.walk(target):
+                    if isinstance(n, ast.Name):
+                        defs.setdefault(n.id, []).append(stmt.value)
+        elif isinstance(stmt, ast.Expr):
+            roots |= _names_in(stmt)
+    if class_name not in defs:
+        return None
+    seen: set[str] = set()
+    reached: list[ast.AST] = []
+    todo = [class_name, *sorted(roots)]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for node in defs.get(name, []):
+            reached.append(node)
+            todo += [n for n in _names_in(node) if n in defs and n not in seen]
+    nested = {n.name for node in reached for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    kernels = _jit_functions(tree)
+    lines = {name: getattr(node, "lineno", 0) for name, node in kernels.items()}
+    return sorted((k for k in kernels if k in seen or k in nested), key=lambda k: lines[k])

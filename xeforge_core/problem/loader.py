@@ -25,11 +25,13 @@ to ``Problem.warnings``):
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
 from xeforge_core.worker.astutil import parse as parse_python
 
+from .entry import MODEL_CLASSES, kernels_reached, module_bindings
 from .model import ModuleFile, Problem, ProblemError, Spec, Variant
 from .module import KERNEL_FUNCTION, DtypeConstraint, ModuleFacts, Signature, read_module
 from .scaling import reduced_module_variant, reduced_spec_variant
@@ -72,21 +74,25 @@ def read_candidate(path: str | Path) -> str:
 
 
 def check_candidate_entry(source: str, *, file: str | Path | None = None) -> None:
-    """Raise ``ProblemError`` (naming ``file``) when ``source`` parses but defines neither a
-    ``Model`` / ``ModelNew`` class nor KernelAgent's ``kernel_function()``: there is nothing to
-    call. A module that does not parse passes: its syntax error is a ``compile_error`` verdict."""
-    import ast
-
+    """Raise ``ProblemError`` (naming ``file``) when ``source`` parses but binds neither a
+    ``Model`` / ``ModelNew`` class nor KernelAgent's ``kernel_function``: there is nothing to
+    call. Each may be defined, assigned (``kernel_function = triton_kernel_wrapper``,
+    ``ModelNew = FusedLinear``) or imported. A module that does not parse passes: its syntax
+    error is a ``compile_error`` verdict."""
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return
-    classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
-    functions = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    if not {"Model", "ModelNew"} & set(classes) and KERNEL_FUNCTION not in functions:
-        found = ", ".join(classes) or "none"
-        raise ProblemError(f"the candidate defines no Model or ModelNew class (classes found: {found}) and no "
-                           f"{KERNEL_FUNCTION}() (KernelAgent's convention)", file=file)
+    b = module_bindings(tree)  # type: ignore[arg-type]
+    if any(b.class_like(n) for n in MODEL_CLASSES) or b.bound(KERNEL_FUNCTION):
+        return
+    found = ", ".join(sorted(b.classes, key=lambda n: b.lines.get(n, 0))) or "none"
+    names = sorted(b.bound_names())
+    near = difflib.get_close_matches("ModelNew", names, n=1) or difflib.get_close_matches(KERNEL_FUNCTION, names, n=1)
+    hint = f"; the nearest name it binds is {near[0]!r}" if near else ""
+    raise ProblemError(f"the candidate defines no Model or ModelNew class (classes found: {found}) and no "
+                       f"{KERNEL_FUNCTION}() (KernelAgent's convention; each may be defined, assigned or imported)"
+                       f"{hint}", file=file)
 
 
 def find_spec(kernel_path: str | Path) -> Path | None:
@@ -171,8 +177,10 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     source_text = check_text(source, kp or kernel_label, "module")
     kernel = ModuleFile(source=source_text, path=kp, class_name=facts.model_class or "Model", label="baseline")
     # A plain-PyTorch Model (KernelBench's or KernelAgent's problem file) is the reference and
-    # the eager baseline at once: the candidate is the first Triton version of it.
-    eager = not facts.kernels and facts.model_class == "Model" and (
+    # the eager baseline at once: the candidate is the first Triton version of it. Plain PyTorch
+    # means the Model reaches no Triton kernel, whatever else the file defines.
+    reached = kernels_reached(source_text, "Model") if facts.model_class == "Model" else None
+    eager = facts.model_class == "Model" and not (reached if reached is not None else facts.kernels) and (
         reference_source is None or check_text(reference_source, rp or f"{name}_ref.py", "reference module")
         == source_text)
 
@@ -225,7 +233,9 @@ def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec |
     spec_where = spec.path if spec and spec.path else spec_label
 
     if eager:
-        warnings.append(f"{facts.label}: a plain-PyTorch Model (no @triton.jit kernel): it is the reference "
+        unused = f" (it defines @triton.jit {', '.join(facts.kernel_names)}, which {cls} never reaches)" \
+            if facts.kernels else ""
+        warnings.append(f"{facts.label}: a plain-PyTorch Model (no @triton.jit kernel){unused}: it is the reference "
                         "and the eager baseline; a candidate is its first Triton version, timed against "
                         "PyTorch eager")
     elif not facts.kernels:

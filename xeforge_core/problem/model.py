@@ -14,7 +14,7 @@ from typing import Any
 
 from xeforge_core.errors import XeForgeError
 
-from .entry import entry_point, mentions_triton_jit
+from .entry import entry_point, kernels_reached, mentions_triton_jit
 
 
 class ProblemError(XeForgeError, ValueError):
@@ -247,12 +247,14 @@ class Problem:
 
     def with_kernel_source(self, source: str, label: str = "candidate") -> Problem:
         """The same problem with another version of the kernel module as its baseline. A
-        version that still defines no ``@triton.jit`` kernel (the plain-PyTorch problem a
-        session of a KernelBench problem starts from) stays the eager baseline; a Triton version
-        is a Triton baseline."""
+        version whose model class still reaches no ``@triton.jit`` kernel (the plain-PyTorch
+        problem a session of a KernelBench problem starts from; see ``kernels_reached``) stays
+        the eager baseline; a Triton version is a Triton baseline."""
         kind, name = entry_point(source, self.kernel.class_name)
         kernel = ModuleFile(source=source, path=self.kernel.path, class_name=name, label=label, entry=kind)
-        eager = self.reference is not None and kind == "class" and not mentions_triton_jit(source)
+        reached = kernels_reached(source, name)
+        launches = bool(reached) if reached is not None else mentions_triton_jit(source)
+        eager = self.reference is not None and kind == "class" and not launches
         return Problem(name=self.name, kernel=kernel, reference=self.reference, spec=self.spec,
                        warnings=list(self.warnings), inputs=self.inputs, eager_baseline=eager,
                        module_variants=dict(self.module_variants))

@@ -57,18 +57,19 @@ def _is_size_name(name: str) -> bool:
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
     """Module-level integer constants: ``NAME = <int>``, also written as arithmetic on numbers
-    and earlier constants (``K = 131072 * 4``); ``height, width = 32, 32`` too. Last
-    assignment wins."""
+    and earlier constants (``K = 131072 * 4``); ``height, width = 32, 32`` and ``height = width =
+    256`` too. Last assignment wins."""
     out: dict[str, int] = {}
     ev = _Evaluator(out)
     for stmt in tree.body:
         pairs: list[tuple[ast.expr, ast.expr]] = []
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target, value = stmt.targets[0], stmt.value
-            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
-                pairs = list(zip(target.elts, value.elts))
-            else:
-                pairs = [(target, value)]
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:  # height = width = 256 binds both
+                value = stmt.value
+                if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+                    pairs += list(zip(target.elts, value.elts))
+                else:
+                    pairs.append((target, value))
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             pairs = [(stmt.target, stmt.value)]
         for target, value in pairs:
@@ -161,6 +162,8 @@ class _Evaluator:
     def __init__(self, env: dict[str, int], tuples: dict[str, tuple[int, ...]] | None = None) -> None:
         self.env = env
         self.tuples = tuples or {}
+        #: shapes of the tensors ``get_inputs()`` binds to local names (``x = torch.rand(B, N)``)
+        self.locals: dict[str, list[int]] = {}
 
     def dims(self, nodes: list[ast.expr]) -> list[int] | None:
         """Integer values of shape arguments, ``*name`` of a tuple constant unpacked."""
@@ -201,9 +204,14 @@ class _Evaluator:
         if func in ("full",) and args:
             args = args[:1]
         if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+            if not args[0].elts:
+                return []  # torch.rand(()): a 0-d tensor (KernelBench's losses draw a scale so)
             args = list(args[0].elts)
         if len(args) == 1 and isinstance(args[0], ast.Name) and args[0].id in self.tuples:
             return list(self.tuples[args[0].id])  # torch.randn(shape)
+        if len(args) == 1 and isinstance(args[0], ast.Attribute) and args[0].attr == "shape" \
+                and isinstance(args[0].value, ast.Name) and args[0].value.id in self.locals:
+            return list(self.locals[args[0].value.id])  # torch.randint(0, 2, x.shape): a mask like x
         dims = self.dims(args)
         return dims or None
 
@@ -232,6 +240,13 @@ def estimate_input_bytes(source: str, overrides: dict[str, Any] | None = None) -
     if fn is None:
         return None
     ev = _Evaluator(*_constants(tree, overrides))
+    for stmt in fn.body:  # local tensors first, so a later factory may take their shape
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and isinstance(stmt.value, ast.Call):
+            name = stmt.value.func.attr if isinstance(stmt.value.func, ast.Attribute) else ""
+            local = ev.shape(stmt.value) if name in _FACTORIES and not name.endswith("_like") else None
+            if local is not None:
+                ev.locals[stmt.targets[0].id] = local
     largest, total, found = 0, 0, False
     for node in ast.walk(fn):
         if not isinstance(node, ast.Call):

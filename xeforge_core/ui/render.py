@@ -20,7 +20,7 @@ from xeforge_core import units
 from xeforge_core.pipeline.registry import get_engine_spec
 from xeforge_core.ui.diffmerge import diff_hunks, inline_changes, side_by_side
 from xeforge_core.ui.jobs import BackgroundJob, JobState
-from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
+from xeforge_core.verdict import StepStatus, Verdict, VerdictKind, inputs_label
 
 _KIND_ICON = {
     VerdictKind.OK: "✅", VerdictKind.COMPILE_ERROR: "🛠️", VerdictKind.RUNTIME_ERROR: "💥",
@@ -138,7 +138,7 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         for run in verdict.correctness:
             worst_abs = max((o.max_abs_error or 0.0 for o in run.outputs), default=None)
             worst_rel = max((o.max_rel_error or 0.0 for o in run.outputs), default=None)
-            rows.append({"variant": run.variant, "seed": run.seed, "inputs": run.distribution,
+            rows.append({"variant": run.variant, "seed": run.seed, "inputs": inputs_label(run.distribution),
                          "against": run.against, "config": run.config or "",
                          "passed": "✅" if run.passed else "❌",
                          "max abs err": units.number(worst_abs), "max rel err": units.number(worst_rel),

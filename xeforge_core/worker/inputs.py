@@ -10,7 +10,8 @@ the same values. Input distributions (``DISTRIBUTIONS``):
   span 1e-3..10 (large enough to expose precision loss, small enough that an fp16 GEMM over a
   few hundred terms does not overflow).
 * ``module``  (no spec only) exactly what the module's ``get_inputs()`` returns under
-  ``torch.manual_seed(seed)``.
+  ``torch.manual_seed(seed)``: a problem's own inputs, the first distribution of every problem
+  without a spec (``xeforge_core.worker.domain``).
 
 Large floating-point inputs (``DEVICE_DRAW_BYTES`` and up) are drawn on the device instead,
 in place, so that a published KernelBench size (a 6.4 GB tensor) never passes through host

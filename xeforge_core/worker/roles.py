@@ -1,7 +1,9 @@
 """The ``baseline`` and ``candidate`` roles: compile, structure/integrity, correctness.
 
 Both roles run every (correctness variant x seed x input distribution) combination with the
-same seeds, so inputs and weights match. The baseline job saves, per combination, its outputs
+same seeds, so inputs and weights match; a ``get_inputs()`` problem's own inputs (its first
+distribution) at every seed, its redraws at the first seed, and the candidate skips the redraws the
+baseline found outside the truth's domain on a variant (``xeforge_core.worker.domain``). The baseline job saves, per combination, its outputs
 and the reference's (``xeforge_core.worker.expected``: streamed to disk, so host memory does
 not grow with tensor size), plus the model weights per (variant, seed) and a ``meta.json``
 (heavy aten ops, launch count, whether the baseline agrees with the reference, what the truth
@@ -51,6 +53,13 @@ from xeforge_core.worker.compare import (
     summarize_failure,
 )
 from xeforge_core.worker.context import WorkerContext
+from xeforge_core.worker.domain import (
+    TruthDomain,
+    excused_by_nonfinite_truth,
+    inputs_phrase,
+    nonfinite_summary,
+    redraw_seeds,
+)
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
 from xeforge_core.worker.expected import ExpectedStore, StoredTensor, materialize, tensor_digest
 from xeforge_core.worker.inputs import (
@@ -101,9 +110,10 @@ class Combo:
         return _safe(f"{self.vname}__s{self.seed}__{self.distribution}{extra}")
 
     def describe(self) -> str:
-        """Human description, e.g. ``variant ci (seed 0, normal inputs)``."""
+        """Human description, e.g. ``variant ci (seed 0, normal inputs)``, ``variant module-small
+        (seed 1, get_inputs() inputs)``."""
         seed = f"seed {self.seed}" + (f", input seed {self.input_seed}" if self.input_seed is not None else "")
-        return f"variant {self.vname} ({seed}, {self.distribution} inputs)"
+        return f"variant {self.vname} ({seed}, {inputs_phrase(self.distribution)})"
 
 
 #: offset of the integrity run's input seed from the first run's seed
@@ -122,11 +132,19 @@ def _safe(text: str) -> str:
 
 
 def combos_of(job: dict[str, Any]) -> list[Combo]:
-    """Every correctness combination of the job, variant-major."""
+    """Every correctness combination of the job, variant-major; the first is the anchor
+    distribution's (the problem's own inputs) at the first seed. The redraws of a
+    ``get_inputs()`` problem run at the first seed only (``domain.redraw_seeds``)."""
     variants = list(job.get("correctness_variants") or []) or [{"name": "module", "params": [], "dims": {}}]
     seeds = [int(s) for s in (job.get("seeds") or DEFAULT_SEEDS)]
     dists = list(job.get("distributions") or DISTRIBUTIONS)
-    return [Combo(v, s, d) for v in variants for s in seeds for d in dists]
+    per = redraw_seeds(dists, seeds)
+    return [Combo(v, s, d) for v in variants for s in seeds for d in dists if s in per[d]]
+
+
+def anchor_distribution(job: dict[str, Any]) -> str:
+    """The job's first distribution: the problem's own inputs (``module`` without a spec)."""
+    return str((job.get("distributions") or DISTRIBUTIONS)[0])
 
 
 def _variant_dtype(variant: dict[str, Any]) -> torch.dtype | None:
@@ -590,7 +608,8 @@ def run_baseline(ctx: WorkerContext) -> None:
                                           f"the reference did not load: {err.failure.reason}",
                                           err.failure.line, err.failure.error_text)) from err
         ref_failures: list[str] = []
-        truth_hashes: dict[str, list[tuple[str, tuple]]] = {}
+        truth_hashes: dict[str, list[tuple[str, tuple, str]]] = {}
+        domain = TruthDomain(anchor_distribution(ctx.job), meta["truth"])
         for combo in combos:
             model = harness.model_for(combo)
             if (combo.vname, combo.seed) not in meta.get("_saved", set()):
@@ -616,6 +635,9 @@ def run_baseline(ctx: WorkerContext) -> None:
                 tol = resolve_tolerance(ctx.options, combo.variant)
                 ok, comps, warns, note = compare_outputs(outputs, ref_out, tol, allow_dtype_change=True,
                                                          poisoned=False)
+                if not ok and nonfinite_summary(ref_out):  # only where the reference is NaN/Inf: no fault
+                    ok = excused_by_nonfinite_truth(outputs, ref_out, tol, ctx.ops.torch_device,
+                                                    allow_dtype_change=True, poisoned=False)
                 first = next((o for o in ref_out if isinstance(o, torch.Tensor)), None)
                 r, a = tol.for_dtype(first.dtype)[:2] if first is not None else (0.0, 0.0)
                 ctx.verdict.correctness.append(CorrectnessRun(
@@ -630,11 +652,13 @@ def run_baseline(ctx: WorkerContext) -> None:
                                             combo, ref_out if reference is not None else outputs)
                 if random_note:
                     meta["random_truth"] = {"variant": combo.vname, "note": random_note}
+            nonfinite = nonfinite_summary(ref_out if reference is not None else outputs)
             hashes = store.save(combo.key, outputs, ref_out)
             del outputs, ref_out
             meta["runs"][combo.key] = record
             truth = hashes.get("reference") or hashes["outputs"]
-            truth_hashes.setdefault(combo.vname, []).append((fingerprint, tuple(truth)))
+            truth_hashes.setdefault(combo.vname, []).append((fingerprint, tuple(truth), combo.distribution))
+            domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, tuple(truth), nonfinite)
         # the integrity run: the first model with other inputs of the same shape
         extra = integrity_combo(combos)
         extra_out = harness.run(harness.model_for(extra), harness.inputs_for(extra),
@@ -642,8 +666,12 @@ def run_baseline(ctx: WorkerContext) -> None:
         store.save(extra.key, extra_out, None)
         del extra_out
         meta["integrity_run"] = extra.key
+        skipped, nonfinite = domain.decide()
+        meta["skipped_inputs"], meta["nonfinite_truth"] = skipped, nonfinite
+        ctx.verdict.warnings += _domain_warnings(skipped, nonfinite, domain.anchor, meta["truth"])
         constant, fixed = [], []
-        for vname, seen in truth_hashes.items():
+        for vname, runs in truth_hashes.items():
+            seen = [(fp, h) for fp, h, d in runs if d not in skipped.get(vname, {})]
             if len(seen) < 2:
                 continue
             inputs_varied = len({fp for fp, _ in seen}) > 1
@@ -674,11 +702,13 @@ def run_baseline(ctx: WorkerContext) -> None:
         else:
             step.summary = f"{len(combos)} run(s) saved" + (
                 f"; checked against the reference ({len(ref_failures)} disagreement(s))" if reference is not None
-                else "")
+                else "") + _skipped_phrase(skipped)
             if fixed:
                 step.summary += f"; one fixed input set checked on {', '.join(fixed)} (get_inputs() gives the " \
                                 "same inputs whatever the seed)"
         step.evidence = {"expected_dir": str(out_dir), "runs": len(combos)}
+        if skipped:
+            step.evidence["skipped_inputs"] = skipped
 
     ctx.run_step("correctness", correctness)
     meta.pop("_saved", None)
@@ -744,6 +774,8 @@ def run_candidate(ctx: WorkerContext) -> None:
         ctx.skip_missing()
         return
     expected, meta = loaded_expected["expected"], loaded_expected["meta"]
+    skipped = meta.get("skipped_inputs") or {}
+    combos = [c for c in combos if c.distribution not in skipped.get(c.vname, {})]  # the anchor is never skipped
     eager = bool(meta.get("eager"))
     _compile_step(ctx, combos, holder, baseline_state_of)
     if ctx.failed:
@@ -797,10 +829,12 @@ def run_candidate(ctx: WorkerContext) -> None:
     small_expected.clear()
 
     def correctness(step: Step) -> None:
-        first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta)
-        runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of)
-        failed = [r for r in runs if not r.passed]
-        if first is not None and not first.passed and not failed and not meta.get("random_truth"):
+        excused: list[CorrectnessRun] = []
+        first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, excused)
+        runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of, excused)
+        failed = [r for r in runs if not r.passed and r not in excused]
+        if first is not None and not first.passed and first not in excused and not failed \
+                and not meta.get("random_truth"):
             step.evidence = {"runs": len(runs) + 1, "failed": 1, "truth": meta.get("truth", "baseline")}
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
                 f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}; every "
@@ -816,7 +850,7 @@ def run_candidate(ctx: WorkerContext) -> None:
         if failed and not meta.get("random_truth"):
             r = failed[0]
             cfg = f" with autotune config {r.config}" if r.config else ""
-            reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {r.distribution} inputs){cfg} "
+            reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {inputs_phrase(r.distribution)}){cfg} "
                       f"vs {r.against}: {r.note}")
             if disagreeing and r.against == "reference":
                 reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
@@ -852,9 +886,20 @@ def run_candidate(ctx: WorkerContext) -> None:
             ctx.verdict.kind = VerdictKind.INCONCLUSIVE
             ctx.verdict.reason = step.summary
             return
+        if excused:
+            step.status = StepStatus.INCONCLUSIVE
+            where = excused[0].note.split(": ", 1)[-1]
+            step.summary = (f"inconclusive: the candidate matches the {truth} wherever it is finite, and differs only "
+                            f"where the {truth} itself is NaN or Inf, on variant {excused[0].variant} (seed "
+                            f"{excused[0].seed}, {inputs_phrase(excused[0].distribution)}: {where}). That is the "
+                            "problem's property, not the candidate's fault: no answer can be judged there")
+            ctx.verdict.kind = VerdictKind.INCONCLUSIVE
+            ctx.verdict.reason = step.summary
+            return
         nconf = len(ctx.registry.variants())
         step.summary = (f"matches the {truth} on {len(runs)} run(s)"
-                        + (f" including every one of {nconf} autotune config(s)" if nconf else ""))
+                        + (f" including every one of {nconf} autotune config(s)" if nconf else "")
+                        + _skipped_phrase(skipped))
         fixed = meta.get("fixed_inputs") or []
         if fixed:
             step.summary += f"; one fixed input set checked on {', '.join(fixed)}"
@@ -887,7 +932,7 @@ def _grid_probe(ctx: WorkerContext, harness: Harness, variant: dict[str, Any], b
     """Run the candidate once on ``variant`` (the first correctness variant at twice its sizes)
     and return the grids it launched; nothing is compared. A failure is reported, not judged:
     the baseline never ran at that size."""
-    combo = Combo(variant, 0, "normal")
+    combo = Combo(variant, 0, anchor_distribution(ctx.job))
     mark = ctx.recorder.mark()
     try:
         model = harness.model_for(combo, fresh=True)
@@ -898,9 +943,11 @@ def _grid_probe(ctx: WorkerContext, harness: Harness, variant: dict[str, Any], b
 
 
 def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], expected: dict[str, dict[str, Any]],
-                    meta: dict[str, Any], baseline_state_of: Any) -> tuple[list[CorrectnessRun], dict[str, Any]]:
+                    meta: dict[str, Any], baseline_state_of: Any, excused: list[CorrectnessRun]
+                    ) -> tuple[list[CorrectnessRun], dict[str, Any]]:
     """Every (autotune selection x combination) against the truth. Returns the runs and the
-    launch grids of the default-config runs per variant (``{variant: {kernel: [g0, g1, g2]}}``)."""
+    launch grids of the default-config runs per variant (``{variant: {kernel: [g0, g1, g2]}}``);
+    runs that differ only where the truth is NaN or Inf are appended to ``excused`` too."""
     allow_dtype = bool(ctx.options.get("allow_dtype_change"))
     allow_shape = bool(ctx.options.get("allow_shape_change"))
     eager = bool(meta.get("eager"))
@@ -942,6 +989,8 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             relaxed = truth_is_ref and not eager
             ok, comps, warns, note = compare_outputs(out, truth, tol, allow_dtype_change=allow_dtype or relaxed,
                                                      allow_shape_change=allow_shape, poisoned=ctx.poisoned)
+            undefined = _excused(ctx, ok, out, truth, tol, combo, meta, allow_dtype_change=allow_dtype or relaxed,
+                                 allow_shape_change=allow_shape, poisoned=ctx.poisoned)
             if ok and relaxed:
                 contract = _contract_note(out, exp["outputs"], allow_dtype, allow_shape)
                 if contract:
@@ -952,7 +1001,9 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             r, a = _tols_shown(tol, truth)
             run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                                  against=against, passed=ok, rtol=r, atol=a, config=config, outputs=comps,
-                                 note=summarize_failure(comps, note) if not ok else "")
+                                 note=undefined or (summarize_failure(comps, note) if not ok else ""))
+            if undefined:
+                excused.append(run)
             runs.append(run)
             ctx.verdict.correctness.append(run)
             del out
@@ -986,8 +1037,40 @@ def _random_truth_summary(truth: str, info: dict[str, Any]) -> str:
             "by element; verify with the model in eval mode (call .eval() in the problem) or with dropout p = 0")
 
 
+def _skipped_phrase(skipped: dict[str, dict[str, str]]) -> str:
+    """``; normal, uniform inputs skipped on module-small (the reference is not finite on ...)``,
+    or "" when every distribution was kept."""
+    if not skipped:
+        return ""
+    dists = sorted({d for per in skipped.values() for d in per})
+    variants = sorted(skipped)
+    first = next(iter(next(iter(skipped.values())).values()))
+    return f"; {', '.join(dists)} inputs skipped on {', '.join(variants)} ({first})"
+
+
+def _domain_warnings(skipped: dict[str, dict[str, str]], nonfinite: dict[str, dict[str, str]], anchor: str,
+                     truth: str) -> list[str]:
+    """What the verdict says about the inputs the truth is defined on: the redraws left out and
+    why, and where the truth is NaN or Inf on the problem's own inputs."""
+    out = []
+    by_variants: dict[tuple[str, ...], list[str]] = {}
+    for dist in sorted({d for per in skipped.values() for d in per}):
+        by_variants.setdefault(tuple(v for v in skipped if dist in skipped[v]), []).append(dist)
+    for variants, dists in by_variants.items():
+        out.append(f"{' and '.join(dists)} inputs were not used on variant(s) {', '.join(variants)}: "
+                   f"{skipped[variants[0]][dists[0]]}")
+    own = [(v, k, text) for v, per in nonfinite.items() for k, text in per.items() if k.startswith(f"{anchor}/")]
+    if own:
+        v, k, text = own[0]
+        out.append(f"the {truth} is not finite on the problem's own {inputs_phrase(anchor)} (variant {v}, seed "
+                   f"{k.rsplit('/s', 1)[-1]}: {text}): that is the problem's, not a candidate's: a candidate is "
+                   "judged where the truth is finite, and a difference only where it is not makes the verdict "
+                   "inconclusive, never wrong")
+    return out
+
+
 def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo, expected: dict[str, dict[str, Any]],
-                    meta: dict[str, Any]) -> CorrectnessRun | None:
+                    meta: dict[str, Any], excused: list[CorrectnessRun]) -> CorrectnessRun | None:
     """The first call's outputs (made in the compile step, when autotuners benchmark their
     configs) against the truth of the first combination."""
     if outputs is None or combo.key not in expected:
@@ -997,17 +1080,32 @@ def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo,
     truth_is_ref = exp.get("reference") is not None or eager
     truth = exp["reference"] if exp.get("reference") is not None else exp["outputs"]
     tol = resolve_tolerance(ctx.options, combo.variant)
-    ok, comps, _, note = compare_outputs(outputs, truth, tol,
-                                         allow_dtype_change=bool(ctx.options.get("allow_dtype_change"))
-                                         or (truth_is_ref and not eager),
-                                         allow_shape_change=bool(ctx.options.get("allow_shape_change")),
-                                         poisoned=ctx.poisoned)
+    how = {"allow_dtype_change": bool(ctx.options.get("allow_dtype_change")) or (truth_is_ref and not eager),
+           "allow_shape_change": bool(ctx.options.get("allow_shape_change")), "poisoned": ctx.poisoned}
+    ok, comps, _, note = compare_outputs(outputs, truth, tol, **how)
+    undefined = _excused(ctx, ok, outputs, truth, tol, combo, meta, **how)
     r, a = _tols_shown(tol, truth)
     run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                          against="reference" if truth_is_ref else "baseline", passed=ok, rtol=r, atol=a,
-                         config="first call", outputs=comps, note=summarize_failure(comps, note) if not ok else "")
+                         config="first call", outputs=comps,
+                         note=undefined or (summarize_failure(comps, note) if not ok else ""))
+    if undefined:
+        excused.append(run)
     ctx.verdict.correctness.append(run)
     return run
+
+
+def _excused(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[Any], tol: Tolerance, combo: Combo,
+             meta: dict[str, Any], **compare_kwargs: Any) -> str:
+    """For a failed comparison on a combination where the truth is NaN or Inf (the baseline
+    job's ``nonfinite_truth``): the note saying the outputs differ only there, or "" when they
+    differ where the truth is finite as well (a wrong answer) or the comparison passed."""
+    if ok:
+        return ""
+    where = (meta.get("nonfinite_truth") or {}).get(combo.vname, {}).get(f"{combo.distribution}/s{combo.seed}")
+    if not where or not excused_by_nonfinite_truth(outputs, truth, tol, ctx.ops.torch_device, **compare_kwargs):
+        return ""
+    return f"differs only where the {meta.get('truth', 'baseline')} is not finite: {where}"
 
 
 def _contract_note(outputs: list[Any], baseline: list[Any], allow_dtype: bool, allow_shape: bool) -> str:

@@ -1,0 +1,50 @@
+"""The published shape as the contract: which wrong answers at a size the verifier chose may
+come from a kernel written for the published shape (static evidence only; the verifications that
+act on it are in test_formats.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xeforge_core.contract import hardcoded_sizes, shape_dependence
+from xeforge_core.problem import load_problem
+from xeforge_core.verdict import Verdict, VerdictKind
+
+KB = Path(__file__).parent / "fixtures" / "formats" / "kernelbench"
+
+
+def test_published_sizes_written_as_numbers_are_evidence_tile_sizes_are_not():
+    problem = load_problem(KB / "rms_rows.py")
+    small = problem.variant("module-small")
+    fixed = (KB / "rms_rows_fixed_shape.py").read_text()
+    found = hardcoded_sizes(fixed, problem, small)
+    assert any(f.startswith("40 (line 25, the published batch_size)") for f in found)
+    assert any(f.startswith("8192 (line 25, the published dim)") for f in found)
+    generic = ("def launch(x, y, n):\n"
+               "    kern[(triton.cdiv(n, 8192),)](x, y, n, BLOCK_SIZE=8192, num_warps=8)\n"
+               "CONFIGS = [triton.Config({'BLOCK': 8192}, num_stages=40)]\n")
+    assert hardcoded_sizes(generic, problem, small) == []
+    # a size the chosen variant keeps is no evidence: module-small-odd changes only what it changes
+    assert hardcoded_sizes(fixed, problem, problem.variant("module")) == []
+
+
+def test_a_wrong_answer_without_evidence_does_not_depend_on_the_shape():
+    wrong = Verdict(kind=VerdictKind.WRONG_ANSWER, reason="wrong answer on variant module-small (seed 0, ...): "
+                    "7 output element(s) left unwritten")
+    assert shape_dependence(wrong, []) == ""
+    assert "published sizes as numbers" in shape_dependence(wrong, ["4096 (line 3, the published dim)"])
+    refused = Verdict(kind=VerdictKind.COMPILE_ERROR, reason="arange's range must be a power of 2")
+    assert "does not compile there" in shape_dependence(refused, [])
+
+
+def test_only_the_errors_own_words_count_not_the_code_it_quotes():
+    """A compile error that says nothing of the shape stays what it is, even where the line it
+    quotes or the traceback above it mentions shapes and sizes."""
+    unrelated = Verdict(kind=VerdictKind.COMPILE_ERROR,
+                        reason="the Triton kernel does not compile: ValueError: arange's arguments must be of type "
+                               "tl.constexpr at candidate.py:34 (`y = x.reshape(x.shape[0], -1)`)",
+                        error_text="  File \"candidate.py\", line 40, in forward\n    n = src.numel()  # shape\n"
+                                   "ValueError: arange's arguments must be of type tl.constexpr")
+    assert shape_dependence(unrelated, []) == ""
+    asserted = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="AssertionError: written for 40 x 8192")
+    assert "AssertionError" in shape_dependence(asserted, [])

@@ -1,0 +1,188 @@
+"""The published shape as the contract of a fixed-shape problem.
+
+A KernelBench or KernelAgent problem poses one shape: its published sizes (the ``module``
+variant). The sizes the verifier checks by default are its own choice (``module-small``, the
+``-odd`` copies, the launch-grid and tile-derived variants): a fast path that holds for kernels
+written for any shape. A kernel written for the published shape (it asserts the shape, takes
+``tl.arange`` over a dimension that is a power of two only there, or hard-codes the grid) fails
+at those sizes and is still right for the problem. So when a candidate fails only at a size the
+verifier chose, with a failure that can depend on the shape, it is checked at the published
+size; right there, it is ``ok`` with a ``shape_specialised`` finding that names the sizes it
+fails at and why. An Xe-Forge spec's variants are all the contract: none of this applies to them.
+
+What counts as a failure that can depend on the shape:
+
+* a compile error, a run-time error or a crash at a chosen size (the kernel refuses the size;
+  whether it is right at the published one is then a question the published size answers);
+* a wrong answer, only where the candidate evidently specialises on the published sizes: its
+  source writes one of them as a number (``tl.arange(0, 4096)``, ``grid = (128,)``) where the
+  chosen size differs (``hardcoded_sizes``). A wrong answer of a kernel that reads its sizes
+  from its inputs (a dropped tail mask, a floor-divided grid) is a bug at any size, and stays
+  ``wrong_answer``.
+
+Everything here is static (``ast``); the jobs that check the published size run in
+``xeforge_core.verify``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from xeforge_core.problem.scaling import describe_overrides, size_constants, variant_input_elements
+from xeforge_core.units import plural
+from xeforge_core.verdict import Finding, Verdict, VerdictKind
+from xeforge_core.worker.astutil import dotted_name
+from xeforge_core.worker.astutil import parse as parse_python
+
+#: The published sizes' variant of a problem without a spec.
+PUBLISHED = "module"
+
+#: Verdict kinds where the kernel refused the size itself (see the module docstring).
+REFUSED_SIZE = frozenset({VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, VerdictKind.CRASH})
+
+#: Names of tile and launch settings: a number bound to one of them is a block size, not a
+#: problem size, so it is no evidence of a hard-coded shape.
+_TILE_NAME = re.compile(r"block|tile|group|warp|stage|split|chunk|num_|vec|unroll|grf", re.IGNORECASE)
+
+#: Words of error messages that depend on the shape (Triton's and PyTorch's words for them).
+_SHAPE_WORDS = re.compile(
+    r"power of (?:2|two)|shape|dimension|divisible|multiple of|make_shape_compatible|broadcast|"
+    r"size of tensor|out of (?:bounds|range)|index \d+ is out|AssertionError|illegal memory access|misaligned",
+    re.IGNORECASE)
+
+#: A source line a verdict quotes (`...`): code, not the error's words.
+_QUOTED = re.compile(r"`[^`]*`")
+
+#: Elements per second Triton's interpreter moves through an elementwise kernel on the
+#: development machine (2 shared cores, under load): 1.2e5-1.7e5 with 256-element blocks,
+#: 4.7e5-6.5e5 with 1024-element blocks, for 2^18 to 2^22 elements (measured 2026-12-03).
+INTERPRETER_ELEMENTS_PER_S = 2e5
+
+#: The published size is checked in the interpreter without being asked when that is estimated
+#: to take at most this long (seconds); beyond it, only on request (``--variant module``).
+PUBLISHED_ON_CPU_SECONDS = 60.0
+
+
+def failed_variant(verdict: Verdict, first: str) -> str:
+    """The variant a failing verdict failed at: its first failed correctness run's, else the one
+    its reason names (``variant module-small (seed 0, ...)``), else ``first`` (the first call)."""
+    run = next((r for r in verdict.correctness if not r.passed), None)
+    if run is not None:
+        return run.variant
+    m = re.search(r"variant (\S+) \(seed", verdict.reason or "")
+    return m.group(1) if m else first
+
+
+def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
+    """Where ``source`` writes a published size of ``problem`` as a number that ``variant``
+    (a size the verifier chose) changes, one ``"4096 (line 12, dim)"`` each; numbers bound to
+    a tile setting (``BLOCK_N=128``, ``"BLOCK": 64``, ``num_warps=4``) or dividing a size
+    (``triton.cdiv(n, 1024)``, ``n // 1024``) do not count."""
+    if problem.inputs is None or variant is None:
+        return []
+    published = size_constants(problem.inputs.source)
+    chosen = dict(getattr(variant, "overrides", {}) or {})
+    changed: dict[int, str] = {}
+    for name, value in published.items():
+        new = chosen.get(name, value)
+        pairs = zip(value, new) if isinstance(value, tuple) and isinstance(new, (tuple, list)) else [(value, new)]
+        for old, now in pairs:
+            if isinstance(old, int) and old != now and old >= 8:
+                changed.setdefault(int(old), name)
+    if not changed:
+        return []
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return []
+    tile_literals: set[int] = set()
+    for node in ast.walk(tree):
+        named: list[tuple[str, ast.AST]] = []
+        if isinstance(node, ast.keyword) and node.arg:
+            named.append((node.arg, node.value))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            named += [(t.id, node.value) for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.Dict):
+            named += [(k.value, v) for k, v in zip(node.keys, node.values)
+                      if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args.posonlyargs + node.args.args
+            named += [(a.arg, d) for a, d in zip(args[len(args) - len(node.args.defaults):], node.args.defaults)]
+        for name, value in named:
+            if _TILE_NAME.search(name):
+                tile_literals |= {id(n) for n in ast.walk(value)}
+        # a divisor is a tile: triton.cdiv(n, 1024), n // 1024, n % 1024
+        if isinstance(node, ast.Call) and dotted_name(node.func).rsplit(".", 1)[-1] == "cdiv":
+            tile_literals |= {id(a) for a in node.args[1:]}
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+            tile_literals.add(id(node.right))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value in changed \
+                and id(node) not in tile_literals:
+            found.append(f"{node.value} (line {node.lineno}, the published {changed[node.value]})")
+    return list(dict.fromkeys(found))
+
+
+def error_message(verdict: Verdict) -> str:
+    """What a failing verdict's error says: its reason's first line without the source lines it
+    quotes, and the last line of its error text (the exception, ``AssertionError: ...``)."""
+    reason = _QUOTED.sub("", (verdict.reason or "").strip().splitlines()[0] if verdict.reason else "")
+    lines = [ln.strip() for ln in (verdict.error_text or "").strip().splitlines() if ln.strip()]
+    last = lines[-1] if lines and re.match(r"^[\w.]*(Error|Exception)\b", lines[-1]) else ""
+    return f"{reason}\n{last}"
+
+
+def shape_dependence(verdict: Verdict, hardcoded: list[str]) -> str:
+    """Why a failing verdict at a chosen size may depend on the shape, in words, or "": the
+    error's own words (``error_message``; never the code it quotes), or published sizes the
+    candidate writes as numbers."""
+    words = _SHAPE_WORDS.search(error_message(verdict))
+    if verdict.kind in REFUSED_SIZE and words:
+        return f"it {_refusal(verdict.kind)} there ({words.group(0)!r} in the error)"
+    if hardcoded:
+        return f"it writes published sizes as numbers: {', '.join(hardcoded[:3])}"
+    return ""
+
+
+def _refusal(kind: VerdictKind) -> str:
+    return {VerdictKind.COMPILE_ERROR: "does not compile", VerdictKind.RUNTIME_ERROR: "raises",
+            VerdictKind.CRASH: "crashes"}.get(kind, "fails")
+
+
+def interpreter_seconds(problem: Any, calls: int) -> float | None:
+    """A floor on the seconds Triton's interpreter needs for ``calls`` forward calls at the
+    published size (its largest input through an elementwise kernel at
+    ``INTERPRETER_ELEMENTS_PER_S``; a kernel doing more per element takes longer), or ``None``
+    when the published sizes cannot be read statically."""
+    elements = variant_input_elements(problem, problem.variant(PUBLISHED))
+    if elements is None:
+        return None
+    return calls * elements / INTERPRETER_ELEMENTS_PER_S
+
+
+def shape_specialised_finding(variant: Any, failed: Verdict, why: str) -> Finding:
+    """The ``shape_specialised`` finding of a candidate right at the published size: the chosen
+    size it fails at (with its sizes), how, and why that depends on the shape."""
+    sizes = describe_overrides(getattr(variant, "overrides", {}) or {})
+    first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
+    return Finding("shape_specialised", (
+        f"right at the published size, which is the problem's contract, but written for it: at "
+        f"{getattr(variant, 'name', variant)}{f' ({sizes})' if sizes else ''}, a size the verifier chose, it "
+        f"{failed.kind.value.replace('_', ' ')}: {first}. {why[0].upper() + why[1:]}. It is right only at the "
+        "shape it was written for; a shape-generic kernel would pass there too"), "warning")
+
+
+def not_checked_reason(failed: Verdict, variant: Any, why: str, seconds: float | None, calls: int) -> str:
+    """The reason of a verdict left ``inconclusive`` because the published size was not checked
+    here (the interpreter, a size over ``PUBLISHED_ON_CPU_SECONDS``)."""
+    first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
+    est = (f"about {seconds / 60:.0f} min or more for its {plural(calls, 'call')}" if seconds and seconds >= 120
+           else f"about {seconds:.0f} s or more" if seconds else "an unknown time")
+    return (f"inconclusive: at {getattr(variant, 'name', variant)}, a size the verifier chose, the candidate "
+            f"{failed.kind.value.replace('_', ' ')}s ({first}), and {why}; the problem's contract is its published "
+            f"size, which was not checked: Triton's interpreter would need {est} there. Check it with "
+            "`--variant module` (here, slowly) or on a GPU")

@@ -1,0 +1,143 @@
+"""Which inputs the truth is defined on: the problem's own, and the redraws that keep it so.
+
+A problem's own inputs are the *anchor* distribution of a job (its first): ``module`` for a
+problem without a spec (what ``get_inputs()`` returns under ``torch.manual_seed(seed)``, as
+KernelBench's evaluation draws them, so softmax'd probabilities, positive scales, index ranges
+and masks keep their domain), else the spec's first distribution. The others are *redraws*
+(``normal``, ``uniform``, ``mixed``: the floating-point inputs drawn again from a fixed law) and
+stress the kernel where the problem's own inputs are tame (all positive, all small).
+
+A redraw can leave the truth's domain: a KL divergence fed normal "probabilities" takes the log
+of negative numbers, and its reference is NaN, so no candidate can be judged there. The baseline
+job keeps a redraw on a variant only where the truth stays finite on it (where it is finite on
+the anchor) and depends on it (its outputs change with the redrawn inputs); otherwise the redraw
+is skipped on that variant, and the verdict says why (``TruthDomain.skipped``).
+
+A truth that is NaN or Inf on the problem's own inputs is the problem's property, never the
+candidate's fault: its non-finite elements are named (``nonfinite_summary``), and a candidate
+that differs from it only there is not wrong (``excused_by_nonfinite_truth``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from xeforge_core.verdict import inputs_label
+from xeforge_core.worker.compare import Tolerance, compare_outputs
+from xeforge_core.worker.expected import StoredTensor, materialize
+
+#: The anchor distribution of a problem without a spec: its own ``get_inputs()``.
+OWN_INPUTS = "module"
+
+
+def inputs_phrase(distribution: str) -> str:
+    """How a distribution is named in a verdict: ``get_inputs() inputs`` for the problem's own,
+    ``normal inputs`` for a redraw (``verdict.inputs_label``)."""
+    return f"{inputs_label(distribution)} inputs"
+
+
+def redraw_seeds(distributions: list[str], seeds: list[int]) -> dict[str, list[int]]:
+    """The seeds each distribution runs at: every seed for the anchor (and for every
+    distribution of a spec, which are all the spec's own inputs); only the first seed for the
+    redraws of a ``get_inputs()`` problem, which stress the kernel once each."""
+    if not distributions:
+        return {}
+    anchor = distributions[0]
+    return {d: (list(seeds) if d == anchor or anchor != OWN_INPUTS else list(seeds[:1])) for d in distributions}
+
+
+def nonfinite_summary(outputs: list[Any]) -> str | None:
+    """``output 0: 3 NaN, 1 Inf of 4096 element(s)`` for each floating-point tensor output that
+    holds a NaN or an Inf (joined by ``; ``), or ``None`` when every output is finite. Counted on
+    the device, in one pass per output."""
+    parts = []
+    for i, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor) or not (out.dtype.is_floating_point or out.dtype.is_complex):
+            continue
+        nan = int(torch.isnan(out).sum())
+        inf = int(torch.isinf(out).sum())
+        if nan or inf:
+            counts = ", ".join(f"{n} {what}" for n, what in ((nan, "NaN"), (inf, "Inf")) if n)
+            parts.append(f"output {i}: {counts} of {out.numel()} element(s)")
+    return "; ".join(parts) or None
+
+
+def excused_by_nonfinite_truth(outputs: list[Any], truth: list[Any], tol: Tolerance, device: torch.device,
+                               **compare_kwargs: Any) -> bool:
+    """Whether ``outputs`` match ``truth`` everywhere the truth is finite: the comparison again,
+    with the candidate's value replaced by the truth's wherever the truth is NaN or Inf. A
+    candidate that differs only there is not wrong (the truth is undefined there), and one left
+    unwritten where the truth has a value still fails."""
+    patched: list[Any] = []
+    for out, exp in zip(outputs, truth):
+        if isinstance(out, torch.Tensor) and isinstance(exp, (torch.Tensor, StoredTensor)) \
+                and (out.dtype.is_floating_point or out.dtype.is_complex):
+            full = materialize([exp], device)[0] if isinstance(exp, StoredTensor) else exp.to(device)
+            if full.shape == out.shape:
+                bad = ~torch.isfinite(full)
+                out = torch.where(bad, full.to(out.dtype), out)
+        patched.append(out)
+    patched += outputs[len(truth):]
+    return compare_outputs(patched, truth, tol, **compare_kwargs)[0]
+
+
+@dataclass
+class _Seen:
+    seed: int
+    inputs: str
+    truth: tuple[Any, ...]
+    nonfinite: str | None
+
+
+@dataclass
+class TruthDomain:
+    """The truth's outputs per (variant, distribution), recorded by the baseline job as it runs
+    each combination (``record``), then judged (``decide``): which redraws to skip on which
+    variant and why, and where the truth is non-finite on what is kept."""
+
+    anchor: str
+    truth_label: str = "reference"
+    seen: dict[tuple[str, str], list[_Seen]] = field(default_factory=dict)
+
+    def record(self, variant: str, distribution: str, seed: int, inputs: str, truth_hashes: tuple[Any, ...],
+               nonfinite: str | None) -> None:
+        """One combination: its input fingerprint, the digests of the truth's outputs and what of
+        them is non-finite (``nonfinite_summary``)."""
+        self.seen.setdefault((variant, distribution), []).append(_Seen(seed, inputs, truth_hashes, nonfinite))
+
+    def decide(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+        """``(skipped, nonfinite)``: ``skipped[variant][distribution]`` is why a redraw is left
+        out on that variant; ``nonfinite[variant][f"{distribution}/s{seed}"]`` names the truth's
+        non-finite outputs on a kept combination."""
+        skipped: dict[str, dict[str, str]] = {}
+        nonfinite: dict[str, dict[str, str]] = {}
+        own = inputs_phrase(self.anchor)
+        for (variant, dist), runs in self.seen.items():
+            anchor_runs = self.seen.get((variant, self.anchor), [])
+            if dist != self.anchor:
+                why = self._skip_reason(dist, runs, anchor_runs, own)
+                if why:
+                    skipped.setdefault(variant, {})[dist] = why
+                    continue
+            for r in runs:
+                if r.nonfinite:
+                    nonfinite.setdefault(variant, {})[f"{dist}/s{r.seed}"] = r.nonfinite
+        return skipped, nonfinite
+
+    def _skip_reason(self, dist: str, runs: list[_Seen], anchor_runs: list[_Seen], own: str) -> str:
+        bad = next((r for r in runs if r.nonfinite), None)
+        if bad is not None and not any(r.nonfinite for r in anchor_runs):
+            return (f"the {self.truth_label} is not finite on {dist} inputs ({bad.nonfinite}) while it is on the "
+                    f"problem's own {own}: those inputs leave its domain")
+        anchor_truths = {r.truth for r in anchor_runs}
+        redrawn = {r.truth for r in runs}
+        inputs_differ = len({r.inputs for r in runs + anchor_runs}) > 1
+        constant_anchor = len(anchor_truths) == 1 and len({r.inputs for r in anchor_runs}) > 1
+        if inputs_differ and not constant_anchor and all(None not in t for t in redrawn) and (
+                redrawn <= anchor_truths or (len(runs) > 1 and len(redrawn) == 1)):
+            return (f"the {self.truth_label}'s output does not change with {dist} inputs (the same as on other "
+                    "inputs), so matching it there proves nothing")
+        return ""

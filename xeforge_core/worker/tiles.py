@@ -1,0 +1,199 @@
+"""What one kernel launch does with its sizes: grid, integer arguments, tiles and loop trips.
+
+A *launch fact* is the JSON-able record of one launch that the verifier's size choice works
+from (``xeforge_core.sizes``)::
+
+    {"kernel": "matmul_kernel", "occurrence": 0, "grid": [3, 2, 1],
+     "scalars": {"M": 161, "N": 97, "K": 73, "stride_am": 73, ...},
+     "constants": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32},
+     "loops": [{"line": 31, "trips": 3, "step": 32, "extent": 73, "partial": true}]}
+
+``occurrence`` numbers the launches of one kernel within one call. ``loops`` are the ``for``
+loops of the kernel's body whose bounds can be evaluated from the launch's integer arguments
+alone (``range(0, K, BLOCK_K)``, ``tl.range(0, tl.cdiv(K, BLOCK_K))``, bounds computed in
+simple assignments first): ``trips`` is the number of iterations, ``partial`` whether the last
+one covers less than a whole tile (``extent`` not a multiple of ``step``; for a unit-step loop
+over ``cdiv(X, B)`` tiles, ``X`` not a multiple of ``B``), ``None`` when that cannot be told. A
+loop whose bounds depend on a program id or a tensor is left out. Nothing here runs a kernel:
+the source is read with ``ast``.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any
+
+#: Most launch facts kept per call (a forward() that launches a kernel per layer repeats itself).
+MAX_FACTS = 32
+
+
+def kernel_sources(jit_functions: list[Any]) -> dict[str, tuple[str, int]]:
+    """``{kernel name: (source, line of its first source line in its file)}`` of Triton kernels
+    (``JITFunction`` or the interpreter's ``InterpretedFunction``; the Python function is read
+    with ``inspect``, decorators included). Kernels whose source cannot be read are left out."""
+    out: dict[str, tuple[str, int]] = {}
+    for fn in jit_functions:
+        py = getattr(fn, "fn", None)
+        while py is not None and not inspect.isfunction(py):  # an autotuner or heuristics wrapper
+            py = getattr(py, "fn", None)
+        name = getattr(py, "__name__", None)
+        if not name:
+            continue
+        try:
+            lines, first = inspect.getsourcelines(py)
+        except (OSError, TypeError):
+            continue
+        out[name] = ("".join(lines), max(1, first))
+    return out
+
+
+class _Eval:
+    """Integer evaluation of loop bounds over a launch's integer arguments."""
+
+    def __init__(self, env: dict[str, int]) -> None:
+        self.env = env
+
+    def value(self, node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            v = self.value(node.operand)
+            return -v if v is not None else None
+        if isinstance(node, ast.BinOp):
+            a, b = self.value(node.left), self.value(node.right)
+            if a is None or b is None:
+                return None
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, ast.FloorDiv) and b:
+                return a // b
+            if isinstance(node.op, ast.Mod) and b:
+                return a % b
+            return None
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            args = [self.value(a) for a in node.args]
+            if node.keywords or any(a is None for a in args):
+                return None
+            if name == "cdiv" and len(args) == 2 and args[1]:
+                return -(-args[0] // args[1])  # type: ignore[operator]
+            if name in ("min", "minimum") and args:
+                return min(args)  # type: ignore[type-var]
+            if name in ("max", "maximum") and args:
+                return max(args)  # type: ignore[type-var]
+            if name == "next_power_of_2" and len(args) == 1:
+                return 1 << max(0, int(args[0] - 1).bit_length())  # type: ignore[operator]
+        return None
+
+
+def _is_range(call: ast.AST) -> bool:
+    if not isinstance(call, ast.Call):
+        return False
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    return name in ("range", "static_range")
+
+
+def _cdiv_parts(node: ast.AST, ev: _Eval, defs: dict[str, ast.expr]) -> tuple[int, int] | None:
+    """``(X, B)`` of a ``cdiv(X, B)`` bound (also written ``(X + B - 1) // B``, or held in a name
+    assigned so in ``defs``)."""
+    if isinstance(node, ast.Name) and node.id in defs:
+        return _cdiv_parts(defs[node.id], ev, {})
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "cdiv" \
+            and len(node.args) == 2:
+        x, b = ev.value(node.args[0]), ev.value(node.args[1])
+        return (x, b) if x is not None and b else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+        b = ev.value(node.right)
+        top = ev.value(node.left)
+        if b and top is not None and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Sub):
+            return top - b + 1, b  # (X + B - 1) // B
+    return None
+
+
+def loop_trips(source: str, first_line: int, values: dict[str, int]) -> list[dict[str, Any]]:
+    """The loops of the kernel in ``source`` whose bounds ``values`` (the launch's integer
+    arguments by name) decide: ``[{"line", "trips", "step", "extent", "partial"}]`` (see the
+    module docstring), ``line`` counted in the kernel's file (``first_line`` is the line
+    ``source`` starts at). ``[]`` when the source does not parse."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return []
+    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return []
+    env = dict(values)
+    ev = _Eval(env)
+    top_level: set[int] = set()
+    defs: dict[str, ast.expr] = {}
+    for stmt in fn.body:  # bounds computed first: num_k = tl.cdiv(K, BLOCK_K)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            top_level.add(id(stmt.targets[0]))
+            defs[stmt.targets[0].id] = stmt.value
+            v = ev.value(stmt.value)
+            if v is None:
+                env.pop(stmt.targets[0].id, None)
+            else:
+                env[stmt.targets[0].id] = v
+    # a name also written elsewhere (in a loop, a branch, +=) has no one value to read
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in top_level:
+            env.pop(node.id, None)
+            defs.pop(node.id, None)
+    out = []
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.For) and _is_range(node.iter)):
+            continue
+        call = node.iter
+        assert isinstance(call, ast.Call)
+        args = list(call.args)[:3]
+        if not args:
+            continue
+        start_node, stop_node = (None, args[0]) if len(args) == 1 else (args[0], args[1])
+        start = 0 if start_node is None else ev.value(start_node)
+        stop = ev.value(stop_node)
+        step = ev.value(args[2]) if len(args) == 3 else 1
+        if start is None or stop is None or not step or step < 0:
+            continue
+        extent = max(0, stop - start)
+        trips = -(-extent // step)
+        partial: bool | None = None
+        if step > 1:
+            partial = extent % step != 0
+        else:
+            parts = _cdiv_parts(stop_node, ev, defs)
+            if parts is not None and start == 0:
+                extent, step = parts
+                partial = extent % step != 0
+        out.append({"line": first_line + node.lineno - 1, "trips": trips, "step": step, "extent": extent,
+                    "partial": partial})
+    return out
+
+
+def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> list[dict[str, Any]]:
+    """One launch fact (see the module docstring) per recorded launch (``LaunchRecord``), in
+    launch order, at most ``MAX_FACTS``."""
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    loops_cache: dict[tuple[str, tuple], list[dict[str, Any]]] = {}
+    for rec in launches[:MAX_FACTS]:
+        occurrence = seen.get(rec.kernel, 0)
+        seen[rec.kernel] = occurrence + 1
+        values = {**rec.scalars, **rec.constants}
+        key = (rec.kernel, tuple(sorted(values.items())))
+        if key not in loops_cache:
+            src = sources.get(rec.kernel)
+            loops_cache[key] = loop_trips(src[0], src[1], values) if src else []
+        out.append({"kernel": rec.kernel, "occurrence": occurrence,
+                    "grid": list(rec.grid) if rec.grid is not None else None,
+                    "scalars": dict(rec.scalars), "constants": dict(rec.constants),
+                    "loops": loops_cache[key]})
+    return out

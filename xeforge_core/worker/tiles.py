@@ -118,6 +118,35 @@ def _cdiv_parts(node: ast.AST, ev: _Eval, defs: dict[str, ast.expr]) -> tuple[in
     return None
 
 
+def _loop_trips(node: ast.AST, ev: _Eval, defs: dict[str, ast.expr]) -> dict[str, Any] | None:
+    """``{"trips", "step", "extent", "partial"}`` of a ``for ... in range(...)`` loop whose
+    bounds ``ev`` can evaluate, else ``None``."""
+    if not (isinstance(node, ast.For) and _is_range(node.iter)):
+        return None
+    call = node.iter
+    assert isinstance(call, ast.Call)
+    args = list(call.args)[:3]
+    if not args:
+        return None
+    start_node, stop_node = (None, args[0]) if len(args) == 1 else (args[0], args[1])
+    start = 0 if start_node is None else ev.value(start_node)
+    stop = ev.value(stop_node)
+    step = ev.value(args[2]) if len(args) == 3 else 1
+    if start is None or stop is None or not step or step < 0:
+        return None
+    extent = max(0, stop - start)
+    trips = -(-extent // step)
+    partial: bool | None = None
+    if step > 1:
+        partial = extent % step != 0
+    else:
+        parts = _cdiv_parts(stop_node, ev, defs)
+        if parts is not None and start == 0:
+            extent, step = parts
+            partial = extent % step != 0
+    return {"trips": trips, "step": step, "extent": extent, "partial": partial}
+
+
 def loop_trips(source: str, first_line: int, values: dict[str, int]) -> list[dict[str, Any]]:
     """The loops of the kernel in ``source`` whose bounds ``values`` (the launch's integer
     arguments by name) decide: ``[{"line", "trips", "step", "extent", "partial"}]`` (see the
@@ -132,49 +161,30 @@ def loop_trips(source: str, first_line: int, values: dict[str, int]) -> list[dic
         return []
     env = dict(values)
     ev = _Eval(env)
-    top_level: set[int] = set()
     defs: dict[str, ast.expr] = {}
-    for stmt in fn.body:  # bounds computed first: num_k = tl.cdiv(K, BLOCK_K)
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            top_level.add(id(stmt.targets[0]))
-            defs[stmt.targets[0].id] = stmt.value
-            v = ev.value(stmt.value)
-            if v is None:
-                env.pop(stmt.targets[0].id, None)
-            else:
-                env[stmt.targets[0].id] = v
-    # a name also written elsewhere (in a loop, a branch, +=) has no one value to read
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in top_level:
-            env.pop(node.id, None)
-            defs.pop(node.id, None)
+    top_level = {id(stmt.targets[0]) for stmt in fn.body
+                 if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)}
+    # a name also written inside a statement (a loop, a branch, +=) has no one value to read
+    nested = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+              and id(n) not in top_level}
+    for name in nested:
+        env.pop(name, None)
     out = []
-    for node in ast.walk(fn):
-        if not (isinstance(node, ast.For) and _is_range(node.iter)):
+    for stmt in fn.body:  # in order: bounds computed first (num_k = tl.cdiv(K, BLOCK_K)) are known
+        if id(getattr(stmt, "targets", [None])[0]) in top_level:
+            target = stmt.targets[0].id  # type: ignore[attr-defined]
+            v = ev.value(stmt.value)  # type: ignore[attr-defined]
+            if v is None or target in nested:
+                env.pop(target, None)
+                defs.pop(target, None)
+            else:
+                env[target] = v
+                defs[target] = stmt.value  # type: ignore[attr-defined]
             continue
-        call = node.iter
-        assert isinstance(call, ast.Call)
-        args = list(call.args)[:3]
-        if not args:
-            continue
-        start_node, stop_node = (None, args[0]) if len(args) == 1 else (args[0], args[1])
-        start = 0 if start_node is None else ev.value(start_node)
-        stop = ev.value(stop_node)
-        step = ev.value(args[2]) if len(args) == 3 else 1
-        if start is None or stop is None or not step or step < 0:
-            continue
-        extent = max(0, stop - start)
-        trips = -(-extent // step)
-        partial: bool | None = None
-        if step > 1:
-            partial = extent % step != 0
-        else:
-            parts = _cdiv_parts(stop_node, ev, defs)
-            if parts is not None and start == 0:
-                extent, step = parts
-                partial = extent % step != 0
-        out.append({"line": first_line + node.lineno - 1, "trips": trips, "step": step, "extent": extent,
-                    "partial": partial})
+        for node in ast.walk(stmt):
+            loop = _loop_trips(node, ev, defs)
+            if loop is not None:
+                out.append({"line": first_line + node.lineno - 1, **loop})
     return out
 
 

@@ -1,0 +1,191 @@
+"""Sizes chosen from what the kernels do (``xeforge_core.sizes``, ``worker.tiles``): loop trips
+read from a kernel's source, dry launches, and the derived size from probed launches. The
+probed launches here are computed from a model of each kernel (no worker runs), so every rule
+is checked in milliseconds; ``test_verify_tiles.py`` runs the whole path on planted faults."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from xeforge_core.problem import problem_from_source
+from xeforge_core.problem.scaling import size_values, variant_with_sizes
+from xeforge_core.sizes import choose_sizes, coverage_of, plan_probe
+from xeforge_core.worker.capture import LaunchRecorder
+from xeforge_core.worker.tiles import kernel_sources, launch_facts, loop_trips
+
+LOOPS = '''
+@triton.jit
+def k(x, N, K, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    nk = tl.cdiv(K, BLOCK)
+    for i in tl.range(0, nk):
+        pass
+    for j in range(pid, N, 4):
+        pass
+    for q in range((K + BLOCK - 1) // BLOCK):
+        for r in range(0, q):
+            pass
+    for s in range(0, K, BLOCK):
+        pass
+    K = K * 2
+    for t in range(0, K, BLOCK):
+        pass
+'''
+
+
+def test_loop_trips_are_read_from_the_bounds_the_launch_decides():
+    trips = loop_trips(LOOPS, 10, {"N": 10, "K": 100, "BLOCK": 32})
+    # the program-id loop and the loop over an outer loop's variable are left out; a bound
+    # computed first (nk) or written as (K + BLOCK - 1) // BLOCK is read; K rewritten halfway
+    # counts from there on
+    assert trips == [{"line": 15, "trips": 4, "step": 32, "extent": 100, "partial": True},
+                     {"line": 19, "trips": 4, "step": 32, "extent": 100, "partial": True},
+                     {"line": 22, "trips": 4, "step": 32, "extent": 100, "partial": True},
+                     {"line": 25, "trips": 7, "step": 32, "extent": 200, "partial": True}]
+    got = loop_trips(LOOPS, 1, {"N": 10, "K": 128, "BLOCK": 32})
+    assert [(t["line"], t["trips"], t["partial"]) for t in got] == [(6, 4, False), (10, 4, False), (13, 4, False),
+                                                                  (16, 8, False)]
+    # a bound the kernel also writes inside a loop is left out
+    assert loop_trips(LOOPS.replace("        pass\n    for q", "        K += 1\n    for q"), 1,
+                      {"N": 10, "K": 128, "BLOCK": 32}) == []
+
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    for _start in range(0, n, BLOCK):
+        pass
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_a_dry_launch_is_recorded_with_its_sizes_and_tiles_and_not_run():
+    recorder = LaunchRecorder()
+    recorder.install()
+    try:
+        x, y = torch.ones(100), torch.zeros(100)
+        recorder.dry = True
+        _copy_kernel[(triton.cdiv(100, 32),)](x, y, 100, 32)  # the tile given by position
+        assert torch.count_nonzero(y) == 0
+        recorder.dry = False
+        _copy_kernel[(triton.cdiv(100, 32),)](x, y, 100, BLOCK=32)
+        assert torch.equal(x, y)
+    finally:
+        recorder.uninstall()
+    dry, real = recorder.launches
+    assert dry.scalars == {"n": 100} and dry.constants == {"BLOCK": 32} and dry.grid == (4, 1, 1)
+    (fact,) = launch_facts([dry], kernel_sources([_copy_kernel]))
+    assert fact["kernel"] == "_copy_kernel" and fact["grid"] == [4, 1, 1]
+    (loop,) = fact["loops"]
+    assert loop["trips"] == 4 and loop["partial"] is True and loop["step"] == 32
+    assert real.constants == {"BLOCK": 32}
+
+
+GEMM_SPEC = '''
+inputs:
+  A: {shape: [M, K], dtype: float32}
+  B: {shape: [K, N], dtype: float32}
+ci:
+  - params: [A, B]
+    dims: {M: 40, K: 64, N: 48}
+    flop: "2*M*N*K"
+'''
+GEMM_SRC = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n"
+
+
+def _gemm_facts(sizes: dict[str, int], *, bm: int = 64, bn: int = 64, bk: int = 32,
+                head: int | None = None) -> list[dict[str, Any]]:
+    """What a tiled GEMM launches at ``sizes``: cdiv(M, bm) x cdiv(N, bn) programs, a loop over K
+    in steps of bk (and, with ``head``, the constexpr HEAD = K, a tile as wide as a size)."""
+    m, k, n = sizes["M"], sizes["K"], sizes["N"]
+    constants = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **({"HEAD": k} if head else {})}
+    return [{"kernel": "mm", "occurrence": 0, "grid": [math.ceil(m / bm), math.ceil(n / bn), 1],
+             "scalars": {"M": m, "N": n, "K": k, "stride_am": k}, "constants": constants,
+             "loops": [{"line": 12, "trips": math.ceil(k / bk), "step": bk, "extent": k, "partial": k % bk != 0}]}]
+
+
+def _evidence(problem, probe, facts_at, *, errors: dict[str, str] | None = None) -> dict[str, Any]:
+    """The sizes job's evidence for ``probe``, the candidate's launches given by ``facts_at``."""
+    records = []
+    for point in probe.points:
+        if errors and point.name in errors:
+            records.append({"point": point.name, "module": "reference", "error": errors[point.name]})
+        records.append({"point": point.name, "module": "candidate", "config": None,
+                        "facts": facts_at(size_values(problem, point))})
+    return {"probes": records, "configs": {}}
+
+
+def test_every_size_is_made_odd_and_grown_until_each_axis_has_three_programs_and_the_loop_two_trips():
+    problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
+    ci = problem.spec.variants["ci"]
+    probe = plan_probe(problem, ci, device_type="cpu")
+    assert probe is not None and probe.checked == {"M": 40, "K": 64, "N": 48}
+    assert {"ci-probe-K-odd", "ci-probe-K-x2", "ci-probe-N-x16"} <= set(probe.moves)
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts), device_type="cpu")
+    tiles = choice.variant
+    assert tiles is not None and tiles.name == "ci-tiles"
+    assert tiles.dims == {"M": 161, "K": 65, "N": 145}, tiles.dims  # M x4, K odd, N x3
+    assert all(v % 2 for v in tiles.dims.values())
+    at = _gemm_facts(tiles.dims)[0]
+    assert at["grid"][:2] == [3, 3] and at["loops"][0]["trips"] == 3 and at["loops"][0]["partial"]
+    assert "M=161: 3 programs on axis 0 of mm (fewer than 3 at M=40)" in tiles.derived
+    assert "BLOCK_K=32" in tiles.derived
+    coverage, gaps = coverage_of(choice, _gemm_facts(tiles.dims))
+    assert gaps == [] and "axis 1: 3 programs of BLOCK_N=64 over N=145, the last 17 wide" in coverage[0]
+    assert "loop at line 12: 3 trips of 32 over 65, the last partial" in coverage[0]
+
+
+def test_a_size_the_kernel_takes_as_a_constexpr_or_the_problem_refuses_odd_keeps_its_value():
+    problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
+    probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
+    # HEAD = K is a tile extent: K stays 64 (a power of two), though it drives the loop
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, lambda s: _gemm_facts(s, head=True)),
+                          device_type="cpu")
+    assert choice.variant.dims["K"] == 64 and "takes it as the constexpr HEAD" in choice.reasons["K"]
+    # the reference refuses an odd N: N stays 48, and the axis it drives is grown no further
+    errors = {"ci-probe-N-odd": "AssertionError: N must be even"}
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts, errors=errors), device_type="cpu")
+    assert choice.variant.dims["N"] == 48 and "N must be even" in choice.reasons["N"]
+    coverage, gaps = coverage_of(choice, _gemm_facts(choice.variant.dims))
+    assert gaps == ["mm: N=48 is a multiple of 16"]  # said, not hidden: the N tail is not exercised
+
+
+def test_aims_out_of_the_budget_and_tiles_that_divide_a_size_are_named(monkeypatch):
+    import xeforge_core.sizes as sizes
+
+    monkeypatch.setitem(sizes.BUDGET_ELEMENTS, "cpu", 15000)  # M up to 4x (161 x 64), not 8x
+    problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
+    probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
+    assert "ci-probe-M-x4" in probe.moves and "ci-probe-M-x8" not in probe.moves
+    # 128-wide tiles on axis 0: M=161 gives 2 programs, three need M > 256
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, lambda s: _gemm_facts(s, bm=128)),
+                          device_type="cpu")
+    assert any("axis 0 of mm" in g and "at no size within the budget" in g for g in choice.gaps), choice.gaps
+    # at a size the kernel's launches do not match the aims: named, with the tile dividing M
+    coverage, gaps = coverage_of(choice, _gemm_facts({"M": 128, "K": 64, "N": 48}))
+    assert "mm: M=128 is a multiple of 128" in gaps
+    assert any(g.startswith("axis 1 of mm ran 1 program") for g in gaps), gaps
+
+
+def test_kernelbench_sizes_are_constants_and_tuple_elements():
+    src = '''
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x.cumsum(1)
+batch_size = 16
+input_shape = (64, 32)
+def get_inputs():
+    return [torch.randn(batch_size, *input_shape)]
+def get_init_inputs():
+    return []
+'''
+    problem = problem_from_source(src, name="scan")
+    module = problem.correctness_variants()[0]
+    assert size_values(problem, module) == {"batch_size": 16, "input_shape[0]": 64, "input_shape[1]": 32}
+    odd = variant_with_sizes(problem, module, {"input_shape[1]": 33, "batch_size": 17}, "odd", "why")
+    assert odd.overrides == {"batch_size": 17, "input_shape": (64, 33)} and odd.derived == "why"

@@ -6,6 +6,7 @@ is checked in milliseconds; ``test_verify_tiles.py`` runs the whole path on plan
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -80,6 +81,7 @@ def test_a_dry_launch_is_recorded_with_its_sizes_and_tiles_and_not_run():
     assert dry.scalars == {"n": 100} and dry.constants == {"BLOCK": 32} and dry.grid == (4, 1, 1)
     (fact,) = launch_facts([dry], kernel_sources([_copy_kernel]))
     assert fact["kernel"] == "_copy_kernel" and fact["grid"] == [4, 1, 1]
+    assert fact["tiles"] == {"BLOCK": 32} and fact["axis_tiles"] == {"0": "BLOCK"}
     (loop,) = fact["loops"]
     assert loop["trips"] == 4 and loop["partial"] is True and loop["step"] == 32
     assert real.constants == {"BLOCK": 32}
@@ -105,6 +107,7 @@ def _gemm_facts(sizes: dict[str, int], *, bm: int = 64, bn: int = 64, bk: int = 
     constants = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **({"HEAD": k} if head else {})}
     return [{"kernel": "mm", "occurrence": 0, "grid": [math.ceil(m / bm), math.ceil(n / bn), 1],
              "scalars": {"M": m, "N": n, "K": k, "stride_am": k}, "constants": constants,
+             "tiles": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, "axis_tiles": {"0": "BLOCK_M", "1": "BLOCK_N"},
              "loops": [{"line": 12, "trips": math.ceil(k / bk), "step": bk, "extent": k, "partial": k % bk != 0}]}]
 
 
@@ -117,6 +120,20 @@ def _evidence(problem, probe, facts_at, *, errors: dict[str, str] | None = None)
         records.append({"point": point.name, "module": "candidate", "config": None,
                         "facts": facts_at(size_values(problem, point))})
     return {"probes": records, "configs": {}}
+
+
+def test_tiles_are_the_constexprs_a_kernel_tiles_with():
+    from xeforge_core.worker.tiles import tile_roles
+
+    src = (Path(__file__).parents[1] / "sample_kernels" / "12_conv2d_im2col.py").read_text()
+    start = src.index("def conv_gemm_kernel")
+    tiles, axes = tile_roles(src[start:src.index("\ndef ", start + 10)])
+    assert tiles == {"BLOCK_M", "BLOCK_N", "BLOCK_K"} and axes == {0: "BLOCK_M", 1: "BLOCK_N"}
+    # a kernel with one program per output element and a window loop has no tile: KSIZE bounds a
+    # loop, STRIDE scales an index
+    src = (Path(__file__).parents[1] / "sample_kernels" / "11_maxpool2d.py").read_text()
+    start = src.index("def maxpool2d_kernel")
+    assert tile_roles(src[start:src.index("\ndef ", start + 10)]) == (set(), {})
 
 
 def test_every_size_is_made_odd_and_grown_until_each_axis_has_three_programs_and_the_loop_two_trips():

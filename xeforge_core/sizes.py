@@ -186,13 +186,21 @@ def _count(facts: list[dict[str, Any]] | None, kernel: str, occurrence: int, kin
     return None
 
 
+def _tiles(fact: dict[str, Any]) -> dict[str, int]:
+    """A launch's tiles: the constexprs its kernel uses as one (``worker.tiles``), else (source
+    not read) its power-of-two integer constexprs."""
+    tiles = fact.get("tiles")
+    if tiles is None:
+        tiles = {n: v for n, v in (fact.get("constants") or {}).items() if _pow2(int(v)) and int(v) >= 2}
+    return {n: int(v) for n, v in tiles.items()}
+
+
 def _tiles_of(facts: list[dict[str, Any]]) -> dict[str, int]:
-    """The power-of-two integer constexprs (tile sizes) of the launches, by name."""
+    """The tiles of the launches, by name (the largest value of each)."""
     out: dict[str, int] = {}
     for f in facts:
-        for name, value in (f.get("constants") or {}).items():
-            if _pow2(int(value)) and int(value) >= 2:
-                out[name] = max(out.get(name, 0), int(value))
+        for name, value in _tiles(f).items():
+            out[name] = max(out.get(name, 0), value)
     return out
 
 
@@ -365,12 +373,12 @@ def _partial_axis(fact: dict[str, Any], axis: int, dims: list[str]) -> str:
     (those that grew with the axis) and a tile of the launch explain the axis's program count
     (``cdiv(M, BLOCK_M)``), else ``""``."""
     count = int(fact["grid"][axis])
+    known = (fact.get("axis_tiles") or {}).get(str(axis))
+    tiles = {known: fact["constants"][known]} if known else _tiles(fact)
     for name in dims:
         d = (fact.get("scalars") or {}).get(name)
-        # BLOCK_N before BLOCK_M for a dimension N
-        tiles = sorted((fact.get("constants") or {}).items(), key=lambda t: not t[0].upper().endswith(name.upper()))
-        for tname, b in tiles:
-            if d and b and _pow2(int(b)) and b > 1 and -(-int(d) // int(b)) == count:
+        for tname, b in tiles.items():
+            if d and b and int(b) > 1 and -(-int(d) // int(b)) == count:
                 last = int(d) - (count - 1) * int(b)
                 return f" of {tname}={b} over {name}={d}, the last {last} wide"
     return ""
@@ -416,8 +424,7 @@ def coverage_of(choice: TileChoice, facts: list[dict[str, Any]]) -> tuple[list[s
         label = f["kernel"] + (f" (launch {f['occurrence'] + 1})" if f["occurrence"] else "") + \
             (f" [{tiles_text}]" if tiles_text else "")
         lines.append(f"{label}: " + ("; ".join(parts) if parts else "no grid or loop read"))
-        tiles = sorted({int(v) for v in (f.get("constants") or {}).values() if _pow2(int(v)) and int(v) >= 2}
-                       | set(COMMON_TILES))
+        tiles = sorted(set(_tiles(f).values()) | set(COMMON_TILES))
         for name in moving:
             d = (f.get("scalars") or {}).get(name)
             divides = [t for t in tiles if d and t <= d and d % t == 0]

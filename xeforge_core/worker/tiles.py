@@ -6,9 +6,13 @@ from (``xeforge_core.sizes``)::
     {"kernel": "matmul_kernel", "occurrence": 0, "grid": [3, 2, 1],
      "scalars": {"M": 161, "N": 97, "K": 73, "stride_am": 73, ...},
      "constants": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32},
+     "tiles": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, "axis_tiles": {"0": "BLOCK_M", "1": "BLOCK_N"},
      "loops": [{"line": 31, "trips": 3, "step": 32, "extent": 73, "partial": true}]}
 
-``occurrence`` numbers the launches of one kernel within one call. ``loops`` are the ``for``
+``occurrence`` numbers the launches of one kernel within one call. ``tiles`` are the constexprs
+the kernel's source uses as a tile: a ``tl.arange`` extent, a ``range`` step, a dimension of a
+``tl.zeros``/``tl.full`` block (``None`` when the source cannot be read); ``axis_tiles`` names, per launch-grid axis, the tile its program
+id is multiplied by (``pid_m * BLOCK_M``). ``loops`` are the ``for``
 loops of the kernel's body whose bounds can be evaluated from the launch's integer arguments
 alone (``range(0, K, BLOCK_K)``, ``tl.range(0, tl.cdiv(K, BLOCK_K))``, bounds computed in
 simple assignments first): ``trips`` is the number of iterations, ``partial`` whether the last
@@ -188,12 +192,58 @@ def loop_trips(source: str, first_line: int, values: dict[str, int]) -> list[dic
     return out
 
 
+def _program_id_axis(node: ast.AST) -> int | None:
+    """The axis of ``tl.program_id(k)`` (also ``axis=k``, and cast: ``tl.program_id(0).to(...)``)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+        node = node.func.value
+    if not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "program_id"):
+        return None
+    arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "axis"), None)
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, int) else None
+
+
+def tile_roles(source: str) -> tuple[set[str], dict[int, str]]:
+    """``(tiles, axis_tiles)`` of the kernel in ``source``: the names it uses as a tile (a
+    ``tl.arange`` extent, a ``range`` step, a dimension of a ``tl.zeros``/``tl.full`` block), and
+    per program-id axis the name its program id is multiplied by. Empty when it does not parse."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return set(), {}
+    tiles: set[str] = set()
+    pids: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            axis = _program_id_axis(node.value)
+            if axis is not None:
+                pids[node.targets[0].id] = axis
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name == "arange" and len(node.args) == 2:
+            tiles |= {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+        elif name in ("range", "static_range") and len(node.args) == 3 and isinstance(node.args[2], ast.Name):
+            tiles.add(node.args[2].id)
+        elif name in ("zeros", "full") and node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
+            tiles |= {e.id for e in node.args[0].elts if isinstance(e, ast.Name)}
+    axis_tiles: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for a, b in ((node.left, node.right), (node.right, node.left)):
+            axis = pids.get(a.id) if isinstance(a, ast.Name) else _program_id_axis(a)
+            if axis is not None and isinstance(b, ast.Name) and b.id in tiles:
+                axis_tiles.setdefault(axis, b.id)
+    return tiles, axis_tiles
+
+
 def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> list[dict[str, Any]]:
     """One launch fact (see the module docstring) per recorded launch (``LaunchRecord``), in
     launch order, at most ``MAX_FACTS``."""
     out: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     loops_cache: dict[tuple[str, tuple], list[dict[str, Any]]] = {}
+    roles: dict[str, tuple[set[str], dict[int, str]] | None] = {}
     for rec in launches[:MAX_FACTS]:
         occurrence = seen.get(rec.kernel, 0)
         seen[rec.kernel] = occurrence + 1
@@ -202,8 +252,14 @@ def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> li
         if key not in loops_cache:
             src = sources.get(rec.kernel)
             loops_cache[key] = loop_trips(src[0], src[1], values) if src else []
+        if rec.kernel not in roles:
+            src = sources.get(rec.kernel)
+            roles[rec.kernel] = tile_roles(src[0]) if src else None
+        role = roles[rec.kernel]
         out.append({"kernel": rec.kernel, "occurrence": occurrence,
                     "grid": list(rec.grid) if rec.grid is not None else None,
                     "scalars": dict(rec.scalars), "constants": dict(rec.constants),
+                    "tiles": {n: v for n, v in rec.constants.items() if n in role[0]} if role else None,
+                    "axis_tiles": {str(a): n for a, n in role[1].items() if n in rec.constants} if role else {},
                     "loops": loops_cache[key]})
     return out

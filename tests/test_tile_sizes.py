@@ -136,24 +136,27 @@ def test_tiles_are_the_constexprs_a_kernel_tiles_with():
     assert tile_roles(src[start:src.index("\ndef ", start + 10)]) == (set(), {})
 
 
-def test_every_size_is_made_odd_and_grown_until_each_axis_has_three_programs_and_the_loop_two_trips():
+def test_every_size_is_made_odd_and_set_where_each_axis_has_three_programs_and_the_loop_two_trips():
     problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
     ci = problem.spec.variants["ci"]
     probe = plan_probe(problem, ci, device_type="cpu")
     assert probe is not None and probe.checked == {"M": 40, "K": 64, "N": 48}
-    assert {"ci-probe-K-odd", "ci-probe-K-x2", "ci-probe-N-x16"} <= set(probe.moves)
+    assert probe.odd == {"M": "ci-probe-M-41", "K": "ci-probe-K-65", "N": "ci-probe-N-49"}
+    # each size alone: odd, smaller (down to 3) and larger (up to 16x)
+    assert sorted(v for s, v in probe.moves.values() if s == "K") == [5, 9, 17, 33, 65, 129, 193, 257, 513, 1025]
     choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts), device_type="cpu")
     tiles = choice.variant
     assert tiles is not None and tiles.name == "ci-tiles"
-    assert tiles.dims == {"M": 161, "K": 65, "N": 145}, tiles.dims  # M x4, K odd, N x3
-    assert all(v % 2 for v in tiles.dims.values())
+    # M and N grow to three 64-wide programs; K, which alone drives the loop, shrinks to two trips
+    assert tiles.dims == {"M": 161, "K": 33, "N": 145}, tiles.dims
     at = _gemm_facts(tiles.dims)[0]
-    assert at["grid"][:2] == [3, 3] and at["loops"][0]["trips"] == 3 and at["loops"][0]["partial"]
-    assert "M=161: 3 programs on axis 0 of mm (fewer than 3 at M=40)" in tiles.derived
+    assert at["grid"][:2] == [3, 3] and at["loops"][0]["trips"] == 2 and at["loops"][0]["partial"]
+    assert "M=161: 3 programs on axis 0 of mm (1 at M=40)" in tiles.derived
+    assert "K=33: 2 trips on the loop at line 12 of mm (2 at K=64)" in tiles.derived
     assert "BLOCK_K=32" in tiles.derived
     coverage, gaps = coverage_of(choice, _gemm_facts(tiles.dims))
     assert gaps == [] and "axis 1: 3 programs of BLOCK_N=64 over N=145, the last 17 wide" in coverage[0]
-    assert "loop at line 12: 3 trips of 32 over 65, the last partial" in coverage[0]
+    assert "loop at line 12: 2 trips of 32 over 33, the last partial" in coverage[0]
 
 
 def test_a_size_the_kernel_takes_as_a_constexpr_or_the_problem_refuses_odd_keeps_its_value():
@@ -164,28 +167,40 @@ def test_a_size_the_kernel_takes_as_a_constexpr_or_the_problem_refuses_odd_keeps
                           device_type="cpu")
     assert choice.variant.dims["K"] == 64 and "takes it as the constexpr HEAD" in choice.reasons["K"]
     # the reference refuses an odd N: N stays 48, and the axis it drives is grown no further
-    errors = {"ci-probe-N-odd": "AssertionError: N must be even"}
+    errors = {"ci-probe-N-49": "AssertionError: N must be even"}
     choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts, errors=errors), device_type="cpu")
     assert choice.variant.dims["N"] == 48 and "N must be even" in choice.reasons["N"]
     coverage, gaps = coverage_of(choice, _gemm_facts(choice.variant.dims))
-    assert gaps == ["mm: N=48 is a multiple of 16"]  # said, not hidden: the N tail is not exercised
+    # said, not hidden: the N tail is not exercised, and axis 1 has one program
+    assert gaps == ["axis 1 of mm ran 1 program of BLOCK_N=64: no size the verifier may move, within its budget, "
+                    "gave it 3", "mm: N=48 is a multiple of 16"]
 
 
-def test_aims_out_of_the_budget_and_tiles_that_divide_a_size_are_named(monkeypatch):
-    import xeforge_core.sizes as sizes
-
-    monkeypatch.setitem(sizes.BUDGET_ELEMENTS, "cpu", 15000)  # M up to 4x (161 x 64), not 8x
+def test_aims_no_probed_size_reaches_and_tiles_that_divide_a_size_are_named():
     problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
     probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
-    assert "ci-probe-M-x4" in probe.moves and "ci-probe-M-x8" not in probe.moves
-    # 128-wide tiles on axis 0: M=161 gives 2 programs, three need M > 256
-    choice = choose_sizes(problem, probe, _evidence(problem, probe, lambda s: _gemm_facts(s, bm=128)),
+    # 512-wide tiles on axis 0: M=641 (16x) gives 2 programs, the most any probed size gives
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, lambda s: _gemm_facts(s, bm=512)),
                           device_type="cpu")
-    assert any("axis 0 of mm" in g and "at no size within the budget" in g for g in choice.gaps), choice.gaps
+    assert "axis 0 of mm reaches 2 programs at most at the sizes probed (aim: 3)" in choice.gaps
+    assert choice.variant.dims["M"] == 641  # the best it can do
     # at a size the kernel's launches do not match the aims: named, with the tile dividing M
-    coverage, gaps = coverage_of(choice, _gemm_facts({"M": 128, "K": 64, "N": 48}))
+    coverage, gaps = coverage_of(choice, _gemm_facts({"M": 128, "K": 64, "N": 48}, bm=512))
     assert "mm: M=128 is a multiple of 128" in gaps
-    assert any(g.startswith("axis 1 of mm ran 1 program") for g in gaps), gaps
+    assert any(g.startswith("axis 1 of mm ran 1 program (aim: at least 3)") for g in gaps), gaps
+
+
+def test_a_size_too_large_for_the_budget_is_not_grown(monkeypatch):
+    import xeforge_core.sizes as sizes
+
+    monkeypatch.setitem(sizes.BUDGET_ELEMENTS, "cpu", 5000)  # M x K: 161 x 33 = 5313 is over
+    problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
+    probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts), device_type="cpu")
+    assert choice.variant.dims == {"M": 41, "K": 33, "N": 145}  # M grew most (4x): it gives way
+    assert sizes._fits(problem, choice.variant, "cpu")
+    assert any(g.startswith("M=161 (3 programs on axis 0 of mm") and g.endswith("is over the size budget")
+               for g in choice.gaps), choice.gaps
 
 
 def test_kernelbench_sizes_are_constants_and_tuple_elements():

@@ -47,6 +47,14 @@ MIN_TRIPS = 2
 #: Multiples of a size probed to find how far it must grow.
 LADDER = (2, 3, 4, 8, 16)
 
+#: Divisors of a size probed to find how far it may shrink (never below 3): where a few tiles
+#: reach every aim, the derived size costs less than the checked one.
+SHRINK = (16, 8, 4, 2)
+
+#: A probe point runs no kernel (its inputs are made, its host code runs): it may hold this many
+#: times the input elements a checked size may.
+PROBE_BUDGET_FACTOR = 8
+
 #: Powers of two no dimension should be a multiple of, whatever the kernels' tiles (common
 #: tile and vector widths: a sub-group of 16 or 32, 64- and 128-wide tiles, 1024-wide blocks).
 COMMON_TILES = (16, 32, 64, 128, 1024)
@@ -63,55 +71,71 @@ def _pow2(value: int) -> bool:
     return value >= 1 and value & (value - 1) == 0
 
 
-def _fits(problem: Problem, variant: Variant, device_type: str) -> bool:
+def _fits(problem: Problem, variant: Variant, device_type: str, *, probe: bool = False) -> bool:
+    """Whether ``variant`` is within the size budget of ``device_type`` (``probe``: of a dry
+    probe, ``PROBE_BUDGET_FACTOR`` times larger, with no flop limit)."""
     elements = variant_input_elements(problem, variant)
-    if elements is not None and elements > BUDGET_ELEMENTS["cpu" if device_type == "cpu" else "gpu"]:
+    budget = BUDGET_ELEMENTS["cpu" if device_type == "cpu" else "gpu"] * (PROBE_BUDGET_FACTOR if probe else 1)
+    if elements is not None and elements > budget:
         return False
-    return not (device_type == "cpu" and variant.flop and variant.flop > CPU_FLOP_BUDGET)
+    return probe or not (device_type == "cpu" and variant.flop and variant.flop > CPU_FLOP_BUDGET)
 
 
 @dataclass
 class SizeProbe:
     """The sizes the ``sizes`` job probes: ``base`` (the first correctness variant) with its
     ``checked`` sizes, and ``points`` (``base`` first); ``moves`` maps each point's name to the
-    (size, value) it changes (``("", 0)`` for ``base``); ``validity`` names the points the
-    reference runs at too (``base`` and the odd copies)."""
+    (size, value) it changes (``("", 0)`` for ``base``); ``odd`` names each even size's odd copy;
+    ``validity`` names the points the reference runs at too (``base``, the odd copies and the
+    smaller sizes)."""
 
     base: Variant
     checked: dict[str, int]
     points: list[Variant]
     moves: dict[str, tuple[str, int]]
+    odd: dict[str, str]
     validity: list[str]
 
 
 def plan_probe(problem: Problem, base: Variant, *, device_type: str) -> SizeProbe | None:
-    """The points to probe around ``base`` (see the module docstring), within the size budget
-    of ``device_type``; ``None`` when ``base`` has no sizes to move."""
+    """The points to probe around ``base``: each size on its own made odd, divided by each of
+    ``SHRINK`` and multiplied by each of ``LADDER`` (odd values, within the probe budget of
+    ``device_type``); ``None`` when ``base`` has no sizes to move."""
     checked = size_values(problem, base)
     if not checked:
         return None
     points = [base]
     moves: dict[str, tuple[str, int]] = {base.name: ("", 0)}
+    odd: dict[str, str] = {}
     validity = [base.name]
 
-    def add(size: str, value: int, name: str) -> bool:
+    def add(size: str, value: int) -> str | None:
+        name = f"{base.name}-probe-{size}-{value}"
+        if name in moves:
+            return name
         try:
             point = variant_with_sizes(problem, base, {size: value}, name)
         except XeForgeError:
-            return False
-        if not _fits(problem, point, device_type):
-            return False
+            return None
+        if not _fits(problem, point, device_type, probe=True):
+            return None
         points.append(point)
         moves[name] = (size, value)
-        return True
+        return name
 
     for size, value in checked.items():
-        if value % 2 == 0 and add(size, value + 1, f"{base.name}-probe-{size}-odd"):
-            validity.append(f"{base.name}-probe-{size}-odd")
+        if value % 2 == 0 and (name := add(size, value + 1)):
+            odd[size] = name
+            validity.append(name)
+        for d in SHRINK:
+            small = _odd(max(3, value // d))
+            if small < value and (name := add(size, small)):
+                validity.append(name)
         for m in LADDER:
-            if not add(size, _odd(value * m), f"{base.name}-probe-{size}-x{m}"):
+            if not add(size, _odd(value * m)):
                 break
-    return SizeProbe(base=base, checked=checked, points=points, moves=moves, validity=validity)
+    return SizeProbe(base=base, checked=checked, points=points, moves=moves, odd=odd,
+                     validity=list(dict.fromkeys(validity)))
 
 
 @dataclass(frozen=True)
@@ -210,9 +234,8 @@ def _pinned(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict
     them odd, or a kernel takes one as a constexpr that stops being a power of two."""
     out: dict[str, str] = {}
     base = probe.base.name
-    for point, (size, value) in probe.moves.items():
-        if not point.endswith("-odd"):
-            continue
+    for size, point in probe.odd.items():
+        value = probe.moves[point][1]
         failed = next(((m, e) for (p, m), e in errors.items() if p == point), None)
         if failed:
             out[size] = f"{size} stays {probe.checked[size]}: at {size}={value} the {failed[0]} fails ({failed[1]})"
@@ -264,9 +287,65 @@ def _moving(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict
     return {k: sorted(v) for k, v in out.items()}
 
 
+@dataclass
+class _Series:
+    """One aim's program or trip count at the base (``c0``) and at each probed value of each
+    size that changes it (``by``: ``{size: {value: count}}``, the checked value included)."""
+
+    aim: Aim
+    c0: int
+    by: dict[str, dict[int, int]]
+
+    def reach(self) -> int:
+        return max([self.c0] + [c for counts in self.by.values() for c in counts.values()])
+
+    def goal(self) -> int:
+        """The aim's target, or the most any probed size reaches (a best effort) when none does."""
+        return min(self.aim.target, max(self.c0, self.reach()))
+
+
+def _series(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
+            values: dict[str, list[tuple[int, str]]], axis_dims: dict[str, list[str]]) -> list[_Series]:
+    """Every grid axis and loop of every launch at the base, with the sizes that change its count
+    and the counts they give (axes and loops no size changes are left out: the problem fixes
+    them); notes in ``axis_dims`` the integer arguments that grow with each candidate axis."""
+    base = probe.base.name
+    out = []
+    for _, module, config in sorted(k for k in facts if k[0] == base):
+        for f in facts[(base, module, config)]:
+            wanted = [("grid", i, MIN_PROGRAMS) for i in range(3) if f.get("grid")]
+            wanted += [("loop", loop["line"], MIN_TRIPS) for loop in f.get("loops") or []]
+            for kind, index, target in wanted:
+                aim = Aim(module, config, f["kernel"], f["occurrence"], kind, index, target)
+                c0 = _count([f], aim.kernel, aim.occurrence, kind, index) or 0
+                by: dict[str, dict[int, int]] = {}
+                for size, steps in values.items():
+                    counts = {probe.checked[size]: c0}
+                    for value, point in steps:
+                        got = facts.get((point, module, config))
+                        c = _count(got, aim.kernel, aim.occurrence, kind, index)
+                        if c is None:
+                            continue
+                        counts[value] = c
+                        if c > c0 and kind == "grid" and module == "candidate" and config is None:
+                            _note_axis_dims(axis_dims, aim, f, _fact(got, aim.kernel, aim.occurrence))
+                    if len(set(counts.values())) > 1:
+                        by[size] = counts
+                if by:
+                    out.append(_Series(aim, c0, by))
+    return out
+
+
+def _unit(kind: str, count: int) -> str:
+    return ("program" if kind == "grid" else "trip") + ("s" if count != 1 else "")
+
+
 def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *, device_type: str) -> TileChoice:
     """The derived variant ``<base>-tiles`` from the ``sizes`` job's ``evidence`` (see the module
-    docstring).
+    docstring). Each size is odd; a size that alone drives its aims (a GEMM's M and grid axis
+    0) takes the smallest probed value that reaches them, which may be below the checked one; a
+    size that shares an aim with others (rows and columns of a flattened element count) is not
+    made smaller, and is grown, cheapest first, where the aim is not reached.
 
     Args:
         problem: the problem (its spec or inputs module is resized).
@@ -280,70 +359,82 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         if (base, module) in errors:
             return TileChoice(None, f"the {module} fails at {base} ({errors[(base, module)]})")
     pinned = _pinned(probe, facts, errors)
+    failed = {point for point, _ in errors}
+    values: dict[str, list[tuple[int, str]]] = {}
+    for point, (size, value) in probe.moves.items():
+        if size and size not in pinned and point not in failed:
+            values.setdefault(size, []).append((value, point))
+    axis_dims: dict[str, list[str]] = {}
+    series = _series(probe, facts, values, axis_dims)
+    shared = {size for sr in series if len(sr.by) > 1 for size in sr.by}
     sizes = {s: (v if s in pinned else _odd(v)) for s, v in probe.checked.items()}
     reasons: dict[str, list[str]] = {}
-    ladder: dict[str, list[tuple[int, str]]] = {}
-    for point, (size, value) in probe.moves.items():
-        if size and size not in pinned:
-            ladder.setdefault(size, []).append((value, point))
-    aims: list[Aim] = []
-    gaps: list[str] = []
+    gaps = [f"{sr.aim.text()} reaches {sr.reach()} {_unit(sr.aim.kind, sr.reach())} at most at the sizes probed "
+            f"(aim: {sr.aim.target})" for sr in series if sr.reach() < sr.aim.target]
+
+    # a size that alone drives its aims: the smallest value that reaches all of them
+    for size in values:
+        own = [sr for sr in series if set(sr.by) == {size}]
+        if not own:
+            continue
+        floor = sizes[size] if size in shared else 3
+        chosen = sizes[size] if size in shared else None
+        for sr in own:
+            counts = sr.by[size]
+            fit = [v for v, c in sorted(counts.items()) if v >= floor and v % 2 and c >= sr.goal()]
+            if fit:
+                chosen = max(chosen or 0, fit[0])
+        if chosen is None:
+            continue
+        sizes[size] = chosen
+        for sr in own:
+            c = sr.by[size].get(chosen)
+            if c is not None and (sr.c0 < sr.aim.target or chosen < probe.checked[size]):
+                reasons.setdefault(size, []).append(
+                    f"{c} {_unit(sr.aim.kind, c)} on {sr.aim.text(where=False)} ({sr.c0} at {size}="
+                    f"{probe.checked[size]})")
+
+    # an aim sizes share: a lower bound of its count is the most any one of them gives alone
     grown: list[tuple[str, int]] = []
-    axis_dims: dict[str, list[str]] = {}
-    keys = sorted(k for k in facts if k[0] == base)
-    for _, module, config in keys:
-        for f in facts[(base, module, config)]:
-            wanted = [("grid", i, MIN_PROGRAMS) for i in range(3) if f.get("grid")]
-            wanted += [("loop", loop["line"], MIN_TRIPS) for loop in f.get("loops") or []]
-            for kind, index, target in wanted:
-                aim = Aim(module, config, f["kernel"], f["occurrence"], kind, index, target)
-                c0 = _count([f], f["kernel"], f["occurrence"], kind, index) or 0
-                options = []
-                grows = False
-                for size, steps in ladder.items():
-                    for value, point in steps:
-                        c = _count(facts.get((point, module, config)), aim.kernel, aim.occurrence, kind, index)
-                        if c is not None and c > c0:
-                            grows = True
-                            if kind == "grid" and module == "candidate" and config is None:
-                                _note_axis_dims(axis_dims, aim, f, _fact(facts.get((point, module, config)),
-                                                                         aim.kernel, aim.occurrence))
-                            if c >= target:
-                                options.append((size, value, c))
-                                break
-                if not grows:
-                    continue  # fixed by the problem, not by a size
-                if module == "candidate" and config is None:
-                    aims.append(aim)
-                if c0 >= target:
-                    continue
-                if not options:
-                    gaps.append(f"{aim.text()} grows with the sizes but reaches {target} "
-                                f"{'programs' if kind == 'grid' else 'trips'} at no size within the budget")
-                    continue
+    for sr in series:
+        if len(sr.by) < 2:
+            continue
+        now = max(sr.by[d].get(sizes[d], sr.c0) for d in sr.by)
+        if now >= sr.goal():
+            continue
+        options = [(d, v, c) for d, counts in sr.by.items() for v, c in counts.items()
+                   if v >= sizes[d] and v % 2 and c >= sr.goal()]
+        if not options:
+            continue
 
-                def cost(option: tuple[str, int, int]) -> tuple[float, int]:
-                    size, value, _ = option
-                    trial = {**sizes, size: max(sizes[size], value)}
-                    try:
-                        v = variant_with_sizes(problem, probe.base, trial, "trial")
-                    except XeForgeError:
-                        return (math.inf, value)
-                    return (float(variant_input_elements(problem, v) or 0), value)
+        def cost(option: tuple[str, int, int]) -> tuple[float, int]:
+            size, value, _ = option
+            try:
+                v = variant_with_sizes(problem, probe.base, {**sizes, size: value}, "trial")
+            except XeForgeError:
+                return (math.inf, value)
+            return (float(variant_input_elements(problem, v) or 0), value)
 
-                size, value, c = min(options, key=cost)
-                if value > sizes[size]:
-                    sizes[size] = value
-                    grown.append((size, value))
-                unit = "programs" if kind == "grid" else "trips"
-                reasons.setdefault(size, []).append(f"{c} {unit} on {aim.text(where=False)} (fewer than {target} "
-                                                    f"at {size}={probe.checked[size]})")
+        size, value, c = min(options, key=cost)
+        sizes[size] = value
+        grown.append((size, value))
+        reasons.setdefault(size, []).append(f"{c} {_unit(sr.aim.kind, c)} on {sr.aim.text(where=False)} "
+                                            f"({sr.c0} at {size}={probe.checked[size]})")
+
     variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
-    while grown and not _fits(problem, variant, device_type):
-        size, value = grown.pop()
-        gaps.append(f"{size}={value} ({'; '.join(reasons.pop(size, []))}) is over the size budget")
-        sizes[size] = _odd(probe.checked[size]) if size not in pinned else probe.checked[size]
+    raised = [size for size, _ in grown] + sorted(
+        (size for size in sizes if size not in pinned and sizes[size] > _odd(probe.checked[size])),
+        key=lambda size: sizes[size] / probe.checked[size])
+    while raised and not _fits(problem, variant, device_type):
+        size = raised.pop()  # the last grown, else the size grown most
+        if sizes[size] <= _odd(probe.checked[size]):
+            continue
+        gaps.append(f"{size}={sizes[size]} ({'; '.join(reasons.pop(size, []))}) is over the size budget")
+        sizes[size] = _odd(probe.checked[size])
         variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
+    if not _fits(problem, variant, device_type):
+        return TileChoice(None, f"no size derived from the tiles of {base} fits the size budget", gaps=gaps)
+    aims = [sr.aim for sr in series if sr.aim.module == "candidate" and sr.aim.config is None]
     moving = _moving(probe, facts)
     growing = _moving(probe, facts, "constants")
     grows = {n for names in growing.values() for n in names}
@@ -411,6 +502,14 @@ def coverage_of(choice: TileChoice, facts: list[dict[str, Any]]) -> tuple[list[s
         parts = []
         grid = f.get("grid")
         if grid:
+            aimed = {a.index for a in choice.aims if a.kind == "grid" and a.kernel == f["kernel"]
+                     and a.occurrence == f["occurrence"]}
+            for axis, tname in (f.get("axis_tiles") or {}).items():
+                count, width = int(grid[int(axis)]), (f.get("constants") or {}).get(tname)
+                if count < MIN_PROGRAMS and int(axis) not in aimed:
+                    gaps.append(f"axis {axis} of {f['kernel']} ran {count} program{'s' if count != 1 else ''} of "
+                                f"{tname}={width}: no size the verifier may move, within its budget, gave it "
+                                f"{MIN_PROGRAMS}")
             axes = [f"axis {i}: {int(g)} program{'s' if int(g) != 1 else ''}"
                     + _partial_axis(f, i, choice.axis_dims.get(_axis_key(f["kernel"], f["occurrence"], i), []))
                     for i, g in enumerate(grid) if int(g) > 1 or i == 0]
@@ -469,6 +568,9 @@ def checked_sizes(problem: Problem, variants: list[Variant], choice: TileChoice 
         if covered and choice is not None:
             if choice.variant is None:
                 entry.why += f"; {choice.why}"
-            entry.coverage, entry.gaps = coverage_of(choice, launches.get(v.name) or [])
+            if v.name in launches:
+                entry.coverage, entry.gaps = coverage_of(choice, launches[v.name])
+            else:  # the candidate never ran there (it failed earlier): only what was foreseen
+                entry.gaps = list(choice.gaps)
         out.append(entry)
     return out

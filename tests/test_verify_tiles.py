@@ -1,7 +1,8 @@
 """verify() at the size derived from the kernels' tiles, on KernelBench-style problems whose
-published sizes are multiples of every tile (``tests/fixtures/tiles``): a dropped K-tail mask,
-a floor-divided grid and a mean over the tile width all match there, and are each a wrong
-answer at the derived size, which the verdict names; their correct versions are ok."""
+published sizes are multiples of every tile (``tests/fixtures/tiles``) and whose tiled sizes build
+the model (get_init_inputs), so the odd-size copy leaves them as they are: a dropped K-tail
+mask, a floor-divided grid and a mean over the tile width all pass without the derived size,
+and are each a wrong answer at it, which the verdict names; their correct versions are ok."""
 
 from __future__ import annotations
 
@@ -37,10 +38,13 @@ def _tiles_entry(verdict):
 
 
 @pytest.mark.parametrize("problem,correct,planted,sizes,aim", [
-    # K % 64 == 0 at the published size; at 65 M and N get a third 32-wide program each
-    ("gemm", "gemm_new", "gemm_k_tail", {"M": 65, "K": 129, "N": 65}, "loop at line 17: 3 trips of 64 over 129"),
+    # K % 64 == 0 at the published size; at 65 M and N get a third 32-wide program each, and K,
+    # which drives the loop alone, two trips of 64
+    ("linear", "linear_new", "linear_k_tail", {"batch_size": 65, "in_features": 65, "out_features": 65},
+     "loop at line 17: 2 trips of 64 over 65"),
     ("scale", "scale_new", "scale_floor_grid", {"batch_size": 5, "dim": 1025}, "over n=5125, the last 5 wide"),
-    ("rmsnorm", "rmsnorm_new", "rmsnorm_tile_mean", {"batch_size": 9, "features": 65},
+    # one program per row: three rows are enough
+    ("rmsnorm", "rmsnorm_new", "rmsnorm_tile_mean", {"batch_size": 3, "features": 65},
      "BLOCK=128 spans n_cols=65 in one tile"),
 ])
 def test_a_fault_a_tile_hides_is_a_wrong_answer_at_the_derived_size(problem, correct, planted, sizes, aim):
@@ -60,11 +64,14 @@ def test_a_fault_a_tile_hides_is_a_wrong_answer_at_the_derived_size(problem, cor
     assert f"[module-tiles is the size derived from the kernels' tiles: {shown}]" in wrong.reason
     # at the published size the fault passes: that is what the derived size is for
     assert [r.passed for r in wrong.correctness if r.variant == "module"] == [True, True]  # first call, run
+    # and so it does at every size checked without it (the odd-size copy, launch-grid coverage)
+    old = _verify(problem, planted, tile_sizes=False)
+    assert old.kind is VerdictKind.OK, old.reason
 
 
 def test_a_store_without_its_n_mask_is_refused_at_the_derived_size():
     # past the last column the store writes into the next row, and past the last row out of the
     # output: the interpreter writes host memory there, so the worker may die of it instead
-    verdict = _verify("gemm", "gemm_n_store")
+    verdict = _verify("linear", "linear_n_store")
     assert verdict.kind in (VerdictKind.WRONG_ANSWER, VerdictKind.CRASH), verdict.reason
-    assert _tiles_entry(verdict).sizes == {"M": 65, "K": 129, "N": 65}
+    assert _tiles_entry(verdict).sizes == {"batch_size": 65, "in_features": 65, "out_features": 65}

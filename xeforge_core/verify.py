@@ -942,7 +942,7 @@ def _merge_timing(verdict: Verdict, timing: Verdict, outcome: runner.WorkerOutco
 
 def start_for_verification(device: str | None = None) -> int:
     """Start the workers one verification on ``device`` (an override as ``detect_device`` takes:
-    ``None``, ``"cpu"``, ``"cuda:1"``) will use -- baseline and candidate, and timing on a GPU --
+    ``None``, ``"cpu"``, ``"cuda:1"``) will use -- sizes, baseline and candidate, and timing on a GPU --
     so that they import while the caller loads the problem (the CLI calls this first). Does
     nothing with ``XEFORGE_POOL=0`` or for a device that cannot be detected (the verification
     then reports it). Returns how many workers are idle."""
@@ -954,4 +954,4 @@ def start_for_verification(device: str | None = None) -> int:
         info = detect_device(device)
     except ValueError:
         return 0
-    return pool.default_pool().ahead(info.type, info.index, jobs=2 if info.interpreter else 3)
+    return pool.default_pool().ahead(info.type, info.index, jobs=3 if info.interpreter else 4)

@@ -39,7 +39,7 @@ PAIRS = {
     "07_gemm_fp32_upcast": ("sample_kernels/07_gemm_fp32_upcast.py", "sample_kernels/07_gemm_fp32_upcast.py"),
     "kb_residual_relu": ("tests/fixtures/formats/kernelbench/residual_relu.py",
                          "tests/fixtures/formats/kernelbench/residual_relu_new.py"),
-    "tiles_gemm_k_tail": ("tests/fixtures/tiles/gemm.py", "tests/fixtures/tiles/gemm_k_tail.py"),
+    "tiles_linear_k_tail": ("tests/fixtures/tiles/linear.py", "tests/fixtures/tiles/linear_k_tail.py"),
     "tiles_scale_floor_grid": ("tests/fixtures/tiles/scale.py", "tests/fixtures/tiles/scale_floor_grid.py"),
     "tiles_rmsnorm_tile_mean": ("tests/fixtures/tiles/rmsnorm.py", "tests/fixtures/tiles/rmsnorm_tile_mean.py"),
 }

@@ -221,3 +221,74 @@ def get_init_inputs():
     assert size_values(problem, module) == {"batch_size": 16, "input_shape[0]": 64, "input_shape[1]": 32}
     odd = variant_with_sizes(problem, module, {"input_shape[1]": 33, "batch_size": 17}, "odd", "why")
     assert odd.overrides == {"batch_size": 17, "input_shape": (64, 33)} and odd.derived == "why"
+
+
+AUTOTUNED = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 4096})], key=["n"])
+@triton.jit
+def scale_kernel(x_ptr, b_ptr, y_ptr, n, dim, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0 + tl.load(b_ptr + offs % dim, mask=mask),
+             mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, self.bias, y, n, x.shape[-1])
+        return y
+'''
+
+
+def test_every_autotune_config_is_probed_and_its_tiles_reached(tmp_path):
+    """The sizes job, run as the verifier runs it, on an autotuned candidate: each config's launches
+    are probed on their own, and the derived size gives the 4096-wide config three programs too."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from xeforge_core.problem import load_problem
+
+    root = Path(__file__).resolve().parents[1]
+    problem = load_problem(root / "tests" / "fixtures" / "tiles" / "scale.py")
+    base = problem.correctness_variants()[0]
+    probe = plan_probe(problem, base, device_type="cpu")
+    job = {"role": "sizes", "device": "cpu", "job_dir": str(tmp_path),
+           "module": {"source": AUTOTUNED, "filename": "candidate.py", "class_name": "ModelNew", "label": "candidate"},
+           "baseline": problem.kernel.to_data(), "reference": problem.reference.to_data(),
+           "inputs": problem.inputs.to_data(), "spec": None, "baseline_is_reference": True,
+           "size_points": [p.to_data() for p in probe.points], "validity_points": probe.validity, "options": {}}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = dict(os.environ, PYTHONPATH=str(root), TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-m", "xeforge_core.worker", str(tmp_path)], env=env, cwd=str(root),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    (step,) = [s for s in result["steps"] if s["name"] == "sizes"]
+    evidence = step["evidence"]
+    assert evidence["configs"] == {"candidate": ["scale_kernel[BLOCK=256, num_warps=4, num_stages=3]",
+                                                "scale_kernel[BLOCK=4096, num_warps=4, num_stages=3]"]}
+    at_base = {r["config"]: r["facts"][0]["grid"][0] for r in evidence["probes"]
+               if r["point"] == "module" and r["module"] == "candidate"}
+    assert at_base == {None: 16, "scale_kernel[BLOCK=4096, num_warps=4, num_stages=3]": 1}  # 4096 elements in 256- or 4096-wide tiles
+    assert any(r["module"] == "reference" and "facts" in r for r in evidence["probes"])  # it ran there
+    choice = choose_sizes(problem, probe, evidence, device_type="cpu")
+    sizes = choice.variant.overrides
+    assert sizes["batch_size"] % 2 and sizes["dim"] % 2
+    assert math.ceil(sizes["batch_size"] * sizes["dim"] / 4096) >= 3, sizes
+    assert "(candidate, config" not in choice.variant.derived  # said plainly
+    assert "3 programs on axis 0 of scale_kernel" in choice.variant.derived or \
+        "4 programs on axis 0 of scale_kernel" in choice.variant.derived, choice.variant.derived

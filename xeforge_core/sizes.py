@@ -311,7 +311,7 @@ def _series(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict
     them); notes in ``axis_dims`` the integer arguments that grow with each candidate axis."""
     base = probe.base.name
     out = []
-    for _, module, config in sorted(k for k in facts if k[0] == base):
+    for _, module, config in sorted((k for k in facts if k[0] == base), key=lambda k: (k[1], k[2] or "")):
         for f in facts[(base, module, config)]:
             wanted = [("grid", i, MIN_PROGRAMS) for i in range(3) if f.get("grid")]
             wanted += [("loop", loop["line"], MIN_TRIPS) for loop in f.get("loops") or []]

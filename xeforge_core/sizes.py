@@ -7,22 +7,27 @@ reduction bug never shows (an RMSNorm that divides by its tile width instead of 
 is right when the row is one tile wide). So the verifier derives one more correctness size:
 
 1. **probe** (the worker's ``sizes`` role; no kernel runs): the launches of the Triton baseline
-   and the candidate at the first correctness variant, at a copy with each even size made odd,
-   and at copies with one size at 2, 3, 4, 8 and 16 times its value (within the size budget):
-   grids, integer arguments, constexprs (tile sizes; each autotune config's) and loop trips
-   (``worker.tiles``). The reference runs for real at the odd copies, to learn whether the
-   problem accepts them.
+   and the candidate at the first correctness variant, and at copies with one size changed:
+   made odd, divided by 2, 4, 8 and 16 (not below 3), multiplied by 2, 3, 4, 8 and 16 (within
+   ``PROBE_BUDGET_FACTOR`` times the size budget: no kernel runs there): grids, integer
+   arguments, constexprs (tile sizes; each autotune config's) and loop trips (``worker.tiles``).
+   The reference runs for real at the odd and the smaller copies, to learn whether the problem
+   accepts them.
 2. **choose** (``choose_sizes``): every size odd, so that no power-of-two tile (every
    ``tl.arange`` extent is one), and none of 16, 32, 64, 128 and 1024, divides a dimension made
    of sizes: the last tile of every masked loop and grid axis is partial. A size stays as
    checked where a kernel takes it as a constexpr (a tile extent that must stay a power of two)
-   or the problem refuses it odd. Then for each grid axis that grows with a size and has fewer
-   than ``MIN_PROGRAMS`` (3) programs, and each loop that grows with a size and runs fewer than
-   ``MIN_TRIPS`` (2) trips (a reduction over a tiled loop covers at least two tiles), the size
-   among those that drive it whose growth costs the fewest input elements is set to the
-   smallest probed value that reaches the aim. Program counts and trips grow with sizes, so
-   aims reached one size at a time hold together; the derived variant stays within the budget
-   of ``xeforge_core.coverage`` (a few tiles, not the published size).
+   or the problem refuses it odd. The aims: each grid axis whose program count some size
+   changes should have ``MIN_PROGRAMS`` (3) programs, each loop whose trips some size changes
+   ``MIN_TRIPS`` (2) trips (so a reduction over a tiled loop covers at least two tiles). A size
+   that alone drives all its aims (a GEMM's M, its grid axis 0) takes the smallest probed value
+   that reaches them, smaller than checked where a few tiles do: its aims' counts do not depend
+   on the other sizes, so they hold at the derived size exactly. A size that shares an aim with
+   others (the rows and columns of a flattened element count) is never made smaller, and where
+   the aim is not reached, the sharing size whose growth costs the fewest input elements is
+   grown to the smallest probed value that reaches it alone: counts only grow with sizes, so it
+   holds together. The derived variant stays within the budget of ``xeforge_core.coverage`` (a
+   few tiles, not the published size): the sizes grown most give way first, and say so.
 3. **check** (``coverage_of``): the candidate's launches at the derived size, recorded while
    its correctness is checked there, against those aims: what each kernel did is listed and
    any aim missed is named (``Verdict.sizes``).

@@ -270,7 +270,7 @@ def test_every_autotune_config_is_probed_and_its_tiles_reached(tmp_path):
            "module": {"source": AUTOTUNED, "filename": "candidate.py", "class_name": "ModelNew", "label": "candidate"},
            "baseline": problem.kernel.to_data(), "reference": problem.reference.to_data(),
            "inputs": problem.inputs.to_data(), "spec": None, "baseline_is_reference": True,
-           "size_points": [p.to_data() for p in probe.points], "validity_points": probe.validity, "options": {}}
+           "size_points": probe.point_data(), "validity_points": probe.validity, "options": {}}
     (tmp_path / "job.json").write_text(json.dumps(job))
     env = dict(os.environ, PYTHONPATH=str(root), TRITON_INTERPRET="1")
     proc = subprocess.run([sys.executable, "-m", "xeforge_core.worker", str(tmp_path)], env=env, cwd=str(root),

@@ -100,6 +100,19 @@ class SizeProbe:
     moves: dict[str, tuple[str, int]]
     odd: dict[str, str]
     validity: list[str]
+    #: the points that grow a size (larger than its odd copy), in increasing order per size
+    climbs: set[str] = field(default_factory=set)
+
+    def point_data(self, data_of: Any = None) -> list[dict[str, Any]]:
+        """The points as the ``sizes`` job takes them (``data_of``: a variant's job data,
+        ``Variant.to_data`` by default), a growing point naming its size in ``probe_climb``."""
+        out = []
+        for point in self.points:
+            data = data_of(point) if data_of is not None else point.to_data()
+            if point.name in self.climbs:
+                data["probe_climb"] = self.moves[point.name][0]
+            out.append(data)
+        return out
 
 
 def plan_probe(problem: Problem, base: Variant, *, device_type: str) -> SizeProbe | None:
@@ -113,6 +126,7 @@ def plan_probe(problem: Problem, base: Variant, *, device_type: str) -> SizeProb
     moves: dict[str, tuple[str, int]] = {base.name: ("", 0)}
     odd: dict[str, str] = {}
     validity = [base.name]
+    climbs: set[str] = set()
 
     def add(size: str, value: int) -> str | None:
         name = f"{base.name}-probe-{size}-{value}"
@@ -124,6 +138,8 @@ def plan_probe(problem: Problem, base: Variant, *, device_type: str) -> SizeProb
             return None
         if not _fits(problem, point, device_type, probe=True):
             return None
+        if value > checked[size] + 1:
+            climbs.add(name)
         points.append(point)
         moves[name] = (size, value)
         return name
@@ -140,7 +156,7 @@ def plan_probe(problem: Problem, base: Variant, *, device_type: str) -> SizeProb
             if not add(size, _odd(value * m)):
                 break
     return SizeProbe(base=base, checked=checked, points=points, moves=moves, odd=odd,
-                     validity=list(dict.fromkeys(validity)))
+                     validity=list(dict.fromkeys(validity)), climbs=climbs)
 
 
 @dataclass(frozen=True)

@@ -504,7 +504,7 @@ class _Run:
         if probe is None:
             return
         job = self.job("sizes", self.candidate_module, baseline=self.baseline_module, variants=[base])
-        job["size_points"] = [self.variant_data(p) for p in probe.points]
+        job["size_points"] = probe.point_data(self.variant_data)
         job["validity_points"] = probe.validity
         job_dir = runner.new_job_dir("xeforge-sizes-")
         self.cleanup.append(job_dir)

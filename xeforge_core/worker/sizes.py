@@ -2,7 +2,8 @@
 running them.
 
 The parent (``xeforge_core.sizes``) sends ``size_points``: the first correctness variant and
-copies of it with one size changed at a time. For each point this role calls forward() of the
+copies of it with one size changed at a time (those that grow a size, in increasing order,
+name it in ``probe_climb``: once one shows nothing left to learn, the larger are skipped). For each point this role calls forward() of the
 Triton modules (the baseline unless it is the eager reference, then the candidate) with the
 launch hook in dry mode (``LaunchRecorder.dry``): host code runs, kernel launches are recorded
 (grid, integer arguments, constexprs, loop trips; ``worker.tiles``) and not run, so a point
@@ -36,19 +37,50 @@ def _first_line(text: str) -> str:
     return text.splitlines()[0][:300] if text else ""
 
 
+#: Programs per grid axis and trips per loop past which a larger size teaches nothing more
+#: (``xeforge_core.sizes.MIN_PROGRAMS`` and ``MIN_TRIPS``).
+ENOUGH = {"grid": 3, "loop": 2}
+
+
+def _counts(facts: list[dict[str, Any]]) -> dict[tuple[str, int, str, int], int]:
+    out = {}
+    for f in facts:
+        for axis, g in enumerate(f.get("grid") or []):
+            out[(f["kernel"], f["occurrence"], "grid", axis)] = int(g)
+        for loop in f.get("loops") or []:
+            out[(f["kernel"], f["occurrence"], "loop", loop["line"])] = int(loop["trips"])
+    return out
+
+
+def settled(base: list[dict[str, Any]], facts: list[dict[str, Any]]) -> bool:
+    """Whether every program count and loop trip count of ``facts`` either has reached what a
+    derived size aims at or is what it was at ``base``: growing the size further would show
+    nothing new."""
+    before, now = _counts(base), _counts(facts)
+    return all(c >= ENOUGH[key[2]] or before.get(key) == c for key, c in now.items())
+
+
 def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list[dict[str, Any]], *,
                   dry: bool, tuners_from: int) -> tuple[list[dict[str, Any]], list[str]]:
     """Call ``harness``'s module at each point (when ``dry``, each of its autotuners' configs on
     its own: those registered from index ``tuners_from`` on, the module's); returns the probe
-    records and the configs probed."""
+    records and the configs probed. The first point is the base; a point that grows one size
+    (its ``probe_climb`` names it) is skipped once a smaller one of the same size ``settled``
+    every count of every config: larger inputs and models there cost time and teach nothing."""
     records: list[dict[str, Any]] = []
     sources = kernel_sources(harness.loaded.jit_functions)
     selections: list[tuple[int, int, str] | None] = [None]
     if dry:  # config 0 of each autotuner is what runs unselected
         selections += [s for s in ctx.registry.variants() if s[0] >= tuners_from and s[1] > 0]
+    base_facts: dict[str | None, list[dict[str, Any]]] = {}
+    done: set[str] = set()
     for point in points:
         combo = Combo(point, 0, "normal")
         name = combo.vname
+        climb = point.get("probe_climb")
+        if climb in done:
+            continue
+        climbed = bool(climb)
         try:
             model = harness.model_for(combo, fresh=True)
             args = harness.inputs_for(combo)
@@ -78,7 +110,12 @@ def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list
             finally:
                 ctx.recorder.dry = False
             facts = launch_facts(ctx.recorder.since(mark), sources)
-            records.append({"point": name, "module": label, "config": sel[2] if sel else None, "facts": facts})
+            config = sel[2] if sel else None
+            records.append({"point": name, "module": label, "config": config, "facts": facts})
+            base_facts.setdefault(config, facts)
+            climbed = climbed and settled(base_facts[config], facts)
+        if climbed:
+            done.add(str(climb))
         del model, args
     described = [d for i, _, d in ctx.registry.variants() if i >= tuners_from] if dry else []
     return records, described

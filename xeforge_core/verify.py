@@ -65,6 +65,10 @@ CACHEABLE_KINDS = frozenset({VerdictKind.OK, VerdictKind.COMPILE_ERROR, VerdictK
 #: How many saved baseline output directories are kept (least recently used are removed).
 BASELINE_CACHE_ENTRIES = 48
 
+#: Longest the ``sizes`` job may take, seconds (it runs host code only; a candidate whose host
+#: code hangs is timed out by the candidate job, not twice at full length).
+SIZES_TIMEOUT_S = 120.0
+
 #: Largest published input (elements) checked in the interpreter when the reduced sizes fail.
 PUBLISHED_ON_CPU_ELEMENTS = 1 << 22
 
@@ -509,7 +513,7 @@ class _Run:
         job_dir = runner.new_job_dir("xeforge-sizes-")
         self.cleanup.append(job_dir)
         _say(self.on_progress, f"sizes: probing the kernels' launches at {len(probe.points)} size(s)")
-        outcome = self.run("sizes", job, job_dir)
+        outcome = self.run("sizes", job, job_dir, timeout_s=min(self.opts.timeout_s, SIZES_TIMEOUT_S))
         result = _outcome_verdict(outcome, "sizes", self.candidate_module["filename"])
         step = result.step("sizes")
         if result.kind is not VerdictKind.OK or step is None or step.status is not StepStatus.PASSED:
@@ -545,10 +549,11 @@ class _Run:
         if self.cancel is not None and self.cancel.is_set():
             raise VerificationCancelled("verification cancelled")
 
-    def run(self, role: str, job: dict[str, Any], job_dir: Path) -> runner.WorkerOutcome:
+    def run(self, role: str, job: dict[str, Any], job_dir: Path, *,
+            timeout_s: float | None = None) -> runner.WorkerOutcome:
         self.check_cancel()
         _say(self.on_progress, f"{role}: starting worker")
-        timeout = self.opts.timeout_s
+        timeout = self.opts.timeout_s if timeout_s is None else timeout_s
         if role == "baseline":
             timeout = (self.opts.baseline_timeout_s if self.opts.baseline_timeout_s is not None
                        else max(self.opts.timeout_s, 300.0))

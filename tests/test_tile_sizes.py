@@ -292,3 +292,31 @@ def test_every_autotune_config_is_probed_and_its_tiles_reached(tmp_path):
     assert "(candidate, config" not in choice.variant.derived  # said plainly
     assert "3 programs on axis 0 of scale_kernel" in choice.variant.derived or \
         "4 programs on axis 0 of scale_kernel" in choice.variant.derived, choice.variant.derived
+
+
+def test_the_workbench_and_the_cli_report_name_the_sizes_checked():
+    from streamlit.testing.v1 import AppTest
+
+    from xeforge_core.commands.verify import render_report
+    from xeforge_core.verdict import CheckedSize, Verdict, VerdictKind
+
+    verdict = Verdict(kind=VerdictKind.WRONG_ANSWER, reason="wrong answer on variant module-tiles", sizes=[
+        CheckedSize("module", {"K": 128}, "the published sizes"),
+        CheckedSize("module-tiles", {"K": 65}, "sizes no tile hides a bug behind: every size odd",
+                    ["k: grid 3x1x1; loop at line 9: 2 trips of 64 over 65, the last partial"],
+                    ["axis 1 of k ran 1 program"])])
+    text = render_report(verdict)
+    assert "sizes checked\n  module (K=128): the published sizes\n  module-tiles (K=65): sizes no tile" in text
+    assert "    k: grid 3x1x1; loop at line 9" in text and "    missed: axis 1 of k ran 1 program" in text
+
+    def page(data):
+        from xeforge_core.ui.render import verdict_panel
+        from xeforge_core.verdict import Verdict
+
+        verdict_panel(Verdict.from_dict(data))
+
+    at = AppTest.from_function(page, args=(verdict.to_dict(),)).run(timeout=60)
+    assert not at.exception
+    assert any(m.value == "**Sizes checked**" for m in at.markdown)
+    (table,) = [d.value for d in at.dataframe if "why" in d.value.columns]
+    assert list(table["variant"]) == ["module", "module-tiles"] and table["sizes"][1] == "K=65"

@@ -8,7 +8,9 @@ the ``-odd`` copies and the grid probe, as before), interleaved, on the same pai
 Each repeat verifies every pair both ways with a fresh candidate text (no cached verdict, no
 saved baseline outputs: ``use_cache`` off), in alternating order. Per verification it records
 the wall time, the CPU time of this process and of the worker processes it reaped (user + system:
-unlike the wall time, it does not grow when other work shares the machine), the seconds each
+unlike the wall time, it does not grow when other work shares the machine; to count it, every
+job runs in a fresh process outside the OS sandbox unless ``XEFORGE_POOL`` / ``XEFORGE_SANDBOX``
+say otherwise), the seconds each
 worker job ran (``Verdict.resources``), the verdict kind and the variants checked; at the end the
 median wall and CPU time of each pair both ways and their ratios (goal: at most 1.5x). Pairs (``--pairs``; default all): the sample GEMM against itself, a
 KernelBench-style elementwise problem and its solution (``tests/fixtures/formats/kernelbench``),
@@ -89,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import os
 
-    os.environ.setdefault("XEFORGE_POOL", "0")  # each job its own process: its CPU time is this one's
+    # each job its own process, this one's child: its CPU time is counted here (bubblewrap's
+    # sandboxed processes are not reaped by this process, so the sandbox is off unless asked for)
+    os.environ.setdefault("XEFORGE_POOL", "0")
+    os.environ.setdefault("XEFORGE_SANDBOX", "0")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []

@@ -320,3 +320,20 @@ def test_the_workbench_and_the_cli_report_name_the_sizes_checked():
     assert any(m.value == "**Sizes checked**" for m in at.markdown)
     (table,) = [d.value for d in at.dataframe if "why" in d.value.columns]
     assert list(table["variant"]) == ["module", "module-tiles"] and table["sizes"][1] == "K=65"
+
+
+def test_a_size_stops_growing_in_the_probe_only_when_nothing_short_of_its_aim_can_move():
+    from xeforge_core.worker.sizes import settled
+
+    def fact(grid, scalars, trips, extent):
+        return [{"kernel": "k", "occurrence": 0, "grid": grid, "scalars": scalars, "axis_tiles": {"0": "BM", "1": "BN"},
+                 "loops": [{"line": 5, "trips": trips, "extent": extent}]}]
+
+    base = fact([2, 1, 1], {"P": 98, "OC": 5}, 1, 27)
+    # OC 5 -> 11 leaves the 32-wide axis 1 at one program: it may still grow at OC = 41 or 81
+    assert not settled(base, fact([2, 1, 1], {"P": 98, "OC": 11}, 1, 27))
+    # a loop short of two trips whose extent this size changes may still get there
+    assert not settled(base, fact([3, 3, 1], {"P": 98, "OC": 11}, 1, 40))
+    # every tiled axis and loop there, an untiled axis (2) that never moves: nothing more to see
+    assert settled(base, fact([3, 3, 1], {"P": 98, "OC": 81}, 2, 27))
+    assert not settled(base, fact([3, 3, 2], {"P": 98, "OC": 81}, 2, 27))  # an untiled axis that moved

@@ -42,22 +42,30 @@ def _first_line(text: str) -> str:
 ENOUGH = {"grid": 3, "loop": 2}
 
 
-def _counts(facts: list[dict[str, Any]]) -> dict[tuple[str, int, str, int], int]:
-    out = {}
-    for f in facts:
-        for axis, g in enumerate(f.get("grid") or []):
-            out[(f["kernel"], f["occurrence"], "grid", axis)] = int(g)
-        for loop in f.get("loops") or []:
-            out[(f["kernel"], f["occurrence"], "loop", loop["line"])] = int(loop["trips"])
-    return out
-
-
 def settled(base: list[dict[str, Any]], facts: list[dict[str, Any]]) -> bool:
-    """Whether every program count and loop trip count of ``facts`` either has reached what a
-    derived size aims at or is what it was at ``base``: growing the size further would show
-    nothing new."""
-    before, now = _counts(base), _counts(facts)
-    return all(c >= ENOUGH[key[2]] or before.get(key) == c for key, c in now.items())
+    """Whether a larger value of the size that turned ``base`` (the launch facts at the base
+    point) into ``facts`` could show anything more: not when every grid axis has reached
+    ``ENOUGH`` programs or is an untiled axis that did not move, and every loop has reached
+    ``ENOUGH`` trips or runs over an extent this size does not change. A tiled axis short of its
+    programs in a launch whose integer arguments this size changes may still grow: not
+    settled."""
+    before = {(f["kernel"], f["occurrence"]): f for f in base}
+    for f in facts:
+        old = before.get((f["kernel"], f["occurrence"]))
+        if old is None:
+            return False
+        moved = (f.get("scalars") or {}) != (old.get("scalars") or {})
+        for axis, count in enumerate(f.get("grid") or []):
+            if int(count) >= ENOUGH["grid"]:
+                continue
+            tiled = str(axis) in (f.get("axis_tiles") or {})
+            if (tiled and moved) or (not tiled and int(count) != int((old.get("grid") or [1, 1, 1])[axis])):
+                return False
+        extents = {loop["line"]: loop["extent"] for loop in old.get("loops") or []}
+        for loop in f.get("loops") or []:
+            if int(loop["trips"]) < ENOUGH["loop"] and extents.get(loop["line"]) != loop["extent"]:
+                return False
+    return True
 
 
 def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list[dict[str, Any]], *,

@@ -31,7 +31,8 @@ def test_gemm_pair_is_correct_and_not_measured_on_cpu(capsys):
     assert status == 0, out
     assert "verdict: OK" in out
     assert "not measured: interpreter" in out
-    assert "ci-odd" in out  # the odd-size copy of ci was checked too
+    assert "ci-tiles" in out  # the size derived from the kernels' tiles was checked too, and named
+    assert "\nsizes checked\n  ci (" in out and "  ci-tiles (" in out and "every size odd" in out
     assert "(cached)" not in out
     for step in ("compile", "structure", "correctness", "performance"):
         assert step in out

@@ -211,8 +211,8 @@ def test_approve_and_reject_are_git_operations_in_process(wb: Workbench, monkeyp
 def test_unticking_the_grid_hunk_of_a_swizzle_is_caught_at_a_derived_variant(wb: Workbench) -> None:
     # the rules engine's xpu_specific proposal for the GEMM sample swizzles the tiles over a 1-D
     # grid; keeping the kernel change but not the launch-grid change leaves every program of
-    # grid axis 1 doing axis 0's tiles. The ci shape fits one tile along N, so only a derived
-    # larger variant (several programs on every axis) can show the unwritten tiles.
+    # grid axis 1 doing axis 0's tiles. The ci shape fits one tile along N, so only the size
+    # derived from the tiles (three programs on every growing axis) can show the unwritten tiles.
     from xeforge_core.ui.diffmerge import diff_hunks
 
     session = wb.start_session()
@@ -230,4 +230,4 @@ def test_unticking_the_grid_hunk_of_a_swizzle_is_caught_at_a_derived_variant(wb:
     wb.poll()
     verdict = review.verdict
     assert verdict.kind.value == "wrong_answer", verdict.reason
-    assert "ci-grid4" in verdict.reason and "left unwritten" in verdict.reason
+    assert "ci-tiles" in verdict.reason and "left unwritten" in verdict.reason

@@ -215,11 +215,19 @@ def test_baseline_that_cannot_run_the_derived_odd_shape_is_held_to_the_spec_only
         '    assert x.dtype == torch.float32, "x must be float32"\n'
         '    assert x.shape[0] % 4 == 0, "rows must come in fours"\n')
     problem = problem_from_source(source, name="add_fours", spec_text=(problems / "good_add.yaml").read_text())
+    # the -odd copy (no size derived from the tiles): the baseline fails there and is dropped
+    v = verify(problem, source, device="cpu",
+               options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], tile_sizes=False))
+    assert v.kind is VerdictKind.OK, v.reason
+    (note,) = [w for w in v.warnings if "non-power-of-two" in w]
+    assert "rows must come in fours" in note and "at ci only" in note
+    # the size derived from the tiles: the probe finds BATCH must stay as it is, and says why
     v = verify(problem, source, device="cpu",
                options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"]))
     assert v.kind is VerdictKind.OK, v.reason
-    (note,) = [w for w in v.warnings if "non-power-of-two" in w]
-    assert "rows must come in fours" in note and "spec's own variants only" in note
+    tiles = next(s for s in v.sizes if s.variant == "ci-tiles")
+    assert tiles.sizes == {"BATCH": 4, "HIDDEN": 65}, tiles
+    assert "BATCH stays 4" in tiles.why and "rows must come in fours" in tiles.why, tiles.why
     # a candidate still has to pass the spec's variants
     wrong = source.replace("tl.load(x_ptr + offs, mask=mask) + ", "tl.load(x_ptr + offs, mask=mask) - ")
     assert verify(problem, wrong, device="cpu", options=VerifyOptions(

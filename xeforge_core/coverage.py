@@ -10,7 +10,9 @@ axis whose program count grew there grows with the input. When such an axis ran 
 variant up (by a power of two, predicted from the growth seen at the probe) until each such
 axis has at least ``MIN_PROGRAMS`` programs, within a size budget, and the verifier checks the
 candidate there against the truth as well. Nothing here runs kernels: the worker reports the
-grids, this module decides.
+grids, this module decides. The verifier does this only where no size was derived from the
+kernels' tiles (``xeforge_core.sizes``, whose size gives every growing axis 3 programs already);
+its size budget is the one that module keeps to as well.
 """
 
 from __future__ import annotations

@@ -152,6 +152,22 @@ class CorrectnessRun:
 
 
 @dataclass
+class CheckedSize:
+    """One size correctness was checked at: the variant's name, its sizes (the spec's dims, or
+    the inputs module's size constants: ``{"M": 161, "K": 73}``), why it was chosen, and for a
+    size the verifier derived from the kernels' tiles, what the candidate's kernels did there
+    (``coverage``: grid programs, loop trips, partial tiles, one line per kernel) and which of
+    its aims it missed (``gaps``: an axis with fewer than 3 programs, a loop of 1 trip, a size
+    a tile divides), each naming the kernel."""
+
+    variant: str
+    sizes: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
+    coverage: list[str] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+
+
+@dataclass
 class TimingStats:
     """Timing of one callable on one variant. Times in microseconds (µs).
 
@@ -260,6 +276,8 @@ class Verdict:
     correctness: list[CorrectnessRun] = field(default_factory=list)
     performance: list[PerformanceResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: the sizes correctness was checked at, with why each was chosen (``CheckedSize``)
+    sizes: list[CheckedSize] = field(default_factory=list)
     source_line: int | None = None
     error_text: str = ""
     stdout: str = ""

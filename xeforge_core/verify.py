@@ -56,6 +56,7 @@ from xeforge_core.devlock import default_lock_dir
 from xeforge_core.errors import XeForgeError
 from xeforge_core.problem.module import entry_point
 from xeforge_core.problem.scaling import estimate_input_bytes
+from xeforge_core.sizes import TileChoice, checked_sizes, choose_sizes, plan_probe
 from xeforge_core.verdict import Finding, Step, StepStatus, Verdict, VerdictKind
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -66,6 +67,10 @@ CACHEABLE_KINDS = frozenset({VerdictKind.OK, VerdictKind.COMPILE_ERROR, VerdictK
 
 #: How many saved baseline output directories are kept (least recently used are removed).
 BASELINE_CACHE_ENTRIES = 48
+
+#: Longest the ``sizes`` job may take, seconds (it runs host code only; a candidate whose host
+#: code hangs is timed out by the candidate job, not twice at full length).
+SIZES_TIMEOUT_S = 120.0
 
 #: Largest published input (elements) checked in the interpreter when the reduced sizes fail.
 PUBLISHED_ON_CPU_ELEMENTS = 1 << 22
@@ -137,7 +142,11 @@ class VerifyOptions:
             device's (``xpu`` on cpu, the product's target).
         grid_coverage: derive a larger variant when a launch-grid axis that grows with the
             input ran with fewer than ``MIN_PROGRAMS`` programs at every checked size, and check
-            the candidate there too.
+            the candidate there too (when ``tile_sizes`` derived no size).
+        tile_sizes: probe the kernels' launches (the ``sizes`` job) and check the candidate at
+            a size derived from their tiles, every size odd, every growing grid axis with 3
+            programs and every growing loop with 2 trips (``xeforge_core.sizes``), in place of
+            the ``-odd`` copies.
         warmup_ms / rep_ms: timing budget per callable, milliseconds.
         exit_grace_s: seconds a worker may take to exit after writing its result.
         lock_dir: directory of the device timing locks (``None``: ``default_lock_dir()``).
@@ -163,6 +172,7 @@ class VerifyOptions:
     lints: list[dict[str, Any]] | None = None
     target: str | None = None
     grid_coverage: bool = True
+    tile_sizes: bool = True
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
     exit_grace_s: float = runner.DEFAULT_EXIT_GRACE_S
@@ -417,6 +427,12 @@ class _Run:
         self.warnings: list[str] = []
         #: variants derived during the run (launch-grid coverage), by name
         self.derived: dict[str, Any] = {}
+        #: the size derived from the kernels' tiles (``derive_tile_sizes``), and the ``-odd``
+        #: copies it replaced
+        self.tiles: TileChoice | None = None
+        self.odd_copies: list[Any] = []
+        #: the variant launch-grid coverage derived, once checked (``_check_grid_coverage``)
+        self.grid_variants: list[Any] = []
         self.inputs_module = problem.inputs.to_data() if problem.inputs is not None else None
         if problem.spec is None and self.inputs_module is None and _defines(candidate_source, "get_inputs"):
             self.inputs_module = {"source": candidate_source, "filename": "candidate_inputs.py",
@@ -452,6 +468,8 @@ class _Run:
             got = estimate_input_bytes(self.problem.inputs.source, variant.overrides or None)
             total = got[1] if got else None
         data["inputs_on_device"] = bool(total and total >= LARGE_INPUT_BYTES)
+        if self.tiles is not None and self.tiles.variant is not None and variant.name == self.tiles.variant.name:
+            data["seeds"] = self.opts.seed_list()[:1]  # one seed: the size, not the values, is what it adds
         return data
 
     def job_options(self, role: str) -> dict[str, Any]:
@@ -510,23 +528,61 @@ class _Run:
                             for v in self.correctness]
         return True
 
-    def drop_derived_variants(self) -> bool:
-        """Remove the ``-odd`` copies this run derived (not those the spec names); True if any."""
+    def derive_tile_sizes(self) -> None:
+        """Probe the kernels' launches around the first correctness variant (the ``sizes`` job)
+        and check at the size derived from their tiles (``xeforge_core.sizes``), in place of the
+        ``-odd`` copies this run derived. A probe that fails keeps those copies, and says why."""
+        base = self.correctness[0]
+        probe = plan_probe(self.problem, base, device_type=self.device.type)
+        if probe is None:
+            return
+        job = self.job("sizes", self.candidate_module, baseline=self.baseline_module, variants=[base])
+        job["size_points"] = probe.point_data(self.variant_data)
+        job["validity_points"] = probe.validity
+        job_dir = runner.new_job_dir("xeforge-sizes-")
+        self.cleanup.append(job_dir)
+        _say(self.on_progress, f"sizes: probing the kernels' launches at {len(probe.points)} size(s)")
+        outcome = self.run("sizes", job, job_dir, timeout_s=min(self.opts.timeout_s, SIZES_TIMEOUT_S))
+        result = _outcome_verdict(outcome, "sizes", self.candidate_module["filename"])
+        step = result.step("sizes")
+        if result.kind is not VerdictKind.OK or step is None or step.status is not StepStatus.PASSED:
+            why = (result.reason or result.kind.value).splitlines()[0][:300] if result.reason else result.kind.value
+            self.warnings.append(f"the kernels' tiles could not be probed ({why}): sizes derived from them are "
+                                 "not checked")
+            return
+        self.tiles = choose_sizes(self.problem, probe, step.evidence, device_type=self.device.type)
+        if self.tiles.variant is None:
+            return
+        spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
+        self.odd_copies = [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
+        self.correctness = [v for v in self.correctness if v not in self.odd_copies] + [self.tiles.variant]
+
+    def drop_derived_variants(self) -> str:
+        """Remove the size derived from the kernels' tiles (putting back the ``-odd`` copies it
+        replaced), else the ``-odd`` copies this run derived (not those the spec names). Returns
+        what was removed, in words ("" when nothing was)."""
+        if self.tiles is not None and self.tiles.variant is not None:
+            name = self.tiles.variant.name
+            self.correctness = [v for v in self.correctness if v.name != name] + self.odd_copies
+            self.tiles = None
+            return f"the size derived from the kernels' tiles ({name})"
         spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
         kept = [v for v in self.correctness if not (v.name.endswith("-odd") and v.name not in spec_names)]
         dropped = len(kept) != len(self.correctness)
         if dropped and kept:
             self.correctness = kept
-        return dropped and bool(kept)
+            return "the non-power-of-two copy of its variants"
+        return ""
 
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():
             raise VerificationCancelled("verification cancelled")
 
-    def run(self, role: str, job: dict[str, Any], job_dir: Path) -> runner.WorkerOutcome:
+    def run(self, role: str, job: dict[str, Any], job_dir: Path, *,
+            timeout_s: float | None = None) -> runner.WorkerOutcome:
         self.check_cancel()
         _say(self.on_progress, f"{role}: starting worker")
-        timeout = self.opts.timeout_s
+        timeout = self.opts.timeout_s if timeout_s is None else timeout_s
         if role == "baseline":
             timeout = (self.opts.baseline_timeout_s if self.opts.baseline_timeout_s is not None
                        else max(self.opts.timeout_s, 300.0))
@@ -736,16 +792,20 @@ def _verify_uncached(run: _Run) -> Verdict:
         if too_slow:
             return Verdict(kind=VerdictKind.ENVIRONMENT, reason=too_slow, steps=[
                 Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + too_slow)])
+    if run.opts.tile_sizes:
+        run.derive_tile_sizes()
+        run.check_cancel()
     base, base_dir, reused = run.baseline()
-    if base.kind in _RETRY_WITHOUT_DERIVED and run.drop_derived_variants():
-        # The non-power-of-two copies are ours, not the spec's: a baseline that cannot run them
-        # (e.g. a tensor descriptor whose rows must be 16-byte aligned) does not support such
-        # shapes, and a candidate is not held to more than its baseline.
+    while base.kind in _RETRY_WITHOUT_DERIVED and (dropped := run.drop_derived_variants()):
+        # The derived sizes are ours, not the spec's: a baseline that cannot run them (e.g. a
+        # tensor descriptor whose rows must be 16-byte aligned) does not support such shapes,
+        # and a candidate is not held to more than its baseline.
         first = (base.reason or base.kind.value).splitlines()[0][:300]
         base, base_dir, reused = run.baseline()
         if base.kind is VerdictKind.OK:
-            base.warnings.insert(0, f"the baseline fails on the non-power-of-two copy of its variants "
-                                    f"({first}); correctness is checked on the spec's own variants only")
+            left = ", ".join(v.name for v in run.correctness)
+            base.warnings.insert(0, f"the baseline fails at {dropped} ({first}); correctness is checked at "
+                                    f"{left} only")
     if base.kind in _RETRY_WITHOUT_DERIVED and run.use_published_sizes():
         # the reduced sizes are ours, not the problem's: a problem whose sizes are tied together in
         # ways the reduction missed is checked at its published sizes instead
@@ -761,7 +821,8 @@ def _verify_uncached(run: _Run) -> Verdict:
     cand_dir = runner.new_job_dir("xeforge-candidate-")
     run.cleanup.append(cand_dir)
     expected_dir = str(base_dir / "expected")
-    probe = grid_probe_variant(run.problem, run.correctness[0]) if run.opts.grid_coverage else None
+    probe = (grid_probe_variant(run.problem, run.correctness[0])
+             if run.opts.grid_coverage and run.tiles is None else None)
     cand_job = run.job("candidate", run.candidate_module, expected_dir=expected_dir,
                        baseline=run.baseline_module, grid_probe=probe)
     outcome = run.run("candidate", cand_job, cand_dir)
@@ -778,6 +839,7 @@ def _verify_uncached(run: _Run) -> Verdict:
         verdict = _check_grid_coverage(run, verdict)
     if verdict.kind not in _PASSING:
         verdict = _check_published_shape(run, verdict)
+    _name_sizes(run, verdict)
     _explain_tf32(verdict)
 
     verdict.steps = [s for s in verdict.steps if s.name != "performance"]
@@ -839,6 +901,7 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
         verdict.warnings.append(f"launch-grid coverage: {why}; but the baseline fails at {derived.name} "
                                 f"({(base.reason or base.kind.value).splitlines()[0][:200]}), so it was not checked")
         return verdict
+    run.grid_variants.append(derived)
     verdict.correctness += extra.correctness
     dims = derived.dims or derived.overrides
     shown = ", ".join(f"{k}={v}" for k, v in dims.items())
@@ -916,6 +979,18 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
         published.reason = (f"{published.reason} at the published size, the problem's contract; written for that "
                             f"shape, it fails at {where} (see the shape_specialised finding)")
     return published
+def _name_sizes(run: _Run, verdict: Verdict) -> None:
+    """Name the sizes checked, and why, in the verdict (``Verdict.sizes``), with the coverage the
+    candidate's launches reached at the size derived from the tiles; a wrong answer there
+    names that size in its reason."""
+    step = verdict.step("correctness")
+    launches = (step.evidence.get("launches") or {}) if step is not None else {}
+    verdict.sizes = checked_sizes(run.problem, run.correctness + run.grid_variants, run.tiles, launches)
+    tiles = run.tiles.variant if run.tiles is not None else None
+    if tiles is not None and verdict.kind is VerdictKind.WRONG_ANSWER and f"variant {tiles.name} " in verdict.reason:
+        entry = next(e for e in verdict.sizes if e.variant == tiles.name)
+        shown = ", ".join(f"{k}={v}" for k, v in entry.sizes.items())
+        verdict.reason += f" [{tiles.name} is the size derived from the kernels' tiles: {shown}]"
 
 
 def _explain_tf32(verdict: Verdict) -> None:
@@ -972,7 +1047,7 @@ def _merge_timing(verdict: Verdict, timing: Verdict, outcome: runner.WorkerOutco
 
 def start_for_verification(device: str | None = None) -> int:
     """Start the workers one verification on ``device`` (an override as ``detect_device`` takes:
-    ``None``, ``"cpu"``, ``"cuda:1"``) will use -- baseline and candidate, and timing on a GPU --
+    ``None``, ``"cpu"``, ``"cuda:1"``) will use -- sizes, baseline and candidate, and timing on a GPU --
     so that they import while the caller loads the problem (the CLI calls this first). Does
     nothing with ``XEFORGE_POOL=0`` or for a device that cannot be detected (the verification
     then reports it). Returns how many workers are idle."""
@@ -984,4 +1059,4 @@ def start_for_verification(device: str | None = None) -> int:
         info = detect_device(device)
     except ValueError:
         return 0
-    return pool.default_pool().ahead(info.type, info.index, jobs=2 if info.interpreter else 3)
+    return pool.default_pool().ahead(info.type, info.index, jobs=3 if info.interpreter else 4)

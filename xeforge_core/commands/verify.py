@@ -84,7 +84,10 @@ def add_verification_arguments(p: argparse.ArgumentParser) -> None:
                    help="hard wall-clock limit per verification worker job, the baseline's included "
                         "(default: 300)")
     p.add_argument("--seeds", metavar="N", type=positive_int, default=3, help="seeds per variant (default: 3)")
-    p.add_argument("--no-odd-size", action="store_true", help="do not add the odd-size variants")
+    p.add_argument("--no-odd-size", action="store_true",
+                   help="do not add the sizes the verifier derives (odd sizes, and the size chosen from the "
+                        "kernels' tiles: every dimension a non-multiple of every tile, 3 programs per growing "
+                        "grid axis, 2 trips per growing loop)")
     p.add_argument("--require-sandbox", action=_RequireSandbox, nargs=0, default=False,
                    help="refuse to run kernels outside the OS sandbox (no network, read-only file "
                         "system, secrets hidden; see README); also XEFORGE_REQUIRE_SANDBOX=1")
@@ -97,8 +100,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="verify a candidate kernel against its baseline (compile, structure, correctness, speed)",
         description=(
             "Verify CANDIDATE against BASELINE in isolated worker processes: compile, structure "
-            "and integrity, correctness on every variant, seed and input distribution (plus an "
-            "odd-size variant), and on a GPU the speedup, TFLOP/s, GB/s and roofline fraction. "
+            "and integrity, correctness on every variant, seed and input distribution (plus a "
+            "size derived from the kernels' tiles), and on a GPU the speedup, TFLOP/s, GB/s and roofline fraction. "
             "On cpu the kernels run in Triton's interpreter and speed is not measured."),
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -152,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         candidate = read_candidate(args.candidate)
         options = VerifyOptions(
             timeout_s=args.timeout, baseline_timeout_s=args.timeout, variants=args.variant, include_odd_size=not args.no_odd_size,
+            tile_sizes=not args.no_odd_size,
             seeds=args.seeds, performance_variants=args.variant,
             measure_performance=not args.no_performance, use_cache=not args.no_cache,
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
@@ -294,6 +298,14 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
                          f"{c.rtol:g}/{c.atol:g}", c.note])
         out.append(_table(["variant", "seed", "inputs", "vs", "config", "result", "max abs err",
                            "max rel err", "mismatches", "rtol/atol", "note"], rows))
+
+    if verdict.sizes:
+        out.append("\nsizes checked")
+        for entry in verdict.sizes:
+            shown = ", ".join(f"{k}={v}" for k, v in entry.sizes.items()) or "-"
+            out.append(f"  {entry.variant} ({shown}): {entry.why}")
+            out.extend(f"    {line}" for line in entry.coverage)
+            out.extend(f"    missed: {gap}" for gap in entry.gaps)
 
     perf = verdict.step("performance")
     if verdict.performance:

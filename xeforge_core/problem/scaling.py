@@ -29,7 +29,7 @@ from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import Problem, Variant, is_ci_variant
 
 __all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant", "reduced_spec_variant",
-           "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS"]
+           "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS", "size_values", "variant_with_sizes"]
 
 #: Names (case-insensitive, matched as whole words or ``_``-separated parts) that are not tensor
 #: sizes, so scaling never touches them.
@@ -370,6 +370,51 @@ def scaled_variant(problem: Problem, variant: Variant, factor: int, name: str, w
         return None
     base = {**consts, **variant.overrides}
     overrides = {n: _scale_value(v, factor) for n, v in base.items()}
+    return Variant(name=name, params=[], dims={}, overrides=overrides, rtol=variant.rtol, atol=variant.atol,
+                   derived=why)
+
+
+def size_values(problem: Problem, variant: Variant) -> dict[str, int]:
+    """The sizes of ``variant`` one by one: the spec's size dims, or the inputs module's size
+    constants with the variant's overrides applied, a tuple constant's elements named
+    ``name[i]`` (``{"batch_size": 16, "input_shape[0]": 1024}``). ``{}`` when there are none."""
+    if problem.spec is not None:
+        return {d: int(variant.dims[d]) for d in _spec_size_dims(problem, variant)}
+    if problem.inputs is None:
+        return {}
+    out: dict[str, int] = {}
+    for name, value in {**size_constants(problem.inputs.source), **variant.overrides}.items():
+        if isinstance(value, (tuple, list)):
+            out.update({f"{name}[{i}]": int(v) for i, v in enumerate(value) if int(v) >= 2})
+        elif isinstance(value, int) and value >= 2:
+            out[name] = int(value)
+    return out
+
+
+def variant_with_sizes(problem: Problem, variant: Variant, sizes: dict[str, int], name: str,
+                       why: str = "") -> Variant:
+    """A copy of ``variant`` named ``name`` with the sizes in ``sizes`` (names as
+    ``size_values`` gives them) set, ``derived`` = ``why``: a spec variant rebuilt from its dims
+    (shapes, bytes, flop and init values recomputed), or the inputs module's constants as
+    overrides. Raises ``ProblemError`` when a spec variant cannot be built at those dims."""
+    from .spec import build_variant
+
+    if problem.spec is not None:
+        spec = problem.spec
+        built = build_variant(name, params=list(variant.params), dims={**variant.dims, **sizes}, inputs=spec.inputs,
+                              inits=spec.inits, dtype=variant.dtype, flop_formula=variant.flop_formula,
+                              rtol=variant.rtol, atol=variant.atol)
+        return replace(built, derived=why)
+    consts = size_constants(problem.inputs.source) if problem.inputs is not None else {}
+    overrides: dict[str, Any] = {**consts, **variant.overrides}
+    for key, value in sizes.items():
+        m = re.fullmatch(r"(\w+)\[(\d+)\]", key)
+        if m and isinstance(overrides.get(m.group(1)), (tuple, list)):
+            items = list(overrides[m.group(1)])
+            items[int(m.group(2))] = int(value)
+            overrides[m.group(1)] = tuple(items)
+        else:
+            overrides[key] = int(value)
     return Variant(name=name, params=[], dims={}, overrides=overrides, rtol=variant.rtol, atol=variant.atol,
                    derived=why)
 

@@ -148,6 +148,11 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         else:
             step = verdict.step("correctness")
             st.caption(step.summary if step and step.summary else "no correctness runs")
+        if verdict.sizes:
+            st.markdown("**Sizes checked**")
+            st.dataframe([{"variant": e.variant, "sizes": ", ".join(f"{k}={v}" for k, v in e.sizes.items()),
+                           "why": e.why, "what the kernels did": "\n".join(e.coverage),
+                           "missed": "\n".join(e.gaps)} for e in verdict.sizes], hide_index=True, width="stretch")
     with tab_p:
         if verdict.performance:
             st.dataframe([{

@@ -69,6 +69,12 @@ class AutotuneRegistry:
                 entry.tuner.configs = list(entry.configs)
             entry.tuner.cache = {}
 
+    def narrow_always(self) -> None:
+        """From now on narrow every autotuner to one config (the first unless another is
+        selected), as on cpu: for callers that choose each config themselves."""
+        self.interpreter = True
+        self._apply()
+
     def variants(self) -> list[tuple[int, int, str]]:
         """Every (autotuner index, config index, description) to check on its own."""
         out = []

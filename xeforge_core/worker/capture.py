@@ -2,8 +2,10 @@
 
 ``LaunchRecorder.install`` wraps ``JITFunction.run`` (compiled launches on a GPU) and
 ``InterpretedFunction.run`` (Triton's interpreter on cpu). Each launch is recorded with its
-kernel name, constexpr arguments, the thread it came from and whether it was issued on a side
-stream. On a GPU the ``CompiledKernel`` that ``run`` returns gives registers and spills per
+kernel name, constexpr arguments, its integer arguments (sizes, strides) and integer
+constexprs by parameter name, the thread it came from and whether it was issued on a side
+stream. With ``LaunchRecorder.dry`` set, launches are recorded but not run (the verifier's size
+probe: which grids, sizes and tiles a forward() would launch, at no kernel cost). On a GPU the ``CompiledKernel`` that ``run`` returns gives registers and spills per
 thread, shared memory (SLM on Xe) per program, num_warps, num_stages, the GRF mode where the
 backend reports one, and the IR text from ``kernel.asm`` (``ttir``, ``ttgir``, ``llir``,
 ``ptx``, ``spvdis``/``spv`` text; binary forms such as ``cubin`` are skipped).
@@ -26,7 +28,9 @@ class LaunchRecord:
     """One kernel launch as seen by the hook: ``grid`` is the launch grid resolved to three
     program counts (``None`` when it could not be evaluated); ``largest_arg`` the name and
     element count of its largest tensor argument; ``float32_args`` whether any tensor argument
-    is float32."""
+    is float32; ``scalars`` the integer arguments that are not constexprs (sizes, strides) and
+    ``constants`` the integer constexprs (tile sizes, given by keyword or position), by parameter
+    name."""
 
     kernel: str
     constexprs: dict[str, Any] = field(default_factory=dict)
@@ -35,6 +39,8 @@ class LaunchRecord:
     grid: tuple[int, int, int] | None = None
     largest_arg: tuple[str, int] | None = None
     float32_args: bool = False
+    scalars: dict[str, int] = field(default_factory=dict)
+    constants: dict[str, int] = field(default_factory=dict)
 
 
 #: Offsets computed in int32 wrap past this element count.
@@ -46,20 +52,62 @@ class LaunchRefused(XeForgeError):
     limits (``grid_limits``); the message names the kernel, the axis and the limit."""
 
 
-def resolve_grid(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> tuple[int, int, int] | None:
+def bound_arguments(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The launch's arguments by the kernel's parameter names, defaults applied (launch options
+    such as ``num_warps`` left out); ``None`` when they cannot be bound."""
+    import inspect
+
+    try:
+        sig = inspect.signature(getattr(fn_self, "fn", None))
+        known = {k: v for k, v in kwargs.items() if k in sig.parameters}
+        bound = sig.bind_partial(*args, **known)
+        bound.apply_defaults()
+    except (TypeError, ValueError):
+        return None
+    return dict(bound.arguments)
+
+
+def _constexpr_names(fn_self: Any) -> set[str]:
+    """The kernel's constexpr parameters: ``JITFunction.params`` where compiled, the
+    ``tl.constexpr`` annotations in Triton's interpreter."""
+    params = getattr(fn_self, "params", None)
+    if params:
+        return {p.name for p in params if getattr(p, "is_constexpr", False)}
+    import inspect
+
+    try:
+        sig = inspect.signature(getattr(fn_self, "fn", None))
+    except (TypeError, ValueError):
+        return set()
+    return {n for n, p in sig.parameters.items() if "constexpr" in str(p.annotation)}
+
+
+def integer_arguments(fn_self: Any, bound: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, int]]:
+    """``(scalars, constants)``: the integer arguments of a launch that are not constexprs, and
+    the integer constexprs, by parameter name (booleans left out)."""
+    if not bound:
+        return {}, {}
+    constexprs = _constexpr_names(fn_self)
+    scalars: dict[str, int] = {}
+    constants: dict[str, int] = {}
+    for name, value in bound.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            (constants if name in constexprs else scalars)[name] = int(value)
+    return scalars, constants
+
+
+def resolve_grid(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
+                 bound: dict[str, Any] | None = None) -> tuple[int, int, int] | None:
     """The launch grid as three program counts: a tuple as given, or a callable evaluated on the
-    bound arguments (as Triton's ``JITFunction.run`` does: ``grid(bound_args)``). ``None`` when it
-    cannot be evaluated here."""
+    bound arguments (as Triton's ``JITFunction.run`` does: ``grid(bound_args)``; ``bound``: those
+    arguments when already bound). ``None`` when it cannot be evaluated here."""
     try:
         if callable(grid):
-            import inspect
-
-            fn = getattr(fn_self, "fn", None)
-            sig = inspect.signature(fn)
-            known = {k: v for k, v in kwargs.items() if k in sig.parameters}
-            bound = sig.bind_partial(*args, **known)
-            bound.apply_defaults()
-            grid = grid(dict(bound.arguments))
+            if bound is None:
+                bound = bound_arguments(fn_self, args, kwargs)
+            if bound is None:
+                return None
+            grid = grid(dict(bound))
         items = [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))]
     except Exception:  # noqa: BLE001 - a grid the hook cannot evaluate is launched unchanged
         return None
@@ -139,13 +187,15 @@ def kernel_info_from_compiled(name: str, kernel: Any, constexprs: dict[str, Any]
 
 class LaunchRecorder:
     """Records kernel launches while installed. ``on_side_stream`` is a callable telling
-    whether the current stream is not the default one (``DeviceOps.on_side_stream``)."""
+    whether the current stream is not the default one (``DeviceOps.on_side_stream``). While
+    ``dry`` is set, launches are recorded and not run."""
 
     def __init__(self, on_side_stream: Any = None, grid_limits: list[int] | None = None) -> None:
         self.on_side_stream = on_side_stream or (lambda: False)
         self.launches: list[LaunchRecord] = []
         self.kernels: dict[tuple, CompiledKernelInfo] = {}
         self.active = True
+        self.dry = False
         self.grid_limits = list(grid_limits) if grid_limits else None
         self._patched: list[tuple[Any, str, Any]] = []
 
@@ -181,13 +231,17 @@ class LaunchRecorder:
                 return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
             name = getattr(getattr(fn_self, "fn", None), "__name__", None) or type(fn_self).__name__
             constexprs = {k: v for k, v in kwargs.items() if _plain(v)}
-            resolved = resolve_grid(fn_self, args, kwargs, grid)
+            bound = bound_arguments(fn_self, args, kwargs)
+            resolved = resolve_grid(fn_self, args, kwargs, grid, bound)
             largest, f32 = _arg_facts(fn_self, args, kwargs)
+            scalars, constants = integer_arguments(fn_self, bound)
             rec = LaunchRecord(kernel=name, constexprs=constexprs,
                                main_thread=threading.current_thread() is threading.main_thread(),
                                side_stream=bool(recorder.on_side_stream()), grid=resolved,
-                               largest_arg=largest, float32_args=f32)
+                               largest_arg=largest, float32_args=f32, scalars=scalars, constants=constants)
             recorder.launches.append(rec)
+            if recorder.dry:
+                return None
             if resolved is not None and recorder.grid_limits:
                 for axis, (count, limit) in enumerate(zip(resolved, recorder.grid_limits)):
                     if count > limit:

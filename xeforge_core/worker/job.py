@@ -8,7 +8,7 @@ appends progress events, one JSON object per line, to ``progress.jsonl``.
 Job (``Job``)::
 
     {
-      "role": "baseline" | "candidate" | "timing" | "probe",
+      "role": "baseline" | "candidate" | "timing" | "sizes" | "probe",
       "device": "cpu" | "cuda" | "xpu",
       "job_dir": "/abs/dir",                 # the worker's cwd, temp dir, output dir
       "module":    ModuleSource,             # the code under test (baseline or candidate)
@@ -20,6 +20,8 @@ Job (``Job``)::
       "seeds": [int],                        # e.g. [0, 1, 2]
       "distributions": ["normal", "uniform", ...],
       "expected_dir": "/abs/dir" | null,     # candidate role: where the baseline saved outputs
+      "size_points": [VariantData],          # sizes role: the sizes to probe (``worker.sizes``)
+      "validity_points": [str],              # sizes role: points the reference runs at too
       "options": {
           "allow_dtype_change": false, "allow_shape_change": false,
           "rtol": float | null, "atol": float | null,  # user override of tolerances

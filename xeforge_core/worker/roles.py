@@ -24,8 +24,9 @@ Files in ``expected/``::
 
 with ``KEY = <variant>__s<seed>__<distribution>``.
 
-The candidate job also records the launch grid of every Triton launch, and when the job gives
-a ``grid_probe`` variant (the first correctness variant at twice its sizes) runs the
+The candidate job also records the launch grid of every Triton launch, and per variant the launch
+facts of its first run (grid, integer arguments, tiles, loop trips: ``worker.tiles``), and when
+the job gives a ``grid_probe`` variant (the first correctness variant at twice its sizes) runs the
 candidate once there, so the parent can tell which grid axes grow with the input and derive a
 larger variant when one of them ran with fewer than three programs.
 """
@@ -84,6 +85,7 @@ from xeforge_core.worker.integrity import (
     subclass_outputs,
 )
 from xeforge_core.worker.loading import LoadedModule, load_module
+from xeforge_core.worker.tiles import kernel_sources, launch_facts
 
 DEFAULT_SEEDS = (0, 1, 2)
 
@@ -132,14 +134,19 @@ def _safe(text: str) -> str:
 
 
 def combos_of(job: dict[str, Any]) -> list[Combo]:
-    """Every correctness combination of the job, variant-major; the first is the anchor
-    distribution's (the problem's own inputs) at the first seed. The redraws of a
-    ``get_inputs()`` problem run at the first seed only (``domain.redraw_seeds``)."""
+    """Every correctness combination of the job, variant-major (a variant's own ``seeds``, when
+    it has them, in place of the job's); the first is the anchor distribution's (the problem's
+    own inputs) at the first seed. The redraws of a ``get_inputs()`` problem run at the first
+    seed only (``domain.redraw_seeds``)."""
     variants = list(job.get("correctness_variants") or []) or [{"name": "module", "params": [], "dims": {}}]
     seeds = [int(s) for s in (job.get("seeds") or DEFAULT_SEEDS)]
     dists = list(job.get("distributions") or DISTRIBUTIONS)
-    per = redraw_seeds(dists, seeds)
-    return [Combo(v, s, d) for v in variants for s in seeds for d in dists if s in per[d]]
+    combos = []
+    for v in variants:
+        own = [int(s) for s in (v.get("seeds") or seeds)]
+        per = redraw_seeds(dists, own)
+        combos += [Combo(v, s, d) for s in own for d in dists if s in per[d]]
+    return combos
 
 
 def anchor_distribution(job: dict[str, Any]) -> str:
@@ -831,7 +838,8 @@ def run_candidate(ctx: WorkerContext) -> None:
     def correctness(step: Step) -> None:
         excused: list[CorrectnessRun] = []
         first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, excused)
-        runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of, excused)
+        launches: dict[str, list[dict[str, Any]]] = {}
+        runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of, excused, launches)
         failed = [r for r in runs if not r.passed and r not in excused]
         if first is not None and not first.passed and first not in excused and not failed \
                 and not meta.get("random_truth"):
@@ -843,7 +851,7 @@ def run_candidate(ctx: WorkerContext) -> None:
             return
         step.evidence = {"runs": len(runs), "failed": len(failed), "weights": harness.weight_notes,
                          "autotune_configs": [d for _, _, d in ctx.registry.variants()], "grids": grids,
-                         "truth": meta.get("truth", "baseline")}
+                         "launches": launches, "truth": meta.get("truth", "baseline")}
         if harness.call_description:
             step.evidence["call"] = harness.call_description
         disagreeing = int(meta.get("baseline_disagrees") or 0)
@@ -943,11 +951,12 @@ def _grid_probe(ctx: WorkerContext, harness: Harness, variant: dict[str, Any], b
 
 
 def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], expected: dict[str, dict[str, Any]],
-                    meta: dict[str, Any], baseline_state_of: Any, excused: list[CorrectnessRun]
-                    ) -> tuple[list[CorrectnessRun], dict[str, Any]]:
+                    meta: dict[str, Any], baseline_state_of: Any, excused: list[CorrectnessRun],
+                    launches: dict[str, list[dict[str, Any]]] | None = None) -> tuple[list[CorrectnessRun], dict[str, Any]]:
     """Every (autotune selection x combination) against the truth. Returns the runs and the
     launch grids of the default-config runs per variant (``{variant: {kernel: [g0, g1, g2]}}``);
-    runs that differ only where the truth is NaN or Inf are appended to ``excused`` too."""
+    runs that differ only where the truth is NaN or Inf are appended to ``excused`` too; fills
+    ``launches`` with the launch facts of each variant's first default-config run."""
     allow_dtype = bool(ctx.options.get("allow_dtype_change"))
     allow_shape = bool(ctx.options.get("allow_shape_change"))
     eager = bool(meta.get("eager"))
@@ -975,6 +984,9 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                 for kernel, g in launch_grids(ctx.recorder.since(mark)).items():
                     have = grids.setdefault(combo.vname, {}).setdefault(kernel, [0, 0, 0])
                     grids[combo.vname][kernel] = [max(x, y) for x, y in zip(have, g)]
+                if launches is not None and combo.vname not in launches:
+                    launches[combo.vname] = launch_facts(ctx.recorder.since(mark),
+                                                         kernel_sources(harness.loaded.jit_functions))
             else:
                 with ctx.registry.select(sel[0], sel[1]):
                     out = harness.run(model, args, during=f"running {combo.describe()} with config {sel[2]}")

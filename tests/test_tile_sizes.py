@@ -1,0 +1,339 @@
+"""Sizes chosen from what the kernels do (``xeforge_core.sizes``, ``worker.tiles``): loop trips
+read from a kernel's source, dry launches, and the derived size from probed launches. The
+probed launches here are computed from a model of each kernel (no worker runs), so every rule
+is checked in milliseconds; ``test_verify_tiles.py`` runs the whole path on planted faults."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from xeforge_core.problem import problem_from_source
+from xeforge_core.problem.scaling import size_values, variant_with_sizes
+from xeforge_core.sizes import choose_sizes, coverage_of, plan_probe
+from xeforge_core.worker.capture import LaunchRecorder
+from xeforge_core.worker.tiles import kernel_sources, launch_facts, loop_trips
+
+LOOPS = '''
+@triton.jit
+def k(x, N, K, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    nk = tl.cdiv(K, BLOCK)
+    for i in tl.range(0, nk):
+        pass
+    for j in range(pid, N, 4):
+        pass
+    for q in range((K + BLOCK - 1) // BLOCK):
+        for r in range(0, q):
+            pass
+    for s in range(0, K, BLOCK):
+        pass
+    K = K * 2
+    for t in range(0, K, BLOCK):
+        pass
+'''
+
+
+def test_loop_trips_are_read_from_the_bounds_the_launch_decides():
+    trips = loop_trips(LOOPS, 10, {"N": 10, "K": 100, "BLOCK": 32})
+    # the program-id loop and the loop over an outer loop's variable are left out; a bound
+    # computed first (nk) or written as (K + BLOCK - 1) // BLOCK is read; K rewritten halfway
+    # counts from there on
+    assert trips == [{"line": 15, "trips": 4, "step": 32, "extent": 100, "partial": True},
+                     {"line": 19, "trips": 4, "step": 32, "extent": 100, "partial": True},
+                     {"line": 22, "trips": 4, "step": 32, "extent": 100, "partial": True},
+                     {"line": 25, "trips": 7, "step": 32, "extent": 200, "partial": True}]
+    got = loop_trips(LOOPS, 1, {"N": 10, "K": 128, "BLOCK": 32})
+    assert [(t["line"], t["trips"], t["partial"]) for t in got] == [(6, 4, False), (10, 4, False), (13, 4, False),
+                                                                  (16, 8, False)]
+    # a bound the kernel also writes inside a loop is left out
+    assert loop_trips(LOOPS.replace("        pass\n    for q", "        K += 1\n    for q"), 1,
+                      {"N": 10, "K": 128, "BLOCK": 32}) == []
+
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    for _start in range(0, n, BLOCK):
+        pass
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_a_dry_launch_is_recorded_with_its_sizes_and_tiles_and_not_run():
+    recorder = LaunchRecorder()
+    recorder.install()
+    try:
+        x, y = torch.ones(100), torch.zeros(100)
+        recorder.dry = True
+        _copy_kernel[(triton.cdiv(100, 32),)](x, y, 100, 32)  # the tile given by position
+        assert torch.count_nonzero(y) == 0
+        recorder.dry = False
+        _copy_kernel[(triton.cdiv(100, 32),)](x, y, 100, BLOCK=32)
+        assert torch.equal(x, y)
+    finally:
+        recorder.uninstall()
+    dry, real = recorder.launches
+    assert dry.scalars == {"n": 100} and dry.constants == {"BLOCK": 32} and dry.grid == (4, 1, 1)
+    (fact,) = launch_facts([dry], kernel_sources([_copy_kernel]))
+    assert fact["kernel"] == "_copy_kernel" and fact["grid"] == [4, 1, 1]
+    assert fact["tiles"] == {"BLOCK": 32} and fact["axis_tiles"] == {"0": "BLOCK"}
+    (loop,) = fact["loops"]
+    assert loop["trips"] == 4 and loop["partial"] is True and loop["step"] == 32
+    assert real.constants == {"BLOCK": 32}
+
+
+GEMM_SPEC = '''
+inputs:
+  A: {shape: [M, K], dtype: float32}
+  B: {shape: [K, N], dtype: float32}
+ci:
+  - params: [A, B]
+    dims: {M: 40, K: 64, N: 48}
+    flop: "2*M*N*K"
+'''
+GEMM_SRC = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n"
+
+
+def _gemm_facts(sizes: dict[str, int], *, bm: int = 64, bn: int = 64, bk: int = 32,
+                head: int | None = None) -> list[dict[str, Any]]:
+    """What a tiled GEMM launches at ``sizes``: cdiv(M, bm) x cdiv(N, bn) programs, a loop over K
+    in steps of bk (and, with ``head``, the constexpr HEAD = K, a tile as wide as a size)."""
+    m, k, n = sizes["M"], sizes["K"], sizes["N"]
+    constants = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **({"HEAD": k} if head else {})}
+    return [{"kernel": "mm", "occurrence": 0, "grid": [math.ceil(m / bm), math.ceil(n / bn), 1],
+             "scalars": {"M": m, "N": n, "K": k, "stride_am": k}, "constants": constants,
+             "tiles": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, "axis_tiles": {"0": "BLOCK_M", "1": "BLOCK_N"},
+             "loops": [{"line": 12, "trips": math.ceil(k / bk), "step": bk, "extent": k, "partial": k % bk != 0}]}]
+
+
+def _evidence(problem, probe, facts_at, *, errors: dict[str, str] | None = None) -> dict[str, Any]:
+    """The sizes job's evidence for ``probe``, the candidate's launches given by ``facts_at``."""
+    records = []
+    for point in probe.points:
+        if errors and point.name in errors:
+            records.append({"point": point.name, "module": "reference", "error": errors[point.name]})
+        records.append({"point": point.name, "module": "candidate", "config": None,
+                        "facts": facts_at(size_values(problem, point))})
+    return {"probes": records, "configs": {}}
+
+
+def test_tiles_are_the_constexprs_a_kernel_tiles_with():
+    from xeforge_core.worker.tiles import tile_roles
+
+    src = (Path(__file__).parents[1] / "sample_kernels" / "12_conv2d_im2col.py").read_text()
+    start = src.index("def conv_gemm_kernel")
+    tiles, axes = tile_roles(src[start:src.index("\ndef ", start + 10)])
+    assert tiles == {"BLOCK_M", "BLOCK_N", "BLOCK_K"} and axes == {0: "BLOCK_M", 1: "BLOCK_N"}
+    # a kernel with one program per output element and a window loop has no tile: KSIZE bounds a
+    # loop, STRIDE scales an index
+    src = (Path(__file__).parents[1] / "sample_kernels" / "11_maxpool2d.py").read_text()
+    start = src.index("def maxpool2d_kernel")
+    assert tile_roles(src[start:src.index("\ndef ", start + 10)]) == (set(), {})
+
+
+def test_every_size_is_made_odd_and_set_where_each_axis_has_three_programs_and_the_loop_two_trips():
+    problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
+    ci = problem.spec.variants["ci"]
+    probe = plan_probe(problem, ci, device_type="cpu")
+    assert probe is not None and probe.checked == {"M": 40, "K": 64, "N": 48}
+    assert probe.odd == {"M": "ci-probe-M-41", "K": "ci-probe-K-65", "N": "ci-probe-N-49"}
+    # each size alone: odd, smaller (down to 3) and larger (up to 16x)
+    assert sorted(v for s, v in probe.moves.values() if s == "K") == [5, 9, 17, 33, 65, 129, 193, 257, 513, 1025]
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts), device_type="cpu")
+    tiles = choice.variant
+    assert tiles is not None and tiles.name == "ci-tiles"
+    # M and N grow to three 64-wide programs; K, which alone drives the loop, shrinks to two trips
+    assert tiles.dims == {"M": 161, "K": 33, "N": 145}, tiles.dims
+    at = _gemm_facts(tiles.dims)[0]
+    assert at["grid"][:2] == [3, 3] and at["loops"][0]["trips"] == 2 and at["loops"][0]["partial"]
+    assert "M=161: 3 programs on axis 0 of mm (1 at M=40)" in tiles.derived
+    assert "K=33: 2 trips on the loop at line 12 of mm (2 at K=64)" in tiles.derived
+    assert "BLOCK_K=32" in tiles.derived
+    coverage, gaps = coverage_of(choice, _gemm_facts(tiles.dims))
+    assert gaps == [] and "axis 1: 3 programs of BLOCK_N=64 over N=145, the last 17 wide" in coverage[0]
+    assert "loop at line 12: 2 trips of 32 over 33, the last partial" in coverage[0]
+
+
+def test_a_size_the_kernel_takes_as_a_constexpr_or_the_problem_refuses_odd_keeps_its_value():
+    problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
+    probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
+    # HEAD = K is a tile extent: K stays 64 (a power of two), though it drives the loop
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, lambda s: _gemm_facts(s, head=True)),
+                          device_type="cpu")
+    assert choice.variant.dims["K"] == 64 and "takes it as the constexpr HEAD" in choice.reasons["K"]
+    # the reference refuses an odd N: N stays 48, and the axis it drives is grown no further
+    errors = {"ci-probe-N-49": "AssertionError: N must be even"}
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts, errors=errors), device_type="cpu")
+    assert choice.variant.dims["N"] == 48 and "N must be even" in choice.reasons["N"]
+    coverage, gaps = coverage_of(choice, _gemm_facts(choice.variant.dims))
+    # said, not hidden: the N tail is not exercised, and axis 1 has one program
+    assert gaps == ["axis 1 of mm ran 1 program of BLOCK_N=64: no size the verifier may move, within its budget, "
+                    "gave it 3", "mm: N=48 is a multiple of 16"]
+
+
+def test_aims_no_probed_size_reaches_and_tiles_that_divide_a_size_are_named():
+    problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
+    probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
+    # 512-wide tiles on axis 0: M=641 (16x) gives 2 programs, the most any probed size gives
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, lambda s: _gemm_facts(s, bm=512)),
+                          device_type="cpu")
+    assert "axis 0 of mm reaches 2 programs at most at the sizes probed (aim: 3)" in choice.gaps
+    assert choice.variant.dims["M"] == 641  # the best it can do
+    # at a size the kernel's launches do not match the aims: named, with the tile dividing M
+    coverage, gaps = coverage_of(choice, _gemm_facts({"M": 128, "K": 64, "N": 48}, bm=512))
+    assert "mm: M=128 is a multiple of 128" in gaps
+    assert any(g.startswith("axis 1 of mm ran 1 program (aim: at least 3)") for g in gaps), gaps
+
+
+def test_a_size_too_large_for_the_budget_is_not_grown(monkeypatch):
+    import xeforge_core.sizes as sizes
+
+    monkeypatch.setitem(sizes.BUDGET_ELEMENTS, "cpu", 5000)  # M x K: 161 x 33 = 5313 is over
+    problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
+    probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts), device_type="cpu")
+    assert choice.variant.dims == {"M": 41, "K": 33, "N": 145}  # M grew most (4x): it gives way
+    assert sizes._fits(problem, choice.variant, "cpu")
+    assert any(g.startswith("M=161 (3 programs on axis 0 of mm") and g.endswith("is over the size budget")
+               for g in choice.gaps), choice.gaps
+
+
+def test_kernelbench_sizes_are_constants_and_tuple_elements():
+    src = '''
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x.cumsum(1)
+batch_size = 16
+input_shape = (64, 32)
+def get_inputs():
+    return [torch.randn(batch_size, *input_shape)]
+def get_init_inputs():
+    return []
+'''
+    problem = problem_from_source(src, name="scan")
+    module = problem.correctness_variants()[0]
+    assert size_values(problem, module) == {"batch_size": 16, "input_shape[0]": 64, "input_shape[1]": 32}
+    odd = variant_with_sizes(problem, module, {"input_shape[1]": 33, "batch_size": 17}, "odd", "why")
+    assert odd.overrides == {"batch_size": 17, "input_shape": (64, 33)} and odd.derived == "why"
+
+
+AUTOTUNED = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 4096})], key=["n"])
+@triton.jit
+def scale_kernel(x_ptr, b_ptr, y_ptr, n, dim, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0 + tl.load(b_ptr + offs % dim, mask=mask),
+             mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, self.bias, y, n, x.shape[-1])
+        return y
+'''
+
+
+def test_every_autotune_config_is_probed_and_its_tiles_reached(tmp_path):
+    """The sizes job, run as the verifier runs it, on an autotuned candidate: each config's launches
+    are probed on their own, and the derived size gives the 4096-wide config three programs too."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from xeforge_core.problem import load_problem
+
+    root = Path(__file__).resolve().parents[1]
+    problem = load_problem(root / "tests" / "fixtures" / "tiles" / "scale.py")
+    base = problem.correctness_variants()[0]
+    probe = plan_probe(problem, base, device_type="cpu")
+    job = {"role": "sizes", "device": "cpu", "job_dir": str(tmp_path),
+           "module": {"source": AUTOTUNED, "filename": "candidate.py", "class_name": "ModelNew", "label": "candidate"},
+           "baseline": problem.kernel.to_data(), "reference": problem.reference.to_data(),
+           "inputs": problem.inputs.to_data(), "spec": None, "baseline_is_reference": True,
+           "size_points": probe.point_data(), "validity_points": probe.validity, "options": {}}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = dict(os.environ, PYTHONPATH=str(root), TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-m", "xeforge_core.worker", str(tmp_path)], env=env, cwd=str(root),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    (step,) = [s for s in result["steps"] if s["name"] == "sizes"]
+    evidence = step["evidence"]
+    assert evidence["configs"] == {"candidate": ["scale_kernel[BLOCK=256, num_warps=4, num_stages=3]",
+                                                "scale_kernel[BLOCK=4096, num_warps=4, num_stages=3]"]}
+    at_base = {r["config"]: r["facts"][0]["grid"][0] for r in evidence["probes"]
+               if r["point"] == "module" and r["module"] == "candidate"}
+    assert at_base == {None: 16, "scale_kernel[BLOCK=4096, num_warps=4, num_stages=3]": 1}  # 4096 elements in 256- or 4096-wide tiles
+    assert any(r["module"] == "reference" and "facts" in r for r in evidence["probes"])  # it ran there
+    choice = choose_sizes(problem, probe, evidence, device_type="cpu")
+    sizes = choice.variant.overrides
+    assert sizes["batch_size"] % 2 and sizes["dim"] % 2
+    assert math.ceil(sizes["batch_size"] * sizes["dim"] / 4096) >= 3, sizes
+    assert "(candidate, config" not in choice.variant.derived  # said plainly
+    assert "3 programs on axis 0 of scale_kernel" in choice.variant.derived or \
+        "4 programs on axis 0 of scale_kernel" in choice.variant.derived, choice.variant.derived
+
+
+def test_the_workbench_and_the_cli_report_name_the_sizes_checked():
+    from streamlit.testing.v1 import AppTest
+
+    from xeforge_core.commands.verify import render_report
+    from xeforge_core.verdict import CheckedSize, Verdict, VerdictKind
+
+    verdict = Verdict(kind=VerdictKind.WRONG_ANSWER, reason="wrong answer on variant module-tiles", sizes=[
+        CheckedSize("module", {"K": 128}, "the published sizes"),
+        CheckedSize("module-tiles", {"K": 65}, "sizes no tile hides a bug behind: every size odd",
+                    ["k: grid 3x1x1; loop at line 9: 2 trips of 64 over 65, the last partial"],
+                    ["axis 1 of k ran 1 program"])])
+    text = render_report(verdict)
+    assert "sizes checked\n  module (K=128): the published sizes\n  module-tiles (K=65): sizes no tile" in text
+    assert "    k: grid 3x1x1; loop at line 9" in text and "    missed: axis 1 of k ran 1 program" in text
+
+    def page(data):
+        from xeforge_core.ui.render import verdict_panel
+        from xeforge_core.verdict import Verdict
+
+        verdict_panel(Verdict.from_dict(data))
+
+    at = AppTest.from_function(page, args=(verdict.to_dict(),)).run(timeout=60)
+    assert not at.exception
+    assert any(m.value == "**Sizes checked**" for m in at.markdown)
+    (table,) = [d.value for d in at.dataframe if "why" in d.value.columns]
+    assert list(table["variant"]) == ["module", "module-tiles"] and table["sizes"][1] == "K=65"
+
+
+def test_a_size_stops_growing_in_the_probe_only_when_nothing_short_of_its_aim_can_move():
+    from xeforge_core.worker.sizes import settled
+
+    def fact(grid, scalars, trips, extent):
+        return [{"kernel": "k", "occurrence": 0, "grid": grid, "scalars": scalars, "axis_tiles": {"0": "BM", "1": "BN"},
+                 "loops": [{"line": 5, "trips": trips, "extent": extent}]}]
+
+    base = fact([2, 1, 1], {"P": 98, "OC": 5}, 1, 27)
+    # OC 5 -> 11 leaves the 32-wide axis 1 at one program: it may still grow at OC = 41 or 81
+    assert not settled(base, fact([2, 1, 1], {"P": 98, "OC": 11}, 1, 27))
+    # a loop short of two trips whose extent this size changes may still get there
+    assert not settled(base, fact([3, 3, 1], {"P": 98, "OC": 11}, 1, 40))
+    # every tiled axis and loop there, an untiled axis (2) that never moves: nothing more to see
+    assert settled(base, fact([3, 3, 1], {"P": 98, "OC": 81}, 2, 27))
+    assert not settled(base, fact([3, 3, 2], {"P": 98, "OC": 81}, 2, 27))  # an untiled axis that moved

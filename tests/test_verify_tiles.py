@@ -1,0 +1,77 @@
+"""verify() at the size derived from the kernels' tiles, on KernelBench-style problems whose
+published sizes are multiples of every tile (``tests/fixtures/tiles``) and whose tiled sizes build
+the model (get_init_inputs), so the odd-size copy leaves them as they are: a dropped K-tail
+mask, a floor-divided grid and a mean over the tile width all pass without the derived size,
+and are each a wrong answer at it, which the verdict names; their correct versions are ok."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.problem import load_problem
+from xeforge_core.verdict import VerdictKind
+from xeforge_core.verify import VerifyOptions, verify
+
+FIX = Path(__file__).parent / "fixtures" / "tiles"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory):
+    """One cache dir for the module: the reference's outputs at the derived size are computed
+    once per problem, the planted copy having the correct one's tiles."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XEFORGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
+def _verify(problem: str, candidate: str, **opts):
+    options = VerifyOptions(**{"timeout_s": 120.0, "seeds": 1, "distributions": ["normal"], **opts})
+    return verify(load_problem(FIX / f"{problem}.py"), (FIX / f"{candidate}.py").read_text(), device="cpu",
+                  options=options, candidate_name=f"{candidate}.py")
+
+
+def _tiles_entry(verdict):
+    return next(s for s in verdict.sizes if s.variant == "module-tiles")
+
+
+@pytest.mark.parametrize("problem,correct,planted,sizes,aim", [
+    # K % 64 == 0 at the published size; at 65 M and N get a third 32-wide program each, and K,
+    # which drives the loop alone, two trips of 64
+    ("linear", "linear_new", "linear_k_tail", {"batch_size": 65, "in_features": 65, "out_features": 65},
+     "loop at line 17: 2 trips of 64 over 65"),
+    ("scale", "scale_new", "scale_floor_grid", {"batch_size": 5, "dim": 1025}, "over n=5125, the last 5 wide"),
+    # one program per row: three rows are enough
+    ("rmsnorm", "rmsnorm_new", "rmsnorm_tile_mean", {"batch_size": 3, "features": 65},
+     "BLOCK=128 spans n_cols=65 in one tile"),
+])
+def test_a_fault_a_tile_hides_is_a_wrong_answer_at_the_derived_size(problem, correct, planted, sizes, aim):
+    ok = _verify(problem, correct)
+    assert ok.kind is VerdictKind.OK, ok.reason
+    entry = _tiles_entry(ok)
+    assert entry.sizes == sizes and entry.gaps == [], entry
+    assert any(aim in line for line in entry.coverage), entry.coverage
+    assert entry.why.startswith("sizes no tile hides a bug behind: every size odd")
+    published = next(s for s in ok.sizes if s.variant == "module")
+    assert published.why == "the published sizes"
+
+    wrong = _verify(problem, planted)
+    assert wrong.kind is VerdictKind.WRONG_ANSWER, wrong.reason
+    assert "variant module-tiles" in wrong.reason
+    shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    assert f"[module-tiles is the size derived from the kernels' tiles: {shown}]" in wrong.reason
+    # at the published size the fault passes: that is what the derived size is for
+    assert [r.passed for r in wrong.correctness if r.variant == "module"] == [True, True]  # first call, run
+    # and so it does at every size checked without it (the odd-size copy, launch-grid coverage)
+    old = _verify(problem, planted, tile_sizes=False)
+    assert old.kind is VerdictKind.OK, old.reason
+
+
+def test_a_store_without_its_n_mask_is_refused_at_the_derived_size():
+    # past the last column the store writes into the next row, and past the last row out of the
+    # output: the interpreter writes host memory there, so the worker may die of it instead
+    verdict = _verify("linear", "linear_n_store")
+    assert verdict.kind in (VerdictKind.WRONG_ANSWER, VerdictKind.CRASH), verdict.reason
+    assert _tiles_entry(verdict).sizes == {"batch_size": 65, "in_features": 65, "out_features": 65}

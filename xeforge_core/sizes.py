@@ -1,0 +1,597 @@
+"""Sizes no tile hides a bug behind: the correctness variant ``<base>-tiles``, derived from what
+the kernels do.
+
+At sizes that are multiples of a kernel's tiles a dropped mask never matters (a 512x512x512
+GEMM with 64x64x32 tiles runs no partial tile), at sizes of one tile a program-id or a
+reduction bug never shows (an RMSNorm that divides by its tile width instead of its row width
+is right when the row is one tile wide). So the verifier derives one more correctness size:
+
+1. **probe** (the worker's ``sizes`` role; no kernel runs): the launches of the Triton baseline
+   and the candidate at the first correctness variant, and at copies with one size changed:
+   made odd, divided by 2, 4, 8 and 16 (not below 3), multiplied by 2, 3, 4, 8 and 16 (within
+   ``PROBE_BUDGET_FACTOR`` times the size budget: no kernel runs there): grids, integer
+   arguments, constexprs (tile sizes; each autotune config's) and loop trips (``worker.tiles``).
+   The reference runs for real at the odd and the smaller copies, to learn whether the problem
+   accepts them.
+2. **choose** (``choose_sizes``): every size odd, so that no power-of-two tile (every
+   ``tl.arange`` extent is one), and none of 16, 32, 64, 128 and 1024, divides a dimension made
+   of sizes: the last tile of every masked loop and grid axis is partial. A size stays as
+   checked where a kernel takes it as a constexpr (a tile extent that must stay a power of two)
+   or the problem refuses it odd. The aims: each grid axis whose program count some size
+   changes should have ``MIN_PROGRAMS`` (3) programs, each loop whose trips some size changes
+   ``MIN_TRIPS`` (2) trips (so a reduction over a tiled loop covers at least two tiles). A size
+   that alone drives all its aims (a GEMM's M, its grid axis 0) takes the smallest probed value
+   that reaches them, smaller than checked where a few tiles do: its aims' counts do not depend
+   on the other sizes, so they hold at the derived size exactly. A size that shares an aim with
+   others (the rows and columns of a flattened element count) is never made smaller, and where
+   the aim is not reached, the sharing size whose growth costs the fewest input elements is
+   grown to the smallest probed value that reaches it alone: counts only grow with sizes, so it
+   holds together. The derived variant stays within the budget of ``xeforge_core.coverage`` (a
+   few tiles, not the published size): the sizes grown most give way first, and say so.
+3. **check** (``coverage_of``): the candidate's launches at the derived size, recorded while
+   its correctness is checked there, against those aims: what each kernel did is listed and
+   any aim missed is named (``Verdict.sizes``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from xeforge_core.coverage import BUDGET_ELEMENTS, CPU_FLOP_BUDGET, MIN_PROGRAMS
+from xeforge_core.errors import XeForgeError
+from xeforge_core.problem.model import Problem, Variant
+from xeforge_core.problem.scaling import size_values, variant_input_elements, variant_with_sizes
+from xeforge_core.verdict import CheckedSize
+
+#: Fewest trips a loop that grows with a size should run at the derived size (two, so that a
+#: value carried from one trip to the next, and a partial last trip after a full one, are seen).
+MIN_TRIPS = 2
+
+#: Multiples of a size probed to find how far it must grow.
+LADDER = (2, 3, 4, 8, 16)
+
+#: Divisors of a size probed to find how far it may shrink (never below 3): where a few tiles
+#: reach every aim, the derived size costs less than the checked one.
+SHRINK = (16, 8, 4, 2)
+
+#: A probe point runs no kernel (its inputs are made, its host code runs): it may hold this many
+#: times the input elements a checked size may.
+PROBE_BUDGET_FACTOR = 8
+
+#: Powers of two no dimension should be a multiple of, whatever the kernels' tiles (common
+#: tile and vector widths: a sub-group of 16 or 32, 64- and 128-wide tiles, 1024-wide blocks).
+COMMON_TILES = (16, 32, 64, 128, 1024)
+
+#: Suffix of the derived variant's name.
+SUFFIX = "-tiles"
+
+
+def _odd(value: int) -> int:
+    return value if value % 2 else value + 1
+
+
+def _pow2(value: int) -> bool:
+    return value >= 1 and value & (value - 1) == 0
+
+
+def _fits(problem: Problem, variant: Variant, device_type: str, *, probe: bool = False) -> bool:
+    """Whether ``variant`` is within the size budget of ``device_type`` (``probe``: of a dry
+    probe, ``PROBE_BUDGET_FACTOR`` times larger, with no flop limit)."""
+    elements = variant_input_elements(problem, variant)
+    budget = BUDGET_ELEMENTS["cpu" if device_type == "cpu" else "gpu"] * (PROBE_BUDGET_FACTOR if probe else 1)
+    if elements is not None and elements > budget:
+        return False
+    return probe or not (device_type == "cpu" and variant.flop and variant.flop > CPU_FLOP_BUDGET)
+
+
+@dataclass
+class SizeProbe:
+    """The sizes the ``sizes`` job probes: ``base`` (the first correctness variant) with its
+    ``checked`` sizes, and ``points`` (``base`` first); ``moves`` maps each point's name to the
+    (size, value) it changes (``("", 0)`` for ``base``); ``odd`` names each even size's odd copy;
+    ``validity`` names the points the reference runs at too (``base``, the odd copies and the
+    smaller sizes)."""
+
+    base: Variant
+    checked: dict[str, int]
+    points: list[Variant]
+    moves: dict[str, tuple[str, int]]
+    odd: dict[str, str]
+    validity: list[str]
+    #: the points that grow a size (larger than its odd copy), in increasing order per size
+    climbs: set[str] = field(default_factory=set)
+
+    def point_data(self, data_of: Any = None) -> list[dict[str, Any]]:
+        """The points as the ``sizes`` job takes them (``data_of``: a variant's job data,
+        ``Variant.to_data`` by default), a growing point naming its size in ``probe_climb``."""
+        out = []
+        for point in self.points:
+            data = data_of(point) if data_of is not None else point.to_data()
+            if point.name in self.climbs:
+                data["probe_climb"] = self.moves[point.name][0]
+            out.append(data)
+        return out
+
+
+def plan_probe(problem: Problem, base: Variant, *, device_type: str) -> SizeProbe | None:
+    """The points to probe around ``base``: each size on its own made odd, divided by each of
+    ``SHRINK`` and multiplied by each of ``LADDER`` (odd values, within the probe budget of
+    ``device_type``); ``None`` when ``base`` has no sizes to move."""
+    checked = size_values(problem, base)
+    if not checked:
+        return None
+    points = [base]
+    moves: dict[str, tuple[str, int]] = {base.name: ("", 0)}
+    odd: dict[str, str] = {}
+    validity = [base.name]
+    climbs: set[str] = set()
+
+    def add(size: str, value: int) -> str | None:
+        name = f"{base.name}-probe-{size}-{value}"
+        if name in moves:
+            return name
+        try:
+            point = variant_with_sizes(problem, base, {size: value}, name)
+        except XeForgeError:
+            return None
+        if not _fits(problem, point, device_type, probe=True):
+            return None
+        if value > checked[size] + 1:
+            climbs.add(name)
+        points.append(point)
+        moves[name] = (size, value)
+        return name
+
+    for size, value in checked.items():
+        if value % 2 == 0 and (name := add(size, value + 1)):
+            odd[size] = name
+            validity.append(name)
+        for d in SHRINK:
+            small = _odd(max(3, value // d))
+            if small < value and (name := add(size, small)):
+                validity.append(name)
+        for m in LADDER:
+            if not add(size, _odd(value * m)):
+                break
+    return SizeProbe(base=base, checked=checked, points=points, moves=moves, odd=odd,
+                     validity=list(dict.fromkeys(validity)), climbs=climbs)
+
+
+@dataclass(frozen=True)
+class Aim:
+    """A program count or trip count the derived size should reach: grid axis ``index`` (kind
+    ``grid``) or the loop at line ``index`` (kind ``loop``) of the ``occurrence``-th launch of
+    ``kernel`` in one call of ``module``'s forward() (``config``: the autotune config, ``None``
+    for the default one)."""
+
+    module: str
+    config: str | None
+    kernel: str
+    occurrence: int
+    kind: str
+    index: int
+    target: int
+
+    def text(self, *, where: bool = True) -> str:
+        """``axis 0 of matmul_kernel``, ``the loop at line 31 of k (baseline, config k[BLOCK=64])``
+        (the module and config named, with ``where``, unless the candidate's default)."""
+        what = f"axis {self.index}" if self.kind == "grid" else f"the loop at line {self.index}"
+        label = f" ({self.module}" + (f", config {self.config}" if self.config else "") + ")"
+        return f"{what} of {self.kernel}{label if where and (self.module != 'candidate' or self.config) else ''}"
+
+
+@dataclass
+class TileChoice:
+    """What ``choose_sizes`` decided: the derived ``variant`` (``None`` when the checked sizes
+    need nothing more, or nothing can be derived: ``why`` says which), the reason per size
+    (``reasons``), the aims the candidate's default config should reach there (``aims``), the
+    integer arguments of each kernel that move with the sizes (``moving``: the dimensions no
+    tile should divide), and the aims no size within the budget reaches (``gaps``)."""
+
+    variant: Variant | None
+    why: str
+    reasons: dict[str, str] = field(default_factory=dict)
+    aims: list[Aim] = field(default_factory=list)
+    moving: dict[str, list[str]] = field(default_factory=dict)
+    gaps: list[str] = field(default_factory=list)
+    #: per candidate grid axis (``"kernel/occurrence/axis"``), the integer arguments that grew
+    #: whenever its program count did: the dimension the axis tiles
+    axis_dims: dict[str, list[str]] = field(default_factory=dict)
+    #: the candidate's constexprs, per kernel, that change with the sizes (a tile as wide as a
+    #: dimension: ``next_power_of_2(n_cols)``)
+    growing_tiles: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _index(evidence: dict[str, Any]) -> tuple[dict[tuple[str, str, str | None], list[dict[str, Any]]],
+                                               dict[tuple[str, str], str]]:
+    facts: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {}
+    errors: dict[tuple[str, str], str] = {}
+    for rec in evidence.get("probes") or []:
+        if "error" in rec:
+            errors.setdefault((rec["point"], rec["module"]), str(rec["error"]))
+        else:
+            facts[(rec["point"], rec["module"], rec.get("config"))] = list(rec.get("facts") or [])
+    return facts, errors
+
+
+def _fact(facts: list[dict[str, Any]] | None, kernel: str, occurrence: int) -> dict[str, Any] | None:
+    return next((f for f in facts or [] if f["kernel"] == kernel and f["occurrence"] == occurrence), None)
+
+
+def _count(facts: list[dict[str, Any]] | None, kernel: str, occurrence: int, kind: str, index: int) -> int | None:
+    for f in facts or []:
+        if f["kernel"] != kernel or f["occurrence"] != occurrence:
+            continue
+        if kind == "grid":
+            grid = f.get("grid")
+            return int(grid[index]) if grid else None
+        return next((int(loop["trips"]) for loop in f.get("loops") or [] if loop["line"] == index), None)
+    return None
+
+
+def _tiles(fact: dict[str, Any]) -> dict[str, int]:
+    """A launch's tiles: the constexprs its kernel uses as one (``worker.tiles``), else (source
+    not read) its power-of-two integer constexprs."""
+    tiles = fact.get("tiles")
+    if tiles is None:
+        tiles = {n: v for n, v in (fact.get("constants") or {}).items() if _pow2(int(v)) and int(v) >= 2}
+    return {n: int(v) for n, v in tiles.items()}
+
+
+def _tiles_of(facts: list[dict[str, Any]]) -> dict[str, int]:
+    """The tiles of the launches, by name (the largest value of each)."""
+    out: dict[str, int] = {}
+    for f in facts:
+        for name, value in _tiles(f).items():
+            out[name] = max(out.get(name, 0), value)
+    return out
+
+
+def _pinned(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
+            errors: dict[tuple[str, str], str]) -> dict[str, str]:
+    """The sizes that must keep their checked value, with why: the problem or a kernel refuses
+    them odd, or a kernel takes one as a constexpr that stops being a power of two."""
+    out: dict[str, str] = {}
+    base = probe.base.name
+    for size, point in probe.odd.items():
+        value = probe.moves[point][1]
+        failed = next(((m, e) for (p, m), e in errors.items() if p == point), None)
+        if failed:
+            out[size] = f"{size} stays {probe.checked[size]}: at {size}={value} the {failed[0]} fails ({failed[1]})"
+            continue
+        for (p, module, config), got in facts.items():
+            if p != point or config is not None:
+                continue
+            before = {(f["kernel"], f["occurrence"]): f for f in facts.get((base, module, None), [])}
+            for f in got:
+                old = before.get((f["kernel"], f["occurrence"]))
+                for name, v in (f.get("constants") or {}).items():
+                    if old is not None and (old.get("constants") or {}).get(name) != v and not _pow2(int(v)):
+                        out[size] = (f"{size} stays {probe.checked[size]}: {f['kernel']} takes it as the constexpr "
+                                     f"{name}, a tile extent that must stay a power of two")
+    return out
+
+
+def _axis_key(kernel: str, occurrence: int, axis: int) -> str:
+    return f"{kernel}/{occurrence}/{axis}"
+
+
+def _note_axis_dims(out: dict[str, list[str]], aim: Aim, before: dict[str, Any], after: dict[str, Any] | None) -> None:
+    """Keep, for ``aim``'s axis, the integer arguments that changed from ``before`` to ``after``
+    (intersected with those kept from earlier growths)."""
+    if after is None:
+        return
+    old, new = before.get("scalars") or {}, after.get("scalars") or {}
+    changed = [n for n, v in new.items() if old.get(n) != v]
+    key = _axis_key(aim.kernel, aim.occurrence, aim.index)
+    out[key] = [n for n in out[key] if n in changed] if key in out else changed
+
+
+def _moving(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
+            kind: str = "scalars") -> dict[str, list[str]]:
+    """The candidate's integer arguments (``kind`` ``scalars``) or integer constexprs
+    (``constants``), per kernel, whose value changes with some size."""
+    base = {(f["kernel"], f["occurrence"]): f for f in facts.get((probe.base.name, "candidate", None), [])}
+    out: dict[str, set[str]] = {}
+    for (point, module, config), got in facts.items():
+        if module != "candidate" or config is not None or point == probe.base.name:
+            continue
+        for f in got:
+            old = base.get((f["kernel"], f["occurrence"]))
+            if old is None:
+                continue
+            for name, v in (f.get(kind) or {}).items():
+                if (old.get(kind) or {}).get(name) != v:
+                    out.setdefault(f["kernel"], set()).add(name)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@dataclass
+class _Series:
+    """One aim's program or trip count at the base (``c0``) and at each probed value of each
+    size that changes it (``by``: ``{size: {value: count}}``, the checked value included)."""
+
+    aim: Aim
+    c0: int
+    by: dict[str, dict[int, int]]
+
+    def reach(self) -> int:
+        return max([self.c0] + [c for counts in self.by.values() for c in counts.values()])
+
+    def goal(self) -> int:
+        """The aim's target, or the most any probed size reaches (a best effort) when none does."""
+        return min(self.aim.target, max(self.c0, self.reach()))
+
+
+def _series(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
+            values: dict[str, list[tuple[int, str]]], axis_dims: dict[str, list[str]]) -> list[_Series]:
+    """Every grid axis and loop of every launch at the base, with the sizes that change its count
+    and the counts they give (axes and loops no size changes are left out: the problem fixes
+    them); notes in ``axis_dims`` the integer arguments that grow with each candidate axis."""
+    base = probe.base.name
+    out = []
+    for _, module, config in sorted((k for k in facts if k[0] == base), key=lambda k: (k[1], k[2] or "")):
+        for f in facts[(base, module, config)]:
+            wanted = [("grid", i, MIN_PROGRAMS) for i in range(3) if f.get("grid")]
+            wanted += [("loop", loop["line"], MIN_TRIPS) for loop in f.get("loops") or []]
+            for kind, index, target in wanted:
+                aim = Aim(module, config, f["kernel"], f["occurrence"], kind, index, target)
+                c0 = _count([f], aim.kernel, aim.occurrence, kind, index) or 0
+                by: dict[str, dict[int, int]] = {}
+                for size, steps in values.items():
+                    counts = {probe.checked[size]: c0}
+                    for value, point in steps:
+                        got = facts.get((point, module, config))
+                        c = _count(got, aim.kernel, aim.occurrence, kind, index)
+                        if c is None:
+                            continue
+                        counts[value] = c
+                        if c > c0 and kind == "grid" and module == "candidate" and config is None:
+                            _note_axis_dims(axis_dims, aim, f, _fact(got, aim.kernel, aim.occurrence))
+                    if len(set(counts.values())) > 1:
+                        by[size] = counts
+                if by:
+                    out.append(_Series(aim, c0, by))
+    return out
+
+
+def _unit(kind: str, count: int) -> str:
+    return ("program" if kind == "grid" else "trip") + ("s" if count != 1 else "")
+
+
+def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *, device_type: str) -> TileChoice:
+    """The derived variant ``<base>-tiles`` from the ``sizes`` job's ``evidence`` (see the module
+    docstring). Each size is odd; a size that alone drives its aims (a GEMM's M and grid axis
+    0) takes the smallest probed value that reaches them, which may be below the checked one; a
+    size that shares an aim with others (rows and columns of a flattened element count) is not
+    made smaller, and is grown, cheapest first, where the aim is not reached.
+
+    Args:
+        problem: the problem (its spec or inputs module is resized).
+        probe: the points that were probed (``plan_probe``).
+        evidence: the ``sizes`` step's evidence (``worker.sizes``).
+        device_type: ``cpu`` (the interpreter's budget) or a GPU type.
+    """
+    facts, errors = _index(evidence)
+    base = probe.base.name
+    for module in ("candidate", "baseline"):
+        if (base, module) in errors:
+            return TileChoice(None, f"the {module} fails at {base} ({errors[(base, module)]})")
+    pinned = _pinned(probe, facts, errors)
+    failed = {point for point, _ in errors}
+    values: dict[str, list[tuple[int, str]]] = {}
+    for point, (size, value) in probe.moves.items():
+        if size and size not in pinned and point not in failed:
+            values.setdefault(size, []).append((value, point))
+    axis_dims: dict[str, list[str]] = {}
+    series = _series(probe, facts, values, axis_dims)
+    shared = {size for sr in series if len(sr.by) > 1 for size in sr.by}
+    sizes = {s: (v if s in pinned else _odd(v)) for s, v in probe.checked.items()}
+    reasons: dict[str, list[str]] = {}
+    gaps = [f"{sr.aim.text()} reaches {sr.reach()} {_unit(sr.aim.kind, sr.reach())} at most at the sizes probed "
+            f"(aim: {sr.aim.target})" for sr in series if sr.reach() < sr.aim.target]
+
+    # a size that alone drives its aims: the smallest value that reaches all of them
+    for size in values:
+        own = [sr for sr in series if set(sr.by) == {size}]
+        if not own:
+            continue
+        floor = sizes[size] if size in shared else 3
+        chosen = sizes[size] if size in shared else None
+        for sr in own:
+            counts = sr.by[size]
+            fit = [v for v, c in sorted(counts.items()) if v >= floor and v % 2 and c >= sr.goal()]
+            if fit:
+                chosen = max(chosen or 0, fit[0])
+        if chosen is None:
+            continue
+        sizes[size] = chosen
+        for sr in own:
+            c = sr.by[size].get(chosen)
+            if c is not None and (sr.c0 < sr.aim.target or chosen < probe.checked[size]):
+                reasons.setdefault(size, []).append(
+                    f"{c} {_unit(sr.aim.kind, c)} on {sr.aim.text(where=False)} ({sr.c0} at {size}="
+                    f"{probe.checked[size]})")
+
+    # an aim sizes share: a lower bound of its count is the most any one of them gives alone
+    grown: list[tuple[str, int]] = []
+    for sr in series:
+        if len(sr.by) < 2:
+            continue
+        now = max(sr.by[d].get(sizes[d], sr.c0) for d in sr.by)
+        if now >= sr.goal():
+            continue
+        options = [(d, v, c) for d, counts in sr.by.items() for v, c in counts.items()
+                   if v >= sizes[d] and v % 2 and c >= sr.goal()]
+        if not options:
+            continue
+
+        def cost(option: tuple[str, int, int]) -> tuple[float, int]:
+            size, value, _ = option
+            try:
+                v = variant_with_sizes(problem, probe.base, {**sizes, size: value}, "trial")
+            except XeForgeError:
+                return (math.inf, value)
+            return (float(variant_input_elements(problem, v) or 0), value)
+
+        size, value, c = min(options, key=cost)
+        sizes[size] = value
+        grown.append((size, value))
+        reasons.setdefault(size, []).append(f"{c} {_unit(sr.aim.kind, c)} on {sr.aim.text(where=False)} "
+                                            f"({sr.c0} at {size}={probe.checked[size]})")
+
+    variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
+    raised = [size for size, _ in grown] + sorted(
+        (size for size in sizes if size not in pinned and sizes[size] > _odd(probe.checked[size])),
+        key=lambda size: sizes[size] / probe.checked[size])
+    while raised and not _fits(problem, variant, device_type):
+        size = raised.pop()  # the last grown, else the size grown most
+        if sizes[size] <= _odd(probe.checked[size]):
+            continue
+        gaps.append(f"{size}={sizes[size]} ({'; '.join(reasons.pop(size, []))}) is over the size budget")
+        sizes[size] = _odd(probe.checked[size])
+        variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
+    if not _fits(problem, variant, device_type):
+        return TileChoice(None, f"no size derived from the tiles of {base} fits the size budget", gaps=gaps)
+    aims = [sr.aim for sr in series if sr.aim.module == "candidate" and sr.aim.config is None]
+    moving = _moving(probe, facts)
+    growing = _moving(probe, facts, "constants")
+    grows = {n for names in growing.values() for n in names}
+    tiles = _tiles_of([f for (p, _, _), got in facts.items() if p == base for f in got])
+    tile_text = ", ".join(f"{n}={v}" + (" at the checked size, growing with it" if n in grows else "")
+                          for n, v in sorted(tiles.items()))
+    why_size: dict[str, str] = {}
+    for size, value in sizes.items():
+        if size in pinned:
+            why_size[size] = pinned[size]
+        elif size in reasons:
+            why_size[size] = f"{size}={value}: " + "; ".join(dict.fromkeys(reasons[size]))
+        elif value != probe.checked[size]:
+            why_size[size] = f"{size}={value}: odd, so no power-of-two tile divides it"
+    if sizes == probe.checked:
+        return TileChoice(None, f"the checked sizes of {base} already reach every aim", why_size, aims, moving, gaps,
+                          axis_dims, growing)
+    why = ("sizes no tile hides a bug behind: every size odd (no power-of-two tile divides it"
+           + (f"; the kernels' tiles: {tile_text}" if tile_text else "") + ")"
+           + "".join(f"; {why_size[s]}" for s in sizes if s in why_size and (s in reasons or s in pinned)))
+    variant.derived = why
+    return TileChoice(variant, why, why_size, aims, moving, gaps, axis_dims, growing)
+
+
+def _partial_axis(fact: dict[str, Any], axis: int, dims: list[str]) -> str:
+    """``" of BLOCK_M=64 over M=161, the last 33 wide"`` when an integer argument in ``dims``
+    (those that grew with the axis) and a tile of the launch explain the axis's program count
+    (``cdiv(M, BLOCK_M)``), else ``""``."""
+    count = int(fact["grid"][axis])
+    known = (fact.get("axis_tiles") or {}).get(str(axis))
+    tiles = {known: fact["constants"][known]} if known else _tiles(fact)
+    for name in dims:
+        d = (fact.get("scalars") or {}).get(name)
+        for tname, b in tiles.items():
+            if d and b and int(b) > 1 and -(-int(d) // int(b)) == count:
+                last = int(d) - (count - 1) * int(b)
+                return f" of {tname}={b} over {name}={d}, the last {last} wide"
+    return ""
+
+
+def _one_tile(fact: dict[str, Any], tiles: list[str], moving: list[str]) -> list[str]:
+    """``"BLOCK=128 spans n_cols=65 in one tile (63 lanes masked)"`` for each tile that grows
+    with the sizes and is the next power of two of a moving integer argument."""
+    out = []
+    for tname in tiles:
+        b = (fact.get("constants") or {}).get(tname)
+        for name in moving:
+            d = (fact.get("scalars") or {}).get(name)
+            if b and d and _pow2(int(b)) and int(d) <= int(b) < 2 * int(d):
+                out.append(f"{tname}={b} spans {name}={d} in one tile ({int(b) - int(d)} lanes masked)")
+                break
+    return out
+
+
+def coverage_of(choice: TileChoice, facts: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """``(coverage, gaps)`` of the candidate's launches at the derived size (``facts``: launch
+    facts of its default config's run there): one line per kernel launch on what it did (grid
+    programs, with the tile and dimension behind an axis where known; loop trips, whether the
+    last is partial), and the aims of ``choice`` it missed, with the moving integer arguments a
+    tile (or one of ``COMMON_TILES``) divides."""
+    lines: list[str] = []
+    gaps: list[str] = []
+    for f in facts:
+        moving = choice.moving.get(f["kernel"], [])
+        parts = []
+        grid = f.get("grid")
+        if grid:
+            aimed = {a.index for a in choice.aims if a.kind == "grid" and a.kernel == f["kernel"]
+                     and a.occurrence == f["occurrence"]}
+            for axis, tname in (f.get("axis_tiles") or {}).items():
+                count, width = int(grid[int(axis)]), (f.get("constants") or {}).get(tname)
+                if count < MIN_PROGRAMS and int(axis) not in aimed:
+                    gaps.append(f"axis {axis} of {f['kernel']} ran {count} program{'s' if count != 1 else ''} of "
+                                f"{tname}={width}: no size the verifier may move, within its budget, gave it "
+                                f"{MIN_PROGRAMS}")
+            axes = [f"axis {i}: {int(g)} program{'s' if int(g) != 1 else ''}"
+                    + _partial_axis(f, i, choice.axis_dims.get(_axis_key(f["kernel"], f["occurrence"], i), []))
+                    for i, g in enumerate(grid) if int(g) > 1 or i == 0]
+            parts.append("grid " + "x".join(str(int(g)) for g in grid) + " (" + "; ".join(axes) + ")")
+        parts += _one_tile(f, choice.growing_tiles.get(f["kernel"], []), moving)
+        for loop in f.get("loops") or []:
+            last = {True: ", the last partial", False: ", the last full", None: ""}[loop.get("partial")]
+            parts.append(f"loop at line {loop['line']}: {loop['trips']} trip{'s' if loop['trips'] != 1 else ''} "
+                         f"of {loop['step']} over {loop['extent']}{last}")
+        tiles_text = ", ".join(f"{n}={v}" for n, v in (f.get("constants") or {}).items())
+        label = f["kernel"] + (f" (launch {f['occurrence'] + 1})" if f["occurrence"] else "") + \
+            (f" [{tiles_text}]" if tiles_text else "")
+        lines.append(f"{label}: " + ("; ".join(parts) if parts else "no grid or loop read"))
+        tiles = sorted(set(_tiles(f).values()) | set(COMMON_TILES))
+        for name in moving:
+            d = (f.get("scalars") or {}).get(name)
+            divides = [t for t in tiles if d and t <= d and d % t == 0]
+            if divides:
+                gaps.append(f"{f['kernel']}: {name}={d} is a multiple of {max(divides)}")
+    for aim in choice.aims:
+        c = _count(facts, aim.kernel, aim.occurrence, aim.kind, aim.index)
+        if c is None:
+            gaps.append(f"{aim.text()} was not seen at the derived size")
+        elif c < aim.target:
+            unit = "program" if aim.kind == "grid" else "trip"
+            gaps.append(f"{aim.text()} ran {c} {unit}{'s' if c != 1 else ''} (aim: at least {aim.target})")
+        elif aim.kind == "loop":
+            loop = next((lp for f in facts if f["kernel"] == aim.kernel and f["occurrence"] == aim.occurrence
+                         for lp in f.get("loops") or [] if lp["line"] == aim.index), None)
+            if loop is not None and loop.get("partial") is False:
+                gaps.append(f"{aim.text()} ends on a full tile ({loop['extent']} is a multiple of {loop['step']})")
+    return lines, list(dict.fromkeys(gaps + choice.gaps))
+
+
+def _shown(problem: Problem, variant: Variant) -> dict[str, Any]:
+    return dict(size_values(problem, variant) or variant.dims or variant.overrides)
+
+
+def checked_sizes(problem: Problem, variants: list[Variant], choice: TileChoice | None,
+                  launches: dict[str, list[dict[str, Any]]]) -> list[CheckedSize]:
+    """The ``Verdict.sizes`` entries: one per correctness variant, with its sizes and why it was
+    checked; the variant ``choice`` derived (or, where the checked sizes needed nothing more,
+    the first variant) also with the coverage the candidate's launches there reached
+    (``launches``: ``{variant: launch facts}`` of the candidate job)."""
+    out = []
+    for i, v in enumerate(variants):
+        if v.derived:
+            why = v.derived
+        elif problem.spec is not None:
+            why = f"the spec's {v.name} variant"
+        else:
+            why = "the published sizes"
+        entry = CheckedSize(variant=v.name, sizes=_shown(problem, v), why=why)
+        covered = choice is not None and ((choice.variant is not None and v.name == choice.variant.name)
+                                          or (choice.variant is None and i == 0))
+        if covered and choice is not None:
+            if choice.variant is None:
+                entry.why += f"; {choice.why}"
+            if v.name in launches:
+                entry.coverage, entry.gaps = coverage_of(choice, launches[v.name])
+            else:  # the candidate never ran there (it failed earlier): only what was foreseen
+                entry.gaps = list(choice.gaps)
+        out.append(entry)
+    return out

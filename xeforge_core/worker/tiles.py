@@ -1,0 +1,265 @@
+"""What one kernel launch does with its sizes: grid, integer arguments, tiles and loop trips.
+
+A *launch fact* is the JSON-able record of one launch that the verifier's size choice works
+from (``xeforge_core.sizes``)::
+
+    {"kernel": "matmul_kernel", "occurrence": 0, "grid": [3, 2, 1],
+     "scalars": {"M": 161, "N": 97, "K": 73, "stride_am": 73, ...},
+     "constants": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32},
+     "tiles": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, "axis_tiles": {"0": "BLOCK_M", "1": "BLOCK_N"},
+     "loops": [{"line": 31, "trips": 3, "step": 32, "extent": 73, "partial": true}]}
+
+``occurrence`` numbers the launches of one kernel within one call. ``tiles`` are the constexprs
+the kernel's source uses as a tile: a ``tl.arange`` extent, a ``range`` step, a dimension of a
+``tl.zeros``/``tl.full`` block (``None`` when the source cannot be read); ``axis_tiles`` names, per launch-grid axis, the tile its program
+id is multiplied by (``pid_m * BLOCK_M``). ``loops`` are the ``for``
+loops of the kernel's body whose bounds can be evaluated from the launch's integer arguments
+alone (``range(0, K, BLOCK_K)``, ``tl.range(0, tl.cdiv(K, BLOCK_K))``, bounds computed in
+simple assignments first): ``trips`` is the number of iterations, ``partial`` whether the last
+one covers less than a whole tile (``extent`` not a multiple of ``step``; for a unit-step loop
+over ``cdiv(X, B)`` tiles, ``X`` not a multiple of ``B``), ``None`` when that cannot be told. A
+loop whose bounds depend on a program id or a tensor is left out. Nothing here runs a kernel:
+the source is read with ``ast``.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any
+
+#: Most launch facts kept per call (a forward() that launches a kernel per layer repeats itself).
+MAX_FACTS = 32
+
+
+def kernel_sources(jit_functions: list[Any]) -> dict[str, tuple[str, int]]:
+    """``{kernel name: (source, line of its first source line in its file)}`` of Triton kernels
+    (``JITFunction`` or the interpreter's ``InterpretedFunction``; the Python function is read
+    with ``inspect``, decorators included). Kernels whose source cannot be read are left out."""
+    out: dict[str, tuple[str, int]] = {}
+    for fn in jit_functions:
+        py = getattr(fn, "fn", None)
+        while py is not None and not inspect.isfunction(py):  # an autotuner or heuristics wrapper
+            py = getattr(py, "fn", None)
+        name = getattr(py, "__name__", None)
+        if not name:
+            continue
+        try:
+            lines, first = inspect.getsourcelines(py)
+        except (OSError, TypeError):
+            continue
+        out[name] = ("".join(lines), max(1, first))
+    return out
+
+
+class _Eval:
+    """Integer evaluation of loop bounds over a launch's integer arguments."""
+
+    def __init__(self, env: dict[str, int]) -> None:
+        self.env = env
+
+    def value(self, node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            v = self.value(node.operand)
+            return -v if v is not None else None
+        if isinstance(node, ast.BinOp):
+            a, b = self.value(node.left), self.value(node.right)
+            if a is None or b is None:
+                return None
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, ast.FloorDiv) and b:
+                return a // b
+            if isinstance(node.op, ast.Mod) and b:
+                return a % b
+            return None
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            args = [self.value(a) for a in node.args]
+            if node.keywords or any(a is None for a in args):
+                return None
+            if name == "cdiv" and len(args) == 2 and args[1]:
+                return -(-args[0] // args[1])  # type: ignore[operator]
+            if name in ("min", "minimum") and args:
+                return min(args)  # type: ignore[type-var]
+            if name in ("max", "maximum") and args:
+                return max(args)  # type: ignore[type-var]
+            if name == "next_power_of_2" and len(args) == 1:
+                return 1 << max(0, int(args[0] - 1).bit_length())  # type: ignore[operator]
+        return None
+
+
+def _is_range(call: ast.AST) -> bool:
+    if not isinstance(call, ast.Call):
+        return False
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    return name in ("range", "static_range")
+
+
+def _cdiv_parts(node: ast.AST, ev: _Eval, defs: dict[str, ast.expr]) -> tuple[int, int] | None:
+    """``(X, B)`` of a ``cdiv(X, B)`` bound (also written ``(X + B - 1) // B``, or held in a name
+    assigned so in ``defs``)."""
+    if isinstance(node, ast.Name) and node.id in defs:
+        return _cdiv_parts(defs[node.id], ev, {})
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "cdiv" \
+            and len(node.args) == 2:
+        x, b = ev.value(node.args[0]), ev.value(node.args[1])
+        return (x, b) if x is not None and b else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+        b = ev.value(node.right)
+        top = ev.value(node.left)
+        if b and top is not None and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Sub):
+            return top - b + 1, b  # (X + B - 1) // B
+    return None
+
+
+def _loop_trips(node: ast.AST, ev: _Eval, defs: dict[str, ast.expr]) -> dict[str, Any] | None:
+    """``{"trips", "step", "extent", "partial"}`` of a ``for ... in range(...)`` loop whose
+    bounds ``ev`` can evaluate, else ``None``."""
+    if not (isinstance(node, ast.For) and _is_range(node.iter)):
+        return None
+    call = node.iter
+    assert isinstance(call, ast.Call)
+    args = list(call.args)[:3]
+    if not args:
+        return None
+    start_node, stop_node = (None, args[0]) if len(args) == 1 else (args[0], args[1])
+    start = 0 if start_node is None else ev.value(start_node)
+    stop = ev.value(stop_node)
+    step = ev.value(args[2]) if len(args) == 3 else 1
+    if start is None or stop is None or not step or step < 0:
+        return None
+    extent = max(0, stop - start)
+    trips = -(-extent // step)
+    partial: bool | None = None
+    if step > 1:
+        partial = extent % step != 0
+    else:
+        parts = _cdiv_parts(stop_node, ev, defs)
+        if parts is not None and start == 0:
+            extent, step = parts
+            partial = extent % step != 0
+    return {"trips": trips, "step": step, "extent": extent, "partial": partial}
+
+
+def loop_trips(source: str, first_line: int, values: dict[str, int]) -> list[dict[str, Any]]:
+    """The loops of the kernel in ``source`` whose bounds ``values`` (the launch's integer
+    arguments by name) decide: ``[{"line", "trips", "step", "extent", "partial"}]`` (see the
+    module docstring), ``line`` counted in the kernel's file (``first_line`` is the line
+    ``source`` starts at). ``[]`` when the source does not parse."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return []
+    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return []
+    env = dict(values)
+    ev = _Eval(env)
+    defs: dict[str, ast.expr] = {}
+    top_level = {id(stmt.targets[0]) for stmt in fn.body
+                 if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)}
+    # a name also written inside a statement (a loop, a branch, +=) has no one value to read
+    nested = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+              and id(n) not in top_level}
+    for name in nested:
+        env.pop(name, None)
+    out = []
+    for stmt in fn.body:  # in order: bounds computed first (num_k = tl.cdiv(K, BLOCK_K)) are known
+        if id(getattr(stmt, "targets", [None])[0]) in top_level:
+            target = stmt.targets[0].id  # type: ignore[attr-defined]
+            v = ev.value(stmt.value)  # type: ignore[attr-defined]
+            if v is None or target in nested:
+                env.pop(target, None)
+                defs.pop(target, None)
+            else:
+                env[target] = v
+                defs[target] = stmt.value  # type: ignore[attr-defined]
+            continue
+        for node in ast.walk(stmt):
+            loop = _loop_trips(node, ev, defs)
+            if loop is not None:
+                out.append({"line": first_line + node.lineno - 1, **loop})
+    return out
+
+
+def _program_id_axis(node: ast.AST) -> int | None:
+    """The axis of ``tl.program_id(k)`` (also ``axis=k``, and cast: ``tl.program_id(0).to(...)``)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+        node = node.func.value
+    if not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "program_id"):
+        return None
+    arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "axis"), None)
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, int) else None
+
+
+def tile_roles(source: str) -> tuple[set[str], dict[int, str]]:
+    """``(tiles, axis_tiles)`` of the kernel in ``source``: the names it uses as a tile (a
+    ``tl.arange`` extent, a ``range`` step, a dimension of a ``tl.zeros``/``tl.full`` block), and
+    per program-id axis the name its program id is multiplied by. Empty when it does not parse."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return set(), {}
+    tiles: set[str] = set()
+    pids: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            axis = _program_id_axis(node.value)
+            if axis is not None:
+                pids[node.targets[0].id] = axis
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name == "arange" and len(node.args) == 2:
+            tiles |= {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+        elif name in ("range", "static_range") and len(node.args) == 3 and isinstance(node.args[2], ast.Name):
+            tiles.add(node.args[2].id)
+        elif name in ("zeros", "full") and node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
+            tiles |= {e.id for e in node.args[0].elts if isinstance(e, ast.Name)}
+    axis_tiles: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for a, b in ((node.left, node.right), (node.right, node.left)):
+            axis = pids.get(a.id) if isinstance(a, ast.Name) else _program_id_axis(a)
+            if axis is not None and isinstance(b, ast.Name) and b.id in tiles:
+                axis_tiles.setdefault(axis, b.id)
+    return tiles, axis_tiles
+
+
+def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> list[dict[str, Any]]:
+    """One launch fact (see the module docstring) per recorded launch (``LaunchRecord``), in
+    launch order, at most ``MAX_FACTS``."""
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    loops_cache: dict[tuple[str, tuple], list[dict[str, Any]]] = {}
+    roles: dict[str, tuple[set[str], dict[int, str]] | None] = {}
+    for rec in launches[:MAX_FACTS]:
+        occurrence = seen.get(rec.kernel, 0)
+        seen[rec.kernel] = occurrence + 1
+        values = {**rec.scalars, **rec.constants}
+        key = (rec.kernel, tuple(sorted(values.items())))
+        if key not in loops_cache:
+            src = sources.get(rec.kernel)
+            loops_cache[key] = loop_trips(src[0], src[1], values) if src else []
+        if rec.kernel not in roles:
+            src = sources.get(rec.kernel)
+            roles[rec.kernel] = tile_roles(src[0]) if src else None
+        role = roles[rec.kernel]
+        out.append({"kernel": rec.kernel, "occurrence": occurrence,
+                    "grid": list(rec.grid) if rec.grid is not None else None,
+                    "scalars": dict(rec.scalars), "constants": dict(rec.constants),
+                    "tiles": {n: v for n, v in rec.constants.items() if n in role[0]} if role else None,
+                    "axis_tiles": {str(a): n for a, n in role[1].items() if n in rec.constants} if role else {},
+                    "loops": loops_cache[key]})
+    return out

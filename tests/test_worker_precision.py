@@ -132,6 +132,17 @@ def test_a_wrong_element_is_found_by_its_coordinates_and_not_called_a_precision_
     assert "first at [3, 7]" in comp.note
     run = CorrectnessRun("ci", 0, "normal", "reference", False, 0.0, 0.0, outputs=[comp])
     assert advice(run, {}, PrecisionPolicy()) == ""  # one element: a wrong answer, not precision
+    ok, flipped = judge(-r, gemm)  # wrong everywhere, but no coarser arithmetic explains it
+    assert not ok and flipped.mismatches > r.numel() / 2
+    assert advice(CorrectnessRun("ci", 0, "normal", "reference", False, 0.0, 0.0, outputs=[flipped]), {},
+                  PrecisionPolicy()) == ""
+    a, b, *_ = gemm
+    ok, tf32 = judge(round_mantissa(a, 10) @ round_mantissa(b, 10), gemm)
+    said = advice(CorrectnessRun("ci", 0, "normal", "reference", False, 0.0, 0.0, outputs=[tf32]),
+                  {"tf32": ["kernel mm, line 9: tl.dot in TF32 (no input_precision (Triton's default))"]},
+                  PrecisionPolicy())
+    assert "precision change: TF32 dot products (float32 operands multiplied with a 10-bit mantissa) (kernel mm, line 9" in said
+    assert said.endswith("pass --allow tf32 (spec: allow: [tf32]; workbench: allowed precision)")
     ok, comps, _, _ = compare_outputs([wrong], [r], Tolerance(rtol=1e-3, atol=1e-3, explicit=True))
     assert comps[0].check == "tolerance" and comps[0].first_mismatch == [3, 7]
     assert unravel(3 * 48 + 7, [40, 48]) == [3, 7] and unravel(0, []) == [] and unravel(29, [2, 3, 5]) == [1, 2, 4]

@@ -6,9 +6,10 @@ A failing output's error is called a precision change when some allowance of
 ``xeforge_core.precision.DOWNGRADES`` would accept it (``OutputComparison.needs``) and either
 the candidate's source shows that downgrade (``worker/precision_hints.py``) or the error is
 spread over most of a sizeable output (at least :data:`SPREAD_MIN_ELEMENTS` elements, over
-half of them outside the bound), as a coarser arithmetic spreads it. An error confined to a few
-elements, or of a single-element output with no such evidence, is a wrong answer and is not
-explained away as precision.
+half of them outside the bound) and an operand downgrade (not an accumulator, whose allowance
+grows with the length summed and would cover nearly anything) accepts it, as a coarser
+arithmetic spreads it. An error confined to a few elements, or of a single-element output with
+no such evidence, is a wrong answer and is not explained away as precision.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def explained(comp: OutputComparison, hints: dict[str, list[str]]) -> tuple[str,
     named = [n for n in hints if n in comp.needs]
     if named:
         return named[0], hints[named[0]][0]
-    if _spread(comp):
-        return comp.needs[0], "no lower-precision arithmetic in the kernel's source explains it"
+    operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation]
+    if _spread(comp) and operands:  # an accumulator's allowance is too wide to explain an unknown cause
+        return operands[0], "no lower-precision arithmetic in the kernel's source explains it"
     return None
 
 

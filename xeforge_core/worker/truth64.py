@@ -83,12 +83,13 @@ def problem_dtype(outputs: list[Any]) -> str | None:
 
 
 def _wide(value: Any) -> Any:
+    """A float64 copy of a floating-point tensor (always a copy: it is perturbed in place later)."""
     if isinstance(value, torch.Tensor) and value.dtype.is_floating_point:
-        return value.detach().to(torch.float64)
+        return value.detach().to(torch.float64, copy=True)
     return value
 
 
-def _perturb_(t: torch.Tensor, u: float, gen: torch.Generator) -> torch.Tensor:
+def perturb_(t: torch.Tensor, u: float, gen: torch.Generator) -> torch.Tensor:
     """``t *= 1 + u * (random +-1)`` in place (float64 ``t``)."""
     sign = torch.randint(0, 2, t.shape, generator=gen, device=t.device, dtype=torch.int8)
     return t.mul_(1.0 + u * (sign.to(torch.float64) * 2 - 1))
@@ -124,7 +125,7 @@ class Float64Truth:
             with torch.no_grad():
                 for t in list(perturbed.parameters()) + list(perturbed.buffers()):
                     if t.dtype == torch.float64:
-                        _perturb_(t.data, u, gen)
+                        perturb_(t.data, u, gen)
             self.models[key] = (wide, perturbed)
         return self.models[key]
 
@@ -153,13 +154,15 @@ class Float64Truth:
         u = UNIT_ROUNDOFF[dtype]
         wide, perturbed = self._models(model, (combo.vname, combo.seed), u)
         args = [_wide(a) for a in self.harness.inputs_for(combo)]
-        truth = self._call(wide, list(args), f"running the truth in float64 on {combo.describe()}")
+        truth = self._call(wide, args, f"running the truth in float64 on {combo.describe()}")
+        del args  # fresh inputs again (a module may modify its own), perturbed in place
+        args = [_wide(a) for a in self.harness.inputs_for(combo)]
         gen = torch.Generator(device=self.device).manual_seed(PERTURB_SEED + 1)
-        shifted = [_perturb_(a.clone(), u, gen) if isinstance(a, torch.Tensor) and a.dtype == torch.float64 else a
-                   for a in args]
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.dtype == torch.float64:
+                perturb_(a, u, gen)
+        moved = self._call(perturbed, args, f"running the perturbed truth in float64 on {combo.describe()}")
         del args
-        moved = self._call(perturbed, shifted, f"running the perturbed truth in float64 on {combo.describe()}")
-        del shifted
         if len(truth) != len(outputs):
             raise Unavailable(f"in float64 it returns {len(truth)} output(s), {len(outputs)} at its own dtype")
         deviations: list[Any] = []

@@ -117,3 +117,12 @@ def test_the_cli_takes_allow_names_them_and_refuses_unknown_ones(capsys):
         main([*args, "--allow", "fp16-accumulate"])
     assert exc.value.code == 2
     assert "fp16-accumulation" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["optimize", "batch"])
+def test_optimize_and_batch_take_allow_into_their_verify_options(command):
+    from xeforge_core.cli import build_parser
+    from xeforge_core.commands.optimize import verify_options
+
+    args = build_parser().parse_args([command, "kernels", "--allow", "tf32", "--allow", "fp16-accumulation"])
+    assert verify_options(args).allow_precision == ["tf32", "fp16-accumulation"]

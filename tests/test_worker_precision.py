@@ -241,7 +241,7 @@ def test_precision_lines_say_what_applied_and_what_kernelbench_would_say(gemm):
                          kernelbench=False)
     record = summary([run], PrecisionPolicy(), {"dtype": "float32", "fallback": ""})
     lines = precision_lines(record)
-    assert lines[0].startswith("precision: float32; judged against the float64 truth (errors up to 256x")
+    assert lines[0].startswith("precision: float32; judged against the float64 truth (errors up to 512x")
     assert "KernelBench's tolerance (atol = rtol = 0.0001 for float32): would fail on 1 of 1 run(s)" in lines
     fallback = precision_lines(dict(record, fallback="the truth is the Triton baseline"))
     assert fallback[0] == "precision: float32; judged with tolerances: the truth is the Triton baseline"

@@ -186,20 +186,35 @@ class Float64Truth:
         return deviations, sensitivities, {"dtype": dtype, "outputs": info}
 
 
+#: Elements processed per step when deriving the deviation and sensitivity (float64 temporaries
+#: of a few chunks: a few hundred MiB of device memory, whatever the output's size).
+CHUNK = 1 << 24
+
+
 def deviation_and_sensitivity(r: torch.Tensor, t: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """``(t - r, |p - t|)`` as float32 on the device, zero where ``r`` or ``t`` is not finite,
-    and their statistics (``ref_rms_error``, ``sigma_rms``, ``ref_rel_error``). ``r``: the
-    truth's output at the problem's dtype; ``t``, ``p``: the float64 truth and the perturbed one."""
+    """``(t - r, |p - t|)`` as float32 on ``t``'s device, zero where ``r`` or ``t`` is not
+    finite, and their statistics (``ref_rms_error``, ``sigma_rms``, ``ref_rel_error``). ``r``:
+    the truth's output at the problem's dtype; ``t``, ``p``: the float64 truth and the perturbed
+    one (same shape). Computed :data:`CHUNK` elements at a time."""
+    flat_r, flat_t, flat_p = r.detach().reshape(-1), t.detach().reshape(-1), p.detach().reshape(-1)
+    dev = torch.empty(flat_t.shape, dtype=torch.float32, device=t.device)
+    sigma = torch.empty(flat_t.shape, dtype=torch.float32, device=t.device)
     zero = torch.zeros((), dtype=torch.float64, device=t.device)
-    r64 = r.detach().to(torch.float64)
-    finite = torch.isfinite(r64) & torch.isfinite(t)
-    dev = torch.where(finite, t - r64, zero)
-    del r64
-    n = int(finite.sum())
-    err_sq = float(dev.pow(2).sum())
-    sigma = torch.where(finite & torch.isfinite(p), (p - t).abs(), zero)
-    truth_sq = float(torch.where(finite, t, zero).pow(2).sum())
+    n = 0
+    err_sq = sigma_sq = truth_sq = 0.0
+    for start in range(0, flat_t.numel(), CHUNK):
+        part = slice(start, start + CHUNK)
+        r64, t64, p64 = flat_r[part].to(t.device, torch.float64), flat_t[part], flat_p[part]
+        finite = torch.isfinite(r64) & torch.isfinite(t64)
+        d = torch.where(finite, t64 - r64, zero)
+        sg = torch.where(finite & torch.isfinite(p64), (p64 - t64).abs(), zero)
+        n += int(finite.sum())
+        err_sq += float(d.pow(2).sum())
+        sigma_sq += float(sg.pow(2).sum())
+        truth_sq += float(torch.where(finite, t64, zero).pow(2).sum())
+        dev[part] = d
+        sigma[part] = sg
     stats = {"ref_rms_error": math.sqrt(err_sq / n) if n else 0.0,
-             "sigma_rms": math.sqrt(float(sigma.pow(2).sum()) / n) if n else 0.0,
+             "sigma_rms": math.sqrt(sigma_sq / n) if n else 0.0,
              "ref_rel_error": math.sqrt(err_sq / truth_sq) if truth_sq > 0 else 0.0}
-    return dev.to(torch.float32), sigma.to(torch.float32), stats
+    return dev.reshape(t.shape), sigma.reshape(t.shape), stats

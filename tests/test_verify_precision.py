@@ -126,3 +126,24 @@ def test_optimize_and_batch_take_allow_into_their_verify_options(command):
 
     args = build_parser().parse_args([command, "kernels", "--allow", "tf32", "--allow", "fp16-accumulation"])
     assert verify_options(args).allow_precision == ["tf32", "fp16-accumulation"]
+
+
+def test_the_spec_and_the_options_allowances_both_reach_the_jobs():
+    from xeforge_core.precision import PrecisionError
+    from xeforge_core.problem import problem_from_source
+    from xeforge_core.runner import WorkerOutcome
+
+    spec = "inputs:\n  x: {shape: [N], dtype: float32}\nallow: [fp16]\nci:\n  - params: [x]\n    dims: {N: 8}\n"
+    problem = problem_from_source((FIX / "rowsum_tree.py").read_text().replace("ModelNew", "Model"),
+                                  spec_text=spec)
+    jobs: list[dict] = []
+
+    def record(job, **kwargs):
+        jobs.append(job)
+        return WorkerOutcome(result=None, returncode=1)
+
+    verify(problem, "x = 1\n", device="cpu", options=replace(FAST, allow_precision=["tf32"], use_cache=False),
+           run_worker=record)
+    assert jobs and jobs[0]["options"]["precision"] == {"options": ["tf32"], "spec": ["fp16"]}
+    with pytest.raises(PrecisionError, match="--allow"):
+        verify(problem, "x = 1\n", device="cpu", options=replace(FAST, allow_precision=["tf64"]), run_worker=record)

@@ -187,8 +187,9 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
     memory grows by two float64 chunks and host memory not at all. Returns the comparison and
     warnings (vacuous tolerance).
 
-    ``calibration``: the float64 truth of this output (saved by the baseline job), or ``None``. With it, a float32/float16/bfloat16 output is judged by the
-    float64-calibrated bound (``worker/calibrated.py``) under the ``allowed`` downgrades,
+    ``calibration``: the float64 truth of this output (saved by the baseline job), or ``None``.
+    With it, a float32/float16/bfloat16 output is judged by the float64-calibrated bound
+    (``worker/calibrated.py``) under the ``allowed`` downgrades,
     unless the tolerances are explicit (the user's or the spec's ``rtol``/``atol``), which then
     decide while the float64 measurements are still reported. ``hints``: the downgrades the
     candidate's source shows, named first when its error is a precision change."""

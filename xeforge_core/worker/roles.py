@@ -11,8 +11,9 @@ those.
 The truth is the reference when one exists (``meta["truth"] == "reference"``), else the
 baseline. A PyTorch truth is also run in float64 (``truth64.py``): candidates are then judged by
 the float64-calibrated bound of ``xeforge_core.precision`` under the precision the job allows
-(``options["precision"]``), and ``meta["truth64"]`` says why not where it could not be. When the baseline *is* the reference (``baseline_is_reference``: a plain-PyTorch
-KernelBench or KernelAgent problem), its outputs are the truth and it need launch no Triton
+(``options["precision"]``), and ``meta["truth64"]`` says why not where it could not be. When
+the baseline *is* the reference (``baseline_is_reference``: a plain-PyTorch KernelBench or
+KernelAgent problem), its outputs are the truth and it need launch no Triton
 kernel. A candidate judged against the reference keeps the baseline's output dtypes and shapes
 (``allow_dtype_change`` / ``allow_shape_change`` waive that).
 
@@ -20,7 +21,7 @@ Files in ``expected/``::
 
     meta.json                       {"runs": {KEY: {...}}, "heavy_ops": [...], "truth": ..., "truth64": ...}
     <KEY>.json, <KEY>.o<i>.bin, ... outputs and reference outputs, and the float64 truth's
-                                    deviation and error scale (see ``expected.py``, ``truth64.py``)
+                                    deviation and sensitivity (see ``expected.py``, ``truth64.py``)
     state__<variant>__s<seed>.pt    the baseline model's state_dict (before any forward)
 
 with ``KEY = <variant>__s<seed>__<distribution>``.

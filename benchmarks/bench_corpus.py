@@ -109,6 +109,8 @@ def run_pair(pair: Path, device: Any, opts: VerifyOptions, *, published: bool, p
         # which inputs the truth was checked on: redraws left out of its domain, a non-finite truth
         inputs_notes=[w.removeprefix("baseline: ") for w in v.warnings
                       if "inputs were not used" in w or "not finite on the problem's own" in w],
+        precision_check=v.precision.get("check"), error_ratio=v.precision.get("error_ratio"),
+        kernelbench_tolerance=(v.precision.get("kernelbench") or {}).get("passed"),
     )
     return row
 
@@ -195,11 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-odd-size", action="store_true", help="no odd-size copies of the variants")
     ap.add_argument("--port", action="store_true",
                     help="port solutions that hard-code another device first (the workbench's portability step)")
+    ap.add_argument("--allow", action="append", default=[], metavar="DOWNGRADE",
+                    help="precision downgrades to accept, as xeforge verify --allow (repeatable)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     device = detect_device(args.device)
     opts = VerifyOptions(timeout_s=args.timeout, use_cache=False, seeds=args.seeds,
-                         include_odd_size=not args.no_odd_size)
+                         include_odd_size=not args.no_odd_size, allow_precision=list(args.allow))
     results_path = args.out / "corpus.json"
     rows: list[dict[str, Any]] = []
     if args.resume and results_path.is_file():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from xeforge_core import units
+from xeforge_core.precision import DOWNGRADES
 from xeforge_core.ui.render import (
     cached,
     diff_view,
@@ -218,6 +219,13 @@ if review is not None:
             _act(wb.edit, edited, ok="Edit saved: verify it before approving.")
 
     st.subheader("Verdict")
+    allowed = st.multiselect(
+        "Allowed precision", list(DOWNGRADES), default=wb.allow_precision, key="opt_allow_precision",
+        format_func=lambda n: f"{n}: {DOWNGRADES[n].what}",
+        help="Precision downgrades the next verifications accept (the CLI's --allow; a spec's allow: list "
+             "adds to these). None: a float32 problem is held to float32 against a float64 truth.")
+    if allowed != wb.allow_precision:
+        wb.set_allow_precision(allowed)
     if review.verdict is not None and review.verdict_current:
         verdict_panel(review.verdict, key="review_verdict")
     elif review.verdict is not None:

@@ -48,7 +48,8 @@ def test_kernelbench_problem_and_modelnew_only_solutions(capsys):
 
     code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_sign.py")
     assert (code, v["kind"]) == (1, "wrong_answer")
-    assert "vs reference" in v["reason"] and "outside rtol" in v["reason"]
+    assert "vs reference" in v["reason"] and "outside the float64-calibrated bound" in v["reason"]
+    assert "(first at [" in v["reason"] and "expected" in v["reason"]
 
 
 def test_a_wrong_first_call_is_wrong_even_when_later_calls_are_right(capsys):

@@ -224,3 +224,16 @@ def test_variant_dtype_overrides_only_floating_point_inputs():
     v = s.variants["ci"]
     assert v.input_dtypes == {"X": "float16", "IDX": "int64"}
     assert v.bytes == 10 * 2 + 10 * 8
+
+
+def test_allow_lists_the_precision_downgrades_the_problem_accepts():
+    text = "inputs:\n  X: {shape: [N]}\nallow: [fp16-accumulation, tf32]\nci:\n  - params: [X]\n    dims: {N: 4}\n"
+    s = parse_spec(text, "prob.yaml")
+    assert s.allow == ("tf32", "fp16-accumulation") and list(s.variants) == ["ci"]  # not a variant family
+    assert parse_spec(text.replace("[fp16-accumulation, tf32]", "tf32"), "prob.yaml").allow == ("tf32",)
+    with pytest.raises(ProblemError) as exc:
+        parse_spec(text.replace("[fp16-accumulation, tf32]", "[tf32,\n  fp16-acumulation]"), "prob.yaml")
+    assert (exc.value.line, exc.value.field) == (4, "allow[1]")
+    assert "did you mean 'fp16-accumulation'" in str(exc.value) and "prob.yaml" in str(exc.value)
+    with pytest.raises(ProblemError, match="allow must be a list"):
+        parse_spec(text.replace("[fp16-accumulation, tf32]", "{tf32: yes}"), "prob.yaml")

@@ -231,3 +231,27 @@ def test_unticking_the_grid_hunk_of_a_swizzle_is_caught_at_a_derived_variant(wb:
     verdict = review.verdict
     assert verdict.kind.value == "wrong_answer", verdict.reason
     assert "ci-tiles" in verdict.reason and "left unwritten" in verdict.reason
+
+
+def test_the_allowed_precision_reaches_the_verifier_and_unknown_names_are_refused(
+        wb: Workbench, monkeypatch: pytest.MonkeyPatch) -> None:
+    import xeforge_core.verify as verify_mod
+    from xeforge_core.precision import PrecisionError
+    from xeforge_core.verdict import Verdict, VerdictKind
+
+    wb.start_session()
+    wb.submit_manual(wb.session.source("head").replace("num_warps=4", "num_warps=8"))
+    seen: list[object] = []
+
+    def record(problem: object, source: str, *, options: object = None, **kwargs: object) -> Verdict:
+        seen.append(options)
+        return Verdict(kind=VerdictKind.OK, precision={"dtype": "float16", "allowed": ["bf16"]})
+
+    monkeypatch.setattr(verify_mod, "verify", record)
+    assert wb.verify_options() is None  # the defaults: the problem's own precision
+    with pytest.raises(PrecisionError, match="did you mean 'bf16'"):
+        wb.set_allow_precision(["bf61"])
+    wb.set_allow_precision(["bf16"])
+    assert wb.start_verify().wait(10)
+    wb.poll()
+    assert [o.allow_precision for o in seen] == [["bf16"]]

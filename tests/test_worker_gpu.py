@@ -111,3 +111,31 @@ def test_device_side_tensor_descriptors_get_scratch_memory():
     v = verify(problem, DESCRIPTOR_MODULE, device=DEVICE,
                options=VerifyOptions(seeds=1, distributions=["normal"], use_cache=False))
     assert v.kind.value == "ok", v.feedback()
+
+
+def test_tf32_dot_products_are_named_with_their_measured_error_and_accepted_only_when_allowed(tmp_path, monkeypatch):
+    """On NVIDIA GPUs a float32 tl.dot without input_precision runs in TF32: a precision
+    downgrade in a float32 problem, wrong unless --allow tf32; input_precision="ieee" is ok."""
+    if DEVICE != "cuda":
+        pytest.skip("TF32 is an NVIDIA GPU's")
+    from dataclasses import replace
+
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    monkeypatch.setenv("XEFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "precision"
+    problem = load_problem(fixtures / "gemm.py")
+    opts = VerifyOptions(seeds=1, measure_performance=False, include_odd_size=False)
+    tf32 = (fixtures / "gemm_tf32.py").read_text()
+    v = verify(problem, tf32, device=DEVICE, options=opts)
+    assert v.kind.value == "wrong_answer", v.reason
+    assert "TF32 dot products" in v.reason and "--allow tf32" in v.reason
+    finding = next(f for f in v.findings if f.rule == "precision_downgrade")
+    assert finding.severity == "error" and "kernel matmul, line" in finding.message
+    assert v.precision["error_ratio"] > 512 and not v.precision["kernelbench"]["passed"]
+    allowed = verify(problem, tf32, device=DEVICE, options=replace(opts, allow_precision=["tf32"]))
+    assert allowed.kind.value == "ok", allowed.reason
+    ieee = verify(problem, (fixtures / "gemm_ieee.py").read_text(), device=DEVICE, options=opts)
+    assert ieee.kind.value == "ok", ieee.reason
+    assert ieee.precision["check"] == "float64" and ieee.precision["error_ratio"] < 512

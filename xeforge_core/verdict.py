@@ -108,8 +108,17 @@ class OutputComparison:
     """Comparison of one output tensor (element ``index`` of a tuple output) on one run.
 
     Errors are absolute / relative maxima over all elements; ``mismatches`` counts elements
-    outside ``atol + rtol * |expected|``; ``nan_mismatch``/``inf_mismatch`` count positions
-    where NaN/Inf placement differs.
+    outside the bound (``check``: ``float64``, the float64-calibrated bound of
+    ``xeforge_core.precision``, or ``tolerance``, ``atol + rtol * |expected|``);
+    ``nan_mismatch``/``inf_mismatch`` count positions where NaN/Inf placement differs.
+    ``first_mismatch`` gives the coordinates (in the expected output's shape) of the first
+    element outside the bound, with the candidate's value there and the expected one.
+    Measured against the float64 truth where it was computed (``None`` elsewhere):
+    ``error_ratio``, the candidate's largest error in units of the reference's own error scale
+    (it passes when at most ``bound_factor``); ``rel_error`` / ``ref_rel_error``, the normwise
+    relative errors of the candidate and of the reference; ``needs``, the precision downgrades
+    that would accept the error when it is one. ``kernelbench_mismatches``: elements that
+    KernelBench's ``allclose`` at ``kernelbench_tol`` would refuse.
     """
 
     index: int
@@ -125,6 +134,17 @@ class OutputComparison:
     inf_mismatch: int = 0
     passed: bool = False
     note: str = ""
+    check: str = ""
+    first_mismatch: list[int] | None = None
+    first_actual: float | None = None
+    first_expected: float | None = None
+    error_ratio: float | None = None
+    bound_factor: float | None = None
+    rel_error: float | None = None
+    ref_rel_error: float | None = None
+    needs: list[str] = field(default_factory=list)
+    kernelbench_tol: float | None = None
+    kernelbench_mismatches: int | None = None
 
 
 def inputs_label(distribution: str) -> str:
@@ -137,7 +157,10 @@ def inputs_label(distribution: str) -> str:
 class CorrectnessRun:
     """Correctness of one (variant, seed, input distribution, autotune config) combination,
     against ``against`` (``baseline`` or ``reference``). ``distribution`` is ``module`` for the
-    problem's own ``get_inputs()`` (``inputs_label`` names it so)."""
+    problem's own ``get_inputs()`` (``inputs_label`` names it so). ``check`` is how its outputs
+    were judged (``float64``: the float64-calibrated bound, ``tolerance``: ``rtol``/``atol``, or
+    both, ``float64+tolerance``); ``kernelbench`` whether KernelBench's tolerance would pass it
+    (``None`` where it has none for the dtype)."""
 
     variant: str
     seed: int
@@ -149,6 +172,8 @@ class CorrectnessRun:
     config: str | None = None
     outputs: list[OutputComparison] = field(default_factory=list)
     note: str = ""
+    check: str = ""
+    kernelbench: bool | None = None
 
 
 @dataclass
@@ -294,6 +319,13 @@ class Verdict:
     #: allocator peak), ``peak_host_rss_bytes`` (the job's process group, polled on GPUs) and
     #: ``seconds`` of wall time
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    #: the precision the verdict held the candidate to (``worker/precision_report.py``):
+    #: ``dtype``, ``allowed`` downgrades and where each came from, ``applied`` (one phrase),
+    #: ``check`` (``float64`` or ``tolerance``), ``factor``, ``fallback`` (why the float64 truth
+    #: was not used, "" when it was), the measured ``error_ratio`` / ``rel_error`` /
+    #: ``ref_rel_error``, and ``kernelbench`` (its tolerance and what it would say)
+    precision: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

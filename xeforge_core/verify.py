@@ -54,6 +54,7 @@ from xeforge_core.coverage import derive_grid_variant, grid_probe_variant
 from xeforge_core.devices import DeviceInfo, detect_device
 from xeforge_core.devlock import default_lock_dir
 from xeforge_core.errors import XeForgeError
+from xeforge_core.precision import PrecisionPolicy, parse_allowances
 from xeforge_core.problem.module import entry_point
 from xeforge_core.problem.scaling import estimate_input_bytes
 from xeforge_core.sizes import TileChoice, checked_sizes, choose_sizes, plan_probe
@@ -133,8 +134,14 @@ class VerifyOptions:
             outputs.
         allow_dtype_change / allow_shape_change: accept an output dtype / shape different
             from the baseline's.
-        rtol / atol: tolerance override (``None``: dtype-aware defaults of the worker or the
-            variant's own).
+        rtol / atol: tolerance override (``None``: the float64-calibrated check where the truth
+            can be computed in float64, else dtype-aware defaults of the worker or the variant's
+            own); explicit tolerances decide, with the float64 measurements still reported.
+        allow_precision: precision downgrades the candidate may make beyond the problem's own
+            dtype, by name (``xeforge_core.precision.DOWNGRADES``: ``tf32``, ``fp16``,
+            ``fp16-accumulation``, ``bf16``, ``bf16-accumulation``, ``approx-math``), on top of
+            those the spec's ``allow`` list names. Raises ``PrecisionError`` at ``verify`` for an
+            unknown name.
         lints: knowledge-base lint findings (``Finding`` dicts) the worker adds to the
             structure step; ``None`` (the default): every lint of the knowledge base that applies
             to ``target`` runs on the candidate (``kb_findings``), with its rule id, line and fix.
@@ -169,6 +176,7 @@ class VerifyOptions:
     allow_shape_change: bool = False
     rtol: float | None = None
     atol: float | None = None
+    allow_precision: list[str] = field(default_factory=list)
     lints: list[dict[str, Any]] | None = None
     target: str | None = None
     grid_coverage: bool = True
@@ -439,6 +447,8 @@ class _Run:
                                   "class_name": "Model", "label": "inputs"}
             self.warnings.append("neither the problem nor its reference defines get_inputs(): the candidate's own "
                                  "get_inputs() builds the inputs")
+        spec_allow = tuple(getattr(problem.spec, "allow", ()) or ()) if problem.spec is not None else ()
+        self.precision = PrecisionPolicy(parse_allowances(opts.allow_precision, where="--allow"), spec_allow)
         self.target = opts.target or (device.type if device.type in ("xpu", "cuda") else "xpu")
         if opts.lints is not None:
             self.lints = list(opts.lints)
@@ -477,7 +487,7 @@ class _Run:
         o = self.opts
         return {
             "allow_dtype_change": o.allow_dtype_change, "allow_shape_change": o.allow_shape_change,
-            "rtol": o.rtol, "atol": o.atol, "l2_bytes": self.device.l2_bytes,
+            "rtol": o.rtol, "atol": o.atol, "precision": self.precision.to_data(), "l2_bytes": self.device.l2_bytes,
             "warmup_ms": o.warmup_ms, "rep_ms": o.rep_ms, "lock_dir": str(self.lock_dir),
             "lock_key": self.device.lock_key(),
             "lints": list(self.lints) if role == "candidate" else [],
@@ -715,6 +725,7 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
 
     Raises:
         ProblemError: an unknown variant name.
+        PrecisionError: an unknown name in ``options.allow_precision``.
         ValueError: an invalid or unavailable ``device`` override.
         VerificationCancelled: ``cancel`` was set.
     """
@@ -734,7 +745,7 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             spec=run.spec_data, correctness_variants=[v.to_data() for v in run.correctness],
             performance_variants=[v.to_data() for v in run.performance],
             options={**opts.result_affecting(), "lints": run.lints, "target": run.target,
-                     "candidate_file": run.candidate_module["filename"]},
+                     "candidate_file": run.candidate_module["filename"], "precision": run.precision.to_data()},
             device_key=device.fingerprint_key(),
         )
         try:
@@ -994,9 +1005,19 @@ def _name_sizes(run: _Run, verdict: Verdict) -> None:
 
 
 def _explain_tf32(verdict: Verdict) -> None:
-    """Add the measured error against the reference to a ``fp32_dot_tf32`` finding."""
+    """Add the measured error to a ``fp32_dot_tf32`` finding: against the float64 truth where it
+    was computed, else against the reference."""
     for f in verdict.findings:
         if f.rule != "fp32_dot_tf32":
+            continue
+        measured = [o for r in verdict.correctness if r.against == "reference" for o in r.outputs
+                    if o.error_ratio is not None]
+        if measured:
+            worst = max(measured, key=lambda o: o.error_ratio or 0.0)
+            f.message += (f" (measured here against the float64 truth: relative error {worst.rel_error:.3g}, "
+                          f"{worst.error_ratio:.3g}x the reference's own error scale; "
+                          + ("within float32's bound: no TF32 on this device)" if not worst.needs
+                             else "--allow tf32 accepts it)"))
             continue
         worst = max((o.max_rel_error for r in verdict.correctness if r.against == "reference"
                      for o in r.outputs if o.max_rel_error is not None), default=None)

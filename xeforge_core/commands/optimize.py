@@ -157,7 +157,8 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
     from xeforge_core.verify import VerifyOptions
 
     return VerifyOptions(timeout_s=args.timeout, baseline_timeout_s=args.timeout, seeds=args.seeds,
-                         include_odd_size=not args.no_odd_size, tile_sizes=not args.no_odd_size)
+                         include_odd_size=not args.no_odd_size, tile_sizes=not args.no_odd_size,
+                         allow_precision=list(getattr(args, "allow", [])))
 
 
 def target_for(device: DeviceInfo, choice: str | None) -> Target:

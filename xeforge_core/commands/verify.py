@@ -19,6 +19,7 @@ import threading
 from typing import Any, TextIO
 
 from xeforge_core.commands.argtypes import non_negative_float, positive_float, positive_int
+from xeforge_core.precision import DOWNGRADES, precision_lines
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind, inputs_label
 
 #: Exit status per verdict kind. 2 is bad input (as argparse uses it); 130 an interruption.
@@ -79,7 +80,7 @@ class _RequireSandbox(argparse.Action):
 
 def add_verification_arguments(p: argparse.ArgumentParser) -> None:
     """The worker settings of a verification (``--timeout``, ``--seeds``, ``--no-odd-size``,
-    ``--require-sandbox``), shared by ``verify``, ``optimize`` and ``batch``."""
+    ``--require-sandbox``, ``--allow``), shared by ``verify``, ``optimize`` and ``batch``."""
     p.add_argument("--timeout", metavar="SECONDS", type=positive_float, default=300.0,
                    help="hard wall-clock limit per verification worker job, the baseline's included "
                         "(default: 300)")
@@ -91,6 +92,11 @@ def add_verification_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--require-sandbox", action=_RequireSandbox, nargs=0, default=False,
                    help="refuse to run kernels outside the OS sandbox (no network, read-only file "
                         "system, secrets hidden; see README); also XEFORGE_REQUIRE_SANDBOX=1")
+    p.add_argument("--allow", metavar="DOWNGRADE", action="append", default=[], choices=list(DOWNGRADES),
+                   help="accept a precision downgrade beyond the problem's own dtype (repeatable): "
+                        + "; ".join(f"{d.name}: {d.what}" for d in DOWNGRADES.values())
+                        + ". Default: none (a float32 problem is held to float32 against a float64 truth); "
+                          "a spec's 'allow:' list adds to these")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -123,8 +129,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="cpu, cuda, cuda:N, xpu, xpu:N or auto (default: $XEFORGE_DEVICE or auto)")
     add_verification_arguments(p)
     p.add_argument("--no-performance", action="store_true", help="do not time on a GPU")
-    p.add_argument("--rtol", type=non_negative_float, default=None, help="relative tolerance override")
-    p.add_argument("--atol", type=non_negative_float, default=None, help="absolute tolerance override")
+    p.add_argument("--rtol", type=non_negative_float, default=None,
+                   help="relative tolerance: judge with rtol/atol instead of the float64-calibrated bound")
+    p.add_argument("--atol", type=non_negative_float, default=None,
+                   help="absolute tolerance: judge with rtol/atol instead of the float64-calibrated bound")
     p.add_argument("--allow-dtype-change", action="store_true",
                    help="accept an output dtype different from the baseline's")
     p.add_argument("--allow-shape-change", action="store_true",
@@ -159,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
             seeds=args.seeds, performance_variants=args.variant,
             measure_performance=not args.no_performance, use_cache=not args.no_cache,
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
-            rtol=args.rtol, atol=args.atol, target=args.target,
+            rtol=args.rtol, atol=args.atol, target=args.target, allow_precision=list(args.allow),
         )
         progress = None if (args.quiet or args.json) else _progress_printer(sys.stderr)
         cancel = threading.Event()
@@ -238,6 +246,21 @@ def _fmt(value: Any, spec: str = ".3g", suffix: str = "") -> str:
         return str(value)
 
 
+def _bound(run: Any) -> str:
+    """How a correctness run was judged, in a table cell: ``float64 x256`` (the largest error
+    ratio allowed against the float64 truth) or ``rtol/atol``."""
+    factor = max((o.bound_factor for o in run.outputs if o.check == "float64" and o.bound_factor), default=None)
+    tol = f"{run.rtol:g}/{run.atol:g}"
+    if factor is None:
+        return tol
+    return f"float64 x{factor:g}" + (f", {tol}" if "tolerance" in run.check else "")
+
+
+def _kernelbench(run: Any) -> str:
+    """What KernelBench's tolerance says on one run: ``pass``, ``FAIL`` or ``-``."""
+    return "-" if run.kernelbench is None else ("pass" if run.kernelbench else "FAIL")
+
+
 _MARK = {StepStatus.PASSED: "ok", StepStatus.FAILED: "FAILED", StepStatus.SKIPPED: "skipped",
          StepStatus.NOT_MEASURED: "not measured", StepStatus.INCONCLUSIVE: "inconclusive"}
 
@@ -295,9 +318,10 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
             bad = sum(o.mismatches for o in c.outputs)
             rows.append([c.variant, str(c.seed), inputs_label(c.distribution), c.against, c.config or "-",
                          "pass" if c.passed else "FAIL", _fmt(worst_abs), _fmt(worst_rel), str(bad),
-                         f"{c.rtol:g}/{c.atol:g}", c.note])
+                         _bound(c), _kernelbench(c), c.note])
         out.append(_table(["variant", "seed", "inputs", "vs", "config", "result", "max abs err",
-                           "max rel err", "mismatches", "rtol/atol", "note"], rows))
+                           "max rel err", "mismatches", "bound", "KernelBench", "note"], rows))
+    out.extend(f"  {line}" for line in precision_lines(verdict.precision))
 
     if verdict.sizes:
         out.append("\nsizes checked")

@@ -106,7 +106,8 @@ class Spec:
 
     ``warnings`` lists what the parser ignored or found odd (extra entries of a variant list,
     unknown keys, duplicate keys), each naming the file, line and field; ``lines`` maps field
-    paths (``ci[0].dims.B``) to their 1-based line in the YAML text.
+    paths (``ci[0].dims.B``) to their 1-based line in the YAML text. ``allow`` names the
+    precision downgrades the problem accepts beyond its own dtype (``xeforge_core.precision``).
     """
 
     path: Path | None
@@ -115,6 +116,7 @@ class Spec:
     variants: dict[str, Variant]
     default_variant: str | None = None
     warnings: list[str] = field(default_factory=list)
+    allow: tuple[str, ...] = ()
     lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def line_of(self, field_path: str) -> int | None:

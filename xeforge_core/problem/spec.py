@@ -8,6 +8,9 @@ The format (as the public Xe-Forge repository's ``test_kernels/*.yaml`` use it):
   otherwise the value is parsed as int, then float, else kept as the raw string. The values are
   passed *positionally* to ``Model.__init__`` (``Variant.init_values``).
 * ``default_variant``: optional name of the variant used when none is asked for.
+* ``allow``: optional list of the precision downgrades the problem accepts beyond its own
+  dtype (``allow: [tf32]``; the names of ``xeforge_core.precision.DOWNGRADES``), as
+  ``xeforge verify --allow`` does. Not read by Xe-Forge itself.
 * every other top-level key whose value is a list is a variant family (``ci``,
   ``bench-gpu``, ``bench-gpu-N``, ``bench-xpu``, ``bench-cpu``, ``bench-gpu-old``, ...). Every
   entry of a list is a variant: entry 0 is named after the family (``ci``), the others
@@ -37,6 +40,8 @@ from typing import Any
 
 import yaml
 
+from xeforge_core.precision import PrecisionError, parse_allowances
+
 from .dtypes import DTYPE_SIZES, normalize_dtype
 from .flops import as_number, evaluate_flop
 from .model import InitSpec, InputSpec, ProblemError, Spec, Variant, is_ci_variant
@@ -46,7 +51,7 @@ __all__ = ["parse_spec", "build_variant", "variant_name", "resolve_init_value", 
 #: Largest spec or module text accepted (bytes of UTF-8). Real specs are a few kB.
 MAX_SOURCE_BYTES = 1_000_000
 
-_RESERVED = ("inputs", "inits", "default_variant")
+_RESERVED = ("inputs", "inits", "default_variant", "allow")
 _VARIANT_KEYS = {"params", "dims", "dtype", "flop", "rtol", "atol"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -308,6 +313,23 @@ def _parse_inits(raw: Any, ctx: _Ctx) -> list[InitSpec]:
     return inits
 
 
+def _parse_allow(raw: Any, ctx: _Ctx) -> tuple[str, ...]:
+    """The spec's ``allow`` list (a name or a list of names), checked against the known
+    precision downgrades; a bad entry is a ``ProblemError`` at its line naming the nearest."""
+    if raw is None:
+        return ()
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise ctx.error(("allow",), f"allow must be a list of precision downgrade names (e.g. [tf32]), got {raw!r}")
+    for i, item in enumerate(items):
+        try:
+            parse_allowances([item])
+        except PrecisionError as exc:
+            path: Path_ = ("allow", i) if not isinstance(raw, str) else ("allow",)
+            raise ctx.error(path, exc.message) from None
+    return parse_allowances(items)
+
+
 def _parse_dims(raw: Any, ctx: _Ctx, path: Path_) -> dict[str, Any]:
     if raw is None:
         return {}
@@ -415,6 +437,7 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
     default = data.get("default_variant")
     if default is not None and not isinstance(default, str):
         raise ctx.error(("default_variant",), f"default_variant must be a variant name, got {default!r}")
+    allow = _parse_allow(data.get("allow"), ctx)
 
     variants: dict[str, Variant] = {}
     for key, value in data.items():
@@ -446,7 +469,7 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
         ctx.warn((close[0],) if close else (), f"the spec has no ci variant, so correctness is checked at {fallback!r} "
                                                f"(reduced to {fallback}-small where it is large){hint}")
     return Spec(path=p, inputs=inputs, inits=inits, variants=variants, default_variant=default,
-                warnings=ctx.warnings, lines={_field(k): v for k, v in lines.items() if k})
+                warnings=ctx.warnings, lines={_field(k): v for k, v in lines.items() if k}, allow=allow)
 
 
 def _odd_value(value: int) -> int:

@@ -18,6 +18,7 @@ import streamlit as st
 
 from xeforge_core import units
 from xeforge_core.pipeline.registry import get_engine_spec
+from xeforge_core.precision import precision_lines
 from xeforge_core.ui.diffmerge import diff_hunks, inline_changes, side_by_side
 from xeforge_core.ui.jobs import BackgroundJob, JobState
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind, inputs_label
@@ -89,6 +90,11 @@ def verdict_badge(verdict: Verdict | None) -> str:
     return text
 
 
+def _value(value: Any) -> str:
+    """An output element's value as the verdict reports it (seven significant digits)."""
+    return f"{value:.7g}" if isinstance(value, float) else str(value)
+
+
 def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
     """Render a verdict: kind and reason, then compile, structure, correctness and performance
     with their evidence."""
@@ -134,15 +140,24 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         else:
             st.caption("no structure or integrity findings")
     with tab_k:
+        for line in precision_lines(verdict.precision):
+            st.caption(line)
         rows = []
         for run in verdict.correctness:
             worst_abs = max((o.max_abs_error or 0.0 for o in run.outputs), default=None)
             worst_rel = max((o.max_rel_error or 0.0 for o in run.outputs), default=None)
+            first = next((o for o in run.outputs if o.first_mismatch is not None), None)
+            factor = max((o.bound_factor or 0.0 for o in run.outputs if o.check == "float64"), default=0.0)
             rows.append({"variant": run.variant, "seed": run.seed, "inputs": inputs_label(run.distribution),
                          "against": run.against, "config": run.config or "",
                          "passed": "✅" if run.passed else "❌",
                          "max abs err": units.number(worst_abs), "max rel err": units.number(worst_rel),
-                         "rtol": units.number(run.rtol), "atol": units.number(run.atol), "note": run.note})
+                         "bound": f"float64 x{factor:g}" if factor else
+                         f"rtol {units.number(run.rtol)}, atol {units.number(run.atol)}",
+                         "KernelBench": "" if run.kernelbench is None else ("pass" if run.kernelbench else "fail"),
+                         "first wrong element": "" if first is None else
+                         f"output {first.index} {first.first_mismatch}: {_value(first.first_actual)} "
+                         f"(expected {_value(first.first_expected)})", "note": run.note})
         if rows:
             st.dataframe(rows, hide_index=True, width="stretch")
         else:

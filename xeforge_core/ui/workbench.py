@@ -180,8 +180,26 @@ class Workbench:
         self.doctor_error: str = ""
         self.last_stage_result: StageOutcome | None = None
         self.demo: dict[str, Any] = {}
+        #: precision downgrades verifications here accept (``xeforge_core.precision.DOWNGRADES``),
+        #: on top of the spec's ``allow`` list; the CLI's ``--allow``
+        self.allow_precision: list[str] = []
         self._lock = threading.RLock()
         self._analyses: dict[tuple[str, str], Analysis] = {}
+
+    def set_allow_precision(self, names: list[str]) -> None:
+        """Accept these precision downgrades in the next verifications. Raises
+        ``PrecisionError`` (a ``ValueError``) naming an unknown one."""
+        from xeforge_core.precision import parse_allowances
+
+        self.allow_precision = list(parse_allowances(list(names), where="allowed precision"))
+
+    def verify_options(self) -> Any:
+        """The ``VerifyOptions`` this workbench's verifications use (``None``: the defaults)."""
+        if not self.allow_precision:
+            return None
+        from xeforge_core.verify import VerifyOptions
+
+        return VerifyOptions(allow_precision=list(self.allow_precision))
 
     @property
     def review_candidate_id(self) -> str | None:
@@ -521,7 +539,8 @@ class Workbench:
                 raise WorkbenchError(f"the {spec.name} engine is not configured: {why}")
         eng = spec.build(**self.settings.engine_kwargs())
         path, device = session.path, self.device
-        options = LoopOptions(iterations=max(1, int(self.settings.max_iterations)))
+        options = LoopOptions(iterations=max(1, int(self.settings.max_iterations)),
+                              verify_options=self.verify_options())
         base_source = session.source("head")
 
         def work(progress: Any, cancel: threading.Event) -> Any:
@@ -553,14 +572,15 @@ class Workbench:
         """Run the portability stage (the rules engine's codemod, verified, committed as
         ``Stage: portability``) in the background."""
         session = self.require_session()
-        path, device = session.path, self.device
+        path, device, verify_options = session.path, self.device, self.verify_options()
 
         def work(progress: Any, cancel: threading.Event) -> Any:
             from xeforge_core.session import Session
 
             progress("portability: rewriting hard-coded devices")
             return prepare_portability(SessionController(Session.open(path), device),
-                                       LoopOptions(on_progress=progress, cancel=cancel), force=force)
+                                       LoopOptions(on_progress=progress, cancel=cancel, verify_options=verify_options),
+                                       force=force)
 
         job = BackgroundJob("portability step", work, kind="portability", meta={"base": session.head})
         return self.jobs.submit("portability", job)
@@ -651,13 +671,15 @@ class Workbench:
             review.candidate_id = self._keep_candidate(review).id
         review.start_verify()
         cid, source, path, device = review.candidate_id, review.source, session.path, self.device
+        options = self.verify_options()
 
         def work(progress: Any, cancel: threading.Event) -> Any:
             from xeforge_core.session import Session
 
             controller = SessionController(Session.open(path), device)
             try:
-                return controller.verify(cid, source, problem=problem, on_progress=progress, cancel=cancel)
+                return controller.verify(cid, source, problem=problem, options=options, on_progress=progress,
+                                         cancel=cancel)
             except Cancelled:
                 cancel.set()
                 return None

@@ -1,7 +1,8 @@
 """Code that runs *inside* the isolated verification worker process.
 
 Imports here are limited to torch, triton, numpy and the standard library (and sibling
-modules of this package plus ``xeforge_core.verdict`` and ``xeforge_core.devlock``), so the
+modules of this package plus ``xeforge_core.verdict``, ``xeforge_core.precision``,
+``xeforge_core.errors`` and ``xeforge_core.devlock``), so the
 worker runs on any GPU box, including one where the UI's packages are not installed. Run as
 ``python -m xeforge_core.worker JOB_DIR`` (see ``job.py`` for the file formats).
 
@@ -14,6 +15,10 @@ Modules:
 * ``loading``     import the module under test from a file in the job directory.
 * ``inputs``      models, seeded inputs and input distributions.
 * ``compare``     output comparison and dtype-aware tolerances.
+* ``truth64``     the truth in float64 (baseline job): the deviation and error scale saved per output.
+* ``calibrated``  one output against the float64 truth (the bound of ``xeforge_core.precision``).
+* ``precision_hints``  lower-precision arithmetic in a module's source (TF32 dots, float16 casts...).
+* ``precision_report`` the verdict's precision record, findings and the option that accepts a downgrade.
 * ``integrity``   structure/integrity rules (AST and run time).
 * ``astutil``     AST helpers, standard library only (the parent's static analysis uses them too).
 * ``capture``     Triton launch hooks; compiled-kernel metadata and IR.

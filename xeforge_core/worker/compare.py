@@ -1,4 +1,13 @@
-"""Compare outputs, element by element, with dtype-aware tolerances.
+"""Compare outputs, element by element: against the float64 truth where the baseline job
+computed one, else with dtype-aware tolerances.
+
+Where the truth was also computed in float64 (``worker/truth64.py``), float32, float16 and
+bfloat16 outputs are judged by the float64-calibrated bound of ``xeforge_core.precision``
+(``worker/calibrated.py``); explicit tolerances (the user's or the spec's ``rtol``/``atol``)
+still decide when given, with the float64 measurements reported beside them. Everything below
+describes the tolerance check, used for the other outputs and where there is no float64 truth.
+Either way the first element outside the bound is reported by its coordinates in the expected
+output's shape, with both values.
 
 An element passes when ``|actual - expected| <= atol + rtol * |expected|`` (the rule of
 ``torch.isclose`` / ``torch.testing.assert_close``), NaN positions match, and Inf positions and
@@ -45,7 +54,8 @@ from typing import Any
 import torch
 
 from xeforge_core.verdict import OutputComparison
-from xeforge_core.worker.expected import StoredTensor
+from xeforge_core.worker.calibrated import Calibrated, Truth64, applies, compare_calibrated, unravel
+from xeforge_core.worker.expected import StoredTensor, flat_chunks
 
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-5, 1e-8),
@@ -121,20 +131,11 @@ def _expected_meta(expected: Any) -> tuple[list[int], torch.dtype, int]:
     return list(expected.shape), expected.dtype, expected.numel()
 
 
-def _expected_chunks(expected: Any, device: torch.device) -> Iterator[torch.Tensor]:
-    if isinstance(expected, StoredTensor):
-        yield from expected.chunks(COMPARE_CHUNK, device)
-        return
-    flat = expected.detach().reshape(-1)
-    for start in range(0, flat.numel(), COMPARE_CHUNK):
-        yield flat[start:start + COMPARE_CHUNK].to(device)
-
-
 def _pairs(actual: torch.Tensor, expected: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Aligned flat chunks of ``actual`` (where it lives) and ``expected`` (moved there)."""
     flat = actual.detach().reshape(-1)
     start = 0
-    for e in _expected_chunks(expected, flat.device):
+    for e in flat_chunks(expected, COMPARE_CHUNK, flat.device):
         yield flat[start:start + e.numel()], e
         start += e.numel()
 
@@ -162,12 +163,36 @@ def _poison_count_chunk(a: torch.Tensor, e: torch.Tensor) -> int:
 NOISE_FLOOR_ULPS = 10
 
 
+def _first(comp: OutputComparison, flat_index: int, actual: float, expected: float) -> None:
+    """Record the first element outside the bound (coordinates in the expected shape)."""
+    comp.first_mismatch = unravel(flat_index, comp.expected_shape)
+    comp.first_actual, comp.first_expected = actual, expected
+
+
+def _calibrated_into(comp: OutputComparison, cal: Calibrated, hints: tuple[str, ...]) -> None:
+    """Copy what the float64 comparison measured into ``comp`` (the downgrades that would
+    accept it, those the source shows first)."""
+    comp.error_ratio, comp.bound_factor = cal.ratio, cal.factor
+    comp.rel_error, comp.ref_rel_error = cal.rel_error, cal.ref_rel_error
+    comp.kernelbench_tol, comp.kernelbench_mismatches = cal.kernelbench_tol, cal.kernelbench_mismatches
+    accepted = cal.accepted_by
+    comp.needs = [h for h in hints if h in accepted] + [n for n in accepted if n not in hints]
+
+
 def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, allow_dtype_change: bool,
-                   allow_shape_change: bool, poisoned: bool) -> tuple[OutputComparison, list[str]]:
+                   allow_shape_change: bool, poisoned: bool, calibration: Truth64 | None = None,
+                   allowed: tuple[str, ...] = (), hints: tuple[str, ...] = ()) -> tuple[OutputComparison, list[str]]:
     """Compare one output. ``expected`` is a tensor (any device) or a :class:`StoredTensor`;
     the comparison runs where ``actual`` lives, ``COMPARE_CHUNK`` elements at a time, so device
     memory grows by two float64 chunks and host memory not at all. Returns the comparison and
-    warnings (vacuous tolerance)."""
+    warnings (vacuous tolerance).
+
+    ``calibration``: the float64 truth of this output (saved by the baseline job), or ``None``.
+    With it, a float32/float16/bfloat16 output is judged by the float64-calibrated bound
+    (``worker/calibrated.py``) under the ``allowed`` downgrades,
+    unless the tolerances are explicit (the user's or the spec's ``rtol``/``atol``), which then
+    decide while the float64 measurements are still reported. ``hints``: the downgrades the
+    candidate's source shows, named first when its error is a precision change."""
     warnings: list[str] = []
     if not isinstance(expected, (torch.Tensor, StoredTensor)):
         same = (not isinstance(actual, torch.Tensor)) and actual == expected
@@ -211,12 +236,25 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
 
     exact = not (e_dtype.is_floating_point or e_dtype.is_complex) and not (
         a.dtype.is_floating_point or a.dtype.is_complex)
+    cal = None
+    if calibration is not None and applies(e_dtype) and not a.dtype.is_complex:
+        cal = compare_calibrated(a, expected, calibration, allowed, poisoned=poisoned)
+        _calibrated_into(comp, cal, hints)
+        if not explicit:
+            return _judged_by_float64(comp, cal, notes), warnings
+    comp.check = "tolerance"
     unwritten = 0
     if exact:
         mismatches, max_abs = 0, 0.0
+        offset = 0
         for ac, ec in _pairs(a, expected):
             diff = (ac.long() - ec.long()).abs() if e_dtype != torch.bool else (ac != ec).long()
-            mismatches += int((diff != 0).sum())
+            bad = int((diff != 0).sum())
+            if bad and comp.first_mismatch is None:
+                i = int(torch.nonzero(diff)[0, 0])
+                _first(comp, offset + i, float(ac[i]), float(ec[i]))
+            mismatches += bad
+            offset += ec.numel()
             if diff.numel():
                 max_abs = max(max_abs, float(diff.max()))
             if poisoned:
@@ -239,17 +277,25 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
         max_abs = max_rel = 0.0
         diff_sq = ref_sq = 0.0
         ref_max = 0.0
+        offset = 0
         for ac, ec in _pairs(a, expected):
             a64, e64 = _wide(ac), _wide(ec)
             nan_a, nan_e = torch.isnan(a64), torch.isnan(e64)
             inf_a, inf_e = torch.isinf(a64), torch.isinf(e64)
             nan_mm += int((nan_a != nan_e).sum())
-            inf_mm += int(((inf_a | inf_e) & ~(nan_a | nan_e) & (a64 != e64)).sum())
+            inf_bad = (inf_a | inf_e) & ~(nan_a | nan_e) & (a64 != e64)
+            inf_mm += int(inf_bad.sum())
             finite = torch.isfinite(a64) & torch.isfinite(e64)
             ae, ee = a64[finite], e64[finite]
             err = (ae - ee).abs()
             bound = atol + rtol * ee.abs()
-            mismatches += int((err > bound).sum())
+            outside = int((err > bound).sum())
+            mismatches += outside
+            if comp.first_mismatch is None and (outside or bool((nan_a != nan_e).any()) or bool(inf_bad.any())):
+                full = (nan_a != nan_e) | inf_bad | (finite & ((a64 - e64).abs() > atol + rtol * e64.abs()))
+                i = int(torch.nonzero(full)[0, 0])
+                _first(comp, offset + i, _scalar(a64[i]), _scalar(e64[i]))
+            offset += ec.numel()
             if err.numel():
                 max_abs = max(max_abs, float(err.max()))
                 max_rel = max(max_rel, float((err / ee.abs().clamp_min(1e-30)).max()))
@@ -296,15 +342,67 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
     comp.passed = comp.mismatches == 0
     if not comp.passed and not any("left unwritten" in n for n in notes):
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside rtol {rtol:g}, "
-                        f"atol {atol:.3g}")
+                        f"atol {atol:.3g}" + _first_text(comp))
     comp.note = "; ".join(notes)
     return comp, warnings
 
 
+def _scalar(value: torch.Tensor) -> Any:
+    """A 0-d tensor as a JSON-able number (complex as its string)."""
+    v = value.item()
+    return str(v) if isinstance(v, complex) else float(v)
+
+
+def _first_text(comp: OutputComparison) -> str:
+    """``" (first at [3, 17]: got 1.25, expected 1.5)"`` or ""."""
+    if comp.first_mismatch is None:
+        return ""
+    return (f" (first at {comp.first_mismatch}: got {_num(comp.first_actual)}, expected "
+            f"{_num(comp.first_expected)})")
+
+
+def _num(value: Any) -> str:
+    return f"{value:.7g}" if isinstance(value, float) else str(value)
+
+
+def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]) -> OutputComparison:
+    """Fill ``comp`` from a float64-calibrated comparison that decides it."""
+    comp.check = "float64"
+    comp.nan_mismatch, comp.inf_mismatch = cal.nan_mismatch, cal.inf_mismatch
+    comp.mismatches = cal.mismatches
+    comp.max_abs_error, comp.max_rel_error = cal.max_abs_error, cal.max_rel_error
+    if cal.first_index is not None:
+        _first(comp, cal.first_index, cal.first_actual, cal.first_expected)
+    if comp.nan_mismatch and comp.nan_mismatch != cal.unwritten:
+        notes.append(f"NaN placement differs at {comp.nan_mismatch} element(s)")
+    if comp.inf_mismatch:
+        notes.append(f"Inf placement or sign differs at {comp.inf_mismatch} element(s)")
+    if cal.unwritten:
+        notes.append(f"{cal.unwritten} output element(s) left unwritten, or computed from memory nothing "
+                     "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
+                     "memory, where the expected output has values")
+    comp.passed = comp.mismatches == 0
+    if not comp.passed and not cal.unwritten:
+        notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside the float64-calibrated bound "
+                        f"(error up to {_ratio(cal.ratio)} the reference's own error scale, {cal.factor:g}x "
+                        f"allowed; relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
+                        f"{cal.ref_rel_error:.3g})" + _first_text(comp))
+    comp.note = "; ".join(notes)
+    return comp
+
+
+def _ratio(value: float) -> str:
+    return "inf x" if math.isinf(value) else f"{value:.3g}x"
+
+
 def compare_outputs(actual: list[Any], expected: list[Any], tol: Tolerance, *, allow_dtype_change: bool = False,
-                    allow_shape_change: bool = False, poisoned: bool = False
+                    allow_shape_change: bool = False, poisoned: bool = False,
+                    calibration: list[Truth64 | None] | None = None,
+                    allowed: tuple[str, ...] = (), hints: tuple[str, ...] = ()
                     ) -> tuple[bool, list[OutputComparison], list[str], str]:
-    """Compare flat output lists. Returns (passed, per-output comparisons, warnings, note)."""
+    """Compare flat output lists. ``calibration``: the float64 truth of each output, aligned
+    with ``expected`` (see :func:`compare_tensor`). Returns (passed, per-output comparisons,
+    warnings, note)."""
     comps: list[OutputComparison] = []
     warnings: list[str] = []
     note = ""
@@ -313,8 +411,10 @@ def compare_outputs(actual: list[Any], expected: list[Any], tol: Tolerance, *, a
     for i, exp in enumerate(expected):
         if i >= len(actual):
             break
+        cal = calibration[i] if calibration is not None and i < len(calibration) else None
         c, w = compare_tensor(i, actual[i], exp, tol, allow_dtype_change=allow_dtype_change,
-                              allow_shape_change=allow_shape_change, poisoned=poisoned)
+                              allow_shape_change=allow_shape_change, poisoned=poisoned, calibration=cal,
+                              allowed=allowed, hints=hints)
         comps.append(c)
         warnings += w
     passed = not note and all(c.passed for c in comps)

@@ -3,7 +3,9 @@ independent of tensor size.
 
 Each run (``KEY = <variant>__s<seed>__<distribution>``) is saved as ``<KEY>.json`` (an index:
 per output either a tensor record or a plain value) plus one raw file per tensor,
-``<KEY>.o<i>.bin`` for the module's outputs and ``<KEY>.r<i>.bin`` for the reference's. A tensor
+``<KEY>.o<i>.bin`` for the module's outputs, ``<KEY>.r<i>.bin`` for the reference's, and, where
+the truth was also computed in float64 (``worker/truth64.py``), ``<KEY>.d<i>.bin`` (its
+deviation from the truth's output) and ``<KEY>.s<i>.bin`` (its sensitivity). A tensor
 is copied from the device to the host and written ``CHUNK_BYTES`` at a time; reading gives a
 :class:`StoredTensor` that yields device chunks of the same size, so a 6.4 GB output passes
 through host memory 64 MiB at a time. Each tensor's SHA-256 is computed as it is written: equal
@@ -85,6 +87,17 @@ class StoredTensor:
         return flat.reshape(self.shape)
 
 
+def flat_chunks(value: torch.Tensor | StoredTensor, elements: int, device: torch.device | str) -> Iterator[torch.Tensor]:
+    """Consecutive flat slices of at most ``elements`` elements of a tensor (wherever it
+    lives) or a :class:`StoredTensor`, each moved to ``device``."""
+    if isinstance(value, StoredTensor):
+        yield from value.chunks(elements, device)
+        return
+    flat = value.detach().reshape(-1)
+    for start in range(0, flat.numel(), elements):
+        yield flat[start:start + elements].to(device)
+
+
 def _write_tensor(t: torch.Tensor, path: Path) -> str:
     """Write ``t`` raw (C order) to ``path`` in chunks; returns its SHA-256."""
     flat = t.detach().contiguous().reshape(-1)
@@ -125,20 +138,27 @@ class ExpectedStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def save(self, key: str, outputs: list[Any], reference: list[Any] | None = None) -> dict[str, list[str | None]]:
-        """Save one run's outputs (and the reference's). Returns the SHA-256 of each tensor
-        output (``None`` for plain values) as ``{"outputs": [...], "reference": [...]}``."""
+    def save(self, key: str, outputs: list[Any], reference: list[Any] | None = None, *,
+             deviation: list[Any] | None = None, sensitivity: list[Any] | None = None) -> dict[str, list[str | None]]:
+        """Save one run's outputs (and the reference's, and the float64 truth's ``deviation`` and
+        ``sensitivity`` aligned with the truth's outputs, ``None`` entries where there is none).
+        Returns the SHA-256 of each tensor output (``None`` for plain values) as
+        ``{"outputs": [...], "reference": [...], ...}``."""
         self.root.mkdir(parents=True, exist_ok=True)
         index: dict[str, Any] = {}
         hashes: dict[str, list[str | None]] = {}
-        for part, values in (("outputs", outputs), ("reference", reference)):
+        for part, values in (("outputs", outputs), ("reference", reference), ("deviation", deviation),
+                             ("sensitivity", sensitivity)):
             if values is None:
                 index[part] = None
                 continue
             records = []
             digests: list[str | None] = []
             for i, value in enumerate(values):
-                if isinstance(value, torch.Tensor):
+                if value is None and part in ("deviation", "sensitivity"):
+                    records.append(None)
+                    digests.append(None)
+                elif isinstance(value, torch.Tensor):
                     name = f"{key}.{part[0]}{i}.bin"
                     sha = _write_tensor(value, self.root / name)
                     records.append({"file": name, "shape": list(value.shape), "dtype": _dtype_name(value.dtype),
@@ -156,18 +176,21 @@ class ExpectedStore:
         return (self.root / f"{key}.json").is_file()
 
     def load(self, key: str) -> dict[str, list[Any] | None]:
-        """``{"outputs": [StoredTensor | value, ...], "reference": [...] | None}`` of one run.
-        Raises ``OSError`` / ``ValueError`` when the index is missing or unreadable."""
+        """``{"outputs": [StoredTensor | value, ...], "reference": [...] | None, "deviation": ...,
+        "sensitivity": ...}`` of one run. Raises ``OSError`` / ``ValueError`` when the index is missing
+        or unreadable."""
         index = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
         out: dict[str, list[Any] | None] = {}
-        for part in ("outputs", "reference"):
+        for part in ("outputs", "reference", "deviation", "sensitivity"):
             records = index.get(part)
             if records is None:
                 out[part] = None
                 continue
             items: list[Any] = []
             for rec in records:
-                if "file" in rec:
+                if rec is None:
+                    items.append(None)
+                elif "file" in rec:
                     items.append(StoredTensor(self.root / rec["file"], tuple(rec["shape"]),
                                               _DTYPES[rec["dtype"]], rec.get("sha256", "")))
                 else:

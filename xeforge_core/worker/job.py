@@ -25,6 +25,7 @@ Job (``Job``)::
       "options": {
           "allow_dtype_change": false, "allow_shape_change": false,
           "rtol": float | null, "atol": float | null,  # user override of tolerances
+          "precision": {"options": [NAME], "spec": [NAME]},  # allowed downgrades (xeforge_core.precision)
           "l2_bytes": int | null,          # L2 size of the device (for the flush buffer)
           "warmup_ms": 25, "rep_ms": 100,  # timing budget per callable
           "lock_dir": "/abs/dir",          # per-device timing lock directory

@@ -11,15 +11,19 @@ is, whether the truth's outputs ignore inputs that varied). The candidate job co
 those.
 
 The truth is the reference when one exists (``meta["truth"] == "reference"``), else the
-baseline. When the baseline *is* the reference (``baseline_is_reference``: a plain-PyTorch
-KernelBench or KernelAgent problem), its outputs are the truth and it need launch no Triton
+baseline. A PyTorch truth is also run in float64 (``truth64.py``): candidates are then judged by
+the float64-calibrated bound of ``xeforge_core.precision`` under the precision the job allows
+(``options["precision"]``), and ``meta["truth64"]`` says why not where it could not be. When
+the baseline *is* the reference (``baseline_is_reference``: a plain-PyTorch KernelBench or
+KernelAgent problem), its outputs are the truth and it need launch no Triton
 kernel. A candidate judged against the reference keeps the baseline's output dtypes and shapes
 (``allow_dtype_change`` / ``allow_shape_change`` waive that).
 
 Files in ``expected/``::
 
-    meta.json                       {"runs": {KEY: {...}}, "heavy_ops": [...], "truth": ..., ...}
-    <KEY>.json, <KEY>.o<i>.bin, ... outputs and reference outputs (see ``expected.py``)
+    meta.json                       {"runs": {KEY: {...}}, "heavy_ops": [...], "truth": ..., "truth64": ...}
+    <KEY>.json, <KEY>.o<i>.bin, ... outputs and reference outputs, and the float64 truth's
+                                    deviation and sensitivity (see ``expected.py``, ``truth64.py``)
     state__<variant>__s<seed>.pt    the baseline model's state_dict (before any forward)
 
 with ``KEY = <variant>__s<seed>__<distribution>``.
@@ -33,18 +37,18 @@ larger variant when one of them ran with fewer than three programs.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from xeforge_core.precision import PrecisionPolicy
 from xeforge_core.verdict import CorrectnessRun, Finding, Step, StepStatus, VerdictKind
 from xeforge_core.worker.adapter import KernelFunctionModel, forward_params
+from xeforge_core.worker.calibrated import Truth64
 from xeforge_core.worker.capture import INT32_LIMIT, LaunchRefused
 from xeforge_core.worker.compare import (
     Tolerance,
@@ -85,7 +89,12 @@ from xeforge_core.worker.integrity import (
     subclass_outputs,
 )
 from xeforge_core.worker.loading import LoadedModule, load_module
+from xeforge_core.worker.precision_hints import precision_hints, tf32_dots
+from xeforge_core.worker.precision_report import advice, explained, policy_of, run_check
+from xeforge_core.worker.precision_report import findings as precision_findings
+from xeforge_core.worker.precision_report import summary as precision_summary
 from xeforge_core.worker.tiles import kernel_sources, launch_facts
+from xeforge_core.worker.truth64 import Float64Truth, Unavailable, full_float32
 
 DEFAULT_SEEDS = (0, 1, 2)
 
@@ -335,48 +344,6 @@ def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Fi
     return list(found.values())
 
 
-#: Values of ``tl.dot``'s ``input_precision`` that multiply float32 operands in TF32 (Triton's
-#: ``tl.dot`` documentation: "tf32", "tf32x3" and "ieee"; the default on NVIDIA is "tf32").
-_TF32_PRECISIONS = ("tf32", "tf32x3")
-
-
-def tf32_dots(src: str) -> list[str]:
-    """Where ``src`` (a kernel's source) calls ``tl.dot`` in a way that multiplies float32
-    operands in TF32 on NVIDIA GPUs, one ``"line N: why"`` each: no ``input_precision`` and no
-    ``allow_tf32`` (the default), ``allow_tf32=True``, ``input_precision="tf32"``/``"tf32x3"``,
-    or either given by a name whose value is known only at compile time (``allow_tf32=USE_TF32``).
-    ``input_precision="ieee"`` and ``allow_tf32=False`` are full float32. Lines count from the
-    source's first line; a source that does not parse gives ``[]``."""
-    try:
-        tree = ast.parse(textwrap.dedent(src))
-    except SyntaxError:
-        return []
-    out = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot"):
-            continue
-        kw = {k.arg: k.value for k in node.keywords if k.arg}
-        if "input_precision" not in kw and len(node.args) > 3:
-            kw["input_precision"] = node.args[3]
-        prec, allow = kw.get("input_precision"), kw.get("allow_tf32")
-        why = None
-        if prec is not None:
-            if isinstance(prec, ast.Constant):
-                why = f'input_precision="{prec.value}"' if prec.value in _TF32_PRECISIONS else None
-            else:
-                why = f"input_precision={ast.unparse(prec)}, chosen at compile time"
-        elif allow is not None:
-            if isinstance(allow, ast.Constant):
-                why = "allow_tf32=True" if allow.value else None
-            else:
-                why = f"allow_tf32={ast.unparse(allow)}, chosen at compile time"
-        else:
-            why = "no input_precision (Triton's default)"
-        if why:
-            out.append(f"line {node.lineno}: {why}")
-    return out
-
-
 def _jit_sources(loaded: LoadedModule) -> dict[str, str]:
     """``{kernel name: source}`` of the module's Triton kernels (``JITFunction.src``; the
     interpreter's ``InterpretedFunction`` keeps only the Python function, read with ``inspect``)."""
@@ -526,6 +493,47 @@ def _same_stored(x: Any, y: Any) -> bool:
     return bitwise_equal(x, y)
 
 
+def _float64_truth(ctx: WorkerContext, meta: dict[str, Any], truth: Harness | None) -> Float64Truth | None:
+    """The float64 runner of the truth (the reference, or the baseline where it is the
+    reference); ``None`` with the reason in ``meta["truth64"]["fallback"]`` where there is no
+    PyTorch truth."""
+    meta["truth64"] = {"fallback": "", "dtype": None, "runs": {}}
+    if truth is None:
+        meta["truth64"]["fallback"] = ("the truth is the Triton baseline (there is no PyTorch reference), which is "
+                                       "not run in float64")
+        return None
+    return Float64Truth(truth, ctx.ops.torch_device)
+
+
+def _calibrate(f64: Float64Truth | None, meta: dict[str, Any], model: torch.nn.Module, combo: Combo,
+               outputs: list[Any]) -> list[Truth64 | None] | None:
+    """The float64 truth of each of the truth's ``outputs`` for one run, or ``None`` once it is
+    known not to be available (the reason kept in ``meta["truth64"]``)."""
+    info = meta["truth64"]
+    if f64 is None or info["fallback"]:
+        return None
+    try:
+        deviations, sensitivities, stats = f64.calibrate(model, combo, outputs)
+    except Unavailable as why:
+        info["fallback"] = f"the reference cannot be computed in float64 here: {why}"
+        return None
+    info["dtype"] = stats["dtype"]
+    info["runs"][combo.key] = stats["outputs"]
+    return _truth64(deviations, sensitivities, stats["outputs"])
+
+
+def _truth64(deviations: list[Any], sensitivities: list[Any], stats: list[Any]) -> list[Truth64 | None]:
+    """One :class:`Truth64` per output (``None`` where there is none) from the saved parts."""
+    return [Truth64(d, s, float(st["ref_rms_error"]), float(st["sigma_rms"]))
+            if d is not None and s is not None and st else None
+            for d, s, st in zip(deviations, sensitivities, stats)]
+
+
+def _hints(loaded: LoadedModule, dtype: str | None) -> dict[str, list[str]]:
+    """Lower-precision arithmetic in ``loaded``'s source for a problem of ``dtype``."""
+    return precision_hints(loaded.tree, set(_jit_sources(loaded)), dtype)
+
+
 def _tol_of(ctx: WorkerContext):
     def tol(combo: Combo) -> Tolerance:
         return resolve_tolerance(ctx.options, combo.variant)
@@ -552,6 +560,8 @@ def _first_line(text: str) -> str:
 
 def run_baseline(ctx: WorkerContext) -> None:
     """The baseline role (see the module docstring)."""
+    full_float32()
+    policy = policy_of(ctx.options)
     combos = combos_of(ctx.job)
     out_dir = _expected_dir(ctx)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -615,8 +625,10 @@ def run_baseline(ctx: WorkerContext) -> None:
                                           f"the reference did not load: {err.failure.reason}",
                                           err.failure.line, err.failure.error_text)) from err
         ref_failures: list[str] = []
+        precision_notes: list[str] = []
         truth_hashes: dict[str, list[tuple[str, tuple, str]]] = {}
         domain = TruthDomain(anchor_distribution(ctx.job), meta["truth"])
+        f64 = _float64_truth(ctx, meta, reference or (harness if eager else None))
         for combo in combos:
             model = harness.model_for(combo)
             if (combo.vname, combo.seed) not in meta.get("_saved", set()):
@@ -631,6 +643,9 @@ def run_baseline(ctx: WorkerContext) -> None:
                                       "distribution": combo.distribution, "ref_agrees": True if eager else None,
                                       "inputs": fingerprint}
             ref_out = None
+            calibration: list[Truth64 | None] | None = None
+            if eager:
+                calibration = _calibrate(f64, meta, model, combo, outputs)
             if reference is not None:
                 try:
                     rmodel = reference.model_for(combo, baseline_state=harness.states[(combo.vname, combo.seed)])
@@ -639,20 +654,30 @@ def run_baseline(ctx: WorkerContext) -> None:
                     raise WorkerError(Failure(
                         VerdictKind.RUNTIME_ERROR, f"the reference failed on {combo.describe()}: "
                         f"{err.failure.reason}", err.failure.line, err.failure.error_text)) from err
+                calibration = _calibrate(f64, meta, rmodel, combo, ref_out)
+                base_hints = _hints(harness.loaded, meta["truth64"].get("dtype"))
                 tol = resolve_tolerance(ctx.options, combo.variant)
                 ok, comps, warns, note = compare_outputs(outputs, ref_out, tol, allow_dtype_change=True,
-                                                         poisoned=False)
+                                                         poisoned=False, calibration=calibration,
+                                                         allowed=policy.allowed, hints=tuple(base_hints))
                 if not ok and nonfinite_summary(ref_out):  # only where the reference is NaN/Inf: no fault
                     ok = excused_by_nonfinite_truth(outputs, ref_out, tol, ctx.ops.torch_device,
-                                                    allow_dtype_change=True, poisoned=False)
+                                                    allow_dtype_change=True, poisoned=False, calibration=calibration,
+                                                    allowed=policy.allowed, hints=tuple(base_hints))
                 first = next((o for o in ref_out if isinstance(o, torch.Tensor)), None)
                 r, a = tol.for_dtype(first.dtype)[:2] if first is not None else (0.0, 0.0)
-                ctx.verdict.correctness.append(CorrectnessRun(
+                check, kb = run_check(comps)
+                run = CorrectnessRun(
                     variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
-                    against="reference", passed=ok, rtol=r, atol=a, outputs=comps,
-                    note="baseline vs reference" + (f": {summarize_failure(comps, note)}" if not ok else "")))
-                record["ref_agrees"] = ok
-                if not ok:
+                    against="reference", passed=ok, rtol=r, atol=a, outputs=comps, check=check, kernelbench=kb,
+                    note="baseline vs reference" + (f": {summarize_failure(comps, note)}" if not ok else ""))
+                ctx.verdict.correctness.append(run)
+                lower = not ok and all(c.passed or explained(c, base_hints) for c in comps) and not note
+                if lower:  # a baseline of lower precision than the problem's still computes the same thing
+                    precision_notes.append(f"{combo.describe()}: {summarize_failure(comps, note)}"
+                                           f"{advice(run, base_hints, policy)}")
+                record["ref_agrees"] = ok or lower
+                if not ok and not lower:
                     ref_failures.append(f"{combo.describe()}: {summarize_failure(comps, note)}")
             if combo is combos[0]:
                 random_note = _random_truth(ctx, reference or harness, rmodel if reference is not None else model,
@@ -660,8 +685,10 @@ def run_baseline(ctx: WorkerContext) -> None:
                 if random_note:
                     meta["random_truth"] = {"variant": combo.vname, "note": random_note}
             nonfinite = nonfinite_summary(ref_out if reference is not None else outputs)
-            hashes = store.save(combo.key, outputs, ref_out)
-            del outputs, ref_out
+            hashes = store.save(combo.key, outputs, ref_out,
+                                deviation=[c and c.deviation for c in calibration] if calibration else None,
+                                sensitivity=[c and c.sensitivity for c in calibration] if calibration else None)
+            del outputs, ref_out, calibration
             meta["runs"][combo.key] = record
             truth = hashes.get("reference") or hashes["outputs"]
             truth_hashes.setdefault(combo.vname, []).append((fingerprint, tuple(truth), combo.distribution))
@@ -691,6 +718,10 @@ def run_baseline(ctx: WorkerContext) -> None:
         meta["fixed_inputs"] = fixed
         meta["weights"] = {k: "baseline init" for k in harness.states}
         meta["baseline_disagrees"] = len(ref_failures)
+        if precision_notes:
+            ctx.verdict.warnings.append(f"the baseline computes at a lower precision than the problem's on "
+                                        f"{len(precision_notes)} run(s), e.g. {precision_notes[0]}; candidates are held "
+                                        "to the precision the problem allows, not to the baseline's")
         if ref_failures:
             ctx.verdict.warnings.append(f"the baseline disagrees with the reference on {len(ref_failures)} run(s), "
                                         f"e.g. {ref_failures[0]}: the reference is the truth, so the problem is "
@@ -755,6 +786,7 @@ def _load_expected(ctx: WorkerContext, combos: list[Combo]) -> tuple[dict[str, d
 def run_candidate(ctx: WorkerContext) -> None:
     """The candidate role (see the module docstring)."""
     guard = HarnessGuard()  # before the candidate's code runs
+    full_float32()
     combos = combos_of(ctx.job)
     ctx.enable_poison()
     out_dir = _expected_dir(ctx)
@@ -836,17 +868,22 @@ def run_candidate(ctx: WorkerContext) -> None:
     small_expected.clear()
 
     def correctness(step: Step) -> None:
+        policy = policy_of(ctx.options)
+        hints = _hints(harness.loaded, (meta.get("truth64") or {}).get("dtype"))
         excused: list[CorrectnessRun] = []
-        first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, excused)
+        first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, policy, hints,
+                                excused)
         launches: dict[str, list[dict[str, Any]]] = {}
-        runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of, excused, launches)
+        runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of, policy, hints,
+                                      excused, launches)
+        _precision_to_verdict(ctx, runs + ([first] if first is not None else []), policy, hints, meta)
         failed = [r for r in runs if not r.passed and r not in excused]
         if first is not None and not first.passed and first not in excused and not failed \
                 and not meta.get("random_truth"):
             step.evidence = {"runs": len(runs) + 1, "failed": 1, "truth": meta.get("truth", "baseline")}
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
-                f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}; every "
-                f"later call matched. A first call that differs from later ones is a fault users meet: e.g. an "
+                f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}"
+                f"{advice(first, hints, policy)}; every later call matched. A first call that differs from later ones is a fault users meet: e.g. an "
                 "autotuner that benchmarks every config on the first call, each adding into the same output")))
             return
         step.evidence = {"runs": len(runs), "failed": len(failed), "weights": harness.weight_notes,
@@ -859,7 +896,7 @@ def run_candidate(ctx: WorkerContext) -> None:
             r = failed[0]
             cfg = f" with autotune config {r.config}" if r.config else ""
             reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {inputs_phrase(r.distribution)}){cfg} "
-                      f"vs {r.against}: {r.note}")
+                      f"vs {r.against}: {r.note}{advice(r, hints, policy)}")
             if disagreeing and r.against == "reference":
                 reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
                            "is inconsistent")
@@ -950,13 +987,38 @@ def _grid_probe(ctx: WorkerContext, harness: Harness, variant: dict[str, Any], b
     return {"variant": combo.vname, "grids": launch_grids(ctx.recorder.since(mark))}
 
 
+def _calibration(exp: dict[str, Any], meta: dict[str, Any], key: str) -> list[Truth64 | None] | None:
+    """The float64 truth saved with run ``key``, or ``None`` where the baseline job could not
+    compute it for every run (then no run uses it: one rule per verdict)."""
+    info = meta.get("truth64") or {}
+    stats = (info.get("runs") or {}).get(key)
+    if info.get("fallback") or exp.get("deviation") is None or exp.get("sensitivity") is None or not stats:
+        return None
+    return _truth64(exp["deviation"], exp["sensitivity"], stats)
+
+
+def _precision_to_verdict(ctx: WorkerContext, runs: list[CorrectnessRun], policy: PrecisionPolicy,
+                          hints: dict[str, list[str]], meta: dict[str, Any]) -> None:
+    """The verdict's precision record and findings, and a warning where the float64 truth was
+    not used."""
+    info = meta.get("truth64") or {}
+    ctx.verdict.precision = precision_summary(runs, policy, info)
+    ctx.verdict.findings += precision_findings(runs, hints, policy)
+    if info.get("fallback"):
+        ctx.verdict.warnings.append(f"precision: judged with the dtype tolerances, not against a float64 truth: "
+                                    f"{info['fallback']}")
+
+
 def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], expected: dict[str, dict[str, Any]],
-                    meta: dict[str, Any], baseline_state_of: Any, excused: list[CorrectnessRun],
+                    meta: dict[str, Any], baseline_state_of: Any, policy: PrecisionPolicy,
+                    hints: dict[str, list[str]], excused: list[CorrectnessRun],
                     launches: dict[str, list[dict[str, Any]]] | None = None) -> tuple[list[CorrectnessRun], dict[str, Any]]:
-    """Every (autotune selection x combination) against the truth. Returns the runs and the
-    launch grids of the default-config runs per variant (``{variant: {kernel: [g0, g1, g2]}}``);
-    runs that differ only where the truth is NaN or Inf are appended to ``excused`` too; fills
-    ``launches`` with the launch facts of each variant's first default-config run."""
+    """Every (autotune selection x combination) against the truth (the float64-calibrated bound
+    under ``policy`` where the float64 truth was saved; ``hints`` name the downgrades in the
+    candidate's source). Returns the runs and the launch grids of the default-config runs per
+    variant (``{variant: {kernel: [g0, g1, g2]}}``); runs that differ only where the truth is NaN
+    or Inf are appended to ``excused`` too; fills ``launches`` with the launch facts of each
+    variant's first default-config run."""
     allow_dtype = bool(ctx.options.get("allow_dtype_change"))
     allow_shape = bool(ctx.options.get("allow_shape_change"))
     eager = bool(meta.get("eager"))
@@ -1000,9 +1062,14 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             # against a separate reference the output dtype/shape contract is the baseline's
             relaxed = truth_is_ref and not eager
             ok, comps, warns, note = compare_outputs(out, truth, tol, allow_dtype_change=allow_dtype or relaxed,
-                                                     allow_shape_change=allow_shape, poisoned=ctx.poisoned)
+                                                     allow_shape_change=allow_shape, poisoned=ctx.poisoned,
+                                                     calibration=_calibration(exp, meta, combo.key),
+                                                     allowed=policy.allowed,
+                                                     hints=tuple(hints))
             undefined = _excused(ctx, ok, out, truth, tol, combo, meta, allow_dtype_change=allow_dtype or relaxed,
-                                 allow_shape_change=allow_shape, poisoned=ctx.poisoned)
+                                 allow_shape_change=allow_shape, poisoned=ctx.poisoned,
+                                 calibration=_calibration(exp, meta, combo.key), allowed=policy.allowed,
+                                 hints=tuple(hints))
             if ok and relaxed:
                 contract = _contract_note(out, exp["outputs"], allow_dtype, allow_shape)
                 if contract:
@@ -1011,9 +1078,11 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                 if w not in ctx.verdict.warnings:
                     ctx.verdict.warnings.append(w)
             r, a = _tols_shown(tol, truth)
+            check, kb = run_check(comps)
             run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                                  against=against, passed=ok, rtol=r, atol=a, config=config, outputs=comps,
-                                 note=undefined or (summarize_failure(comps, note) if not ok else ""))
+                                 note=undefined or (summarize_failure(comps, note) if not ok else ""),
+                                 check=check, kernelbench=kb)
             if undefined:
                 excused.append(run)
             runs.append(run)
@@ -1082,7 +1151,8 @@ def _domain_warnings(skipped: dict[str, dict[str, str]], nonfinite: dict[str, di
 
 
 def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo, expected: dict[str, dict[str, Any]],
-                    meta: dict[str, Any], excused: list[CorrectnessRun]) -> CorrectnessRun | None:
+                    meta: dict[str, Any], policy: PrecisionPolicy, hints: dict[str, list[str]],
+                    excused: list[CorrectnessRun]) -> CorrectnessRun | None:
     """The first call's outputs (made in the compile step, when autotuners benchmark their
     configs) against the truth of the first combination."""
     if outputs is None or combo.key not in expected:
@@ -1093,14 +1163,17 @@ def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo,
     truth = exp["reference"] if exp.get("reference") is not None else exp["outputs"]
     tol = resolve_tolerance(ctx.options, combo.variant)
     how = {"allow_dtype_change": bool(ctx.options.get("allow_dtype_change")) or (truth_is_ref and not eager),
-           "allow_shape_change": bool(ctx.options.get("allow_shape_change")), "poisoned": ctx.poisoned}
+           "allow_shape_change": bool(ctx.options.get("allow_shape_change")), "poisoned": ctx.poisoned,
+           "calibration": _calibration(exp, meta, combo.key), "allowed": policy.allowed, "hints": tuple(hints)}
     ok, comps, _, note = compare_outputs(outputs, truth, tol, **how)
     undefined = _excused(ctx, ok, outputs, truth, tol, combo, meta, **how)
     r, a = _tols_shown(tol, truth)
+    check, kb = run_check(comps)
     run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                          against="reference" if truth_is_ref else "baseline", passed=ok, rtol=r, atol=a,
                          config="first call", outputs=comps,
-                         note=undefined or (summarize_failure(comps, note) if not ok else ""))
+                         note=undefined or (summarize_failure(comps, note) if not ok else ""),
+                         check=check, kernelbench=kb)
     if undefined:
         excused.append(run)
     ctx.verdict.correctness.append(run)

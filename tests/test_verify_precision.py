@@ -1,0 +1,149 @@
+"""Precision measured against a float64 truth, end to end in Triton's interpreter.
+
+The fixtures (``fixtures/precision``) are float32 KernelBench-style problems: correct kernels
+that sum in other orders than PyTorch (a tree, 32 sequential lanes over rows of 8000, partial
+sums added atomically across programs, a blocked scan) must be ``ok``; a scan accumulated in
+float16 is a precision downgrade, named with its measured error and accepted only with
+``--allow fp16-accumulation``; a wrong operand worth 0.1% of a 256-term loss is
+``wrong_answer`` (a 1e-2 tolerance passes it); a wrong element is reported by its coordinates
+with both values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.cli import main
+from xeforge_core.problem import load_problem
+from xeforge_core.verdict import Verdict, VerdictKind
+from xeforge_core.verify import VerifyOptions, verify
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "precision"
+KB = Path(__file__).resolve().parent / "fixtures" / "formats" / "kernelbench"
+FAST = VerifyOptions(seeds=1, distributions=["normal"], include_odd_size=False, grid_coverage=False, timeout_s=240)
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory, monkeypatch):
+    # one cache for the module: each problem's baseline job (and its float64 truth) runs once
+    monkeypatch.setenv("XEFORGE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "precision-cache"))
+
+
+def check(problem: str | Path, candidate: str, **options) -> Verdict:
+    path = problem if isinstance(problem, Path) else FIX / problem
+    return verify(load_problem(path), (FIX / candidate).read_text(), device="cpu",
+                  options=replace(FAST, **options), candidate_name=candidate)
+
+
+def findings(v: Verdict, rule: str) -> list:
+    return [f for f in v.findings if f.rule == rule]
+
+
+@pytest.mark.parametrize("problem, candidate", [
+    ("rowsum.py", "rowsum_tree.py"), ("rowsum.py", "rowsum_sequential.py"), ("rowsum.py", "rowsum_split.py"),
+    ("scan.py", "scan_blocked.py"), ("loss.py", "loss_tree.py")])
+def test_correct_kernels_that_sum_in_another_order_are_ok(problem, candidate):
+    v = check(problem, candidate, distributions=["normal", "mixed"])
+    assert v.kind is VerdictKind.OK, v.reason
+    assert v.precision["check"] == "float64" and v.precision["dtype"] == "float32"
+    assert v.precision["factor"] == 512 and not v.precision["fallback"]
+    assert all(r.check == "float64" for r in v.correctness)
+    assert not findings(v, "precision_downgrade")
+
+
+def test_a_float16_scan_in_a_float32_problem_is_named_with_its_measured_error():
+    v = check("scan.py", "scan_fp16.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER
+    assert "outside the float64-calibrated bound" in v.reason
+    assert "precision change: float16 accumulators" in v.reason
+    assert "--allow fp16-accumulation" in v.reason
+    (f,) = findings(v, "precision_downgrade")
+    assert f.severity == "error" and "kernel scan_rows, line" in f.message
+    assert "relative error" in f.message and "reference's own error scale" in f.message
+    worst = max(o.error_ratio for r in v.correctness for o in r.outputs)
+    assert worst > 1000  # thousands of times the float32 reference's own error
+    assert v.precision["error_ratio"] == worst
+
+    allowed = check("scan.py", "scan_fp16.py", allow_precision=["fp16-accumulation"])
+    assert allowed.kind is VerdictKind.OK, allowed.reason
+    assert allowed.precision["allowed"] == ["fp16-accumulation"]
+    assert "allowing fp16-accumulation (--allow)" in allowed.precision["applied"]
+    (f,) = findings(allowed, "precision_downgrade")
+    assert f.severity == "warning" and "allowed by --allow fp16-accumulation" in f.message
+
+
+def test_a_wrong_operand_worth_0_1_percent_of_a_large_sum_is_wrong():
+    v = check("loss.py", "loss_wrong_operand.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+    assert "outside the float64-calibrated bound" in v.reason
+    assert "precision change" not in v.reason  # a scalar with no lower precision in its source
+    (out,) = v.correctness[-1].outputs
+    assert out.first_mismatch == [] and out.first_actual != out.first_expected  # a 0-d output
+    assert v.precision["kernelbench"]["tolerance"] == 1e-4 and not v.precision["kernelbench"]["passed"]
+    # a 1e-2 tolerance, given explicitly, is the user's choice, and passes it
+    loose = check("loss.py", "loss_wrong_operand.py", rtol=1e-2, atol=1e-2)
+    assert loose.kind is VerdictKind.OK
+    assert all(r.check == "tolerance" for r in loose.correctness)
+    assert max(o.error_ratio for r in loose.correctness for o in r.outputs) > 512  # still measured
+
+
+def test_the_first_wrong_element_is_given_by_its_coordinates_and_values(capsys):
+    v = check(KB / "residual_relu.py", "residual_relu_one_wrong.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER
+    run = next(r for r in v.correctness if not r.passed)
+    (out,) = run.outputs
+    assert out.mismatches == 1 and out.first_mismatch == [3, 17]
+    assert out.first_actual == pytest.approx(out.first_expected + 1.0, abs=1e-5)
+    assert f"first at [3, 17]: got {out.first_actual:.7g}, expected {out.first_expected:.7g}" in v.reason
+    again = Verdict.from_dict(json.loads(json.dumps(v.to_dict())))
+    assert again.correctness[-1].outputs[0].first_mismatch == [3, 17]
+
+
+def test_the_cli_takes_allow_names_them_and_refuses_unknown_ones(capsys):
+    args = ["verify", str(FIX / "scan.py"), str(FIX / "scan_fp16.py"), "--device", "cpu", "--seeds", "1",
+            "--no-odd-size"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "--allow fp16-accumulation" in out and "precision: float32; judged against the float64 truth" in out
+    assert "KernelBench's tolerance (atol = rtol = 0.0001 for float32): would fail" in out
+    assert "float64 x512" in out  # the bound column of the correctness table
+    assert main([*args, "--allow", "fp16-accumulation", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"]["allowed"] == ["fp16-accumulation"]
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--allow", "fp16-accumulate"])
+    assert exc.value.code == 2
+    assert "fp16-accumulation" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["optimize", "batch"])
+def test_optimize_and_batch_take_allow_into_their_verify_options(command):
+    from xeforge_core.cli import build_parser
+    from xeforge_core.commands.optimize import verify_options
+
+    args = build_parser().parse_args([command, "kernels", "--allow", "tf32", "--allow", "fp16-accumulation"])
+    assert verify_options(args).allow_precision == ["tf32", "fp16-accumulation"]
+
+
+def test_the_spec_and_the_options_allowances_both_reach_the_jobs():
+    from xeforge_core.precision import PrecisionError
+    from xeforge_core.problem import problem_from_source
+    from xeforge_core.runner import WorkerOutcome
+
+    spec = "inputs:\n  x: {shape: [N], dtype: float32}\nallow: [fp16]\nci:\n  - params: [x]\n    dims: {N: 8}\n"
+    problem = problem_from_source((FIX / "rowsum_tree.py").read_text().replace("ModelNew", "Model"),
+                                  spec_text=spec)
+    jobs: list[dict] = []
+
+    def record(job, **kwargs):
+        jobs.append(job)
+        return WorkerOutcome(result=None, returncode=1)
+
+    verify(problem, "x = 1\n", device="cpu", options=replace(FAST, allow_precision=["tf32"], use_cache=False),
+           run_worker=record)
+    assert jobs and jobs[0]["options"]["precision"] == {"options": ["tf32"], "spec": ["fp16"]}
+    with pytest.raises(PrecisionError, match="--allow"):
+        verify(problem, "x = 1\n", device="cpu", options=replace(FAST, allow_precision=["tf64"]), run_worker=record)

@@ -1,0 +1,248 @@
+"""The precision a problem allows, and the rule a candidate's error is judged by.
+
+The truth is also computed in float64 (inputs, weights and the reference upcast), so every
+output element ``i`` has three values: the float64 truth ``t``, the reference at the problem's
+own dtype ``r`` (float32 for a float32 problem) and the candidate's ``c``. The reference's own
+error ``|r - t|`` measures, on the same inputs, how much a correct computation at the problem's
+precision errs; the candidate is held to a multiple of it, elementwise:
+
+    |c_i - t_i| <= K * s_i  +  2u * |t_i|  +  tiny
+
+* ``s_i = max(|r_i - t_i|, E, sigma_i)``: the scale of a correct computation's error at element
+  ``i``. ``E`` is the RMS of ``|r - t|`` over the output, so an element where the reference
+  happens to round exactly is not held to zero; ``sigma_i = |t(x(1 + u d)) - t(x)|`` is the
+  truth's change when every floating-point input and weight is perturbed by one unit roundoff
+  ``u`` of the problem's dtype (``d`` random signs): the condition of the computation at that
+  element, so an ill-conditioned element (a division by a value near zero, a cancelling sum)
+  gets the error any implementation makes there. Two independent draws of the error scale (the
+  reference's and the perturbation's) and their RMS make the bound robust where one draw is
+  small by chance (a single-element output, such as a loss).
+* ``2u * |t_i| + tiny`` (one unit in the last place of the output dtype at ``|t_i|``, and its
+  smallest normal number): the final rounding to the output dtype, which may go the other
+  way in a correct kernel; the floor for outputs near zero.
+* ``K`` (:data:`K_ACCUMULATED`, :data:`K_ROUNDED`), by where the reference's error comes from.
+  In float32 it is accumulated rounding (sums, dot products, scans), whose size depends on the
+  order of summation. Measured on the CPU with ``benchmarks/bench_precision_rule.py`` (float64
+  truth; 108 draws per case of normal, uniform and wide-range inputs at three sizes; recorded in
+  ``docs/measured/cpu-precision-rule.md``), correct float32 orders reach these multiples of
+  ``s``: GEMMs over K tiles 4.4, GEMMs summed sequentially over K=4096 24, blocked row sums 3.9,
+  row sums of 20000 added one at a time 87, blocked scans 23, single-element sums of 262144
+  terms added one at a time 306 (one draw in 72; a tree per block of 256 reaches 12); every
+  precision downgrade measured 2200 or more (a 10-bit mantissa is 2^13 coarser than float32's
+  23 bits: TF32 and float16 operands 2200-12600, float16 accumulators 2700-280000, bfloat16
+  operands 17000-83000), and a wrong operand worth 0.1% of a 256-term sum 5700 or more.
+  ``K = 512`` lies between the two: 1.7 times the worst correct order measured, which nobody
+  writes in a kernel, and a quarter of the mildest downgrade. In float16 and bfloat16 the
+  reference's error is the rounding of each op's result to the dtype, which does not depend on
+  the order, so ``K = 16`` (the same script's float16 cases: correct kernels, a float16
+  accumulator in a GEMM, exponentials in bfloat16).
+
+Where the reference cannot run in float64 (a module that hard-codes a dtype, an op without
+float64 on the device), where the truth is a Triton baseline (no PyTorch reference), for
+float64 and complex outputs, and where the user or the spec gives ``rtol``/``atol``, outputs
+are compared with tolerances instead (``worker/compare.py``) and the verdict says so.
+
+**Allowed precision.** A problem allows its own dtype's precision by default: float32 for a
+float32 problem. Each downgrade is a named opt-in (:data:`DOWNGRADES`: ``--allow tf32`` on the
+command line, ``allow: [tf32]`` in a spec, the workbench's precision choice). An allowed
+downgrade to unit roundoff ``u_a`` lets an element also err by ``K_a * (u_a / u) *
+max(sigma_i, RMS(sigma))`` (:func:`allowance_terms`; ``K_a``: :data:`K_OPERANDS` or, for
+accumulators, :data:`K_ACCUMULATED`): the error of rounding every operand to the coarser
+precision, which the perturbation measures to first order, with the factor of that regime. The bound stays tied to what the downgrade can change: allowing TF32 does not excuse a
+wrong constant in a sum the operands barely move. The verdict names which downgrades applied,
+and for a failure, which one would accept it (``OutputComparison.needs``).
+
+KernelBench's own check (``torch.allclose(ref, new, atol=tol, rtol=tol)``, tol by dtype:
+:data:`KERNELBENCH_TOLERANCE`) is reported beside the verdict for comparison.
+
+Only the standard library is used: the worker imports this module.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from xeforge_core.errors import XeForgeError
+
+__all__ = ["DOWNGRADES", "K_ACCUMULATED", "K_OPERANDS", "K_ROUNDED", "KERNELBENCH_TOLERANCE", "UNIT_ROUNDOFF", "Downgrade",
+           "PrecisionError", "PrecisionPolicy", "allowance_terms", "kernelbench_tolerance", "own_factor",
+           "parse_allowances", "precision_lines"]
+
+#: Unit roundoff (half the machine epsilon: 2^-p for p significand bits) of each dtype the
+#: float64-calibrated check applies to.
+UNIT_ROUNDOFF: dict[str, float] = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+#: Factor on the reference's error scale where that error is accumulated rounding (float32
+#: problems, and every allowed downgrade). See the module docstring for the measurements.
+K_ACCUMULATED = 512
+
+#: Factor where the reference's error is the rounding of each result to the dtype (float16 and
+#: bfloat16 problems).
+K_ROUNDED = 16
+
+#: Factor of an allowed operand downgrade (TF32, float16 or bfloat16 operands, approximate
+#: math), on its sensitivity scale ``(u_a / u) * max(sigma_i, RMS(sigma))``: measured on the CPU
+#: (float32 GEMMs with K of 72, 512 and 4096, normal, uniform and wide-range inputs, 36 draws),
+#: TF32 and float16 operands reach 1.1-2.6 times that scale and bfloat16 operands 8.4-23 times
+#: the 10-bit one, so 8 accepts the first with a factor of three to spare and mostly not the
+#: second, 8 times coarser.
+K_OPERANDS = 8
+
+#: KernelBench's tolerance (``atol = rtol``) by the problem's dtype: ``get_tolerance_for_precision``
+#: in ScalingIntelligence/KernelBench ``src/kernelbench/eval.py`` (commit 423217d, 2026-03),
+#: after torchbench: 1e-4 for float32, 1e-2 for float16 and bfloat16 (KernelBench v0 and v0.1
+#: used 1e-2 for float32 as well).
+KERNELBENCH_TOLERANCE: dict[str, float] = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
+
+
+class PrecisionError(XeForgeError, ValueError):
+    """An allowed-precision name that is not one of :data:`DOWNGRADES` (the message names the
+    nearest valid one and where it was given)."""
+
+
+@dataclass(frozen=True)
+class Downgrade:
+    """One named precision downgrade a user may allow: the ``unit_roundoff`` of the arithmetic
+    it stands for, whether it is an accumulation (errors that grow with the length summed: the
+    factor :data:`K_ACCUMULATED` instead of :data:`K_ROUNDED`), and whether it may round the
+    output itself to that precision (the floor then uses ``unit_roundoff``)."""
+
+    name: str
+    what: str
+    unit_roundoff: float
+    accumulation: bool = False
+    rounds_output: bool = True
+
+
+#: Every precision downgrade that can be allowed, by name, the tightest first (operand
+#: downgrades, finest first, then accumulators). Sources of the unit
+#: roundoffs: TF32 and float16 have 10 explicit mantissa bits (u = 2^-11), bfloat16 7
+#: (u = 2^-8); the PTX ISA gives ``tanh.approx.f32`` a maximum relative error of 2^-10.987, the
+#: coarsest of the approximate functions kernels call (``ex2.approx``, ``rsqrt.approx``,
+#: ``div.approx`` are within a few float32 units in the last place, inside the float32 bound).
+DOWNGRADES: dict[str, Downgrade] = {d.name: d for d in (
+    Downgrade("tf32", "TF32 dot products (float32 operands multiplied with a 10-bit mantissa)", 2.0 ** -11,
+              rounds_output=False),
+    Downgrade("fp16", "float16 operands or intermediates", 2.0 ** -11),
+    Downgrade("approx-math", "approximate math (tanh.approx, fast exp/log/division)", 2.0 ** -11,
+              rounds_output=False),
+    Downgrade("bf16", "bfloat16 operands or intermediates", 2.0 ** -8),
+    Downgrade("fp16-accumulation", "float16 accumulators (sums, scans, dot products kept in float16)",
+              2.0 ** -11, accumulation=True),
+    Downgrade("bf16-accumulation", "bfloat16 accumulators", 2.0 ** -8, accumulation=True),
+)}
+
+
+def parse_allowances(names: Any, *, where: str = "allow", file: str | None = None,
+                     line: int | None = None) -> tuple[str, ...]:
+    """The allowance names in ``names`` (a name, a comma-separated string or a list), checked
+    and deduplicated in the order of :data:`DOWNGRADES`. Raises :class:`PrecisionError` naming
+    the bad entry, ``where`` it was given (a field path or an option) and the nearest valid name."""
+    if names is None:
+        return ()
+    items = names.split(",") if isinstance(names, str) else list(names)
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        name = item.strip().lower() if isinstance(item, str) else item
+        if name not in DOWNGRADES:
+            close = difflib.get_close_matches(str(name), list(DOWNGRADES), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            field_name = f"{where}[{i}]" if not isinstance(names, str) and len(items) > 1 else where
+            raise PrecisionError(f"{item!r} is not a precision downgrade (known: {', '.join(DOWNGRADES)}){hint}",
+                                 file=file, line=line, field=field_name)
+        seen.add(name)
+    return tuple(n for n in DOWNGRADES if n in seen)
+
+
+def own_factor(dtype: str) -> float | None:
+    """``K`` for an output of ``dtype`` (a torch dtype name): :data:`K_ACCUMULATED` for float32,
+    :data:`K_ROUNDED` for float16 and bfloat16, ``None`` where the float64-calibrated check does
+    not apply (float64, complex, integer dtypes)."""
+    if dtype not in UNIT_ROUNDOFF:
+        return None
+    return float(K_ACCUMULATED if dtype == "float32" else K_ROUNDED)
+
+
+def allowance_terms(dtype: str, allowed: tuple[str, ...] = ()) -> list[tuple[float, float]]:
+    """The terms the ``allowed`` downgrades add to the bound of an output of ``dtype``, each
+    ``(factor, floor unit roundoff)``: the output may also err by ``factor * max(sigma_i,
+    RMS(sigma)) + 2 * floor_u * |t_i|``, where ``factor = K * u_a / u`` (``K``:
+    :data:`K_ACCUMULATED` for accumulations, whose error grows with the length summed, measured
+    up to 33 times the 10-bit scale for float16 sums of 20000 terms; :data:`K_OPERANDS`
+    otherwise; ``u_a / u`` the downgrade's unit roundoff over the dtype's). ``sigma`` is the
+    truth's change under a perturbation of one unit roundoff ``u`` of every input: scaled by
+    ``u_a / u`` it is the error of rounding the operands to the coarser precision, which is what
+    TF32 and float16 operands do. Downgrades no coarser than the dtype itself add nothing."""
+    u = UNIT_ROUNDOFF.get(dtype)
+    if u is None:
+        return []
+    terms = []
+    for name in allowed:
+        d = DOWNGRADES[name]
+        ratio = d.unit_roundoff / u
+        if ratio < 1 or (ratio == 1 and not d.accumulation):
+            continue
+        terms.append(((K_ACCUMULATED if d.accumulation else K_OPERANDS) * ratio,
+                      d.unit_roundoff if d.rounds_output else u))
+    return terms
+
+
+def kernelbench_tolerance(dtype: str) -> float | None:
+    """KernelBench's ``atol = rtol`` for a problem of ``dtype`` (``None``: KernelBench has none)."""
+    return KERNELBENCH_TOLERANCE.get(dtype)
+
+
+@dataclass(frozen=True)
+class PrecisionPolicy:
+    """The downgrades a verification allows, with where each came from (``options``: the CLI or
+    the workbench; ``spec``: the problem's YAML)."""
+
+    from_options: tuple[str, ...] = ()
+    from_spec: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """Every allowed downgrade, in the order of :data:`DOWNGRADES`."""
+        both = set(self.from_options) | set(self.from_spec)
+        return tuple(n for n in DOWNGRADES if n in both)
+
+    def describe(self, dtype: str) -> str:
+        """``float32`` or ``float32, allowing tf32 (--allow), fp16 (spec)``."""
+        if not self.allowed:
+            return dtype
+        parts = [f"{n} ({'spec' if n in self.from_spec and n not in self.from_options else '--allow'})"
+                 for n in self.allowed]
+        return f"{dtype}, allowing {', '.join(parts)}"
+
+    def to_data(self) -> dict[str, list[str]]:
+        return {"options": list(self.from_options), "spec": list(self.from_spec)}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any] | None) -> PrecisionPolicy:
+        data = data or {}
+        return cls(tuple(data.get("options") or ()), tuple(data.get("spec") or ()))
+
+
+def precision_lines(precision: dict[str, Any]) -> list[str]:
+    """What a verdict's ``precision`` record says, as lines for a report: the precision held
+    to and how it was checked, the measured error, and KernelBench's tolerance beside it.
+    ``[]`` for a verdict without one."""
+    if not precision or not precision.get("dtype"):
+        return []
+    applied = precision.get("applied") or precision["dtype"]
+    if precision.get("fallback"):
+        lines = [f"precision: {applied}; judged with tolerances: {precision['fallback']}"]
+    else:
+        lines = [f"precision: {applied}; judged against the float64 truth (errors up to {precision.get('factor'):g}x "
+                 "the reference's own error scale)"]
+    if precision.get("error_ratio") is not None:
+        lines.append(f"measured: relative error {precision.get('rel_error') or 0:.3g} against the float64 truth, "
+                     f"{precision['error_ratio']:.3g}x the reference's error scale (the reference's own "
+                     f"relative error: {precision.get('ref_rel_error') or 0:.3g})")
+    kb = precision.get("kernelbench") or {}
+    if kb.get("runs"):
+        what = "would pass" if kb.get("passed") else f"would fail on {kb.get('failed_runs')} of {kb['runs']} run(s)"
+        lines.append(f"KernelBench's tolerance (atol = rtol = {kb['tolerance']:g} for {precision['dtype']}): {what}")
+    return lines

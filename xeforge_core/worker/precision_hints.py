@@ -1,0 +1,159 @@
+"""Where a module's source lowers the precision of its arithmetic: the evidence that names a
+measured precision change (``worker/precision_report.py``).
+
+Read statically from the module's AST (nothing runs), per downgrade name of
+``xeforge_core.precision.DOWNGRADES``, each piece of evidence as ``"kernel K, line N: why"``
+(``line`` in the module's file):
+
+* ``tf32``: a ``tl.dot`` that multiplies float32 operands in TF32 on NVIDIA GPUs (no
+  ``input_precision``, Triton's default there; ``allow_tf32=True``; ``input_precision`` of
+  ``"tf32"``/``"tf32x3"``; either chosen at compile time);
+* ``fp16-accumulation`` / ``bf16-accumulation``: an accumulator made in that dtype
+  (``tl.zeros``/``tl.full`` with ``dtype=tl.float16``), or a sum or scan (``tl.sum``,
+  ``tl.cumsum``, ``tl.reduce``, ``tl.associative_scan``) of values cast to it;
+* ``fp16`` / ``bf16``: any other cast to it in a kernel (``.to(tl.float16)``), or in the host
+  code (``.half()``, ``torch.float16``);
+* ``approx-math``: approximate functions (``fast_expf`` and the other ``fast_*`` of libdevice,
+  inline PTX with ``.approx``).
+
+Casts to the problem's own dtype are not downgrades and are not reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+#: Values of ``tl.dot``'s ``input_precision`` that multiply float32 operands in TF32 (Triton's
+#: ``tl.dot`` documentation: "tf32", "tf32x3" and "ieee"; the default on NVIDIA is "tf32").
+_TF32_PRECISIONS = ("tf32", "tf32x3")
+
+#: Reductions and scans: values cast to a low precision and fed to one are accumulated in it.
+_ACCUMULATING = {"sum", "cumsum", "cumprod", "reduce", "associative_scan"}
+
+_LOW = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+
+
+def _tf32_calls(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, why)`` of every ``tl.dot`` under ``tree`` that runs float32 operands in TF32."""
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot"):
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if "input_precision" not in kw and len(node.args) > 3:
+            kw["input_precision"] = node.args[3]
+        prec, allow = kw.get("input_precision"), kw.get("allow_tf32")
+        why = None
+        if prec is not None:
+            if isinstance(prec, ast.Constant):
+                why = f'input_precision="{prec.value}"' if prec.value in _TF32_PRECISIONS else None
+            else:
+                why = f"input_precision={ast.unparse(prec)}, chosen at compile time"
+        elif allow is not None:
+            if isinstance(allow, ast.Constant):
+                why = "allow_tf32=True" if allow.value else None
+            else:
+                why = f"allow_tf32={ast.unparse(allow)}, chosen at compile time"
+        else:
+            why = "no input_precision (Triton's default)"
+        if why:
+            out.append((node.lineno, why))
+    return out
+
+
+def tf32_dots(src: str) -> list[str]:
+    """Where ``src`` (a kernel's source) calls ``tl.dot`` in a way that multiplies float32
+    operands in TF32 on NVIDIA GPUs, one ``"line N: why"`` each: no ``input_precision`` and no
+    ``allow_tf32`` (the default), ``allow_tf32=True``, ``input_precision="tf32"``/``"tf32x3"``,
+    or either given by a name whose value is known only at compile time (``allow_tf32=USE_TF32``).
+    ``input_precision="ieee"`` and ``allow_tf32=False`` are full float32. Lines count from the
+    source's first line; a source that does not parse gives ``[]``."""
+    try:
+        tree = ast.parse(textwrap.dedent(src))
+    except SyntaxError:
+        return []
+    return [f"line {line}: {why}" for line, why in _tf32_calls(tree)]
+
+
+def _low_dtype(node: ast.AST) -> str | None:
+    """``fp16``/``bf16`` when ``node`` names such a dtype (``tl.float16``, ``torch.bfloat16``,
+    ``"float16"``)."""
+    if isinstance(node, ast.Attribute) and node.attr in _LOW:
+        return _LOW[node.attr]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _LOW.get(node.value.replace("torch.", "").replace("tl.", ""))
+    return None
+
+
+def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, int, str]]:
+    """``(downgrade, line, why)`` inside one kernel."""
+    found: list[tuple[str, int, str]] = []
+    accumulated: set[int] = set()
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else \
+            node.func.id if isinstance(node.func, ast.Name) else ""
+        if name in ("zeros", "full"):
+            for k in node.keywords:
+                low = _low_dtype(k.value) if k.arg == "dtype" else None
+                if low and low != own:
+                    found.append((f"{low}-accumulation", node.lineno, f"tl.{name}(..., dtype={ast.unparse(k.value)}): "
+                                  "an accumulator in " + ("float16" if low == "fp16" else "bfloat16")))
+                    accumulated.add(id(k.value))
+        elif name in _ACCUMULATING and node.args:
+            for inner in ast.walk(node.args[0]):
+                low = _low_dtype(inner)
+                if low and low != own:
+                    found.append((f"{low}-accumulation", node.lineno, f"tl.{name} over values cast to "
+                                  + ("float16" if low == "fp16" else "bfloat16")))
+                    accumulated.add(id(inner))
+        elif name.startswith("fast_"):
+            found.append(("approx-math", node.lineno, f"{name} (an approximate function)"))
+        elif name == "inline_asm_elementwise":
+            asm = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "asm"), None)
+            if isinstance(asm, ast.Constant) and ".approx" in str(asm.value):
+                found.append(("approx-math", node.lineno, "inline assembly with .approx"))
+    for node in ast.walk(fn):
+        low = _low_dtype(node)
+        if low and low != own and id(node) not in accumulated and isinstance(node, ast.Attribute):
+            found.append((low, node.lineno, f"values cast to {ast.unparse(node)}"))
+    return found
+
+
+def precision_hints(tree: ast.Module, kernels: set[str], dtype: str | None) -> dict[str, list[str]]:
+    """Evidence of lower-precision arithmetic in a module (see the module docstring), by
+    downgrade name, for a problem of ``dtype`` (``float32``, ``float16``...; ``None``: unknown,
+    then nothing is reported). ``kernels``: the names of its Triton kernels."""
+    if dtype not in ("float32", "float16", "bfloat16"):
+        return {}
+    own = {"float16": "fp16", "bfloat16": "bf16"}.get(dtype)
+    out: dict[str, list[str]] = {}
+
+    def add(name: str, where: str, line: int, why: str) -> None:
+        entries = out.setdefault(name, [])
+        text = f"{where}, line {line}: {why}"
+        if text not in entries:
+            entries.append(text)
+
+    inside: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and fn.name in kernels:
+            inside |= {id(n) for n in ast.walk(fn)}
+            if dtype == "float32":
+                for line, why in _tf32_calls(fn):
+                    add("tf32", f"kernel {fn.name}", line, f"tl.dot in TF32 ({why})")
+            for name, line, why in _kernel_evidence(fn, own):
+                add(name, f"kernel {fn.name}", line, why)
+    if dtype == "float32":
+        for node in ast.walk(tree):
+            if id(node) in inside:
+                continue
+            call = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else ""
+            low = {"half": "fp16", "bfloat16": "bf16"}.get(call) or (
+                _low_dtype(node) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "torch" else None)
+            if low:
+                add(low, "host code", getattr(node, "lineno", 0), f"{ast.unparse(node)[:60]}")
+    return out

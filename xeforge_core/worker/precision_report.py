@@ -1,0 +1,134 @@
+"""What the verdict says about precision: which precision applied, what was measured against
+the float64 truth, what KernelBench's tolerance would say, and, for a candidate whose error is
+a precision change, its cause and the exact option that accepts it.
+
+A failing output's error is called a precision change when some allowance of
+``xeforge_core.precision.DOWNGRADES`` would accept it (``OutputComparison.needs``) and either
+the candidate's source shows that downgrade (``worker/precision_hints.py``) or the error is
+spread over most of a sizeable output (at least :data:`SPREAD_MIN_ELEMENTS` elements, over
+half of them outside the bound) and an operand downgrade (not an accumulator, whose allowance
+grows with the length summed and would cover nearly anything) accepts it, as a coarser
+arithmetic spreads it. An error confined to a few elements, or of a single-element output with
+no such evidence, is a wrong answer and is not explained away as precision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xeforge_core.precision import DOWNGRADES, PrecisionPolicy, kernelbench_tolerance, own_factor
+from xeforge_core.verdict import CorrectnessRun, Finding, OutputComparison
+
+#: Outputs with fewer elements are not judged by how their error is spread.
+SPREAD_MIN_ELEMENTS = 16
+
+
+def policy_of(options: dict[str, Any]) -> PrecisionPolicy:
+    """The precision policy of a job's ``options`` (``"precision"``: ``PrecisionPolicy.to_data()``)."""
+    return PrecisionPolicy.from_data(options.get("precision"))
+
+
+def run_check(comps: list[OutputComparison]) -> tuple[str, bool | None]:
+    """A run's ``check`` (``float64``, ``tolerance`` or ``float64+tolerance``) and whether
+    KernelBench's tolerance would pass it (``None``: no output it applies to)."""
+    checks = sorted({c.check for c in comps if c.check})
+    judged = [c for c in comps if c.kernelbench_tol is not None]
+    kb = all(c.kernelbench_mismatches == 0 for c in judged) if judged else None
+    return "+".join(checks), kb
+
+
+def _spread(comp: OutputComparison) -> bool:
+    return comp.numel >= SPREAD_MIN_ELEMENTS and comp.mismatches > comp.numel / 2
+
+
+def explained(comp: OutputComparison, hints: dict[str, list[str]]) -> tuple[str, str] | None:
+    """``(downgrade to allow, its cause)`` when ``comp``'s failure is a precision change (see
+    the module docstring), else ``None``."""
+    if comp.passed or not comp.needs:
+        return None
+    named = [n for n in hints if n in comp.needs]
+    if named:
+        return named[0], hints[named[0]][0]
+    operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation]
+    if _spread(comp) and operands:  # an accumulator's allowance is too wide to explain an unknown cause
+        return operands[0], "no lower-precision arithmetic in the kernel's source explains it"
+    return None
+
+
+def _measured(comp: OutputComparison) -> str:
+    return (f"relative error {comp.rel_error:.3g} against the float64 truth, {comp.error_ratio:.3g}x the "
+            f"reference's own error scale (the reference: {comp.ref_rel_error:.3g})")
+
+
+def advice(run: CorrectnessRun, hints: dict[str, list[str]], policy: PrecisionPolicy) -> str:
+    """The sentence a failing ``run``'s reason ends with when its failure is a precision change
+    (what it is, what was measured, and the exact option that accepts it), else ""."""
+    for comp in run.outputs:
+        found = explained(comp, hints)
+        if found is None:
+            continue
+        name, cause = found
+        return (f"; this is a precision change: {DOWNGRADES[name].what} ({cause}); {_measured(comp)}. The "
+                f"problem allows {policy.describe(comp.expected_dtype)}: to accept this precision, pass "
+                f"--allow {name} (spec: allow: [{name}]; workbench: allowed precision)")
+    return ""
+
+
+def findings(runs: list[CorrectnessRun], hints: dict[str, list[str]], policy: PrecisionPolicy) -> list[Finding]:
+    """``precision_downgrade`` findings: each precision change measured on any run, with its
+    cause and measured error; an error where the downgrade is not allowed, a warning where it
+    is (allowed downgrades that stayed within the float32 bound are not reported)."""
+    out: dict[str, Finding] = {}
+    allowed = set(policy.allowed)
+    for run in runs:
+        for comp in run.outputs:
+            if comp.error_ratio is None or not comp.needs:
+                continue
+            if comp.passed:  # accepted: an allowed downgrade (or explicit tolerances) let it through
+                used = [n for n in comp.needs if n in allowed]
+                name = next((n for n in hints if n in (used or comp.needs)), None) or (
+                    (used or comp.needs)[0] if used or _spread(comp) else None)
+                if name is None or name in out:
+                    continue
+                via = f"allowed by --allow {name}" if name in allowed else "accepted by the explicit tolerances"
+                out[name] = Finding("precision_downgrade", f"{DOWNGRADES[name].what}: "
+                                    f"{hints.get(name, ['measured only'])[0]}; {_measured(comp)} ({via})", "warning")
+                continue
+            found = explained(comp, hints)
+            if found is None or found[0] in out:
+                continue
+            name, cause = found
+            out[name] = Finding("precision_downgrade", f"{DOWNGRADES[name].what}: {cause}; {_measured(comp)} on "
+                                f"variant {run.variant} (seed {run.seed}, {run.distribution} inputs), output "
+                                f"{comp.index}. Not allowed: the problem allows "
+                                f"{policy.describe(comp.expected_dtype)}; --allow {name} accepts it", "error")
+    return list(out.values())
+
+
+
+def summary(runs: list[CorrectnessRun], policy: PrecisionPolicy, truth64: dict[str, Any]) -> dict[str, Any]:
+    """``Verdict.precision``: the dtype, the allowed downgrades and where each came from, the
+    phrase of what applied, the check used and its factor, why the float64 truth was not used
+    ("" when it was), the largest measured ratios, and KernelBench's tolerance with what it
+    would say on these runs."""
+    dtype = str(truth64.get("dtype") or next((c.expected_dtype for r in runs for c in r.outputs), ""))
+    comps = [c for r in runs for c in r.outputs]
+    checks = sorted({c.check for c in comps if c.check})
+    measured = [c for c in comps if c.error_ratio is not None]
+    tol = kernelbench_tolerance(dtype)
+    judged = [r for r in runs if r.kernelbench is not None]
+    out: dict[str, Any] = {
+        "dtype": dtype, "allowed": list(policy.allowed), "from_options": list(policy.from_options),
+        "from_spec": list(policy.from_spec), "applied": policy.describe(dtype) if dtype else "",
+        "check": "+".join(checks), "factor": own_factor(dtype),
+        "fallback": str(truth64.get("fallback") or ""),
+        "error_ratio": max((c.error_ratio for c in measured), default=None),
+        "rel_error": max((c.rel_error or 0.0 for c in measured), default=None),
+        "ref_rel_error": max((c.ref_rel_error or 0.0 for c in measured), default=None),
+    }
+    if tol is not None:
+        failed = sum(1 for r in judged if not r.kernelbench)
+        out["kernelbench"] = {"tolerance": tol, "runs": len(judged), "failed_runs": failed,
+                              "passed": bool(judged) and failed == 0}
+    return out
+

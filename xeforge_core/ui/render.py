@@ -148,6 +148,9 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         else:
             step = verdict.step("correctness")
             st.caption(step.summary if step and step.summary else "no correctness runs")
+        memcheck = verdict.step("memcheck")
+        if memcheck is not None:  # the memory checker's call (Verify with memcheck); its findings: Structure
+            (st.error if memcheck.status is StepStatus.FAILED else st.info)(f"memcheck: {memcheck.summary}")
     with tab_p:
         if verdict.performance:
             st.dataframe([{

@@ -1,7 +1,7 @@
 """Entry point of the verification worker: ``python -m xeforge_core.worker JOB_DIR``, or
 ``python -m xeforge_core.worker --pool SLOT_DIR`` for a warm-pool worker (``pool_main``).
 
-Reads ``JOB_DIR/job.json``, runs the job's role (``baseline``, ``candidate``, ``timing`` or
+Reads ``JOB_DIR/job.json``, runs the job's role (``baseline``, ``candidate``, ``timing``, ``memcheck`` or
 ``probe``), appends progress events to ``JOB_DIR/progress.jsonl`` and writes
 ``JOB_DIR/result.json`` atomically (``Verdict.to_dict()`` plus ``"role"``). Formats: ``job.py``.
 
@@ -68,6 +68,10 @@ def run_job(job_dir: Path) -> dict[str, Any]:
         from xeforge_core.worker.timing import run_timing
 
         run_timing(ctx)
+    elif role == "memcheck":
+        from xeforge_core.worker.memcheck import run_memcheck
+
+        run_memcheck(ctx)
     else:
         from xeforge_core.verdict import VerdictKind
 

@@ -133,3 +133,50 @@ def test_module_without_kernel_and_unknown_class():
     assert generate("def f(x):\n    return x + 1\n") == []
     with pytest.raises(ValueError, match="unknown mutation class"):
         generate(KERNEL, classes=["mask_of_by_one"])
+
+
+DEAD_CODE = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale(x):
+    return x * 3.0
+
+
+@triton.jit
+def fast_kernel(x_ptr, y_ptr, n, EXACT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    if EXACT:
+        y = x * 0.5
+    else:
+        y = scale(x) * 0.25
+    tl.store(y_ptr + offs, y, mask=offs < n)
+
+
+@triton.jit
+def old_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+def run(x, y):
+    fast_kernel[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), EXACT=True, BLOCK=64)
+
+
+def run_old(x, y):
+    old_kernel[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+'''
+
+
+def test_faults_go_only_into_code_that_runs():
+    """The branch a literal constexpr rules out, and (given what a call launched) kernels and
+    host functions that never run, get no fault."""
+    every = generate(DEAD_CODE, classes=["wrong_constant", "floor_grid"], per_class=5)
+    lines = {m.line for m in every}
+    assert lines == {7, 15, 24, 28, 32}  # EXACT=True at every launch: the else branch (line 17) is dead
+    live = generate(DEAD_CODE, classes=["wrong_constant", "floor_grid"], per_class=5, launched={"fast_kernel"})
+    # scale() is called only in the dead branch; old_kernel and run_old never run
+    assert {(m.line, m.kernel) for m in live} == {(15, "fast_kernel"), (28, "run")}

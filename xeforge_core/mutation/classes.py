@@ -359,38 +359,49 @@ def sites_epilogue_twice(facts: ModuleFacts) -> list[Site]:
                 if again is not None:
                     out.append((rank, _site(facts, value, again, "the stored expression is applied twice")))
                 continue
-            site = _epilogue_of(facts, assigns, locals_, value.value, facts.line(store), facts.in_loop(store))
+            site = _epilogue_of(facts, assigns, locals_, value.value, store)
             if site is not None:
                 out.append((rank, site))
     return _unique(out)
 
 
-def _epilogue_of(facts: ModuleFacts, assigns: list, locals_: set[str], target: str, before: int,
-                 store_in_loop: bool) -> Site | None:
-    """Follow ``target`` back through casts and copies (up to four steps) to the last
-    non-trivial assignment before line ``before``, and plant its second application (not an
-    accumulation inside a loop when the store is after the loop: that is no epilogue)."""
+def _epilogue_of(facts: ModuleFacts, assigns: list, locals_: set[str], target: str, store: cst.CSTNode) -> Site | None:
+    """Follow ``target`` back from ``store`` through casts, copies and clamps (up to four steps)
+    to the last non-trivial assignment that always runs before it (not one inside a branch),
+    and plant its second application. An accumulation inside a loop when the store is after the
+    loop is no epilogue; a clamp (``tl.minimum(tl.maximum(x, lo), hi)``, a ReLU) is passed over:
+    applying it twice changes nothing."""
+    enclosing = {id(a) for a in facts.ancestors(store)}
+    before = facts.line(store)
     for _ in range(4):
-        earlier = [(s, v) for n, s, v in assigns if n == target and facts.line(s) < before]
+        earlier = [(s, v) for n, s, v in assigns if n == target and facts.line(s) < before
+                   and id(facts.parent(s)) in enclosing]
         if not earlier:
             return None
         stmt, expr = earlier[-1]
-        if not _non_trivial(expr):
-            inner = [n for n in names_in(expr) if n in locals_]
+        inner = [n for n in names_in(expr) if n in locals_]
+        if not _non_trivial(expr) or _clamp(expr):
             if len(inner) != 1:
                 return None
             target, before = inner[0], facts.line(stmt)
             continue
-        if facts.in_loop(stmt) and not store_in_loop:
+        if facts.in_loop(stmt) and not facts.in_loop(store):
             return None
         new_value = expr if target in names_in(expr) else _apply_again(facts, expr, cst.Name(target), locals_)
         if new_value is None:
             return None
         small = stmt.body[0]
-        again = small.with_changes(value=new_value)
-        twice = cst.FlattenSentinel([stmt, stmt.with_changes(body=[again], leading_lines=[])])
+        twice = cst.FlattenSentinel([stmt, stmt.with_changes(body=[small.with_changes(value=new_value)],
+                                                             leading_lines=[])])
         return _site(facts, stmt, twice, f"the epilogue producing {target} is applied twice")
     return None
+
+
+def _clamp(expr: cst.BaseExpression) -> bool:
+    """``tl.maximum``/``tl.minimum``/``tl.clamp`` of one tile and bounds (idempotent: a ReLU, a
+    hardtanh)."""
+    return tl_name(expr) in ("maximum", "minimum", "clamp") or (
+        isinstance(expr, cst.Call) and dotted_name(expr.func).split(".")[-1] in ("relu",))
 
 
 #: Calls that produce the value an epilogue works on (not part of the epilogue itself).

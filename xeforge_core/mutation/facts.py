@@ -8,11 +8,12 @@ and loop of a node, the simple assignments of a kernel, and which Triton calls a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
-from xeforge_core.codemods.common import NameReads, dotted_name, int_value, is_kernel
+from xeforge_core.codemods.common import NameReads, bind_launch_args, dotted_name, int_value, is_kernel
 
 #: Prefixes under which the ``triton.language`` functions are called.
 _TL_PREFIXES = ("tl.", "triton.language.")
@@ -64,17 +65,95 @@ def names_in(node: cst.CSTNode) -> list[str]:
 
 
 class ModuleFacts:
-    """One parsed module: kernels, host functions, positions and parents of every node."""
+    """One parsed module: kernels, host functions, positions and parents of every node, and
+    which code cannot run (``is_dead``).
 
-    def __init__(self, source: str) -> None:
+    ``launched``: the kernels a call of the module was seen to launch (the verifier's compile
+    step records them); the kernels considered are then those and the ``@triton.jit`` helpers
+    they call, and host functions that launch only other kernels are dead code. ``None``: every
+    kernel of the module.
+    """
+
+    def __init__(self, source: str, launched: set[str] | None = None) -> None:
         self.source = source
         wrapper = MetadataWrapper(cst.parse_module(source))
         self.module = wrapper.module
         self._pos = wrapper.resolve(PositionProvider)
         self._parents = wrapper.resolve(ParentNodeProvider)
         functions = [n for n in self.collect(self.module, lambda n: isinstance(n, cst.FunctionDef))]
-        self.kernels: list[cst.FunctionDef] = [f for f in functions if is_kernel(f)]  # type: ignore[arg-type]
+        every: list[cst.FunctionDef] = [f for f in functions if is_kernel(f)]  # type: ignore[arg-type]
+        self.all_kernel_names = {f.name.value for f in every}
+        self._dead: set[int] = set()
+        self._find_dead_branches(functions, every)
+        live = self._reachable(every, launched)
+        self.kernels = [f for f in every if f.name.value in live]
         self.kernel_names = {f.name.value for f in self.kernels}
+        if launched is not None:
+            self._find_dead_hosts(functions)
+
+    def _reachable(self, kernels: list[cst.FunctionDef], launched: set[str] | None) -> set[str]:
+        """``launched`` and the kernels they call, transitively (all kernels when unknown)."""
+        names = {f.name.value for f in kernels}
+        start = (launched or set()) & names
+        if not start:
+            return names
+        by_name = {f.name.value: f for f in kernels}
+        seen, todo = set(start), list(start)
+        while todo:
+            fn = by_name[todo.pop()]
+            for call in self.collect(fn, lambda n: isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
+                                     and not self.is_dead(n)):
+                callee = call.func.value  # type: ignore[attr-defined]
+                if callee in names and callee not in seen:
+                    seen.add(callee)
+                    todo.append(callee)
+        return seen
+
+    def launches(self) -> list[tuple[str, cst.Call]]:
+        """``(kernel name, call)`` of every ``kernel[grid](...)`` launch in the module."""
+        return [(dotted_name(c.func.value), c) for c in self.collect(  # type: ignore[attr-defined]
+            self.module, lambda n: isinstance(n, cst.Call) and isinstance(n.func, cst.Subscript)
+            and dotted_name(n.func.value) in self.all_kernel_names)]
+
+    def _find_dead_branches(self, functions: list[cst.CSTNode], kernels: list[cst.FunctionDef]) -> None:
+        """The branch of ``if FLAG:`` / ``if not FLAG:`` in a kernel that cannot run: every launch
+        passes the constexpr ``FLAG`` the same literal."""
+        values: dict[tuple[str, str], set[Any]] = {}
+        for kernel, call in self.launches():
+            fn = next(f for f in functions if isinstance(f, cst.FunctionDef) and f.name.value == kernel)
+            params = [p.name.value for p in fn.params.params]  # type: ignore[attr-defined]
+            bound, _, _ = bind_launch_args(params, call)
+            for p in params:
+                a = bound.get(p)
+                literal = _literal(a.value) if a is not None else _MISSING
+                values.setdefault((kernel, p), set()).add(literal)
+        for fn in kernels:
+            for node in self.collect(fn, lambda n: isinstance(n, cst.If)):
+                test, negate = node.test, False  # type: ignore[attr-defined]
+                if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                    test, negate = test.expression, True
+                if not isinstance(test, cst.Name):
+                    continue
+                seen = values.get((fn.name.value, test.value), set())
+                if len(seen) != 1 or _MISSING in seen:
+                    continue
+                taken = bool(next(iter(seen))) != negate
+                dead = node.orelse if taken else node.body  # type: ignore[attr-defined]
+                if dead is not None:
+                    self._dead.add(id(dead))
+
+    def _find_dead_hosts(self, functions: list[cst.CSTNode]) -> None:
+        """Host functions that launch only kernels that did not run."""
+        launches = self.launches()
+        for fn in functions:
+            if isinstance(fn, cst.FunctionDef) and fn.name.value not in self.all_kernel_names:
+                targets = {k for k, c in launches if any(a is fn for a in self.ancestors(c))}
+                if targets and not targets & self.kernel_names:
+                    self._dead.add(id(fn))
+
+    def is_dead(self, node: cst.CSTNode) -> bool:
+        """``node`` lies in code that cannot run (see ``_find_dead``)."""
+        return id(node) in self._dead or any(id(a) in self._dead for a in self.ancestors(node))
 
     # -- nodes
     def collect(self, root: cst.CSTNode, keep: Callable[[cst.CSTNode], bool]) -> list[cst.CSTNode]:
@@ -161,6 +240,21 @@ class ModuleFacts:
         return bool(self.collect(fn, lambda n: isinstance(n, cst.SubscriptElement)
                                  and isinstance(n.slice, cst.Index) and isinstance(n.slice.value, cst.Name)
                                  and n.slice.value.value == "None"))
+
+
+_MISSING = object()
+
+
+def _literal(node: cst.BaseExpression) -> Any:
+    """The value of a ``True``/``False``/``None``/number literal, else a marker of "not known"."""
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    value = int_value(node)
+    if value is not None:
+        return value
+    if isinstance(node, cst.Float):
+        return float(node.evaluated_value)
+    return _MISSING
 
 
 def axis_of(call: cst.Call) -> tuple[cst.Arg, int] | None:

@@ -104,16 +104,20 @@ def _apply(facts: ModuleFacts, site: c.Site) -> str | None:
     return out
 
 
-def generate(source: str, *, classes: list[str] | None = None, per_class: int = 1) -> list[Mutant]:
+def generate(source: str, *, classes: list[str] | None = None, per_class: int = 1,
+             launched: set[str] | None = None) -> list[Mutant]:
     """Mutants of ``source``: up to ``per_class`` per fault class that applies, each with one
-    fault, in the order of ``MUTATION_CLASSES`` (``classes`` restricts which).
+    fault, in the order of ``MUTATION_CLASSES`` (``classes`` restricts which). Faults go only
+    into code that can run: not into a branch of ``if FLAG:`` that every launch rules out with a
+    literal constexpr, and with ``launched`` (the kernels a call of the module launched) only into
+    those kernels, the ``@triton.jit`` helpers they call, and host code that launches them.
 
     Raises ``ValueError`` for an unknown class name and ``libcst.ParserSyntaxError`` when
     ``source`` does not parse. A module without a ``@triton.jit`` kernel gives no mutants."""
     unknown = [k for k in classes or [] if k not in MUTATION_CLASSES]
     if unknown:
         raise ValueError(f"unknown mutation class(es) {unknown}; known: {', '.join(MUTATION_CLASSES)}")
-    facts = ModuleFacts(source)
+    facts = ModuleFacts(source, launched)
     if not facts.kernels:
         return []
     out: list[Mutant] = []
@@ -122,6 +126,8 @@ def generate(source: str, *, classes: list[str] | None = None, per_class: int = 
             continue
         made = 0
         for site in finder(facts):
+            if facts.is_dead(site.anchor):
+                continue
             mutated = _apply(facts, site)
             if mutated is None:
                 continue

@@ -833,20 +833,22 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
 
 
 def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
-    """One more correctness call of the candidate (first variant, seed and distribution) under
-    the device's memory checker (``xeforge_core.memcheck``); its findings join the verdict and an
+    """One more correctness call of the candidate (the first non-power-of-two variant, else the
+    first variant; first seed and distribution) under the device's memory checker (``xeforge_core.memcheck``); its findings join the verdict and an
     invalid write fails it. Where no checker exists the verdict says so and is left as it was."""
     from xeforge_core import memcheck
 
     name = run.candidate_module["filename"]
-    variant = run.correctness[0].name
+    # the non-power-of-two copy, where there is one: its edges are where a bad mask shows
+    checked = next((v for v in run.correctness if v.name.endswith("-odd")), run.correctness[0])
+    variant = checked.name
     available, what = memcheck.availability(run.device.type)
     if not available:
         return memcheck.apply(verdict, None, candidate_file=name, seconds=0.0, variant=variant, unavailable=what)
     _say(run.on_progress, f"memcheck: one call under {what}")
     job_dir = runner.new_job_dir("xeforge-memcheck-")
     run.cleanup.append(job_dir)
-    job = run.job("memcheck", run.candidate_module, variants=run.correctness[:1], seeds=run.opts.seed_list()[:1],
+    job = run.job("memcheck", run.candidate_module, variants=[checked], seeds=run.opts.seed_list()[:1],
                   distributions=list(run.opts.distributions[:1]))
     log = job_dir / memcheck.LOG_FILE
     command = None
@@ -854,8 +856,8 @@ def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
         tool, _ = memcheck.find_compute_sanitizer()
         command = memcheck.sanitizer_command(str(tool), log) + [sys.executable, "-m", runner.WORKER_MODULE]
     outcome = run.run("memcheck", job, job_dir, command=command)
-    checked = _outcome_verdict(outcome, "memcheck", name)
-    step = checked.step("memcheck")
+    result = _outcome_verdict(outcome, "memcheck", name)
+    step = result.step("memcheck")
     text = ""
     if command is not None:
         text = log.read_text(errors="replace") if log.is_file() else ""
@@ -865,9 +867,9 @@ def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
         report = (memcheck.MemcheckReport(tool="interpreter bounds check",
                                           accesses=memcheck.accesses_from_dicts(found)) if found is not None else None)
     failure = ""
-    if report is None or (not report.accesses and checked.kind is not VerdictKind.OK):
-        failure = (f"the checked call did not complete ({checked.kind.value}: "
-                   f"{(checked.reason or 'no reason given').splitlines()[0][:300]})")
+    if report is None or (not report.accesses and result.kind is not VerdictKind.OK):
+        failure = (f"the checked call did not complete ({result.kind.value}: "
+                   f"{(result.reason or 'no reason given').splitlines()[0][:300]})")
         if command is not None and report is None:
             failure = f"{what} wrote no log; {failure}"
     return memcheck.apply(verdict, report, candidate_file=name, seconds=outcome.seconds, variant=variant,

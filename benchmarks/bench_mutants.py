@@ -30,7 +30,8 @@ Usage::
         [--explain FILE] [--timeout 300] [--seeds 3] [--resume] [--port]
 
 Writes ``OUT/mutants/<kernel>/<mutant>/`` (each mutant as a pair: ``problem.py``, ``solution.py``,
-``meta.json``), ``OUT/mutants.json`` (after every verification, so ``--resume`` continues an
+``meta.json``), ``OUT/kb_originals.json`` (KernelBench's verdicts on the unmodified pairs, which
+``bench_corpus.py --kb-results`` reads), ``OUT/mutants.json`` (after every verification, so ``--resume`` continues an
 interrupted run), ``OUT/mutants.csv`` and ``OUT/mutants.md``, and prints the tables last.
 Verifications run ``--jobs`` at a time (each in its own worker processes); the verdict cache
 and the saved baseline outputs live in ``OUT/cache`` unless ``XEFORGE_CACHE_DIR`` is set.
@@ -157,7 +158,8 @@ def kb_verdict(pair_dir: Path, kb_src: Path, trials: int, timeout: float) -> dic
     passed = bool(row.get("compiled")) and bool(row.get("correctness"))
     meta = row.get("metadata") or {}
     return {"kind": "pass" if passed else "fail", "compiled": row.get("compiled"),
-            "correctness": row.get("correctness"), "seconds": row.get("elapsed_s"),
+            "correctness": row.get("correctness"), "seconds": row.get("elapsed_s"), "error": row.get("error"),
+            "metadata": {k: str(v)[:300] for k, v in meta.items()} if isinstance(meta, dict) else str(meta)[:300],
             "reason": str(row.get("error") or (meta if not passed else ""))[:300]}
 
 
@@ -341,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
             row["analysis"] = survivor_analysis(key, row, orig, explain.get(key), device.type)
     run.header["seconds"] = round(time.monotonic() - started, 1)
     run.save()
+    kb_rows = {k: o["kb"] for k, o in run.originals.items() if o.get("kb")}
+    if kb_rows:  # the unmodified pairs, in kernelbench_eval.py's form: bench_corpus.py --kb-results reads it
+        (args.out / "kb_originals.json").write_text(json.dumps(kb_rows, indent=1, default=str))
     print(write_reports(args.out, run.header, run.originals, run.mutants, REFUSING, PASSING))
     return 0
 

@@ -85,9 +85,10 @@ class _Apply(cst.CSTTransformer):
 
 
 def _text(facts: ModuleFacts, node: cst.CSTNode | cst.FlattenSentinel) -> str:
-    if isinstance(node, cst.FlattenSentinel):
-        return "".join(facts.module.code_for_node(n) for n in node.nodes).rstrip("\n")
-    return facts.module.code_for_node(node).rstrip("\n")
+    """The code of ``node`` (statements without the comments and blank lines above them)."""
+    nodes = list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
+    bare = [n.with_changes(leading_lines=[]) if isinstance(n, cst.SimpleStatementLine) else n for n in nodes]
+    return "".join(facts.module.code_for_node(n) for n in bare).rstrip("\n")
 
 
 def _apply(facts: ModuleFacts, site: c.Site) -> str | None:

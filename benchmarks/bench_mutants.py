@@ -54,11 +54,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from mutants_report import survivor_analysis, write_reports  # noqa: E402
 
 from xeforge_core.mutation import MUTATION_CLASSES, generate  # noqa: E402
+from xeforge_core.mutation.report import survivor_analysis, write_reports  # noqa: E402
 
 #: Our verdict kinds that refuse a candidate; ``ok``/``inconsistent`` pass it; the others
 #: (``environment``, ``inconclusive``, a harness failure) are no verdict on the candidate.
@@ -147,10 +145,9 @@ def our_verdict(kernel: dict[str, Any], candidate: Path | None, device: Any, opt
 
 
 def kb_verdict(pair_dir: Path, kb_src: Path, trials: int, timeout: float) -> dict[str, Any]:
-    """KernelBench's ``eval_kernel_against_ref`` on one pair directory (its own subprocess)."""
-    from kernelbench_eval import _run_pair
-
-    row = _run_pair(pair_dir, kb_src, trials, timeout)
+    """KernelBench's ``eval_kernel_against_ref`` on one pair directory (its own subprocess, by
+    ``benchmarks/kernelbench_eval.py``, a script beside this one)."""
+    row = _kernelbench_eval()._run_pair(pair_dir, kb_src, trials, timeout)
     if "skipped" in row:
         return {"kind": "skipped", "reason": row["skipped"]}
     if row.get("compiled") is None and row.get("correctness") is None:
@@ -161,6 +158,18 @@ def kb_verdict(pair_dir: Path, kb_src: Path, trials: int, timeout: float) -> dic
             "correctness": row.get("correctness"), "seconds": row.get("elapsed_s"), "error": row.get("error"),
             "metadata": {k: str(v)[:300] for k, v in meta.items()} if isinstance(meta, dict) else str(meta)[:300],
             "reason": str(row.get("error") or (meta if not passed else ""))[:300]}
+
+
+def _kernelbench_eval() -> Any:
+    """``benchmarks/kernelbench_eval.py`` loaded as a module (it is a script, not a package)."""
+    import importlib.util
+
+    if "kernelbench_eval" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("kernelbench_eval", ROOT / "benchmarks" / "kernelbench_eval.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules["kernelbench_eval"] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return sys.modules["kernelbench_eval"]
 
 
 def ours_passes(row: dict[str, Any] | None) -> bool:

@@ -180,3 +180,48 @@ def test_faults_go_only_into_code_that_runs():
     live = generate(DEAD_CODE, classes=["wrong_constant", "floor_grid"], per_class=5, launched={"fast_kernel"})
     # scale() is called only in the dead branch; old_kernel and run_old never run
     assert {(m.line, m.kernel) for m in live} == {(15, "fast_kernel"), (28, "run")}
+
+
+# ------------------------------------------------------------------------------------ the report
+
+
+def test_survivor_arguments_are_proofs_or_left_open():
+    from xeforge_core.mutation.report import survivor_analysis
+
+    orig = {"kind": "ok", "runs": [["ci", 0, "normal", "", [[0.001, 0.01, 0]]]]}
+    same = {"kind": "ok", "runs": [["ci", 0, "normal", "", [[0.001, 0.01, 0]]]], "findings": []}
+    relu = {"mutation_class": "epilogue_twice", "before": "y = tl.maximum(acc, 0.0)", "ours": same}
+    a = survivor_analysis("k/epilogue_twice", relu, orig, None, "cuda")
+    assert a["status"] == "equivalent" and "idempotent" in a["argument"]
+    assert "identical to the unmodified kernel's" in a["evidence"][0]
+    silu = {"mutation_class": "epilogue_twice", "before": "y = y * tl.sigmoid(y)", "ours": same}
+    assert survivor_analysis("k/e", silu, orig, None, "cuda")["status"] == "unexplained"
+    read = {"mutation_class": "mask_dropped", "before": "", "ours": {**same, "findings": [
+        {"rule": "memcheck_invalid_read", "message": "kernel k at line 3: invalid global read"}]}}
+    assert survivor_analysis("k/m", read, orig, None, "cuda")["status"] == "unexplained"  # evidence, no proof
+    race = {"mutation_class": "add_without_atomic", "before": "", "ours": same}
+    assert survivor_analysis("k/a", race, orig, None, "cpu")["status"] == "gap"
+    assert survivor_analysis("k/a", race, orig, None, "cuda")["status"] == "unexplained"
+    published = {"mutation_class": "mask_dropped", "ours": same, "published": {"kind": "wrong_answer"}}
+    assert survivor_analysis("k/p", published, orig, None, "cuda")["status"] == "gap"
+    given = {"status": "equivalent", "argument": "the tail is never reached"}
+    assert survivor_analysis("k/m", read, orig, given, "cuda")["argument"] == "the tail is never reached"
+
+
+def test_score_counts_a_refusal_only_where_the_tool_passes_the_unmodified_kernel(tmp_path):
+    from xeforge_core.mutation.report import write_reports
+
+    originals = {"a": {"ours": {"kind": "ok"}, "kb": {"kind": "pass"}}, "b": {"ours": {"kind": "ok"}, "kb": {"kind": "fail"}}}
+    rows = {
+        "a/x": {"kernel_id": "a", "mutation_class": "x", "line": 1, "kernel": "k", "before": "", "after": "",
+                "ours": {"kind": "wrong_answer"}, "kb": {"kind": "fail"}},
+        "a/y": {"kernel_id": "a", "mutation_class": "y", "line": 2, "kernel": "k", "before": "", "after": "",
+                "ours": {"kind": "ok"}, "kb": {"kind": "fail"}, "analysis": {"status": "gap", "argument": "why"}},
+        "b/x": {"kernel_id": "b", "mutation_class": "x", "line": 1, "kernel": "k", "before": "", "after": "",
+                "ours": {"kind": "environment"}},  # no verdict on the candidate: not counted
+    }
+    header = {"date": "d", "device": "cpu", "versions": "", "host": "h", "seeds": 1}
+    text = write_reports(tmp_path, header, originals, rows, {"wrong_answer"}, {"ok"})
+    assert "Mutation score, ours: 1/2 (50%); KernelBench's evaluation: 2/2 (100%)" in text
+    assert "refuses but ours passes: 1: a/y" in text and "**gap**: why" in text
+    assert (tmp_path / "mutants.csv").read_text().count("\n") == 4

@@ -1,7 +1,10 @@
-"""Scores, survivor arguments and the report of ``benchmarks/bench_mutants.py``.
+"""Scores, survivor arguments and the report of a mutation run (``benchmarks/bench_mutants.py``).
 
 Pure functions over the run's records (no verification here), so a finished ``mutants.json``
 can be reported again with other survivor arguments (``bench_mutants.py --resume --explain``).
+A record of a verification is a dict with ``kind`` (our verdict kind; KernelBench's ``pass`` /
+``fail``), ``reason``, ``findings`` and ``runs`` (``[variant, seed, distribution, config,
+[[max abs error, max rel error, mismatches] per output]]`` against the truth).
 """
 
 from __future__ import annotations

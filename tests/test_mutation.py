@@ -223,5 +223,6 @@ def test_score_counts_a_refusal_only_where_the_tool_passes_the_unmodified_kernel
     header = {"date": "d", "device": "cpu", "versions": "", "host": "h", "seeds": 1}
     text = write_reports(tmp_path, header, originals, rows, {"wrong_answer"}, {"ok"})
     assert "Mutation score, ours: 1/2 (50%); KernelBench's evaluation: 2/2 (100%)" in text
+    assert "Without the 0 survivors argued equivalent" in text
     assert "refuses but ours passes: 1: a/y" in text and "**gap**: why" in text
     assert (tmp_path / "mutants.csv").read_text().count("\n") == 4

@@ -160,6 +160,7 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
     missed = [r for r in rows if (r.get("kb") or {}).get("kind") == "fail"
               and (r.get("ours") or {}).get("kind") in passing]
     survivors = [r for r in rows if (r.get("ours") or {}).get("kind") in passing]
+    equivalent = [r for r in survivors if (r.get("analysis") or {}).get("status") == "equivalent"]
     lines = [f"# Mutation benchmark of the verifier ({header['date']})", "",
              f"Device: {header['device']}; {header['versions']}; host {header['host']}; seeds {header['seeds']}; "
              f"memory checker {'on' if header.get('memcheck') else 'off'}; "
@@ -168,7 +169,9 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
              f"{len(originals)} unmodified kernels: ours passes {len(kernels_ours)}, KernelBench's evaluation passes "
              f"{len(kernels_kb)}. {len(rows)} mutants of the kernels a tool passes. A refusal counts only where the "
              "tool passes the unmodified kernel.", "",
-             f"**Mutation score, ours: {_pct(ours_r, ours_n)}; KernelBench's evaluation: {_pct(kb_r, kb_n)}.**", "",
+             f"**Mutation score, ours: {_pct(ours_r, ours_n)}; KernelBench's evaluation: {_pct(kb_r, kb_n)}.** "
+             f"Without the {len(equivalent)} survivors argued equivalent (they cannot change any output the problem "
+             f"allows), ours: {_pct(ours_r, ours_n - len(equivalent))}.", "",
              f"Mutants KernelBench's evaluation refuses but ours passes: {len(missed)}"
              + (": " + ", ".join(f"{r['kernel_id']}/{r['mutation_class']}" for r in missed) if missed else "."), ""]
     lines += ["## Per fault class", "", "| class | mutants | ours refused | KernelBench refused | survivors (ours) |",

@@ -252,10 +252,16 @@ if review is not None:
                 if verdict is not None and not verdict.passed:
                     st.code(verdict.feedback(), language="text")
 
-    c1, c2, c3 = st.columns(3)
-    if c1.button("Verify", key="opt_verify", disabled=busy or review.status in (
-            ReviewStatus.APPROVED, ReviewStatus.REJECTED)):
+    c1, c2, c3, c4 = st.columns(4)
+    closed = review.status in (ReviewStatus.APPROVED, ReviewStatus.REJECTED)
+    if c1.button("Verify", key="opt_verify", disabled=busy or closed):
         _act(wb.start_verify)
+    can_memcheck, memcheck_what = wb.memcheck_availability()
+    if c4.button("Verify with memcheck", key="opt_verify_memcheck", disabled=busy or closed or not can_memcheck,
+                 help=("Verify, then run one more correctness call under " + memcheck_what + ": every "
+                       "out-of-bounds read or write becomes a finding with kernel, line and size, and an "
+                       "out-of-bounds write fails correctness.") if can_memcheck else memcheck_what):
+        _act(wb.start_verify, memcheck=True)
     if c2.button("Approve", key="opt_approve", type="primary", disabled=busy or not ok,
                  help=why):
         _act(wb.approve, ok="Approved: committed as a new version (see History).")

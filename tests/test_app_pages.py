@@ -15,7 +15,10 @@ from xeforge_core import units
 from xeforge_core.ui.workbench import Workbench, WorkbenchError
 from xeforge_core.verdict import (
     CompiledKernelInfo,
+    Finding,
     PerformanceResult,
+    Step,
+    StepStatus,
     TimingStats,
     Verdict,
     VerdictKind,
@@ -362,3 +365,32 @@ def test_optimize_portability_step_for_a_kernel_that_hard_codes_xpu(wb: Workbenc
     assert head.stage == "portability" and head.verdict == "ok", said
     assert '"xpu"' not in session.source("head") and "torch.xpu" not in session.source("head")
     assert not any("hard-codes" in w.value for w in at.warning)
+
+
+def test_optimize_verifies_with_the_memory_checker(wb: Workbench, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review's "Verify with memcheck" button asks for the memory checker, and the verdict
+    shows what it found (its step on the Correctness tab, its findings on the Structure tab)."""
+    import xeforge_core.verify as verify_mod
+
+    asked = []
+
+    def fake_verify(problem: object, source: str, *, options=None, **kwargs: object) -> Verdict:  # noqa: ANN001
+        asked.append(options)
+        return Verdict(kind=VerdictKind.WRONG_ANSWER, reason="out-of-bounds write found by the memory checker",
+                       steps=[Step("correctness", StepStatus.FAILED, summary="matches the reference"),
+                              Step("memcheck", StepStatus.FAILED, summary="interpreter bounds check: 1 invalid write")],
+                       findings=[Finding("memcheck_invalid_write", "kernel k at line 9: invalid global write", "error", 9)])
+
+    monkeypatch.setattr(verify_mod, "verify", fake_verify)
+    wb.load_sample("07_gemm_fp32_upcast")
+    session = wb.start_session()
+    wb.submit_manual(session.source("head").replace("num_warps=4", "num_warps=8"))
+    at = _page("pages/1_Optimize.py", wb)
+    button = at.button(key="opt_verify_memcheck")
+    assert not button.disabled and "interpreter's bounds check" in button.help
+    button.click().run()
+    assert wb.jobs.current("verify").wait(10)
+    at.run()
+    assert len(asked) == 1 and asked[0] is not None and asked[0].memcheck
+    assert any("memcheck: interpreter bounds check: 1 invalid write" in e.value for e in at.error)
+    assert wb.review.verdict.kind is VerdictKind.WRONG_ANSWER

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -159,6 +161,11 @@ class VerifyOptions:
         lock_dir: directory of the device timing locks (``None``: ``default_lock_dir()``).
         force_timing: run the timing job on cpu too (host-clocked in Triton's interpreter; the
             numbers say nothing about a GPU and exist only to exercise the timing harness).
+        memcheck: after a candidate matched the truth, run one more correctness call of it under
+            the device's memory checker (``xeforge_core.memcheck``: compute-sanitizer's memcheck
+            on cuda, the interpreter's bounds check on cpu) and make each invalid access a
+            finding; an invalid write fails correctness. Opt-in: it costs one more worker job
+            (under compute-sanitizer, several times the call's time).
     """
 
     timeout_s: float = 300.0
@@ -186,6 +193,7 @@ class VerifyOptions:
     exit_grace_s: float = runner.DEFAULT_EXIT_GRACE_S
     lock_dir: str | None = None
     force_timing: bool = False
+    memcheck: bool = False
 
     def seed_list(self) -> list[int]:
         """The seeds as a list (``3`` -> ``[0, 1, 2]``)."""
@@ -589,14 +597,20 @@ class _Run:
             raise VerificationCancelled("verification cancelled")
 
     def run(self, role: str, job: dict[str, Any], job_dir: Path, *,
-            timeout_s: float | None = None) -> runner.WorkerOutcome:
+            timeout_s: float | None = None, command: list[str] | None = None) -> runner.WorkerOutcome:
+        """Run one worker job (``timeout_s`` in place of the options' own); a ``command`` (a worker
+        wrapped in a tool: the memory checker) runs through ``runner.run_worker`` here, whatever
+        ``run_worker`` the verification was given."""
         self.check_cancel()
         _say(self.on_progress, f"{role}: starting worker")
         timeout = self.opts.timeout_s if timeout_s is None else timeout_s
         if role == "baseline":
             timeout = (self.opts.baseline_timeout_s if self.opts.baseline_timeout_s is not None
                        else max(self.opts.timeout_s, 300.0))
-        outcome = self.run_worker(
+        elif role == "memcheck":
+            timeout = max(2 * self.opts.timeout_s, 300.0)  # the checker slows every access
+        start_worker = self.run_worker if command is None else functools.partial(runner.run_worker, command=command)
+        outcome = start_worker(
             job, timeout_s=timeout, memory_bytes=self.memory,
             cpu_seconds=(self.opts.cpu_seconds if self.opts.cpu_seconds is not None
                          else int(timeout * (os.cpu_count() or 1)) + 60),
@@ -852,6 +866,8 @@ def _verify_uncached(run: _Run) -> Verdict:
         verdict = _check_published_shape(run, verdict)
     _name_sizes(run, verdict)
     _explain_tf32(verdict)
+    if run.opts.memcheck and verdict.kind in _PASSING:
+        verdict = _check_memory(run, verdict)
 
     verdict.steps = [s for s in verdict.steps if s.name != "performance"]
     if verdict.kind not in _PASSING:
@@ -1002,6 +1018,49 @@ def _name_sizes(run: _Run, verdict: Verdict) -> None:
         entry = next(e for e in verdict.sizes if e.variant == tiles.name)
         shown = ", ".join(f"{k}={v}" for k, v in entry.sizes.items())
         verdict.reason += f" [{tiles.name} is the size derived from the kernels' tiles: {shown}]"
+def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
+    """One more correctness call of the candidate (the first non-power-of-two variant, else the
+    first variant; first seed and distribution) under the device's memory checker (``xeforge_core.memcheck``); its findings join the verdict and an
+    invalid write fails it. Where no checker exists the verdict says so and is left as it was."""
+    from xeforge_core import memcheck
+
+    name = run.candidate_module["filename"]
+    # the size derived from the tiles (or the non-power-of-two copy), where there is one: its
+    # edges are where a bad mask shows
+    checked = next((v for v in run.correctness if v.name.endswith(("-tiles", "-odd"))), run.correctness[0])
+    variant = checked.name
+    available, what = memcheck.availability(run.device.type)
+    if not available:
+        return memcheck.apply(verdict, None, candidate_file=name, seconds=0.0, variant=variant, unavailable=what)
+    _say(run.on_progress, f"memcheck: one call under {what}")
+    job_dir = runner.new_job_dir("xeforge-memcheck-")
+    run.cleanup.append(job_dir)
+    job = run.job("memcheck", run.candidate_module, variants=[checked], seeds=run.opts.seed_list()[:1],
+                  distributions=list(run.distributions[:1]))
+    log = job_dir / memcheck.LOG_FILE
+    command = None
+    if not run.device.interpreter:
+        tool, _ = memcheck.find_compute_sanitizer()
+        command = memcheck.sanitizer_command(str(tool), log) + [sys.executable, "-m", runner.WORKER_MODULE]
+    outcome = run.run("memcheck", job, job_dir, command=command)
+    result = _outcome_verdict(outcome, "memcheck", name)
+    step = result.step("memcheck")
+    text = ""
+    if command is not None:
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        report = memcheck.parse_sanitizer_log(text) if text.strip() else None
+    else:
+        found = (step.evidence.get("accesses") if step is not None else None)
+        report = (memcheck.MemcheckReport(tool="interpreter bounds check",
+                                          accesses=memcheck.accesses_from_dicts(found)) if found is not None else None)
+    failure = ""
+    if report is None or (not report.accesses and result.kind is not VerdictKind.OK):
+        failure = (f"the checked call did not complete ({result.kind.value}: "
+                   f"{(result.reason or 'no reason given').splitlines()[0][:300]})")
+        if command is not None and report is None:
+            failure = f"{what} wrote no log; {failure}"
+    return memcheck.apply(verdict, report, candidate_file=name, seconds=outcome.seconds, variant=variant,
+                          failure=failure, log=text)
 
 
 def _explain_tf32(verdict: Verdict) -> None:

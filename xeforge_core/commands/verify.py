@@ -58,6 +58,7 @@ examples:
   xeforge verify level1/23_Softmax.py softmax_triton.py            # KernelBench problem + ModelNew
   xeforge verify level1/23_Softmax.py softmax_triton.py --variant module   # at the published size
   xeforge verify problem.py kernel.py                              # KernelAgent kernel_function
+  xeforge verify problem.py solution.py --memcheck                 # also look for out-of-bounds accesses
 """
 
 
@@ -137,6 +138,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="accept an output dtype different from the baseline's")
     p.add_argument("--allow-shape-change", action="store_true",
                    help="accept an output shape different from the baseline's")
+    p.add_argument("--memcheck", action="store_true",
+                   help="after the candidate matched, run one more correctness call under a memory checker "
+                        "(compute-sanitizer memcheck on cuda, the interpreter's bounds check on cpu; none on xpu) "
+                        "and report every out-of-bounds access with kernel, line and size; an invalid write "
+                        "fails correctness. Opt-in: it costs one more worker job, several times slower on a GPU")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the verdict cache (nor saved baseline outputs)")
@@ -168,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
             measure_performance=not args.no_performance, use_cache=not args.no_cache,
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
             rtol=args.rtol, atol=args.atol, target=args.target, allow_precision=list(args.allow),
+            memcheck=args.memcheck,
         )
         progress = None if (args.quiet or args.json) else _progress_printer(sys.stderr)
         cancel = threading.Event()

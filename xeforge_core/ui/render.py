@@ -168,6 +168,9 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
             st.dataframe([{"variant": e.variant, "sizes": ", ".join(f"{k}={v}" for k, v in e.sizes.items()),
                            "why": e.why, "what the kernels did": "\n".join(e.coverage),
                            "missed": "\n".join(e.gaps)} for e in verdict.sizes], hide_index=True, width="stretch")
+        memcheck = verdict.step("memcheck")
+        if memcheck is not None:  # the memory checker's call (Verify with memcheck); its findings: Structure
+            (st.error if memcheck.status is StepStatus.FAILED else st.info)(f"memcheck: {memcheck.summary}")
     with tab_p:
         if verdict.performance:
             st.dataframe([{

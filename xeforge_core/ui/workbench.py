@@ -654,10 +654,18 @@ class Workbench:
         if self.review is not None and self.review.status is ReviewStatus.VERIFYING:
             self.review.abort_verify()
 
-    def start_verify(self, problem: Problem | None = None) -> BackgroundJob:
+    def memcheck_availability(self) -> tuple[bool, str]:
+        """Whether the memory checker runs on this run device, and what it is (or why not)."""
+        from xeforge_core.memcheck import availability
+
+        return availability(self.device_type())
+
+    def start_verify(self, problem: Problem | None = None, *, memcheck: bool = False) -> BackgroundJob:
         """Verify the code under review against the current version (or against ``problem``,
         whose kernel is then the baseline), in the background. The code is kept as a candidate
-        first, and the verdict is attached to it, as the CoVeR loop does."""
+        first, and the verdict is attached to it, as the CoVeR loop does. With ``memcheck`` a
+        candidate that matched makes one more call under the memory checker
+        (``VerifyOptions.memcheck``)."""
         review = self._require_review()
         session = self.require_session()
         if review.status is ReviewStatus.VERIFYING:
@@ -677,14 +685,22 @@ class Workbench:
             from xeforge_core.session import Session
 
             controller = SessionController(Session.open(path), device)
+            opts = options
+            if memcheck:
+                import dataclasses
+
+                from xeforge_core.verify import VerifyOptions
+
+                opts = dataclasses.replace(options or VerifyOptions(), memcheck=True)
             try:
-                return controller.verify(cid, source, problem=problem, options=options, on_progress=progress,
+                return controller.verify(cid, source, problem=problem, options=opts, on_progress=progress,
                                          cancel=cancel)
             except Cancelled:
                 cancel.set()
                 return None
 
-        job = BackgroundJob(f"verify {review.stage} candidate", work, kind="verify",
+        job = BackgroundJob(f"verify {review.stage} candidate" + (" with memcheck" if memcheck else ""), work,
+                            kind="verify",
                             meta={"source": source, "base": session.head, "stage": review.stage,
                                   "candidate": cid})
         return self.jobs.submit("verify", job)

@@ -1,8 +1,8 @@
 """Entry point of the verification worker: ``python -m xeforge_core.worker JOB_DIR``, or
 ``python -m xeforge_core.worker --pool SLOT_DIR`` for a warm-pool worker (``pool_main``).
 
-Reads ``JOB_DIR/job.json``, runs the job's role (``baseline``, ``candidate``, ``timing``, ``sizes``
-or ``probe``), appends progress events to ``JOB_DIR/progress.jsonl`` and writes
+Reads ``JOB_DIR/job.json``, runs the job's role (``baseline``, ``candidate``, ``timing``, ``sizes``,
+``memcheck`` or ``probe``), appends progress events to ``JOB_DIR/progress.jsonl`` and writes
 ``JOB_DIR/result.json`` atomically (``Verdict.to_dict()`` plus ``"role"``). Formats: ``job.py``.
 
 Before the job runs, the escape recorder (``escapes``) is installed when the runner asked for
@@ -72,6 +72,10 @@ def run_job(job_dir: Path) -> dict[str, Any]:
         from xeforge_core.worker.sizes import run_sizes
 
         run_sizes(ctx)
+    elif role == "memcheck":
+        from xeforge_core.worker.memcheck import run_memcheck
+
+        run_memcheck(ctx)
     else:
         from xeforge_core.verdict import VerdictKind
 

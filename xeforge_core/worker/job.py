@@ -8,7 +8,7 @@ appends progress events, one JSON object per line, to ``progress.jsonl``.
 Job (``Job``)::
 
     {
-      "role": "baseline" | "candidate" | "timing" | "sizes" | "probe",
+      "role": "baseline" | "candidate" | "timing" | "sizes" | "memcheck" | "probe",
       "device": "cpu" | "cuda" | "xpu",
       "job_dir": "/abs/dir",                 # the worker's cwd, temp dir, output dir
       "module":    ModuleSource,             # the code under test (baseline or candidate)

@@ -1,0 +1,193 @@
+"""The memory checker (``--memcheck``): compute-sanitizer's log parsed into findings, the
+interpreter's bounds check, and a planted one-element out-of-bounds write refused end to end on
+the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xeforge_core import memcheck
+from xeforge_core.verdict import Step, StepStatus, Verdict, VerdictKind
+
+FIX = Path(__file__).parent / "fixtures" / "memcheck"
+PROBLEM = Path(__file__).parent / "fixtures" / "formats" / "kernelbench" / "residual_relu.py"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------ the log
+
+
+def test_sanitizer_log_of_the_planted_write():
+    """What any real log of the checked call of residual_relu_oob_write.py shows (the fixture
+    may be replaced by one captured on a GPU)."""
+    report = memcheck.parse_sanitizer_log((FIX / "compute_sanitizer_oob_write.log").read_text())
+    writes = [a for a in report.accesses if a.access == "write"]
+    assert writes, report
+    a = writes[0]
+    assert (a.kernel, a.line, a.space, a.side) == ("residual_relu_kernel", 16, "global", "after")
+    assert Path(a.file).name == "residual_relu_oob_write.py"
+    assert a.allocation == 48 * 1000 * 4 and a.size % 4 == 0 and a.distance >= 1
+    found = memcheck.findings(report, "residual_relu_oob_write.py")
+    assert found[0].rule == "memcheck_invalid_write" and found[0].severity == "error" and found[0].line == 16
+    assert "kernel residual_relu_kernel at line 16" in found[0].message
+
+
+OLD_AND_NEW = """\
+========= CUDA-MEMCHECK
+========= Invalid __global__ read of size 8
+=========     at 0x000000c8 in /src/my_helper.cuh:75:void vector_projection<double>(double*, int)
+=========     by thread (9,0,0) in block (0,0,0)
+=========     Address 0x000370e8 is out of bounds
+=========
+========= Invalid __global__ read of size 8
+=========     at 0x000000c8 in /src/my_helper.cuh:75:void vector_projection<double>(double*, int)
+=========     by thread (8,0,0) in block (0,0,0)
+=========     Address 0x000370e0 is out of bounds
+=========
+========= Invalid __global__ write of size 4 bytes
+=========     at cuda_mul2_kernel_buggy(const float*, float*, int)+0x70
+=========        in /mnt/vector_mul2/cuda_mul2.cu:53
+=========     by thread (232,0,0) in block (3,0,0)
+=========     Address 0x7c5838a00fa0 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7c5838a00000 of size 4,000 bytes
+=========     Host Frame:launch_mul2_buggy [0x13cb4]
+=========
+========= Invalid __shared__ atomic of size 4 bytes
+=========     at reduce+0x40
+=========     by thread (1,0,0) in block (0,0,0)
+=========     Address 0x00000404 is misaligned
+=========
+========= Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to \
+cudaDeviceSynchronize.
+========= Error: process didn't terminate successfully
+========= ERROR SUMMARY: 5 errors
+"""
+
+
+def test_sanitizer_log_spellings_old_and_new():
+    report = memcheck.parse_sanitizer_log(OLD_AND_NEW)
+    assert report.error_summary == 5
+    assert report.api_errors and "cudaErrorLaunchFailure" in report.api_errors[0]
+    assert report.tool_errors == ["process didn't terminate successfully"]
+    write, atomic, read = report.accesses  # writes (and atomics) first, then reads
+    assert (write.access, write.kernel, write.file, write.line, write.size) == (
+        "write", "cuda_mul2_kernel_buggy", "/mnt/vector_mul2/cuda_mul2.cu", 53, 4)
+    assert (write.distance, write.side, write.allocation, write.block) == (1, "after", 4000, "3,0,0")
+    assert (atomic.space, atomic.problem, atomic.line, atomic.kernel) == ("shared", "misaligned", None, "reduce")
+    assert (read.kernel, read.line, read.count, read.size) == ("vector_projection<double>", 75, 2, 8)
+    # only the candidate's own file gives a candidate line
+    assert [f.line for f in memcheck.findings(report, "cuda_mul2.cu")] == [None, None, None]
+
+
+def test_apply_fails_a_passing_verdict_on_a_write_and_only_warns_on_a_read():
+    ok = Verdict(kind=VerdictKind.OK, reason="matches", steps=[Step("correctness", StepStatus.PASSED, summary="ok")])
+    report = memcheck.parse_sanitizer_log((FIX / "compute_sanitizer_oob_write.log").read_text())
+    v = memcheck.apply(ok, report, candidate_file="residual_relu_oob_write.py", seconds=1.0, variant="module")
+    assert v.kind is VerdictKind.WRONG_ANSWER and "out-of-bounds write" in v.reason and v.source_line == 16
+    assert v.step("memcheck").status is StepStatus.FAILED and v.step("correctness").status is StepStatus.FAILED
+    read_only = memcheck.MemcheckReport(tool="t", accesses=[memcheck.InvalidAccess(access="read", size=4, kernel="k")])
+    v2 = memcheck.apply(Verdict(kind=VerdictKind.OK), read_only, candidate_file="c.py", seconds=0.0, variant="v")
+    assert v2.kind is VerdictKind.OK and v2.findings[0].severity == "warning"
+    v3 = memcheck.apply(Verdict(kind=VerdictKind.OK), None, candidate_file="c.py", seconds=0.0, variant="v",
+                        unavailable="no checker")
+    assert v3.kind is VerdictKind.OK and v3.step("memcheck").status is StepStatus.SKIPPED
+    assert v3.findings[0].rule == "memcheck_unavailable"
+
+
+def test_availability_names_where_the_tool_was_looked_for(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    monkeypatch.setattr(memcheck, "TOOLKIT_DIRS", (str(tmp_path / "none"),))
+    monkeypatch.delenv(memcheck.SANITIZER_ENV, raising=False)
+    ok, why = memcheck.availability("cuda")
+    assert not ok and "compute-sanitizer" in why and str(tmp_path / "cuda" / "bin") in why
+    tool = tmp_path / "compute-sanitizer"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert memcheck.availability("cuda") == (True, f"compute-sanitizer memcheck ({tool})")
+    assert memcheck.availability("cpu")[0] and not memcheck.availability("xpu")[0]
+    cmd = memcheck.sanitizer_command(str(tool), tmp_path / "memcheck.log")
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in cmd and cmd[cmd.index("--tool") + 1] == "memcheck"
+
+
+# ------------------------------------------------------------------------------------ interpreter
+
+
+@pytest.fixture
+def interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    triton = pytest.importorskip("triton")
+    if not os.environ.get("TRITON_INTERPRET") or not hasattr(triton, "jit"):
+        pytest.skip("Triton's interpreter is not available")
+    return triton
+
+
+def _kernels(tmp_path):
+    """Kernels in a file (the interpreter reads a kernel's source from its file)."""
+    src = tmp_path / "kernels_under_check.py"
+    src.write_text(
+        "import triton\nimport triton.language as tl\n\n"
+        "@triton.jit\ndef copy_kernel(x_ptr, y_ptr, n, EXTRA: tl.constexpr, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n"
+        "    x = tl.load(x_ptr + offs, mask=offs < n + EXTRA, other=0.0)\n"
+        "    tl.store(y_ptr + offs, x, mask=offs < n + EXTRA)\n\n"
+        "@triton.jit\ndef add_kernel(t_ptr, v, OFFSET: tl.constexpr):\n"
+        "    tl.atomic_add(t_ptr + OFFSET, v)\n")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kernels_under_check", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, src
+
+
+def test_bounds_check_finds_and_skips_one_element_past_the_end(interpreter, tmp_path):
+    import torch
+
+    from xeforge_core.worker.bounds import BoundsCheck
+
+    mod, src = _kernels(tmp_path)
+    x = torch.arange(10, dtype=torch.float32)
+    y = torch.zeros(10)
+    canary = torch.full((64,), 7.0)  # heap neighbours stay untouched: the bad lane is skipped
+    with BoundsCheck() as check:
+        mod.copy_kernel[(1,)](x, y, 10, EXTRA=0, BLOCK=16)
+        assert check.accesses == []
+        mod.copy_kernel[(1,)](x, y, 10, EXTRA=1, BLOCK=16)
+        mod.add_kernel[(1,)](y, 1.0, OFFSET=10)
+    assert torch.equal(y, x) and torch.equal(canary, torch.full((64,), 7.0))
+    by = {(a["access"], a["line"]): a for a in check.accesses}
+    assert set(by) == {("read", 7), ("write", 8), ("atomic", 12)}
+    w = by[("write", 8)]
+    assert (w["kernel"], w["size"], w["distance"], w["side"], w["allocation"], w["argument"], w["count"]) == (
+        "copy_kernel", 4, 1, "after", 40, "y_ptr", 1)
+    assert Path(w["file"]) == src and w["block"] == "0,0,0"
+    assert by[("atomic", 12)]["kernel"] == "add_kernel"
+    # the patches are gone after the block
+    from triton.runtime import interpreter as itp
+
+    assert itp.InterpreterBuilder.create_masked_store.__qualname__ == "InterpreterBuilder.create_masked_store"
+
+
+def test_planted_write_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
+    """``xeforge verify --memcheck`` on the CPU: the store one past the end fails correctness,
+    named with kernel, line and size; the unchecked verification passes it."""
+    env = {**os.environ, "XEFORGE_CACHE_DIR": str(tmp_path / "cache"), "XEFORGE_POOL": "0"}
+    cmd = [sys.executable, "-m", "xeforge_core.cli", "verify", str(PROBLEM), str(FIX / "residual_relu_oob_write.py"),
+           "--device", "cpu", "--seeds", "1", "--no-odd-size", "--memcheck", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 1, out.stderr[-2000:]
+    v = json.loads(out.stdout)
+    assert v["kind"] == "wrong_answer" and v["reason"].startswith("out-of-bounds write found by the memory checker")
+    assert v["source_line"] == 16
+    (f,) = [f for f in v["findings"] if f["rule"] == "memcheck_invalid_write"]
+    assert f["line"] == 16 and "residual_relu_kernel at line 16" in f["message"] and "4 byte(s)" in f["message"]
+    assert "1 byte(s) after the end of the nearest allocation of 192000 bytes (out_ptr)" in f["message"]
+    step = next(s for s in v["steps"] if s["name"] == "memcheck")
+    assert step["status"] == "failed" and "interpreter bounds check" in step["summary"]

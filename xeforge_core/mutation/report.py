@@ -1,0 +1,209 @@
+"""Scores, survivor arguments and the report of a mutation run (``benchmarks/bench_mutants.py``).
+
+Pure functions over the run's records (no verification here), so a finished ``mutants.json``
+can be reported again with other survivor arguments (``bench_mutants.py --resume --explain``).
+A record of a verification is a dict with ``kind`` (our verdict kind; KernelBench's ``pass`` /
+``fail``), ``reason``, ``findings`` and ``runs`` (``[variant, seed, distribution, config,
+[[max abs error, max rel error, mismatches] per output]]`` against the truth).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+from pathlib import Path
+from typing import Any
+
+# ------------------------------------------------------------------------------------ survivors
+
+#: Triton functions f with f(f(x)) = f(x) when their other operands are constants.
+_IDEMPOTENT = {"maximum", "minimum", "clamp", "abs", "relu"}
+
+
+def _is_constant(node: ast.AST, var: str) -> bool:
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)) \
+        or (isinstance(node, ast.Name) and node.id != var and node.id.isupper())
+
+
+def idempotent(expr: ast.AST, var: str) -> bool:
+    """Whether ``expr`` is f(var) for an f with f(f(x)) = f(x): ``tl.maximum(x, 0)``, a clamp,
+    ``tl.where(x > 0, x, 0)``, or a composition of these (``tl.minimum(tl.maximum(x, lo), hi)``)."""
+    if isinstance(expr, ast.Name):
+        return expr.id == var
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Attribute, ast.Name)):
+        return False
+    name = expr.func.attr if isinstance(expr.func, ast.Attribute) else expr.func.id
+    args = list(expr.args)
+    if name in _IDEMPOTENT and args:
+        inner = [a for a in args if not _is_constant(a, var)]
+        return len(inner) == 1 and idempotent(inner[0], var)
+    if name == "where" and len(args) == 3:
+        cond, a, b = args
+        return (isinstance(cond, ast.Compare) and len(cond.comparators) == 1 and idempotent(a, var)
+                and _is_constant(b, var) and isinstance(cond.left, ast.Name) and cond.left.id == var
+                and _is_constant(cond.comparators[0], var))
+    return False
+
+
+def _idempotent_epilogue(before: str) -> str | None:
+    """The argument that an epilogue applied twice changes nothing, or ``None``."""
+    try:
+        stmt = ast.parse(before.strip().splitlines()[0]).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
+        return None
+    var = stmt.targets[0].id
+    names = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+    inner = [n for n in names if n not in ("tl",) and not n.isupper()]
+    if len(inner) == 1 and idempotent(stmt.value, inner[0]):
+        return (f"equivalent: {ast.unparse(stmt.value)} is idempotent (f(f(x)) = f(x): a max/min/clamp with "
+                f"constant bounds), so computing {var} twice gives the same value at every size")
+    return None
+
+
+def _runs_key(run: list[Any]) -> tuple[Any, ...]:
+    return tuple(run[:4])
+
+
+def same_outputs(mutant: dict[str, Any], original: dict[str, Any]) -> bool | None:
+    """Whether the mutant's errors against the truth equal the unmodified kernel's on every run
+    both made (same inputs, same weights): then their outputs are, for all practical purposes,
+    identical. ``None`` when they share no run."""
+    theirs = {_runs_key(r): r[4] for r in original.get("runs") or []}
+    shared = [(r[4], theirs[_runs_key(r)]) for r in mutant.get("runs") or [] if _runs_key(r) in theirs]
+    if not shared:
+        return None
+    return all(a == b for a, b in shared)
+
+
+def _worst(row: dict[str, Any]) -> float | None:
+    errs = [o[0] for r in row.get("runs") or [] for o in r[4] if o and o[0] is not None]
+    return max(errs) if errs else None
+
+
+def survivor_analysis(key: str, row: dict[str, Any], original: dict[str, Any], given: dict[str, Any] | None,
+                      device_type: str) -> dict[str, Any]:
+    """Status (``equivalent``, ``gap`` or ``unexplained``), argument and evidence of a mutant our
+    verifier passed. A given argument (``--explain``) wins; then what the run proves (refused at
+    the published size: a gap), then what the class alone proves (an idempotent epilogue:
+    equivalent; a race on the CPU interpreter: a gap). Identical outputs and the memory checker's
+    reads are evidence only: a dropped K-tail mask reads out of bounds and changes nothing at
+    sizes that are multiples of the tile, and is wrong at the others."""
+    ours = row.get("ours") or {}
+    evidence = []
+    same = same_outputs(ours, original)
+    if same is True:
+        evidence.append("outputs identical to the unmodified kernel's on every checked input")
+    elif same is False:
+        evidence.append(f"outputs differ from the unmodified kernel's within the tolerance (max abs error against "
+                        f"the truth {_worst(ours):.3g}, unmodified {_worst(original) or 0:.3g})")
+    mem = [f for f in ours.get("findings") or [] if f["rule"].startswith("memcheck")]
+    evidence += [f"{f['rule']}: {f['message']}" for f in mem]
+    pub = row.get("published")
+    if pub:
+        evidence.append(f"at the published size: {pub.get('kind')}" + (f" ({pub.get('reason')})" if pub.get("reason") else ""))
+    if given:
+        return {"status": given.get("status", "unexplained"), "argument": given.get("argument", ""), "evidence": evidence}
+    if pub and pub.get("kind") not in ("ok", "inconsistent", "inconclusive", "environment", "harness_error"):
+        return {"status": "gap", "argument": "wrong at the published size, right at the sizes the verifier checks: "
+                "the default sizes do not reach the fault", "evidence": evidence}
+    cls = row.get("mutation_class")
+    if cls == "add_without_atomic" and device_type == "cpu":
+        return {"status": "gap", "argument": "the CPU interpreter runs the programs of a launch one after another, so "
+                "a non-atomic read-add-write cannot race there; only a GPU run can show the lost updates",
+                "evidence": evidence}
+    if cls == "epilogue_twice":
+        why = _idempotent_epilogue(row.get("before", ""))
+        if why:
+            return {"status": "equivalent", "argument": why, "evidence": evidence}
+    return {"status": "unexplained", "argument": f"argue it in --explain under {key!r}", "evidence": evidence}
+
+
+# ------------------------------------------------------------------------------------ scores
+
+
+def _score(rows: list[dict[str, Any]], tool: str, refusing: set[str], passing: set[str]) -> tuple[int, int]:
+    """(refused, counted) of ``tool`` over ``rows`` (mutants of kernels it passes)."""
+    if tool == "ours":
+        kinds = [(r.get("ours") or {}).get("kind") for r in rows if r.get("ours")]
+        counted = [k for k in kinds if k in refusing or k in passing]
+        return sum(k in refusing for k in counted), len(counted)
+    kinds = [(r.get("kb") or {}).get("kind") for r in rows if r.get("kb")]
+    counted = [k for k in kinds if k in ("pass", "fail")]
+    return sum(k == "fail" for k in counted), len(counted)
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({a / b:.0%})" if b else "-"
+
+
+def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[str, Any]],
+                  mutants: dict[str, dict[str, Any]], refusing: set[str], passing: set[str]) -> str:
+    """Write ``mutants.csv`` and ``mutants.md``; returns the Markdown (tables last)."""
+    rows = sorted(mutants.values(), key=lambda r: (r["kernel_id"], r["mutation_class"]))
+    cols = ["kernel_id", "mutation_class", "line", "kernel", "before", "after", "ours", "ours_reason", "kb",
+            "published", "status", "argument"]
+    with open(out / "mutants.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for r in rows:
+            a = r.get("analysis") or {}
+            w.writerow([r["kernel_id"], r["mutation_class"], r["line"], r["kernel"], r["before"], r["after"],
+                        (r.get("ours") or {}).get("kind", ""), (r.get("ours") or {}).get("reason", ""),
+                        (r.get("kb") or {}).get("kind", ""), (r.get("published") or {}).get("kind", ""),
+                        a.get("status", ""), a.get("argument", "")])
+    ours_r, ours_n = _score(rows, "ours", refusing, passing)
+    kb_r, kb_n = _score(rows, "kb", refusing, passing)
+    kernels_ours = [k for k, o in originals.items() if (o.get("ours") or {}).get("kind") in passing]
+    kernels_kb = [k for k, o in originals.items() if (o.get("kb") or {}).get("kind") == "pass"]
+    missed = [r for r in rows if (r.get("kb") or {}).get("kind") == "fail"
+              and (r.get("ours") or {}).get("kind") in passing]
+    survivors = [r for r in rows if (r.get("ours") or {}).get("kind") in passing]
+    equivalent = [r for r in survivors if (r.get("analysis") or {}).get("status") == "equivalent"]
+    lines = [f"# Mutation benchmark of the verifier ({header['date']})", "",
+             f"Device: {header['device']}; {header['versions']}; host {header['host']}; seeds {header['seeds']}; "
+             f"memory checker {'on' if header.get('memcheck') else 'off'}; "
+             f"KernelBench's evaluation {'from ' + header['kernelbench'] if header.get('kernelbench') else 'not run'}; "
+             f"{header.get('seconds', '?')} s.", "",
+             f"{len(originals)} unmodified kernels: ours passes {len(kernels_ours)}, KernelBench's evaluation passes "
+             f"{len(kernels_kb)}. {len(rows)} mutants of the kernels a tool passes. A refusal counts only where the "
+             "tool passes the unmodified kernel.", "",
+             f"**Mutation score, ours: {_pct(ours_r, ours_n)}; KernelBench's evaluation: {_pct(kb_r, kb_n)}.** "
+             f"Without the {len(equivalent)} survivors argued equivalent (they cannot change any output the problem "
+             f"allows), ours: {_pct(ours_r, ours_n - len(equivalent))}.", "",
+             f"Mutants KernelBench's evaluation refuses but ours passes: {len(missed)}"
+             + (": " + ", ".join(f"{r['kernel_id']}/{r['mutation_class']}" for r in missed) if missed else "."), ""]
+    lines += ["## Per fault class", "", "| class | mutants | ours refused | KernelBench refused | survivors (ours) |",
+              "|---|---|---|---|---|"]
+    for cls in sorted({r["mutation_class"] for r in rows}):
+        sub = [r for r in rows if r["mutation_class"] == cls]
+        a, b = _score(sub, "ours", refusing, passing)
+        c, d = _score(sub, "kb", refusing, passing)
+        lines.append(f"| {cls} | {len(sub)} | {_pct(a, b)} | {_pct(c, d)} | {b - a} |")
+    lines += ["", "## Per kernel", "", "| kernel | unmodified: ours | unmodified: KernelBench | mutants | ours refused "
+              "| KernelBench refused |", "|---|---|---|---|---|---|"]
+    for kid in sorted(originals):
+        sub = [r for r in rows if r["kernel_id"] == kid]
+        o = originals[kid]
+        a, b = _score(sub, "ours", refusing, passing)
+        c, d = _score(sub, "kb", refusing, passing)
+        lines.append(f"| {kid} | {(o.get('ours') or {}).get('kind', '-')} | {(o.get('kb') or {}).get('kind', '-')} | "
+                     f"{len(sub)} | {_pct(a, b)} | {_pct(c, d)} |")
+    lines += ["", f"## Survivors ({len(survivors)}): equivalent or a gap", ""]
+    for r in survivors:
+        a = r.get("analysis") or {}
+        lines.append(f"- **{r['kernel_id']}/{r['mutation_class']}** (line {r['line']}, {r['kernel']}): "
+                     f"`{_one_line(r['before'])}` -> `{_one_line(r['after'])}`. **{a.get('status', 'unexplained')}**: "
+                     f"{a.get('argument', '')}" + (f" Evidence: {'; '.join(a.get('evidence') or [])}." if a.get("evidence") else ""))
+    unmod = [(k, o) for k, o in sorted(originals.items()) if (o.get("ours") or {}).get("kind") not in passing]
+    if unmod:
+        lines += ["", "## Unmodified kernels ours does not pass (their mutants are not counted for ours)", ""]
+        lines += [f"- {k}: {(o.get('ours') or {}).get('kind')}: {(o.get('ours') or {}).get('reason', '')}" for k, o in unmod]
+    text = "\n".join(lines) + "\n"
+    (out / "mutants.md").write_text(text)
+    return text
+
+
+def _one_line(text: str) -> str:
+    return " / ".join(s.strip() for s in text.splitlines())[:160].replace("|", "/")

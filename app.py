@@ -73,6 +73,15 @@ def _problem_summary(wb: Workbench) -> None:
         st.code(loaded.source, language="python", line_numbers=True)
 
 
+@st.cache_resource(show_spinner=False, ttl=600)
+def _isolation() -> object:
+    """How the verification workers are isolated on this machine (``sandbox.isolation``: one
+    sandboxed probe per server process, about 0.1 s)."""
+    from xeforge_core.sandbox import isolation
+
+    return isolation()
+
+
 @st.cache_resource(show_spinner=False)
 def _sample_titles() -> dict[str, str]:
     """The bundled samples (read once per server: they ship with the code)."""
@@ -174,6 +183,12 @@ def home() -> None:
         st.warning(f"Device probe failed: {wb.device_error}")
     else:
         st.caption("Probing the device in a worker process…")
+    iso = _isolation()
+    if iso.sandboxed:
+        st.caption(f"🔒 Candidates run {iso.summary}")
+    else:
+        st.warning(f"Candidates run {iso.summary}. Machine-written kernels are not sandboxed here: see the "
+                   "README, “The sandbox”.")
     nav_link("pages/6_Device.py", "Device report and doctor", "🩺")
 
     # ------------------------------------------------------------------ 3. engine

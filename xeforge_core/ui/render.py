@@ -100,6 +100,8 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         st.caption(f"at candidate line {verdict.source_line}")
     if verdict.error_text:
         st.code(verdict.error_text[-4000:], language="text")
+    if verdict.isolation.get("sandboxed"):
+        st.caption(f"🔒 The candidate ran {verdict.isolation_summary}")
     for w in verdict.warnings:
         st.warning(w)
     if verdict.steps:

@@ -105,6 +105,24 @@ def test_spec_with_unknown_dim(home: AppTest) -> None:
     _unchanged(home)
 
 
+@pytest.mark.parametrize("typo, line, says", [
+    ("bench_gpu:", 19, "field `bench_gpu`: unknown top-level key 'bench_gpu'; did you mean 'bench-gpu'?"),
+    ("    dtpye: float16\n  Y:", 5, "field `inputs.X.dtpye`: unknown key 'dtpye' in input X; did you mean 'dtype'?"),
+    ("    dimz:\n      TOKENS: 7", 13, "field `ci[0].dimz`: unknown key 'dimz' in variant ci; did you mean 'dims'?"),
+])
+def test_a_misspelt_spec_key_is_refused_with_its_line(home: AppTest, typo: str, line: int, says: str) -> None:
+    fixed = {"bench_gpu:": "bench-gpu:", "    dtpye: float16\n  Y:": "    dtype: float16\n  Y:",
+             "    dimz:\n      TOKENS: 7": "    dims:\n      TOKENS: 7"}[typo]
+    assert SPEC.count(fixed) >= 1
+    bad = SPEC.replace(fixed, typo, 1)
+    _paste(home, KERNEL, bad)
+    assert f"Not loaded: spec, line {line}: {says}" in _errors(home)
+    _unchanged(home)
+    # both boxes keep what was pasted, so the typo is fixed in place
+    assert home.text_area(key="home_paste_src").value == KERNEL
+    assert home.text_area(key="home_paste_spec").value == bad
+
+
 def test_binary_upload(home: AppTest) -> None:
     home.file_uploader(key="home_up_py").set_value(("kernel.py", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)),
                                                     "text/x-python"))

@@ -234,6 +234,9 @@ def home() -> None:
                 session = wb.start_session()
                 flash("success", f"Session {session.name} started: commit 0 is the baseline. "
                                  f"Plan: {', '.join(session.plan) or 'empty (add stages on Optimize)'}.")
+                idle = wb.nothing_to_do()
+                if idle:
+                    flash("warning", idle + " (the Manual tab on Optimize gives the exact prompt for any chat LLM)")
                 st.rerun()
             except (WorkbenchError, InputError) as exc:
                 st.error(str(exc))

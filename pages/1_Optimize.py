@@ -70,8 +70,10 @@ if picked != target_now.profile:
 
 # ------------------------------------------------------------------ stepper
 # the plan and its statuses live in the session's refs; the issues in the analysis of the head
-items = cached(session, f"plan_items:{id(wb.analysis)}", wb.plan_items)
+items = cached(session, f"plan_items:{id(wb.analysis)}:{wb.target().profile}", wb.plan_items)
 current = cached(session, "current_stage", lambda: session.current_stage)
+engine = wb.settings.engine
+run_engine = engine if engine != "manual" else "rules"  # the manual engine's Propose runs the rules engine
 st.subheader("Stage plan")
 if items:
     cols = st.columns(len(items))
@@ -80,8 +82,12 @@ if items:
             icon = STATUS_ICON.get(item.status, "⚪")
             text = f"{icon} **{item.number}. {item.stage}**" if item.current else f"{icon} {item.number}. {item.stage}"
             st.markdown(text)
+            marks = " ".join(c.mark for c in item.checks) or ", ".join(item.engines)
             st.caption(item.status.replace("_", " ") + (f" · {plural(len(item.issues), 'issue')}" if item.issues else "")
-                       + f" · engines: {', '.join(item.engines)}")
+                       + f" · on this kernel: {marks}")
+    idle = wb.nothing_to_do(run_engine)
+    if idle:
+        st.warning(idle + " The Manual tab gives the exact prompt for any chat LLM.")
 else:
     st.info("The plan is empty: analysis found no stage with work. Add a stage below.")
 
@@ -90,6 +96,9 @@ with st.expander("Edit the plan (add, skip, reorder)", expanded=not items):
         c1, c2, c3, c4, c5 = st.columns([4, 1, 1, 1, 1])
         c1.markdown(f"{STATUS_ICON.get(item.status, '⚪')} `{item.stage}` — {item.status}"
                     + (f": {item.reason}" if item.reason else ""))
+        mine = item.check(run_engine)
+        if mine is not None:
+            c1.caption(f"{'✓' if mine.can else '✗'} {run_engine} engine on this kernel: {mine.reason}")
         if c2.button("↑", key=f"plan_up_{item.stage}", help="move up"):
             _act(wb.move_stage, item.stage, -1)
         if c3.button("↓", key=f"plan_down_{item.stage}", help="move down"):
@@ -145,17 +154,26 @@ else:
         st.markdown("**Issues found for this stage**")
         for issue in stage_issues:
             st.markdown(f"- {issue}")
-    engine = wb.settings.engine
-    tab_engine, tab_manual = st.tabs([f"Engine ({engine if engine != 'manual' else 'rules'})",
+    tab_engine, tab_manual = st.tabs([f"Engine ({run_engine})",
                                       "Manual: prompt for any chat LLM, or your own edit"])
     with tab_engine:
-        run_engine = engine if engine != "manual" else "rules"
         label = "Propose" if wb.review is None else "Retry (new proposal)"
+        item = next(i for i in items if i.stage == current)
+        check = item.check(run_engine)
+        able = ", ".join(c.engine for c in item.checks if c.can) or ", ".join(item.engines)
         st.caption(f"The {run_engine} engine proposes a candidate; the CoVeR loop verifies it and "
                    f"refines it on failure, up to {wb.settings.max_iterations} iterations. Engines that can "
-                   f"do this stage: {', '.join(next(i.engines for i in items if i.stage == current))}.")
+                   f"do this stage on this kernel: {able}.")
+        cannot = check is not None and not check.can
+        if cannot:
+            st.warning(f"The {run_engine} engine cannot do {current} on this kernel: {check.reason}. "
+                       "Use the Manual tab (the exact prompt for any chat LLM, or your own edit), choose the "
+                       "llm engine on Home, or skip the stage.")
+        elif check is not None:
+            st.caption(f"✓ {run_engine}: {check.reason}")
         b1, b2, b3 = st.columns(3)
-        if b1.button(label, key="opt_propose", type="primary", disabled=busy):
+        if b1.button(label, key="opt_propose", type="primary", disabled=busy or cannot,
+                     help=f"the {run_engine} engine cannot do {current} on this kernel" if cannot else None):
             _act(wb.start_propose, current, run_engine)
         if b2.button("Skip stage", key="opt_skip", disabled=busy):
             _act(wb.skip_stage, current, ok=f"{current} skipped")

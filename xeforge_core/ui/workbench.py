@@ -27,6 +27,7 @@ from xeforge_core.analysis import Analysis, analyze
 from xeforge_core.engines.base import ProposalContext, render_stage_prompt
 from xeforge_core.errors import XeForgeError
 from xeforge_core.pipeline.controller import Cancelled, SessionController
+from xeforge_core.pipeline.feasibility import EngineCheck, check_stages, nothing_to_do
 from xeforge_core.pipeline.loop import LoopOptions, StageOutcome, prepare_portability, run_stage
 from xeforge_core.pipeline.plan import Plan, plan_for
 from xeforge_core.pipeline.registry import STAGE_IDS, engines_for, get_engine_spec, get_stage
@@ -132,7 +133,8 @@ class EngineSettings:
 class PlanItem:
     """One row of the stage stepper: the stage, its 1-based ``number`` in the plan, its status,
     the status reason, the analysis' issues for it (one line each), the ``engines`` that can
-    propose for it, and whether it is the current stage."""
+    propose for it in general, ``checks``: per engine, whether it can on the current version and
+    why (:mod:`xeforge_core.pipeline.feasibility`), and whether it is the current stage."""
 
     stage: str
     status: str
@@ -141,10 +143,15 @@ class PlanItem:
     current: bool = False
     number: int = 0
     engines: list[str] = field(default_factory=list)
+    checks: tuple[EngineCheck, ...] = ()
 
     @property
     def title(self) -> str:
         return get_stage(self.stage).title
+
+    def check(self, engine: str) -> EngineCheck | None:
+        """Whether ``engine`` can do this stage on the current version (``None``: not asked)."""
+        return next((c for c in self.checks if c.engine == engine), None)
 
 
 def _issue_lines(analysis: Analysis | None) -> dict[str, list[str]]:
@@ -177,6 +184,7 @@ class Workbench:
         self.demo: dict[str, Any] = {}
         self._lock = threading.RLock()
         self._analyses: dict[tuple[str, str], Analysis] = {}
+        self._checks: dict[tuple[str, str, str], tuple[EngineCheck, ...]] = {}
 
     @property
     def review_candidate_id(self) -> str | None:
@@ -320,6 +328,8 @@ class Workbench:
             source, problem = self.loaded.source, self.loaded.problem
         plan = plan_for(source, self.target(), problem)
         self._analyses[(code_hash(source), plan.target.family)] = plan.analysis
+        for stage in plan.stages:  # the engines' answers for this version, reused by the stepper
+            self._checks[(code_hash(source), plan.target.profile, stage.stage)] = stage.checks
         return plan
 
     def start_session(self) -> Session:
@@ -424,10 +434,43 @@ class Workbench:
         stages = session.stages
         current = session.current_stage
         issues = self.issues_by_stage()
+        checks = self.engine_checks(session.plan)
         return [PlanItem(stage=s, status=str(stages.get(s, {}).get("status") or StageStatus.PENDING),
                          reason=str(stages.get(s, {}).get("reason") or ""), issues=issues.get(s, []),
-                         current=s == current, number=n, engines=engines_for(s))
+                         current=s == current, number=n, engines=engines_for(s), checks=checks.get(s, ()))
                 for n, s in enumerate(session.plan, start=1)]
+
+    def engine_checks(self, stages: list[str] | None = None) -> dict[str, tuple[EngineCheck, ...]]:
+        """Per stage (default: the session's plan), whether each engine can do it on the current
+        version for the target, and why (``feasibility.check_stages``: the rules engine's codemod
+        runs statically). Remembered per version, target and stage."""
+        session = self.require_session()
+        stages = list(session.plan if stages is None else stages)
+        source = session.source("head")
+        target = self.target()
+        problem = self.loaded.problem if self.loaded is not None else None
+        out: dict[str, tuple[EngineCheck, ...]] = {}
+        for stage in stages:
+            key = (code_hash(source), target.profile, stage)
+            if key not in self._checks:
+                self._checks[key] = check_stages([stage], source, target, problem)[stage]
+            out[stage] = self._checks[key]
+        return out
+
+    def engine_check(self, stage: str, engine: str) -> EngineCheck:
+        """Whether ``engine`` can do ``stage`` on the current version, and why."""
+        return next(c for c in self.engine_checks([stage])[stage] if c.engine == engine)
+
+    def nothing_to_do(self, engine: str | None = None) -> str:
+        """One sentence when ``engine`` (default: the chosen one; the manual engine's Propose runs
+        the rules engine) can do none of the stages still open in the plan, else ``""``."""
+        session = self.require_session()
+        engine = engine or self.settings.engine
+        engine = "rules" if engine == "manual" else engine
+        stages = session.stages
+        open_ = [s for s in session.plan
+                 if StageStatus(stages.get(s, {}).get("status") or StageStatus.PENDING).open]
+        return nothing_to_do(self.engine_checks(open_), engine) if open_ else ""
 
     def move_stage(self, stage: str, delta: int) -> list[str]:
         """Move ``stage`` up (``delta`` < 0) or down in the plan."""
@@ -510,6 +553,9 @@ class Workbench:
             raise WorkbenchError(f"the {spec.name} engine takes your edit or a pasted reply: use the Manual tab")
         if not spec.can_propose(stage):
             raise WorkbenchError(spec.cannot_propose_reason(stage))
+        check = self.engine_check(stage, spec.name)
+        if not check.can:
+            raise WorkbenchError(f"the {spec.name} engine cannot do {stage} on this kernel: {check.reason}")
         if spec.needs_endpoint:
             ok, why = self.settings.llm_ready()
             if not ok:

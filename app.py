@@ -14,7 +14,7 @@ import streamlit as st
 from xeforge_core import units
 from xeforge_core.pipeline.registry import ENGINES
 from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
-from xeforge_core.ui.render import cached, cached_sessions, flash, nav_link, page_setup
+from xeforge_core.ui.render import cached, cached_sessions, flash, kept_tabs, nav_link, page_setup
 from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError, size_note
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
 
@@ -88,6 +88,14 @@ def _sample_titles() -> dict[str, str]:
     return sample_titles()
 
 
+def _loaded(wb: Workbench, message: str) -> None:
+    """Say what was loaded and, when that closed the session of another kernel, that it did."""
+    flash("success", message)
+    if wb.detached:
+        flash("info", f"The session {wb.detached} (another kernel) is closed and stays in the workspace: resume "
+                      f"it below, or start a new session for {wb.loaded.name}.")
+
+
 def home() -> None:
     """The Home page."""
     wb = page_setup("Xe-Forge Studio", "⚒️")
@@ -97,15 +105,15 @@ def home() -> None:
 
     # ------------------------------------------------------------------ 1. load
     st.header("1 · Load a kernel")
-    tab_sample, tab_paste, tab_upload = st.tabs(["Sample", "Paste", "Upload"])
+    tab_sample, tab_paste, tab_upload = kept_tabs(["Sample", "Paste", "Upload"], key="home_load_tab")
     with tab_sample:
         titles = _sample_titles()
-        choice = st.selectbox("Sample kernel", list(titles), key="home_sample",
+        choice = st.selectbox("Sample kernel", list(titles), key="home_sample", persist_state="session",
                               format_func=lambda n: f"{n} · {titles[n]}" if titles.get(n) else n)
         if st.button("Load sample", key="home_load_sample", type="primary"):
             try:
                 wb.load_sample(choice)
-                flash("success", f"Loaded sample {choice}.")
+                _loaded(wb, f"Loaded sample {choice}.")
             except Exception as exc:  # a broken sample must not break the page
                 flash("error", f"Could not load sample {choice}: {exc}")
             st.rerun()
@@ -115,16 +123,19 @@ def home() -> None:
         # No max_chars: Streamlit's text area drops a paste longer than max_chars altogether
         # (the box stays empty, silently). The size is checked here instead, first, and the
         # refusal names the size and the limit.
-        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src")
+        # The boxes keep their text across reruns and page switches (persist_state), so a refused
+        # or loaded paste is fixed in place, never pasted again.
+        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src", persist_state="session")
         st.caption("Size: " + size_note(pasted, limit=MAX_SOURCE_BYTES))
-        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec")
+        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec",
+                                   persist_state="session")
         if pasted_spec:
             st.caption("Spec size: " + size_note(pasted_spec, limit=MAX_SPEC_BYTES))
-        pasted_name = st.text_input("Name", value="kernel", key="home_paste_name")
+        pasted_name = st.text_input("Name", value="kernel", key="home_paste_name", persist_state="session")
         if st.button("Load pasted kernel", key="home_load_paste", type="primary"):
             try:
                 wb.load_text(pasted, spec_text=pasted_spec or None, name=pasted_name or "kernel")
-                flash("success", "Loaded the pasted kernel.")
+                _loaded(wb, "Loaded the pasted kernel.")
                 st.rerun()
             except InputError as exc:
                 st.error(f"Not loaded: {exc}")
@@ -147,7 +158,7 @@ def home() -> None:
                                    yaml_data=up_yaml.getvalue() if up_yaml else None,
                                    ref_name=up_ref.name if up_ref else None,
                                    ref_data=up_ref.getvalue() if up_ref else None)
-                    flash("success", f"Loaded {up_py.name}.")
+                    _loaded(wb, f"Loaded {up_py.name}.")
                     st.rerun()
                 except InputError as exc:
                     st.error(f"Not loaded: {exc}")
@@ -252,7 +263,8 @@ def home() -> None:
         if sessions:
             labels = {x["path"]: f"{x['name']} · {units.plural(int(x['versions']), 'version')} · {x.get('created', '')}"
                       for x in sessions}
-            picked = st.selectbox("Session", list(labels), format_func=labels.get, key="home_resume_pick")
+            picked = st.selectbox("Session", list(labels), format_func=labels.get, key="home_resume_pick",
+                                  persist_state="session")
             if st.button("Resume", key="home_resume"):
                 try:
                     wb.resume_session(picked)

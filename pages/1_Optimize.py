@@ -13,6 +13,7 @@ from xeforge_core.ui.render import (
     diff_view,
     flash,
     job_progress,
+    kept_tabs,
     nav_link,
     page_setup,
     require_session,
@@ -154,8 +155,8 @@ else:
         st.markdown("**Issues found for this stage**")
         for issue in stage_issues:
             st.markdown(f"- {issue}")
-    tab_engine, tab_manual = st.tabs([f"Engine ({run_engine})",
-                                      "Manual: prompt for any chat LLM, or your own edit"])
+    tab_engine, tab_manual = kept_tabs([f"Engine ({run_engine})", "Manual: prompt for any chat LLM, or your own edit"],
+                                       key="opt_tabs")
     with tab_engine:
         label = "Propose" if wb.review is None else "Retry (new proposal)"
         item = next(i for i in items if i.stage == current)

@@ -64,6 +64,20 @@ def cached_sessions(wb: Any) -> list[dict[str, Any]]:
     return memo.get(wb.workspace, "sessions", wb.list_sessions, stamp=workspace_stamp(wb.workspace))
 
 
+def kept_tabs(labels: list[str], *, key: str) -> Any:
+    """``st.tabs(labels)`` whose selection survives reruns and page switches: the tabs track
+    their state under ``key`` (a click reruns the page), and the selection is remembered beside
+    it, so a rerun (a button's ``st.rerun()``) or a visit to another page does not send the user
+    back to the first tab. No default is passed, so Streamlit never sees a widget with both a
+    default and a Session State value. Returns the tab containers."""
+    shadow = f"_kept_{key}"
+    if key not in st.session_state and st.session_state.get(shadow) in labels:
+        st.session_state[key] = st.session_state[shadow]
+    tabs = st.tabs(labels, key=key, on_change="rerun")
+    st.session_state[shadow] = st.session_state.get(key)
+    return tabs
+
+
 def flash(kind: str, message: str) -> None:
     """Queue a message to show after the next rerun (``success``, ``info``, ``warning``, ``error``)."""
     st.session_state.setdefault("_flash", []).append((kind, message))
@@ -107,8 +121,8 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
     if verdict.steps:
         st.markdown(" · ".join(
             f"{_STEP_ICON.get(s.status, '')} {s.name} ({units.seconds(s.seconds)})" for s in verdict.steps))
-    tab_c, tab_s, tab_k, tab_p, tab_log = st.tabs(
-        ["Compile", "Structure", "Correctness", "Performance", "Worker output"])
+    tab_c, tab_s, tab_k, tab_p, tab_log = kept_tabs(
+        ["Compile", "Structure", "Correctness", "Performance", "Worker output"], key=f"{key}_tabs")
     with tab_c:
         step = verdict.step("compile")
         if step and step.summary:
@@ -379,6 +393,8 @@ def sidebar_status(wb: Any) -> None:
         if wb.session is not None:
             versions = cached(wb.session, "history", wb.session.history)
             st.caption(f"{wb.session.name} · {units.plural(len(versions), 'version')}")
+        elif wb.loaded is not None:
+            st.caption(f"none for the loaded kernel `{wb.loaded.name}`: start one (or resume one) on Home")
         else:
             st.caption("none: start or resume one on Home")
         running = wb.jobs.running()

@@ -182,6 +182,8 @@ class Workbench:
         self.doctor_error: str = ""
         self.last_stage_result: StageOutcome | None = None
         self.demo: dict[str, Any] = {}
+        #: the session closed by the last load of another kernel ("" when none was)
+        self.detached: str = ""
         self._lock = threading.RLock()
         self._analyses: dict[tuple[str, str], Analysis] = {}
         self._checks: dict[tuple[str, str, str], tuple[EngineCheck, ...]] = {}
@@ -230,10 +232,37 @@ class Workbench:
 
     def _set_loaded(self, loaded: LoadedInput, label: str) -> None:
         with self._lock:
+            self.detached = self._detach_if_other(loaded)
             self.loaded = loaded
             self.source_label = label
             self.analysis = None
             self.analysis_error = ""
+
+    def _detach_if_other(self, loaded: LoadedInput) -> str:
+        """Close the open session when ``loaded`` is another kernel (its source or spec differs
+        from the session's baseline), so that the pages never show one kernel's problem with
+        another's session. The session stays in the workspace (resume it on Home); code under
+        review that was not kept yet is kept first, as a pending candidate. Returns the closed
+        session's name ("" when nothing was closed)."""
+        session = self.session
+        if session is None:
+            return ""
+        try:
+            same = session.source("baseline") == loaded.source and (
+                (session.file_at("baseline", session.spec_file) if session.spec_file else None) == loaded.spec_text)
+        except Exception:  # an unreadable session is not the loaded kernel's
+            same = False
+        if same:
+            return ""
+        review = self.review
+        if review is not None and review.candidate_id is None and review.changed and review.status in (
+                ReviewStatus.PROPOSED, ReviewStatus.VERIFIED):
+            with contextlib.suppress(XeForgeError):
+                review.candidate_id = self._keep_candidate(review).id
+        self.session = None
+        self.review = None
+        self.last_stage_result = None
+        return session.name
 
     # ================================================================= device
 

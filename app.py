@@ -14,6 +14,7 @@ import streamlit as st
 from xeforge_core import units
 from xeforge_core.pipeline.registry import ENGINES
 from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
+from xeforge_core.ui.problemview import smaller_ci_offer, spec_editor, variants_table
 from xeforge_core.ui.render import cached, cached_sessions, flash, kept_tabs, nav_link, page_setup
 from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError, size_note
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
@@ -55,19 +56,12 @@ def _problem_summary(wb: Workbench) -> None:
                       for n, i in spec.inputs.items()], hide_index=True, width="stretch")
         st.caption("Tolerances: “dtype default” means the verifier's tolerance for the output dtype "
                    "(the spec gives none).")
-        rows = []
-        for name, v in spec.variants.items():
-            ai = (v.flop / v.bytes) if v.flop and v.bytes else None
-            rows.append({"variant": name, "dims": ", ".join(f"{k}={d}" for k, d in v.dims.items()),
-                         "dtype": v.dtype or "", "work": units.flop(v.flop), "input bytes": units.size(v.bytes),
-                         "FLOP per input byte": units.intensity(ai),
-                         "rtol": units.number(v.rtol, missing="dtype default"),
-                         "atol": units.number(v.atol, missing="dtype default")})
-        st.markdown("**Variants** (`ci` is checked for correctness; `bench-*` are timed on a GPU)")
-        st.dataframe(rows, hide_index=True, width="stretch")
+        variants_table(wb)
         st.caption("Arithmetic intensity here is flop per byte of the forward() inputs the spec declares; "
                    "weights held by the module and the outputs are not in the spec, so the true intensity "
                    "is lower (the verdicts' GB/s and roofline position use the same byte count).")
+    smaller_ci_offer(wb, key="home")
+    spec_editor(wb, key="home")
     st.caption("Reference: " + ("PyTorch reference given" if problem.reference else "none"))
     with st.expander("Kernel source"):
         st.code(loaded.source, language="python", line_numbers=True)
@@ -127,6 +121,8 @@ def home() -> None:
         # or loaded paste is fixed in place, never pasted again.
         pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src", persist_state="session")
         st.caption("Size: " + size_note(pasted, limit=MAX_SOURCE_BYTES))
+        if "_home_paste_spec_next" in st.session_state:  # a spec edited below shows here too
+            st.session_state["home_paste_spec"] = st.session_state.pop("_home_paste_spec_next")
         pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec",
                                    persist_state="session")
         if pasted_spec:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from xeforge_core import units
+from xeforge_core.ui.problemview import smaller_ci_offer, spec_editor
 from xeforge_core.ui.render import (
     cached,
     diff_view,
@@ -121,6 +122,11 @@ with st.expander("Edit the plan (add, skip, reorder)", expanded=not items):
 
 if wb.analysis_error:
     st.warning(f"Analysis unavailable: {wb.analysis_error}")
+
+# the contract: a correctness variant too big for this device is said before Propose, with a
+# smaller one offered; the spec is editable here (a new version of the session)
+smaller_ci_offer(wb, key="opt")
+spec_editor(wb, key="opt")
 
 # ------------------------------------------------------------------ current stage
 propose_job = wb.jobs.current("propose")

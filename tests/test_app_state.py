@@ -8,22 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = (ROOT / "sample_kernels" / "01_vector_add.py").read_text()
 SPEC = (ROOT / "sample_kernels" / "01_vector_add.yaml").read_text()
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("XEFORGE_WORKSPACE", str(tmp_path / "ws"))
-    monkeypatch.setenv("XEFORGE_DEVICE", "cpu")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _ok(at: AppTest) -> AppTest:
@@ -40,7 +29,8 @@ def _load_sample(at: AppTest, name: str) -> None:
     _ok(at.button(key="home_load_sample").click().run())
 
 
-def test_the_load_tab_and_the_paste_boxes_survive_a_load_and_a_page_switch(home: AppTest) -> None:
+def test_the_load_tab_and_the_paste_boxes_survive_a_load_and_a_page_switch(home_app: AppTest) -> None:
+    home = home_app
     home.session_state["home_load_tab"] = "Paste"  # what a click on the tab leaves in the state
     _ok(home.run())
     home.text_area(key="home_paste_src").set_value(KERNEL)
@@ -56,7 +46,8 @@ def test_the_load_tab_and_the_paste_boxes_survive_a_load_and_a_page_switch(home:
     assert home.text_area(key="home_paste_spec").value == SPEC
 
 
-def test_the_session_picked_to_resume_survives_reruns_and_new_sessions(home: AppTest) -> None:
+def test_the_session_picked_to_resume_survives_reruns_and_new_sessions(home_app: AppTest) -> None:
+    home = home_app
     _load_sample(home, "01_vector_add")
     _ok(home.button(key="home_start").click().run())
     first = home.session_state["workbench"].session.path
@@ -76,7 +67,8 @@ def test_the_session_picked_to_resume_survives_reruns_and_new_sessions(home: App
     assert home.session_state["workbench"].session.path == first
 
 
-def test_loading_another_kernel_closes_the_open_session_and_the_new_one_is_shown(home: AppTest) -> None:
+def test_loading_another_kernel_closes_the_open_session_and_the_new_one_is_shown(home_app: AppTest) -> None:
+    home = home_app
     _load_sample(home, "01_vector_add")
     _ok(home.button(key="home_start").click().run())
     wb = home.session_state["workbench"]

@@ -248,8 +248,7 @@ class Workbench:
         if session is None:
             return ""
         try:
-            same = session.source("baseline") == loaded.source and (
-                (session.file_at("baseline", session.spec_file) if session.spec_file else None) == loaded.spec_text)
+            same = session.source("baseline") == loaded.source and session.spec_text("head") == loaded.spec_text
         except Exception:  # an unreadable session is not the loaded kernel's
             same = False
         if same:
@@ -263,6 +262,38 @@ class Workbench:
         self.review = None
         self.last_stage_result = None
         return session.name
+
+    def edit_spec(self, text: str) -> None:
+        """Make ``text`` the spec of the loaded kernel: with a session open, as a new version of
+        it (``Session.edit_spec``: the kernel unchanged, the change in the history); a candidate
+        under review is rejected first (kept, with the reason), since its verdict was given
+        under the old spec. Raises :class:`InputError` naming the file, line and field of a bad
+        spec (nothing changes then), :class:`WorkbenchError` when nothing is loaded or the spec
+        is unchanged."""
+        from xeforge_core.session import SessionError
+
+        if self.loaded is None:
+            raise WorkbenchError("load a kernel first (paste, upload or pick a sample)")
+        old = self.loaded
+        loaded = load_user_problem(old.source, name=old.name, spec_text=text,
+                                   reference_source=old.reference_source, spec_what="spec")
+        session = self.session
+        if session is not None:
+            if session.spec_text("head") == text:
+                raise WorkbenchError("the spec is unchanged")
+            if self.review is not None and self.review.status in (ReviewStatus.PROPOSED, ReviewStatus.VERIFIED):
+                self.reject("the spec changed: propose or verify again under the new spec")
+            try:
+                session.edit_spec(text, message="the spec edited in the workbench")
+            except SessionError as exc:
+                raise WorkbenchError(str(exc)) from exc
+            except ProblemError as exc:  # the current version does not fit the new spec
+                raise InputError(exc.message, what="spec", line=exc.line) from exc
+        with self._lock:
+            self.loaded = loaded
+            self.analysis = None
+        if session is not None:
+            self._reanalyse()
 
     # ================================================================= device
 
@@ -357,8 +388,9 @@ class Workbench:
             source, problem = self.loaded.source, self.loaded.problem
         plan = plan_for(source, self.target(), problem)
         self._analyses[(code_hash(source), plan.target.family)] = plan.analysis
+        spec = (self.loaded.spec_text if self.loaded is not None else None) or ""
         for stage in plan.stages:  # the engines' answers for this version, reused by the stepper
-            self._checks[(code_hash(source), plan.target.profile, stage.stage)] = stage.checks
+            self._checks[(code_hash(source + spec), plan.target.profile, stage.stage)] = stage.checks
         return plan
 
     def start_session(self) -> Session:
@@ -478,9 +510,10 @@ class Workbench:
         source = session.source("head")
         target = self.target()
         problem = self.loaded.problem if self.loaded is not None else None
+        spec = self.loaded.spec_text if self.loaded is not None else None
         out: dict[str, tuple[EngineCheck, ...]] = {}
         for stage in stages:
-            key = (code_hash(source), target.profile, stage)
+            key = (code_hash(source + (spec or "")), target.profile, stage)
             if key not in self._checks:
                 self._checks[key] = check_stages([stage], source, target, problem)[stage]
             out[stage] = self._checks[key]

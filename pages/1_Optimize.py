@@ -8,11 +8,13 @@ from __future__ import annotations
 import streamlit as st
 
 from xeforge_core import units
+from xeforge_core.ui.diffmerge import describe_merge, unified_patch
 from xeforge_core.ui.problemview import smaller_ci_offer, spec_editor
 from xeforge_core.ui.render import (
     cached,
     diff_view,
     flash,
+    hunk_checkboxes,
     job_progress,
     kept_tabs,
     nav_link,
@@ -223,16 +225,29 @@ if review is not None:
         with st.expander("Prompt sent to the engine"):
             st.code(review.prompt, language="markdown")
 
-    st.subheader("Diff: current vs candidate")
+    # the diff shown is always of the code Approve commits: after a hunk merge or an edit, that
+    # code, not the engine's whole proposal (whose hunks are chosen below)
+    changed_by_user = review.source != review.proposed_source
+    st.subheader("Diff: current vs the code under review" if changed_by_user else "Diff: current vs candidate")
+    if changed_by_user:
+        what = (describe_merge(review.base_source, review.proposed_source, review.accepted_hunks)
+                if review.origin == "merge" and review.accepted_hunks is not None else "your edit")
+        st.info(f"The code under review is the {review.origin} result ({what}), not the {review.engine} "
+                f"proposal as is: the diff below is what Approve commits, and it must be verified first.")
     rkey = f"review_{code_hash(review.base_source)}_{code_hash(review.proposed_source)}"
-    accepted = diff_view(review.base_source, review.proposed_source, key=rkey,
-                         accepted=review.accepted_hunks)
-    if accepted is not None and review.status not in (ReviewStatus.APPROVED, ReviewStatus.REJECTED) \
-            and st.button("Apply hunk selection", key="opt_apply_hunks", disabled=busy):
-        _act(wb.apply_hunks, accepted, ok=f"Kept hunks {accepted}: verify the merged code before approving.")
-    if review.source != review.proposed_source:
-        st.info(f"The code under review is the {review.origin} result, not the engine's proposal "
-                f"as is (it must be verified before it can be approved).")
+    diff_view(review.base_source, review.source, key=f"{rkey}_{code_hash(review.source)}", hunk_choice=False)
+    kernel_file = session.kernel_file
+    with st.expander("Patch: what Approve commits"):
+        st.code(unified_patch(review.base_source, review.source, from_name=f"a/{kernel_file}",
+                              to_name=f"b/{kernel_file}") or "(no change)", language="diff")
+    if review.status not in (ReviewStatus.APPROVED, ReviewStatus.REJECTED):
+        with st.expander(f"Choose hunks of the {review.engine} proposal", expanded=not changed_by_user):
+            accepted = hunk_checkboxes(review.base_source, review.proposed_source, key=rkey,
+                                       accepted=review.accepted_hunks)
+            if st.button("Apply hunk selection", key="opt_apply_hunks", disabled=busy or not accepted,
+                         help=None if accepted else "tick at least one hunk (none is the current version)"):
+                _act(wb.apply_hunks, accepted, ok=f"Kept hunks {accepted}: verify the merged code before approving.")
+    if changed_by_user:
         with st.expander("Code under review"):
             st.code(review.source, language="python", line_numbers=True)
 

@@ -298,6 +298,13 @@ def diff_view(current: str, candidate: str, *, key: str, hunk_choice: bool = Tru
             st.code(candidate, language="python", line_numbers=True)
     if not hunk_choice:
         return None
+    return hunk_checkboxes(current, candidate, key=key, accepted=accepted)
+
+
+def hunk_checkboxes(current: str, candidate: str, *, key: str, accepted: list[int] | None = None) -> list[int]:
+    """Each hunk of current -> candidate with a checkbox (ticked: ``accepted``, or all) and its
+    removed and added lines. Returns the ticked hunk indices."""
+    hunks = diff_hunks(current, candidate)
     if not hunks:
         st.info("The candidate is identical to the current version.")
         return []

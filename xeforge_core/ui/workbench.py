@@ -35,6 +35,7 @@ from xeforge_core.pipeline.status import CandidateStatus, OutcomeStatus, StageSt
 from xeforge_core.pipeline.target import Target, TargetError, resolve, targets
 from xeforge_core.problem import ProblemError, check_candidate_entry
 from xeforge_core.session.records import CandidateRecord, Version
+from xeforge_core.ui.diffmerge import describe_merge
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus, code_hash
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
@@ -837,7 +838,11 @@ class Workbench:
         engine = review.engine if review.origin != "edit" else "manual"
         rationale = review.rationale
         if review.origin == "merge" and review.accepted_hunks is not None:
-            rationale += f"\n\nHunks accepted by the user: {review.accepted_hunks}"
+            # the first line (the commit's subject once approved) names what was kept
+            kept = describe_merge(review.base_source, review.proposed_source, review.accepted_hunks)
+            rationale = (f"{kept}, from the {review.engine} candidate\n\n"
+                         f"Hunks accepted by the user: {review.accepted_hunks}\n\n"
+                         f"The {review.engine} candidate's rationale (for all its hunks):\n{review.rationale}")
         if review.origin == "edit":
             rationale = f"user's edit of the {review.engine} candidate for {review.stage}"
         iteration = max((int(a.get("iteration") or 0) for a in review.iterations), default=0) or None

@@ -324,6 +324,40 @@ def hunk_checkboxes(current: str, candidate: str, *, key: str, accepted: list[in
     return chosen
 
 
+def session_roofline(session: Any, *, key: str, chosen: int | None = None, device_type: str = "cpu") -> None:
+    """The roofline of the session's target (its hardware profile: peak, bandwidth, ridge point)
+    on log-log axes with each measured version placed (``chosen``: the version index to
+    highlight); without measured versions, where the benchmark variant sits by its spec."""
+    from xeforge_core.ui.benchdata import roofline_points, session_rows
+    from xeforge_core.ui.charts import roofline_figure
+
+    rows = cached(session, "bench_rows", lambda: session_rows(session))
+    problem = cached(session, "problem_head", lambda: session.problem("head"))
+    points, dtype = roofline_points(rows, problem, device_type=device_type, chosen=chosen)
+    measured = [p for p in points if p.tflops]
+    # measured points belong on the roofline of the device that timed them; the plan's target
+    # otherwise (the two differ when a session targets an Xe GPU and runs elsewhere)
+    from xeforge_core.knowledge import load_knowledge
+
+    profiles = load_knowledge().profiles
+    timed_on = profiles.get(str(session.device.get("profile_id") or "")) if measured else None
+    profile = timed_on or session.target.hardware()
+    try:
+        fig = roofline_figure(profile, dtype, points)
+    except ValueError as exc:
+        st.caption(f"No roofline: {exc}")
+        return
+    st.plotly_chart(fig, key=key)
+    if not measured:
+        st.caption(f"Roofline of the target, {profile.name}. No version of this session was timed (speed is "
+                   "measured on a GPU): the dotted line is where the benchmark variant sits by its spec, an upper "
+                   "bound on its intensity since the spec counts input bytes only.")
+    else:
+        st.caption(f"Roofline of {profile.name}{' (the device that timed them)' if timed_on else ' (the target)'}: "
+                   "each timed version at its arithmetic intensity (the least traffic one call must cause) and "
+                   "measured TFLOP/s.")
+
+
 def job_progress(job: BackgroundJob | None, *, key: str,
                  on_cancel: Callable[[], None] | None = None) -> None:
     """Show a background job's progress, refreshing every second while it runs, with a Cancel

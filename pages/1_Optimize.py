@@ -17,6 +17,7 @@ from xeforge_core.ui.render import (
     hunk_checkboxes,
     job_progress,
     kept_tabs,
+    keyboard_shortcuts,
     nav_link,
     page_setup,
     require_session,
@@ -182,7 +183,7 @@ else:
             st.caption(f"✓ {run_engine}: {check.reason}")
         b1, b2, b3 = st.columns(3)
         if b1.button(label, key="opt_propose", type="primary", disabled=busy or cannot,
-                     help=f"the {run_engine} engine cannot do {current} on this kernel" if cannot else None):
+                     help=f"the {run_engine} engine cannot do {current} on this kernel" if cannot else "keyboard: N"):
             _act(wb.start_propose, current, run_engine)
         if b2.button("Skip stage", key="opt_skip", disabled=busy):
             _act(wb.skip_stage, current, ok=f"{current} skipped")
@@ -286,17 +287,22 @@ if review is not None:
 
     c1, c2, c3 = st.columns(3)
     if c1.button("Verify", key="opt_verify", disabled=busy or review.status in (
-            ReviewStatus.APPROVED, ReviewStatus.REJECTED)):
+            ReviewStatus.APPROVED, ReviewStatus.REJECTED), help="keyboard: V"):
         _act(wb.start_verify)
     if c2.button("Approve", key="opt_approve", type="primary", disabled=busy or not ok,
-                 help=why):
+                 help=f"keyboard: A · {why}"):
         _act(wb.approve, ok="Approved: committed as a new version (see History).")
     reason = st.text_input("Reason for rejecting (optional)", key="opt_reject_reason")
-    if c3.button("Reject", key="opt_reject", disabled=busy):
+    if c3.button("Reject", key="opt_reject", disabled=busy, help="keyboard: R"):
         _act(wb.reject, reason or "rejected by the user",
              ok="Rejected: the candidate stays in the session under its ref (see below and History).")
     if not ok:
         st.caption(f"Approve is disabled: {why}")
+
+# ------------------------------------------------------------------ keyboard
+keyboard_shortcuts({"a": "opt_approve", "r": "opt_reject", "n": "opt_propose", "v": "opt_verify"})
+st.caption("Keyboard: **A** approve · **R** reject · **N** next proposal (Propose / Retry) · **V** verify "
+           "(not while typing in a field).")
 
 # ------------------------------------------------------------------ kept candidates
 st.header("Kept candidates")

@@ -204,10 +204,13 @@ def choose(page: Any, label: str, option: str, timeout_ms: int = 60_000) -> None
     expect(box).to_have_value(re.compile("^" + re.escape(option)), timeout=timeout_ms)
 
 
-def paste(page: Any, locator: Any, text: str) -> None:
-    """Paste ``text`` into ``locator`` through the clipboard (Ctrl+V), as a user does; then
-    leave the box so Streamlit receives the value."""
+def paste(page: Any, locator: Any, text: str, *, replace: bool = False) -> None:
+    """Paste ``text`` into ``locator`` through the clipboard (Ctrl+V), as a user does (with
+    ``replace``, over everything the box holds: Ctrl+A first); then leave the box so Streamlit
+    receives the value."""
     locator.click()
+    if replace:
+        page.keyboard.press("Control+A")
     page.evaluate("t => navigator.clipboard.writeText(t)", text)
     page.keyboard.press("Control+V")
     page.keyboard.press("Tab")

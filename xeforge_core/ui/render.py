@@ -358,6 +358,44 @@ def session_roofline(session: Any, *, key: str, chosen: int | None = None, devic
                    "measured TFLOP/s.")
 
 
+#: The script behind :func:`keyboard_shortcuts`: one keydown listener on the page (installed
+#: once, kept across reruns), reading the current bindings from ``window.__xfKeys``; a key clicks
+#: the button whose Streamlit key it is bound to (``.st-key-<key> button``), unless the user is
+#: typing (an input, a text area, a select, an editable element) or holds a modifier, or the
+#: button is disabled or absent.
+_HOTKEY_SCRIPT = """
+<script>
+(() => {
+  window.__xfKeys = %s;
+  if (window.__xfKeysInstalled) return;
+  window.__xfKeysInstalled = true;
+  document.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.repeat) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(t.tagName))) return;
+    const widget = (window.__xfKeys || {})[ev.key.toLowerCase()];
+    if (!widget) return;
+    const button = document.querySelector(".st-key-" + widget + " button");
+    if (!button || button.disabled) return;
+    ev.preventDefault();
+    button.click();
+  });
+})();
+</script>
+"""
+
+
+def keyboard_shortcuts(bindings: dict[str, str]) -> None:
+    """Bind single keys to buttons of the page: ``{"a": "opt_approve"}`` makes the key ``a``
+    click the button with Streamlit key ``opt_approve``. Streamlit has no hotkeys of its own;
+    this is a small script on the page (Streamlit's ``st.html`` with JavaScript, our own constant
+    text, no user input in it). Keys do nothing while the user types in a field, with a
+    modifier held, or when the button is disabled or not on the page."""
+    import json
+
+    st.html(_HOTKEY_SCRIPT % json.dumps({k.lower(): v for k, v in bindings.items()}), unsafe_allow_javascript=True)
+
+
 def job_progress(job: BackgroundJob | None, *, key: str,
                  on_cancel: Callable[[], None] | None = None) -> None:
     """Show a background job's progress, refreshing every second while it runs, with a Cancel

@@ -136,9 +136,17 @@ def home() -> None:
             except InputError as exc:
                 st.error(f"Not loaded: {exc}")
     with tab_upload:
-        up_py = st.file_uploader("Kernel (.py)", type=["py"], key="home_up_py")
-        up_yaml = st.file_uploader("Spec (.yaml, optional)", type=["yaml", "yml"], key="home_up_yaml")
-        up_ref = st.file_uploader("PyTorch reference (.py, optional)", type=["py"], key="home_up_ref")
+        # Streamlit states an upload limit in whole megabytes (its transport limit, 1 MB here, so a
+        # larger file is refused by the browser); the real limits are ours, in the labels, and the
+        # megabyte line is hidden so that the widget never states a limit that is not the one applied.
+        st.html("<style>" + "".join(f".st-key-{k} [data-testid='stFileUploaderDropzoneInstructions']{{display:none}}"
+                                    for k in ("home_up_py", "home_up_yaml", "home_up_ref")) + "</style>")
+        up_py = st.file_uploader(f"Kernel (.py, at most {units.size(MAX_SOURCE_BYTES)})", type=["py"],
+                                 key="home_up_py", max_upload_size=1)
+        up_yaml = st.file_uploader(f"Spec (.yaml, optional, at most {units.size(MAX_SPEC_BYTES)})",
+                                   type=["yaml", "yml"], key="home_up_yaml", max_upload_size=1)
+        up_ref = st.file_uploader(f"PyTorch reference (.py, optional, at most {units.size(MAX_SOURCE_BYTES)})",
+                                  type=["py"], key="home_up_ref", max_upload_size=1)
         # refused as soon as a file arrives, before Load is pressed
         for up, limit in ((up_py, MAX_SOURCE_BYTES), (up_yaml, MAX_SPEC_BYTES), (up_ref, MAX_SOURCE_BYTES)):
             if up is not None and up.size > limit:

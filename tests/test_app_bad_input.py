@@ -88,6 +88,10 @@ def test_579_kb_paste_names_its_size_and_the_limit(home: AppTest) -> None:
 
 
 def test_oversized_upload_is_refused_on_arrival(home: AppTest) -> None:
+    # the widget states the limit applied (Streamlit's own is in whole MB: 1 MB, the transport cap)
+    assert home.file_uploader(key="home_up_py").label == "Kernel (.py, at most 512.0 KiB)"
+    assert home.file_uploader(key="home_up_yaml").label == "Spec (.yaml, optional, at most 256.0 KiB)"
+    assert home.file_uploader(key="home_up_py").proto.max_upload_size_mb == 1
     data = b"# pad\n" * 100_000
     home.file_uploader(key="home_up_py").set_value(("huge.py", data, "text/x-python")).run()
     assert "uploaded file huge.py: the file is 585.9 KiB (600,000 bytes); the limit is 512.0 KiB" in _errors(home)

@@ -171,4 +171,9 @@ def test_main_path_in_chromium(app: str, tmp_path: Path) -> None:
         expect(page.get_by_role("tab", name="Paste")).to_have_attribute("aria-selected", "true")
         # another kernel: the RMSNorm session is closed, so nothing shows it beside this problem
         expect(page.get_by_text("none for the loaded kernel").first).to_be_visible()
+        # the upload widget states the limit that is applied, not Streamlit's megabytes
+        page.get_by_role("tab", name="Upload").click()
+        appdriver.idle(page)
+        expect(page.locator(".st-key-home_up_py")).to_contain_text("Kernel (.py, at most 512.0 KiB)")
+        expect(page.locator(".st-key-home_up_py [data-testid='stFileUploaderDropzoneInstructions']")).to_be_hidden()
         expect(page.locator('[data-testid="stException"]')).to_have_count(0)

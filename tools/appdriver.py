@@ -231,3 +231,13 @@ def shot(page: Any, directory: Path, name: str, *, max_height: int = 7000) -> Pa
     page.set_viewport_size(VIEWPORT)
     page.wait_for_timeout(200)
     return path
+
+
+def element_shot(page: Any, locator: Any, directory: Path, name: str) -> Path:
+    """Screenshot one element (a chart) into ``directory/name.png``, scrolled into view first."""
+    directory.mkdir(parents=True, exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    page.wait_for_timeout(700)  # let the chart finish drawing
+    path = directory / f"{name}.png"
+    locator.screenshot(path=str(path))
+    return path

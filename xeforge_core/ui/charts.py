@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from xeforge_core import units
 
 #: Colours of the point groups (baseline before, optimized after; the chosen version stands out).
-_COLOURS = {"baseline": "#8c8c8c", "rules": "#0068b5", "version": "#0068b5", "chosen": "#d62728"}
+_COLOURS = {"baseline": "#8c8c8c", "rules engine": "#0068b5", "version": "#0068b5", "chosen": "#d62728"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,15 @@ class RooflinePoint:
     group: str = "version"
     chosen: bool = False
     link: str | None = None
+
+
+def _ranks(values: Sequence[float]) -> list[int]:
+    """Each value's position in ascending order."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0] * len(values)
+    for rank, i in enumerate(order):
+        ranks[i] = rank
+    return ranks
 
 
 def dtype_key(dtype: str | None) -> str:
@@ -79,7 +88,9 @@ def roofline_figure(profile: Any, dtype: str, points: Sequence[RooflinePoint], *
         part = [p for p in measured if p.group == group]
         fig.add_trace(go.Scatter(
             x=[p.intensity for p in part], y=[p.tflops for p in part], mode="markers+text", name=group,
-            text=[p.label if group != "baseline" or p.chosen else "" for p in part], textposition="top center",
+            text=[p.label if group != "baseline" or p.chosen else "" for p in part],
+            # neighbours by intensity alternate sides, so close labels do not print over each other
+            textposition=[("top left", "top right")[rank % 2] for rank in _ranks([p.intensity for p in part])],
             marker={"size": [15 if p.chosen else 10 for p in part],
                     "color": [_COLOURS["chosen"] if p.chosen else _COLOURS.get(group, "#2ca02c") for p in part],
                     "line": {"width": 1, "color": "#fff"}},
@@ -123,7 +134,7 @@ def speedup_bars(names: Sequence[str], speedups: Sequence[float], groups: Sequen
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444")
     fig.update_layout(yaxis={"type": "log", "title": axis_title + " — log scale",
                              "range": [math.log10(lo) - 0.15, math.log10(hi) + 0.35]},
-                      height=height, margin={"t": 20, "b": 20}, xaxis_tickangle=-35, barmode="group")
+                      height=height, margin={"t": 20, "b": 20}, xaxis_tickangle=-35, barmode="overlay")
     return fig
 
 

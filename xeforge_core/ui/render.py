@@ -1,8 +1,9 @@
 """Streamlit widgets shared by the workbench pages: the verdict panel, the side-by-side diff
 with per-hunk accept/reject, background-job progress, and the session-state accessors.
 
-This is the only module of ``xeforge_core.ui`` that imports Streamlit. It renders data; the
-decisions live in :mod:`xeforge_core.ui.workbench` and the core modules.
+This module and :mod:`xeforge_core.ui.problemview` are the modules of ``xeforge_core.ui`` that
+import Streamlit. They render data; the decisions live in :mod:`xeforge_core.ui.workbench` and
+the core modules.
 """
 
 from __future__ import annotations

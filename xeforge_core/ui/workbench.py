@@ -417,8 +417,9 @@ class Workbench:
         register_secret(self.settings.api_key)
         session = Session.open(path)
         self._open(session)
-        problem = session.problem("baseline")
-        spec_text = session.file_at("baseline", session.spec_file) if session.spec_file else None
+        # the loaded kernel is the baseline, under the spec as it is now (it may have been edited)
+        problem = session.problem("head").with_kernel_source(session.source("baseline"), label="baseline")
+        spec_text = session.spec_text("head")
         ref_text = session.file_at("baseline", session.reference_file) if session.reference_file else None
         self.loaded = LoadedInput(problem=problem, source=problem.kernel.source, spec_text=spec_text,
                                   reference_source=ref_text, name=session.name)

@@ -105,9 +105,11 @@ def roofline_figure(profile: Any, dtype: str, points: Sequence[RooflinePoint], *
                                showarrow=True, arrowhead=2, arrowwidth=1, arrowcolor="#999", text="")
     for p in points:
         if (p.tflops is None or p.tflops <= 0) and p.intensity > 0:
-            fig.add_vline(x=p.intensity, line_dash="dot", line_color=_COLOURS["chosen"] if p.chosen else "#999",
-                          annotation_text=f"{p.label}: not measured", annotation_position="bottom right"
-                          if p.chosen else "top left")
+            colour = _COLOURS["chosen"] if p.chosen else "#999"
+            fig.add_vline(x=p.intensity, line_dash="dot", line_color=colour)
+            # an annotation on a log axis takes log10 of the value (a shape takes the value)
+            fig.add_annotation(x=math.log10(p.intensity), xref="x", y=0.04, yref="paper", xanchor="right",
+                               text=f"{p.label}: not measured", showarrow=False, font={"color": colour})
     fig.update_layout(
         xaxis={"type": "log", "title": "arithmetic intensity (FLOP per byte)", "range": [math.log10(lo),
                                                                                          math.log10(hi)]},

@@ -14,7 +14,8 @@ import streamlit as st
 from xeforge_core import units
 from xeforge_core.pipeline.registry import ENGINES
 from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
-from xeforge_core.ui.render import cached, cached_sessions, flash, nav_link, page_setup
+from xeforge_core.ui.problemview import smaller_ci_offer, spec_editor, variants_table
+from xeforge_core.ui.render import cached, cached_sessions, flash, kept_tabs, nav_link, page_setup
 from xeforge_core.ui.validate import MAX_SOURCE_BYTES, MAX_SPEC_BYTES, InputError, size_note
 from xeforge_core.ui.workbench import Workbench, WorkbenchError, sample_titles
 
@@ -55,28 +56,38 @@ def _problem_summary(wb: Workbench) -> None:
                       for n, i in spec.inputs.items()], hide_index=True, width="stretch")
         st.caption("Tolerances: “dtype default” means the verifier's tolerance for the output dtype "
                    "(the spec gives none).")
-        rows = []
-        for name, v in spec.variants.items():
-            ai = (v.flop / v.bytes) if v.flop and v.bytes else None
-            rows.append({"variant": name, "dims": ", ".join(f"{k}={d}" for k, d in v.dims.items()),
-                         "dtype": v.dtype or "", "work": units.flop(v.flop), "input bytes": units.size(v.bytes),
-                         "FLOP per input byte": units.intensity(ai),
-                         "rtol": units.number(v.rtol, missing="dtype default"),
-                         "atol": units.number(v.atol, missing="dtype default")})
-        st.markdown("**Variants** (`ci` is checked for correctness; `bench-*` are timed on a GPU)")
-        st.dataframe(rows, hide_index=True, width="stretch")
+        variants_table(wb)
         st.caption("Arithmetic intensity here is flop per byte of the forward() inputs the spec declares; "
                    "weights held by the module and the outputs are not in the spec, so the true intensity "
                    "is lower (the verdicts' GB/s and roofline position use the same byte count).")
+    smaller_ci_offer(wb, key="home")
+    spec_editor(wb, key="home")
     st.caption("Reference: " + ("PyTorch reference given" if problem.reference else "none"))
     with st.expander("Kernel source"):
         st.code(loaded.source, language="python", line_numbers=True)
+
+
+@st.cache_resource(show_spinner=False, ttl=600)
+def _isolation() -> object:
+    """How the verification workers are isolated on this machine (``sandbox.isolation``: one
+    sandboxed probe per server process, about 0.1 s)."""
+    from xeforge_core.sandbox import isolation
+
+    return isolation()
 
 
 @st.cache_resource(show_spinner=False)
 def _sample_titles() -> dict[str, str]:
     """The bundled samples (read once per server: they ship with the code)."""
     return sample_titles()
+
+
+def _loaded(wb: Workbench, message: str) -> None:
+    """Say what was loaded and, when that closed the session of another kernel, that it did."""
+    flash("success", message)
+    if wb.detached:
+        flash("info", f"The session {wb.detached} (another kernel) is closed and stays in the workspace: resume "
+                      f"it below, or start a new session for {wb.loaded.name}.")
 
 
 def home() -> None:
@@ -88,15 +99,15 @@ def home() -> None:
 
     # ------------------------------------------------------------------ 1. load
     st.header("1 · Load a kernel")
-    tab_sample, tab_paste, tab_upload = st.tabs(["Sample", "Paste", "Upload"])
+    tab_sample, tab_paste, tab_upload = kept_tabs(["Sample", "Paste", "Upload"], key="home_load_tab")
     with tab_sample:
         titles = _sample_titles()
-        choice = st.selectbox("Sample kernel", list(titles), key="home_sample",
+        choice = st.selectbox("Sample kernel", list(titles), key="home_sample", persist_state="session",
                               format_func=lambda n: f"{n} · {titles[n]}" if titles.get(n) else n)
         if st.button("Load sample", key="home_load_sample", type="primary"):
             try:
                 wb.load_sample(choice)
-                flash("success", f"Loaded sample {choice}.")
+                _loaded(wb, f"Loaded sample {choice}.")
             except Exception as exc:  # a broken sample must not break the page
                 flash("error", f"Could not load sample {choice}: {exc}")
             st.rerun()
@@ -106,23 +117,36 @@ def home() -> None:
         # No max_chars: Streamlit's text area drops a paste longer than max_chars altogether
         # (the box stays empty, silently). The size is checked here instead, first, and the
         # refusal names the size and the limit.
-        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src")
+        # The boxes keep their text across reruns and page switches (persist_state), so a refused
+        # or loaded paste is fixed in place, never pasted again.
+        pasted = st.text_area("Kernel module (Python)", height=260, key="home_paste_src", persist_state="session")
         st.caption("Size: " + size_note(pasted, limit=MAX_SOURCE_BYTES))
-        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec")
+        if "_home_paste_spec_next" in st.session_state:  # a spec edited below shows here too
+            st.session_state["home_paste_spec"] = st.session_state.pop("_home_paste_spec_next")
+        pasted_spec = st.text_area("Spec (YAML, optional)", height=140, key="home_paste_spec",
+                                   persist_state="session")
         if pasted_spec:
             st.caption("Spec size: " + size_note(pasted_spec, limit=MAX_SPEC_BYTES))
-        pasted_name = st.text_input("Name", value="kernel", key="home_paste_name")
+        pasted_name = st.text_input("Name", value="kernel", key="home_paste_name", persist_state="session")
         if st.button("Load pasted kernel", key="home_load_paste", type="primary"):
             try:
                 wb.load_text(pasted, spec_text=pasted_spec or None, name=pasted_name or "kernel")
-                flash("success", "Loaded the pasted kernel.")
+                _loaded(wb, "Loaded the pasted kernel.")
                 st.rerun()
             except InputError as exc:
                 st.error(f"Not loaded: {exc}")
     with tab_upload:
-        up_py = st.file_uploader("Kernel (.py)", type=["py"], key="home_up_py")
-        up_yaml = st.file_uploader("Spec (.yaml, optional)", type=["yaml", "yml"], key="home_up_yaml")
-        up_ref = st.file_uploader("PyTorch reference (.py, optional)", type=["py"], key="home_up_ref")
+        # Streamlit states an upload limit in whole megabytes (its transport limit, 1 MB here, so a
+        # larger file is refused by the browser); the real limits are ours, in the labels, and the
+        # megabyte line is hidden so that the widget never states a limit that is not the one applied.
+        st.html("<style>" + "".join(f".st-key-{k} [data-testid='stFileUploaderDropzoneInstructions']{{display:none}}"
+                                    for k in ("home_up_py", "home_up_yaml", "home_up_ref")) + "</style>")
+        up_py = st.file_uploader(f"Kernel (.py, at most {units.size(MAX_SOURCE_BYTES)})", type=["py"],
+                                 key="home_up_py", max_upload_size=1)
+        up_yaml = st.file_uploader(f"Spec (.yaml, optional, at most {units.size(MAX_SPEC_BYTES)})",
+                                   type=["yaml", "yml"], key="home_up_yaml", max_upload_size=1)
+        up_ref = st.file_uploader(f"PyTorch reference (.py, optional, at most {units.size(MAX_SOURCE_BYTES)})",
+                                  type=["py"], key="home_up_ref", max_upload_size=1)
         # refused as soon as a file arrives, before Load is pressed
         for up, limit in ((up_py, MAX_SOURCE_BYTES), (up_yaml, MAX_SPEC_BYTES), (up_ref, MAX_SOURCE_BYTES)):
             if up is not None and up.size > limit:
@@ -138,7 +162,7 @@ def home() -> None:
                                    yaml_data=up_yaml.getvalue() if up_yaml else None,
                                    ref_name=up_ref.name if up_ref else None,
                                    ref_data=up_ref.getvalue() if up_ref else None)
-                    flash("success", f"Loaded {up_py.name}.")
+                    _loaded(wb, f"Loaded {up_py.name}.")
                     st.rerun()
                 except InputError as exc:
                     st.error(f"Not loaded: {exc}")
@@ -174,6 +198,12 @@ def home() -> None:
         st.warning(f"Device probe failed: {wb.device_error}")
     else:
         st.caption("Probing the device in a worker process…")
+    iso = _isolation()
+    if iso.sandboxed:
+        st.caption(f"🔒 Candidates run {iso.summary}")
+    else:
+        st.warning(f"Candidates run {iso.summary}. Machine-written kernels are not sandboxed here: see the "
+                   "README, “The sandbox”.")
     nav_link("pages/6_Device.py", "Device report and doctor", "🩺")
 
     # ------------------------------------------------------------------ 3. engine
@@ -219,6 +249,9 @@ def home() -> None:
                 session = wb.start_session()
                 flash("success", f"Session {session.name} started: commit 0 is the baseline. "
                                  f"Plan: {', '.join(session.plan) or 'empty (add stages on Optimize)'}.")
+                idle = wb.nothing_to_do()
+                if idle:
+                    flash("warning", idle + " (the Manual tab on Optimize gives the exact prompt for any chat LLM)")
                 st.rerun()
             except (WorkbenchError, InputError) as exc:
                 st.error(str(exc))
@@ -234,7 +267,8 @@ def home() -> None:
         if sessions:
             labels = {x["path"]: f"{x['name']} · {units.plural(int(x['versions']), 'version')} · {x.get('created', '')}"
                       for x in sessions}
-            picked = st.selectbox("Session", list(labels), format_func=labels.get, key="home_resume_pick")
+            picked = st.selectbox("Session", list(labels), format_func=labels.get, key="home_resume_pick",
+                                  persist_state="session")
             if st.button("Resume", key="home_resume"):
                 try:
                     wb.resume_session(picked)

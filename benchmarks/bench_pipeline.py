@@ -131,6 +131,7 @@ class ShapeRow:
     stages_applied: str = ""
     note: str = ""
     bound: str = ""                 # "memory" / "compute" by the roofline at the measured bytes
+    intensity: float | None = None  # FLOP per byte at the measured bytes (where it sits on the roofline)
     autotune_chosen: str = ""       # the configs the rules result's autotuners chose here
 
 
@@ -506,6 +507,7 @@ def bench_problem(job: Job, device: Any, settings: Settings, workdir: Path, budg
         if p.suspect:
             row.note = (row.note + "; " if row.note else "") + _clip(p.suspect, 200)
         row.bound = roofline_bound(p, baseline, v, getattr(device, "profile", None))
+        row.intensity = p.flop / p.bytes_moved if p.flop and p.bytes_moved else None
         perf_step = verdict.step("performance") if hasattr(verdict, "step") else None
         chosen = ((perf_step.evidence or {}).get("autotune_chosen") or {}) if perf_step is not None else {}
         row.autotune_chosen = "; ".join(chosen.get("candidate") or [])

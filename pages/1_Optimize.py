@@ -9,11 +9,16 @@ import streamlit as st
 
 from xeforge_core import units
 from xeforge_core.precision import DOWNGRADES
+from xeforge_core.ui.diffmerge import describe_merge, unified_patch
+from xeforge_core.ui.problemview import smaller_ci_offer, spec_editor
 from xeforge_core.ui.render import (
     cached,
     diff_view,
     flash,
+    hunk_checkboxes,
     job_progress,
+    kept_tabs,
+    keyboard_shortcuts,
     nav_link,
     page_setup,
     require_session,
@@ -71,8 +76,10 @@ if picked != target_now.profile:
 
 # ------------------------------------------------------------------ stepper
 # the plan and its statuses live in the session's refs; the issues in the analysis of the head
-items = cached(session, f"plan_items:{id(wb.analysis)}", wb.plan_items)
+items = cached(session, f"plan_items:{id(wb.analysis)}:{wb.target().profile}", wb.plan_items)
 current = cached(session, "current_stage", lambda: session.current_stage)
+engine = wb.settings.engine
+run_engine = engine if engine != "manual" else "rules"  # the manual engine's Propose runs the rules engine
 st.subheader("Stage plan")
 if items:
     cols = st.columns(len(items))
@@ -81,8 +88,12 @@ if items:
             icon = STATUS_ICON.get(item.status, "⚪")
             text = f"{icon} **{item.number}. {item.stage}**" if item.current else f"{icon} {item.number}. {item.stage}"
             st.markdown(text)
+            marks = " ".join(c.mark for c in item.checks) or ", ".join(item.engines)
             st.caption(item.status.replace("_", " ") + (f" · {plural(len(item.issues), 'issue')}" if item.issues else "")
-                       + f" · engines: {', '.join(item.engines)}")
+                       + f" · on this kernel: {marks}")
+    idle = wb.nothing_to_do(run_engine)
+    if idle:
+        st.warning(idle + " The Manual tab gives the exact prompt for any chat LLM.")
 else:
     st.info("The plan is empty: analysis found no stage with work. Add a stage below.")
 
@@ -91,6 +102,9 @@ with st.expander("Edit the plan (add, skip, reorder)", expanded=not items):
         c1, c2, c3, c4, c5 = st.columns([4, 1, 1, 1, 1])
         c1.markdown(f"{STATUS_ICON.get(item.status, '⚪')} `{item.stage}` — {item.status}"
                     + (f": {item.reason}" if item.reason else ""))
+        mine = item.check(run_engine)
+        if mine is not None:
+            c1.caption(f"{'✓' if mine.can else '✗'} {run_engine} engine on this kernel: {mine.reason}")
         if c2.button("↑", key=f"plan_up_{item.stage}", help="move up"):
             _act(wb.move_stage, item.stage, -1)
         if c3.button("↓", key=f"plan_down_{item.stage}", help="move down"):
@@ -112,6 +126,11 @@ with st.expander("Edit the plan (add, skip, reorder)", expanded=not items):
 
 if wb.analysis_error:
     st.warning(f"Analysis unavailable: {wb.analysis_error}")
+
+# the contract: a correctness variant too big for this device is said before Propose, with a
+# smaller one offered; the spec is editable here (a new version of the session)
+smaller_ci_offer(wb, key="opt")
+spec_editor(wb, key="opt")
 
 # ------------------------------------------------------------------ current stage
 propose_job = wb.jobs.current("propose")
@@ -146,17 +165,26 @@ else:
         st.markdown("**Issues found for this stage**")
         for issue in stage_issues:
             st.markdown(f"- {issue}")
-    engine = wb.settings.engine
-    tab_engine, tab_manual = st.tabs([f"Engine ({engine if engine != 'manual' else 'rules'})",
-                                      "Manual: prompt for any chat LLM, or your own edit"])
+    tab_engine, tab_manual = kept_tabs([f"Engine ({run_engine})", "Manual: prompt for any chat LLM, or your own edit"],
+                                       key="opt_tabs")
     with tab_engine:
-        run_engine = engine if engine != "manual" else "rules"
         label = "Propose" if wb.review is None else "Retry (new proposal)"
+        item = next(i for i in items if i.stage == current)
+        check = item.check(run_engine)
+        able = ", ".join(c.engine for c in item.checks if c.can) or ", ".join(item.engines)
         st.caption(f"The {run_engine} engine proposes a candidate; the CoVeR loop verifies it and "
                    f"refines it on failure, up to {wb.settings.max_iterations} iterations. Engines that can "
-                   f"do this stage: {', '.join(next(i.engines for i in items if i.stage == current))}.")
+                   f"do this stage on this kernel: {able}.")
+        cannot = check is not None and not check.can
+        if cannot:
+            st.warning(f"The {run_engine} engine cannot do {current} on this kernel: {check.reason}. "
+                       "Use the Manual tab (the exact prompt for any chat LLM, or your own edit), choose the "
+                       "llm engine on Home, or skip the stage.")
+        elif check is not None:
+            st.caption(f"✓ {run_engine}: {check.reason}")
         b1, b2, b3 = st.columns(3)
-        if b1.button(label, key="opt_propose", type="primary", disabled=busy):
+        if b1.button(label, key="opt_propose", type="primary", disabled=busy or cannot,
+                     help=f"the {run_engine} engine cannot do {current} on this kernel" if cannot else "keyboard: N"):
             _act(wb.start_propose, current, run_engine)
         if b2.button("Skip stage", key="opt_skip", disabled=busy):
             _act(wb.skip_stage, current, ok=f"{current} skipped")
@@ -199,16 +227,29 @@ if review is not None:
         with st.expander("Prompt sent to the engine"):
             st.code(review.prompt, language="markdown")
 
-    st.subheader("Diff: current vs candidate")
+    # the diff shown is always of the code Approve commits: after a hunk merge or an edit, that
+    # code, not the engine's whole proposal (whose hunks are chosen below)
+    changed_by_user = review.source != review.proposed_source
+    st.subheader("Diff: current vs the code under review" if changed_by_user else "Diff: current vs candidate")
+    if changed_by_user:
+        what = (describe_merge(review.base_source, review.proposed_source, review.accepted_hunks)
+                if review.origin == "merge" and review.accepted_hunks is not None else "your edit")
+        st.info(f"The code under review is the {review.origin} result ({what}), not the {review.engine} "
+                f"proposal as is: the diff below is what Approve commits, and it must be verified first.")
     rkey = f"review_{code_hash(review.base_source)}_{code_hash(review.proposed_source)}"
-    accepted = diff_view(review.base_source, review.proposed_source, key=rkey,
-                         accepted=review.accepted_hunks)
-    if accepted is not None and review.status not in (ReviewStatus.APPROVED, ReviewStatus.REJECTED) \
-            and st.button("Apply hunk selection", key="opt_apply_hunks", disabled=busy):
-        _act(wb.apply_hunks, accepted, ok=f"Kept hunks {accepted}: verify the merged code before approving.")
-    if review.source != review.proposed_source:
-        st.info(f"The code under review is the {review.origin} result, not the engine's proposal "
-                f"as is (it must be verified before it can be approved).")
+    diff_view(review.base_source, review.source, key=f"{rkey}_{code_hash(review.source)}", hunk_choice=False)
+    kernel_file = session.kernel_file
+    with st.expander("Patch: what Approve commits"):
+        st.code(unified_patch(review.base_source, review.source, from_name=f"a/{kernel_file}",
+                              to_name=f"b/{kernel_file}") or "(no change)", language="diff")
+    if review.status not in (ReviewStatus.APPROVED, ReviewStatus.REJECTED):
+        with st.expander(f"Choose hunks of the {review.engine} proposal", expanded=not changed_by_user):
+            accepted = hunk_checkboxes(review.base_source, review.proposed_source, key=rkey,
+                                       accepted=review.accepted_hunks)
+            if st.button("Apply hunk selection", key="opt_apply_hunks", disabled=busy or not accepted,
+                         help=None if accepted else "tick at least one hunk (none is the current version)"):
+                _act(wb.apply_hunks, accepted, ok=f"Kept hunks {accepted}: verify the merged code before approving.")
+    if changed_by_user:
         with st.expander("Code under review"):
             st.code(review.source, language="python", line_numbers=True)
 
@@ -254,7 +295,7 @@ if review is not None:
 
     c1, c2, c3, c4 = st.columns(4)
     closed = review.status in (ReviewStatus.APPROVED, ReviewStatus.REJECTED)
-    if c1.button("Verify", key="opt_verify", disabled=busy or closed):
+    if c1.button("Verify", key="opt_verify", disabled=busy or closed, help="keyboard: V"):
         _act(wb.start_verify)
     can_memcheck, memcheck_what = wb.memcheck_availability()
     if c4.button("Verify with memcheck", key="opt_verify_memcheck", disabled=busy or closed or not can_memcheck,
@@ -263,14 +304,19 @@ if review is not None:
                        "out-of-bounds write fails correctness.") if can_memcheck else memcheck_what):
         _act(wb.start_verify, memcheck=True)
     if c2.button("Approve", key="opt_approve", type="primary", disabled=busy or not ok,
-                 help=why):
+                 help=f"keyboard: A · {why}"):
         _act(wb.approve, ok="Approved: committed as a new version (see History).")
     reason = st.text_input("Reason for rejecting (optional)", key="opt_reject_reason")
-    if c3.button("Reject", key="opt_reject", disabled=busy):
+    if c3.button("Reject", key="opt_reject", disabled=busy, help="keyboard: R"):
         _act(wb.reject, reason or "rejected by the user",
              ok="Rejected: the candidate stays in the session under its ref (see below and History).")
     if not ok:
         st.caption(f"Approve is disabled: {why}")
+
+# ------------------------------------------------------------------ keyboard
+keyboard_shortcuts({"a": "opt_approve", "r": "opt_reject", "n": "opt_propose", "v": "opt_verify"})
+st.caption("Keyboard: **A** approve · **R** reject · **N** next proposal (Propose / Retry) · **V** verify "
+           "(not while typing in a field).")
 
 # ------------------------------------------------------------------ kept candidates
 st.header("Kept candidates")

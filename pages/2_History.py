@@ -10,11 +10,13 @@ from pathlib import Path
 import streamlit as st
 
 from xeforge_core import units
+from xeforge_core.ui.history import COLUMNS, decision_rows
 from xeforge_core.ui.render import (
     cached,
     flash,
     page_setup,
     require_session,
+    session_roofline,
     side_by_side_html,
     verdict_panel,
 )
@@ -71,6 +73,11 @@ try:
         st.caption("No verdict: the baseline, a restore or an unverified edit.")
 except Exception as exc:
     st.error(f"Could not read that version: {exc}")
+
+# ------------------------------------------------------------------ roofline of the version
+st.subheader("Roofline")
+chosen = next((v.index for v in versions if v.sha == pick), None)
+session_roofline(session, key="hist_roofline", chosen=chosen, device_type=str(session.device.get("type") or "cpu"))
 
 # ------------------------------------------------------------------ diff
 st.subheader("Diff between two versions")
@@ -166,6 +173,6 @@ c4.download_button("Report (JSON)", _report("json"), file_name=f"{stem}-report.j
                    mime="application/json", key="dl_report_json")
 
 with st.expander("Decision log"):
-    st.dataframe([{k: (str(v) if not isinstance(v, (int, float, str)) else v) for k, v in d.items()}
-                  for d in reversed(cached(session, "decisions", lambda: session.decisions))],
-                 hide_index=True, width="stretch")
+    labels = {v.sha: f"#{v.index} {v.short}" for v in versions}
+    st.dataframe(decision_rows(cached(session, "decisions", lambda: session.decisions), labels),
+                 hide_index=True, width="stretch", column_order=COLUMNS)

@@ -13,6 +13,7 @@ from xeforge_core.ir.present import (
     diff_summary,
     ir_diff,
     pair_kernels,
+    resource_compare_rows,
     resource_rows,
     specialization_text,
     stage_choices,
@@ -108,8 +109,15 @@ def _compiled_here() -> None:
     if not report.kernels:
         return
 
+    other = store.get(wanted[1].key) if key_b else None
     st.subheader("Resources reported by the compiler")
-    st.dataframe(resource_rows(report), hide_index=True, width="stretch", key="ir_resources")
+    if other is not None:  # both versions, kernel by kernel (a renamed kernel is paired by launch order)
+        st.caption(f"{sources[key_b].label} → {sources[key_a].label}")
+        st.dataframe(resource_compare_rows(other, report, old_name=sources[key_b].label,
+                                           new_name=sources[key_a].label),
+                     hide_index=True, width="stretch", key="ir_resources")
+    else:
+        st.dataframe(resource_rows(report), hide_index=True, width="stretch", key="ir_resources")
     st.caption("registers per thread; spills in bytes per thread; shared memory per program, as launched "
                "(SLM on Intel GPUs). — means the compiler did not report it.")
 
@@ -146,11 +154,13 @@ def _compiled_here() -> None:
     # ------------------------------------------------------------------ diff
     if key_b:
         st.subheader(f"Diff: {sources[key_b].label} → {sources[key_a].label}")
-        other = store.get(wanted[1].key)
         if other is None:
             st.info(f"Compiling {sources[key_b].label} for {target.label}…")
         else:
             pair = next(((o, n) for o, n in pair_kernels(other, report) if n.label == kernel.label), None)
+            if pair is not None and pair[0].name != kernel.name:
+                st.caption(f"`{pair[0].name}` in {sources[key_b].label} is `{kernel.name}` here (renamed; paired "
+                           "by launch order)")
             if pair is None:
                 st.info(f"{sources[key_b].label} has no kernel {kernel.label} at this shape.")
             elif pair[0].error:

@@ -12,9 +12,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from xeforge_core import units
-from xeforge_core.ui.benchdata import attainable_tflops, display_rows, roofline, session_rows, waterfall_steps
+from xeforge_core.ui.benchdata import display_rows, session_rows, waterfall_steps
+from xeforge_core.ui.charts import RooflinePoint, roofline_figure, speedup_bars
 from xeforge_core.ui.recorded import problem_table
-from xeforge_core.ui.render import cached, page_setup, recorded_results_picker
+from xeforge_core.ui.render import cached, kept_tabs, page_setup, recorded_results_picker, session_roofline
 
 wb = page_setup("Benchmarks", "📈")
 session = wb.session
@@ -31,20 +32,42 @@ def _recorded() -> None:
     table = problem_table(results)
     timed = [(p["problem"], p["speedup"], p.get("kind") or "") for p in results.problems if p.get("speedup")]
     if timed:
-        fig = go.Figure()
-        for kind in sorted({k for _, _, k in timed}):
-            part = [(n, x) for n, x, k in timed if k == kind]
-            fig.add_trace(go.Bar(x=[n for n, _ in part], y=[x for _, x in part], name=kind or "speedup",
-                                 text=[units.speedup(x) for _, x in part], textposition="outside"))
-        fig.add_hline(y=1.0, line_dash="dot")
-        fig.update_layout(yaxis_title="speedup over the baseline (x), recorded", height=420,
-                          margin={"t": 20, "b": 20}, xaxis_tickangle=-35)
-        st.plotly_chart(fig, key="bench_recorded_chart")
+        st.plotly_chart(speedup_bars([n for n, _, _ in timed], [x for _, x, _ in timed], [k for _, _, k in timed],
+                                     axis_title="speedup over the baseline (x), recorded"),
+                        key="bench_recorded_chart")
+    _recorded_roofline(results)
     st.dataframe(table, hide_index=True, width="stretch", key="bench_recorded_table")
     if results.stages:
         with st.expander(f"Stages ({units.plural(len(results.stages), 'row')})"):
             st.dataframe([{k: ("" if v is None else units.speedup(v) if k == "speedup" and v else str(v))
                            for k, v in s.items()} for s in results.stages], hide_index=True, width="stretch")
+
+
+def _recorded_roofline(results: object) -> None:
+    """The recorded problems on the roofline of the device they were measured on: each baseline
+    and its rules-engine result, an arrow between them."""
+    from xeforge_core.knowledge import load_knowledge
+
+    profile = load_knowledge().profiles.get(results.profile) if results.profile else None
+    placed = [p for p in results.problems if p.get("intensity") and p.get("tflops")]
+    if profile is None or not placed:
+        return
+    st.subheader(f"Roofline of the {profile.name}, recorded")
+    dtype = st.selectbox("Peak for", ["fp16", "bf16", "fp32"], key="bench_recorded_roof_dtype",
+                         help="the compute roof of this dtype (the memory roof is the same for all)")
+    points = []
+    for p in placed:
+        name = str(p["problem"])
+        if p.get("tflops_baseline"):
+            points.append(RooflinePoint(f"{name} (baseline)", p["intensity"], p["tflops_baseline"], group="baseline"))
+        points.append(RooflinePoint(name, p["intensity"], p["tflops"], group="rules engine",
+                                    link=f"{name} (baseline)" if p.get("tflops_baseline") else None))
+    st.plotly_chart(roofline_figure(profile, dtype, points, height=520), key="bench_recorded_roofline")
+    unplaced = [str(p["problem"]) for p in results.problems if p.get("tflops") and not p.get("intensity")]
+    st.caption("Each problem's baseline (grey) and rules-engine result (blue) at its arithmetic intensity (FLOP "
+               "per byte of the least traffic one call must cause) and measured TFLOP/s."
+               + (f" Not placed: {', '.join(unplaced)} (compute-bound, recorded without their intensity)."
+                  if unplaced else ""))
 
 
 def _live_empty_note() -> None:
@@ -58,7 +81,7 @@ def _live_empty_note() -> None:
 
 recorded_first = session is None or measured.empty
 labels = ["Recorded on a GPU machine", f"This session{f' ({session.name})' if session is not None else ''}"]
-tab_a, tab_b = st.tabs(labels if recorded_first else labels[::-1])
+tab_a, tab_b = kept_tabs(labels if recorded_first else labels[::-1], key="bench_tabs")
 tab_rec, tab_live = (tab_a, tab_b) if recorded_first else (tab_b, tab_a)
 with tab_rec:
     _recorded()
@@ -87,33 +110,7 @@ with tab_live:
 
     # ------------------------------------------------------------------ roofline
     st.subheader("Roofline")
-    profile = session.device.get("profile") if isinstance(session.device.get("profile"), dict) else None
-    if profile is None and wb.device is not None and getattr(wb.device, "profile", None):
-        profile = wb.device.profile
-    roof = roofline(profile) if profile else None
-    if roof is None and session.device.get("peak_tflops"):
-        roof = roofline({"peak_tflops": session.device.get("peak_tflops"),
-                         "bandwidth_gbps": session.device.get("bandwidth_gbps")})
-    points = measured[measured["intensity"].notna() & measured["tflops"].notna()] if not measured.empty else measured
-    if roof is None:
-        st.caption("The device has no hardware profile (peak TFLOP/s and bandwidth), so there is no roofline.")
-    elif points.empty:
-        st.caption(f"Roofline: peak {units.tflops(roof[0])}, {units.bandwidth(roof[1])}; no measured points yet.")
-    else:
-        peak, bw = roof
-        lo = max(min(points["intensity"].min() / 4, 0.1), 1e-3)
-        hi = max(points["intensity"].max() * 4, peak * 1000 / bw * 4)
-        xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
-        fig = go.Figure()
-        fig.add_trace(go.Scatter(x=xs, y=[attainable_tflops(x, peak, bw) for x in xs], mode="lines",
-                                 name=f"roofline ({units.tflops(peak)}, {units.bandwidth(bw)})"))
-        fig.add_trace(go.Scatter(
-            x=points["intensity"], y=points["tflops"], mode="markers+text",
-            text=[f"#{i} {s}" for i, s in zip(points["index"], points["stage"])], textposition="top center",
-            name="versions", marker={"size": 11}))
-        fig.update_layout(xaxis_type="log", yaxis_type="log", xaxis_title="arithmetic intensity (FLOP/byte)",
-                          yaxis_title="TFLOP/s", height=420, margin={"t": 20, "b": 20})
-        st.plotly_chart(fig, key="bench_roofline")
+    session_roofline(session, key="bench_roofline", device_type=str(session.device.get("type") or "cpu"))
 
     # ------------------------------------------------------------------ time distribution
     st.subheader("Time per version")

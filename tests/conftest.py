@@ -24,3 +24,17 @@ def xeforge_cases() -> Path:
     if not SHARED_CASES.is_dir():
         pytest.skip(f"real Xe-Forge cases not present at {SHARED_CASES}")
     return SHARED_CASES
+
+
+@pytest.fixture
+def home_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """The workbench's Home page (``app.py`` through its navigation) in Streamlit's AppTest, run
+    once, with its own workspace and the cpu device."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("XEFORGE_WORKSPACE", str(tmp_path / "ws"))
+    monkeypatch.setenv("XEFORGE_DEVICE", "cpu")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

@@ -88,6 +88,10 @@ def test_579_kb_paste_names_its_size_and_the_limit(home: AppTest) -> None:
 
 
 def test_oversized_upload_is_refused_on_arrival(home: AppTest) -> None:
+    # the widget states the limit applied (Streamlit's own is in whole MB: 1 MB, the transport cap)
+    assert home.file_uploader(key="home_up_py").label == "Kernel (.py, at most 512.0 KiB)"
+    assert home.file_uploader(key="home_up_yaml").label == "Spec (.yaml, optional, at most 256.0 KiB)"
+    assert home.file_uploader(key="home_up_py").proto.max_upload_size_mb == 1
     data = b"# pad\n" * 100_000
     home.file_uploader(key="home_up_py").set_value(("huge.py", data, "text/x-python")).run()
     assert "uploaded file huge.py: the file is 585.9 KiB (600,000 bytes); the limit is 512.0 KiB" in _errors(home)
@@ -103,6 +107,24 @@ def test_spec_with_unknown_dim(home: AppTest) -> None:
     errors = _errors(home)
     assert "WIDTH" in errors and "inputs.X.shape" in errors
     _unchanged(home)
+
+
+@pytest.mark.parametrize("typo, line, says", [
+    ("bench_gpu:", 19, "field `bench_gpu`: unknown top-level key 'bench_gpu'; did you mean 'bench-gpu'?"),
+    ("    dtpye: float16\n  Y:", 5, "field `inputs.X.dtpye`: unknown key 'dtpye' in input X; did you mean 'dtype'?"),
+    ("    dimz:\n      TOKENS: 7", 13, "field `ci[0].dimz`: unknown key 'dimz' in variant ci; did you mean 'dims'?"),
+])
+def test_a_misspelt_spec_key_is_refused_with_its_line(home: AppTest, typo: str, line: int, says: str) -> None:
+    fixed = {"bench_gpu:": "bench-gpu:", "    dtpye: float16\n  Y:": "    dtype: float16\n  Y:",
+             "    dimz:\n      TOKENS: 7": "    dims:\n      TOKENS: 7"}[typo]
+    assert SPEC.count(fixed) >= 1
+    bad = SPEC.replace(fixed, typo, 1)
+    _paste(home, KERNEL, bad)
+    assert f"Not loaded: spec, line {line}: {says}" in _errors(home)
+    _unchanged(home)
+    # both boxes keep what was pasted, so the typo is fixed in place
+    assert home.text_area(key="home_paste_src").value == KERNEL
+    assert home.text_area(key="home_paste_spec").value == bad
 
 
 def test_binary_upload(home: AppTest) -> None:

@@ -5,6 +5,8 @@ be approved. Verifications run for real, in worker processes, from background jo
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import pytest
@@ -134,6 +136,12 @@ def test_hunk_level_accept_is_verified_before_approval(env: Path) -> None:
     opt.button(key="opt_apply_hunks").click().run()
     assert review.source == good and review.accepted_hunks == [0] and review.origin == "merge"
     assert opt.button(key="opt_approve").disabled  # the merged code is not verified yet
+    # the diff shown is the merged code's: the unticked hunk is gone from it
+    diff_text = html.unescape(re.sub(r"<[^>]+>", "", "\n".join(h.proto.body for h in opt.get("html"))))
+    assert "N - 1" not in diff_text and "acc = tl.dot(a, b, acc)" in diff_text
+    assert "kept hunk 0 of 2" in "\n".join(i.value for i in opt.info)
+    shown_patch = next(c.value for c in opt.code if c.value.startswith(f"--- a/{session.kernel_file}"))
+    assert "N - 1" not in shown_patch
 
     opt.button(key="opt_verify").click().run()
     _wait(wb, "verify")
@@ -145,6 +153,12 @@ def test_hunk_level_accept_is_verified_before_approval(env: Path) -> None:
     assert head.index == 1 and head.engine == "manual" and head.verdict == "ok"
     assert session.source("head") == good
     assert "Hunks accepted by the user: [0]" in session.candidate(head.candidate).rationale
+    # what was shown is exactly what was committed, and the subject names what was kept
+    committed = next(f for f in session.diff(0, "head").files if f.path == session.kernel_file)
+    assert shown_patch == committed.diff.rstrip("\n")  # a code block shows no trailing newline
+    subject = session.repo.commit(head.sha).summary
+    assert subject.startswith("dtype_fix: kept hunk 0 of 2 (line 35: acc = tl.dot(a, b, acc)); left out hunk 1")
+    assert "N - 1" not in subject.split("left out")[0]
 
     hist = _page("pages/2_History.py", wb)
     assert "manual" in hist.dataframe[0].value["engine"].tolist()

@@ -69,6 +69,9 @@ def test_ttgir_for_an_nvidia_target_and_the_diff_between_versions(wb: Workbench)
     text = "\n".join(m.value for m in at.markdown)
     assert "TTGIR:" in text and "lines removed" in text and "(source locations stripped)" in text
     assert any("ttg.num-warps" in c.value and c.language == "diff" for c in at.code)
+    # with a version to compare, the resources of both versions, kernel by kernel
+    both = at.dataframe[0].value
+    assert list(both["kernel"]) == ["add_kernel"] and both["num_warps"][0] == "4 → 8"
 
 
 def test_an_intel_target_without_its_backend_says_so(wb: Workbench) -> None:

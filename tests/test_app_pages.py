@@ -6,6 +6,7 @@ trajectory, verify a step live, approve it)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -127,9 +128,13 @@ def test_benchmarks_charts_and_csv(wb: Workbench) -> None:
     # measured live: this session's tab comes first, the recorded results second
     assert [t.label for t in at.tabs][:2] == ["This session (07_gemm_fp32_upcast)", "Recorded on a GPU machine"]
     charts = at.get("plotly_chart")
-    assert [c.key for c in charts] == ["bench_waterfall", "bench_roofline", "bench_times", "bench_recorded_chart"]
+    assert [c.key for c in charts] == ["bench_waterfall", "bench_roofline", "bench_times", "bench_recorded_chart",
+                                       "bench_recorded_roofline"]
     waterfall = charts[0].proto.spec
     assert "8.70x" in waterfall  # 2000/250 then 250/230: cumulative 8.70x
+    roof = json.loads(charts[1].proto.spec)["layout"]
+    assert roof["xaxis"]["type"] == roof["yaxis"]["type"] == "log"
+    assert json.loads(charts[3].proto.spec)["layout"]["yaxis"]["type"] == "log"  # the 58.67x bar squashes nothing
     csv = at.get("download_button")[0]
     assert csv.proto.label == "Download CSV"
     table = at.dataframe[0].value
@@ -153,7 +158,12 @@ def test_benchmarks_on_cpu_show_the_recorded_h200_results_first(wb: Workbench) -
     table = at.dataframe[0].value
     gemm = table[table["problem"] == "07_gemm_fp32_upcast"].iloc[0]
     assert gemm["speedup"] == "4.69x" and gemm["baseline"].endswith(" ms") and gemm["TFLOP/s"].endswith("TFLOP/s")
-    assert len(at.get("plotly_chart")) == 1  # the recorded speedups; nothing live
+    # the recorded speedups and roofline; live, only the roofline of the target with the benchmark
+    # variant where its spec puts it, marked not measured
+    assert [c.key for c in at.get("plotly_chart")] == ["bench_recorded_chart", "bench_recorded_roofline",
+                                                        "bench_roofline"]
+    live = json.loads(at.get("plotly_chart")[2].proto.spec)
+    assert any("not measured" in (a.get("text") or "") for a in live["layout"]["annotations"])
 
 
 def test_benchmarks_open_a_results_file_and_refuse_a_bad_one(wb: Workbench) -> None:

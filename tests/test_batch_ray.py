@@ -196,29 +196,40 @@ def _cli(args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
 
 
 def test_ctrl_c_leaves_nothing_and_resume_redoes_nothing(ray_address, fresh_env, tmp_path):
+    """Ctrl-C while the batch is provably running, never on timing: the GEMM's forward blocks in
+    the baseline worker until the batch is interrupted, and the interrupt is sent once that worker
+    is seen (polled in /proc) and the vector add is finished. The resume then runs the real GEMM."""
     problems = make_problems(tmp_path / "problems", bad=False)
+    gemm = problems / "07_gemm_fp32_upcast.py"
+    real = gemm.read_text()
+    forward = "        return kernel_function(x, self.weight)\n"
+    assert real.count(forward) == 1
+    gemm.write_text(real.replace(forward, "        import time\n\n        time.sleep(3600)  # until interrupted\n"
+                                          + forward))
     out = tmp_path / "runs" / "summary.csv"
     ws = tmp_path / "ws"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRITON_INTERPRET": "1"}
     # a batch on its own local Ray instance; Ctrl-C (SIGINT to its whole process group, as a
-    # terminal sends it) while the GEMM's baseline job runs and the vector add is finished
+    # terminal sends it) while the GEMM's baseline job blocks and the vector add is finished
     proc = _cli([str(problems), "--ray", "--workspace", str(ws), "--out", str(out), *CLI_FAST], env,
                 start_new_session=True)
-    seen = ""
-    deadline = time.monotonic() + 240
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        seen += line
-        if "== 01_vector_add" in seen and "[07_gemm_fp32_upcast] baseline job on" in seen:
-            break
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 600  # a generous bound for a loaded machine; nothing races it
+    while True:
+        seen = "".join(lines)
+        if ("== 01_vector_add" in seen and "[07_gemm_fp32_upcast] baseline job on" in seen
+                and marked_processes(fresh_env, workers_only=True)):
+            break  # the blocked baseline worker is alive: the batch cannot finish on its own
+        assert proc.poll() is None, f"the batch ended before it could be interrupted: {seen[-3000:]}"
         assert time.monotonic() < deadline, seen[-3000:]
-    else:
-        pytest.fail(f"the batch ended before it could be interrupted: {seen[-3000:]}")
-    time.sleep(0.5)  # the baseline worker is running
-    assert marked_processes(fresh_env, workers_only=True), "no verification worker to stop"
+        time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)
-    _, rest = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (seen + rest)[-3000:]
+    proc.wait(timeout=120)
+    reader.join(timeout=30)
+    rest = "".join(lines)
+    assert proc.returncode == 130, rest[-3000:]
     assert "interrupted; the summary keeps 1 finished kernel(s)" in rest
     # nothing of it is left: no verification worker, no Ray worker, no raylet
     assert wait_until_gone(fresh_env) == []
@@ -227,10 +238,11 @@ def test_ctrl_c_leaves_nothing_and_resume_redoes_nothing(ray_address, fresh_env,
     data = json.loads(out.with_suffix(".json").read_text())
     assert [r["kernel"] for r in data["rows"]] == ["01_vector_add"] and data["meta"]["mode"] == "ray"
 
-    # --resume, joining the module's Ray instance: the finished kernel is not run again
+    # --resume, joining the module's Ray instance, on the real GEMM: the finished kernel is not run again
+    gemm.write_text(real)
     proc = _cli([str(problems), "--ray", ray_address, "--resume", "--workspace", str(ws), "--out", str(out),
                  *CLI_FAST], env)
-    stdout, stderr = proc.communicate(timeout=300)
+    stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr[-3000:]
     assert "resuming" in stderr and "1 kernel(s) already in the summary are kept and skipped" in stderr
     assert "1 kernel(s) from" in stderr and "== 01_vector_add" not in stderr and "01_vector_add:" not in stderr

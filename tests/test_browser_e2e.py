@@ -2,7 +2,10 @@
 ``tools/appdriver.py``): load a sample, let the rules engine propose and verify a stage, apply
 a hunk selection, verify it, approve it, restore the baseline from History, see the IR page
 show TTGIR compiled for an NVIDIA target on this CPU machine, and have an oversized paste
-refused with its size and the limit while the loaded kernel stays.
+refused with its size and the limit while the loaded kernel stays. Along the way: the diff shown
+after a hunk selection is the merged code's, a key typed in a field is text while A outside one
+approves, and a pasted spec with a misspelt key is refused with its line while the Paste tab
+stays open through the reruns.
 
 Skips, saying why, where chromium or playwright is missing (``.ci/run`` installs chromium).
 Screenshots go to ``$XEFORGE_SCREENSHOT_DIR`` when set, else a temporary directory
@@ -94,8 +97,20 @@ def test_main_path_in_chromium(app: str, tmp_path: Path) -> None:
         appdriver.wait_for(page, page.get_by_text("verdict: ok"), VERIFY_TIMEOUT_MS)
         appdriver.idle(page)
         expect(approve).to_be_enabled()
+        # the diff shown is the merged code: the third hunk's line is not in it
+        expect(page.get_by_text("kept hunks 0, 1 of 3").first).to_be_visible()
         appdriver.shot(page, shots, "02_optimize")
-        approve.click()
+        # keyboard shortcuts: a key typed in a field is text, not a command ...
+        reason = page.get_by_label("Reason for rejecting (optional)")
+        reason.click()
+        page.keyboard.type("a r")
+        reason.press("Tab")  # commits the field (a rerun)
+        appdriver.idle(page)
+        expect(approve).to_be_enabled()  # neither approved nor rejected
+        assert reason.input_value() == "a r"
+        # ... and outside one, A approves
+        page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        page.keyboard.press("a")
         appdriver.idle(page)
         expect(page.get_by_text("Approved: committed as a new version")).to_be_visible()
 
@@ -133,4 +148,32 @@ def test_main_path_in_chromium(app: str, tmp_path: Path) -> None:
                                 "(524,288 bytes)")).to_be_visible()
         assert page.get_by_label("Kernel module (Python)").input_value() == big  # the text stays in the box
         expect(page.get_by_text(f"Problem: {SAMPLE}")).to_be_visible()  # the loaded kernel stays
+        expect(page.locator('[data-testid="stException"]')).to_have_count(0)
+
+        phase("oversized paste refused")
+        # a misspelt spec key is refused with its line; the Paste tab stays open through the reruns
+        kernel = (ROOT / "sample_kernels" / "01_vector_add.py").read_text()
+        spec = (ROOT / "sample_kernels" / "01_vector_add.yaml").read_text()
+        appdriver.paste(page, page.get_by_label("Kernel module (Python)"), kernel, replace=True)
+        appdriver.paste(page, page.get_by_label("Spec (YAML, optional)"), spec.replace("bench-gpu:", "bench_gpu:", 1),
+                        replace=True)
+        appdriver.idle(page)
+        page.get_by_role("button", name="Load pasted kernel").click()
+        appdriver.idle(page)
+        expect(page.locator('[data-testid="stAlert"]', has_text="spec, line 19: field bench_gpu: unknown top-level "
+                            "key 'bench_gpu'; did you mean 'bench-gpu'?")).to_be_visible()
+        expect(page.get_by_role("tab", name="Paste")).to_have_attribute("aria-selected", "true")
+        appdriver.paste(page, page.get_by_label("Spec (YAML, optional)"), spec, replace=True)
+        appdriver.idle(page)
+        page.get_by_role("button", name="Load pasted kernel").click()
+        appdriver.idle(page)
+        expect(page.get_by_text("Loaded the pasted kernel.")).to_be_visible()
+        expect(page.get_by_role("tab", name="Paste")).to_have_attribute("aria-selected", "true")
+        # another kernel: the RMSNorm session is closed, so nothing shows it beside this problem
+        expect(page.get_by_text("none for the loaded kernel").first).to_be_visible()
+        # the upload widget states the limit that is applied, not Streamlit's megabytes
+        page.get_by_role("tab", name="Upload").click()
+        appdriver.idle(page)
+        expect(page.locator(".st-key-home_up_py")).to_contain_text("Kernel (.py, at most 512.0 KiB)")
+        expect(page.locator(".st-key-home_up_py [data-testid='stFileUploaderDropzoneInstructions']")).to_be_hidden()
         expect(page.locator('[data-testid="stException"]')).to_have_count(0)

@@ -111,6 +111,25 @@ def test_optimize_bad_input(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+def test_a_plan_the_engine_can_do_nothing_of_is_said_up_front(tmp_path, capsys):
+    """A KernelBench solution whose only planned stage is autotuning, which the rules engine
+    cannot do on a kernel without tl.dot: the plan says so per stage, and optimize says so
+    before it starts a session (instead of ending one having done nothing)."""
+    kb = ROOT / "tests" / "fixtures" / "formats" / "kernelbench"
+    args = [str(kb / "residual_relu_new.py"), "--reference", str(kb / "residual_relu.py"),
+            "--target", "arc_pro_b70", "--device", "cpu", "--workspace", str(tmp_path)]
+    assert main(["optimize", *args, "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if " autotuning " in line)
+    assert row.split()[3:5] == ["✗", "✓"]  # rules cannot, llm can
+    assert "has no tl.dot" in row
+    assert "The rules engine can do none of the 1 planned stage on this kernel" in out
+    assert main(["optimize", *args, "--engine", "rules", "--auto"]) == 0
+    err = capsys.readouterr().err
+    assert "can do none of the 1 planned stage" in err and "No session was started." in err
+    assert not any(tmp_path.iterdir())
+
+
 def test_batch_writes_its_csv(tmp_path, capsys):
     kernels = tmp_path / "kernels"
     kernels.mkdir()

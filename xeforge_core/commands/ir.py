@@ -138,6 +138,7 @@ def render(report, args: argparse.Namespace, other=None) -> str:  # noqa: ANN001
         diff_summary,
         ir_diff,
         pair_kernels,
+        resource_compare_rows,
         resource_rows,
         specialization_text,
         stage_text,
@@ -161,7 +162,12 @@ def render(report, args: argparse.Namespace, other=None) -> str:  # noqa: ANN001
     if report.not_launched:
         lines.append(f"  not launched at this shape: {', '.join(report.not_launched)}")
     rows = resource_rows(report)
-    if rows:
+    if other is not None:  # both versions' resources, side by side (renamed kernels paired)
+        rows = resource_compare_rows(report, other, old_name=args.kernel, new_name=args.diff)
+        headers = ["kernel", "registers", "spills", "shared memory", "num_warps", "num_stages"]
+        lines += ["", f"resources, {args.kernel} → {args.diff}:",
+                  text_table(headers, [[r[h] for h in headers] for r in rows])]
+    elif rows:
         headers = ["kernel", "registers", "spills", "shared memory", "num_warps", "num_stages", "compile"]
         lines += ["", text_table(headers, [[r[h] for h in headers] for r in rows])]
     label = STAGE_NAMES.get(args.stage, args.stage)
@@ -181,7 +187,8 @@ def render(report, args: argparse.Namespace, other=None) -> str:  # noqa: ANN001
                 lines.append(f"== {new.label}: no {label} on one side")
                 continue
             patch, count = got
-            lines.append(f"== {new.label}: {diff_summary(count, args.stage, locations=args.keep_locations)}")
+            name = new.label if old.name == new.name else f"{old.label} → {new.label} (renamed)"
+            lines.append(f"== {name}: {diff_summary(count, args.stage, locations=args.keep_locations)}")
             if patch:
                 lines.append(patch.rstrip("\n"))
         return "\n".join(lines)

@@ -9,8 +9,13 @@ each acceptable candidate (answers are read from stdin, so ``yes``-style piping 
 input means reject). Progress is plain text on stderr (no TTY needed); the final per-stage
 table, the session path and the export paths go to stdout.
 
-Exit status: 0 done (including stages kept current), 1 a stage failed (the kernel cannot be
-verified on this device), 2 bad input, 130 interrupted (the session keeps everything committed).
+The plan says, per stage and engine, whether the engine can do the stage on this kernel (the
+rules engine's codemod is asked, statically); when the chosen engine can do none of the planned
+stages, that is said up front with each stage's reason and no session is started.
+
+Exit status: 0 done (including stages kept current, and a plan the engine can do nothing of), 1
+a stage failed (the kernel cannot be verified on this device), 2 bad input, 130 interrupted (the
+session keeps everything committed).
 """
 
 from __future__ import annotations
@@ -192,12 +197,27 @@ def plan_for(problem: Problem, target: Target, stages: list[str] | None) -> Plan
     return plan(problem.kernel.source, target, problem, stages=stages)
 
 
-def plan_text(plan: Plan) -> str:
-    """The plan as a table: number, stage, engines that can do it, issues."""
+def plan_text(plan: Plan, engine: str | None = None) -> str:
+    """The plan as a table: number, stage, issues, and per engine whether it can do the stage on
+    this kernel (``✓``/``✗``, asked before anything runs), then the reason of ``engine`` (the one
+    chosen; default: the first) for each stage."""
     from xeforge_core.session.report import text_table
 
-    rows = [[s.number, s.stage, ", ".join(s.engines), len(s.issues)] for s in plan.stages]
-    return text_table(["#", "stage", "engines", "issues"], rows) if rows else "(no stage has work)"
+    if not plan.stages:
+        return "(no stage has work)"
+    names = engine_names(interactive=False)
+    engine = engine or names[0]
+    headers = ["#", "stage", "issues", *names, f"{engine} engine on this kernel"]
+    rows = []
+    for s in plan.stages:
+        marks = []
+        for name in names:
+            check = s.check(name)
+            marks.append(("✓" if check.can else "✗") if check is not None else
+                         ("✓" if name in s.engines else "✗"))
+        mine = s.check(engine)
+        rows.append([s.number, s.stage, len(s.issues), *marks, mine.reason if mine is not None else ""])
+    return text_table(headers, rows)
 
 
 def final_table(session: Session) -> tuple[str, dict[str, Any]]:
@@ -295,11 +315,17 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError("give KERNEL (or --resume PATH)")
             problem = load_problem(args.kernel, spec_path=args.spec, reference_path=args.reference)
             plan = plan_for(problem, target, stages)
+            idle = _nothing_to_do(plan, args, problem, device)
+            if idle:
+                print(f"{problem.name}: target {target.label}; plan from {plan.origin}:\n"
+                      f"{plan_text(plan, args.engine)}\n{idle}\nNo session was started.", file=err)
+                return EXIT_OK
             session = Session.create(problem, workspace=workspace_for(args), device=device, plan=plan.ids,
                                      target=target)
             print(f"session {session.path}", file=err)
             print(f"device {device.type}:{device.index} ({device.name}); target {target.label}; plan from "
-                  f"{plan.origin} ({plural(len(plan.analysis.issues), 'issue')}):\n{plan_text(plan)}", file=err)
+                  f"{plan.origin} ({plural(len(plan.analysis.issues), 'issue')}):\n{plan_text(plan, args.engine)}",
+                  file=err)
             for w in problem.warnings:
                 print(f"warning: {w}", file=err)
         engine = make_engine(args.engine)
@@ -358,8 +384,25 @@ def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
     else:
         print(f"{problem.name}: target {target.label}; plan from {plan.origin} "
               f"({plural(len(plan.analysis.issues), 'issue')})")
-        print(plan_text(plan))
+        print(plan_text(plan, args.engine))
+        idle = plan.nothing_to_do(args.engine)
+        if idle:
+            print(idle)
     return EXIT_OK
+
+
+def _nothing_to_do(plan: Plan, args: argparse.Namespace, problem: Problem, device: DeviceInfo) -> str:
+    """Why a new session would end having done nothing (the engine can do none of the planned
+    stages on this kernel, and no portability step is due), or ``""``."""
+    idle = plan.nothing_to_do(args.engine)
+    if not idle or not plan.stages:
+        return ""
+    if not args.no_portability:
+        from xeforge_core.codemods.portability import portability_needs
+
+        if portability_needs(problem.kernel.source, str(device.type)):
+            return ""  # the portability step has work before the stages
+    return idle
 
 
 def _export_inside(session: Session, export_dir: Path) -> dict[str, Path]:

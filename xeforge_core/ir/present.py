@@ -112,10 +112,48 @@ def diff_summary(count: DiffCount, stage: str, *, locations: bool = False) -> st
 
 
 def pair_kernels(old: IRReport, new: IRReport) -> list[tuple[IRKernel, IRKernel]]:
-    """Kernels of two reports matched by label, then by name (a renamed kernel has no pair)."""
-    pairs = []
-    for k in new.kernels:
+    """Kernels of two reports matched by label, then by name, then, for those left (a kernel
+    renamed between the versions: ``matmul_kernel`` -> ``matmul_bias_kernel``), by launch order
+    among the unmatched ones. Pairs in the new report's order."""
+    pairs: dict[int, IRKernel] = {}
+    used: set[int] = set()
+    for i, k in enumerate(new.kernels):
         other = old.kernel(k.label) or old.kernel(k.name)
-        if other is not None:
-            pairs.append((other, k))
-    return pairs
+        if other is not None and id(other) not in used:
+            pairs[i] = other
+            used.add(id(other))
+    left_old = sorted((k for k in old.kernels if id(k) not in used), key=lambda k: k.launch)
+    left_new = sorted((i for i in range(len(new.kernels)) if i not in pairs), key=lambda i: new.kernels[i].launch)
+    for i, other in zip(left_new, left_old):
+        pairs[i] = other
+    return [(pairs[i], new.kernels[i]) for i in range(len(new.kernels)) if i in pairs]
+
+
+def resource_compare_rows(old: IRReport, new: IRReport, *, old_name: str = "before",
+                          new_name: str = "after") -> list[dict[str, Any]]:
+    """The compiler's resources of both versions, one row per kernel pair (:func:`pair_kernels`,
+    renamed kernels included): ``kernel`` (``old -> new`` when renamed), then registers, spills,
+    shared memory, num_warps and num_stages as ``before -> after`` (one value when equal);
+    kernels of one version only get a row with the other side ``—``."""
+    old_rows = {k.label: r for k, r in zip(old.kernels, resource_rows(old))}
+    new_rows = {k.label: r for k, r in zip(new.kernels, resource_rows(new))}
+    fields = ("registers", "spills", "shared memory", "num_warps", "num_stages")
+    missing = {f: units.MISSING for f in fields}
+
+    def row(name: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"kernel": name}
+        for f in fields:
+            out[f] = a[f] if a[f] == b[f] else f"{a[f]} → {b[f]}"
+        out["error"] = b.get("error") or a.get("error") or ""
+        return out
+
+    pairs = pair_kernels(old, new)
+    rows = [row(n.label if o.name == n.name else f"{o.label} → {n.label} (renamed)", old_rows[o.label],
+                new_rows[n.label]) for o, n in pairs]
+    paired_old = {o.label for o, _ in pairs}
+    paired_new = {n.label for _, n in pairs}
+    rows += [row(f"{label} (only in {new_name})", missing, r) for label, r in new_rows.items()
+             if label not in paired_new]
+    rows += [row(f"{label} (only in {old_name})", r, missing) for label, r in old_rows.items()
+             if label not in paired_old]
+    return rows

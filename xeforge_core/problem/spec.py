@@ -11,13 +11,21 @@ The format (as the public Xe-Forge repository's ``test_kernels/*.yaml`` use it):
 * ``allow``: optional list of the precision downgrades the problem accepts beyond its own
   dtype (``allow: [tf32]``; the names of ``xeforge_core.precision.DOWNGRADES``), as
   ``xeforge verify --allow`` does. Not read by Xe-Forge itself.
-* every other top-level key whose value is a list is a variant family (``ci``,
+* every other top-level key must be a list: a variant family (``ci``,
   ``bench-gpu``, ``bench-gpu-N``, ``bench-xpu``, ``bench-cpu``, ``bench-gpu-old``, ...). Every
   entry of a list is a variant: entry 0 is named after the family (``ci``), the others
   ``ci[1]``, ``ci[2]``, ... (Xe-Forge itself reads only entry 0; the verifier checks every
-  ``ci`` entry for correctness); keys with scalar values are ignored.
+  ``ci`` entry for correctness).
 * a variant entry has ``params`` (input names in forward() order), ``dims``, ``dtype``
   (overrides every floating-point input's dtype), ``flop`` (formula over dims, or a number), ``rtol``/``atol``.
+
+Unknown keys are refused, not dropped (Xe-Forge ignores them, so a typo changes what is checked
+and timed without a word): ``dtpye`` in an input, ``dimz`` in a variant entry, a scalar or map
+at the top level, and a list whose name misspells a standard family (``bench_gpu``, ``CI``,
+``bench-gup``) each raise a ``ProblemError`` at the key's own line with the nearest valid key
+(``difflib``). Families of one's own (``small``, ``bench-gpu-old``) stay valid. Keys of later
+AI-bench versions (``mem_bytes``, ``memory_format``; an input's ``range`` and ``inits``) are
+accepted with a warning that they are not read.
 
 Quirks kept on purpose: YAML 1.1 (PyYAML) reads ``1e-5`` (no dot) as the *string* ``"1e-5"``;
 such a dim stays a string in ``dims`` and in ``init_values`` (the real kernels call
@@ -53,6 +61,16 @@ MAX_SOURCE_BYTES = 1_000_000
 
 _RESERVED = ("inputs", "inits", "default_variant", "allow")
 _VARIANT_KEYS = {"params", "dims", "dtype", "flop", "rtol", "atol"}
+_INPUT_KEYS = {"shape", "dtype"}
+#: Keys that later AI-bench versions added (see the module docstring); a real spec may carry them,
+#: so they are accepted with a warning that they are not read, never refused as typos.
+_VARIANT_KEYS_IGNORED = {"mem_bytes", "memory_format"}
+_INPUT_KEYS_IGNORED = {"range", "inits"}
+#: The variant families every tool knows by name; ``bench-gpu-N`` and ``bench-gpu-<name>`` extend them.
+_STANDARD_FAMILIES = ("ci", "bench-gpu", "bench-cpu", "bench-xpu")
+_STANDARD_FAMILY = re.compile(r"^(ci|bench-(gpu|cpu|xpu)(-[A-Za-z0-9_.]+)*)$")
+#: How close (``difflib`` ratio) a family name must be to a standard one to read as its misspelling.
+_TYPO_RATIO = 0.85
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Path_ = tuple[Any, ...]
@@ -245,6 +263,46 @@ def build_variant(name: str, *, params: list[str], dims: dict[str, Any], inputs:
                    shapes=shapes, input_dtypes=input_dtypes)
 
 
+def _refuse_unknown_keys(record: Mapping[Any, Any], known: set[str], ignored: set[str], ctx: _Ctx,
+                        path: Path_, what: str) -> None:
+    """Refuse the first key of ``record`` that is neither ``known`` nor ``ignored`` (a key of a
+    later format version, warned about), naming its line and the nearest known key; a typo such
+    as ``dtpye`` or ``dimz`` would otherwise be dropped silently. Raises ``ProblemError``."""
+    for key in record:
+        if key in known:
+            continue
+        if key in ignored:
+            ctx.warn(path + (key,), f"{key} of {what} is not read (a key of later AI-bench versions)")
+            continue
+        name = str(key)
+        close = difflib.get_close_matches(name, sorted(known | ignored), n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ctx.error(path + (key,), f"unknown key {name!r} in {what}{hint} (its keys are "
+                                       f"{', '.join(sorted(known))})")
+
+
+def _family_typo(key: str) -> str | None:
+    """The standard name (``ci``, ``bench-gpu``, ``inputs``...) that the top-level list key
+    ``key`` misspells, or ``None`` when it is a standard family or a name of its own.
+
+    A misspelling is a key that is a standard name once case, ``_`` and spaces are normalised
+    (``bench_gpu``, ``CI``, ``bench_gpu_1``), or one that is within a letter or two of a standard
+    name (``difflib`` ratio at least ``_TYPO_RATIO``) without extending it: ``bench-gup`` and
+    ``input`` are typos; ``bench-gpu-old``, ``small`` and ``large`` are families of their own."""
+    if key in _RESERVED or _STANDARD_FAMILY.match(key):
+        return None
+    norm = re.sub(r"[\s_]+", "-", key.strip().lower())
+    for reserved in _RESERVED:
+        if norm == reserved.replace("_", "-"):
+            return reserved
+    if _STANDARD_FAMILY.match(norm):
+        return norm
+    if any(key.startswith(f"{name}-") for name in _STANDARD_FAMILIES):
+        return None
+    close = difflib.get_close_matches(norm, [*_STANDARD_FAMILIES, *_RESERVED], n=1, cutoff=_TYPO_RATIO)
+    return close[0] if close else None
+
+
 def _dtype(value: Any, ctx: _Ctx, path: Path_) -> str:
     canonical = normalize_dtype(value)
     if canonical is None:
@@ -275,6 +333,7 @@ def _parse_inputs(raw: Any, ctx: _Ctx) -> dict[str, InputSpec]:
             raise ctx.error(path, f"input name {name!r} is not an identifier")
         if not isinstance(record, dict):
             raise ctx.error(path, f"input {name} must be a map with 'shape' and 'dtype', got {record!r}")
+        _refuse_unknown_keys(record, _INPUT_KEYS, _INPUT_KEYS_IGNORED, ctx, path, f"input {name}")
         shape_raw = record.get("shape")
         if not isinstance(shape_raw, list):
             raise ctx.error(path + ("shape",), f"input {name} needs a 'shape' list of dim names, got {shape_raw!r}")
@@ -287,10 +346,6 @@ def _parse_inputs(raw: Any, ctx: _Ctx) -> dict[str, InputSpec]:
                 raise ctx.error(path + ("shape", i), f"shape entry {entry!r} of input {name} is not a dim name")
             shape.append(entry)
         dtype = _dtype(record.get("dtype", "float32"), ctx, path + ("dtype",))
-        extra = sorted(set(record) - {"shape", "dtype"})
-        if extra:
-            ctx.warn(path, f"keys {', '.join(map(str, extra))} of input {name} are ignored (Xe-Forge reads only "
-                           f"shape and dtype)")
         inputs[name] = InputSpec(name=name, shape=tuple(shape), dtype=dtype)
     return inputs
 
@@ -350,6 +405,32 @@ def _parse_dims(raw: Any, ctx: _Ctx, path: Path_) -> dict[str, Any]:
     return dims
 
 
+def _check_top_level_key(key: str, value: Any, ctx: _Ctx) -> None:
+    """Refuse a top-level key that is not ``inputs``, ``inits``, ``default_variant`` or a
+    variant family (a list): a misspelt standard name (``bench_gpu`` for ``bench-gpu``, which
+    would otherwise become a family of its own and leave the GPU timing the ``ci`` shape), a
+    map or a scalar (Xe-Forge drops those silently: a ``default_varient`` typo would go
+    unnoticed). Raises ``ProblemError`` naming the key's line and the nearest valid key."""
+    typo = _family_typo(key)
+    if typo is not None:
+        message = f"unknown top-level key {key!r}; did you mean {typo!r}?"
+        if typo not in _RESERVED:
+            message += (" (a variant family of your own may have any name that does not read as a "
+                        "misspelt standard one, such as small or bench-gpu-<name>)")
+        raise ctx.error((key,), message)
+    if isinstance(value, list):
+        return
+    got = "a map" if isinstance(value, dict) else f"the {type(value).__name__} {value!r}"
+    if _STANDARD_FAMILY.match(key):
+        raise ctx.error((key,), f"variant family {key!r} must be a list of variant entries ('{key}:' then "
+                                f"'  - params: ...'), got {got}")
+    close = difflib.get_close_matches(key, [*_RESERVED, *_STANDARD_FAMILIES], n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ctx.error((key,), f"unknown top-level key {key!r}{hint} (the top level holds inputs, inits, "
+                            f"default_variant and variant families, which are lists; {key!r} holds {got}; "
+                            f"notes belong in YAML comments)")
+
+
 def variant_name(family: str, index: int) -> str:
     """The name of entry ``index`` of a variant list: ``ci`` for entry 0, ``ci[1]`` after."""
     return family if index == 0 else f"{family}[{index}]"
@@ -361,9 +442,8 @@ def _parse_variant(family: str, entry: Any, inputs: dict[str, InputSpec], inits:
     if not isinstance(entry, dict):
         raise ctx.error(path, f"variant {family}[{index}] must be a map (params, dims, dtype, flop, ...), "
                               f"got {entry!r}")
-    extra = sorted(str(k) for k in set(entry) - _VARIANT_KEYS)
-    if extra:
-        ctx.warn(path, f"keys {', '.join(extra)} are ignored (not read by Xe-Forge)")
+    _refuse_unknown_keys(entry, _VARIANT_KEYS, _VARIANT_KEYS_IGNORED, ctx, path,
+                         f"variant {variant_name(family, index)}")
     params_raw = entry.get("params")
     if params_raw is None:
         params = list(inputs)
@@ -404,7 +484,10 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
         ProblemError: empty, non-UTF-8 or over-1-MB text; YAML syntax errors (with line);
             a bad dtype, an unknown input in ``params``, a shape dim a variant does not define,
             a malformed ``inits`` entry, a flop formula that is not arithmetic on dims, a
-            negative or non-numeric tolerance. Each names the file, line and field.
+            negative or non-numeric tolerance; an unknown key at any level (a misspelt
+            ``bench_gpu`` family, ``dtpye`` in an input, ``dimz`` in a variant, a scalar or map
+            at the top level), named at its own line with the nearest valid key. Each names the
+            file, line and field.
     """
     p = Path(path) if path is not None else None
     where: str | Path | None = p if p is not None else label
@@ -429,9 +512,11 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
     if not isinstance(data, dict):
         raise ProblemError(f"a spec must be a YAML map (inputs, inits, variants), got {type(data).__name__}",
                            file=where, line=1)
-    for key in data:
+    for key, value in data.items():
         if not isinstance(key, str):
             raise ctx.error((key,), f"top-level key {key!r} is not a string")
+        if key not in _RESERVED:
+            _check_top_level_key(key, value, ctx)
     inputs = _parse_inputs(data.get("inputs"), ctx)
     inits = _parse_inits(data.get("inits"), ctx)
     default = data.get("default_variant")
@@ -443,12 +528,6 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
     for key, value in data.items():
         if key in _RESERVED:
             continue
-        if isinstance(value, dict):
-            ctx.warn((key,), f"{key!r} is a map, not a list, so it is not a variant and is ignored "
-                             f"(a variant family is a list: '{key}:' then '  - params: ...')")
-            continue
-        if not isinstance(value, list):
-            continue  # scalar top-level keys are ignored, as Xe-Forge does
         if not value:
             ctx.warn((key,), f"variant family {key!r} is an empty list and is ignored")
             continue

@@ -412,27 +412,69 @@ class Session:
                 if include_meta or not path.startswith(META_DIR + "/")}
 
     def problem(self, version: str | int | None = "head") -> Problem:
-        """The :class:`~xeforge_core.problem.Problem` with the kernel as of ``version`` (the spec
-        and reference of the baseline). The baseline problem is parsed once (from the problem
-        given to :meth:`create`, or from the baseline files on :meth:`open`); later versions are
-        that problem with another kernel source, so a version that does not parse still gives a
-        problem whose verification reports the error. Raises ``ProblemError`` when the baseline
-        itself cannot be read as a problem."""
-        base = getattr(self, "_base_problem", None)
-        if base is None:
-            from xeforge_core.problem import problem_from_source
-
-            spec_text = self._read(self.baseline, self.spec_file) if self.spec_file else None
-            ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
-            base = problem_from_source(
-                self._read(self.baseline, self.kernel_file), name=_problem_name(self._info.get("problem") or self.name),
-                spec_text=spec_text, reference_source=ref_text,
-            )
-            self._base_problem = base
+        """The :class:`~xeforge_core.problem.Problem` with the kernel and the spec as of
+        ``version`` (the reference of the baseline; the spec changes only by :meth:`edit_spec`).
+        The baseline kernel is parsed once per spec (from the problem given to :meth:`create`,
+        or from the files on :meth:`open`); a version is that problem with its kernel source, so
+        a version that does not parse still gives a problem whose verification reports the
+        error. Raises ``ProblemError`` when the baseline itself cannot be read as a problem."""
         sha = self.resolve(version)
+        spec_text = self._read(sha, self.spec_file) if self.spec_file else None
+        problems: dict[str | None, Problem] = self.__dict__.setdefault("_problems", {})
+        base = problems.get(spec_text)
+        if base is None:
+            base = getattr(self, "_base_problem", None)
+            baseline_spec = self._read(self.baseline, self.spec_file) if self.spec_file else None
+            if base is None or spec_text != baseline_spec:
+                from xeforge_core.problem import problem_from_source
+
+                ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
+                base = problem_from_source(
+                    self._read(self.baseline, self.kernel_file),
+                    name=_problem_name(self._info.get("problem") or self.name),
+                    spec_text=spec_text, reference_source=ref_text,
+                )
+            problems[spec_text] = base
         if sha == self.baseline:
             return base
         return base.with_kernel_source(self._read(sha, self.kernel_file), label="baseline")
+
+    def spec_text(self, version: str | int | None = "head") -> str | None:
+        """The spec's YAML text as of ``version`` (``None`` when the session has no spec)."""
+        return self._read(self.resolve(version), self.spec_file) if self.spec_file else None
+
+    def edit_spec(self, text: str, *, message: str = "") -> Version:
+        """Make ``text`` the spec from the current version on: a new commit (``Stage: spec``,
+        ``Engine: manual``) with the kernel unchanged, so the change is in the history like any
+        other decision and the verdicts before it keep the spec they were given. Candidates
+        proposed against the old version are verified again against the new one before they can
+        be approved. Raises ``ProblemError`` (file, line, field) when the current kernel and
+        ``text`` are not a valid problem, and ``SessionError`` when the session has no spec or
+        ``text`` changes nothing."""
+        if not self.spec_file:
+            raise SessionError("this session has no spec to edit (start a new session with one)")
+        from xeforge_core.problem import problem_from_source
+
+        ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
+        problem_from_source(self.source("head"), name=_problem_name(self._info.get("problem") or self.name),
+                            spec_text=text, reference_source=ref_text)  # raises ProblemError, named
+        with self._locked():
+            self._refresh()
+            head = self.head
+            if self._read(head, self.spec_file) == text:
+                raise SessionError("the spec is unchanged")
+            tree = self._build_tree(self.store.tree_of(head), {self.spec_file: text})
+            parent = self.version(head)
+            trailers = {"Stage": "spec", "Engine": "manual", "Verdict": "not verified",
+                        "Speedup": "not measured", "Cumulative-Speedup": format_speedup(parent.cumulative_speedup),
+                        "Device": device_label(self.device)}
+            subject = f"spec: {_summary_line(message) or 'the spec edited'} (manual)"
+            sha = self._commit_tree(tree, [head], commit_message(subject, message, trailers))
+            self._update_ref(BRANCH_REF, sha, head)
+            self._log("edit_spec", version=sha)
+            self._save_state()
+        self._sync_worktree()
+        return self.version(sha)
 
     def history(self) -> list[Version]:
         """The versions on the session branch, baseline first."""

@@ -12,9 +12,13 @@ so that it can be tested without a browser.
   progress and cancel; their results are applied on the page's thread by ``Workbench.poll``.
 * ``validate``: checks of pasted or uploaded kernels and specs, with clear messages.
 * ``benchdata``: the Benchmarks page's tables from the verdicts kept in a session.
+* ``charts``: the roofline of a target with kernels placed on it, and speedups on a log axis
+  (Plotly figures).
+* ``history``: the decision log as a readable table.
 * ``render``: the Streamlit widgets the pages share (verdict panel, highlighted side-by-side
-  diff with hunk checkboxes, job progress with Cancel, sidebar status). The only module here
-  that imports Streamlit.
+  diff with hunk checkboxes, job progress with Cancel, sidebar status, kept tabs, keyboard
+  shortcuts, the session's roofline); with ``problemview`` (the loaded problem's variants and
+  their cost, the smaller ``ci``, the spec editor), the only modules here that import Streamlit.
 
 Nothing here executes kernel or model code: verification runs in worker processes through
 ``xeforge_core.verify`` (and the CoVeR loop, ``xeforge_core.pipeline.loop``), started from

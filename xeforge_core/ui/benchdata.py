@@ -82,26 +82,6 @@ def waterfall_steps(session: Any) -> list[tuple[str, float]]:
     return steps
 
 
-def roofline(profile: dict[str, Any] | None, dtype: str = "fp16") -> tuple[float, float] | None:
-    """``(peak TFLOP/s, bandwidth GB/s)`` of a device profile for ``dtype``, or ``None``."""
-    if not profile:
-        return None
-    peaks = profile.get("peak_tflops") or {}
-    if isinstance(peaks, dict):
-        peak = peaks.get(dtype) or peaks.get("fp16") or peaks.get("fp32")
-    else:
-        peak = peaks
-    bw = profile.get("bandwidth_gbps") or profile.get("memory_bandwidth_gbps")
-    if not peak or not bw:
-        return None
-    return float(peak), float(bw)
-
-
-def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> float:
-    """The roofline: ``min(peak, bandwidth × intensity)`` in TFLOP/s (intensity in flop/byte)."""
-    return min(peak_tflops, bandwidth_gbps * intensity / 1000.0)
-
-
 def display_rows(rows: list[BenchRow]) -> list[dict[str, str]]:
     """The rows with units for the page's table (µs, TFLOP/s, GB/s, GFLOP, MiB, %); a value
     that was not measured reads "not measured" (times) or "—"; the CSV download keeps the raw
@@ -122,3 +102,35 @@ def display_rows(rows: list[BenchRow]) -> list[dict[str, str]]:
             "PyTorch eager": units.duration_us(r.eager_median_us), "launch-bound": "yes" if r.launch_bound else "",
         })
     return out
+
+
+def roofline_points(rows: list[BenchRow], problem: Any = None, *, device_type: str = "cpu",
+                    chosen: int | None = None) -> tuple[list[Any], str]:
+    """The session's versions as :class:`~xeforge_core.ui.charts.RooflinePoint` (each measured
+    version at its intensity and TFLOP/s, linked to the measured version before it; version
+    ``chosen`` highlighted), and the dtype of the timed variant (the roofline's peak). Without a
+    measured version, the problem's benchmark variant is drawn at its spec intensity, as an upper
+    bound (the spec counts input bytes only) and marked not measured."""
+    from xeforge_core.ui.charts import RooflinePoint
+
+    points: list[RooflinePoint] = []
+    previous: str | None = None
+    for r in rows:
+        if r.intensity and r.tflops:
+            label = f"#{r.index} {r.stage}" + (f" [{r.variant}]" if r.variant else "")
+            points.append(RooflinePoint(label, r.intensity, r.tflops, group="version", chosen=r.index == chosen,
+                                        link=previous))
+            previous = label
+    dtype = "float32"
+    variant = None
+    if problem is not None:
+        try:
+            variant = problem.benchmark_variants(device_type)[0]
+        except Exception:  # no spec variant to time: no dtype, no intensity
+            variant = None
+    if variant is not None:
+        dtype = variant.dtype or next(iter(variant.input_dtypes.values()), "float32")
+        if not points and variant.flop and variant.bytes:
+            points.append(RooflinePoint(f"{variant.name} at ≤ {variant.flop / variant.bytes:.3g} FLOP/byte",
+                                        variant.flop / variant.bytes, None, chosen=True))
+    return points, dtype

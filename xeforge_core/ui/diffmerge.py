@@ -179,6 +179,40 @@ def inline_changes(old: str, new: str) -> tuple[list[tuple[int, int]], list[tupl
     return old_ranges, new_ranges
 
 
+def describe_hunk(hunk: Hunk, *, width: int = 60) -> str:
+    """One phrase naming what a hunk changes, for messages and commit subjects: its first added
+    line (``line 35: acc = tl.dot(a, b, acc)``), or for a deletion its first removed line
+    (``line 12: removed x = y.float()``); 1-based line numbers of the candidate (of the current
+    code for a deletion), the text cut at ``width`` characters."""
+    def first(lines: tuple[str, ...]) -> str:
+        text = next((ln.strip() for ln in lines if ln.strip()), "")
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    if hunk.added:
+        return f"line {hunk.b_start + 1}: {first(hunk.added)}"
+    return f"line {hunk.a_start + 1}: removed {first(hunk.removed)}"
+
+
+def describe_merge(current: str, candidate: str, accepted: Iterable[int]) -> str:
+    """What a hunk-level merge kept and left out, in words: ``kept hunk 0 of 2 (line 35: acc =
+    tl.dot(a, b, acc)); left out hunk 1 (line 48: mask=...)``."""
+    hunks = diff_hunks(current, candidate)
+    chosen = set(accepted)
+    kept = [h for h in hunks if h.index in chosen]
+    left = [h for h in hunks if h.index not in chosen]
+
+    def which(items: list[Hunk]) -> str:
+        noun = "hunk" if len(items) == 1 else "hunks"
+        return f"{noun} {', '.join(str(h.index) for h in items)}"
+
+    def what(items: list[Hunk]) -> str:
+        return "; ".join(describe_hunk(h) for h in items)
+
+    text = (f"kept {which(kept)} of {len(hunks)} ({what(kept)})" if kept
+            else f"kept none of {len(hunks)} hunk{'s' if len(hunks) != 1 else ''}")
+    return text + (f"; left out {which(left)} ({what(left)})" if left else "")
+
+
 def unified_patch(current: str, candidate: str, *, from_name: str = "current.py",
                   to_name: str = "candidate.py", context: int = 3) -> str:
     """A unified diff of the two sources (empty when they are equal)."""

@@ -5,7 +5,8 @@ Formats recognised (by content, not by file name):
 
 * **pipeline benchmark** ``results.json`` (``benchmarks/bench_pipeline.py``): ``started``,
   ``device``, ``versions``, ``shapes`` (one row per problem: baseline, rules-engine and PyTorch
-  eager times in µs, speedups, TFLOP/s, roofline fractions), ``stages``, ``trajectory`` (the Flash
+  eager times in µs, speedups, TFLOP/s, roofline fractions, memory or compute bound, arithmetic
+  intensity), ``stages``, ``trajectory`` (the Flash
   Attention teaching steps per shape), ``summary``, ``parts`` (merged runs, each with its device
   and start time).
 * **Flash Attention benchmark** ``results.json`` (``benchmarks/bench_flash_attention.py``):
@@ -96,6 +97,8 @@ class RecordedResults:
     stages: list[dict[str, Any]] = field(default_factory=list)
     trajectory: list[dict[str, Any]] = field(default_factory=list)
     trajectory_by_step: dict[int, float | None] = field(default_factory=dict)
+    #: the knowledge-base hardware profile id of the device it was measured on ("" unknown)
+    profile: str = ""
 
     @property
     def trajectory_by_title(self) -> dict[str, float]:
@@ -212,6 +215,7 @@ def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
                           "callable")
     if not obj.get("complete", True):
         prov.notes.append("the run did not complete: some problems are missing")
+    profile = str((obj.get("device") or {}).get("profile") or "")
     problems = []
     for r in obj.get("shapes") or []:
         problems.append({
@@ -220,6 +224,7 @@ def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
             "eager_us": _num(r.get("eager_us")), "speedup": _num(r.get("speedup_rules")),
             "vs_eager": _num(r.get("rules_vs_eager")), "tflops_baseline": _num(r.get("tflops_baseline")),
             "tflops": _num(r.get("tflops_rules")), "roofline": _num(r.get("roofline_rules")),
+            "bound": r.get("bound") or "", "intensity": _recorded_intensity(r, profile),
             "stages_applied": r.get("stages_applied") or "", "note": r.get("note") or ""})
     summary_in = obj.get("summary") or {}
     summary = {}
@@ -239,7 +244,26 @@ def _pipeline(obj: dict[str, Any], name: str) -> RecordedResults:
     return RecordedResults(
         title=f"Pipeline benchmark on {device or 'a GPU'}", provenance=prov, summary=summary, problems=problems,
         stages=list(obj.get("stages") or []), trajectory=list(obj.get("trajectory") or []),
-        trajectory_by_step=by_step)
+        trajectory_by_step=by_step, profile=profile)
+
+
+def _recorded_intensity(row: dict[str, Any], profile_id: str) -> float | None:
+    """A pipeline row's arithmetic intensity (FLOP/byte): as recorded, else (files recorded
+    before the field existed) derived exactly for a memory-bound row, whose attainable TFLOP/s
+    (measured TFLOP/s over its roofline fraction) is bandwidth x intensity, with the bandwidth
+    of the profile it was measured against. A compute-bound row without it has none: its
+    attainable is the peak, which says nothing of its intensity."""
+    recorded = _num(row.get("intensity"))
+    if recorded:
+        return recorded
+    tflops, fraction = _num(row.get("tflops_rules")), _num(row.get("roofline_rules"))
+    if row.get("bound") != "memory" or not tflops or not fraction or not profile_id:
+        return None
+    from xeforge_core.knowledge import load_knowledge
+
+    profile = load_knowledge().profiles.get(profile_id)
+    bw = profile.bandwidth_gbps if profile is not None else None
+    return tflops / fraction * 1e3 / bw if bw else None
 
 
 def _flash_attention(obj: dict[str, Any], name: str) -> RecordedResults:

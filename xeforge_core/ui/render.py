@@ -1,8 +1,9 @@
 """Streamlit widgets shared by the workbench pages: the verdict panel, the side-by-side diff
 with per-hunk accept/reject, background-job progress, and the session-state accessors.
 
-This is the only module of ``xeforge_core.ui`` that imports Streamlit. It renders data; the
-decisions live in :mod:`xeforge_core.ui.workbench` and the core modules.
+This module and :mod:`xeforge_core.ui.problemview` are the modules of ``xeforge_core.ui`` that
+import Streamlit. They render data; the decisions live in :mod:`xeforge_core.ui.workbench` and
+the core modules.
 """
 
 from __future__ import annotations
@@ -65,6 +66,20 @@ def cached_sessions(wb: Any) -> list[dict[str, Any]]:
     return memo.get(wb.workspace, "sessions", wb.list_sessions, stamp=workspace_stamp(wb.workspace))
 
 
+def kept_tabs(labels: list[str], *, key: str) -> Any:
+    """``st.tabs(labels)`` whose selection survives reruns and page switches: the tabs track
+    their state under ``key`` (a click reruns the page), and the selection is remembered beside
+    it, so a rerun (a button's ``st.rerun()``) or a visit to another page does not send the user
+    back to the first tab. No default is passed, so Streamlit never sees a widget with both a
+    default and a Session State value. Returns the tab containers."""
+    shadow = f"_kept_{key}"
+    if key not in st.session_state and st.session_state.get(shadow) in labels:
+        st.session_state[key] = st.session_state[shadow]
+    tabs = st.tabs(labels, key=key, on_change="rerun")
+    st.session_state[shadow] = st.session_state.get(key)
+    return tabs
+
+
 def flash(kind: str, message: str) -> None:
     """Queue a message to show after the next rerun (``success``, ``info``, ``warning``, ``error``)."""
     st.session_state.setdefault("_flash", []).append((kind, message))
@@ -106,13 +121,15 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
         st.caption(f"at candidate line {verdict.source_line}")
     if verdict.error_text:
         st.code(verdict.error_text[-4000:], language="text")
+    if verdict.isolation.get("sandboxed"):
+        st.caption(f"🔒 The candidate ran {verdict.isolation_summary}")
     for w in verdict.warnings:
         st.warning(w)
     if verdict.steps:
         st.markdown(" · ".join(
             f"{_STEP_ICON.get(s.status, '')} {s.name} ({units.seconds(s.seconds)})" for s in verdict.steps))
-    tab_c, tab_s, tab_k, tab_p, tab_log = st.tabs(
-        ["Compile", "Structure", "Correctness", "Performance", "Worker output"])
+    tab_c, tab_s, tab_k, tab_p, tab_log = kept_tabs(
+        ["Compile", "Structure", "Correctness", "Performance", "Worker output"], key=f"{key}_tabs")
     with tab_c:
         step = verdict.step("compile")
         if step and step.summary:
@@ -305,6 +322,13 @@ def diff_view(current: str, candidate: str, *, key: str, hunk_choice: bool = Tru
             st.code(candidate, language="python", line_numbers=True)
     if not hunk_choice:
         return None
+    return hunk_checkboxes(current, candidate, key=key, accepted=accepted)
+
+
+def hunk_checkboxes(current: str, candidate: str, *, key: str, accepted: list[int] | None = None) -> list[int]:
+    """Each hunk of current -> candidate with a checkbox (ticked: ``accepted``, or all) and its
+    removed and added lines. Returns the ticked hunk indices."""
+    hunks = diff_hunks(current, candidate)
     if not hunks:
         st.info("The candidate is identical to the current version.")
         return []
@@ -322,6 +346,78 @@ def diff_view(current: str, candidate: str, *, key: str, hunk_choice: bool = Tru
         with cols[1]:
             st.code("\n".join(h.added) or "(nothing)", language="python")
     return chosen
+
+
+def session_roofline(session: Any, *, key: str, chosen: int | None = None, device_type: str = "cpu") -> None:
+    """The roofline of the session's target (its hardware profile: peak, bandwidth, ridge point)
+    on log-log axes with each measured version placed (``chosen``: the version index to
+    highlight); without measured versions, where the benchmark variant sits by its spec."""
+    from xeforge_core.ui.benchdata import roofline_points, session_rows
+    from xeforge_core.ui.charts import roofline_figure
+
+    rows = cached(session, "bench_rows", lambda: session_rows(session))
+    problem = cached(session, "problem_head", lambda: session.problem("head"))
+    points, dtype = roofline_points(rows, problem, device_type=device_type, chosen=chosen)
+    measured = [p for p in points if p.tflops]
+    # measured points belong on the roofline of the device that timed them; the plan's target
+    # otherwise (the two differ when a session targets an Xe GPU and runs elsewhere)
+    from xeforge_core.knowledge import load_knowledge
+
+    profiles = load_knowledge().profiles
+    timed_on = profiles.get(str(session.device.get("profile_id") or "")) if measured else None
+    profile = timed_on or session.target.hardware()
+    try:
+        fig = roofline_figure(profile, dtype, points)
+    except ValueError as exc:
+        st.caption(f"No roofline: {exc}")
+        return
+    st.plotly_chart(fig, key=key)
+    if not measured:
+        st.caption(f"Roofline of the target, {profile.name}. No version of this session was timed (speed is "
+                   "measured on a GPU): the dotted line is where the benchmark variant sits by its spec, an upper "
+                   "bound on its intensity since the spec counts input bytes only.")
+    else:
+        st.caption(f"Roofline of {profile.name}{' (the device that timed them)' if timed_on else ' (the target)'}: "
+                   "each timed version at its arithmetic intensity (the least traffic one call must cause) and "
+                   "measured TFLOP/s.")
+
+
+#: The script behind :func:`keyboard_shortcuts`: one keydown listener on the page (installed
+#: once, kept across reruns), reading the current bindings from ``window.__xfKeys``; a key clicks
+#: the button whose Streamlit key it is bound to (``.st-key-<key> button``), unless the user is
+#: typing (an input, a text area, a select, an editable element) or holds a modifier, or the
+#: button is disabled or absent.
+_HOTKEY_SCRIPT = """
+<script>
+(() => {
+  window.__xfKeys = %s;
+  if (window.__xfKeysInstalled) return;
+  window.__xfKeysInstalled = true;
+  document.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.repeat) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(t.tagName))) return;
+    const widget = (window.__xfKeys || {})[ev.key.toLowerCase()];
+    if (!widget) return;
+    const button = document.querySelector(".st-key-" + widget + " button");
+    if (!button || button.disabled) return;
+    ev.preventDefault();
+    button.click();
+  });
+})();
+</script>
+"""
+
+
+def keyboard_shortcuts(bindings: dict[str, str]) -> None:
+    """Bind single keys to buttons of the page: ``{"a": "opt_approve"}`` makes the key ``a``
+    click the button with Streamlit key ``opt_approve``. Streamlit has no hotkeys of its own;
+    this is a small script on the page (Streamlit's ``st.html`` with JavaScript, our own constant
+    text, no user input in it). Keys do nothing while the user types in a field, with a
+    modifier held, or when the button is disabled or not on the page."""
+    import json
+
+    st.html(_HOTKEY_SCRIPT % json.dumps({k.lower(): v for k, v in bindings.items()}), unsafe_allow_javascript=True)
 
 
 def job_progress(job: BackgroundJob | None, *, key: str,
@@ -400,6 +496,8 @@ def sidebar_status(wb: Any) -> None:
         if wb.session is not None:
             versions = cached(wb.session, "history", wb.session.history)
             st.caption(f"{wb.session.name} · {units.plural(len(versions), 'version')}")
+        elif wb.loaded is not None:
+            st.caption(f"none for the loaded kernel `{wb.loaded.name}`: start one (or resume one) on Home")
         else:
             st.caption("none: start or resume one on Home")
         running = wb.jobs.running()

@@ -102,6 +102,8 @@ class CandidateReview:
             return False, "a verification is running"
         if not self.changed:
             return False, "the candidate is identical to the current version (nothing to approve)"
+        if self.verdict is None:
+            return False, "not verified yet: verify it first"
         if not self.verdict_current:
             return False, "the code changed since it was verified: verify it again first"
         assert self.verdict is not None

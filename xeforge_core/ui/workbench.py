@@ -27,6 +27,7 @@ from xeforge_core.analysis import Analysis, analyze
 from xeforge_core.engines.base import ProposalContext, render_stage_prompt
 from xeforge_core.errors import XeForgeError
 from xeforge_core.pipeline.controller import Cancelled, SessionController
+from xeforge_core.pipeline.feasibility import EngineCheck, check_stages, nothing_to_do
 from xeforge_core.pipeline.loop import LoopOptions, StageOutcome, prepare_portability, run_stage
 from xeforge_core.pipeline.plan import Plan, plan_for
 from xeforge_core.pipeline.registry import STAGE_IDS, engines_for, get_engine_spec, get_stage
@@ -34,6 +35,7 @@ from xeforge_core.pipeline.status import CandidateStatus, OutcomeStatus, StageSt
 from xeforge_core.pipeline.target import Target, TargetError, resolve, targets
 from xeforge_core.problem import ProblemError, check_candidate_entry
 from xeforge_core.session.records import CandidateRecord, Version
+from xeforge_core.ui.diffmerge import describe_merge
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus, code_hash
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
@@ -137,7 +139,8 @@ class EngineSettings:
 class PlanItem:
     """One row of the stage stepper: the stage, its 1-based ``number`` in the plan, its status,
     the status reason, the analysis' issues for it (one line each), the ``engines`` that can
-    propose for it, and whether it is the current stage."""
+    propose for it in general, ``checks``: per engine, whether it can on the current version and
+    why (:mod:`xeforge_core.pipeline.feasibility`), and whether it is the current stage."""
 
     stage: str
     status: str
@@ -146,10 +149,15 @@ class PlanItem:
     current: bool = False
     number: int = 0
     engines: list[str] = field(default_factory=list)
+    checks: tuple[EngineCheck, ...] = ()
 
     @property
     def title(self) -> str:
         return get_stage(self.stage).title
+
+    def check(self, engine: str) -> EngineCheck | None:
+        """Whether ``engine`` can do this stage on the current version (``None``: not asked)."""
+        return next((c for c in self.checks if c.engine == engine), None)
 
 
 def _issue_lines(analysis: Analysis | None) -> dict[str, list[str]]:
@@ -183,8 +191,11 @@ class Workbench:
         #: precision downgrades verifications here accept (``xeforge_core.precision.DOWNGRADES``),
         #: on top of the spec's ``allow`` list; the CLI's ``--allow``
         self.allow_precision: list[str] = []
+        #: the session closed by the last load of another kernel ("" when none was)
+        self.detached: str = ""
         self._lock = threading.RLock()
         self._analyses: dict[tuple[str, str], Analysis] = {}
+        self._checks: dict[tuple[str, str, str], tuple[EngineCheck, ...]] = {}
 
     def set_allow_precision(self, names: list[str]) -> None:
         """Accept these precision downgrades in the next verifications. Raises
@@ -245,10 +256,68 @@ class Workbench:
 
     def _set_loaded(self, loaded: LoadedInput, label: str) -> None:
         with self._lock:
+            self.detached = self._detach_if_other(loaded)
             self.loaded = loaded
             self.source_label = label
             self.analysis = None
             self.analysis_error = ""
+
+    def _detach_if_other(self, loaded: LoadedInput) -> str:
+        """Close the open session when ``loaded`` is another kernel (its source or spec differs
+        from the session's baseline), so that the pages never show one kernel's problem with
+        another's session. The session stays in the workspace (resume it on Home); code under
+        review that was not kept yet is kept first, as a pending candidate. Returns the closed
+        session's name ("" when nothing was closed)."""
+        session = self.session
+        if session is None:
+            return ""
+        try:
+            same = session.source("baseline") == loaded.source and session.spec_text("head") == loaded.spec_text
+        except Exception:  # an unreadable session is not the loaded kernel's
+            same = False
+        if same:
+            return ""
+        review = self.review
+        if review is not None and review.candidate_id is None and review.changed and review.status in (
+                ReviewStatus.PROPOSED, ReviewStatus.VERIFIED):
+            with contextlib.suppress(XeForgeError):
+                review.candidate_id = self._keep_candidate(review).id
+        self.session = None
+        self.review = None
+        self.last_stage_result = None
+        return session.name
+
+    def edit_spec(self, text: str) -> None:
+        """Make ``text`` the spec of the loaded kernel: with a session open, as a new version of
+        it (``Session.edit_spec``: the kernel unchanged, the change in the history); a candidate
+        under review is rejected first (kept, with the reason), since its verdict was given
+        under the old spec. Raises :class:`InputError` naming the file, line and field of a bad
+        spec (nothing changes then), :class:`WorkbenchError` when nothing is loaded or the spec
+        is unchanged."""
+        from xeforge_core.session import SessionError
+
+        if self.loaded is None:
+            raise WorkbenchError("load a kernel first (paste, upload or pick a sample)")
+        old = self.loaded
+        loaded = load_user_problem(old.source, name=old.name, spec_text=text,
+                                   reference_source=old.reference_source, spec_what="spec")
+        session = self.session
+        if session is not None:
+            if session.spec_text("head") == text:
+                raise WorkbenchError("the spec is unchanged")
+            if self.review is not None and self.review.status in (ReviewStatus.PROPOSED, ReviewStatus.VERIFIED):
+                self.reject("the spec changed: propose or verify again under the new spec")
+            try:
+                session.edit_spec(text, message="the spec edited in the workbench")
+            except SessionError as exc:
+                raise WorkbenchError(str(exc)) from exc
+            except ProblemError as exc:  # the current version does not fit the new spec
+                raise InputError(exc.message, what="spec", line=exc.line) from exc
+        with self._lock:
+            self.loaded = loaded
+            self.analysis = None
+        if session is not None:
+            self._reanalyse()
 
     # ================================================================= device
 
@@ -343,6 +412,9 @@ class Workbench:
             source, problem = self.loaded.source, self.loaded.problem
         plan = plan_for(source, self.target(), problem)
         self._analyses[(code_hash(source), plan.target.family)] = plan.analysis
+        spec = (self.loaded.spec_text if self.loaded is not None else None) or ""
+        for stage in plan.stages:  # the engines' answers for this version, reused by the stepper
+            self._checks[(code_hash(source + spec), plan.target.profile, stage.stage)] = stage.checks
         return plan
 
     def start_session(self) -> Session:
@@ -368,8 +440,9 @@ class Workbench:
         register_secret(self.settings.api_key)
         session = Session.open(path)
         self._open(session)
-        problem = session.problem("baseline")
-        spec_text = session.file_at("baseline", session.spec_file) if session.spec_file else None
+        # the loaded kernel is the baseline, under the spec as it is now (it may have been edited)
+        problem = session.problem("head").with_kernel_source(session.source("baseline"), label="baseline")
+        spec_text = session.spec_text("head")
         ref_text = session.file_at("baseline", session.reference_file) if session.reference_file else None
         self.loaded = LoadedInput(problem=problem, source=problem.kernel.source, spec_text=spec_text,
                                   reference_source=ref_text, name=session.name)
@@ -447,10 +520,44 @@ class Workbench:
         stages = session.stages
         current = session.current_stage
         issues = self.issues_by_stage()
+        checks = self.engine_checks(session.plan)
         return [PlanItem(stage=s, status=str(stages.get(s, {}).get("status") or StageStatus.PENDING),
                          reason=str(stages.get(s, {}).get("reason") or ""), issues=issues.get(s, []),
-                         current=s == current, number=n, engines=engines_for(s))
+                         current=s == current, number=n, engines=engines_for(s), checks=checks.get(s, ()))
                 for n, s in enumerate(session.plan, start=1)]
+
+    def engine_checks(self, stages: list[str] | None = None) -> dict[str, tuple[EngineCheck, ...]]:
+        """Per stage (default: the session's plan), whether each engine can do it on the current
+        version for the target, and why (``feasibility.check_stages``: the rules engine's codemod
+        runs statically). Remembered per version, target and stage."""
+        session = self.require_session()
+        stages = list(session.plan if stages is None else stages)
+        source = session.source("head")
+        target = self.target()
+        problem = self.loaded.problem if self.loaded is not None else None
+        spec = self.loaded.spec_text if self.loaded is not None else None
+        out: dict[str, tuple[EngineCheck, ...]] = {}
+        for stage in stages:
+            key = (code_hash(source + (spec or "")), target.profile, stage)
+            if key not in self._checks:
+                self._checks[key] = check_stages([stage], source, target, problem)[stage]
+            out[stage] = self._checks[key]
+        return out
+
+    def engine_check(self, stage: str, engine: str) -> EngineCheck:
+        """Whether ``engine`` can do ``stage`` on the current version, and why."""
+        return next(c for c in self.engine_checks([stage])[stage] if c.engine == engine)
+
+    def nothing_to_do(self, engine: str | None = None) -> str:
+        """One sentence when ``engine`` (default: the chosen one; the manual engine's Propose runs
+        the rules engine) can do none of the stages still open in the plan, else ``""``."""
+        session = self.require_session()
+        engine = engine or self.settings.engine
+        engine = "rules" if engine == "manual" else engine
+        stages = session.stages
+        open_ = [s for s in session.plan
+                 if StageStatus(stages.get(s, {}).get("status") or StageStatus.PENDING).open]
+        return nothing_to_do(self.engine_checks(open_), engine) if open_ else ""
 
     def move_stage(self, stage: str, delta: int) -> list[str]:
         """Move ``stage`` up (``delta`` < 0) or down in the plan."""
@@ -533,6 +640,9 @@ class Workbench:
             raise WorkbenchError(f"the {spec.name} engine takes your edit or a pasted reply: use the Manual tab")
         if not spec.can_propose(stage):
             raise WorkbenchError(spec.cannot_propose_reason(stage))
+        check = self.engine_check(stage, spec.name)
+        if not check.can:
+            raise WorkbenchError(f"the {spec.name} engine cannot do {stage} on this kernel: {check.reason}")
         if spec.needs_endpoint:
             ok, why = self.settings.llm_ready()
             if not ok:
@@ -772,7 +882,11 @@ class Workbench:
         engine = review.engine if review.origin != "edit" else "manual"
         rationale = review.rationale
         if review.origin == "merge" and review.accepted_hunks is not None:
-            rationale += f"\n\nHunks accepted by the user: {review.accepted_hunks}"
+            # the first line (the commit's subject once approved) names what was kept
+            kept = describe_merge(review.base_source, review.proposed_source, review.accepted_hunks)
+            rationale = (f"{kept}, from the {review.engine} candidate\n\n"
+                         f"Hunks accepted by the user: {review.accepted_hunks}\n\n"
+                         f"The {review.engine} candidate's rationale (for all its hunks):\n{review.rationale}")
         if review.origin == "edit":
             rationale = f"user's edit of the {review.engine} candidate for {review.stage}"
         iteration = max((int(a.get("iteration") or 0) for a in review.iterations), default=0) or None

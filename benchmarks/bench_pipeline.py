@@ -819,9 +819,14 @@ def write_markdown(path: Path, res: Results, nums: dict[str, Any]) -> None:
 
 
 def write_html(path: Path, res: Results, nums: dict[str, Any]) -> bool:
-    """The plotly report (plotly is a declared dependency); returns True once written."""
-    import plotly.graph_objects as go
-    import plotly.io as pio
+    """The plotly report (plotly is a declared dependency); returns True once written, False
+    where plotly is not installed (a GPU machine with only torch and triton: the tables and the
+    JSON are the record, the report can be drawn from them elsewhere)."""
+    try:
+        import plotly.graph_objects as go
+        import plotly.io as pio
+    except ImportError:
+        return False
 
     figs = []
     names = list(dict.fromkeys(r.problem for r in res.shapes))

@@ -42,7 +42,8 @@ from xeforge_core.verify import VerifyOptions, verify  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_kernels"
 #: One seed, one distribution, no derived sizes: each verification is one baseline and one candidate job.
-LEAN = {"seeds": 1, "distributions": ["normal"], "include_odd_size": False, "grid_coverage": False}
+LEAN = {"seeds": 1, "distributions": ["normal"], "include_odd_size": False, "grid_coverage": False,
+        "tile_sizes": False}
 PIPELINE = {"stages": ["dtype_fix"], "verify_options": VerifyOptions(timeout_s=240, **LEAN)}
 CLI_FAST = ["--device", "cpu", "--stages", "dtype_fix", "--seeds", "1", "--no-odd-size", "--timeout", "240"]
 

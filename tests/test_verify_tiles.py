@@ -63,7 +63,8 @@ def test_a_fault_a_tile_hides_is_a_wrong_answer_at_the_derived_size(problem, cor
     shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
     assert f"[module-tiles is the size derived from the kernels' tiles: {shown}]" in wrong.reason
     # at the published size the fault passes: that is what the derived size is for
-    assert [r.passed for r in wrong.correctness if r.variant == "module"] == [True, True]  # first call, run
+    at_published = [r.passed for r in wrong.correctness if r.variant == "module"]
+    assert len(at_published) >= 2 and all(at_published)  # the first call, then every run
     # and so it does at every size checked without it (the odd-size copy, launch-grid coverage)
     old = _verify(problem, planted, tile_sizes=False)
     assert old.kind is VerdictKind.OK, old.reason

@@ -65,15 +65,18 @@ def _lazy_exports(tree: ast.Module) -> list[ast.stmt]:
     return [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]
 
 
-def imports_of(name: str, path: Path, known: set[str], *, anywhere: bool = False) -> set[str]:
+def imports_of(name: str, path: Path, known: set[str], *, anywhere: bool = False,
+               type_checking: bool = False) -> set[str]:
     """The package's modules that ``name`` imports: at module level (what importing it runs), or
-    with ``anywhere`` also inside functions (what calling it can run), never under
-    ``if TYPE_CHECKING:`` nor in a PEP 562 ``__getattr__``."""
+    with ``anywhere`` also inside functions (what calling it can run), and with
+    ``type_checking`` also under ``if TYPE_CHECKING:`` (what reading its types needs); never in
+    a PEP 562 ``__getattr__``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     lazy = _lazy_exports(tree)
     if anywhere:
-        checking = [n for n in ast.walk(tree) if isinstance(n, ast.If) and _is_type_checking(n.test)]
+        checking = [] if type_checking else [
+            n for n in ast.walk(tree) if isinstance(n, ast.If) and _is_type_checking(n.test)]
         skip = {id(n) for block in lazy + checking for n in ast.walk(block)}
         stmts = [n for n in ast.walk(tree) if id(n) not in skip]
     else:
@@ -101,10 +104,11 @@ def module_level_imports(name: str, path: Path, known: set[str]) -> set[str]:
     return imports_of(name, path, known)
 
 
-def import_graph(*, anywhere: bool = False) -> dict[str, set[str]]:
+def import_graph(*, anywhere: bool = False, type_checking: bool = False) -> dict[str, set[str]]:
     modules = all_modules()
     known = set(modules)
-    return {name: imports_of(name, path, known, anywhere=anywhere) for name, path in modules.items()}
+    return {name: imports_of(name, path, known, anywhere=anywhere, type_checking=type_checking)
+            for name, path in modules.items()}
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -151,23 +155,11 @@ def test_no_import_cycles_inside_the_package() -> None:
     assert not cycles, "module-level import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
-#: Cycles through function-level imports that the modules' owners are still to take apart (the
-#: warm worker pool and the runner that starts it; two codemods' shared helpers). The list may
-#: only shrink: a new cycle fails the test, and so does one listed here once it is gone.
-KNOWN_HIDDEN_CYCLES = {
-    # run_worker hands verification jobs to the pool, which supervises them with runner's code
-    ("xeforge_core.pool", "xeforge_core.runner"),
-}
-
-
 def test_no_cycle_hides_behind_a_function_level_import() -> None:
     """Two modules that need each other are one module, or two with the shared part moved out;
-    importing one of them inside a function only hides that."""
-    cycles = {tuple(c) for c in find_cycles(import_graph(anywhere=True))}
-    new = cycles - KNOWN_HIDDEN_CYCLES
-    assert not new, "import cycles through function-level imports: " + "; ".join(" <-> ".join(c) for c in new)
-    gone = KNOWN_HIDDEN_CYCLES - cycles
-    assert not gone, f"no longer cycles, take them off KNOWN_HIDDEN_CYCLES: {sorted(gone)}"
+    importing one of them inside a function, or only for type checking, only hides that."""
+    cycles = find_cycles(import_graph(anywhere=True, type_checking=True))
+    assert not cycles, "import cycles through function-level imports: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
 def test_the_cycle_check_can_fail() -> None:
@@ -250,11 +242,10 @@ class EchoEngine:
 
 
 def test_an_engine_is_one_module_plus_its_registration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Registered in ``pipeline.registry.ENGINES`` only, a new engine is offered by the CLI,
+    """Registered in ``engines.registry.ENGINES`` only, a new engine is offered by the CLI,
     listed by the plan for every stage, built by ``get_engine`` and run by the loop."""
     from xeforge_core.cli import build_parser
-    from xeforge_core.engines import get_engine
-    from xeforge_core.pipeline import registry
+    from xeforge_core.engines import get_engine, registry
     from xeforge_core.pipeline.controller import MemoryController
     from xeforge_core.pipeline.loop import LoopOptions, run_stage
     from xeforge_core.problem import load_problem

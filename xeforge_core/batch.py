@@ -187,16 +187,16 @@ def optimize_one(
 ) -> BatchRow:
     """Optimize one kernel with auto-approval in a new session under ``workspace`` and return
     its row. ``device`` is a ``DeviceInfo``, a device string or ``None`` (detect); ``target``
-    the hardware to optimize for (``pipeline.target.resolve`` decides, as for ``xeforge
+    the hardware to optimize for (``target.resolve`` decides, as for ``xeforge
     optimize``); ``engine_factory(target)`` builds the engine (default: ``get_engine(engine_name)``).
     Never raises for a bad kernel: the row's ``error`` says what went wrong."""
     from xeforge_core.devices import DeviceInfo, detect_device
     from xeforge_core.pipeline.controller import SessionController
     from xeforge_core.pipeline.loop import DEFAULT_MIN_SPEEDUP, LoopOptions, run_pipeline
     from xeforge_core.pipeline.plan import plan_for
-    from xeforge_core.pipeline.target import resolve
     from xeforge_core.problem import load_problem
     from xeforge_core.session import Session, report
+    from xeforge_core.target import resolve
 
     started = time.monotonic()
     row = BatchRow(kernel=item.name, host=socket.gethostname())
@@ -320,7 +320,7 @@ def run_batch(
 
 
 def _stage_order(rows: list[BatchRow]) -> list[str]:
-    from xeforge_core.pipeline.registry import ALL_STAGE_IDS
+    from xeforge_core.vocab.stages import ALL_STAGE_IDS
 
     order = list(ALL_STAGE_IDS)
     seen = {s for r in rows for s in r.stages}

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from xeforge_core.commands.argtypes import positive_float, positive_int
 from xeforge_core.commands.verify import add_verification_arguments
-from xeforge_core.pipeline.registry import engine_names
+from xeforge_core.engines.registry import engine_names
 from xeforge_core.units import plural
 
 if TYPE_CHECKING:
@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from xeforge_core.engines import Engine
     from xeforge_core.pipeline.loop import DecideFn
     from xeforge_core.pipeline.plan import Plan
-    from xeforge_core.pipeline.target import Target
     from xeforge_core.problem import Problem
     from xeforge_core.session import CandidateRecord, Session
+    from xeforge_core.target import Target
     from xeforge_core.verdict import Verdict
     from xeforge_core.verify import VerifyOptions
 
@@ -84,7 +84,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _profile_ids() -> list[str]:
-    from xeforge_core.pipeline.target import targets
+    from xeforge_core.target import targets
 
     return [t.profile for t in targets()]
 
@@ -129,7 +129,7 @@ def parse_stages(text: str | None) -> list[str] | None:
     for an unknown stage id (when the stage list is available)."""
     if not text:
         return None
-    from xeforge_core.pipeline.registry import require_stages
+    from xeforge_core.vocab.stages import require_stages
 
     return require_stages([s.strip() for s in text.split(",") if s.strip()])
 
@@ -168,9 +168,9 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
 
 def target_for(device: DeviceInfo, choice: str | None) -> Target:
     """The target of ``--target`` (``choice``) on ``device``: the one resolver's answer
-    (:func:`xeforge_core.pipeline.target.resolve`). Raises ``TargetError`` (a ``ValueError``)
+    (:func:`xeforge_core.target.resolve`). Raises ``TargetError`` (a ``ValueError``)
     naming the known profiles for an unknown choice."""
-    from xeforge_core.pipeline.target import resolve
+    from xeforge_core.target import resolve
 
     return resolve(device, choice)
 
@@ -288,9 +288,9 @@ def run(args: argparse.Namespace) -> int:
     """Run ``xeforge optimize``; returns the exit status (see the module docstring)."""
     from xeforge_core.pipeline.controller import SessionController
     from xeforge_core.pipeline.loop import LoopOptions, run_pipeline
-    from xeforge_core.pipeline.status import OutcomeStatus
     from xeforge_core.problem import ProblemError, load_problem
     from xeforge_core.session import Session, SessionError
+    from xeforge_core.vocab.status import OutcomeStatus
 
     err = sys.stderr
     try:

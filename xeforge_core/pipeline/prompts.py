@@ -4,7 +4,7 @@ read and copy into any chat LLM (the llm engine sends the same text).
 ``render_prompt`` fills ``xeforge_core/prompts/<stage>.md`` (extending ``_base.md``) with the
 code, the stage's issues, the target's hardware profile, the problem's shape/roofline facts
 (``problem_context``), the knowledge-base rules and the last verdict's feedback. The stages
-themselves are data in :mod:`xeforge_core.pipeline.registry`.
+themselves are data in :mod:`xeforge_core.vocab.stages`.
 
 Public API::
 
@@ -30,7 +30,7 @@ from xeforge_core.knowledge import (
     installed_triton_pointer_api,
     load_knowledge,
 )
-from xeforge_core.pipeline.registry import Stage, get_stage
+from xeforge_core.vocab.stages import Stage, get_stage
 
 if TYPE_CHECKING:
     from xeforge_core.problem import Problem, Variant

@@ -162,6 +162,69 @@ def test_no_cycle_hides_behind_a_function_level_import() -> None:
     assert not cycles, "import cycles through function-level imports: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
+#: The layers, bottom up: a module may import its own layer and those below, never one above.
+#: Each entry is (layer, module prefixes); the longest matching prefix decides a module's layer.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("vocabulary", ("xeforge_core.vocab", "xeforge_core.errors", "xeforge_core.units", "xeforge_core.verdict",
+                    "xeforge_core.precision", "xeforge_core.compile_options", "xeforge_core.devlock")),
+    ("problem and device", ("xeforge_core.problem", "xeforge_core.worker", "xeforge_core.knowledge",
+                            "xeforge_core.lints", "xeforge_core.target", "xeforge_core.cache", "xeforge_core.sandbox",
+                            "xeforge_core.analysis", "xeforge_core.samples", "xeforge_core.settings",
+                            "xeforge_core.diffmerge")),
+    ("worker and verify", ("xeforge_core.worker_outcome", "xeforge_core.worker_process", "xeforge_core.pool",
+                           "xeforge_core.runner", "xeforge_core.devices", "xeforge_core.verify",
+                           "xeforge_core.coverage", "xeforge_core.contract", "xeforge_core.sizes",
+                           "xeforge_core.memcheck", "xeforge_core.variant_cost", "xeforge_core.doctor")),
+    ("pipeline and engines", ("xeforge_core.pipeline", "xeforge_core.engines", "xeforge_core.codemods",
+                              "xeforge_core.mutation", "xeforge_core.ir", "xeforge_core.session")),
+    ("application service", ("xeforge_core.service", "xeforge_core.batch", "xeforge_core.batch_progress",
+                             "xeforge_core.raybatch")),
+    ("cli and ui", ("xeforge_core.cli", "xeforge_core.commands", "xeforge_core.ui")),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of ``module`` (the top-level package, which imports nothing
+    but lazily, is in none)."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    return best[0] if best else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a higher layer, as ``"a (layer) -> b (layer)"``."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        low = layer_of(module)
+        for target in sorted(targets):
+            high = layer_of(target)
+            if low is not None and high is not None and high > low:
+                out.append(f"{module} ({LAYERS[low][0]}) -> {target} ({LAYERS[high][0]})")
+    return out
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = [m for m in all_modules() if m != "xeforge_core" and layer_of(m) is None]
+    assert not missing, f"modules in no layer of LAYERS (add each to the one it belongs to): {missing}"
+
+
+def test_layers_import_only_downward() -> None:
+    """Counting imports inside functions and under TYPE_CHECKING: workflow modules import the
+    vocabulary, never the reverse."""
+    assert layer_of("xeforge_core.vocab.stages") == 0 and layer_of("xeforge_core.ui.workbench") == len(LAYERS) - 1
+    bad = upward_imports(import_graph(anywhere=True, type_checking=True))
+    assert not bad, "imports from a higher layer: " + "; ".join(bad)
+
+
+def test_the_layer_check_can_fail() -> None:
+    assert upward_imports({"xeforge_core.vocab.stages": {"xeforge_core.pipeline.loop"},
+                           "xeforge_core.pipeline.loop": {"xeforge_core.vocab.stages"}}) == [
+        "xeforge_core.vocab.stages (vocabulary) -> xeforge_core.pipeline.loop (pipeline and engines)"]
+
+
 def test_the_cycle_check_can_fail() -> None:
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []

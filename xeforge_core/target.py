@@ -14,14 +14,11 @@ all call it, so they agree. A session stores its :class:`Target` (``Target.to_di
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from xeforge_core.errors import TargetError
 from xeforge_core.knowledge import REFERENCE_PROFILE, HardwareProfile, KnowledgeBase, load_knowledge
 from xeforge_core.vocab.target import DEFAULT_FAMILY, TARGET_FAMILIES, Target
-
-if TYPE_CHECKING:
-    from xeforge_core.devices import DeviceInfo
 
 #: The families a target may name (kept under this name for the callers of ``resolve``).
 FAMILIES = TARGET_FAMILIES
@@ -78,7 +75,7 @@ def _device_profile(device: Any, kb: KnowledgeBase) -> HardwareProfile | None:
     return kb.profile_for_device(get("name"))
 
 
-def resolve(run_device: DeviceInfo | dict[str, Any] | str | None = None,
+def resolve(run_device: Any = None,
             choice: str | Target | dict[str, Any] | None = None, *,
             kb: KnowledgeBase | None = None) -> Target:
     """The target of a session: the user's ``choice`` when given, else the run device's.

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from xeforge_core import samples
 from xeforge_core.analysis import Analysis, analyze
+from xeforge_core.diffmerge import describe_merge
 from xeforge_core.engines.base import ProposalContext, render_stage_prompt
 from xeforge_core.engines.registry import engines_for, get_engine_spec
 from xeforge_core.errors import XeForgeError
@@ -34,7 +35,6 @@ from xeforge_core.pipeline.plan import Plan, plan_for
 from xeforge_core.problem import ProblemError, check_candidate_entry
 from xeforge_core.session.records import CandidateRecord, Version
 from xeforge_core.target import Target, TargetError, resolve, targets
-from xeforge_core.ui.diffmerge import describe_merge
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus, code_hash
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from xeforge_core import lints
 from xeforge_core.compile_options import GRF_MODE_VALUES
 from xeforge_core.errors import XeForgeError
+from xeforge_core.vocab import roofline
 from xeforge_core.vocab.stages import ALL_STAGE_IDS, CODEMODS, STAGE_IDS
 from xeforge_core.vocab.target import TARGET_FAMILIES
 
@@ -144,11 +145,7 @@ class HardwareProfile(_Strict):
     def ridge_point(self, dtype: str = "fp32") -> float | None:
         """Arithmetic intensity (FLOP per byte) where the roofline turns from memory-bound
         to compute-bound: peak FLOP/s / bandwidth bytes/s. ``None`` without both numbers."""
-        peak = self.peak(dtype)
-        bw = self.bandwidth_gbps
-        if not peak or not bw:
-            return None
-        return peak * 1e12 / (bw * 1e9)
+        return roofline.ridge_point(self.peak(dtype), self.bandwidth_gbps)
 
     def summary(self) -> dict[str, Any]:
         """Plain values (no sources) for prompts and tables."""

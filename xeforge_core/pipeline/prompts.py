@@ -30,6 +30,7 @@ from xeforge_core.knowledge import (
     installed_triton_pointer_api,
     load_knowledge,
 )
+from xeforge_core.vocab import roofline
 from xeforge_core.vocab.stages import Stage, get_stage
 
 if TYPE_CHECKING:
@@ -105,8 +106,7 @@ def problem_context(problem: Problem | None = None, variant: Variant | str | Non
         ctx["peak_tflops"] = profile.peak(dtype)
         ctx["bandwidth_gbps"] = profile.bandwidth_gbps
         ctx["ridge_point"] = profile.ridge_point(dtype)
-        if ctx["arithmetic_intensity"] is not None and ctx["ridge_point"]:
-            ctx["bound"] = "compute" if ctx["arithmetic_intensity"] >= ctx["ridge_point"] else "memory"
+        ctx["bound"] = roofline.bound(ctx["arithmetic_intensity"], ctx["ridge_point"])
         floors = []
         if ctx["flop"] and ctx["peak_tflops"]:
             floors.append(ctx["flop"] / (ctx["peak_tflops"] * 1e12))

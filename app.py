@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from xeforge_core import units
-from xeforge_core.pipeline.registry import ENGINES
+from xeforge_core.engines.registry import ENGINES
 from xeforge_core.ui.devicetext import INTERPRETER_SENTENCE, doctor_advice, doctor_headline
 from xeforge_core.ui.problemview import smaller_ci_offer, spec_editor, variants_table
 from xeforge_core.ui.render import cached, cached_sessions, flash, kept_tabs, nav_link, page_setup

@@ -8,8 +8,8 @@ from __future__ import annotations
 import streamlit as st
 
 from xeforge_core import units
+from xeforge_core.diffmerge import describe_merge, unified_patch
 from xeforge_core.precision import DOWNGRADES
-from xeforge_core.ui.diffmerge import describe_merge, unified_patch
 from xeforge_core.ui.problemview import smaller_ci_offer, spec_editor
 from xeforge_core.ui.render import (
     cached,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from xeforge_core.analysis import Analysis, analyze, lint, plan_stages
-from xeforge_core.pipeline.registry import STAGE_IDS
+from xeforge_core.vocab.stages import STAGE_IDS
 
 SAMPLE = '''
 import torch

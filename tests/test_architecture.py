@@ -65,15 +65,18 @@ def _lazy_exports(tree: ast.Module) -> list[ast.stmt]:
     return [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]
 
 
-def imports_of(name: str, path: Path, known: set[str], *, anywhere: bool = False) -> set[str]:
+def imports_of(name: str, path: Path, known: set[str], *, anywhere: bool = False,
+               type_checking: bool = False) -> set[str]:
     """The package's modules that ``name`` imports: at module level (what importing it runs), or
-    with ``anywhere`` also inside functions (what calling it can run), never under
-    ``if TYPE_CHECKING:`` nor in a PEP 562 ``__getattr__``."""
+    with ``anywhere`` also inside functions (what calling it can run), and with
+    ``type_checking`` also under ``if TYPE_CHECKING:`` (what reading its types needs); never in
+    a PEP 562 ``__getattr__``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     lazy = _lazy_exports(tree)
     if anywhere:
-        checking = [n for n in ast.walk(tree) if isinstance(n, ast.If) and _is_type_checking(n.test)]
+        checking = [] if type_checking else [
+            n for n in ast.walk(tree) if isinstance(n, ast.If) and _is_type_checking(n.test)]
         skip = {id(n) for block in lazy + checking for n in ast.walk(block)}
         stmts = [n for n in ast.walk(tree) if id(n) not in skip]
     else:
@@ -101,10 +104,11 @@ def module_level_imports(name: str, path: Path, known: set[str]) -> set[str]:
     return imports_of(name, path, known)
 
 
-def import_graph(*, anywhere: bool = False) -> dict[str, set[str]]:
+def import_graph(*, anywhere: bool = False, type_checking: bool = False) -> dict[str, set[str]]:
     modules = all_modules()
     known = set(modules)
-    return {name: imports_of(name, path, known, anywhere=anywhere) for name, path in modules.items()}
+    return {name: imports_of(name, path, known, anywhere=anywhere, type_checking=type_checking)
+            for name, path in modules.items()}
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -151,23 +155,74 @@ def test_no_import_cycles_inside_the_package() -> None:
     assert not cycles, "module-level import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
-#: Cycles through function-level imports that the modules' owners are still to take apart (the
-#: warm worker pool and the runner that starts it; two codemods' shared helpers). The list may
-#: only shrink: a new cycle fails the test, and so does one listed here once it is gone.
-KNOWN_HIDDEN_CYCLES = {
-    # run_worker hands verification jobs to the pool, which supervises them with runner's code
-    ("xeforge_core.pool", "xeforge_core.runner"),
-}
-
-
 def test_no_cycle_hides_behind_a_function_level_import() -> None:
     """Two modules that need each other are one module, or two with the shared part moved out;
-    importing one of them inside a function only hides that."""
-    cycles = {tuple(c) for c in find_cycles(import_graph(anywhere=True))}
-    new = cycles - KNOWN_HIDDEN_CYCLES
-    assert not new, "import cycles through function-level imports: " + "; ".join(" <-> ".join(c) for c in new)
-    gone = KNOWN_HIDDEN_CYCLES - cycles
-    assert not gone, f"no longer cycles, take them off KNOWN_HIDDEN_CYCLES: {sorted(gone)}"
+    importing one of them inside a function, or only for type checking, only hides that."""
+    cycles = find_cycles(import_graph(anywhere=True, type_checking=True))
+    assert not cycles, "import cycles through function-level imports: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+#: The layers, bottom up: a module may import its own layer and those below, never one above.
+#: Each entry is (layer, module prefixes); the longest matching prefix decides a module's layer.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("vocabulary", ("xeforge_core.vocab", "xeforge_core.errors", "xeforge_core.units", "xeforge_core.verdict",
+                    "xeforge_core.precision", "xeforge_core.compile_options", "xeforge_core.devlock")),
+    ("problem and device", ("xeforge_core.problem", "xeforge_core.worker", "xeforge_core.knowledge",
+                            "xeforge_core.lints", "xeforge_core.target", "xeforge_core.cache", "xeforge_core.sandbox",
+                            "xeforge_core.analysis", "xeforge_core.samples", "xeforge_core.settings",
+                            "xeforge_core.diffmerge")),
+    ("worker and verify", ("xeforge_core.worker_outcome", "xeforge_core.worker_process", "xeforge_core.pool",
+                           "xeforge_core.runner", "xeforge_core.devices", "xeforge_core.verify",
+                           "xeforge_core.coverage", "xeforge_core.contract", "xeforge_core.sizes",
+                           "xeforge_core.memcheck", "xeforge_core.variant_cost", "xeforge_core.doctor")),
+    ("pipeline and engines", ("xeforge_core.pipeline", "xeforge_core.engines", "xeforge_core.codemods",
+                              "xeforge_core.mutation", "xeforge_core.ir", "xeforge_core.session")),
+    ("application service", ("xeforge_core.service", "xeforge_core.batch", "xeforge_core.batch_progress",
+                             "xeforge_core.raybatch")),
+    ("cli and ui", ("xeforge_core.cli", "xeforge_core.commands", "xeforge_core.ui")),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of ``module`` (the top-level package, which imports nothing
+    but lazily, is in none)."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    return best[0] if best else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a higher layer, as ``"a (layer) -> b (layer)"``."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        low = layer_of(module)
+        for target in sorted(targets):
+            high = layer_of(target)
+            if low is not None and high is not None and high > low:
+                out.append(f"{module} ({LAYERS[low][0]}) -> {target} ({LAYERS[high][0]})")
+    return out
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = [m for m in all_modules() if m != "xeforge_core" and layer_of(m) is None]
+    assert not missing, f"modules in no layer of LAYERS (add each to the one it belongs to): {missing}"
+
+
+def test_layers_import_only_downward() -> None:
+    """Counting imports inside functions and under TYPE_CHECKING: workflow modules import the
+    vocabulary, never the reverse."""
+    assert layer_of("xeforge_core.vocab.stages") == 0 and layer_of("xeforge_core.ui.workbench") == len(LAYERS) - 1
+    bad = upward_imports(import_graph(anywhere=True, type_checking=True))
+    assert not bad, "imports from a higher layer: " + "; ".join(bad)
+
+
+def test_the_layer_check_can_fail() -> None:
+    assert upward_imports({"xeforge_core.vocab.stages": {"xeforge_core.pipeline.loop"},
+                           "xeforge_core.pipeline.loop": {"xeforge_core.vocab.stages"}}) == [
+        "xeforge_core.vocab.stages (vocabulary) -> xeforge_core.pipeline.loop (pipeline and engines)"]
 
 
 def test_the_cycle_check_can_fail() -> None:
@@ -250,11 +305,10 @@ class EchoEngine:
 
 
 def test_an_engine_is_one_module_plus_its_registration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Registered in ``pipeline.registry.ENGINES`` only, a new engine is offered by the CLI,
+    """Registered in ``engines.registry.ENGINES`` only, a new engine is offered by the CLI,
     listed by the plan for every stage, built by ``get_engine`` and run by the loop."""
     from xeforge_core.cli import build_parser
-    from xeforge_core.engines import get_engine
-    from xeforge_core.pipeline import registry
+    from xeforge_core.engines import get_engine, registry
     from xeforge_core.pipeline.controller import MemoryController
     from xeforge_core.pipeline.loop import LoopOptions, run_stage
     from xeforge_core.problem import load_problem

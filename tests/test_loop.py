@@ -21,11 +21,11 @@ from xeforge_core.engines.base import Candidate, ProposalContext
 from xeforge_core.engines.manual import ManualEngine
 from xeforge_core.pipeline.controller import MemoryController, SessionController
 from xeforge_core.pipeline.loop import LoopOptions, classify, prepare_portability, run_pipeline, run_stage
-from xeforge_core.pipeline.status import AttemptStatus, OutcomeStatus, StageStatus
 from xeforge_core.problem import load_problem, problem_from_source
 from xeforge_core.session import Session
 from xeforge_core.verdict import PerformanceResult, Step, StepStatus, TimingStats, Verdict, VerdictKind
 from xeforge_core.verify import VerifyOptions, verify
+from xeforge_core.vocab.status import AttemptStatus, OutcomeStatus, StageStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM = ROOT / "sample_kernels" / "07_gemm_fp32_upcast.py"

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from xeforge_core.cli import main
+from xeforge_core.engines.registry import engines_for
 from xeforge_core.pipeline.plan import plan_for
-from xeforge_core.pipeline.registry import STAGE_IDS, engines_for
-from xeforge_core.pipeline.target import TargetError, resolve, targets
 from xeforge_core.samples import list_samples
+from xeforge_core.target import TargetError, resolve, targets
 from xeforge_core.ui.workbench import Workbench, WorkbenchError
+from xeforge_core.vocab.stages import STAGE_IDS
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = [t.profile for t in targets()]

@@ -10,9 +10,9 @@ import pytest
 from xeforge_core.analysis import analyze
 from xeforge_core.knowledge import load_knowledge
 from xeforge_core.pipeline.prompts import PROMPTS_DIR, problem_context, render_prompt
-from xeforge_core.pipeline.registry import ALL_STAGE_IDS, STAGE_IDS, STAGES, get_stage
 from xeforge_core.problem import load_problem
 from xeforge_core.verdict import Finding, Verdict, VerdictKind
+from xeforge_core.vocab.stages import ALL_STAGE_IDS, STAGE_IDS, STAGES, get_stage
 
 ORIGINAL = '''import torch
 import triton
@@ -169,7 +169,7 @@ def test_every_codemod_a_stage_names_is_implemented_by_the_rules_engine():
     """The registry says which codemod serves a stage, ``engines/rules.py`` implements it: the two
     lists agree, and a knowledge-base rule may name only those."""
     from xeforge_core.engines.rules import CODEMODS, STAGE_CODEMODS
-    from xeforge_core.pipeline.registry import CODEMODS as NAMED
+    from xeforge_core.vocab.stages import CODEMODS as NAMED
 
     assert set(CODEMODS) == set(NAMED)
     assert set(STAGE_CODEMODS) == {s.id for s in STAGES if s.codemod}

@@ -387,7 +387,7 @@ def _timed_verdict(speedup: float, low: float | None, high: float | None) -> Ver
 
 def test_cover_accepts_only_what_the_rule_calls_faster():
     from xeforge_core.pipeline.loop import classify
-    from xeforge_core.pipeline.status import AttemptStatus
+    from xeforge_core.vocab.status import AttemptStatus
 
     FASTER, NOT_FASTER = AttemptStatus.FASTER, AttemptStatus.NOT_FASTER  # noqa: N806
 

@@ -33,7 +33,7 @@ def test_each_target_family_has_its_taught_steps_in_order():
     assert all(s.target is None for s in STEPS[:6])
     assert STEPS[5].rule_id == "block_io_for_dot_operands" and HOPPER[5].rule_id == "tma_descriptor_loads"
     # the target decides: a Target, a device string, or nothing (the product's target, Xe)
-    from xeforge_core.pipeline.target import resolve
+    from xeforge_core.target import resolve
 
     assert trajectory_family(resolve(choice="nvidia_h200")) == "cuda" and trajectory_family("cuda:1") == "cuda"
     assert trajectory_family(None) == trajectory_family("cpu") == trajectory_family(resolve(choice="arc_b580")) == "xpu"

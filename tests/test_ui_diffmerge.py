@@ -1,10 +1,10 @@
-"""Hunk-level diff and merge (xeforge_core.ui.diffmerge)."""
+"""Hunk-level diff and merge (xeforge_core.diffmerge)."""
 
 from __future__ import annotations
 
 import pytest
 
-from xeforge_core.ui.diffmerge import diff_hunks, diff_stats, merge_hunks, side_by_side, unified_patch
+from xeforge_core.diffmerge import diff_hunks, diff_stats, merge_hunks, side_by_side, unified_patch
 
 CURRENT = """import triton
 import triton.language as tl
@@ -88,7 +88,7 @@ def test_side_by_side_rows_and_patch() -> None:
 
 
 def test_within_line_changes_are_whole_tokens() -> None:
-    from xeforge_core.ui.diffmerge import inline_changes
+    from xeforge_core.diffmerge import inline_changes
 
     old = "        acc += tl.dot(a.to(tl.float32), b.to(tl.float32))"
     new = "        acc = tl.dot(a, b, acc)"
@@ -108,7 +108,7 @@ def test_side_by_side_marks_the_changed_part_of_a_line() -> None:
 
 
 def test_a_merge_is_described_by_what_it_kept_and_left_out():
-    from xeforge_core.ui.diffmerge import describe_merge
+    from xeforge_core.diffmerge import describe_merge
 
     current = "x = 1\ny = 2\nz = 3\ndel_me = 0\nw = 4\n"
     candidate = "x = 10\ny = 2\nz = 3\nw = 40\n"

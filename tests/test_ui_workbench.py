@@ -213,7 +213,7 @@ def test_unticking_the_grid_hunk_of_a_swizzle_is_caught_at_a_derived_variant(wb:
     # grid; keeping the kernel change but not the launch-grid change leaves every program of
     # grid axis 1 doing axis 0's tiles. The ci shape fits one tile along N, so only the size
     # derived from the tiles (three programs on every growing axis) can show the unwritten tiles.
-    from xeforge_core.ui.diffmerge import diff_hunks
+    from xeforge_core.diffmerge import diff_hunks
 
     session = wb.start_session()
     wb.set_target("arc_pro_b70")

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from xeforge_core.knowledge import KnowledgeBase, installed_triton_pointer_api, load_knowledge
 from xeforge_core.lints import clear_walk_cache, walk
-from xeforge_core.pipeline.registry import STAGE_IDS
-from xeforge_core.pipeline.target import Target
 from xeforge_core.problem.module import triton_decorator_kind
+from xeforge_core.target import Target
 from xeforge_core.verdict import Finding
+from xeforge_core.vocab.stages import STAGE_IDS
 from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -829,7 +829,7 @@ def plan_stages(analysis: Analysis | Sequence[str], add: Iterable[str] = (), ski
 def analyze(source: str, target: str | Target = "xpu", problem: Problem | None = None, *,
             kb: KnowledgeBase | None = None, triton_version: str | None = None) -> Analysis:
     """Analyse a kernel module's source for ``target``: a target family (``xpu`` or ``cuda``) or
-    a :class:`~xeforge_core.pipeline.target.Target` (whose family decides the rules and lints).
+    a :class:`~xeforge_core.target.Target` (whose family decides the rules and lints).
 
     ``problem`` (an ``xeforge_core.problem.Problem``, optional) gives shapes for lints that
     need them. ``triton_version`` selects version-specific rules (default: the installed

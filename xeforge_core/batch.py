@@ -187,16 +187,15 @@ def optimize_one(
 ) -> BatchRow:
     """Optimize one kernel with auto-approval in a new session under ``workspace`` and return
     its row. ``device`` is a ``DeviceInfo``, a device string or ``None`` (detect); ``target``
-    the hardware to optimize for (``pipeline.target.resolve`` decides, as for ``xeforge
-    optimize``); ``engine_factory(target)`` builds the engine (default: ``get_engine(engine_name)``).
+    the hardware to optimize for (``target.resolve`` decides, as for ``xeforge
+    optimize``); ``engine_factory(target)`` builds the engine (default: ``service.make_engine(engine_name)``).
     Never raises for a bad kernel: the row's ``error`` says what went wrong."""
     from xeforge_core.devices import DeviceInfo, detect_device
-    from xeforge_core.pipeline.controller import SessionController
-    from xeforge_core.pipeline.loop import DEFAULT_MIN_SPEEDUP, LoopOptions, run_pipeline
-    from xeforge_core.pipeline.plan import plan_for
-    from xeforge_core.pipeline.target import resolve
+    from xeforge_core.pipeline.loop import DEFAULT_MIN_SPEEDUP, LoopOptions
     from xeforge_core.problem import load_problem
-    from xeforge_core.session import Session, report
+    from xeforge_core.service import make_engine, run_session, start_session
+    from xeforge_core.session import report
+    from xeforge_core.target import resolve
 
     started = time.monotonic()
     row = BatchRow(kernel=item.name, host=socket.gethostname())
@@ -207,15 +206,9 @@ def optimize_one(
         row.device = f"{dev.type}:{dev.index}"
         tgt = resolve(dev, target)
         problem = load_problem(item.kernel, spec_path=item.spec, reference_path=item.reference)
-        plan = plan_for(problem.kernel.source, tgt, problem, stages=stages or None).ids
-        session = Session.create(problem, workspace=workspace, device=dev, plan=plan, target=tgt)
+        session = start_session(problem, workspace=workspace, device=dev, target=tgt, stages=stages)
         row.session = str(session.path)
-        if engine_factory is not None:
-            engine = engine_factory(tgt)
-        else:
-            from xeforge_core.engines import get_engine
-
-            engine = get_engine(engine_name)
+        engine = engine_factory(tgt) if engine_factory is not None else make_engine(engine_name)
         if verify_fn is None:
             from xeforge_core.verify import verify
 
@@ -224,7 +217,7 @@ def optimize_one(
         options = LoopOptions(iterations=iterations, best_of=best_of, auto=True,
                               min_speedup=min_speedup or DEFAULT_MIN_SPEEDUP, verify_options=verify_options,
                               verify_fn=verify_fn, portability=portability, on_progress=on_progress, cancel=cancel)
-        outcomes = run_pipeline(SessionController(session, dev), engine, options)
+        outcomes = run_session(session, dev, engine, options)
         data = report.json_report(session)
         by_stage = {s["stage"]: s for s in data["stages"]}
         for o in outcomes:
@@ -320,7 +313,7 @@ def run_batch(
 
 
 def _stage_order(rows: list[BatchRow]) -> list[str]:
-    from xeforge_core.pipeline.registry import ALL_STAGE_IDS
+    from xeforge_core.vocab.stages import ALL_STAGE_IDS
 
     order = list(ALL_STAGE_IDS)
     seen = {s for r in rows for s in r.stages}

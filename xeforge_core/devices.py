@@ -35,8 +35,7 @@ from typing import Any
 
 from xeforge_core import runner
 from xeforge_core.cache import cache_root, library_versions, stable_hash, worker_code_version
-
-DEVICE_TYPES = ("xpu", "cuda", "cpu")
+from xeforge_core.vocab.target import DEVICE_TYPES, TARGET_FAMILIES
 
 #: Seconds the device probe may take (importing torch cold plus a GPU runtime init).
 PROBE_TIMEOUT_S = 90.0
@@ -167,7 +166,7 @@ def select_device(override: str | None, available: dict[str, int],
     reasons = reasons or {}
     parsed = parse_override(override)
     if parsed is None:
-        for t in ("xpu", "cuda"):
+        for t in TARGET_FAMILIES:
             if int(available.get(t, 0) or 0) > 0:
                 return t, 0
         return "cpu", 0

@@ -30,7 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from xeforge_core import lints
 from xeforge_core.compile_options import GRF_MODE_VALUES
 from xeforge_core.errors import XeForgeError
-from xeforge_core.pipeline.registry import ALL_STAGE_IDS, CODEMODS, STAGE_IDS
+from xeforge_core.vocab import roofline
+from xeforge_core.vocab.stages import ALL_STAGE_IDS, CODEMODS, STAGE_IDS
+from xeforge_core.vocab.target import TARGET_FAMILIES
 
 #: The profile a target family stands for when no particular device is named: the Arc Pro B70
 #: (the Xe-Forge paper's testbed) for xpu, the H200 (the NVIDIA machine the backend is
@@ -39,7 +41,8 @@ REFERENCE_PROFILE: dict[str, str] = {"xpu": "arc_pro_b70", "cuda": "nvidia_h200"
 
 KNOWLEDGE_ROOT = Path(__file__).resolve().parents[1] / "knowledge"
 
-Target = Literal["xpu", "cuda"]
+#: A target family as the YAML files spell it (``xeforge_core.vocab.target.TARGET_FAMILIES``).
+TargetFamily = Literal[TARGET_FAMILIES]  # type: ignore[valid-type]
 Severity = Literal["error", "warning", "info"]
 
 
@@ -79,7 +82,7 @@ class HardwareProfile(_Strict):
     name: str
     vendor: Literal["intel", "nvidia"]
     arch: str
-    target: Target
+    target: TargetFamily
     match: list[str] = Field(min_length=1)
     supported: bool = True
     use_instead: list[str] = Field(default_factory=list)
@@ -142,11 +145,7 @@ class HardwareProfile(_Strict):
     def ridge_point(self, dtype: str = "fp32") -> float | None:
         """Arithmetic intensity (FLOP per byte) where the roofline turns from memory-bound
         to compute-bound: peak FLOP/s / bandwidth bytes/s. ``None`` without both numbers."""
-        peak = self.peak(dtype)
-        bw = self.bandwidth_gbps
-        if not peak or not bw:
-            return None
-        return peak * 1e12 / (bw * 1e9)
+        return roofline.ridge_point(self.peak(dtype), self.bandwidth_gbps)
 
     def summary(self) -> dict[str, Any]:
         """Plain values (no sources) for prompts and tables."""
@@ -195,7 +194,7 @@ class Example(_Strict):
 class Rule(_Strict):
     """One rule: what to do, why, a before/after example, where it applies, where it came from.
 
-    ``stage`` is a stage id of ``pipeline.registry``; ``targets`` the targets it applies to;
+    ``stage`` is a stage id of ``vocab.stages``; ``targets`` the targets it applies to;
     ``triton`` a version specifier such as ``">=3.0"`` or ``">=3.0,<3.9"`` (``"*"`` for all);
     ``lint`` names a function in ``xeforge_core.lints`` (checked by the loader);
     ``codemod`` names the rules-engine codemod that implements ``fix`` (one the registry's
@@ -208,7 +207,7 @@ class Rule(_Strict):
     severity: Severity
     why: str
     example: Example
-    targets: list[Target] = Field(min_length=1)
+    targets: list[TargetFamily] = Field(min_length=1)
     triton: str = "*"
     sources: list[str] = Field(min_length=1)
     lint: str | None = None
@@ -325,7 +324,7 @@ class SearchSpace(_Strict):
     """
 
     id: str
-    target: Target
+    target: TargetFamily
     archs: list[str] = Field(min_length=1)
     grf_mode_placement: str
     sources: list[str] = Field(min_length=1)

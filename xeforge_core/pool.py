@@ -13,7 +13,7 @@ starts workers *before* they are needed and hands each one exactly one job:
   Triton's driver), writes ``pool.ready`` and blocks on its stdin, a pipe from this process;
 * ``WorkerPool.run`` writes the job into the slot, sends one line with the job's limits
   (CPU seconds from now, address space, file size: the worker lowers its rlimits before the job
-  starts), and supervises it exactly as a fresh worker (``runner.supervise``: hard timeout,
+  starts), and supervises it exactly as a fresh worker (``process.supervise``: hard timeout,
   memory guard, cancel, group kill, token sweep); afterwards the slot's outputs are moved into
   the job directory the caller asked for and the process is gone. No candidate ever runs in a
   process another job touched;
@@ -51,7 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from xeforge_core import runner, sandbox
+from xeforge_core import sandbox
+from xeforge_core import worker_outcome as outcomes
+from xeforge_core import worker_process as process
 from xeforge_core.devlock import default_lock_dir
 from xeforge_core.worker.__main__ import ACK_FILE, READY_FILE
 from xeforge_core.worker.job import JOB_FILE
@@ -119,7 +121,7 @@ class _Slot:
     def warm_output(self) -> str:
         parts = []
         for name in ("warm-stdout.txt", "warm-stderr.txt"):
-            text = runner._read_truncated(self.root / name, 4000).strip()
+            text = process._read_truncated(self.root / name, 4000).strip()
             if text:
                 parts.append(text)
         return "\n".join(parts)
@@ -175,7 +177,7 @@ class WorkerPool:
         iso = sandbox.isolation()
         if device_type == "cpu":
             device_index = None  # one CPU: the index changes nothing in the worker
-        env = sorted(runner.scrub_environment().items())
+        env = sorted(process.scrub_environment().items())
         digest = hashlib.sha256(json.dumps([env, os.getcwd()]).encode("utf-8")).hexdigest()[:16]
         return Flavour(device_type=device_type, device_index=device_index,
                        lock_dir=str(Path(lock_dir).resolve()) if lock_dir else None,
@@ -200,12 +202,12 @@ class WorkerPool:
         token = uuid.uuid4().hex
         policy = sandbox.Policy(job_dir=job_dir, writable=[Path(flavour.lock_dir)] if flavour.lock_dir else [],
                                 readable=[input_dir])
-        env = runner.worker_environment(job_dir, flavour.device_type, device_index=flavour.device_index,
+        env = process.worker_environment(job_dir, flavour.device_type, device_index=flavour.device_index,
                                         token=token)
         env.update(policy.environment(iso.sandboxed))
-        argv = [sys.executable, "-m", runner.WORKER_MODULE, "--pool", str(job_dir)]
-        argv = runner.launcher_argv(sandbox.wrap(argv, policy, iso), memory_bytes=None, cpu_seconds=None,
-                                    limit_address_space=False, file_bytes=runner.DEFAULT_FILE_BYTES)
+        argv = [sys.executable, "-m", process.WORKER_MODULE, "--pool", str(job_dir)]
+        argv = process.launcher_argv(sandbox.wrap(argv, policy, iso), memory_bytes=None, cpu_seconds=None,
+                                    limit_address_space=False, file_bytes=process.DEFAULT_FILE_BYTES)
         read_end, write_end = os.pipe()
         try:
             with open(root / "warm-stdout.txt", "wb") as out, open(root / "warm-stderr.txt", "wb") as err:
@@ -225,12 +227,12 @@ class WorkerPool:
                      flavour=flavour, isolation=iso, stdin=os.fdopen(write_end, "wb", buffering=0))
 
     def _discard(self, slot: _Slot, *, reaped: bool = False) -> None:
-        """Stop ``slot``'s processes (unless ``reaped``: ``runner.supervise`` already killed its
+        """Stop ``slot``'s processes (unless ``reaped``: ``process.supervise`` already killed its
         group and swept its token) and remove its directories."""
         with contextlib.suppress(OSError):
             slot.stdin.close()
         if not reaped or slot.proc.poll() is None:
-            runner.kill_group(slot.proc.pid, slot.token, term_grace_s=0.5)
+            process.kill_group(slot.proc.pid, slot.token, term_grace_s=0.5)
         with contextlib.suppress(subprocess.TimeoutExpired):
             slot.proc.wait(timeout=5.0)
         shutil.rmtree(slot.root, ignore_errors=True)
@@ -316,21 +318,13 @@ class WorkerPool:
 
     # -- running a job -----------------------------------------------------------------------
 
-    def run(self, job: dict[str, Any], job_dir: Path, *, limits: runner.Limits,
+    def run(self, job: dict[str, Any], job_dir: Path, *, limits: process.Limits,
             device_index: int | None = None, on_progress: Any = None,
-            cancel: threading.Event | None = None, writable: list[Any] | None = None,
-            readable: list[Any] | None = None) -> runner.WorkerOutcome:
+            cancel: threading.Event | None = None) -> outcomes.WorkerOutcome:
         """Run ``job`` (its ``job_dir`` is ``job_dir``) on a warm worker; same contract and
         outcome as ``runner.run_worker``, with ``pooled`` set and the outputs in ``job_dir``.
-        Jobs needing extra writable/readable paths get a fresh worker instead."""
-        if writable or readable:
-            return runner.run_worker(job, job_dir=job_dir, timeout_s=limits.timeout_s,
-                                     memory_bytes=limits.memory_bytes, cpu_seconds=limits.cpu_seconds,
-                                     on_progress=on_progress, cancel=cancel, device_index=device_index,
-                                     exit_grace_s=limits.exit_grace_s, queue_limit_s=limits.queue_limit_s,
-                                     dump_stack_on_timeout=limits.dump_stack_on_timeout,
-                                     file_bytes=limits.file_bytes, poll_interval_s=limits.poll_interval_s,
-                                     writable=writable or (), readable=readable or (), use_pool=False)
+        Jobs needing extra writable/readable paths are not the pool's (``run_worker`` starts a
+        fresh worker for them)."""
         device_type = str(job.get("device", "cpu")).split(":")[0]
         lock_dir = (job.get("options") or {}).get("lock_dir")
         flavour = self.flavour(device_type, device_index, lock_dir)
@@ -346,7 +340,7 @@ class WorkerPool:
                     warm_out = slot.warm_output()
                     if warm_out:
                         outcome.stderr = (outcome.stderr + "\n--- pool worker start-up ---\n" + warm_out).strip()
-                outcome = runner.annotate(outcome, slot.isolation, role=str(job.get("role", "")))
+                outcome = outcomes.annotate(outcome, slot.isolation, role=str(job.get("role", "")))
                 outcome.pooled = True
                 outcome.warm = warm
                 if warm:
@@ -364,8 +358,8 @@ class WorkerPool:
                 self._discard(slot, reaped=True)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _run_on(self, slot: _Slot, job: dict[str, Any], job_dir: Path, limits: runner.Limits,
-                on_progress: Any, cancel: threading.Event | None) -> runner.WorkerOutcome:
+    def _run_on(self, slot: _Slot, job: dict[str, Any], job_dir: Path, limits: process.Limits,
+                on_progress: Any, cancel: threading.Event | None) -> outcomes.WorkerOutcome:
         job = dict(job)
         job["job_dir"] = str(slot.job_dir)
         expected = job.get("expected_dir")
@@ -385,7 +379,7 @@ class WorkerPool:
             slot.stdin.write((json.dumps(message) + "\n").encode("utf-8"))
         with self._lock:
             self._fill(slot.flavour)
-        return runner.supervise(slot.proc, token=slot.token, job_dir=slot.job_dir, limits=limits,
+        return process.supervise(slot.proc, token=slot.token, job_dir=slot.job_dir, limits=limits,
                                 isolation=slot.isolation, on_progress=on_progress, cancel=cancel,
                                 start=start)
 

@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from xeforge_core.problem import Problem, ProblemError, load_problem
+from xeforge_core.vocab.target import DEFAULT_FAMILY, TARGET_FAMILIES
 from xeforge_core.worker.astutil import parse as parse_python
 
 __all__ = [
@@ -180,10 +181,8 @@ def trajectory_family(target: Any = None) -> str:
     ``"cuda"``), a ``Target`` (its ``family``), a device string (``"cuda:1"``) or ``None`` (the
     product's target family, ``xpu``). Anything else (``"cpu"``, an unknown vendor) gives ``xpu``:
     the interpreter verifies the product's target's steps."""
-    from xeforge_core.pipeline.target import DEFAULT_FAMILY, FAMILIES
-
     family = getattr(target, "family", None) or (str(target).split(":")[0].strip().lower() if target else "")
-    return family if family in FAMILIES else DEFAULT_FAMILY
+    return family if family in TARGET_FAMILIES else DEFAULT_FAMILY
 
 
 def _manifest_steps(data: dict[str, Any], family: str, mpath: Path) -> list[tuple[dict[str, Any], str, str | None]]:

@@ -31,7 +31,6 @@ from xeforge_core.commands.optimize import (
     add_common_arguments,
     check_common_arguments,
     loop_options,
-    make_engine,
     verify_options,
     workspace_for,
 )
@@ -133,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
                              "their GPUs (ray start --num-gpus N)")
         devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else [args.device]
         engine_name = args.engine
+        from xeforge_core.service import make_engine
+
         make_engine(engine_name)  # fail early on bad settings
         kept: list = []
         if args.resume:
@@ -229,6 +230,8 @@ def _run_local(args: argparse.Namespace, items: list, devices: list, common: dic
     per_kernel = _PerKernel()
 
     def factory(target: object) -> Any:
+        from xeforge_core.service import make_engine
+
         return make_engine(args.engine)
 
     def on_start(item: Any) -> None:

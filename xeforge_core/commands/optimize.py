@@ -30,17 +30,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from xeforge_core.commands.argtypes import positive_float, positive_int
 from xeforge_core.commands.verify import add_verification_arguments
-from xeforge_core.pipeline.registry import engine_names
+from xeforge_core.engines.registry import engine_names
 from xeforge_core.units import plural
 
 if TYPE_CHECKING:
     from xeforge_core.devices import DeviceInfo
-    from xeforge_core.engines import Engine
     from xeforge_core.pipeline.loop import DecideFn
     from xeforge_core.pipeline.plan import Plan
-    from xeforge_core.pipeline.target import Target
     from xeforge_core.problem import Problem
     from xeforge_core.session import CandidateRecord, Session
+    from xeforge_core.target import Target
     from xeforge_core.verdict import Verdict
     from xeforge_core.verify import VerifyOptions
 
@@ -84,7 +83,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _profile_ids() -> list[str]:
-    from xeforge_core.pipeline.target import targets
+    from xeforge_core.target import targets
 
     return [t.profile for t in targets()]
 
@@ -129,7 +128,7 @@ def parse_stages(text: str | None) -> list[str] | None:
     for an unknown stage id (when the stage list is available)."""
     if not text:
         return None
-    from xeforge_core.pipeline.registry import require_stages
+    from xeforge_core.vocab.stages import require_stages
 
     return require_stages([s.strip() for s in text.split(",") if s.strip()])
 
@@ -168,33 +167,11 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
 
 def target_for(device: DeviceInfo, choice: str | None) -> Target:
     """The target of ``--target`` (``choice``) on ``device``: the one resolver's answer
-    (:func:`xeforge_core.pipeline.target.resolve`). Raises ``TargetError`` (a ``ValueError``)
+    (:func:`xeforge_core.target.resolve`). Raises ``TargetError`` (a ``ValueError``)
     naming the known profiles for an unknown choice."""
-    from xeforge_core.pipeline.target import resolve
+    from xeforge_core.target import resolve
 
     return resolve(device, choice)
-
-
-def make_engine(name: str) -> Engine:
-    """Build the engine; for ``llm`` the key from the settings is registered as a secret so
-    that it can never be written into a session. Raises ``ValueError`` for bad settings."""
-    from xeforge_core.engines import get_engine
-    from xeforge_core.session import register_secret
-
-    if name == "llm":
-        from xeforge_core.settings import load_llm_settings
-
-        settings = load_llm_settings()
-        if settings.has_key():
-            register_secret(settings.key_value())
-    return get_engine(name)
-
-
-def plan_for(problem: Problem, target: Target, stages: list[str] | None) -> Plan:
-    """The stage plan (``--stages``, else the analysis') of ``problem`` for ``target``."""
-    from xeforge_core.pipeline.plan import plan_for as plan
-
-    return plan(problem.kernel.source, target, problem, stages=stages)
 
 
 def plan_text(plan: Plan, engine: str | None = None) -> str:
@@ -286,11 +263,11 @@ def _ask(stream_in: TextIO, stream_out: TextIO, session: Session) -> DecideFn:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge optimize``; returns the exit status (see the module docstring)."""
-    from xeforge_core.pipeline.controller import SessionController
-    from xeforge_core.pipeline.loop import LoopOptions, run_pipeline
-    from xeforge_core.pipeline.status import OutcomeStatus
+    from xeforge_core.pipeline.loop import LoopOptions
     from xeforge_core.problem import ProblemError, load_problem
-    from xeforge_core.session import Session, SessionError
+    from xeforge_core.service import make_engine, plan_problem, resume_session, run_session, start_session
+    from xeforge_core.session import SessionError
+    from xeforge_core.vocab.status import OutcomeStatus
 
     err = sys.stderr
     try:
@@ -303,25 +280,21 @@ def run(args: argparse.Namespace) -> int:
         device = detect_device(args.device)
         target = target_for(device, args.target)
         if args.resume:
-            session = Session.open(args.resume)
-            if args.target:
-                session.set_target(target)
-            if stages:
-                session.set_plan(stages)
+            session = resume_session(args.resume, target=target if args.target else None, stages=stages)
             print(f"resuming session {session.path} at stage {session.current_stage or '(plan complete)'} "
                   f"(target {session.target.label})", file=err)
         else:
             if not args.kernel:
                 raise ValueError("give KERNEL (or --resume PATH)")
             problem = load_problem(args.kernel, spec_path=args.spec, reference_path=args.reference)
-            plan = plan_for(problem, target, stages)
+            plan = plan_problem(problem, target, stages)
             idle = _nothing_to_do(plan, args, problem, device)
             if idle:
                 print(f"{problem.name}: target {target.label}; plan from {plan.origin}:\n"
                       f"{plan_text(plan, args.engine)}\n{idle}\nNo session was started.", file=err)
                 return EXIT_OK
-            session = Session.create(problem, workspace=workspace_for(args), device=device, plan=plan.ids,
-                                     target=target)
+            session = start_session(problem, workspace=workspace_for(args), device=device, target=target,
+                                    plan=plan)
             print(f"session {session.path}", file=err)
             print(f"device {device.type}:{device.index} ({device.name}); target {target.label}; plan from "
                   f"{plan.origin} ({plural(len(plan.analysis.issues), 'issue')}):\n{plan_text(plan, args.engine)}",
@@ -340,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
         options = LoopOptions(iterations=args.iterations, best_of=args.best_of, auto=args.auto, decide=decide,
                               verify_options=verify_options(args), portability=not args.no_portability,
                               on_progress=progress, cancel=cancel, **loop_options(args))
-        outcomes = run_pipeline(SessionController(session, device), engine, options)
+        outcomes = run_session(session, device, engine, options)
     except KeyboardInterrupt:
         cancel.set()
         print(f"\ninterrupted; everything committed is kept in {session.path} "
@@ -368,6 +341,7 @@ def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
     """``--plan-only``: the plan for KERNEL and the target, printed; no session, no worker
     (the device is probed only when no ``--target`` names the hardware)."""
     from xeforge_core.problem import load_problem
+    from xeforge_core.service import plan_problem
 
     if not args.kernel:
         raise ValueError("--plan-only needs KERNEL")
@@ -378,7 +352,7 @@ def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
 
         target = target_for(detect_device(args.device), None)
     problem = load_problem(args.kernel, spec_path=args.spec, reference_path=args.reference)
-    plan = plan_for(problem, target, stages)
+    plan = plan_problem(problem, target, stages)
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2))
     else:

@@ -4,7 +4,7 @@
 (the user's own edit or a pasted chat reply). The loop, the session and the UI use only
 :class:`Engine`, :class:`Candidate`, :class:`ProposalContext` and :func:`get_engine`; which
 engines exist, and which stages each can propose for, is said once, in
-:data:`xeforge_core.pipeline.registry.ENGINES`.
+:data:`xeforge_core.engines.registry.ENGINES`.
 """
 
 from xeforge_core.engines.base import (
@@ -16,8 +16,8 @@ from xeforge_core.engines.base import (
     render_stage_prompt,
 )
 from xeforge_core.engines.extract import Extraction, extract_code
+from xeforge_core.engines.registry import engine_names, get_engine
 from xeforge_core.engines.rules import port_to_device_agnostic
-from xeforge_core.pipeline.registry import engine_names, get_engine
 
 __all__ = [
     "Candidate",

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from xeforge_core.errors import XeForgeError
-from xeforge_core.pipeline.target import Target, resolve
+from xeforge_core.target import Target, hardware_of, resolve
 
 if TYPE_CHECKING:
     from xeforge_core.analysis import Analysis
@@ -100,13 +100,13 @@ class Candidate:
 class ProposalContext:
     """What an engine may use to propose a candidate for one stage.
 
-    * ``stage``: the stage id (``dtype_fix``, ``autotuning``, ...; see ``pipeline.registry``).
+    * ``stage``: the stage id (``dtype_fix``, ``autotuning``, ...; see ``vocab.stages``).
     * ``original_code`` / ``current_code``: the baseline module and the latest accepted version.
     * ``problem``: the kernel problem (shapes, dtypes, flop), when known.
     * ``analysis``: the ``xeforge_core.analysis.Analysis`` of ``current_code``, when run.
-    * ``target``: the :class:`~xeforge_core.pipeline.target.Target` (hardware profile, family,
+    * ``target``: the :class:`~xeforge_core.target.Target` (hardware profile, family,
       architecture) the candidate is for; a string is resolved by
-      :func:`~xeforge_core.pipeline.target.resolve` (``"cuda"``, ``"arc_b580"``); default: the
+      :func:`~xeforge_core.target.resolve` (``"cuda"``, ``"arc_b580"``); default: the
       product's target (Arc Pro B70). Never the run device: a cpu run may target Xe2.
     * ``prompt``: the exact prompt text the product shows (rendered by ``stages.render_prompt``);
       engines render it themselves when it is ``None``.
@@ -136,7 +136,7 @@ class ProposalContext:
     @property
     def hardware(self) -> HardwareProfile:
         """The target's knowledge-base hardware profile."""
-        return self.target.hardware()
+        return hardware_of(self.target)
 
 
 @runtime_checkable

@@ -1,6 +1,6 @@
 """The rules engine: deterministic codemods from the knowledge base, no LLM, works offline.
 
-Codemods, by the name the stages of :mod:`xeforge_core.pipeline.registry` give them (the
+Codemods, by the name the stages of :mod:`xeforge_core.vocab.stages` give them (the
 registry says which stage each serves):
 
 * ``dtype_fix``         -> :func:`xeforge_core.codemods.dtype_fix.fix_dtypes`
@@ -35,7 +35,8 @@ from typing import Any
 
 from xeforge_core.codemods.common import CodemodResult
 from xeforge_core.engines.base import Candidate, ProposalContext
-from xeforge_core.pipeline.registry import STAGES, get_engine_spec
+from xeforge_core.engines.registry import get_engine_spec
+from xeforge_core.vocab.stages import STAGES
 
 ENGINE_NAME = "rules"
 
@@ -98,7 +99,7 @@ def _xpu_specific(source: str, **kw: Any) -> CodemodResult:
                            profile=kw.get("profile"), options=kw.get("options") or {})
 
 
-#: Codemod name (as the stages of ``pipeline.registry`` name them) -> codemod
+#: Codemod name (as the stages of ``vocab.stages`` name them) -> codemod
 #: (``source, **settings -> CodemodResult``; settings: ``target`` family, ``arch``, ``profile``,
 #: ``search_space``, ``options``, ``problem``).
 CODEMODS: dict[str, Callable[..., CodemodResult]] = {
@@ -174,7 +175,7 @@ class RulesEngine:
         settings = {
             "target": target.family,
             "arch": target.arch,
-            "profile": target.hardware(),
+            "profile": context.hardware,
             "search_space": self.search_space or context.search_space,
             "options": {**self.options, **context.options},
             "problem": context.problem,

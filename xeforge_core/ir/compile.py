@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from xeforge_core.errors import XeForgeError
-from xeforge_core.ir.targets import STAGE_NAMES, Target, get_target, resolve_stage, why_unavailable
+from xeforge_core.ir.targets import STAGE_NAMES, CompileTarget, get_target, resolve_stage, why_unavailable
 
 #: Wall-clock limit of one IR job (seconds): importing torch and triton, building the inputs and
 #: compiling every launched kernel (a GEMM takes 2-8 s per config on a loaded 2-core machine).
@@ -108,7 +108,7 @@ class IRReport:
     does not compile for the target; the others are still listed), ``runtime_error`` (the module
     or its ``forward()`` failed before launching), ``timeout`` or ``crash`` (the worker)."""
 
-    target: Target
+    target: CompileTarget
     kind: str
     reason: str = ""
     line: int | None = None
@@ -230,7 +230,7 @@ def _portable_source(source: str, local_device: str) -> tuple[str, str]:
                          "port (the portability codemod; @triton.jit bodies are not changed by it)")
 
 
-def compile_ir(source: str, *, problem: Any = None, target: str | Target | None = None,
+def compile_ir(source: str, *, problem: Any = None, target: str | CompileTarget | None = None,
                variant: str | None = None, config_index: int | None = 0, local_device: str = "cpu",
                timeout_s: float = DEFAULT_TIMEOUT_S, memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
                use_cache: bool = True, max_kernels: int = 16, on_progress: ProgressFn | None = None,
@@ -239,7 +239,7 @@ def compile_ir(source: str, *, problem: Any = None, target: str | Target | None 
 
     ``problem`` gives the spec whose variant the launches are recorded with (see
     :func:`choose_variant`) and the class name; ``None`` uses the module's ``get_inputs()``.
-    ``target``: a :class:`Target` or a name (``sm90``, ``gfx942``, ``xe2``...; default
+    ``target``: a :class:`CompileTarget` or a name (``sm90``, ``gfx942``, ``xe2``...; default
     :func:`~xeforge_core.ir.targets.default_target`). ``config_index``: which config of an
     ``@triton.autotune`` kernel to compile (0-based; ``None`` for all, up to ``max_kernels``).
     ``local_device``: this machine's device type (for the portability check). ``timeout_s``
@@ -252,7 +252,7 @@ def compile_ir(source: str, *, problem: Any = None, target: str | Target | None 
     reports); raises :class:`IRError` or ``TargetError`` for bad arguments.
     """
 
-    tgt = target if isinstance(target, Target) else get_target(target)
+    tgt = target if isinstance(target, CompileTarget) else get_target(target)
     missing = why_unavailable(tgt)
     if missing:
         return IRReport(target=tgt, kind="unavailable", reason=missing)
@@ -293,7 +293,7 @@ def compile_ir(source: str, *, problem: Any = None, target: str | Target | None 
     return report
 
 
-def _compile_cached(job: dict[str, Any], tgt: Target, *, timeout_s: float, memory_bytes: int | None,
+def _compile_cached(job: dict[str, Any], tgt: CompileTarget, *, timeout_s: float, memory_bytes: int | None,
                     use_cache: bool, on_progress: ProgressFn | None,
                     cancel: threading.Event | None, cached_only: bool = False) -> IRReport | None:
     """Run one IR job, or return its cached report (a timeout, crash or cancel is never cached);
@@ -335,7 +335,7 @@ def _compile_cached(job: dict[str, Any], tgt: Target, *, timeout_s: float, memor
     return report
 
 
-def _report_from(outcome: Any, tgt: Target) -> IRReport:
+def _report_from(outcome: Any, tgt: CompileTarget) -> IRReport:
     """An :class:`IRReport` from the worker's outcome; process-level ends are decided here."""
     res = outcome.result
     if outcome.cancelled:

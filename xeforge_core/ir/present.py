@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from xeforge_core import units
+from xeforge_core.diffmerge import diff_stats, unified_patch
 from xeforge_core.ir.compile import IRKernel, IRReport
 from xeforge_core.ir.targets import STAGE_NAMES, resolve_stage
 from xeforge_core.ir.text import strip_locations
-from xeforge_core.ui.diffmerge import diff_stats, unified_patch
 
 
 @dataclass

@@ -44,7 +44,7 @@ STAGE_NAMES = {"ttir": "TTIR", "ttgir": "TTGIR", "llir": "LLVM IR", "ptx": "PTX"
 
 
 @dataclass(frozen=True)
-class Target:
+class CompileTarget:
     """One compile target. ``arch`` is what ``GPUTarget`` takes: an int compute capability for
     cuda (90 = sm_90), a string for hip (``gfx942``), a dict of device properties for xpu.
     ``stages`` are the text IR stages it produces, in lowering order."""
@@ -91,17 +91,17 @@ _XE2_ARCH = {"name": "Intel(R) Arc(TM) B-series (Xe2)", "architecture": 0, "sub_
 _PVC_ARCH = {**_XE2_ARCH, "name": "Intel(R) Data Center GPU Max (Xe-HPC)", "has_fp64": True,
              "has_subgroup_matrix_multiply_accumulate_tensor_float32": True}
 
-TARGETS: dict[str, Target] = {t.id: t for t in (
-    Target("sm90", "cuda", 90, 32, "NVIDIA Hopper sm_90 (H100, H200)", _NV, ("cuda:90", "sm_90", "h100", "h200"),
+TARGETS: dict[str, CompileTarget] = {t.id: t for t in (
+    CompileTarget("sm90", "cuda", 90, 32, "NVIDIA Hopper sm_90 (H100, H200)", _NV, ("cuda:90", "sm_90", "h100", "h200"),
            profile="nvidia_h200"),
-    Target("sm80", "cuda", 80, 32, "NVIDIA Ampere sm_80 (A100)", _NV, ("cuda:80", "sm_80", "a100")),
-    Target("sm89", "cuda", 89, 32, "NVIDIA Ada sm_89 (L4, L40S, RTX 40xx)", _NV, ("cuda:89", "sm_89", "l40s")),
-    Target("sm100", "cuda", 100, 32, "NVIDIA Blackwell sm_100 (B200)", _NV, ("cuda:100", "sm_100", "b200")),
-    Target("gfx942", "hip", "gfx942", 64, "AMD CDNA3 gfx942 (MI300X)", _AMD, ("hip:gfx942", "mi300", "mi300x")),
-    Target("xe2", "xpu", _XE2_ARCH, 16, "Intel Xe2 (Arc B-series, Arc Pro B70)", _XPU,
+    CompileTarget("sm80", "cuda", 80, 32, "NVIDIA Ampere sm_80 (A100)", _NV, ("cuda:80", "sm_80", "a100")),
+    CompileTarget("sm89", "cuda", 89, 32, "NVIDIA Ada sm_89 (L4, L40S, RTX 40xx)", _NV, ("cuda:89", "sm_89", "l40s")),
+    CompileTarget("sm100", "cuda", 100, 32, "NVIDIA Blackwell sm_100 (B200)", _NV, ("cuda:100", "sm_100", "b200")),
+    CompileTarget("gfx942", "hip", "gfx942", 64, "AMD CDNA3 gfx942 (MI300X)", _AMD, ("hip:gfx942", "mi300", "mi300x")),
+    CompileTarget("xe2", "xpu", _XE2_ARCH, 16, "Intel Xe2 (Arc B-series, Arc Pro B70)", _XPU,
            ("xpu", "xpu:xe2", "bmg", "b580", "b70", "arc_b580"), profile="arc_pro_b70",
            extra={"device_arch": "bmg"}),
-    Target("pvc", "xpu", _PVC_ARCH, 16, "Intel Xe-HPC (Data Center GPU Max)", _XPU,
+    CompileTarget("pvc", "xpu", _PVC_ARCH, 16, "Intel Xe-HPC (Data Center GPU Max)", _XPU,
            ("xpu:pvc", "max1550", "max1100"), profile="max_1550", extra={"device_arch": "pvc"}),
 )}
 
@@ -111,7 +111,7 @@ TARGETS: dict[str, Target] = {t.id: t for t in (
 DEFAULT_TARGET = "sm90"
 
 
-def backend_installed(target: Target) -> bool:
+def backend_installed(target: CompileTarget) -> bool:
     """Whether the installed Triton has ``target``'s backend (checked without importing it)."""
     try:
         return importlib.util.find_spec(f"triton.backends.{target.triton_backend}") is not None
@@ -119,7 +119,7 @@ def backend_installed(target: Target) -> bool:
         return False
 
 
-def why_unavailable(target: Target) -> str:
+def why_unavailable(target: CompileTarget) -> str:
     """``""`` when ``target`` can be compiled here, else one sentence saying why and what to install."""
     try:
         triton_here = importlib.util.find_spec("triton") is not None
@@ -138,7 +138,7 @@ def why_unavailable(target: Target) -> str:
             f"{target.label}")
 
 
-def get_target(name: str | None) -> Target:
+def get_target(name: str | None) -> CompileTarget:
     """The target called ``name``: an id such as ``sm90``, an alias (``sm_90``, ``cuda:90``,
     ``h200``, ``xpu``...) or the hardware-profile id the optimizer's ``--target`` takes
     (``nvidia_h200``, ``arc_pro_b70``, ``arc_b580``, ``max_1550``); ``None`` gives
@@ -154,7 +154,7 @@ def get_target(name: str | None) -> Target:
     raise TargetError(f"unknown target {name!r}; known targets: {known}")
 
 
-def default_target() -> Target:
+def default_target() -> CompileTarget:
     """Intel Xe2 where Intel's backend is installed (the product's target), else NVIDIA sm_90."""
     xe2 = TARGETS["xe2"]
     return xe2 if backend_installed(xe2) else TARGETS[DEFAULT_TARGET]

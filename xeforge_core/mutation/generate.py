@@ -17,7 +17,7 @@ from typing import Any
 
 import libcst as cst
 
-from xeforge_core.mutation import classes as c
+import xeforge_core.mutation.classes as c
 from xeforge_core.mutation.facts import ModuleFacts
 
 #: Fault class -> where it can be planted (``classes.sites_*``), in the order mutants are made.

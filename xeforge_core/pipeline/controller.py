@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 from xeforge_core import verify as verify_module
 from xeforge_core.engines.base import Candidate, ProposalContext
 from xeforge_core.errors import XeForgeError
-from xeforge_core.pipeline.status import CandidateStatus, StageStatus
-from xeforge_core.pipeline.target import Target, resolve
 from xeforge_core.problem import ProblemError
 from xeforge_core.session.records import CandidateRecord
+from xeforge_core.target import Target, resolve
 from xeforge_core.verdict import Verdict, VerdictKind
+from xeforge_core.vocab.status import CandidateStatus, StageStatus
 
 if TYPE_CHECKING:
     from xeforge_core.devices import DeviceInfo

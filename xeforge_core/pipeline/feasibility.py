@@ -19,11 +19,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xeforge_core.pipeline.registry import ENGINES, EngineSpec, get_engine_spec
+from xeforge_core.engines.registry import ENGINES, EngineSpec, get_engine_spec
 
 if TYPE_CHECKING:
-    from xeforge_core.pipeline.target import Target
     from xeforge_core.problem import Problem
+    from xeforge_core.target import Target
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ prompt) the person decides, a rejection is fed back to the engine and the loop c
 neither, the stage stops in ``review`` with the best candidate awaiting the UI's decision. If
 nothing beats the current version, the stage ends ``kept_current`` with the reason. An engine
 that cannot propose for the stage at all (the rules engine where no codemod serves it, per
-``pipeline.registry``) is answered at once, before any worker starts.
+``vocab.stages``) is answered at once, before any worker starts.
 
 Verification failures of any kind, including an exception from the verifier itself, become
 verdicts; the loop always survives its candidates.
@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from xeforge_core.engines.registry import EngineSpec, get_engine_spec
 from xeforge_core.pipeline.controller import (
     Cancelled,
     ProgressFn,
@@ -55,11 +56,11 @@ from xeforge_core.pipeline.controller import (
     check_cancel,
     default_verify,
 )
-from xeforge_core.pipeline.registry import PORTABILITY, EngineSpec, get_engine_spec
-from xeforge_core.pipeline.status import AttemptStatus, OutcomeStatus, StageStatus
 from xeforge_core.session.records import CandidateRecord
 from xeforge_core.units import plural
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
+from xeforge_core.vocab.stages import PORTABILITY
+from xeforge_core.vocab.status import AttemptStatus, OutcomeStatus, StageStatus
 
 if TYPE_CHECKING:
     from xeforge_core.devices import DeviceInfo
@@ -148,7 +149,7 @@ class Attempt:
 class StageOutcome:
     """What one run of the loop on a stage came to.
 
-    ``status``: see :class:`~xeforge_core.pipeline.status.OutcomeStatus` (``version`` is the new
+    ``status``: see :class:`~xeforge_core.vocab.status.OutcomeStatus` (``version`` is the new
     version's id when ``approved``; ``best`` the candidate awaiting a decision when ``review``).
     ``iterations`` is the number of CoVeR iterations run; ``speedup`` the approved (or awaiting)
     candidate's measured speedup over the version the stage started from (``None``: not

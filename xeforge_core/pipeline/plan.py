@@ -4,7 +4,7 @@
 ``xeforge batch``) call it with the same kernel and the same :class:`~xeforge_core.pipeline.
 target.Target` and get the same plan. The plan holds the stages the static analysis found work
 for, in canonical order (or the stages the user gave), each with its issues, the engines that
-can propose for it in general (``pipeline.registry``: the rules engine only where a codemod serves
+can propose for it in general (``vocab.stages``: the rules engine only where a codemod serves
 the stage; the llm and manual engines always) and, per engine, whether it can on this kernel
 (``pipeline.feasibility``: the rules engine's codemod is asked, statically).
 """
@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xeforge_core.analysis import Analysis, Issue, analyze, plan_stages
+from xeforge_core.engines.registry import engines_for
 from xeforge_core.pipeline.feasibility import EngineCheck, check_stages, nothing_to_do
-from xeforge_core.pipeline.registry import engines_for, get_stage, require_stages
-from xeforge_core.pipeline.target import Target
+from xeforge_core.target import Target
+from xeforge_core.vocab.stages import get_stage, require_stages
 
 if TYPE_CHECKING:
     from xeforge_core.problem import Problem

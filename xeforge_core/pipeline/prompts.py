@@ -4,7 +4,7 @@ read and copy into any chat LLM (the llm engine sends the same text).
 ``render_prompt`` fills ``xeforge_core/prompts/<stage>.md`` (extending ``_base.md``) with the
 code, the stage's issues, the target's hardware profile, the problem's shape/roofline facts
 (``problem_context``), the knowledge-base rules and the last verdict's feedback. The stages
-themselves are data in :mod:`xeforge_core.pipeline.registry`.
+themselves are data in :mod:`xeforge_core.vocab.stages`.
 
 Public API::
 
@@ -30,7 +30,8 @@ from xeforge_core.knowledge import (
     installed_triton_pointer_api,
     load_knowledge,
 )
-from xeforge_core.pipeline.registry import Stage, get_stage
+from xeforge_core.vocab import roofline
+from xeforge_core.vocab.stages import Stage, get_stage
 
 if TYPE_CHECKING:
     from xeforge_core.problem import Problem, Variant
@@ -105,8 +106,7 @@ def problem_context(problem: Problem | None = None, variant: Variant | str | Non
         ctx["peak_tflops"] = profile.peak(dtype)
         ctx["bandwidth_gbps"] = profile.bandwidth_gbps
         ctx["ridge_point"] = profile.ridge_point(dtype)
-        if ctx["arithmetic_intensity"] is not None and ctx["ridge_point"]:
-            ctx["bound"] = "compute" if ctx["arithmetic_intensity"] >= ctx["ridge_point"] else "memory"
+        ctx["bound"] = roofline.bound(ctx["arithmetic_intensity"], ctx["ridge_point"])
         floors = []
         if ctx["flop"] and ctx["peak_tflops"]:
             floors.append(ctx["flop"] / (ctx["peak_tflops"] * 1e12))

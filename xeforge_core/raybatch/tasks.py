@@ -65,14 +65,14 @@ class ProgressBoard:
 
 @dataclass(frozen=True)
 class EngineFactory:
-    """Builds the engine inside a task, as the CLI does on the driver (``make_engine``: the LLM
+    """Builds the engine inside a task, as the CLI does on the driver (``service.make_engine``: the LLM
     key, read from that node's environment or ``.env``, is registered as a secret there too).
     The target reaches the engine through each proposal's context, not the engine."""
 
     name: str = "rules"
 
     def __call__(self, target: Any) -> Any:
-        from xeforge_core.commands.optimize import make_engine
+        from xeforge_core.service import make_engine
 
         return make_engine(self.name)
 

@@ -12,19 +12,43 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from xeforge_core.pipeline.registry import ALL_STAGE_IDS, get_stage
 from xeforge_core.session.records import Version, device_label, format_speedup
 from xeforge_core.verdict import combine_speedups, speedup_call
-
-if TYPE_CHECKING:
-    from xeforge_core.session.session import Session
+from xeforge_core.vocab.stages import ALL_STAGE_IDS, get_stage
 
 REPORT_FORMAT = 1
 
 
-def _perf_of(session: Session, version: Version) -> dict[str, Any]:
+class SessionView(Protocol):
+    """What a report reads of a session (``xeforge_core.session.session.Session`` has all of
+    it); the report is written from these alone, so the session can export its own reports."""
+
+    path: Path
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def info(self) -> dict[str, Any]: ...
+    @property
+    def target(self) -> Any: ...
+    @property
+    def device(self) -> dict[str, Any]: ...
+    @property
+    def kernel_file(self) -> str: ...
+    @property
+    def plan(self) -> list[str]: ...
+    @property
+    def stages(self) -> dict[str, dict[str, Any]]: ...
+    def history(self) -> list[Version]: ...
+    def candidates(self, stage: str | None = None, status: str | None = None) -> list[Any]: ...
+    def problem(self, version: str | int | None = "head") -> Any: ...
+    def verdict_of(self, version: str | int | None = "head") -> Any: ...
+
+
+def _perf_of(session: SessionView, version: Version) -> dict[str, Any]:
     """TFLOP/s, GB/s, times (µs) and roofline fraction of a version from its verdict (geometric
     means over the timed variants), or ``{}`` when it has no timing."""
     if not version.candidate:
@@ -98,7 +122,7 @@ def _cumulative_call(cumulative: float | None, stages: list[dict[str, Any]]) -> 
     return speedup_call(cumulative, combined[1] * scale, combined[2] * scale).text
 
 
-def json_report(session: Session) -> dict[str, Any]:
+def json_report(session: SessionView) -> dict[str, Any]:
     """The session report as a JSON-able dict.
 
     Keys: ``format``, ``problem``, ``session``, ``path``, ``target`` (``Target.to_dict()``:
@@ -243,7 +267,7 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def markdown_report(session: Session, report: dict[str, Any] | None = None) -> str:
+def markdown_report(session: SessionView, report: dict[str, Any] | None = None) -> str:
     """The session report as Markdown: device, summary, per-stage table, version history and
     the CoVeR attempts of each stage."""
     r = report or json_report(session)

@@ -54,9 +54,6 @@ from typing import TYPE_CHECKING, Any
 import git
 
 from xeforge_core.errors import XeForgeError
-from xeforge_core.pipeline.registry import PORTABILITY
-from xeforge_core.pipeline.status import CandidateStatus, StageStatus
-from xeforge_core.pipeline.target import Target, resolve
 from xeforge_core.session.git import GitStore, GitStoreError
 from xeforge_core.session.records import (
     CANDIDATE_REF_PREFIX,
@@ -73,7 +70,10 @@ from xeforge_core.session.records import (
 )
 from xeforge_core.session.redact import redact
 from xeforge_core.session.report import json_report, markdown_report
+from xeforge_core.target import Target, resolve
 from xeforge_core.verdict import Verdict
+from xeforge_core.vocab.stages import PORTABILITY
+from xeforge_core.vocab.status import CandidateStatus, StageStatus
 
 if TYPE_CHECKING:
     from xeforge_core.devices import DeviceInfo
@@ -157,8 +157,8 @@ class Session:
         The repository goes to ``path`` when given, else ``<workspace>/<name>-<UTC timestamp>``
         (``workspace`` defaults to ``./workspace``). ``device`` is the run device (a
         ``DeviceInfo`` or a fingerprint dict; ``None``: the cpu interpreter); ``target`` the
-        user's choice of hardware (a :class:`~xeforge_core.pipeline.target.Target`, a profile id
-        or name, or a family; ``None``: :func:`~xeforge_core.pipeline.target.resolve` decides
+        user's choice of hardware (a :class:`~xeforge_core.target.Target`, a profile id
+        or name, or a family; ``None``: :func:`~xeforge_core.target.resolve` decides
         from the device); ``plan`` the stage ids in order. ``spec_text``/``reference_text`` override reading the
         spec/reference from their paths. Commit 0 (the baseline) holds the kernel, the spec and
         reference when present, and ``session.json``. Raises ``SessionError`` when ``path``
@@ -296,7 +296,7 @@ class Session:
     @property
     def target(self) -> Target:
         """The hardware the session optimizes for (the user's choice, else the run device's
-        profile, else the product's target; see :func:`xeforge_core.pipeline.target.resolve`).
+        profile, else the product's target; see :func:`xeforge_core.target.resolve`).
         :meth:`set_target` changes it; sessions of older versions, which stored a device type
         or a profile id, resolve the same way."""
         self._refresh()
@@ -784,7 +784,7 @@ class Session:
         return stages
 
     def mark_stage(self, stage: str, status: StageStatus | str, reason: str = "", **extra: Any) -> dict[str, Any]:
-        """Set a stage's status (a :class:`~xeforge_core.pipeline.status.StageStatus` or its
+        """Set a stage's status (a :class:`~xeforge_core.vocab.status.StageStatus` or its
         value) with a reason; extra JSON-able fields are stored too. Raises ``SessionError`` for
         an unknown status."""
         try:

@@ -21,6 +21,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from xeforge_core import units
+from xeforge_core.vocab.roofline import attainable_tflops
 
 #: Colours of the point groups (baseline before, optimized after; the chosen version stands out).
 _COLOURS = {"baseline": "#8c8c8c", "rules engine": "#0068b5", "version": "#0068b5", "chosen": "#d62728"}
@@ -73,7 +74,7 @@ def roofline_figure(profile: Any, dtype: str, points: Sequence[RooflinePoint], *
     n = 200
     xs = [lo * (hi / lo) ** (i / n) for i in range(n + 1)]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=xs, y=[min(peak, bw * x / 1e3) for x in xs], mode="lines",
+    fig.add_trace(go.Scatter(x=xs, y=[attainable_tflops(x, peak, bw) for x in xs], mode="lines",
                              line={"color": "#222", "width": 2.5},
                              name=f"{profile.name}: {units.tflops(peak)} {key}, {units.bandwidth(bw)}",
                              hovertemplate="%{x:.3g} FLOP/byte: attainable %{y:.3g} TFLOP/s<extra></extra>"))
@@ -94,7 +95,7 @@ def roofline_figure(profile: Any, dtype: str, points: Sequence[RooflinePoint], *
             marker={"size": [15 if p.chosen else 10 for p in part],
                     "color": [_COLOURS["chosen"] if p.chosen else _COLOURS.get(group, "#2ca02c") for p in part],
                     "line": {"width": 1, "color": "#fff"}},
-            customdata=[[p.label, p.tflops / min(peak, bw * p.intensity / 1e3)] for p in part],
+            customdata=[[p.label, p.tflops / attainable_tflops(p.intensity, peak, bw)] for p in part],
             hovertemplate="%{customdata[0]}: %{x:.3g} FLOP/byte, %{y:.3g} TFLOP/s (%{customdata[1]:.0%} of the "
                           "roofline)<extra>" + group + "</extra>"))
     for p in measured:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xeforge_core.ir.compile import IRReport, compile_ir
-from xeforge_core.ir.targets import TARGETS, Target, default_target, why_unavailable
+from xeforge_core.ir.targets import TARGETS, CompileTarget, default_target, why_unavailable
 from xeforge_core.ui.jobs import BackgroundJob
 
 #: The job board purpose of IR compiles (one at a time per browser session).
@@ -62,18 +62,18 @@ def ir_sources(wb: Any, *, history: list[Any] | None = None,
     return out
 
 
-def target_options() -> list[Target]:
+def target_options() -> list[CompileTarget]:
     """Every target, the default first; unavailable ones stay listed (the page says why)."""
     first = default_target()
     return [first] + [t for t in TARGETS.values() if t.id != first.id]
 
 
-def target_label(target: Target) -> str:
+def target_label(target: CompileTarget) -> str:
     """``"NVIDIA Hopper sm_90 (H100, H200)"``, or with ``" · backend not installed here"``."""
     return target.label + (" · backend not installed here" if why_unavailable(target) else "")
 
 
-def request_key(source: str, target: Target, config: int | None, variant: str | None) -> str:
+def request_key(source: str, target: CompileTarget, config: int | None, variant: str | None) -> str:
     """The key of one compile request (source hash, target, autotune config, variant)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     return f"{digest}|{target.id}|{config}|{variant}"
@@ -85,7 +85,7 @@ class IRRequest:
 
     source: str
     problem: Any
-    target: Target
+    target: CompileTarget
     config: int | None = 0
     variant: str | None = None
 

@@ -18,9 +18,10 @@ from typing import Any
 import streamlit as st
 
 from xeforge_core import units
-from xeforge_core.pipeline.registry import get_engine_spec
+from xeforge_core.diffmerge import diff_hunks, inline_changes, side_by_side
+from xeforge_core.engines.registry import get_engine_spec
 from xeforge_core.precision import precision_lines
-from xeforge_core.ui.diffmerge import diff_hunks, inline_changes, side_by_side
+from xeforge_core.target import hardware_of
 from xeforge_core.ui.jobs import BackgroundJob, JobState
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind, inputs_label
 
@@ -365,7 +366,7 @@ def session_roofline(session: Any, *, key: str, chosen: int | None = None, devic
 
     profiles = load_knowledge().profiles
     timed_on = profiles.get(str(session.device.get("profile_id") or "")) if measured else None
-    profile = timed_on or session.target.hardware()
+    profile = timed_on or hardware_of(session.target)
     try:
         fig = roofline_figure(profile, dtype, points)
     except ValueError as exc:

@@ -126,7 +126,7 @@ class CandidateReview:
     def apply_hunks(self, accepted: list[int]) -> str:
         """Make the code under review the current version plus the accepted hunks of the
         engine's proposal. Returns the merged code."""
-        from xeforge_core.ui.diffmerge import diff_hunks, merge_hunks
+        from xeforge_core.diffmerge import diff_hunks, merge_hunks
 
         self._require_open()
         n = len(diff_hunks(self.base_source, self.proposed_source))

@@ -6,7 +6,7 @@ target, the open :class:`~xeforge_core.session.Session`, the stage plan, the can
 review (:class:`~xeforge_core.ui.review.CandidateReview`), the engine settings and the background
 jobs (proposals, verifications, device probes). The plan and the target come from the same
 functions the CLI uses (:func:`~xeforge_core.pipeline.plan.plan_for`,
-:func:`~xeforge_core.pipeline.target.resolve`); every change of a candidate's state goes through
+:func:`~xeforge_core.target.resolve`); every change of a candidate's state goes through
 the session's :class:`~xeforge_core.pipeline.controller.SessionController`, here and in the
 CoVeR loop. Long work runs through :class:`~xeforge_core.ui.jobs.BackgroundJob`, each job with a
 Session object of its own; results reach the page's state through :meth:`Workbench.poll`.
@@ -24,23 +24,24 @@ from typing import TYPE_CHECKING, Any
 
 from xeforge_core import samples
 from xeforge_core.analysis import Analysis, analyze
+from xeforge_core.diffmerge import describe_merge
 from xeforge_core.engines.base import ProposalContext, render_stage_prompt
+from xeforge_core.engines.registry import engines_for, get_engine_spec
 from xeforge_core.errors import XeForgeError
 from xeforge_core.pipeline.controller import Cancelled, SessionController
 from xeforge_core.pipeline.feasibility import EngineCheck, check_stages, nothing_to_do
 from xeforge_core.pipeline.loop import LoopOptions, StageOutcome, prepare_portability, run_stage
 from xeforge_core.pipeline.plan import Plan, plan_for
-from xeforge_core.pipeline.registry import STAGE_IDS, engines_for, get_engine_spec, get_stage
-from xeforge_core.pipeline.status import CandidateStatus, OutcomeStatus, StageStatus
-from xeforge_core.pipeline.target import Target, TargetError, resolve, targets
 from xeforge_core.problem import ProblemError, check_candidate_entry
 from xeforge_core.session.records import CandidateRecord, Version
-from xeforge_core.ui.diffmerge import describe_merge
+from xeforge_core.target import Target, TargetError, resolve, targets
 from xeforge_core.ui.jobs import BackgroundJob, JobBoard, JobState
 from xeforge_core.ui.review import CandidateReview, ReviewError, ReviewStatus, code_hash
 from xeforge_core.ui.validate import InputError, LoadedInput, decode_upload, load_user_problem
 from xeforge_core.units import plural
 from xeforge_core.verdict import Verdict
+from xeforge_core.vocab.stages import STAGE_IDS, get_stage
+from xeforge_core.vocab.status import CandidateStatus, OutcomeStatus, StageStatus
 
 if TYPE_CHECKING:
     from xeforge_core.devices import DeviceInfo
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 
 def stage_ids() -> list[str]:
-    """The nine optimization stages' ids, canonical order (``pipeline.registry``)."""
+    """The nine optimization stages' ids, canonical order (``vocab.stages``)."""
     return list(STAGE_IDS)
 
 
@@ -371,7 +372,7 @@ class Workbench:
 
     def target(self) -> Target:
         """The hardware optimized for: the session's, else the user's choice, else what
-        :func:`~xeforge_core.pipeline.target.resolve` says for the run device (the same answer
+        :func:`~xeforge_core.target.resolve` says for the run device (the same answer
         ``xeforge optimize`` gives)."""
         if self.session is not None:
             return self.session.target

@@ -91,6 +91,7 @@ from xeforge_core.verdict import (
     TimingStats,
     VerdictKind,
 )
+from xeforge_core.vocab.roofline import attainable_tflops
 from xeforge_core.worker.autotune import chosen_configs
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import Failure, WorkerError
@@ -158,12 +159,7 @@ def roofline(flop: float | None, nbytes: float | None, seconds: float, dtype_key
     fraction = None
     suspect = ""
     if tflops is not None and (peak or (bw and nbytes)):
-        attainable = []
-        if peak:
-            attainable.append(float(peak))
-        if bw and nbytes:
-            attainable.append(flop / nbytes * float(bw) / 1e3)  # flop/byte x GB/s = GFLOP/s -> TFLOP/s
-        limit = min(attainable)
+        limit = attainable_tflops(flop / nbytes if nbytes else None, peak, bw)
         fraction = tflops / limit if limit > 0 else None
         if fraction is not None and fraction > ROOFLINE_SLACK:
             suspect = (f"{tflops:.1f} TFLOP/s is above the attainable {limit:.1f} TFLOP/s of the device roofline: "

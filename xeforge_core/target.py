@@ -8,60 +8,28 @@ gives Xe2 codemods and search spaces (GRF mode, warps, sub-group size), verified
 correctness on the cpu.
 
 :func:`resolve` is the one place a target is decided; the UI, the CLI, the loop and the session
-all call it, so they agree. A session stores its :class:`Target` (``Target.to_dict()``).
+all call it, so they agree. A session stores its :class:`Target` (``Target.to_dict()``; the dataclass itself is vocabulary,
+``xeforge_core/vocab/target.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from xeforge_core.errors import TargetError
 from xeforge_core.knowledge import REFERENCE_PROFILE, HardwareProfile, KnowledgeBase, load_knowledge
+from xeforge_core.vocab.target import DEFAULT_FAMILY, TARGET_FAMILIES, Target
 
-if TYPE_CHECKING:
-    from xeforge_core.devices import DeviceInfo
+#: The families a target may name (kept under this name for the callers of ``resolve``).
+FAMILIES = TARGET_FAMILIES
 
-#: The families a target belongs to: which backend's rules, lints, codemods and search spaces
-#: apply (``xpu``: Intel's Triton backend; ``cuda``: NVIDIA's, the local stand-in).
-FAMILIES: tuple[str, ...] = ("xpu", "cuda")
-
-#: The product's target when neither the user nor the run device names one (the cpu
-#: interpreter, an unknown GPU of no family): an Intel Xe2 GPU.
-DEFAULT_FAMILY = "xpu"
+__all__ = ["DEFAULT_FAMILY", "FAMILIES", "Target", "TargetError", "hardware_of", "resolve", "targets"]
 
 
-@dataclass(frozen=True)
-class Target:
-    """One target: ``profile`` (the knowledge-base profile id, e.g. ``arc_pro_b70``), ``family``
-    (``xpu``/``cuda``), ``arch`` (``xe2``, ``xe-hpc``, ``xe-lp``, ``hopper``), ``name``
-    (``Intel Arc Pro B70``) and ``chosen`` (``True`` when the user picked it, ``False`` when it
-    was derived from the run device or the default)."""
-
-    profile: str
-    family: str
-    arch: str
-    name: str
-    chosen: bool = False
-
-    @property
-    def label(self) -> str:
-        """``"Intel Arc Pro B70 (xe2, xpu)"``."""
-        return f"{self.name} ({self.arch}, {self.family})"
-
-    def hardware(self, kb: KnowledgeBase | None = None) -> HardwareProfile:
-        """The knowledge-base :class:`~xeforge_core.knowledge.HardwareProfile`."""
-        return (kb or load_knowledge()).profiles[self.profile]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (what a session stores)."""
-        return asdict(self)
-
-    @classmethod
-    def of(cls, profile: HardwareProfile, *, chosen: bool = False) -> Target:
-        """The target of a knowledge-base profile."""
-        return cls(profile=profile.id, family=profile.target, arch=profile.arch, name=profile.name,
-                   chosen=chosen)
+def hardware_of(target: Target, kb: KnowledgeBase | None = None) -> HardwareProfile:
+    """The knowledge-base :class:`~xeforge_core.knowledge.HardwareProfile` of ``target``
+    (``kb``: the loaded knowledge base, default ``load_knowledge()``)."""
+    return target.hardware(kb or load_knowledge())
 
 
 def targets(kb: KnowledgeBase | None = None) -> list[Target]:
@@ -107,7 +75,7 @@ def _device_profile(device: Any, kb: KnowledgeBase) -> HardwareProfile | None:
     return kb.profile_for_device(get("name"))
 
 
-def resolve(run_device: DeviceInfo | dict[str, Any] | str | None = None,
+def resolve(run_device: Any = None,
             choice: str | Target | dict[str, Any] | None = None, *,
             kb: KnowledgeBase | None = None) -> Target:
     """The target of a session: the user's ``choice`` when given, else the run device's.

@@ -1,5 +1,11 @@
-"""autotune codemod: wrap fixed-tile GEMM kernels in ``@triton.autotune`` over the target's
-search space and let the launch grid follow the chosen config.
+"""autotune codemod: wrap kernels in ``@triton.autotune`` over the target's search space for
+their kind and let the launch grid follow the chosen config.
+
+Non-GEMM kernels (elementwise, row/column reductions, normalisations, scans, pooling) take the
+``elementwise`` or ``row`` space their body calls for (:mod:`xeforge_core.codemods.autotune_kinds`):
+a block is tuned only where masks and the grid (or a loop step) keep any power of two correct,
+derived blocks and run-time warp counts stay with the launch, and otherwise the warp counts are
+tuned. The rest of this docstring is the GEMM path:
 
 For each ``@triton.jit`` kernel that calls ``tl.dot``, is not autotuned yet, is launched once,
 and whose ``BLOCK_*`` constexpr parameters all receive integer literals at that launch
@@ -23,7 +29,7 @@ level):
   autotuner runs each config on the same buffers while benchmarking).
 
 Kernels it cannot handle are listed with the reason (tile size decided at run time, grid
-literal matching two tile sizes, several launches, no tl.dot, already autotuned).
+literal matching two tile sizes, several launches, already autotuned).
 """
 
 from __future__ import annotations

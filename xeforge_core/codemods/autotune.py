@@ -1,5 +1,11 @@
-"""autotune codemod: wrap fixed-tile GEMM kernels in ``@triton.autotune`` over the target's
-search space and let the launch grid follow the chosen config.
+"""autotune codemod: wrap kernels in ``@triton.autotune`` over the target's search space for
+their kind and let the launch grid follow the chosen config.
+
+Non-GEMM kernels (elementwise, row/column reductions, normalisations, scans, pooling) take the
+``elementwise`` or ``row`` space their body calls for (:mod:`xeforge_core.codemods.autotune_kinds`):
+a block is tuned only where masks and the grid (or a loop step) keep any power of two correct,
+derived blocks and run-time warp counts stay with the launch, and otherwise the warp counts are
+tuned. The rest of this docstring is the GEMM path:
 
 For each ``@triton.jit`` kernel that calls ``tl.dot``, is not autotuned yet, is launched once,
 and whose ``BLOCK_*`` constexpr parameters all receive integer literals at that launch
@@ -23,7 +29,7 @@ level):
   autotuner runs each config on the same buffers while benchmarking).
 
 Kernels it cannot handle are listed with the reason (tile size decided at run time, grid
-literal matching two tile sizes, several launches, no tl.dot, already autotuned).
+literal matching two tile sizes, several launches, already autotuned).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 
 import libcst as cst
 
+from xeforge_core.codemods.autotune_kinds import KernelShape, classify, kind_configs, prune_for_registers
 from xeforge_core.codemods.common import (
     CodemodResult,
     NameReads,
@@ -67,16 +74,8 @@ def _size_param(name: str) -> bool:
 
 
 def _calls_dot(fn: cst.FunctionDef) -> bool:
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            if dotted_name(node.func) in {"tl.dot", "triton.language.dot"}:
-                found = True
-
-    fn.visit(_V())
-    return found
+    """Whether kernel ``fn`` calls ``tl.dot`` (its kind is gemm)."""
+    return classify(fn).kind == "gemm"
 
 
 @dataclass
@@ -103,6 +102,7 @@ class _Collect(NameReads):
         self.kernels = kernels
         self.launches: list[_Launch] = []
         self.scopes: dict[int, _Scope] = {0: _Scope()}
+        self.kernel_scopes: set[int] = set()
         self._fn: list[cst.FunctionDef] = []
         self._line: list[cst.SimpleStatementLine] = []
 
@@ -112,6 +112,8 @@ class _Collect(NameReads):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._fn.append(node)
         self.scopes.setdefault(id(node), _Scope())
+        if is_kernel(node):
+            self.kernel_scopes.add(id(node))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._fn.pop()
@@ -197,6 +199,8 @@ class _Plan:
     key: list[str]
     new_params: list[cst.Param] = field(default_factory=list)
     pruner: list[cst.BaseStatement] = field(default_factory=list)
+    kind: str = "gemm"
+    kept: list[str] = field(default_factory=list)
 
 
 def _meta(key: str) -> cst.BaseExpression:
@@ -254,14 +258,153 @@ def gemm_dims(fn: cst.FunctionDef) -> dict[str, str] | None:
     return out if len(out) == 3 else None
 
 
+def _literal_block(name: str, b: str, params: list[cst.Param], bound: dict[str, cst.Arg], host_scope: _Scope,
+                   module_scope: _Scope) -> tuple[int | None, str | None, str]:
+    """The integer a launch gives block parameter ``b``: ``(value, variable holding it, reason
+    when it is not a literal)``."""
+    arg = bound.get(b)
+    if arg is None:
+        default = next(p.default for p in params if p.name.value == b)
+        v = int_value(default)
+        return v, None, "" if v is not None else f"kernel {name}: {b} is not passed at the launch and has no literal default"
+    v = int_value(arg.value)
+    var = None
+    if v is None and isinstance(arg.value, cst.Name):
+        lits = host_scope.literals.get(arg.value.value) or module_scope.literals.get(arg.value.value)
+        if lits and len(lits) == 1 and lits[0] is not None:
+            v, var = lits[0], arg.value.value
+    if v is None:
+        return None, None, (f"kernel {name}: {b} is passed as `{code_of(arg.value)}`, not an integer literal; its "
+                            "value is decided at run time, so a fixed search space could contradict it")
+    return v, var, ""
+
+
+def _grid_of(call: cst.Call, host_scope: _Scope) -> tuple[cst.BaseExpression | None, cst.SimpleStatementLine | None]:
+    """The launch grid expression (through one assignment of a named grid) and that assignment."""
+    grid = call.func.slice[0].slice.value if isinstance(call.func, cst.Subscript) else None
+    if isinstance(grid, cst.Name):
+        vals = host_scope.values.get(grid.value) or []
+        lines = host_scope.assigns.get(grid.value) or []
+        if len(vals) == 1 and len(lines) == 1:
+            return vals[0], lines[0]
+    return grid, None
+
+
+def _names_in(node: cst.CSTNode | None) -> list[str]:
+    out: list[str] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.append(n.value)
+
+        def visit_SimpleString(self, n: cst.SimpleString) -> None:
+            out.append(str(n.evaluated_value))
+
+    if node is not None:
+        node.visit(_V())
+    return out
+
+
+def _kind_blocks(fn: cst.FunctionDef, shape: KernelShape, launch: _Launch, collect: _Collect,
+                 bound: dict[str, cst.Arg]) -> tuple[list[str], dict[str, int], dict[str, str], list[str], bool]:
+    """For a non-GEMM kernel: ``(tuned blocks, their launch values, variable -> block, why the
+    others stay as the launch passes them, whether the grid must be rewritten)`` (rules in
+    :mod:`xeforge_core.codemods.autotune_kinds`)."""
+    name = fn.name.value
+    candidates, why = shape.tunable_candidates()
+    kept: list[str] = [f"kernel {name}: block sizes not tuned: {why}"] if why and shape.blocks else []
+    host_scope = collect.scopes.get(id(launch.host), _Scope()) if launch.host else _Scope()
+    grid, _ = _grid_of(launch.call, host_scope)
+    in_grid = _names_in(grid)
+    values: dict[str, int] = {}
+    var_for: dict[str, str] = {}
+    for b in candidates:
+        v, var, reason = _literal_block(name, b, list(fn.params.params), bound, host_scope, collect.scopes[0])
+        if v is None:
+            kept.append(reason.replace("a fixed search space could contradict it", "it stays as the launch derives it"))
+            continue
+        literal_in_grid = str(v) in {code_of(n) for n in _walk_ints(grid)}
+        grid_role = (var is not None and var in in_grid) or b in in_grid or (var is None and literal_in_grid)
+        if b not in shape.steps and not grid_role:
+            kept.append(f"kernel {name}: {b} is neither a loop step nor counted by the launch grid; it may have "
+                        "to cover a whole row, so it stays as the launch passes it")
+            continue
+        if var is not None:
+            reads = sum(s.reads.get(var, 0) for k, s in collect.scopes.items() if k not in collect.kernel_scopes)
+            if reads > 1 + in_grid.count(var):
+                kept.append(f"kernel {name}: the host also reads `{var}` outside the launch and its grid (e.g. to "
+                            "size a buffer), so the block stays as the launch passes it")
+                continue
+            var_for[var] = b
+        values[b] = v
+    tuned = list(values)
+    if len(tuned) > 1:
+        kept.append(f"kernel {name}: {len(tuned)} tunable blocks ({', '.join(tuned)}); the {shape.space_kind} space "
+                    "tunes one, so only the warp counts are tuned")
+        tuned, values, var_for = [], {}, {}
+    rewrite_grid = any(b not in shape.steps for b in tuned)
+    return tuned, values, var_for, kept, rewrite_grid
+
+
+def _bound_params(fn: cst.FunctionDef) -> list[str]:
+    """Parameters (not constexpr, pointers or strides) the kernel compares against or loops to:
+    the sizes an autotune key must follow when their names do not say so (``L``, ``rows``)."""
+    params = [p.name.value for p in fn.params.params if not is_constexpr_param(p)]
+    used: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            used.update(_names_in(node))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if dotted_name(node.func) in {"range", "tl.range", "tl.static_range"}:
+                used.update(_names_in(node))
+
+    fn.body.visit(_V())
+    return [p for p in params if p in used and "ptr" not in p.lower() and "stride" not in p.lower()]
+
+
+def _walk_ints(node: cst.CSTNode | None) -> list[cst.Integer]:
+    out: list[cst.Integer] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Integer(self, n: cst.Integer) -> None:
+            out.append(n)
+
+    if node is not None:
+        node.visit(_V())
+    return out
+
+
+_SPACE_NOTE = {"scan": "row", "row": "row", "elementwise": "elementwise"}
+
+
+def _kind_space(shape: KernelShape, target: str, arch: str | None,
+                cache: dict[str, list[dict[str, Any]] | str]) -> list[dict[str, Any]] | str:
+    """The target's search space for a non-GEMM kernel's kind (``shape.space_kind``), or the
+    reason the knowledge base has none. Named for the kernel and pruned in :func:`_plan_kernel`."""
+    from xeforge_core.codemods.spaces import SpaceError, space_configs
+
+    if shape.space_kind not in cache:
+        try:
+            cache[shape.space_kind] = space_configs(target, arch, shape.space_kind)[0]
+        except SpaceError as exc:
+            cache[shape.space_kind] = str(exc)
+    return cache[shape.space_kind]
+
+
 def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space: list[dict[str, Any]],
-                 target: str, options: dict[str, Any]) -> _Plan | str:
-    """A rewrite plan for one kernel, or the reason it cannot be autotuned."""
+                 target: str, options: dict[str, Any], shape: KernelShape | None = None) -> _Plan | str:
+    """A rewrite plan for one kernel, or the reason it cannot be autotuned. ``shape`` (from
+    :func:`~xeforge_core.codemods.autotune_kinds.classify`) other than gemm: ``space`` is the
+    kind's configs already named for this kernel (:func:`kind_configs`) and only the blocks
+    :func:`_kind_blocks` allows are tuned."""
     name = fn.name.value
     params = list(fn.params.params)
     pnames = [p.name.value for p in params]
+    gemm = shape is None or shape.kind == "gemm"
     blocks = [p.name.value for p in params if is_constexpr_param(p) and _BLOCK.match(p.name.value)]
-    if not blocks:
+    if gemm and not blocks:
         return f"kernel {name} has no BLOCK_* constexpr parameters to tune"
     call = launch.call
     host_scope = collect.scopes.get(id(launch.host), _Scope()) if launch.host else _Scope()
@@ -275,33 +418,34 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
 
     values: dict[str, int] = {}
     var_for: dict[str, str] = {}
-    for b in blocks:
-        arg = bound.get(b)
-        if arg is None:
-            default = next(p.default for p in params if p.name.value == b)
-            v = int_value(default)
-            if v is None:
-                return f"kernel {name}: {b} is not passed at the launch and has no literal default"
-            values[b] = v
-            continue
-        v = int_value(arg.value)
-        if v is None and isinstance(arg.value, cst.Name):
-            var = arg.value.value
-            lits = host_scope.literals.get(var) or module_scope.literals.get(var)
-            if lits and len(lits) == 1 and lits[0] is not None:
-                v = lits[0]
-                var_for[var] = b
+    kept_notes: list[str] = []
+    rewrite_grid = True
+    if not gemm:
+        assert shape is not None
+        blocks, values, var_for, kept_notes, rewrite_grid = _kind_blocks(fn, shape, launch, collect, bound)
+        space, gone = prune_for_registers(kind_configs(space, blocks), shape, int(options.get("_lanes") or 32),
+                                          options.get("_max_warps"))
+        kept_notes.extend(f"kernel {name}: config dropped: {g}" for g in gone)
+    for b in blocks if gemm else []:
+        v, var, reason = _literal_block(name, b, params, bound, host_scope, module_scope)
         if v is None:
-            return (f"kernel {name}: {b} is passed as `{code_of(arg.value)}`, not an integer literal; its "
-                    "value is decided at run time, so a fixed search space could contradict it")
+            return reason
+        if var is not None:
+            var_for[var] = b
         values[b] = v
 
     # the search space, restricted to the kernel's meta-parameters
     xpu = target == "xpu"
     num_warps = int_value(launch_opts["num_warps"].value) if "num_warps" in launch_opts else None
     num_stages = int_value(launch_opts["num_stages"].value) if "num_stages" in launch_opts else None
+    own_config = True
     if ("num_warps" in launch_opts and num_warps is None) or ("num_stages" in launch_opts and num_stages is None):
-        return f"kernel {name}: num_warps/num_stages at the launch are not literals"
+        if gemm:
+            return f"kernel {name}: num_warps/num_stages at the launch are not literals"
+        # warp counts never change what a kernel computes: the space's counts replace the launch's
+        own_config = False
+        kept_notes.append(f"kernel {name}: the launch computes num_warps/num_stages at run time; the configs "
+                          "replace that choice (the autotuner measures each)")
     # other constexpr meta-parameters the search space tunes (e.g. GROUP_SIZE_M), when the launch
     # passes them as literals (or not at all): they join the tuned set with their current value
     constexprs = {p.name.value: p for p in params if is_constexpr_param(p)}
@@ -324,8 +468,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                 continue
             else:
                 return f"kernel {name}: launch option {k} is not a literal"
-    texts: list[str] = [_config_text(base_kwargs, num_warps, num_stages)]
-    seen = {texts[0]}
+    texts: list[str] = [_config_text(base_kwargs, num_warps, num_stages)] if own_config else []
+    seen = set(texts)
     for cfg in space:
         kw = {k: v for k, v in cfg.get("kwargs", {}).items() if k in blocks or k in extras}
         # keep the kernel's own values for meta-parameters the space does not cover
@@ -344,6 +488,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     if isinstance(limit, int) and limit > 0:
         texts = texts[:limit]
     key = [p.name.value for p in params if not is_constexpr_param(p) and _size_param(p.name.value)]
+    if not key:
+        key = _bound_params(fn)
     if not key:
         return f"kernel {name} has no size arguments to key the autotune cache on"
     tuned_names = set(blocks) | set(extras)
@@ -365,6 +511,16 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     # the launch grid
     grid = call.func.slice[0].slice.value if isinstance(call.func, cst.Subscript) else None
     grid_assign = None
+    expr_of_grid, _ = _grid_of(call, host_scope)
+    if not gemm and isinstance(expr_of_grid, cst.Lambda):
+        missing = [b for b in blocks if b not in shape.steps and b not in _names_in(expr_of_grid)]  # type: ignore[union-attr]
+        if missing:
+            return (f"kernel {name}: the launch grid is a function of the meta-parameters but does not read "
+                    f"{', '.join(missing)}")
+        rewrite_grid = False
+    if not rewrite_grid:
+        # the grid does not count the tuned blocks (loop steps, warps only) or already reads them from META
+        grid = None
     lit_to_key: dict[int, str | None] = {}
     for b in blocks:
         v = values[b]
@@ -388,12 +544,14 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
             return f"kernel {name}: the launch grid is already a function of the meta-parameters"
         new_expr = grid.visit(rewriter)
         new_slice = call.func.with_changes(slice=[cst.SubscriptElement(cst.Index(_lambda(new_expr)))])
+    elif not rewrite_grid:
+        new_slice = call.func
     else:
         return f"kernel {name}: the launch grid could not be found"
     if rewriter.ambiguous:
         return (f"kernel {name}: the grid uses the literal {rewriter.ambiguous[0]}, which is the value of "
                 "more than one BLOCK_* parameter; name the tile sizes in the grid first")
-    if rewriter.used == 0:
+    if rewrite_grid and rewriter.used == 0:
         return (f"kernel {name}: the launch grid does not depend on the tile sizes, so changing them "
                 "would change how much of the output is covered")
 
@@ -443,7 +601,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     decorator = cst.parse_module(deco_src).body[0].decorators[0]
     return _Plan(kernel=name, decorator=decorator, tuned=sorted(tuned_names), call_new=new_call,
                  grid_assign=grid_assign, host=launch.host, block_vars=list(var_for), n_configs=len(texts),
-                 key=key, new_params=new_params, pruner=pruner)
+                 key=key, new_params=new_params, pruner=pruner, kind=shape.kind if shape else "gemm",
+                 kept=kept_notes)
 
 
 def _atomic_params(fn: cst.FunctionDef) -> list[str]:
@@ -576,7 +735,7 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
     else:
         space, origin = list(search_space), "the given search space"
     from xeforge_core.codemods.autotune_prune import profile_numbers, prune_static
-    from xeforge_core.codemods.spaces import resolve_profile
+    from xeforge_core.codemods.spaces import profile_value, resolve_profile
 
     prof = resolve_profile(profile, target, arch)
     limit = options.get("max_configs")
@@ -588,6 +747,10 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
     options.setdefault("_profile_id", str(getattr(prof, "id", None) or (prof or {}).get("id", target)
                                           if isinstance(prof, dict) else getattr(prof, "id", target)))
     options.setdefault("_module_imports_torch", "import torch" in source)
+    options.setdefault("_lanes", int(options["_profile_numbers"]["lanes"]))
+    max_warps = profile_value(prof, "max_warps_per_workgroup")
+    options.setdefault("_max_warps", int(max_warps) if max_warps else None)
+    kind_spaces: dict[str, list[dict[str, Any]] | str] = {}
     collect = _Collect(set(kernels))
     parsed.visit(collect)
     reasons: list[str] = []
@@ -597,9 +760,13 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
         if any(is_autotune_decorator(d) for d in fn.decorators):
             reasons.append(f"kernel {name} is already autotuned")
             continue
-        if not _calls_dot(fn):
-            reasons.append(f"kernel {name} has no tl.dot: the GEMM search space does not fit it")
-            continue
+        shape = classify(fn)
+        kind_space = space
+        if shape.kind != "gemm":
+            kind_space = _kind_space(shape, target, arch, kind_spaces)
+            if isinstance(kind_space, str):
+                reasons.append(f"kernel {name} ({shape.kind}): {kind_space}")
+                continue
         launches = [lc for lc in collect.launches if lc.kernel == name]
         if not launches:
             reasons.append(f"kernel {name} is not launched in this module (or only through a wrapper)")
@@ -608,7 +775,7 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
             reasons.append(f"kernel {name} is launched {len(launches)} times; autotuning one launch "
                            "would leave the others inconsistent")
             continue
-        plan = _plan_kernel(fn, launches[0], collect, space, target, options)
+        plan = _plan_kernel(fn, launches[0], collect, kind_space, target, options, shape)
         if isinstance(plan, str):
             reasons.append(plan)
             continue
@@ -626,13 +793,19 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
     notes = []
     for p in plans:
-        notes.append(f"kernel {p.kernel}: @triton.autotune over {p.n_configs} configs ({origin}; the first "
-                     f"is the current tiles), key={p.key}; the launch grid is a lambda reading the tile sizes from META")
+        if p.kind == "gemm":
+            notes.append(f"kernel {p.kernel}: @triton.autotune over {p.n_configs} configs ({origin}; the first "
+                         f"is the current tiles), key={p.key}; the launch grid is a lambda reading the tile sizes from META")
+        else:
+            what = f"block {', '.join(p.tuned)} and warps" if p.tuned else "num_warps/num_stages only"
+            notes.append(f"kernel {p.kernel} ({p.kind}): @triton.autotune over {p.n_configs} configs of the "
+                         f"{_SPACE_NOTE[p.kind]} space ({what}; the first is the launch's own), key={p.key}")
+        notes.extend(p.kept)
         if p.pruner:
             notes.append(f"kernel {p.kernel}: a roofline model prunes the configs per call before any is compiled "
                          f"(prune_configs_by early_config_prune; profile {options['_profile_id']}): the current "
                          "tiles and the predicted fastest others are benchmarked")
-    if dropped:
+    if dropped and any(p.kind == "gemm" for p in plans):
         notes.append("search space pruned for the profile: " + "; ".join(dropped))
     if removed:
         notes.append(f"removed tile variables no longer used: {', '.join(sorted(set(removed)))}")

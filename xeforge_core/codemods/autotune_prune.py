@@ -4,8 +4,10 @@ Two layers, both from the target's hardware profile (knowledge/hardware: peak TF
 bandwidth, shared memory / SLM per work-group, compute units, GRF modes):
 
 * **static** (:func:`prune_static`, when the codemod writes the decorator): a GEMM config is
-  dropped when its operand tiles over the pipeline stages exceed the shared memory a block may
-  use, or its fp32 accumulator needs more than ``MAX_ACC_REGS`` registers a thread (it would
+  dropped when its operand tiles over the pipeline stages (``num_stages * (BM * BK + BK * BN)``
+  elements, at 4 bytes: fp32 operands, KernelBench's default, the widest a ``tl.dot`` takes; the
+  layout Triton's software pipeliner allocates, which is what the compiler's "out of resource:
+  shared memory" check counts) exceed the shared memory a block may use, or its fp32 accumulator needs more than ``MAX_ACC_REGS`` registers a thread (it would
   spill); what is left is capped at ``max_configs``, the kernel's own config first;
 * **per call** (:func:`pruner_source`, written into the module as Triton's
   ``prune_configs_by={"early_config_prune": ...}``): with the real sizes, at the first launch
@@ -68,10 +70,19 @@ def _acc_regs(cfg: dict[str, Any], lanes: float) -> float:
     return kw.get("BLOCK_M", 64) * kw.get("BLOCK_N", 64) / (float(cfg["num_warps"]) * lanes)
 
 
-def _smem(cfg: dict[str, Any], elem: int = 2) -> float:
+#: Bytes an operand element takes in the static shared-memory estimate (fp32; see module docstring).
+STATIC_ELEMENT_BYTES = 4
+
+
+def smem_bytes(cfg: dict[str, Any], elem: int = STATIC_ELEMENT_BYTES) -> float:
+    """Shared memory a GEMM config's pipelined operand tiles take: ``num_stages * (BLOCK_M *
+    BLOCK_K + BLOCK_K * BLOCK_N) * elem`` bytes (``elem``: bytes an operand element takes)."""
     kw = cfg["kwargs"]
     bm, bn, bk = kw.get("BLOCK_M", 64), kw.get("BLOCK_N", 64), kw.get("BLOCK_K", 32)
-    return (bm * bk + bk * bn) * elem * max(int(cfg.get("num_stages") or 1) - 1, 1)
+    return (bm * bk + bk * bn) * elem * max(int(cfg.get("num_stages") or 1), 1)
+
+
+_smem = smem_bytes
 
 
 def prune_static(configs: list[dict[str, Any]], profile: Any, target: str, max_configs: int = 6
@@ -102,12 +113,13 @@ def prune_static(configs: list[dict[str, Any]], profile: Any, target: str, max_c
     return kept, dropped
 
 
-def predicted_seconds(m: int, n: int, k: int, cfg: dict[str, Any], nums: dict[str, float]) -> float:
+def predicted_seconds(m: int, n: int, k: int, cfg: dict[str, Any], nums: dict[str, float],
+                      elem: int = STATIC_ELEMENT_BYTES) -> float:
     """The model's time for one GEMM call with ``cfg`` (module docstring); ``inf`` when the
-    config does not fit the shared memory."""
+    config's tiles of ``elem``-byte operands do not fit the shared memory."""
     kw = cfg["kwargs"]
     bm, bn = kw.get("BLOCK_M", 64), kw.get("BLOCK_N", 64)
-    smem = _smem(cfg)
+    smem = _smem(cfg, elem)
     if smem > nums["smem_bytes"]:
         return float("inf")
     resident = max(1, min(2, int(nums["smem_bytes"] // max(smem, 1))))
@@ -128,6 +140,7 @@ def rank(m: int, n: int, k: int, configs: list[dict[str, Any]], nums: dict[str, 
     """Indices of the configs to benchmark: the first (the kernel's own) and the ``keep - 1``
     the model predicts fastest for an ``m x n x k`` GEMM."""
     order = sorted(range(1, len(configs)), key=lambda i: predicted_seconds(m, n, k, configs[i], nums))
+    order = [i for i in order if predicted_seconds(m, n, k, configs[i], nums) != float("inf")]
     return [0, *order[:max(keep - 1, 0)]]
 
 
@@ -143,22 +156,27 @@ def {name}(configs, named_args, **kwargs):
     """Autotune configs worth compiling for these sizes: the kernel's own (first) and the
     {keep - 1} a roofline model predicts fastest ({profile_id}: {nums['peak_tflops']:g} TFLOP/s fp16,
     {nums['bandwidth_gbps']:g} GB/s, {int(nums['smem_bytes'])} B shared memory a block, compute
-    units queried from the device). Ranks only; the autotuner measures what is kept."""
+    units and shared memory a block may opt into queried from the device; operand bytes from the
+    tensors). Configs whose pipelined tiles do not fit are never compiled. Ranks only; the
+    autotuner measures what is kept."""
     m, n, k = int(named_args["{m}"]), int(named_args["{n}"]), int(named_args["{k}"])
-    units = {int(nums['units'])}
+    units, limit = {int(nums['units'])}, {int(nums['smem_bytes'])}
+    sizes = [v.element_size() for v in named_args.values() if hasattr(v, "element_size")]
+    elem = max(sizes) if sizes else {STATIC_ELEMENT_BYTES}
     for value in named_args.values():
         device = getattr(value, "device", None)
         if device is not None and device.type != "cpu":
             props = getattr(torch, device.type).get_device_properties(device)
             units = getattr(props, "multi_processor_count", None) or getattr(props, "gpu_subslice_count", None) or units
+            limit = getattr(props, "shared_memory_per_block_optin", None) or limit
             break
 
     def seconds(cfg):
         bm, bn, bk = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"], cfg.kwargs.get("BLOCK_K", 32)
-        smem = (bm * bk + bk * bn) * 2 * max((cfg.num_stages or 1) - 1, 1)
-        if smem > {int(nums['smem_bytes'])}:
+        smem = (bm * bk + bk * bn) * elem * max(cfg.num_stages or 1, 1)
+        if smem > limit:
             return float("inf")
-        resident = max(1, min(2, {int(nums['smem_bytes'])} // max(smem, 1)))
+        resident = max(1, min(2, limit // max(smem, 1)))
         tm, tn = -(-m // bm), -(-n // bn)
         slots = units * resident
         waves = -(-(tm * tn) // slots)
@@ -167,6 +185,6 @@ def {name}(configs, named_args, **kwargs):
         memory = (2.0 * (m * k * tn + k * n * tm) / 8.0 + 4.0 * m * n) / {nums['bandwidth_gbps']:g}e9
         return max(compute, memory) / efficiency
 
-    ranked = sorted(configs[1:], key=seconds)
+    ranked = [c for c in sorted(configs[1:], key=seconds) if seconds(c) != float("inf")]
     return [configs[0], *ranked[:{keep - 1}]]
 '''

@@ -4,8 +4,9 @@ The registry says which stages an engine can serve at all (the rules engine only
 exists); a plan needs more: whether the engine has something to offer for the kernel as it is now.
 The rules engine is asked directly: its codemod for the stage runs on the source (libcst, static:
 no kernel code is executed, about 0.05-0.5 s a stage on the CPU machine), and the answer is
-whether it would rewrite anything, with the codemod's own reason when it would not ("the module
-has no tl.dot", "no codemod for stage 'algorithmic'"). The llm and manual engines can propose for
+whether it would rewrite anything, with the codemod's own reason when it would not ("kernel k is
+already autotuned", "no codemod for stage 'algorithmic'"), so the answer grows with the codemods
+(autotuning covers every kernel kind its search spaces have). The llm and manual engines can propose for
 every stage (whether the llm endpoint is configured is the caller's to say).
 
 The CLI's ``xeforge optimize --plan-only`` and the Optimize page show these answers before

@@ -1,0 +1,353 @@
+"""The rules engine over problem/solution pairs written elsewhere, against eager PyTorch,
+torch.compile and the published solution (a script, not a test).
+
+For every pair ``DIR/pairs/<id>/{problem.py,solution.py}`` (the layout of bench_corpus.py; keep
+the pairs in the git-ignored ``corpus/``), and with ``--samples`` the project's own samples:
+
+1. **why codemods do not apply**: every rules stage is asked statically on the published
+   solution (``pipeline.feasibility``); each reason a codemod gives for not applying is counted,
+   kernel names replaced by ``<kernel>``, so the most common gap shows first;
+2. **the rules engine**: the CoVeR loop in auto mode with the rules engine (the library path of
+   ``xeforge optimize solution.py --reference problem.py --engine rules --auto``:
+   ``bench_pipeline.run_rules_pipeline``), a candidate kept only where it verifies and is faster;
+3. **sizes**: the published size (``module``) and a **bench size** derived through the problem's
+   size constants (``problem.scaling.scaled_variant``): the smallest power-of-two factor at which
+   the inputs and one output of the same size, moved once at the device's bandwidth, take at
+   least ``--min-eager-us`` (100 µs); factor 1 (the published size) when it already does. The
+   measured eager time is recorded next to it, so a bench size whose eager time stays below the
+   threshold (a compute-light problem mis-estimated) is visible;
+4. **anchors in one run**: the verifier times the published solution (baseline), the rules
+   result (candidate) and eager PyTorch (reference) interleaved in its workers, with its median,
+   95 % speedup interval and method; torch.compile (``max-autotune-no-cudagraphs``) is timed in
+   its own process (``benchmarks/compile_anchor.py``), compile time reported apart, cache warm;
+5. **HBM bandwidth**: for memory-bound shapes, the rules result's achieved GB/s (the verifier's
+   bytes moved over its median) against the device's measured device-to-device copy bandwidth.
+
+Outputs in ``--out``: ``results.json`` (rewritten after each pair), ``pairs.csv``, ``reasons.csv``
+and ``summary.md`` (device, date, versions, the table, geometric means over the pairs: rules over
+published, over eager and over torch.compile; the fraction improved; the reasons with counts).
+
+Usage::
+
+    python benchmarks/bench_optimize_corpus.py corpus --out docs/measured/h200-optimize-corpus --samples
+    python benchmarks/bench_optimize_corpus.py /work/corpus --device cpu --limit 2 --out /tmp/oc
+
+On cpu (Triton's interpreter) nothing is timed: the codemod reasons, the pipeline verdicts and
+the derived sizes are real; the times say "not timed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import datetime as dt
+import json
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_pipeline import RULES_STAGES, Job, Settings, geomean, run_rules_pipeline  # noqa: E402
+
+from xeforge_core.devices import detect_device  # noqa: E402
+from xeforge_core.problem import load_problem  # noqa: E402
+from xeforge_core.problem.scaling import estimate_input_bytes, scaled_variant  # noqa: E402
+
+#: The eager reference should take at least this long at the bench size (µs): below it launch
+#: overhead, not the kernel, decides the comparison.
+MIN_EAGER_US = 100.0
+#: Memory-bound results should reach this fraction of the measured copy bandwidth.
+HBM_GOAL = 0.8
+
+
+@dataclass
+class Row:
+    """One pair at one size; times in µs, ratios > 1 mean the rules result is faster."""
+
+    pair: str
+    size: str
+    sizes: str = ""
+    published_us: float | None = None
+    rules_us: float | None = None
+    eager_us: float | None = None
+    compile_us: float | None = None
+    compile_s: float | None = None
+    rules_vs_published: float | None = None
+    interval: str = ""
+    rules_vs_eager: float | None = None
+    rules_vs_compile: float | None = None
+    bound: str = ""
+    achieved_gbps: float | None = None
+    hbm_fraction: float | None = None
+    stages_applied: str = ""
+    note: str = ""
+
+
+def normalise_reason(text: str) -> str:
+    """A codemod's reason with kernel, parameter and variable names and numbers replaced, so the
+    same gap counts once over the corpus."""
+    text = re.sub(r"kernel [A-Za-z_]\w*", "kernel <kernel>", text)
+    text = re.sub(r"`[^`]*`", "`<expr>`", text)
+    text = re.sub(r"\b\d+\b", "<n>", text)
+    return text.strip()[:200]
+
+
+def codemod_reasons(problem: Any, target: Any) -> list[tuple[str, str]]:
+    """``(stage, reason)`` for every rules stage whose codemod does not apply to the published
+    solution, one entry per ``;``-separated reason."""
+    from xeforge_core.pipeline.feasibility import check_stages
+
+    out = []
+    checks = check_stages(RULES_STAGES, problem.kernel.source, target, problem, engines=["rules"])
+    for stage, row in checks.items():
+        for check in row:
+            if not check.can:
+                for part in check.reason.split("; "):
+                    out.append((stage, normalise_reason(part.split(": ", 1)[-1] if part.startswith(stage) else part)))
+    return out
+
+
+def bench_size(problem: Any, bandwidth_gbps: float, min_us: float) -> tuple[str, str]:
+    """Add the bench variant to ``problem`` (module docstring, item 3); ``(variant name, how it
+    was derived)``."""
+    if problem.inputs is None:
+        return "module", "published size (no size constants to scale)"
+    got = estimate_input_bytes(problem.inputs.source)
+    if not got:
+        return "module", "published size (input bytes unknown)"
+    moved = got[1] * 2  # the inputs read once and an output of the same size written
+    need = min_us * 1e-6 * bandwidth_gbps * 1e9
+    if moved >= need:
+        return "module", f"published size ({moved / 1e6:.0f} MB moved >= {need / 1e6:.0f} MB in {min_us:g} µs)"
+    base = problem.variant("module")
+    factor, var, scaled = 1, None, moved
+    while scaled < need and factor < 2**20:  # every size constant grows, so bytes grow by factor**ndim
+        factor *= 2
+        var = scaled_variant(problem, base, factor, "bench")
+        est = estimate_input_bytes(problem.inputs.source, var.overrides) if var is not None else None
+        if not est:
+            return "module", "published size (the scaled sizes cannot be estimated)"
+        scaled = est[1] * 2
+    if var is None:
+        return "module", "published size (nothing to scale)"
+    why = f"size constants x{factor}: {moved / 1e6:.1f} MB -> {scaled / 1e6:.0f} MB moved (>= {min_us:g} µs)"
+    var = replace(var, derived=why)
+    problem.module_variants["bench"] = var
+    return "bench", why
+
+
+def compile_anchor(problem_path: Path, overrides: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
+    """torch.compile's time for the problem (``compile_anchor.py`` in its own process)."""
+    if device == "cpu":
+        return {"note": "torch.compile not timed on cpu"}
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "compile_anchor.py"), str(problem_path),
+           "--overrides", json.dumps(overrides), "--device", device]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except Exception as exc:  # a failed compile is a result, not the end of the run
+        return {"note": f"torch.compile failed: {type(exc).__name__}: {str(exc)[:150]}"}
+
+
+def copy_bandwidth(device: str) -> float | None:
+    if device == "cpu":
+        return None
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compile_anchor.py"), "--copy-bandwidth",
+                           "--device", device], capture_output=True, text=True, timeout=300)
+    try:
+        return float(json.loads(done.stdout.strip().splitlines()[-1])["copy_gbps"])
+    except Exception:
+        return None
+
+
+def _settings(device: str, quick: bool) -> Settings:
+    return Settings(quick=quick, device=device, jobs=1, iterations=1, seeds=1, distributions=["normal"],
+                    warmup_ms=25.0 if quick else 100.0, rep_ms=100.0 if quick else 400.0, timeout_s=600.0,
+                    max_shapes=2, budget_s=None, use_session=False, use_cache=False, keep_sessions=None)
+
+
+def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, args: argparse.Namespace,
+             copy_gbps: float | None, workdir: Path) -> tuple[list[Row], list[tuple[str, str]]]:
+    """Every measurement of one pair (module docstring)."""
+    from xeforge_core.codemods.autotune_prune import profile_numbers
+    from xeforge_core.commands.optimize import target_for
+    from xeforge_core.verify import VerifyOptions, verify
+
+    problem = load_problem(solution_path, reference_path=problem_path) if problem_path != solution_path \
+        else load_problem(solution_path)
+    reasons = codemod_reasons(problem, target_for(device, None))
+    bw = copy_gbps or profile_numbers(getattr(device, "profile", None), "cuda")["bandwidth_gbps"]
+    bench, why = bench_size(problem, bw, args.min_eager_us)
+    sizes = ["module"] + ([bench] if bench != "module" else [])
+    settings = _settings(device.type, args.quick)
+    outcome = run_rules_pipeline(Job("case", name, problem), device, settings, workdir)
+    applied = ",".join(outcome.applied)
+    stage_notes = "; ".join(f"{s.stage}: {s.status}" for s in outcome.stages if s.status != "not_applicable")
+    opts = VerifyOptions(seeds=1, distributions=["normal"], performance_variants=sizes, use_cache=False,
+                         timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms)
+    verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts)
+    perf = {p.variant: p for p in verdict.performance}
+    rows = []
+    for size in sizes:
+        var = problem.variant(size)
+        row = Row(name, size, sizes=why if size == bench else "published", stages_applied=applied,
+                  note=stage_notes[:300])
+        p = perf.get(size)
+        if p is None:
+            row.note = ((row.note + "; ") if row.note else "") + (
+                "not timed: interpreter" if device.type == "cpu" else f"not timed: {verdict.reason or verdict.kind.value}")
+            rows.append(row)
+            continue
+        row.published_us, row.rules_us = p.baseline.median_us, p.candidate.median_us
+        row.eager_us = p.reference.median_us if p.reference else None
+        row.rules_vs_published = p.speedup
+        if p.speedup_low is not None:
+            row.interval = f"[{p.speedup_low:.2f}, {p.speedup_high:.2f}] ({p.interval_method})"
+        row.rules_vs_eager = row.eager_us / row.rules_us if row.eager_us and row.rules_us else None
+        comp = compile_anchor(problem_path, dict(var.overrides), device.type, args.compile_timeout)
+        row.compile_us, row.compile_s = comp.get("median_us"), comp.get("compile_s")
+        if comp.get("note"):
+            row.note = ((row.note + "; ") if row.note else "") + comp["note"]
+        row.rules_vs_compile = row.compile_us / row.rules_us if row.compile_us and row.rules_us else None
+        if p.flop is not None and p.bytes_moved:
+            nums = profile_numbers(getattr(device, "profile", None), device.type)
+            ridge = nums["peak_tflops"] * 1e12 / (nums["bandwidth_gbps"] * 1e9)
+            row.bound = "memory" if p.flop / p.bytes_moved < ridge else "compute"
+        elif p.bytes_moved:
+            row.bound = "memory"
+        if row.bound == "memory" and p.bytes_moved and row.rules_us:
+            row.achieved_gbps = p.bytes_moved / (row.rules_us * 1e-6) / 1e9
+            if copy_gbps:
+                row.hbm_fraction = row.achieved_gbps / copy_gbps
+                if row.hbm_fraction < HBM_GOAL and size == bench:
+                    row.note += f"; below {HBM_GOAL:.0%} of copy bandwidth"
+        if device.type == "cuda" and row.eager_us is not None and size == bench and row.eager_us < args.min_eager_us:
+            row.note += f"; eager {row.eager_us:.0f} µs < {args.min_eager_us:g} µs at the derived size"
+        rows.append(row)
+    return rows, reasons
+
+
+def _pairs(root: Path, only: list[str], limit: int | None, samples: bool) -> list[tuple[str, Path, Path]]:
+    out: list[tuple[str, Path, Path]] = []
+    pairs = root / "pairs"
+    if pairs.is_dir():
+        for d in sorted(pairs.iterdir()):
+            if (d / "problem.py").is_file() and (d / "solution.py").is_file() and (not only or d.name in only):
+                out.append((d.name, d / "problem.py", d / "solution.py"))
+    if limit:
+        out = out[:limit]
+    if samples:
+        for k in sorted((ROOT / "sample_kernels").glob("[0-9][0-9]_*.py")):
+            if not k.stem.endswith("_ref") and (not only or k.stem in only):
+                out.append((f"sample:{k.stem}", k, k))
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def summarize(rows: list[Row], reasons: collections.Counter, header: dict[str, Any]) -> str:
+    """The markdown report (module docstring)."""
+    def best(pair_rows: list[Row]) -> Row | None:
+        timed = [r for r in pair_rows if r.rules_us is not None]
+        return next((r for r in timed if r.size == "bench"), timed[0] if timed else None)
+
+    by_pair: dict[str, list[Row]] = collections.defaultdict(list)
+    for r in rows:
+        by_pair[r.pair].append(r)
+    chosen = [b for b in (best(v) for k, v in by_pair.items() if not k.startswith("sample:")) if b is not None]
+    samples = [b for b in (best(v) for k, v in by_pair.items() if k.startswith("sample:")) if b is not None]
+    improved = [r for r in chosen if (r.rules_vs_published or 0) > 1.0 and r.stages_applied]
+    lines = [f"# The rules engine over published pairs ({header['device']}, {header['date']})", "",
+             f"versions: {header['versions']}; copy bandwidth: {_fmt(header.get('copy_gbps'))} GB/s; "
+             f"bench size: eager >= {header['min_eager_us']:g} µs (derived through the size constants)", "",
+             f"- pairs timed: {len(chosen)}; improved (a rules stage kept, faster): {len(improved)} "
+             f"({len(improved) / len(chosen):.0%})" if chosen else "- pairs timed: 0",
+             f"- geometric mean at the bench size, rules over published: {_fmt(geomean([r.rules_vs_published for r in chosen]))}; "
+             f"over the improved only: {_fmt(geomean([r.rules_vs_published for r in improved]))}",
+             f"- rules over eager: {_fmt(geomean([r.rules_vs_eager for r in chosen]))}; rules over torch.compile: "
+             f"{_fmt(geomean([r.rules_vs_compile for r in chosen]))}",
+             f"- samples, rules over eager: {_fmt(geomean([r.rules_vs_eager for r in samples]))}", "",
+             "| pair | size | published µs | rules µs | eager µs | compile µs (compile s) | rules/published [95 %] "
+             "| rules/eager | rules/compile | bound | GB/s (of copy) | stages kept | sizes | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        hbm = f"{_fmt(r.achieved_gbps)} ({r.hbm_fraction:.0%})" if r.hbm_fraction is not None else _fmt(r.achieved_gbps)
+        lines.append(f"| {r.pair} | {r.size} | {_fmt(r.published_us)} | {_fmt(r.rules_us)} | {_fmt(r.eager_us)} | "
+                     f"{_fmt(r.compile_us)} ({_fmt(r.compile_s)}) | {_fmt(r.rules_vs_published)} {r.interval} | "
+                     f"{_fmt(r.rules_vs_eager)} | {_fmt(r.rules_vs_compile)} | {r.bound} | {hbm} | "
+                     f"{r.stages_applied} | {r.sizes} | {r.note.replace('|', '/')} |")
+    lines += ["", "## Why a codemod did not apply (counts over the pairs)", "", "| count | stage | reason |",
+              "|---|---|---|"]
+    for (stage, reason), n in reasons.most_common():
+        lines.append(f"| {n} | {stage} | {reason.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--device", default=None, help="cuda, xpu or cpu (default: the one found)")
+    ap.add_argument("--limit", type=int, default=None, help="at most this many pairs")
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--samples", action="store_true", help="also the project's samples")
+    ap.add_argument("--min-eager-us", type=float, default=MIN_EAGER_US)
+    ap.add_argument("--compile-timeout", type=float, default=900.0)
+    ap.add_argument("--quick", action="store_true", help="shorter timing and at most 4 autotune configs")
+    args = ap.parse_args(argv)
+    device = detect_device(args.device) if args.device else detect_device()
+    import torch
+
+    copy_gbps = copy_bandwidth(device.type)
+    header = {"device": getattr(device, "name", device.type), "date": dt.date.today().isoformat(),
+              "versions": f"python {platform.python_version()}, torch {torch.__version__}",
+              "copy_gbps": copy_gbps, "min_eager_us": args.min_eager_us}
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    reasons: collections.Counter = collections.Counter()
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, problem_path, solution_path in _pairs(args.dir, args.only, args.limit, args.samples):
+            started = time.monotonic()
+            try:
+                got, why = run_pair(name, problem_path, solution_path, device, args, copy_gbps, Path(tmp))
+            except Exception as exc:  # one bad pair is a row, not the end of the run
+                got, why = [Row(name, "-", note=f"failed: {type(exc).__name__}: {str(exc)[:200]}")], []
+                errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            rows.extend(replace(r, note=r.note.strip("; ")) for r in got)
+            reasons.update(set(why))
+            print(f"{name}: {time.monotonic() - started:.0f} s; {[(r.size, _fmt(r.rules_vs_published)) for r in got]}",
+                  flush=True)
+            (args.out / "results.json").write_text(json.dumps(
+                {"header": header, "rows": [asdict(r) for r in rows], "errors": errors,
+                 "reasons": [{"stage": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()]}, indent=1))
+    with open(args.out / "pairs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(asdict(Row("", "")).keys()))
+        w.writeheader()
+        w.writerows(asdict(r) for r in rows)
+    with open(args.out / "reasons.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["count", "stage", "reason"])
+        w.writerows([n, s, r] for (s, r), n in reasons.most_common())
+    text = summarize(rows, reasons, header)
+    (args.out / "summary.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

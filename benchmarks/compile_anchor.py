@@ -1,0 +1,99 @@
+"""The torch.compile anchor and the device's copy bandwidth for bench_optimize_corpus.py (a script,
+run as its own process so a compile that crashes or hangs takes nothing else down).
+
+``python benchmarks/compile_anchor.py PROBLEM.py --overrides JSON --device cuda`` prints one JSON
+line: ``compile_s`` (first call, compile included), ``median_us`` and the 95 % interval of the
+median (``low_us``/``high_us``, ``xeforge_core.worker.timestats``) of the compiled module
+(``mode="max-autotune-no-cudagraphs"``) timed after the cache is warm, with CUDA events around
+each call and the L2 flushed between calls (a 256 MiB write), as the verifier times kernels.
+``--copy-bandwidth`` instead prints ``copy_gbps``: a device-to-device copy of 1 GiB, the measured
+HBM bandwidth the memory-bound results are compared with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _events(fn, device: str, reps: int) -> list[float]:
+    import torch
+
+    mod = getattr(torch, device)
+    flush = torch.empty(64 * 2**20, dtype=torch.int32, device=device)
+    out = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        mod.synchronize()
+        out.append(start.elapsed_time(end) * 1e3)
+    return out
+
+
+def copy_gbps(device: str) -> float:
+    """Device-to-device copy bandwidth (GB/s, read plus write) of a 1 GiB buffer, median of 20."""
+    import torch
+
+    src = torch.empty(2**28, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    samples = sorted(_events(lambda: dst.copy_(src), device, 20))
+    return 2 * src.numel() * 4 / (samples[len(samples) // 2] * 1e-6) / 1e9
+
+
+def compiled_time(problem: Path, overrides: dict, device: str, reps: int) -> dict:
+    """Compile time and warm timing of the problem's ``Model`` under torch.compile."""
+    import torch
+
+    from xeforge_core.worker.timestats import median_se, stats_of
+
+    source = problem.read_text()
+    module = types.ModuleType("reference")
+    module.__dict__["__file__"] = str(problem)
+    exec(compile(source, str(problem), "exec"), module.__dict__)
+    module.__dict__.update(overrides)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs()).to(device).eval()
+    inputs = [x.to(device) if hasattr(x, "to") else x for x in module.get_inputs()]
+    compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")
+    mod = getattr(torch, device)
+    with torch.no_grad():
+        started = time.perf_counter()
+        compiled(*inputs)
+        mod.synchronize()
+        compile_s = time.perf_counter() - started
+        for _ in range(3):  # the cache is warm before timing
+            compiled(*inputs)
+        samples = _events(lambda: compiled(*inputs), device, reps)
+    st = stats_of(samples, "events")
+    se = median_se(samples)
+    return {"compile_s": round(compile_s, 2), "median_us": st.median_us, "cv": st.cv,
+            "low_us": st.median_us - 1.96 * se, "high_us": st.median_us + 1.96 * se}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("problem", nargs="?")
+    ap.add_argument("--overrides", default="{}")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--copy-bandwidth", action="store_true")
+    args = ap.parse_args(argv)
+    if args.copy_bandwidth:
+        print(json.dumps({"copy_gbps": copy_gbps(args.device)}))
+        return 0
+    print(json.dumps(compiled_time(Path(args.problem), json.loads(args.overrides), args.device, args.reps)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,94 @@
+"""The autotuning codemod on every kind of kernel (elementwise, row reductions, scans, pooling,
+GEMM): the kind picks the target's search space, blocks are tuned only where any power of two
+keeps the kernel correct, and the candidates verify in Triton's interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from xeforge_core.codemods.autotune import add_autotune
+from xeforge_core.codemods.autotune_kinds import classify, prune_for_registers
+from xeforge_core.codemods.autotune_prune import prune_static, smem_bytes
+from xeforge_core.codemods.common import kernel_defs
+from xeforge_core.codemods.spaces import space_configs
+from xeforge_core.problem import load_problem
+from xeforge_core.verify import VerifyOptions, verify
+
+FIXTURES = Path(__file__).parent / "fixtures" / "autotune_kinds"
+FAST = VerifyOptions(seeds=1, distributions=["normal"], include_odd_size=False, use_cache=False,
+                     measure_performance=False)
+
+
+def _kinds(name: str) -> dict[str, str]:
+    module = cst.parse_module((FIXTURES / name).read_text())
+    return {fn.name.value: classify(fn).kind for fn in kernel_defs(module)}
+
+
+def _tuned(name: str) -> str:
+    res = add_autotune((FIXTURES / name).read_text(), target="cuda", arch="hopper")
+    assert res.applicable, res.reason
+    return res.source
+
+
+def test_kinds_come_from_the_kernel_body() -> None:
+    assert _kinds("elementwise_guard.py") == {"scale_shift_kernel": "elementwise"}
+    assert _kinds("row_loop_two_kernels.py") == {"row_max_kernel": "row", "row_expsum_kernel": "row"}
+    assert _kinds("row_derived_norm.py") == {"rms_rows_kernel": "row"}
+    assert _kinds("scan_rows.py") == {"cumsum_rows_kernel": "scan"}
+    assert _kinds("pool_window.py") == {"avg_pool_kernel": "elementwise"}
+    gemm = cst.parse_module((Path(__file__).parent / "fixtures" / "codemods" / "matmul_fixed_tiles.py").read_text())
+    assert classify(kernel_defs(gemm)[0]).kind == "gemm"
+
+
+def test_elementwise_block_counted_by_the_grid_is_tuned() -> None:
+    out = _tuned("elementwise_guard.py")
+    assert 'triton.Config({"BLOCK_SIZE": 256})' in out and '"BLOCK_SIZE": 4096' in out
+    assert 'lambda META: (triton.cdiv(n_elements, META["BLOCK_SIZE"]),)' in out
+    assert "if start >= n_elements:" in out and "x = x.contiguous()" in out  # guard and host kept
+    assert "BLOCK_SIZE=BLOCK_SIZE" not in out
+
+
+def test_loop_step_blocks_of_several_kernels_are_tuned_without_touching_the_grid() -> None:
+    out = _tuned("row_loop_two_kernels.py")
+    assert out.count("@triton.autotune(") == 2 and out.count("row_max_kernel[(n_rows,)]") == 1
+    assert "BLOCK=64" not in out and "num_warps=2)" not in out.split("def forward")[1]
+    assert 'triton.Config({"BLOCK": 64}, num_warps=2)' in out  # the second launch's own config
+
+
+def test_blocks_that_cover_a_row_stay_as_the_launch_derives_them() -> None:
+    derived = _tuned("row_derived_norm.py")
+    assert "BLOCK_SIZE=BLOCK_SIZE" in derived and '"BLOCK_SIZE"' not in derived
+    assert "num_warps=num_warps" not in derived.split("def forward")[1]
+    scan = add_autotune((FIXTURES / "scan_rows.py").read_text(), target="cuda", arch="hopper")
+    assert "BLOCK=128" in scan.source and any("cover a whole row" in n for n in scan.notes)
+
+
+def test_unmasked_block_access_keeps_the_authors_block() -> None:
+    src = (FIXTURES / "elementwise_guard.py").read_text().replace("mask=mask, other=0.0", "")
+    res = add_autotune(src, target="cuda", arch="hopper")
+    assert res.applicable and '"BLOCK_SIZE": 4096' not in res.source
+    assert any("not every tl.load/tl.store is masked" in n for n in res.notes)
+
+
+def test_configs_are_pruned_by_the_device_limits() -> None:
+    # GEMM: operand tiles over the stages at 4 bytes; the H200 allows 232448 B a block
+    gemm, _ = space_configs("cuda", "hopper", "gemm")
+    kept, dropped = prune_static([{"kwargs": {}, "num_warps": 4, "num_stages": 2}, *gemm], None, "cuda", max_configs=99)
+    assert all(smem_bytes(c) <= 232448 for c in kept[1:])
+    assert any("294912 B" in d for d in dropped)  # 128x256x64 over 3 stages of fp32
+    # non-GEMM: registers a thread and warps a work-group
+    shape = classify(kernel_defs(cst.parse_module((FIXTURES / "elementwise_guard.py").read_text()))[0])
+    cfgs = [{"kwargs": {"BLOCK_SIZE": 65536}, "num_warps": 4}, {"kwargs": {"BLOCK_SIZE": 1024}, "num_warps": 64}]
+    kept, dropped = prune_for_registers(cfgs, shape, lanes=32, max_warps=32)
+    assert kept == [] and "spill" in dropped[0] and "64 warps" in dropped[1]
+
+
+@pytest.mark.parametrize("name", ["elementwise_guard.py", "row_loop_two_kernels.py", "row_derived_norm.py",
+                                  "scan_rows.py", "pool_window.py"])
+def test_autotuned_candidates_verify_in_the_interpreter(name: str) -> None:
+    problem = load_problem(FIXTURES / name)
+    verdict = verify(problem, _tuned(name), device="cpu", options=FAST)
+    assert verdict.passed, verdict.feedback()

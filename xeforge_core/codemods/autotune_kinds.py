@@ -1,0 +1,220 @@
+"""What kind of kernel the autotuning codemod is looking at, and which of its block sizes it may tune.
+
+A kernel's kind comes from its body (libcst, static):
+
+* ``gemm``: it calls ``tl.dot`` (GEMMs, GEMM epilogues, convolutions written as implicit GEMM);
+* ``scan``: it calls ``tl.cumsum`` / ``tl.cumprod`` / ``tl.associative_scan``;
+* ``row``: it reduces a block over an axis (``tl.sum``, ``tl.max``, ``tl.min``, ``tl.argmax``,
+  ``tl.argmin``, ``tl.reduce``, ``tl.xor_sum``): row and column reductions, normalisations,
+  softmax, losses, pooling windows reduced with ``tl.max``/``tl.sum``;
+* ``elementwise``: none of these: one output per lane (activations, scalings, pooling or
+  convolution written as a gather loop per output).
+
+Each kind draws its configs from the target's search space of the same name (``gemm``,
+``row``, ``elementwise``; a scan uses ``row``: a scan block is a row held in registers).
+
+A block-size parameter (``BLOCK``, ``BLOCK_SIZE``, ``XBLOCK``, ``TILE_N``, ...) of a non-GEMM
+kernel is tuned only where any power of two keeps the kernel correct:
+
+* every ``tl.load``/``tl.store`` of the kernel is masked (a mask or ``boundary_check``): an
+  unmasked kernel is correct only for the block its author sized the input for;
+* and the block is either a loop step (``for off in range(0, n, BLOCK)``: any step covers the
+  row) or a tile the launch grid counts (``triton.cdiv(n, BLOCK)``, checked by the planner
+  against the grid), never a block that must cover a whole row in one pass (a scan or a
+  one-pass row reduction over ``tl.arange(0, BLOCK)`` needs ``BLOCK >= width``; those stay as
+  the launch passes them, derived blocks such as ``triton.next_power_of_2(n_cols)`` included).
+
+Where no block may be tuned, the configs tune ``num_warps`` (and ``num_stages``) only, from the
+warp counts of the kind's space: the launch still passes its block sizes, derived or literal.
+
+Static pruning (:func:`prune_for_registers`) drops configs whose block gives each thread more
+values than the register budget holds: ``BLOCK / (num_warps * lanes)`` values a live tile,
+times the tiles the kernel keeps live (its loads plus one result), above ``MAX_TILE_REGS`` 32-bit
+registers a thread (half of the 255 NVIDIA allows a thread; project heuristic: spills past it),
+and warp counts above the profile's ``max_warps_per_workgroup``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from xeforge_core.codemods.common import dotted_name, is_constexpr_param
+
+#: Block-size parameter names of non-GEMM kernels (Triton tutorials, Inductor and published
+#: solutions spell them these ways).
+BLOCK_NAME = re.compile(r"^(?:[XYZR]?BLOCK(?:_[A-Z0-9_]+)?|[A-Z0-9_]*_BLOCK|TILE(?:_[A-Z0-9_]+)?|[A-Z0-9_]*_BLOCK_SIZE)$")
+#: 32-bit registers a thread may spend on live block tiles before a config is pruned (see module docstring).
+MAX_TILE_REGS = 128
+
+_DOT = {"dot", "dot_scaled"}
+_SCAN = {"cumsum", "cumprod", "associative_scan"}
+_REDUCE = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum"}
+_RANGES = {"range", "tl.range", "tl.static_range", "triton.language.range", "triton.language.static_range"}
+_SPACE_OF = {"gemm": "gemm", "scan": "row", "row": "row", "elementwise": "elementwise"}
+
+
+@dataclass(frozen=True)
+class KernelShape:
+    """What the autotuning codemod needs to know about one kernel body.
+
+    ``kind``: gemm / scan / row / elementwise (module docstring); ``space_kind``: the search
+    space it draws from; ``blocks``: its block-size constexpr parameters in order; ``steps``:
+    those used as a loop step; ``masked``: every load and store is masked; ``tiles_live``: loads
+    plus one (live tiles, for the register estimate)."""
+
+    kind: str
+    space_kind: str
+    blocks: tuple[str, ...]
+    steps: frozenset[str] = field(default_factory=frozenset)
+    masked: bool = True
+    tiles_live: int = 2
+
+    def tunable_candidates(self) -> tuple[list[str], str]:
+        """Blocks that may be tuned if the launch passes them as literals (steps, and blocks the
+        planner then finds in the grid), with the reason when none may."""
+        if self.kind == "gemm":
+            return list(self.blocks), ""
+        if not self.blocks:
+            return [], "it has no block-size constexpr parameter"
+        if not self.masked:
+            return [], ("not every tl.load/tl.store is masked, so a block other than the author's could "
+                        "read or write past the end")
+        return list(self.blocks), ""
+
+
+def _tail(call: cst.Call) -> str:
+    name = dotted_name(call.func)
+    return name.rsplit(".", 1)[-1] if name.startswith(("tl.", "triton.language.")) else ""
+
+
+def _masked(call: cst.Call) -> bool:
+    """A load/store that cannot go out of bounds through its block: a ``mask`` (keyword, or the
+    third positional argument of a load / the third of a store), or ``boundary_check``."""
+    kws = {a.keyword.value for a in call.args if a.keyword is not None}
+    if kws & {"mask", "boundary_check"}:
+        return True
+    positional = [a for a in call.args if a.keyword is None]
+    return len(positional) >= 3
+
+
+def _block_indexed(fn: cst.FunctionDef, blocks: tuple[str, ...]) -> set[str]:
+    """Names of ``fn`` whose value depends on a block: assigned (or looped) from an expression
+    that reads ``tl.arange`` or a block parameter, to a fixed point."""
+    from xeforge_core.codemods.kernel_edit import read_names, walk
+
+    tainted = set(blocks)
+    pairs: list[tuple[list[str], cst.CSTNode]] = []
+    for node in walk(fn.body):
+        if isinstance(node, cst.Assign):
+            pairs.append(([n.value for t in node.targets for n in walk(t.target) if isinstance(n, cst.Name)],
+                          node.value))
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+            pairs.append(([n.value for n in walk(node.target) if isinstance(n, cst.Name)], node.value))
+        elif isinstance(node, cst.For):
+            pairs.append(([n.value for n in walk(node.target) if isinstance(n, cst.Name)], node.iter))
+    changed = True
+    while changed:
+        changed = False
+        for targets, value in pairs:
+            if "arange" in cst.Module([]).code_for_node(value) or read_names(value) & tainted:
+                new = set(targets) - tainted
+                if new:
+                    tainted |= new
+                    changed = True
+    return tainted
+
+
+def classify(fn: cst.FunctionDef) -> KernelShape:
+    """The :class:`KernelShape` of kernel ``fn`` (module docstring). Only loads and stores whose
+    pointer depends on a block (``tl.arange`` or a block parameter, through assignments) must
+    be masked; a scalar store of a row's result needs none."""
+    from xeforge_core.codemods.kernel_edit import read_names
+
+    names: set[str] = set()
+    steps: set[str] = set()
+    masked = True
+    loads = 0
+    params = tuple(p.name.value for p in fn.params.params if is_constexpr_param(p) and BLOCK_NAME.match(p.name.value))
+    indexed = _block_indexed(fn, params)
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal masked, loads
+            tail = _tail(node)
+            names.add(tail)
+            if tail in {"load", "store"} and node.args:
+                loads += tail == "load"
+                ptr = node.args[0].value
+                by_block = "arange" in cst.Module([]).code_for_node(ptr) or bool(read_names(ptr) & indexed)
+                masked = masked and (_masked(node) or not by_block)
+            if dotted_name(node.func) in _RANGES and len(node.args) >= 3:
+                step = node.args[2].value
+                if isinstance(step, cst.Name):
+                    steps.add(step.value)
+
+    fn.visit(_V())
+    if names & _DOT:
+        kind = "gemm"
+    elif names & _SCAN:
+        kind = "scan"
+    elif names & _REDUCE:
+        kind = "row"
+    else:
+        kind = "elementwise"
+    if kind == "gemm":
+        blocks = tuple(p.name.value for p in fn.params.params
+                       if is_constexpr_param(p) and re.match(r"^BLOCK(_[A-Z0-9_]+)?$", p.name.value))
+    else:
+        blocks = tuple(p.name.value for p in fn.params.params
+                       if is_constexpr_param(p) and BLOCK_NAME.match(p.name.value))
+    return KernelShape(kind=kind, space_kind=_SPACE_OF[kind], blocks=blocks,
+                       steps=frozenset(steps & set(blocks)), masked=masked, tiles_live=loads + 1)
+
+
+def kind_configs(space: list[dict[str, Any]], tuned: list[str]) -> list[dict[str, Any]]:
+    """The kind's space configs (``{"kwargs": {"BLOCK": v}, ...}``) for a kernel: its one tuned
+    block takes the space's block values; with no tuned block, one config per distinct warp
+    count (meta-parameters left to the launch). Several tuned blocks of a non-GEMM kernel keep
+    the kernel's own values and take only the warp counts (the space has one block per kind)."""
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for cfg in space:
+        values = list((cfg.get("kwargs") or {}).values())
+        kwargs = {tuned[0]: values[0]} if len(tuned) == 1 and values else {}
+        key = (tuple(kwargs.items()), cfg.get("num_warps"), cfg.get("num_stages"))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"kwargs": kwargs, "num_warps": cfg.get("num_warps"), "num_stages": cfg.get("num_stages"),
+                    "options": dict(cfg.get("options") or {})})
+    return out
+
+
+def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes: int, max_warps: int | None
+                        ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Configs of a non-GEMM kernel that fit a thread's registers and the work-group's warp
+    limit (module docstring), and one sentence per dropped config."""
+    kept: list[dict[str, Any]] = []
+    dropped: list[str] = []
+    for cfg in configs:
+        warps = int(cfg.get("num_warps") or 4)
+        block = next(iter((cfg.get("kwargs") or {}).values()), None)
+        label = f"{cfg.get('kwargs') or {}}/w{warps}"
+        if max_warps is not None and warps > max_warps:
+            dropped.append(f"{label}: {warps} warps > {max_warps} a work-group may have")
+            continue
+        if isinstance(block, int):
+            regs = block / (warps * lanes) * shape.tiles_live
+            if regs > MAX_TILE_REGS:
+                dropped.append(f"{label}: {regs:.0f} registers a thread for {shape.tiles_live} live tiles "
+                               f"> {MAX_TILE_REGS} (it would spill)")
+                continue
+        kept.append(cfg)
+    return kept, dropped
+
+
+__all__ = ["BLOCK_NAME", "MAX_TILE_REGS", "KernelShape", "classify", "kind_configs", "prune_for_registers"]

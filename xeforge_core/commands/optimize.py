@@ -197,6 +197,17 @@ def plan_for(problem: Problem, target: Target, stages: list[str] | None) -> Plan
     return plan(problem.kernel.source, target, problem, stages=stages)
 
 
+def replan(target: Target, stages: list[str] | None) -> Any:
+    """``LoopOptions.on_first_version``: once a plain-PyTorch problem has its first Triton version,
+    plan the stages for that code (``--stages`` when given) and store the plan in the session."""
+
+    def callback(controller: Any) -> None:
+        plan = plan_for(controller.current(), target, stages)
+        controller.session.set_plan(plan.ids)
+
+    return callback
+
+
 def plan_text(plan: Plan, engine: str | None = None) -> str:
     """The plan as a table: number, stage, issues, and per engine whether it can do the stage on
     this kernel (``✓``/``✗``, asked before anything runs), then the reason of ``engine`` (the one
@@ -339,7 +350,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = LoopOptions(iterations=args.iterations, best_of=args.best_of, auto=args.auto, decide=decide,
                               verify_options=verify_options(args), portability=not args.no_portability,
-                              on_progress=progress, cancel=cancel, **loop_options(args))
+                              on_progress=progress, cancel=cancel, on_first_version=replan(target, stages),
+                              **loop_options(args))
         outcomes = run_pipeline(SessionController(session, device), engine, options)
     except KeyboardInterrupt:
         cancel.set()
@@ -394,6 +406,8 @@ def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
 def _nothing_to_do(plan: Plan, args: argparse.Namespace, problem: Problem, device: DeviceInfo) -> str:
     """Why a new session would end having done nothing (the engine can do none of the planned
     stages on this kernel, and no portability step is due), or ``""``."""
+    if args.engine == "rules" and problem.eager_baseline:
+        return ""  # a plain-PyTorch problem: TorchInductor writes the first Triton version
     idle = plan.nothing_to_do(args.engine)
     if not idle or not plan.stages:
         return ""

@@ -10,6 +10,7 @@ the operations left to torch library calls.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xeforge_core.engines.base import Candidate
@@ -28,6 +29,21 @@ def is_plain_pytorch(problem: Problem) -> bool:
     """Whether ``problem``'s current version is a plain-PyTorch ``Model`` (it reaches no
     Triton kernel): the kind of problem a first Triton version is written for."""
     return bool(problem.eager_baseline)
+
+
+def is_plain_pytorch_file(path: str | Path) -> bool:
+    """Whether the file is a plain-PyTorch problem in KernelBench's convention (a ``Model`` class
+    and ``get_inputs()``, no ``@triton.jit`` kernel), read statically."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return False
+    top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    jit = any(isinstance(d, ast.Attribute) and d.attr == "jit" or isinstance(d, ast.Call) and "jit" in ast.unparse(d)
+              for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for d in n.decorator_list)
+    return {"Model", "get_inputs"} <= top and not jit
 
 
 def trace_overrides(problem: Problem) -> dict[str, int]:

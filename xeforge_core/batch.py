@@ -34,7 +34,7 @@ class BatchItem:
     """One kernel to optimize: the module, its spec and (when present) its reference."""
 
     kernel: Path
-    spec: Path
+    spec: Path | None
     reference: Path | None = None
 
     @property
@@ -148,9 +148,13 @@ def find_kernels(directory: str | Path) -> list[BatchItem]:
     for py in sorted(root.glob("*.py")):
         if py.name == "__init__.py" or py.stem.endswith(REFERENCE_SUFFIXES):
             continue
-        spec = py.with_suffix(".yaml")
+        spec: Path | None = py.with_suffix(".yaml")
         if not spec.is_file():
-            continue
+            from xeforge_core.inductor.first_version import is_plain_pytorch_file
+
+            if not is_plain_pytorch_file(py):  # a KernelBench problem: TorchInductor writes version 1
+                continue
+            spec = None
         ref = next((py.with_name(f"{py.stem}{s}.py") for s in REFERENCE_SUFFIXES
                     if py.with_name(f"{py.stem}{s}.py").is_file()), None)
         items.append(BatchItem(kernel=py, spec=spec, reference=ref))
@@ -162,9 +166,11 @@ def unpaired_modules(directory: str | Path) -> list[Path]:
     sibling ``<stem>.yaml`` (references and ``__init__.py`` are not listed), so that a batch
     can say what it skipped."""
     root = Path(directory)
+    from xeforge_core.inductor.first_version import is_plain_pytorch_file
+
     return [py for py in sorted(root.glob("*.py"))
             if py.name != "__init__.py" and not py.stem.endswith(REFERENCE_SUFFIXES)
-            and not py.with_suffix(".yaml").is_file()]
+            and not py.with_suffix(".yaml").is_file() and not is_plain_pytorch_file(py)]
 
 
 def optimize_one(
@@ -193,7 +199,7 @@ def optimize_one(
     from xeforge_core.devices import DeviceInfo, detect_device
     from xeforge_core.pipeline.loop import DEFAULT_MIN_SPEEDUP, LoopOptions
     from xeforge_core.problem import load_problem
-    from xeforge_core.service import make_engine, run_session, start_session
+    from xeforge_core.service import make_engine, replan_after_first_version, run_session, start_session
     from xeforge_core.session import report
     from xeforge_core.target import resolve
 
@@ -216,7 +222,8 @@ def optimize_one(
             verify_fn = functools.partial(verify, run_worker=log)
         options = LoopOptions(iterations=iterations, best_of=best_of, auto=True,
                               min_speedup=min_speedup or DEFAULT_MIN_SPEEDUP, verify_options=verify_options,
-                              verify_fn=verify_fn, portability=portability, on_progress=on_progress, cancel=cancel)
+                              verify_fn=verify_fn, portability=portability, on_progress=on_progress, cancel=cancel,
+                              on_first_version=replan_after_first_version(tgt, stages))
         outcomes = run_session(session, dev, engine, options)
         data = report.json_report(session)
         by_stage = {s["stage"]: s for s in data["stages"]}

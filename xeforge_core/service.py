@@ -12,6 +12,7 @@ Errors: the ones of the steps themselves (``ProblemError``, ``SessionError``, ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,17 @@ def plan_problem(problem: Problem, target: Target, stages: list[str] | None = No
     """The stage plan of ``problem``'s kernel for ``target``: ``stages`` when given (checked
     against the registry), else the analysis' (``pipeline.plan.plan_for``)."""
     return plan_for(problem.kernel.source, target, problem, stages=stages or None)
+
+
+def replan_after_first_version(target: Target, stages: list[str] | None = None) -> Callable[[Any], None]:
+    """``LoopOptions.on_first_version``: once a plain-PyTorch problem has its first Triton
+    version (TorchInductor's, ``pipeline.first_version``), plan the stages for that code
+    (``stages`` when given) and store the plan in the session."""
+
+    def callback(controller: Any) -> None:
+        controller.session.set_plan(plan_problem(controller.current(), target, stages).ids)
+
+    return callback
 
 
 def start_session(problem: Problem, *, workspace: str | Path, device: DeviceInfo, target: Target,

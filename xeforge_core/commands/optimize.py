@@ -265,7 +265,14 @@ def run(args: argparse.Namespace) -> int:
     """Run ``xeforge optimize``; returns the exit status (see the module docstring)."""
     from xeforge_core.pipeline.loop import LoopOptions
     from xeforge_core.problem import ProblemError, load_problem
-    from xeforge_core.service import make_engine, plan_problem, resume_session, run_session, start_session
+    from xeforge_core.service import (
+        make_engine,
+        plan_problem,
+        replan_after_first_version,
+        resume_session,
+        run_session,
+        start_session,
+    )
     from xeforge_core.session import SessionError
     from xeforge_core.vocab.status import OutcomeStatus
 
@@ -312,7 +319,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = LoopOptions(iterations=args.iterations, best_of=args.best_of, auto=args.auto, decide=decide,
                               verify_options=verify_options(args), portability=not args.no_portability,
-                              on_progress=progress, cancel=cancel, **loop_options(args))
+                              on_progress=progress, cancel=cancel,
+                              on_first_version=replan_after_first_version(target, stages), **loop_options(args))
         outcomes = run_session(session, device, engine, options)
     except KeyboardInterrupt:
         cancel.set()
@@ -368,6 +376,8 @@ def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
 def _nothing_to_do(plan: Plan, args: argparse.Namespace, problem: Problem, device: DeviceInfo) -> str:
     """Why a new session would end having done nothing (the engine can do none of the planned
     stages on this kernel, and no portability step is due), or ``""``."""
+    if args.engine == "rules" and problem.eager_baseline:
+        return ""  # a plain-PyTorch problem: TorchInductor writes the first Triton version
     idle = plan.nothing_to_do(args.engine)
     if not idle or not plan.stages:
         return ""

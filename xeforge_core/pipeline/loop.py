@@ -102,6 +102,9 @@ class LoopOptions:
     portability: bool = True
     on_progress: ProgressFn | None = None
     cancel: Any = None
+    #: called with the controller after a plain-PyTorch problem got its first Triton version
+    #: (the CLI re-plans the stages for the new code there)
+    on_first_version: Callable[[StageController], None] | None = None
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.best_of < 1:
@@ -359,6 +362,15 @@ def run_pipeline(controller: StageController, engine: Engine, options: LoopOptio
     options = options or LoopOptions()
     resolve_run_device(controller, options.verify_fn or default_verify())
     outcomes: list[StageOutcome] = []
+    from xeforge_core.pipeline.first_version import first_version_due, prepare_first_version
+
+    if first_version_due(controller, getattr(engine, "name", "")):
+        first = prepare_first_version(controller, options)  # a plain-PyTorch problem: TorchInductor's kernels
+        outcomes.append(first)
+        if first.status is not OutcomeStatus.APPROVED:
+            return outcomes
+        if options.on_first_version is not None:
+            options.on_first_version(controller)
     if options.portability:
         prep = prepare_portability(controller, options)
         if prep is not None:

@@ -1,0 +1,86 @@
+"""The first-version step for a plain-PyTorch problem: TorchInductor's kernels as ``ModelNew``.
+
+:func:`inductor_first_version` captures Inductor's output code for the problem (in a sandboxed
+worker, :mod:`.capture`) at the sizes the verifier checks correctness at, and converts it
+(:mod:`.convert`); :func:`first_version_from_capture` converts a capture saved elsewhere (on a
+GPU machine) instead. Either way the result is a :class:`~xeforge_core.engines.base.Candidate`
+of stage :data:`FIRST_VERSION` for the rules engine, with a rationale naming TorchInductor and
+the operations left to torch library calls.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xeforge_core.engines.base import Candidate
+from xeforge_core.inductor.capture import Capture, GenerationError, capture, load_capture
+from xeforge_core.inductor.convert import FirstVersion, convert
+from xeforge_core.inductor.kernels import InductorCodeError
+
+if TYPE_CHECKING:
+    from xeforge_core.problem import Problem
+
+#: The stage id a first version is kept and committed under.
+FIRST_VERSION = "first_version"
+
+
+def is_plain_pytorch(problem: Problem) -> bool:
+    """Whether ``problem``'s current version is a plain-PyTorch ``Model`` (it reaches no
+    Triton kernel): the kind of problem a first Triton version is written for."""
+    return bool(problem.eager_baseline)
+
+
+def is_plain_pytorch_file(path: str | Path) -> bool:
+    """Whether the file is a plain-PyTorch problem in KernelBench's convention (a ``Model`` class
+    and ``get_inputs()``, no ``@triton.jit`` kernel), read statically."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return False
+    top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    jit = any(isinstance(d, ast.Attribute) and d.attr == "jit" or isinstance(d, ast.Call) and "jit" in ast.unparse(d)
+              for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for d in n.decorator_list)
+    return {"Model", "get_inputs"} <= top and not jit
+
+
+def trace_overrides(problem: Problem) -> dict[str, int]:
+    """The size constants the verifier checks correctness at (``module-small``), so that
+    tracing is quick and small; the code is shape-generic, so it holds at every size."""
+    small = problem.module_variants.get("module-small")
+    return dict(small.overrides) if small is not None else {}
+
+
+def _candidate(fv: FirstVersion) -> Candidate:
+    notes = [f"not Triton yet (torch library calls): {', '.join(sorted(set(fv.library_calls)))}"] \
+        if fv.library_calls else []
+    return Candidate(code=fv.source, rationale=fv.rationale, engine="rules", model="torchinductor",
+                     stage=FIRST_VERSION, notes=notes)
+
+
+def inductor_first_version(problem: Problem, *, device: str = "cpu", timeout_s: float | None = None) -> Candidate:
+    """A first Triton version of the plain-PyTorch ``problem`` from TorchInductor, generated on
+    ``device`` (cpu: for the stand-in driver's GPU target). A candidate that is not applicable
+    (with the reason) when the problem is not plain PyTorch or Inductor's code cannot be had or
+    converted; never raises for the problem's own faults."""
+    source = problem.kernel.source
+    if not is_plain_pytorch(problem):
+        return Candidate.not_applicable(code=source, engine="rules", stage=FIRST_VERSION,
+                                        reason="the problem already has a Triton version")
+    try:
+        kw = {"timeout_s": timeout_s} if timeout_s else {}
+        cap = capture(source, name=problem.name, device=device, overrides=trace_overrides(problem), **kw)
+        return _candidate(convert(cap, source))
+    except (GenerationError, InductorCodeError) as exc:
+        return Candidate.not_applicable(code=source, engine="rules", stage=FIRST_VERSION,
+                                        reason=f"TorchInductor gave no first version: {exc}")
+
+
+def first_version_from_capture(problem: Problem, saved: str | Capture) -> Candidate:
+    """The first version of ``problem`` from a capture saved by ``Capture.save`` (a path or a
+    ``Capture``). Raises ``GenerationError`` for an unreadable capture, ``InductorCodeError``
+    for code that cannot be converted."""
+    cap = load_capture(saved) if isinstance(saved, str) else saved
+    return _candidate(convert(cap, problem.kernel.source))

@@ -1,0 +1,252 @@
+"""The generation job: compile a plain-PyTorch problem with TorchInductor and capture its output code.
+
+Runs in its own worker process (``python -m xeforge_core.inductor.generate JOB_DIR``, started
+by :func:`xeforge_core.inductor.capture.capture` through the sandboxed runner), never in the
+caller: it imports and traces the problem module, which is untrusted code.
+
+The job (``JOB_DIR/job.json``): ``source`` (the problem module's text), ``filename``,
+``device`` (``cpu``, ``cuda`` or ``xpu``), ``overrides`` (module-level size constants to set
+before ``get_inputs()`` / ``get_init_inputs()``, e.g. the reduced sizes the verifier checks
+at), ``seed``, ``target`` (``[backend, arch, warp_size]`` of the stand-in driver on cpu).
+
+What it does: builds ``Model(*get_init_inputs())`` and the inputs on the device, and calls
+``torch.compile(model, backend=<recording backend>, dynamic=True, fullgraph=True)`` under
+``torch.no_grad()`` with the model in the mode the problem leaves it in (the mode the verifier
+runs it in). Parameter shapes are made dynamic too, so the code holds for every size of the
+problem. The recording backend notes what each graph input is (a parameter or buffer of the
+model, a forward input, or a size of one of them) and hands the graph to Inductor; Inductor's
+output code is taken from ``GraphLowering.save_output_code`` before Inductor loads it, and the
+compile is stopped there. On cpu, Inductor generates Triton code (``cpu_backend = "triton"``)
+for the stand-in driver's GPU target (:mod:`xeforge_core.inductor.driver`); on cuda/xpu the
+real driver is used.
+
+The result (``JOB_DIR/result.json``): ``ok``; on success ``output_code`` (Inductor's module
+text, verbatim), ``graph_inputs`` (in the order of ``call(args)``: ``{"kind": "parameter" |
+"buffer" | "input" | "size", "expr": "self.lin.weight" | "x" | "x.size(0)", "shape", "dtype"}``),
+``outputs`` (``{"structure": "tensor" | "tuple" | "list", "count": n}``), ``forward_params``,
+``device``, ``generated_for``, ``torch`` and ``triton`` versions; on failure ``stage``
+(``load``, ``inputs``, ``trace``, ``generate``) and ``error``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+RESULT_FILE = "result.json"
+JOB_FILE = "job.json"
+
+
+class _Captured(Exception):
+    """Raised from the output-code hook: the code is taken, Inductor need not load it."""
+
+
+def _fail(stage: str, exc: BaseException | str) -> dict[str, Any]:
+    if isinstance(exc, BaseException):
+        text = f"{type(exc).__name__}: {exc}"
+        return {"ok": False, "stage": stage, "error": text[:4000], "traceback": traceback.format_exc()[-6000:]}
+    return {"ok": False, "stage": stage, "error": exc}
+
+
+def _load_problem(job_dir: Path, job: dict[str, Any]) -> Any:
+    name = Path(job.get("filename") or "problem.py").name
+    path = job_dir / "src" / (name if name.endswith(".py") else name + ".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(job["source"], encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("xeforge_inductor_problem", str(path))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _name(source: Any) -> str:
+    """A dynamo source's name (a property in recent torch, a method before)."""
+    name = source.name
+    return name() if callable(name) else str(name)
+
+
+def _source_expr(source: Any, tensors: dict[str, str], forward_params: list[str]) -> str | None:
+    """A Python expression (in ``forward``'s scope) for a dynamo input source: a forward
+    parameter, an item of ``*args``, or a size/stride of a tensor bound in ``tensors``."""
+    from torch._dynamo.source import GetItemSource, LocalSource, TensorProperty, TensorPropertySource
+
+    if isinstance(source, TensorPropertySource):
+        base = tensors.get(_name(source.base)) or _source_expr(source.base, tensors, forward_params)
+        if base is None:
+            return None
+        if source.prop is TensorProperty.SIZE:
+            return f"{base}.size({source.idx})"
+        if source.prop is TensorProperty.STRIDE:
+            return f"{base}.stride({source.idx})"
+        return f"{base}.storage_offset()"
+    if isinstance(source, LocalSource):
+        return source.local_name if source.local_name in forward_params else None
+    if isinstance(source, GetItemSource) and isinstance(source.index, int):
+        base = _source_expr(source.base, tensors, forward_params)
+        return f"{base}[{source.index}]" if base is not None else None
+    return None
+
+
+def _bindings(gm: Any, example_inputs: list[Any], model: Any, inputs: list[Any],
+              forward_params: list[str]) -> list[dict[str, Any]]:
+    """What each graph input of ``gm`` is, as an expression in ``ModelNew.forward``."""
+    import torch
+
+    owned: dict[int, tuple[str, str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        owned.setdefault(id(p), ("parameter", f"self.{name}"))
+    for name, b in model.named_buffers(remove_duplicate=False):
+        owned.setdefault(id(b), ("buffer", f"self.{name}"))
+    by_input = {id(t): forward_params[i] if i < len(forward_params) else f"args[{i}]"
+                for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    tensors: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    pending: list[tuple[int, Any]] = []
+    for i, (node, value) in enumerate(zip(placeholders, example_inputs)):
+        grapharg = node.meta.get("grapharg")
+        source = getattr(grapharg, "source", None)
+        real = getattr(grapharg, "example", None)
+        real = real if real is not None else value
+        entry: dict[str, Any] = {"name": node.name, "source": _name(source) if source is not None else ""}
+        if isinstance(real, torch.Tensor):
+            kind, expr = owned.get(id(real), (None, None))
+            if kind is None and id(real) in by_input:
+                kind, expr = "input", by_input[id(real)]
+            if kind is None:
+                raise RuntimeError(f"graph input {node.name} ({entry['source'] or 'no source'}) is a tensor that is "
+                                   "neither a parameter or buffer of the model nor a forward input (a tensor "
+                                   "attribute or a global); keep such tensors as registered buffers")
+            entry.update(kind=kind, expr=expr, shape=list(real.shape), dtype=str(real.dtype).replace("torch.", ""))
+            if source is not None:
+                tensors[_name(source)] = expr
+        else:
+            pending.append((i, source))
+        out.append(entry)
+    for i, source in pending:
+        expr = _source_expr(source, tensors, forward_params) if source is not None else None
+        if expr is None:
+            raise RuntimeError(f"graph input {out[i]['name']} ({out[i]['source'] or 'no source'}) is a "
+                               "non-tensor value that is not a size of an input or parameter")
+        out[i].update(kind="size" if "." in expr else "input", expr=expr, shape=None, dtype="int")
+    return out
+
+
+def _output_structure(value: Any) -> dict[str, Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"structure": "tensor", "count": 1}
+    if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
+        return {"structure": type(value).__name__, "count": len(value)}
+    raise RuntimeError(f"forward() returns {type(value).__name__}; only a tensor or a tuple/list of tensors "
+                       "can be converted")
+
+
+def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
+    """Run the generation job (see the module docstring); never raises."""
+    os.environ.pop("TRITON_INTERPRET", None)  # the interpreter would replace the kernels Inductor writes
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(job_dir / "inductor-cache"))
+    os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
+    os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
+    device = str(job.get("device") or "cpu")
+    try:
+        import torch
+        import triton
+
+        module = _load_problem(job_dir, job)
+    except BaseException as exc:
+        return _fail("load", exc)
+    try:
+        from xeforge_core.worker.inputs import module_overrides
+
+        torch.manual_seed(int(job.get("seed", 0)))
+        with module_overrides(module, job.get("overrides") or {}):
+            init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+            raw_inputs = list(module.get_inputs())
+        model = module.Model(*init).to(device)
+        inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in raw_inputs]
+        forward_params = [p for p, v in inspect.signature(model.forward).parameters.items()
+                          if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)]
+        with torch.no_grad():
+            structure = _output_structure(model(*inputs))
+    except BaseException as exc:
+        return _fail("inputs", exc)
+
+    import torch._dynamo.config as dynamo_config
+    import torch._inductor.config as inductor_config
+    import torch.fx.experimental._config as fx_config
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.graph import GraphLowering
+
+    generated_for = device
+    if device == "cpu":
+        from xeforge_core.inductor.driver import install
+
+        target = tuple(job.get("target") or ("cuda", 90, 32))
+        install(target)  # type: ignore[arg-type]
+        inductor_config.cpu_backend = "triton"
+        generated_for = f"{target[0]} (arch {target[1]}, warp {target[2]}; generated without the device)"
+    # every size is a symbol (parameters' too, and two sizes equal at the traced shape stay two
+    # symbols), so the code holds for every size of the problem, not only the traced one
+    dynamo_config.force_parameter_static_shapes = False
+    dynamo_config.force_nn_module_property_static_shapes = False
+    fx_config.use_duck_shape = False
+    # floats (a module's momentum or scale) are constants of the code, not graph inputs
+    dynamo_config.specialize_float = True
+    inductor_config.fx_graph_cache = False
+    graphs: list[list[dict[str, Any]]] = []
+    codes: list[str] = []
+
+    def backend(gm: Any, example_inputs: list[Any]) -> Any:
+        graphs.append(_bindings(gm, example_inputs, model, inputs, forward_params))
+        return compile_fx(gm, example_inputs)
+
+    def save(code: str) -> None:
+        codes.append(code)
+        raise _Captured()
+
+    saved_hook = GraphLowering.save_output_code
+    GraphLowering.save_output_code = save  # type: ignore[assignment]
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
+    except BaseException as exc:
+        if not codes:
+            return _fail("trace" if not graphs else "generate", exc)
+    finally:
+        GraphLowering.save_output_code = saved_hook  # type: ignore[assignment]
+    if len(codes) != 1 or len(graphs) != 1:
+        return _fail("generate", f"TorchInductor produced {len(codes)} output module(s) for {len(graphs)} "
+                                 "graph(s); exactly one of each is expected")
+    return {"ok": True, "output_code": codes[0], "graph_inputs": graphs[0], "outputs": structure,
+            "forward_params": forward_params, "device": device, "generated_for": generated_for,
+            "torch": torch.__version__, "triton": triton.__version__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m xeforge_core.inductor.generate JOB_DIR``: run the job, write ``result.json``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m xeforge_core.inductor.generate JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = Path(args[0])
+    job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
+    result = run(job, job_dir)
+    tmp = job_dir / (RESULT_FILE + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, job_dir / RESULT_FILE)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

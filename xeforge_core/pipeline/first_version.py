@@ -1,0 +1,86 @@
+"""The preparatory first-version step: a plain-PyTorch problem gets TorchInductor's kernels as
+version 1, verified like every candidate, before the stages run.
+
+When the session's current version is the problem's plain-PyTorch ``Model`` (a KernelBench
+problem without a Triton version) and the engine is the rules engine, which writes no kernel
+itself, :func:`prepare_first_version` asks TorchInductor for one
+(:func:`xeforge_core.inductor.first_version.inductor_first_version`), keeps it as a candidate of
+stage ``first_version``, verifies it against the problem (correctness against the reference,
+integrity checks, timing against eager where the device measures speed) and approves it when
+it passes, with a rationale naming TorchInductor and the operations left to torch. The LLM and
+manual engines write their first version their own way, so they never get here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from xeforge_core.inductor.first_version import FIRST_VERSION, inductor_first_version, is_plain_pytorch
+from xeforge_core.pipeline.controller import Cancelled, StageController, default_verify
+from xeforge_core.pipeline.status import AttemptStatus, OutcomeStatus, StageStatus
+
+if TYPE_CHECKING:
+    from xeforge_core.engines.base import Candidate
+    from xeforge_core.pipeline.loop import LoopOptions, StageOutcome
+
+
+def first_version_due(controller: StageController, engine_name: str) -> bool:
+    """Whether the rules engine must start from a first Triton version: the current version is
+    plain PyTorch."""
+    return engine_name == "rules" and is_plain_pytorch(controller.current())
+
+
+def prepare_first_version(controller: StageController, options: LoopOptions, *,
+                          candidate: Candidate | None = None) -> StageOutcome:
+    """Generate (or take ``candidate``), verify and approve the first Triton version.
+
+    Returns the outcome: ``approved`` (the new current version), ``failed`` (Inductor gave no
+    code, or the code does not verify: the reason says which), ``cancelled``."""
+    from xeforge_core.devices import DeviceInfo
+    from xeforge_core.pipeline.loop import Attempt, StageOutcome, _emitter, resolve_run_device
+
+    verify_fn = options.verify_fn or default_verify()
+    emit = _emitter(options.on_progress, FIRST_VERSION)
+    started = time.monotonic()
+    device = resolve_run_device(controller, verify_fn)
+    dev_type = device.type if isinstance(device, DeviceInfo) else str(device or "cpu").split(":")[0]
+    current = controller.current()
+    if candidate is None:
+        emit("propose", f"asking TorchInductor for the Triton kernels of {current.name} ({dev_type})", 1)
+        candidate = inductor_first_version(current, device=dev_type if dev_type in ("cuda", "xpu") else "cpu")
+    if not candidate.applicable:
+        outcome = StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.FAILED, iterations=1,
+                               reason=candidate.not_applicable_reason, seconds=time.monotonic() - started)
+        controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, outcome.reason)
+        return outcome
+    rec = controller.keep(FIRST_VERSION, candidate, engine="rules", model="torchinductor", iteration=1,
+                          rationale=candidate.rationale)
+
+    def forward(*args: Any, **kwargs: Any) -> None:
+        emit("verify_progress", " ".join(str(a) for a in args), 1)
+
+    try:
+        verdict = controller.verify(rec.id, candidate.code, device=device, options=options.verify_options,
+                                    verify_fn=verify_fn, on_progress=forward, cancel=options.cancel)
+    except Cancelled:
+        return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.CANCELLED, iterations=1, best=rec.id,
+                            reason="cancelled by the user; the first version is kept unverified",
+                            seconds=time.monotonic() - started)
+    attempt = Attempt(iteration=1, index=0, status=AttemptStatus.CORRECT if verdict.passed else AttemptStatus.FAILED,
+                      reason=verdict.reason or verdict.kind.value, engine="rules", model="torchinductor",
+                      candidate_id=rec.id, verdict=verdict, source=candidate.code, rationale=candidate.rationale)
+    if not verdict.passed:
+        controller.reject(rec.id, f"the TorchInductor version does not verify: {verdict.kind.value}")
+        reason = f"the TorchInductor version does not verify: {verdict.kind.value} {verdict.reason}"
+        controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, reason)
+        return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.FAILED, attempts=[attempt], iterations=1,
+                            reason=reason, verdict=verdict, best=rec.id, seconds=time.monotonic() - started)
+    note = candidate.rationale + "; verified against the problem's Model; later speedups are relative to it"
+    version = controller.approve(rec.id, note=note, speed_neutral=True,
+                                 message="first version: TorchInductor's Triton kernels for the PyTorch model")
+    emit("approve", f"first version: committed {version[:10]}", 1)
+    controller.mark_stage(FIRST_VERSION, StageStatus.DONE, note)
+    return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.APPROVED, attempts=[attempt], iterations=1,
+                        reason=note, best=rec.id, version=version, verdict=verdict,
+                        seconds=time.monotonic() - started)

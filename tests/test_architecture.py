@@ -175,7 +175,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                            "xeforge_core.runner", "xeforge_core.devices", "xeforge_core.verify",
                            "xeforge_core.coverage", "xeforge_core.contract", "xeforge_core.sizes",
                            "xeforge_core.memcheck", "xeforge_core.variant_cost", "xeforge_core.doctor")),
-    ("pipeline and engines", ("xeforge_core.pipeline", "xeforge_core.engines", "xeforge_core.codemods",
+    ("pipeline and engines", ("xeforge_core.pipeline", "xeforge_core.engines", "xeforge_core.codemods", "xeforge_core.inductor",
                               "xeforge_core.mutation", "xeforge_core.ir", "xeforge_core.session")),
     ("application service", ("xeforge_core.service", "xeforge_core.batch", "xeforge_core.batch_progress",
                              "xeforge_core.raybatch")),

@@ -39,11 +39,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.errors import XeForgeError
+
 RESULT_FILE = "result.json"
 JOB_FILE = "job.json"
 
 
-class _Captured(Exception):
+class _Captured(XeForgeError):
     """Raised from the output-code hook: the code is taken, Inductor need not load it."""
 
 

@@ -18,11 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from xeforge_core.inductor.first_version import FIRST_VERSION, inductor_first_version, is_plain_pytorch
 from xeforge_core.pipeline.controller import Cancelled, StageController, default_verify
-from xeforge_core.pipeline.status import AttemptStatus, OutcomeStatus, StageStatus
+from xeforge_core.pipeline.outcomes import (
+    Attempt,
+    LoopOptions,
+    StageOutcome,
+    resolve_run_device,
+    stage_emitter,
+)
+from xeforge_core.vocab.status import AttemptStatus, OutcomeStatus, StageStatus
 
 if TYPE_CHECKING:
     from xeforge_core.engines.base import Candidate
-    from xeforge_core.pipeline.loop import LoopOptions, StageOutcome
 
 
 def first_version_due(controller: StageController, engine_name: str) -> bool:
@@ -38,10 +44,9 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
     Returns the outcome: ``approved`` (the new current version), ``failed`` (Inductor gave no
     code, or the code does not verify: the reason says which), ``cancelled``."""
     from xeforge_core.devices import DeviceInfo
-    from xeforge_core.pipeline.loop import Attempt, StageOutcome, _emitter, resolve_run_device
 
     verify_fn = options.verify_fn or default_verify()
-    emit = _emitter(options.on_progress, FIRST_VERSION)
+    emit = stage_emitter(options.on_progress, FIRST_VERSION)
     started = time.monotonic()
     device = resolve_run_device(controller, verify_fn)
     dev_type = device.type if isinstance(device, DeviceInfo) else str(device or "cpu").split(":")[0]

@@ -87,7 +87,8 @@ def undeclared_imports(files: list[Path], declared: set[str]) -> list[str]:
     for path in files:
         for module, line in imported_modules(path):
             top = module.split(".")[0]
-            if top in sys.stdlib_module_names or top == "__future__" or _local_package(top):
+            if top in sys.stdlib_module_names or top == "__future__" or _local_package(top) \
+                    or (path.parent / f"{top}.py").is_file():  # a sibling script (benchmarks/bench_pipeline.py)
                 continue
             providers = {_canonical(d) for d in dists.get(top, [])}
             where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line}"

@@ -32,7 +32,8 @@ def test_sanitizer_log_of_the_planted_write():
     a = writes[0]
     assert (a.kernel, a.line, a.space, a.side) == ("residual_relu_kernel", 16, "global", "after")
     assert Path(a.file).name == "residual_relu_oob_write.py"
-    assert a.allocation == 48 * 1000 * 4 and a.size % 4 == 0 and a.distance >= 1
+    # the output at the size checked (float32: a multiple of 4 bytes), the write one element past it
+    assert a.allocation > 0 and a.allocation % 4 == 0 and a.size == 4 and a.distance >= 1
     found = memcheck.findings(report, "residual_relu_oob_write.py")
     assert found[0].rule == "memcheck_invalid_write" and found[0].severity == "error" and found[0].line == 16
     assert "kernel residual_relu_kernel at line 16" in found[0].message

@@ -274,11 +274,15 @@ CANDIDATE_DIRS = ("candidate", "memcheck")
 
 
 def _located(a: InvalidAccess, candidate_file: str) -> int | None:
-    """The candidate line of an access, when its source file is the candidate's module."""
+    """The candidate line of an access, when its source file is the candidate's module: the
+    worker's copy of it (``candidate/<file>``), or the bare file name, which is what
+    compute-sanitizer prints for a Triton kernel (seen on an H200, 2026-12-02: ``in
+    residual_relu_oob_write.py:16``; the memcheck call runs the candidate's kernels only)."""
     if a.line is None or not a.file:
         return None
     path = Path(a.file)
-    return a.line if path.name == candidate_file and path.parent.name in CANDIDATE_DIRS else None
+    bare = path.parent == Path(".")
+    return a.line if path.name == candidate_file and (bare or path.parent.name in CANDIDATE_DIRS) else None
 
 
 def findings(report: MemcheckReport, candidate_file: str) -> list[Finding]:

@@ -1120,7 +1120,8 @@ def _unwritten_truth(ctx: WorkerContext, truth: Harness, combo: Combo, outputs: 
         return truth.run(model, truth.inputs_for(combo),
                          during=f"calling the truth again on fresh memory on {combo.describe()}")
 
-    return unwritten_truth(ctx.ops, call_fresh, outputs, what, combo.vname)
+    return unwritten_truth(ctx.ops, call_fresh, outputs, what, combo.vname,
+                           resolve_tolerance(ctx.options, combo.variant))
 
 
 def _random_truth(ctx: WorkerContext, truth: Harness, model: torch.nn.Module, combo: Combo,

@@ -13,7 +13,10 @@ job calls the truth once more per variant on a freshly built model and fresh inp
 * on a GPU after poisoning the caching allocator's free memory with NaN
   (``DeviceOps.poison_allocator``): an element that held a value in the first call and is NaN
   now was computed from memory nothing wrote (compute-sanitizer's memcheck would name the
-  access; it is not run here, the NaN is the evidence).
+  access; it is not run here, the NaN is the evidence). Where the fresh blocks happen to hold
+  stale finite values instead, the two calls still differ beyond the tolerance: with the same
+  weights, inputs and autotune choice, a kernel that reads only what was written gives the same
+  answer (up to the rounding of atomics, which the tolerance covers).
 
 Worker-side: torch, triton (through ``bounds``) and the standard library only.
 """
@@ -26,6 +29,7 @@ from typing import Any
 import torch
 
 from xeforge_core.worker.bounds import BoundsCheck
+from xeforge_core.worker.compare import Tolerance, compare_outputs, summarize_failure
 
 
 def _place(access: dict[str, Any]) -> str:
@@ -52,14 +56,16 @@ def _poison_surfaced(first: list[Any], again: list[Any]) -> int:
 
 
 def unwritten_truth(ops: Any, call_fresh: Callable[[], list[Any]], outputs: list[Any], truth: str,
-                    variant: str) -> str | None:
+                    variant: str, tol: Tolerance | None = None) -> str | None:
     """Why the truth's ``outputs`` (flat, as saved) on ``variant`` depend on memory nothing
     wrote, or ``None`` where nothing shows it.
 
     ``ops`` is the worker's ``DeviceOps``; ``call_fresh()`` builds the truth's model and inputs
     afresh and returns its flat outputs (it may raise ``WorkerError``: then nothing is
     concluded); ``truth`` names it (``baseline``/``reference``). On cpu the call runs under the
-    interpreter's bounds check, on a GPU after poisoning fresh memory (see the module docstring).
+    interpreter's bounds check, on a GPU after poisoning fresh memory (see the module docstring);
+    ``tol`` (the variant's tolerance, default: the dtype's) judges whether the GPU's two calls
+    differ.
     """
     from xeforge_core.worker.errors import WorkerError
 
@@ -79,7 +85,13 @@ def unwritten_truth(ops: Any, call_fresh: Callable[[], list[Any]], outputs: list
         return None
     surfaced = _poison_surfaced(outputs, again)
     if not surfaced:
-        return None
+        same, comps, _, note = compare_outputs(again, outputs, tol or Tolerance(), poisoned=False)
+        if same:
+            return None
+        return (f"on variant {variant} the {truth} called again on freshly allocated (NaN-poisoned) weights and "
+                f"inputs of the same values gives another answer ({summarize_failure(comps, note)}): its output "
+                "depends on memory nothing wrote (out-of-bounds or uninitialised reads) or on state its model "
+                "keeps between calls")
     return (f"on variant {variant} {surfaced} element(s) of the {truth}'s own output held values, and hold NaN when "
             "it is called again on freshly allocated (NaN-poisoned) weights and inputs: the "
             f"{truth} computes them from memory nothing wrote (out-of-bounds or uninitialised reads)")
@@ -87,6 +99,6 @@ def unwritten_truth(ops: Any, call_fresh: Callable[[], list[Any]], outputs: list
 
 def unwritten_truth_summary(truth: str, info: dict[str, Any]) -> str:
     """The verdict's sentence for ``info`` (``{"variant", "note"}``) saved by the baseline job."""
-    return (f"the {truth} reads memory nothing wrote: {info['note']}. No candidate can be checked against it "
+    return (f"the {truth}'s output is not determined by its inputs and weights: {info['note']}. No candidate can be checked against it "
             f"element by element; the fault is the {truth}'s (or its spec's: check that the inits size every "
             "tensor the kernels index), not the candidate's")

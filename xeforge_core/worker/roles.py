@@ -8,8 +8,8 @@ and the reference's (``xeforge_core.worker.expected``: streamed to disk, so host
 not grow with tensor size), plus the model weights per (variant, seed) and a ``meta.json``
 (heavy aten ops, launch count, whether the baseline agrees with the reference, what the truth
 is, whether the truth's outputs ignore inputs that varied, and whether they depend on memory
-nothing wrote: ``meta["unwritten_truth"]``, from one more call of the truth per variant on fresh
-memory, ``truth_memory.py``). The candidate job compares against those; where the truth is
+nothing wrote: ``meta["unwritten_truth"]``, from one more call per variant of a Triton baseline
+that is the truth, on fresh memory, ``truth_memory.py``). The candidate job compares against those; where the truth is
 random or reads memory nothing wrote, its verdict is inconclusive and names the truth's fault.
 
 The truth is the reference when one exists (``meta["truth"] == "reference"``), else the
@@ -683,12 +683,12 @@ def run_baseline(ctx: WorkerContext) -> None:
                 record["ref_agrees"] = ok or lower
                 if not ok and not lower:
                     ref_failures.append(f"{combo.describe()}: {summarize_failure(comps, note)}")
-            if combo.vname not in checked_memory and not meta.get("unwritten_truth"):
+            # a Triton baseline that is the truth: nothing else would catch it reading memory nothing
+            # wrote (a PyTorch truth cannot; a baseline beside a reference is compared with it)
+            if reference is None and not eager and combo.vname not in checked_memory \
+                    and not meta.get("unwritten_truth"):
                 checked_memory.add(combo.vname)
-                unwritten = _unwritten_truth(
-                    ctx, reference or harness, combo, ref_out if reference is not None else outputs,
-                    "reference" if reference is not None else meta["truth"],
-                    harness.states[(combo.vname, combo.seed)] if reference is not None else None)
+                unwritten = _unwritten_truth(ctx, harness, combo, outputs, meta["truth"])
                 if unwritten:
                     meta["unwritten_truth"] = {"variant": combo.vname, "note": unwritten}
             if combo is combos[0] and not meta.get("unwritten_truth"):
@@ -1110,14 +1110,11 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
     return runs, grids
 
 
-def _unwritten_truth(ctx: WorkerContext, truth: Harness, combo: Combo, outputs: list[Any], what: str,
-                     baseline_state: dict[str, torch.Tensor] | None) -> str | None:
+def _unwritten_truth(ctx: WorkerContext, truth: Harness, combo: Combo, outputs: list[Any], what: str) -> str | None:
     """Why the truth's ``outputs`` for ``combo`` depend on memory nothing wrote, or ``None``:
-    the truth called again on a fresh model (given ``baseline_state``, as the first call was)
-    and fresh inputs (``worker.truth_memory``)."""
+    the truth called again on a fresh model and fresh inputs (``worker.truth_memory``)."""
     def call_fresh() -> list[Any]:
-        model = truth.model_for(combo, baseline_state=baseline_state, fresh=True)
-        return truth.run(model, truth.inputs_for(combo),
+        return truth.run(truth.model_for(combo, fresh=True), truth.inputs_for(combo),
                          during=f"calling the truth again on fresh memory on {combo.describe()}")
 
     return unwritten_truth(ctx.ops, call_fresh, outputs, what, combo.vname,

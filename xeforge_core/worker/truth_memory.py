@@ -33,15 +33,15 @@ from xeforge_core.worker.compare import Tolerance, compare_outputs, summarize_fa
 
 
 def _place(access: dict[str, Any]) -> str:
-    """``kernel k reads out of bounds at line 37 (argument s_ptr, 254 lane(s), 2 byte(s) after its
-    6-byte allocation)``."""
+    """``kernel k reads out of bounds at line 37 (argument s_ptr, 254 lane(s), the first 1 byte(s)
+    after its 6-byte storage)`` for one place ``BoundsCheck`` recorded."""
     verb = {"read": "reads", "write": "writes", "atomic": "updates"}.get(access.get("access", ""), "accesses")
     where = f" at line {access['line']}" if access.get("line") else ""
     text = f"kernel {access.get('kernel') or '?'} {verb} out of bounds{where}"
     if access.get("argument"):
-        text += (f" (argument {access['argument']}, {access.get('count', 1)} lane(s), nearest "
+        text += (f" (argument {access['argument']}, {access.get('count', 1)} lane(s), the first "
                  f"{access.get('distance')} byte(s) {access.get('side')} its {access.get('allocation')}-byte "
-                 "allocation)")
+                 "storage)")
     return text
 
 

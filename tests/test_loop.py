@@ -383,3 +383,13 @@ def test_a_stage_the_engine_cannot_do_is_answered_at_once(gemm_session):
     assert outcome.status is OutcomeStatus.KEPT_CURRENT and controller.device == "cpu"
     assert "no codemod for stage 'algorithmic'" in outcome.reason and "llm or manual" in outcome.reason
     assert gemm_session.candidates() == [] and gemm_session.stages["algorithmic"]["status"] == "kept_current"
+
+
+def test_a_stage_reason_names_the_verdict_kind_once():
+    from xeforge_core.pipeline.outcomes import kind_and_reason
+    from xeforge_core.verdict import Verdict, VerdictKind
+
+    said = kind_and_reason(Verdict(kind=VerdictKind.INCONCLUSIVE, reason="inconclusive: the baseline's output ..."))
+    assert said == "inconclusive: the baseline's output ..."
+    said = kind_and_reason(Verdict(kind=VerdictKind.WRONG_ANSWER, reason="wrong answer on variant ci"))
+    assert said == "wrong_answer wrong answer on variant ci"

@@ -22,6 +22,7 @@ from xeforge_core.pipeline.outcomes import (
     Attempt,
     LoopOptions,
     StageOutcome,
+    kind_and_reason,
     resolve_run_device,
     stage_emitter,
 )
@@ -77,7 +78,7 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
                       candidate_id=rec.id, verdict=verdict, source=candidate.code, rationale=candidate.rationale)
     if not verdict.passed:
         controller.reject(rec.id, f"the TorchInductor version does not verify: {verdict.kind.value}")
-        reason = f"the TorchInductor version does not verify: {verdict.kind.value} {verdict.reason}"
+        reason = f"the TorchInductor version does not verify: {kind_and_reason(verdict)}"
         controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, reason)
         return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.FAILED, attempts=[attempt], iterations=1,
                             reason=reason, verdict=verdict, best=rec.id, seconds=time.monotonic() - started)

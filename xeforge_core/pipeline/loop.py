@@ -57,6 +57,7 @@ from xeforge_core.pipeline.outcomes import (
     Attempt,
     LoopOptions,
     StageOutcome,
+    kind_and_reason,
     resolve_run_device,
     stage_emitter,
 )
@@ -492,7 +493,7 @@ def _prepare_portability(controller: StageController, options: LoopOptions, forc
     if not verdict.passed:
         controller.reject(rec.id, f"the ported code does not verify: {verdict.kind.value}")
         outcome = StageOutcome(stage=PORTABILITY, status=OutcomeStatus.FAILED, attempts=[attempt], iterations=1,
-                               reason=f"the ported code does not verify: {verdict.kind.value} {verdict.reason}",
+                               reason=f"the ported code does not verify: {kind_and_reason(verdict)}",
                                verdict=verdict, best=rec.id)
     else:
         if against_original:

@@ -167,3 +167,11 @@ def stage_emitter(on_progress: ProgressFn | None, stage: str) -> Callable[..., N
         with contextlib.suppress(Exception):  # a broken progress display must not stop the loop
             on_progress(payload)
     return emit
+
+
+def kind_and_reason(verdict: Verdict) -> str:
+    """A failed verdict in one phrase for a stage's reason: ``wrong_answer wrong answer on ...``,
+    or the reason alone where it already starts with its kind (``inconclusive: the baseline's
+    ...``)."""
+    kind, reason = verdict.kind.value, verdict.reason or ""
+    return reason if reason.startswith(f"{kind}:") else f"{kind} {reason}".strip()

@@ -7,8 +7,10 @@ baseline found outside the truth's domain on a variant (``xeforge_core.worker.do
 and the reference's (``xeforge_core.worker.expected``: streamed to disk, so host memory does
 not grow with tensor size), plus the model weights per (variant, seed) and a ``meta.json``
 (heavy aten ops, launch count, whether the baseline agrees with the reference, what the truth
-is, whether the truth's outputs ignore inputs that varied). The candidate job compares against
-those.
+is, whether the truth's outputs ignore inputs that varied, and whether they depend on memory
+nothing wrote: ``meta["unwritten_truth"]``, from one more call per variant of a Triton baseline
+that is the truth, on fresh memory, ``truth_memory.py``). The candidate job compares against those; where the truth is
+random or reads memory nothing wrote, its verdict is inconclusive and names the truth's fault.
 
 The truth is the reference when one exists (``meta["truth"] == "reference"``), else the
 baseline. A PyTorch truth is also run in float64 (``truth64.py``): candidates are then judged by
@@ -95,6 +97,7 @@ from xeforge_core.worker.precision_report import findings as precision_findings
 from xeforge_core.worker.precision_report import summary as precision_summary
 from xeforge_core.worker.tiles import kernel_sources, launch_facts
 from xeforge_core.worker.truth64 import Float64Truth, Unavailable, full_float32
+from xeforge_core.worker.truth_memory import unwritten_truth, unwritten_truth_summary
 
 DEFAULT_SEEDS = (0, 1, 2)
 
@@ -629,6 +632,7 @@ def run_baseline(ctx: WorkerContext) -> None:
         truth_hashes: dict[str, list[tuple[str, tuple, str]]] = {}
         domain = TruthDomain(anchor_distribution(ctx.job), meta["truth"])
         f64 = _float64_truth(ctx, meta, reference or (harness if eager else None))
+        checked_memory: set[str] = set()
         for combo in combos:
             model = harness.model_for(combo)
             if (combo.vname, combo.seed) not in meta.get("_saved", set()):
@@ -679,7 +683,15 @@ def run_baseline(ctx: WorkerContext) -> None:
                 record["ref_agrees"] = ok or lower
                 if not ok and not lower:
                     ref_failures.append(f"{combo.describe()}: {summarize_failure(comps, note)}")
-            if combo is combos[0]:
+            # a Triton baseline that is the truth: nothing else would catch it reading memory nothing
+            # wrote (a PyTorch truth cannot; a baseline beside a reference is compared with it)
+            if reference is None and not eager and combo.vname not in checked_memory \
+                    and not meta.get("unwritten_truth"):
+                checked_memory.add(combo.vname)
+                unwritten = _unwritten_truth(ctx, harness, combo, outputs, meta["truth"])
+                if unwritten:
+                    meta["unwritten_truth"] = {"variant": combo.vname, "note": unwritten}
+            if combo is combos[0] and not meta.get("unwritten_truth"):
                 random_note = _random_truth(ctx, reference or harness, rmodel if reference is not None else model,
                                             combo, ref_out if reference is not None else outputs)
                 if random_note:
@@ -727,7 +739,11 @@ def run_baseline(ctx: WorkerContext) -> None:
                                         f"e.g. {ref_failures[0]}: the reference is the truth, so the problem is "
                                         "inconsistent")
         what = "reference" if meta["truth"] == "reference" else "baseline"
-        if meta.get("random_truth"):
+        if meta.get("unwritten_truth"):
+            step.status = StepStatus.INCONCLUSIVE
+            step.summary = unwritten_truth_summary(what, meta["unwritten_truth"])
+            ctx.verdict.warnings.append(step.summary)
+        elif meta.get("random_truth"):
             step.status = StepStatus.INCONCLUSIVE
             step.summary = _random_truth_summary(what, meta["random_truth"])
             ctx.verdict.warnings.append(step.summary)
@@ -878,8 +894,9 @@ def run_candidate(ctx: WorkerContext) -> None:
                                       excused, launches)
         _precision_to_verdict(ctx, runs + ([first] if first is not None else []), policy, hints, meta)
         failed = [r for r in runs if not r.passed and r not in excused]
+        truth_fault = meta.get("random_truth") or meta.get("unwritten_truth")
         if first is not None and not first.passed and first not in excused and not failed \
-                and not meta.get("random_truth"):
+                and not truth_fault:
             step.evidence = {"runs": len(runs) + 1, "failed": 1, "truth": meta.get("truth", "baseline")}
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
                 f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}"
@@ -892,7 +909,7 @@ def run_candidate(ctx: WorkerContext) -> None:
         if harness.call_description:
             step.evidence["call"] = harness.call_description
         disagreeing = int(meta.get("baseline_disagrees") or 0)
-        if failed and not meta.get("random_truth"):
+        if failed and not truth_fault:
             r = failed[0]
             cfg = f" with autotune config {r.config}" if r.config else ""
             reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {inputs_phrase(r.distribution)}){cfg} "
@@ -915,9 +932,11 @@ def run_candidate(ctx: WorkerContext) -> None:
             step.evidence["probe"] = _grid_probe(ctx, harness, probe, baseline_state_of)
         constant = meta.get("constant_outputs") or []
         truth = meta.get("truth", "baseline")
-        if meta.get("random_truth"):
+        if truth_fault:
             step.status = StepStatus.INCONCLUSIVE
-            step.summary = "inconclusive: " + _random_truth_summary(truth, meta["random_truth"])
+            step.summary = "inconclusive: " + (
+                unwritten_truth_summary(truth, meta["unwritten_truth"]) if meta.get("unwritten_truth")
+                else _random_truth_summary(truth, meta["random_truth"]))
             ctx.verdict.warnings.append(step.summary)
             ctx.verdict.kind = VerdictKind.INCONCLUSIVE
             ctx.verdict.reason = step.summary
@@ -1089,6 +1108,17 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             ctx.verdict.correctness.append(run)
             del out
     return runs, grids
+
+
+def _unwritten_truth(ctx: WorkerContext, truth: Harness, combo: Combo, outputs: list[Any], what: str) -> str | None:
+    """Why the truth's ``outputs`` for ``combo`` depend on memory nothing wrote, or ``None``:
+    the truth called again on a fresh model and fresh inputs (``worker.truth_memory``)."""
+    def call_fresh() -> list[Any]:
+        return truth.run(truth.model_for(combo, fresh=True), truth.inputs_for(combo),
+                         during=f"calling the truth again on fresh memory on {combo.describe()}")
+
+    return unwritten_truth(ctx.ops, call_fresh, outputs, what, combo.vname,
+                           resolve_tolerance(ctx.options, combo.variant))
 
 
 def _random_truth(ctx: WorkerContext, truth: Harness, model: torch.nn.Module, combo: Combo,

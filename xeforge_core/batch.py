@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from xeforge_core.errors import XeForgeError
+from xeforge_core.worker import formats
 
-REFERENCE_SUFFIXES = ("_ref", "_pytorch")
+#: Stem suffixes of a kernel's sibling reference, as the registered problem formats name them.
+REFERENCE_SUFFIXES = formats.reference_suffixes()
 
 
 @dataclass

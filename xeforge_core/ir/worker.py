@@ -291,13 +291,15 @@ def _model(job: dict[str, Any], job_dir: Path, loaded: Any, inits: list[Any], de
            problem_inputs: Any) -> Any:
     """The model whose forward() launches the kernels: the module's class, or for a ``function``
     entry (KernelAgent's ``kernel_function``) that function bound to the problem's reference
-    ``Model`` and its parameters (``worker.adapter``), as the verifier calls it."""
+    ``Model`` and its parameters (adapted by its format, ``worker.formats``), as the verifier
+    calls it."""
     from xeforge_core.worker.inputs import construct_model
     from xeforge_core.worker.loading import load_module
 
-    if loaded.entry != "function":
+    adapt = loaded.adapter()
+    if adapt is None:
         return construct_model(loaded, inits, 0, device, dtype)
-    from xeforge_core.worker.adapter import KernelFunctionModel, forward_params
+    from xeforge_core.worker.formats.base import forward_params
 
     source = job.get("reference")
     binding = (load_module(job_dir, dict(source, label="binding", entry="class", class_name="Model"))
@@ -310,7 +312,7 @@ def _model(job: dict[str, Any], job_dir: Path, loaded: Any, inits: list[Any], de
                                   f"{loaded.path.name} defines {loaded.class_name}() but there is no problem "
                                   "Model to bind its parameters to"))
     reference = construct_model(binding, inits, 0, device, dtype)
-    return KernelFunctionModel(loaded.entry_function(), reference, forward_params(binding.model_class()))
+    return adapt(loaded.entry_function(), reference, forward_params(binding.model_class()))
 
 
 def _not_launched(jit_functions: list[Any], launched: set[str]) -> list[str]:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -583,7 +584,7 @@ def read_module(source: str | bytes, path: str | Path | None = None, *, class_na
     reader = _Reader(tree, text, p)
     defined = set(reader.class_nodes) | {a for a, (t, _) in reader.aliases.items() if t in reader.class_nodes}
     if class_name is None:
-        class_name = "ModelNew" if "ModelNew" in defined else "Model"
+        class_name = next((n for n in formats.class_names() if n in defined), "Model")
     if class_name not in defined:
         if require_model:
             raise ProblemError(_missing_class_message(class_name, reader), file=where)

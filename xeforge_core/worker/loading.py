@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
+from xeforge_core.worker.formats import format_for_entry
 
 
 @dataclass
@@ -37,6 +38,20 @@ class LoadedModule:
     jit_functions: list[Any] = field(default_factory=list)
     #: ``class`` (instantiate ``class_name``) or ``function`` (call it: KernelAgent's convention)
     entry: str = "class"
+
+    def adapter(self) -> Any:
+        """For a ``function`` entry, its format's ``adapt(fn, reference_model, forward_params)``
+        that makes it a model; ``None`` for a class entry. Raises ``WorkerError``
+        (runtime_error) for a function entry no registered format enters by."""
+        if self.entry != "function":
+            return None
+        fmt = format_for_entry(self.entry, self.class_name)
+        if fmt is None or fmt.adapt is None:
+            from xeforge_core.verdict import VerdictKind
+
+            raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
+                                      f"no problem format enters a module by a function {self.class_name}()"))
+        return fmt.adapt
 
     def entry_function(self) -> Any:
         """The module-level function a ``function`` entry calls. Raises ``WorkerError``

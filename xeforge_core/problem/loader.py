@@ -40,10 +40,6 @@ from .spec import MAX_SOURCE_BYTES, build_variant, check_text, parse_spec
 
 __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference", "read_candidate"]
 
-#: Sibling files that complete a kernel file, as the registered formats name them.
-REFERENCE_SUFFIXES = formats.reference_suffixes()
-SPEC_SUFFIXES = formats.spec_suffixes()
-
 
 def _read(path: Path, what: str) -> str:
     """Read a text file with the same guards as pasted text (size, UTF-8, not empty)."""
@@ -99,9 +95,10 @@ def check_candidate_entry(source: str, *, file: str | Path | None = None) -> Non
 
 
 def find_spec(kernel_path: str | Path) -> Path | None:
-    """The sibling spec of ``kernel_path`` (``<stem>.yaml`` / ``<stem>.yml``), if any."""
+    """The sibling spec of ``kernel_path`` (``<stem>.yaml`` / ``<stem>.yml``: the registered
+    formats' ``spec_suffixes``), if any."""
     kp = Path(kernel_path)
-    for suffix in SPEC_SUFFIXES:
+    for suffix in formats.spec_suffixes():
         cand = kp.with_suffix(suffix)
         if cand.is_file():
             return cand
@@ -109,9 +106,10 @@ def find_spec(kernel_path: str | Path) -> Path | None:
 
 
 def find_reference(kernel_path: str | Path) -> Path | None:
-    """The sibling reference of ``kernel_path`` (``<stem>_pytorch.py`` / ``<stem>_ref.py``)."""
+    """The sibling reference of ``kernel_path`` (``<stem>_pytorch.py`` / ``<stem>_ref.py``: the
+    registered formats' ``reference_suffixes``)."""
     kp = Path(kernel_path)
-    for suffix in REFERENCE_SUFFIXES:
+    for suffix in formats.reference_suffixes():
         cand = kp.with_name(f"{kp.stem}{suffix}.py")
         if cand.is_file() and cand.resolve() != kp.resolve():
             return cand

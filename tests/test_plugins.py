@@ -134,3 +134,71 @@ def test_reading_the_formats_imports_no_torch() -> None:
             "print(any(m == 'torch' for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def _toy_probe(out: dict) -> None:
+    out["available"]["toy"] = 2
+    for i in range(2):
+        out["devices"][f"toy:{i}"] = {"type": "toy", "index": i, "name": "Toy accelerator", "driver_version": None,
+                                      "triton_backend": "toy", "compute_units": 4, "l2_bytes": None,
+                                      "memory_bytes": 1 << 30, "extra": {}}
+
+
+def test_a_backend_is_one_module_plus_its_registration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Registered in ``worker.backends.BACKENDS`` only (ahead of the others, so detection
+    prefers it), a new device backend is probed, chosen, parsed as an override, numbered through
+    its visibility variable, given its device nodes in the sandbox, accepted by the Ray batch,
+    named in the doctor's stack and in the note on a module that hard-codes it."""
+    from xeforge_core import devices, sandbox
+    from xeforge_core.raybatch.jobs import JobPlacement
+    from xeforge_core.worker import backends, probe
+    from xeforge_core.worker.backends.base import DeviceBackend
+    from xeforge_core.worker.errors import hardcoded_device_note
+
+    node = tmp_path / "toy0"
+    node.write_text("")
+    toy = DeviceBackend(name="toy", title="toy accelerator", triton_backend="toy", probe=_toy_probe,
+                        torch_module="toy", visible_devices_var="TOY_VISIBLE_DEVICES",
+                        device_nodes=(str(tmp_path / "toy*"),), runtime_libraries=("libtoyrt",),
+                        doctor_problems=lambda stems: [] if "libtoyrt" in stems else ["no libtoyrt loaded"],
+                        hardcoded=r"['\"]toy(:\d+)?['\"]")
+    with pytest.raises(ValueError, match="unknown device 'toy:1'"):
+        devices.parse_override("toy:1")
+
+    touched = Touched(monkeypatch)
+    touched.setattr(backends, "BACKENDS", (toy, *backends.BACKENDS))
+    assert touched.files == {"backends/__init__.py"}  # + the backend's own module: 2 files
+
+    result = probe.run({"options": {"probe_types": ["toy", "cpu"]}})
+    assert result["available"] == {"toy": 2, "cpu": 1} and result["devices"]["toy:1"]["name"] == "Toy accelerator"
+    assert devices.select_device(None, result["available"]) == ("toy", 0)
+    assert devices.select_device("toy:1", result["available"]) == ("toy", 1)
+    assert devices.parse_override("toy:1") == ("toy", 1)
+    monkeypatch.setenv("TOY_VISIBLE_DEVICES", "5,7")
+    assert devices.physical_index("toy", 1) == "7"
+    assert node in sandbox.device_nodes()
+    placement = JobPlacement(device_type="toy")
+    assert placement.uses_gpus and placement.resources("timing")["num_gpus"] == 1
+    assert backends.get_backend("toy").doctor_problems(["libcuda"]) == ["no libtoyrt loaded"]
+    note = hardcoded_device_note("x = torch.ones(3, device='toy')", "RuntimeError: toy device not found", "cpu")
+    assert note and note.startswith("hard-codes the toy device")
+    assert "TOY_VISIBLE_DEVICES" in backends.device_env()
+
+
+def test_the_backends_keep_the_selection_order_and_the_xpu_path() -> None:
+    """xpu first, then cuda, then the interpreter; xpu behind the same interface as cuda."""
+    from xeforge_core.devices import select_device
+    from xeforge_core.worker import backends
+
+    assert backends.names() == ("xpu", "cuda", "cpu") and backends.gpu_names() == ("xpu", "cuda")
+    assert select_device(None, {"xpu": 1, "cuda": 2, "cpu": 1}) == ("xpu", 0)
+    assert select_device(None, {"xpu": 0, "cuda": 2, "cpu": 1}) == ("cuda", 0)
+    assert select_device(None, {"cpu": 1}) == ("cpu", 0)
+    xpu, cuda = backends.get_backend("xpu"), backends.get_backend("cuda:1")
+    assert (xpu.visible_devices_var, cuda.visible_devices_var) == ("ZE_AFFINITY_MASK", "CUDA_VISIBLE_DEVICES")
+    assert (xpu.torch_module, xpu.triton_backend, xpu.graph_class) == ("xpu", "intel", "XPUGraph")
+    assert not xpu.graph_timing and cuda.graph_timing and cuda.busy_wait and not xpu.busy_wait
+    assert backends.triton_backend_for("xpu") == "intel" and backends.triton_backend_for("hip") == "amd"
+    assert xpu.doctor_problems(["libsycl"]) == ["no Level Zero loader (libze_loader) is loaded in the xpu process"]
+    with pytest.raises(ValueError, match="expected xpu, cuda, cpu"):
+        backends.get_backend("tpu")

@@ -53,6 +53,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.worker.backends import triton_backend_for
 from xeforge_core.worker.job import PROGRESS_FILE, read_job, write_result
 
 #: Largest IR text kept per stage (characters); longer texts are cut and listed in ``truncated``.
@@ -280,7 +281,7 @@ def _target_available(backend: str) -> str:
     """``""`` when the installed Triton has the backend for ``backend`` (cuda/hip/xpu)."""
     from triton.backends import backends
 
-    name = {"cuda": "nvidia", "hip": "amd", "xpu": "intel"}.get(backend, backend)
+    name = triton_backend_for(backend)
     if name in backends:
         return ""
     return (f"the installed Triton has no {name} backend (it has: {', '.join(sorted(backends)) or 'none'})"

@@ -60,6 +60,7 @@ from xeforge_core.pipeline.outcomes import (
     resolve_run_device,
     stage_emitter,
 )
+from xeforge_core.session.approval import SessionError
 from xeforge_core.units import plural
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 from xeforge_core.vocab.stages import PORTABILITY
@@ -364,8 +365,6 @@ def _one_attempt(controller: StageController, engine: Engine, engine_name: str, 
 
 def _approve(controller: StageController, stage: str, best: Attempt, attempts: list[Attempt], iteration: int,
              emit: Callable[..., None]) -> StageOutcome:
-    from xeforge_core.session import SessionError
-
     assert best.candidate_id is not None
     try:
         version = controller.approve(best.candidate_id)

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import git
 
-from xeforge_core.errors import XeForgeError
+from xeforge_core.session.approval import SessionError, check_approval
 from xeforge_core.session.git import GitStore, GitStoreError
 from xeforge_core.session.records import (
     CANDIDATE_REF_PREFIX,
@@ -88,11 +88,6 @@ FORMAT_VERSION = 1
 
 _STAGE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
-
-
-class SessionError(XeForgeError, RuntimeError):
-    """A session operation that cannot be done as asked (unknown version or candidate, a
-    stale candidate, a repository that is not a session). ``str(err)`` says why."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -619,18 +614,8 @@ class Session:
         with self._locked():
             self._refresh()
             rec = self.candidate(candidate_id)
-            if rec.status == CandidateStatus.APPROVED:
-                raise SessionError(f"candidate {candidate_id} is already approved ({rec.approved_as})")
-            if rec.status == CandidateStatus.REJECTED:
-                raise SessionError(f"candidate {candidate_id} was rejected; restore it or add it again")
             head = self.head
-            stale = rec.parent != head
-            if stale and not allow_stale:
-                raise SessionError(
-                    f"candidate {candidate_id} was verified against {rec.parent[:10]}, but the current "
-                    f"version is {head[:10]}; verify it again against the current version")
-            if self._read(rec.sha, self.kernel_file) == self._read(head, self.kernel_file):
-                raise SessionError(f"candidate {candidate_id} does not change the kernel")
+            stale = check_approval(rec, head, allow_stale=allow_stale, unchanged=self._read(rec.sha, self.kernel_file) == self._read(head, self.kernel_file))
             verdict = rec.verdict
             speed = verdict.speedup if speed_measured(verdict) and not speed_neutral else None
             parent_version = self.version(head)

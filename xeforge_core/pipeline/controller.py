@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xeforge_core import verify as verify_module
+from xeforge_core.analysis import analyze
 from xeforge_core.engines.base import Candidate, ProposalContext
 from xeforge_core.errors import XeForgeError
 from xeforge_core.problem import ProblemError
@@ -132,7 +133,6 @@ class StageController(abc.ABC):
         and current code, the problem, the analysis of the current code for the target, the
         target and the plan. ``overrides`` replace fields (``search_space``, ``options``,
         ``prompt``, ``analysis``)."""
-        from xeforge_core.analysis import analyze
 
         problem = self.current()
         current = problem.kernel.source

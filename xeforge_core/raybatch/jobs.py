@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from xeforge_core import runner, sandbox
+from xeforge_core.devices import DeviceInfo
 from xeforge_core.errors import XeForgeError
 from xeforge_core.worker import backends
 from xeforge_core.worker.job import PROGRESS_FILE, RESULT_FILE
@@ -226,8 +227,6 @@ def run_job_task(job: dict[str, Any], limits: dict[str, Any], expected: tuple[st
         job = dict(job)
         options = dict(job.get("options") or {})
         if device_type != "cpu":
-            from xeforge_core.devices import DeviceInfo
-
             options["lock_key"] = DeviceInfo(type=device_type, index=0).lock_key()
         job["options"] = options
         returned = list(RETURNED_FILES)

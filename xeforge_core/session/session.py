@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import git
 
+from xeforge_core.problem import problem_from_source
 from xeforge_core.session.approval import SessionError, check_approval
 from xeforge_core.session.git import GitStore, GitStoreError
 from xeforge_core.session.records import (
@@ -421,8 +422,6 @@ class Session:
             base = getattr(self, "_base_problem", None)
             baseline_spec = self._read(self.baseline, self.spec_file) if self.spec_file else None
             if base is None or spec_text != baseline_spec:
-                from xeforge_core.problem import problem_from_source
-
                 ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
                 base = problem_from_source(
                     self._read(self.baseline, self.kernel_file),
@@ -448,7 +447,6 @@ class Session:
         ``text`` changes nothing."""
         if not self.spec_file:
             raise SessionError("this session has no spec to edit (start a new session with one)")
-        from xeforge_core.problem import problem_from_source
 
         ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
         problem_from_source(self.source("head"), name=_problem_name(self._info.get("problem") or self.name),

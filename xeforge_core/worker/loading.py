@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.verdict import VerdictKind
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
 from xeforge_core.worker.formats import format_for_entry
 
@@ -47,8 +48,6 @@ class LoadedModule:
             return None
         fmt = format_for_entry(self.entry, self.class_name)
         if fmt is None or fmt.adapt is None:
-            from xeforge_core.verdict import VerdictKind
-
             raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
                                       f"no problem format enters a module by a function {self.class_name}()"))
         return fmt.adapt
@@ -56,7 +55,6 @@ class LoadedModule:
     def entry_function(self) -> Any:
         """The module-level function a ``function`` entry calls. Raises ``WorkerError``
         (runtime_error) when it is missing or not callable."""
-        from xeforge_core.verdict import VerdictKind
 
         fn = getattr(self.module, self.class_name, None)
         if callable(fn):
@@ -72,7 +70,6 @@ class LoadedModule:
     def model_class(self) -> type:
         """The class the harness instantiates. Raises ``WorkerError`` (runtime_error) naming
         the classes that do exist when it is missing or not a class."""
-        from xeforge_core.verdict import VerdictKind
 
         obj = getattr(self.module, self.class_name, None)
         if isinstance(obj, type):
@@ -129,8 +126,6 @@ def load_module(job_dir: Path, source: dict[str, Any], device: str | None = None
         sys.modules.pop(mod_name, None)
         failure = classify(exc, str(path), during=f"importing the {label} module")
         if failure.kind.value == "runtime_error":
-            from xeforge_core.verdict import VerdictKind
-
             failure.kind = VerdictKind.COMPILE_ERROR
         if device:
             note = hardcoded_device_note(text, failure.reason + failure.error_text, device)

@@ -62,6 +62,7 @@ from xeforge_core.problem.module import entry_point
 from xeforge_core.problem.scaling import estimate_input_bytes, odd_module_variant, variant_input_elements
 from xeforge_core.sizes import TileChoice, checked_sizes, choose_sizes, plan_probe
 from xeforge_core.verdict import Finding, Step, StepStatus, Verdict, VerdictKind
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
@@ -445,7 +446,7 @@ class _Run:
         #: the variant launch-grid coverage derived, once checked (``_check_grid_coverage``)
         self.grid_variants: list[Any] = []
         self.inputs_module = problem.inputs.to_data() if problem.inputs is not None else None
-        if problem.spec is None and self.inputs_module is None and _defines(candidate_source, "get_inputs"):
+        if problem.spec is None and self.inputs_module is None and _defines(candidate_source, formats.inputs_functions()[0]):
             self.inputs_module = {"source": candidate_source, "filename": "candidate_inputs.py",
                                   "class_name": "Model", "label": "inputs"}
             self.warnings.append("neither the problem nor its reference defines get_inputs(): the candidate's own "

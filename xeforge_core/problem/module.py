@@ -184,12 +184,12 @@ class ModuleFacts:
     @property
     def has_get_inputs(self) -> bool:
         """Whether the module defines ``get_inputs()`` (a function or an alias)."""
-        return "get_inputs" in self.functions
+        return formats.inputs_functions()[0] in self.functions
 
     @property
     def has_get_init_inputs(self) -> bool:
         """Whether the module defines ``get_init_inputs()``."""
-        return "get_init_inputs" in self.functions
+        return formats.inputs_functions()[1] in self.functions
 
     @property
     def kernel_names(self) -> list[str]:
@@ -252,7 +252,7 @@ class _Reader:
                         self.module_consts[target.id] = stmt.value
                         if isinstance(stmt.value, ast.Name):
                             self.aliases[target.id] = (stmt.value.id, stmt.lineno)
-                        if target.id in {"get_inputs", "get_init_inputs"}:
+                        if target.id in formats.inputs_functions():
                             self.function_lines.setdefault(target.id, stmt.lineno)
         self.kernels: dict[str, KernelInfo] = {}
         for node in ast.walk(tree):

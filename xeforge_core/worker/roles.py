@@ -47,6 +47,7 @@ import torch
 
 from xeforge_core.precision import PrecisionPolicy
 from xeforge_core.verdict import CorrectnessRun, Finding, Step, StepStatus, VerdictKind
+from xeforge_core.worker import formats
 from xeforge_core.worker.calibrated import Truth64
 from xeforge_core.worker.capture import INT32_LIMIT, LaunchRefused
 from xeforge_core.worker.compare import (
@@ -187,7 +188,7 @@ class Harness:
         problem_inputs = ctx.inputs_module()
         self.input_source = problem_inputs or loaded
         candidates = [m for m in (problem_inputs, loaded, init_fallback) if m is not None]
-        self.init_module = next((m for m in candidates if hasattr(m.module, "get_init_inputs")), candidates[0])
+        self.init_module = next((m for m in candidates if hasattr(m.module, formats.inputs_functions()[1])), candidates[0])
         self.spec = ctx.job.get("spec")
         self.models: dict[tuple[str, int], torch.nn.Module] = {}
         self.states: dict[tuple[str, int], dict[str, torch.Tensor]] = {}

@@ -272,28 +272,11 @@ def hidden_paths(*, workspace: str | os.PathLike[str] | None = None) -> list[Pat
     return out
 
 
-_nvidia_nodes_checked = False
-
-
-def _ensure_nvidia_nodes() -> None:
-    """Create NVIDIA's UVM device nodes if the driver is loaded but nothing used CUDA since boot:
-    CUDA creates them on first use through the setuid ``nvidia-modprobe``, which cannot work
-    inside the sandbox (no new privileges), so they must exist before it starts."""
-    global _nvidia_nodes_checked
-    if _nvidia_nodes_checked:
-        return
-    _nvidia_nodes_checked = True
-    if os.path.exists("/dev/nvidiactl") and not os.path.exists("/dev/nvidia-uvm"):
-        tool = shutil.which("nvidia-modprobe")
-        if tool:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run([tool, "-u", "-c=0"], capture_output=True, timeout=30)
-
-
 def device_nodes() -> list[Path]:
     """The GPU device nodes present on this machine (every backend's ``device_nodes``, then
     ``EXTRA_DEVICE_NODES``)."""
-    _ensure_nvidia_nodes()
+    for backend in backends.BACKENDS:
+        backend.prepare_nodes()
     nodes: list[Path] = []
     for pattern in (*backends.device_node_globs(), *EXTRA_DEVICE_NODES):
         for match in sorted(glob.glob(pattern)):

@@ -17,6 +17,10 @@ def _nothing() -> dict[str, str]:
     return {}
 
 
+def _nothing_to_prepare() -> None:
+    return None
+
+
 def _no_problems(library_stems: list[str]) -> list[str]:
     return []
 
@@ -38,6 +42,10 @@ class DeviceBackend:
         device_env: other variables that change which devices a process sees or how they
             are numbered (``ONEAPI_DEVICE_SELECTOR``).
         device_nodes: ``/dev`` paths (globs) the sandbox binds so a worker can reach the device.
+        prepare_nodes: called before the sandbox lists the device nodes (NVIDIA's UVM nodes
+            must exist before a sandboxed process first uses CUDA).
+        profiler_activity: the ``torch.profiler.ProfilerActivity`` member that records its
+            kernels (``CUDA``, ``XPU``), or ``None``.
         runtime_libraries: shared-library stems the doctor names in its stack report.
         ir_backend: the backend name of an IR compile target (``ir/targets.py``), or ``None``.
         graph_class: the ``torch_module`` attribute of a device graph timing may replay
@@ -63,6 +71,8 @@ class DeviceBackend:
     visible_devices_var: str | None = None
     device_env: tuple[str, ...] = ()
     device_nodes: tuple[str, ...] = ()
+    prepare_nodes: Callable[[], None] = field(default=_nothing_to_prepare)
+    profiler_activity: str | None = None
     runtime_libraries: tuple[str, ...] = ()
     ir_backend: str | None = None
     graph_class: str | None = None

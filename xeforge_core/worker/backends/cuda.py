@@ -3,6 +3,9 @@ GPU (same kernels, same verifier, a warp of 32)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -74,6 +77,19 @@ def nvidia_smi() -> dict[str, str]:
     return {"nvidia_smi_name": name, "nvidia_driver": driver}
 
 
+@functools.cache
+def prepare_nodes() -> None:
+    """Create NVIDIA's UVM device nodes if the driver is loaded but nothing used CUDA since boot:
+    CUDA creates them on first use through the setuid ``nvidia-modprobe``, which cannot work
+    inside the sandbox (no new privileges), so they must exist before it starts. Once per
+    process."""
+    if os.path.exists("/dev/nvidiactl") and not os.path.exists("/dev/nvidia-uvm"):
+        tool = shutil.which("nvidia-modprobe")
+        if tool:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run([tool, "-u", "-c=0"], capture_output=True, timeout=30)
+
+
 #: NVIDIA's device nodes (``nvidia0``, ``nvidiactl``, ``nvidia-uvm``; ``nvidia-caps`` for MIG).
 #: Library stems: NVIDIA's driver (libcuda), CUDA runtime, cuBLAS, cuDNN, NVRTC, nvJitLink.
 CUDA = DeviceBackend(
@@ -82,5 +98,6 @@ CUDA = DeviceBackend(
     device_nodes=("/dev/nvidia*", "/dev/nvidia-caps"),
     runtime_libraries=("libcuda", "libcudart", "libcublas", "libcublasLt", "libcudnn", "libnvrtc",
                        "libnvJitLink", "libnccl", "libcusparse", "libcufft"),
+    prepare_nodes=prepare_nodes, profiler_activity="CUDA",
     ir_backend="cuda", graph_class="CUDAGraph", graph_timing=True, busy_wait=True, doctor_versions=nvidia_smi,
     hardcoded=r"torch\.cuda\b|['\"]cuda(:\d+)?['\"]|\.cuda\(\)|\.is_cuda\b")

@@ -83,5 +83,5 @@ XPU = DeviceBackend(
                        "libur_loader", "libur_adapter_level_zero", "libur_adapter_level_zero_v2",
                        "libur_adapter_opencl", "libsycl", "libOpenCL", "libsvml", "libmkl", "libtbb",
                        "libdnnl", "libintlc", "libumf", "libpti"),
-    ir_backend="xpu", graph_class="XPUGraph", doctor_versions=kernel_driver, doctor_problems=problems,
+    profiler_activity="XPU", ir_backend="xpu", graph_class="XPUGraph", doctor_versions=kernel_driver, doctor_problems=problems,
     hardcoded=r"torch\.xpu\b|['\"]xpu(:\d+)?['\"]|\.xpu\(\)|\.is_xpu\b")

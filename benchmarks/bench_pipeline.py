@@ -337,27 +337,24 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path,
     auto mode. ``cancel`` (set at the run's hard deadline) stops the stage being verified; the
     stages approved by then are kept. Never raises for a bad candidate; raises only if the
     engine is missing."""
+    from xeforge_core import service
     from xeforge_core.codemods.portability import portability_needs
-    from xeforge_core.engines import get_engine
-    from xeforge_core.pipeline.controller import MemoryController, SessionController
-    from xeforge_core.pipeline.loop import LoopOptions, run_pipeline, run_stage
+    from xeforge_core.pipeline.loop import LoopOptions, run_stage
 
     # --quick: at most 4 autotune configs a kernel (every one is verified; a roofline model keeps
     # 3 of them to benchmark per shape), so tuning and its verification stay short
-    engine = get_engine("rules", options={"max_configs": 4} if settings.quick else {})
+    engine = service.make_engine("rules", options={"max_configs": 4} if settings.quick else {})
     opts = verify_options(settings, None)  # stage verdicts are timed on the default variant
     problem = job.problem
     rows: list[StageRow] = []
     applied: list[str] = []
 
     if settings.use_session and _has_module("git"):
-        from xeforge_core.session import Session
-
-        session = Session.create(problem, path=workdir / job.name, device=device, plan=list(RULES_STAGES))
+        session = service.start_session(problem, path=workdir / job.name, device=device, plan=list(RULES_STAGES))
         try:
-            outcomes = run_pipeline(SessionController(session, device), engine,
-                                    LoopOptions(auto=True, iterations=settings.iterations, verify_options=opts,
-                                                cancel=cancel))
+            outcomes = service.run_session(session, device, engine,
+                                           LoopOptions(auto=True, iterations=settings.iterations,
+                                                       verify_options=opts, cancel=cancel))
         except Exception as exc:  # cancelled at the deadline: keep what the session approved
             if cancel is None or not cancel.is_set():
                 raise
@@ -394,7 +391,7 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path,
         current = ported
         applied.append("portability")
     baseline = current
-    state = MemoryController(current, device=device, plan=list(RULES_STAGES))
+    state = service.memory_controller(current, device, plan=list(RULES_STAGES))
     for stage in RULES_STAGES:
         if cancel is not None and cancel.is_set():
             rows.append(StageRow(job.name, stage, "skipped", None, 0.0, "time budget spent"))

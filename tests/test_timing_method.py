@@ -206,6 +206,7 @@ class SimOps:
     """An asynchronous device with a queue, on a virtual clock (see the module docstring)."""
 
     kind = "sim"
+    graphs_for_timing = False  # the simulated device has no device graphs
     asynchronous = True
     interpreter = False
 

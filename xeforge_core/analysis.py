@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from xeforge_core import lints
 from xeforge_core.knowledge import KnowledgeBase, installed_triton_pointer_api, load_knowledge
 from xeforge_core.lints import clear_walk_cache, walk
 from xeforge_core.problem.module import triton_decorator_kind
@@ -863,8 +864,6 @@ def analyze(source: str, target: str | Target = "xpu", problem: Problem | None =
 
 def _analyze_tree(source: str, tree: ast.Module, target: str, problem: Problem | None, kb: KnowledgeBase,
                   api: dict[str, Any], version: str) -> Analysis:
-    from xeforge_core import lints
-
     facts = _Extractor(source, tree).run()
     ctx = lints.LintContext(source=source, tree=tree, facts=facts, target=target, problem=problem,
                             triton_api={**api, "version": version})

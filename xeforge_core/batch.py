@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from xeforge_core.errors import XeForgeError
-
-REFERENCE_SUFFIXES = ("_ref", "_pytorch")
+from xeforge_core.worker import formats
 
 
 @dataclass
@@ -146,7 +145,7 @@ def find_kernels(directory: str | Path) -> list[BatchItem]:
         raise FileNotFoundError(f"{root} is not a directory")
     items = []
     for py in sorted(root.glob("*.py")):
-        if py.name == "__init__.py" or py.stem.endswith(REFERENCE_SUFFIXES):
+        if py.name == "__init__.py" or py.stem.endswith(formats.reference_suffixes()):
             continue
         spec: Path | None = py.with_suffix(".yaml")
         if not spec.is_file():
@@ -155,7 +154,7 @@ def find_kernels(directory: str | Path) -> list[BatchItem]:
             if not is_plain_pytorch_file(py):  # a KernelBench problem: TorchInductor writes version 1
                 continue
             spec = None
-        ref = next((py.with_name(f"{py.stem}{s}.py") for s in REFERENCE_SUFFIXES
+        ref = next((py.with_name(f"{py.stem}{s}.py") for s in formats.reference_suffixes()
                     if py.with_name(f"{py.stem}{s}.py").is_file()), None)
         items.append(BatchItem(kernel=py, spec=spec, reference=ref))
     return items
@@ -169,7 +168,7 @@ def unpaired_modules(directory: str | Path) -> list[Path]:
     from xeforge_core.inductor.first_version import is_plain_pytorch_file
 
     return [py for py in sorted(root.glob("*.py"))
-            if py.name != "__init__.py" and not py.stem.endswith(REFERENCE_SUFFIXES)
+            if py.name != "__init__.py" and not py.stem.endswith(formats.reference_suffixes())
             and not py.with_suffix(".yaml").is_file() and not is_plain_pytorch_file(py)]
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from xeforge_core import runner
 from xeforge_core.cache import cache_root, library_versions, stable_hash, worker_code_version
-from xeforge_core.vocab.target import DEVICE_TYPES, TARGET_FAMILIES
+from xeforge_core.worker import backends
 
 #: Seconds the device probe may take (importing torch cold plus a GPU runtime init).
 PROBE_TIMEOUT_S = 90.0
@@ -43,7 +43,7 @@ PROBE_TIMEOUT_S = 90.0
 #: Seconds a probe result stays valid on disk.
 PROBE_DISK_TTL_S = 24 * 3600.0
 
-_OVERRIDE = re.compile(r"^(cpu|cuda|xpu)(?::(\d+))?$")
+_OVERRIDE = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 _probe_memo: dict[str, dict[str, Any]] = {}
 _probe_lock = threading.Lock()
 
@@ -111,15 +111,20 @@ class DeviceInfo:
                 "profile": self.profile, "warnings": list(self.warnings)}
 
 
-#: The variable that restricts which devices of a type a process sees.
-VISIBLE_DEVICES_VARS = {"cuda": "CUDA_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK"}
+def visible_devices_var(device_type: str) -> str | None:
+    """The variable that restricts which devices of ``device_type`` a process sees (the
+    backend's ``visible_devices_var``: ``CUDA_VISIBLE_DEVICES``, ``ZE_AFFINITY_MASK``)."""
+    try:
+        return backends.get_backend(device_type).visible_devices_var
+    except ValueError:
+        return None
 
 
 def physical_index(device_type: str, index: int, environ: dict[str, str] | None = None) -> str:
     """The machine's name for device ``index`` of ``device_type`` as this process numbers it:
     the ``index``-th entry of ``CUDA_VISIBLE_DEVICES`` (cuda) or ``ZE_AFFINITY_MASK`` (xpu) when
     that variable is set and long enough (``"3"``, or a UUID), else ``str(index)``."""
-    var = VISIBLE_DEVICES_VARS.get(device_type)
+    var = visible_devices_var(device_type)
     env = os.environ if environ is None else environ
     entries = [e.strip() for e in env.get(var, "").split(",") if e.strip()] if var else []
     return entries[index] if 0 <= index < len(entries) else str(index)
@@ -134,16 +139,18 @@ def parse_override(override: str | None) -> tuple[str, int | None] | None:
     if text in ("", "auto"):
         return None
     m = _OVERRIDE.match(text)
-    if not m:
-        raise ValueError(f"unknown device {override!r}: use cpu, cuda, cuda:N, xpu, xpu:N or auto")
+    if not m or m.group(1) not in backends.names():
+        gpus = ", ".join(f"{n}, {n}:N" for n in backends.gpu_names())
+        hosts = ", ".join(n for n in backends.names() if n not in backends.gpu_names())
+        raise ValueError(f"unknown device {override!r}: use {hosts}, {gpus} or auto")
     return m.group(1), (int(m.group(2)) if m.group(2) is not None else None)
 
 
 def _describe(available: dict[str, int]) -> str:
     parts = []
-    for t in DEVICE_TYPES:
+    for t in backends.names():
         n = int(available.get(t, 0) or 0)
-        if t == "cpu":
+        if t not in backends.gpu_names():
             if n:
                 parts.append("cpu")
         elif n == 1:
@@ -166,16 +173,16 @@ def select_device(override: str | None, available: dict[str, int],
     reasons = reasons or {}
     parsed = parse_override(override)
     if parsed is None:
-        for t in TARGET_FAMILIES:
+        for t in backends.gpu_names():
             if int(available.get(t, 0) or 0) > 0:
                 return t, 0
         return "cpu", 0
     dtype, index = parsed
     count = int(available.get(dtype, 0) or 0)
-    if dtype == "cpu":
+    if backends.get_backend(dtype).interpreter:
         if index not in (None, 0):
-            raise ValueError(f"device {override!r}: there is only one cpu device (cpu or cpu:0)")
-        return "cpu", 0
+            raise ValueError(f"device {override!r}: there is only one {dtype} device ({dtype} or {dtype}:0)")
+        return dtype, 0
     if count <= 0:
         why = f" ({reasons[dtype]})" if reasons.get(dtype) else ""
         raise ValueError(f"device {override!r} is not available{why}; available: "
@@ -200,8 +207,7 @@ def _boot_id() -> str:
 
 
 def _probe_key(types: list[str]) -> str:
-    masks = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
-                                            "ONEAPI_DEVICE_SELECTOR", "ZE_FLAT_DEVICE_HIERARCHY")}
+    masks = {k: os.environ.get(k) for k in backends.device_env()}
     return stable_hash({"types": sorted(types), "python": sys.executable, "masks": masks,
                         "versions": library_versions(), "host": socket.gethostname(),
                         "boot": _boot_id(), "probe": worker_code_version(),
@@ -221,7 +227,7 @@ def _isolation_code_version() -> str:
     return stable_hash([p.hex() for p in parts])[:16]
 
 
-def probe_devices(types: list[str] | tuple[str, ...] = DEVICE_TYPES, *, refresh: bool = False,
+def probe_devices(types: list[str] | tuple[str, ...] | None = None, *, refresh: bool = False,
                   timeout_s: float = PROBE_TIMEOUT_S, use_disk: bool = True) -> dict[str, Any]:
     """Run the probe role (``xeforge_core.worker.probe``) in a worker process and return its
     result dict (``available``, ``reasons``, ``devices``, ``versions``; see that module).
@@ -232,7 +238,7 @@ def probe_devices(types: list[str] | tuple[str, ...] = DEVICE_TYPES, *, refresh:
     ``error`` saying what happened (the cpu interpreter is assumed: a broken torch will show up
     as an ``environment`` verdict when the baseline runs).
     """
-    types = [t for t in DEVICE_TYPES if t in types]
+    types = [t for t in backends.names() if types is None or t in types]
     key = _probe_key(types)
     with _probe_lock:
         if not refresh and key in _probe_memo:
@@ -367,7 +373,8 @@ def detect_device(override: str | None = None, *, refresh: bool = False,
     if override is None:
         override = os.environ.get("XEFORGE_DEVICE") or None
     parsed = parse_override(override)  # validates early, before any probe
-    types = ["cpu"] if parsed is not None and parsed[0] == "cpu" else list(DEVICE_TYPES)
+    types = [parsed[0]] if parsed is not None and backends.get_backend(parsed[0]).interpreter \
+        else list(backends.names())
     probe = probe_devices(types, refresh=refresh, timeout_s=timeout_s)
     dtype, index = select_device(override, probe.get("available", {}), probe.get("reasons", {}))
     return build_device_info(dtype, index, probe)

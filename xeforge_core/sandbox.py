@@ -16,7 +16,7 @@ tool of Flatpak; https://github.com/containers/bubblewrap) from Linux namespaces
   Python environment (prefixes, site-packages, the torch/triton/numpy packages), the
   ``xeforge_core`` package, the job directory, the baseline's saved outputs (read-only),
   ``/proc`` of its own PID namespace (read-only), ``/sys`` (read-only) and a minimal ``/dev``
-  plus the GPU device nodes (``DEVICE_NODES``). Home directories (dotfiles, ``~/.ssh``, the
+  plus the GPU device nodes (each backend's ``device_nodes``). Home directories (dotfiles, ``~/.ssh``, the
   LLM settings' ``.env`` and cache), the project's ``.env``, the session repositories
   (``XEFORGE_WORKSPACE``), the verdict cache (``XEFORGE_CACHE_DIR`` / ``~/.cache/xeforge``),
   ``/root``, ``/home``, ``/run``, ``/var``, ``/mnt``, ``/srv`` and every other directory are
@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from xeforge_core.errors import XeForgeError
+from xeforge_core.worker import backends
 
 #: ``XEFORGE_SANDBOX=0`` (or ``off``/``no``/``false``) runs workers without the sandbox.
 SANDBOX_ENV = "XEFORGE_SANDBOX"
@@ -87,10 +88,10 @@ ETC_HIDDEN = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/
               "/etc/security/opasswd", "/etc/krb5.keytab", "/etc/libvirt", "/etc/docker",
               "/etc/NetworkManager/system-connections", "/etc/wpa_supplicant")
 
-#: Device nodes bound into the sandbox's ``/dev`` when present: NVIDIA (``nvidia0``,
-#: ``nvidiactl``, ``nvidia-uvm``, ``nvidia-caps`` for MIG), Intel and AMD (DRM render nodes
-#: under ``/dev/dri``, Habana/Intel accelerators under ``/dev/accel``), AMD ROCm (``/dev/kfd``).
-DEVICE_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/accel", "/dev/kfd")
+#: Device nodes bound into the sandbox's ``/dev`` when present: each backend's
+#: (``worker.backends``: NVIDIA's ``nvidia*``, Intel's ``/dev/dri`` and ``/dev/accel``), and
+#: AMD ROCm's ``/dev/kfd`` for a ROCm torch (no run backend of its own yet).
+EXTRA_DEVICE_NODES = ("/dev/kfd",)
 
 #: Seconds the one-time sandbox probe may take.
 PROBE_TIMEOUT_S = 30.0
@@ -271,29 +272,13 @@ def hidden_paths(*, workspace: str | os.PathLike[str] | None = None) -> list[Pat
     return out
 
 
-_nvidia_nodes_checked = False
-
-
-def _ensure_nvidia_nodes() -> None:
-    """Create NVIDIA's UVM device nodes if the driver is loaded but nothing used CUDA since boot:
-    CUDA creates them on first use through the setuid ``nvidia-modprobe``, which cannot work
-    inside the sandbox (no new privileges), so they must exist before it starts."""
-    global _nvidia_nodes_checked
-    if _nvidia_nodes_checked:
-        return
-    _nvidia_nodes_checked = True
-    if os.path.exists("/dev/nvidiactl") and not os.path.exists("/dev/nvidia-uvm"):
-        tool = shutil.which("nvidia-modprobe")
-        if tool:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run([tool, "-u", "-c=0"], capture_output=True, timeout=30)
-
-
 def device_nodes() -> list[Path]:
-    """The GPU device nodes present on this machine (``DEVICE_NODES``)."""
-    _ensure_nvidia_nodes()
+    """The GPU device nodes present on this machine (every backend's ``device_nodes``, then
+    ``EXTRA_DEVICE_NODES``)."""
+    for backend in backends.BACKENDS:
+        backend.prepare_nodes()
     nodes: list[Path] = []
-    for pattern in DEVICE_NODES:
+    for pattern in (*backends.device_node_globs(), *EXTRA_DEVICE_NODES):
         for match in sorted(glob.glob(pattern)):
             p = Path(match)
             if p not in nodes:

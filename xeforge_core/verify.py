@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xeforge_core import runner
+from xeforge_core import contract, memcheck, pool, runner
 from xeforge_core.cache import VerdictCache, cache_root, library_versions, stable_hash, verdict_key
 from xeforge_core.cache import worker_code_version as _worker_code_version
 from xeforge_core.coverage import derive_grid_variant, grid_probe_variant
@@ -57,10 +57,12 @@ from xeforge_core.devices import DeviceInfo, detect_device
 from xeforge_core.devlock import default_lock_dir
 from xeforge_core.errors import XeForgeError
 from xeforge_core.precision import PrecisionPolicy, parse_allowances
+from xeforge_core.problem import ProblemError, odd_size_variant
 from xeforge_core.problem.module import entry_point
-from xeforge_core.problem.scaling import estimate_input_bytes
+from xeforge_core.problem.scaling import estimate_input_bytes, odd_module_variant, variant_input_elements
 from xeforge_core.sizes import TileChoice, checked_sizes, choose_sizes, plan_probe
 from xeforge_core.verdict import Finding, Step, StepStatus, Verdict, VerdictKind
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
@@ -289,8 +291,6 @@ def input_distributions(problem: Any, requested: list[str]) -> list[str]:
 
 
 def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) -> list[Any]:
-    from xeforge_core.problem import odd_size_variant
-
     chosen: list[Any] = []
     if names is None:
         chosen = list(problem.correctness_variants())
@@ -299,8 +299,6 @@ def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) 
             if name.endswith("-odd") and problem.spec is not None and name not in problem.spec.variants:
                 odd = odd_size_variant(problem, name[: -len("-odd")])
                 if odd is None:
-                    from xeforge_core.problem import ProblemError
-
                     raise ProblemError(f"variant {name!r}: {name[:-4]!r} has no odd-size copy "
                                        "(no input-only power-of-two dim)", file=problem.spec.path)
                 chosen.append(odd)
@@ -312,8 +310,6 @@ def _resolve_variants(problem: Any, names: list[str] | None, include_odd: bool) 
         # outputs) run at the reduced size first, so memory stays near the problem's footprint
         chosen.insert(0, problem.module_variants["module-small"])
     if include_odd:
-        from xeforge_core.problem.scaling import odd_module_variant
-
         for v in list(chosen):
             if v.name.endswith("-odd") or (v.name == "module" and names is not None):
                 continue  # published sizes asked for by name are checked as given
@@ -450,7 +446,7 @@ class _Run:
         #: the variant launch-grid coverage derived, once checked (``_check_grid_coverage``)
         self.grid_variants: list[Any] = []
         self.inputs_module = problem.inputs.to_data() if problem.inputs is not None else None
-        if problem.spec is None and self.inputs_module is None and _defines(candidate_source, "get_inputs"):
+        if problem.spec is None and self.inputs_module is None and _defines(candidate_source, formats.inputs_functions()[0]):
             self.inputs_module = {"source": candidate_source, "filename": "candidate_inputs.py",
                                   "class_name": "Model", "label": "inputs"}
             self.warnings.append("neither the problem nor its reference defines get_inputs(): the candidate's own "
@@ -537,8 +533,6 @@ class _Run:
         if "module-small" not in names or "module" in names:
             return False
         if self.device.interpreter:
-            from xeforge_core.problem.scaling import variant_input_elements
-
             published = variant_input_elements(self.problem, self.problem.variant("module"))
             if published is None or published > PUBLISHED_ON_CPU_ELEMENTS:
                 return False
@@ -953,7 +947,6 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
     Triton's interpreter the published size is checked when that is quick
     (``PUBLISHED_ON_CPU_SECONDS``) or asked for (``--variant module``); otherwise a failure that
     depends on the shape is ``inconclusive``, saying how long the check would take."""
-    from xeforge_core import contract
 
     problem = run.problem
     structure = verdict.step("structure")
@@ -1022,7 +1015,6 @@ def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
     """One more correctness call of the candidate (the first non-power-of-two variant, else the
     first variant; first seed and distribution) under the device's memory checker (``xeforge_core.memcheck``); its findings join the verdict and an
     invalid write fails it. Where no checker exists the verdict says so and is left as it was."""
-    from xeforge_core import memcheck
 
     name = run.candidate_module["filename"]
     # the size derived from the tiles (or the non-power-of-two copy), where there is one: its
@@ -1131,7 +1123,6 @@ def start_for_verification(device: str | None = None) -> int:
     so that they import while the caller loads the problem (the CLI calls this first). Does
     nothing with ``XEFORGE_POOL=0`` or for a device that cannot be detected (the verification
     then reports it). Returns how many workers are idle."""
-    from xeforge_core import pool
 
     if not pool.pool_enabled():
         return 0

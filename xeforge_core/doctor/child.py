@@ -27,12 +27,23 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.worker.backends import DeviceBackend, get_backend
 from xeforge_core.worker.job import read_job, write_result
 
 
 def _device_module(torch: Any, device: str) -> Any:
-    kind = device.split(":")[0]
-    return getattr(torch, kind, None) if kind in ("cuda", "xpu") else None
+    """The backend's runtime module of ``device`` (``torch.cuda``, ``torch.xpu``), or ``None``
+    on the host or where this torch lacks it."""
+    module = _backend(device).torch_module if _backend(device) else None
+    return getattr(torch, module, None) if module else None
+
+
+def _backend(device: str) -> DeviceBackend | None:
+    """The registered backend of ``device`` (``cuda:1`` -> cuda), ``None`` for another name."""
+    try:
+        return get_backend(device)
+    except ValueError:
+        return None
 
 
 def _sync(torch: Any, device: str) -> None:
@@ -117,10 +128,10 @@ def _task_check(job: dict[str, Any]) -> dict[str, Any]:
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU]
-        if device.startswith("cuda"):
-            activities.append(ProfilerActivity.CUDA)
-        elif device.startswith("xpu") and hasattr(ProfilerActivity, "XPU"):
-            activities.append(ProfilerActivity.XPU)
+        backend = _backend(device)
+        name = backend.profiler_activity if backend else None
+        if name and hasattr(ProfilerActivity, name):
+            activities.append(getattr(ProfilerActivity, name))
         with profile(activities=activities) as prof:
             out = namespace["run"](device)
             _sync(torch, device)

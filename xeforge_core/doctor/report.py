@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.devices import detect_device
 from xeforge_core.doctor.battery import DEFAULT_CHECKS, Check, CheckResult, run_battery
 from xeforge_core.doctor.coverage import CoverageResult, model_job, run_coverage
 from xeforge_core.doctor.experiments import ExperimentResult, run_experiments
@@ -26,6 +27,7 @@ from xeforge_core.doctor.stack import StackReport, inspect_stack
 from xeforge_core.doctor.verdict import DeviceVerdict, Observation, SpeedEvidence, decide
 from xeforge_core.doctor.wayout import WayOut, measure_way_out
 from xeforge_core.problem import Problem
+from xeforge_core.sandbox import isolation
 
 
 @dataclass
@@ -164,12 +166,10 @@ def run_doctor(device: str | None = None, *, problem: Problem | None = None, exp
 
     Raises ``ValueError`` for an unknown or unavailable device (from ``detect_device``).
     """
-    from xeforge_core.devices import detect_device
 
     start = time.monotonic()
     info = detect_device(device)
     dev = info.torch_device
-    from xeforge_core.sandbox import isolation
 
     report = DoctorReport(device=dev, fingerprint=dict(info.fingerprint),
                           model=problem.name if problem else "", isolation=isolation().to_dict())

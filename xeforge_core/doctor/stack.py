@@ -16,28 +16,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from xeforge_core.doctor.isolate import run_task
-
-#: Library name stems worth naming in the report, by stack. Sources: the Level Zero loader
-#: (libze_loader), the Intel compute runtime's Level Zero driver (libze_intel_gpu) and OpenCL
-#: ICD (libigdrcl), the Intel graphics compiler (libigc), Unified Runtime (libur_loader and its
-#: adapters), the SYCL runtime (libsycl), oneAPI runtime libraries (SVML, MKL, TBB, oneDNN);
-#: NVIDIA's driver (libcuda), CUDA runtime, cuBLAS, cuDNN, NVRTC, nvJitLink.
-RUNTIME_LIBRARIES: dict[str, tuple[str, ...]] = {
-    "xpu": ("libze_loader", "libze_intel_gpu", "libze_tracing_layer", "libigdrcl", "libigc",
-            "libur_loader", "libur_adapter_level_zero", "libur_adapter_level_zero_v2",
-            "libur_adapter_opencl", "libsycl", "libOpenCL", "libsvml", "libmkl", "libtbb",
-            "libdnnl", "libintlc", "libumf", "libpti"),
-    "cuda": ("libcuda", "libcudart", "libcublas", "libcublasLt", "libcudnn", "libnvrtc",
-             "libnvJitLink", "libnccl", "libcusparse", "libcufft"),
-    "cpu": ("libgomp", "libomp", "libiomp5", "libtorch_cpu", "libopenblas", "libmkl"),
-}
+from xeforge_core.worker import backends
 
 _SO_RE = re.compile(r"^(?P<stem>lib[\w+-]+?)(?:-[0-9a-f]{8})?\.so(?:\.(?P<version>[\d.]+))?$")
 
@@ -119,36 +103,6 @@ def find_problems(libraries: list[str], *, ld_library_path: str, torch_lib_dir: 
     return problems
 
 
-def _nvidia_smi() -> dict[str, str]:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return {}
-    try:
-        out = subprocess.run([exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=15, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    first = out.strip().splitlines()[:1]
-    if not first or "," not in first[0]:
-        return {}
-    name, driver = (p.strip() for p in first[0].split(",", 1))
-    return {"nvidia_smi_name": name, "nvidia_driver": driver}
-
-
-def _intel_kernel_driver() -> dict[str, str]:
-    """The Linux kernel driver bound to Intel GPUs (``i915`` or ``xe``), from sysfs."""
-    found = {}
-    for card in sorted(Path("/sys/class/drm").glob("card[0-9]*")):
-        driver = card / "device" / "driver"
-        vendor = card / "device" / "vendor"
-        try:
-            if vendor.read_text().strip() == "0x8086" and driver.exists():
-                found[card.name] = os.path.basename(os.path.realpath(driver))
-        except OSError:
-            continue
-    return {"intel_kernel_driver": ", ".join(f"{k}: {v}" for k, v in found.items())} if found else {}
-
-
 def inspect_stack(device: str, *, timeout_s: float = 90.0) -> StackReport:
     """Initialise ``device`` in a child process and report its stack (see module docstring)."""
     kind = device.split(":")[0]
@@ -162,9 +116,10 @@ def inspect_stack(device: str, *, timeout_s: float = 90.0) -> StackReport:
     info = dict(out.result)
     libraries = info.pop("libraries", [])
     report.versions = {k: v for k, v in info.items() if k not in ("status",)}
-    report.versions.update(_nvidia_smi() if kind == "cuda" else {})
-    report.versions.update(_intel_kernel_driver() if kind == "xpu" else {})
-    wanted = RUNTIME_LIBRARIES.get(kind, ()) + RUNTIME_LIBRARIES["cpu"]
+    backend = backends.get_backend(kind)  # library stems worth naming: the backend's and the host's
+    report.versions.update(backend.doctor_versions())
+    host = [b for b in backends.BACKENDS if b.interpreter]
+    wanted = backend.runtime_libraries + tuple(lib for b in host if b is not backend for lib in b.runtime_libraries)
     for path in libraries:
         lib = parse_library(path)
         if lib and any(lib.stem == w or lib.stem.startswith(w + "_") or lib.stem == w.rstrip("_")
@@ -172,8 +127,7 @@ def inspect_stack(device: str, *, timeout_s: float = 90.0) -> StackReport:
             report.runtime_libraries.append(lib)
     report.problems = find_problems(libraries, ld_library_path=os.environ.get("LD_LIBRARY_PATH", ""),
                                     torch_lib_dir=str(info.get("torch_lib_dir", "")))
-    if kind == "xpu" and not any(lib.stem == "libze_loader" for lib in report.runtime_libraries):
-        report.problems.append("no Level Zero loader (libze_loader) is loaded in the xpu process")
+    report.problems += backend.doctor_problems([lib.stem for lib in report.runtime_libraries])
     if info.get("device_init_error"):
         report.problems.append(f"the device failed to initialise: {info['device_init_error']}")
     return report

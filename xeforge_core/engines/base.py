@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from xeforge_core.errors import XeForgeError
+from xeforge_core.knowledge import load_knowledge
 from xeforge_core.target import Target, hardware_of, resolve
 
 if TYPE_CHECKING:
@@ -173,7 +174,6 @@ def render_stage_prompt(stage: str, context: ProposalContext, feedback: str | No
 
 
 def _render_from_stages(stage: str, context: ProposalContext, feedback: str | None) -> str:
-    from xeforge_core.knowledge import load_knowledge
     from xeforge_core.pipeline import prompts
 
     issues_for = getattr(context.analysis, "issues_for", None)

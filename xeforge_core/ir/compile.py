@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core import runner, units
+from xeforge_core.cache import cache_root, library_versions, stable_hash, worker_code_version
 from xeforge_core.errors import XeForgeError
 from xeforge_core.ir.targets import STAGE_NAMES, CompileTarget, get_target, resolve_stage, why_unavailable
 
@@ -161,15 +163,12 @@ def ir_code_version() -> str:
     """A hash (16 hex digits) of the IR worker's code and of the verification worker's modules
     it reuses (``cache.worker_code_version``), so a change to either invalidates cached IR
     (read once per process)."""
-    from xeforge_core.cache import stable_hash, worker_code_version
 
     files = sorted((PACKAGE_DIR / "ir").glob("*.py"))
     return stable_hash(worker_code_version(), [(p.name, p.read_text(encoding="utf-8")) for p in files])[:16]
 
 
 def _cache_dir() -> Path:
-    from xeforge_core.cache import cache_root
-
     path = cache_root() / "ir"
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -206,8 +205,6 @@ def choose_variant(problem: Any, name: str | None = None) -> tuple[Any, str]:
         return problem.spec.variants[name], f"variant {name} (chosen)"
     bench = problem.benchmark_variants("cuda")[0]
     if bench.bytes is not None and bench.bytes > MAX_INPUT_BYTES:
-        from xeforge_core import units
-
         ci = problem.correctness_variants()[0]
         return ci, (f"variant {ci.name}: the benchmark variant {bench.name}'s inputs are "
                     f"{units.size(bench.bytes)}, over {units.size(MAX_INPUT_BYTES)} to build on the host")
@@ -298,8 +295,6 @@ def _compile_cached(job: dict[str, Any], tgt: CompileTarget, *, timeout_s: float
                     cancel: threading.Event | None, cached_only: bool = False) -> IRReport | None:
     """Run one IR job, or return its cached report (a timeout, crash or cancel is never cached);
     ``None`` with ``cached_only`` when nothing is cached."""
-    from xeforge_core import runner
-    from xeforge_core.cache import library_versions, stable_hash
 
     module = job["module"]
     key = stable_hash({"what": "ir", "job": {k: v for k, v in job.items() if k != "module"},

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xeforge_core.errors import TargetError
+from xeforge_core.worker.backends import triton_backend_for
 
 #: The user's names for the IR stages (CLI ``--stage``) -> ``CompiledKernel.asm`` keys, in the
 #: order they are tried (the first present wins).
@@ -62,8 +63,9 @@ class CompileTarget:
 
     @property
     def triton_backend(self) -> str:
-        """The ``triton.backends`` package that compiles for it (``nvidia``, ``amd``, ``intel``)."""
-        return {"cuda": "nvidia", "hip": "amd", "xpu": "intel"}[self.backend]
+        """The ``triton.backends`` package that compiles for it (``nvidia``, ``amd``, ``intel``:
+        the device backend's, ``worker.backends.triton_backend_for``)."""
+        return triton_backend_for(self.backend)
 
     @property
     def description(self) -> str:

@@ -53,7 +53,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.ir.stats import resource_summary
+from xeforge_core.verdict import VerdictKind
+from xeforge_core.worker.backends import triton_backend_for
+from xeforge_core.worker.errors import Failure, WorkerError, classify
+from xeforge_core.worker.formats.base import forward_params
 from xeforge_core.worker.job import PROGRESS_FILE, read_job, write_result
+from xeforge_core.worker.loading import load_module
 
 #: Largest IR text kept per stage (characters); longer texts are cut and listed in ``truncated``.
 MAX_IR_CHARS = 2_000_000
@@ -226,8 +232,6 @@ class _Compiler:
                 compiled = self.triton.compile(src, target=self.target, options=opts.__dict__)
             self._record(entry, compiled, log.getvalue())
         except Exception as exc:  # a kernel that does not compile for this target is a result
-            from xeforge_core.worker.errors import classify
-
             failure = classify(exc, self.path, jit_functions=self.jit_functions, during=f"compiling {name}")
             entry["error"] = failure.reason
             entry["line"] = failure.line
@@ -235,8 +239,6 @@ class _Compiler:
         entry["compile_seconds"] = round(time.perf_counter() - started, 3)
 
     def _record(self, entry: dict[str, Any], compiled: Any, log: str) -> None:
-        from xeforge_core.ir.stats import resource_summary
-
         md = compiled.metadata
         raw = md._asdict() if hasattr(md, "_asdict") else dict(getattr(md, "__dict__", {}))
         metadata = {k: _plain(v) for k, v in raw.items() if k not in ("target", "extern_libs", "hash")}
@@ -280,7 +282,7 @@ def _target_available(backend: str) -> str:
     """``""`` when the installed Triton has the backend for ``backend`` (cuda/hip/xpu)."""
     from triton.backends import backends
 
-    name = {"cuda": "nvidia", "hip": "amd", "xpu": "intel"}.get(backend, backend)
+    name = triton_backend_for(backend)
     if name in backends:
         return ""
     return (f"the installed Triton has no {name} backend (it has: {', '.join(sorted(backends)) or 'none'})"
@@ -291,26 +293,23 @@ def _model(job: dict[str, Any], job_dir: Path, loaded: Any, inits: list[Any], de
            problem_inputs: Any) -> Any:
     """The model whose forward() launches the kernels: the module's class, or for a ``function``
     entry (KernelAgent's ``kernel_function``) that function bound to the problem's reference
-    ``Model`` and its parameters (``worker.adapter``), as the verifier calls it."""
+    ``Model`` and its parameters (adapted by its format, ``worker.formats``), as the verifier
+    calls it."""
     from xeforge_core.worker.inputs import construct_model
-    from xeforge_core.worker.loading import load_module
 
-    if loaded.entry != "function":
+    adapt = loaded.adapter()
+    if adapt is None:
         return construct_model(loaded, inits, 0, device, dtype)
-    from xeforge_core.worker.adapter import KernelFunctionModel, forward_params
 
     source = job.get("reference")
     binding = (load_module(job_dir, dict(source, label="binding", entry="class", class_name="Model"))
                if source else problem_inputs)
     if binding is None:
-        from xeforge_core.verdict import VerdictKind
-        from xeforge_core.worker.errors import Failure, WorkerError
-
         raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
                                   f"{loaded.path.name} defines {loaded.class_name}() but there is no problem "
                                   "Model to bind its parameters to"))
     reference = construct_model(binding, inits, 0, device, dtype)
-    return KernelFunctionModel(loaded.entry_function(), reference, forward_params(binding.model_class()))
+    return adapt(loaded.entry_function(), reference, forward_params(binding.model_class()))
 
 
 def _not_launched(jit_functions: list[Any], launched: set[str]) -> list[str]:
@@ -339,9 +338,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     import torch
     import triton
 
-    from xeforge_core.worker.errors import WorkerError, classify
     from xeforge_core.worker.inputs import build_inputs, dtype_from_name, init_values
-    from xeforge_core.worker.loading import load_module
 
     result: dict[str, Any] = {"role": "ir", "kind": "ok", "reason": "", "line": None, "error_text": "",
                               "triton_version": triton.__version__, "target": job.get("target"),

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xeforge_core import verify as verify_module
+from xeforge_core.analysis import analyze
 from xeforge_core.engines.base import Candidate, ProposalContext
 from xeforge_core.errors import XeForgeError
 from xeforge_core.problem import ProblemError
+from xeforge_core.session.approval import SessionError, check_approval
 from xeforge_core.session.records import CandidateRecord
 from xeforge_core.target import Target, resolve
 from xeforge_core.verdict import Verdict, VerdictKind
@@ -131,7 +133,6 @@ class StageController(abc.ABC):
         and current code, the problem, the analysis of the current code for the target, the
         target and the plan. ``overrides`` replace fields (``search_space``, ``options``,
         ``prompt``, ``analysis``)."""
-        from xeforge_core.analysis import analyze
 
         problem = self.current()
         current = problem.kernel.source
@@ -353,8 +354,6 @@ class MemoryController(StageController):
         return self._m.sources[candidate_id]
 
     def candidate(self, candidate_id: str) -> CandidateRecord:
-        from xeforge_core.session import SessionError
-
         try:
             return self._m.candidates[candidate_id]
         except KeyError:
@@ -381,13 +380,8 @@ class MemoryController(StageController):
         self.candidate(candidate_id).verdict = verdict
 
     def _approve(self, candidate_id: str, *, message: str | None, note: str, speed_neutral: bool) -> str:
-        from xeforge_core.session import SessionError
-
         rec = self.candidate(candidate_id)
-        if rec.status != CandidateStatus.PENDING:
-            raise SessionError(f"candidate {candidate_id} is {rec.status}; only a pending candidate can be approved")
-        if rec.parent != self.version:
-            raise SessionError(f"candidate {candidate_id} was verified against {rec.parent}, not the current version")
+        check_approval(rec, self.version, unchanged=self._m.sources[candidate_id] == self._m.problem.kernel.source)
         version = f"memory:{len(self._m.versions)}"
         self._m.versions.append(version)
         self._m.problem = self._m.problem.with_kernel_source(self._m.sources[candidate_id], label="baseline")

@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from xeforge_core.analysis import analyze
 from xeforge_core.engines.registry import EngineSpec, get_engine_spec
 from xeforge_core.pipeline.controller import (
     Cancelled,
@@ -52,6 +53,7 @@ from xeforge_core.pipeline.controller import (
     check_cancel,
     default_verify,
 )
+from xeforge_core.pipeline.first_version import first_version_due, prepare_first_version
 from xeforge_core.pipeline.outcomes import (
     DEFAULT_MIN_SPEEDUP,
     Attempt,
@@ -61,6 +63,7 @@ from xeforge_core.pipeline.outcomes import (
     resolve_run_device,
     stage_emitter,
 )
+from xeforge_core.session.approval import SessionError
 from xeforge_core.units import plural
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
 from xeforge_core.vocab.stages import PORTABILITY
@@ -247,7 +250,6 @@ def run_pipeline(controller: StageController, engine: Engine, options: LoopOptio
     options = options or LoopOptions()
     resolve_run_device(controller, options.verify_fn or default_verify())
     outcomes: list[StageOutcome] = []
-    from xeforge_core.pipeline.first_version import first_version_due, prepare_first_version
 
     if first_version_due(controller, getattr(engine, "name", "")):
         first = prepare_first_version(controller, options)  # a plain-PyTorch problem: TorchInductor's kernels
@@ -365,8 +367,6 @@ def _one_attempt(controller: StageController, engine: Engine, engine_name: str, 
 
 def _approve(controller: StageController, stage: str, best: Attempt, attempts: list[Attempt], iteration: int,
              emit: Callable[..., None]) -> StageOutcome:
-    from xeforge_core.session import SessionError
-
     assert best.candidate_id is not None
     try:
         version = controller.approve(best.candidate_id)
@@ -435,7 +435,6 @@ def _feedback(batch: list[Attempt], min_speedup: float) -> str | None:
 
 
 def _prepare_portability(controller: StageController, options: LoopOptions, force: bool) -> StageOutcome | None:
-    from xeforge_core.analysis import analyze
     from xeforge_core.codemods.portability import portability_needs
     from xeforge_core.engines.rules import port_to_device_agnostic
 

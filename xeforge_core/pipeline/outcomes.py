@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from xeforge_core.devices import DeviceInfo, detect_device
 from xeforge_core.pipeline.controller import ProgressFn, StageController, VerifyFn, default_verify
 from xeforge_core.session.records import CandidateRecord
 from xeforge_core.verdict import Verdict
@@ -147,7 +148,6 @@ class StageOutcome:
 def resolve_run_device(controller: StageController, verify_fn: VerifyFn) -> DeviceInfo | str | None:
     """The run device, detected once (a worker probes it) when the product's verifier will use
     it and it is given as a string or not at all; kept on ``controller``."""
-    from xeforge_core.devices import DeviceInfo, detect_device
 
     device = controller.device
     if verify_fn is default_verify() and not isinstance(device, DeviceInfo):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -36,10 +37,7 @@ def top_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 #: The function KernelAgent's kernel modules define instead of a model class.
-KERNEL_FUNCTION = "kernel_function"
-
-#: The class names the harness looks for, in order, after the one the baseline uses.
-MODEL_CLASSES = ("ModelNew", "Model")
+KERNEL_FUNCTION = formats.get_format("kernelagent").entry_names[0]
 
 
 @dataclass
@@ -113,7 +111,8 @@ def module_bindings(tree: ast.Module) -> Bindings:
 
 
 def entry_point(source: str, preferred: str = "Model") -> tuple[str, str]:
-    """How the harness runs a candidate module: ``("class", NAME)`` to instantiate a model class
+    """How the harness runs a candidate module, as the registered problem formats say
+    (``worker.formats.entry_point_of``): ``("class", NAME)`` to instantiate a model class
     (``preferred`` if the module binds it as a class, else ``ModelNew``, else ``Model``), or
     ``("function", "kernel_function")`` for a KernelAgent-style module that binds that name
     instead (defined, assigned or imported). A module that does not parse, or binds neither,
@@ -123,15 +122,7 @@ def entry_point(source: str, preferred: str = "Model") -> tuple[str, str]:
     except (SyntaxError, ValueError):
         return "class", preferred
     b = module_bindings(tree)  # type: ignore[arg-type]
-    for name in (preferred, *MODEL_CLASSES):
-        if name in b.classes:
-            return "class", name
-    if b.bound(KERNEL_FUNCTION):
-        return "function", KERNEL_FUNCTION
-    for name in (preferred, *MODEL_CLASSES):
-        if name in b.imported:
-            return "class", name
-    return "class", preferred
+    return formats.entry_point_of(b.classes, b.bound_names(), b.imported, preferred)
 
 
 def _jit_functions(tree: ast.AST) -> dict[str, ast.AST]:

@@ -29,18 +29,16 @@ import difflib
 import re
 from pathlib import Path
 
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
-from .entry import MODEL_CLASSES, kernels_reached, module_bindings
+from .entry import kernels_reached, module_bindings
 from .model import ModuleFile, Problem, ProblemError, Spec, Variant
-from .module import KERNEL_FUNCTION, DtypeConstraint, ModuleFacts, Signature, read_module
+from .module import DtypeConstraint, ModuleFacts, Signature, read_module
 from .scaling import reduced_module_variant, reduced_spec_variant
 from .spec import MAX_SOURCE_BYTES, build_variant, check_text, parse_spec
 
 __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference", "read_candidate"]
-
-REFERENCE_SUFFIXES = ("_pytorch", "_ref")
-SPEC_SUFFIXES = (".yaml", ".yml")
 
 
 def _read(path: Path, what: str) -> str:
@@ -84,21 +82,23 @@ def check_candidate_entry(source: str, *, file: str | Path | None = None) -> Non
     except (SyntaxError, ValueError):
         return
     b = module_bindings(tree)  # type: ignore[arg-type]
-    if any(b.class_like(n) for n in MODEL_CLASSES) or b.bound(KERNEL_FUNCTION):
+    classes, functions = formats.class_names(), formats.function_names()
+    if any(b.class_like(n) for n in classes) or any(b.bound(n) for n in functions):
         return
     found = ", ".join(sorted(b.classes, key=lambda n: b.lines.get(n, 0))) or "none"
     names = sorted(b.bound_names())
-    near = difflib.get_close_matches("ModelNew", names, n=1) or difflib.get_close_matches(KERNEL_FUNCTION, names, n=1)
-    hint = f"; the nearest name it binds is {near[0]!r}" if near else ""
-    raise ProblemError(f"the candidate defines no Model or ModelNew class (classes found: {found}) and no "
-                       f"{KERNEL_FUNCTION}() (KernelAgent's convention; each may be defined, assigned or imported)"
-                       f"{hint}", file=file)
+    near = next((m for want in (classes[0], *functions) for m in difflib.get_close_matches(want, names, n=1)), None)
+    hint = f"; the nearest name it binds is {near!r}" if near else ""
+    raise ProblemError(f"the candidate defines no {' or '.join(reversed(classes))} class (classes found: {found}) "
+                       f"and no {'(), '.join(functions)}() (KernelAgent's convention; each may be defined, "
+                       f"assigned or imported){hint}", file=file)
 
 
 def find_spec(kernel_path: str | Path) -> Path | None:
-    """The sibling spec of ``kernel_path`` (``<stem>.yaml`` / ``<stem>.yml``), if any."""
+    """The sibling spec of ``kernel_path`` (``<stem>.yaml`` / ``<stem>.yml``: the registered
+    formats' ``spec_suffixes``), if any."""
     kp = Path(kernel_path)
-    for suffix in SPEC_SUFFIXES:
+    for suffix in formats.spec_suffixes():
         cand = kp.with_suffix(suffix)
         if cand.is_file():
             return cand
@@ -106,9 +106,10 @@ def find_spec(kernel_path: str | Path) -> Path | None:
 
 
 def find_reference(kernel_path: str | Path) -> Path | None:
-    """The sibling reference of ``kernel_path`` (``<stem>_pytorch.py`` / ``<stem>_ref.py``)."""
+    """The sibling reference of ``kernel_path`` (``<stem>_pytorch.py`` / ``<stem>_ref.py``: the
+    registered formats' ``reference_suffixes``)."""
     kp = Path(kernel_path)
-    for suffix in REFERENCE_SUFFIXES:
+    for suffix in formats.reference_suffixes():
         cand = kp.with_name(f"{kp.stem}{suffix}.py")
         if cand.is_file() and cand.resolve() != kp.resolve():
             return cand
@@ -184,7 +185,11 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
         reference_source is None or check_text(reference_source, rp or f"{name}_ref.py", "reference module")
         == source_text)
 
-    # Reference: explicit > the ModelNew file's own Model > the eager Model itself > sibling file.
+    # Reference: explicit > the file's own truth (a KernelBench solution's Model) > the eager
+    # Model itself > sibling file.
+    fmt = formats.format_for_entry("class", facts.model_class or "")
+    own_reference = fmt.reference_class if fmt is not None and fmt.reference_class in facts.classes \
+        and fmt.reference_class != facts.model_class else None
     reference: ModuleFile | None = None
     ref_facts: ModuleFacts | None = None
     if reference_source is not None:
@@ -192,9 +197,9 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
         ref_facts = read_module(reference_source, rp, class_name="Model", label=ref_label)
         reference = ModuleFile(source=check_text(reference_source, rp or ref_label, "reference module"),
                                path=rp, class_name="Model", label="reference")
-    elif facts.model_class == "ModelNew" and "Model" in facts.classes:
-        ref_facts = read_module(source_text, kp, class_name="Model", label=kernel_label)
-        reference = ModuleFile(source=source_text, path=kp, class_name="Model", label="reference")
+    elif own_reference is not None:
+        ref_facts = read_module(source_text, kp, class_name=own_reference, label=kernel_label)
+        reference = ModuleFile(source=source_text, path=kp, class_name=own_reference, label="reference")
     elif eager:
         ref_facts = facts
         reference = ModuleFile(source=source_text, path=kp, class_name="Model", label="reference")

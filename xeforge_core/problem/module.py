@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -183,12 +184,12 @@ class ModuleFacts:
     @property
     def has_get_inputs(self) -> bool:
         """Whether the module defines ``get_inputs()`` (a function or an alias)."""
-        return "get_inputs" in self.functions
+        return formats.inputs_functions()[0] in self.functions
 
     @property
     def has_get_init_inputs(self) -> bool:
         """Whether the module defines ``get_init_inputs()``."""
-        return "get_init_inputs" in self.functions
+        return formats.inputs_functions()[1] in self.functions
 
     @property
     def kernel_names(self) -> list[str]:
@@ -251,7 +252,7 @@ class _Reader:
                         self.module_consts[target.id] = stmt.value
                         if isinstance(stmt.value, ast.Name):
                             self.aliases[target.id] = (stmt.value.id, stmt.lineno)
-                        if target.id in {"get_inputs", "get_init_inputs"}:
+                        if target.id in formats.inputs_functions():
                             self.function_lines.setdefault(target.id, stmt.lineno)
         self.kernels: dict[str, KernelInfo] = {}
         for node in ast.walk(tree):
@@ -583,7 +584,7 @@ def read_module(source: str | bytes, path: str | Path | None = None, *, class_na
     reader = _Reader(tree, text, p)
     defined = set(reader.class_nodes) | {a for a, (t, _) in reader.aliases.items() if t in reader.class_nodes}
     if class_name is None:
-        class_name = "ModelNew" if "ModelNew" in defined else "Model"
+        class_name = next((n for n in formats.class_names() if n in defined), "Model")
     if class_name not in defined:
         if require_model:
             raise ProblemError(_missing_class_message(class_name, reader), file=where)

@@ -23,6 +23,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
 from .dtypes import DTYPE_SIZES, normalize_dtype
@@ -33,6 +34,10 @@ __all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_modu
 
 #: Names (case-insensitive, matched as whole words or ``_``-separated parts) that are not tensor
 #: sizes, so scaling never touches them.
+#: The functions that build a spec-less problem's inputs and constructor arguments, as the
+#: registered formats name them (KernelBench's ``get_inputs`` / ``get_init_inputs``).
+_INPUTS, _INIT_INPUTS = formats.inputs_functions()
+
 NOT_A_SIZE = re.compile(
     r"(^|_)(kernel|kernel_size|ksize|k_size|pool|pool_size|stride|strides|padding|pad|dilation|groups?|"
     r"num_groups|dim|axis|axes|eps|epsilon|momentum|p|prob|drop|dropout|scale|factor|alpha|beta|"
@@ -147,9 +152,9 @@ def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
     ints, tuples = _constants(tree)
     funcs = _functions(tree)
     shape_names: set[str] = set()
-    if "get_inputs" in funcs:
-        shape_names = _shape_names(funcs["get_inputs"])
-    init_names = _names_read(funcs["get_init_inputs"]) if "get_init_inputs" in funcs else set()
+    if _INPUTS in funcs:
+        shape_names = _shape_names(funcs[_INPUTS])
+    init_names = _names_read(funcs[_INIT_INPUTS]) if _INIT_INPUTS in funcs else set()
     chosen = shape_names | {n for n in init_names if _is_size_name(n)}
     found: dict[str, int | tuple[int, ...]] = {n: v for n, v in ints.items() if n in chosen and v >= 2}
     found.update({n: v for n, v in tuples.items() if n in shape_names and any(x >= 2 for x in v)})
@@ -236,7 +241,7 @@ def estimate_input_bytes(source: str, overrides: dict[str, Any] | None = None) -
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return None
-    fn = _functions(tree).get("get_inputs")
+    fn = _functions(tree).get(_INPUTS)
     if fn is None:
         return None
     ev = _Evaluator(*_constants(tree, overrides))
@@ -447,10 +452,10 @@ def odd_module_variant(problem: Problem, variant: Variant) -> Variant | None:
     except (SyntaxError, ValueError):
         return None
     funcs = _functions(tree)
-    if "get_inputs" not in funcs:
+    if _INPUTS not in funcs:
         return None
-    init_names = _names_read(funcs["get_init_inputs"]) if "get_init_inputs" in funcs else set()
-    shape_only = _shape_names(funcs["get_inputs"]) - init_names
+    init_names = _names_read(funcs[_INIT_INPUTS]) if _INIT_INPUTS in funcs else set()
+    shape_only = _shape_names(funcs[_INPUTS]) - init_names
     base = {**size_constants(problem.inputs.source), **variant.overrides}
     overrides = dict(variant.overrides)
     moved = False

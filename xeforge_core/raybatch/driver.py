@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from xeforge_core.batch import BatchItem, BatchRow, find_kernels
+from xeforge_core.devices import parse_override
 from xeforge_core.errors import XeForgeError
 from xeforge_core.raybatch.jobs import JobPlacement
 from xeforge_core.raybatch.tasks import EngineFactory, ProblemPayload, remote
+from xeforge_core.runner import is_secret_name
 
 __all__ = ["RayBatchOptions", "RayNotInstalled", "RaySetupError", "device_kind", "forwarded_environment",
            "require_ray", "run_ray_batch"]
@@ -95,7 +97,6 @@ def forwarded_environment(environ: dict[str, str] | None = None) -> dict[str, st
     never shipped), plus ``TRITON_INTERPRET``. Tasks of a local instance that the batch started
     inherit them anyway; on a cluster (or an instance started before the variables were set)
     they make ``XEFORGE_CACHE_DIR`` and friends mean the same everywhere."""
-    from xeforge_core.runner import is_secret_name
 
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items()
@@ -105,7 +106,6 @@ def forwarded_environment(environ: dict[str, str] | None = None) -> dict[str, st
 def device_kind(device: str | None) -> str | None:
     """The device type a ``--device`` override asks of a Ray batch (``None``: auto). Raises
     :class:`RaySetupError` for an unknown device or one with an index (Ray assigns GPUs)."""
-    from xeforge_core.devices import parse_override
 
     try:
         parsed = parse_override(device)

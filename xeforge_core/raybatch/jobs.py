@@ -52,7 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from xeforge_core import runner, sandbox
+from xeforge_core.devices import DeviceInfo
 from xeforge_core.errors import XeForgeError
+from xeforge_core.worker import backends
 from xeforge_core.worker.job import PROGRESS_FILE, RESULT_FILE
 
 __all__ = ["JobPlacement", "RayJobError", "RayWorkerRunner", "pin_assigned_gpu"]
@@ -108,8 +110,8 @@ class JobPlacement:
     ship_files: bool = True
 
     def __post_init__(self) -> None:
-        if self.device_type not in ("cpu", "cuda", "xpu"):
-            raise ValueError(f"device type {self.device_type!r}: use cpu, cuda or xpu")
+        if self.device_type not in backends.names():
+            raise ValueError(f"device type {self.device_type!r}: use {', '.join(backends.names())}")
         if not 0 < self.correctness_gpus <= 1:
             raise ValueError(f"correctness_gpus {self.correctness_gpus}: a share of one GPU, 0 < x <= 1")
         if self.max_retries < 0:
@@ -117,7 +119,7 @@ class JobPlacement:
 
     @property
     def uses_gpus(self) -> bool:
-        return self.device_type != "cpu"
+        return self.device_type in backends.gpu_names()
 
     def resources(self, role: str) -> dict[str, float]:
         """Ray resources for a task of ``role``: ``{"num_cpus": 1}`` on cpu and for a
@@ -139,17 +141,18 @@ class JobPlacement:
 
 def pin_assigned_gpu(device_type: str) -> str:
     """In a Ray task: make only the GPU(s) Ray assigned visible to this process and the
-    workers it starts (``CUDA_VISIBLE_DEVICES`` for cuda, ``ZE_AFFINITY_MASK`` for xpu, from
+    workers it starts (the backend's ``visible_devices_var``: ``CUDA_VISIBLE_DEVICES``, ``ZE_AFFINITY_MASK``; from
     ``ray.get_gpu_ids()``) and return the first one's id as the machine numbers it. Raises
     :class:`RayJobError` when Ray assigned none."""
     import ray
 
-    from xeforge_core.devices import VISIBLE_DEVICES_VARS
-
     ids = [str(i) for i in ray.get_gpu_ids()]
     if not ids:
         raise RayJobError(f"Ray assigned this task no GPU, but the batch runs on {device_type}")
-    os.environ[VISIBLE_DEVICES_VARS[device_type]] = ",".join(ids)
+    var = backends.get_backend(device_type).visible_devices_var
+    if var is None:
+        raise RayJobError(f"the {device_type} backend names no variable that restricts its devices")
+    os.environ[var] = ",".join(ids)
     return ids[0]
 
 
@@ -224,8 +227,6 @@ def run_job_task(job: dict[str, Any], limits: dict[str, Any], expected: tuple[st
         job = dict(job)
         options = dict(job.get("options") or {})
         if device_type != "cpu":
-            from xeforge_core.devices import DeviceInfo
-
             options["lock_key"] = DeviceInfo(type=device_type, index=0).lock_key()
         job["options"] = options
         returned = list(RETURNED_FILES)

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.batch import BatchItem, BatchRow, optimize_one
+from xeforge_core.devices import detect_device
 from xeforge_core.raybatch.jobs import JobPlacement, RayJobError, RayWorkerRunner, pin_assigned_gpu
 
 __all__ = ["EngineFactory", "ProblemPayload", "ProgressBoard", "detect_task", "remote", "run_problem_task"]
@@ -100,7 +102,6 @@ class ProblemPayload:
         """A ``BatchItem`` on this node: the original paths where they hold the same bytes,
         else copies in a new temporary directory (returned, to be removed; ``None`` when no
         copy was needed)."""
-        from xeforge_core.batch import BatchItem
 
         def same(path: str, data: bytes) -> bool:
             try:
@@ -124,7 +125,6 @@ def detect_task(override: str | None, device_type: str) -> Any:
     cluster the task holds a share of one GPU, pinned, which the device numbers 0)."""
     if device_type != "cpu":
         pin_assigned_gpu(device_type)
-    from xeforge_core.devices import detect_device
 
     return detect_device(override)
 
@@ -152,7 +152,6 @@ def run_problem_task(payload: ProblemPayload, placement: JobPlacement, settings:
     never raises for a bad problem (the row's ``error`` says what went wrong)."""
     import ray
 
-    from xeforge_core.batch import BatchRow, optimize_one
     from xeforge_core.verify import verify
 
     host = socket.gethostname()

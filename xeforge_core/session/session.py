@@ -53,7 +53,8 @@ from typing import TYPE_CHECKING, Any
 
 import git
 
-from xeforge_core.errors import XeForgeError
+from xeforge_core.problem import problem_from_source
+from xeforge_core.session.approval import SessionError, check_approval
 from xeforge_core.session.git import GitStore, GitStoreError
 from xeforge_core.session.records import (
     CANDIDATE_REF_PREFIX,
@@ -88,11 +89,6 @@ FORMAT_VERSION = 1
 
 _STAGE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
-
-
-class SessionError(XeForgeError, RuntimeError):
-    """A session operation that cannot be done as asked (unknown version or candidate, a
-    stale candidate, a repository that is not a session). ``str(err)`` says why."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,8 +422,6 @@ class Session:
             base = getattr(self, "_base_problem", None)
             baseline_spec = self._read(self.baseline, self.spec_file) if self.spec_file else None
             if base is None or spec_text != baseline_spec:
-                from xeforge_core.problem import problem_from_source
-
                 ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
                 base = problem_from_source(
                     self._read(self.baseline, self.kernel_file),
@@ -453,7 +447,6 @@ class Session:
         ``text`` changes nothing."""
         if not self.spec_file:
             raise SessionError("this session has no spec to edit (start a new session with one)")
-        from xeforge_core.problem import problem_from_source
 
         ref_text = self._read(self.baseline, self.reference_file) if self.reference_file else None
         problem_from_source(self.source("head"), name=_problem_name(self._info.get("problem") or self.name),
@@ -619,18 +612,8 @@ class Session:
         with self._locked():
             self._refresh()
             rec = self.candidate(candidate_id)
-            if rec.status == CandidateStatus.APPROVED:
-                raise SessionError(f"candidate {candidate_id} is already approved ({rec.approved_as})")
-            if rec.status == CandidateStatus.REJECTED:
-                raise SessionError(f"candidate {candidate_id} was rejected; restore it or add it again")
             head = self.head
-            stale = rec.parent != head
-            if stale and not allow_stale:
-                raise SessionError(
-                    f"candidate {candidate_id} was verified against {rec.parent[:10]}, but the current "
-                    f"version is {head[:10]}; verify it again against the current version")
-            if self._read(rec.sha, self.kernel_file) == self._read(head, self.kernel_file):
-                raise SessionError(f"candidate {candidate_id} does not change the kernel")
+            stale = check_approval(rec, head, allow_stale=allow_stale, unchanged=self._read(rec.sha, self.kernel_file) == self._read(head, self.kernel_file))
             verdict = rec.verdict
             speed = verdict.speedup if speed_measured(verdict) and not speed_neutral else None
             parent_version = self.version(head)

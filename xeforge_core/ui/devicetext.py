@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xeforge_core import units
 from xeforge_core.doctor.verdict import INTERPRETER_TIMING, headline_text
 
 #: What the workbench says about a device that runs kernels in Triton's interpreter.
@@ -44,8 +45,6 @@ def fingerprint_rows(fingerprint: dict[str, Any]) -> list[dict[str, str]]:
     ``memory_bytes``...) in MiB/GiB with the exact byte count, ``bandwidth_gbps`` in GB/s,
     ``peak_tflops`` per dtype in TFLOP/s; library versions last."""
     import json
-
-    from xeforge_core import units
 
     rows = []
     for key, value in fingerprint.items():

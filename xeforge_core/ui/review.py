@@ -19,6 +19,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from xeforge_core.diffmerge import diff_hunks, merge_hunks
 from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import Verdict
 
@@ -126,7 +127,6 @@ class CandidateReview:
     def apply_hunks(self, accepted: list[int]) -> str:
         """Make the code under review the current version plus the accepted hunks of the
         engine's proposal. Returns the merged code."""
-        from xeforge_core.diffmerge import diff_hunks, merge_hunks
 
         self._require_open()
         n = len(diff_hunks(self.base_source, self.proposed_source))

@@ -14,13 +14,12 @@ from typing import Any
 
 from xeforge_core import units
 from xeforge_core.errors import XeForgeError
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
 #: The largest kernel source or spec accepted (bytes of UTF-8). Real kernels are a few KB.
 MAX_SOURCE_BYTES = 512 * 1024
 MAX_SPEC_BYTES = 256 * 1024
-
-_MODEL_CLASSES = ("Model", "ModelNew")
 
 
 class InputError(XeForgeError, ValueError):
@@ -93,7 +92,7 @@ def check_kernel_source(text: str | None, *, what: str = "pasted kernel") -> str
         detail = exc.msg or "invalid syntax"
         raise InputError(f"this is not valid Python: {detail}", what=what, line=exc.lineno) from None
     classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    if not classes.intersection(_MODEL_CLASSES):
+    if not classes.intersection(formats.class_names()):
         raise InputError(
             "no `Model` class: a kernel module defines `class Model(nn.Module)` whose forward "
             "launches the Triton kernels, plus `get_inputs()` and `get_init_inputs()` "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xeforge_core import samples
+from xeforge_core import samples, service
 from xeforge_core.analysis import Analysis, analyze
 from xeforge_core.diffmerge import describe_merge
 from xeforge_core.engines.base import ProposalContext, render_stage_prompt
@@ -421,25 +421,20 @@ class Workbench:
     def start_session(self) -> Session:
         """Start a new session for the loaded problem, for :meth:`target`; the plan comes from
         the analysis."""
-        from xeforge_core.session import Session, register_secret
-
         if self.loaded is None:
             raise WorkbenchError("load a kernel first (paste, upload or pick a sample)")
-        register_secret(self.settings.api_key)
         plan = self.plan_preview()
-        session = Session.create(self.loaded.problem, workspace=self.workspace, name=self.loaded.name,
-                                 device=self.device, target=plan.target, plan=plan.ids,
-                                 spec_text=self.loaded.spec_text, reference_text=self.loaded.reference_source,
-                                 secrets=[self.settings.api_key] if self.settings.api_key else [])
+        session = service.start_session(self.loaded.problem, workspace=self.workspace, name=self.loaded.name,
+                                        device=self.device, target=plan.target, plan=plan,
+                                        spec_text=self.loaded.spec_text,
+                                        reference_text=self.loaded.reference_source,
+                                        secrets=[self.settings.api_key] if self.settings.api_key else [])
         self._open(session)
         return session
 
     def resume_session(self, path: str | Path) -> Session:
         """Reopen a session from the workspace (plan, target, candidates and history come back)."""
-        from xeforge_core.session import Session, register_secret
-
-        register_secret(self.settings.api_key)
-        session = Session.open(path)
+        session = service.resume_session(path, secrets=[self.settings.api_key] if self.settings.api_key else [])
         self._open(session)
         # the loaded kernel is the baseline, under the spec as it is now (it may have been edited)
         problem = session.problem("head").with_kernel_source(session.source("baseline"), label="baseline")
@@ -466,7 +461,7 @@ class Workbench:
 
     def controller(self) -> SessionController:
         """The controller of the open session: every candidate's state changes through it."""
-        return SessionController(self.require_session(), self.device)
+        return service.session_controller(self.require_session(), self.device)
 
     # ================================================================= analysis and plan
 
@@ -655,11 +650,9 @@ class Workbench:
         base_source = session.source("head")
 
         def work(progress: Any, cancel: threading.Event) -> Any:
-            from xeforge_core.session import Session
-
             # a Session object of its own: git reads on the page never share its processes
             run = dataclasses.replace(options, on_progress=progress, cancel=cancel)
-            outcome = run_stage(SessionController(Session.open(path), device), stage, eng, run)
+            outcome = run_stage(service.session_controller(path, device), stage, eng, run)
             if outcome.best_source is not None:
                 self._warm(outcome.best_source)
             return outcome
@@ -686,10 +679,8 @@ class Workbench:
         path, device, verify_options = session.path, self.device, self.verify_options()
 
         def work(progress: Any, cancel: threading.Event) -> Any:
-            from xeforge_core.session import Session
-
             progress("portability: rewriting hard-coded devices")
-            return prepare_portability(SessionController(Session.open(path), device),
+            return prepare_portability(service.session_controller(path, device),
                                        LoopOptions(on_progress=progress, cancel=cancel, verify_options=verify_options),
                                        force=force)
 
@@ -793,9 +784,7 @@ class Workbench:
         options = self.verify_options()
 
         def work(progress: Any, cancel: threading.Event) -> Any:
-            from xeforge_core.session import Session
-
-            controller = SessionController(Session.open(path), device)
+            controller = service.session_controller(path, device)
             opts = options
             if memcheck:
                 import dataclasses

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.worker import backends
 from xeforge_core.worker.job import JOB_FILE, read_job, write_result
 
 
@@ -149,7 +150,7 @@ def warm_up(device: str) -> list[str]:
         import xeforge_core.worker.timing  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         return [f"import: {type(exc).__name__}: {exc}"]
-    if device in ("cuda", "xpu") and os.environ.get("XEFORGE_POOL_INIT_DEVICE", "1") == "0":
+    if device in backends.gpu_names() and os.environ.get("XEFORGE_POOL_INIT_DEVICE", "1") == "0":
         return problems
     try:
         if device != "cpu":

@@ -18,6 +18,7 @@ from xeforge_core.worker.device_ops import DeviceOps
 from xeforge_core.worker.errors import Failure, WorkerError
 from xeforge_core.worker.integrity import OpTracer, ThreadWatch, TimerGuard
 from xeforge_core.worker.job import PROGRESS_FILE
+from xeforge_core.worker.loading import load_module
 
 STEP_ORDER = ("compile", "structure", "correctness", "performance")
 
@@ -73,8 +74,6 @@ class WorkerContext:
             self._inputs_loaded = True
             source = self.job.get("inputs")
             if source:
-                from xeforge_core.worker.loading import load_module
-
                 self._inputs = load_module(self.job_dir, dict(source, label="inputs"), self.ops.kind)
         return self._inputs
 

@@ -1,8 +1,9 @@
-"""One small interface over the device backends the worker uses: cpu (Triton interpreter),
-cuda (``torch.cuda``) and xpu (``torch.xpu``, Intel's Triton backend).
+"""One small interface over the device backends the worker uses (``worker.backends``: cpu,
+Triton's interpreter; cuda, ``torch.cuda``; xpu, ``torch.xpu`` with Intel's Triton backend).
 
 Everything device-specific the worker needs goes through ``DeviceOps``: synchronisation,
-timing events, stream identity, caching-allocator poisoning, cache flushing and graphs.
+timing events, stream identity, caching-allocator poisoning, cache flushing and graphs, each
+from the backend's runtime module (``DeviceBackend.runtime()``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import time
 from typing import Any
 
 import torch
+
+from xeforge_core.worker.backends import get_backend
 
 
 class _HostEvent:
@@ -32,32 +35,27 @@ class _HostEvent:
 
 
 class DeviceOps:
-    """Device operations for ``kind`` in ``"cpu" | "cuda" | "xpu"``.
+    """Device operations for a registered backend ``kind`` (``"cpu" | "cuda" | "xpu"``).
 
     ``torch_device`` is the ``torch.device`` tensors are placed on. ``interpreter`` is true on
-    cpu (kernels run in Triton's interpreter, so times are not meaningful).
+    the host (kernels run in Triton's interpreter, so times are not meaningful). Raises
+    ``ValueError`` for an unknown ``kind`` and ``RuntimeError`` when this torch build lacks the
+    backend's runtime module.
     """
 
     def __init__(self, kind: str) -> None:
-        if kind not in ("cpu", "cuda", "xpu"):
-            raise ValueError(f"unknown device {kind!r}; expected cpu, cuda or xpu")
-        self.kind = kind
-        self.interpreter = kind == "cpu"
-        self._mod: Any = None
-        if kind == "cuda":
-            self._mod = torch.cuda
-        elif kind == "xpu":
-            if not hasattr(torch, "xpu"):
-                raise RuntimeError("this torch build has no torch.xpu")
-            self._mod = torch.xpu
-        self.torch_device = torch.device(kind if kind == "cpu" else f"{kind}:{self._current_index()}")
+        self.backend = get_backend(kind)
+        self.kind = self.backend.name
+        self.interpreter = self.backend.interpreter
+        self._mod: Any = self.backend.runtime()
+        self.torch_device = torch.device("cpu" if self.interpreter else f"{self.kind}:{self._current_index()}")
         # Bound now, before any module under test runs, so that a module patching them later
         # cannot change what the worker measures with (the integrity checks also report it).
         self._sync = self._mod.synchronize if self._mod is not None else None
         self._event_cls = self._mod.Event if self._mod is not None else _HostEvent
         self._elapsed = getattr(self._event_cls, "elapsed_time", None)
         self._record = getattr(self._event_cls, "record", None)
-        self._sleep = getattr(torch.cuda, "_sleep", None) if kind == "cuda" else None
+        self._sleep = getattr(self._mod, "_sleep", None) if self.backend.busy_wait else None
         self._default_stream: Any = None
         if self._mod is not None:
             try:
@@ -74,11 +72,11 @@ class DeviceOps:
     @property
     def key(self) -> str:
         """Lock/cache key of the device, e.g. ``cuda0``."""
-        return "cpu" if self.kind == "cpu" else f"{self.kind}{self._current_index()}"
+        return self.kind if self.interpreter else f"{self.kind}{self._current_index()}"
 
     def available(self) -> bool:
         """Whether the device can be used (always true on cpu)."""
-        return self.kind == "cpu" or bool(self._mod.is_available())
+        return self.interpreter or bool(self._mod.is_available())
 
     def synchronize(self) -> None:
         """Wait for all work queued on the device (no-op on cpu)."""
@@ -236,7 +234,7 @@ class DeviceOps:
         queued after it without touching memory, so that the host can finish queueing a timed
         call before the device starts it. Returns False where the backend has no such wait
         (cpu, xpu), so the caller can hold the device some other way."""
-        if self.kind != "cuda" or cycles <= 0:
+        if not self.backend.busy_wait or cycles <= 0:
             return False
         if self._sleep is None:
             return False
@@ -247,19 +245,31 @@ class DeviceOps:
         return True
 
     def graph(self) -> Any | None:
-        """A device graph object (``torch.cuda.CUDAGraph`` / ``torch.xpu.XPUGraph``) or ``None``
-        where the backend has none."""
-        if self.kind == "cuda":
-            return torch.cuda.CUDAGraph()
-        if self.kind == "xpu" and hasattr(torch.xpu, "XPUGraph"):
-            return torch.xpu.XPUGraph()
-        return None
+        """A device graph object (``torch.cuda.CUDAGraph`` / ``torch.xpu.XPUGraph``: the
+        backend's ``graph_class``) or ``None`` where the backend has none."""
+        cls = getattr(self._mod, self.backend.graph_class, None) if self.backend.graph_class else None
+        return cls() if cls is not None else None
 
     def graph_capture(self, graph: Any) -> Any:
-        """Context manager capturing into ``graph``."""
-        if self.kind == "cuda":
-            return torch.cuda.graph(graph)
-        return torch.xpu.graph(graph)  # pragma: no cover - xpu graphs where torch has them
+        """Context manager capturing into ``graph`` (``torch.cuda.graph`` / ``torch.xpu.graph``)."""
+        return self._mod.graph(graph)
+
+    def stream(self) -> Any:
+        """A new side stream of the device (``torch.cuda.Stream``)."""
+        return self._mod.Stream()
+
+    def current_stream(self) -> Any:
+        """The device's current stream."""
+        return self._mod.current_stream()
+
+    def use_stream(self, stream: Any) -> Any:
+        """Context manager making ``stream`` current (``torch.cuda.stream``)."""
+        return self._mod.stream(stream)
+
+    @property
+    def graphs_for_timing(self) -> bool:
+        """Whether timing may replay calls from a device graph on this backend (cuda)."""
+        return self.backend.graph_timing and self.backend.graph_class is not None
 
     def fingerprint(self) -> dict[str, Any]:
         """Device facts recorded in the verdict (name, versions)."""

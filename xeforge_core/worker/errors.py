@@ -31,6 +31,7 @@ from types import TracebackType
 
 from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import VerdictKind
+from xeforge_core.worker import backends
 
 DRIVER_FAULT_PATTERNS = (
     r"UR_RESULT_ERROR_\w+",
@@ -254,12 +255,13 @@ def _autotune_conflict(exc: BaseException) -> str | None:
 
 
 def hardcoded_device_note(source: str, error_text: str, device: str) -> str | None:
-    """If the module hard-codes the xpu (or cuda) device and so cannot run on ``device``,
-    a sentence saying so; else ``None``."""
-    for dev in ("xpu", "cuda"):
-        if dev == device:
+    """If the module hard-codes another backend's device (xpu, cuda: ``DeviceBackend.hardcoded``)
+    and so cannot run on ``device``, a sentence saying so; else ``None``."""
+    for backend in backends.BACKENDS:
+        dev = backend.name
+        if dev == device or not backend.hardcoded:
             continue
-        in_source = re.search(rf"torch\.{dev}\b|['\"]{dev}(:\d+)?['\"]|\.{dev}\(\)|\.is_{dev}\b", source)
+        in_source = re.search(backend.hardcoded, source)
         in_error = re.search(dev, error_text, re.I)
         if in_source and in_error:
             return (f"hard-codes the {dev} device; it cannot run on {device} as written "

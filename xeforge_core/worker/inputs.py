@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from xeforge_core.verdict import VerdictKind
+from xeforge_core.worker import formats
 from xeforge_core.worker.errors import Failure, WorkerError, classify
 from xeforge_core.worker.loading import LoadedModule
 
@@ -239,7 +240,7 @@ def init_values(loaded: LoadedModule, variant: dict[str, Any]) -> list[Any]:
     vals = variant.get("init_values")
     if vals:
         return list(vals)
-    fn = getattr(loaded.module, "get_init_inputs", None)
+    fn = getattr(loaded.module, formats.inputs_functions()[1], None)
     if fn is None:
         return []
     try:
@@ -374,7 +375,7 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
                                         value_range).to(device))
         return args
 
-    fn = getattr(loaded.module, "get_inputs", None)
+    fn = getattr(loaded.module, formats.inputs_functions()[0], None)
     if fn is None:
         raise _fail(f"{loaded.path.name} has no get_inputs() and no spec was given, so there are no inputs")
     torch.manual_seed(seed)

@@ -34,8 +34,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from xeforge_core.verdict import Finding
+from xeforge_core.verdict import Finding, Verdict
 from xeforge_core.worker.astutil import dotted_name
+from xeforge_core.worker.compare import bitwise_equal
 
 #: aten ops that do the heavy work of a kernel; one of these in the candidate's forward that the
 #: baseline's forward does not run means the hot op fell back to torch.
@@ -255,7 +256,6 @@ def heavy(ops: set[str]) -> set[str]:
 
 def mutated_inputs(before: list[Any], after: list[Any]) -> list[int]:
     """Positions of tensor inputs whose bits changed (NaN-aware)."""
-    from xeforge_core.worker.compare import bitwise_equal
 
     return [i for i, (b, a) in enumerate(zip(before, after))
             if isinstance(b, torch.Tensor) and not bitwise_equal(a, b)]
@@ -320,7 +320,6 @@ class HarnessGuard:
             for attr, value in list(vars(mod).items()):
                 if callable(value) and not attr.startswith("__"):
                     self.snapshot.append((mod, attr, value))
-        from xeforge_core.verdict import Verdict
 
         self.snapshot += [(Verdict, "to_dict", Verdict.__dict__["to_dict"]), (json, "dumps", json.dumps),
                           (os, "replace", os.replace)]

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.verdict import VerdictKind
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
+from xeforge_core.worker.formats import format_for_entry
 
 
 @dataclass
@@ -38,10 +40,21 @@ class LoadedModule:
     #: ``class`` (instantiate ``class_name``) or ``function`` (call it: KernelAgent's convention)
     entry: str = "class"
 
+    def adapter(self) -> Any:
+        """For a ``function`` entry, its format's ``adapt(fn, reference_model, forward_params)``
+        that makes it a model; ``None`` for a class entry. Raises ``WorkerError``
+        (runtime_error) for a function entry no registered format enters by."""
+        if self.entry != "function":
+            return None
+        fmt = format_for_entry(self.entry, self.class_name)
+        if fmt is None or fmt.adapt is None:
+            raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
+                                      f"no problem format enters a module by a function {self.class_name}()"))
+        return fmt.adapt
+
     def entry_function(self) -> Any:
         """The module-level function a ``function`` entry calls. Raises ``WorkerError``
         (runtime_error) when it is missing or not callable."""
-        from xeforge_core.verdict import VerdictKind
 
         fn = getattr(self.module, self.class_name, None)
         if callable(fn):
@@ -57,7 +70,6 @@ class LoadedModule:
     def model_class(self) -> type:
         """The class the harness instantiates. Raises ``WorkerError`` (runtime_error) naming
         the classes that do exist when it is missing or not a class."""
-        from xeforge_core.verdict import VerdictKind
 
         obj = getattr(self.module, self.class_name, None)
         if isinstance(obj, type):
@@ -114,8 +126,6 @@ def load_module(job_dir: Path, source: dict[str, Any], device: str | None = None
         sys.modules.pop(mod_name, None)
         failure = classify(exc, str(path), during=f"importing the {label} module")
         if failure.kind.value == "runtime_error":
-            from xeforge_core.verdict import VerdictKind
-
             failure.kind = VerdictKind.COMPILE_ERROR
         if device:
             note = hardcoded_device_note(text, failure.reason + failure.error_text, device)

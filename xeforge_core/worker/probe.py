@@ -27,16 +27,18 @@ backend-specific properties (capability, sub-group sizes, ...).
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from xeforge_core.worker.backends import get_backend, names
+from xeforge_core.worker.backends.base import unavailable
 from xeforge_core.worker.job import read_job, write_result
 
-DEFAULT_TYPES = ("xpu", "cuda", "cpu")
+#: Every registered backend's device type, in preference order (``worker.backends``).
+DEFAULT_TYPES = names()
 
 
 def _versions() -> dict[str, Any]:
@@ -67,138 +69,9 @@ def _triton_backends() -> list[str]:
         return []
 
 
-def _cpu_fingerprint() -> dict[str, Any]:
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    l2 = None
-    cache_root = Path("/sys/devices/system/cpu/cpu0/cache")
-    try:
-        for index in sorted(cache_root.glob("index*")):
-            if (index / "level").read_text().strip() == "2":
-                l2 = _parse_size((index / "size").read_text().strip())
-                break
-    except OSError:
-        pass
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = int(line.split()[1]) * 1024
-                break
-    except (OSError, ValueError, IndexError):
-        pass
-    return {
-        "type": "cpu", "index": 0, "name": name, "driver_version": None,
-        "triton_backend": "interpreter", "compute_units": os.cpu_count(), "l2_bytes": l2,
-        "memory_bytes": mem, "extra": {"machine": platform.machine()},
-    }
-
-
-def _parse_size(text: str) -> int | None:
-    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
-    text = text.strip().upper()
-    try:
-        if text and text[-1] in units:
-            return int(float(text[:-1]) * units[text[-1]])
-        return int(text)
-    except ValueError:
-        return None
-
-
-def _nvidia_driver() -> str | None:
-    try:
-        text = Path("/proc/driver/nvidia/version").read_text()
-    except OSError:
-        return None
-    for token in text.split():
-        parts = token.split(".")
-        if len(parts) >= 2 and all(p.isdigit() for p in parts):
-            return token
-    return None
-
-
-def _unavailable(out: dict[str, Any], dtype: str, reason: str) -> None:
-    """Record in ``out`` that no device of type ``dtype`` can be used, and why."""
-    out["available"][dtype] = 0
-    out["reasons"][dtype] = reason
-
-
-def _probe_cuda(out: dict[str, Any]) -> None:
-    import torch
-
-    if "nvidia" not in out["triton_backends"]:
-        _unavailable(out, "cuda", "Triton's nvidia backend is not installed")
-        return
-    if not torch.cuda.is_available():
-        _unavailable(out, "cuda", "torch.cuda.is_available() is False")
-        return
-    count = torch.cuda.device_count()
-    out["available"]["cuda"] = count
-    driver = _nvidia_driver()
-    api = None
-    try:
-        v = int(torch._C._cuda_getDriverVersion())
-        api = f"{v // 1000}.{(v % 1000) // 10}"
-    except Exception:  # noqa: BLE001
-        pass
-    for i in range(count):
-        p = torch.cuda.get_device_properties(i)
-        out["devices"][f"cuda:{i}"] = {
-            "type": "cuda", "index": i, "name": p.name,
-            "driver_version": driver or (f"CUDA driver API {api}" if api else None),
-            "triton_backend": "nvidia",
-            "compute_units": int(p.multi_processor_count),
-            "l2_bytes": int(getattr(p, "L2_cache_size", 0) or 0) or None,
-            "memory_bytes": int(p.total_memory),
-            "extra": {"capability": f"{p.major}.{p.minor}", "cuda_driver_api": api,
-                      "torch_cuda": getattr(torch.version, "cuda", None)},
-        }
-
-
-def _probe_xpu(out: dict[str, Any]) -> None:
-    import torch
-
-    if not hasattr(torch, "xpu"):
-        _unavailable(out, "xpu", "this torch build has no torch.xpu")
-        return
-    if not torch.xpu.is_available():
-        _unavailable(out, "xpu", "torch.xpu.is_available() is False")
-        return
-    if "intel" not in out["triton_backends"]:
-        _unavailable(out, "xpu", ("torch.xpu works but Intel's Triton backend is not installed "
-                                  "(install the torch xpu build with pytorch-triton-xpu)"))
-        return
-    count = torch.xpu.device_count()
-    out["available"]["xpu"] = count
-    for i in range(count):
-        p = torch.xpu.get_device_properties(i)
-        extra: dict[str, Any] = {}
-        for attr in ("platform_name", "version", "gpu_eu_count", "gpu_subslice_count",
-                     "max_work_group_size", "max_num_sub_groups", "sub_group_sizes",
-                     "has_fp16", "has_fp64", "has_atomic64", "device_id", "architecture"):
-            if hasattr(p, attr):
-                value = getattr(p, attr)
-                extra[attr] = value if isinstance(value, (int, float, str, bool, list)) else str(value)
-        out["devices"][f"xpu:{i}"] = {
-            "type": "xpu", "index": i, "name": str(p.name),
-            "driver_version": str(getattr(p, "driver_version", "")) or None,
-            "triton_backend": "intel",
-            "compute_units": int(getattr(p, "max_compute_units", 0) or 0) or None,
-            "l2_bytes": None,
-            "memory_bytes": int(getattr(p, "total_memory", 0) or 0) or None,
-            "extra": extra,
-        }
-
-
 def run(job: dict[str, Any]) -> dict[str, Any]:
-    """Probe the device types named in ``job["options"]["probe_types"]`` and return the result
-    dict described in the module docstring. Failures of one type are recorded in ``reasons``
+    """Probe the device types named in ``job["options"]["probe_types"]`` (each by its backend's
+    ``probe``, ``worker.backends``) and return the result dict described in the module docstring. Failures of one type are recorded in ``reasons``
     (with that type's count 0) and do not stop the others; the cpu interpreter is always
     listed as available when torch and triton import."""
     options = job.get("options") or {}
@@ -209,19 +82,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                            "triton_backends": _triton_backends()}
     for dtype in types:
         try:
-            if dtype == "cpu":
-                ok = out["versions"].get("torch") and out["versions"].get("triton")
-                if ok:
-                    out["available"]["cpu"] = 1
-                else:
-                    _unavailable(out, "cpu", "torch or triton does not import")
-                out["devices"]["cpu:0"] = _cpu_fingerprint()
-            elif dtype == "cuda":
-                _probe_cuda(out)
-            elif dtype == "xpu":
-                _probe_xpu(out)
+            get_backend(dtype).probe(out)
         except Exception as exc:  # noqa: BLE001 - one broken runtime must not hide the others
-            _unavailable(out, dtype, f"probe failed: {type(exc).__name__}: {exc}"[:500])
+            unavailable(out, dtype, f"probe failed: {type(exc).__name__}: {exc}"[:500])
     out["seconds"] = time.perf_counter() - start
     return out
 

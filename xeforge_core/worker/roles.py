@@ -49,7 +49,7 @@ import torch
 
 from xeforge_core.precision import PrecisionPolicy
 from xeforge_core.verdict import CorrectnessRun, Finding, Step, StepStatus, VerdictKind
-from xeforge_core.worker.adapter import KernelFunctionModel, forward_params
+from xeforge_core.worker import formats
 from xeforge_core.worker.calibrated import Truth64
 from xeforge_core.worker.capture import INT32_LIMIT, LaunchRefused
 from xeforge_core.worker.compare import (
@@ -69,6 +69,7 @@ from xeforge_core.worker.domain import (
 )
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
 from xeforge_core.worker.expected import ExpectedStore, StoredTensor, materialize, tensor_digest
+from xeforge_core.worker.formats.base import forward_params
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
     INIT_DIFFERS,
@@ -181,8 +182,8 @@ class Harness:
     Inputs and constructor arguments come from the job's inputs module when it has one
     (KernelBench's problem file, ``WorkerContext.inputs_module``), else from ``loaded`` itself;
     a module without ``get_init_inputs()`` takes them from ``init_fallback``. A ``function``
-    entry (KernelAgent's ``kernel_function``) is wrapped in a :class:`KernelFunctionModel` bound
-    to the problem's reference model, built with the same seed and weights."""
+    entry (KernelAgent's ``kernel_function``) is adapted by its format (``worker.formats``) into
+    a model bound to the problem's reference model, built with the same seed and weights."""
 
     def __init__(self, ctx: WorkerContext, loaded: LoadedModule, init_fallback: LoadedModule | None = None) -> None:
         self.ctx = ctx
@@ -190,7 +191,7 @@ class Harness:
         problem_inputs = ctx.inputs_module()
         self.input_source = problem_inputs or loaded
         candidates = [m for m in (problem_inputs, loaded, init_fallback) if m is not None]
-        self.init_module = next((m for m in candidates if hasattr(m.module, "get_init_inputs")), candidates[0])
+        self.init_module = next((m for m in candidates if hasattr(m.module, formats.inputs_functions()[1])), candidates[0])
         self.spec = ctx.job.get("spec")
         self.models: dict[tuple[str, int], torch.nn.Module] = {}
         self.states: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
@@ -224,14 +225,15 @@ class Harness:
             return self.models[key]
         inits = init_values(self.init_module, combo.variant)
         on_device = bool(combo.variant.get("inputs_on_device"))
-        if self.loaded.entry == "function":
+        adapt = self.loaded.adapter()
+        if adapt is not None:
             binding = self._binding_module()
             reference = construct_model(binding, inits, combo.seed, self.ctx.ops.torch_device,
                                         _variant_dtype(combo.variant), on_device=on_device)
             if baseline_state is not None:
                 self.weight_notes[f"{combo.vname}/s{combo.seed}"] = load_matching_state(reference, baseline_state)
-            model: torch.nn.Module = KernelFunctionModel(self.loaded.entry_function(), reference,
-                                                         forward_params(binding.model_class()))
+            model: torch.nn.Module = adapt(self.loaded.entry_function(), reference,
+                                           forward_params(binding.model_class()))
         else:
             model = construct_model(self.loaded, inits, combo.seed, self.ctx.ops.torch_device,
                                     _variant_dtype(combo.variant), on_device=on_device)
@@ -268,7 +270,7 @@ class Harness:
             if note:
                 failure.reason = f"the {self.loaded.label} {note}. {failure.reason}"
             raise WorkerError(failure) from exc
-        if isinstance(model, KernelFunctionModel) and model.description:
+        if self.loaded.adapter() is not None and getattr(model, "description", ""):
             self.call_description = model.description
         return flatten_outputs(out)
 

@@ -383,18 +383,18 @@ class _Timer:
         """``(replay, "")``: a callable replaying ``calls`` calls of ``fn`` captured in a device
         graph, checked to reproduce the eager call's output; or ``(None, why not)``."""
         ops = self.ops
-        graph = ops.graph() if ops.kind == "cuda" else None
+        graph = ops.graph() if ops.graphs_for_timing else None
         if graph is None:
             return None, f"{ops.kind} has no device graphs here"
         try:
             expected = _tensors(fn())
             ops.synchronize()
             expected = [t.clone() for t in expected]
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
+            stream = ops.stream()
+            stream.wait_stream(ops.current_stream())
+            with ops.use_stream(stream):
                 fn()
-            torch.cuda.current_stream().wait_stream(stream)
+            ops.current_stream().wait_stream(stream)
             out: Any = None
             with ops.graph_capture(graph):
                 for _ in range(calls):
@@ -515,7 +515,7 @@ def measure(ops: Any, callables: Mapping[str, Callable[[], Any]], options: Mappi
         k = int(min(64, max(1, math.ceil(BATCH_TARGET_US / max(cold, 0.5)))))
         timer.hold_us[n] = max(timer.hold_us[n], HOLD_MARGIN * host[n] * k + 2 * HOLD_SLACK_US)
         device[n] = timer.clean_sample(n, callables[n], k, k, False)[0].us
-    plan = choose_method(device, host, graphs=ops.kind == "cuda")
+    plan = choose_method(device, host, graphs=ops.graphs_for_timing)
     if timer.waits:
         plan.reason += (f"; {', '.join(sorted(timer.waits))} waits for the device inside its call (a synchronisation "
                         "or a copy to the host), so its samples include host time")

@@ -1,5 +1,5 @@
-"""Run a KernelAgent-style module, which defines ``kernel_function(...)`` instead of a model
-class, as if it were one.
+"""KernelAgent's format (meta-pytorch/KernelAgent): a kernel module defines
+``kernel_function(...)`` instead of a model class; the worker runs it as if it were one.
 
 KernelAgent's convention: ``problem.py`` holds the PyTorch ``Model`` with ``get_inputs()`` /
 ``get_init_inputs()``; the kernel module's ``kernel_function`` launches Triton kernels and is
@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
-import torch
+from xeforge_core.worker.formats.base import ProblemFormat
 
 _UNBOUND = object()
 
@@ -38,6 +39,8 @@ _ALIASES = {"w": "weight", "add_bias": "bias"}
 
 
 def _plain_attr(obj: Any, name: str) -> Any:
+    import torch
+
     value = getattr(obj, name, _UNBOUND)
     if value is _UNBOUND or isinstance(value, torch.nn.Module):
         return _UNBOUND
@@ -46,9 +49,11 @@ def _plain_attr(obj: Any, name: str) -> Any:
     return value
 
 
-def _model_value(model: torch.nn.Module, name: str) -> tuple[Any, str]:
-    """The value of ``name`` on ``model`` (see the module docstring, rule 2) and where it came
-    from, or ``(_UNBOUND, "")``."""
+def _model_value(model: Any, name: str) -> tuple[Any, str]:
+    """The value of ``name`` on ``model`` (a ``torch.nn.Module``; see the module docstring,
+    rule 2) and where it came from, or ``(_UNBOUND, "")``."""
+    import torch
+
     value = _plain_attr(model, name)
     if value is not _UNBOUND:
         return value, f"model.{name}"
@@ -77,10 +82,12 @@ def _model_value(model: torch.nn.Module, name: str) -> tuple[Any, str]:
 
 
 def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
-         model: torch.nn.Module | None) -> tuple[list[Any], dict[str, Any], str]:
+         model: Any | None) -> tuple[list[Any], dict[str, Any], str]:
     """``(args, kwargs, description)`` for calling ``fn`` with ``inputs`` (the forward()
-    arguments, named ``forward_params``) and ``model``'s parameters. Raises ``TypeError``
-    naming a parameter that binds to nothing."""
+    arguments, named ``forward_params``) and ``model``'s parameters (a ``torch.nn.Module``).
+    Raises ``TypeError`` naming a parameter that binds to nothing."""
+    import torch
+
     sig = inspect.signature(fn)
     named = {n: i for i, n in enumerate(forward_params[: len(inputs)])}
     used: set[int] = set()
@@ -129,31 +136,42 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
     return args, kwargs, f"{fn.__name__}({', '.join(shown)})"
 
 
-class KernelFunctionModel(torch.nn.Module):
-    """A model whose ``forward(*inputs)`` calls ``fn`` bound as :func:`bind` says. The
-    reference model is held without registering it as a submodule, so its weights are not the
-    candidate's: ``state_dict()`` is empty."""
+@cache
+def kernel_function_model() -> type:
+    """The ``torch.nn.Module`` class that runs a ``kernel_function`` (defined on first use, so
+    that reading this format does not import torch)."""
+    import torch
 
-    def __init__(self, fn: Callable[..., Any], reference: torch.nn.Module | None, forward_params: list[str]) -> None:
-        super().__init__()
-        self.fn = fn
-        object.__setattr__(self, "_reference", reference)
-        self.forward_params = list(forward_params)
-        self.description = ""
+    class KernelFunctionModel(torch.nn.Module):
+        """A model whose ``forward(*inputs)`` calls ``fn`` bound as :func:`bind` says. The
+        reference model is held without registering it as a submodule, so its weights are not the
+        candidate's: ``state_dict()`` is empty."""
 
-    def forward(self, *inputs: Any) -> Any:
-        args, kwargs, self.description = bind(self.fn, list(inputs), self.forward_params, self._reference)
-        out = self.fn(*args, **kwargs)
-        if out is None and inputs:  # KernelAgent's convention: None means "wrote inputs[0] in place"
-            self.description += " (returned None: its first input, written in place, is the output)"
-            return inputs[0]
-        return out
+        def __init__(self, fn: Callable[..., Any], reference: torch.nn.Module | None, forward_params: list[str]) -> None:
+            super().__init__()
+            self.fn = fn
+            object.__setattr__(self, "_reference", reference)
+            self.forward_params = list(forward_params)
+            self.description = ""
+
+        def forward(self, *inputs: Any) -> Any:
+            args, kwargs, self.description = bind(self.fn, list(inputs), self.forward_params, self._reference)
+            out = self.fn(*args, **kwargs)
+            if out is None and inputs:  # KernelAgent's convention: None means "wrote inputs[0] in place"
+                self.description += " (returned None: its first input, written in place, is the output)"
+                return inputs[0]
+            return out
+
+    return KernelFunctionModel
 
 
-def forward_params(model_cls: type) -> list[str]:
-    """Names of ``model_cls.forward``'s parameters after ``self``."""
-    try:
-        params = list(inspect.signature(model_cls.forward).parameters.values())
-    except (TypeError, ValueError):
-        return []
-    return [p.name for p in params[1:] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+def adapt(fn: Callable[..., Any], reference: Any, params: list[str]) -> Any:
+    """``fn`` bound to ``reference`` (the problem's ``Model`` instance) as a ``torch.nn.Module``
+    whose ``forward(*inputs)`` calls it; ``params`` names forward()'s inputs."""
+    return kernel_function_model()(fn, reference, params)
+
+
+KERNELAGENT = ProblemFormat(
+    name="kernelagent", title="KernelAgent (kernel_function bound to the problem's Model)",
+    entry_kind="function", entry_names=("kernel_function",), reference_class="Model",
+    inputs_function="get_inputs", init_inputs_function="get_init_inputs", adapt=adapt)

@@ -1,0 +1,44 @@
+"""What a problem format declares (standard library only: the parent reads it without torch)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProblemFormat:
+    """One way a kernel problem is laid out on disk and entered by the harness.
+
+    ``entry_kind``: ``"class"`` (instantiate one of ``entry_names`` with the constructor
+    arguments) or ``"function"`` (call one of ``entry_names`` bound by ``adapt`` to the
+    problem's reference model). ``reference_class``: the class of the same file that is the
+    truth when the entry is found (KernelBench's solution file keeps its ``Model``).
+    ``spec_suffixes`` / ``reference_suffixes``: sibling files that complete a kernel file
+    (``<stem>.yaml``, ``<stem>_ref.py``). ``inputs_function`` / ``init_inputs_function``: the
+    module functions that build a spec-less problem's inputs and constructor arguments.
+    ``adapt``: worker side, for a ``function`` entry, ``adapt(fn, reference_model,
+    forward_params) -> torch.nn.Module`` (imports torch itself); ``None`` for a class entry.
+    """
+
+    name: str
+    title: str
+    entry_kind: str = "class"
+    entry_names: tuple[str, ...] = ()
+    reference_class: str | None = None
+    spec_suffixes: tuple[str, ...] = ()
+    reference_suffixes: tuple[str, ...] = ()
+    inputs_function: str = ""
+    init_inputs_function: str = ""
+    adapt: Callable[..., Any] | None = None
+
+
+def forward_params(model_cls: type) -> list[str]:
+    """Names of ``model_cls.forward``'s parameters after ``self``."""
+    try:
+        params = list(inspect.signature(model_cls.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params[1:] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -31,6 +31,11 @@ Usage::
 
     python benchmarks/bench_optimize_corpus.py corpus --out docs/measured/h200-optimize-corpus --samples
     python benchmarks/bench_optimize_corpus.py /work/corpus --device cpu --limit 2 --out /tmp/oc
+    python benchmarks/bench_optimize_corpus.py /work/corpus --device cpu --reasons-only --out /tmp/oc
+
+``--reasons-only`` does step 1 alone (static: nothing is run or timed, seconds a pair), and also
+counts the pairs each stage's codemod would rewrite, so a change to the codemods shows in
+``reasons.csv`` and ``summary.md`` before any GPU time is spent.
 
 On cpu (Triton's interpreter) nothing is timed: the codemod reasons, the pipeline verdicts and
 the derived sizes are real; the times say "not timed".
@@ -93,28 +98,98 @@ class Row:
     note: str = ""
 
 
+#: Where a codemod's joined reasons split into single reasons: before each reason about a kernel
+#: or a named part of the codemod ("launch batching: ..."), not inside one reason's own "; ".
+_REASON_SPLIT = re.compile(r"; (?=kernel \w|[a-z][a-z -]+: |the module |no )")
+
+
+def split_reasons(text: str) -> list[str]:
+    """A codemod's reason text (its reasons joined with ``"; "``) as single reasons, the
+    codemod's name in front of each dropped."""
+    return [re.sub(r"^[a-z_]+: (?=kernel |the |no )", "", part) for part in _REASON_SPLIT.split(text)]
+
+
 def normalise_reason(text: str) -> str:
     """A codemod's reason with kernel, parameter and variable names and numbers replaced, so the
     same gap counts once over the corpus."""
-    text = re.sub(r"kernel [A-Za-z_]\w*", "kernel <kernel>", text)
+    text = re.sub(r"\bkernel (?!is\b|has\b|for\b|to\b)[A-Za-z_]\w*", "kernel <kernel>", text)
     text = re.sub(r"`[^`]*`", "`<expr>`", text)
     text = re.sub(r"\b\d+\b", "<n>", text)
     return text.strip()[:200]
 
 
-def codemod_reasons(problem: Any, target: Any) -> list[tuple[str, str]]:
+def codemod_reasons(problem: Any, target: Any, applies: list[str] | None = None,
+                    source: str | None = None) -> list[tuple[str, str]]:
     """``(stage, reason)`` for every rules stage whose codemod does not apply to the published
-    solution, one entry per ``;``-separated reason."""
+    solution (``source``, default the problem's kernel), one entry per reason
+    (:func:`split_reasons`); the stages whose codemod would rewrite it are appended to
+    ``applies`` when given."""
     from xeforge_core.pipeline.feasibility import check_stages
 
     out = []
-    checks = check_stages(RULES_STAGES, problem.kernel.source, target, problem, engines=["rules"])
+    checks = check_stages(RULES_STAGES, source if source is not None else problem.kernel.source, target, problem,
+                          engines=["rules"])
     for stage, row in checks.items():
         for check in row:
-            if not check.can:
-                for part in check.reason.split("; "):
-                    out.append((stage, normalise_reason(part.split(": ", 1)[-1] if part.startswith(stage) else part)))
+            if check.can:
+                if applies is not None:
+                    applies.append(stage)
+                continue
+            out.extend((stage, normalise_reason(part)) for part in split_reasons(check.reason))
     return out
+
+
+def _load_pair(problem_path: Path, solution_path: Path) -> tuple[Any, str]:
+    """``(problem, published solution's source)``; a solution that does not load as a problem
+    of its own (a kernel module without ``Model``) is read as a candidate of the problem."""
+    from xeforge_core.problem import ProblemError, read_candidate
+
+    if problem_path == solution_path:
+        problem = load_problem(solution_path)
+        return problem, problem.kernel.source
+    try:
+        problem = load_problem(solution_path, reference_path=problem_path)
+        return problem, problem.kernel.source
+    except ProblemError:
+        return load_problem(problem_path), read_candidate(solution_path)
+
+
+def reasons_only(pairs: list[tuple[str, Path, Path]], device: Any, out: Path) -> str:
+    """Step 1 of the module docstring alone over ``pairs``: ``reasons.csv``, ``applies.csv`` and
+    ``summary.md`` in ``out``; returns the summary."""
+    from xeforge_core.commands.optimize import target_for
+
+    target = target_for(device, None)
+    reasons: collections.Counter = collections.Counter()
+    applies: collections.Counter = collections.Counter()
+    failed: list[str] = []
+    for name, problem_path, solution_path in pairs:
+        try:
+            problem, source = _load_pair(problem_path, solution_path)
+            stages: list[str] = []
+            reasons.update(set(codemod_reasons(problem, target, stages, source)))
+            applies.update(set(stages))
+            print(f"{name}: applies {','.join(stages) or '-'}", flush=True)
+        except Exception as exc:  # one bad pair is a line, not the end of the run
+            failed.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
+    with open(out / "reasons.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["count", "stage", "reason"])
+        w.writerows([n, s, r] for (s, r), n in reasons.most_common())
+    with open(out / "applies.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["stage", "pairs"])
+        w.writerows(applies.most_common())
+    lines = [f"# Why a codemod did not apply, static ({len(pairs)} pairs, {dt.date.today().isoformat()})", "",
+             "| stage | pairs it would rewrite |", "|---|---|"]
+    lines += [f"| {s} | {applies.get(s, 0)} |" for s in RULES_STAGES]
+    lines += ["", "| count | stage | reason |", "|---|---|---|"]
+    lines += [f"| {n} | {s} | {r.replace('|', '/')} |" for (s, r), n in reasons.most_common()]
+    if failed:
+        lines += ["", "## Pairs that did not load", ""] + [f"- {x}" for x in failed]
+    text = "\n".join(lines) + "\n"
+    (out / "summary.md").write_text(text)
+    return text
 
 
 def bench_size(problem: Any, bandwidth_gbps: float, min_us: float) -> tuple[str, str]:
@@ -308,8 +383,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-eager-us", type=float, default=MIN_EAGER_US)
     ap.add_argument("--compile-timeout", type=float, default=900.0)
     ap.add_argument("--quick", action="store_true", help="shorter timing and at most 4 autotune configs")
+    ap.add_argument("--reasons-only", action="store_true",
+                    help="only the static codemod reasons and applicable counts (nothing run or timed)")
     args = ap.parse_args(argv)
     device = detect_device(args.device) if args.device else detect_device()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.reasons_only:
+        print(reasons_only(_pairs(args.dir, args.only, args.limit, args.samples), device, args.out))
+        return 0
     import torch
 
     copy_gbps = copy_bandwidth(device.type)

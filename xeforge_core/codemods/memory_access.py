@@ -54,7 +54,7 @@ def _apply_rows(module: cst.Module, target: str, arch: str | None, notes: list[s
     for fn in host_functions(module):
         facts = host_facts(fn, kernels)
         host_names = all_names(fn)
-        for lc in facts.launches:
+        for lc in facts.all_launches():
             if lc.kernel in done or lc.kernel in touched:
                 continue
             if counts.get(lc.kernel) != 1:

@@ -26,20 +26,25 @@ from xeforge_core.codemods.common import (
     is_constexpr_param,
     keyword_arg,
 )
-from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
+from xeforge_core.codemods.host import grid_view, host_facts, host_functions, launch_counts
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     Edits,
     body_of,
+    calls_named,
     module_kernels,
     once_defs,
     pointer_terms,
+    read_names,
     simple_assign,
     walk,
 )
 from xeforge_core.codemods.spaces import SpaceError, default_config
 
 _CDIV = {"triton.cdiv", "cdiv", "tl.cdiv"}
+#: calls whose result depends on how many elements a program holds
+_PER_PROGRAM = {f"tl.{n}" for n in ("sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod",
+                                    "associative_scan", "atomic_add", "atomic_max", "atomic_min")}
 
 
 def _flat_block(fn: cst.FunctionDef) -> str | None:
@@ -54,6 +59,9 @@ def _flat_block(fn: cst.FunctionDef) -> str | None:
         terms = pointer_terms(a[1])
         if len(terms) != 2:
             continue
+        # `block_start = pid * BLOCK` ... `block_start + tl.arange(0, BLOCK)`: follow the name
+        terms = [defs[t.value] if isinstance(t, cst.Name) and isinstance(defs.get(t.value), cst.BinaryOperation)
+                 else t for t in terms]
         aranges = [t for t in terms if isinstance(t, cst.Call) and dotted_name(t.func) in TL_ARANGE]
         prods = [t for t in terms if isinstance(t, cst.BinaryOperation) and isinstance(t.operator, cst.Multiply)]
         if len(aranges) != 1 or len(prods) != 1:
@@ -84,7 +92,7 @@ def apply_flat(module: cst.Module, target: str, arch: str | None, notes: list[st
     for fn in host_functions(module):
         facts = host_facts(fn, kernels)
         host_defs = once_defs(facts.body, fn.body)
-        for lc in facts.launches:
+        for lc in facts.all_launches():
             kfn = kernels[lc.kernel]
             if lc.kernel in touched or counts.get(lc.kernel) != 1:
                 continue
@@ -92,28 +100,39 @@ def apply_flat(module: cst.Module, target: str, arch: str | None, notes: list[st
                 continue
             block = _flat_block(kfn)
             if block is None:
+                reasons.append(f"kernel {lc.kernel}: its offsets are not `pid * BLOCK + tl.arange(0, BLOCK)` "
+                               "over one axis (a flat elementwise block)")
                 continue
             if any(is_autotune_decorator(d) for d in kfn.decorators):
                 reasons.append(f"kernel {lc.kernel} is autotuned: its configs own the block size")
+                continue
+            reduces = [c for c in calls_named(kfn.body, _PER_PROGRAM)]
+            if reduces:
+                reasons.append(f"kernel {lc.kernel} reduces its block (`{dotted_name(reduces[0].func)}`): each program's "
+                               "partial result depends on the block size the host sized its buffers for")
                 continue
             arg = lc.bound.get(block)
             if arg is None:
                 reasons.append(f"kernel {lc.kernel}: {block} is not passed at the launch")
                 continue
-            grid = lc.grid
-            grid_stmt = None
-            if isinstance(grid, cst.Name) and grid.value in host_defs:
-                grid_stmt = next((s for s in facts.body if simple_assign(s) and simple_assign(s)[0] == grid.value), None)
-                grid = host_defs[grid.value]
-            if not (isinstance(grid, cst.Tuple) and len(grid.elements) == 1):
-                reasons.append(f"kernel {lc.kernel}: the launch grid is not a 1-D tuple")
+            view = grid_view(lc)
+            grid_stmt = view.assign
+            if view.elements is None or len(view.elements) != 1:
+                axes = "" if view.elements is None else f" ({len(view.elements)} axes)"
+                reasons.append(f"kernel {lc.kernel}: the launch grid is not a 1-D tuple{axes}")
                 continue
-            el = grid.elements[0].value
-            if not (isinstance(el, cst.Call) and dotted_name(el.func) in _CDIV and len(el.args) == 2
-                    and code_of(el.args[1].value) == code_of(arg.value)):
-                reasons.append(f"kernel {lc.kernel}: the grid `{code_of(grid)}` does not divide by the launch's "
-                               f"{block}={code_of(arg.value)}")
+            el = view.elements[0]
+            if view.is_lambda:
+                # the grid reads the block from the launch's own argument: it follows a new value
+                if block not in view.meta_keys:
+                    reasons.append(f"kernel {lc.kernel}: the launch grid function does not read META[\"{block}\"]")
+                    continue
+            elif not (isinstance(el, cst.Call) and dotted_name(el.func) in _CDIV and len(el.args) == 2
+                      and code_of(el.args[1].value) == code_of(arg.value)):
+                reasons.append(f"kernel {lc.kernel}: the grid `{code_of(view.value or lc.grid)}` does not divide by the "
+                               f"launch's {block}={code_of(arg.value)}")
                 continue
+            grid = view.value
             if cfg is None:
                 try:
                     cfg, sid = default_config(target, arch, "elementwise")
@@ -134,9 +153,9 @@ def apply_flat(module: cst.Module, target: str, arch: str | None, notes: list[st
             var_stmt = None
             if isinstance(arg.value, cst.Name) and int_value(host_defs.get(arg.value.value)) is not None:
                 var = arg.value.value
-                users = [s for s in facts.body if var in code_of(s) and s is not lc.stmt and s is not grid_stmt
+                users = [s for s in facts.body if var in read_names(s) and s is not lc.stmt and s is not grid_stmt
                          and not (simple_assign(s) and simple_assign(s)[0] == var)]
-                if not users:
+                if not users and lc.block is facts.body:
                     var_stmt = next(s for s in facts.body if simple_assign(s) and simple_assign(s)[0] == var)
             new_args = []
             for a in lc.call.args:
@@ -152,7 +171,9 @@ def apply_flat(module: cst.Module, target: str, arch: str | None, notes: list[st
             new_args += [e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                          for e in extra[:-1]] + [extra[-1]]
             call = lc.call.with_changes(args=new_args)
-            if var_stmt is None:
+            if var_stmt is None and view.is_lambda:
+                pass  # the lambda reads the new block from the launch
+            elif var_stmt is None:
                 new_el = el.with_changes(args=[el.args[0], el.args[1].with_changes(value=cst.Integer(str(new_block)))])
                 new_grid = grid.with_changes(elements=[grid.elements[0].with_changes(value=new_el)])
                 if grid_stmt is not None:

@@ -38,7 +38,7 @@ from xeforge_core.codemods.common import (
     keyword_arg,
 )
 from xeforge_core.codemods.dedupe import dedupe
-from xeforge_core.codemods.host import HostFacts, Launch
+from xeforge_core.codemods.host import HostFacts, Launch, grid_view
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
@@ -67,12 +67,18 @@ _RANGE = {"range", "tl.range", "triton.language.range"}
 
 
 def _grid_len(launch: Launch, facts: HostFacts) -> int | None:
-    grid = launch.grid
-    if isinstance(grid, cst.Name):
-        grid = once_defs(facts.body, facts.fn.body).get(grid.value, grid)
-    if isinstance(grid, cst.Tuple):
-        return len(grid.elements)
-    return None
+    elements = grid_view(launch).elements
+    return None if elements is None else len(elements)
+
+
+def early_return(stmt: cst.BaseStatement) -> bool:
+    """``if <test>: return`` (no value, no ``else``): a guard that ends the program early, e.g.
+    ``if pid >= n_rows: return`` for a grid rounded up."""
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None:
+        return False
+    body = block_stmts(stmt.body)
+    return len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 \
+        and isinstance(body[0].body[0], cst.Return) and body[0].body[0].value is None
 
 
 def row_loop(loop: cst.For, defs: dict[str, cst.BaseExpression], params: set[str], constexprs: set[str]
@@ -210,6 +216,8 @@ def plan_rows(fn: cst.FunctionDef, launch: Launch, facts: HostFacts) -> tuple[cs
     defs = once_defs(stmts, fn.body)
     loops: list[tuple[int, tuple[str, str, str]]] = []
     for i, s in enumerate(stmts):
+        if early_return(s) and not loops:
+            continue  # a guard before the row loops stays in front of both paths
         if isinstance(s, (cst.While, cst.If, cst.With, cst.Try)):
             return f"kernel {name} has a `{code_of(s).split(':')[0].strip()}` block the rewrite does not follow"
         if isinstance(s, cst.For):

@@ -26,6 +26,7 @@ import libcst as cst
 from xeforge_core.codemods.common import CodemodResult, code_of, not_applicable, parse_kernels, still_parses
 from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
 from xeforge_core.codemods.kernel_edit import Edits, all_names, insert_before_kernels, module_kernels
+from xeforge_core.codemods.registry import CodemodSettings, register
 from xeforge_core.codemods.spaces import SpaceError, space_configs
 
 NAME = "memory_access"
@@ -121,3 +122,8 @@ def improve_memory_access(source: str, *, target: str = "xpu", arch: str | None 
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
     left = [r for r in dict.fromkeys(reasons) if not any(f"kernel {k} " in r or f"kernel {k}:" in r for k in touched)]
     return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes + [f"not changed: {r}" for r in left])
+
+
+@register("memory_access", "coalesced, vectorised loads and stores sized for the target")
+def _run(source: str, settings: CodemodSettings) -> CodemodResult:
+    return improve_memory_access(source, target=settings.target, arch=settings.arch)

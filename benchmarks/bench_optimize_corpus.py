@@ -12,8 +12,10 @@ the pairs in the git-ignored ``corpus/``), and with ``--samples`` the project's 
    ``bench_pipeline.run_rules_pipeline``), a candidate kept only where it verifies and is faster;
 3. **sizes**: the published size (``module``) and a **bench size** derived through the problem's
    size constants (``problem.scaling.scaled_variant``): the smallest power-of-two factor at which
-   the inputs and one output of the same size, moved once at the device's bandwidth, take at
-   least ``--min-eager-us`` (100 µs); factor 1 (the published size) when it already does. The
+   the inputs and one output of the same size, moved once at the device's bandwidth, or, for a
+   problem whose ``forward`` does matrix products, their FLOP at the device's peak for the
+   inputs' dtype (``gemm_flop.py``), take at least ``--min-eager-us`` (100 µs); factor 1 (the
+   published size) when it already does. The
    measured eager time is recorded next to it, so a bench size whose eager time stays below the
    threshold (a compute-light problem mis-estimated) is visible;
 4. **anchors in one run**: the verifier times the published solution (baseline), the rules
@@ -192,30 +194,66 @@ def reasons_only(pairs: list[tuple[str, Path, Path]], device: Any, out: Path) ->
     return text
 
 
-def bench_size(problem: Any, bandwidth_gbps: float, min_us: float) -> tuple[str, str]:
+def peak_tflops(device: Any, dtype: str) -> float:
+    """The device's peak TFLOP/s for ``dtype`` (``fp32``/``fp16``/``bf16``) from its hardware
+    profile (the knowledge base's cuda profile where the device has none, as on cpu)."""
+    from xeforge_core.codemods.autotune_prune import profile_numbers
+    from xeforge_core.codemods.spaces import profile_value, resolve_profile
+
+    profile = getattr(device, "profile", None) or resolve_profile(None, "cuda", None)
+    peaks = profile_value(profile, "peak_tflops") or {}
+    v = peaks.get(dtype) if isinstance(peaks, dict) else None
+    v = getattr(v, "value", v)
+    if isinstance(v, dict):
+        v = v.get("value")
+    return float(v) if v else profile_numbers(profile, "cuda")["peak_tflops"]
+
+
+def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any = None) -> tuple[str, str]:
     """Add the bench variant to ``problem`` (module docstring, item 3); ``(variant name, how it
-    was derived)``."""
+    was derived)``. The eager time at a size is estimated as the larger of the bytes moved at
+    ``bandwidth_gbps`` and, for a problem whose ``forward`` does matrix products
+    (:func:`gemm_flop.estimate_gemm_flop`), their FLOP at the device's peak for the inputs'
+    dtype: a GEMM's FLOP grow with the cube of the scale, its bytes with the square, so the
+    FLOP decide its bench size."""
+    from gemm_flop import estimate_gemm_flop
+
     if problem.inputs is None:
         return "module", "published size (no size constants to scale)"
-    got = estimate_input_bytes(problem.inputs.source)
+    source = problem.inputs.source
+    got = estimate_input_bytes(source)
     if not got:
         return "module", "published size (input bytes unknown)"
+    model = problem.reference.source if getattr(problem, "reference", None) is not None else source
+    gemm = estimate_gemm_flop(model, inputs_source=source)
+    peak = peak_tflops(device, gemm[1]) * 1e12 if gemm else 0.0
+
+    def seconds(moved: float, flop: float) -> float:
+        return max(moved / (bandwidth_gbps * 1e9), flop / peak if peak else 0.0)
+
+    def why_of(moved: float, flop: float) -> str:
+        if flop and flop / peak >= moved / (bandwidth_gbps * 1e9):
+            return f"{flop / 1e9:.3g} GFLOP at {peak / 1e12:g} TFLOP/s ({gemm[1]})"  # type: ignore[index]
+        return f"{moved / 1e6:.1f} MB at {bandwidth_gbps:g} GB/s"
+
     moved = got[1] * 2  # the inputs read once and an output of the same size written
-    need = min_us * 1e-6 * bandwidth_gbps * 1e9
-    if moved >= need:
-        return "module", f"published size ({moved / 1e6:.0f} MB moved >= {need / 1e6:.0f} MB in {min_us:g} µs)"
+    flop = gemm[0] if gemm else 0.0
+    if seconds(moved, flop) >= min_us * 1e-6:
+        return "module", f"published size ({why_of(moved, flop)} >= {min_us:g} µs)"
     base = problem.variant("module")
-    factor, var, scaled = 1, None, moved
-    while scaled < need and factor < 2**20:  # every size constant grows, so bytes grow by factor**ndim
+    factor, var, s_moved, s_flop = 1, None, moved, flop
+    while seconds(s_moved, s_flop) < min_us * 1e-6 and factor < 2**20:  # every size constant grows
         factor *= 2
         var = scaled_variant(problem, base, factor, "bench")
-        est = estimate_input_bytes(problem.inputs.source, var.overrides) if var is not None else None
+        est = estimate_input_bytes(source, var.overrides) if var is not None else None
         if not est:
             return "module", "published size (the scaled sizes cannot be estimated)"
-        scaled = est[1] * 2
+        s_moved = est[1] * 2
+        scaled = estimate_gemm_flop(model, var.overrides, source) if gemm and var is not None else None
+        s_flop = scaled[0] if scaled else 0.0
     if var is None:
         return "module", "published size (nothing to scale)"
-    why = f"size constants x{factor}: {moved / 1e6:.1f} MB -> {scaled / 1e6:.0f} MB moved (>= {min_us:g} µs)"
+    why = f"size constants x{factor}: {why_of(moved, flop)} -> {why_of(s_moved, s_flop)} (>= {min_us:g} µs)"
     var = replace(var, derived=why)
     problem.module_variants["bench"] = var
     return "bench", why
@@ -262,7 +300,7 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
         else load_problem(solution_path)
     reasons = codemod_reasons(problem, target_for(device, None))
     bw = copy_gbps or profile_numbers(getattr(device, "profile", None), "cuda")["bandwidth_gbps"]
-    bench, why = bench_size(problem, bw, args.min_eager_us)
+    bench, why = bench_size(problem, bw, args.min_eager_us, device)
     sizes = ["module"] + ([bench] if bench != "module" else [])
     settings = _settings(device.type, args.quick)
     outcome = run_rules_pipeline(Job("case", name, problem), device, settings, workdir)

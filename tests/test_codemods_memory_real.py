@@ -65,8 +65,25 @@ def test_kernels_it_does_not_rewrite_keep_their_reason() -> None:
         "tl.atomic_add(out_ptr, tl.sum(x, axis=0))")
     res = _rewrite("two_kernels_helpers.py", flat)
     assert any("kernel shift_relu_kernel reduces its block (`tl.atomic_add`)" in n for n in res.notes)
-    # a 2-D launch grid of a flat kernel is named as such
-    two_d = flat.replace('(triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)', '(triton.cdiv(n_elements, meta["BLOCK_SIZE"]), 1)')
-    two_d = two_d.replace("tl.atomic_add(out_ptr, tl.sum(x, axis=0))", "tl.store(out_ptr + offsets, x, mask=mask)")
-    res = _rewrite("two_kernels_helpers.py", two_d)
-    assert any("kernel shift_relu_kernel: the launch grid is not a 1-D tuple (2 axes)" in n for n in res.notes)
+    # a block along a program-id axis the launch grid does not have is named as such
+    other_axis = flat.replace("pid = tl.program_id(axis=0)", "pid = tl.program_id(axis=1)")
+    other_axis = other_axis.replace("tl.atomic_add(out_ptr, tl.sum(x, axis=0))", "tl.store(out_ptr + offsets, x, mask=mask)")
+    res = _rewrite("two_kernels_helpers.py", other_axis)
+    assert any("kernel shift_relu_kernel: its block runs along program-id axis 1, which the launch grid with 1 "
+               "axis does not have" in n for n in res.notes)
+
+
+def test_a_2d_grid_with_strided_rows_launched_from_two_places_is_rewritten_at_each_launch() -> None:
+    res = _rewrite("rows_grid_two_launches.py")
+    assert res.applicable, res.reason
+    out = res.source
+    assert "grid = (R, triton.cdiv(C, min(4096, triton.next_power_of_2(C))))" in out
+    assert "BLOCK_N=min(4096, triton.next_power_of_2(xt.shape[1])), num_warps=8" in out
+    assert sum("along grid axis 1 of 2" in n for n in res.notes) == 2
+    _verifies("rows_grid_two_launches.py", out)
+
+
+def test_a_gemm_is_left_to_the_stages_that_serve_it() -> None:
+    gemm = (Path(__file__).parent / "fixtures" / "codemods" / "matmul_fixed_tiles.py").read_text()
+    res = improve_memory_access(gemm, target="cuda")
+    assert not res.changed and "is a GEMM (tl.dot): its operands are loaded as 2-D tiles already" in res.reason

@@ -52,6 +52,7 @@ from xeforge_core.codemods.kernel_edit import (
     calls_named,
     comment_line,
     fresh_name,
+    indexes_2d_tiles,
     module_kernels,
     once_defs,
     parse_expr,
@@ -137,8 +138,7 @@ def plan_lift(fn: cst.FunctionDef, launch: Launch, grid_len: int | None) -> tupl
     if pid_stmt is None:
         return f"kernel {name}: tl.program_id(0) is not assigned to a name at the top of the kernel"
     pid = simple_assign(pid_stmt)[0]  # type: ignore[index]
-    if any(isinstance(n, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(
-            e.slice.value, cst.Name) and e.slice.value.value == "None" for e in n.slice) for n in nodes):
+    if indexes_2d_tiles(fn):
         return f"kernel {name} already indexes 2-D tiles"
     derived = _pid_derived(stmts, pid)
     defs = once_defs(stmts, fn.body)
@@ -313,7 +313,8 @@ def apply_lift(module: cst.Module, target: str, arch: str | None, notes: list[st
             if lc.kernel in touched or lc.kernel in kernel_edits or counts.get(lc.kernel) != 1:
                 continue
             view = grid_view(lc)
-            if view.is_lambda and view.meta_keys - set(lc.bound):
+            if view.is_lambda and view.meta_keys - set(lc.bound) and not any(
+                    is_autotune_decorator(d) for d in kernels[lc.kernel].decorators):
                 reasons.append(f"kernel {lc.kernel}: the launch grid reads meta-parameters the launch does not pass "
                                f"({', '.join(sorted(view.meta_keys - set(lc.bound)))})")
                 continue

@@ -50,13 +50,13 @@ from xeforge_core.codemods.kernel_edit import (
     calls_named,
     comment_line,
     fresh_name,
+    indexes_2d_tiles,
     once_defs,
     parse_expr,
     pointer_terms,
     read_names,
     resolve,
     simple_assign,
-    walk,
     with_body,
     with_commas,
 )
@@ -207,8 +207,7 @@ def plan_rows(fn: cst.FunctionDef, launch: Launch, facts: HostFacts) -> tuple[cs
         return f"kernel {name} reads program ids {sorted(a for a in axes if a is not None)}, not only axis 0"
     params = {p.name.value for p in fn.params.params}
     constexprs = {p.name.value for p in fn.params.params if is_constexpr_param(p)}
-    if any(isinstance(n, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(
-            e.slice.value, cst.Name) and e.slice.value.value == "None" for e in n.slice) for n in walk(fn.body)):
+    if indexes_2d_tiles(fn):
         return f"kernel {name} works on 2-D tiles; the row rewrite handles 1-D rows"
     if "ROW_FITS" in params:
         return f"kernel {name} already has a one-block path for rows (ROW_FITS)"

@@ -15,6 +15,14 @@ Three rewrites, each applied to every kernel it recognises (one per kernel):
 The sizes come from the target's search space (``knowledge/search_spaces``: kinds ``row``,
 ``elementwise``, ``lifted``, ``lifted_2d``), so an Xe target gets Xe sizes and the H200 gets
 Hopper's. Kernels none of them recognise are left unchanged with the reason.
+
+The host code is followed as published solutions write it (:mod:`xeforge_core.codemods.host`):
+launches from ``forward``, from helper functions and from ``if``/``with``/``try`` branches of
+either, after asserts and ``.contiguous()`` calls; grids inline, named, or ``lambda meta:``
+functions of the launch's meta-parameters. Early-return guards (``if pid >= n: return``) stay
+in front of the row paths and become part of the mask of a lifted kernel. GEMM kernels
+(``tl.dot``) and autotuned kernels are left to the block-pointer and autotuning stages, with
+that reason.
 """
 
 from __future__ import annotations
@@ -24,7 +32,14 @@ from typing import Any
 import libcst as cst
 
 from xeforge_core.codemods.autotune_kinds import classify
-from xeforge_core.codemods.common import CodemodResult, code_of, not_applicable, parse_kernels, still_parses
+from xeforge_core.codemods.common import (
+    CodemodResult,
+    code_of,
+    is_autotune_decorator,
+    not_applicable,
+    parse_kernels,
+    still_parses,
+)
 from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
 from xeforge_core.codemods.kernel_edit import Edits, all_names, insert_before_kernels, module_kernels
 from xeforge_core.codemods.registry import CodemodSettings, register
@@ -108,10 +123,16 @@ def improve_memory_access(source: str, *, target: str = "xpu", arch: str | None 
     module, kernels = found
     notes: list[str] = []
     reasons: list[str] = []
-    # GEMM kernels load their operands as 2-D tiles already: block pointers and autotuning serve them
+    # GEMM kernels load their operands as 2-D tiles already (block pointers and autotuning serve them);
+    # an autotuned kernel's configs own its block size
     gemms = {name for name, fn in kernels.items() if classify(fn).kind == "gemm"}
     reasons += [f"kernel {name} is a GEMM (tl.dot): its operands are loaded as 2-D tiles already; the "
                 "block_pointers and autotuning stages serve it" for name in gemms]
+    tuned = {name for name, fn in kernels.items() if name not in gemms
+             and any(is_autotune_decorator(d) for d in fn.decorators)}
+    reasons += [f"kernel {name} is autotuned: its configs own the block size (the autotuning stage adds its "
+                "kind's configs)" for name in tuned]
+    gemms |= tuned
     touched: set[str] = set(gemms)
     from xeforge_core.codemods.memory_flat import apply_flat
     from xeforge_core.codemods.memory_lift import apply_lift

@@ -14,8 +14,8 @@ scans, ``elementwise``), named for the kernel's own meta-parameters:
   unmasked block access keeps its blocks; otherwise every new config keeps the author's first
   value and only ``num_warps``/``num_stages`` change;
 * GEMM space keys map to the kernel's by their axis (``BLOCK_M`` -> ``BLOCK_SIZE_M``,
-  ``GROUP_SIZE_M`` -> ``GROUP_M``); a non-GEMM space tunes one block, so it is used only where
-  exactly one meta-parameter may change;
+  ``GROUP_SIZE_M`` -> ``GROUP_M``); a non-GEMM space sizes one 1-D block, so it is used only
+  where exactly one meta-parameter may change and the kernel does not work on 2-D tiles;
 * the new configs are pruned by the device's limits before anything is compiled
   (:func:`~xeforge_core.codemods.autotune_prune.prune_static`: shared memory per block and
   accumulator registers for GEMM; :func:`~xeforge_core.codemods.autotune_kinds.prune_for_registers`:
@@ -47,6 +47,7 @@ from xeforge_core.codemods.common import (
     parse_kernels,
     still_parses,
 )
+from xeforge_core.codemods.kernel_edit import indexes_2d_tiles
 
 NAME = "autotune_extend"
 #: New configs a kernel gets at most (the autotuner benchmarks each at the first call of a key).
@@ -209,7 +210,8 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         by_axis = {_axis(k): k for k in keys if k in allowed and _axis(k)}
     else:
         blocks = [k for k in keys if k in allowed and BLOCK_NAME.match(k)]
-        by_axis = {"B": blocks[0]} if len(blocks) == 1 else {}
+        # the kind's space sizes a 1-D block (elements of a row, or a flat block), not one side of a 2-D tile
+        by_axis = {"B": blocks[0]} if len(blocks) == 1 and not indexes_2d_tiles(fn) else {}
     new: list[dict[str, Any]] = []
     for cfg in space:
         kwargs = dict(mine[0]["kwargs"])

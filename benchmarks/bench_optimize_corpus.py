@@ -12,8 +12,10 @@ the pairs in the git-ignored ``corpus/``), and with ``--samples`` the project's 
    ``bench_pipeline.run_rules_pipeline``), a candidate kept only where it verifies and is faster;
 3. **sizes**: the published size (``module``) and a **bench size** derived through the problem's
    size constants (``problem.scaling.scaled_variant``): the smallest power-of-two factor at which
-   the inputs and one output of the same size, moved once at the device's bandwidth, take at
-   least ``--min-eager-us`` (100 µs); factor 1 (the published size) when it already does. The
+   the inputs and one output of the same size, moved once at the device's bandwidth, or, for a
+   problem whose ``forward`` does matrix products, their FLOP at the device's peak for the
+   inputs' dtype (``gemm_flop.py``), take at least ``--min-eager-us`` (100 µs); factor 1 (the
+   published size) when it already does. The
    measured eager time is recorded next to it, so a bench size whose eager time stays below the
    threshold (a compute-light problem mis-estimated) is visible;
 4. **anchors in one run**: the verifier times the published solution (baseline), the rules
@@ -31,6 +33,11 @@ Usage::
 
     python benchmarks/bench_optimize_corpus.py corpus --out docs/measured/h200-optimize-corpus --samples
     python benchmarks/bench_optimize_corpus.py /work/corpus --device cpu --limit 2 --out /tmp/oc
+    python benchmarks/bench_optimize_corpus.py /work/corpus --device cpu --reasons-only --out /tmp/oc
+
+``--reasons-only`` does step 1 alone (static: nothing is run or timed, seconds a pair), and also
+counts the pairs each stage's codemod would rewrite, so a change to the codemods shows in
+``reasons.csv`` and ``summary.md`` before any GPU time is spent.
 
 On cpu (Triton's interpreter) nothing is timed: the codemod reasons, the pipeline verdicts and
 the derived sizes are real; the times say "not timed".
@@ -93,54 +100,160 @@ class Row:
     note: str = ""
 
 
+#: Where a codemod's joined reasons split into single reasons: before each reason about a kernel
+#: or a named part of the codemod ("launch batching: ..."), not inside one reason's own "; ".
+_REASON_SPLIT = re.compile(r"; (?=kernel \w|[a-z][a-z -]+: |the module |no )")
+
+
+def split_reasons(text: str) -> list[str]:
+    """A codemod's reason text (its reasons joined with ``"; "``) as single reasons, the
+    codemod's name in front of each dropped."""
+    return [re.sub(r"^[a-z_]+: (?=kernel |the |no )", "", part) for part in _REASON_SPLIT.split(text)]
+
+
 def normalise_reason(text: str) -> str:
     """A codemod's reason with kernel, parameter and variable names and numbers replaced, so the
     same gap counts once over the corpus."""
-    text = re.sub(r"kernel [A-Za-z_]\w*", "kernel <kernel>", text)
+    text = re.sub(r"\bkernel (?!is\b|has\b|for\b|to\b)[A-Za-z_]\w*", "kernel <kernel>", text)
     text = re.sub(r"`[^`]*`", "`<expr>`", text)
     text = re.sub(r"\b\d+\b", "<n>", text)
     return text.strip()[:200]
 
 
-def codemod_reasons(problem: Any, target: Any) -> list[tuple[str, str]]:
+def codemod_reasons(problem: Any, target: Any, applies: list[str] | None = None,
+                    source: str | None = None) -> list[tuple[str, str]]:
     """``(stage, reason)`` for every rules stage whose codemod does not apply to the published
-    solution, one entry per ``;``-separated reason."""
+    solution (``source``, default the problem's kernel), one entry per reason
+    (:func:`split_reasons`); the stages whose codemod would rewrite it are appended to
+    ``applies`` when given."""
     from xeforge_core.pipeline.feasibility import check_stages
 
     out = []
-    checks = check_stages(RULES_STAGES, problem.kernel.source, target, problem, engines=["rules"])
+    checks = check_stages(RULES_STAGES, source if source is not None else problem.kernel.source, target, problem,
+                          engines=["rules"])
     for stage, row in checks.items():
         for check in row:
-            if not check.can:
-                for part in check.reason.split("; "):
-                    out.append((stage, normalise_reason(part.split(": ", 1)[-1] if part.startswith(stage) else part)))
+            if check.can:
+                if applies is not None:
+                    applies.append(stage)
+                continue
+            out.extend((stage, normalise_reason(part)) for part in split_reasons(check.reason))
     return out
 
 
-def bench_size(problem: Any, bandwidth_gbps: float, min_us: float) -> tuple[str, str]:
+def _load_pair(problem_path: Path, solution_path: Path) -> tuple[Any, str]:
+    """``(problem, published solution's source)``; a solution that does not load as a problem
+    of its own (a kernel module without ``Model``) is read as a candidate of the problem."""
+    from xeforge_core.problem import ProblemError, read_candidate
+
+    if problem_path == solution_path:
+        problem = load_problem(solution_path)
+        return problem, problem.kernel.source
+    try:
+        problem = load_problem(solution_path, reference_path=problem_path)
+        return problem, problem.kernel.source
+    except ProblemError:
+        return load_problem(problem_path), read_candidate(solution_path)
+
+
+def reasons_only(pairs: list[tuple[str, Path, Path]], device: Any, out: Path) -> str:
+    """Step 1 of the module docstring alone over ``pairs``: ``reasons.csv``, ``applies.csv`` and
+    ``summary.md`` in ``out``; returns the summary."""
+    from xeforge_core.commands.optimize import target_for
+
+    target = target_for(device, None)
+    reasons: collections.Counter = collections.Counter()
+    applies: collections.Counter = collections.Counter()
+    failed: list[str] = []
+    for name, problem_path, solution_path in pairs:
+        try:
+            problem, source = _load_pair(problem_path, solution_path)
+            stages: list[str] = []
+            reasons.update(set(codemod_reasons(problem, target, stages, source)))
+            applies.update(set(stages))
+            print(f"{name}: applies {','.join(stages) or '-'}", flush=True)
+        except Exception as exc:  # one bad pair is a line, not the end of the run
+            failed.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
+    with open(out / "reasons.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["count", "stage", "reason"])
+        w.writerows([n, s, r] for (s, r), n in reasons.most_common())
+    with open(out / "applies.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["stage", "pairs"])
+        w.writerows(applies.most_common())
+    lines = [f"# Why a codemod did not apply, static ({len(pairs)} pairs, {dt.date.today().isoformat()})", "",
+             "| stage | pairs it would rewrite |", "|---|---|"]
+    lines += [f"| {s} | {applies.get(s, 0)} |" for s in RULES_STAGES]
+    lines += ["", "| count | stage | reason |", "|---|---|---|"]
+    lines += [f"| {n} | {s} | {r.replace('|', '/')} |" for (s, r), n in reasons.most_common()]
+    if failed:
+        lines += ["", "## Pairs that did not load", ""] + [f"- {x}" for x in failed]
+    text = "\n".join(lines) + "\n"
+    (out / "summary.md").write_text(text)
+    return text
+
+
+def peak_tflops(device: Any, dtype: str) -> float:
+    """The device's peak TFLOP/s for ``dtype`` (``fp32``/``fp16``/``bf16``) from its hardware
+    profile (the knowledge base's cuda profile where the device has none, as on cpu)."""
+    from xeforge_core.codemods.autotune_prune import profile_numbers
+    from xeforge_core.codemods.spaces import profile_value, resolve_profile
+
+    profile = getattr(device, "profile", None) or resolve_profile(None, "cuda", None)
+    peaks = profile_value(profile, "peak_tflops") or {}
+    v = peaks.get(dtype) if isinstance(peaks, dict) else None
+    v = getattr(v, "value", v)
+    if isinstance(v, dict):
+        v = v.get("value")
+    return float(v) if v else profile_numbers(profile, "cuda")["peak_tflops"]
+
+
+def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any = None) -> tuple[str, str]:
     """Add the bench variant to ``problem`` (module docstring, item 3); ``(variant name, how it
-    was derived)``."""
+    was derived)``. The eager time at a size is estimated as the larger of the bytes moved at
+    ``bandwidth_gbps`` and, for a problem whose ``forward`` does matrix products
+    (:func:`gemm_flop.estimate_gemm_flop`), their FLOP at the device's peak for the inputs'
+    dtype: a GEMM's FLOP grow with the cube of the scale, its bytes with the square, so the
+    FLOP decide its bench size."""
+    from gemm_flop import estimate_gemm_flop
+
     if problem.inputs is None:
         return "module", "published size (no size constants to scale)"
-    got = estimate_input_bytes(problem.inputs.source)
+    source = problem.inputs.source
+    got = estimate_input_bytes(source)
     if not got:
         return "module", "published size (input bytes unknown)"
+    model = problem.reference.source if getattr(problem, "reference", None) is not None else source
+    gemm = estimate_gemm_flop(model, inputs_source=source)
+    peak = peak_tflops(device, gemm[1]) * 1e12 if gemm else 0.0
+
+    def seconds(moved: float, flop: float) -> float:
+        return max(moved / (bandwidth_gbps * 1e9), flop / peak if peak else 0.0)
+
+    def why_of(moved: float, flop: float) -> str:
+        if flop and flop / peak >= moved / (bandwidth_gbps * 1e9):
+            return f"{flop / 1e9:.3g} GFLOP at {peak / 1e12:g} TFLOP/s ({gemm[1]})"  # type: ignore[index]
+        return f"{moved / 1e6:.1f} MB at {bandwidth_gbps:g} GB/s"
+
     moved = got[1] * 2  # the inputs read once and an output of the same size written
-    need = min_us * 1e-6 * bandwidth_gbps * 1e9
-    if moved >= need:
-        return "module", f"published size ({moved / 1e6:.0f} MB moved >= {need / 1e6:.0f} MB in {min_us:g} µs)"
+    flop = gemm[0] if gemm else 0.0
+    if seconds(moved, flop) >= min_us * 1e-6:
+        return "module", f"published size ({why_of(moved, flop)} >= {min_us:g} µs)"
     base = problem.variant("module")
-    factor, var, scaled = 1, None, moved
-    while scaled < need and factor < 2**20:  # every size constant grows, so bytes grow by factor**ndim
+    factor, var, s_moved, s_flop = 1, None, moved, flop
+    while seconds(s_moved, s_flop) < min_us * 1e-6 and factor < 2**20:  # every size constant grows
         factor *= 2
         var = scaled_variant(problem, base, factor, "bench")
-        est = estimate_input_bytes(problem.inputs.source, var.overrides) if var is not None else None
+        est = estimate_input_bytes(source, var.overrides) if var is not None else None
         if not est:
             return "module", "published size (the scaled sizes cannot be estimated)"
-        scaled = est[1] * 2
+        s_moved = est[1] * 2
+        scaled = estimate_gemm_flop(model, var.overrides, source) if gemm and var is not None else None
+        s_flop = scaled[0] if scaled else 0.0
     if var is None:
         return "module", "published size (nothing to scale)"
-    why = f"size constants x{factor}: {moved / 1e6:.1f} MB -> {scaled / 1e6:.0f} MB moved (>= {min_us:g} µs)"
+    why = f"size constants x{factor}: {why_of(moved, flop)} -> {why_of(s_moved, s_flop)} (>= {min_us:g} µs)"
     var = replace(var, derived=why)
     problem.module_variants["bench"] = var
     return "bench", why
@@ -187,7 +300,7 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
         else load_problem(solution_path)
     reasons = codemod_reasons(problem, target_for(device, None))
     bw = copy_gbps or profile_numbers(getattr(device, "profile", None), "cuda")["bandwidth_gbps"]
-    bench, why = bench_size(problem, bw, args.min_eager_us)
+    bench, why = bench_size(problem, bw, args.min_eager_us, device)
     sizes = ["module"] + ([bench] if bench != "module" else [])
     settings = _settings(device.type, args.quick)
     outcome = run_rules_pipeline(Job("case", name, problem), device, settings, workdir)
@@ -308,8 +421,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-eager-us", type=float, default=MIN_EAGER_US)
     ap.add_argument("--compile-timeout", type=float, default=900.0)
     ap.add_argument("--quick", action="store_true", help="shorter timing and at most 4 autotune configs")
+    ap.add_argument("--reasons-only", action="store_true",
+                    help="only the static codemod reasons and applicable counts (nothing run or timed)")
     args = ap.parse_args(argv)
     device = detect_device(args.device) if args.device else detect_device()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.reasons_only:
+        print(reasons_only(_pairs(args.dir, args.only, args.limit, args.samples), device, args.out))
+        return 0
     import torch
 
     copy_gbps = copy_bandwidth(device.type)

@@ -92,3 +92,45 @@ def test_autotuned_candidates_verify_in_the_interpreter(name: str) -> None:
     problem = load_problem(FIXTURES / name)
     verdict = verify(problem, _tuned(name), device="cpu", options=FAST)
     assert verdict.passed, verdict.feedback()
+
+
+def _extended(name: str, source: str | None = None):
+    from xeforge_core.codemods.autotune_extend import extend_autotune
+
+    return extend_autotune(source or (FIXTURES / name).read_text(), target="cuda", arch="hopper")
+
+
+def test_an_autotuned_kernel_keeps_its_configs_and_gets_its_kinds() -> None:
+    res = _extended("autotuned_elementwise.py")
+    assert res.applicable, res.reason
+    configs = res.source.split("configs=[")[1].split("],")[0]
+    # the author's own first and in order, then the elementwise space's blocks and warps
+    assert configs.index('"BLOCK_SIZE": 256') < configs.index('"BLOCK_SIZE": 512') < configs.index('"BLOCK_SIZE": 4096')
+    assert "BLOCK_SIZE and warps" in res.notes[0]
+    # a block that must cover the row (derived at the launch): warps only
+    row = _extended("autotuned_row_once.py")
+    assert row.applicable and "num_warps/num_stages only" in row.notes[0]
+    assert "triton.Config({}, num_warps=8" in row.source and '"BLOCK"' not in row.source
+
+
+def test_an_in_place_kernel_is_not_given_more_configs() -> None:
+    src = (FIXTURES / "autotuned_elementwise.py").read_text().replace(
+        "tl.store(out_ptr + offsets", "tl.store(x_ptr + offsets")
+    res = _extended("autotuned_elementwise.py", src)
+    assert not res.changed and "writes into x_ptr in place" in res.reason
+
+
+def test_the_autotuning_stage_extends_an_autotuned_kernel() -> None:
+    from xeforge_core.codemods.registry import CodemodSettings
+    from xeforge_core.engines.rules import stage_codemod
+
+    out = stage_codemod("autotuning")((FIXTURES / "autotuned_elementwise.py").read_text(),
+                                      CodemodSettings(target="cuda", arch="hopper"))
+    assert out.changed and out.codemod == "autotune_extend"
+
+
+@pytest.mark.parametrize("name", ["autotuned_elementwise.py", "autotuned_row_once.py"])
+def test_extended_candidates_verify_in_the_interpreter(name: str) -> None:
+    problem = load_problem(FIXTURES / name)
+    verdict = verify(problem, _extended(name).source, device="cpu", options=FAST)
+    assert verdict.passed, verdict.feedback()

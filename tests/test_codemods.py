@@ -366,7 +366,8 @@ def launch(x, M, N):
     assert grid_follows_autotune("x = 1\n").reason
     # the autotuning stage offers the same fix for a kernel that is already autotuned
     from tests.test_codemods_verify import autotuned_with_fixed_grid
-    from xeforge_core.engines.rules import STAGE_CODEMODS
+    from xeforge_core.codemods.registry import CodemodSettings
+    from xeforge_core.engines.rules import stage_codemod
 
     fixture = autotuned_with_fixed_grid(tmp_path).read_text()
-    assert 'META["BLOCK_M"]' in STAGE_CODEMODS["autotuning"](fixture, target="cuda").source
+    assert 'META["BLOCK_M"]' in stage_codemod("autotuning")(fixture, CodemodSettings(target="cuda")).source

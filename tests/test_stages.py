@@ -166,12 +166,13 @@ def test_the_heading_numbers_the_stage_as_in_the_plan():
 
 
 def test_every_codemod_a_stage_names_is_implemented_by_the_rules_engine():
-    """The registry says which codemod serves a stage, ``engines/rules.py`` implements it: the two
-    lists agree, and a knowledge-base rule may name only those."""
-    from xeforge_core.engines.rules import CODEMODS, STAGE_CODEMODS
+    """The stages name the codemod that serves them, the codemod registry holds each under that
+    name, and a knowledge-base rule may name only those."""
+    from xeforge_core.codemods.registry import codemods
+    from xeforge_core.engines.rules import RulesEngine, stage_codemod
     from xeforge_core.vocab.stages import CODEMODS as NAMED
 
-    assert set(CODEMODS) == set(NAMED)
-    assert set(STAGE_CODEMODS) == {s.id for s in STAGES if s.codemod}
+    assert set(NAMED) <= set(codemods())
+    assert {s for s in RulesEngine.stages() if stage_codemod(s) is not None} == {s.id for s in STAGES if s.codemod}
     for rule in load_knowledge().rules.values():
         assert rule.codemod is None or rule.codemod in NAMED

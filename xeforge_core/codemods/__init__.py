@@ -1,6 +1,8 @@
-"""libcst codemods the rules engine applies (each returns a ``CodemodResult``):
-``dtype_fix.fix_dtypes``, ``autotune.add_autotune``, ``xpu_specific.apply_xpu_knobs`` and
-``portability.port_source``."""
+"""libcst codemods the rules engine applies (each returns a ``CodemodResult``).
+
+Each codemod registers ``run(source, CodemodSettings) -> CodemodResult`` under its name in
+:mod:`xeforge_core.codemods.registry` where it is defined; a stage names the codemod that
+serves it (``vocab.stages``)."""
 
 from xeforge_core.codemods.common import CodemodResult
 

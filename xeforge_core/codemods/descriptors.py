@@ -57,6 +57,7 @@ from xeforge_core.codemods.kernel_edit import (
     read_names,
     simple_assign,
 )
+from xeforge_core.codemods.registry import CodemodSettings, register
 
 NAME = "block_pointers"
 ALLOC_HELPER = "_descriptor_scratch"
@@ -408,3 +409,8 @@ def use_descriptors(source: str, *, target: str = "xpu", **_: Any) -> CodemodRes
     if error:
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
     return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes + [f"not changed: {r}" for r in reasons])
+
+
+@register("block_pointers", "tl.dot operands through tensor descriptors (or block pointers)")
+def _run(source: str, settings: CodemodSettings) -> CodemodResult:
+    return use_descriptors(source, target=settings.target)

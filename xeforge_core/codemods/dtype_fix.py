@@ -33,6 +33,7 @@ from xeforge_core.codemods.common import (
     parse_module,
     still_parses,
 )
+from xeforge_core.codemods.registry import CodemodSettings, register
 
 NAME = "dtype_fix"
 _DOT = {"tl.dot", "triton.language.dot"}
@@ -316,3 +317,8 @@ def fix_dtypes(source: str) -> CodemodResult:
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
     return CodemodResult(codemod=NAME, source=code, changed=code != source,
                          notes=fixer.all_notes() + sorted(set(fixer.skipped)) + host_note)
+
+
+@register("dtype_fix", "fp16/bf16 tl.dot operands with an fp32 accumulator, no float64")
+def _run(source: str, settings: CodemodSettings) -> CodemodResult:
+    return fix_dtypes(source)

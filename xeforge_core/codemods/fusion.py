@@ -60,6 +60,7 @@ from xeforge_core.codemods.kernel_edit import (
     calls_named,
     read_names,
 )
+from xeforge_core.codemods.registry import CodemodSettings, register
 
 NAME = "fusion"
 MAX_ROUNDS = 8
@@ -275,3 +276,9 @@ def fuse(source: str, **_: Any) -> CodemodResult:
     return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes)
 
 
+
+
+@register("fusion", "fuse launches whose intermediate tensor then disappears")
+def _run(source: str, settings: CodemodSettings) -> CodemodResult:
+    return fuse(source, target=settings.target, arch=settings.arch, profile=settings.profile,
+                search_space=settings.search_space, options=settings.options, problem=settings.problem)

@@ -51,6 +51,9 @@ class Launch:
     grid: cst.BaseExpression
     bound: dict[str, cst.Arg]
     options: dict[str, cst.Arg]
+    #: the statements of the block the launch is in (the host body for a top-level launch; a
+    #: branch of an ``if``/``with``/``try`` for a launch under one), ``index`` counts in it
+    block: list[cst.BaseStatement] = field(default_factory=list)
 
     def arg_text(self, param: str) -> str | None:
         a = self.bound.get(param)
@@ -79,6 +82,13 @@ class HostFacts:
     body: list[cst.BaseStatement]
     launches: list[Launch] = field(default_factory=list)
     nested_launches: list[str] = field(default_factory=list)
+    #: launches that are a whole statement of a branch (``if``/``else``/``with``/``try``) of the
+    #: host function: a host wrapper that picks a kernel by shape or device
+    branch_launches: list[Launch] = field(default_factory=list)
+
+    def all_launches(self) -> list[Launch]:
+        """Top-level launches, then those inside branches (source order within each)."""
+        return self.launches + self.branch_launches
     allocs: dict[str, Alloc] = field(default_factory=dict)
 
     def reads_outside(self, name: str, skip: set[int], data_only: bool = False) -> int:
@@ -199,18 +209,55 @@ def grid_of(call: cst.Call) -> cst.BaseExpression:
     return call.func.slice[0].slice.value  # type: ignore[attr-defined, union-attr]
 
 
+def _launch_at(stmt: cst.BaseStatement, i: int, block: list[cst.BaseStatement],
+               kernels: dict[str, cst.FunctionDef]) -> Launch | None:
+    found = launch_of(stmt, kernels)
+    if found is None:
+        return None
+    name, call = found
+    params = [p.name.value for p in kernels[name].params.params]
+    bound, options, _ = bind_launch_args(params, call)
+    return Launch(kernel=name, call=call, stmt=stmt, index=i,  # type: ignore[arg-type]
+                  grid=grid_of(call), bound=bound, options=options, block=block)
+
+
+_BRANCHES = (cst.If, cst.Else, cst.With, cst.Try, cst.ExceptHandler, cst.Finally)
+
+
+def _branch_blocks(stmt: cst.BaseStatement) -> list[list[cst.BaseStatement]]:
+    """The statement lists of the branches of a compound statement (``if``/``elif``/``else``,
+    ``with``, ``try``/``except``/``finally``; not loops, whose launches repeat, nor nested
+    functions), recursively."""
+    out: list[list[cst.BaseStatement]] = []
+    if not isinstance(stmt, _BRANCHES):
+        return out
+    parts: list[cst.CSTNode] = [stmt]
+    if isinstance(stmt, cst.If) and stmt.orelse is not None:
+        parts.append(stmt.orelse)
+    if isinstance(stmt, cst.Try):
+        parts += [*stmt.handlers, *([stmt.orelse] if stmt.orelse else []), *([stmt.finalbody] if stmt.finalbody else [])]
+    for part in parts:
+        if isinstance(part, cst.If) and part is not stmt:
+            out += _branch_blocks(part)
+            continue
+        body = getattr(part, "body", None)
+        if isinstance(body, cst.IndentedBlock):
+            block = list(body.body)
+            out.append(block)
+            for inner in block:
+                out += _branch_blocks(inner)
+    return out
+
+
 def host_facts(fn: cst.FunctionDef, kernels: dict[str, cst.FunctionDef]) -> HostFacts:
-    """The facts of one host function (launches found only at its top level are listed)."""
+    """The facts of one host function: launches at its top level in ``launches``, launches in
+    its branches in ``branch_launches``."""
     body = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
     facts = HostFacts(fn=fn, body=body)
     for i, stmt in enumerate(body):
-        found = launch_of(stmt, kernels)
-        if found is not None:
-            name, call = found
-            params = [p.name.value for p in kernels[name].params.params]
-            bound, options, _ = bind_launch_args(params, call)
-            facts.launches.append(Launch(kernel=name, call=call, stmt=stmt, index=i,  # type: ignore[arg-type]
-                                         grid=grid_of(call), bound=bound, options=options))
+        launch = _launch_at(stmt, i, body, kernels)
+        if launch is not None:
+            facts.launches.append(launch)
             continue
         assign = simple_assign(stmt)
         if assign is not None:
@@ -221,7 +268,77 @@ def host_facts(fn: cst.FunctionDef, kernels: dict[str, cst.FunctionDef]) -> Host
             for k in kernels:
                 if f"{k}[" in code_of(stmt):
                     facts.nested_launches.append(k)
+            for block in _branch_blocks(stmt):
+                for j, inner in enumerate(block):
+                    launch = _launch_at(inner, j, block, kernels)
+                    if launch is not None:
+                        facts.branch_launches.append(launch)
     return facts
+
+
+@dataclass
+class GridView:
+    """A launch grid as the memory-access codemods read it.
+
+    ``elements``: the grid's axes (``None`` when it is not a tuple, a lambda returning one, or a
+    name assigned one in the launch's block); in a ``lambda META: (...)`` grid every
+    ``META["X"]`` is replaced by what the launch passes for ``X``. ``meta_keys``: the keys such a
+    lambda reads; ``assign``: the statement assigning a named grid; ``is_lambda``: the grid is a
+    function of the chosen meta-parameters."""
+
+    elements: list[cst.BaseExpression] | None
+    meta_keys: set[str] = field(default_factory=set)
+    assign: cst.SimpleStatementLine | None = None
+    is_lambda: bool = False
+    value: cst.BaseExpression | None = None
+
+
+def _defined_before(lc: Launch, name: str) -> tuple[cst.SimpleStatementLine, cst.BaseExpression] | None:
+    """The last ``name = value`` before the launch in its own block, when no other statement of
+    the block in between assigns ``name``."""
+    from xeforge_core.codemods.kernel_edit import assigned_names
+
+    for stmt in reversed(lc.block[:lc.index]):
+        a = simple_assign(stmt)
+        if a is not None and a[0] == name:
+            return stmt, a[1]  # type: ignore[return-value]
+        if name in assigned_names(stmt):
+            return None
+    return None
+
+
+def grid_view(lc: Launch) -> GridView:
+    """The launch's grid (:class:`GridView`): inline, or a name assigned once before the launch
+    in the same block; a lambda's ``META[...]`` reads resolved through the launch's arguments."""
+    grid = lc.grid
+    assign = None
+    if isinstance(grid, cst.Name):
+        found = _defined_before(lc, grid.value)
+        if found is None:
+            return GridView(None)
+        assign, grid = found
+    if isinstance(grid, cst.Tuple):
+        return GridView([e.value for e in grid.elements], assign=assign, value=grid)
+    if isinstance(grid, cst.Lambda) and len(grid.params.params) == 1 and isinstance(grid.body, cst.Tuple):
+        meta = grid.params.params[0].name.value
+        keys: set[str] = set()
+        bound = {k: a.value for k, a in lc.bound.items()}
+
+        class _Meta(cst.CSTTransformer):
+            def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+                if isinstance(updated.value, cst.Name) and updated.value.value == meta and len(updated.slice) == 1:
+                    key = getattr(updated.slice[0].slice, "value", None)
+                    if isinstance(key, cst.SimpleString):
+                        name = str(key.evaluated_value)
+                        keys.add(name)
+                        if name in bound:
+                            return bound[name]
+                return updated
+
+        body = grid.body.visit(_Meta())
+        return GridView([e.value for e in body.elements], meta_keys=keys, assign=assign,  # type: ignore[attr-defined]
+                        is_lambda=True, value=grid)
+    return GridView(None, assign=assign, value=grid)
 
 
 def host_functions(module: cst.Module) -> list[cst.FunctionDef]:

@@ -442,3 +442,10 @@ def insert_before_kernels(module: cst.Module, source: str, name: str) -> cst.Mod
                                                 *getattr(new[0], "leading_lines", [])])
     body[at:at] = new
     return module.with_changes(body=body)
+
+
+def indexes_2d_tiles(fn: cst.FunctionDef) -> bool:
+    """Whether kernel ``fn`` broadcasts a block to a second axis (``x[:, None]``, ``x[None, :]``):
+    it works on 2-D tiles."""
+    return any(isinstance(n, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(
+        e.slice.value, cst.Name) and e.slice.value.value == "None" for e in n.slice) for n in walk(fn.body))

@@ -15,6 +15,14 @@ Three rewrites, each applied to every kernel it recognises (one per kernel):
 The sizes come from the target's search space (``knowledge/search_spaces``: kinds ``row``,
 ``elementwise``, ``lifted``, ``lifted_2d``), so an Xe target gets Xe sizes and the H200 gets
 Hopper's. Kernels none of them recognise are left unchanged with the reason.
+
+The host code is followed as published solutions write it (:mod:`xeforge_core.codemods.host`):
+launches from ``forward``, from helper functions and from ``if``/``with``/``try`` branches of
+either, after asserts and ``.contiguous()`` calls; grids inline, named, or ``lambda meta:``
+functions of the launch's meta-parameters. Early-return guards (``if pid >= n: return``) stay
+in front of the row paths and become part of the mask of a lifted kernel. GEMM kernels
+(``tl.dot``) and autotuned kernels are left to the block-pointer and autotuning stages, with
+that reason.
 """
 
 from __future__ import annotations
@@ -23,9 +31,18 @@ from typing import Any
 
 import libcst as cst
 
-from xeforge_core.codemods.common import CodemodResult, code_of, not_applicable, parse_kernels, still_parses
+from xeforge_core.codemods.autotune_kinds import classify
+from xeforge_core.codemods.common import (
+    CodemodResult,
+    code_of,
+    is_autotune_decorator,
+    not_applicable,
+    parse_kernels,
+    still_parses,
+)
 from xeforge_core.codemods.host import host_facts, host_functions, launch_counts
 from xeforge_core.codemods.kernel_edit import Edits, all_names, insert_before_kernels, module_kernels
+from xeforge_core.codemods.registry import CodemodSettings, register
 from xeforge_core.codemods.spaces import SpaceError, space_configs
 
 NAME = "memory_access"
@@ -54,7 +71,7 @@ def _apply_rows(module: cst.Module, target: str, arch: str | None, notes: list[s
     for fn in host_functions(module):
         facts = host_facts(fn, kernels)
         host_names = all_names(fn)
-        for lc in facts.launches:
+        for lc in facts.all_launches():
             if lc.kernel in done or lc.kernel in touched:
                 continue
             if counts.get(lc.kernel) != 1:
@@ -103,10 +120,20 @@ def improve_memory_access(source: str, *, target: str = "xpu", arch: str | None 
     found = parse_kernels(NAME, source)
     if isinstance(found, CodemodResult):
         return found
-    module, _ = found
+    module, kernels = found
     notes: list[str] = []
     reasons: list[str] = []
-    touched: set[str] = set()
+    # GEMM kernels load their operands as 2-D tiles already (block pointers and autotuning serve them);
+    # an autotuned kernel's configs own its block size
+    gemms = {name for name, fn in kernels.items() if classify(fn).kind == "gemm"}
+    reasons += [f"kernel {name} is a GEMM (tl.dot): its operands are loaded as 2-D tiles already; the "
+                "block_pointers and autotuning stages serve it" for name in gemms]
+    tuned = {name for name, fn in kernels.items() if name not in gemms
+             and any(is_autotune_decorator(d) for d in fn.decorators)}
+    reasons += [f"kernel {name} is autotuned: its configs own the block size (the autotuning stage adds its "
+                "kind's configs)" for name in tuned]
+    gemms |= tuned
+    touched: set[str] = set(gemms)
     from xeforge_core.codemods.memory_flat import apply_flat
     from xeforge_core.codemods.memory_lift import apply_lift
 
@@ -119,5 +146,11 @@ def improve_memory_access(source: str, *, target: str = "xpu", arch: str | None 
     error = still_parses(code)
     if error:
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
-    left = [r for r in dict.fromkeys(reasons) if not any(f"kernel {k} " in r or f"kernel {k}:" in r for k in touched)]
+    changed = touched - gemms
+    left = [r for r in dict.fromkeys(reasons) if not any(f"kernel {k} " in r or f"kernel {k}:" in r for k in changed)]
     return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes + [f"not changed: {r}" for r in left])
+
+
+@register("memory_access", "coalesced, vectorised loads and stores sized for the target")
+def _run(source: str, settings: CodemodSettings) -> CodemodResult:
+    return improve_memory_access(source, target=settings.target, arch=settings.arch)

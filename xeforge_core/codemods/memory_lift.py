@@ -39,7 +39,7 @@ from xeforge_core.codemods.common import (
     is_constexpr_param,
     keyword_arg,
 )
-from xeforge_core.codemods.host import Launch, host_facts, host_functions, launch_counts
+from xeforge_core.codemods.host import Launch, grid_view, host_facts, host_functions, launch_counts
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
@@ -52,6 +52,7 @@ from xeforge_core.codemods.kernel_edit import (
     calls_named,
     comment_line,
     fresh_name,
+    indexes_2d_tiles,
     module_kernels,
     once_defs,
     parse_expr,
@@ -137,12 +138,24 @@ def plan_lift(fn: cst.FunctionDef, launch: Launch, grid_len: int | None) -> tupl
     if pid_stmt is None:
         return f"kernel {name}: tl.program_id(0) is not assigned to a name at the top of the kernel"
     pid = simple_assign(pid_stmt)[0]  # type: ignore[index]
-    if any(isinstance(n, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(
-            e.slice.value, cst.Name) and e.slice.value.value == "None" for e in n.slice) for n in nodes):
+    if indexes_2d_tiles(fn):
         return f"kernel {name} already indexes 2-D tiles"
     derived = _pid_derived(stmts, pid)
     defs = once_defs(stmts, fn.body)
+    from xeforge_core.codemods.memory_rows import early_return
+
+    guards: dict[int, str] = {}
+    for s in stmts:
+        if early_return(s) and read_names(s.test) & derived:  # type: ignore[attr-defined]
+            kept = _negated(s.test)  # type: ignore[attr-defined]
+            if kept is None:
+                return (f"kernel {name}: the guard `if {code_of(s.test)}: return` is not one comparison; "  # type: ignore[attr-defined]
+                        "it cannot become a mask")
+            guards[id(s)] = kept
+    guard_nodes = {id(n) for s in stmts if id(s) in guards for n in walk(s)}
     for n in nodes:
+        if id(n) in guard_nodes:
+            continue
         if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply):
             for a, b in ((n.left, n.right), (n.right, n.left)):
                 if isinstance(a, cst.Name) and a.value == pid and isinstance(b, cst.Name) and b.value in {
@@ -206,6 +219,12 @@ def plan_lift(fn: cst.FunctionDef, launch: Launch, grid_len: int | None) -> tupl
 
     new_stmts: list[cst.BaseStatement] = []
     for s in stmts:
+        if id(s) in guards:
+            # an early return of the lanes past the end becomes part of the store/load mask
+            new_stmts.append(cst.parse_statement(f"{out_mask} = {out_mask} & ({guards[id(s)]})").with_changes(
+                leading_lines=[*s.leading_lines, comment_line(f"was `if {code_of(s.test)}: return` "  # type: ignore[attr-defined]
+                                                                "(each lane of the block decides for itself)")]))
+            continue
         ns = s.visit(_T())
         new_stmts.append(ns)  # type: ignore[arg-type]
         if s is pid_stmt:
@@ -221,6 +240,21 @@ def plan_lift(fn: cst.FunctionDef, launch: Launch, grid_len: int | None) -> tupl
     params = with_commas(params)
     new_fn = with_body(fn.with_changes(params=fn.params.with_changes(params=params)), new_stmts)
     return mode, f"{n_out}|{bp}", new_fn
+
+
+_FLIP = {cst.GreaterThanEqual: "<", cst.GreaterThan: "<=", cst.LessThan: ">=", cst.LessThanEqual: ">",
+         cst.Equal: "!=", cst.NotEqual: "=="}
+
+
+def _negated(test: cst.BaseExpression) -> str | None:
+    """``a < b`` for ``a >= b`` (one comparison, operator flipped): the lanes that go on past
+    an early-return guard; ``None`` for any other test."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    op = _FLIP.get(type(test.comparisons[0].operator))
+    if op is None:
+        return None
+    return f"{code_of(test.left)} {op} {code_of(test.comparisons[0].comparator)}"
 
 
 def _masked(call: cst.Call, mask: str, position: int) -> cst.Call:
@@ -275,14 +309,16 @@ def apply_lift(module: cst.Module, target: str, arch: str | None, notes: list[st
     stmt_edits: dict[int, Any] = {}
     for fn in host_functions(module):
         facts = host_facts(fn, kernels)
-        host_defs = once_defs(facts.body, fn.body)
-        for lc in facts.launches:
+        for lc in facts.all_launches():
             if lc.kernel in touched or lc.kernel in kernel_edits or counts.get(lc.kernel) != 1:
                 continue
-            grid = lc.grid
-            if isinstance(grid, cst.Name):
-                grid = host_defs.get(grid.value, grid)
-            glen = len(grid.elements) if isinstance(grid, cst.Tuple) else None
+            view = grid_view(lc)
+            if view.is_lambda and view.meta_keys - set(lc.bound) and not any(
+                    is_autotune_decorator(d) for d in kernels[lc.kernel].decorators):
+                reasons.append(f"kernel {lc.kernel}: the launch grid reads meta-parameters the launch does not pass "
+                               f"({', '.join(sorted(view.meta_keys - set(lc.bound)))})")
+                continue
+            glen = len(view.elements) if view.elements is not None else None
             got = plan_lift(kernels[lc.kernel], lc, glen)
             if isinstance(got, str):
                 reasons.append(got)
@@ -294,7 +330,7 @@ def apply_lift(module: cst.Module, target: str, arch: str | None, notes: list[st
             except SpaceError as exc:
                 reasons.append(str(exc))
                 continue
-            total = grid.elements[0].value  # type: ignore[union-attr]
+            total = view.elements[0]  # type: ignore[index]
             call = _launch(lc, kernels[lc.kernel], new_fn, n_out, bp, cfg, total)
             kernel_edits[lc.kernel] = new_fn
             stmt_edits[id(lc.stmt)] = lc.stmt.with_changes(body=[cst.Expr(call)])

@@ -38,7 +38,7 @@ from xeforge_core.codemods.common import (
     keyword_arg,
 )
 from xeforge_core.codemods.dedupe import dedupe
-from xeforge_core.codemods.host import HostFacts, Launch
+from xeforge_core.codemods.host import HostFacts, Launch, grid_view
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
@@ -50,13 +50,13 @@ from xeforge_core.codemods.kernel_edit import (
     calls_named,
     comment_line,
     fresh_name,
+    indexes_2d_tiles,
     once_defs,
     parse_expr,
     pointer_terms,
     read_names,
     resolve,
     simple_assign,
-    walk,
     with_body,
     with_commas,
 )
@@ -67,12 +67,18 @@ _RANGE = {"range", "tl.range", "triton.language.range"}
 
 
 def _grid_len(launch: Launch, facts: HostFacts) -> int | None:
-    grid = launch.grid
-    if isinstance(grid, cst.Name):
-        grid = once_defs(facts.body, facts.fn.body).get(grid.value, grid)
-    if isinstance(grid, cst.Tuple):
-        return len(grid.elements)
-    return None
+    elements = grid_view(launch).elements
+    return None if elements is None else len(elements)
+
+
+def early_return(stmt: cst.BaseStatement) -> bool:
+    """``if <test>: return`` (no value, no ``else``): a guard that ends the program early, e.g.
+    ``if pid >= n_rows: return`` for a grid rounded up."""
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None:
+        return False
+    body = block_stmts(stmt.body)
+    return len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 \
+        and isinstance(body[0].body[0], cst.Return) and body[0].body[0].value is None
 
 
 def row_loop(loop: cst.For, defs: dict[str, cst.BaseExpression], params: set[str], constexprs: set[str]
@@ -201,8 +207,7 @@ def plan_rows(fn: cst.FunctionDef, launch: Launch, facts: HostFacts) -> tuple[cs
         return f"kernel {name} reads program ids {sorted(a for a in axes if a is not None)}, not only axis 0"
     params = {p.name.value for p in fn.params.params}
     constexprs = {p.name.value for p in fn.params.params if is_constexpr_param(p)}
-    if any(isinstance(n, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(
-            e.slice.value, cst.Name) and e.slice.value.value == "None" for e in n.slice) for n in walk(fn.body)):
+    if indexes_2d_tiles(fn):
         return f"kernel {name} works on 2-D tiles; the row rewrite handles 1-D rows"
     if "ROW_FITS" in params:
         return f"kernel {name} already has a one-block path for rows (ROW_FITS)"
@@ -210,6 +215,8 @@ def plan_rows(fn: cst.FunctionDef, launch: Launch, facts: HostFacts) -> tuple[cs
     defs = once_defs(stmts, fn.body)
     loops: list[tuple[int, tuple[str, str, str]]] = []
     for i, s in enumerate(stmts):
+        if early_return(s) and not loops:
+            continue  # a guard before the row loops stays in front of both paths
         if isinstance(s, (cst.While, cst.If, cst.With, cst.Try)):
             return f"kernel {name} has a `{code_of(s).split(':')[0].strip()}` block the rewrite does not follow"
         if isinstance(s, cst.For):

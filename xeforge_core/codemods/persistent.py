@@ -52,6 +52,7 @@ from xeforge_core.codemods.kernel_edit import (
     with_body,
     with_commas,
 )
+from xeforge_core.codemods.registry import CodemodSettings, register
 from xeforge_core.codemods.spaces import SpaceError, default_config
 
 NAME = "persistent_kernel"
@@ -253,3 +254,9 @@ def make_persistent(source: str, *, target: str = "xpu", arch: str | None = None
     if error:
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
     return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes + [f"not changed: {r}" for r in reasons])
+
+
+@register("persistent_kernel", "a persistent grid of about one program per compute unit for large tile counts")
+def _run(source: str, settings: CodemodSettings) -> CodemodResult:
+    return make_persistent(source, target=settings.target, arch=settings.arch, problem=settings.problem,
+                           profile=settings.profile)

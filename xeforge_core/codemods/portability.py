@@ -54,6 +54,7 @@ from xeforge_core.codemods.common import (
     still_parses,
     string_value,
 )
+from xeforge_core.codemods.registry import CodemodSettings, register
 
 NAME = "portability"
 
@@ -491,3 +492,8 @@ def _portability_needs(source: str, device_type: str) -> tuple[str, ...]:
     if kernels:
         needs.append(f"launches autotuned {', '.join(kernels)} with a grid that fixes the tile sizes")
     return tuple(needs)
+
+
+@register("portability", "device-agnostic devices, synchronisation and launch grids")
+def _run(source: str, settings: CodemodSettings) -> CodemodResult:
+    return port_source(source)

@@ -44,6 +44,7 @@ from xeforge_core.codemods.common import (
     program_id_tiles,
     still_parses,
 )
+from xeforge_core.codemods.registry import CodemodSettings, register
 from xeforge_core.codemods.spaces import profile_value, resolve_profile
 
 NAME = "xpu_specific"
@@ -361,3 +362,9 @@ def apply_xpu_knobs(source: str, *, target: str = "xpu", arch: str | None = None
     notes = [n for p in plans.values() for n in p.notes]
     notes.extend(f"not changed: {r}" for r in reasons)
     return CodemodResult(codemod=NAME, source=code, changed=code != source, notes=notes)
+
+
+@register("xpu_specific", "tile swizzling, num_warps and GRF mode for the target")
+def _run(source: str, settings: CodemodSettings) -> CodemodResult:
+    return apply_xpu_knobs(source, target=settings.target, arch=settings.arch, profile=settings.profile,
+                           options=settings.options)

@@ -106,7 +106,7 @@ _BY_ID = {s.id: s for s in STAGES}
 STAGE_IDS: tuple[str, ...] = tuple(s.id for s in STAGES if not s.preparatory)
 #: Ids of every stage, the preparatory ones first.
 ALL_STAGE_IDS: tuple[str, ...] = tuple(s.id for s in STAGES)
-#: Names of the codemods the stages name (what ``engines/rules.py`` must implement and what a
+#: Names of the codemods the stages name (each registered in ``codemods/registry.py``; what a
 #: knowledge-base rule's ``codemod`` may say).
 CODEMODS: tuple[str, ...] = tuple(s.codemod for s in STAGES if s.codemod)
 

@@ -1,0 +1,42 @@
+"""The autotuning stage's codemod: one entry point over the three autotune rewrites.
+
+1. :func:`~xeforge_core.codemods.autotune.add_autotune`: kernels not yet autotuned get
+   ``@triton.autotune`` over their kind's search space;
+2. otherwise :func:`~xeforge_core.codemods.autotune_grid.grid_follows_autotune`: an autotuned
+   kernel whose fixed launch grid ignores the chosen config is made correct first;
+3. otherwise :func:`~xeforge_core.codemods.autotune_extend.extend_autotune`: autotuned kernels
+   get their kind's configs after their own.
+
+When none applies, the reasons of the first and the last are given together.
+"""
+
+from __future__ import annotations
+
+from xeforge_core.codemods.autotune import add_autotune
+from xeforge_core.codemods.autotune_extend import extend_autotune
+from xeforge_core.codemods.autotune_grid import grid_follows_autotune
+from xeforge_core.codemods.common import CodemodResult, not_applicable
+from xeforge_core.codemods.registry import CodemodSettings, register
+
+
+@register("autotune", "@triton.autotune over the kind's search space, pruned for the device")
+def autotune_stage(source: str, settings: CodemodSettings) -> CodemodResult:
+    """The rewrites of the module docstring, in order; the first that changes ``source`` wins."""
+    added = add_autotune(source, target=settings.target, arch=settings.arch, search_space=settings.search_space,
+                         options=settings.options or {}, profile=settings.profile)
+    if added.changed:
+        return added
+    grid = grid_follows_autotune(source)
+    if grid.changed:
+        return grid
+    extended = extend_autotune(source, target=settings.target, arch=settings.arch, profile=settings.profile,
+                               options=settings.options)
+    if extended.changed:
+        return extended
+    reasons = [r for r in added.reason.split("; ") if not r.endswith("is already autotuned")]
+    if not extended.reason.startswith(("no kernel is autotuned", "the module has no")):
+        reasons.append(extended.reason)
+    return not_applicable("autotune", source, "; ".join(dict.fromkeys(reasons)) or added.reason)
+
+
+__all__ = ["autotune_stage"]

@@ -91,6 +91,9 @@ class Row:
     compile_s: float | None = None
     rules_vs_published: float | None = None
     interval: str = ""
+    #: where no stage was kept the rules result is the published kernel: its interleaved timing
+    #: against itself is an A/A check of the method at this size (ideally 1.00), not a speedup
+    aa_ratio: float | None = None
     rules_vs_eager: float | None = None
     rules_vs_compile: float | None = None
     bound: str = ""
@@ -309,6 +312,7 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     opts = VerifyOptions(seeds=1, distributions=["normal"], performance_variants=sizes, use_cache=False,
                          timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms)
     verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts)
+    unchanged = outcome.final_source.strip() == outcome.baseline.kernel.source.strip()
     perf = {p.variant: p for p in verdict.performance}
     rows = []
     for size in sizes:
@@ -326,6 +330,11 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
         row.rules_vs_published = p.speedup
         if p.speedup_low is not None:
             row.interval = f"[{p.speedup_low:.2f}, {p.speedup_high:.2f}] ({p.interval_method})"
+        if unchanged:
+            row.aa_ratio, row.rules_vs_published = p.speedup, 1.0
+            row.note = ((row.note + "; ") if row.note else "") + (
+                f"no stage kept: the rules result is the published kernel (1.00x by identity; timed against "
+                f"itself {p.speedup:.3f}x {row.interval}, the method's A/A at this size)")
         row.rules_vs_eager = row.eager_us / row.rules_us if row.eager_us and row.rules_us else None
         comp = compile_anchor(problem_path, dict(var.overrides), device.type, args.compile_timeout)
         row.compile_us, row.compile_s = comp.get("median_us"), comp.get("compile_s")

@@ -131,6 +131,20 @@ def _escape_finding(attempt: dict[str, Any], iso: sandbox.Isolation) -> dict[str
             "line": line if where == "candidate" or where == "baseline" else None}
 
 
+def _merged(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One finding per (rule, line, message), in first-seen order, saying how many times the
+    attempt was made (a ``forward`` called once per correctness run repeats the same attempt on
+    every call)."""
+    counts: dict[tuple[Any, Any, str], int] = {}
+    first: dict[tuple[Any, Any, str], dict[str, Any]] = {}
+    for f in findings:
+        key = (f["rule"], f.get("line"), f["message"])
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, f)
+    return [{**f, "message": f["message"] + (f" ({counts[k]} times)" if counts[k] > 1 else "")}
+            for k, f in first.items()]
+
+
 def annotate(outcome: WorkerOutcome, iso: sandbox.Isolation, *, role: str = "",
              verdict_result: bool = True) -> WorkerOutcome:
     """Add to ``outcome`` how the worker was isolated (``isolation``, and a warning when not
@@ -143,7 +157,7 @@ def annotate(outcome: WorkerOutcome, iso: sandbox.Isolation, *, role: str = "",
     if not iso.sandboxed and role != "baseline":
         outcome.warnings.append(iso.summary)
     if outcome.escapes:
-        findings = [_escape_finding(a, iso) for a in outcome.escapes]
+        findings = _merged([_escape_finding(a, iso) for a in outcome.escapes])
         if outcome.result is not None and verdict_result:
             existing = outcome.result.get("findings")
             outcome.result["findings"] = (list(existing) if isinstance(existing, list) else []) + findings

@@ -452,7 +452,7 @@ class Workbench:
 
     def _open(self, session: Session) -> None:
         with self._lock:
-            for purpose in ("propose", "verify"):
+            for purpose in ("propose", "verify", "first_version"):
                 self.jobs.clear(purpose)
             self.session = session
             self.review = None

@@ -4,8 +4,10 @@ verified first version from TorchInductor, and the final result against eager an
 For each problem of KernelBench's public repository (kept outside this repository, e.g.
 ``../ext/KernelBench``; ``--levels``, ``--limit``), one child process of this script
 (``--one``), ``--jobs`` of them at a time, each in its own process group and stopped after
-``--problem-timeout`` seconds (a row saying so is written), so one long GPU call gets through
-many problems and one that hangs takes nothing else down:
+``--problem-timeout`` seconds (a row saying so is written); ``--budget`` bounds the whole run
+(problems not started by then are left for ``--resume``), so one time-limited GPU call gets
+through many problems, writes its summary in time, and one problem that hangs takes nothing else
+down:
 
 1. **the rules engine**: ``xeforge batch DIR --engine rules`` on a folder holding only that
    problem: TorchInductor's first version (verified, version 1), then the rules stages
@@ -223,8 +225,12 @@ def run_one(args: argparse.Namespace) -> int:
 def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     """Run one problem's child in its own process group; a row saying so when it overruns."""
     row_file = out / "rows" / f"level{level}" / f"{problem.stem}.csv"
-    if args.resume and row_file.exists():
+    if args.resume and row_file.exists() and "--budget" not in row_file.read_text(encoding="utf-8"):
         return _read(row_file)
+    left = args.deadline - time.monotonic()
+    if left < 30:  # --budget spent: not started (a later --resume run picks it up)
+        return [{"level": level, "problem": problem.stem, "size": "module", "note": "not run: --budget spent"}]
+    limit = min(args.problem_timeout, left)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", str(problem), "--level", str(level),
            "--row-file", str(row_file), "--device", args.device, "--min-eager-us", str(args.min_eager_us),
            "--compile-timeout", str(args.compile_timeout), "--verify-timeout", str(args.verify_timeout)]
@@ -239,7 +245,7 @@ def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> li
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
         stopped = False
         try:
-            proc.wait(timeout=args.problem_timeout)
+            proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             stopped = True
             # SIGTERM first: the child (and `xeforge batch`) stop their worker pools at exit, whose
@@ -252,7 +258,8 @@ def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> li
                 proc.wait()
     if row_file.exists() and not stopped:
         return _read(row_file)
-    why = (f"stopped after {args.problem_timeout:g} s (--problem-timeout)" if stopped
+    why = ((f"stopped after {limit:.0f} s (--problem-timeout)" if limit >= args.problem_timeout
+            else f"stopped after {limit:.0f} s at the end of --budget") if stopped
            else f"the child exited with status {proc.returncode} without a row (see {log})")
     rows = [{"level": level, "problem": problem.stem, "size": "module", "note": why,
              "seconds": round(time.monotonic() - started, 1)}]
@@ -272,7 +279,7 @@ def summarize(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
              f"{header['min_eager_us']:g} µs (derived through the size constants); torch.compile: "
              "max-autotune-no-cudagraphs, compile time apart, cache warm before timing.", "",
              "| level | problems | verified first version | final/eager (published) | final/eager (bench) "
-             "| final/compile (published) | final/compile (bench) | stopped by timeout |",
+             "| final/compile (published) | final/compile (bench) | stopped (time limits) |",
              "|---|---|---|---|---|---|---|---|"]
 
     def fmt(v: float | None) -> str:
@@ -283,7 +290,9 @@ def summarize(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
         names = sorted({r["problem"] for r in mine})
         first = {r["problem"] for r in mine if r.get("first_version") == "approved"
                  and r.get("first_version_verdict") in ("ok", "")}
-        stopped = {r["problem"] for r in mine if "--problem-timeout" in (r.get("note") or "")}
+        stopped = {r["problem"] for r in mine if "stopped after" in (r.get("note") or "")}
+        unrun = {r["problem"] for r in mine if (r.get("note") or "").startswith("not run")
+                 or "--budget" in (r.get("note") or "")}
 
         def best(size: str, col: str, rs: list[dict[str, Any]] = mine) -> float | None:
             by = {}
@@ -291,11 +300,13 @@ def summarize(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
                 if r["size"] == size or (size == "bench" and r["size"] == "module" and r["problem"] not in by):
                     by[r["problem"]] = _num(r.get(col))
             return geomean(list(by.values()))
-        share = f"{len(first)}/{len(names)} ({100 * len(first) / max(1, len(names)):.0f}%)"
+        ran = len(names) - len(unrun)
+        share = f"{len(first)}/{ran} ({100 * len(first) / max(1, ran):.0f}%)" + (f", {len(unrun)} not run" if unrun else "")
         lines.append(f"| {level} | {len(names)} | {share} | {fmt(best('module', 'final_vs_eager'))} | "
                      f"{fmt(best('bench', 'final_vs_eager'))} | {fmt(best('module', 'final_vs_compile'))} | "
                      f"{fmt(best('bench', 'final_vs_compile'))} | {len(stopped)} |")
-    failed = [r for r in rows if r.get("size") == "module" and r.get("first_version") != "approved"]
+    failed = [r for r in rows if r.get("size") == "module" and r.get("first_version") != "approved"
+              and not (r.get("note") or "").startswith("not run") and "--budget" not in (r.get("note") or "")]
     if failed:
         lines += ["", "## No verified first version", ""]
         lines += [f"- level {r['level']} {r['problem']}: {r.get('first_version') or 'no result'} "
@@ -312,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--jobs", type=int, default=1, help="problems run at the same time (default: 1)")
     ap.add_argument("--problem-timeout", type=float, default=1800.0, help="seconds per problem (default: 1800)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for the whole run: problems not started by then are left for --resume and "
+                         "running ones are stopped, so the summary is written within it (default: no limit)")
     ap.add_argument("--verify-timeout", type=float, default=300.0, help="seconds per verification worker job")
     ap.add_argument("--compile-timeout", type=float, default=600.0, help="seconds for one torch.compile anchor")
     ap.add_argument("--min-eager-us", type=float, default=MIN_EAGER_US)
@@ -347,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 
         args.copy_gbps = copy_bandwidth(device.split(":")[0])
     args.device = device
+    args.deadline = time.monotonic() + (args.budget if args.budget else 1e12)
     staged: list[tuple[Path, int]] = []
     for level in (int(v) for v in args.levels.split(",")):
         folder = out / "problems" / f"level{level}"

@@ -126,7 +126,12 @@ def _pipeline(problem_path: Path, device: str, work: Path, timeout_s: float) -> 
         from xeforge_core.session import Session
 
         try:
-            final = Session.open(rec["session"]).source("head")
+            session = Session.open(rec["session"])
+            final = session.source("head")
+            first = next((c for c in session.candidates() if c.stage == "first_version"), None)
+            if first is not None:
+                out["not_triton_yet"] = first.rationale.partition("not Triton yet: ")[2].replace(", ", ";")
+                out["first_version_reason"] = "" if first.status == "approved" else first.reason[:300]
         except Exception as exc:  # the row says why the sizes are not timed
             out["note"] += f"; session unreadable: {exc}"
     return out, final

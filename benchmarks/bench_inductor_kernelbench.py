@@ -137,7 +137,7 @@ def _pipeline(problem_path: Path, device: str, work: Path, timeout_s: float) -> 
     return out, final
 
 
-def _first_version(problem: Any, device: Any) -> tuple[dict[str, Any], str | None]:
+def _first_version(problem: Any, device: Any, timeout_s: float) -> tuple[dict[str, Any], str | None]:
     """TorchInductor's first version generated and verified here (no stages; correctness only,
     the sizes are timed afterwards)."""
     from xeforge_core.inductor.first_version import inductor_first_version
@@ -147,7 +147,8 @@ def _first_version(problem: Any, device: Any) -> tuple[dict[str, Any], str | Non
     cand = inductor_first_version(problem, device=where)
     if not cand.applicable:
         return {"first_version": "failed", "first_version_reason": cand.not_applicable_reason[:300]}, None
-    verdict = verify(problem, cand.code, device=device, options=VerifyOptions(seeds=1, measure_performance=False))
+    verdict = verify(problem, cand.code, device=device, options=VerifyOptions(seeds=1, measure_performance=False,
+                                                                          timeout_s=timeout_s))
     out = {"first_version": "approved" if verdict.passed else "failed", "first_version_verdict": verdict.kind.value,
            "first_version_reason": "" if verdict.passed else (verdict.reason or "")[:300],
            "not_triton_yet": ";".join(n.split(": ", 1)[1] for n in cand.notes if "not Triton yet" in n)}
@@ -207,7 +208,7 @@ def run_one(args: argparse.Namespace) -> int:
         problem = load_problem(path)
         work = Path(args.row_file).with_suffix(".work")
         if args.first_version_only:
-            got, final = _first_version(problem, device)
+            got, final = _first_version(problem, device, args.verify_timeout)
         else:
             got, final = _pipeline(path, args.device, work, args.verify_timeout)
         base.update(got)

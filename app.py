@@ -44,8 +44,9 @@ def _problem_summary(wb: Workbench) -> None:
                        "autotuned": "yes" if k.autotuned else ""} for k in facts.kernels],
                      hide_index=True, width="stretch")
     else:
-        st.warning("No `@triton.jit` kernel found in this module: there is nothing to optimize "
-                   "until forward() launches a Triton kernel.")
+        st.warning("No `@triton.jit` kernel found in this module: a plain-PyTorch Model. Start a session, "
+                   "then **Start from PyTorch** on Optimize writes TorchInductor's Triton kernels as version 1 "
+                   "(`xeforge optimize --engine rules` does the same).")
     spec = problem.spec
     if spec is None:
         st.info("No spec: inputs come from the module's own `get_inputs()` (one variant, `module`). "

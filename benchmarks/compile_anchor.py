@@ -5,7 +5,8 @@ run as its own process so a compile that crashes or hangs takes nothing else dow
 line: ``compile_s`` (first call, compile included), ``median_us`` and the 95 % interval of the
 median (``low_us``/``high_us``, ``xeforge_core.worker.timestats``) of the compiled module
 (``mode="max-autotune-no-cudagraphs"``) timed after the cache is warm, with CUDA events around
-each call and the L2 flushed between calls (a 256 MiB write), as the verifier times kernels.
+each call and the L2 flushed between calls (a 256 MiB write), as the verifier times kernels, and
+under the verifier's cross-process timing lock of the device.
 ``--copy-bandwidth`` instead prints ``copy_gbps``: a device-to-device copy of 1 GiB, the measured
 HBM bandwidth the memory-bound results are compared with.
 """
@@ -38,6 +39,19 @@ def _events(fn, device: str, reps: int) -> list[float]:
         mod.synchronize()
         out.append(start.elapsed_time(end) * 1e3)
     return out
+
+
+def _timing_lock(device: str):  # noqa: ANN202
+    """The device's cross-process timing lock (``xeforge_core.devlock``), the one the verifier's
+    timing takes, so runs of several problems at once never time the GPU together."""
+    import socket
+
+    from xeforge_core.devices import physical_index
+    from xeforge_core.devlock import default_lock_dir, device_lock
+
+    kind, _, index = device.partition(":")
+    key = f"{socket.gethostname()}-{kind}{physical_index(kind, int(index or 0))}"
+    return device_lock(default_lock_dir(), key)
 
 
 def copy_gbps(device: str) -> float:
@@ -73,7 +87,8 @@ def compiled_time(problem: Path, overrides: dict, device: str, reps: int) -> dic
         compile_s = time.perf_counter() - started
         for _ in range(3):  # the cache is warm before timing
             compiled(*inputs)
-        samples = _events(lambda: compiled(*inputs), device, reps)
+        with _timing_lock(device):  # never timed while a verifier (or another anchor) times this GPU
+            samples = _events(lambda: compiled(*inputs), device, reps)
     st = stats_of(samples, "events")
     se = median_se(samples)
     return {"compile_s": round(compile_s, 2), "median_us": st.median_us, "cv": st.cv,

@@ -136,7 +136,31 @@ spec_editor(wb, key="opt")
 propose_job = wb.jobs.current("propose")
 verify_job = wb.jobs.current("verify")
 port_job = wb.jobs.current("portability")
-busy = any(j is not None and not j.finished for j in (propose_job, verify_job, port_job))
+first_job = wb.jobs.current("first_version")
+busy = any(j is not None and not j.finished for j in (propose_job, verify_job, port_job, first_job))
+
+# ------------------------------------------------------------------ start from PyTorch
+if cached(session, "plain_pytorch", wb.pytorch_start_needed):
+    st.info("The current version is a plain-PyTorch Model: no Triton kernel yet. **Start from PyTorch** asks "
+            "TorchInductor (torch.compile's backend) for the Triton kernels of the model, in a sandboxed worker, "
+            "converts them into a standalone ModelNew, verifies it against the problem and commits it as version 1. "
+            "Matrix products and convolutions stay torch library calls: the rationale names them (not Triton yet).")
+    saved = st.file_uploader("Saved TorchInductor capture (.json, optional: written on a GPU machine with "
+                             "`xeforge inductor capture`; converted here instead of generating)",
+                             type=["json"], key="opt_capture_upload")
+    if st.button("Start from PyTorch", key="opt_from_pytorch", type="primary", disabled=busy):
+        _act(wb.start_from_pytorch, saved.getvalue().decode("utf-8", "replace") if saved is not None else None,
+             capture_name=saved.name if saved is not None else "capture")
+job_progress(first_job, key="first_version", on_cancel=lambda: wb.cancel("first_version"))
+first = next((c for c in cached(session, "candidates", session.candidates)
+              if c.stage == "first_version" and c.status == "approved"), None)
+if first is not None:
+    with st.expander("Version 1: TorchInductor's first version", expanded=False):
+        st.markdown(first.rationale)
+        calls = first.rationale.partition("not Triton yet: ")[2]
+        if calls:
+            st.warning(f"Not Triton yet (torch library calls): {calls}. The later stages, or the LLM engine, "
+                       "can replace them.")
 
 # ------------------------------------------------------------------ portability
 try:

@@ -22,7 +22,8 @@ from xeforge_core.verdict import VerdictKind
 from xeforge_core.verify import VerifyOptions, verify
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inductor"
-CASES = {"gelu_scale": [], "row_logsumexp": [], "linear_bias_relu": ["torch.addmm"]}
+CASES = {"gelu_scale": [], "row_logsumexp": [], "linear_bias_relu": ["torch.addmm"],
+         "conv_relu_bias": ["torch.ops.aten.convolution"]}
 
 
 @pytest.fixture(autouse=True)
@@ -64,12 +65,37 @@ def test_wrong_conversion_is_caught_by_the_verifier():
     assert verdict.kind is VerdictKind.WRONG_ANSWER
 
 
+def test_convolution_sizes_stay_symbols():
+    """Inductor's convolution lowering fixes the weight's sizes (channels, kernel size) to
+    integers; generation keeps the convolution a library call instead, so the epilogue kernel
+    holds at every size (the verifier's odd sizes included: see the parametrised test above)."""
+    cap = load_capture(FIX / "conv_relu_bias.capture.json")
+    assert cap.specialised == {}
+    fv = convert(cap, (FIX / "conv_relu_bias.py").read_text())
+    cls = next(n for n in ast.parse(fv.source).body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+    forward = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    numbers = {n.value for n in ast.walk(forward) if isinstance(n, ast.Constant) and type(n.value) is int}
+    assert not numbers & {4, 6, 10, 12}, f"traced sizes written as numbers: {sorted(numbers)}"
+    assert "conv_weight.size(0)" in ast.unparse(forward)
+
+
+def test_a_size_inductor_fixed_is_refused_by_name():
+    """A size generation could not keep symbolic is checked in forward with a message naming it,
+    so another size is a clear error, never a wrong answer."""
+    cap = load_capture(FIX / "gelu_scale.capture.json")
+    cap.specialised = {"x.size(1)": 64}
+    source = convert(cap, (FIX / "gelu_scale.py").read_text()).source
+    assert "if x.size(1) != 64:" in source and "generated for x.size(1) == 64" in source
+
+
 def test_kernel_names_are_readable_and_launches_have_grids():
     cap = load_capture(FIX / "row_logsumexp.capture.json")
     fv = convert(cap, (FIX / "row_logsumexp.py").read_text())
     assert fv.kernels == ["logsumexp_sub_kernel"]
     assert "triton_per_" not in fv.source and "triton_red_" not in fv.source
     assert "logsumexp_sub_kernel[(" in fv.source
+    # short rows share a program (the verified fixture above runs this launch at odd sizes too)
+    assert "XBLOCK = max(1, min(64, 1024 // R0_BLOCK))" in fv.source and "XBLOCK=XBLOCK" in fv.source
 
 
 def test_bad_capture_and_unknown_construct_are_named(tmp_path):

@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-COMMANDS = ("verify", "optimize", "batch", "doctor", "ir")
+COMMANDS = ("verify", "optimize", "batch", "doctor", "ir", "inductor")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

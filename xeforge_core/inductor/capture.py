@@ -48,6 +48,9 @@ class Capture:
     ``self.linear.weight``, ``x``, ``x.size(0)``), ``shape`` and ``dtype`` as traced.
     ``outputs``: ``{"structure": "tensor" | "tuple" | "list", "count": n}``. ``device`` the
     device it was traced on; ``generated_for`` the Triton target the code was generated for.
+    ``source_sha256``: the SHA-256 of the problem module it was traced from (``""`` in captures
+    written before it was recorded). ``specialised``: sizes code generation fixed to their traced value (``{"x.size(1)": 8}``;
+    empty when every size of the problem is a symbol of the code).
     """
 
     problem: str
@@ -60,6 +63,8 @@ class Capture:
     torch: str = ""
     triton: str = ""
     overrides: dict[str, Any] = field(default_factory=dict)
+    specialised: dict[str, int] = field(default_factory=dict)
+    source_sha256: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -71,11 +76,29 @@ class Capture:
         return p
 
 
+def source_digest(source: str) -> str:
+    """The SHA-256 (hex) of a problem module's text, as :attr:`Capture.source_sha256` records it:
+    line endings and trailing spaces do not count (a paste or an editor may change them)."""
+    import hashlib
+
+    text = "\n".join(line.rstrip() for line in source.strip().splitlines())
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_capture_fits(cap: Capture, problem_source: str, *, where: str = "capture") -> None:
+    """Refuse a capture traced from another problem module than ``problem_source`` (its
+    arguments would be bound to the wrong parameters). Raises ``GenerationError`` naming both."""
+    if cap.source_sha256 and cap.source_sha256 != source_digest(problem_source):
+        raise GenerationError(f"{where}: traced from another problem module ({cap.problem!r}, source "
+                              f"sha256 {cap.source_sha256[:12]}, this one {source_digest(problem_source)[:12]}); "
+                              "capture this problem again with `xeforge inductor capture PROBLEM`", stage="load")
+
+
 def capture_from_dict(data: dict[str, Any], *, where: str = "capture") -> Capture:
     """A :class:`Capture` from its JSON form. Raises ``GenerationError`` naming the missing field."""
     if data.get("format") != FORMAT:
         raise GenerationError(f"{where}: not a saved TorchInductor capture (format {data.get('format')!r}, "
-                              f"expected {FORMAT!r}); write one with `xeforge inductor PROBLEM --save-capture`",
+                              f"expected {FORMAT!r}); write one with `xeforge inductor capture PROBLEM`",
                               stage="load")
     known = Capture.__dataclass_fields__
     missing = [k for k in ("problem", "output_code", "graph_inputs", "outputs", "forward_params") if k not in data]
@@ -130,4 +153,5 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
     return Capture(problem=name, output_code=result["output_code"], graph_inputs=result["graph_inputs"],
                    outputs=result["outputs"], forward_params=result["forward_params"],
                    device=result.get("device", device_type), generated_for=result.get("generated_for", ""),
-                   torch=result.get("torch", ""), triton=result.get("triton", ""), overrides=dict(overrides or {}))
+                   torch=result.get("torch", ""), triton=result.get("triton", ""), overrides=dict(overrides or {}),
+                   specialised=dict(result.get("specialised") or {}), source_sha256=source_digest(source))

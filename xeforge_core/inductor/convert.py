@@ -220,7 +220,7 @@ def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str]
     if first_tensor is None:
         raise InductorCodeError("the model has no tensor input or parameter to take the device from")
     device_of = aliases.get(first_tensor["expr"], first_tensor["expr"])
-    lines = [f"device = {device_of}.device", *prologue]
+    lines = [f"device = {device_of}.device", *_size_guards(capture), *prologue]
     rewrite = _HostRewrite(names, code.kernels, renamed)
     text_lines = code.text.splitlines()
     launched: list[str] = []
@@ -232,6 +232,18 @@ def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str]
         if out:
             lines += comments + out
     return lines, launched, rewrite.library
+
+
+def _size_guards(capture: Capture) -> list[str]:
+    """Host lines that refuse sizes the code was not generated for: the sizes TorchInductor
+    fixed to their traced value (``Capture.specialised``), each checked with a message that
+    names it, so that another size is a clear error, never a wrong answer."""
+    lines = []
+    for expr, value in sorted(capture.specialised.items()):
+        message = (f"this first version was generated for {expr} == {value} (TorchInductor fixed that size); "
+                   f"got {{{expr}}}: generate it again at this size")
+        lines += [f"if {expr} != {int(value)}:", f"    raise ValueError(f{message!r})"]
+    return lines
 
 
 def _flatten(stmts: list[ast.stmt]) -> list[ast.stmt]:

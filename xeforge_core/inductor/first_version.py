@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xeforge_core.engines.base import Candidate
-from xeforge_core.inductor.capture import Capture, GenerationError, capture, load_capture
+from xeforge_core.inductor.capture import Capture, GenerationError, capture, check_capture_fits, load_capture
 from xeforge_core.inductor.convert import FirstVersion, convert
 from xeforge_core.inductor.kernels import InductorCodeError
 
@@ -80,7 +80,8 @@ def inductor_first_version(problem: Problem, *, device: str = "cpu", timeout_s: 
 
 def first_version_from_capture(problem: Problem, saved: str | Capture) -> Candidate:
     """The first version of ``problem`` from a capture saved by ``Capture.save`` (a path or a
-    ``Capture``). Raises ``GenerationError`` for an unreadable capture, ``InductorCodeError``
-    for code that cannot be converted."""
+    ``Capture``). Raises ``GenerationError`` for an unreadable capture or one traced from another
+    problem module, ``InductorCodeError`` for code that cannot be converted."""
     cap = load_capture(saved) if isinstance(saved, str) else saved
+    check_capture_fits(cap, problem.kernel.source, where=saved if isinstance(saved, str) else "capture")
     return _candidate(convert(cap, problem.kernel.source))

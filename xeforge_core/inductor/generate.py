@@ -142,6 +142,63 @@ def _bindings(gm: Any, example_inputs: list[Any], model: Any, inputs: list[Any],
     return out
 
 
+#: ATen ops whose Inductor lowering turns sizes into integers (``guard_int_seq`` on the weight's
+#: shape in ``torch/_inductor/kernel/conv.py``): the code would then hold only at the traced
+#: channel counts and kernel size. They run as library calls (Inductor's fallback kernel, whose
+#: output sizes stay symbolic), which is what the lowering chooses for them on most shapes anyway.
+SIZE_GUARDING_OPS = ("convolution",)
+
+
+def _fall_back_on_size_guards() -> None:
+    """Replace Inductor's lowerings of :data:`SIZE_GUARDING_OPS` by fallback kernels (this
+    process only)."""
+    import torch
+    from torch._inductor import lowering
+
+    for name in SIZE_GUARDING_OPS:
+        packet = getattr(torch.ops.aten, name)
+        for overload in [packet, *(getattr(packet, o) for o in packet.overloads())]:
+            if overload in lowering.lowerings:
+                lowering.lowerings[overload] = lowering.fallback_handler(packet.default, add_to_fallback_set=False)
+
+
+def _symbolic_sizes(gm: Any, bindings: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
+    """``(binding, size expression)`` for every dimension of every tensor graph input whose
+    traced size is symbolic (read from the placeholders' fake values)."""
+    out = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, entry in zip(placeholders, bindings):
+        value = node.meta.get("example_value")
+        if entry.get("shape") is None or value is None or not hasattr(value, "shape"):
+            continue
+        for dim, size in enumerate(value.shape):
+            expr = getattr(getattr(size, "node", None), "expr", None)
+            if expr is not None and getattr(expr, "free_symbols", None):
+                out.append(({"expr": f"{entry['expr']}.size({dim})", "traced": int(entry["shape"][dim])}, expr))
+    return out
+
+
+def _shape_env() -> Any:
+    """The shape environment of the graph being compiled (``None`` outside a compile)."""
+    from torch._guards import TracingContext
+
+    ctx = TracingContext.try_get()
+    return getattr(getattr(ctx, "fake_mode", None), "shape_env", None) if ctx is not None else None
+
+
+def _specialised(sized: list[tuple[dict[str, Any], Any]], shape_env: Any) -> dict[str, int]:
+    """The sizes code generation fixed to their traced value (a lowering guarded the symbol to
+    an integer: the shape environment replaced it by a number), as ``{"x.size(1)": 8}``."""
+    if not sized or shape_env is None:
+        return {}
+    out: dict[str, int] = {}
+    for entry, expr in sized:
+        now = shape_env.replace(expr)
+        if not now.free_symbols:
+            out[entry["expr"]] = int(now)
+    return out
+
+
 def _output_structure(value: Any) -> dict[str, Any]:
     import torch
 
@@ -205,11 +262,20 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     # floats (a module's momentum or scale) are constants of the code, not graph inputs
     dynamo_config.specialize_float = True
     inductor_config.fx_graph_cache = False
+    # no channels-last copies of inputs and weights around convolutions: plain layouts, no
+    # layout kernels that fix the channel counts
+    inductor_config.layout_optimization = False
+    _fall_back_on_size_guards()
     graphs: list[list[dict[str, Any]]] = []
     codes: list[str] = []
 
+    sized: list[tuple[dict[str, Any], Any]] = []
+    envs: list[Any] = []
+
     def backend(gm: Any, example_inputs: list[Any]) -> Any:
         graphs.append(_bindings(gm, example_inputs, model, inputs, forward_params))
+        sized.extend(_symbolic_sizes(gm, graphs[-1]))
+        envs.append(_shape_env())
         return compile_fx(gm, example_inputs)
 
     def save(code: str) -> None:
@@ -231,6 +297,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         return _fail("generate", f"TorchInductor produced {len(codes)} output module(s) for {len(graphs)} "
                                  "graph(s); exactly one of each is expected")
     return {"ok": True, "output_code": codes[0], "graph_inputs": graphs[0], "outputs": structure,
+            "specialised": _specialised(sized, envs[0] if envs else None),
             "forward_params": forward_params, "device": device, "generated_for": generated_for,
             "torch": torch.__version__, "triton": triton.__version__}
 

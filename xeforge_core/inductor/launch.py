@@ -7,11 +7,13 @@ these rules (any block size is correct: every Inductor kernel masks its tails; t
 stage searches them later):
 
 * pointwise: 1024 elements per program on one axis; 32 x 32 on two; 16 x 16 x 4 on three;
-* reduction (a loop over the reduced axis): one row per program and up to 1024 reduced elements
-  per step (``min(1024, next_power_of_2(r0_numel))``); an outer reduction (``ReductionHint.OUTER``,
-  the reduced axis is not the contiguous one) 64 rows x 8 reduced elements, so loads coalesce;
-* persistent reduction (the whole reduced axis in one block): one row per program and
-  ``R0_BLOCK = next_power_of_2(r0_numel)``, which the kernel requires.
+* reduction (a loop over the reduced axis): up to 1024 reduced elements per step
+  (``min(1024, next_power_of_2(r0_numel))``) and as many rows per program as fill a block of
+  1024 elements, at most 64 (one row per program for long rows; short rows share a program
+  instead of launching one program each); an outer reduction (``ReductionHint.OUTER``, the
+  reduced axis is not the contiguous one) 64 rows x 8 reduced elements, so loads coalesce;
+* persistent reduction (the whole reduced axis in one block): ``R0_BLOCK =
+  next_power_of_2(r0_numel)``, which the kernel requires, and rows per program as above.
 
 The grid has one program per block along each axis, on the program-id dimension the kernel
 reads that axis from (``xoffset = tl.program_id(0) * XBLOCK``); a y axis that Inductor split
@@ -29,6 +31,11 @@ from xeforge_core.inductor.kernels import InductorCodeError, Kernel
 #: CUDA's limit on grid dimensions y and z (CUDA C Programming Guide, "Compute Capabilities");
 #: Inductor splits a larger y axis over two program ids.
 MAX_GRID_YZ = 65535
+
+#: A reduction block holds up to this many elements (rows x reduced elements) ...
+ROW_BLOCK_ELEMENTS = 1024
+#: ... and at most this many rows, so short rows share a program instead of one program each.
+MAX_ROWS_PER_PROGRAM = 64
 
 _POINTWISE_BLOCKS = {1: {"x": 1024}, 2: {"x": 32, "y": 32}, 3: {"x": 16, "y": 16, "z": 4}}
 
@@ -113,6 +120,11 @@ def plan_launch(kernel: Kernel, new_name: str, args: list[str]) -> Launch:
             blocks[p] = p
         else:
             raise InductorCodeError(f"kernel {kernel.name}: no rule for its constexpr parameter {p}")
+    if kernel.kind != "pointwise" and hint != "OUTER" and "XBLOCK" in blocks and r_blocks:
+        # short rows: several rows per program, up to ROW_BLOCK_ELEMENTS elements per block
+        r_block = blocks.get(r_blocks[0], r_blocks[0])
+        launch.setup.append(f"XBLOCK = max(1, min({MAX_ROWS_PER_PROGRAM}, {ROW_BLOCK_ELEMENTS} // {r_block}))")
+        blocks["XBLOCK"] = "XBLOCK"
     launch.blocks = blocks
     launch.grid = _grid(kernel, given, {**body, **blocks})
     return launch

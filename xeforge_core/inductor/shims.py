@@ -154,8 +154,13 @@ def welford_combine(mean_1, m2_1, weight_1, mean_2, m2_2, weight_2):
     "welford": ('''
 @triton.jit
 def welford(mean, m2, weight, dim):
-    return tl.reduce((mean, m2, weight), dim, welford_combine)
-''', ("welford_combine",)),
+    # Chan et al.'s combination of all parts at once: the total count, the count-weighted mean,
+    # and the parts' m2 plus each part's spread around that mean (sums, not a pairwise tl.reduce)
+    new_weight = tl.sum(weight, dim)
+    new_mean = tl.sum(mean * weight, dim) / tl.where(new_weight == 0.0, 1.0, new_weight)
+    delta = mean - tl.expand_dims(new_mean, dim)
+    return new_mean, tl.sum(m2 + delta * delta * weight, dim), new_weight
+''', ()),
     "exp": ('''
 @triton.jit
 def exp(x, use_fast_math: tl.constexpr):

@@ -447,7 +447,7 @@ class Workbench:
 
     def _open(self, session: Session) -> None:
         with self._lock:
-            for purpose in ("propose", "verify"):
+            for purpose in ("propose", "verify", "first_version"):
                 self.jobs.clear(purpose)
             self.session = session
             self.review = None
@@ -687,6 +687,65 @@ class Workbench:
         job = BackgroundJob("portability step", work, kind="portability", meta={"base": session.head})
         return self.jobs.submit("portability", job)
 
+    def pytorch_start_needed(self) -> bool:
+        """Whether the open session's current version is a plain-PyTorch ``Model`` (a KernelBench
+        problem with no Triton kernel yet): then "Start from PyTorch" writes version 1."""
+        from xeforge_core.inductor.first_version import is_plain_pytorch
+
+        session = self.session
+        return session is not None and is_plain_pytorch(session.problem("head"))
+
+    def start_from_pytorch(self, capture_text: str | None = None, *, capture_name: str = "capture") -> BackgroundJob:
+        """Write the first Triton version of the plain-PyTorch problem in the background:
+        TorchInductor's kernels (generated in a sandboxed worker, or converted from
+        ``capture_text``, a capture saved on a GPU machine with ``xeforge inductor capture``),
+        verified against the problem and committed as version 1 with its rationale (which
+        names the operations left to torch library calls); the stages are then planned for the
+        Triton code. Raises :class:`WorkbenchError` when no session is open, its current version
+        is not plain PyTorch, or ``capture_text`` is not a saved capture (the field named)."""
+        import json
+
+        from xeforge_core.inductor.capture import GenerationError, capture_from_dict
+        from xeforge_core.inductor.first_version import first_version_from_capture
+        from xeforge_core.inductor.kernels import InductorCodeError
+        from xeforge_core.pipeline.first_version import prepare_first_version
+        from xeforge_core.service import replan_after_first_version
+
+        session = self.require_session()
+        if not self.pytorch_start_needed():
+            raise WorkbenchError("the current version already launches Triton kernels: Start from PyTorch is for "
+                                 "a plain-PyTorch Model (KernelBench style)")
+        candidate = None
+        if capture_text is not None:
+            try:
+                data = json.loads(capture_text)
+            except ValueError as exc:
+                raise WorkbenchError(f"{capture_name}: not JSON ({exc})") from exc
+            try:
+                saved = capture_from_dict(data if isinstance(data, dict) else {}, where=capture_name)
+                candidate = first_version_from_capture(session.problem("head"), saved)
+            except (GenerationError, InductorCodeError) as exc:
+                raise WorkbenchError(str(exc)) from exc
+        path, device, target = session.path, self.device, self.target()
+        verify_options = self.verify_options()
+
+        def work(progress: Any, cancel: threading.Event) -> Any:
+            from xeforge_core.session import Session
+
+            controller = SessionController(Session.open(path), device)
+            progress("first version: " + ("converting the saved TorchInductor capture" if candidate is not None
+                                          else "asking TorchInductor for the Triton kernels (a sandboxed worker)"))
+            outcome = prepare_first_version(controller, LoopOptions(on_progress=progress, cancel=cancel,
+                                                                    verify_options=verify_options),
+                                            candidate=candidate)
+            if outcome.status is OutcomeStatus.APPROVED:
+                replan_after_first_version(target)(controller)
+            return outcome
+
+        job = BackgroundJob("Start from PyTorch: TorchInductor's first version + verification", work,
+                            kind="first_version", meta={"base": session.head})
+        return self.jobs.submit("first_version", job)
+
     def submit_manual(self, text: str, *, stage: str | None = None, kind: str = "pasted_reply",
                       model: str | None = None) -> CandidateReview:
         """Turn a pasted chat-LLM reply (or the user's own module) into the candidate under
@@ -898,6 +957,7 @@ class Workbench:
         with self._lock:
             messages += self._poll_device()
             messages += self._poll_portability()
+            messages += self._poll_first_version()
             messages += self._poll_propose()
             messages += self._poll_verify()
         return messages
@@ -944,6 +1004,22 @@ class Workbench:
             return [("success", f"portability: committed the device-agnostic version ({outcome.reason})")]
         level = "error" if outcome.status is OutcomeStatus.FAILED else "info"
         return [(level, f"portability: {outcome.status}: {outcome.reason}")]
+
+    def _poll_first_version(self) -> list[tuple[str, str]]:
+        job = self._take("first_version")
+        if job is None:
+            return []
+        if job.state is JobState.FAILED:
+            return [("error", f"Start from PyTorch failed: {type(job.error).__name__}: {job.error}")]
+        outcome: StageOutcome | None = job.result
+        if outcome is None:
+            return [("warning", "Start from PyTorch: cancelled")]
+        self.last_stage_result = outcome
+        if outcome.status is OutcomeStatus.APPROVED:
+            self._reanalyse()
+            return [("success", f"version 1 committed ({str(outcome.version)[:10]}): {outcome.reason}")]
+        level = "warning" if outcome.status is OutcomeStatus.CANCELLED else "error"
+        return [(level, f"Start from PyTorch: {outcome.status}: {outcome.reason}")]
 
     def _poll_propose(self) -> list[tuple[str, str]]:
         job = self._take("propose")

@@ -1,0 +1,51 @@
+"""``xeforge inductor``: converting a saved capture into a first version, and clear errors for
+bad input (exit status 2, the file and what is wrong named). Generation itself is tested in
+``test_inductor_first_version.py``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from xeforge_core.cli import main
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "inductor"
+ROOT = FIX.parents[2]
+
+
+def test_convert_writes_a_modelnew_and_names_library_calls(tmp_path, capsys):
+    out = tmp_path / "linear_new.py"
+    rc = main(["inductor", "convert", str(FIX / "linear_bias_relu.py"), str(FIX / "linear_bias_relu.capture.json"),
+               "--out", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "not Triton yet (torch library calls): torch.addmm" in text and "xeforge verify" in text
+    tree = ast.parse(out.read_text())
+    assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+
+
+def test_bad_input_is_named(tmp_path, capsys):
+    problem = str(FIX / "gelu_scale.py")
+    assert main(["inductor", "convert", str(tmp_path / "absent.py"), "x.json"]) == 2
+    assert "absent.py: file not found" in capsys.readouterr().err
+    assert main(["inductor", "convert", problem, str(tmp_path / "absent.json")]) == 2
+    assert "absent.json: file not found" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert main(["inductor", "convert", problem, str(broken)]) == 2
+    assert "broken.json: cannot read it as JSON" in capsys.readouterr().err
+    triton_kernel = str(ROOT / "sample_kernels" / "07_gemm_fp32_upcast.py")
+    assert main(["inductor", "capture", triton_kernel, "--out", str(tmp_path / "c.json")]) == 2
+    assert "not a plain-PyTorch problem" in capsys.readouterr().err
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_capture_of_another_problem_is_refused(tmp_path, capsys):
+    """A capture records the problem module it was traced from; another problem's is bad input."""
+    other = tmp_path / "other.py"
+    other.write_text((FIX / "conv_relu_bias.py").read_text().replace("* 0.1", "* 0.2"))
+    rc = main(["inductor", "convert", str(other), str(FIX / "conv_relu_bias.capture.json"),
+               "--out", str(tmp_path / "x.py")])
+    assert rc == 2
+    assert "conv_relu_bias.capture.json: traced from another problem module ('conv_relu_bias'" in capsys.readouterr().err
+    assert not (tmp_path / "x.py").exists()

@@ -1,8 +1,9 @@
 """Verify a directory of problem/solution pairs written outside the project, and compare the
 verdicts with KernelBench's own evaluation of the same pairs.
 
-Layout of the corpus directory (the pairs are not part of the repository: keep them in ``corpus/``,
-which git ignores)::
+Layout of the corpus directory (the pairs are not part of the repository: ``benchmarks/build_corpus.py``
+writes them into ``corpus/``, which git ignores, from the addresses and commits in
+``benchmarks/corpus_manifest.json``)::
 
     DIR/pairs/<id>/problem.py     a KernelBench / KernelAgent problem (PyTorch Model + get_inputs)
     DIR/pairs/<id>/solution.py    a published solution (ModelNew, or kernel_function)

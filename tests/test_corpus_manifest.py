@@ -1,0 +1,50 @@
+"""The corpus manifest names every public pair at a fixed commit, so the corpus can be rebuilt."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("build_corpus", ROOT / "benchmarks" / "build_corpus.py")
+build_corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_corpus)
+
+PAIRS = json.loads((ROOT / "benchmarks" / "corpus_manifest.json").read_text())["pairs"]
+
+
+def test_every_pair_is_named_at_a_commit_with_the_fields_the_benchmarks_read():
+    ids = [p["id"] for p in PAIRS]
+    assert len(ids) == len(set(ids)) and len(ids) >= 30
+    for p in PAIRS:
+        assert re.fullmatch(r"(kb|ka)_l\d_\d{3}_[a-z0-9_]+__[a-z0-9]+", p["id"]), p["id"]
+        assert p["format"] == {"kb": "kernelbench", "ka": "kernelagent"}[p["id"][:2]]
+        assert p["expected"] in {"correct", "wrong", "unknown"}
+        for key in ("problem_source", "solution_source"):
+            repo, commit, path = build_corpus.parse_address(p[key])
+            assert len(commit) == 40 and path.endswith(".py"), (p["id"], key)
+
+
+def test_a_pair_is_written_from_a_local_mirror_and_a_missing_commit_is_named(tmp_path):
+    repo = tmp_path / "mirrors" / "someone+kernels"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "problem.py").write_text("class Model: pass\n")
+    (repo / "solution.py").write_text("class ModelNew: pass\n")
+    env = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", *env, "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", *env, "-C", str(repo), "commit", "-qm", "x"], check=True)
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    base = f"https://github.com/someone/kernels/blob/{commit}/"
+    assert build_corpus.read_blob(tmp_path / "mirrors", base + "solution.py") == "class ModelNew: pass\n"
+    with pytest.raises(build_corpus.SourceMissing, match="no other.py"):
+        build_corpus.read_blob(tmp_path / "mirrors", base + "other.py")
+    with pytest.raises(build_corpus.SourceMissing, match="no git directory for elsewhere/x"):
+        build_corpus.git_dir(tmp_path / "mirrors", "elsewhere/x")
+    with pytest.raises(ValueError, match="not a GitHub blob address"):
+        build_corpus.parse_address("https://example.com/x.py")

@@ -172,9 +172,11 @@ def _restore(saved: list[tuple[Any, list[Any]]]) -> None:
 
 
 def config_key(cfg: Any) -> tuple:
-    """``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` of a config of a step with a per-head-dim
-    ``SEARCH_SPACE``: the arguments of its ``_config``."""
-    return (cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"], cfg.num_warps, cfg.num_stages)
+    """``(BLOCK_M, BLOCK_N, num_warps, num_stages, *rest)`` of a config of a step with a
+    per-head-dim ``SEARCH_SPACE``: the arguments of its ``_config``, where ``rest`` are the config's
+    other meta-parameters in their order (step 10's loop form and lazy rescale)."""
+    rest = tuple(v for k, v in cfg.kwargs.items() if k not in ("BLOCK_M", "BLOCK_N"))
+    return (cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"], cfg.num_warps, cfg.num_stages, *rest)
 
 
 def own_space(mod: Any, block_d: int) -> list[tuple]:
@@ -396,10 +398,10 @@ def sweep_grid(mod: Any, block_d: int, causal: bool, smem_limit: int) -> list[tu
             continue
         if (bm * block_d + 2 * bm * bn) / (32 * warps) > TILE_REGISTERS:
             continue
-        args = (bm, bn, warps, stages)
-        if mod.smem_bytes(mod._config(*args), block_d) > smem_limit:
+        cfg = mod._config(bm, bn, warps, stages)
+        if mod.smem_bytes(cfg, block_d) > smem_limit:
             continue
-        grid.append(args)
+        grid.append(config_key(cfg))  # the step's defaults for any further meta-parameter spelled out
     return own + [g for g in grid if g not in own]
 
 

@@ -42,7 +42,7 @@ def _module(step):
 @pytest.mark.parametrize("which", ["split", "causal"])
 def test_the_sweep_grid_fits_and_starts_with_the_steps_own_space(bench, which):
     steps = flash_attention_trajectory("cuda")
-    step = steps[-1] if which == "causal" else steps[-2]
+    step = steps[-1] if which == "causal" else next(s for s in steps if s.path.name == "09_head_dim_split.py")
     mod = _module(step)
     for block_d in (64, 128):
         grid = bench.sweep_grid(mod, block_d, step.causal, 232448)
@@ -99,3 +99,20 @@ def test_the_compile_check_counts_exponentials_under_a_dot_in_flight():
                            "ex2.approx.ftz.f32 %r5, %r6;", "wgmma.wait_group.sync.aligned 0;",
                            "ex2.approx.ftz.f32 %r7, %r8;"])
     assert mod.ex2_under_wgmma(serial) == 0 and mod.ex2_under_wgmma(pipelined) == 3
+
+
+def test_the_loop_form_steps_sweep_keys_rebuild_its_configs(bench):
+    """Step 10's configs carry the loop form and the lazy rescale: the sweep's keys are the full
+    ``_config`` arguments, so a warp-specialized entry is never swept as a pipelined one."""
+    step = next(s for s in flash_attention_trajectory("cuda") if s.path.name == "10_loop_form.py")
+    mod = _module(step)
+    for block_d in (64, 128):
+        own = [bench.config_key(c) for c in mod.SEARCH_SPACE[block_d]]
+        assert all(bench.config_key(mod._config(*k)) == k and len(k) == 6 for k in own)
+        grid = bench.sweep_grid(mod, block_d, False, 232448)
+        assert grid[:len(own)] == own and len(set(grid)) == len(grid)
+        assert any(k[4] == mod.WARP_SPECIALIZED for k in own) and any(k[4] == mod.PLAIN for k in own)
+        for key in grid:
+            assert mod.smem_bytes(mod._config(*key), block_d) <= 232448
+    with pytest.raises(ValueError, match="LAZY"):
+        mod._config(64, 64, 4, 3, mod.PIPELINED, True)

@@ -89,12 +89,15 @@ def attn_fwd_kernel(q_src, k_src, v_src, o_ptr, S, D, rows_total, sm_scale,
 #: one more [BLOCK_M, BLOCK_N] fp32 tile a thread than step 6's (the probabilities waiting for their
 #: P V). At BLOCK_D 128 step 6's tile still fits: 128 query rows over 8 warps, 128-key blocks three
 #: deep, 241 registers a thread and 225 KB of shared memory, one program an SM. At BLOCK_D <= 64 one
-#: warpgroup takes 64 query rows with 128-key blocks two deep (210 registers, 73 KB): two programs
-#: an SM, whose loops also overlap each other; the H200's sweep of the loop before pipelining ranked
-#: this tile first at head dim 64 (186 us against 200 us for step 6's 128 x 64 over 8 warps).
+#: warpgroup takes 64 query rows with 128-key blocks three deep (about 105 KB): two programs an SM,
+#: whose loops also overlap each other. Two stages were this step's first choice (the tile the
+#: H200 ranked first for the loop before pipelining), but the pipelined loop needs the third: the
+#: H200's sweep of step 9, the same loop, measured 231 us with two stages against 206 us with three
+#: at head dim 64 (step 6: 208 us), so the step no longer runs slower than the one before it there.
+#: Not yet measured on the GPU as step 7 itself.
 #: (Registers and shared memory as the sm_90 compiler reports them, docs/measured/cpu-fa-hopper-compile.)
 HOPPER_TILES = {
-    64: {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2},
+    64: {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
     128: {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
     256: {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
 }

@@ -18,10 +18,15 @@ the pairs in the git-ignored ``corpus/``), and with ``--samples`` the project's 
    published size) when it already does. The
    measured eager time is recorded next to it, so a bench size whose eager time stays below the
    threshold (a compute-light problem mis-estimated) is visible;
-4. **anchors in one run**: the verifier times the published solution (baseline), the rules
-   result (candidate) and eager PyTorch (reference) interleaved in its workers, with its median,
-   95 % speedup interval and method; torch.compile (``max-autotune-no-cudagraphs``) is timed in
-   its own process (``benchmarks/compile_anchor.py``), compile time reported apart, cache warm;
+4. **anchors in one run**: eager PyTorch, torch.compile (``max-autotune-no-cudagraphs``,
+   compile time reported apart, cache warm), the published solution, the rules result and a
+   second instance of the published model (the A/A check) are timed together, on the same
+   inputs, by one call of the verifier's timing function with the verifier's options
+   (``benchmarks/anchor_timing.py``, in its own process): the same warm-up, method, L2
+   policy, interleaved trials and statistics for all; medians and each ratio's 95 % interval.
+   The verifier's own baseline-vs-candidate ratio is kept next to it (``verifier_ratio``). A
+   size whose rules or published median is under ``anchor_timing.LAUNCH_BOUND_US`` is marked
+   launch-bound (the ratio is about launch overhead) and left out of the geometric means;
 5. **HBM bandwidth**: for memory-bound shapes, the rules result's achieved GB/s (the verifier's
    bytes moved over its median) against the device's measured device-to-device copy bandwidth.
 
@@ -52,6 +57,7 @@ import datetime as dt
 import json
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -91,11 +97,20 @@ class Row:
     compile_s: float | None = None
     rules_vs_published: float | None = None
     interval: str = ""
-    #: where no stage was kept the rules result is the published kernel: its interleaved timing
-    #: against itself is an A/A check of the method at this size (ideally 1.00), not a speedup
+    #: published over a second instance of it, timed in the same run: the method's A/A at this
+    #: size (ideally 1.00, its interval holding 1)
     aa_ratio: float | None = None
+    aa_interval: str = ""
     rules_vs_eager: float | None = None
+    eager_interval: str = ""
     rules_vs_compile: float | None = None
+    compile_interval: str = ""
+    #: the verifier's own ratio (published baseline over rules candidate, its worker's run)
+    verifier_ratio: float | None = None
+    #: the anchors' timing method (``events``, ``graph``, ``back_to_back``) and whether the
+    #: rules or published median is under ``anchor_timing.LAUNCH_BOUND_US``
+    method: str = ""
+    launch_bound: bool = False
     bound: str = ""
     achieved_gbps: float | None = None
     hbm_fraction: float | None = None
@@ -262,8 +277,103 @@ def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any =
     return "bench", why
 
 
+def anchor_job(problem: Any, rules_source: str, overrides: dict[str, Any], device: Any,
+               opts: Any) -> dict[str, Any] | None:
+    """The job of ``anchor_timing.run_job`` for one size: the problem's inputs and reference,
+    the published kernel, the rules result, the verifier's timing options (``opts``, a
+    ``VerifyOptions``) and timing lock; ``None`` when the problem has no module with
+    ``get_inputs`` to draw the inputs from."""
+    from anchor_timing import COMPILE_MODE
+
+    from xeforge_core.devlock import default_lock_dir
+
+    inputs = problem.inputs.source if getattr(problem, "inputs", None) is not None else None
+    if inputs is None or "def get_inputs" not in inputs:
+        return None
+    ref = problem.reference
+    kernel = problem.kernel
+    return {"device": f"{device.type}:{getattr(device, 'index', 0) or 0}", "inputs": inputs,
+            "overrides": overrides, "compile_mode": COMPILE_MODE if ref is not None else None,
+            "modules": {"eager": {"source": ref.source, "class_name": ref.class_name} if ref is not None else None,
+                        "published": {"source": kernel.source, "class_name": kernel.class_name},
+                        "rules": {"source": rules_source, "class_name": kernel.class_name}},
+            "options": {"warmup_ms": opts.warmup_ms, "rep_ms": opts.rep_ms,
+                        "l2_bytes": getattr(device, "l2_bytes", None)},
+            "lock_dir": str(opts.lock_dir or default_lock_dir()), "lock_key": device.lock_key()}
+
+
+def time_anchors(job: dict[str, Any], workdir: Path, timeout: float) -> dict[str, Any]:
+    """``anchor_timing.py`` on ``job`` in its own process: its JSON, or ``{"note": why not}``."""
+    path = workdir / "anchor_job.json"
+    path.write_text(json.dumps(job))
+    try:
+        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "anchor_timing.py"), str(path)],
+                              capture_output=True, text=True, timeout=timeout)
+        lines = done.stdout.strip().splitlines()
+        if done.returncode or not lines:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"note": f"anchors not timed: exit {done.returncode}: {tail[:200]}"}
+        return json.loads(lines[-1])
+    except Exception as exc:  # a failed compile or build is a result, not the end of the run
+        return {"note": f"anchors not timed: {type(exc).__name__}: {str(exc)[:150]}"}
+
+
+def _interval(r: dict[str, Any] | None) -> str:
+    if not r or r.get("low") is None:
+        return ""
+    return f"[{r['low']:.3g}, {r['high']:.3g}]"
+
+
+def apply_anchors(row: Row, got: dict[str, Any]) -> None:
+    """Fill ``row``'s times and ratios from ``anchor_timing``'s result ``got`` (module
+    docstring, item 4); the rules result's median is the anchors' one. A ratio already set
+    (1.00 by identity where no stage was kept) stays."""
+    from anchor_timing import LAUNCH_BOUND_US
+
+    if got.get("note"):
+        row.note = ((row.note + "; ") if row.note else "") + got["note"]
+        return
+    a, r = got.get("anchors", {}), got.get("ratios", {})
+
+    def med(name: str) -> float | None:
+        return a[name]["median_us"] if name in a else None
+
+    row.published_us, row.rules_us, row.eager_us, row.compile_us = (med("published"), med("rules"), med("eager"),
+                                                                    med("compiled"))
+    row.compile_s = got.get("compile_s")
+    row.method = str(got.get("method", ""))
+    if "rules_vs_published" in r:
+        row.interval = f"{_interval(r['rules_vs_published'])} ({row.method})"
+        if row.rules_vs_published is None:
+            row.rules_vs_published = r["rules_vs_published"]["point"]
+        else:
+            row.interval = f"measured {r['rules_vs_published']['point']:.3f}x " + row.interval
+    row.rules_vs_eager = r.get("rules_vs_eager", {}).get("point")
+    row.eager_interval = _interval(r.get("rules_vs_eager"))
+    row.rules_vs_compile = r.get("rules_vs_compile", {}).get("point")
+    row.compile_interval = _interval(r.get("rules_vs_compile"))
+    row.aa_ratio = r.get("aa", {}).get("point")
+    row.aa_interval = _interval(r.get("aa"))
+    row.launch_bound = any(a[n]["median_us"] < LAUNCH_BOUND_US for n in ("published", "rules") if n in a)
+    notes = []
+    if row.launch_bound:
+        notes.append(f"launch-bound (median < {LAUNCH_BOUND_US:g} µs): the ratio is about launch overhead, "
+                     "not the kernel")
+    aa = r.get("aa")
+    if aa and aa.get("low") is not None and not aa["low"] <= 1.0 <= aa["high"]:
+        notes.append(f"A/A {aa['point']:.3f}x {row.aa_interval} excludes 1: the ratios at this size are not "
+                     "trustworthy to that margin")
+    tuned = got.get("autotune") or {}
+    if tuned.get("published") and tuned.get("rules") and tuned["published"] != tuned["rules"]:
+        notes.append(f"autotune chose differently: published {tuned['published']}, rules {tuned['rules']}")
+    if notes:
+        row.note = ((row.note + "; ") if row.note else "") + "; ".join(notes)
+
+
 def compile_anchor(problem_path: Path, overrides: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
-    """torch.compile's time for the problem (``compile_anchor.py`` in its own process)."""
+    """torch.compile's time for the problem (``compile_anchor.py`` in its own process, timed
+    alone with per-call events: not the verifier's method; ``bench_inductor_kernelbench.py``
+    uses it, this script times torch.compile among its anchors, :func:`time_anchors`)."""
     if device == "cpu":
         return {"note": "torch.compile not timed on cpu"}
     cmd = [sys.executable, str(ROOT / "benchmarks" / "compile_anchor.py"), str(problem_path),
@@ -325,22 +435,21 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
                 "not timed: interpreter" if device.type == "cpu" else f"not timed: {verdict.reason or verdict.kind.value}")
             rows.append(row)
             continue
-        row.published_us, row.rules_us = p.baseline.median_us, p.candidate.median_us
-        row.eager_us = p.reference.median_us if p.reference else None
-        row.rules_vs_published = p.speedup
-        if p.speedup_low is not None:
-            row.interval = f"[{p.speedup_low:.2f}, {p.speedup_high:.2f}] ({p.interval_method})"
+        row.verifier_ratio = p.speedup
         if unchanged:
-            row.aa_ratio, row.rules_vs_published = p.speedup, 1.0
+            row.rules_vs_published = 1.0
             row.note = ((row.note + "; ") if row.note else "") + (
-                f"no stage kept: the rules result is the published kernel (1.00x by identity; timed against "
-                f"itself {p.speedup:.3f}x {row.interval}, the method's A/A at this size)")
-        row.rules_vs_eager = row.eager_us / row.rules_us if row.eager_us and row.rules_us else None
-        comp = compile_anchor(problem_path, dict(var.overrides), device.type, args.compile_timeout)
-        row.compile_us, row.compile_s = comp.get("median_us"), comp.get("compile_s")
-        if comp.get("note"):
-            row.note = ((row.note + "; ") if row.note else "") + comp["note"]
-        row.rules_vs_compile = row.compile_us / row.rules_us if row.compile_us and row.rules_us else None
+                f"no stage kept: the rules result is the published kernel (1.00x by identity; the verifier timed "
+                f"it against itself at {p.speedup:.3f}x [{p.speedup_low or 0:.2f}, {p.speedup_high or 0:.2f}])")
+        job = anchor_job(problem, outcome.final_source, dict(var.overrides), device, opts)
+        if job is None:
+            row.published_us, row.rules_us = p.baseline.median_us, p.candidate.median_us
+            row.eager_us = p.reference.median_us if p.reference else None
+            row.rules_vs_published = row.rules_vs_published or p.speedup
+            row.rules_vs_eager = row.eager_us / row.rules_us if row.eager_us and row.rules_us else None
+            row.note = ((row.note + "; ") if row.note else "") + "anchors not timed (no get_inputs): the verifier's times"
+        else:
+            apply_anchors(row, time_anchors(job, workdir, args.compile_timeout))
         if p.flop is not None and p.bytes_moved:
             nums = profile_numbers(getattr(device, "profile", None), device.type)
             ridge = nums["peak_tflops"] * 1e12 / (nums["bandwidth_gbps"] * 1e9)
@@ -381,6 +490,12 @@ def _fmt(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
+def _holds_one(interval: str) -> bool:
+    """Whether ``"[low, high]"`` holds 1."""
+    low, high = (float(x) for x in interval.strip("[]").split(","))
+    return low <= 1.0 <= high
+
+
 def summarize(rows: list[Row], reasons: collections.Counter, header: dict[str, Any]) -> str:
     """The markdown report (module docstring)."""
     def best(pair_rows: list[Row]) -> Row | None:
@@ -390,27 +505,39 @@ def summarize(rows: list[Row], reasons: collections.Counter, header: dict[str, A
     by_pair: dict[str, list[Row]] = collections.defaultdict(list)
     for r in rows:
         by_pair[r.pair].append(r)
-    chosen = [b for b in (best(v) for k, v in by_pair.items() if not k.startswith("sample:")) if b is not None]
-    samples = [b for b in (best(v) for k, v in by_pair.items() if k.startswith("sample:")) if b is not None]
+    timed = [b for b in (best(v) for k, v in by_pair.items() if not k.startswith("sample:")) if b is not None]
+    chosen = [r for r in timed if not r.launch_bound]  # launch-bound ratios are about launching
+    samples = [b for b in (best(v) for k, v in by_pair.items() if k.startswith("sample:")) if b is not None
+               and not b.launch_bound]
     improved = [r for r in chosen if (r.rules_vs_published or 0) > 1.0 and r.stages_applied]
+    aa = [r for r in rows if r.aa_ratio is not None]
+    aa_out = [r for r in aa if r.aa_interval and not _holds_one(r.aa_interval)]
     lines = [f"# The rules engine over published pairs ({header['device']}, {header['date']})", "",
              f"versions: {header['versions']}; copy bandwidth: {_fmt(header.get('copy_gbps'))} GB/s; "
              f"bench size: eager >= {header['min_eager_us']:g} µs (derived through the size constants)", "",
-             f"- pairs timed: {len(chosen)}; improved (a rules stage kept, faster): {len(improved)} "
-             f"({len(improved) / len(chosen):.0%})" if chosen else "- pairs timed: 0",
-             f"- geometric mean at the bench size, rules over published: {_fmt(geomean([r.rules_vs_published for r in chosen]))}; "
+             f"- pairs timed: {len(timed)}, of which launch-bound at the size reported (left out below): "
+             f"{len(timed) - len(chosen)}; improved (a rules stage kept, faster): {len(improved)}"
+             + (f" ({len(improved) / len(chosen):.0%} of the rest)" if chosen else ""),
+             f"- A/A (published over a second instance, same run): {len(aa)} sizes" + (
+                 f", median {statistics.median([r.aa_ratio for r in aa]):.3f}, range {min(r.aa_ratio for r in aa):.3f}-"
+                 f"{max(r.aa_ratio for r in aa):.3f}; interval excludes 1 at {len(aa_out)}: "
+                 + (", ".join(f"{r.pair}/{r.size}" for r in aa_out) or "none") if aa else ""),
+             f"- geometric mean at the bench size (launch-bound left out), rules over published: {_fmt(geomean([r.rules_vs_published for r in chosen]))}; "
              f"over the improved only: {_fmt(geomean([r.rules_vs_published for r in improved]))}",
              f"- rules over eager: {_fmt(geomean([r.rules_vs_eager for r in chosen]))}; rules over torch.compile: "
              f"{_fmt(geomean([r.rules_vs_compile for r in chosen]))}",
              f"- samples, rules over eager: {_fmt(geomean([r.rules_vs_eager for r in samples]))}", "",
              "| pair | size | published µs | rules µs | eager µs | compile µs (compile s) | rules/published [95 %] "
-             "| rules/eager | rules/compile | bound | GB/s (of copy) | stages kept | sizes | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| rules/eager [95 %] | rules/compile [95 %] | A/A [95 %] | verifier | method | bound | GB/s (of copy) "
+             "| stages kept | sizes | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         hbm = f"{_fmt(r.achieved_gbps)} ({r.hbm_fraction:.0%})" if r.hbm_fraction is not None else _fmt(r.achieved_gbps)
         lines.append(f"| {r.pair} | {r.size} | {_fmt(r.published_us)} | {_fmt(r.rules_us)} | {_fmt(r.eager_us)} | "
                      f"{_fmt(r.compile_us)} ({_fmt(r.compile_s)}) | {_fmt(r.rules_vs_published)} {r.interval} | "
-                     f"{_fmt(r.rules_vs_eager)} | {_fmt(r.rules_vs_compile)} | {r.bound} | {hbm} | "
+                     f"{_fmt(r.rules_vs_eager)} {r.eager_interval} | {_fmt(r.rules_vs_compile)} {r.compile_interval} | "
+                     f"{_fmt(r.aa_ratio)} {r.aa_interval} | {_fmt(r.verifier_ratio)} | "
+                     f"{r.method}{' (launch-bound)' if r.launch_bound else ''} | {r.bound} | {hbm} | "
                      f"{r.stages_applied} | {r.sizes} | {r.note.replace('|', '/')} |")
     lines += ["", "## Why a codemod did not apply (counts over the pairs)", "", "| count | stage | reason |",
               "|---|---|---|"]

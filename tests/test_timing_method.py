@@ -425,3 +425,74 @@ def test_cli_workbench_report_and_batch_show_the_call(tmp_path):
     with open(write_csv([row], tmp_path / "s.csv")) as fh:
         rec = next(csv.DictReader(fh))
     assert rec["dtype_fix_call"].startswith("1.200x faster") and rec["final_call"].startswith("1.200x faster")
+
+
+# ----------------------------------------------------------------------------- sample order
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_trial_orders_balance_positions_and_predecessors(n):
+    import collections
+
+    names = [f"c{i}" for i in range(n)]
+    cycle = timing.trial_orders(names)
+    assert len(cycle) == math.factorial(n) and all(sorted(o) == names for o in cycle)
+    seq = [x for order in cycle for x in order]  # the samples one after another, cyclically
+    follows = collections.Counter((seq[i - 1], seq[i]) for i in range(len(seq)))
+    assert len(follows) == n * n and len(set(follows.values())) == 1  # every pair, self included, alike
+    positions = collections.Counter((i, x) for order in cycle for i, x in enumerate(order))
+    assert len(positions) == n * n and len(set(positions.values())) == 1
+    assert timing.order_for(cycle, len(cycle) + 1) == cycle[1 % len(cycle)]
+
+
+def test_trial_orders_refuse_bad_names():
+    for bad in ([], ["a", "a"], [f"c{i}" for i in range(timing.MAX_BALANCED + 1)]):
+        with pytest.raises(ValueError):
+            timing.trial_orders(bad)
+
+
+def test_batched_callables_share_their_calls_per_sample():
+    # an A/A pair whose single cost estimates differ by noise still takes the same number of calls
+    assert timing.common_calls({"baseline": 1.0, "candidate": 1.1}) == {"baseline": 500, "candidate": 500}
+    # a much slower callable takes fewer, so its sample stays under SAMPLE_MAX_US
+    calls = timing.common_calls({"candidate": 2.0, "reference": 400.0})
+    assert calls["candidate"] == 250 and calls["reference"] * 400.0 <= timing.SAMPLE_MAX_US
+    plan = timing.choose_method({"baseline": 1.0, "candidate": 1.1}, {"baseline": 30.0, "candidate": 30.0},
+                                graphs=True)
+    assert plan.calls["baseline"] == plan.calls["candidate"]
+
+
+def _carry_over(ops: SimOps, device_s: float, *, leaves: bool = False, penalty_s: float = 30e-6):
+    """A call of ``device_s`` on the simulated device; a ``leaves`` call leaves state behind
+    that makes the next call of another callable ``penalty_s`` slower (an L2 full of its
+    buffers, clocks after a long sample)."""
+    def call() -> None:
+        ops.host_work(10e-6)
+        extra = penalty_s if getattr(ops, "dirty", False) and not leaves else 0.0
+        ops.dirty = leaves
+        ops.enqueue(device_s + extra)
+    return call
+
+
+
+
+def test_aa_with_a_reference_that_leaves_state_behind_is_one(sim, monkeypatch):
+    """Baseline = candidate, timed next to a reference whose sample slows the one after it:
+    with the balanced order both follow the reference equally often, so the A/A ratio is 1 and
+    its interval holds 1. The rotation used before (ABC, BCA, CAB) put the baseline after the
+    reference in two trials of three: the candidate, the same kernel, came out 1.30x faster."""
+    ops = SimOps(sim)
+    fns = {"baseline": _carry_over(ops, 100e-6), "candidate": _carry_over(ops, 100e-6),
+           "reference": _carry_over(ops, 200e-6, leaves=True)}
+    opts = {"warmup_ms": 1, "rep_ms": 100, "settle_ms": 1, "settle_max_ms": 2}
+    m = timing.measure(ops, fns, opts)
+    assert m.plan.method == "events" and m.trials % 6 == 0 and m.trials >= 60
+    speedup, low, high, _, _ = m.speedup()
+    assert speedup == pytest.approx(1.0) and low <= 1.0 <= high
+
+    def rotated(names):
+        return [names[k:] + names[:k] for k in range(len(names))]
+
+    monkeypatch.setattr(timing, "trial_orders", rotated)
+    biased, low, high, _, _ = timing.measure(ops, fns, opts).speedup()
+    assert biased == pytest.approx(1.3) and not low <= 1.0 <= high

@@ -36,10 +36,14 @@ Method (:func:`measure`, the same code for every device), per performance varian
    at most ``settle_max_ms`` (``SETTLE_MAX_MS``). An idle H200 sits at 345 MHz and boosts to
    1980 MHz only under load (KINDS.md, 2026-10-28); a fresh worker starts idle.
 7. **Trials**, under the per-device timing lock (``xeforge_core.devlock``; taken by the
-   caller): trial ``t`` takes one sample of every callable, in an order rotated by ``t``, so
-   drift hits all of them alike. Their number is set by the time budget: the samples of all
-   callables together take about ``options.rep_ms`` (from the costs measured while settling),
-   between ``MIN_TRIALS`` and ``MAX_TRIALS`` trials.
+   caller): trial ``t`` takes one sample of every callable, in the ``t``-th order of a cycle
+   balanced for position and carry-over (:func:`trial_orders`: every callable in every
+   position, and directly after every callable, equally often), so drift and whatever one
+   sample leaves behind for the next hit all of them alike. Their number is set by the time
+   budget: the samples of all callables together take about ``options.rep_ms`` (from the
+   costs measured while settling), between ``MIN_TRIALS`` and ``MAX_TRIALS`` trials, rounded
+   up to whole cycles. When calls are batched, every callable takes the same number of calls
+   per sample (:func:`common_calls`), so a fixed cost per sample weighs alike on each.
 8. **Statistics** (µs per call): median, mean, min and coefficient of variation; speedup =
    baseline median / candidate median, with a 95 % interval from a paired bootstrap of the
    trials (``timestats``); ``verdict.speedup_call`` turns it into faster / slower / no
@@ -72,6 +76,7 @@ nothing about a GPU).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import statistics
 import time
@@ -99,7 +104,8 @@ from xeforge_core.worker.integrity import HarnessGuard
 from xeforge_core.worker.roles import Combo, Harness, _load
 from xeforge_core.worker.timestats import INTERVAL_METHOD, median_se, speedup_interval, stats_of
 
-__all__ = ["TimingPlan", "Measurement", "choose_method", "measure", "run_timing", "roofline", "stats_of"]
+__all__ = ["TimingPlan", "Measurement", "choose_method", "common_calls", "measure", "order_for", "run_timing",
+           "roofline", "stats_of", "trial_orders"]
 
 _monotonic = time.monotonic  # bound at import, before any module under test runs
 
@@ -118,6 +124,11 @@ HOST_VISIBLE_FRACTION = 0.25
 #: Device time (µs) aimed at per sample when calls are batched; at most this many calls.
 BATCH_TARGET_US = 500.0
 MAX_CALLS_PER_SAMPLE = 512
+#: A batched sample of one callable takes at most about this long (µs) when it shares the
+#: shortest callable's number of calls (``common_calls``).
+SAMPLE_MAX_US = 8 * BATCH_TARGET_US
+#: At most this many callables are timed together (a balanced order cycle has ``n!`` trials).
+MAX_BALANCED = 5
 MIN_TRIALS = 20
 MAX_TRIALS = 500
 #: Settling before the trials (ms): at least, at most, block length; blocks agree when their
@@ -200,8 +211,9 @@ def choose_method(device_us: Mapping[str, float], host_us: Mapping[str, float], 
 
     One call per sample, L2 flushed (``events``), when every callable runs at least
     ``EVENTS_MIN_US`` and issues in less than ``HOST_VISIBLE_FRACTION`` of its device time;
-    otherwise many calls per sample with the L2 warm, as many as make ``BATCH_TARGET_US`` of
-    device time (1 to ``MAX_CALLS_PER_SAMPLE``, per callable): replayed from a device graph
+    otherwise many calls per sample with the L2 warm, the same number for every callable
+    (:func:`common_calls`: ``BATCH_TARGET_US`` of the shortest one's device time, 1 to
+    ``MAX_CALLS_PER_SAMPLE``, fewer where a sample would pass ``SAMPLE_MAX_US``): replayed from a device graph
     when ``graphs`` (the backend has them), else back to back. Raises ``ValueError`` when
     ``device_us`` is empty."""
     names = list(device_us)
@@ -218,8 +230,7 @@ def choose_method(device_us: Mapping[str, float], host_us: Mapping[str, float], 
                           f"shortest callable ({shortest}) runs {device_us[shortest]:.1f} µs (>= {EVENTS_MIN_US:g}) "
                           f"and host overhead is at most {fraction[worst]:.0%} of device time ({worst}; "
                           f"< {HOST_VISIBLE_FRACTION:.0%})")
-    calls = {n: int(min(MAX_CALLS_PER_SAMPLE, max(1, math.ceil(BATCH_TARGET_US / max(float(device_us[n]), 0.05)))))
-             for n in names}
+    calls = common_calls({n: device_us[n] for n in names})
     why = []
     if short:
         why.append(f"{shortest} runs {device_us[shortest]:.1f} µs, under the {EVENTS_MIN_US:g} µs one event pair "
@@ -481,9 +492,70 @@ class Measurement:
         return point, low, high, raw_low, raw_high
 
 
-def _rotated(names: list[str], t: int) -> list[str]:
-    k = t % len(names)
-    return names[k:] + names[:k]
+def trial_orders(names: list[str]) -> list[list[str]]:
+    """One cycle of sample orders for ``names``, one order per trial, balanced for position and
+    for carry-over: over the cycle's samples taken one after another (a trial's first sample
+    follows the previous trial's last, the last trial's last is followed by the first's first)
+    every callable is in every position equally often, and every callable directly follows
+    every callable (itself included) equally often.
+
+    Why: a sample can leave state behind for the next one (the L2 holding its buffers when it
+    is not flushed, the clocks after a long or a short sample, the allocator). The rotation
+    used before (``ABC``, ``BCA``, ``CAB``) kept positions balanced but not predecessors: with
+    three callables the candidate followed the baseline in two trials of three and the baseline
+    followed the reference in two of three, so whatever the reference left behind fell on the
+    baseline. With two callables the rotation (``AB``, ``BA``) already balances both.
+
+    The cycle is every permutation of ``names`` (each ordered pair of distinct callables is then
+    adjacent inside a trial equally often), chained so that each trial starts with the callable
+    the previous one ended with (the joins are then self-follows, equally many per callable): an
+    Eulerian circuit of the graph whose edges are the permutations, from their first callable to
+    their last. Its length is ``len(names)!`` for two or more; ``[names]`` for one. Raises
+    ``ValueError`` for no names, duplicates or more than ``MAX_BALANCED`` (``n!`` trials)."""
+    if not names:
+        raise ValueError("no callables to order")
+    if len(set(names)) != len(names):
+        raise ValueError(f"callable names repeat: {names}")
+    if len(names) > MAX_BALANCED:
+        raise ValueError(f"{len(names)} callables: a balanced cycle needs {len(names)}! trials; at most "
+                         f"{MAX_BALANCED} callables are timed together")
+    if len(names) == 1:
+        return [list(names)]
+    # edges: first -> last, each permutation once; Hierholzer's algorithm, deterministic order
+    out: dict[str, list[tuple[str, ...]]] = {n: [] for n in names}
+    for perm in itertools.permutations(names):
+        out[perm[0]].append(perm)
+    for n in names:
+        out[n].reverse()  # popped from the end: lexicographic order first
+    stack: list[tuple[str, tuple[str, ...] | None]] = [(names[0], None)]
+    circuit: list[tuple[str, ...]] = []
+    while stack:
+        node, via = stack[-1]
+        if out[node]:
+            perm = out[node].pop()
+            stack.append((perm[-1], perm))
+        else:
+            stack.pop()
+            if via is not None:
+                circuit.append(via)
+    circuit.reverse()
+    return [list(p) for p in circuit]
+
+
+def order_for(cycle: list[list[str]], t: int) -> list[str]:
+    """The order of trial ``t`` (0-based) in ``cycle`` (:func:`trial_orders`)."""
+    return cycle[t % len(cycle)]
+
+
+def common_calls(device_us: Mapping[str, float]) -> dict[str, int]:
+    """Calls per sample when calls are batched: the same number for every callable, enough for
+    ``BATCH_TARGET_US`` of the shortest one's device time (1 to ``MAX_CALLS_PER_SAMPLE``), so a
+    fixed cost per sample (the graph launch, the first call after another callable's sample)
+    is divided by the same number on every side and cancels in the ratio instead of biasing
+    it; a callable whose sample would then exceed ``SAMPLE_MAX_US`` takes fewer calls."""
+    shortest = min(float(v) for v in device_us.values())
+    n = int(min(MAX_CALLS_PER_SAMPLE, max(1, math.ceil(BATCH_TARGET_US / max(shortest, 0.05)))))
+    return {k: int(max(1, min(n, SAMPLE_MAX_US // max(float(v), 0.05)))) for k, v in device_us.items()}
 
 
 def measure(ops: Any, callables: Mapping[str, Callable[[], Any]], options: Mapping[str, Any] | None = None,
@@ -498,6 +570,7 @@ def measure(ops: Any, callables: Mapping[str, Callable[[], Any]], options: Mappi
         raise ValueError("no callables to time")
     opts = dict(options or {})
     names = list(callables)
+    cycle = trial_orders(names)
     timer = _Timer(ops, opts.get("l2_bytes"))
     warmup_ms = float(opts.get("warmup_ms") or 25.0)
     for fn in callables.values():
@@ -558,7 +631,7 @@ def measure(ops: Any, callables: Mapping[str, Callable[[], Any]], options: Mappi
         block: dict[str, list[float]] = {n: [] for n in names}
         block_start = _monotonic()
         while len(block[names[0]]) < 3 or (_monotonic() - block_start) * 1e3 < SETTLE_BLOCK_MS:
-            for n in _rotated(names, rounds):
+            for n in order_for(cycle, rounds):
                 s = one(n)
                 block[n].append(s.us)
                 cost[n].append(s.cost_us if ops.asynchronous else s.host_us)
@@ -579,10 +652,11 @@ def measure(ops: Any, callables: Mapping[str, Callable[[], Any]], options: Mappi
     rep_us = float(opts.get("rep_ms") or 100.0) * 1e3
     per_trial = sum(statistics.median(cost[n][-len(previous[n]):]) for n in names)  # type: ignore[index]
     trials = int(min(MAX_TRIALS, max(MIN_TRIALS, rep_us / max(per_trial, 1e-3))))
+    trials = math.ceil(trials / len(cycle)) * len(cycle)  # whole cycles: every order equally often
     samples: dict[str, list[float]] = {n: [] for n in names}
     late = {n: 0 for n in names}
     for t in range(trials):
-        for n in _rotated(names, t):
+        for n in order_for(cycle, t):
             fn, repeats, per = timed[n]
             s, again = timer.clean_sample(n, fn, repeats, per, plan.flush)
             late[n] += again

@@ -7,12 +7,14 @@ trajectory, verify a step live, approve it)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from xeforge_core import units
+from xeforge_core.ui.recorded import load_results
 from xeforge_core.ui.workbench import Workbench, WorkbenchError
 from xeforge_core.verdict import (
     CompiledKernelInfo,
@@ -235,8 +237,12 @@ def test_flash_attention_demo_step_verified_live(wb: Workbench) -> None:
     # beside each step, its speedup as recorded on the H200 (geometric mean over the shapes), for
     # the steps the recorded trajectory had under the same title
     recorded = dict(zip(table["title"], table["recorded speedup (GPU)"]))
-    assert recorded["Online softmax (no scores in global memory)"] == "0.74x"
-    assert recorded["fp16 operands, fp32 accumulation"] == "5.09x"
+    # the page offers the Flash Attention benchmark's record first
+    shipped = load_results(Path(__file__).resolve().parents[1] / "docs/measured/h200-flash-attention/results.json")
+    for title in ("Online softmax (no scores in global memory)", "fp16 operands, fp32 accumulation"):
+        speedups = [r["speedup"] for r in shipped.trajectory if r.get("title") == title and r.get("speedup")]
+        assert speedups, title
+        assert recorded[title] == units.speedup(math.prod(speedups) ** (1 / len(speedups)))
     assert demo.demo["next"] == 2
     # the stepper moved on: step 2 is up as the next candidate, against the approved step 1
     assert at.selectbox(key="fa_pick").value == 2

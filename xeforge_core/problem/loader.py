@@ -29,6 +29,7 @@ import difflib
 import re
 from pathlib import Path
 
+from xeforge_core.errors import missing_path_hint
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -44,7 +45,7 @@ __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference",
 def _read(path: Path, what: str) -> str:
     """Read a text file with the same guards as pasted text (size, UTF-8, not empty)."""
     if not path.exists():
-        raise ProblemError(f"{what} file not found", file=path)
+        raise ProblemError(f"{what} file not found{missing_path_hint(path)}", file=path)
     if not path.is_file():
         raise ProblemError(f"{what} path is not a file", file=path)
     size = path.stat().st_size

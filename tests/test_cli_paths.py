@@ -1,7 +1,8 @@
-"""Paths the user mistyped are bad input (exit 2) naming the file and what to do: a misspelt
-kernel, candidate or spec path names the nearest existing file of its folder (or the nearest
-folder when the folder is misspelt). In-process through the CLI's main: nothing here starts a
-worker."""
+"""Paths the user mistyped or mixed up are bad input (exit 2) naming the file and what to do: a
+misspelt kernel, candidate or spec path names the nearest existing file of its folder (or the
+nearest folder when the folder is misspelt); a spec or any other non-Python file given as the
+candidate (or a spec as the kernel module) is refused as such, never judged as a compile_error.
+In-process through the CLI's main: nothing here starts a worker."""
 
 from __future__ import annotations
 
@@ -56,3 +57,22 @@ def test_a_misspelt_folder_names_the_nearest_folder(pair, capsys):
 def test_nothing_near_is_not_a_guess(pair):
     assert missing_path_hint(pair / "zzzz.py") == ""
     assert missing_path_hint(pair / "probem.py") == f"; did you mean {pair / 'problem.py'}?"
+
+
+@pytest.mark.parametrize("name,text,says", [
+    ("problem.yaml", None, "the candidate is a spec (a .yaml file), expected a Python module (.py) defining ModelNew"),
+    ("cand.json", '{"kernel": "add"}', "the candidate is not a kernel module (a .json file"),
+    ("cand.txt", "add two vectors:\n  fast\n", "the candidate is not Python (a .txt file that does not parse"),
+])
+def test_a_non_python_candidate_is_bad_input_not_a_compile_error(pair, capsys, name, text, says):
+    if text is not None:
+        (pair / name).write_text(text)
+    status, err = _verify(capsys, "problem.py", name)
+    assert status == EXIT_BAD_INPUT
+    assert f"xeforge verify: bad input: {name}: {says}" in err, err
+
+
+def test_a_spec_given_as_the_kernel_module_is_bad_input(pair, capsys):
+    status, err = _verify(capsys, "problem.yaml", "cand.py")
+    assert status == EXIT_BAD_INPUT
+    assert "problem.yaml: the kernel module is a spec (a .yaml file)" in err, err

@@ -230,7 +230,7 @@ def test_lints_appear_as_findings(capsys):
     code, v = verify(capsys, lints / "rows.py", lints / "rows_masked_no_other.py", "--no-odd-size")
     assert code == 0, v["reason"]
     found = rules(v)["kb:masked_load_other"]
-    assert found["line"] == 14 and found["severity"] == "warning" and "other=" in found["message"]
+    assert found["line"] == 15 and found["severity"] == "warning" and "other=" in found["message"]
 
     code, v = verify(capsys, lints / "rows.py", lints / "rows_grid_axis1.py", "--no-odd-size", "--target", "cuda")
     assert (code, v["kind"]) == (4, "runtime_error")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from xeforge_core.errors import XeForgeError
+from xeforge_core.errors import XeForgeError, missing_path_hint
 from xeforge_core.worker import formats
 
 
@@ -142,7 +142,8 @@ def find_kernels(directory: str | Path) -> list[BatchItem]:
     ``__init__.py``. Raises ``FileNotFoundError`` when ``directory`` is not a directory."""
     root = Path(directory)
     if not root.is_dir():
-        raise FileNotFoundError(f"{root} is not a directory")
+        hint = "" if root.exists() else missing_path_hint(root)
+        raise FileNotFoundError(f"{root} is not a directory{hint}")
     items = []
     for py in sorted(root.glob("*.py")):
         if py.name == "__init__.py" or py.stem.endswith(formats.reference_suffixes()):

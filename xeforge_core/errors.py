@@ -10,6 +10,7 @@ the verification worker imports this module too.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 
@@ -47,3 +48,24 @@ def _rebuild(cls: type[XeForgeError], message: str, file: str | None, line: int 
     err = cls.__new__(cls)
     XeForgeError.__init__(err, message, file=file, line=line, field=field)
     return err
+
+
+def missing_path_hint(path: str | Path) -> str:
+    """What to say about ``path``, which does not exist: the nearest existing name in its
+    directory, as a path to type (``"; did you mean sample_kernels/01_vector_add.py?"``), or,
+    when the directory itself is missing, that directory with the nearest name next to it.
+    "" when nothing is near (``difflib.get_close_matches``, cutoff 0.6; files and folders
+    alike, hidden ones only for a hidden name)."""
+    path = Path(path)
+    parent = path.parent
+    if not parent.is_dir():
+        if parent == path:  # a missing root: nothing above it to look in
+            return ""
+        inner = missing_path_hint(parent)
+        return f"; the folder {parent} does not exist{inner}"
+    try:
+        names = [p.name for p in parent.iterdir() if not p.name.startswith(".") or path.name.startswith(".")]
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+    return f"; did you mean {path.with_name(near[0])}?" if near else ""

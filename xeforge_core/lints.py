@@ -682,22 +682,187 @@ def lint_descriptor_boundary_check(ctx: LintContext) -> list[Hit]:
     return hits
 
 
+#: Calls whose result mixes the lanes of a tile (a masked-off lane can reach a kept one):
+#: reductions, scans, sorts, gathers and products, as ``tl.<name>`` or a tensor method.
+_LANE_MIXING = frozenset({
+    "sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod",
+    "associative_scan", "sort", "flip", "gather", "histogram", "dot", "dot_scaled", "softmax",
+})
+#: Calls that write memory: the value lanes their mask lets through must be defined.
+_WRITES = {"store": 1, "atomic_add": 1, "atomic_max": 1, "atomic_min": 1, "atomic_and": 1, "atomic_or": 1,
+           "atomic_xor": 1, "atomic_xchg": 1}
+
+
+class _MaskedLanes:
+    """Where the masked-off lanes of ``tl.load(ptr, mask=m)`` without ``other`` (undefined values)
+    can reach a result in one kernel ``fn``: a lane-mixing call (``_LANE_MIXING``: a sum, max,
+    dot, scan, ...), a write whose mask does not imply the load's (``_WRITES``), or a pointer
+    another load or store follows. Statements are walked in order (a loop body twice, for the
+    values it carries round), tracking which variables hold such lanes and under which load
+    masks; ``tl.where(cond, x, ...)`` with a condition that implies the mask clears ``x``'s.
+    Masks are compared as sets of ``&``-conjuncts (names of simple assignments expanded)."""
+
+    def __init__(self, fn: ast.FunctionDef) -> None:
+        self.fn = fn
+        self.defs: dict[str, ast.expr] = {}
+        counts: dict[str, int] = {}
+        for node in walk(fn):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        counts[t.id] = counts.get(t.id, 0) + 1
+                        if isinstance(node, ast.Assign) and node.value is not None:
+                            self.defs[t.id] = node.value
+        self.defs = {k: v for k, v in self.defs.items() if counts.get(k) == 1}
+        #: each masked load without ``other`` by line, and the first place its undefined lanes
+        #: reach a result
+        self.loads: dict[int, str] = {}
+        self.reached: dict[int, str] = {}
+
+    # -- masks
+    def conjuncts(self, expr: ast.expr | None, depth: int = 0) -> frozenset[str]:
+        if expr is None:
+            return frozenset()
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd):
+            return self.conjuncts(expr.left, depth) | self.conjuncts(expr.right, depth)
+        if isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.And):
+            return frozenset().union(*(self.conjuncts(v, depth) for v in expr.values))
+        if isinstance(expr, ast.Name) and expr.id in self.defs and depth < 8:
+            return self.conjuncts(self.defs[expr.id], depth + 1)
+        return frozenset({ast.unparse(expr)})
+
+    def uncovered(self, taint: dict[int, frozenset[str]], mask: ast.expr | None) -> dict[int, frozenset[str]]:
+        """The loads of ``taint`` whose mask the write/select mask ``mask`` does not imply."""
+        kept = self.conjuncts(mask)
+        return {line: m for line, m in taint.items() if not (m and m <= kept)}
+
+    # -- expressions: {load line: the load mask's conjuncts} of the undefined lanes they hold
+    @staticmethod
+    def _arg(call: ast.Call, name: str, position: int) -> ast.expr | None:
+        for kw in call.keywords:
+            if kw.arg == name:
+                return kw.value
+        return call.args[position] if len(call.args) > position else None
+
+    def reach(self, taint: dict[int, frozenset[str]], where: str) -> None:
+        for line in taint:
+            self.reached.setdefault(line, where)
+
+    def taint(self, expr: ast.AST | None, env: dict[str, dict[int, frozenset[str]]]) -> dict[int, frozenset[str]]:
+        if expr is None:
+            return {}
+        if isinstance(expr, ast.Name):
+            return dict(env.get(expr.id, {}))
+        if isinstance(expr, ast.Call):
+            return self._call(expr, env)
+        out: dict[int, frozenset[str]] = {}
+        for child in ast.iter_child_nodes(expr):
+            out.update(self.taint(child, env))
+        return out
+
+    def _call(self, call: ast.Call, env: dict[str, dict[int, frozenset[str]]]) -> dict[int, frozenset[str]]:
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        receiver = self.taint(func.value, env) if isinstance(func, ast.Attribute) else {}
+        args = {}
+        for a in [*call.args, *(kw.value for kw in call.keywords)]:
+            args.update(self.taint(a, env))
+        if name == "load":
+            ptr = self.taint(self._arg(call, "pointer", 0), env)
+            mask = self._arg(call, "mask", 1)
+            follow = self.uncovered(ptr, mask)
+            self.reach(follow, f"the pointer of the load at line {call.lineno}")
+            if mask is not None and self._arg(call, "other", 2) is None:
+                self.loads[call.lineno] = ast.unparse(call)[:80]
+                return {call.lineno: self.conjuncts(mask)}
+            return {}
+        if name == "where" and call.args:
+            cond = call.args[0]
+            chosen = self.taint(call.args[1], env) if len(call.args) > 1 else {}
+            other = self.taint(call.args[2], env) if len(call.args) > 2 else {}
+            return {**self.uncovered(chosen, cond), **other, **self.taint(cond, env)}
+        if name in _WRITES:
+            ptr = self.taint(self._arg(call, "pointer", 0), env)
+            value = self.taint(self._arg(call, "value" if name == "store" else "val", _WRITES[name]), env)
+            mask = self._arg(call, "mask", 2)
+            what = f"the {name} at line {call.lineno}" + (" (no mask)" if mask is None else ", whose mask does not imply the load's")
+            self.reach(self.uncovered({**ptr, **value}, mask), what)
+            return {}
+        if name in _LANE_MIXING and (args or receiver):
+            self.reach({**args, **receiver}, f"tl.{name} at line {call.lineno}")
+            return {}
+        return {**receiver, **args}
+
+    # -- statements
+    def block(self, body: list[ast.stmt], env: dict[str, dict[int, frozenset[str]]]) -> dict[str, dict[int, frozenset[str]]]:
+        for stmt in body:
+            env = self.statement(stmt, env)
+        return env
+
+    @staticmethod
+    def _merge(*envs: dict[str, dict[int, frozenset[str]]]) -> dict[str, dict[int, frozenset[str]]]:
+        out: dict[str, dict[int, frozenset[str]]] = {}
+        for e in envs:
+            for k, v in e.items():
+                out[k] = {**out.get(k, {}), **v}
+        return out
+
+    def statement(self, stmt: ast.stmt, env: dict[str, dict[int, frozenset[str]]]) -> dict[str, dict[int, frozenset[str]]]:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            value = self.taint(stmt.value, env)
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            env = dict(env)
+            for t in targets:
+                for n in walk(t):
+                    if isinstance(n, ast.Name):
+                        env[n.id] = value  # a tuple unpacked: each part may hold them
+            return env
+        if isinstance(stmt, ast.AugAssign):
+            value = self.taint(stmt.value, env)
+            if isinstance(stmt.target, ast.Name):
+                return {**env, stmt.target.id: {**env.get(stmt.target.id, {}), **value}}
+            return env
+        if isinstance(stmt, (ast.For, ast.While)):
+            if isinstance(stmt, ast.While):
+                self.taint(stmt.test, env)
+            else:
+                self.taint(stmt.iter, env)
+            once = self.block(stmt.body, env)
+            twice = self.block(stmt.body, self._merge(env, once))  # what one trip carries into the next
+            return self.block(stmt.orelse, self._merge(env, once, twice))
+        if isinstance(stmt, ast.If):
+            self.taint(stmt.test, env)
+            return self._merge(self.block(stmt.body, env), self.block(stmt.orelse, env))
+        if isinstance(stmt, ast.With):
+            return self.block(stmt.body, env)
+        if isinstance(stmt, ast.Return):
+            self.reach(self.taint(stmt.value, env), f"the value returned at line {stmt.lineno}")
+            return env
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.expr):
+                self.taint(child, env)
+        return env
+
+    def run(self) -> list[tuple[int, str, str]]:
+        """(load line, load text, where its undefined lanes first reach a result), by line."""
+        self.block(self.fn.body, {})
+        return sorted((line, self.loads[line], where) for line, where in self.reached.items() if line in self.loads)
+
+
 @_register
 def lint_masked_load_without_other(ctx: LintContext) -> list[Hit]:
-    """``tl.load(ptr, mask=...)`` (or a positional mask) with no ``other`` value, in a kernel."""
+    """``tl.load(ptr, mask=...)`` (or a positional mask) with no ``other`` value, in a kernel,
+    whose masked-off lanes (undefined) can reach a result (``_MaskedLanes``): a reduction, dot,
+    scan or sort over the tile, a store or atomic whose mask does not imply the load's, or a
+    pointer. A load only ever stored back under its own mask (an elementwise kernel) is fine:
+    its undefined lanes are never written."""
     kernels = {k.name for k in ctx.facts.kernels}
     hits: list[Hit] = []
     for fn in walk(ctx.tree):
         if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
             continue
-        for node in walk(fn):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"):
-                continue
-            names = {kw.arg for kw in node.keywords}
-            has_mask = "mask" in names or len(node.args) >= 2
-            has_other = "other" in names or len(node.args) >= 3
-            if has_mask and not has_other:
-                hits.append(Hit(node.lineno, f"{fn.name}: `{ast.unparse(node)[:80]}` masks lanes without `other`: "
-                                             "masked-off lanes hold undefined values, and a reduction, max or dot "
-                                             "over the tile reads them", kernel=fn.name))
+        for line, text, where in _MaskedLanes(fn).run():
+            hits.append(Hit(line, f"{fn.name}: `{text}` masks lanes without `other`, and its masked-off lanes "
+                                  f"(undefined values) reach {where}", kernel=fn.name))
     return hits

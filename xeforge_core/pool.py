@@ -24,6 +24,11 @@ starts workers *before* they are needed and hands each one exactly one job:
 * a worker that died or never got ready (``WARMUP_LIMIT_S``), or idled longer than
   ``MAX_IDLE_S``, is killed and replaced; a worker that died before taking its job is
   replaced and the job handed to a new one, once;
+* workers are started from one long-lived thread of the pool (``_Spawner``), whichever thread
+  asks: the sandbox's ``--die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread* that
+  forked the worker ends, so a worker started from a verification's short-lived thread (a
+  workbench job, a Streamlit script run) was killed as soon as that thread ended, and stayed a
+  zombie child until the next job pruned it;
 * nothing outlives the caller: ``shutdown`` (registered with ``atexit``; the CLI turns SIGTERM
   and SIGHUP into a normal exit, and so does Streamlit) stops every pool process, and a pool
   worker whose pipe closes (its parent died, even by SIGKILL) exits by itself, idle or busy.
@@ -37,9 +42,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -47,6 +54,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -154,6 +163,40 @@ def _move_outputs(src: Path, dst: Path) -> None:
         shutil.move(str(entry), str(target))
 
 
+class _Spawner:
+    """Runs process starts on one daemon thread that lives as long as the process (see the
+    module docstring: a process started with ``PR_SET_PDEATHSIG`` dies with the thread that
+    started it). ``call(fn)`` runs ``fn()`` there and returns its result or raises its
+    exception; called on that thread, it runs ``fn`` directly."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        if threading.current_thread() is self._thread:
+            return fn()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():  # first use, or a forked child
+                self._queue = queue.SimpleQueue()
+                self._thread = threading.Thread(target=self._serve, args=(self._queue,),
+                                                name="xeforge-pool-spawner", daemon=True)
+                self._thread.start()
+            done: Future[Any] = Future()
+            self._queue.put((fn, done))
+        return done.result()
+
+    @staticmethod
+    def _serve(requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
+        while True:
+            fn, done = requests.get()
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
+                done.set_exception(exc)
+
+
 class WorkerPool:
     """Warm single-use workers per ``Flavour`` (see module docstring). Thread-safe."""
 
@@ -165,6 +208,7 @@ class WorkerPool:
         self._owner = os.getpid()
         self._atexit = False
         self._closed = False
+        self._spawner = _Spawner()
         self.spawned = 0
         self.served_warm = 0
         self.served_cold = 0
@@ -211,8 +255,9 @@ class WorkerPool:
         read_end, write_end = os.pipe()
         try:
             with open(root / "warm-stdout.txt", "wb") as out, open(root / "warm-stderr.txt", "wb") as err:
-                proc = subprocess.Popen(argv, cwd=str(job_dir), env=env, stdin=read_end, stdout=out,
-                                        stderr=err, start_new_session=True, close_fds=True)
+                proc = self._spawner.call(functools.partial(
+                    subprocess.Popen, argv, cwd=str(job_dir), env=env, stdin=read_end, stdout=out,
+                    stderr=err, start_new_session=True, close_fds=True))
         except BaseException:
             os.close(write_end)
             shutil.rmtree(root, ignore_errors=True)

@@ -65,6 +65,10 @@ class StepStatus(str, enum.Enum):
     INCONCLUSIVE = "inconclusive"
 
 
+#: The rule prefix of the findings that record an escape attempt (``sandbox_network``, ...).
+ESCAPE_RULE_PREFIX = "sandbox_"
+
+
 @dataclass
 class Finding:
     """One structure/integrity/lint finding.
@@ -341,6 +345,27 @@ class Verdict:
         for v in values:
             product *= v
         return product ** (1.0 / len(values))
+
+    @property
+    def escape_findings(self) -> list[Finding]:
+        """The findings that record an attempt to leave the job (network, a write outside the
+        job directory, a private read, a process: ``worker_outcome._escape_finding``, rules
+        ``sandbox_*``), in the order found."""
+        return [f for f in self.findings if f.rule.startswith(ESCAPE_RULE_PREFIX)]
+
+    @property
+    def escape_headline(self) -> str:
+        """One line naming the escape attempts, for a verdict's headline ("" when none): an
+        ``ok`` whose candidate tried to reach the network must not read as a clean pass. At most
+        ``shown`` attempts are quoted, the rest counted."""
+        found = self.escape_findings
+        if not found:
+            return ""
+        shown = 2
+        head = "; ".join(f.message for f in found[:shown])
+        more = f"; and {len(found) - shown} more (see the findings)" if len(found) > shown else ""
+        noun = "attempt" if len(found) == 1 else "attempts"
+        return f"security warning, {len(found)} escape {noun} seen by the worker: {head}{more}"
 
     @property
     def isolation_summary(self) -> str:

@@ -540,14 +540,18 @@ class _Run:
                             for v in self.correctness]
         return True
 
-    def derive_tile_sizes(self) -> None:
+    def derive_tile_sizes(self) -> Verdict | None:
         """Probe the kernels' launches around the first correctness variant (the ``sizes`` job)
         and check at the size derived from their tiles (``xeforge_core.sizes``), in place of the
-        ``-odd`` copies this run derived. A probe that fails keeps those copies, and says why."""
+        ``-odd`` copies this run derived. A probe that fails keeps those copies, and says why.
+
+        Returns the verification's final verdict when the ``sizes`` job ran out of time
+        (``_sizes_timeout_verdict``): a hang there would hang the later jobs too, each for its
+        own limit. ``None`` otherwise (the verification goes on)."""
         base = self.correctness[0]
         probe = plan_probe(self.problem, base, device_type=self.device.type)
         if probe is None:
-            return
+            return None
         job = self.job("sizes", self.candidate_module, baseline=self.baseline_module, variants=[base])
         job["size_points"] = probe.point_data(self.variant_data)
         job["validity_points"] = probe.validity
@@ -556,18 +560,21 @@ class _Run:
         _say(self.on_progress, f"sizes: probing the kernels' launches at {len(probe.points)} size(s)")
         outcome = self.run("sizes", job, job_dir, timeout_s=min(self.opts.timeout_s, SIZES_TIMEOUT_S))
         result = _outcome_verdict(outcome, "sizes", self.candidate_module["filename"])
+        if result.kind is VerdictKind.TIMEOUT:
+            return _sizes_timeout_verdict(self, result, outcome)
         step = result.step("sizes")
         if result.kind is not VerdictKind.OK or step is None or step.status is not StepStatus.PASSED:
             why = (result.reason or result.kind.value).splitlines()[0][:300] if result.reason else result.kind.value
             self.warnings.append(f"the kernels' tiles could not be probed ({why}): sizes derived from them are "
                                  "not checked")
-            return
+            return None
         self.tiles = choose_sizes(self.problem, probe, step.evidence, device_type=self.device.type)
         if self.tiles.variant is None:
-            return
+            return None
         spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
         self.odd_copies = [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
         self.correctness = [v for v in self.correctness if v not in self.odd_copies] + [self.tiles.variant]
+        return None
 
     def drop_derived_variants(self) -> str:
         """Remove the size derived from the kernels' tiles (putting back the ``-odd`` copies it
@@ -614,7 +621,11 @@ class _Run:
         )
         if outcome.cancelled:
             raise VerificationCancelled(f"verification cancelled during the {role} job")
-        _say(self.on_progress, f"{role}: finished in {outcome.seconds:.1f} s")
+        if outcome.timed_out:
+            _say(self.on_progress, f"{role}: timed out after {outcome.seconds:.1f} s (limit {timeout:g} s): "
+                                   "the worker was killed")
+        else:
+            _say(self.on_progress, f"{role}: finished in {outcome.seconds:.1f} s")
         return outcome
 
     def baseline_key(self, **job_kwargs: Any) -> str:
@@ -677,6 +688,33 @@ class _Run:
     def close(self) -> None:
         for path in self.cleanup:
             runner.cleanup_job_dir(path)
+
+
+_SIZES_NOTE = re.compile(r"sizes: (?:loading|probing) the (baseline|reference|candidate)(?: at (\S+))?")
+
+
+def _sizes_timeout_verdict(run: _Run, result: Verdict, outcome: runner.WorkerOutcome) -> Verdict:
+    """The verdict that ends a verification whose ``sizes`` job ran out of time (``result``: that
+    job's ``timeout`` verdict, ``outcome``: its process outcome). The job's last progress note
+    names whose code hung (``worker.sizes``): the candidate's (or nobody's known) is the
+    candidate's ``timeout``; the baseline's or the reference's is an ``environment`` verdict (the
+    candidate was not judged). Either way no other job runs: each would hang for its own limit."""
+    m = _SIZES_NOTE.search(outcome.last_progress or "")
+    who, point = (m.group(1), m.group(2)) if m else ("", None)
+    where = f"the {who}" + (f" at {point}" if point else " while loading it") if who else "the kernels' code"
+    job = ("the sizes job (the kernels' launches probed before any kernel runs, limit "
+           f"{outcome.timeout_s:g} s)")
+    result.reason = f"{job} hung in {where}: {result.reason}"
+    summary = f"hung in {where}; killed after {outcome.seconds:.1f} s"
+    result.steps = [Step(name="sizes", status=StepStatus.FAILED, seconds=outcome.seconds, summary=summary),
+                    Step(name="correctness", status=StepStatus.SKIPPED,
+                         summary="skipped: the sizes job hung, and a verification job would too"),
+                    Step(name="performance", status=StepStatus.SKIPPED, summary="skipped: the candidate did not pass")]
+    result.warnings = run.warnings + result.warnings
+    _say(run.on_progress, f"sizes: {summary}; the verification ends here (timeout)")
+    if who in ("baseline", "reference"):
+        return _environment_verdict(result, run.device)
+    return result
 
 
 #: Baseline failures worth one more try without the derived ``-odd`` variants (a timeout is not:
@@ -812,7 +850,9 @@ def _verify_uncached(run: _Run) -> Verdict:
             return Verdict(kind=VerdictKind.ENVIRONMENT, reason=too_slow, steps=[
                 Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + too_slow)])
     if run.opts.tile_sizes:
-        run.derive_tile_sizes()
+        hung = run.derive_tile_sizes()
+        if hung is not None:
+            return hung
         run.check_cancel()
     base, base_dir, reused = run.baseline()
     while base.kind in _RETRY_WITHOUT_DERIVED and (dropped := run.drop_derived_variants()):

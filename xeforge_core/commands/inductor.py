@@ -66,13 +66,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _problem(path: str):  # noqa: ANN202
     """The plain-PyTorch problem at ``path``; prints the reason and returns ``None`` when it is not one."""
-    from xeforge_core.errors import XeForgeError
+    from xeforge_core.errors import XeForgeError, missing_path_hint
     from xeforge_core.inductor.first_version import is_plain_pytorch
     from xeforge_core.problem import load_problem
 
     p = Path(path)
     if not p.is_file():
-        print(f"xeforge inductor: {p}: file not found", file=sys.stderr)
+        print(f"xeforge inductor: {p}: file not found{missing_path_hint(p)}", file=sys.stderr)
         return None
     try:
         problem = load_problem(p)

@@ -277,11 +277,15 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
     out: list[str] = []
     dev = verdict.device or {}
     title = f"verdict: {verdict.kind.value.upper()}"
+    if verdict.escape_findings:
+        title += " WITH SECURITY WARNINGS"
     if verdict.cached:
         title += " (cached)"
     out.append(title)
     if verdict.reason:
         out.append(f"  {verdict.reason}")
+    if verdict.escape_findings:
+        out.append(f"  {verdict.escape_headline}")
     if baseline or candidate:
         out.append(f"  baseline {baseline}  candidate {candidate}")
     if dev:

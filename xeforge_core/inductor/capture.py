@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xeforge_core.errors import XeForgeError
+from xeforge_core.errors import XeForgeError, missing_path_hint
 
 #: The saved-capture format id (``Capture.save`` writes it; ``load_capture`` checks it).
 FORMAT = "xeforge-inductor-capture/1"
@@ -114,7 +114,7 @@ def load_capture(path: str | Path) -> Capture:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise GenerationError(f"{p}: file not found", stage="load") from None
+        raise GenerationError(f"{p}: file not found{missing_path_hint(p)}", stage="load") from None
     except (OSError, ValueError) as exc:
         raise GenerationError(f"{p}: cannot read it as JSON: {exc}", stage="load") from None
     return capture_from_dict(data, where=str(p))

@@ -29,6 +29,7 @@ import difflib
 import re
 from pathlib import Path
 
+from xeforge_core.errors import missing_path_hint
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -44,7 +45,7 @@ __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference",
 def _read(path: Path, what: str) -> str:
     """Read a text file with the same guards as pasted text (size, UTF-8, not empty)."""
     if not path.exists():
-        raise ProblemError(f"{what} file not found", file=path)
+        raise ProblemError(f"{what} file not found{missing_path_hint(path)}", file=path)
     if not path.is_file():
         raise ProblemError(f"{what} path is not a file", file=path)
     size = path.stat().st_size
@@ -60,13 +61,33 @@ def _read(path: Path, what: str) -> str:
 def read_candidate(path: str | Path) -> str:
     """Read a candidate module from a file with the same guards as a problem's kernel.
 
-    Raises ``ProblemError`` naming ``path`` when the file is missing, too large, not UTF-8
-    text (a binary file), empty, or parses but defines neither ``Model`` nor ``ModelNew``. A
-    syntax error is *not* raised here: it is the candidate's fault, so verification turns it
-    into a ``compile_error`` verdict with its line.
+    Raises ``ProblemError`` naming ``path`` when the file is missing (with the nearest name
+    in its folder), too large, not UTF-8 text (a binary file), empty, a spec (``.yaml``,
+    ``.yml``), a file without the ``.py`` suffix that does not parse as Python (a JSON, text or
+    CUDA file: not a kernel module at all), or parses but defines neither ``Model`` nor
+    ``ModelNew``. A syntax error of a ``.py`` file is *not* raised here: it is the candidate's
+    fault, so verification turns it into a ``compile_error`` verdict with its line.
     """
     path = Path(path)
+    expected = (f"expected a Python module (.py) defining {' or '.join(formats.class_names())} "
+                f"(or the function {' or '.join(formats.function_names())})")
+    suffix = path.suffix.lower()
+    if suffix in formats.spec_suffixes() and path.is_file():
+        raise ProblemError(f"the candidate is a spec (a {suffix} file), {expected}; a spec is given with --spec",
+                           file=path)
     source = _read(path, "candidate")
+    if suffix != ".py":
+        kind = f"a {suffix} file" if suffix else "a file without a suffix"
+        try:
+            parse_python(source)
+        except (SyntaxError, ValueError):
+            raise ProblemError(f"the candidate is not Python ({kind} that does not parse as Python), {expected}",
+                               file=path) from None
+        try:
+            check_candidate_entry(source, file=path)
+        except ProblemError:
+            raise ProblemError(f"the candidate is not a kernel module ({kind} that parses as Python but "
+                               f"defines none of these), {expected}", file=path) from None
     check_candidate_entry(source, file=path)
     return source
 
@@ -138,6 +159,9 @@ def load_problem(kernel_path: str | Path, spec_path: str | Path | None = None,
             docstring); the message names the file, line and field.
     """
     kp = Path(kernel_path)
+    if kp.suffix.lower() in formats.spec_suffixes() and kp.is_file():
+        raise ProblemError(f"the kernel module is a spec (a {kp.suffix} file), expected the Triton kernel's "
+                           "Python module (.py); its spec is found next to it, or given with --spec", file=kp)
     source = _read(kp, "kernel module")
     sp = Path(spec_path) if spec_path is not None else find_spec(kp)
     spec_text = _read(sp, "spec") if sp is not None else None

@@ -47,6 +47,7 @@ import json
 import os
 import re
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,10 +127,26 @@ class Session:
         self.path = Path(path)
         self.repo = repo
         self.store = GitStore(self.path, repo)
+        # GitPython keeps persistent ``git cat-file`` processes per Repo, and a Repo sits in
+        # reference cycles, so without this they lived until the cyclic collector ran: one set
+        # per session opened (every listing of the workspace opens each session)
+        weakref.finalize(self, repo.close)
         self._secrets = [s for s in secrets if s]
         self._baseline: str | None = None
         self._info: dict[str, Any] = json.loads(self._read(self.baseline, SESSION_FILE))
         self._state: dict[str, Any] = self._load_state()
+
+    def close(self) -> None:
+        """Stop the ``git cat-file`` processes this session's repository keeps for its reads
+        (also done when the object is dropped). The session stays usable: a later read starts
+        them again."""
+        self.repo.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---------------------------------------------------------------- create / open
 
@@ -220,6 +237,7 @@ class Session:
         session.path = path
         session.repo = store.repo
         session.store = store
+        weakref.finalize(session, store.repo.close)  # as in __init__
         session._secrets = [s for s in secrets if s]
         tree = session._build_tree(None, files)
         trailers = {
@@ -270,11 +288,12 @@ class Session:
                 s = Session.open(child)
             except (SessionError, ValueError, KeyError, git.GitError):
                 continue
-            out.append({
-                "path": str(child), "name": s.name, "problem": s.info.get("problem"),
-                "created": s.info.get("created"), "versions": len(s.history()),
-                "current_stage": s.current_stage, "target": s.target.label,
-            })
+            with s:
+                out.append({
+                    "path": str(child), "name": s.name, "problem": s.info.get("problem"),
+                    "created": s.info.get("created"), "versions": len(s.history()),
+                    "current_stage": s.current_stage, "target": s.target.label,
+                })
         out.sort(key=lambda d: d.get("created") or "", reverse=True)
         return out
 

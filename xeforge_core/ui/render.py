@@ -101,6 +101,9 @@ def verdict_badge(verdict: Verdict | None) -> str:
     if verdict.speedup:
         call = verdict.speed_call  # the one faster / slower / no measurable difference rule
         text += f" · {call.short}" if call.faster or call.slower else f" · {units.speedup(verdict.speedup)}, {call.text}"
+    if verdict.escape_findings:
+        n = len(verdict.escape_findings)
+        text += f" · ⚠️ {n} escape attempt{'' if n == 1 else 's'}"
     if verdict.cached:
         text += " · cached"
     return text
@@ -117,7 +120,11 @@ def verdict_panel(verdict: Verdict, *, key: str = "verdict") -> None:
     headline = f"{_KIND_ICON.get(verdict.kind, '')} **{verdict.kind.value}**"
     if verdict.reason:
         headline += f": {verdict.reason}"
-    (st.success if verdict.passed else st.error)(headline)
+    escapes = verdict.escape_headline
+    if escapes:
+        headline += f" · ⚠️ {escapes}"
+    # an ok whose candidate tried to leave its job is not shown as a clean pass
+    (st.error if not verdict.passed else st.warning if escapes else st.success)(headline)
     if verdict.source_line:
         st.caption(f"at candidate line {verdict.source_line}")
     if verdict.error_text:

@@ -17,7 +17,10 @@ Result: a verdict with one step ``sizes`` whose evidence is::
                  "facts": [launch fact, ...]} | {"point", "module", "error": str}],
      "configs": {LABEL: [autotune config description, ...]}}
 
-The baseline and reference run before the candidate is imported.
+The baseline and reference run before the candidate is imported. Before each module is loaded
+and before each point is called, a progress note names them (``sizes: loading the candidate``,
+``sizes: probing the candidate at NAME``): when the job is killed for a hang, the last note says
+whose code hung, and the parent ends the verification there (``verify._Run.derive_tile_sizes``).
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list
         climb = point.get("probe_climb")
         if climb in done:
             continue
+        # the parent names what hung from the last of these when the job is killed
+        ctx.progress.emit("note", f"sizes: probing the {label} at {name}")
         climbed = bool(climb)
         try:
             model = harness.model_for(combo, fresh=True)
@@ -151,6 +156,7 @@ def run_sizes(ctx: WorkerContext) -> None:
             if not source:
                 continue
             tuners_from = len(ctx.registry.entries)
+            ctx.progress.emit("note", f"sizes: loading the {label}")
             loaded = load_module(ctx.job_dir, dict(source, label=label), ctx.ops.kind)
             harness = Harness(ctx, loaded, init_fallback=first.loaded if first else None)
             if first is None:

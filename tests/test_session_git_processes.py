@@ -1,0 +1,78 @@
+"""GitPython keeps persistent ``git cat-file`` processes per repository object; a session that is
+dropped (the workbench resuming another, a listing of the workspace) closes them, so opening
+sessions in turn does not pile them up until the cyclic garbage collector happens to run."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.session import Session
+from xeforge_core.ui.workbench import Workbench
+
+SAMPLE = "01_vector_add"
+ROUNDS = 6
+
+
+def _cat_files() -> int:
+    """Live ``git cat-file`` children of this process."""
+    n = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"cat-file" in argv:
+            n += 1
+    return n
+
+
+@pytest.fixture
+def two_sessions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Workbench, list[Path]]:
+    monkeypatch.setenv("XEFORGE_DEVICE", "cpu")
+    wb = Workbench(tmp_path / "ws")
+    paths = []
+    for _ in range(2):
+        wb.load_sample(SAMPLE)
+        paths.append(wb.start_session().path)
+    return wb, paths
+
+
+def test_resuming_sessions_in_turn_keeps_git_processes_bounded(two_sessions):
+    wb, paths = two_sessions
+    gc.disable()  # what is measured is the drop, not whenever the cyclic collector runs
+    try:
+        counts = []
+        for i in range(ROUNDS):
+            wb.resume_session(paths[i % 2])
+            wb.list_sessions()
+            counts.append(_cat_files())
+    finally:
+        gc.enable()
+    # the open session's (and the last dropped one's, until its finalizer ran) at most
+    assert max(counts) <= 4 and counts[-1] <= counts[1], counts
+
+
+def test_a_closed_session_stops_its_git_processes_and_still_reads(two_sessions):
+    _, paths = two_sessions
+    gc.disable()
+    try:
+        before = _cat_files()
+        with Session.open(paths[0]) as s:
+            s.history()
+            assert s.source("head")
+            assert _cat_files() > before
+        assert _cat_files() == before
+        assert s.source("baseline")  # a read after close starts them again
+        del s
+        assert _cat_files() == before
+    finally:
+        gc.enable()

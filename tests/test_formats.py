@@ -264,3 +264,17 @@ def test_the_workbench_takes_a_kernelbench_problem_and_its_first_triton_version(
     verdict = job.result
     assert verdict.kind.value == "ok", verdict.reason
     assert "matches the reference" in verdict.reason
+
+
+def test_a_fixed_grid_under_autotuning_is_judged_by_running_every_config(capsys):
+    """The lint ``autotune_grid_uses_meta`` guesses from the pattern; the verdict runs every
+    config on NaN-filled fresh memory: a fixed grid that covers every config's tiles is correct
+    (the lint stays a warning), one that leaves a config's output unwritten is wrong."""
+    code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_autotune_over_grid.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    (lint,) = [f for f in v["findings"] if f["rule"] == "kb:autotune_grid_uses_meta"]
+    assert lint["severity"] == "warning" and "the correctness check runs every autotune config" in lint["message"]
+
+    code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_autotune_short_grid.py")
+    assert (code, v["kind"]) == (1, "wrong_answer"), v["reason"]
+    assert "BLOCK=256" in v["reason"] and "left unwritten" in v["reason"]

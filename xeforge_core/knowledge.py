@@ -198,7 +198,12 @@ class Rule(_Strict):
     ``triton`` a version specifier such as ``">=3.0"`` or ``">=3.0,<3.9"`` (``"*"`` for all);
     ``lint`` names a function in ``xeforge_core.lints`` (checked by the loader);
     ``codemod`` names the rules-engine codemod that implements ``fix`` (one the registry's
-    stages name).
+    stages name). ``decided_by_running``: the fault the rule describes shows when the kernel runs
+    under the verifier (which runs every autotune config on NaN-filled fresh memory), so a
+    verdict does not refuse a candidate on the lint alone; the correctness check decides and the
+    finding stays a warning that names the rule. A lint is a static guess about a pattern; a
+    kernel that breaks the pattern harmlessly (a fixed grid that over-covers every config's
+    tiles, an output zeroed by another launch) must not be called wrong for it.
     """
 
     id: str = Field(pattern=r"^[a-z0-9_]+$")
@@ -213,6 +218,7 @@ class Rule(_Strict):
     lint: str | None = None
     fix: str | None = None
     codemod: str | None = None
+    decided_by_running: bool = False
     tags: list[str] = Field(default_factory=list)
 
     @field_validator("stage")

@@ -256,9 +256,12 @@ def kb_findings(source: str, target: str, problem: Any = None, *, baseline_sourc
     """Every knowledge-base lint of ``target`` that fires on ``source``, as ``Finding`` dicts
     (rule ``kb:<id>``, message with the rule's suggested fix, severity, line). Rules the
     baseline breaks as well are downgraded to warnings: a candidate is not held to more than
-    its baseline. A module that does not parse gives none (the worker reports the syntax error
-    with its line)."""
+    its baseline. So are rules whose fault shows when the kernel runs (``decided_by_running``:
+    the correctness check runs every autotune config on NaN-filled fresh memory and decides).
+    A module that does not parse gives none (the worker reports the syntax error with its
+    line)."""
     from xeforge_core.analysis import analyze
+    from xeforge_core.knowledge import load_knowledge
 
     def issues(text: str) -> list[Any]:
         return [i for i in analyze(text, target, problem).issues if i.rule_id != "syntax"]
@@ -271,6 +274,11 @@ def kb_findings(source: str, target: str, problem: Any = None, *, baseline_sourc
         if severity == "error" and issue.rule_id in shared:
             severity = "warning"
             message += " (the baseline does the same, so it is not held against the candidate)"
+        rule = load_knowledge().rules.get(issue.rule_id)
+        if severity == "error" and rule is not None and rule.decided_by_running:
+            severity = "warning"
+            message += (" (not refused on sight: the correctness check runs every autotune config on "
+                        "NaN-filled fresh memory and decides)")
         out.append({"rule": f"kb:{issue.rule_id}", "message": message, "severity": severity,
                     "line": issue.line})
     return out

@@ -2,7 +2,7 @@
 verified first version from TorchInductor, and the final result against eager and torch.compile.
 
 For each problem of KernelBench's public repository (kept outside this repository, e.g.
-``../ext/KernelBench``; ``--levels``, ``--limit``), one child process of this script
+``../ext/KernelBench``; ``--levels``, ``--only``, ``--limit``), one child process of this script
 (``--one``), ``--jobs`` of them at a time, each in its own process group and stopped after
 ``--problem-timeout`` seconds (a row saying so is written); ``--budget`` bounds the whole run
 (problems not started by then are left for ``--resume``), so one time-limited GPU call gets
@@ -80,12 +80,19 @@ def _num(text: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
-def problems_of(kb: Path, level: int, limit: int | None) -> list[Path]:
-    """The problems of one level in KernelBench's numeric order, the first ``limit`` of them."""
+def problems_of(kb: Path, level: int, limit: int | None, only: list[str] | None = None) -> list[Path]:
+    """The problems of one level in KernelBench's numeric order, those ``only`` selects (an item
+    that is a number selects the problem of that number, ``"16"`` -> ``16_Matmul_with_transposed_A``;
+    any other item the problems whose file name contains it, case-insensitively: ``"matmul"``),
+    the first ``limit`` of them."""
     src = kb / "KernelBench" / f"level{level}"
     if not src.is_dir():
         raise SystemExit(f"{src}: no such folder (is --kernelbench a KernelBench checkout?)")
     found = sorted(src.glob("*.py"), key=lambda p: (int(p.name.split("_")[0]) if p.name[0].isdigit() else 0, p.name))
+    if only:
+        numbers = {o for o in only if o.isdigit()}
+        words = [o.lower() for o in only if not o.isdigit()]
+        found = [p for p in found if p.name.split("_")[0] in numbers or any(w in p.name.lower() for w in words)]
     return found[:limit] if limit else found
 
 
@@ -326,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernelbench", type=Path, help="KernelBench checkout (its KernelBench/levelN)")
     ap.add_argument("--levels", default="1,2")
     ap.add_argument("--limit", type=int, default=None, help="only the first N problems of each level")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated problem numbers or name parts (e.g. 1,2,3 or matmul,Gemm): only those")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--jobs", type=int, default=1, help="problems run at the same time (default: 1)")
     ap.add_argument("--problem-timeout", type=float, default=1800.0, help="seconds per problem (default: 1800)")
@@ -369,13 +378,16 @@ def main(argv: list[str] | None = None) -> int:
     args.device = device
     args.deadline = time.monotonic() + (args.budget if args.budget else 1e12)
     staged: list[tuple[Path, int]] = []
+    only = [o.strip() for o in args.only.split(",") if o.strip()] if args.only else None
     for level in (int(v) for v in args.levels.split(",")):
         folder = out / "problems" / f"level{level}"
         folder.mkdir(parents=True, exist_ok=True)
-        for p in problems_of(args.kernelbench, level, args.limit):  # module-safe names: "19_ReLU.py" -> "p19_ReLU.py"
+        for p in problems_of(args.kernelbench, level, args.limit, only):  # module-safe names: "19_ReLU.py" -> "p19_ReLU.py"
             dest = folder / ("p" + p.name if p.name[0].isdigit() else p.name)
             shutil.copy(p, dest)
             staged.append((dest, level))
+    if only and not staged:
+        raise SystemExit(f"--only {args.only}: no problem of level(s) {args.levels} matches")
     print(f"{len(staged)} problem(s), {args.jobs} at a time, {args.problem_timeout:g} s each at most; rows in "
           f"{out / 'rows'}", flush=True)
     rows: list[dict[str, Any]] = []

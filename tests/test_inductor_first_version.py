@@ -1,6 +1,7 @@
 """TorchInductor's kernels as the first version of a plain-PyTorch problem.
 
-The three fixtures (elementwise, a row reduction, a linear layer with an epilogue) come with
+The fixtures (elementwise, a row reduction, a linear layer with an epilogue, a convolution with
+an epilogue, one matrix product with a transposed operand, one batched matrix product) come with
 captures that ``xeforge_core.inductor.capture`` wrote here on the CPU (code generated for the
 stand-in sm_90 target); the tests convert them and verify the result in Triton's interpreter
 through the product's verifier. One test runs the generation job itself (a sandboxed worker).
@@ -22,8 +23,10 @@ from xeforge_core.verdict import VerdictKind
 from xeforge_core.verify import VerifyOptions, verify
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inductor"
-CASES = {"gelu_scale": [], "row_logsumexp": [], "linear_bias_relu": ["torch.addmm"],
-         "conv_relu_bias": ["torch.ops.aten.convolution"]}
+#: fixture -> (operations left to torch library calls, matrix products written as the Triton GEMM kernel)
+CASES = {"gelu_scale": ([], []), "row_logsumexp": ([], []), "linear_bias_relu": ([], ["torch.addmm"]),
+         "conv_relu_bias": (["torch.ops.aten.convolution"], []), "matmul_transposed": ([], ["torch.mm"]),
+         "matmul_batched": ([], ["torch.bmm"])}
 
 
 @pytest.fixture(autouse=True)
@@ -45,11 +48,20 @@ def test_saved_capture_becomes_a_verified_first_version(name):
     assert cand.applicable and cand.stage == "first_version" and "TorchInductor" in cand.rationale
     assert not any("_inductor" in m for m in _imports(cand.code)), "the first version imports torch._inductor"
     assert "class Model(" not in cand.code and "class ModelNew(" in cand.code
-    for call in CASES[name]:
-        assert call in cand.rationale  # what is not Triton yet is named
+    library, products = CASES[name]
+    for call in library:
+        assert call in cand.rationale and call in cand.notes[0]  # what is not Triton yet is named
+    if not library:
+        assert not cand.notes and "not Triton yet" not in cand.rationale
+    for call in products:  # Inductor's library call is now the Triton GEMM kernel, and says so
+        assert call in cand.rationale and "matmul_kernel" in cand.rationale
+    assert ("def matmul_kernel(" in cand.code) == bool(products)
     verdict = verify(problem, cand.code, device="cpu", options=VerifyOptions(seeds=2))
     assert verdict.kind is VerdictKind.OK, verdict.reason
     assert verdict.passed
+    # no TF32 in the GEMM kernel, a Triton kernel launched, torch named only where it still runs
+    forbidden = {"fp32_dot_tf32", "no_triton_launch"} | (set() if library else {"torch_partial"})
+    assert not {f.rule for f in verdict.findings} & forbidden, [(f.rule, f.message) for f in verdict.findings]
 
 
 def test_wrong_conversion_is_caught_by_the_verifier():

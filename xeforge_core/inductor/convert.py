@@ -7,9 +7,12 @@ the runtime helpers the kernels call (:mod:`xeforge_core.inductor.shims`); Induc
 ``@triton.jit`` kernels under readable names (:mod:`xeforge_core.inductor.naming`), without
 Inductor's heuristics decorators; and ``ModelNew.forward``, Inductor's host code rewritten with
 plain torch: buffers from ``torch.empty_strided`` on the input's device, ``reinterpret_tensor``
-as ``as_strided``, library calls (``extern_kernels.addmm``, ``convolution``, ``aten`` ops) as the
-torch functions they are, and each kernel launched with its own grid and block sizes
-(:mod:`xeforge_core.inductor.launch`). Nothing in it imports ``torch._inductor``.
+as ``as_strided``, the matrix products Inductor leaves to library calls (``extern_kernels.mm``,
+``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``addmv`` with a floating result) as calls of a tiled
+Triton GEMM kernel written next to Inductor's (:mod:`xeforge_core.inductor.gemm`), the other
+library calls (``convolution``, ``_int_mm``, ``aten`` ops) as the torch functions they are, and
+each kernel launched with its own grid and block sizes (:mod:`xeforge_core.inductor.launch`).
+Nothing in it imports ``torch._inductor``.
 
 Rewriting uses :mod:`ast` on Inductor's code; nothing is executed here.
 """
@@ -23,7 +26,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from xeforge_core.inductor import shims
+from xeforge_core.inductor import gemm, shims
 from xeforge_core.inductor.capture import Capture
 from xeforge_core.inductor.kernels import InductorCodeError, Kernel, OutputCode, read_output_code
 from xeforge_core.inductor.launch import plan_launch
@@ -44,9 +47,11 @@ _EMPTY = re.compile(r"^empty_strided_(cpu|cuda|xpu|mtia)$")
 @dataclass
 class FirstVersion:
     """A converted first version: the module ``source``, the readable ``kernels`` names (in
-    launch order), the ``library_calls`` left to torch (``torch.addmm``, ``torch.ops.aten...``:
-    not Triton yet), ``renamed`` (Inductor's kernel name -> the new one) and the ``rationale``
-    text a session records with it."""
+    launch order, the GEMM kernel last), the ``library_calls`` left to torch
+    (``torch.convolution``, ``torch.ops.aten...``: not Triton yet), ``renamed`` (Inductor's
+    kernel name -> the new one), ``gemm_calls`` (the torch matrix products Inductor called,
+    ``torch.addmm``..., now run by the Triton kernel ``gemm_kernel``, whose tiles come from
+    ``gemm_origin``) and the ``rationale`` text a session records with it."""
 
     source: str
     kernels: list[str]
@@ -54,6 +59,9 @@ class FirstVersion:
     renamed: dict[str, str] = field(default_factory=dict)
     generated_for: str = ""
     torch: str = ""
+    gemm_calls: list[str] = field(default_factory=list)
+    gemm_kernel: str = ""
+    gemm_origin: str = ""
 
     @property
     def rationale(self) -> str:
@@ -63,6 +71,10 @@ class FirstVersion:
                 f"code generated for {self.generated_for}): {len(self.kernels)} Triton kernel(s) "
                 f"({', '.join(self.kernels) or 'none'}), converted to a standalone ModelNew that imports nothing "
                 "from torch._inductor")
+        if self.gemm_calls:
+            text += (f"; the matrix products Inductor leaves to library calls ({', '.join(sorted(set(self.gemm_calls)))})"
+                     f" written as the tiled Triton GEMM kernel {self.gemm_kernel} ({self.gemm_origin}; "
+                     "float32 in full precision, no TF32)")
         if lib:
             text += f"; left to torch library calls, not Triton yet: {lib}"
         return text
@@ -124,11 +136,15 @@ def _call_name(node: ast.AST) -> str:
 class _HostRewrite(ast.NodeTransformer):
     """Inductor's host statements -> plain torch (see the module docstring)."""
 
-    def __init__(self, names: dict[str, ast.expr], kernels: dict[str, Kernel], renamed: dict[str, str]) -> None:
+    def __init__(self, names: dict[str, ast.expr], kernels: dict[str, Kernel], renamed: dict[str, str],
+                 buffer_dtypes: dict[str, str] | None = None, launcher: str = gemm.LAUNCHER) -> None:
         self.names = names
         self.kernels = kernels
         self.renamed = renamed
         self.library: list[str] = []
+        self.buffer_dtypes = buffer_dtypes or {}
+        self.launcher = launcher
+        self.gemm_calls: list[str] = []
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if isinstance(node.ctx, ast.Load) and node.id in self.names:
@@ -160,6 +176,12 @@ class _HostRewrite(ast.NodeTransformer):
             if op not in EXTERN_TORCH:
                 raise InductorCodeError(f"line {node.lineno}: library call extern_kernels.{op} has no torch "
                                         "equivalent here yet")
+            if op in gemm.GEMM_OPS and self._float_result(node):
+                self.gemm_calls.append(EXTERN_TORCH[op])
+                try:
+                    return ast.copy_location(gemm.launcher_call(op, node, self.launcher), node)
+                except gemm.GemmCallError as exc:
+                    raise InductorCodeError(f"line {node.lineno}: {exc}") from None
             self.library.append(EXTERN_TORCH[op])
             node.func = ast.parse(EXTERN_TORCH[op], mode="eval").body
             return node
@@ -169,6 +191,31 @@ class _HostRewrite(ast.NodeTransformer):
             node.func = ast.parse(full, mode="eval").body
             return node
         return node
+
+
+    def _float_result(self, node: ast.Call) -> bool:
+        """Whether the product's ``out=`` buffer (or a strided view of it) was allocated in the
+        host code with a floating dtype the GEMM kernel computes in (:data:`gemm.FLOAT_DTYPES`);
+        an unknown dtype keeps the library call."""
+        out = next((k.value for k in node.keywords if k.arg == "out"), None)
+        while isinstance(out, ast.Call) and isinstance(out.func, ast.Attribute) and out.func.attr == "as_strided":
+            out = out.func.value
+        return isinstance(out, ast.Name) and self.buffer_dtypes.get(out.id) in gemm.FLOAT_DTYPES
+
+
+def _buffer_dtypes(stmts: list[ast.stmt]) -> dict[str, str]:
+    """Host buffers and their dtypes (``torch.float32``): ``buf = empty_strided_*(size,
+    stride, dtype)`` and ``buf1 = buf0`` (a buffer reused under another name)."""
+    out: dict[str, str] = {}
+    for s in stmts:
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            continue
+        name, value = s.targets[0].id, s.value
+        if isinstance(value, ast.Call) and _EMPTY.match(_call_name(value)) and len(value.args) >= 3:
+            out[name] = ast.unparse(value.args[2])
+        elif isinstance(value, ast.Name) and value.id in out:
+            out[name] = out[value.id]
+    return out
 
 
 def _comment_for(text_lines: list[str], start: int, end: int) -> list[str]:
@@ -181,9 +228,10 @@ def _comment_for(text_lines: list[str], start: int, end: int) -> list[str]:
     return out
 
 
-def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str]
-               ) -> tuple[list[str], list[str], list[str]]:
-    """Forward's body lines, the kernels in launch order, the library calls."""
+def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str], launcher: str = gemm.LAUNCHER
+               ) -> tuple[list[str], list[str], _HostRewrite]:
+    """Forward's body lines, the kernels in launch order, and the rewrite (its ``library``
+    calls left to torch, its ``gemm_calls`` written as calls of ``launcher``)."""
     call = code.call
     body = list(call.body)
     unpack = next((i for i, s in enumerate(body) if isinstance(s, ast.Assign)
@@ -221,7 +269,7 @@ def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str]
         raise InductorCodeError("the model has no tensor input or parameter to take the device from")
     device_of = aliases.get(first_tensor["expr"], first_tensor["expr"])
     lines = [f"device = {device_of}.device", *_size_guards(capture), *prologue]
-    rewrite = _HostRewrite(names, code.kernels, renamed)
+    rewrite = _HostRewrite(names, code.kernels, renamed, _buffer_dtypes(_flatten(body[unpack + 1:])), launcher)
     text_lines = code.text.splitlines()
     launched: list[str] = []
     prev_end = body[unpack].end_lineno or body[unpack].lineno
@@ -231,7 +279,7 @@ def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str]
         out = _host_statement(stmt, rewrite, code, renamed, capture, launched)
         if out:
             lines += comments + out
-    return lines, launched, rewrite.library
+    return lines, launched, rewrite
 
 
 def _size_guards(capture: Capture) -> list[str]:
@@ -335,14 +383,22 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
         kernel_sources.append(_kernel_source(kernel, renamed[name], rw))
         helpers |= rw.helpers
         uses_libdevice |= rw.libdevice
-    lines, launched, library = _host_body(code, capture, renamed)
+    taken |= set(capture.forward_params)  # forward's own parameters must not shadow the launcher
+    launcher = _unique(gemm.LAUNCHER, taken)
+    gemm_kernel = _unique(gemm.KERNEL, taken)
+    lines, launched, host = _host_body(code, capture, renamed, launcher)
+    library = host.library
+    config = gemm.gemm_config(gemm.target_of(capture.generated_for, capture.device)) if host.gemm_calls else None
     params = ", ".join(["self", *capture.forward_params])
     library_note = ", ".join(sorted(set(library)))
+    gemm_note = (f"matrix products ({', '.join(sorted(set(host.gemm_calls)))}) by {gemm_kernel} through {launcher}"
+                 if host.gemm_calls else "")
     doc = ("TorchInductor's kernels for the problem's Model (the same __init__ and parameters), launched "
-           "directly" + (f"; still torch library calls (not Triton yet): {library_note}." if library_note else "."))
+           "directly" + (f"; {gemm_note}" if gemm_note else "")
+           + (f"; still torch library calls (not Triton yet): {library_note}." if library_note else "."))
     forward = (f"    def forward({params}):\n        \"\"\"{doc}\"\"\"\n"
                + "".join(f"        {ln}\n" for ln in lines))
-    unknown = _undefined_names("class _C:\n" + forward, {"torch", "triton", "math", *renamed.values()})
+    unknown = _undefined_names("class _C:\n" + forward, {"torch", "triton", "math", launcher, *renamed.values()})
     if unknown:
         raise InductorCodeError(f"the host code uses {', '.join(unknown)}, which the first version does not define")
     header = [
@@ -351,6 +407,8 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
         "",
         "ModelNew is the problem's Model with the same __init__ (the same parameters, created in the same",
         "order) and a forward that runs Inductor's Triton kernels"
+        + (f" and {gemm_kernel}, a tiled GEMM kernel written for the matrix products Inductor leaves to"
+           " library calls" if gemm_note else "")
         + (f"; {library_note} stay torch library calls." if library_note else "."),
         '"""',
         "import math",
@@ -362,16 +420,32 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
         header.append("from triton.language.extra import libdevice")
     before, model_class, after = _split_model(problem_source, forward)
     kernels = "\n\n\n".join(([shims.helpers_source(helpers).strip()] if helpers else []) + kernel_sources)
-    source = ("\n".join(header) + "\n\n" + before.strip("\n") + "\n\n\n"
-              + "# ---- Triton kernels (TorchInductor) " + "-" * 50 + "\n\n\n" + kernels + "\n\n\n"
+    sections = [("# ---- Triton kernels (TorchInductor) " + "-" * 50, kernels)] if kernels else []
+    if config is not None:
+        sections.append((f"# ---- matrix products: a Triton GEMM kernel (tiles from the {config.origin})",
+                         gemm.source(launcher, gemm_kernel, config).strip()))
+    body = "".join(f"{title}\n\n\n{text}\n\n\n" for title, text in sections)
+    source = ("\n".join(header) + "\n\n" + before.strip("\n") + "\n\n\n" + body
               + model_class.rstrip() + "\n" + ("\n\n" + after.strip("\n") + "\n" if after.strip() else ""))
     try:
         ast.parse(source)
     except SyntaxError as exc:  # a conversion bug, never the user's
         raise InductorCodeError(f"the converted module does not parse (line {exc.lineno}): {exc.msg}") from None
-    return FirstVersion(source=source, kernels=[renamed[n] for n in code.kernels if renamed[n] in launched],
+    kernels_run = [renamed[n] for n in code.kernels if renamed[n] in launched]
+    return FirstVersion(source=source, kernels=kernels_run + ([gemm_kernel] if config is not None else []),
                         library_calls=library, renamed=renamed, generated_for=capture.generated_for or capture.device,
-                        torch=capture.torch)
+                        torch=capture.torch, gemm_calls=list(host.gemm_calls),
+                        gemm_kernel=gemm_kernel if config is not None else "",
+                        gemm_origin=config.origin if config is not None else "")
+
+
+def _unique(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_2``, ``base_3``... when the module already binds it; adds it to ``taken``."""
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    taken.add(name)
+    return name
 
 
 def _split_model(problem_source: str, forward: str) -> tuple[str, str, str]:

@@ -1,0 +1,143 @@
+"""The Triton GEMM kernel a first version runs for the matrix products Inductor leaves to library
+calls (:mod:`xeforge_core.inductor.gemm`): its results against torch's own products in Triton's
+interpreter (transposed and strided operands, batches, bias with alpha/beta, matrix-vector,
+float16/float64), how a library call binds to it, which calls stay torch, and that the
+autotuning stage can tune it.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from xeforge_core.codemods.autotune import add_autotune
+from xeforge_core.inductor import gemm
+from xeforge_core.inductor.capture import load_capture
+from xeforge_core.inductor.convert import convert
+from xeforge_core.inductor.kernels import InductorCodeError
+from xeforge_core.worker.precision_hints import tf32_dots
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "inductor"
+
+
+@pytest.fixture(scope="module")
+def matmul():
+    """The host function of the generated module, with the cuda search space's first tiles."""
+    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
+    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    return ns["matmul"]
+
+
+def _rand(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + sum(shape))).to(dtype)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, rel: float) -> None:
+    """``got`` within ``rel`` of ``want``'s largest magnitude (float64 comparison), same shape/dtype."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    err = (got.double() - want.double()).abs().max().item()
+    assert err <= rel * max(1.0, want.double().abs().max().item()), err
+
+
+def test_products_match_torch_for_every_call_shape(matmul):
+    # a transposed operand (read through its strides) and sizes that are no multiple of a tile
+    a, b = _rand(72, 40), _rand(72, 150)
+    _close(matmul(a.T, b), a.T @ b, 1e-6)
+    # the result written into a transposed view of its buffer
+    a, b = _rand(130, 70), _rand(70, 150)
+    out = torch.empty(150, 130).T
+    assert matmul(a, b, out=out) is out
+    _close(out, a @ b, 1e-6)
+    # batched, the second operand transposed per batch
+    x, y = _rand(3, 20, 36), _rand(3, 28, 36).transpose(1, 2)
+    _close(matmul(x, y), torch.bmm(x, y), 1e-6)
+    # addmm / baddbmm: a broadcast bias with alpha and beta
+    bias, bias2 = _rand(150), _rand(20, 28)
+    _close(matmul(a, b, bias=bias, alpha=0.5, beta=2.0), torch.addmm(bias, a, b, alpha=0.5, beta=2.0), 1e-6)
+    _close(matmul(x, y, bias=bias2, alpha=1.5, beta=0.5), torch.baddbmm(bias2, x, y, alpha=1.5, beta=0.5), 1e-6)
+    # mv / addmv
+    v, bias_v = _rand(70), _rand(130)
+    _close(matmul(a, v), torch.mv(a, v), 1e-6)
+    _close(matmul(a, v, bias=bias_v, beta=3.0), torch.addmv(bias_v, a, v, beta=3.0), 1e-6)
+
+
+def test_beta_zero_ignores_the_bias_and_empty_k_gives_the_bias(matmul):
+    a, b = _rand(9, 17), _rand(17, 5)
+    nan_bias = torch.full((5,), math.nan)
+    _close(matmul(a, b, bias=nan_bias, beta=0), torch.addmm(nan_bias, a, b, beta=0), 1e-6)
+    bias = _rand(7)
+    _close(matmul(_rand(5, 0), _rand(0, 7), bias=bias, beta=2.0), 2.0 * bias.expand(5, 7), 0.0)
+
+
+@pytest.mark.parametrize("dtype,rel", [(torch.float16, 5e-3), (torch.float64, 1e-13)])
+def test_operands_keep_their_dtype(matmul, dtype, rel):
+    """float16 accumulates in float32 and stores float16; float64 accumulates in float64.
+    (bfloat16 runs on GPUs; Triton 3.6's interpreter multiplies bfloat16 dot operands as their
+    raw 16-bit integers, so it is not checked here.)"""
+    a, b = _rand(33, 200, dtype=dtype), _rand(200, 65, dtype=dtype)
+    _close(matmul(a, b), (a.double() @ b.double()).to(dtype), rel)
+
+
+def test_float32_is_multiplied_in_full_precision():
+    """torch's float32 matmul on CUDA does not use TF32 by default, so neither does the kernel:
+    the verifier's TF32 rule finds no dot to flag."""
+    source = gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda"))
+    assert 'input_precision="ieee"' in source
+    assert tf32_dots(source) == []
+
+
+def test_launch_starts_from_the_target_search_space_and_autotunes():
+    cuda = gemm.gemm_config("cuda")
+    assert "search space cuda" in cuda.origin
+    source = gemm.source("matmul", "matmul_kernel", cuda)
+    assert f"BLOCK_M = {cuda.block_m}" in source and f"num_warps={cuda.num_warps}" in source
+    xpu = gemm.gemm_config("xpu")
+    assert "grf_mode" in dict(xpu.options)  # Intel's launch option travels with the tiles
+    cap = load_capture(FIX / "matmul_batched.capture.json")
+    fv = convert(cap, (FIX / "matmul_batched.py").read_text())
+    tuned = add_autotune(fv.source, target="cuda")
+    assert tuned.applicable, tuned
+    assert tuned.changed and "@triton.autotune(" in tuned.source and 'key=["M", "N", "K"]' in tuned.source
+
+
+def test_library_calls_bind_to_the_launcher():
+    call = ast.parse("extern_kernels.addmm(bias, x, w, alpha=1, beta=1, out=buf0)", mode="eval").body
+    assert ast.unparse(gemm.launcher_call("addmm", call, "matmul")) == \
+        "matmul(x, w, out=buf0, bias=bias, alpha=1, beta=1)"
+    call = ast.parse("extern_kernels.bmm(a, b, out=buf)", mode="eval").body
+    assert ast.unparse(gemm.launcher_call("bmm", call, "mm_2")) == "mm_2(a, b, out=buf)"
+    with pytest.raises(gemm.GemmCallError, match="does not bind"):
+        gemm.launcher_call("mm", ast.parse("extern_kernels.mm(a, b, scale=2)", mode="eval").body, "matmul")
+
+
+def _with_out_dtype(name: str, dtype: str) -> str:
+    cap = load_capture(FIX / f"{name}.capture.json")
+    code = cap.output_code.replace("torch.float32)", f"{dtype})")
+    assert code != cap.output_code
+    cap.output_code = code
+    return convert(cap, (FIX / f"{name}.py").read_text())
+
+
+def test_a_product_the_kernel_cannot_compute_stays_torch_and_is_named():
+    """An integer result is no tl.dot with a float accumulator: the library call stays, named."""
+    fv = _with_out_dtype("matmul_transposed", "torch.int64")
+    assert fv.library_calls == ["torch.mm"] and not fv.gemm_calls
+    assert "def matmul_kernel(" not in fv.source and "torch.mm(" in fv.source
+    assert "not Triton yet: torch.mm" in fv.rationale
+
+
+def test_names_do_not_shadow_the_problem(tmp_path):
+    cap = load_capture(FIX / "matmul_transposed.capture.json")
+    source = (FIX / "matmul_transposed.py").read_text() + "\n\ndef matmul(x):\n    return x\n"
+    fv = convert(cap, source)
+    assert "def matmul_2(" in fv.source and "matmul_2(A.as_strided(" in fv.source
+    bad = load_capture(FIX / "matmul_transposed.capture.json")
+    bad.output_code = bad.output_code.replace("extern_kernels.mm(", "extern_kernels.mm(1, 2, ")
+    with pytest.raises(InductorCodeError, match="extern_kernels.mm"):
+        convert(bad, (FIX / "matmul_transposed.py").read_text())

@@ -1,0 +1,230 @@
+"""Matrix products of a first version as a Triton GEMM kernel instead of a library call.
+
+TorchInductor leaves matrix products to library calls (``extern_kernels.mm``, ``addmm``,
+``bmm``, ``baddbmm``, ``mv``, ``addmv``: cuBLAS on a GPU). A first version whose forward is one
+matrix product would then launch no Triton kernel at all (the verifier calls that cheating), and
+one with a GEMM and an epilogue would leave its heaviest part to torch. So the conversion writes
+each such call as a call of one host function (:data:`LAUNCHER`, default name ``matmul``) that
+launches one generic kernel (default name ``matmul_kernel``):
+
+* ``C[b] = alpha * (A[b] @ B[b]) + beta * bias[b]``: A ``[M, K]`` or ``[batch, M, K]``, B
+  ``[K, N]``, ``[batch, K, N]`` or a vector ``[K]`` (matrix-vector), the output ``[M, N]``,
+  ``[batch, M, N]`` or ``[M]``; every operand with its own strides (a transposed or otherwise
+  strided view is read in place); the bias broadcast to the output's shape (stride 0 where it
+  broadcasts); ``beta == 0`` ignores the bias, as torch does (a NaN in it does not propagate);
+* masked ``BLOCK_M x BLOCK_N`` output tiles, a ``BLOCK_K`` loop, tiles swizzled in groups of
+  ``GROUP_SIZE_M`` rows for L2 reuse; the batch is the grid's second axis;
+* accumulation in float32 (float64 for float64 operands); operands loaded in the problem's own
+  dtype; float32 operands multiplied in full float32 (``input_precision="ieee"``: torch's
+  float32 matmul does not use TF32 by default on CUDA, and the verifier's float64-calibrated
+  tolerance would not accept it), float16/bfloat16 with the native tensor-core dot;
+* address arithmetic in int64 where rows and batches start (operands of more than 2**31
+  elements stay correct).
+
+The launch passes the tile sizes, ``num_warps`` and ``num_stages`` as literals from the first
+``gemm`` configuration of the target's search space (``knowledge/search_spaces``), so the
+autotuning stage can sweep the rest of that space over it (``xeforge_core.codemods.autotune``:
+one launch, literal tiles, a grid that counts them).
+
+A call the kernel cannot express stays the torch call and is named as not Triton yet: a result
+whose dtype is not float16/bfloat16/float32/float64 or is unknown from the host code (integer
+products, ``_int_mm``), ``addbmm`` (a sum over the batch), convolutions.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+from xeforge_core.inductor.kernels import InductorCodeError
+
+#: Inductor's ``extern_kernels.<op>`` matrix products -> their torch parameter names, in order
+#: (``torch.addmm(input, mat1, mat2, *, beta, alpha, out)``): the conversion binds the call's
+#: arguments by these names.
+GEMM_OPS: dict[str, tuple[str, ...]] = {
+    "mm": ("input", "mat2"),
+    "bmm": ("input", "mat2"),
+    "mv": ("input", "vec"),
+    "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
+    "baddbmm": ("input", "batch1", "batch2", "beta", "alpha"),
+    "addmv": ("input", "mat", "vec", "beta", "alpha"),
+}
+
+#: Result dtypes the kernel computes (``tl.dot`` operands with a float accumulator).
+FLOAT_DTYPES = frozenset({"torch.float32", "torch.float16", "torch.bfloat16", "torch.float64"})
+
+#: Default names of the host function and the kernel (made unique against the problem's names).
+LAUNCHER = "matmul"
+KERNEL = "matmul_kernel"
+
+#: The tiles used when the knowledge base has no gemm space for the target (cuda's first entry).
+FALLBACK_CONFIG: dict[str, Any] = {"kwargs": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
+                                   "num_warps": 8, "num_stages": 3, "options": {}}
+
+
+class GemmCallError(InductorCodeError):
+    """A matrix-product call whose arguments do not bind to its torch signature (a conversion
+    bug or an Inductor version that spells the call otherwise); the message names the call."""
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """The launch configuration written into the host function: tile sizes ``block_m``,
+    ``block_n``, ``block_k``, ``group_size_m``, ``num_warps``, ``num_stages``, launch
+    ``options`` (Intel's ``grf_mode``...), and ``origin`` (the search space they come from)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_size_m: int
+    num_warps: int
+    num_stages: int
+    options: tuple[tuple[str, Any], ...] = ()
+    origin: str = ""
+
+
+def target_of(generated_for: str, device: str) -> str:
+    """The search-space target of a capture: ``xpu`` when the code was generated for an Intel
+    GPU, else ``cuda`` (the interpreter on a CPU runs code generated for the stand-in cuda
+    target)."""
+    text = f"{generated_for} {device}".strip().lower()
+    return "xpu" if text.startswith("xpu") or " xpu" in text else "cuda"
+
+
+def gemm_config(target: str, arch: str | None = None) -> GemmConfig:
+    """The first ``gemm`` configuration of ``target``'s search space (``cuda``, ``xpu``), or
+    :data:`FALLBACK_CONFIG` when the knowledge base has none (``origin`` says which)."""
+    from xeforge_core.codemods.spaces import SpaceError, default_config
+
+    try:
+        cfg, origin = default_config(target, arch, "gemm")
+        origin = f"search space {origin}, first gemm config"
+    except SpaceError as exc:
+        cfg, origin = FALLBACK_CONFIG, f"built-in default ({exc})"
+    kw = cfg["kwargs"]
+    try:
+        return GemmConfig(block_m=int(kw["BLOCK_M"]), block_n=int(kw["BLOCK_N"]), block_k=int(kw["BLOCK_K"]),
+                          group_size_m=int(kw.get("GROUP_SIZE_M", 8)), num_warps=int(cfg["num_warps"]),
+                          num_stages=int(cfg.get("num_stages") or 3),
+                          options=tuple(sorted((cfg.get("options") or {}).items())), origin=origin)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise GemmCallError(f"the gemm search space of {target} has a first config without integer "
+                            f"BLOCK_M/BLOCK_N/BLOCK_K ({cfg!r}): {exc}") from None
+
+
+def launcher_call(op: str, call: ast.Call, launcher: str) -> ast.Call:
+    """``extern_kernels.<op>(...)`` (already rewritten to torch's argument expressions) as a
+    call of the host function ``launcher``: ``launcher(a, b, out=..., bias=..., alpha=...,
+    beta=...)``. Raises :class:`GemmCallError` when the arguments do not bind to ``op``'s torch
+    signature (:data:`GEMM_OPS`)."""
+    names = GEMM_OPS[op]
+    if len(call.args) > len(names) or any(isinstance(a, ast.Starred) for a in call.args):
+        raise GemmCallError(f"extern_kernels.{op} is called with {len(call.args)} positional argument(s); "
+                            f"torch.{op} takes {', '.join(names)}")
+    bound: dict[str, ast.expr] = dict(zip(names, call.args))
+    for kw in call.keywords:
+        if kw.arg is None or (kw.arg not in names and kw.arg != "out") or kw.arg in bound:
+            raise GemmCallError(f"extern_kernels.{op}: argument {kw.arg or '**'} does not bind to torch.{op}"
+                                f"({', '.join(names)}, out)")
+        bound[kw.arg] = kw.value
+    has_bias = op.startswith(("add", "badd"))
+    a, b = (names[1], names[2]) if has_bias else (names[0], names[1])
+    if a not in bound or b not in bound or (has_bias and "input" not in bound):
+        raise GemmCallError(f"extern_kernels.{op} misses an operand ({', '.join(n for n in names[:3] if n not in bound)})")
+    keywords = [ast.keyword(arg="out", value=bound["out"])] if "out" in bound else []
+    if has_bias:
+        keywords.append(ast.keyword(arg="bias", value=bound["input"]))
+        keywords += [ast.keyword(arg=k, value=bound[k]) for k in ("alpha", "beta") if k in bound]
+    return ast.Call(func=ast.Name(id=launcher, ctx=ast.Load()), args=[bound[a], bound[b]], keywords=keywords)
+
+
+def source(launcher: str, kernel: str, config: GemmConfig) -> str:
+    """The kernel ``kernel`` and the host function ``launcher`` that launches it with
+    ``config`` (module docstring), as module-level Python source."""
+    options = "".join(f", {k}={v!r}" for k, v in config.options)
+    return f'''
+@triton.jit
+def {kernel}(
+    a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
+    stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+    stride_cb, stride_cm, stride_cn, stride_biasb, stride_biasm, stride_biasn,
+    alpha, beta, HAS_BIAS: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+):
+    # C[b] = alpha * (A[b] @ B[b]) + beta * bias[b]; A [M, K], B [K, N], C and bias [M, N] per batch b
+    pid = tl.program_id(0)
+    batch = tl.program_id(1).to(tl.int64)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    # GROUP_SIZE_M row tiles in a group walk the columns together (their B tiles stay in L2)
+    group = GROUP_SIZE_M * tiles_n
+    first_m = (pid // group) * GROUP_SIZE_M
+    rows_in_group = min(tiles_m - first_m, GROUP_SIZE_M)
+    pid_m = first_m + (pid % group) % rows_in_group
+    pid_n = (pid % group) // rows_in_group
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    rows = offs_m.to(tl.int64)
+    cols = offs_n.to(tl.int64)
+    a_ptrs = a_ptr + batch * stride_ab + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + batch * stride_bb + offs_k[:, None] * stride_bk + cols[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC_DTYPE)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k) & (offs_n[None, :] < N), other=0.0)
+        # full float32 for float32 operands (no TF32); float16/bfloat16 use the tensor cores as they are
+        acc = tl.dot(a, b, acc, input_precision="ieee", out_dtype=ACC_DTYPE)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    acc = acc * alpha
+    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if HAS_BIAS:
+        bias_ptrs = bias_ptr + batch * stride_biasb + rows[:, None] * stride_biasm + cols[None, :] * stride_biasn
+        acc += beta * tl.load(bias_ptrs, mask=c_mask, other=0.0).to(ACC_DTYPE)
+    c_ptrs = c_ptr + batch * stride_cb + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0):
+    """out = alpha * (a @ b) + beta * bias with {kernel}, as torch.mm/addmm/bmm/baddbmm/mv/addmv.
+
+    a: [M, K] or [batch, M, K]; b: [K, N], [batch, K, N] or a vector [K]; any strides, one
+    floating dtype. bias: broadcastable to the result (ignored when beta == 0, as in torch).
+    out: the result ([M, N], [batch, M, N] or [M]), written in place, any strides; allocated
+    when None. Returns out."""
+    if a.dim() not in (2, 3) or b.dim() not in (1, a.dim()) or (b.dim() == 1 and a.dim() != 2):
+        raise ValueError(f"{launcher}: operands of shapes {{tuple(a.shape)}} and {{tuple(b.shape)}} are not a "
+                         "matrix product (2-D @ 2-D, 2-D @ 1-D or 3-D @ 3-D)")
+    vector = b.dim() == 1
+    if out is None:
+        shape = a.shape[:-1] + (b.shape[-1:] if not vector else ())
+        out = torch.empty(shape, dtype=a.dtype, device=a.device)
+    has_bias = bias is not None and beta != 0
+    bias_full = bias.expand(out.shape) if has_bias else out
+    if vector:
+        b, c, bias_full = b.unsqueeze(1), out.unsqueeze(1), bias_full.unsqueeze(1)
+    else:
+        c = out
+    if a.dim() == 2:
+        a, b, c, bias_full = a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0), bias_full.unsqueeze(0)
+    batch, M, K = a.shape
+    N = b.shape[2]
+    if batch == 0 or M == 0 or N == 0:
+        return out
+    BLOCK_M = {config.block_m}
+    BLOCK_N = {config.block_n}
+    BLOCK_K = {config.block_k}
+    acc_dtype = tl.float64 if a.element_size() == 8 else tl.float32  # float64 operands keep float64
+    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N), batch)
+    {kernel}[grid](
+        a, b, c, bias_full, M, N, K,
+        a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
+        c.stride(0), c.stride(1), c.stride(2), bias_full.stride(0), bias_full.stride(1), bias_full.stride(2),
+        float(alpha), float(beta), HAS_BIAS=has_bias, ACC_DTYPE=acc_dtype,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_SIZE_M={config.group_size_m},
+        num_warps={config.num_warps}, num_stages={config.num_stages}{options},
+    )
+    return out
+'''.strip("\n") + "\n"

@@ -47,10 +47,11 @@ def marked_processes(mark: str) -> list[int]:
     return found
 
 
-def children(of: int | None = None) -> list[int]:
-    """Live direct children of ``of`` (default: this process)."""
+def child_states(of: int | None = None) -> dict[int, str]:
+    """Direct children of ``of`` (default: this process), zombies included: ``{pid: state}``
+    (the state letter of ``/proc/<pid>/stat``: ``R``, ``S``, ``Z``...)."""
     me = os.getpid() if of is None else of
-    kids = []
+    kids = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -59,6 +60,20 @@ def children(of: int | None = None) -> list[int]:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == me and fields[0] != "Z":
-            kids.append(int(name))
+        if int(fields[1]) == me:
+            kids[int(name)] = fields[0]
     return kids
+
+
+def children(of: int | None = None) -> list[int]:
+    """Live direct children of ``of`` (default: this process)."""
+    return [pid for pid, state in child_states(of).items() if state != "Z"]
+
+
+def cmdline(pid: int) -> list[bytes]:
+    """The argument vector of ``pid`` (``[]`` when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().split(b"\0")
+    except OSError:
+        return []

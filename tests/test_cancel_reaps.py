@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.proc_helpers import child_states
 from xeforge_core import pool, sandbox
 from xeforge_core.problem import load_problem
 from xeforge_core.ui.jobs import BackgroundJob
@@ -24,22 +25,6 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_kernels" / "01_vector_add
 SLEEPING = SAMPLE.read_text().replace(
     "def forward(self", "def forward(self, *args, **kwargs):\n        import time\n        time.sleep(600)\n\n"
     "    def _unused(self", 1)
-
-
-def _children() -> dict[int, str]:
-    """Direct children of this process, zombies included: {pid: state}."""
-    kids = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid():
-            kids[int(name)] = fields[0]
-    return kids
 
 
 @pytest.fixture
@@ -65,7 +50,7 @@ def _settle(slots, limit_s: float = 180.0) -> None:
 
 
 def test_cancel_reaps_the_job_and_leaves_only_a_live_warm_worker(warm_pool):
-    before = set(_children())
+    before = set(child_states())
 
     def work(progress, cancel):
         return verify(load_problem(SAMPLE), SLEEPING, device="cpu", on_progress=progress, cancel=cancel,
@@ -78,28 +63,28 @@ def test_cancel_reaps_the_job_and_leaves_only_a_live_warm_worker(warm_pool):
         time.sleep(0.1)
     assert "sizes: probing the candidate" in job.last_message, job.events
     idle = [s for slots in warm_pool._idle.values() for s in slots]
-    job_workers = set(_children()) - before - {s.proc.pid for s in idle}
+    job_workers = set(child_states()) - before - {s.proc.pid for s in idle}
     assert job_workers, "the sleeping job's worker is not a child of this process"
 
     job.cancel()
     assert job.wait(60)
     assert isinstance(job.error, VerificationCancelled)
-    assert not job_workers & set(_children()), "the cancelled job's worker is still there (or not reaped)"
+    assert not job_workers & set(child_states()), "the cancelled job's worker is still there (or not reaped)"
 
     _settle(idle)
-    left = {pid: state for pid, state in _children().items() if pid not in before}
+    left = {pid: state for pid, state in child_states().items() if pid not in before}
     assert "Z" not in left.values(), f"zombie children: {left}"
     assert set(left) == {s.proc.pid for s in idle if s.alive()} and all(s.alive() for s in idle), left
 
     pool.shutdown()
-    assert not set(_children()) - before
+    assert not set(child_states()) - before
 
 
 def test_a_worker_started_from_a_thread_that_ends_lives_on(warm_pool):
     """The pool's warm-up from a thread that ends (a Streamlit script run, a job): the thread
     waits until its worker is ready (the sandbox has armed its parent-death signal by then),
     then ends; the worker must outlive it."""
-    before = set(_children())
+    before = set(child_states())
 
     def warm_up() -> None:
         pool.prestart("cpu", count=1)
@@ -114,4 +99,4 @@ def test_a_worker_started_from_a_thread_that_ends_lives_on(warm_pool):
         status = slot.proc.wait(timeout=5)
         pytest.fail(f"the warm worker died (status {status}) with the thread that started it")
     pool.shutdown()
-    assert not set(_children()) - before
+    assert not set(child_states()) - before

@@ -5,11 +5,11 @@ sessions in turn does not pile them up until the cyclic garbage collector happen
 from __future__ import annotations
 
 import gc
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.proc_helpers import children, cmdline
 from xeforge_core.session import Session
 from xeforge_core.ui.workbench import Workbench
 
@@ -19,20 +19,7 @@ ROUNDS = 6
 
 def _cat_files() -> int:
     """Live ``git cat-file`` children of this process."""
-    n = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"cat-file" in argv:
-            n += 1
-    return n
+    return sum(1 for pid in children() if b"cat-file" in cmdline(pid))
 
 
 @pytest.fixture

@@ -50,10 +50,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "benchmarks"):  # the product, and the sibling scripts
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-from benchmarks.bench_flash_attention import (  # noqa: E402
+from bench_flash_attention import (  # noqa: E402
     ATOL,
     PEAK_FP16_TFLOPS,
     dims_text,
@@ -282,7 +283,8 @@ def compile_check(out: Path, shapes: list[str], timeout_s: float) -> int:
     product's IR compiler: registers, spills and shared memory against the H200's 232448 bytes a
     block. Writes ``compile.json`` and ``compile.md`` in ``out``; exit status 1 when a variant
     spills, is over the limit or fails to compile."""
-    from benchmarks.check_fa_hopper_compile import SMEM_LIMIT, _config_text
+    from check_fa_hopper_compile import SMEM_LIMIT, _config_text
+
     from xeforge_core.ir.compile import compile_ir
     from xeforge_core.samples import flash_attention_trajectory
 

@@ -1,7 +1,7 @@
 """"Start from PyTorch" in the workbench (Streamlit AppTest, cpu interpreter): a pasted
 plain-PyTorch problem (KernelBench style), a session started on Home, then on Optimize a saved
 TorchInductor capture converted, verified for real in worker processes from a background job and
-committed as version 1, with the operation left to torch named. Generation itself (the sandboxed
+committed as version 1, with the operation left to torch (the convolution) named. Generation itself (the sandboxed
 TorchInductor job) is tested in ``test_inductor_first_version.py``; the saved capture keeps this
 test quick."""
 
@@ -39,11 +39,11 @@ def _optimize(wb: object) -> AppTest:
     return at
 
 
-def _pasted_session() -> object:
+def _pasted_session(problem: str = "conv_relu_bias") -> object:
     home = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     home.run()
-    home.text_area(key="home_paste_src").set_value((FIX / "linear_bias_relu.py").read_text())
-    home.text_input(key="home_paste_name").set_value("linear_bias_relu")
+    home.text_area(key="home_paste_src").set_value((FIX / f"{problem}.py").read_text())
+    home.text_input(key="home_paste_name").set_value(problem)
     home.button(key="home_load_paste").click().run()
     assert not home.exception, [e.value for e in home.exception]
     assert "Start from PyTorch" in _texts(home)  # a plain-PyTorch problem is told where to start
@@ -59,8 +59,8 @@ def test_start_from_pytorch_commits_version_1_from_a_saved_capture(env: Path) ->
     session = wb.session
     opt = _optimize(wb)
     assert "plain-PyTorch Model" in _texts(opt)
-    capture = (FIX / "linear_bias_relu.capture.json").read_bytes()
-    opt.file_uploader(key="opt_capture_upload").set_value(("linear_bias_relu.capture.json", capture,
+    capture = (FIX / "conv_relu_bias.capture.json").read_bytes()
+    opt.file_uploader(key="opt_capture_upload").set_value(("conv_relu_bias.capture.json", capture,
                                                              "application/json"))
     opt.button(key="opt_from_pytorch").click().run()
     assert not opt.exception, [e.value for e in opt.exception]
@@ -75,11 +75,11 @@ def test_start_from_pytorch_commits_version_1_from_a_saved_capture(env: Path) ->
     assert "@triton.jit" in head and "class ModelNew(" in head and "_inductor" not in head
     record = next(c for c in session.candidates() if c.stage == "first_version")
     assert record.status == "approved" and "TorchInductor" in record.rationale
-    assert "not Triton yet: torch.addmm" in record.rationale
+    assert "not Triton yet: torch.ops.aten.convolution" in record.rationale
     assert not wb.pytorch_start_needed()
     texts = _texts(opt)
     assert "version 1 committed" in texts
-    assert "Not Triton yet (torch library calls): torch.addmm" in texts  # shown on the page
+    assert "Not Triton yet (torch library calls): torch.ops.aten.convolution" in texts  # shown on the page
     assert not any(b.key == "opt_from_pytorch" for b in opt.button)  # version 1 exists: no second start
 
 

@@ -146,6 +146,24 @@ def run(x, N):
 """
 
 # lint name -> (violating source, fixed source, target, triton version)
+ADD = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[(triton.cdiv(n, {block}),)](x, y, out, n, BLOCK={block})
+    return out
+"""
+
 CASES: dict[str, tuple[str, str, str, str | None]] = {
     "lint_pow2_num_warps": (
         gemm(launch=wrapper("mm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BLOCK_M=64, BLOCK_N=64, "
@@ -220,6 +238,8 @@ CASES: dict[str, tuple[str, str, str, str | None]] = {
     "lint_masked_load_without_other": (
         SOFTMAX.replace('mask=offs < N, other=-float("inf"))', "mask=offs < N)").replace("{expr}", "tl.exp(x)"),
         SOFTMAX.replace("{expr}", "tl.exp(x)"), "xpu", None),
+    "lint_small_elementwise_block": (
+        ADD.replace("{block}", "128"), ADD.replace("{block}", "4096"), "cuda", None),
     "lint_exp_not_exp2": (
         SOFTMAX.replace("{expr}", "tl.exp(x - tl.max(x, axis=0))"),
         SOFTMAX.replace("{expr}", "tl.math.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634)"), "xpu", None),

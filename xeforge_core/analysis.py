@@ -865,8 +865,11 @@ def analyze(source: str, target: str | Target = "xpu", problem: Problem | None =
 def _analyze_tree(source: str, tree: ast.Module, target: str, problem: Problem | None, kb: KnowledgeBase,
                   api: dict[str, Any], version: str) -> Analysis:
     facts = _Extractor(source, tree).run()
+    space = kb.search_space_for(target)
+    blocks = tuple(int(v) for c in (space.configs("elementwise") if space else []) for v in c.kwargs.values()
+                   if isinstance(v, int))
     ctx = lints.LintContext(source=source, tree=tree, facts=facts, target=target, problem=problem,
-                            triton_api={**api, "version": version})
+                            triton_api={**api, "version": version}, elementwise_blocks=blocks)
     issues: list[Issue] = []
     for rule in kb.rules_for(target=target, triton_version=version):
         if not rule.lint:

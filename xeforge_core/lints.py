@@ -44,6 +44,8 @@ class LintContext:
     target: str = "xpu"
     problem: Problem | None = None
     triton_api: dict[str, Any] = field(default_factory=dict)
+    #: the block sizes of the target's ``elementwise`` search space (``knowledge/search_spaces``)
+    elementwise_blocks: tuple[int, ...] = ()
 
 
 _WALK: dict[int, tuple[ast.AST, list[ast.AST]]] = {}
@@ -473,6 +475,42 @@ def lint_no_autotune(ctx: LintContext) -> list[Hit]:
                 hits.append(Hit(ln.line, f"{k.name} runs with fixed tile sizes ({desc}); autotune them for the "
                                          "target", kernel=k.name))
                 break
+    return hits
+
+
+def _arange_extents(tree: ast.Module, kernel: str) -> set[str]:
+    """Names used as the extent of ``tl.arange(0, NAME)`` in the kernel function ``kernel``."""
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    names: set[str] = set()
+    for node in walk(fn) if fn is not None else []:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "arange" \
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Name):
+            names.add(node.args[1].id)
+    return names
+
+
+@_register
+def lint_small_elementwise_block(ctx: LintContext) -> list[Hit]:
+    """A flat elementwise kernel (1-D grid, no loop, no ``tl.dot``, not autotuned) launched with
+    a block smaller than every block of the target's elementwise search space."""
+    if not ctx.elementwise_blocks:
+        return []
+    smallest = min(ctx.elementwise_blocks)
+    hits = []
+    for k in ctx.facts.kernels:
+        if k.autotune or k.dots or k.loops or set(k.program_id_axes) - {0}:
+            continue
+        extents = _arange_extents(ctx.tree, k.name)
+        for ln in ctx.facts.launches:
+            if ln.kernel != k.name or ln.grid_dims not in (None, 1):
+                continue
+            small = {n: v for n, v in ln.constexprs.items()
+                     if n in extents and isinstance(v, int) and not isinstance(v, bool) and v < smallest}
+            for name, value in small.items():
+                hits.append(Hit(ln.line, f"{k.name} moves {name}={value} elements a program: a launch grid of one "
+                                         f"tiny program per {value} elements, where the target's elementwise blocks "
+                                         f"are {', '.join(map(str, sorted(set(ctx.elementwise_blocks))))}",
+                                kernel=k.name))
     return hits
 
 

@@ -865,9 +865,9 @@ def analyze(source: str, target: str | Target = "xpu", problem: Problem | None =
 def _analyze_tree(source: str, tree: ast.Module, target: str, problem: Problem | None, kb: KnowledgeBase,
                   api: dict[str, Any], version: str) -> Analysis:
     facts = _Extractor(source, tree).run()
-    space = kb.search_space_for(target)
-    blocks = tuple(int(v) for c in (space.configs("elementwise") if space else []) for v in c.kwargs.values()
-                   if isinstance(v, int))
+    # every target's elementwise blocks: a block below all of them is small on any device
+    blocks = tuple(int(v) for space in kb.search_spaces.values() for c in space.kinds.get("elementwise", [])
+                   for v in c.kwargs.values() if isinstance(v, int))
     ctx = lints.LintContext(source=source, tree=tree, facts=facts, target=target, problem=problem,
                             triton_api={**api, "version": version}, elementwise_blocks=blocks)
     issues: list[Issue] = []

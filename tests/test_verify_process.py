@@ -180,22 +180,31 @@ def test_timing_waits_in_the_queue_for_the_device_lock(problem, tmp_path):
     assert _marked_processes() == []
 
 
-def test_cancel_stops_the_running_job(problem):
+@pytest.mark.parametrize("first_message, tile_sizes", [
+    ("sizes: probing the candidate", True),  # the launches probed before any kernel is checked
+    ("candidate: compile", False),  # no sizes job: the candidate's own job
+])
+def test_cancel_stops_the_running_job(problem, first_message, tile_sizes):
+    """Cancel while the hanging candidate runs, in whichever job first runs it."""
     import threading
 
     from xeforge_core.verify import VerificationCancelled
 
     cancel = threading.Event()
+    seen: list[str] = []
 
     def on_progress(message: str) -> None:
-        if message.startswith("candidate: compile"):
+        seen.append(message)
+        if message.startswith(first_message):
             cancel.set()
 
     before = set(_children())
     with pytest.raises(VerificationCancelled):
         verify(problem, (FIX / "cand_infinite_loop.py").read_text(), device="cpu", cancel=cancel,
                on_progress=on_progress,
-               options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], use_cache=True))
+               options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"], use_cache=True,
+                                     tile_sizes=tile_sizes))
+    assert cancel.is_set(), seen
     assert _marked_processes() == []
     assert set(_children()) <= before
 

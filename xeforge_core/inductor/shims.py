@@ -47,13 +47,25 @@ def minimum(a, b):
     "max2": ('''
 @triton.jit
 def max2(a, dim):
-    return tl.reduce(a, dim, maximum)
-''', ("maximum",)),
+    # the largest value along dim; NaN if any is NaN. tl.max plus a NaN count is the same
+    # reduction as tl.reduce(a, dim, maximum) and far quicker in the interpreter
+    result = tl.max(a, dim)
+    if is_floating(a):
+        has_nan = tl.max((a != a).to(tl.int8), dim) > 0
+        result = tl.where(has_nan, float("nan"), result)
+    return result
+''', ("is_floating",)),
     "min2": ('''
 @triton.jit
 def min2(a, dim):
-    return tl.reduce(a, dim, minimum)
-''', ("minimum",)),
+    # the smallest value along dim; NaN if any is NaN. tl.min plus a NaN count is the same
+    # reduction as tl.reduce(a, dim, minimum) and far quicker in the interpreter
+    result = tl.min(a, dim)
+    if is_floating(a):
+        has_nan = tl.max((a != a).to(tl.int8), dim) > 0
+        result = tl.where(has_nan, float("nan"), result)
+    return result
+''', ("is_floating",)),
     "_multiply": ('''
 @triton.jit
 def _multiply(a, b):

@@ -547,7 +547,7 @@ def coverage_of(choice: TileChoice, facts: list[dict[str, Any]]) -> tuple[list[s
         tiles = sorted(set(_tiles(f).values()) | set(COMMON_TILES))
         for name in moving:
             d = (f.get("scalars") or {}).get(name)
-            divides = [t for t in tiles if d and t <= d and d % t == 0]
+            divides = [t for t in tiles if d and 1 < t <= d and d % t == 0]  # a 1-wide tile hides nothing
             if divides:
                 gaps.append(f"{f['kernel']}: {name}={d} is a multiple of {max(divides)}")
     for aim in choice.aims:

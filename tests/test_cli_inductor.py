@@ -46,6 +46,9 @@ def test_bad_input_is_named(tmp_path, capsys):
     assert main(["inductor", "capture", triton_kernel, "--out", str(tmp_path / "c.json")]) == 2
     assert "not a plain-PyTorch problem" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
+    assert main(["inductor", "capture", problem, "--device", "cdua", "--out", str(tmp_path / "c.json")]) == 2
+    assert "bad input: --device cdua: unknown device 'cdua'" in capsys.readouterr().err
+    assert not (tmp_path / "c.json").exists()
 
 
 def test_capture_of_another_problem_is_refused(tmp_path, capsys):
@@ -57,3 +60,19 @@ def test_capture_of_another_problem_is_refused(tmp_path, capsys):
     assert rc == 2
     assert "conv_relu_bias.capture.json: traced from another problem module ('conv_relu_bias'" in capsys.readouterr().err
     assert not (tmp_path / "x.py").exists()
+
+
+def test_optimize_says_why_the_first_version_failed(tmp_path, capsys):
+    """A plain-PyTorch model whose TorchInductor code launches no Triton kernel (a view): the
+    first version fails, and the run says so (its row, its reason, the final kernel unchanged)."""
+    problem = tmp_path / "view_only.py"
+    problem.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                       "        return x.view(-1)\n\n\ndef get_inputs():\n    return [torch.randn(8, 16)]\n\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    rc = main(["optimize", str(problem), "--auto", "--quiet", "--workspace", str(tmp_path / "ws")])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert "TorchInductor writes its first Triton version" in err and "no stage has work" not in err
+    assert any(line.startswith("first_version  failed") for line in out.splitlines()), out
+    assert "stage first_version failed: the TorchInductor version does not verify: cheating" in err
+    assert "the final kernel is the PyTorch model as given" in err

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``inductor`` subcommand (``capture``, ``convert``) to the ``xeforge`` CLI."""
     p = subparsers.add_parser(
         "inductor", help="TorchInductor's Triton kernels for a plain-PyTorch problem: save a capture, convert one",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None, epilog=_EPILOG,
+        description=__doc__.split("\n\n", 1)[1].replace("``", "") if __doc__ else None, epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="inductor_command", metavar="ACTION", required=True)
     cap = sub.add_parser("capture", help="trace PROBLEM with TorchInductor and save its output code (JSON)",
@@ -94,6 +94,15 @@ def run_capture(args: argparse.Namespace) -> int:
     problem = _problem(args.problem)
     if problem is None:
         return EXIT_BAD_INPUT
+    if args.device != "cpu":
+        from xeforge_core.devices import detect_device
+
+        try:
+            detect_device(args.device)  # a GPU this machine lacks is bad input, named before tracing
+        except ValueError as exc:
+            print(f"xeforge inductor capture: bad input: --device {args.device}: {exc} "
+                  "(--device cpu generates code for a stand-in sm_90 target without a GPU)", file=sys.stderr)
+            return EXIT_BAD_INPUT
     out = Path(args.out) if args.out else Path(args.problem).with_suffix(".capture.json")
     overrides = trace_overrides(problem) if args.sizes == "reduced" else {}
     at = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "the published sizes"

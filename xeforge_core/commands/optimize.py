@@ -263,6 +263,7 @@ def _ask(stream_in: TextIO, stream_out: TextIO, session: Session) -> DecideFn:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge optimize``; returns the exit status (see the module docstring)."""
+    from xeforge_core.inductor.first_version import FIRST_VERSION
     from xeforge_core.pipeline.loop import LoopOptions
     from xeforge_core.problem import ProblemError, load_problem
     from xeforge_core.service import (
@@ -303,9 +304,12 @@ def run(args: argparse.Namespace) -> int:
             session = start_session(problem, workspace=workspace_for(args), device=device, target=target,
                                     plan=plan)
             print(f"session {session.path}", file=err)
+            planned = plan_text(plan, args.engine)
+            if not plan.stages and problem.eager_baseline and args.engine == "rules":
+                planned = ("(a plain-PyTorch model: TorchInductor writes its first Triton version, "
+                           "and the stages are planned on that code)")
             print(f"device {device.type}:{device.index} ({device.name}); target {target.label}; plan from "
-                  f"{plan.origin} ({plural(len(plan.analysis.issues), 'issue')}):\n{plan_text(plan, args.engine)}",
-                  file=err)
+                  f"{plan.origin} ({plural(len(plan.analysis.issues), 'issue')}):\n{planned}", file=err)
             for w in problem.warnings:
                 print(f"warning: {w}", file=err)
         engine = make_engine(args.engine)
@@ -342,6 +346,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"session: {session.path}")
         print(f"final kernel: {paths['kernel']}\npatch: {paths['patch']}\nreport: {paths['report_md']}")
     failed = [o for o in outcomes if o.status == OutcomeStatus.FAILED]
+    for o in failed:
+        print(f"stage {o.stage} failed: {o.reason}", file=err)
+    if any(o.stage == FIRST_VERSION for o in failed):
+        print("no Triton version was kept: the final kernel is the PyTorch model as given", file=err)
     return EXIT_STAGE_FAILED if failed else EXIT_OK
 
 

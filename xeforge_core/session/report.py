@@ -157,6 +157,10 @@ def json_report(session: SessionView) -> dict[str, Any]:
     for v in history[1:]:
         if v.stage and v.stage not in stage_ids and v.kind != "restore":
             stage_ids.insert(0, v.stage) if _preparatory(v.stage) else stage_ids.append(v.stage)
+    # a step before the plan's stages that left no version (a first version that failed, a
+    # portability step with nothing kept) still has its row, first
+    for sid in reversed([s for s in stages_state if s not in stage_ids]):
+        stage_ids.insert(0, sid)
     stages = []
     for sid in stage_ids:
         entry = stages_state.get(sid, {})

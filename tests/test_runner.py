@@ -16,6 +16,7 @@ from tests import proc_helpers
 from xeforge_core import runner, sandbox
 from xeforge_core.runner import classify, run_worker
 from xeforge_core.verdict import VerdictKind
+from xeforge_core.worker_outcome import find_heap_corruption
 
 FAKE = Path(__file__).parent / "fixtures" / "process" / "fake_worker.py"
 MARK = f"mark-{uuid.uuid4().hex}"
@@ -123,6 +124,17 @@ def test_abort_is_a_crash_naming_the_signal(tmp_path):
     assert out.signal_name == "SIGABRT"
     kind, reason = classify(out)
     assert kind is VerdictKind.CRASH and "SIGABRT" in reason
+    _assert_nothing_left(out, tmp_path)
+
+
+def test_heap_corruption_is_a_crash_that_points_at_an_out_of_bounds_write(tmp_path):
+    out = _run("heap_corruption", tmp_path)
+    assert out.signal_name == "SIGABRT", out.stderr
+    kind, reason = classify(out)
+    assert kind is VerdictKind.CRASH
+    message = find_heap_corruption(out.stderr)  # glibc's own words, e.g. "free(): invalid pointer"
+    assert message and f"heap corrupted ({message})" in reason and "write past the end of a tensor" in reason
+    assert "memcheck" in reason
     _assert_nothing_left(out, tmp_path)
 
 

@@ -178,6 +178,28 @@ def find_driver_fault(text: str) -> str | None:
     return None
 
 
+#: The C library's messages when it finds its heap corrupted (glibc ``malloc/malloc.c``
+#: ``malloc_printerr`` calls, which then abort): in Triton's interpreter, where a kernel's
+#: loads and stores are plain host-memory accesses, the usual cause is a write past a tensor.
+HEAP_CORRUPTION_PATTERNS: tuple[str, ...] = (
+    r"(?:munmap|mremap)_chunk\(\): invalid pointer",
+    r"free\(\): [^\n]*(?:invalid|corrupted)[^\n]*",
+    r"double free or corruption[^\n]*",
+    r"corrupted (?:size vs\. prev_size|double-linked list|top size|unsorted chunks)[^\n]*",
+    r"malloc(?:_consolidate)?\(\): [^\n]*(?:invalid|corrupted|unaligned)[^\n]*",
+)
+
+
+def find_heap_corruption(text: str) -> str | None:
+    """The first message of the C library about a corrupted heap in ``text`` (e.g.
+    ``mremap_chunk(): invalid pointer``), or ``None``."""
+    for pattern in HEAP_CORRUPTION_PATTERNS:
+        m = re.search(pattern, text)
+        if m:
+            return m.group(0).strip()
+    return None
+
+
 def find_oom(text: str) -> str | None:
     """The first out-of-memory message in ``text`` (``MemoryError``, ``CUDA out of memory``,
     ``DefaultCPUAllocator: can't allocate memory``, ...), or ``None``."""
@@ -255,6 +277,12 @@ def classify(outcome: WorkerOutcome) -> tuple[VerdictKind, str]:
         reason = f"the worker died by {sig} (signal {number}){where}"
         if fault:
             reason += f"; driver fault: {fault}"
+        heap = find_heap_corruption(stderr)
+        if heap:
+            reason += (f"; the C library found its heap corrupted ({heap}): a write past the end of a "
+                       "tensor is the usual cause (a store mask or grid that lets lanes past the output); "
+                       "verifying with memcheck (`xeforge verify --memcheck`, \"Verify with memcheck\" in the "
+                       "app) checks every access and names the first one out of bounds")
         return VerdictKind.CRASH, reason
     oom = find_oom(stderr)
     if oom:

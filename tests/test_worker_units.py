@@ -99,6 +99,7 @@ def test_unwritten_elements_are_counted_when_memory_is_poisoned():
     out[5:] = float("nan")
     ok, comps, _, _ = compare_outputs([out], [exp], Tolerance(), poisoned=True)
     assert not ok and "3 output element(s) left unwritten" in comps[0].note
+    assert "(first at [5]: got nan, expected 1)" in comps[0].note  # where to look
 
 
 def test_integer_outputs_are_exact():

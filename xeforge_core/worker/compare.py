@@ -338,7 +338,7 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
     if poisoned and unwritten:
         notes.append(f"{unwritten} output element(s) left unwritten, or computed from memory nothing "
                      "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
-                     "memory, where the expected output has values")
+                     "memory, where the expected output has values" + _first_text(comp))
     comp.passed = comp.mismatches == 0
     if not comp.passed and not any("left unwritten" in n for n in notes):
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside rtol {rtol:g}, "
@@ -380,7 +380,7 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
     if cal.unwritten:
         notes.append(f"{cal.unwritten} output element(s) left unwritten, or computed from memory nothing "
                      "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
-                     "memory, where the expected output has values")
+                     "memory, where the expected output has values" + _first_text(comp))
     comp.passed = comp.mismatches == 0
     if not comp.passed and not cal.unwritten:
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside the float64-calibrated bound "

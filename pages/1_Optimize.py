@@ -144,7 +144,8 @@ if cached(session, "plain_pytorch", wb.pytorch_start_needed):
     st.info("The current version is a plain-PyTorch Model: no Triton kernel yet. **Start from PyTorch** asks "
             "TorchInductor (torch.compile's backend) for the Triton kernels of the model, in a sandboxed worker, "
             "converts them into a standalone ModelNew, verifies it against the problem and commits it as version 1. "
-            "Matrix products and convolutions stay torch library calls: the rationale names them (not Triton yet).")
+            "Matrix products run in the version's own Triton GEMM; convolutions and integer products stay torch "
+            "library calls, and the rationale names them (not Triton yet).")
     saved = st.file_uploader("Saved TorchInductor capture (.json, optional: written on a GPU machine with "
                              "`xeforge inductor capture`; converted here instead of generating)",
                              type=["json"], key="opt_capture_upload")

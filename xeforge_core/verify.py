@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -59,8 +60,21 @@ from xeforge_core.errors import XeForgeError
 from xeforge_core.precision import PrecisionPolicy, parse_allowances
 from xeforge_core.problem import ProblemError, odd_size_variant
 from xeforge_core.problem.module import entry_point
-from xeforge_core.problem.scaling import estimate_input_bytes, odd_module_variant, variant_input_elements
-from xeforge_core.sizes import TileChoice, checked_sizes, choose_sizes, plan_probe
+from xeforge_core.problem.scaling import (
+    estimate_input_bytes,
+    odd_module_variant,
+    smaller_reduced_variant,
+    variant_input_elements,
+)
+from xeforge_core.sizes import (
+    INTERPRETER_MAX_PROGRAMS,
+    INTERPRETER_MAX_TILE_WORK,
+    TileChoice,
+    checked_sizes,
+    choose_sizes,
+    launched_work,
+    plan_probe,
+)
 from xeforge_core.verdict import Finding, Step, StepStatus, Verdict, VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
@@ -548,7 +562,44 @@ class _Run:
                             for v in self.correctness]
         return True
 
-    def derive_tile_sizes(self) -> Verdict | None:
+    def shrink_for_interpreter(self, base: Any, evidence: dict[str, Any], depth: int) -> bool:
+        """In Triton's interpreter, replace the problem's reduced variant ``base`` (and its
+        ``-odd`` copy) with a smaller one when a module's launches there exceed the
+        interpreter's per-call budget (``sizes.LaunchWork``): the inputs' size, which the
+        reduction bounds, does not bound the work (two thin matrices make a large product).
+        Returns whether it did (the caller probes again at the new size)."""
+        if not self.device.interpreter or depth >= 3 or self.opts.variants is not None:
+            return False
+        work = launched_work(evidence, base.name)
+        over = work.over_interpreter_budget()
+        if over <= 1.0:
+            return False
+        smaller = smaller_reduced_variant(self.problem, base, over)
+        if smaller is None:
+            return False
+        shown = ", ".join(f"{k}={v}" for k, v in (smaller.overrides or smaller.dims).items()
+                          if (base.overrides or base.dims).get(k) != v)
+        smaller = dataclasses.replace(smaller, derived=(
+            f"{smaller.derived}; smaller for Triton's CPU interpreter ({shown}): at {base.name}'s first sizes "
+            f"{work.text()}, over its budget of {INTERPRETER_MAX_PROGRAMS} programs and "
+            f"{INTERPRETER_MAX_TILE_WORK:.2g} tile elements x trips"))
+        odd_name = f"{base.name}-odd"
+        kept = []
+        for v in self.correctness:
+            if v.name == base.name:
+                kept.append(smaller)
+            elif v.name == odd_name:
+                odd = (odd_size_variant(self.problem, smaller) if self.problem.spec is not None
+                       else odd_module_variant(self.problem, smaller))
+                if odd is not None:
+                    kept.append(odd)
+            else:
+                kept.append(v)
+        self.correctness = kept
+        _say(self.on_progress, f"sizes: {base.name} made smaller for the interpreter ({shown}): {work.text()}")
+        return True
+
+    def derive_tile_sizes(self, depth: int = 0) -> Verdict | None:
         """Probe the kernels' launches around the first correctness variant (the ``sizes`` job)
         and check at the size derived from their tiles (``xeforge_core.sizes``), in place of the
         ``-odd`` copies this run derived. A probe that fails keeps those copies, and says why.
@@ -576,6 +627,8 @@ class _Run:
             self.warnings.append(f"the kernels' tiles could not be probed ({why}): sizes derived from them are "
                                  "not checked")
             return None
+        if self.shrink_for_interpreter(base, step.evidence, depth):
+            return self.derive_tile_sizes(depth + 1)
         self.tiles = choose_sizes(self.problem, probe, step.evidence, device_type=self.device.type)
         if self.tiles.variant is None:
             return None

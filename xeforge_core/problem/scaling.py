@@ -30,7 +30,7 @@ from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import Problem, Variant, is_ci_variant
 
 __all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant", "reduced_spec_variant",
-           "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS", "size_values", "variant_with_sizes"]
+           "smaller_reduced_variant", "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS", "size_values", "variant_with_sizes"]
 
 #: Names (case-insensitive, matched as whole words or ``_``-separated parts) that are not tensor
 #: sizes, so scaling never touches them.
@@ -335,6 +335,28 @@ def reduced_spec_variant(problem: Problem, max_input_elements: int = REDUCED_MAX
             break
     shown = ", ".join(f"{d}={base.dims[d]}->{small.dims[d]}" for d in names if small.dims[d] != base.dims[d])
     return replace(small, derived=f"the spec has no ci variant: {base.name} reduced for correctness ({shown})")
+
+
+def smaller_reduced_variant(problem: Problem, variant: Variant, ratio: float) -> Variant | None:
+    """The problem's reduced variant (``module-small`` or ``<default>-small``) rebuilt with its
+    input bound divided by ``ratio`` (rounded up to a power of two, at least 2) from the inputs
+    of ``variant``: the reduced variant itself, or the published ``module`` of a problem whose
+    inputs were small enough to need none. ``None`` for any other variant, or when the smaller
+    bound changes no size. Used where the inputs' size does not bound the
+    work (a product of two thin matrices has a large output): the caller measures the work at
+    ``variant`` and asks for a variant ``ratio`` times smaller."""
+    published = variant.name == "module" and problem.spec is None and "module-small" not in problem.module_variants
+    if variant.name not in problem.module_variants and not published:
+        return None
+    now = variant_input_elements(problem, variant)
+    if not now:
+        return None
+    bound = max(1, now >> max(1, math.ceil(math.log2(max(ratio, 2.0)))))
+    smaller = reduced_module_variant(problem, bound) or reduced_spec_variant(problem, bound)
+    if smaller is None or (smaller.name != variant.name and not published) or \
+            (smaller.overrides == variant.overrides and smaller.dims == variant.dims):
+        return None
+    return smaller
 
 
 def _spec_size_dims(problem: Problem, variant: Variant) -> list[str]:

@@ -78,6 +78,7 @@ if picked != target_now.profile:
 # the plan and its statuses live in the session's refs; the issues in the analysis of the head
 items = cached(session, f"plan_items:{id(wb.analysis)}:{wb.target().profile}", wb.plan_items)
 current = cached(session, "current_stage", lambda: session.current_stage)
+plain_pytorch = cached(session, "plain_pytorch", wb.pytorch_start_needed)
 engine = wb.settings.engine
 run_engine = engine if engine != "manual" else "rules"  # the manual engine's Propose runs the rules engine
 st.subheader("Stage plan")
@@ -94,6 +95,9 @@ if items:
     idle = wb.nothing_to_do(run_engine)
     if idle:
         st.warning(idle + " The Manual tab gives the exact prompt for any chat LLM.")
+elif plain_pytorch:
+    st.info("No stage is planned yet: the stages are planned on the first Triton version, which "
+            "**Start from PyTorch** below writes.")
 else:
     st.info("The plan is empty: analysis found no stage with work. Add a stage below.")
 
@@ -140,7 +144,7 @@ first_job = wb.jobs.current("first_version")
 busy = any(j is not None and not j.finished for j in (propose_job, verify_job, port_job, first_job))
 
 # ------------------------------------------------------------------ start from PyTorch
-if cached(session, "plain_pytorch", wb.pytorch_start_needed):
+if plain_pytorch:
     st.info("The current version is a plain-PyTorch Model: no Triton kernel yet. **Start from PyTorch** asks "
             "TorchInductor (torch.compile's backend) for the Triton kernels of the model, in a sandboxed worker, "
             "converts them into a standalone ModelNew, verifies it against the problem and commits it as version 1. "
@@ -179,7 +183,9 @@ if foreign:
         _act(wb.start_portability)
 job_progress(port_job, key="portability", on_cancel=lambda: wb.cancel("portability"))
 
-if current is None:
+if current is None and plain_pytorch:
+    pass  # nothing to optimize before the first Triton version
+elif current is None:
     st.success("Every planned stage is finished. See **History** for the timeline and downloads, "
                "or add a stage to the plan.")
     nav_link("pages/2_History.py", "History", "📜")

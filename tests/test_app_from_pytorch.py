@@ -59,6 +59,9 @@ def test_start_from_pytorch_commits_version_1_from_a_saved_capture(env: Path) ->
     session = wb.session
     opt = _optimize(wb)
     assert "plain-PyTorch Model" in _texts(opt)
+    # before the first version nothing is planned, and nothing is said to be finished
+    assert "planned on the first Triton version" in _texts(opt)
+    assert "Every planned stage is finished" not in _texts(opt) and "The plan is empty" not in _texts(opt)
     capture = (FIX / "conv_relu_bias.capture.json").read_bytes()
     opt.file_uploader(key="opt_capture_upload").set_value(("conv_relu_bias.capture.json", capture,
                                                              "application/json"))

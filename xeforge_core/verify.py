@@ -67,7 +67,7 @@ from xeforge_core.problem.scaling import (
     variant_input_elements,
 )
 from xeforge_core.sizes import (
-    INTERPRETER_MAX_PROGRAMS,
+    INTERPRETER_MAX_PROGRAM_TRIPS,
     INTERPRETER_MAX_TILE_WORK,
     TileChoice,
     checked_sizes,
@@ -581,7 +581,7 @@ class _Run:
                           if (base.overrides or base.dims).get(k) != v)
         smaller = dataclasses.replace(smaller, derived=(
             f"{smaller.derived}; smaller for Triton's CPU interpreter ({shown}): at {base.name}'s first sizes "
-            f"{work.text()}, over its budget of {INTERPRETER_MAX_PROGRAMS} programs and "
+            f"{work.text()}, over its budget of {INTERPRETER_MAX_PROGRAM_TRIPS} program-trips and "
             f"{INTERPRETER_MAX_TILE_WORK:.2g} tile elements x trips"))
         odd_name = f"{base.name}-odd"
         kept = []

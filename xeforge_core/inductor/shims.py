@@ -76,16 +76,12 @@ def _multiply(a, b):
 def prod(values, axis):
     return tl.reduce(values, axis, _multiply)
 ''', ("_multiply",)),
-    "_logical_or": ('''
-@triton.jit
-def _logical_or(a, b):
-    return a | b
-''', ()),
     "any": ('''
 @triton.jit
 def any(a, dim):
-    return tl.reduce(a, dim, _logical_or)
-''', ("_logical_or",)),
+    # whether any lane along dim is set (a max of 0/1, quicker than a custom combine)
+    return tl.max((a != 0).to(tl.int8), dim) > 0
+''', ()),
     "div_floor_integer": ('''
 @triton.jit
 def div_floor_integer(a, b):
@@ -132,13 +128,39 @@ def minimum_with_index(a_value, a_index, b_value, b_index):
     "max_with_index": ('''
 @triton.jit
 def max_with_index(value, index, dim):
-    return tl.reduce((value, index), dim, maximum_with_index)
-''', ("maximum_with_index",)),
+    # the largest value along dim (NaN first) and the lowest index among the lanes holding it:
+    # what tl.reduce((value, index), dim, maximum_with_index) gives, from built-in reductions,
+    # which the interpreter runs far quicker than a custom combine
+    if is_floating(value):
+        nan = value != value
+        has_nan = tl.max(nan.to(tl.int8), dim) > 0
+        best = tl.where(has_nan, float("nan"), tl.max(tl.where(nan, float("-inf"), value), dim))
+        holds = tl.where(tl.expand_dims(has_nan, dim), nan, value == tl.expand_dims(best, dim))
+    else:
+        best = tl.max(value, dim)
+        holds = value == tl.expand_dims(best, dim)
+    # lanes not holding it take the largest index, so the smallest of the rest is the answer
+    best_index = tl.min(tl.where(holds, index, tl.expand_dims(tl.max(index, dim), dim)), dim)
+    return best, best_index
+''', ("is_floating",)),
     "min_with_index": ('''
 @triton.jit
 def min_with_index(value, index, dim):
-    return tl.reduce((value, index), dim, minimum_with_index)
-''', ("minimum_with_index",)),
+    # the smallest value along dim (NaN first) and the lowest index among the lanes holding it:
+    # what tl.reduce((value, index), dim, minimum_with_index) gives, from built-in reductions,
+    # which the interpreter runs far quicker than a custom combine
+    if is_floating(value):
+        nan = value != value
+        has_nan = tl.max(nan.to(tl.int8), dim) > 0
+        best = tl.where(has_nan, float("nan"), tl.min(tl.where(nan, float("inf"), value), dim))
+        holds = tl.where(tl.expand_dims(has_nan, dim), nan, value == tl.expand_dims(best, dim))
+    else:
+        best = tl.min(value, dim)
+        holds = value == tl.expand_dims(best, dim)
+    # lanes not holding it take the largest index, so the smallest of the rest is the answer
+    best_index = tl.min(tl.where(holds, index, tl.expand_dims(tl.max(index, dim), dim)), dim)
+    return best, best_index
+''', ("is_floating",)),
     "welford_reduce": ('''
 @triton.jit
 def welford_reduce(value, mean, m2, weight, first_iteration):

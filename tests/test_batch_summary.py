@@ -237,3 +237,22 @@ def test_sequential_batch_resumes_from_its_summary(tmp_path, capsys, monkeypatch
     assert not any(p.name.startswith("01_vector_add") for p in (tmp_path / "ws").iterdir())
     assert "batch 1/1 (+1 from the summary): 0 done, 0 running, 1 failed" in err
     assert os.path.exists(summary_json_path(out))
+
+
+def test_ctrl_c_also_sets_the_flag_the_batch_loops_poll():
+    """A Ctrl-C that a library swallows on its way up still stops the batch: the handler sets
+    the flag the loops poll before raising KeyboardInterrupt, and the old handler comes back."""
+    import signal
+    import threading
+
+    from xeforge_core.commands.batch import _interrupt_sets
+
+    flag = threading.Event()
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), _interrupt_sets(flag):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            assert flag.is_set()  # swallowed here, as a library might: the flag is still set
+        raise KeyboardInterrupt
+    assert flag.is_set() and signal.getsignal(signal.SIGINT) is before

@@ -20,8 +20,11 @@ Exit status: 0 every kernel ran without error, 1 some kernel had an error, 2 bad
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -176,11 +179,15 @@ def run(args: argparse.Namespace) -> int:
     common = {"stages": stages, "target": args.target, "workspace": workspace, "iterations": args.iterations,
               "best_of": args.best_of, "verify_options": verify_options(args), "portability": not args.no_portability,
               **loop_options(args)}
+    interrupted = threading.Event()
     try:
-        if items and args.ray is not None:
-            _run_ray(args, items, common, bar, lines, on_row)
-        elif items:
-            _run_local(args, items, devices, common, bar, lines, on_row)
+        with _interrupt_sets(interrupted):
+            if items and args.ray is not None:
+                _run_ray(args, items, common, bar, lines, on_row, interrupted)
+            elif items:
+                _run_local(args, items, devices, common, bar, lines, on_row, interrupted)
+        if interrupted.is_set():  # the KeyboardInterrupt was swallowed on the way; the flag stopped the batch
+            raise KeyboardInterrupt
     except KeyboardInterrupt:
         bar.close()
         print(f"\ninterrupted; the summary keeps {len(done_rows)} finished kernel(s), and finished kernels "
@@ -209,12 +216,32 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_KERNEL_ERROR if any(r.error for r in all_rows) else EXIT_OK
 
 
-def _run_local(args: argparse.Namespace, items: list, devices: list, common: dict, bar: Any, lines: Any,
-               on_row: Any) -> list:
-    """The batch on this machine's devices, one worker thread each (``xeforge_core.batch``)."""
-    from xeforge_core.batch import run_batch
+@contextlib.contextmanager
+def _interrupt_sets(flag: threading.Event) -> Iterator[None]:
+    """Ctrl-C (SIGINT) also sets ``flag`` before raising ``KeyboardInterrupt`` as usual: the
+    batch loops poll it, so the batch stops even where a library (Ray's client calls) catches
+    the exception on its way up. Only in the main thread (where Python runs signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
 
-    cancel = threading.Event()
+    def on_interrupt(signum: int, frame: Any) -> None:
+        flag.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_local(args: argparse.Namespace, items: list, devices: list, common: dict, bar: Any, lines: Any,
+               on_row: Any, cancel: threading.Event) -> list:
+    """The batch on this machine's devices, one worker thread each (``xeforge_core.batch``);
+    ``cancel`` stops it."""
+    from xeforge_core.batch import run_batch
 
     class _PerKernel:
         """Progress printer that names the kernel of each event (workers run kernels in parallel)."""
@@ -246,8 +273,9 @@ def _run_local(args: argparse.Namespace, items: list, devices: list, common: dic
         raise
 
 
-def _run_ray(args: argparse.Namespace, items: list, common: dict, bar: Any, lines: Any, on_row: Any) -> list:
-    """The batch as Ray tasks (``xeforge_core.raybatch``)."""
+def _run_ray(args: argparse.Namespace, items: list, common: dict, bar: Any, lines: Any, on_row: Any,
+             cancel: threading.Event) -> list:
+    """The batch as Ray tasks (``xeforge_core.raybatch``); ``cancel`` stops it."""
     from xeforge_core.raybatch import RayBatchOptions, run_ray_batch
 
     printers: dict[str, ProgressPrinter] = {}
@@ -269,4 +297,5 @@ def _run_ray(args: argparse.Namespace, items: list, common: dict, bar: Any, line
 
     options = RayBatchOptions(address=args.ray or None, max_retries=args.max_retries, num_gpus=args.ray_gpus)
     return run_ray_batch(items, options=options, device=args.device, engine_name=args.engine,
-                         on_row=on_row, on_start=on_start, on_event=on_event, on_info=bar.print, **common)
+                         on_row=on_row, on_start=on_start, on_event=on_event, on_info=bar.print, cancel=cancel,
+                         **common)

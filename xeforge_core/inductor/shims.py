@@ -44,28 +44,36 @@ def minimum(a, b):
         take_a |= a != a
     return tl.where(take_a, a, b)
 ''', ("is_floating",)),
+    "_any_nan": ('''
+@triton.jit
+def _any_nan(a, dim):
+    # whether any lane along dim is NaN (a max of 0/1)
+    return tl.max((a != a).to(tl.int8), dim) > 0
+''', ()),
+    "_extreme": ('''
+@triton.jit
+def _extreme(a, dim, LARGEST: tl.constexpr):
+    # the largest (smallest) value along dim; NaN if any is NaN. tl.max / tl.min plus a NaN
+    # check is the same reduction as tl.reduce(a, dim, maximum / minimum) and far quicker in
+    # the interpreter
+    if LARGEST:
+        result = tl.max(a, dim)
+    else:
+        result = tl.min(a, dim)
+    if is_floating(a):
+        result = tl.where(_any_nan(a, dim), float("nan"), result)
+    return result
+''', ("is_floating", "_any_nan")),
     "max2": ('''
 @triton.jit
 def max2(a, dim):
-    # the largest value along dim; NaN if any is NaN. tl.max plus a NaN count is the same
-    # reduction as tl.reduce(a, dim, maximum) and far quicker in the interpreter
-    result = tl.max(a, dim)
-    if is_floating(a):
-        has_nan = tl.max((a != a).to(tl.int8), dim) > 0
-        result = tl.where(has_nan, float("nan"), result)
-    return result
-''', ("is_floating",)),
+    return _extreme(a, dim, True)
+''', ("_extreme",)),
     "min2": ('''
 @triton.jit
 def min2(a, dim):
-    # the smallest value along dim; NaN if any is NaN. tl.min plus a NaN count is the same
-    # reduction as tl.reduce(a, dim, minimum) and far quicker in the interpreter
-    result = tl.min(a, dim)
-    if is_floating(a):
-        has_nan = tl.max((a != a).to(tl.int8), dim) > 0
-        result = tl.where(has_nan, float("nan"), result)
-    return result
-''', ("is_floating",)),
+    return _extreme(a, dim, False)
+''', ("_extreme",)),
     "_multiply": ('''
 @triton.jit
 def _multiply(a, b):
@@ -125,42 +133,31 @@ def minimum_with_index(a_value, a_index, b_value, b_index):
     take_a |= tie & (a_index < b_index)
     return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)
 ''', ("is_floating",)),
+    "_extreme_with_index": ('''
+@triton.jit
+def _extreme_with_index(value, index, dim, LARGEST: tl.constexpr):
+    # the largest (smallest) value along dim, NaN first, and the lowest index among the lanes
+    # holding it: what tl.reduce((value, index), dim, maximum_with_index / minimum_with_index)
+    # gives, from built-in reductions, which the interpreter runs far quicker than a custom combine
+    best = _extreme(value, dim, LARGEST)
+    holds = value == tl.expand_dims(best, dim)
+    if is_floating(value):
+        nan = value != value
+        holds = tl.where(tl.expand_dims(_any_nan(value, dim), dim), nan, holds)
+    # lanes not holding it take the largest index, so the smallest of the rest is the answer
+    best_index = tl.min(tl.where(holds, index, tl.expand_dims(tl.max(index, dim), dim)), dim)
+    return best, best_index
+''', ("_extreme", "is_floating", "_any_nan")),
     "max_with_index": ('''
 @triton.jit
 def max_with_index(value, index, dim):
-    # the largest value along dim (NaN first) and the lowest index among the lanes holding it:
-    # what tl.reduce((value, index), dim, maximum_with_index) gives, from built-in reductions,
-    # which the interpreter runs far quicker than a custom combine
-    if is_floating(value):
-        nan = value != value
-        has_nan = tl.max(nan.to(tl.int8), dim) > 0
-        best = tl.where(has_nan, float("nan"), tl.max(tl.where(nan, float("-inf"), value), dim))
-        holds = tl.where(tl.expand_dims(has_nan, dim), nan, value == tl.expand_dims(best, dim))
-    else:
-        best = tl.max(value, dim)
-        holds = value == tl.expand_dims(best, dim)
-    # lanes not holding it take the largest index, so the smallest of the rest is the answer
-    best_index = tl.min(tl.where(holds, index, tl.expand_dims(tl.max(index, dim), dim)), dim)
-    return best, best_index
-''', ("is_floating",)),
+    return _extreme_with_index(value, index, dim, True)
+''', ("_extreme_with_index",)),
     "min_with_index": ('''
 @triton.jit
 def min_with_index(value, index, dim):
-    # the smallest value along dim (NaN first) and the lowest index among the lanes holding it:
-    # what tl.reduce((value, index), dim, minimum_with_index) gives, from built-in reductions,
-    # which the interpreter runs far quicker than a custom combine
-    if is_floating(value):
-        nan = value != value
-        has_nan = tl.max(nan.to(tl.int8), dim) > 0
-        best = tl.where(has_nan, float("nan"), tl.min(tl.where(nan, float("inf"), value), dim))
-        holds = tl.where(tl.expand_dims(has_nan, dim), nan, value == tl.expand_dims(best, dim))
-    else:
-        best = tl.min(value, dim)
-        holds = value == tl.expand_dims(best, dim)
-    # lanes not holding it take the largest index, so the smallest of the rest is the answer
-    best_index = tl.min(tl.where(holds, index, tl.expand_dims(tl.max(index, dim), dim)), dim)
-    return best, best_index
-''', ("is_floating",)),
+    return _extreme_with_index(value, index, dim, False)
+''', ("_extreme_with_index",)),
     "welford_reduce": ('''
 @triton.jit
 def welford_reduce(value, mean, m2, weight, first_iteration):

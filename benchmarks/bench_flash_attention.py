@@ -56,7 +56,6 @@ import importlib.util
 import itertools
 import json
 import math
-import multiprocessing
 import os
 import platform
 import statistics
@@ -281,22 +280,45 @@ def check_task(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_checks(tasks: list[dict[str, Any]], workers: int, log: Any) -> list[dict[str, Any]]:
+#: Seconds one check (compile and one call) may take before it counts as a hang: the slowest
+#: right config compiled and ran in under 10 s on the H200 with 14 checks at once; the
+#: warp-specialized step 10 configs never finished (docs/measured/h200-fa-ws-hang).
+CHECK_TIMEOUT_S = 180.0
+
+
+def _check_row(task: dict[str, Any], error: str, seconds: float) -> dict[str, Any]:
+    return {**{k: task[k] for k in ("step", "variant", "select", "kind")}, "ok": False, "error": error,
+            "seconds": seconds}
+
+
+def run_checks(tasks: list[dict[str, Any]], workers: int, log: Any,
+               task_timeout_s: float = CHECK_TIMEOUT_S) -> list[dict[str, Any]]:
     """:func:`check_task` over ``tasks`` in ``workers`` spawned processes (each keeps its modules
-    and compiled kernels; Triton's on-disk cache is shared with this process)."""
+    and compiled kernels; Triton's on-disk cache is shared with this process), in task order. A
+    check with no result after ``task_timeout_s`` seconds is a hang: its worker is killed (the
+    kernel with it) and the check is wrong with ``hang`` set; a worker that dies is a crash."""
+    from bounded_pool import run_bounded
+
     if not tasks:
         return []
-    done: list[dict[str, Any]] = []
-    ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max(1, workers), mp_context=ctx) as pool:
-        for i, res in enumerate(pool.map(check_task, tasks, chunksize=1)):
-            done.append(res)
-            if not res.get("ok"):
-                log(f"check step {res['step']} at {res['variant']} {res['select']}: "
-                    + (res.get("error") or f"max abs error {res.get('max_err'):.3g} > {ATOL}"))
-            if (i + 1) % 50 == 0:
-                log(f"checked {i + 1}/{len(tasks)}")
-    return done
+    done: list[tuple[int, dict[str, Any]]] = []
+
+    def hung(task: dict[str, Any], seconds: float) -> dict[str, Any]:
+        return {**_check_row(task, f"hang: no result in {seconds:.0f} s (the kernel never finished)", seconds),
+                "hang": True}
+
+    def crashed(task: dict[str, Any], code: int | None) -> dict[str, Any]:
+        return _check_row(task, f"crash: the check's worker died (exit code {code})", 0.0)
+
+    for index, res in run_bounded(check_task, tasks, workers=max(1, workers), task_timeout_s=task_timeout_s,
+                                  on_timeout=hung, on_crash=crashed):
+        done.append((index, res))
+        if not res.get("ok"):
+            log(f"check step {res['step']} at {res['variant']} {res['select']}: "
+                + (res.get("error") or f"max abs error {res.get('max_err'):.3g} > {ATOL}"))
+        if len(done) % 50 == 0:
+            log(f"checked {len(done)}/{len(tasks)}")
+    return [res for _, res in sorted(done, key=lambda d: d[0])]
 
 
 # --------------------------------------------------------------------------- phase 3: time
@@ -568,7 +590,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--sweep", action="store_true", help="also time a grid of configs of the last steps per shape")
     ap.add_argument("--workers", type=int, default=0, help="parallel verifications and check processes "
                                                            "(default: from the CPU count)")
-    ap.add_argument("--timeout", type=float, default=600.0, help="verifier job limit, seconds")
+    ap.add_argument("--timeout", type=float, default=240.0,
+                    help="verifier job limit, seconds (a config that hangs costs this much before it is a timeout)")
+    ap.add_argument("--check-timeout", type=float, default=CHECK_TIMEOUT_S,
+                    help="seconds one check against SDPA may take before it counts as a hang")
     ap.add_argument("--deadline-min", type=float, default=8.5, help="stop the sweep, then the timing, past this")
     return ap.parse_args(argv)
 
@@ -653,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     with cf.ThreadPoolExecutor(1) as side:
-        checks = side.submit(run_checks, tasks, max(1, cpus - workers) if timed else 1, log)
+        checks = side.submit(run_checks, tasks, max(1, cpus - workers) if timed else 1, log, args.check_timeout)
         verdicts = verify_steps(steps, variants, dev_name, workers, args.timeout, log)
         res.verification = [{"step": i, **v} for i, v in sorted(verdicts.items())]
         phase("verification", t0)

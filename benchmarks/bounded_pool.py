@@ -1,0 +1,115 @@
+"""Worker processes with a limit per task: a task that hangs (a kernel that never finishes on the
+GPU) costs its limit, not the run.
+
+``concurrent.futures.ProcessPoolExecutor`` cannot stop one task: a worker stuck in a kernel that
+never completes keeps its slot, and the pool's shutdown waits for it forever. Here each worker is
+a spawned process fed one task at a time through a pipe; a task that gives no result within
+``task_timeout_s`` seconds has its worker killed (the driver ends the worker's GPU context and
+the kernel with it), becomes the row ``on_timeout(task, seconds)``, and a fresh worker takes the
+next task. Workers otherwise live for the whole run, so the modules and compiled kernels they
+load stay warm between tasks. A worker that dies by itself (a crash) is replaced the same way and
+its task becomes ``on_crash(task, exitcode)``.
+
+    rows = run_bounded(check_task, tasks, workers=12, task_timeout_s=120,
+                       on_timeout=lambda t, s: {**t, "ok": False, "error": f"no result in {s:.0f} s"},
+                       on_crash=lambda t, c: {**t, "ok": False, "error": f"worker died ({c})"})
+
+``fn`` must be importable by name (a module-level function), as for any spawned process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+__all__ = ["run_bounded"]
+
+
+def _serve(fn: Callable[[Any], Any], conn: Connection) -> None:
+    """A worker: call ``fn`` on each task received until ``None`` arrives; send each result."""
+    while True:
+        task = conn.recv()
+        if task is None:
+            return
+        conn.send(fn(task))
+
+
+class _Worker:
+    def __init__(self, ctx: Any, fn: Callable[[Any], Any]) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(fn, child), daemon=True)
+        self.proc.start()
+        child.close()
+        self.index: int | None = None
+        self.started = 0.0
+
+    def give(self, index: int, task: Any) -> None:
+        self.index, self.started = index, time.monotonic()
+        self.conn.send(task)
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+
+def run_bounded(fn: Callable[[Any], Any], tasks: list[Any], *, workers: int, task_timeout_s: float,
+                on_timeout: Callable[[Any, float], Any], on_crash: Callable[[Any, int | None], Any],
+                ) -> Iterator[tuple[int, Any]]:
+    """Run ``fn(task)`` for every task in ``workers`` spawned processes; yield ``(index, result)``
+    in completion order (``index`` into ``tasks``). A task with no result after
+    ``task_timeout_s`` seconds yields ``on_timeout(task, seconds)``; one whose worker died yields
+    ``on_crash(task, exitcode)``. Raises ``ValueError`` for ``workers < 1`` or a limit that is
+    not positive; an exception inside ``fn`` is ``fn``'s to turn into a result (it kills the
+    worker otherwise, and the task is reported as a crash)."""
+    if workers < 1 or task_timeout_s <= 0:
+        raise ValueError(f"workers must be at least 1 and task_timeout_s positive (got {workers}, {task_timeout_s})")
+    ctx = multiprocessing.get_context("spawn")
+    pending = list(enumerate(tasks))[::-1]
+    pool = [_Worker(ctx, fn) for _ in range(min(workers, len(tasks)))]
+    try:
+        for w in pool:
+            if pending:
+                w.give(*pending.pop())
+        while any(w.index is not None for w in pool):
+            busy = [w for w in pool if w.index is not None]
+            next_deadline = min(w.started for w in busy) + task_timeout_s
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy],
+                         timeout=max(0.0, next_deadline - time.monotonic()))
+            for i, w in enumerate(pool):
+                if w.index is None:
+                    continue
+                index, task = w.index, tasks[w.index]
+                result: Any = None
+                replace = False
+                if w.conn in ready or w.conn.poll():
+                    try:
+                        result = w.conn.recv()
+                    except (EOFError, OSError):
+                        result, replace = on_crash(task, w.proc.exitcode), True
+                elif w.proc.sentinel in ready:
+                    w.proc.join(1)
+                    result, replace = on_crash(task, w.proc.exitcode), True
+                elif time.monotonic() - w.started >= task_timeout_s:
+                    result, replace = on_timeout(task, time.monotonic() - w.started), True
+                else:
+                    continue
+                w.index = None
+                if replace:
+                    w.kill()
+                    w = pool[i] = _Worker(ctx, fn)
+                yield index, result
+                if pending:
+                    w.give(*pending.pop())
+    finally:
+        for w in pool:
+            if w.index is None and w.proc.is_alive():
+                with contextlib.suppress(OSError):
+                    w.conn.send(None)
+                w.proc.join(5)
+            w.kill()

@@ -9,10 +9,11 @@ the lazy rescale), each forced alone, per head-dim class (:data:`VARIANTS`). Thr
    every benchmark shape and every ``ci``/``check`` shape of the spec whose head-dim class it
    serves, against SDPA in fp32 (absolute error at most ``ATOL``, non-finite outputs wrong). This
    also compiles every kernel into Triton's cache. A variant wrong at any shape is reported wrong
-   with its shapes and errors and is **never timed**; warp-specialized variants with three stages
-   are in the grid to find out whether host-built descriptors avoid the fault that the
-   device-built ones showed at three and four stages (``docs/measured/h200-flash-attention``'s
-   history), never to be kept unless right everywhere.
+   with its shapes and errors and is **never timed**; a check with no result after
+   ``--check-timeout`` seconds is a hang (its worker is killed, the variant is wrong).
+   Warp-specialized variants (:data:`WS_VARIANTS`) are checked only with ``--warp-specialized``:
+   on the H200 with Triton 3.6 every one of them hung, host-built descriptors and two stages
+   included (``docs/measured/h200-fa-ws-hang``), so the flag is for trying a newer Triton.
 2. **time** (serial, this process): per benchmark shape, the median of ``--rounds`` interleaved
    rounds of ``triton.testing.do_bench`` medians (L2 flushed before each call), exactly as
    ``bench_flash_attention.py`` times the trajectory: SDPA twice (A/A, the noise), steps 6, 7, 9
@@ -20,13 +21,15 @@ the lazy rescale), each forced alone, per head-dim class (:data:`VARIANTS`). Thr
    whose autotuners hold only that config.
 3. **report**: ``sweep.csv`` (one row per variant and shape), ``results.json`` and ``summary.md``
    (per shape the variants ranked, the best correct one against the 0.95x goal, the steps in
-   order with their ratio to the step before, the warp-specialization correctness matrix) in
+   order with their ratio to the step before, the warp-specialization correctness matrix when
+   checked) in
    ``--out``, rewritten after every shape, so a run cut short keeps what it measured.
 
 Usage (from the repository root, on the GPU machine)::
 
     python benchmarks/sweep_fa_hopper.py --out $OUT/sweep
-    python benchmarks/sweep_fa_hopper.py --out /tmp/s --shapes bench-gpu --only ws-128x128-s2,plain-128x64-w8-s3
+    python benchmarks/sweep_fa_hopper.py --out /tmp/s --shapes bench-gpu --only pipe-64x64-w4-s3,plain-128x64-w8-s3
+    python benchmarks/sweep_fa_hopper.py --out /tmp/ws --warp-specialized --only ws-128x128-s2
 
 About 1.5-2.5 minutes of checking and compiling with 16 cores, then about 1 minute of timing; the
 run stops timing at ``--deadline-min`` (default 5.5). Without a GPU (``--device cpu``) only the
@@ -56,6 +59,7 @@ for _path in (ROOT, ROOT / "benchmarks"):  # the product, and the sibling script
 
 from bench_flash_attention import (  # noqa: E402
     ATOL,
+    CHECK_TIMEOUT_S,
     PEAK_FP16_TFLOPS,
     dims_text,
     flop,
@@ -94,20 +98,31 @@ def _v(bm: int, bn: int, warps: int, stages: int, loop: int, lazy: bool = False)
 #: (``--compile-only``; docs/measured/cpu-fa-hopper-sweep): none spills, all fit 232448 bytes.
 VARIANTS: dict[int, list[tuple]] = {
     128: [
-        _v(128, 128, 4, 2, WS), _v(128, 64, 4, 2, WS), _v(128, 64, 4, 3, WS),        # warp-specialized
         _v(128, 128, 8, 3, PLAIN), _v(128, 128, 8, 2, PLAIN), _v(128, 64, 8, 3, PLAIN),
         _v(128, 64, 8, 4, PLAIN), _v(64, 64, 4, 3, PLAIN), _v(64, 128, 4, 2, PLAIN),
         _v(64, 64, 4, 3, PIPELINED), _v(128, 128, 8, 3, PIPELINED), _v(64, 128, 4, 2, PIPELINED),
         _v(128, 128, 8, 3, PLAIN, True), _v(128, 64, 8, 3, PLAIN, True), _v(64, 64, 4, 3, PLAIN, True),
     ],
     64: [
-        _v(128, 128, 4, 2, WS), _v(128, 64, 4, 2, WS), _v(128, 128, 4, 3, WS),
         _v(64, 128, 4, 2, PLAIN), _v(64, 128, 4, 3, PLAIN), _v(128, 64, 8, 3, PLAIN),
         _v(128, 128, 8, 3, PLAIN), _v(64, 64, 4, 3, PLAIN),
         _v(64, 64, 4, 3, PIPELINED), _v(64, 128, 4, 3, PIPELINED),
         _v(64, 128, 4, 2, PLAIN, True), _v(128, 64, 8, 3, PLAIN, True),
     ],
 }
+
+#: Warp-specialized variants (``--warp-specialized``): each hung on the H200 with Triton 3.6
+#: (no result in 120 s at B=1, A=4, S=1024, where every other variant ran in 1-3 s:
+#: docs/measured/h200-fa-ws-hang).
+WS_VARIANTS: dict[int, list[tuple]] = {
+    128: [_v(128, 128, 4, 2, WS), _v(128, 64, 4, 2, WS), _v(128, 64, 4, 3, WS)],
+    64: [_v(128, 128, 4, 2, WS), _v(128, 64, 4, 2, WS), _v(128, 128, 4, 3, WS)],
+}
+
+
+def variants_of(head_dim: int, warp_specialized: bool = False) -> list[tuple]:
+    """The variants checked for padded head-dim class ``head_dim`` (64 or 128)."""
+    return VARIANTS[head_dim] + (WS_VARIANTS[head_dim] if warp_specialized else [])
 
 
 def load_module(path: Path, tag: str) -> Any:
@@ -152,11 +167,13 @@ def shapes_of(names: list[str] | None) -> tuple[dict[str, dict[str, int]], dict[
     return bench, checks
 
 
-def check_variants_all(bench: dict, checks: dict, device: str, workers: int, only: set[str], log: Any) -> list[dict]:
-    """Every variant at every shape of its class (bench shapes only on a GPU), in worker processes."""
+def check_variants_all(bench: dict, checks: dict, device: str, workers: int, only: set[str], log: Any,
+                       warp_specialized: bool = False, check_timeout_s: float = CHECK_TIMEOUT_S) -> list[dict]:
+    """Every variant at every shape of its class (bench shapes only on a GPU), in worker processes;
+    a check past ``check_timeout_s`` seconds is a hang."""
     tasks = []
     for name, dims in {**(bench if device != "cpu" else {}), **checks}.items():
-        for args in VARIANTS[head_dim_class(int(dims["D"]))]:
+        for args in variants_of(head_dim_class(int(dims["D"])), warp_specialized):
             if only and variant_name(args) not in only:
                 continue
             tasks.append({"path": str(STEP10), "step": 10, "variant": name, "dims": dims, "device": device,
@@ -167,7 +184,7 @@ def check_variants_all(bench: dict, checks: dict, device: str, workers: int, onl
                 tasks.append({"path": str(TRAJECTORY / rel), "step": 6 + i, "variant": name, "dims": dims,
                               "device": device, "causal": False, "select": ["default"], "kind": label})
     log(f"checking {len(tasks)} (variant, shape) pairs with {workers} workers")
-    return run_checks(tasks, workers, log)
+    return run_checks(tasks, workers, log, check_timeout_s)
 
 
 def time_shape(name: str, dims: dict[str, int], good: list[tuple], wrong: set[str], device: str,
@@ -289,7 +306,8 @@ def compile_check(out: Path, shapes: list[str], timeout_s: float) -> int:
     from xeforge_core.samples import flash_attention_trajectory
 
     problem = next(s for s in flash_attention_trajectory("cuda") if s.path.name == STEP10.name).problem
-    space = "{" + ", ".join(f"{c}: [" + ", ".join(f"_config{a}" for a in args) + "]" for c, args in VARIANTS.items()) + "}"
+    space = "{" + ", ".join(f"{c}: [" + ", ".join(f"_config{a}" for a in variants_of(c, True)) + "]"
+                            for c in VARIANTS) + "}"
     source = STEP10.read_text() + (
         f"\n\nSEARCH_SPACE = {space}\nattn_fwd_d64 = _tuned(64)\nattn_fwd_d128 = _tuned(128)\n"
         "KERNELS = {64: attn_fwd_d64, 128: attn_fwd_d128, 256: attn_fwd_d256}\n")
@@ -335,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rep", type=int, default=60)
     ap.add_argument("--workers", type=int, default=0, help="check processes (default: cores - 2)")
     ap.add_argument("--deadline-min", type=float, default=5.5)
+    ap.add_argument("--warp-specialized", action="store_true",
+                    help="also check (and, where right, time) the warp-specialized variants (WS_VARIANTS)")
+    ap.add_argument("--check-timeout", type=float, default=CHECK_TIMEOUT_S,
+                    help="seconds one check may take before it counts as a hang")
     ap.add_argument("--compile-only", action="store_true",
                     help="compile every variant for sm_90 here (no GPU) and report resources")
     args = ap.parse_args(argv)
@@ -357,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     bench, checks = shapes_of([s for s in args.shapes.split(",") if s.strip()] or None)
     only = {s for s in args.only.split(",") if s.strip()}
     workers = args.workers or max(1, (os.cpu_count() or 4) - 2)
-    res["checks"] = check_variants_all(bench, checks, args.device if gpu else "cpu", workers, only, log)
+    res["checks"] = check_variants_all(bench, checks, args.device if gpu else "cpu", workers, only, log,
+                                       args.warp_specialized, args.check_timeout)
     for c in res["checks"]:
         if not c.get("ok"):
             res["wrong"].setdefault(c["kind"], []).append(c)
@@ -368,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() - t0 > args.deadline_min * 60:
                 res["errors"].append(f"timing of {name} skipped: past the deadline")
                 continue
-            good = [a for a in VARIANTS[head_dim_class(int(dims["D"]))]
+            good = [a for a in variants_of(head_dim_class(int(dims["D"])), args.warp_specialized)
                     if (not only or variant_name(a) in only) and variant_name(a) not in res["wrong"]]
             try:
                 res["rows"] += time_shape(name, dims, good, set(res["wrong"]), args.device, args, log)

@@ -143,8 +143,9 @@ def test_the_teaching_points_are_in_the_code():
     for i in range(7, 10):
         assert "range(n_full, S, BLOCK_N)" in hopper[i] and "if n_full < S" not in hopper[i], i
     assert "SEARCH_SPACE" in hopper[8] and "@triton.autotune" in hopper[8]
-    # Triton 3.6's warp specialization left outputs unwritten on the H200 at three and four stages:
-    # only step 10 uses it, as one loop form among three, and only at two stages
+    # Triton 3.6's warp specialization left outputs unwritten on the H200 at three and four stages
+    # (device-built descriptors) and hung with host-built ones: only step 10 writes it out, in no
+    # search space
     assert [i for i, c in hopper.items() if "warp_specialize" in c] == [10]
     assert "SPLIT: tl.constexpr" in hopper[9] and "head_dim_blocks" in hopper[9]
     assert "LOOP: tl.constexpr" in hopper[10] and "tl.range(0, S, BLOCK_N, warp_specialize=True)" in hopper[10]
@@ -165,10 +166,9 @@ def test_every_hopper_search_space_entry_fits_its_class():
             for cfg in configs:
                 assert mod.smem_bytes(cfg, block_d) <= mod.SMEM_BYTES == 232448, (step.index, block_d, cfg)
                 assert cfg.num_warps in (4, 8) and {"BLOCK_M", "BLOCK_N"} <= set(cfg.kwargs)
-                if "LOOP" in cfg.kwargs:   # step 10: warp specialization only where the H200 found it right
+                if "LOOP" in cfg.kwargs:   # step 10: no warp specialization (it hung on the H200)
                     assert set(cfg.kwargs) == {"BLOCK_M", "BLOCK_N", "LOOP", "LAZY"}
-                    assert cfg.kwargs["LOOP"] != mod.WARP_SPECIALIZED or (
-                        cfg.num_stages == 2 and cfg.kwargs["BLOCK_N"] >= 64 and cfg.num_warps == 4)
+                    assert cfg.kwargs["LOOP"] != mod.WARP_SPECIALIZED
                 else:
                     assert set(cfg.kwargs) == {"BLOCK_M", "BLOCK_N"}
                 assert not step.causal or cfg.kwargs["BLOCK_M"] % cfg.kwargs["BLOCK_N"] == 0

@@ -1,4 +1,4 @@
-"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Three ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax), and Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows, one running its softmax while the other uses the tensor cores). Warp specialization is only offered where Triton 3.6 compiled it right on the H200: host-built descriptors, two pipeline stages, key blocks of at least 64. The plain loop may also skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum."""
+"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows), is written out below but offered in no search space: in this kernel every warp-specialized config hung on the H200 with Triton 3.6 (docs/measured/h200-fa-ws-hang); benchmarks/sweep_fa_hopper.py --warp-specialized tries it again."""
 
 import torch
 import torch.nn as nn
@@ -57,16 +57,18 @@ def config_args(config: triton.Config) -> tuple:
 
 
 #: Search space per padded head dim (BLOCK_D, split parts added up), from the H200's sweeps of
-#: steps 8-9 (docs/measured/h200-flash-attention and its predecessor in git history): at 128 the
-#: warp-specialized 128 x 128 tile (140 µs at S 2048, the fastest config measured there), step 9's
-#: two best and the plain 128 x 64 loop over two warpgroups (the fastest at the 64 + 32 split); at
-#: 64 the plain loop on 64 rows and 128 keys (186 µs at A 71, against 206 µs pipelined), the plain
-#: 128 x 64 and step 9's best. Not yet measured on the GPU in this form: benchmarks/sweep_fa_hopper.py.
+#: steps 8-9 (docs/measured/h200-flash-attention and its predecessor in git history): at 128
+#: step 9's best at 128 (64 x 64 and 128 x 128, pipelined) and at the 64 + 32 split (64 x 128,
+#: pipelined, 267 µs), and the plain 128 x 64 loop over two warpgroups (244 µs there); at 64 the
+#: plain loop on 64 rows and 128 keys (186 µs at A 71, against 206 µs pipelined), the plain
+#: 128 x 64, step 9's best and the lazy 64 x 128. No warp-specialized config: each hung on the
+#: H200 (docs/measured/h200-fa-ws-hang), where every config here ran right at B 1, A 4, S 1024.
+#: Timed per shape by benchmarks/sweep_fa_hopper.py.
 SEARCH_SPACE = {
     64: [_config(64, 128, 4, 2, PLAIN), _config(128, 64, 8, 3, PLAIN), _config(64, 64, 4, 3, PIPELINED),
-         _config(128, 128, 4, 2, WARP_SPECIALIZED)],
-    128: [_config(128, 128, 4, 2, WARP_SPECIALIZED), _config(64, 64, 4, 3, PIPELINED),
-          _config(128, 128, 8, 3, PIPELINED), _config(128, 64, 8, 3, PLAIN)],
+         _config(64, 128, 4, 2, PLAIN, lazy=True)],
+    128: [_config(64, 64, 4, 3, PIPELINED), _config(128, 128, 8, 3, PIPELINED), _config(128, 64, 8, 3, PLAIN),
+          _config(64, 128, 4, 2, PIPELINED)],
     256: [_config(64, 64, 4, 2, PIPELINED), _config(64, 32, 4, 2, PIPELINED)],
 }
 
@@ -177,7 +179,8 @@ def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, S, D,
     acc0 = tl.zeros([BLOCK_M, BLOCK_D0], tl.float32)
     acc1 = tl.zeros([BLOCK_M, BLOCK_D1], tl.float32)
     n_full = (S // BLOCK_N) * BLOCK_N
-    if LOOP == 2:   # warp-specialized: one loop, the ragged end's keys biased to -inf on every block
+    if LOOP == 2:   # warp-specialized, in no search space (it hung on the H200): one loop, the ragged
+        # end's keys masked on every block
         for start in tl.range(0, S, BLOCK_N, warp_specialize=True):
             acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
                                            start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, MASKED, False)

@@ -48,6 +48,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,17 @@ def write_mutants(kernel: dict[str, Any], out: Path, classes: list[str] | None, 
     return records
 
 
+def _both(args: argparse.Namespace, ours_tasks: list[Callable[[], None]],
+          kb_tasks: list[Callable[[], None]]) -> None:
+    """Run our verifier's tasks (``--jobs`` at a time) and KernelBench's (``--kb-jobs``) side by
+    side, returning when both are done: correctness only, so neither disturbs the other's timing."""
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as mine, \
+            ThreadPoolExecutor(max_workers=max(1, args.kb_jobs)) as theirs:
+        futures = [mine.submit(t) for t in ours_tasks] + [theirs.submit(t) for t in kb_tasks]
+        for f in futures:
+            f.result()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", type=Path, nargs="?", help="a corpus directory (pairs/<id>/...)")
@@ -292,13 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[kernelbench] {key}", flush=True)
         run.update(table, key, "kb", kb_verdict(pair_dir, kb_src, args.kb_trials, args.timeout))
 
-    # 1. the unmodified kernels
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        list(pool.map(lambda k: ours(k["id"], "originals", k, None), chosen))
-    if kb_src is not None:
-        with ThreadPoolExecutor(max_workers=max(1, args.kb_jobs)) as pool:
-            list(pool.map(lambda k: kb(k["id"], "originals", Path(k["problem"]).parent),
-                          [k for k in chosen if k["format"] == "kernelbench"]))
+    # 1. the unmodified kernels (both tools at once: neither times anything)
+    _both(args, [lambda k=k: ours(k["id"], "originals", k, None) for k in chosen],
+          [lambda k=k: kb(k["id"], "originals", Path(k["problem"]).parent)
+           for k in chosen if k["format"] == "kernelbench"])
     for k in chosen:
         run.update("originals", k["id"], "format", k["format"])
 
@@ -319,10 +328,8 @@ def main(argv: list[str] | None = None) -> int:
             if kb_passes(orig.get("kb")):
                 tasks_kb.append((key, Path(rec["dir"])))
     run.save()
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        list(pool.map(lambda t: ours(t[0], "mutants", t[1], t[2]), tasks_ours))
-    with ThreadPoolExecutor(max_workers=max(1, args.kb_jobs)) as pool:
-        list(pool.map(lambda t: kb(t[0], "mutants", t[1]), tasks_kb))
+    _both(args, [lambda t=t: ours(t[0], "mutants", t[1], t[2]) for t in tasks_ours],
+          [lambda t=t: kb(t[0], "mutants", t[1]) for t in tasks_kb])
 
     # 3. survivors at the published sizes
     if args.published:

@@ -902,7 +902,7 @@ def run_candidate(ctx: WorkerContext) -> None:
             step.evidence = {"runs": len(runs) + 1, "failed": 1, "truth": meta.get("truth", "baseline")}
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
                 f"wrong answer on the first call ({combos[0].describe()}) vs {first.against}: {first.note}"
-                f"{advice(first, hints, policy)}; every later call matched. A first call that differs from later ones is a fault users meet: e.g. an "
+                f"{advice(first, hints, policy, runs + [first])}; every later call matched. A first call that differs from later ones is a fault users meet: e.g. an "
                 "autotuner that benchmarks every config on the first call, each adding into the same output")))
             return
         step.evidence = {"runs": len(runs), "failed": len(failed), "weights": harness.weight_notes,
@@ -915,7 +915,7 @@ def run_candidate(ctx: WorkerContext) -> None:
             r = failed[0]
             cfg = f" with autotune config {r.config}" if r.config else ""
             reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {inputs_phrase(r.distribution)}){cfg} "
-                      f"vs {r.against}: {r.note}{advice(r, hints, policy)}")
+                      f"vs {r.against}: {r.note}{advice(r, hints, policy, runs)}")
             if disagreeing and r.against == "reference":
                 reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
                            "is inconsistent")

@@ -28,6 +28,24 @@ def test_published_sizes_written_as_numbers_are_evidence_tile_sizes_are_not():
     assert hardcoded_sizes(fixed, problem, problem.variant("module")) == []
 
 
+def test_a_solutions_copy_of_the_problems_input_constants_is_no_evidence():
+    """Solutions often repeat the problem's ``batch_size = ...`` and ``get_inputs()`` beside
+    their kernels; the verifier makes the inputs with the problem's own functions, so numbers
+    only those copies read say nothing of the kernel. The same number where the kernel's code
+    reads it is evidence."""
+    problem = load_problem(KB / "rms_rows.py")
+    small = problem.variant("module-small")
+    harness = ("import torch\n"
+               "def launch(x, y, n):\n"
+               "    kern[(triton.cdiv(n, 1024),)](x, y, n, BLOCK_SIZE=1024)\n"
+               "batch_size = 40\ndim = 8192\n"
+               "def get_inputs():\n    return [torch.randn(batch_size, dim)]\n"
+               "def get_init_inputs():\n    return []\n")
+    assert hardcoded_sizes(harness, problem, small) == []
+    read = harness + "def rows():\n    return dim\n"
+    assert any(f.startswith("8192 (line 5, the published dim)") for f in hardcoded_sizes(read, problem, small))
+
+
 def test_a_wrong_answer_without_evidence_does_not_depend_on_the_shape():
     wrong = Verdict(kind=VerdictKind.WRONG_ANSWER, reason="wrong answer on variant module-small (seed 0, ...): "
                     "7 output element(s) left unwritten")

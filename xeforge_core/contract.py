@@ -33,6 +33,7 @@ from typing import Any
 from xeforge_core.problem.scaling import describe_overrides, size_constants, variant_input_elements
 from xeforge_core.units import plural
 from xeforge_core.verdict import Finding, Verdict, VerdictKind
+from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -119,12 +120,40 @@ def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
             tile_literals |= {id(a) for a in node.args[1:]}
         elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
             tile_literals.add(id(node.right))
+    tile_literals |= _harness_literals(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and type(node.value) is int and node.value in changed \
                 and id(node) not in tile_literals:
             found.append(f"{node.value} (line {node.lineno}, the published {changed[node.value]})")
     return list(dict.fromkeys(found))
+
+
+def _harness_literals(tree: ast.Module) -> set[int]:
+    """The literal nodes of module-level assignments whose names nothing reads except the input
+    functions (``get_inputs`` / ``get_init_inputs``): a solution's copy of the problem's size
+    constants (``batch_size = 16`` beside its kernels) that the verifier never runs, since the
+    problem's own input functions make the inputs."""
+    inputs_fns = set(formats.inputs_functions())
+    read_outside: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and child.name in inputs_fns:
+                continue
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+                read_outside.add(child.id)
+            visit(child)
+
+    visit(tree)
+    out: set[int] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            if names and not any(n in read_outside for n in names):
+                out |= {id(n) for n in ast.walk(stmt.value)}
+    return out
 
 
 def error_message(verdict: Verdict) -> str:

@@ -256,3 +256,24 @@ def test_ctrl_c_also_sets_the_flag_the_batch_loops_poll():
             assert flag.is_set()  # swallowed here, as a library might: the flag is still set
         raise KeyboardInterrupt
     assert flag.is_set() and signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
+    """A Triton solution beside its problem as ``<stem>_ref.py`` is a kernel (spec-less, the
+    problem its reference), as is a plain-PyTorch problem alone; a module with neither is
+    listed as skipped. The pipeline on such a pair is ``xeforge optimize SOLUTION --reference
+    PROBLEM``'s (tests/test_cli_optimize.py)."""
+    from xeforge_core.batch import find_kernels, unpaired_modules
+    from xeforge_core.problem import load_problem
+
+    kb = ROOT / "tests" / "fixtures" / "formats" / "kernelbench"
+    shutil.copy(kb / "residual_relu_new.py", tmp_path / "residual_relu.py")
+    shutil.copy(kb / "residual_relu.py", tmp_path / "residual_relu_ref.py")
+    shutil.copy(kb / "residual_relu.py", tmp_path / "plain_problem.py")
+    (tmp_path / "notes.py").write_text("# neither: not a kernel of the batch\n")
+    items = find_kernels(tmp_path)
+    assert [(i.kernel.name, i.spec, i.reference and i.reference.name) for i in items] == [
+        ("plain_problem.py", None, None), ("residual_relu.py", None, "residual_relu_ref.py")]
+    assert [p.name for p in unpaired_modules(tmp_path)] == ["notes.py"]
+    problem = load_problem(items[1].kernel, spec_path=items[1].spec, reference_path=items[1].reference)
+    assert problem.reference is not None and problem.kernel.class_name == "ModelNew"

@@ -1,9 +1,10 @@
 """Headless optimization of a directory of kernels: one session per kernel, auto-approval,
 one worker thread per device, and a CSV summary table.
 
-A kernel is a ``.py`` file with a sibling ``.yaml`` spec; ``*_ref.py`` and ``*_pytorch.py``
-(references) and ``__init__.py`` are skipped; a sibling reference is picked up by
-``load_problem``. With several devices (``["cuda:0", "cuda:1"]``) each device has its own worker
+A kernel is a ``.py`` file with a sibling ``.yaml`` spec, or with a sibling reference
+(``<stem>_ref.py`` / ``<stem>_pytorch.py``: a KernelBench problem beside its Triton solution), or
+a plain-PyTorch problem on its own (TorchInductor writes its first version); references and
+``__init__.py`` are not kernels themselves; a sibling reference is picked up by ``load_problem``. With several devices (``["cuda:0", "cuda:1"]``) each device has its own worker
 thread taking kernels from one shared queue, so one device never runs two kernels at once
 (timings stay honest) while all devices stay busy. Each kernel's failure (bad spec, engine
 error, a crash) becomes that kernel's ``error`` and the batch goes on.
@@ -138,8 +139,9 @@ class JobLog:
 
 def find_kernels(directory: str | Path) -> list[BatchItem]:
     """The kernels in ``directory`` (not recursive), sorted by name: every ``<stem>.py`` with a
-    sibling ``<stem>.yaml``, except references (``*_ref.py``, ``*_pytorch.py``) and
-    ``__init__.py``. Raises ``FileNotFoundError`` when ``directory`` is not a directory."""
+    sibling ``<stem>.yaml`` or a sibling reference (``<stem>_ref.py``, ``<stem>_pytorch.py``),
+    and every plain-PyTorch problem, except references themselves and ``__init__.py``. Raises
+    ``FileNotFoundError`` when ``directory`` is not a directory."""
     root = Path(directory)
     if not root.is_dir():
         hint = "" if root.exists() else missing_path_hint(root)
@@ -149,28 +151,36 @@ def find_kernels(directory: str | Path) -> list[BatchItem]:
         if py.name == "__init__.py" or py.stem.endswith(formats.reference_suffixes()):
             continue
         spec: Path | None = py.with_suffix(".yaml")
+        ref = _sibling_reference(py)
         if not spec.is_file():
-            from xeforge_core.inductor.first_version import is_plain_pytorch_file
-
-            if not is_plain_pytorch_file(py):  # a KernelBench problem: TorchInductor writes version 1
-                continue
             spec = None
-        ref = next((py.with_name(f"{py.stem}{s}.py") for s in formats.reference_suffixes()
-                    if py.with_name(f"{py.stem}{s}.py").is_file()), None)
+            if ref is None and not _plain_pytorch(py):  # a KernelBench problem: TorchInductor writes version 1
+                continue
         items.append(BatchItem(kernel=py, spec=spec, reference=ref))
     return items
 
 
-def unpaired_modules(directory: str | Path) -> list[Path]:
-    """The ``.py`` files of ``directory`` that :func:`find_kernels` leaves out for want of a
-    sibling ``<stem>.yaml`` (references and ``__init__.py`` are not listed), so that a batch
-    can say what it skipped."""
-    root = Path(directory)
+def _sibling_reference(py: Path) -> Path | None:
+    """``<stem>_ref.py`` or ``<stem>_pytorch.py`` beside ``py``: the problem it solves."""
+    return next((py.with_name(f"{py.stem}{s}.py") for s in formats.reference_suffixes()
+                 if py.with_name(f"{py.stem}{s}.py").is_file()), None)
+
+
+def _plain_pytorch(py: Path) -> bool:
     from xeforge_core.inductor.first_version import is_plain_pytorch_file
 
+    return is_plain_pytorch_file(py)
+
+
+def unpaired_modules(directory: str | Path) -> list[Path]:
+    """The ``.py`` files of ``directory`` that :func:`find_kernels` leaves out for want of a
+    sibling ``<stem>.yaml`` or reference, not being a plain-PyTorch problem either (references
+    and ``__init__.py`` are not listed), so that a batch can say what it skipped."""
+    root = Path(directory)
     return [py for py in sorted(root.glob("*.py"))
             if py.name != "__init__.py" and not py.stem.endswith(formats.reference_suffixes())
-            and not py.with_suffix(".yaml").is_file() and not is_plain_pytorch_file(py)]
+            and not py.with_suffix(".yaml").is_file() and _sibling_reference(py) is None
+            and not _plain_pytorch(py)]
 
 
 def optimize_one(

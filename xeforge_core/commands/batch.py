@@ -1,8 +1,9 @@
 """``xeforge batch DIR``: optimize every kernel in DIR headless and write a summary (CSV + JSON).
 
-Every ``<stem>.py`` with a sibling ``<stem>.yaml`` is a kernel (references ``*_ref.py`` /
-``*_pytorch.py`` are skipped and picked up as references), and so is every plain-PyTorch problem
-(a KernelBench ``Model`` with ``get_inputs()``, no Triton): TorchInductor writes its version 1. Each kernel gets its own session in
+Every ``<stem>.py`` with a sibling ``<stem>.yaml`` or a sibling reference (``<stem>_ref.py`` /
+``<stem>_pytorch.py``, picked up as the problem: a KernelBench problem beside its Triton
+solution) is a kernel, and so is every plain-PyTorch problem (a KernelBench ``Model`` with
+``get_inputs()``, no Triton): TorchInductor writes its version 1. Each kernel gets its own session in
 the workspace and runs the same pipeline as ``xeforge optimize --auto``. ``--devices
 cuda:0,cuda:1`` runs one worker per device on this machine; ``--ray`` runs one Ray task per
 kernel on a local Ray instance, and ``--ray ADDRESS`` (``auto``, ``HOST:PORT``,
@@ -58,13 +59,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "batch",
         help="optimize every kernel in a directory (auto-approve) and write a summary table",
         description=("Run the optimization pipeline with auto-approval on every kernel in DIR (a .py "
-                     "with a sibling .yaml, or a plain-PyTorch problem whose first Triton version TorchInductor "
-                     "writes), one session each, on one device or several, or as Ray tasks "
+                     "with a sibling .yaml or a sibling reference <stem>_ref.py, or a plain-PyTorch problem whose "
+                     "first Triton version TorchInductor writes), one session each, on one device or several, or as Ray tasks "
                      "over a cluster, and write a summary table (CSV, and JSON beside it)."),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_EPILOG,
     )
-    p.add_argument("directory", metavar="DIR", help="directory of kernels (.py + .yaml) and plain-PyTorch problems")
+    p.add_argument("directory", metavar="DIR", help="directory of kernels (.py + .yaml, .py + _ref.py) and plain-PyTorch problems")
     add_common_arguments(p)
     p.add_argument("--devices", metavar="D1,D2", default=None,
                    help="devices to spread the kernels over, one worker each (default: --device)")
@@ -127,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
         stages = check_common_arguments(args)
         items = find_kernels(args.directory)
         if not items:
-            raise ValueError(f"no kernels in {args.directory} (a kernel is a .py with a sibling .yaml, or a plain-PyTorch "
-                             "problem: a Model and get_inputs() without Triton)")
+            raise ValueError(f"no kernels in {args.directory} (a kernel is a .py with a sibling .yaml or "
+                             "<stem>_ref.py, or a plain-PyTorch problem: a Model and get_inputs() without Triton)")
         if args.ray is not None and args.devices:
             raise ValueError("--devices and --ray: with --ray, Ray assigns the devices (drop --devices)")
         if args.max_retries < 0:
@@ -156,8 +157,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"resuming {args.out}: {len(kept)} kernel(s) already in the summary are kept and skipped",
               file=err, flush=True)
     for py in unpaired_modules(args.directory):
-        print(f"skipped {py.name}: no sibling {py.stem}.yaml spec (optimize it alone with xeforge optimize, "
-              "which also takes a module without a spec)", file=err)
+        print(f"skipped {py.name}: no sibling {py.stem}.yaml spec or {py.stem}_ref.py reference (optimize it "
+              "alone with xeforge optimize, which also takes a module without a spec)", file=err)
 
     bar = BatchProgress(len(items), err, skipped=len(kept))
     lines = _AboveBar(bar)

@@ -260,20 +260,53 @@ def test_ctrl_c_also_sets_the_flag_the_batch_loops_poll():
 
 def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
     """A Triton solution beside its problem as ``<stem>_ref.py`` is a kernel (spec-less, the
-    problem its reference), as is a plain-PyTorch problem alone; a module with neither is
-    listed as skipped. The pipeline on such a pair is ``xeforge optimize SOLUTION --reference
+    problem its reference), as is a plain-PyTorch problem alone; what is left out is named with
+    why: a solution without its problem, a reference or a spec without its kernel, a module that
+    is none of these. The pipeline on such a pair is ``xeforge optimize SOLUTION --reference
     PROBLEM``'s (tests/test_cli_optimize.py)."""
-    from xeforge_core.batch import find_kernels, unpaired_modules
+    from xeforge_core.batch import find_kernels, skipped_files
     from xeforge_core.problem import load_problem
 
     kb = ROOT / "tests" / "fixtures" / "formats" / "kernelbench"
     shutil.copy(kb / "residual_relu_new.py", tmp_path / "residual_relu.py")
     shutil.copy(kb / "residual_relu.py", tmp_path / "residual_relu_ref.py")
     shutil.copy(kb / "residual_relu.py", tmp_path / "plain_problem.py")
+    shutil.copy(kb / "residual_relu_new.py", tmp_path / "lone_solution.py")
+    shutil.copy(kb / "residual_relu.py", tmp_path / "orphan_ref.py")
+    (tmp_path / "lonely.yaml").write_text("inputs: {}\n")
     (tmp_path / "notes.py").write_text("# neither: not a kernel of the batch\n")
     items = find_kernels(tmp_path)
     assert [(i.kernel.name, i.spec, i.reference and i.reference.name) for i in items] == [
         ("plain_problem.py", None, None), ("residual_relu.py", None, "residual_relu_ref.py")]
-    assert [p.name for p in unpaired_modules(tmp_path)] == ["notes.py"]
+    why = {p.name: reason for p, reason in skipped_files(tmp_path)}
+    assert sorted(why) == ["lone_solution.py", "lonely.yaml", "notes.py", "orphan_ref.py"]
+    assert why["lone_solution.py"].startswith("a Triton solution with no problem beside it")
+    assert "lone_solution_ref.py" in why["lone_solution.py"]
+    assert why["orphan_ref.py"].startswith("a reference with no orphan.py beside it")
+    assert why["lonely.yaml"] == "a spec with no lonely.py beside it"
+    assert why["notes.py"].startswith("no sibling notes.yaml spec or notes_ref.py reference")
     problem = load_problem(items[1].kernel, spec_path=items[1].spec, reference_path=items[1].reference)
     assert problem.reference is not None and problem.kernel.class_name == "ModelNew"
+
+
+def test_batch_bad_input_is_found_before_any_kernel_runs(tmp_path, capsys):
+    """A directory with nothing to run says what it skipped and why; an --out that cannot be
+    written is bad input before the first kernel, not a traceback after the last."""
+    from xeforge_core.cli import main
+
+    kb = ROOT / "tests" / "fixtures" / "formats" / "kernelbench"
+    only_ref = tmp_path / "only_ref"
+    only_ref.mkdir()
+    shutil.copy(kb / "residual_relu.py", only_ref / "k_ref.py")
+    assert main(["batch", str(only_ref), "--device", "cpu", "--out", str(tmp_path / "s.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "skipped k_ref.py: a reference with no k.py beside it" in err and "no kernels in" in err
+    pair = tmp_path / "pair"
+    pair.mkdir()
+    shutil.copy(kb / "residual_relu.py", pair / "k.py")
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert main(["batch", str(pair), "--device", "cpu", "--workspace", str(tmp_path / "ws"),
+                 "--out", str(blocked / "s.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "cannot make its folder" in err and not (tmp_path / "ws").exists()

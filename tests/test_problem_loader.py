@@ -407,3 +407,27 @@ def test_loading_never_imports_torch_or_runs_code(tmp_path):
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_solution_whose_forward_cannot_take_the_problems_inputs_is_bad_input(tmp_path):
+    """A KernelBench pair whose ModelNew.forward takes 2 inputs where the problem's Model takes 3
+    fails on every call: bad input naming both signatures and both files, before anything runs
+    (not an `environment` verdict on the first run). Ranges that overlap stay a warning."""
+    kb = Path(__file__).parent / "fixtures" / "formats" / "kernelbench"
+    ref = (kb / "residual_relu.py").read_text()
+    three = ref.replace("def forward(self, x: torch.Tensor, y: torch.Tensor)",
+                        "def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor)")
+    assert three != ref
+    (tmp_path / "k_ref.py").write_text(three)
+    shutil.copy(kb / "residual_relu_new.py", tmp_path / "k.py")
+    with pytest.raises(ProblemError) as err:
+        load_problem(tmp_path / "k.py", reference_path=tmp_path / "k_ref.py")
+    msg = str(err.value)
+    assert msg.startswith("k.py:") and "ModelNew.forward takes 2 input(s) (forward(x, y))" in msg
+    assert "k_ref.py:" in msg and "forward(x, y, z)" in msg and "cannot be called" in msg
+    optional = ref.replace("def forward(self, x: torch.Tensor, y: torch.Tensor)",
+                           "def forward(self, x: torch.Tensor, y: torch.Tensor, z=None)")
+    assert optional != ref
+    (tmp_path / "k_ref.py").write_text(optional)
+    problem = load_problem(tmp_path / "k.py", reference_path=tmp_path / "k_ref.py")
+    assert any("takes 2 to 3" in w for w in problem.warnings)

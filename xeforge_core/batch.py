@@ -79,6 +79,12 @@ class BatchRow:
     timing_devices: list[str] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def ran(self) -> bool:
+        """Whether a session was started (a kernel refused before that has no final speedup
+        to measure: the summary shows ``-``, not ``not measured``)."""
+        return bool(self.session)
+
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "device": self.device, "session": self.session, "stages": list(self.stages),
                 "status": dict(self.status), "verdicts": dict(self.verdicts), "speedups": dict(self.speedups),
@@ -144,8 +150,9 @@ def find_kernels(directory: str | Path) -> list[BatchItem]:
     ``FileNotFoundError`` when ``directory`` is not a directory."""
     root = Path(directory)
     if not root.is_dir():
-        hint = "" if root.exists() else missing_path_hint(root)
-        raise FileNotFoundError(f"{root} is not a directory{hint}")
+        if root.exists():
+            raise FileNotFoundError(f"{root} is not a directory")
+        raise FileNotFoundError(f"{root} does not exist{missing_path_hint(root)}")
     items = []
     for py in sorted(root.glob("*.py")):
         if py.name == "__init__.py" or py.stem.endswith(formats.reference_suffixes()):
@@ -172,15 +179,49 @@ def _plain_pytorch(py: Path) -> bool:
     return is_plain_pytorch_file(py)
 
 
-def unpaired_modules(directory: str | Path) -> list[Path]:
-    """The ``.py`` files of ``directory`` that :func:`find_kernels` leaves out for want of a
-    sibling ``<stem>.yaml`` or reference, not being a plain-PyTorch problem either (references
-    and ``__init__.py`` are not listed), so that a batch can say what it skipped."""
+def skipped_files(directory: str | Path) -> list[tuple[Path, str]]:
+    """The files of ``directory`` that look meant for the batch but that :func:`find_kernels`
+    leaves out, each with why and what to do, so that a batch says what it skipped: a ``.py``
+    with no spec or reference that is no plain-PyTorch problem (a Triton solution without its
+    problem is named as such), a reference ``<stem>_ref.py`` with no ``<stem>.py``, a spec
+    ``<stem>.yaml`` with no ``<stem>.py``."""
     root = Path(directory)
-    return [py for py in sorted(root.glob("*.py"))
-            if py.name != "__init__.py" and not py.stem.endswith(formats.reference_suffixes())
-            and not py.with_suffix(".yaml").is_file() and _sibling_reference(py) is None
-            and not _plain_pytorch(py)]
+    out: list[tuple[Path, str]] = []
+    suffixes = formats.reference_suffixes()
+    for f in sorted(root.iterdir()) if root.is_dir() else []:
+        if f.suffix == ".py" and f.name != "__init__.py" and not f.stem.endswith(suffixes):
+            if f.with_suffix(".yaml").is_file() or _sibling_reference(f) is not None or _plain_pytorch(f):
+                continue
+            if _is_solution(f):
+                out.append((f, f"a Triton solution with no problem beside it: put its problem next to it as "
+                               f"{f.stem}_ref.py (or give it a {f.stem}.yaml spec)"))
+            else:
+                out.append((f, f"no sibling {f.stem}.yaml spec or {f.stem}_ref.py reference, and no plain-PyTorch "
+                               "problem (optimize it alone with xeforge optimize, which also takes a module "
+                               "without a spec)"))
+        elif f.suffix == ".py" and f.stem.endswith(suffixes):
+            base = next(f.stem[: -len(x)] for x in suffixes if f.stem.endswith(x))
+            if not f.with_name(f"{base}.py").is_file():
+                out.append((f, f"a reference with no {base}.py beside it (a plain-PyTorch problem on its own is a "
+                               f"kernel of the batch under its own name: {base}.py)"))
+        elif f.suffix == ".yaml" and not f.with_suffix(".py").is_file():
+            out.append((f, f"a spec with no {f.stem}.py beside it"))
+    return out
+
+
+def _is_solution(py: Path) -> bool:
+    """Whether ``py`` binds a candidate's entry point (``ModelNew``, ``kernel_function``: the
+    registered formats' names other than the problem's ``Model``)."""
+    from xeforge_core.problem.entry import module_bindings
+    from xeforge_core.worker.astutil import parse as parse_python
+
+    try:
+        bindings = module_bindings(parse_python(py.read_text(errors="replace")))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    bound = bindings.bound_names() | bindings.classes
+    return any(n in bound for n in formats.class_names() if n != "Model") or any(
+        n in bound for n in formats.function_names())
 
 
 def optimize_one(
@@ -364,7 +405,7 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
         w.writeheader()
         for r in rows:
             rec: dict[str, Any] = {"kernel": r.kernel, "device": r.device, "stages": ";".join(r.stages),
-                                   "final_speedup": _num(r.final_speedup), "final_call": r.final_call or "",
+                                   "final_speedup": _num(r.final_speedup, r.ran), "final_call": r.final_call or "",
                                    "speed_measured": r.speed_measured,
                                    "error": r.error, "seconds": f"{r.seconds:.1f}", "session": r.session,
                                    "host": r.host, "timing_devices": ";".join(r.timing_devices),
@@ -383,8 +424,8 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
     return path
 
 
-def _num(value: float | None) -> str:
-    return f"{value:.3f}" if value is not None else "not measured"
+def _num(value: float | None, ran: bool = True) -> str:
+    return f"{value:.3f}" if value is not None else ("not measured" if ran else "-")
 
 
 # --------------------------------------------------------------------------------------------
@@ -473,7 +514,7 @@ def read_summary(csv_path: str | Path) -> list[BatchRow]:
 
 def _parse_num(text: str | None) -> float | None:
     try:
-        return float(text) if text not in (None, "", "not measured", "n/a") else None
+        return float(text) if text not in (None, "", "not measured", "n/a", "-") else None
     except ValueError:
         return None
 

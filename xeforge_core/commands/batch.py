@@ -15,14 +15,18 @@ JSON beside it). It is rewritten as each kernel finishes, so an interrupted batc
 finished rows; ``--resume`` then skips the kernels already in it. A progress line shows done /
 running / failed and an ETA.
 
-Exit status: 0 every kernel ran without error, 1 some kernel had an error, 2 bad input (or
-``--ray`` without Ray installed), 130 interrupted.
+Exit status: 0 every kernel ran without error, 1 some kernel had an error (a kernel whose own
+files are bad input, an unreadable spec or a reference it cannot be called with, is such a
+row: the batch goes on), 2 bad input to the command itself (arguments, the directory, an
+``--out`` that cannot be written; nothing ran) or ``--ray`` without Ray installed, 130
+interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -110,7 +114,7 @@ class _AboveBar:
 
 def _row_line(row: Any) -> str:
     state = "error: " + row.error if row.error else "done"
-    speed = f"{row.final_speedup:.3f}x" if row.final_speedup is not None else "not measured"
+    speed = f"{row.final_speedup:.3f}x" if row.final_speedup is not None else ("not measured" if row.ran else "-")
     call = f", {row.final_call}" if row.final_call else ""
     where = row.device + (f" on {row.host}" if row.host and row.device and "/" not in row.device else "")
     timed = f"; timed on {', '.join(row.timing_devices)}" if row.timing_devices else ""
@@ -118,18 +122,34 @@ def _row_line(row: Any) -> str:
     return f"== {row.kernel} on {where}: {state}; final speedup {speed}{call} ({row.seconds:.0f} s{timed}{retried})"
 
 
+def _check_writable(out: str | Path) -> None:
+    """Raise ``ValueError`` when the summary cannot be written to ``out`` (its folder cannot be
+    made, or is not writable): found before any kernel runs, not after."""
+    folder = Path(out).resolve().parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot make its folder {folder} ({exc.strerror or exc})") from exc
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--out {out}: its folder {folder} is not writable")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge batch``; returns the exit status (see the module docstring)."""
-    from xeforge_core.batch import SummaryError, find_kernels, read_summary, split_resume, unpaired_modules
+    from xeforge_core.batch import SummaryError, find_kernels, read_summary, skipped_files, split_resume
     from xeforge_core.batch_progress import BatchProgress
 
     err = sys.stderr
     try:
         stages = check_common_arguments(args)
         items = find_kernels(args.directory)
+        skipped = skipped_files(args.directory)
         if not items:
+            for path, why in skipped:
+                print(f"skipped {path.name}: {why}", file=err)
             raise ValueError(f"no kernels in {args.directory} (a kernel is a .py with a sibling .yaml or "
                              "<stem>_ref.py, or a plain-PyTorch problem: a Model and get_inputs() without Triton)")
+        _check_writable(args.out)
         if args.ray is not None and args.devices:
             raise ValueError("--devices and --ray: with --ray, Ray assigns the devices (drop --devices)")
         if args.max_retries < 0:
@@ -156,9 +176,8 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         print(f"resuming {args.out}: {len(kept)} kernel(s) already in the summary are kept and skipped",
               file=err, flush=True)
-    for py in unpaired_modules(args.directory):
-        print(f"skipped {py.name}: no sibling {py.stem}.yaml spec or {py.stem}_ref.py reference (optimize it "
-              "alone with xeforge optimize, which also takes a module without a spec)", file=err)
+    for path, why in skipped:
+        print(f"skipped {path.name}: {why}", file=err)
 
     bar = BatchProgress(len(items), err, skipped=len(kept))
     lines = _AboveBar(bar)
@@ -213,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
     out = write_summary(all_rows, args.out, meta)
     headers = ["kernel", "device", "stages", "final speedup", "call", "error"]
     table = [[r.kernel, r.device, " ".join(f"{s}:{r.status.get(s, '-')}" for s in r.stages),
-              f"{r.final_speedup:.3f}x" if r.final_speedup is not None else "not measured", r.final_call or "-",
+              f"{r.final_speedup:.3f}x" if r.final_speedup is not None else ("not measured" if r.ran else "-"),
+              r.final_call or "-",
               (r.error[:80] + "…") if len(r.error) > 80 else r.error or "-"] for r in all_rows]
     print(text_table(headers, table))
     print(f"\nsummary: {Path(out).resolve()}")

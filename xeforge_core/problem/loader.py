@@ -315,8 +315,16 @@ def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec |
         rf, kf = ref_facts.model.forward, model.forward
         if rf.max_positional is not None and kf.max_positional is not None and \
                 (rf.required, rf.max_positional) != (kf.required, kf.max_positional):
-            warnings.append(f"{ref_facts.where(rf.line)}: the reference's Model.forward takes {rf.takes()} "
-                            f"input(s) but {cls}.forward at {facts.where(kf.line)} takes {kf.takes()}")
+            said = (f"{ref_facts.where(rf.line)}: the reference's Model.forward takes {rf.takes()} input(s) "
+                    f"({rf.describe()}) but {cls}.forward at {facts.where(kf.line)} takes {kf.takes()} "
+                    f"({kf.describe()})")
+            if rf.max_positional < kf.required or kf.max_positional < rf.required:
+                # no count of inputs suits both: every call of the kernel with the problem's inputs fails
+                raise ProblemError(f"{cls}.forward takes {kf.takes()} input(s) ({kf.describe()}) but the "
+                                   f"reference's Model.forward at {ref_facts.where(rf.line)} takes {rf.takes()} "
+                                   f"({rf.describe()}): the kernel cannot be called with the problem's inputs",
+                                   file=facts.label, line=kf.line)
+            warnings.append(said)
 
 
 _TOKEN = re.compile(r"[a-z]+")

@@ -5,6 +5,7 @@ bad input (exit status 2, the file and what is wrong named). Generation itself i
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 from xeforge_core.cli import main
@@ -76,3 +77,17 @@ def test_optimize_says_why_the_first_version_failed(tmp_path, capsys):
     assert any(line.startswith("first_version  failed") for line in out.splitlines()), out
     assert "stage first_version failed: the TorchInductor version does not verify: cheating" in err
     assert "the final kernel is the PyTorch model as given" in err
+
+
+def test_optimize_says_what_it_planned_on_the_first_version(tmp_path, capsys):
+    """After TorchInductor's first version, the run says which stages it planned on that code,
+    or that none has work there and the first version is the result (it went silent before)."""
+    problem = tmp_path / "residual_relu.py"
+    shutil.copy(Path(__file__).parent / "fixtures" / "formats" / "kernelbench" / "residual_relu.py", problem)
+    rc = main(["optimize", str(problem), "--engine", "rules", "--auto", "--device", "cpu", "--seeds", "1",
+               "--workspace", str(tmp_path / "ws")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-2000:]
+    said = [line for line in err.splitlines() if line.startswith("[first_version] ")]
+    assert len(said) == 1 and ("stages planned on the first Triton version: " in said[0]
+                               or "no stage has work on the first Triton version" in said[0]), err[-2000:]

@@ -53,7 +53,7 @@ from xeforge_core.pipeline.controller import (
     check_cancel,
     default_verify,
 )
-from xeforge_core.pipeline.first_version import first_version_due, prepare_first_version
+from xeforge_core.pipeline.first_version import FIRST_VERSION, first_version_due, prepare_first_version
 from xeforge_core.pipeline.outcomes import (
     DEFAULT_MIN_SPEEDUP,
     Attempt,
@@ -258,6 +258,11 @@ def run_pipeline(controller: StageController, engine: Engine, options: LoopOptio
             return outcomes
         if options.on_first_version is not None:
             options.on_first_version(controller)
+            planned = controller.session.plan
+            stage_emitter(options.on_progress, FIRST_VERSION)(
+                "plan", "stages planned on the first Triton version: " + ", ".join(planned) if planned else
+                "no stage has work on the first Triton version (its analysis found nothing a stage changes): "
+                "it is the result")
     if options.portability:
         prep = prepare_portability(controller, options)
         if prep is not None:

@@ -4,7 +4,8 @@ one worker thread per device, and a CSV summary table.
 A kernel is a ``.py`` file with a sibling ``.yaml`` spec, or with a sibling reference
 (``<stem>_ref.py`` / ``<stem>_pytorch.py``: a KernelBench problem beside its Triton solution), or
 a plain-PyTorch problem on its own (TorchInductor writes its first version); references and
-``__init__.py`` are not kernels themselves; a sibling reference is picked up by ``load_problem``. With several devices (``["cuda:0", "cuda:1"]``) each device has its own worker
+``__init__.py`` are not kernels themselves; a sibling reference is picked up by
+``load_problem``. With several devices (``["cuda:0", "cuda:1"]``) each device has its own worker
 thread taking kernels from one shared queue, so one device never runs two kernels at once
 (timings stay honest) while all devices stay busy. Each kernel's failure (bad spec, engine
 error, a crash) becomes that kernel's ``error`` and the batch goes on.

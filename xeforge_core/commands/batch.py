@@ -3,8 +3,8 @@
 Every ``<stem>.py`` with a sibling ``<stem>.yaml`` or a sibling reference (``<stem>_ref.py`` /
 ``<stem>_pytorch.py``, picked up as the problem: a KernelBench problem beside its Triton
 solution) is a kernel, and so is every plain-PyTorch problem (a KernelBench ``Model`` with
-``get_inputs()``, no Triton): TorchInductor writes its version 1. Each kernel gets its own session in
-the workspace and runs the same pipeline as ``xeforge optimize --auto``. ``--devices
+``get_inputs()``, no Triton): TorchInductor writes its version 1. Each kernel gets its own
+session in the workspace and runs the same pipeline as ``xeforge optimize --auto``. ``--devices
 cuda:0,cuda:1`` runs one worker per device on this machine; ``--ray`` runs one Ray task per
 kernel on a local Ray instance, and ``--ray ADDRESS`` (``auto``, ``HOST:PORT``,
 ``ray://HOST:10001``) on a Ray cluster, over every GPU it has (``xeforge_core.raybatch``).
@@ -63,13 +63,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "batch",
         help="optimize every kernel in a directory (auto-approve) and write a summary table",
         description=("Run the optimization pipeline with auto-approval on every kernel in DIR (a .py "
-                     "with a sibling .yaml or a sibling reference <stem>_ref.py, or a plain-PyTorch problem whose "
-                     "first Triton version TorchInductor writes), one session each, on one device or several, or as Ray tasks "
-                     "over a cluster, and write a summary table (CSV, and JSON beside it)."),
+                     "with a sibling .yaml or a sibling reference <stem>_ref.py, or a plain-PyTorch problem "
+                     "whose first Triton version TorchInductor writes), one session each, on one device or "
+                     "several, or as Ray tasks over a cluster, and write a summary table (CSV, and JSON "
+                     "beside it)."),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_EPILOG,
     )
-    p.add_argument("directory", metavar="DIR", help="directory of kernels (.py + .yaml, .py + _ref.py) and plain-PyTorch problems")
+    p.add_argument("directory", metavar="DIR",
+                   help="directory of kernels (.py + .yaml, .py + _ref.py) and plain-PyTorch problems")
     add_common_arguments(p)
     p.add_argument("--devices", metavar="D1,D2", default=None,
                    help="devices to spread the kernels over, one worker each (default: --device)")

@@ -12,8 +12,9 @@ arithmetic spreads it. An error confined to a few elements, or of a single-eleme
 no such evidence, is a wrong answer and is not explained away as precision. So is every error of
 an output that some run gets wrong in a way no precision change explains
 (:func:`beyond_precision`): a coarser arithmetic errs alike on every input, so one input it
-cannot explain shows a fault of another kind (a GroupNorm whose masked-off lanes add the mean squared to the variance is off by 1e-3 on
-normal inputs, by 0.5 on the problem's own ``torch.rand`` inputs).
+cannot explain shows a fault of another kind (a GroupNorm whose masked-off lanes add the mean
+squared to the variance is off by 1e-3 on normal inputs, by 0.5 on the problem's own
+``torch.rand`` inputs).
 """
 
 from __future__ import annotations

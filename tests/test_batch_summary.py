@@ -264,7 +264,7 @@ def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
     why: a solution without its problem, a reference or a spec without its kernel, a module that
     is none of these. The pipeline on such a pair is ``xeforge optimize SOLUTION --reference
     PROBLEM``'s (tests/test_cli_optimize.py)."""
-    from xeforge_core.batch import find_kernels, skipped_files
+    from xeforge_core.batch import find_kernels, scan_directory
     from xeforge_core.problem import load_problem
 
     kb = ROOT / "tests" / "fixtures" / "formats" / "kernelbench"
@@ -278,7 +278,8 @@ def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
     items = find_kernels(tmp_path)
     assert [(i.kernel.name, i.spec, i.reference and i.reference.name) for i in items] == [
         ("plain_problem.py", None, None), ("residual_relu.py", None, "residual_relu_ref.py")]
-    why = {p.name: reason for p, reason in skipped_files(tmp_path)}
+    assert scan_directory(tmp_path)[0] == items
+    why = {p.name: reason for p, reason in scan_directory(tmp_path)[1]}
     assert sorted(why) == ["lone_solution.py", "lonely.yaml", "notes.py", "orphan_ref.py"]
     assert why["lone_solution.py"].startswith("a Triton solution with no problem beside it")
     assert "lone_solution_ref.py" in why["lone_solution.py"]

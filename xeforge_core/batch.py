@@ -145,27 +145,49 @@ class JobLog:
 
 
 def find_kernels(directory: str | Path) -> list[BatchItem]:
-    """The kernels in ``directory`` (not recursive), sorted by name: every ``<stem>.py`` with a
-    sibling ``<stem>.yaml`` or a sibling reference (``<stem>_ref.py``, ``<stem>_pytorch.py``),
-    and every plain-PyTorch problem, except references themselves and ``__init__.py``. Raises
+    """The kernels in ``directory`` (:func:`scan_directory`'s first part). Raises
     ``FileNotFoundError`` when ``directory`` is not a directory."""
+    return scan_directory(directory)[0]
+
+
+def scan_directory(directory: str | Path) -> tuple[list[BatchItem], list[tuple[Path, str]]]:
+    """``(kernels, skipped)`` of ``directory`` (not recursive), in one pass, sorted by name.
+
+    A kernel is every ``<stem>.py`` with a sibling ``<stem>.yaml`` or a sibling reference
+    (``<stem>_ref.py``, ``<stem>_pytorch.py``), and every plain-PyTorch problem, except references
+    themselves and ``__init__.py``. ``skipped`` names the files that look meant for the batch but
+    are left out, each with why and what to do: a ``.py`` that is none of these (a Triton solution
+    without its problem is named as such), a reference with no ``<stem>.py``, a spec with no
+    ``<stem>.py``. Raises ``FileNotFoundError`` when ``directory`` is not a directory."""
     root = Path(directory)
     if not root.is_dir():
         if root.exists():
             raise FileNotFoundError(f"{root} is not a directory")
         raise FileNotFoundError(f"{root} does not exist{missing_path_hint(root)}")
-    items = []
-    for py in sorted(root.glob("*.py")):
-        if py.name == "__init__.py" or py.stem.endswith(formats.reference_suffixes()):
-            continue
-        spec: Path | None = py.with_suffix(".yaml")
-        ref = _sibling_reference(py)
-        if not spec.is_file():
-            spec = None
-            if ref is None and not _plain_pytorch(py):  # a KernelBench problem: TorchInductor writes version 1
-                continue
-        items.append(BatchItem(kernel=py, spec=spec, reference=ref))
-    return items
+    items: list[BatchItem] = []
+    skipped: list[tuple[Path, str]] = []
+    suffixes = formats.reference_suffixes()
+    for f in sorted(root.iterdir()):
+        if f.suffix == ".py" and f.name != "__init__.py" and not f.stem.endswith(suffixes):
+            spec = f.with_suffix(".yaml")
+            ref = _sibling_reference(f)
+            if spec.is_file() or ref is not None or _plain_pytorch(f):  # plain PyTorch: TorchInductor writes v1
+                items.append(BatchItem(kernel=f, spec=spec if spec.is_file() else None, reference=ref))
+            elif _is_solution(f):
+                skipped.append((f, f"a Triton solution with no problem beside it: put its problem next to it as "
+                                   f"{f.stem}_ref.py (or give it a {f.stem}.yaml spec)"))
+            else:
+                skipped.append((f, f"no sibling {f.stem}.yaml spec or {f.stem}_ref.py reference, and no "
+                                   "plain-PyTorch problem (optimize it alone with xeforge optimize, which also "
+                                   "takes a module without a spec)"))
+        elif f.suffix == ".py" and f.stem.endswith(suffixes):
+            base = next(f.stem[: -len(x)] for x in suffixes if f.stem.endswith(x))
+            if not f.with_name(f"{base}.py").is_file():
+                skipped.append((f, f"a reference with no {base}.py beside it (a plain-PyTorch problem on its own "
+                                   f"is a kernel of the batch under its own name: {base}.py)"))
+        elif f.suffix == ".yaml" and not f.with_suffix(".py").is_file():
+            skipped.append((f, f"a spec with no {f.stem}.py beside it"))
+    return items, skipped
 
 
 def _sibling_reference(py: Path) -> Path | None:
@@ -178,36 +200,6 @@ def _plain_pytorch(py: Path) -> bool:
     from xeforge_core.inductor.first_version import is_plain_pytorch_file
 
     return is_plain_pytorch_file(py)
-
-
-def skipped_files(directory: str | Path) -> list[tuple[Path, str]]:
-    """The files of ``directory`` that look meant for the batch but that :func:`find_kernels`
-    leaves out, each with why and what to do, so that a batch says what it skipped: a ``.py``
-    with no spec or reference that is no plain-PyTorch problem (a Triton solution without its
-    problem is named as such), a reference ``<stem>_ref.py`` with no ``<stem>.py``, a spec
-    ``<stem>.yaml`` with no ``<stem>.py``."""
-    root = Path(directory)
-    out: list[tuple[Path, str]] = []
-    suffixes = formats.reference_suffixes()
-    for f in sorted(root.iterdir()) if root.is_dir() else []:
-        if f.suffix == ".py" and f.name != "__init__.py" and not f.stem.endswith(suffixes):
-            if f.with_suffix(".yaml").is_file() or _sibling_reference(f) is not None or _plain_pytorch(f):
-                continue
-            if _is_solution(f):
-                out.append((f, f"a Triton solution with no problem beside it: put its problem next to it as "
-                               f"{f.stem}_ref.py (or give it a {f.stem}.yaml spec)"))
-            else:
-                out.append((f, f"no sibling {f.stem}.yaml spec or {f.stem}_ref.py reference, and no plain-PyTorch "
-                               "problem (optimize it alone with xeforge optimize, which also takes a module "
-                               "without a spec)"))
-        elif f.suffix == ".py" and f.stem.endswith(suffixes):
-            base = next(f.stem[: -len(x)] for x in suffixes if f.stem.endswith(x))
-            if not f.with_name(f"{base}.py").is_file():
-                out.append((f, f"a reference with no {base}.py beside it (a plain-PyTorch problem on its own is a "
-                               f"kernel of the batch under its own name: {base}.py)"))
-        elif f.suffix == ".yaml" and not f.with_suffix(".py").is_file():
-            out.append((f, f"a spec with no {f.stem}.py beside it"))
-    return out
 
 
 def _is_solution(py: Path) -> bool:

@@ -138,14 +138,13 @@ def _check_writable(out: str | Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``xeforge batch``; returns the exit status (see the module docstring)."""
-    from xeforge_core.batch import SummaryError, find_kernels, read_summary, skipped_files, split_resume
+    from xeforge_core.batch import SummaryError, read_summary, scan_directory, split_resume
     from xeforge_core.batch_progress import BatchProgress
 
     err = sys.stderr
     try:
         stages = check_common_arguments(args)
-        items = find_kernels(args.directory)
-        skipped = skipped_files(args.directory)
+        items, skipped = scan_directory(args.directory)
         if not items:
             for path, why in skipped:
                 print(f"skipped {path.name}: {why}", file=err)

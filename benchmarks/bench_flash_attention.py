@@ -249,6 +249,11 @@ def verify_steps(steps: list[Any], variants: dict[int, list[str]], device: str, 
 
 # -------------------------------------------------------------------------- phase 2: check
 
+def _task_keys(task: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a check in its row: step, variant, selection, kind."""
+    return {k: task[k] for k in ("step", "variant", "select", "kind")}
+
+
 def check_task(task: dict[str, Any]) -> dict[str, Any]:
     """In a worker process: one step at one shape with one selection (see :func:`_select`),
     against SDPA in fp32. Returns the task's keys plus ``config`` (what ran), ``max_err``, ``ok``,
@@ -256,7 +261,7 @@ def check_task(task: dict[str, Any]) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    out = {k: task[k] for k in ("step", "variant", "select", "kind")}
+    out = _task_keys(task)
     start = time.monotonic()
     try:
         mod = load_step(task["path"], task["step"])
@@ -287,8 +292,7 @@ CHECK_TIMEOUT_S = 180.0
 
 
 def _check_row(task: dict[str, Any], error: str, seconds: float) -> dict[str, Any]:
-    return {**{k: task[k] for k in ("step", "variant", "select", "kind")}, "ok": False, "error": error,
-            "seconds": seconds}
+    return {**_task_keys(task), "ok": False, "error": error, "seconds": seconds}
 
 
 def run_checks(tasks: list[dict[str, Any]], workers: int, log: Any,

@@ -78,8 +78,8 @@ def advice(run: CorrectnessRun, hints: dict[str, list[str]], policy: PrecisionPo
            runs: list[CorrectnessRun] | None = None) -> str:
     """The sentence a failing ``run``'s reason ends with when its failure is a precision change
     (what it is, what was measured, and the exact option that accepts it), else "". ``runs``:
-    every run of the candidate, so an output another run gets wrong beyond every allowance is
-    not called a precision change here either."""
+    every run of the candidate, so an output another run gets wrong in a way no precision change
+    explains is not called a precision change here either."""
     beyond = beyond_precision(runs or [run], hints)
     for comp in run.outputs:
         found = explained(comp, hints, beyond)

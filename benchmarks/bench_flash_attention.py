@@ -99,6 +99,7 @@ class Row:
     config: str = ""
     verdict: str = ""                      # the verifier's kind for the step (every variant)
     note: str = ""
+    sdpa_backends: dict[str, float] = field(default_factory=dict)  # µs of SDPA held to each backend
 
 
 @dataclass
@@ -183,8 +184,16 @@ def own_space(mod: Any, block_d: int) -> list[tuple]:
     return [config_key(c) for c in mod.SEARCH_SPACE[min(k for k in mod.SEARCH_SPACE if k >= block_d)]]
 
 
+def _forget_choices(mod: Any) -> None:
+    """Clear each autotuner's last pick, so :func:`_chosen` after a call names only what that call
+    ran (a Hopper step has one autotuner per head-dim class; the others keep their last pick)."""
+    for t in tuners_of(mod):
+        t.best_config = None
+
+
 def _chosen(mod: Any) -> str:
-    return next((describe(t.best_config) for t in tuners_of(mod) if getattr(t, "best_config", None) is not None), "")
+    """The config the module's autotuners picked since :func:`_forget_choices`."""
+    return "; ".join(describe(t.best_config) for t in tuners_of(mod) if getattr(t, "best_config", None) is not None)
 
 
 def inputs(dims: dict[str, int], device: str, seed: int = 0) -> tuple[Any, Any, Any]:
@@ -269,6 +278,7 @@ def check_task(task: dict[str, Any]) -> dict[str, Any]:
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=task["causal"])
         saved = _select(mod, tuple(task["select"]))
         try:
+            _forget_choices(mod)
             res = mod.kernel_function(q, k, v)
             if task["device"].startswith("cuda"):
                 torch.cuda.synchronize()
@@ -354,6 +364,31 @@ def noise_of(sdpa: list[float], sdpa_again: list[float]) -> tuple[float, float]:
     return ratio, max(abs(1.0 - ratio), spread)
 
 
+#: SDPA's backends timed beside its default pick (torch.nn.attention.SDPBackend names): which
+#: one the default is shows in which it matches; a backend that refuses the shape is left out.
+SDPA_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+
+
+def _sdpa_on(backend: str, q: Any, k: Any, v: Any, causal: bool) -> Any:
+    """A callable: SDPA held to ``backend``, or None where that backend refuses these inputs."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = getattr(SDPBackend, backend, None)
+    if chosen is None:
+        return None
+
+    def run() -> Any:
+        with sdpa_kernel([chosen]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    try:
+        run()
+    except RuntimeError:
+        return None
+    return run
+
+
 def time_shape(steps: list[Any], modules: dict[int, Any], verified: set[int], name: str, dims: dict[str, int],
                device: str, args: argparse.Namespace, check_errs: dict[tuple[int, str], float]) -> list[Row]:
     """The rows of one benchmark shape: every verified step and SDPA (twice), interleaved."""
@@ -365,6 +400,10 @@ def time_shape(steps: list[Any], modules: dict[int, Any], verified: set[int], na
     for c in (False, True):
         fns[f"sdpa{int(c)}"] = partial(F.scaled_dot_product_attention, q, k, v, is_causal=c)
         fns[f"sdpa{int(c)}_again"] = partial(F.scaled_dot_product_attention, q, k, v, is_causal=c)
+        for backend in SDPA_BACKENDS:
+            fn = _sdpa_on(backend, q, k, v, c)
+            if fn is not None:
+                fns[f"sdpa{int(c)}:{backend}"] = fn
     for step in steps:
         row = Row(step=step.index, title=step.title, stage=step.stage, causal=step.causal, variant=name,
                   dims=dims_text(dims), max_err=check_errs.get((step.index, name)))
@@ -374,6 +413,7 @@ def time_shape(steps: list[Any], modules: dict[int, Any], verified: set[int], na
             continue
         mod = modules[step.index]
         try:
+            _forget_choices(mod)
             mod.kernel_function(q, k, v)  # autotunes now (compiled kernels come from the check phase)
             row.config = _chosen(mod)
             fns[f"step{step.index}"] = partial(mod.kernel_function, q, k, v)
@@ -386,6 +426,7 @@ def time_shape(steps: list[Any], modules: dict[int, Any], verified: set[int], na
         c = int(row.causal)
         row.sdpa_us = med[f"sdpa{c}"]
         row.aa_ratio, row.noise = noise_of(samples[f"sdpa{c}"], samples[f"sdpa{c}_again"])
+        row.sdpa_backends = {b: med[f"sdpa{c}:{b}"] for b in SDPA_BACKENDS if f"sdpa{c}:{b}" in med}
         us = med.get(f"step{row.step}")
         if us is not None:
             row.us = us
@@ -549,6 +590,7 @@ def summary_markdown(res: Results) -> str:
                              f"{_fmt(r.tflops, 0)} TFLOP/s vs SDPA "
                              f"{_fmt(r.tflops / r.vs_sdpa if r.tflops and r.vs_sdpa else None, 0)}"
                              + (f"; config {r.config}" if r.config else ""))
+        lines += sdpa_backend_lines(res.rows, last)
     if res.sweep:
         lines += ["", "## Sweep: the fastest configs per step and shape", "",
                   "| step | shape | rank | config | µs | x autotuned | x SDPA |", "|---|---|---|---|---|---|---|"]
@@ -561,6 +603,24 @@ def summary_markdown(res: Results) -> str:
     if res.errors:
         lines += ["", "## Errors", ""] + [f"- {e.splitlines()[0][:300]}" for e in res.errors]
     return "\n".join(lines) + "\n"
+
+
+def sdpa_backend_lines(rows: list[Row], last: int | None) -> list[str]:
+    """Per shape, SDPA's default and each backend it can be held to, µs, and the last non-causal
+    step against each: which kernel "SDPA" is on this device and how the step compares to the
+    others a user could pick."""
+    picked = [r for r in rows if r.step == last and r.sdpa_backends and r.us]
+    if not picked:
+        return []
+    names = [b for b in SDPA_BACKENDS if any(b in r.sdpa_backends for r in picked)]
+    lines = ["", "## SDPA's backends (non-causal): µs, and the last non-causal step's speedup over each", "",
+             "| shape | default | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for r in picked:
+        cells = [f"{_fmt(r.sdpa_us, 1)} µs ({_fmt(r.sdpa_us / r.us, 2)}x)"]
+        cells += [f"{_fmt(r.sdpa_backends[b], 1)} µs ({_fmt(r.sdpa_backends[b] / r.us, 2)}x)"
+                  if b in r.sdpa_backends else "refused" for b in names]
+        lines.append(f"| {r.variant} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def short_table(res: Results) -> str:

@@ -102,6 +102,10 @@ VARIANTS: dict[int, list[tuple]] = {
         _v(128, 64, 8, 4, PLAIN), _v(64, 64, 4, 3, PLAIN), _v(64, 128, 4, 2, PLAIN),
         _v(64, 64, 4, 3, PIPELINED), _v(128, 128, 8, 3, PIPELINED), _v(64, 128, 4, 2, PIPELINED),
         _v(128, 128, 8, 3, PLAIN, True), _v(128, 64, 8, 3, PLAIN, True), _v(64, 64, 4, 3, PLAIN, True),
+        # two programs an SM (their shared memory at most half the SM's): one program's softmax
+        # overlaps the other's dots, the overlap warp specialization builds within one program
+        _v(64, 64, 4, 2, PLAIN), _v(64, 64, 4, 2, PIPELINED), _v(64, 64, 4, 2, PLAIN, True),
+        _v(128, 64, 8, 2, PLAIN), _v(128, 64, 8, 2, PIPELINED), _v(64, 32, 4, 3, PLAIN), _v(64, 32, 4, 2, PLAIN),
     ],
     64: [
         _v(64, 128, 4, 2, PLAIN), _v(64, 128, 4, 3, PLAIN), _v(128, 64, 8, 3, PLAIN),

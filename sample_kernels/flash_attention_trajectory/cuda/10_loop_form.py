@@ -56,19 +56,19 @@ def config_args(config: triton.Config) -> tuple:
     return (kw["BLOCK_M"], kw["BLOCK_N"], config.num_warps, config.num_stages, kw["LOOP"], kw["LAZY"])
 
 
-#: Search space per padded head dim (BLOCK_D, split parts added up), from the H200's sweeps of
-#: steps 8-9 (docs/measured/h200-flash-attention and its predecessor in git history): at 128
-#: step 9's best at 128 (64 x 64 and 128 x 128, pipelined) and at the 64 + 32 split (64 x 128,
-#: pipelined, 267 µs), and the plain 128 x 64 loop over two warpgroups (244 µs there); at 64 the
-#: plain loop on 64 rows and 128 keys (186 µs at A 71, against 206 µs pipelined), the plain
-#: 128 x 64, step 9's best and the lazy 64 x 128. No warp-specialized config: each hung on the
-#: H200 (docs/measured/h200-fa-ws-hang), where every config here ran right at B 1, A 4, S 1024.
-#: Timed per shape by benchmarks/sweep_fa_hopper.py.
+#: Search space per padded head dim (BLOCK_D, split parts added up), from the H200's sweep of
+#: step 10's 19 plain, lazy and pipelined variants (docs/measured/h200-fa-sweep-step10, every one
+#: right at every shape), the fastest per benchmark shape: at 128 (head dims 96 and 128) the plain
+#: 128 x 64 loop over two warpgroups (96: 1.00x SDPA), the plain and the lazy 64 x 64 (2048 x 128
+#: and 1500 x 128), the pipelined 128 x 128 (4096 x 128) and the pipelined 64 x 64, second or third
+#: everywhere; at 64 the plain loop on 64 rows and 128 keys at two and three stages, the lazy one
+#: and the plain 128 x 64. No warp-specialized config: each hung on the H200
+#: (docs/measured/h200-fa-ws-hang). Timed per shape by benchmarks/sweep_fa_hopper.py.
 SEARCH_SPACE = {
-    64: [_config(64, 128, 4, 2, PLAIN), _config(128, 64, 8, 3, PLAIN), _config(64, 64, 4, 3, PIPELINED),
+    64: [_config(64, 128, 4, 2, PLAIN), _config(64, 128, 4, 3, PLAIN), _config(128, 64, 8, 3, PLAIN),
          _config(64, 128, 4, 2, PLAIN, lazy=True)],
-    128: [_config(64, 64, 4, 3, PIPELINED), _config(128, 128, 8, 3, PIPELINED), _config(128, 64, 8, 3, PLAIN),
-          _config(64, 128, 4, 2, PIPELINED)],
+    128: [_config(128, 64, 8, 3, PLAIN), _config(64, 64, 4, 3, PLAIN), _config(64, 64, 4, 3, PLAIN, lazy=True),
+          _config(128, 128, 8, 3, PIPELINED), _config(64, 64, 4, 3, PIPELINED)],
     256: [_config(64, 64, 4, 2, PIPELINED), _config(64, 32, 4, 2, PIPELINED)],
 }
 

@@ -86,7 +86,7 @@ def test_sanitizer_log_spellings_old_and_new():
     assert [f.line for f in memcheck.findings(report, "cuda_mul2.cu")] == [None, None, None]
 
 
-def test_apply_fails_a_passing_verdict_on_a_write_and_only_warns_on_a_read():
+def test_apply_fails_a_passing_verdict_on_a_write_and_on_a_read():
     ok = Verdict(kind=VerdictKind.OK, reason="matches", steps=[Step("correctness", StepStatus.PASSED, summary="ok")])
     report = memcheck.parse_sanitizer_log((FIX / "compute_sanitizer_oob_write.log").read_text())
     v = memcheck.apply(ok, report, candidate_file="residual_relu_oob_write.py", seconds=1.0, variant="module")
@@ -94,7 +94,9 @@ def test_apply_fails_a_passing_verdict_on_a_write_and_only_warns_on_a_read():
     assert v.step("memcheck").status is StepStatus.FAILED and v.step("correctness").status is StepStatus.FAILED
     read_only = memcheck.MemcheckReport(tool="t", accesses=[memcheck.InvalidAccess(access="read", size=4, kernel="k")])
     v2 = memcheck.apply(Verdict(kind=VerdictKind.OK), read_only, candidate_file="c.py", seconds=0.0, variant="v")
-    assert v2.kind is VerdictKind.OK and v2.findings[0].severity == "warning"
+    # no Triton kernel touches a masked-off lane: a read past the end is a mask that admits too much
+    assert v2.kind is VerdictKind.WRONG_ANSWER and v2.reason.startswith("out-of-bounds read found by the memory")
+    assert v2.findings[0].severity == "error" and v2.step("memcheck").status is StepStatus.FAILED
     v3 = memcheck.apply(Verdict(kind=VerdictKind.OK), None, candidate_file="c.py", seconds=0.0, variant="v",
                         unavailable="no checker")
     assert v3.kind is VerdictKind.OK and v3.step("memcheck").status is StepStatus.SKIPPED
@@ -192,3 +194,17 @@ def test_planted_write_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
     assert "1 byte(s) after the end of the nearest allocation of 192000 bytes (out_ptr)" in f["message"]
     step = next(s for s in v["steps"] if s["name"] == "memcheck")
     assert step["status"] == "failed" and "interpreter bounds check" in step["summary"]
+
+
+def test_planted_read_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
+    """A load mask one past the end: the outputs match (the lane is masked away at the store),
+    the read is still outside the input; ``--memcheck`` refuses it, naming the kernel."""
+    env = {**os.environ, "XEFORGE_CACHE_DIR": str(tmp_path / "cache"), "XEFORGE_POOL": "0"}
+    cmd = [sys.executable, "-m", "xeforge_core.cli", "verify", str(PROBLEM), str(FIX / "residual_relu_oob_read.py"),
+           "--device", "cpu", "--seeds", "1", "--no-odd-size", "--memcheck", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 1, out.stderr[-2000:]
+    v = json.loads(out.stdout)
+    assert v["kind"] == "wrong_answer" and v["reason"].startswith("out-of-bounds read found by the memory checker")
+    reads = [f for f in v["findings"] if f["rule"] == "memcheck_invalid_read"]
+    assert reads and all(f["severity"] == "error" for f in reads) and "residual_relu_kernel" in reads[0]["message"]

@@ -24,10 +24,13 @@ reports each access). So one more correctness call of the candidate runs under a
   and anything the GPU compiler alone gets wrong.
 * **xpu**: no memory checker is wired in; the verdict says so.
 
-Each invalid access becomes a finding (``memcheck_invalid_write`` is an error and fails
-correctness as ``wrong_answer``; ``memcheck_invalid_read`` a warning: the value read is masked
-away or unused, so outputs can be right while the kernel is unsafe), with kernel, line, access
-size and how far outside the nearest allocation it landed. Only the standard library is used.
+Each invalid access becomes an error finding that fails correctness as ``wrong_answer``
+(``memcheck_invalid_write``, ``memcheck_invalid_read``), with kernel, line, access size and how
+far outside the nearest allocation it landed. A read counts as much as a write: a Triton kernel
+touches no masked-off lane, so a read past an allocation comes from a mask or an offset that
+admits one element too many (or a load with no mask); its value may be masked away or unused
+where the outputs are right, but the read faults where the allocation ends at a page, and reads
+another tensor at other sizes. Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -286,7 +289,7 @@ def _located(a: InvalidAccess, candidate_file: str) -> int | None:
 
 
 def findings(report: MemcheckReport, candidate_file: str) -> list[Finding]:
-    """One finding per grouped access: writes (and atomics) are errors, reads warnings."""
+    """One error finding per grouped access (reads, writes and atomics)."""
     out = []
     for a in report.accesses:
         line = _located(a, candidate_file)
@@ -296,8 +299,7 @@ def findings(report: MemcheckReport, candidate_file: str) -> list[Finding]:
                 "it can pass every output comparison") if a.is_write else (
             " The value read is unused or masked away where the outputs are right, but the read can fault or "
             "read another tensor at other sizes and allocations")
-        out.append(Finding(rule, f"{report.tool}: {a.describe()}{where}.{tail}",
-                           "error" if a.is_write else "warning", line))
+        out.append(Finding(rule, f"{report.tool}: {a.describe()}{where}.{tail}", "error", line))
     return out
 
 
@@ -308,9 +310,10 @@ LOG_KEPT = 20_000
 def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: str, seconds: float,
           variant: str, unavailable: str = "", failure: str = "", log: str = "") -> Verdict:
     """Add the memory checker's step and findings to ``verdict`` (``log``: the tool's own log,
-    its end kept as evidence). An invalid write fails the verdict as ``wrong_answer`` (the
-    outputs matched, the memory did not); a checker that could not run (``unavailable``) or
-    failed (``failure``) leaves the verdict as it was and says so."""
+    its end kept as evidence). An invalid access, read or write, fails the verdict as
+    ``wrong_answer`` (the outputs matched, the memory did not; a write is named first); a checker
+    that could not run (``unavailable``) or failed (``failure``) leaves the verdict as it was and
+    says so."""
     if unavailable or failure or report is None:
         why = unavailable or failure or "the checker wrote no report"
         verdict.steps.append(Step(name="memcheck", status=StepStatus.SKIPPED, seconds=seconds,
@@ -327,7 +330,7 @@ def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: st
         status = StepStatus.FAILED
     elif reads:
         summary = f"{report.tool}: {sum(a.count for a in reads)} invalid read(s), no invalid write, on one call at {variant}"
-        status = StepStatus.PASSED
+        status = StepStatus.FAILED
     else:
         summary = f"{report.tool}: no invalid access on one call at {variant}"
         status = StepStatus.PASSED
@@ -336,13 +339,14 @@ def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: st
     verdict.steps.append(Step(name="memcheck", status=status, seconds=seconds, summary=summary,
                               evidence={"report": report.to_dict(), **({"log": log[-LOG_KEPT:]} if log else {})}))
     verdict.findings += found
-    if writes and verdict.kind in (VerdictKind.OK, VerdictKind.INCONSISTENT, VerdictKind.INCONCLUSIVE):
-        first = writes[0]
+    if (writes or reads) and verdict.kind in (VerdictKind.OK, VerdictKind.INCONSISTENT, VerdictKind.INCONCLUSIVE):
+        first = (writes or reads)[0]
+        what = "write" if writes else "read"
         verdict.kind = VerdictKind.WRONG_ANSWER
-        verdict.reason = f"out-of-bounds write found by the memory checker: {first.describe()}"
+        verdict.reason = f"out-of-bounds {what} found by the memory checker: {first.describe()}"
         verdict.source_line = _located(first, candidate_file) or verdict.source_line
         step = verdict.step("correctness")
         if step is not None:
             step.status = StepStatus.FAILED
-            step.summary += f"; but {report.tool} found an out-of-bounds write ({first.where()})"
+            step.summary += f"; but {report.tool} found an out-of-bounds {what} ({first.where()})"
     return verdict

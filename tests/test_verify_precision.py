@@ -161,3 +161,16 @@ def test_a_logic_fault_that_looks_like_float16_on_normal_inputs_is_no_precision_
     assert normal and all(c.needs for r in normal for c in r.outputs)  # alone, it would pass for precision
     assert not findings(v, "precision_downgrade"), [f.message for f in v.findings]
     assert "--allow" not in v.reason and "precision change" not in v.reason
+
+
+def test_an_approximate_formula_is_named_as_approximate_math_not_as_tf32():
+    """GELU through tanh for the exact GELU: a spread error of a 10-bit mantissa's size that no
+    TF32 dot and no half-precision type in the source explains; the verdict names approximate
+    math and the option that accepts it, never TF32 in a kernel without a dot product."""
+    v = check("gelu.py", "gelu_tanh.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+    assert "approximate math" in v.reason and "--allow approx-math" in v.reason, v.reason
+    assert "TF32 dot products (" not in v.reason
+    assert [f.message.split(":")[0] for f in findings(v, "precision_downgrade")] == [
+        "approximate math (tanh.approx, fast exp/log/division)"]
+    assert check("gelu.py", "gelu_tanh.py", allow_precision=["approx-math"]).kind is VerdictKind.OK

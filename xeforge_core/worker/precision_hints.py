@@ -33,6 +33,12 @@ _ACCUMULATING = {"sum", "cumsum", "cumprod", "reduce", "associative_scan"}
 
 _LOW = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
+#: Downgrades :func:`precision_hints` reports wherever a module's source has them (every
+#: ``tl.dot`` in TF32, every cast to a half-precision type in a kernel or the host code): where
+#: it reports none of them, a measured precision change is not one of them. Approximate math
+#: also hides in formulas (GELU through tanh for the exact one through erf), which no scan sees.
+SCANNED_DOWNGRADES = frozenset({"tf32", "fp16", "bf16"})
+
 
 def _tf32_calls(tree: ast.AST) -> list[tuple[int, str]]:
     """``(line, why)`` of every ``tl.dot`` under ``tree`` that runs float32 operands in TF32."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from xeforge_core.precision import DOWNGRADES, PrecisionPolicy, kernelbench_tolerance, own_factor
 from xeforge_core.verdict import CorrectnessRun, Finding, OutputComparison
+from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES
 
 #: Outputs with fewer elements are not judged by how their error is spread.
 SPREAD_MIN_ELEMENTS = 16
@@ -63,10 +64,20 @@ def explained(comp: OutputComparison, hints: dict[str, list[str]],
     named = [n for n in hints if n in comp.needs]
     if named:
         return named[0], hints[named[0]][0]
-    operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation]
+    operands = unseen_first([n for n in comp.needs if not DOWNGRADES[n].accumulation], hints)
     if _spread(comp) and operands:  # an accumulator's allowance is too wide to explain an unknown cause
-        return operands[0], "no lower-precision arithmetic in the kernel's source explains it"
+        why = ("no TF32 dot product and no half-precision type in the source: an approximation (a formula, a "
+               "fast intrinsic) errs like this" if operands[0] not in SCANNED_DOWNGRADES else
+               "no lower-precision arithmetic in the kernel's source explains it")
+        return operands[0], why
     return None
+
+
+def unseen_first(names: list[str], hints: dict[str, list[str]]) -> list[str]:
+    """``names`` (downgrades, finest first) with those the source scan would have found but did
+    not (``SCANNED_DOWNGRADES`` missing from ``hints``: a TF32 dot in a kernel with no dot) moved
+    last: the cause of an error no evidence names is more likely one no scan can see."""
+    return sorted(names, key=lambda n: n in SCANNED_DOWNGRADES and n not in hints)
 
 
 def _measured(comp: OutputComparison) -> str:
@@ -106,7 +117,7 @@ def findings(runs: list[CorrectnessRun], hints: dict[str, list[str]], policy: Pr
             if comp.passed:  # accepted: an allowed downgrade (or explicit tolerances) let it through
                 used = [n for n in comp.needs if n in allowed]
                 name = next((n for n in hints if n in (used or comp.needs)), None) or (
-                    (used or comp.needs)[0] if used or _spread(comp) else None)
+                    unseen_first(used or comp.needs, hints)[0] if used or _spread(comp) else None)
                 if name is None or name in out:
                     continue
                 via = f"allowed by --allow {name}" if name in allowed else "accepted by the explicit tolerances"

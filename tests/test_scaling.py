@@ -81,6 +81,28 @@ def test_a_shape_tuple_unpacked_into_the_inputs_is_reduced_too():
     assert odd_module_variant(problem, small).overrides == {"batch_size": 127, "input_shape": (1023,)}
 
 
+MLP = SOFTMAX.replace("torch.softmax(x, dim=1)", "self.net(x)").replace(
+    "def forward(self, x):", "def __init__(self, input_size, layer_sizes, output_size):\n"
+    "        super().__init__()\n"
+    "        sizes = [input_size, *layer_sizes, output_size]\n"
+    "        self.net = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])])\n\n"
+    "    def forward(self, x):").replace("dim = 393216", "input_size = 16384\nlayer_sizes = [16384, 16384]\n"
+                                       "output_size = 8192").replace(
+    "torch.randn(batch_size, dim)", "torch.rand(batch_size, input_size)").replace(
+    "return []", "return [input_size, layer_sizes, output_size]")
+
+
+def test_a_list_of_layer_sizes_the_constructor_takes_is_reduced_with_the_input():
+    # KernelBench level 3's MLPs: a reduced input must not meet full-size 16384 x 16384 layers
+    # (the size probe of one published MLP ran past its limit with them)
+    assert size_constants(MLP) == {"batch_size": 4096, "input_size": 16384, "layer_sizes": (16384, 16384),
+                                   "output_size": 8192}
+    problem = problem_from_source(MLP, name="mlp")
+    small = problem.correctness_variants()[0]
+    assert small.overrides["layer_sizes"] == (small.overrides["input_size"],) * 2
+    assert small.overrides["input_size"] < 16384
+
+
 def test_kernel_sizes_and_axes_are_not_sizes():
     consts = size_constants(CONV)
     assert consts == {"batch_size": 128, "in_channels": 3, "out_channels": 16}
@@ -132,3 +154,16 @@ def test_a_spec_without_ci_is_checked_at_a_reduced_copy_of_its_benchmark_variant
                for w in problem.warnings), problem.warnings
     # with its ci variant, nothing is derived
     assert [v.name for v in load_problem(samples / "01_vector_add.py").correctness_variants()] == ["ci"]
+
+
+def test_overrides_keep_the_kind_of_sequence_the_problem_module_wrote():
+    """A job's JSON turns the tuple ``(1024,)`` into a list: the module gets its own kind back
+    (``torch.rand(b, *input_shape)`` takes either, ``layer_sizes + [x]`` needs the list)."""
+    import types
+
+    from xeforge_core.worker.inputs import module_overrides
+
+    mod = types.SimpleNamespace(input_shape=(32768,), layer_sizes=[16384, 16384], batch_size=4096)
+    with module_overrides(mod, {"input_shape": [1024], "layer_sizes": [512, 512], "batch_size": 32}):
+        assert mod.input_shape == (1024,) and mod.layer_sizes == [512, 512] and mod.batch_size == 32
+    assert mod.input_shape == (32768,) and mod.layer_sizes == [16384, 16384] and mod.batch_size == 4096

@@ -143,8 +143,10 @@ def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
     values: those used in a tensor shape inside ``get_inputs()`` (``torch.randn(batch_size,
     dim)``: whatever their name), and those ``get_init_inputs()`` passes whose name says they
     are a size (``out_features``, not ``kernel_size`` or ``dim``; see ``NOT_A_SIZE``); also
-    tuples of sizes unpacked into a shape (``torch.rand(batch_size, *input_shape)``). ``{}``
-    when the source does not parse or defines neither function."""
+    tuples and lists of sizes unpacked into a shape (``torch.rand(batch_size, *input_shape)``)
+    or passed to the constructor under a size's name (``layer_sizes = [16384, 16384]`` of an
+    MLP: left as published, a reduced input would still meet full-size layers). ``{}`` when
+    the source does not parse or defines neither function."""
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
@@ -157,7 +159,8 @@ def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
     init_names = _names_read(funcs[_INIT_INPUTS]) if _INIT_INPUTS in funcs else set()
     chosen = shape_names | {n for n in init_names if _is_size_name(n)}
     found: dict[str, int | tuple[int, ...]] = {n: v for n, v in ints.items() if n in chosen and v >= 2}
-    found.update({n: v for n, v in tuples.items() if n in shape_names and any(x >= 2 for x in v)})
+    found.update({n: v for n, v in tuples.items()
+                  if (n in shape_names or (n in init_names and _is_size_name(n))) and any(x >= 2 for x in v)})
     return found
 
 

@@ -142,6 +142,8 @@ def module_overrides(module: Any, overrides: dict[str, Any] | None) -> Iterator[
     names = list(overrides) + [n for n, _ in derived]
     saved = {k: getattr(module, k, missing) for k in names}
     for k, v in overrides.items():
+        if isinstance(v, (list, tuple)) and isinstance(saved[k], (list, tuple)):
+            v = type(saved[k])(v)  # a job's JSON turns tuples into lists: keep the module's own kind
         setattr(module, k, v)
     for name, code in derived:
         with contextlib.suppress(Exception):  # a value that cannot be recomputed keeps its own

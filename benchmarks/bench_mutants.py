@@ -152,7 +152,8 @@ def kb_verdict(pair_dir: Path, kb_src: Path, trials: int, timeout: float) -> dic
     if "skipped" in row:
         return {"kind": "skipped", "reason": row["skipped"]}
     if row.get("compiled") is None and row.get("correctness") is None:
-        return {"kind": "no_verdict", "reason": str(row.get("error") or "")[:300]}
+        last = next((ln for ln in reversed(str(row.get("log_tail") or "").splitlines()) if ln.strip()), "")
+        return {"kind": "no_verdict", "reason": (str(row.get("error") or "") + (f": {last}" if last else ""))[:300]}
     passed = bool(row.get("compiled")) and bool(row.get("correctness"))
     meta = row.get("metadata") or {}
     return {"kind": "pass" if passed else "fail", "compiled": row.get("compiled"),
@@ -161,16 +162,22 @@ def kb_verdict(pair_dir: Path, kb_src: Path, trials: int, timeout: float) -> dic
             "reason": str(row.get("error") or (meta if not passed else ""))[:300]}
 
 
+_KB_EVAL_LOCK = threading.Lock()
+
+
 def _kernelbench_eval() -> Any:
-    """``benchmarks/kernelbench_eval.py`` loaded as a module (it is a script, not a package)."""
+    """``benchmarks/kernelbench_eval.py`` loaded as a module (it is a script, not a package), once:
+    the KernelBench verdicts run in threads, and a thread must never see the module before it has
+    finished executing."""
     import importlib.util
 
-    if "kernelbench_eval" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("kernelbench_eval", ROOT / "benchmarks" / "kernelbench_eval.py")
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules["kernelbench_eval"] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return sys.modules["kernelbench_eval"]
+    with _KB_EVAL_LOCK:
+        if "kernelbench_eval" not in sys.modules:
+            spec = importlib.util.spec_from_file_location("kernelbench_eval", ROOT / "benchmarks" / "kernelbench_eval.py")
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+            sys.modules["kernelbench_eval"] = module
+        return sys.modules["kernelbench_eval"]
 
 
 def ours_passes(row: dict[str, Any] | None) -> bool:

@@ -89,7 +89,7 @@ def evaluate_one(problem: Path, solution: Path, kb_src: Path, trials: int) -> di
     data = result.model_dump() if hasattr(result, "model_dump") else dict(result)
     row.update(compiled=data.get("compiled"), correctness=data.get("correctness"), metadata=data.get("metadata"),
                error=None)
-    row["device"] = torch.cuda.get_device_name(0)
+    row["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     return row
 
 
@@ -105,6 +105,7 @@ def _run_pair(pair: Path, kb_src: Path, trials: int, timeout: float) -> dict[str
     if fmt != "kernelbench":
         return {"skipped": f"format {fmt}: KernelBench's eval_kernel_against_ref loads a ModelNew class, "
                            "this pair defines kernel_function", "compiled": None, "correctness": None, "error": None}
+    pair, kb_src = pair.resolve(), kb_src.resolve()  # the child runs in the temporary directory
     cmd = [sys.executable, __file__, "--child", "--problem", str(pair / "problem.py"),
            "--solution", str(pair / "solution.py"), "--kernelbench-src", str(kb_src), "--trials", str(trials)]
     start = time.monotonic()
@@ -117,7 +118,7 @@ def _run_pair(pair: Path, kb_src: Path, trials: int, timeout: float) -> dict[str
                 "elapsed_s": round(time.monotonic() - start, 2), "exitcode": None, "log_tail": str(tail)}
     found = [ln for ln in proc.stdout.splitlines() if ln.startswith("KB_RESULT ")]
     row: dict[str, Any] = json.loads(found[-1][len("KB_RESULT "):]) if found else {
-        "compiled": None, "correctness": False,
+        "compiled": None, "correctness": None,  # no verdict: the harness itself did not finish
         "error": f"the evaluation process ended with exit code {proc.returncode} and no result"}
     row["elapsed_s"] = round(time.monotonic() - start, 2)
     row["exitcode"] = proc.returncode

@@ -48,8 +48,13 @@ command line, ``allow: [tf32]`` in a spec, the workbench's precision choice). An
 downgrade to unit roundoff ``u_a`` lets an element also err by ``K_a * (u_a / u) *
 max(sigma_i, RMS(sigma))`` (:func:`allowance_terms`; ``K_a``: :data:`K_OPERANDS` or, for
 accumulators, :data:`K_ACCUMULATED`): the error of rounding every operand to the coarser
-precision, which the perturbation measures to first order, with the factor of that regime. The bound stays tied to what the downgrade can change: allowing TF32 does not excuse a
-wrong constant in a sum the operands barely move. The verdict names which downgrades applied,
+precision, which the perturbation measures to first order, with the factor of that regime. A
+downgrade whose operands may be cut toward zero instead of rounded (TF32 on Hopper) moves every
+product the same way, which random signs average away: it may also err by ``2 (u_a / u) *
+drift_i``, ``drift_i = |t(x(1 - u)) - t(x)|`` the truth's change when every input and weight
+shrinks by one unit roundoff (a cut of a 10-bit mantissa is at most ``2 u_a``). The bound stays
+tied to what the downgrade can change: allowing TF32 does not excuse a wrong constant in a sum
+the operands barely move. The verdict names which downgrades applied,
 and for a failure, which one would accept it (``OutputComparison.needs``).
 
 KernelBench's own check (``torch.allclose(ref, new, atol=tol, rtol=tol)``, tol by dtype:
@@ -107,13 +112,19 @@ class Downgrade:
     """One named precision downgrade a user may allow: the ``unit_roundoff`` of the arithmetic
     it stands for, whether it is an accumulation (errors that grow with the length summed: the
     factor :data:`K_ACCUMULATED` instead of :data:`K_ROUNDED`), and whether it may round the
-    output itself to that precision (the floor then uses ``unit_roundoff``)."""
+    output itself to that precision (the floor then uses ``unit_roundoff``). ``truncates``: the
+    hardware may cut its operands toward zero instead of rounding them, every one the same way,
+    so a sum's error gets a part that no random-sign perturbation measures: the allowance also
+    covers the truth's drift when every input and weight shrinks by ``2 * unit_roundoff`` (the
+    largest cut of a 10-bit mantissa), measured as the drift under a shrink of one unit
+    roundoff of the dtype, scaled."""
 
     name: str
     what: str
     unit_roundoff: float
     accumulation: bool = False
     rounds_output: bool = True
+    truncates: bool = False
 
 
 #: Every precision downgrade that can be allowed, by name, the tightest first (operand
@@ -122,9 +133,13 @@ class Downgrade:
 #: (u = 2^-8); the PTX ISA gives ``tanh.approx.f32`` a maximum relative error of 2^-10.987, the
 #: coarsest of the approximate functions kernels call (``ex2.approx``, ``rsqrt.approx``,
 #: ``div.approx`` are within a few float32 units in the last place, inside the float32 bound).
+#: TF32 operands may be truncated: on the H200 (2026-12-03) published Triton GEMMs erred by 6.6e-4
+#: relative (normwise) against float64 on ``torch.rand`` inputs, what cutting both operands to
+#: 10 bits toward zero gives (6.5e-4 emulated; rounding them gives 1.5e-5): Hopper's wgmma reads
+#: TF32 operands from float32 bit patterns in shared memory and ignores the low 13 bits.
 DOWNGRADES: dict[str, Downgrade] = {d.name: d for d in (
     Downgrade("tf32", "TF32 dot products (float32 operands multiplied with a 10-bit mantissa)", 2.0 ** -11,
-              rounds_output=False),
+              rounds_output=False, truncates=True),
     Downgrade("fp16", "float16 operands or intermediates", 2.0 ** -11),
     Downgrade("approx-math", "approximate math (tanh.approx, fast exp/log/division)", 2.0 ** -11,
               rounds_output=False),
@@ -165,10 +180,12 @@ def own_factor(dtype: str) -> float | None:
     return float(K_ACCUMULATED if dtype == "float32" else K_ROUNDED)
 
 
-def allowance_terms(dtype: str, allowed: tuple[str, ...] = ()) -> list[tuple[float, float]]:
+def allowance_terms(dtype: str, allowed: tuple[str, ...] = ()) -> list[tuple[float, float, float]]:
     """The terms the ``allowed`` downgrades add to the bound of an output of ``dtype``, each
-    ``(factor, floor unit roundoff)``: the output may also err by ``factor * max(sigma_i,
-    RMS(sigma)) + 2 * floor_u * |t_i|``, where ``factor = K * u_a / u`` (``K``:
+    ``(factor, floor unit roundoff, drift factor)``: the output may also err by ``factor *
+    max(sigma_i, RMS(sigma)) + 2 * floor_u * |t_i| + drift_factor * drift_i`` (``drift_i``: the
+    truth's change when every input shrinks by ``u``; ``drift_factor = 2 u_a / u`` for a
+    downgrade that truncates, else 0), where ``factor = K * u_a / u`` (``K``:
     :data:`K_ACCUMULATED` for accumulations, whose error grows with the length summed, measured
     up to 33 times the 10-bit scale for float16 sums of 20000 terms; :data:`K_OPERANDS`
     otherwise; ``u_a / u`` the downgrade's unit roundoff over the dtype's). ``sigma`` is the
@@ -185,7 +202,7 @@ def allowance_terms(dtype: str, allowed: tuple[str, ...] = ()) -> list[tuple[flo
         if ratio < 1 or (ratio == 1 and not d.accumulation):
             continue
         terms.append(((K_ACCUMULATED if d.accumulation else K_OPERANDS) * ratio,
-                      d.unit_roundoff if d.rounds_output else u))
+                      d.unit_roundoff if d.rounds_output else u, 2.0 * ratio if d.truncates else 0.0))
     return terms
 
 

@@ -1,7 +1,8 @@
 """Compare one output against the float64 truth, with the bound ``xeforge_core.precision``
 states: ``|c - t| <= K * max(|r - t|, E, sigma) + 2u |t| + tiny`` elementwise, widened by the
 terms of the allowed downgrades; ``t`` the float64 truth rebuilt as the truth's own output
-``r`` plus its saved deviation, ``sigma`` the saved sensitivity (``worker/truth64.py``).
+``r`` plus its saved deviation, ``sigma`` the saved sensitivity and, for a downgrade that
+truncates, the saved drift (``worker/truth64.py``).
 
 NaN positions must match the truth's output and Inf positions and signs too (as in
 ``worker/compare.py``); elements where the truth's output is not finite are judged by that
@@ -40,12 +41,15 @@ CHUNK = 1 << 22
 class Truth64:
     """The float64 truth of one output, as the baseline job saved it: the ``deviation`` from the
     truth's own output and the ``sensitivity`` (tensors or :class:`StoredTensor`, float32), the
-    RMS of the deviation (``ref_rms``, ``E``) and of the sensitivity (``sensitivity_rms``)."""
+    RMS of the deviation (``ref_rms``, ``E``) and of the sensitivity (``sensitivity_rms``), and
+    the ``drift`` under a shrink of every input (``None`` where it was not saved: a downgrade
+    that truncates is then held to its rounding terms alone)."""
 
     deviation: torch.Tensor | StoredTensor
     sensitivity: torch.Tensor | StoredTensor
     ref_rms: float
     sensitivity_rms: float
+    drift: torch.Tensor | StoredTensor | None = None
 
 
 @dataclass
@@ -103,10 +107,13 @@ def _zero(like: torch.Tensor) -> torch.Tensor:
     return torch.zeros((), dtype=like.dtype, device=like.device)
 
 
-def _widened(bound: torch.Tensor, terms: list[tuple[float, float]], sens: torch.Tensor,
-             abs_t: torch.Tensor, tiny: float) -> torch.Tensor:
-    for factor, floor_u in terms:
-        bound = torch.maximum(bound, factor * sens + 2 * floor_u * abs_t + tiny)
+def _widened(bound: torch.Tensor, terms: list[tuple[float, float, float]], sens: torch.Tensor,
+             abs_t: torch.Tensor, tiny: float, drift: torch.Tensor | None) -> torch.Tensor:
+    for factor, floor_u, drift_factor in terms:
+        term = factor * sens + 2 * floor_u * abs_t + tiny
+        if drift_factor and drift is not None:
+            term = term + drift_factor * drift
+        bound = torch.maximum(bound, term)
     return bound
 
 
@@ -132,9 +139,10 @@ def compare_calibrated(actual: torch.Tensor, truth: torch.Tensor | StoredTensor,
     device = flat.device
     err_sq = ref_sq = truth_sq = 0.0
     start = 0
+    drifts = flat_chunks(t64.drift, CHUNK, device) if t64.drift is not None else iter(())
     parts = zip_longest(flat_chunks(truth, CHUNK, device), flat_chunks(t64.deviation, CHUNK, device),
-                        flat_chunks(t64.sensitivity, CHUNK, device))
-    for r, d, sig in parts:
+                        flat_chunks(t64.sensitivity, CHUNK, device), drifts)
+    for r, d, sig, g in parts:
         n = r.numel()
         a64 = flat[start:start + n].to(torch.float64)
         r64 = r.to(torch.float64)
@@ -144,6 +152,7 @@ def compare_calibrated(actual: torch.Tensor, truth: torch.Tensor | StoredTensor,
         sig64 = sig.to(torch.float64)
         scale = torch.maximum(d64.abs(), sig64).clamp_min(t64.ref_rms)
         sens = sig64.clamp_min(t64.sensitivity_rms)
+        drift = g.to(torch.float64) if g is not None else None
         nan_a, nan_r = torch.isnan(a64), torch.isnan(r64)
         nan_bad = nan_a != nan_r
         inf_bad = (torch.isinf(a64) | torch.isinf(r64)) & ~(nan_a | nan_r) & (a64 != r64)
@@ -151,7 +160,7 @@ def compare_calibrated(actual: torch.Tensor, truth: torch.Tensor | StoredTensor,
         err = torch.where(finite, (a64 - t).abs(), _zero(t))
         floor = 2 * u * abs_t + tiny
         own = factor * scale + floor
-        bound = _widened(own, allowed_terms, sens, abs_t, tiny)
+        bound = _widened(own, allowed_terms, sens, abs_t, tiny, drift)
         placement = nan_bad | inf_bad
         bad = (finite & (err > bound)) | placement
         count = int(bad.sum())
@@ -161,7 +170,7 @@ def compare_calibrated(actual: torch.Tensor, truth: torch.Tensor | StoredTensor,
         outside_own = int(((finite & (err > own)) | placement).sum())
         res.outside_own += outside_own
         for name, terms in each.items():
-            res.outside_with[name] += int(((finite & (err > _widened(own, terms, sens, abs_t, tiny)))
+            res.outside_with[name] += int(((finite & (err > _widened(own, terms, sens, abs_t, tiny, drift)))
                                            | placement).sum()) if outside_own else 0
         if count and res.first_index is None:
             i = int(torch.nonzero(bad)[0, 0])

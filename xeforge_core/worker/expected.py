@@ -5,7 +5,8 @@ Each run (``KEY = <variant>__s<seed>__<distribution>``) is saved as ``<KEY>.json
 per output either a tensor record or a plain value) plus one raw file per tensor,
 ``<KEY>.o<i>.bin`` for the module's outputs, ``<KEY>.r<i>.bin`` for the reference's, and, where
 the truth was also computed in float64 (``worker/truth64.py``), ``<KEY>.d<i>.bin`` (its
-deviation from the truth's output) and ``<KEY>.s<i>.bin`` (its sensitivity). A tensor
+deviation from the truth's output), ``<KEY>.s<i>.bin`` (its sensitivity) and ``<KEY>.g<i>.bin``
+(its drift under a shrink of every input). A tensor
 is copied from the device to the host and written ``CHUNK_BYTES`` at a time; reading gives a
 :class:`StoredTensor` that yields device chunks of the same size, so a 6.4 GB output passes
 through host memory 64 MiB at a time. Each tensor's SHA-256 is computed as it is written: equal
@@ -25,6 +26,11 @@ import torch
 
 #: Bytes moved between device and host per chunk when saving or reading expected outputs.
 CHUNK_BYTES = 64 << 20
+
+#: The parts of a saved run, with the letter their files carry (``<KEY>.<letter><i>.bin``); the
+#: float64 truth's parts may hold ``None`` for an output the check does not cover.
+PARTS = {"outputs": "o", "reference": "r", "deviation": "d", "sensitivity": "s", "drift": "g"}
+_TRUTH64_PARTS = ("deviation", "sensitivity", "drift")
 
 #: Tensors up to this size are read back whole when a caller needs the tensor itself.
 SMALL_BYTES = 256 << 20
@@ -139,27 +145,29 @@ class ExpectedStore:
         self.root = Path(root)
 
     def save(self, key: str, outputs: list[Any], reference: list[Any] | None = None, *,
-             deviation: list[Any] | None = None, sensitivity: list[Any] | None = None) -> dict[str, list[str | None]]:
-        """Save one run's outputs (and the reference's, and the float64 truth's ``deviation`` and
-        ``sensitivity`` aligned with the truth's outputs, ``None`` entries where there is none).
-        Returns the SHA-256 of each tensor output (``None`` for plain values) as
+             deviation: list[Any] | None = None, sensitivity: list[Any] | None = None,
+             drift: list[Any] | None = None) -> dict[str, list[str | None]]:
+        """Save one run's outputs (and the reference's, and the float64 truth's ``deviation``,
+        ``sensitivity`` and ``drift`` aligned with the truth's outputs, ``None`` entries where
+        there is none). Returns the SHA-256 of each tensor output (``None`` for plain values) as
         ``{"outputs": [...], "reference": [...], ...}``."""
         self.root.mkdir(parents=True, exist_ok=True)
         index: dict[str, Any] = {}
         hashes: dict[str, list[str | None]] = {}
-        for part, values in (("outputs", outputs), ("reference", reference), ("deviation", deviation),
-                             ("sensitivity", sensitivity)):
+        given = {"outputs": outputs, "reference": reference, "deviation": deviation, "sensitivity": sensitivity,
+                 "drift": drift}
+        for part, values in given.items():
             if values is None:
                 index[part] = None
                 continue
             records = []
             digests: list[str | None] = []
             for i, value in enumerate(values):
-                if value is None and part in ("deviation", "sensitivity"):
+                if value is None and part in _TRUTH64_PARTS:
                     records.append(None)
                     digests.append(None)
                 elif isinstance(value, torch.Tensor):
-                    name = f"{key}.{part[0]}{i}.bin"
+                    name = f"{key}.{PARTS[part]}{i}.bin"
                     sha = _write_tensor(value, self.root / name)
                     records.append({"file": name, "shape": list(value.shape), "dtype": _dtype_name(value.dtype),
                                     "sha256": sha})
@@ -177,11 +185,12 @@ class ExpectedStore:
 
     def load(self, key: str) -> dict[str, list[Any] | None]:
         """``{"outputs": [StoredTensor | value, ...], "reference": [...] | None, "deviation": ...,
-        "sensitivity": ...}`` of one run. Raises ``OSError`` / ``ValueError`` when the index is missing
-        or unreadable."""
+        "sensitivity": ..., "drift": ...}`` of one run (``None`` for a part not saved, as the drift
+        of runs saved before it was measured). Raises ``OSError`` / ``ValueError`` when the index
+        is missing or unreadable."""
         index = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
         out: dict[str, list[Any] | None] = {}
-        for part in ("outputs", "reference", "deviation", "sensitivity"):
+        for part in PARTS:
             records = index.get(part)
             if records is None:
                 out[part] = None

@@ -518,20 +518,23 @@ def _calibrate(f64: Float64Truth | None, meta: dict[str, Any], model: torch.nn.M
     if f64 is None or info["fallback"]:
         return None
     try:
-        deviations, sensitivities, stats = f64.calibrate(model, combo, outputs)
+        deviations, sensitivities, drifts, stats = f64.calibrate(model, combo, outputs)
     except Unavailable as why:
         info["fallback"] = f"the reference cannot be computed in float64 here: {why}"
         return None
     info["dtype"] = stats["dtype"]
     info["runs"][combo.key] = stats["outputs"]
-    return _truth64(deviations, sensitivities, stats["outputs"])
+    return _truth64(deviations, sensitivities, stats["outputs"], drifts)
 
 
-def _truth64(deviations: list[Any], sensitivities: list[Any], stats: list[Any]) -> list[Truth64 | None]:
-    """One :class:`Truth64` per output (``None`` where there is none) from the saved parts."""
-    return [Truth64(d, s, float(st["ref_rms_error"]), float(st["sigma_rms"]))
+def _truth64(deviations: list[Any], sensitivities: list[Any], stats: list[Any],
+             drifts: list[Any] | None = None) -> list[Truth64 | None]:
+    """One :class:`Truth64` per output (``None`` where there is none) from the saved parts
+    (``drifts``: ``None`` for runs saved before the drift was measured)."""
+    drifts = drifts if drifts is not None else [None] * len(deviations)
+    return [Truth64(d, s, float(st["ref_rms_error"]), float(st["sigma_rms"]), g)
             if d is not None and s is not None and st else None
-            for d, s, st in zip(deviations, sensitivities, stats)]
+            for d, s, st, g in zip(deviations, sensitivities, stats, drifts)]
 
 
 def _hints(loaded: LoadedModule, dtype: str | None) -> dict[str, list[str]]:
@@ -701,7 +704,8 @@ def run_baseline(ctx: WorkerContext) -> None:
             nonfinite = nonfinite_summary(ref_out if reference is not None else outputs)
             hashes = store.save(combo.key, outputs, ref_out,
                                 deviation=[c and c.deviation for c in calibration] if calibration else None,
-                                sensitivity=[c and c.sensitivity for c in calibration] if calibration else None)
+                                sensitivity=[c and c.sensitivity for c in calibration] if calibration else None,
+                                drift=[c and c.drift for c in calibration] if calibration else None)
             del outputs, ref_out, calibration
             meta["runs"][combo.key] = record
             truth = hashes.get("reference") or hashes["outputs"]
@@ -1015,7 +1019,7 @@ def _calibration(exp: dict[str, Any], meta: dict[str, Any], key: str) -> list[Tr
     stats = (info.get("runs") or {}).get(key)
     if info.get("fallback") or exp.get("deviation") is None or exp.get("sensitivity") is None or not stats:
         return None
-    return _truth64(exp["deviation"], exp["sensitivity"], stats)
+    return _truth64(exp["deviation"], exp["sensitivity"], stats, exp.get("drift"))
 
 
 def _precision_to_verdict(ctx: WorkerContext, runs: list[CorrectnessRun], policy: PrecisionPolicy,

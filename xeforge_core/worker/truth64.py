@@ -4,7 +4,7 @@ For each correctness run the baseline job calls the truth (the PyTorch reference
 baseline when it is the reference) a second time with every floating-point input, weight and
 buffer upcast to float64, and a third time with those float64 values perturbed by one unit
 roundoff of the problem's dtype (random signs, a fixed seed). Per floating-point output it
-saves two float32 tensors of the output's shape (``xeforge_core.precision`` states the rule
+saves three float32 tensors of the output's shape (``xeforge_core.precision`` states the rule
 that reads them) and two numbers:
 
 * the deviation ``t - r`` (float64 truth minus the truth's output at the problem's dtype): the
@@ -12,8 +12,13 @@ that reads them) and two numbers:
   difference that is itself tiny, so the saved data is the size of one float32 output;
 * the sensitivity ``sigma = |t(perturbed) - t|``: the condition of the computation at each
   element, in units of the dtype's rounding;
+* the drift ``|t(x(1 - u)) - t(x)|``: the truth's change when every floating-point input,
+  weight and buffer shrinks by one unit roundoff, all the same way: the scale of an error that
+  moves every operand toward zero (TF32 products whose operands are truncated, not rounded),
+  which a random-sign perturbation averages away (a fourth float64 call, with the weights scaled
+  in place and put back exactly from the truth's own);
 * ``E``, the RMS of ``|t - r|``, and the RMS of ``sigma`` over the output (zero is saved for
-  both tensors where ``r`` or ``t`` is not finite, and such elements are left out of the RMS).
+  the tensors where ``r`` or ``t`` is not finite, and such elements are left out of the RMS).
 
 The float64 runs happen on the device, under ``torch.set_default_dtype(torch.float64)`` (so
 tensors the module creates without a dtype are float64 too) and with an op tracer: a module
@@ -142,12 +147,35 @@ class Float64Truth:
                               f"returned {dtype}: a dtype hard-coded in the module)")
         return out
 
-    def calibrate(self, model: torch.nn.Module, combo: Any, outputs: list[Any]) -> tuple[list[Any], list[Any], dict]:
-        """``(deviations, sensitivities, info)`` for the truth's ``outputs`` of ``combo`` (made
-        by ``model``): per output a float32 tensor on the device, or ``None`` for an output the
-        check does not cover. ``info`` holds ``dtype`` (the problem's) and, per output, its
-        dtype, ``ref_rms_error`` (``E``), ``sigma_rms`` and the reference's own normwise relative
-        error ``ref_rel_error``. Raises :class:`Unavailable` saying why."""
+    def _shrunk(self, model: torch.nn.Module, wide: torch.nn.Module, combo: Any, u: float) -> list[Any]:
+        """The float64 truth with every floating-point input, weight and buffer scaled by
+        ``1 - u``; ``wide``'s weights are scaled in place and put back exactly from ``model``'s
+        (a float32, float16 or bfloat16 value is exact in float64)."""
+        own = dict(model.named_parameters()) | dict(model.named_buffers())
+        scaled = [(name, t) for name, t in list(wide.named_parameters()) + list(wide.named_buffers())
+                  if t.dtype == torch.float64 and name in own]
+        args = [_wide(a) for a in self.harness.inputs_for(combo)]
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.dtype == torch.float64:
+                a.mul_(1.0 - u)
+        try:
+            with torch.no_grad():
+                for _, t in scaled:
+                    t.data.mul_(1.0 - u)
+            return self._call(wide, args, f"running the shrunk truth in float64 on {combo.describe()}")
+        finally:
+            with torch.no_grad():
+                for name, t in scaled:
+                    t.data.copy_(own[name].data)
+
+    def calibrate(self, model: torch.nn.Module, combo: Any,
+                  outputs: list[Any]) -> tuple[list[Any], list[Any], list[Any], dict]:
+        """``(deviations, sensitivities, drifts, info)`` for the truth's ``outputs`` of
+        ``combo`` (made by ``model``): per output a float32 tensor on the device, or ``None`` for
+        an output the check does not cover. ``info`` holds ``dtype`` (the problem's) and, per
+        output, its dtype, ``ref_rms_error`` (``E``), ``sigma_rms``, ``drift_rms`` and the
+        reference's own normwise relative error ``ref_rel_error``. Raises :class:`Unavailable`
+        saying why."""
         dtype = problem_dtype(outputs)
         if dtype is None:
             raise Unavailable("no float32, float16 or bfloat16 output")
@@ -163,16 +191,19 @@ class Float64Truth:
                 perturb_(a, u, gen)
         moved = self._call(perturbed, args, f"running the perturbed truth in float64 on {combo.describe()}")
         del args
+        shrunk = self._shrunk(model, wide, combo, u)
         if len(truth) != len(outputs):
             raise Unavailable(f"in float64 it returns {len(truth)} output(s), {len(outputs)} at its own dtype")
         deviations: list[Any] = []
         sensitivities: list[Any] = []
+        drifts: list[Any] = []
         info: list[dict[str, Any] | None] = []
-        for i, (r, t, p) in enumerate(zip(outputs, truth, moved)):
+        for i, (r, t, p, q) in enumerate(zip(outputs, truth, moved, shrunk)):
             name = str(r.dtype).replace("torch.", "") if isinstance(r, torch.Tensor) else ""
             if name not in UNIT_ROUNDOFF:
                 deviations.append(None)
                 sensitivities.append(None)
+                drifts.append(None)
                 info.append(None)
                 continue
             if not isinstance(t, torch.Tensor) or t.dtype != torch.float64 or tuple(t.shape) != tuple(r.shape):
@@ -180,10 +211,12 @@ class Float64Truth:
                     type(t).__name__
                 raise Unavailable(f"output {i} in float64 is {got}, not float64 of shape {list(r.shape)}")
             d, sigma, stats = deviation_and_sensitivity(r, t, p)
+            g, drift_rms = drift_of(r, t, q)
             deviations.append(d)
             sensitivities.append(sigma)
-            info.append(dict(stats, dtype=name))
-        return deviations, sensitivities, {"dtype": dtype, "outputs": info}
+            drifts.append(g)
+            info.append(dict(stats, dtype=name, drift_rms=drift_rms))
+        return deviations, sensitivities, drifts, {"dtype": dtype, "outputs": info}
 
 
 #: Elements processed per step when deriving the deviation and sensitivity (float64 temporaries
@@ -218,3 +251,24 @@ def deviation_and_sensitivity(r: torch.Tensor, t: torch.Tensor, p: torch.Tensor)
              "sigma_rms": math.sqrt(sigma_sq / n) if n else 0.0,
              "ref_rel_error": math.sqrt(err_sq / truth_sq) if truth_sq > 0 else 0.0}
     return dev.reshape(t.shape), sigma.reshape(t.shape), stats
+
+
+def drift_of(r: torch.Tensor, t: torch.Tensor, q: Any) -> tuple[torch.Tensor | None, float]:
+    """``(|q - t|, its RMS)``: float32 on ``t``'s device, zero where ``r``, ``t`` or ``q`` is not
+    finite; ``(None, 0.0)`` when the shrunk truth ``q`` is no float64 tensor of ``t``'s shape.
+    Computed :data:`CHUNK` elements at a time."""
+    if not isinstance(q, torch.Tensor) or q.dtype != torch.float64 or tuple(q.shape) != tuple(t.shape):
+        return None, 0.0
+    flat_r, flat_t, flat_q = r.detach().reshape(-1), t.detach().reshape(-1), q.detach().reshape(-1)
+    drift = torch.empty(flat_t.shape, dtype=torch.float32, device=t.device)
+    zero = torch.zeros((), dtype=torch.float64, device=t.device)
+    n, sq = 0, 0.0
+    for start in range(0, flat_t.numel(), CHUNK):
+        part = slice(start, start + CHUNK)
+        r64, t64, q64 = flat_r[part].to(t.device, torch.float64), flat_t[part], flat_q[part]
+        finite = torch.isfinite(r64) & torch.isfinite(t64) & torch.isfinite(q64)
+        g = torch.where(finite, (q64 - t64).abs(), zero)
+        n += int(finite.sum())
+        sq += float(g.pow(2).sum())
+        drift[part] = g
+    return drift.reshape(t.shape), (math.sqrt(sq / n) if n else 0.0)

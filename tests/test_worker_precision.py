@@ -313,3 +313,19 @@ def test_lower_precision_is_read_from_the_kernel_source_with_module_lines():
     assert any(h.startswith("host code") and "half" in h for h in hints["fp16"])
     assert "fp16" not in precision_hints(ast.parse(KERNEL), {"k"}, "float16")  # its own dtype
     assert precision_hints(ast.parse(KERNEL), {"k"}, None) == {}
+
+
+def test_the_shrunk_truth_puts_the_float64_weights_back_exactly():
+    """The drift's run scales the cached float64 copy's weights in place: afterwards they are
+    bit-for-bit the module's own again, so the next run's truth is unchanged."""
+    g = torch.Generator().manual_seed(3)
+    lin = torch.nn.Linear(64, 32)
+    x = torch.randn(8, 64, generator=g)
+    truth = Float64Truth(_Harness([x]), torch.device("cpu"))
+    outputs = _Harness([x]).run(lin, [x.clone()])
+    first = truth.calibrate(lin, _Combo(), outputs)
+    wide, _ = truth.models[(_Combo.vname, _Combo.seed)]
+    assert torch.equal(wide.weight, lin.weight.double()) and torch.equal(wide.bias, lin.bias.double())
+    again = truth.calibrate(lin, _Combo(), outputs)
+    assert all(torch.equal(a, b) for a, b in zip(first[0] + first[2], again[0] + again[2]))
+    assert first[2][0] is not None and float(first[2][0].abs().max()) > 0

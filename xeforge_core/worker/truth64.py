@@ -118,6 +118,8 @@ class Float64Truth:
         self.harness = harness
         self.device = device
         self.models: dict[tuple[str, int], tuple[torch.nn.Module, torch.nn.Module]] = {}
+        #: the module each float64 copy was made from (its weights put back after a shrink)
+        self.sources: dict[tuple[str, int], torch.nn.Module] = {}
 
     def _models(self, model: torch.nn.Module, key: tuple[str, int], u: float) -> tuple[torch.nn.Module, torch.nn.Module]:
         if key not in self.models:
@@ -132,6 +134,7 @@ class Float64Truth:
                     if t.dtype == torch.float64:
                         perturb_(t.data, u, gen)
             self.models[key] = (wide, perturbed)
+            self.sources[key] = model
         return self.models[key]
 
     def _call(self, model: torch.nn.Module, args: list[Any], what: str) -> list[Any]:
@@ -147,11 +150,12 @@ class Float64Truth:
                               f"returned {dtype}: a dtype hard-coded in the module)")
         return out
 
-    def _shrunk(self, model: torch.nn.Module, wide: torch.nn.Module, combo: Any, u: float) -> list[Any]:
+    def _shrunk(self, key: tuple[str, int], combo: Any, u: float) -> list[Any]:
         """The float64 truth with every floating-point input, weight and buffer scaled by
-        ``1 - u``; ``wide``'s weights are scaled in place and put back exactly from ``model``'s
-        (a float32, float16 or bfloat16 value is exact in float64)."""
-        own = dict(model.named_parameters()) | dict(model.named_buffers())
+        ``1 - u``; the float64 copy's weights are scaled in place and put back exactly from the
+        module it was made from (a float32, float16 or bfloat16 value is exact in float64)."""
+        wide, source = self.models[key][0], self.sources[key]
+        own = dict(source.named_parameters()) | dict(source.named_buffers())
         scaled = [(name, t) for name, t in list(wide.named_parameters()) + list(wide.named_buffers())
                   if t.dtype == torch.float64 and name in own]
         args = [_wide(a) for a in self.harness.inputs_for(combo)]
@@ -191,7 +195,7 @@ class Float64Truth:
                 perturb_(a, u, gen)
         moved = self._call(perturbed, args, f"running the perturbed truth in float64 on {combo.describe()}")
         del args
-        shrunk = self._shrunk(model, wide, combo, u)
+        shrunk = self._shrunk((combo.vname, combo.seed), combo, u)
         if len(truth) != len(outputs):
             raise Unavailable(f"in float64 it returns {len(truth)} output(s), {len(outputs)} at its own dtype")
         deviations: list[Any] = []

@@ -178,15 +178,21 @@ def test_bounds_check_finds_and_skips_one_element_past_the_end(interpreter, tmp_
     assert itp.InterpreterBuilder.create_masked_store.__qualname__ == "InterpreterBuilder.create_masked_store"
 
 
-def test_planted_write_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
-    """``xeforge verify --memcheck`` on the CPU: the store one past the end fails correctness,
-    named with kernel, line and size; the unchecked verification passes it."""
+def _verify_with_memcheck(tmp_path: Path, candidate: str) -> dict:
+    """``xeforge verify PROBLEM FIX/candidate --memcheck --json`` on the CPU, which must exit 1;
+    the verdict as a dict."""
     env = {**os.environ, "XEFORGE_CACHE_DIR": str(tmp_path / "cache"), "XEFORGE_POOL": "0"}
-    cmd = [sys.executable, "-m", "xeforge_core.cli", "verify", str(PROBLEM), str(FIX / "residual_relu_oob_write.py"),
+    cmd = [sys.executable, "-m", "xeforge_core.cli", "verify", str(PROBLEM), str(FIX / candidate),
            "--device", "cpu", "--seeds", "1", "--no-odd-size", "--memcheck", "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert out.returncode == 1, out.stderr[-2000:]
-    v = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def test_planted_write_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
+    """``xeforge verify --memcheck`` on the CPU: the store one past the end fails correctness,
+    named with kernel, line and size; the unchecked verification passes it."""
+    v = _verify_with_memcheck(tmp_path, "residual_relu_oob_write.py")
     assert v["kind"] == "wrong_answer" and v["reason"].startswith("out-of-bounds write found by the memory checker")
     assert v["source_line"] == 16
     (f,) = [f for f in v["findings"] if f["rule"] == "memcheck_invalid_write"]
@@ -199,12 +205,7 @@ def test_planted_write_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
 def test_planted_read_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
     """A load mask one past the end: the outputs match (the lane is masked away at the store),
     the read is still outside the input; ``--memcheck`` refuses it, naming the kernel."""
-    env = {**os.environ, "XEFORGE_CACHE_DIR": str(tmp_path / "cache"), "XEFORGE_POOL": "0"}
-    cmd = [sys.executable, "-m", "xeforge_core.cli", "verify", str(PROBLEM), str(FIX / "residual_relu_oob_read.py"),
-           "--device", "cpu", "--seeds", "1", "--no-odd-size", "--memcheck", "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert out.returncode == 1, out.stderr[-2000:]
-    v = json.loads(out.stdout)
+    v = _verify_with_memcheck(tmp_path, "residual_relu_oob_read.py")
     assert v["kind"] == "wrong_answer" and v["reason"].startswith("out-of-bounds read found by the memory checker")
     reads = [f for f in v["findings"] if f["rule"] == "memcheck_invalid_read"]
     assert reads and all(f["severity"] == "error" for f in reads) and "residual_relu_kernel" in reads[0]["message"]

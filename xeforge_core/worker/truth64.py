@@ -187,7 +187,13 @@ class Float64Truth:
         wide, perturbed = self._models(model, (combo.vname, combo.seed), u)
         args = [_wide(a) for a in self.harness.inputs_for(combo)]
         truth = self._call(wide, args, f"running the truth in float64 on {combo.describe()}")
-        del args  # fresh inputs again (a module may modify its own), perturbed in place
+        del args
+        # the drift first, its float64 outputs freed before the perturbed run's are made
+        shrunk = self._shrunk((combo.vname, combo.seed), combo, u)
+        drift_parts = [drift_of(r, t, q) if isinstance(r, torch.Tensor) and isinstance(t, torch.Tensor)
+                       else (None, 0.0) for r, t, q in zip(outputs, truth, shrunk)]
+        del shrunk
+        # fresh inputs again (a module may modify its own), perturbed in place
         args = [_wide(a) for a in self.harness.inputs_for(combo)]
         gen = torch.Generator(device=self.device).manual_seed(PERTURB_SEED + 1)
         for a in args:
@@ -195,14 +201,13 @@ class Float64Truth:
                 perturb_(a, u, gen)
         moved = self._call(perturbed, args, f"running the perturbed truth in float64 on {combo.describe()}")
         del args
-        shrunk = self._shrunk((combo.vname, combo.seed), combo, u)
         if len(truth) != len(outputs):
             raise Unavailable(f"in float64 it returns {len(truth)} output(s), {len(outputs)} at its own dtype")
         deviations: list[Any] = []
         sensitivities: list[Any] = []
         drifts: list[Any] = []
         info: list[dict[str, Any] | None] = []
-        for i, (r, t, p, q) in enumerate(zip(outputs, truth, moved, shrunk)):
+        for i, (r, t, p) in enumerate(zip(outputs, truth, moved)):
             name = str(r.dtype).replace("torch.", "") if isinstance(r, torch.Tensor) else ""
             if name not in UNIT_ROUNDOFF:
                 deviations.append(None)
@@ -215,7 +220,7 @@ class Float64Truth:
                     type(t).__name__
                 raise Unavailable(f"output {i} in float64 is {got}, not float64 of shape {list(r.shape)}")
             d, sigma, stats = deviation_and_sensitivity(r, t, p)
-            g, drift_rms = drift_of(r, t, q)
+            g, drift_rms = drift_parts[i] if i < len(drift_parts) else (None, 0.0)
             deviations.append(d)
             sensitivities.append(sigma)
             drifts.append(g)

@@ -226,3 +226,24 @@ def test_score_counts_a_refusal_only_where_the_tool_passes_the_unmodified_kernel
     assert "Without the 0 survivors argued equivalent" in text
     assert "refuses but ours passes: 1: a/y" in text and "**gap**: why" in text
     assert (tmp_path / "mutants.csv").read_text().count("\n") == 4
+
+
+def test_a_zero_other_is_no_fault_to_drop():
+    """Triton fills the masked-off lanes of a load without ``other`` with zeros, on NVIDIA GPUs
+    and in the interpreter: dropping ``other=0.0`` before a sum changes nothing, so no mutant is
+    made of it; dropping ``-inf`` before a max is a fault."""
+    src = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    total = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+    peak = tl.max(tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")), axis=0)
+    also = tl.sum(tl.load(y_ptr + offs, mask=offs < n, other=-0), axis=0)
+    tl.store(y_ptr, total + peak + also)
+'''
+    found = generate(src, classes=["load_without_other"], per_class=5)
+    assert [m.before for m in found] == ['tl.load(x_ptr + offs, mask=offs < n, other=-float("inf"))']

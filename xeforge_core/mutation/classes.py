@@ -511,9 +511,25 @@ def sites_add_without_atomic(facts: ModuleFacts) -> list[Site]:
     return _unique(out)
 
 
+def _is_zero(node: cst.BaseExpression) -> bool:
+    """Whether ``node`` is a literal zero (``0``, ``0.0``, ``-0.0``)."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        node = node.expression
+    if isinstance(node, (cst.Integer, cst.Float)):
+        try:
+            return float(node.value.replace("_", "")) == 0.0
+        except ValueError:
+            return False
+    return False
+
+
 def sites_load_without_other(facts: ModuleFacts) -> list[Site]:
     """A masked ``tl.load`` that feeds a max/min (first) or a sum loses its ``other=``: masked-off
-    lanes then hold whatever the hardware returns instead of the reduction's identity."""
+    lanes then hold zeros instead of the reduction's identity. Not where ``other`` is zero: Triton
+    fills the masked-off lanes of a load without ``other`` with zeros (the NVIDIA lowering, ``init
+    = other == nullptr`` in ``LoadOpConversion``, initialises the destination registers to 0
+    before the predicated load; the interpreter's ``create_masked_load`` does the same), so
+    dropping a zero ``other`` is no fault."""
     out: list[tuple[int, Site]] = []
     for fn in facts.kernels:
         assigns = facts.assignments(fn)
@@ -524,7 +540,7 @@ def sites_load_without_other(facts: ModuleFacts) -> list[Site]:
                                                                           lambda n: tl_name(n) == "load")}
             for call in facts.collect(fn, lambda n: tl_name(n) == "load"):
                 other = arg(call, "other", 2)  # type: ignore[arg-type]
-                if other is None or _mem_mask(call) is None:  # type: ignore[arg-type]
+                if other is None or _mem_mask(call) is None or _is_zero(other.value):  # type: ignore[arg-type]
                     continue
                 stmt = facts.statement_of(call)
                 target = [n for n, s, _ in assigns if s is stmt]

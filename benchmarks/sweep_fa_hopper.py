@@ -12,8 +12,9 @@ the lazy rescale), each forced alone, per head-dim class (:data:`VARIANTS`). Thr
    with its shapes and errors and is **never timed**; a check with no result after
    ``--check-timeout`` seconds is a hang (its worker is killed, the variant is wrong).
    Warp-specialized variants (:data:`WS_VARIANTS`) are checked only with ``--warp-specialized``:
-   on the H200 with Triton 3.6 every one of them hung, host-built descriptors and two stages
-   included (``docs/measured/h200-fa-ws-hang``), so the flag is for trying a newer Triton.
+   on the H200 with Triton 3.6 every one of them hung with host-built descriptors
+   (``docs/measured/h200-fa-ws-hang``); step 10 now builds their descriptors on the device, the
+   form that ran right there at two stages (and left outputs unwritten at three and four).
 2. **time** (serial, this process): per benchmark shape, the median of ``--rounds`` interleaved
    rounds of ``triton.testing.do_bench`` medians (L2 flushed before each call), exactly as
    ``bench_flash_attention.py`` times the trajectory: SDPA twice (A/A, the noise), steps 6, 7, 9
@@ -259,7 +260,7 @@ def summary_markdown(res: dict[str, Any]) -> str:
             for c in bad[:8]))
     ws = sorted({c["kind"] for c in res["checks"] if c["kind"].startswith("ws-")})
     if ws:
-        lines += ["", "Warp specialization (host-built descriptors) by config:", ""]
+        lines += ["", "Warp specialization (descriptors built on the device) by config:", ""]
         for vname in ws:
             cs = [c for c in res["checks"] if c["kind"] == vname]
             lines.append(f"- {vname}: right at {sum(bool(c.get('ok')) for c in cs)} of {len(cs)} shapes")

@@ -1,4 +1,4 @@
-"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows), is written out below but offered in no search space: in this kernel every warp-specialized config hung on the H200 with Triton 3.6 (docs/measured/h200-fa-ws-hang); benchmarks/sweep_fa_hopper.py --warp-specialized tries it again."""
+"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows, with descriptors built on the device), is written out below but offered in no search space: with Triton 3.6 on the H200 every such config hung with host-built descriptors (docs/measured/h200-fa-ws-hang), and with device-built ones configs of three and four stages left outputs unwritten while two stages ran right and fastest at head dim 128 (2026-12-02); benchmarks/sweep_fa_hopper.py --warp-specialized checks every shape before any enters a search space."""
 
 import torch
 import torch.nn as nn
@@ -159,11 +159,21 @@ def _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, ro
 
 @triton.heuristics({"MASKED": lambda args: args["S"] % args["BLOCK_N"] != 0})
 @triton.jit
-def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, S, D, BH, sm_scale,
+def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr, v_ptr, o_ptr, S, D, BH, sm_scale,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr,
               SPLIT: tl.constexpr, LOOP: tl.constexpr, LAZY: tl.constexpr, MASKED: tl.constexpr):
-    # *0_desc, *1_desc: host-built descriptors over the [B*A*S, D] views, BLOCK_D0 and BLOCK_D1 wide
+    # *0_desc, *1_desc: host-built descriptors over the [B*A*S, D] views, BLOCK_D0 and BLOCK_D1 wide;
+    # q_ptr, k_ptr, v_ptr: the same views, for the descriptors the warp-specialized form builds here
     # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh
+    if LOOP == 2:   # Triton partitions the loads of device-built descriptors between its consumer
+        # warpgroups, not those of host-built ones (with which every config hung on the H200)
+        rows_total = BH * S
+        q0_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D0])
+        q1_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D1])
+        k0_desc = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
+        k1_desc = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
+        v0_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
+        v1_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     row = bh * S                                 # this head's first row in the [B*A*S, D] view
@@ -255,8 +265,10 @@ def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     views = [t.view(b * a * s, d) for t in (q, k, v)]
     # block shapes are placeholders here: the pre-hook sets them for each config
     descs = [TensorDescriptor.from_tensor(t, [16, width]) for t in views for width in (d0, d1)]
+    # scratch for descriptors a kernel builds itself (the warp-specialized form)
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
     grid = lambda META: (triton.cdiv(s, META["BLOCK_M"]), b * a)  # noqa: E731
-    kernel[grid](*descs, out, s, d, b * a, d ** -0.5, BLOCK_D0=d0, BLOCK_D1=d1, SPLIT=split)
+    kernel[grid](*descs, *views, out, s, d, b * a, d ** -0.5, BLOCK_D0=d0, BLOCK_D1=d1, SPLIT=split)
     return out
 
 

@@ -167,3 +167,12 @@ def test_overrides_keep_the_kind_of_sequence_the_problem_module_wrote():
     with module_overrides(mod, {"input_shape": [1024], "layer_sizes": [512, 512], "batch_size": 32}):
         assert mod.input_shape == (1024,) and mod.layer_sizes == [512, 512] and mod.batch_size == 32
     assert mod.input_shape == (32768,) and mod.layer_sizes == [16384, 16384] and mod.batch_size == 4096
+
+
+def test_the_axes_a_module_reduces_over_are_not_sizes():
+    """``dims = [1, 2]`` passed to the constructor names axes: a derived size that moved one to 3
+    would change what the problem computes."""
+    src = MLP.replace("layer_sizes = [16384, 16384]", "dims = [1, 2]").replace(
+        "return [input_size, layer_sizes, output_size]", "return [input_size, dims, output_size]")
+    assert "dims" not in size_constants(src)
+    assert "perm" not in size_constants(src.replace("dims", "perm"))

@@ -329,3 +329,18 @@ def test_the_shrunk_truth_puts_the_float64_weights_back_exactly():
     again = truth.calibrate(lin, _Combo(), outputs)
     assert all(torch.equal(a, b) for a, b in zip(first[0] + first[2], again[0] + again[2]))
     assert first[2][0] is not None and float(first[2][0].abs().max()) > 0
+
+
+def test_host_code_that_turns_tf32_on_is_tf32_evidence():
+    src = (
+        "import torch\n"
+        "torch.backends.cuda.matmul.allow_tf32 = True\n"
+        "class ModelNew(torch.nn.Module):\n"
+        "    def forward(self, a, b):\n"
+        "        torch.set_float32_matmul_precision('high')\n"
+        "        return a @ b\n")
+    hints = precision_hints(ast.parse(src), set(), "float32")
+    assert hints["tf32"] == ["host code, line 2: torch.backends.cuda.matmul.allow_tf32 = True",
+                             'host code, line 5: set_float32_matmul_precision("high")']
+    assert "tf32" not in precision_hints(ast.parse(src.replace("= True", "= False").replace("'high'", "'highest'")),
+                                         set(), "float32")

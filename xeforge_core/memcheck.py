@@ -324,12 +324,9 @@ def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: st
     writes = [a for a in report.accesses if a.is_write]
     reads = [a for a in report.accesses if not a.is_write]
     notes = [f"tool error: {e}" for e in report.tool_errors[:3]]
-    if writes:
-        summary = (f"{report.tool}: {sum(a.count for a in writes)} invalid write(s), "
+    if writes or reads:
+        summary = (f"{report.tool}: {sum(a.count for a in writes)} invalid write(s) and "
                    f"{sum(a.count for a in reads)} invalid read(s) on one call at {variant}")
-        status = StepStatus.FAILED
-    elif reads:
-        summary = f"{report.tool}: {sum(a.count for a in reads)} invalid read(s), no invalid write, on one call at {variant}"
         status = StepStatus.FAILED
     else:
         summary = f"{report.tool}: no invalid access on one call at {variant}"

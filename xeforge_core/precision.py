@@ -252,8 +252,9 @@ def precision_lines(precision: dict[str, Any]) -> list[str]:
     if precision.get("fallback"):
         lines = [f"precision: {applied}; judged with tolerances: {precision['fallback']}"]
     else:
+        widened = f", plus what {', '.join(precision['allowed'])} adds" if precision.get("allowed") else ""
         lines = [f"precision: {applied}; judged against the float64 truth (errors up to {precision.get('factor'):g}x "
-                 "the reference's own error scale)"]
+                 f"the reference's own error scale{widened})"]
     if precision.get("error_ratio") is not None:
         lines.append(f"measured: relative error {precision.get('rel_error') or 0:.3g} against the float64 truth, "
                      f"{precision['error_ratio']:.3g}x the reference's error scale (the reference's own "

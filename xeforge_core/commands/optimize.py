@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from xeforge_core.commands.argtypes import positive_float, positive_int
-from xeforge_core.commands.verify import add_verification_arguments
+from xeforge_core.commands.verify import add_verification_arguments, allowances
 from xeforge_core.engines.registry import engine_names
 from xeforge_core.units import plural
 
@@ -162,7 +162,7 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
 
     return VerifyOptions(timeout_s=args.timeout, baseline_timeout_s=args.timeout, seeds=args.seeds,
                          include_odd_size=not args.no_odd_size, tile_sizes=not args.no_odd_size,
-                         allow_precision=list(getattr(args, "allow", [])))
+                         allow_precision=allowances(args))
 
 
 def target_for(device: DeviceInfo, choice: str | None) -> Target:

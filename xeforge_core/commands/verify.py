@@ -19,7 +19,7 @@ import threading
 from typing import Any, TextIO
 
 from xeforge_core.commands.argtypes import non_negative_float, positive_float, positive_int
-from xeforge_core.precision import DOWNGRADES, precision_lines
+from xeforge_core.precision import DOWNGRADES, PrecisionError, parse_allowances, precision_lines
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind, inputs_label
 
 #: Exit status per verdict kind. 2 is bad input (as argparse uses it); 130 an interruption.
@@ -93,11 +93,26 @@ def add_verification_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--require-sandbox", action=_RequireSandbox, nargs=0, default=False,
                    help="refuse to run kernels outside the OS sandbox (no network, read-only file "
                         "system, secrets hidden; see README); also XEFORGE_REQUIRE_SANDBOX=1")
-    p.add_argument("--allow", metavar="DOWNGRADE", action="append", default=[], choices=list(DOWNGRADES),
-                   help="accept a precision downgrade beyond the problem's own dtype (repeatable): "
+    p.add_argument("--allow", metavar="DOWNGRADE", action="append", default=[], type=_allowances,
+                   help="accept a precision downgrade beyond the problem's own dtype (repeatable, or "
+                        "comma-separated): "
                         + "; ".join(f"{d.name}: {d.what}" for d in DOWNGRADES.values())
                         + ". Default: none (a float32 problem is held to float32 against a float64 truth); "
                           "a spec's 'allow:' list adds to these")
+
+
+def _allowances(text: str) -> tuple[str, ...]:
+    """One ``--allow`` value (a name or a comma-separated list, any case) as checked names; a bad
+    one is an argparse error naming the nearest valid name, as a spec's ``allow:`` list is."""
+    try:
+        return parse_allowances(text, where="--allow")
+    except PrecisionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def allowances(args: argparse.Namespace) -> list[str]:
+    """Every downgrade the ``--allow`` options name, in the order given, once each."""
+    return list(dict.fromkeys(n for group in getattr(args, "allow", None) or [] for n in group))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -173,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             seeds=args.seeds, performance_variants=args.variant,
             measure_performance=not args.no_performance, use_cache=not args.no_cache,
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
-            rtol=args.rtol, atol=args.atol, target=args.target, allow_precision=list(args.allow),
+            rtol=args.rtol, atol=args.atol, target=args.target, allow_precision=allowances(args),
             memcheck=args.memcheck,
         )
         progress = None if (args.quiet or args.json) else _progress_printer(sys.stderr)

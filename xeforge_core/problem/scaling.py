@@ -40,7 +40,7 @@ _INPUTS, _INIT_INPUTS = formats.inputs_functions()
 
 NOT_A_SIZE = re.compile(
     r"(^|_)(kernel|kernel_size|ksize|k_size|pool|pool_size|stride|strides|padding|pad|dilation|groups?|"
-    r"num_groups|dim|axis|axes|eps|epsilon|momentum|p|prob|drop|dropout|scale|factor|alpha|beta|"
+    r"num_groups|dims?|axis|axes|perm|permutation|eps|epsilon|momentum|p|prob|drop|dropout|scale|factor|alpha|beta|"
     r"gamma|negative_slope|slope|min|max|value|constant|bias|bits|seed|iters?|steps?|topk|k_top|"
     r"output_padding|ceil_mode|causal|heads_kv|window)($|_)", re.IGNORECASE)
 
@@ -145,8 +145,9 @@ def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
     are a size (``out_features``, not ``kernel_size`` or ``dim``; see ``NOT_A_SIZE``); also
     tuples and lists of sizes unpacked into a shape (``torch.rand(batch_size, *input_shape)``)
     or passed to the constructor under a size's name (``layer_sizes = [16384, 16384]`` of an
-    MLP: left as published, a reduced input would still meet full-size layers). ``{}`` when
-    the source does not parse or defines neither function."""
+    MLP, reduced with the input so that a reduced input does not meet full-size layers; not
+    ``dims = [1, 2]``, the axes a module reduces over). ``{}`` when the source does not parse or
+    defines neither function."""
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):

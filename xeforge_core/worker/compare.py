@@ -241,7 +241,7 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
         cal = compare_calibrated(a, expected, calibration, allowed, poisoned=poisoned)
         _calibrated_into(comp, cal, hints)
         if not explicit:
-            return _judged_by_float64(comp, cal, notes), warnings
+            return _judged_by_float64(comp, cal, notes, allowed), warnings
     comp.check = "tolerance"
     unwritten = 0
     if exact:
@@ -365,8 +365,10 @@ def _num(value: Any) -> str:
     return f"{value:.7g}" if isinstance(value, float) else str(value)
 
 
-def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]) -> OutputComparison:
-    """Fill ``comp`` from a float64-calibrated comparison that decides it."""
+def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str],
+                       allowed: tuple[str, ...] = ()) -> OutputComparison:
+    """Fill ``comp`` from a float64-calibrated comparison that decides it (``allowed``: the
+    downgrades whose terms widened the bound, named beside the problem's own factor)."""
     comp.check = "float64"
     comp.nan_mismatch, comp.inf_mismatch = cal.nan_mismatch, cal.inf_mismatch
     comp.mismatches = cal.mismatches
@@ -385,7 +387,8 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
     if not comp.passed and not cal.unwritten:
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside the float64-calibrated bound "
                         f"(error up to {_ratio(cal.ratio)} the reference's own error scale, {cal.factor:g}x "
-                        f"allowed; relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
+                        f"allowed" + (f" plus what --allow {', '.join(allowed)} adds" if allowed else "")
+                        + f"; relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
                         f"{cal.ref_rel_error:.3g})" + _first_text(comp))
     comp.note = "; ".join(notes)
     return comp

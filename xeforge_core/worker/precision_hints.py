@@ -16,6 +16,9 @@ Read statically from the module's AST (nothing runs), per downgrade name of
 * ``approx-math``: approximate functions (``fast_expf`` and the other ``fast_*`` of libdevice,
   inline PTX with ``.approx``).
 
+Host code that turns TF32 on for PyTorch's float32 products (``allow_tf32 = True``,
+``set_float32_matmul_precision("high")``) is ``tf32`` evidence too.
+
 Casts to the problem's own dtype are not downgrades and are not reported.
 """
 
@@ -34,8 +37,9 @@ _ACCUMULATING = {"sum", "cumsum", "cumprod", "reduce", "associative_scan"}
 _LOW = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
 #: Downgrades :func:`precision_hints` reports wherever a module's source has them (every
-#: ``tl.dot`` in TF32, every cast to a half-precision type in a kernel or the host code): where
-#: it reports none of them, a measured precision change is not one of them. Approximate math
+#: ``tl.dot`` in TF32, host code that turns TF32 on for PyTorch's products, every cast to a
+#: half-precision type in a kernel or the host code): where it reports none of them, a measured
+#: precision change is not one of them. Approximate math
 #: also hides in formulas (GELU through tanh for the exact one through erf), which no scan sees.
 SCANNED_DOWNGRADES = frozenset({"tf32", "fp16", "bf16"})
 
@@ -80,6 +84,26 @@ def tf32_dots(src: str) -> list[str]:
     except SyntaxError:
         return []
     return [f"line {line}: {why}" for line, why in _tf32_calls(tree)]
+
+
+def _host_tf32(tree: ast.Module, inside: set[int]) -> list[tuple[int, str]]:
+    """``(line, why)`` where host code turns TF32 on for PyTorch's float32 products
+    (``torch.backends.cuda.matmul.allow_tf32 = True``, ``torch.backends.cudnn.allow_tf32 =
+    True``, ``torch.set_float32_matmul_precision("high")`` or ``"medium"``; PyTorch's
+    documentation of TF32 on Ampere and later devices)."""
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in inside:
+            continue
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True:
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and target.attr == "allow_tf32":
+                    out.append((node.lineno, f"{ast.unparse(target)} = True"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "set_float32_matmul_precision" and node.args \
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value in ("high", "medium"):
+            out.append((node.lineno, f'set_float32_matmul_precision("{node.args[0].value}")'))
+    return out
 
 
 def _low_dtype(node: ast.AST) -> str | None:
@@ -153,6 +177,8 @@ def precision_hints(tree: ast.Module, kernels: set[str], dtype: str | None) -> d
             for name, line, why in _kernel_evidence(fn, own):
                 add(name, f"kernel {fn.name}", line, why)
     if dtype == "float32":
+        for line, why in _host_tf32(tree, inside):
+            add("tf32", "host code", line, why)
         for node in ast.walk(tree):
             if id(node) in inside:
                 continue

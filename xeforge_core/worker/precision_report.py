@@ -64,19 +64,19 @@ def explained(comp: OutputComparison, hints: dict[str, list[str]],
     named = [n for n in hints if n in comp.needs]
     if named:
         return named[0], hints[named[0]][0]
-    operands = unseen_first([n for n in comp.needs if not DOWNGRADES[n].accumulation], hints)
-    if _spread(comp) and operands:  # an accumulator's allowance is too wide to explain an unknown cause
-        why = ("no TF32 dot product and no half-precision type in the source: an approximation (a formula, a "
-               "fast intrinsic) errs like this" if operands[0] not in SCANNED_DOWNGRADES else
-               "no lower-precision arithmetic in the kernel's source explains it")
-        return operands[0], why
+    # an accumulator's allowance is too wide to explain an unknown cause, and a downgrade the source
+    # scan finds wherever it is (a TF32 dot, a half-precision type) is no cause where it found none
+    operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation and n not in SCANNED_DOWNGRADES]
+    if _spread(comp) and operands:
+        return operands[0], ("no TF32 dot product and no half-precision type in the source: an approximation (a "
+                             "formula, a fast intrinsic) errs like this")
     return None
 
 
 def unseen_first(names: list[str], hints: dict[str, list[str]]) -> list[str]:
     """``names`` (downgrades, finest first) with those the source scan would have found but did
     not (``SCANNED_DOWNGRADES`` missing from ``hints``: a TF32 dot in a kernel with no dot) moved
-    last: the cause of an error no evidence names is more likely one no scan can see."""
+    last: which of the allowed downgrades let an output through."""
     return sorted(names, key=lambda n: n in SCANNED_DOWNGRADES and n not in hints)
 
 

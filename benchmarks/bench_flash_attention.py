@@ -185,13 +185,13 @@ def own_space(mod: Any, block_d: int) -> list[tuple]:
 
 
 def _forget_choices(mod: Any) -> None:
-    """Clear each autotuner's last pick, so :func:`_chosen` after a call names only what that call
+    """Clear each autotuner's last pick, so :func:`chosen` after a call names only what that call
     ran (a Hopper step has one autotuner per head-dim class; the others keep their last pick)."""
     for t in tuners_of(mod):
         t.best_config = None
 
 
-def _chosen(mod: Any) -> str:
+def chosen(mod: Any) -> str:
     """The config the module's autotuners picked since :func:`_forget_choices`."""
     return "; ".join(describe(t.best_config) for t in tuners_of(mod) if getattr(t, "best_config", None) is not None)
 
@@ -276,13 +276,12 @@ def check_task(task: dict[str, Any]) -> dict[str, Any]:
         mod = load_step(task["path"], task["step"])
         q, k, v = inputs(task["dims"], task["device"], seed=1)
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=task["causal"])
-        saved = _select(mod, tuple(task["select"]))
+        saved = _select(mod, tuple(task["select"]))  # clears every autotuner's pick too
         try:
-            _forget_choices(mod)
             res = mod.kernel_function(q, k, v)
             if task["device"].startswith("cuda"):
                 torch.cuda.synchronize()
-            out["config"] = _chosen(mod)
+            out["config"] = chosen(mod)
         finally:
             _restore(saved)
         err = (res.float() - ref).abs()
@@ -415,7 +414,7 @@ def time_shape(steps: list[Any], modules: dict[int, Any], verified: set[int], na
         try:
             _forget_choices(mod)
             mod.kernel_function(q, k, v)  # autotunes now (compiled kernels come from the check phase)
-            row.config = _chosen(mod)
+            row.config = chosen(mod)
             fns[f"step{step.index}"] = partial(mod.kernel_function, q, k, v)
         except Exception as exc:
             row.note = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

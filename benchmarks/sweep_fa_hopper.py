@@ -62,6 +62,7 @@ from bench_flash_attention import (  # noqa: E402
     ATOL,
     CHECK_TIMEOUT_S,
     PEAK_FP16_TFLOPS,
+    chosen,
     dims_text,
     flop,
     inputs,
@@ -209,7 +210,7 @@ def time_shape(name: str, dims: dict[str, int], good: list[tuple], wrong: set[st
         try:
             mod.kernel_function(q, k, v)  # autotunes now
             fns[label] = partial(mod.kernel_function, q, k, v)
-            configs[label] = next((str(t.best_config) for t in tuners_of(mod) if t.best_config is not None), "")
+            configs[label] = chosen(mod)  # a module loaded for this shape: only this call's pick
         except Exception as exc:  # a step failing here is reported, the sweep goes on
             log(f"{label} at {name} failed: {type(exc).__name__}: {str(exc)[:200]}")
     for a in good:

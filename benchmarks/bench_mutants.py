@@ -12,6 +12,12 @@ add without an atomic, masked load without ``other`` before a reduction). Each c
 * with ``--kernelbench-src``, by KernelBench's ``eval_kernel_against_ref``
   (``benchmarks/kernelbench_eval.py``, KernelBench problem + ``ModelNew`` pairs only).
 
+With ``--accept-offered``, an unmodified kernel our verifier refuses as a precision change it names
+(a TF32 dot product in a float32 problem: ``--allow tf32``) is verified again with exactly the
+allowances its verdict offers, as a user who accepts that precision would; where it then passes,
+it and its mutants are verified with those allowances (the per-kernel table names them), so the
+score also says whether a fault hides inside the wider bound an allowance gives.
+
 Counting rule: a tool's refusal of a mutant counts only where that tool passes the unmodified
 kernel; mutants of a kernel a tool does not pass are left out of that tool's score (and not
 run). The score is refused / counted, per fault class and per kernel. Every survivor (a mutant
@@ -27,7 +33,7 @@ Usage::
     python benchmarks/bench_mutants.py CORPUS --out OUT [--samples] [--device cuda|cpu]
         [--jobs 8] [--only ID ...] [--limit N] [--classes C ...] [--per-class 1]
         [--kernelbench-src KB/src] [--kb-jobs 4] [--memcheck] [--published]
-        [--explain FILE] [--timeout 300] [--seeds 3] [--resume] [--port]
+        [--explain FILE] [--timeout 300] [--seeds 3] [--resume] [--port] [--accept-offered]
 
 Writes ``OUT/mutants/<kernel>/<mutant>/`` (each mutant as a pair: ``problem.py``, ``solution.py``,
 ``meta.json``), ``OUT/kb_originals.json`` (KernelBench's verdicts on the unmodified pairs, which
@@ -40,10 +46,12 @@ and the saved baseline outputs live in ``OUT/cache`` unless ``XEFORGE_CACHE_DIR`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import threading
@@ -120,9 +128,27 @@ def load(kernel: dict[str, Any], candidate: Path | None = None) -> tuple[Any, st
 # ------------------------------------------------------------------------------------ verifying
 
 
+#: How a ``precision_downgrade`` error names the option that accepts it
+#: (``xeforge_core/worker/precision_report.py``).
+_OFFERED = re.compile(r"--allow ([\w-]+) accepts it")
+
+
+def offered_allowances(findings: list[Any]) -> list[str]:
+    """The precision allowances a refusing verdict's ``precision_downgrade`` errors offer
+    (``["tf32"]``), in the order found; ``findings``: ``Finding`` objects or their dicts."""
+    names: list[str] = []
+    for f in findings:
+        rule, severity, message = ((f.get("rule"), f.get("severity"), f.get("message")) if isinstance(f, dict)
+                                   else (f.rule, f.severity, f.message))
+        if rule == "precision_downgrade" and severity == "error":
+            names += [n for n in _OFFERED.findall(message or "") if n not in names]
+    return names
+
+
 def our_verdict(kernel: dict[str, Any], candidate: Path | None, device: Any, opts: Any) -> dict[str, Any]:
-    """Our verifier on one kernel or mutant: kind, reason, findings and the per-run errors
-    against the truth (to tell identical outputs from different ones)."""
+    """Our verifier on one kernel or mutant: kind, reason, findings, the allowances a precision
+    refusal offers, and the per-run errors against the truth (to tell identical outputs from
+    different ones)."""
     from xeforge_core.problem import ProblemError
     from xeforge_core.verify import verify
 
@@ -140,6 +166,7 @@ def our_verdict(kernel: dict[str, Any], candidate: Path | None, device: Any, opt
             "launched": launched,
             "seconds": round(time.monotonic() - start, 2),
             "variants": sorted({r.variant for r in v.correctness}),
+            "offered": offered_allowances(v.findings) if v.kind.value == "wrong_answer" else [],
             "findings": [{"rule": f.rule, "severity": f.severity, "line": f.line, "message": f.message[:300]}
                          for f in v.findings if f.severity in ("error", "warning") or f.rule.startswith("memcheck")],
             "runs": runs}
@@ -272,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--port", action="store_true",
                     help="port solutions that hard-code another device first (the workbench's portability step)")
+    ap.add_argument("--accept-offered", action="store_true",
+                    help="verify a kernel refused as a named precision change again with the allowances it offers")
     args = ap.parse_args(argv)
     if args.corpus is None and not args.samples:
         ap.error("give a CORPUS directory, --samples, or both")
@@ -295,12 +324,16 @@ def main(argv: list[str] | None = None) -> int:
     kb_src = args.kernelbench_src.resolve() if args.kernelbench_src else None
     started = time.monotonic()
 
+    def kernel_opts(kernel_id: str) -> Any:
+        allowed = (run.originals.get(kernel_id, {}).get("ours") or {}).get("allowed")
+        return dataclasses.replace(opts, allow_precision=list(allowed)) if allowed else opts
+
     def ours(key: str, table: str, kernel: dict[str, Any], candidate: Path | None) -> None:
         if "ours" in getattr(run, table).get(key, {}):
             return
         print(f"[ours] {key}", flush=True)
         try:
-            row = our_verdict(kernel, candidate, device, opts)
+            row = our_verdict(kernel, candidate, device, kernel_opts(kernel["id"]))
         except Exception as exc:  # noqa: BLE001 - one failing verification is a row, not a stop
             row = {"kind": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
         run.update(table, key, "ours", row)
@@ -317,6 +350,22 @@ def main(argv: list[str] | None = None) -> int:
            for k in chosen if k["format"] == "kernelbench"])
     for k in chosen:
         run.update("originals", k["id"], "format", k["format"])
+
+    # 1b. with --accept-offered, a named precision change verified again with what it offers
+    def with_offered(k: dict[str, Any]) -> None:
+        strict = run.originals[k["id"]]["ours"]
+        print(f"[ours --allow {','.join(strict['offered'])}] {k['id']}", flush=True)
+        try:
+            row = our_verdict(k, None, device, dataclasses.replace(opts, allow_precision=list(strict["offered"])))
+        except Exception as exc:  # noqa: BLE001
+            row = {"kind": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
+        run.update("originals", k["id"], "ours_strict", strict)
+        run.update("originals", k["id"], "ours", {**row, "allowed": list(strict["offered"])})
+
+    if args.accept_offered:
+        _both(args, [lambda k=k: with_offered(k) for k in chosen
+                     if (run.originals[k["id"]].get("ours") or {}).get("offered")
+                     and "ours_strict" not in run.originals[k["id"]]], [])
 
     # 2. the mutants of every kernel a tool passes
     tasks_ours, tasks_kb = [], []
@@ -340,8 +389,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # 3. survivors at the published sizes
     if args.published:
-        pub = VerifyOptions(**{**opts.__dict__, "variants": ["module"], "include_odd_size": False,
-                               "grid_coverage": False, "seeds": 1, "distributions": ["normal"]})
+        def pub(kernel_id: str) -> Any:
+            return dataclasses.replace(kernel_opts(kernel_id), variants=["module"], include_odd_size=False,
+                                       grid_coverage=False, seeds=1, distributions=["normal"])
+
         by_id = {k["id"]: k for k in chosen}
         todo = [(key, row) for key, row in run.mutants.items()  # samples have spec variants, no published size
                 if ours_passes(row.get("ours")) and "published" not in row and row["kernel_id"] in by_id
@@ -351,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
             key, row = item
             print(f"[published] {key}", flush=True)
             try:
-                res = our_verdict(by_id[row["kernel_id"]], Path(row["dir"]) / "solution.py", device, pub)
+                res = our_verdict(by_id[row["kernel_id"]], Path(row["dir"]) / "solution.py", device,
+                                  pub(row["kernel_id"]))
             except Exception as exc:  # noqa: BLE001
                 res = {"kind": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
             run.update("mutants", key, "published", res)

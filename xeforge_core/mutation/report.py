@@ -188,7 +188,9 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
         o = originals[kid]
         a, b = _score(sub, "ours", refusing, passing)
         c, d = _score(sub, "kb", refusing, passing)
-        lines.append(f"| {kid} | {(o.get('ours') or {}).get('kind', '-')} | {(o.get('kb') or {}).get('kind', '-')} | "
+        allowed = (o.get("ours") or {}).get("allowed")
+        ours = (o.get("ours") or {}).get("kind", "-") + (f" (--allow {','.join(allowed)})" if allowed else "")
+        lines.append(f"| {kid} | {ours} | {(o.get('kb') or {}).get('kind', '-')} | "
                      f"{len(sub)} | {_pct(a, b)} | {_pct(c, d)} |")
     lines += ["", f"## Survivors ({len(survivors)}): equivalent or a gap", ""]
     for r in survivors:

@@ -192,3 +192,16 @@ def test_another_formula_is_a_wrong_answer_not_a_downgrade_the_source_does_not_h
     allowed = check("gelu.py", "gelu_sigmoid.py", allow_precision=["approx-math"])
     assert allowed.kind is VerdictKind.WRONG_ANSWER
     assert "512x allowed plus what --allow approx-math adds" in allowed.reason, allowed.reason
+
+
+def test_a_fault_beside_a_precision_change_is_the_reason_not_the_precision_change():
+    """A truncated-TF32 GEMM (emulated) whose K mask is wrong past the last full tile: at the
+    problem's sizes its error is what TF32 gives, at the derived sizes (K=33) it is garbage. The
+    reason names the fault and its variant, no allowance is offered, and allowing TF32 does not
+    pass it."""
+    v = check("gemm.py", "gemm_tf32_cut_k_tail.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER
+    assert v.reason.startswith("wrong answer on variant module-tiles"), v.reason
+    assert "--allow" not in v.reason and not findings(v, "precision_downgrade")
+    allowed = check("gemm.py", "gemm_tf32_cut_k_tail.py", allow_precision=["tf32"])
+    assert allowed.kind is VerdictKind.WRONG_ANSWER and "module-tiles" in allowed.reason

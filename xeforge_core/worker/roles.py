@@ -916,7 +916,10 @@ def run_candidate(ctx: WorkerContext) -> None:
             step.evidence["call"] = harness.call_description
         disagreeing = int(meta.get("baseline_disagrees") or 0)
         if failed and not truth_fault:
-            r = failed[0]
+            # the reason names a failure no precision change explains where a run has one: a TF32
+            # error on one size must not stand for a fault another size shows
+            r = next((x for x in failed if any(not c.passed and explained(c, hints) is None for c in x.outputs)),
+                     failed[0])
             cfg = f" with autotune config {r.config}" if r.config else ""
             reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {inputs_phrase(r.distribution)}){cfg} "
                       f"vs {r.against}: {r.note}{advice(r, hints, policy, runs)}")

@@ -337,3 +337,42 @@ def test_a_size_stops_growing_in_the_probe_only_when_nothing_short_of_its_aim_ca
     # every tiled axis and loop there, an untiled axis (2) that never moves: nothing more to see
     assert settled(base, fact([3, 3, 1], {"P": 98, "OC": 81}, 2, 27))
     assert not settled(base, fact([3, 3, 2], {"P": 98, "OC": 81}, 2, 27))  # an untiled axis that moved
+
+
+def test_an_axis_whose_program_id_the_kernel_ignores_keeps_the_probe_growing():
+    """A kernel that reads no program id on axis 0 (``pid = 0``: every program computes the first
+    tile) is right while the host launches one program there; the probe must grow the size
+    until the host's grid gives that axis several programs."""
+    from xeforge_core.worker.sizes import settled
+    from xeforge_core.worker.tiles import axes_read
+
+    assert axes_read("def k(x):\n    pid = 0\n    r = tl.program_id(1)\n") == {1}
+    assert axes_read("def k(x):\n    p = tl.program_id(axis=0).to(tl.int64)\n") == {0}
+    assert axes_read("def k(:\n") is None
+
+    def fact(grid, m, read):
+        return [{"kernel": "k", "occurrence": 0, "grid": grid, "scalars": {"M": m}, "axis_tiles": {},
+                 "axes_read": read, "loops": []}]
+
+    base = fact([1, 1, 1], 16, [])
+    assert not settled(base, fact([1, 1, 1], 33, []))  # axis 0 unread: its count may still grow
+    assert not settled(fact([1, 1, 1], 16, [1]), fact([1, 1, 1], 33, [1]))  # axis 0 below a read axis 1
+    # a 1-D kernel that reads axis 0 (untiled, one program a row that did not move) never waits on axes 1, 2
+    assert settled(fact([5, 1, 1], 5, [0]), fact([5, 1, 1], 9, [0]))
+    assert settled(base, fact([1, 1, 1], 16, []))  # nothing moved
+
+
+def test_free_sizes_of_one_value_are_made_distinct_from_probed_values():
+    """Two dimensions of one value hide a swapped axis, stride or program id (a 257 x 257 grid is
+    the same either way): the later moves up to the next odd value the probe ran alone; a pinned
+    size, and one with no higher probed value, stay."""
+    from xeforge_core.sizes import _distinct
+
+    sizes = {"M": 257, "N": 257, "B": 3, "C": 3}
+    values = {"M": [(255, "p1"), (257, "p2"), (513, "p3")], "N": [(255, "p4"), (257, "p5"), (513, "p6")],
+              "C": [(3, "p7")]}
+    reasons: dict[str, list[str]] = {}
+    _distinct(sizes, {"B": "pinned: the problem refuses it odd"}, values, {"M": 512, "N": 512, "B": 3, "C": 4}, reasons)
+    assert sizes["M"] == 257 and sizes["N"] == 513
+    assert reasons["N"] == ["unlike M=257, so a swapped axis, stride or program id shows"]
+    assert sizes["B"] == 3 and sizes["C"] == 5  # C moves to its own odd copy (4 -> 5); pinned B stays

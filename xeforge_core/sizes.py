@@ -421,6 +421,26 @@ def _unit(kind: str, count: int) -> str:
     return ("program" if kind == "grid" else "trip") + ("s" if count != 1 else "")
 
 
+def _distinct(sizes: dict[str, int], pinned: dict[str, str], values: dict[str, list[tuple[int, str]]],
+              checked: dict[str, int], reasons: dict[str, list[str]]) -> None:
+    """Make the free sizes pairwise different, in place: two dimensions of one value hide a
+    transposition (program ids, strides or axes swapped: a 257 x 257 output is the same tile grid
+    either way). A size equal to one before it moves up to the next odd value the probe ran the
+    problem at (each size moved alone: the problem does not tie it to the other), noted in
+    ``reasons``; one with no such value stays."""
+    used: dict[int, str] = {}
+    for size in sorted(sizes, key=lambda n: (sizes[n], n)):
+        value = sizes[size]
+        if size not in pinned and value in used:
+            higher = sorted({v for v, _ in values.get(size, []) if v % 2 and v > value and v not in used}
+                            | ({_odd(checked[size])} - set(used) if _odd(checked[size]) > value else set()))
+            if higher:
+                sizes[size] = higher[0]
+                reasons.setdefault(size, []).append(
+                    f"unlike {used[value]}={value}, so a swapped axis, stride or program id shows")
+        used.setdefault(sizes[size], size)
+
+
 def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *, device_type: str) -> TileChoice:
     """The derived variant ``<base>-tiles`` from the ``sizes`` job's ``evidence`` (see the module
     docstring). Each size is odd; a size that alone drives its aims (a GEMM's M and grid axis
@@ -502,6 +522,7 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         reasons.setdefault(size, []).append(f"{c} {_unit(sr.aim.kind, c)} on {sr.aim.text(where=False)} "
                                             f"({sr.c0} at {size}={probe.checked[size]})")
 
+    _distinct(sizes, pinned, values, probe.checked, reasons)
     variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
     raised = [size for size, _ in grown] + sorted(
         (size for size in sizes if size not in pinned and sizes[size] > _odd(probe.checked[size])),

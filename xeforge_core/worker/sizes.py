@@ -51,18 +51,23 @@ def settled(base: list[dict[str, Any]], facts: list[dict[str, Any]]) -> bool:
     ``ENOUGH`` programs or is an untiled axis that did not move, and every loop has reached
     ``ENOUGH`` trips or runs over an extent this size does not change. A tiled axis short of its
     programs in a launch whose integer arguments this size changes may still grow: not
-    settled."""
+    settled; so may an axis the launch must have (axis 0, or one below an axis the kernel reads)
+    whose program id the kernel never reads: its count comes from the host's grid alone, and
+    only several programs there show that they all do the same work."""
     before = {(f["kernel"], f["occurrence"]): f for f in base}
     for f in facts:
         old = before.get((f["kernel"], f["occurrence"]))
         if old is None:
             return False
         moved = (f.get("scalars") or {}) != (old.get("scalars") or {})
+        read = f.get("axes_read")
         for axis, count in enumerate(f.get("grid") or []):
             if int(count) >= ENOUGH["grid"]:
                 continue
             tiled = str(axis) in (f.get("axis_tiles") or {})
-            if (tiled and moved) or (not tiled and int(count) != int((old.get("grid") or [1, 1, 1])[axis])):
+            unread = read is not None and axis not in read and (axis == 0 or axis < max(read, default=-1))
+            if ((tiled or unread) and moved) or (
+                    not tiled and int(count) != int((old.get("grid") or [1, 1, 1])[axis])):
                 return False
         extents = {loop["line"]: loop["extent"] for loop in old.get("loops") or []}
         for loop in f.get("loops") or []:

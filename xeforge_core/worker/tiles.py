@@ -12,7 +12,8 @@ from (``xeforge_core.sizes``)::
 ``occurrence`` numbers the launches of one kernel within one call. ``tiles`` are the constexprs
 the kernel's source uses as a tile: a ``tl.arange`` extent, a ``range`` step, a dimension of a
 ``tl.zeros``/``tl.full`` block (``None`` when the source cannot be read); ``axis_tiles`` names, per launch-grid axis, the tile its program
-id is multiplied by (``pid_m * BLOCK_M``). ``loops`` are the ``for``
+id is multiplied by (``pid_m * BLOCK_M``); ``axes_read`` the axes whose ``tl.program_id`` the
+kernel reads at all (``None`` when the source cannot be read). ``loops`` are the ``for``
 loops of the kernel's body whose bounds can be evaluated from the launch's integer arguments
 alone (``range(0, K, BLOCK_K)``, ``tl.range(0, tl.cdiv(K, BLOCK_K))``, bounds computed in
 simple assignments first): ``trips`` is the number of iterations, ``partial`` whether the last
@@ -237,6 +238,17 @@ def tile_roles(source: str) -> tuple[set[str], dict[int, str]]:
     return tiles, axis_tiles
 
 
+def axes_read(source: str) -> set[int] | None:
+    """The launch-grid axes whose ``tl.program_id`` the kernel in ``source`` reads anywhere (a
+    kernel that reads none of axis 0 runs the same work in every program of it); ``None`` when
+    the source does not parse."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    return {a for node in ast.walk(tree) if (a := _program_id_axis(node)) is not None}
+
+
 def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> list[dict[str, Any]]:
     """One launch fact (see the module docstring) per recorded launch (``LaunchRecord``), in
     launch order, at most ``MAX_FACTS``."""
@@ -244,6 +256,7 @@ def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> li
     seen: dict[str, int] = {}
     loops_cache: dict[tuple[str, tuple], list[dict[str, Any]]] = {}
     roles: dict[str, tuple[set[str], dict[int, str]] | None] = {}
+    read: dict[str, set[int] | None] = {}
     for rec in launches[:MAX_FACTS]:
         occurrence = seen.get(rec.kernel, 0)
         seen[rec.kernel] = occurrence + 1
@@ -255,11 +268,13 @@ def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> li
         if rec.kernel not in roles:
             src = sources.get(rec.kernel)
             roles[rec.kernel] = tile_roles(src[0]) if src else None
+            read[rec.kernel] = axes_read(src[0]) if src else None
         role = roles[rec.kernel]
         out.append({"kernel": rec.kernel, "occurrence": occurrence,
                     "grid": list(rec.grid) if rec.grid is not None else None,
                     "scalars": dict(rec.scalars), "constants": dict(rec.constants),
                     "tiles": {n: v for n, v in rec.constants.items() if n in role[0]} if role else None,
                     "axis_tiles": {str(a): n for a, n in role[1].items() if n in rec.constants} if role else {},
+                    "axes_read": sorted(read[rec.kernel]) if read[rec.kernel] is not None else None,
                     "loops": loops_cache[key]})
     return out

@@ -113,9 +113,10 @@ def test_the_loop_form_steps_sweep_keys_rebuild_its_configs(bench):
         assert all(bench.config_key(mod._config(*k)) == k and len(k) == 6 for k in own)
         grid = bench.sweep_grid(mod, block_d, False, 232448)
         assert grid[:len(own)] == own and len(set(grid)) == len(grid)
-        assert all(k[4] != mod.WARP_SPECIALIZED for k in own)  # it hung on the H200
+        # warp specialization only where the H200's sweep found it right and fastest: 128, two stages
+        assert all(k[4] != mod.WARP_SPECIALIZED or (block_d, k[3]) == (128, 2) for k in own)
         for key in grid:
             assert mod.smem_bytes(mod._config(*key), block_d) <= 232448
-    assert forms == {mod.PLAIN, mod.PIPELINED}  # the loop form is chosen like the tile
+    assert forms == {mod.PLAIN, mod.PIPELINED, mod.WARP_SPECIALIZED}  # the loop form is chosen like the tile
     with pytest.raises(ValueError, match="LAZY"):
         mod._config(64, 64, 4, 3, mod.PIPELINED, True)

@@ -62,13 +62,18 @@ def config_args(config: triton.Config) -> tuple:
 #: 128 x 64 loop over two warpgroups (96: 1.00x SDPA), the plain and the lazy 64 x 64 (2048 x 128
 #: and 1500 x 128), the pipelined 128 x 128 (4096 x 128) and the pipelined 64 x 64, second or third
 #: everywhere; at 64 the plain loop on 64 rows and 128 keys at two and three stages, the lazy one
-#: and the plain 128 x 64. No warp-specialized config: each hung on the H200
-#: (docs/measured/h200-fa-ws-hang). Timed per shape by benchmarks/sweep_fa_hopper.py.
+#: and the plain 128 x 64. At 128 also the warp-specialized 128 x 128 loop at two stages, its
+#: descriptors built on the device (docs/measured/h200-fa-sweep-step10/warp-specialized: right at
+#: every shape, the fastest at 2048 x 128 and 4096 x 128, 0.85x and 0.91x SDPA against 0.78x and
+#: 0.86x for step 10 without it); at three stages it wrote infinities, and with host-built
+#: descriptors every warp-specialized config hung (docs/measured/h200-fa-ws-hang). Timed per
+#: shape by benchmarks/sweep_fa_hopper.py.
 SEARCH_SPACE = {
     64: [_config(64, 128, 4, 2, PLAIN), _config(64, 128, 4, 3, PLAIN), _config(128, 64, 8, 3, PLAIN),
          _config(64, 128, 4, 2, PLAIN, lazy=True)],
     128: [_config(128, 64, 8, 3, PLAIN), _config(64, 64, 4, 3, PLAIN), _config(64, 64, 4, 3, PLAIN, lazy=True),
-          _config(128, 128, 8, 3, PIPELINED), _config(64, 64, 4, 3, PIPELINED)],
+          _config(128, 128, 8, 3, PIPELINED), _config(64, 64, 4, 3, PIPELINED),
+          _config(128, 128, 4, 2, WARP_SPECIALIZED)],
     256: [_config(64, 64, 4, 2, PIPELINED), _config(64, 32, 4, 2, PIPELINED)],
 }
 

@@ -278,3 +278,37 @@ def test_a_fixed_grid_under_autotuning_is_judged_by_running_every_config(capsys)
     code, v = verify(capsys, KB / "residual_relu.py", KB / "residual_relu_autotune_short_grid.py")
     assert (code, v["kind"]) == (1, "wrong_answer"), v["reason"]
     assert "BLOCK=256" in v["reason"] and "left unwritten" in v["reason"]
+
+
+def test_kernel_function_parameters_no_name_matches_take_the_models_next_parameters():
+    """KernelAgent's harness passes the weights after the inputs in the model's order, whatever
+    the function calls them: ``W`` and ``b`` are an ``nn.Linear``'s weight and bias, and a
+    ``scaling_param`` is the model's next parameter not passed yet; a parameter with a default
+    keeps it, and one a name matches still binds by name."""
+    import torch
+
+    from xeforge_core.worker.formats.kernelagent import bind
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.matmul = torch.nn.Linear(4, 3)
+            self.scaling_factor = torch.nn.Parameter(torch.ones(3))
+            self.bias = torch.nn.Parameter(torch.zeros(3))
+
+    def kernel_function(x, W, b, scaling_param, bias, pool=16):
+        return x
+
+    model, x = Model(), torch.randn(2, 4)
+    args, kwargs, shown = bind(kernel_function, [x], ["x"], model)
+    assert args[1] is model.matmul.weight and args[2] is model.matmul.bias
+    assert args[3] is model.scaling_factor and args[4] is model.bias and not kwargs
+    assert shown == ("kernel_function(x=input 0, W=model.matmul.weight (the model's next parameter), "
+                     "b=model.matmul.bias (the model's next parameter), "
+                     "scaling_param=model.scaling_factor (the model's next parameter), bias=model.bias)")
+
+    def too_many(x, W, b, c, d, e):
+        return x
+
+    with pytest.raises(TypeError, match="parameter 'e' matches no forward"):
+        bind(too_many, [x], ["x"], model)

@@ -14,7 +14,11 @@ below matches each parameter of ``kernel_function``, in order:
    (``conv_weight`` -> ``model.conv.weight``), or a submodule's attribute (``model.conv.stride``
    for ``stride``), the first match in ``named_modules()`` order;
 3. positionally to the next forward() input not bound yet;
-4. to its default, if it has one.
+4. to its default, if it has one;
+5. positionally to the reference model's next parameter not bound yet, in registration order
+   (``W``, ``b`` for an ``nn.Linear``'s ``weight`` and ``bias``; ``scaling_param`` for a
+   ``scaling_factor`` parameter): KernelAgent's harness passes the weights after the inputs, in
+   the model's order, whatever the function calls them.
 
 A parameter that binds to nothing is an error naming it. The binding is described in words
 (``kernel_function(x=input 0, weight=model.conv.weight)``) so the verdict says how the function
@@ -81,6 +85,29 @@ def _model_value(model: Any, name: str) -> tuple[Any, str]:
     return _UNBOUND, ""
 
 
+def _in_registration_order(model: Any) -> list[tuple[str, Any]]:
+    """``model.named_parameters()`` in the order ``__init__`` assigns their top-level attributes
+    (``self.conv = ...`` before ``self.scale = nn.Parameter(...)``; ``named_parameters`` lists a
+    module's own parameters before its submodules'); attributes the source does not show keep
+    their place after those it does."""
+    import ast
+    import textwrap
+
+    order: list[str] = []
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(type(model).__init__)))
+    except (OSError, TypeError, SyntaxError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else []:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        order += [t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                  and t.value.id == "self" and t.attr not in order]
+    params = list(model.named_parameters())
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(params, key=lambda item: rank.get(item[0].split(".")[0], len(rank)))
+
+
 def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
          model: Any | None) -> tuple[list[Any], dict[str, Any], str]:
     """``(args, kwargs, description)`` for calling ``fn`` with ``inputs`` (the forward()
@@ -95,6 +122,8 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
     kwargs: dict[str, Any] = {}
     shown: list[str] = []
     positional_ok = True
+    bound: set[int] = set()  # the model's tensors already passed (by id)
+    params = _in_registration_order(model) if model is not None else []
     for p in sig.parameters.values():
         if p.kind is p.VAR_POSITIONAL:
             rest = [i for i in range(len(inputs)) if i not in used]
@@ -117,6 +146,9 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
             if nxt is not None and p.kind is not p.KEYWORD_ONLY:
                 value, where = inputs[nxt], f"input {nxt}"
                 used.add(nxt)
+        if value is _UNBOUND and p.default is p.empty and p.kind is not p.KEYWORD_ONLY:
+            name, tensor = next(((n, t) for n, t in params if id(t) not in bound), ("", _UNBOUND))
+            value, where = tensor, f"model.{name} (the model's next parameter)"
         if value is _UNBOUND:
             if p.default is not p.empty:
                 positional_ok = False
@@ -124,6 +156,7 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
             raise TypeError(f"{fn.__name__}() parameter {p.name!r} matches no forward() input "
                             f"({', '.join(forward_params) or 'none'}) and nothing on the reference model")
         if isinstance(value, torch.Tensor):
+            bound.add(id(value))
             text = where
         else:
             text = f"{where}={value!r}"

@@ -312,3 +312,9 @@ def test_kernel_function_parameters_no_name_matches_take_the_models_next_paramet
 
     with pytest.raises(TypeError, match="parameter 'e' matches no forward"):
         bind(too_many, [x], ["x"], model)
+
+    def scalar(x, W, eps: float):
+        return x
+
+    with pytest.raises(TypeError, match="parameter 'eps' matches no forward"):  # never a weight
+        bind(scalar, [x], ["x"], model)

@@ -429,7 +429,7 @@ def _distinct(sizes: dict[str, int], pinned: dict[str, str], values: dict[str, l
     problem at (each size moved alone: the problem does not tie it to the other), noted in
     ``reasons``; one with no such value stays."""
     used: dict[int, str] = {}
-    for size in sorted(sizes, key=lambda n: (sizes[n], n)):
+    for size in sorted(sizes, key=lambda n: (n not in pinned, sizes[n], n)):  # pinned ones keep theirs first
         value = sizes[size]
         if size not in pinned and value in used:
             higher = sorted({v for v, _ in values.get(size, []) if v % 2 and v > value and v not in used}

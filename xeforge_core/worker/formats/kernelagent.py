@@ -15,10 +15,11 @@ below matches each parameter of ``kernel_function``, in order:
    for ``stride``), the first match in ``named_modules()`` order;
 3. positionally to the next forward() input not bound yet;
 4. to its default, if it has one;
-5. positionally to the reference model's next parameter not bound yet, in registration order
-   (``W``, ``b`` for an ``nn.Linear``'s ``weight`` and ``bias``; ``scaling_param`` for a
-   ``scaling_factor`` parameter): KernelAgent's harness passes the weights after the inputs, in
-   the model's order, whatever the function calls them.
+5. unless it has a default or a scalar annotation (``eps: float``), positionally to the
+   reference model's next parameter not bound yet, in registration order (``W``, ``b`` for an
+   ``nn.Linear``'s ``weight`` and ``bias``; ``scaling_param`` for a ``scaling_factor``
+   parameter): KernelAgent's harness passes the weights after the inputs, in the model's order,
+   whatever the function calls them; the description says so.
 
 A parameter that binds to nothing is an error naming it. The binding is described in words
 (``kernel_function(x=input 0, weight=model.conv.weight)``) so the verdict says how the function
@@ -146,7 +147,8 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
             if nxt is not None and p.kind is not p.KEYWORD_ONLY:
                 value, where = inputs[nxt], f"input {nxt}"
                 used.add(nxt)
-        if value is _UNBOUND and p.default is p.empty and p.kind is not p.KEYWORD_ONLY:
+        if value is _UNBOUND and p.default is p.empty and p.kind is not p.KEYWORD_ONLY \
+                and p.annotation not in (int, float, bool, str, "int", "float", "bool", "str"):
             name, tensor = next(((n, t) for n, t in params if id(t) not in bound), ("", _UNBOUND))
             value, where = tensor, f"model.{name} (the model's next parameter)"
         if value is _UNBOUND:

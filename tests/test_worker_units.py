@@ -259,6 +259,23 @@ def test_classify_driver_faults_and_oom():
     assert f.kind is VerdictKind.RUNTIME_ERROR
 
 
+def test_an_oom_on_a_device_other_processes_fill_is_no_verdict_on_the_candidate():
+    """PyTorch's allocator message (measured on the H200, twelve verifications sharing it): the
+    process held 1.2 GiB and asked for 0.25 GiB of 139.8 GiB, 0.16 GiB free: the environment,
+    not the candidate; a process that itself held most of the device is the candidate's oom."""
+    path = "/nowhere/candidate.py"
+    shared = ("CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity of 139.80 GiB of "
+              "which 159.38 MiB is free. Including non-PyTorch memory, this process has 1.20 GiB memory in use. "
+              "Of the allocated memory 800.00 MiB is allocated by PyTorch")
+    f = classify(RuntimeError(shared), path)
+    assert f.kind is VerdictKind.ENVIRONMENT, f.reason
+    assert "other processes held 138.4 GiB of its 139.8 GiB" in f.reason and "not the cause" in f.reason
+    own = shared.replace("this process has 1.20 GiB", "this process has 130.00 GiB")
+    assert classify(RuntimeError(own), path).kind is VerdictKind.OOM
+    huge = shared.replace("Tried to allocate 256.00 MiB", "Tried to allocate 90.00 GiB")
+    assert classify(RuntimeError(huge), path).kind is VerdictKind.OOM
+
+
 def test_runtime_error_points_at_the_module_line(tmp_path):
     mod = tmp_path / "candidate.py"
     mod.write_text("def f(x):\n    y = 1\n    return x / 0\n")

@@ -11,7 +11,9 @@ Rules (the first match wins):
   raise in ``InterpreterError``; those are what the compiler rejects on a GPU (bad shapes,
   non-power-of-two ``tl.arange``, type errors), so they are ``compile_error`` too, at the last
   frame in the module's file.
-* ``torch.OutOfMemoryError``, ``MemoryError`` or "out of memory" in the text -> ``oom``.
+* ``torch.OutOfMemoryError``, ``MemoryError`` or "out of memory" in the text -> ``oom``; but
+  ``environment`` where PyTorch's message shows the device full of other processes' memory
+  (:func:`device_full_by_others`): the candidate did not cause it, and its verdict must not say so.
 * Driver fault text -> ``crash``: Level Zero ``UR_RESULT_ERROR_*`` / ``ZE_RESULT_ERROR_*``,
   CUDA "illegal memory access", "CUDA error", "device-side assert", "misaligned address".
 * A keyword both tuned by ``@triton.autotune`` and passed at the launch -> ``runtime_error``
@@ -46,6 +48,35 @@ DRIVER_FAULT_PATTERNS = (
 )
 _DRIVER_RE = re.compile("|".join(DRIVER_FAULT_PATTERNS))
 _OOM_RE = re.compile(r"out of memory|OutOfMemory|UR_RESULT_ERROR_OUT_OF_(DEVICE|HOST)_MEMORY", re.I)
+
+#: PyTorch's caching allocator on a failed allocation (c10/cuda/CUDACachingAllocator.cpp):
+#: "Tried to allocate 256.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 159.38 MiB
+#: is free. Including non-PyTorch memory, this process has 1.20 GiB memory in use."
+_ALLOCATOR_OOM_RE = re.compile(
+    r"Tried to allocate ([\d.]+) ([KMGT]?i?B)\. \w+ \d+ has a total capacity of ([\d.]+) ([KMGT]?i?B) of which "
+    r"([\d.]+) ([KMGT]?i?B) is free\..*?this process has ([\d.]+) ([KMGT]?i?B) memory in use", re.S)
+_UNITS = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
+
+#: Where this process's memory and its request together stay under this share of the device's
+#: capacity, an allocation that failed was refused because other processes held the rest.
+OTHERS_FULL_SHARE = 0.5
+
+
+def device_full_by_others(text: str) -> str | None:
+    """The explanation when PyTorch's out-of-memory message in ``text`` shows that this process
+    held and asked for less than :data:`OTHERS_FULL_SHARE` of the device while it was full (other
+    processes, e.g. verifications sharing the GPU, held the rest), else ``None``."""
+    m = _ALLOCATOR_OOM_RE.search(text)
+    if m is None:
+        return None
+    asked, total, free, mine = (float(m.group(i)) * _UNITS.get(m.group(i + 1), 1) for i in (1, 3, 5, 7))
+    if mine + asked >= OTHERS_FULL_SHARE * total:
+        return None
+    gib = 2 ** 30
+    return (f"the device ran out of memory while other processes held {(total - free - mine) / gib:.1f} GiB of its "
+            f"{total / gib:.1f} GiB: this verification had {mine / gib:.2f} GiB in use and asked for "
+            f"{asked / gib:.2f} GiB more, so the candidate is not the cause; verify it again with the device less "
+            "shared")
 
 MAX_ERROR_TEXT = 6000
 
@@ -198,6 +229,10 @@ def classify(exc: BaseException, path: str, *, jit_functions: list | None = None
     if any(type(e).__name__ == "OutOfMemoryError" or isinstance(e, MemoryError)
            for e in exception_chain(exc)) or _OOM_RE.search(texts):
         where = f" at {name}:{line}" if line else ""
+        others = device_full_by_others(texts)
+        if others:
+            return Failure(VerdictKind.ENVIRONMENT, f"{others} (while {during}{where})", line,
+                           format_error(exc, path, line))
         return Failure(VerdictKind.OOM, f"out of memory while {during}{where}: {_one_line(exc)}", line,
                        format_error(exc, path, line))
 

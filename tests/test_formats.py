@@ -313,6 +313,27 @@ def test_kernel_function_parameters_no_name_matches_take_the_models_next_paramet
     with pytest.raises(TypeError, match="parameter 'e' matches no forward"):
         bind(too_many, [x], ["x"], model)
 
+    def named_later(x, W_, weight):  # `weight` names the linear weight: W_ takes the next one
+        return x
+
+    args, _, _ = bind(named_later, [x], ["x"], model)
+    assert args[1] is model.matmul.bias and args[2] is model.matmul.weight
+
+    class Branchy(torch.nn.Module):  # registration order is source order, branches included
+        def __init__(self, shift=True):
+            super().__init__()
+            self.conv = torch.nn.Linear(2, 2, bias=False)
+            if shift:
+                self.shift = torch.nn.Parameter(torch.zeros(2))
+            self.scale = torch.nn.Parameter(torch.ones(2))
+
+    def two(x, w0, s1, s2):
+        return x
+
+    branchy = Branchy()
+    args, _, _ = bind(two, [x], ["x"], branchy)
+    assert args[1] is branchy.conv.weight and args[2] is branchy.shift and args[3] is branchy.scale
+
     def scalar(x, W, eps: float):
         return x
 

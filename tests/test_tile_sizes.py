@@ -352,7 +352,7 @@ def test_an_axis_whose_program_id_the_kernel_ignores_keeps_the_probe_growing():
 
     def fact(grid, m, read):
         return [{"kernel": "k", "occurrence": 0, "grid": grid, "scalars": {"M": m}, "axis_tiles": {},
-                 "axes_read": read, "loops": []}]
+                 "constants": {"BLOCK_M": 64}, "axes_read": read, "loops": []}]
 
     base = fact([1, 1, 1], 16, [])
     assert not settled(base, fact([1, 1, 1], 33, []))  # axis 0 unread: its count may still grow
@@ -360,6 +360,14 @@ def test_an_axis_whose_program_id_the_kernel_ignores_keeps_the_probe_growing():
     # a 1-D kernel that reads axis 0 (untiled, one program a row that did not move) never waits on axes 1, 2
     assert settled(fact([5, 1, 1], 5, [0]), fact([5, 1, 1], 9, [0]))
     assert settled(base, fact([1, 1, 1], 16, []))  # nothing moved
+
+    def loop(n):  # one program that loops over n in tiles of 1024: its grid is fixed
+        return [{"kernel": "k", "occurrence": 0, "grid": [1, 1, 1], "scalars": {"n": n}, "axis_tiles": {},
+                 "constants": {"BLOCK": 1024}, "axes_read": [], "loops": [{"line": 3, "trips": n // 1024 + 1,
+                                                                           "extent": n}]}]
+
+    assert not settled(loop(1000), loop(2000))  # still inside three tiles: it might yet grow
+    assert settled(loop(1000), loop(4000))  # past three tiles of every constant, still one program
 
 
 def test_free_sizes_of_one_value_are_made_distinct_from_probed_values():
@@ -376,3 +384,8 @@ def test_free_sizes_of_one_value_are_made_distinct_from_probed_values():
     assert sizes["M"] == 257 and sizes["N"] == 513
     assert reasons["N"] == ["unlike M=257, so a swapped axis, stride or program id shows"]
     assert sizes["B"] == 3 and sizes["C"] == 5  # C moves to its own odd copy (4 -> 5); pinned B stays
+
+    # never onto another size's value: B takes 9, not C's 7
+    sizes = {"A": 5, "B": 5, "C": 7}
+    assert _distinct(sizes, {}, {"B": [(7, "p"), (9, "q")]}, {"A": 5, "B": 5, "C": 7}, {}) == {"B": 5}
+    assert sizes == {"A": 5, "B": 9, "C": 7}

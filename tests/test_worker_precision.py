@@ -175,6 +175,10 @@ def test_a_wrong_element_is_found_by_its_coordinates_and_not_called_a_precision_
                   PrecisionPolicy())
     assert "precision change: TF32 dot products (float32 operands multiplied with a 10-bit mantissa) (kernel mm, line 9" in said
     assert said.endswith("pass --allow tf32 (spec: allow: [tf32]; workbench: allowed precision)")
+    # a second output of the same run wrong at one element: no allowance passes the run, none offered
+    second = type(comp)(**{**comp.__dict__, "index": 1})
+    both = CorrectnessRun("ci", 0, "normal", "reference", False, 0.0, 0.0, outputs=[tf32, second])
+    assert advice(both, {"tf32": ["kernel mm, line 9: tl.dot in TF32"]}, PrecisionPolicy()) == ""
     ok, comps, _, _ = compare_outputs([wrong], [r], Tolerance(rtol=1e-3, atol=1e-3, explicit=True))
     assert comps[0].check == "tolerance" and comps[0].first_mismatch == [3, 7]
     assert unravel(3 * 48 + 7, [40, 48]) == [3, 7] and unravel(0, []) == [] and unravel(29, [2, 3, 5]) == [1, 2, 4]

@@ -274,6 +274,8 @@ def test_an_oom_on_a_device_other_processes_fill_is_no_verdict_on_the_candidate(
     assert classify(RuntimeError(own), path).kind is VerdictKind.OOM
     huge = shared.replace("Tried to allocate 256.00 MiB", "Tried to allocate 90.00 GiB")
     assert classify(RuntimeError(huge), path).kind is VerdictKind.OOM
+    capped = shared.replace("of which 159.38 MiB is free", "of which 120.00 GiB is free")  # a per-process cap
+    assert classify(RuntimeError(capped), path).kind is VerdictKind.OOM
 
 
 def test_runtime_error_points_at_the_module_line(tmp_path):

@@ -422,23 +422,27 @@ def _unit(kind: str, count: int) -> str:
 
 
 def _distinct(sizes: dict[str, int], pinned: dict[str, str], values: dict[str, list[tuple[int, str]]],
-              checked: dict[str, int], reasons: dict[str, list[str]]) -> None:
+              checked: dict[str, int], reasons: dict[str, list[str]]) -> dict[str, int]:
     """Make the free sizes pairwise different, in place: two dimensions of one value hide a
     transposition (program ids, strides or axes swapped: a 257 x 257 output is the same tile grid
     either way). A size equal to one before it moves up to the next odd value the probe ran the
-    problem at (each size moved alone: the problem does not tie it to the other), noted in
-    ``reasons``; one with no such value stays."""
-    used: dict[int, str] = {}
+    problem at (each size moved alone: the problem does not tie it to the other) that no other
+    size has, noted in ``reasons``; one with no such value stays. Returns the sizes moved, each
+    with the value it had."""
+    seen: dict[int, str] = {}
+    moved: dict[str, int] = {}
     for size in sorted(sizes, key=lambda n: (n not in pinned, sizes[n], n)):  # pinned ones keep theirs first
         value = sizes[size]
-        if size not in pinned and value in used:
-            higher = sorted({v for v, _ in values.get(size, []) if v % 2 and v > value and v not in used}
-                            | ({_odd(checked[size])} - set(used) if _odd(checked[size]) > value else set()))
+        if size not in pinned and value in seen:
+            taken = {v for other, v in sizes.items() if other != size}
+            higher = sorted(({v for v, _ in values.get(size, []) if v % 2} | {_odd(checked[size])})
+                            - taken - {v for v in range(value + 1)})
             if higher:
-                sizes[size] = higher[0]
+                moved[size], sizes[size] = value, higher[0]
                 reasons.setdefault(size, []).append(
-                    f"unlike {used[value]}={value}, so a swapped axis, stride or program id shows")
-        used.setdefault(sizes[size], size)
+                    f"unlike {seen[value]}={value}, so a swapped axis, stride or program id shows")
+        seen.setdefault(sizes[size], size)
+    return moved
 
 
 def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *, device_type: str) -> TileChoice:
@@ -522,8 +526,14 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         reasons.setdefault(size, []).append(f"{c} {_unit(sr.aim.kind, c)} on {sr.aim.text(where=False)} "
                                             f"({sr.c0} at {size}={probe.checked[size]})")
 
-    _distinct(sizes, pinned, values, probe.checked, reasons)
+    distinct = _distinct(sizes, pinned, values, probe.checked, reasons)
     variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
+    while distinct and not _fits(problem, variant, device_type):  # over the budget: distinctness goes first
+        size, value = distinct.popitem()
+        gaps.append(f"{size}={sizes[size]} (unlike the size of the same value) is over the size budget")
+        sizes[size] = value
+        reasons[size] = [r for r in reasons.get(size, []) if not r.startswith("unlike ")]
+        variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
     raised = [size for size, _ in grown] + sorted(
         (size for size in sizes if size not in pinned and sizes[size] > _odd(probe.checked[size])),
         key=lambda size: sizes[size] / probe.checked[size])

@@ -70,8 +70,8 @@ def device_full_by_others(text: str) -> str | None:
     if m is None:
         return None
     asked, total, free, mine = (float(m.group(i)) * _UNITS.get(m.group(i + 1), 1) for i in (1, 3, 5, 7))
-    if mine + asked >= OTHERS_FULL_SHARE * total:
-        return None
+    if free >= asked or mine + asked >= OTHERS_FULL_SHARE * total:
+        return None  # not full (a per-process cap refused it), or this process's own share
     gib = 2 ** 30
     return (f"the device ran out of memory while other processes held {(total - free - mine) / gib:.1f} GiB of its "
             f"{total / gib:.1f} GiB: this verification had {mine / gib:.2f} GiB in use and asked for "

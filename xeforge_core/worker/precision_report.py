@@ -90,7 +90,10 @@ def advice(run: CorrectnessRun, hints: dict[str, list[str]], policy: PrecisionPo
     """The sentence a failing ``run``'s reason ends with when its failure is a precision change
     (what it is, what was measured, and the exact option that accepts it), else "". ``runs``:
     every run of the candidate, so an output another run gets wrong in a way no precision change
-    explains is not called a precision change here either."""
+    explains is not called a precision change here either; nor is anything on a run with an
+    output no precision change explains."""
+    if any(not c.passed and explained(c, hints) is None for c in run.outputs):
+        return ""  # an output of this run no downgrade explains: no allowance makes the run pass
     beyond = beyond_precision(runs or [run], hints)
     for comp in run.outputs:
         found = explained(comp, hints, beyond)

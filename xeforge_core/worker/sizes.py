@@ -45,6 +45,18 @@ def _first_line(text: str) -> str:
 ENOUGH = {"grid": 3, "loop": 2}
 
 
+def _past_every_tile(fact: dict[str, Any], old: dict[str, Any], before: int, count: int) -> bool:
+    """Whether an axis the kernel does not read stayed at ``count`` programs while every integer
+    argument that moved grew past ``ENOUGH`` of the launch's largest constant: no tile of this
+    launch divides the axis then, so its count is fixed (a one-program kernel that loops)."""
+    if count != before:
+        return False
+    moved = [int(v) for k, v in (fact.get("scalars") or {}).items()
+             if isinstance(v, int) and (old.get("scalars") or {}).get(k) != v]
+    widest = max([int(v) for v in (fact.get("constants") or {}).values() if isinstance(v, int)] or [1])
+    return bool(moved) and min(moved) >= ENOUGH["grid"] * widest
+
+
 def settled(base: list[dict[str, Any]], facts: list[dict[str, Any]]) -> bool:
     """Whether a larger value of the size that turned ``base`` (the launch facts at the base
     point) into ``facts`` could show anything more: not when every grid axis has reached
@@ -53,7 +65,8 @@ def settled(base: list[dict[str, Any]], facts: list[dict[str, Any]]) -> bool:
     programs in a launch whose integer arguments this size changes may still grow: not
     settled; so may an axis the launch must have (axis 0, or one below an axis the kernel reads)
     whose program id the kernel never reads: its count comes from the host's grid alone, and
-    only several programs there show that they all do the same work."""
+    only several programs there show that they all do the same work, until the arguments that
+    moved are past every tile of the launch with the count unchanged (``_past_every_tile``)."""
     before = {(f["kernel"], f["occurrence"]): f for f in base}
     for f in facts:
         old = before.get((f["kernel"], f["occurrence"]))
@@ -65,9 +78,10 @@ def settled(base: list[dict[str, Any]], facts: list[dict[str, Any]]) -> bool:
             if int(count) >= ENOUGH["grid"]:
                 continue
             tiled = str(axis) in (f.get("axis_tiles") or {})
-            unread = read is not None and axis not in read and (axis == 0 or axis < max(read, default=-1))
-            if ((tiled or unread) and moved) or (
-                    not tiled and int(count) != int((old.get("grid") or [1, 1, 1])[axis])):
+            before_count = int((old.get("grid") or [1, 1, 1])[axis])
+            unread = (read is not None and axis not in read and (axis == 0 or axis < max(read, default=-1))
+                      and not _past_every_tile(f, old, before_count, int(count)))
+            if ((tiled or unread) and moved) or (not tiled and int(count) != before_count):
                 return False
         extents = {loop["line"]: loop["extent"] for loop in old.get("loops") or []}
         for loop in f.get("loops") or []:

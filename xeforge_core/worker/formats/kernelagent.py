@@ -94,7 +94,7 @@ def _in_registration_order(model: Any) -> list[tuple[str, Any]]:
     import ast
     import textwrap
 
-    order: list[str] = []
+    found: list[tuple[int, int, str]] = []
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(type(model).__init__)))
     except (OSError, TypeError, SyntaxError):
@@ -102,8 +102,12 @@ def _in_registration_order(model: Any) -> list[tuple[str, Any]]:
     for node in ast.walk(tree) if tree is not None else []:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) else []
-        order += [t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                  and t.value.id == "self" and t.attr not in order]
+        found += [(t.lineno, t.col_offset, t.attr) for t in targets if isinstance(t, ast.Attribute)
+                  and isinstance(t.value, ast.Name) and t.value.id == "self"]
+    order: list[str] = []
+    for _, _, attr in sorted(found):  # source order (ast.walk is breadth-first)
+        if attr not in order:
+            order.append(attr)
     params = list(model.named_parameters())
     rank = {name: i for i, name in enumerate(order)}
     return sorted(params, key=lambda item: rank.get(item[0].split(".")[0], len(rank)))
@@ -123,7 +127,9 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
     kwargs: dict[str, Any] = {}
     shown: list[str] = []
     positional_ok = True
-    bound: set[int] = set()  # the model's tensors already passed (by id)
+    # the model's tensors some parameter names (rule 2) are never another's by position (rule 5)
+    bound = {id(v) for p in sig.parameters.values() if model is not None and p.name not in named
+             for v in [_model_value(model, p.name)[0]] if isinstance(v, torch.Tensor)}
     params = _in_registration_order(model) if model is not None else []
     for p in sig.parameters.values():
         if p.kind is p.VAR_POSITIONAL:

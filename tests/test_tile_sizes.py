@@ -147,15 +147,17 @@ def test_every_size_is_made_odd_and_set_where_each_axis_has_three_programs_and_t
     choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts), device_type="cpu")
     tiles = choice.variant
     assert tiles is not None and tiles.name == "ci-tiles"
-    # M and N grow to three 64-wide programs; K, which alone drives the loop, shrinks to two trips
-    assert tiles.dims == {"M": 161, "K": 33, "N": 145}, tiles.dims
+    # M and N grow to three 64-wide programs, then N to four (a 3 x 3 grid hides swapped program
+    # ids); K, which alone drives the loop, shrinks to two trips
+    assert tiles.dims == {"M": 161, "K": 33, "N": 193}, tiles.dims
     at = _gemm_facts(tiles.dims)[0]
-    assert at["grid"][:2] == [3, 3] and at["loops"][0]["trips"] == 2 and at["loops"][0]["partial"]
+    assert at["grid"][:2] == [3, 4] and at["loops"][0]["trips"] == 2 and at["loops"][0]["partial"]
+    assert "4 programs on axis 1 of mm, not the 3 of axis 0 (M), so swapped program ids show" in tiles.derived
     assert "M=161: 3 programs on axis 0 of mm (1 at M=40)" in tiles.derived
     assert "K=33: 2 trips on the loop at line 12 of mm (2 at K=64)" in tiles.derived
     assert "BLOCK_K=32" in tiles.derived
     coverage, gaps = coverage_of(choice, _gemm_facts(tiles.dims))
-    assert gaps == [] and "axis 1: 3 programs of BLOCK_N=64 over N=145, the last 17 wide" in coverage[0]
+    assert gaps == [] and "axis 1: 4 programs of BLOCK_N=64 over N=193, the last 1 wide" in coverage[0]
     assert "loop at line 12: 2 trips of 32 over 33, the last partial" in coverage[0]
 
 
@@ -370,22 +372,26 @@ def test_an_axis_whose_program_id_the_kernel_ignores_keeps_the_probe_growing():
     assert settled(loop(1000), loop(4000))  # past three tiles of every constant, still one program
 
 
-def test_free_sizes_of_one_value_are_made_distinct_from_probed_values():
-    """Two dimensions of one value hide a swapped axis, stride or program id (a 257 x 257 grid is
-    the same either way): the later moves up to the next odd value the probe ran alone; a pinned
-    size, and one with no higher probed value, stay."""
-    from xeforge_core.sizes import _distinct
+def test_two_grid_axes_of_one_count_get_different_counts():
+    """Swapped program ids hide on a square tile grid (3 x 3 programs): the size that alone drives
+    the second axis moves up to its next probed value with a count of its own; the cost grows by
+    that axis only. A pinned size, an axis a size drives together with another (the problem's
+    own square), and sizes that drive no grid axis (a 3-D pool's dims in one flattened axis) stay."""
+    from xeforge_core.sizes import Aim, _distinct_axes, _Series
 
-    sizes = {"M": 257, "N": 257, "B": 3, "C": 3}
-    values = {"M": [(255, "p1"), (257, "p2"), (513, "p3")], "N": [(255, "p4"), (257, "p5"), (513, "p6")],
-              "C": [(3, "p7")]}
-    reasons: dict[str, list[str]] = {}
-    _distinct(sizes, {"B": "pinned: the problem refuses it odd"}, values, {"M": 512, "N": 512, "B": 3, "C": 4}, reasons)
-    assert sizes["M"] == 257 and sizes["N"] == 513
-    assert reasons["N"] == ["unlike M=257, so a swapped axis, stride or program id shows"]
-    assert sizes["B"] == 3 and sizes["C"] == 5  # C moves to its own odd copy (4 -> 5); pinned B stays
+    def axis(index, by, kernel="k", config=None):
+        return _Series(Aim("candidate", config, kernel, 0, "grid", index, 3), 3, by)
 
-    # never onto another size's value: B takes 9, not C's 7
-    sizes = {"A": 5, "B": 5, "C": 7}
-    assert _distinct(sizes, {}, {"B": [(7, "p"), (9, "q")]}, {"A": 5, "B": 5, "C": 7}, {}) == {"B": 5}
-    assert sizes == {"A": 5, "B": 9, "C": 7}
+    n_counts = {257: 3, 513: 5, 1025: 9}
+    m_counts = {257: 3, 385: 4, 513: 5}
+    sizes, reasons = {"N": 257, "M": 257, "K": 257}, {}
+    moved = _distinct_axes(sizes, {}, [axis(0, {"N": n_counts}), axis(1, {"M": m_counts})], reasons)
+    assert sizes == {"N": 257, "M": 385, "K": 257} and moved == {"M": 257}
+    assert reasons["M"] == ["4 programs on axis 1 of k, not the 3 of axis 0 (N), so swapped program ids show"]
+
+    sizes = {"N": 257, "M": 257}
+    assert _distinct_axes(sizes, {"M": "pinned"}, [axis(0, {"N": n_counts}), axis(1, {"M": m_counts})], {}) == {}
+    assert _distinct_axes(sizes, {}, [axis(0, {"N": n_counts}), axis(1, {"N": n_counts})], {}) == {}  # one size
+    assert _distinct_axes(sizes, {}, [axis(0, {"N": n_counts, "M": m_counts})], {}) == {}  # one axis, shared
+    other_config = [axis(0, {"N": n_counts}), axis(1, {"M": m_counts}, config="k[BLOCK=64]")]
+    assert _distinct_axes(sizes, {}, other_config, {}) == {} and sizes == {"N": 257, "M": 257}

@@ -38,10 +38,10 @@ def _tiles_entry(verdict):
 
 
 @pytest.mark.parametrize("problem,correct,planted,sizes,aim", [
-    # K % 64 == 0 at the published size; at 65 M gets a third 32-wide program, and K, which drives
-    # the loop alone, and N move to the next values probed, so that no two dimensions are equal
-    ("linear", "linear_new", "linear_k_tail", {"batch_size": 65, "in_features": 129, "out_features": 193},
-     "loop at line 17: 3 trips of 64 over 129"),
+    # K % 64 == 0 at the published size; at 65 M and N get a third 32-wide program each, then N
+    # more (a 3 x 3 grid hides swapped program ids), and K, which drives the loop alone, two trips of 64
+    ("linear", "linear_new", "linear_k_tail", {"batch_size": 65, "in_features": 65, "out_features": 129},
+     "loop at line 17: 2 trips of 64 over 65"),
     ("scale", "scale_new", "scale_floor_grid", {"batch_size": 5, "dim": 1025}, "over n=5125, the last 5 wide"),
     # one program per row: three rows are enough
     ("rmsnorm", "rmsnorm_new", "rmsnorm_tile_mean", {"batch_size": 3, "features": 65},
@@ -75,7 +75,7 @@ def test_a_store_without_its_n_mask_is_refused_at_the_derived_size():
     # output: the interpreter writes host memory there, so the worker may die of it instead
     verdict = _verify("linear", "linear_n_store")
     assert verdict.kind in (VerdictKind.WRONG_ANSWER, VerdictKind.CRASH), verdict.reason
-    assert _tiles_entry(verdict).sizes == {"batch_size": 65, "in_features": 129, "out_features": 193}
+    assert _tiles_entry(verdict).sizes == {"batch_size": 65, "in_features": 65, "out_features": 129}
 
 
 def test_small_inputs_with_a_large_output_are_checked_smaller_in_the_interpreter():

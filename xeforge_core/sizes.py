@@ -421,27 +421,39 @@ def _unit(kind: str, count: int) -> str:
     return ("program" if kind == "grid" else "trip") + ("s" if count != 1 else "")
 
 
-def _distinct(sizes: dict[str, int], pinned: dict[str, str], values: dict[str, list[tuple[int, str]]],
-              checked: dict[str, int], reasons: dict[str, list[str]]) -> dict[str, int]:
-    """Make the free sizes pairwise different, in place: two dimensions of one value hide a
-    transposition (program ids, strides or axes swapped: a 257 x 257 output is the same tile grid
-    either way). A size equal to one before it moves up to the next odd value the probe ran the
-    problem at (each size moved alone: the problem does not tie it to the other) that no other
-    size has, noted in ``reasons``; one with no such value stays. Returns the sizes moved, each
-    with the value it had."""
-    seen: dict[int, str] = {}
+def _distinct_axes(sizes: dict[str, int], pinned: dict[str, str], series: list[_Series],
+                   reasons: dict[str, list[str]]) -> dict[str, int]:
+    """Give the grid axes of one candidate launch different program counts, in place: two axes of
+    one count hide swapped program ids (a 3 x 3 tile grid is the same either way). Where an axis
+    has the count of an earlier axis of its launch and another size alone drives it, that size
+    moves up to the next value the probe ran it at (alone: the problem does not tie it to the
+    other) that gives its axis a count no other axis of the launch has, noted in ``reasons``;
+    axes one size drives together are the problem's own (a square matrix) and stay. Only the
+    sizes of such axes move, so the cost grows by one axis's factor. Returns the sizes moved,
+    each with the value it had."""
+    launches: dict[tuple[str, int], list[tuple[int, str, dict[int, int]]]] = {}
+    for sr in series:
+        a = sr.aim
+        if a.kind == "grid" and a.module == "candidate" and a.config is None and len(sr.by) == 1:
+            ((size, counts),) = sr.by.items()
+            launches.setdefault((a.kernel, a.occurrence), []).append((a.index, size, counts))
     moved: dict[str, int] = {}
-    for size in sorted(sizes, key=lambda n: (n not in pinned, sizes[n], n)):  # pinned ones keep theirs first
-        value = sizes[size]
-        if size not in pinned and value in seen:
-            taken = {v for other, v in sizes.items() if other != size}
-            higher = sorted(({v for v, _ in values.get(size, []) if v % 2} | {_odd(checked[size])})
-                            - taken - {v for v in range(value + 1)})
-            if higher:
-                moved[size], sizes[size] = value, higher[0]
-                reasons.setdefault(size, []).append(
-                    f"unlike {seen[value]}={value}, so a swapped axis, stride or program id shows")
-        seen.setdefault(sizes[size], size)
+    for (kernel, _), axes in sorted(launches.items()):
+        seen: dict[int, tuple[int, str]] = {}  # program count -> (axis, size)
+        for index, size, counts in sorted(axes):
+            count = counts.get(sizes[size])
+            if count is None:
+                continue
+            if count in seen and seen[count][1] != size and size not in pinned:
+                options = sorted(v for v, c in counts.items() if v > sizes[size] and v % 2 and c not in seen)
+                if options:
+                    (axis, other), was = seen[count], count
+                    moved.setdefault(size, sizes[size])
+                    sizes[size], count = options[0], counts[options[0]]
+                    reasons.setdefault(size, []).append(
+                        f"{count} programs on axis {index} of {kernel}, not the {was} of axis {axis} ({other}), so "
+                        "swapped program ids show")
+            seen.setdefault(count, (index, size))
     return moved
 
 
@@ -526,13 +538,13 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         reasons.setdefault(size, []).append(f"{c} {_unit(sr.aim.kind, c)} on {sr.aim.text(where=False)} "
                                             f"({sr.c0} at {size}={probe.checked[size]})")
 
-    distinct = _distinct(sizes, pinned, values, probe.checked, reasons)
+    distinct = _distinct_axes(sizes, pinned, series, reasons)
     variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
     while distinct and not _fits(problem, variant, device_type):  # over the budget: distinctness goes first
         size, value = distinct.popitem()
-        gaps.append(f"{size}={sizes[size]} (unlike the size of the same value) is over the size budget")
+        gaps.append(f"{size}={sizes[size]} (a program count of its own on its axis) is over the size budget")
         sizes[size] = value
-        reasons[size] = [r for r in reasons.get(size, []) if not r.startswith("unlike ")]
+        reasons[size] = [r for r in reasons.get(size, []) if "swapped program ids" not in r]
         variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
     raised = [size for size, _ in grown] + sorted(
         (size for size in sizes if size not in pinned and sizes[size] > _odd(probe.checked[size])),

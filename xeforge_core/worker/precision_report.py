@@ -73,6 +73,12 @@ def explained(comp: OutputComparison, hints: dict[str, list[str]],
     return None
 
 
+def has_unexplained(run: CorrectnessRun, hints: dict[str, list[str]]) -> bool:
+    """Whether some failing output of ``run`` is no precision change (:func:`explained` accepts
+    none): no allowance would make the run pass."""
+    return any(not c.passed and explained(c, hints) is None for c in run.outputs)
+
+
 def unseen_first(names: list[str], hints: dict[str, list[str]]) -> list[str]:
     """``names`` (downgrades, finest first) with those the source scan would have found but did
     not (``SCANNED_DOWNGRADES`` missing from ``hints``: a TF32 dot in a kernel with no dot) moved
@@ -92,8 +98,8 @@ def advice(run: CorrectnessRun, hints: dict[str, list[str]], policy: PrecisionPo
     every run of the candidate, so an output another run gets wrong in a way no precision change
     explains is not called a precision change here either; nor is anything on a run with an
     output no precision change explains."""
-    if any(not c.passed and explained(c, hints) is None for c in run.outputs):
-        return ""  # an output of this run no downgrade explains: no allowance makes the run pass
+    if has_unexplained(run, hints):
+        return ""
     beyond = beyond_precision(runs or [run], hints)
     for comp in run.outputs:
         found = explained(comp, hints, beyond)

@@ -93,7 +93,7 @@ from xeforge_core.worker.integrity import (
 )
 from xeforge_core.worker.loading import LoadedModule, load_module
 from xeforge_core.worker.precision_hints import precision_hints, tf32_dots
-from xeforge_core.worker.precision_report import advice, explained, policy_of, run_check
+from xeforge_core.worker.precision_report import advice, explained, has_unexplained, policy_of, run_check
 from xeforge_core.worker.precision_report import findings as precision_findings
 from xeforge_core.worker.precision_report import summary as precision_summary
 from xeforge_core.worker.tiles import kernel_sources, launch_facts
@@ -918,8 +918,7 @@ def run_candidate(ctx: WorkerContext) -> None:
         if failed and not truth_fault:
             # the reason names a failure no precision change explains where a run has one: a TF32
             # error on one size must not stand for a fault another size shows
-            r = next((x for x in failed if any(not c.passed and explained(c, hints) is None for c in x.outputs)),
-                     failed[0])
+            r = next((x for x in failed if has_unexplained(x, hints)), failed[0])
             cfg = f" with autotune config {r.config}" if r.config else ""
             reason = (f"wrong answer on variant {r.variant} (seed {r.seed}, {inputs_phrase(r.distribution)}){cfg} "
                       f"vs {r.against}: {r.note}{advice(r, hints, policy, runs)}")

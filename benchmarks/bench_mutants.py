@@ -148,7 +148,15 @@ def offered_allowances(findings: list[Any]) -> list[str]:
 def our_verdict(kernel: dict[str, Any], candidate: Path | None, device: Any, opts: Any) -> dict[str, Any]:
     """Our verifier on one kernel or mutant: kind, reason, findings, the allowances a precision
     refusal offers, and the per-run errors against the truth (to tell identical outputs from
-    different ones)."""
+    different ones); a problem that does not load is ``refused_input``, a verification that
+    raises is ``harness_error`` (a row, not a stop)."""
+    try:
+        return _our_verdict(kernel, candidate, device, opts)
+    except Exception as exc:  # noqa: BLE001 - one failing verification is a row, not a stop
+        return {"kind": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _our_verdict(kernel: dict[str, Any], candidate: Path | None, device: Any, opts: Any) -> dict[str, Any]:
     from xeforge_core.problem import ProblemError
     from xeforge_core.verify import verify
 
@@ -332,11 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         if "ours" in getattr(run, table).get(key, {}):
             return
         print(f"[ours] {key}", flush=True)
-        try:
-            row = our_verdict(kernel, candidate, device, kernel_opts(kernel["id"]))
-        except Exception as exc:  # noqa: BLE001 - one failing verification is a row, not a stop
-            row = {"kind": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
-        run.update(table, key, "ours", row)
+        run.update(table, key, "ours", our_verdict(kernel, candidate, device, kernel_opts(kernel["id"])))
 
     def kb(key: str, table: str, pair_dir: Path) -> None:
         if kb_src is None or "kb" in getattr(run, table).get(key, {}):
@@ -355,10 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     def with_offered(k: dict[str, Any]) -> None:
         strict = run.originals[k["id"]]["ours"]
         print(f"[ours --allow {','.join(strict['offered'])}] {k['id']}", flush=True)
-        try:
-            row = our_verdict(k, None, device, dataclasses.replace(opts, allow_precision=list(strict["offered"])))
-        except Exception as exc:  # noqa: BLE001
-            row = {"kind": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
+        row = our_verdict(k, None, device, dataclasses.replace(opts, allow_precision=list(strict["offered"])))
         run.update("originals", k["id"], "ours_strict", strict)  # marks it done for --resume
         if ours_passes(row):  # the kernel and its mutants are then verified with the allowance
             run.update("originals", k["id"], "ours", {**row, "allowed": list(strict["offered"])})
@@ -404,12 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         def published(item: tuple[str, dict[str, Any]]) -> None:
             key, row = item
             print(f"[published] {key}", flush=True)
-            try:
-                res = our_verdict(by_id[row["kernel_id"]], Path(row["dir"]) / "solution.py", device,
-                                  pub(row["kernel_id"]))
-            except Exception as exc:  # noqa: BLE001
-                res = {"kind": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
-            run.update("mutants", key, "published", res)
+            run.update("mutants", key, "published", our_verdict(by_id[row["kernel_id"]], Path(row["dir"]) / "solution.py",
+                                                                device, pub(row["kernel_id"])))
 
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             list(pool.map(published, todo))

@@ -127,9 +127,9 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
     kwargs: dict[str, Any] = {}
     shown: list[str] = []
     positional_ok = True
+    by_name = {p.name: _model_value(model, p.name) for p in sig.parameters.values()} if model is not None else {}
     # the model's tensors some parameter names (rule 2) are never another's by position (rule 5)
-    bound = {id(v) for p in sig.parameters.values() if model is not None and p.name not in named
-             for v in [_model_value(model, p.name)[0]] if isinstance(v, torch.Tensor)}
+    bound = {id(v) for n, (v, _) in by_name.items() if n not in named and isinstance(v, torch.Tensor)}
     params = _in_registration_order(model) if model is not None else []
     for p in sig.parameters.values():
         if p.kind is p.VAR_POSITIONAL:
@@ -147,7 +147,7 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
             value, where = inputs[idx], f"input {idx}"
             used.add(idx)
         elif model is not None:
-            value, where = _model_value(model, p.name)
+            value, where = by_name[p.name]
         if value is _UNBOUND:
             nxt = next((i for i in range(len(inputs)) if i not in used), None)
             if nxt is not None and p.kind is not p.KEYWORD_ONLY:

@@ -51,6 +51,24 @@ def test_loop_trips_are_read_from_the_bounds_the_launch_decides():
     got = loop_trips(LOOPS, 1, {"N": 10, "K": 128, "BLOCK": 32})
     assert [(t["line"], t["trips"], t["partial"]) for t in got] == [(6, 4, False), (10, 4, False), (13, 4, False),
                                                                   (16, 8, False)]
+    # a counted while loop is read like a range, from its counter's last value before it in its
+    # block (a cdiv bound, a <= test, one nested in a for loop); one that may break is left out
+    whiles = LOOPS.replace("    K = K * 2\n", """    t = 0
+    while t < nk:
+        t += 1
+    for u in range(pid, N):
+        v = 0
+        while v <= K:
+            v += BLOCK
+    w = 0
+    while w < K:
+        w += 1
+        if w > N:
+            break
+    K = K * 2
+""")
+    got = [(t["line"], t["trips"], t["step"], t["extent"], t["partial"]) for t in loop_trips(whiles, 1, {"N": 10, "K": 100, "BLOCK": 32})]
+    assert got[3:] == [(16, 4, 32, 100, True), (20, 4, 32, 101, True), (28, 7, 32, 200, True)]
     # a bound the kernel also writes inside a loop is left out
     assert loop_trips(LOOPS.replace("        pass\n    for q", "        K += 1\n    for q"), 1,
                       {"N": 10, "K": 128, "BLOCK": 32}) == []

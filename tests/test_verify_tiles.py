@@ -46,6 +46,8 @@ def _tiles_entry(verdict):
     # one program per row: three rows are enough
     ("rmsnorm", "rmsnorm_new", "rmsnorm_tile_mean", {"batch_size": 3, "features": 65},
      "BLOCK=128 spans n_cols=65 in one tile"),
+    # a counted while loop over a row's tiles: the carry from one tile to the next needs two
+    ("cumsum", "cumsum_new", "cumsum_carry_twice", {"batch_size": 3, "length": 33}, "loop at line 14: 2 trips"),
 ])
 def test_a_fault_a_tile_hides_is_a_wrong_answer_at_the_derived_size(problem, correct, planted, sizes, aim):
     ok = _verify(problem, correct)

@@ -16,7 +16,8 @@ id is multiplied by (``pid_m * BLOCK_M``); ``axes_read`` the axes whose ``tl.pro
 kernel reads at all (``None`` when the source cannot be read). ``loops`` are the ``for``
 loops of the kernel's body whose bounds can be evaluated from the launch's integer arguments
 alone (``range(0, K, BLOCK_K)``, ``tl.range(0, tl.cdiv(K, BLOCK_K))``, bounds computed in
-simple assignments first): ``trips`` is the number of iterations, ``partial`` whether the last
+simple assignments first), and the counted ``while`` loops (``t = 0; while t < T: ...; t += 1``):
+``trips`` is the number of iterations, ``partial`` whether the last
 one covers less than a whole tile (``extent`` not a multiple of ``step``; for a unit-step loop
 over ``cdiv(X, B)`` tiles, ``X`` not a multiple of ``B``), ``None`` when that cannot be told. A
 loop whose bounds depend on a program id or a tensor is left out. Nothing here runs a kernel:
@@ -135,8 +136,41 @@ def _loop_trips(node: ast.AST, ev: _Eval, defs: dict[str, ast.expr]) -> dict[str
         return None
     start_node, stop_node = (None, args[0]) if len(args) == 1 else (args[0], args[1])
     start = 0 if start_node is None else ev.value(start_node)
-    stop = ev.value(stop_node)
     step = ev.value(args[2]) if len(args) == 3 else 1
+    return _trips(start, stop_node, ev.value(stop_node), step, ev, defs)
+
+
+def _while_trips(node: ast.AST, before: list[ast.stmt], ev: _Eval, defs: dict[str, ast.expr]) -> dict[str, Any] | None:
+    """The same for a counted ``while`` loop: ``while c < STOP:`` (or ``<=``) whose body steps
+    ``c += STEP`` once at its top level, writes ``c`` nowhere else and has no ``break``, with
+    ``c = START`` the last assignment of ``c`` among the statements ``before`` it in its block
+    (``t = 0; while t < T: ...; t += 1``); else ``None``."""
+    if not (isinstance(node, ast.While) and not node.orelse and isinstance(node.test, ast.Compare)):
+        return None
+    test = node.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Lt, ast.LtE)) or not isinstance(test.left, ast.Name):
+        return None
+    counter = test.left.id
+    steps = [s for s in node.body if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add)
+             and isinstance(s.target, ast.Name) and s.target.id == counter]
+    writes = [n for s in node.body for n in ast.walk(s)
+              if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)]
+    if len(steps) != 1 or len(writes) != 1 or any(isinstance(n, ast.Break) for s in node.body for n in ast.walk(s)):
+        return None
+    init = next((s.value for s in reversed(before) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == counter), None)
+    if init is None:
+        return None
+    stop = ev.value(test.comparators[0])
+    if stop is not None and isinstance(test.ops[0], ast.LtE):
+        stop += 1
+    return _trips(ev.value(init), test.comparators[0], stop, ev.value(steps[0].value), ev, defs)
+
+
+def _trips(start: int | None, stop_node: ast.AST, stop: int | None, step: int | None, ev: _Eval,
+           defs: dict[str, ast.expr]) -> dict[str, Any] | None:
+    """``{"trips", "step", "extent", "partial"}`` of a loop from ``start`` below ``stop`` (written
+    ``stop_node``) by ``step``; ``None`` when a bound is unknown or the step is not positive."""
     if start is None or stop is None or not step or step < 0:
         return None
     extent = max(0, stop - start)
@@ -175,7 +209,7 @@ def loop_trips(source: str, first_line: int, values: dict[str, int]) -> list[dic
     for name in nested:
         env.pop(name, None)
     out = []
-    for stmt in fn.body:  # in order: bounds computed first (num_k = tl.cdiv(K, BLOCK_K)) are known
+    for index, stmt in enumerate(fn.body):  # in order: bounds computed first (num_k = tl.cdiv(K, BLOCK_K)) are known
         if id(getattr(stmt, "targets", [None])[0]) in top_level:
             target = stmt.targets[0].id  # type: ignore[attr-defined]
             v = ev.value(stmt.value)  # type: ignore[attr-defined]
@@ -186,10 +220,22 @@ def loop_trips(source: str, first_line: int, values: dict[str, int]) -> list[dic
                 env[target] = v
                 defs[target] = stmt.value  # type: ignore[attr-defined]
             continue
-        for node in ast.walk(stmt):
-            loop = _loop_trips(node, ev, defs)
-            if loop is not None:
-                out.append({"line": first_line + node.lineno - 1, **loop})
+        found = [(node, _loop_trips(node, ev, defs)) for node in ast.walk(stmt)]
+        found += [(node, _while_trips(node, before, ev, defs)) for node, before in _whiles(stmt, fn.body[:index])]
+        out += sorted(({"line": first_line + node.lineno - 1, **loop} for node, loop in found if loop is not None),
+                      key=lambda loop: loop["line"])
+    return out
+
+
+def _whiles(stmt: ast.stmt, before: list[ast.stmt]) -> list[tuple[ast.While, list[ast.stmt]]]:
+    """``(loop, the statements before it in its block)`` of each ``while`` loop that is ``stmt``
+    (preceded by ``before`` in the kernel's body) or lies in a statement list within it."""
+    out: list[tuple[ast.While, list[ast.stmt]]] = [(stmt, before)] if isinstance(stmt, ast.While) else []
+    for node in ast.walk(stmt):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                out += [(s, block[:i]) for i, s in enumerate(block) if isinstance(s, ast.While)]
     return out
 
 

@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from xeforge_core.mutation import MUTATION_CLASSES, generate  # noqa: E402
-from xeforge_core.mutation.report import survivor_analysis, write_reports  # noqa: E402
+from xeforge_core.mutation.report import kb_kind, survivor_analysis, write_reports  # noqa: E402
 
 #: Our verdict kinds that refuse a candidate; ``ok``/``inconsistent`` pass it; the others
 #: (``environment``, ``inconclusive``, a harness failure) are no verdict on the candidate.
@@ -223,6 +223,19 @@ def kb_passes(row: dict[str, Any] | None) -> bool:
     return bool(row) and row.get("kind") == "pass"  # type: ignore[union-attr]
 
 
+def settled(row: dict[str, Any] | None) -> bool:
+    """Whether ``--resume`` keeps our verdict ``row``: every verdict but ``environment`` (the
+    machine failed the job, e.g. other verifications filled the device's memory), which says
+    nothing about the candidate and is verified again."""
+    return bool(row) and row.get("kind") != "environment"  # type: ignore[union-attr]
+
+
+def kb_settled(row: dict[str, Any] | None) -> bool:
+    """Whether ``--resume`` keeps KernelBench's verdict ``row``: all but a failure for the machine
+    (``kb_kind``: out of memory beside other runs), which is evaluated again."""
+    return bool(row) and kb_kind(row) == row.get("kind")  # type: ignore[union-attr]
+
+
 # ------------------------------------------------------------------------------------ the run
 
 
@@ -337,13 +350,13 @@ def main(argv: list[str] | None = None) -> int:
         return dataclasses.replace(opts, allow_precision=list(allowed)) if allowed else opts
 
     def ours(key: str, table: str, kernel: dict[str, Any], candidate: Path | None) -> None:
-        if "ours" in getattr(run, table).get(key, {}):
+        if settled(getattr(run, table).get(key, {}).get("ours")):
             return
         print(f"[ours] {key}", flush=True)
         run.update(table, key, "ours", our_verdict(kernel, candidate, device, kernel_opts(kernel["id"])))
 
     def kb(key: str, table: str, pair_dir: Path) -> None:
-        if kb_src is None or "kb" in getattr(run, table).get(key, {}):
+        if kb_src is None or kb_settled(getattr(run, table).get(key, {}).get("kb")):
             return
         print(f"[kernelbench] {key}", flush=True)
         run.update(table, key, "kb", kb_verdict(pair_dir, kb_src, args.kb_trials, args.timeout))

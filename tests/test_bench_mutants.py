@@ -37,6 +37,17 @@ def test_offered_allowances_read_only_refusing_precision_findings(bench):
     assert bench.offered_allowances([]) == []
 
 
+def test_resume_verifies_again_only_what_the_machine_failed(bench):
+    assert not bench.settled(None) and not bench.settled({})
+    assert not bench.settled({"kind": "environment", "reason": "out of memory: the device is full with other work"})
+    for kind in ("ok", "wrong_answer", "oom", "timeout", "inconclusive"):
+        assert bench.settled({"kind": kind})
+    oom = {"kind": "fail", "metadata": {"runtime_error_name": "torch.OutOfMemoryError"}}
+    assert not bench.kb_settled(oom) and not bench.kb_settled(None)
+    assert bench.kb_settled({"kind": "fail", "metadata": {"runtime_error_name": "RuntimeError"}})
+    assert bench.kb_settled({"kind": "pass", "metadata": {}})
+
+
 def test_accept_offered_verifies_the_kernel_and_its_mutants_under_the_offered_allowance(bench, tmp_path):
     pair = tmp_path / "corpus" / "pairs" / "gelu_tanh"
     pair.mkdir(parents=True)

@@ -194,6 +194,10 @@ def test_survivor_arguments_are_proofs_or_left_open():
     a = survivor_analysis("k/epilogue_twice", relu, orig, None, "cuda")
     assert a["status"] == "equivalent" and "idempotent" in a["argument"]
     assert "identical to the unmodified kernel's" in a["evidence"][0]
+    masked = {"mutation_class": "epilogue_twice", "before": "acc = tl.where(value_mask, acc, 0.0)", "ours": same}
+    assert survivor_analysis("k/w", masked, orig, None, "cuda")["status"] == "equivalent"
+    scaled = {"mutation_class": "epilogue_twice", "before": "acc = tl.where(value_mask, acc * 2.0, 0.0)", "ours": same}
+    assert survivor_analysis("k/w", scaled, orig, None, "cuda")["status"] == "unexplained"  # doubles twice
     silu = {"mutation_class": "epilogue_twice", "before": "y = y * tl.sigmoid(y)", "ours": same}
     assert survivor_analysis("k/e", silu, orig, None, "cuda")["status"] == "unexplained"
     read = {"mutation_class": "mask_dropped", "before": "", "ours": {**same, "findings": [
@@ -219,13 +223,16 @@ def test_score_counts_a_refusal_only_where_the_tool_passes_the_unmodified_kernel
                 "ours": {"kind": "ok"}, "kb": {"kind": "fail"}, "analysis": {"status": "gap", "argument": "why"}},
         "b/x": {"kernel_id": "b", "mutation_class": "x", "line": 1, "kernel": "k", "before": "", "after": "",
                 "ours": {"kind": "environment"}},  # no verdict on the candidate: not counted
+        "a/z": {"kernel_id": "a", "mutation_class": "z", "line": 3, "kernel": "k", "before": "", "after": "",
+                "ours": {"kind": "wrong_answer"},  # KernelBench out of memory beside other runs: no verdict
+                "kb": {"kind": "fail", "metadata": {"runtime_error_name": "torch.OutOfMemoryError"}}},
     }
     header = {"date": "d", "device": "cpu", "versions": "", "host": "h", "seeds": 1}
     text = write_reports(tmp_path, header, originals, rows, {"wrong_answer"}, {"ok"})
-    assert "Mutation score, ours: 1/2 (50%); KernelBench's evaluation: 2/2 (100%)" in text
+    assert "Mutation score, ours: 2/3 (67%); KernelBench's evaluation: 2/2 (100%)" in text
     assert "Without the 0 survivors argued equivalent" in text
     assert "refuses but ours passes: 1: a/y" in text and "**gap**: why" in text
-    assert (tmp_path / "mutants.csv").read_text().count("\n") == 4
+    assert (tmp_path / "mutants.csv").read_text().count("\n") == 5 and "no_verdict" in (tmp_path / "mutants.csv").read_text()
 
 
 def test_a_zero_other_is_no_fault_to_drop():

@@ -27,7 +27,8 @@ def _is_constant(node: ast.AST, var: str) -> bool:
 
 def idempotent(expr: ast.AST, var: str) -> bool:
     """Whether ``expr`` is f(var) for an f with f(f(x)) = f(x): ``tl.maximum(x, 0)``, a clamp,
-    ``tl.where(x > 0, x, 0)``, or a composition of these (``tl.minimum(tl.maximum(x, lo), hi)``)."""
+    ``tl.where(x > 0, x, 0)``, ``tl.where(mask, x, 0)`` with a mask that does not read x, or a
+    composition of these (``tl.minimum(tl.maximum(x, lo), hi)``)."""
     if isinstance(expr, ast.Name):
         return expr.id == var
     if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Attribute, ast.Name)):
@@ -39,9 +40,12 @@ def idempotent(expr: ast.AST, var: str) -> bool:
         return len(inner) == 1 and idempotent(inner[0], var)
     if name == "where" and len(args) == 3:
         cond, a, b = args
-        return (isinstance(cond, ast.Compare) and len(cond.comparators) == 1 and idempotent(a, var)
-                and _is_constant(b, var) and isinstance(cond.left, ast.Name) and cond.left.id == var
-                and _is_constant(cond.comparators[0], var))
+        if not (idempotent(a, var) and _is_constant(b, var)):
+            return False
+        if all(not (isinstance(n, ast.Name) and n.id == var) for n in ast.walk(cond)):
+            return True  # a mask that does not read x selects the same lanes both times
+        return (isinstance(cond, ast.Compare) and len(cond.comparators) == 1 and isinstance(cond.left, ast.Name)
+                and cond.left.id == var and _is_constant(cond.comparators[0], var))
     return False
 
 
@@ -56,7 +60,8 @@ def _idempotent_epilogue(before: str) -> str | None:
     var = stmt.targets[0].id
     names = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
     inner = [n for n in names if n not in ("tl",) and not n.isupper()]
-    if len(inner) == 1 and idempotent(stmt.value, inner[0]):
+    x = var if var in inner else (inner[0] if len(inner) == 1 else None)  # what the second application reads
+    if x is not None and idempotent(stmt.value, x):
         return (f"equivalent: {ast.unparse(stmt.value)} is idempotent (f(f(x)) = f(x): a max/min/clamp with "
                 f"constant bounds), so computing {var} twice gives the same value at every size")
     return None
@@ -123,13 +128,29 @@ def survivor_analysis(key: str, row: dict[str, Any], original: dict[str, Any], g
 # ------------------------------------------------------------------------------------ scores
 
 
+#: Exceptions with which KernelBench's evaluation fails for the machine, not for the kernel: a
+#: device filled by other work running beside it. Such a ``fail`` is no verdict.
+KB_ENVIRONMENT_ERRORS = ("torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError")
+
+
+def kb_kind(row: dict[str, Any] | None) -> str | None:
+    """KernelBench's verdict kind of ``row`` (``kernelbench_eval.py``'s record): its ``kind``,
+    except ``no_verdict`` for a ``fail`` raised by ``KB_ENVIRONMENT_ERRORS`` (its
+    ``metadata.runtime_error_name``), which says nothing about the kernel."""
+    if not row:
+        return None
+    if row.get("kind") == "fail" and (row.get("metadata") or {}).get("runtime_error_name") in KB_ENVIRONMENT_ERRORS:
+        return "no_verdict"
+    return row.get("kind")
+
+
 def _score(rows: list[dict[str, Any]], tool: str, refusing: set[str], passing: set[str]) -> tuple[int, int]:
     """(refused, counted) of ``tool`` over ``rows`` (mutants of kernels it passes)."""
     if tool == "ours":
         kinds = [(r.get("ours") or {}).get("kind") for r in rows if r.get("ours")]
         counted = [k for k in kinds if k in refusing or k in passing]
         return sum(k in refusing for k in counted), len(counted)
-    kinds = [(r.get("kb") or {}).get("kind") for r in rows if r.get("kb")]
+    kinds = [kb_kind(r.get("kb")) for r in rows if r.get("kb")]
     counted = [k for k in kinds if k in ("pass", "fail")]
     return sum(k == "fail" for k in counted), len(counted)
 
@@ -151,13 +172,13 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
             a = r.get("analysis") or {}
             w.writerow([r["kernel_id"], r["mutation_class"], r["line"], r["kernel"], r["before"], r["after"],
                         (r.get("ours") or {}).get("kind", ""), (r.get("ours") or {}).get("reason", ""),
-                        (r.get("kb") or {}).get("kind", ""), (r.get("published") or {}).get("kind", ""),
+                        kb_kind(r.get("kb")) or "", (r.get("published") or {}).get("kind", ""),
                         a.get("status", ""), a.get("argument", "")])
     ours_r, ours_n = _score(rows, "ours", refusing, passing)
     kb_r, kb_n = _score(rows, "kb", refusing, passing)
     kernels_ours = [k for k, o in originals.items() if (o.get("ours") or {}).get("kind") in passing]
     kernels_kb = [k for k, o in originals.items() if (o.get("kb") or {}).get("kind") == "pass"]
-    missed = [r for r in rows if (r.get("kb") or {}).get("kind") == "fail"
+    missed = [r for r in rows if kb_kind(r.get("kb")) == "fail"
               and (r.get("ours") or {}).get("kind") in passing]
     survivors = [r for r in rows if (r.get("ours") or {}).get("kind") in passing]
     equivalent = [r for r in survivors if (r.get("analysis") or {}).get("status") == "equivalent"]

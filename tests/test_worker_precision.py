@@ -317,6 +317,33 @@ def test_lower_precision_is_read_from_the_kernel_source_with_module_lines():
     assert any(h.startswith("host code") and "half" in h for h in hints["fp16"])
     assert "fp16" not in precision_hints(ast.parse(KERNEL), {"k"}, "float16")  # its own dtype
     assert precision_hints(ast.parse(KERNEL), {"k"}, None) == {}
+    # a block of that dtype nothing adds into is no accumulator (a zero fill of a bfloat16 output)
+    fill = KERNEL.replace("    acc += tl.dot(a, a)\n", "    tl.store(c_ptr, acc)\n")
+    hints = precision_hints(ast.parse(fill), {"k"}, "float32")
+    assert "fp16-accumulation" not in hints and any("line 8:" in h for h in hints["fp16"])
+    # an accumulator carried through tl.dot's third operand is one
+    chained = KERNEL.replace("acc += tl.dot(a, a)", "acc = tl.dot(a, a, acc.to(tl.float32)).to(tl.float16)")
+    assert "fp16-accumulation" in precision_hints(ast.parse(chained), {"k"}, "float32")
+
+
+def test_an_allowance_does_not_vouch_for_an_accumulator_it_does_not_allow(gemm):
+    """Over two tiles of K a float16 accumulator errs like TF32 products: the TF32 allowance would
+    accept it, so where the source keeps an accumulator that is not allowed, an output that needs
+    an allowance fails, and what it needs next is named."""
+    a, b, *_ = gemm
+    fp16_acc = torch.zeros(40, 48, dtype=torch.float16)
+    for k in range(0, 512, 256):  # two tiles of 256
+        fp16_acc = (fp16_acc.float() + a[:, k:k + 256] @ b[k:k + 256]).half()
+    ok, comp = judge(fp16_acc.float(), gemm, allowed=("tf32",))
+    assert ok  # what the allowance alone would say
+    ok, comp = judge(fp16_acc.float(), gemm, allowed=("tf32",), hints=("tf32", "fp16-accumulation"))
+    assert not ok and comp.needs[0] == "fp16-accumulation" and "tf32" not in comp.needs
+    assert "inside it only with what --allow tf32 adds" in comp.note and "float16 accumulators" in comp.note
+    assert comp.mismatches > 0
+    # allowed too, or within the problem's own bound, it passes
+    assert judge(fp16_acc.float(), gemm, allowed=("tf32", "fp16-accumulation"), hints=("tf32", "fp16-accumulation"))[0]
+    exact = a @ b
+    assert judge(exact, gemm, allowed=("tf32",), hints=("fp16-accumulation",))[0]
 
 
 def test_the_shrunk_truth_puts_the_float64_weights_back_exactly():

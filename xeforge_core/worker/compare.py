@@ -53,6 +53,7 @@ from typing import Any
 
 import torch
 
+from xeforge_core.precision import DOWNGRADES
 from xeforge_core.verdict import OutputComparison
 from xeforge_core.worker.calibrated import Calibrated, Truth64, applies, compare_calibrated, unravel
 from xeforge_core.worker.expected import StoredTensor, flat_chunks
@@ -241,7 +242,7 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
         cal = compare_calibrated(a, expected, calibration, allowed, poisoned=poisoned)
         _calibrated_into(comp, cal, hints)
         if not explicit:
-            return _judged_by_float64(comp, cal, notes, allowed), warnings
+            return _judged_by_float64(comp, cal, notes, allowed, hints), warnings
     comp.check = "tolerance"
     unwritten = 0
     if exact:
@@ -366,9 +367,16 @@ def _num(value: Any) -> str:
 
 
 def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str],
-                       allowed: tuple[str, ...] = ()) -> OutputComparison:
+                       allowed: tuple[str, ...] = (), hints: tuple[str, ...] = ()) -> OutputComparison:
     """Fill ``comp`` from a float64-calibrated comparison that decides it (``allowed``: the
-    downgrades whose terms widened the bound, named beside the problem's own factor)."""
+    downgrades whose terms widened the bound, named beside the problem's own factor).
+
+    An output that passes only through the allowances (outside the problem's own bound) while
+    the source (``hints``) keeps an accumulator in a precision that is not allowed fails: an
+    accumulator's error grows with the length summed, so at the checked sizes (a few tiles) it
+    hides inside an operand allowance (a float16 accumulator errs like TF32 products over two
+    tiles of K, and 10-20 times more over the published K), and no allowed downgrade vouches
+    for it. ``comp.needs`` then lists only what is not allowed yet."""
     comp.check = "float64"
     comp.nan_mismatch, comp.inf_mismatch = cal.nan_mismatch, cal.inf_mismatch
     comp.mismatches = cal.mismatches
@@ -384,7 +392,17 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
                      "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
                      "memory, where the expected output has values" + _first_text(comp))
     comp.passed = comp.mismatches == 0
-    if not comp.passed and not cal.unwritten:
+    unallowed = [h for h in hints if h in DOWNGRADES and DOWNGRADES[h].accumulation and h not in allowed]
+    if comp.passed and allowed and cal.outside_own and unallowed:
+        comp.passed, comp.mismatches = False, cal.outside_own
+        comp.needs = [n for n in comp.needs if n not in allowed]
+        notes.insert(0, f"{cal.outside_own} of {comp.numel} element(s) outside the problem's own float64-calibrated "
+                        f"bound ({cal.factor:g}x the reference's error scale), inside it only with what --allow "
+                        f"{', '.join(allowed)} adds, while the source keeps {DOWNGRADES[unallowed[0]].what}, which "
+                        "is not allowed: an accumulator's error grows with the length summed, past what the checked "
+                        f"sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
+                        f"{cal.ref_rel_error:.3g})")
+    elif not comp.passed and not cal.unwritten:
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside the float64-calibrated bound "
                         f"(error up to {_ratio(cal.ratio)} the reference's own error scale, {cal.factor:g}x "
                         f"allowed" + (f" plus what --allow {', '.join(allowed)} adds" if allowed else "")

@@ -9,7 +9,8 @@ Read statically from the module's AST (nothing runs), per downgrade name of
   ``input_precision``, Triton's default there; ``allow_tf32=True``; ``input_precision`` of
   ``"tf32"``/``"tf32x3"``; either chosen at compile time);
 * ``fp16-accumulation`` / ``bf16-accumulation``: an accumulator made in that dtype
-  (``tl.zeros``/``tl.full`` with ``dtype=tl.float16``), or a sum or scan (``tl.sum``,
+  (``tl.zeros``/``tl.full`` with ``dtype=tl.float16`` assigned to a name the kernel then adds
+  into: ``acc += ...``, ``acc = tl.dot(a, b, acc)``), or a sum or scan (``tl.sum``,
   ``tl.cumsum``, ``tl.reduce``, ``tl.associative_scan``) of values cast to it;
 * ``fp16`` / ``bf16``: any other cast to it in a kernel (``.to(tl.float16)``), or in the host
   code (``.half()``, ``torch.float16``);
@@ -116,16 +117,34 @@ def _low_dtype(node: ast.AST) -> str | None:
     return None
 
 
+def _accumulators(fn: ast.FunctionDef) -> set[int]:
+    """The ``tl.zeros``/``tl.full`` calls of ``fn`` (by ``id``) that make an accumulator: the
+    value of an assignment to a name the kernel later adds into (``acc += ...``, ``acc = acc +
+    ...``, ``acc = tl.dot(a, b, acc)``: an assignment whose value reads the name itself)."""
+    into: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            into.add(node.target.id)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value)):
+                into.add(name)
+    return {id(node.value) for node in ast.walk(fn)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in into and isinstance(node.value, ast.Call)}
+
+
 def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, int, str]]:
     """``(downgrade, line, why)`` inside one kernel."""
     found: list[tuple[str, int, str]] = []
     accumulated: set[int] = set()
+    accumulators = _accumulators(fn)
     for node in ast.walk(fn):
         if not isinstance(node, ast.Call):
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else \
             node.func.id if isinstance(node.func, ast.Name) else ""
-        if name in ("zeros", "full"):
+        if name in ("zeros", "full") and id(node) in accumulators:  # another block of that dtype is a cast
             for k in node.keywords:
                 low = _low_dtype(k.value) if k.arg == "dtype" else None
                 if low and low != own:

@@ -33,12 +33,14 @@ Usage::
     python benchmarks/bench_mutants.py CORPUS --out OUT [--samples] [--device cuda|cpu]
         [--jobs 8] [--only ID ...] [--limit N] [--classes C ...] [--per-class 1]
         [--kernelbench-src KB/src] [--kb-jobs 4] [--memcheck] [--published]
-        [--explain FILE] [--timeout 300] [--seeds 3] [--resume] [--port] [--accept-offered]
+        [--explain FILE] [--timeout 300] [--seeds 3] [--resume] [--redo KEY ...] [--port] [--accept-offered]
 
 Writes ``OUT/mutants/<kernel>/<mutant>/`` (each mutant as a pair: ``problem.py``, ``solution.py``,
 ``meta.json``), ``OUT/kb_originals.json`` (KernelBench's verdicts on the unmodified pairs, which
 ``bench_corpus.py --kb-results`` reads), ``OUT/mutants.json`` (after every verification, so ``--resume`` continues an
-interrupted run), ``OUT/mutants.csv`` and ``OUT/mutants.md``, and prints the tables last.
+interrupted run; a recorded run's ``mutants.json`` copied there resumes it, and ``--redo`` names the
+verdicts to take again: mutant keys ``<kernel>/<class>`` or a kernel id, every key that starts
+with one), ``OUT/mutants.csv`` and ``OUT/mutants.md``, and prints the tables last.
 Verifications run ``--jobs`` at a time (each in its own worker processes); the verdict cache
 and the saved baseline outputs live in ``OUT/cache`` unless ``XEFORGE_CACHE_DIR`` is set.
 """
@@ -257,6 +259,15 @@ class Run:
                                        "mutants": self.mutants}, indent=1, default=str))
             os.replace(tmp, self.path)
 
+    def forget(self, prefixes: list[str]) -> None:
+        """Drop our verdicts (and what follows from them) on every kernel and mutant whose key
+        starts with one of ``prefixes``, so that ``--resume`` verifies them again."""
+        for table in (self.originals, self.mutants):
+            for key, row in table.items():
+                if any(key.startswith(p) for p in prefixes):
+                    for f in ("ours", "ours_strict", "ours_allowed", "published", "analysis"):
+                        row.pop(f, None)
+
     def update(self, table: str, key: str, field: str, value: Any) -> None:
         with self.lock:
             getattr(self, table).setdefault(key, {})[field] = value
@@ -318,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--redo", nargs="*", default=[], metavar="KEY",
+                    help="with --resume: verify again the kernels and mutants whose key starts with KEY")
     ap.add_argument("--port", action="store_true",
                     help="port solutions that hard-code another device first (the workbench's portability step)")
     ap.add_argument("--accept-offered", action="store_true",
@@ -337,8 +350,10 @@ def main(argv: list[str] | None = None) -> int:
                          if k in ("torch", "triton", "numpy"))
     header = {"date": dt.date.today().isoformat(), "device": f"{device.type}:{device.index} ({device.name})",
               "versions": versions, "host": platform.node(), "memcheck": args.memcheck, "seeds": args.seeds,
-              "per_class": args.per_class, "kernelbench": str(args.kernelbench_src) if args.kernelbench_src else None}
+              "per_class": args.per_class, "kernelbench": str(args.kernelbench_src) if args.kernelbench_src else None,
+              "timeout": args.timeout}
     run = Run(args.out, header, args.resume)
+    run.forget(args.redo)
     chosen = kernels(args.corpus, args.samples, args.only, args.limit)
     if args.port:
         port(chosen, args.out, device.type)

@@ -48,6 +48,19 @@ def test_resume_verifies_again_only_what_the_machine_failed(bench):
     assert bench.kb_settled({"kind": "pass", "metadata": {}})
 
 
+def test_redo_forgets_our_verdicts_on_the_keys_it_names(bench, tmp_path):
+    (tmp_path / "mutants.json").write_text(json.dumps({"originals": {"k1": {"ours": {"kind": "ok"}, "kb": {"kind": "pass"}}},
+                                                       "mutants": {"k1/a": {"ours": {"kind": "ok"}, "published": {},
+                                                                            "kb": {"kind": "pass"}},
+                                                                   "k2/a": {"ours": {"kind": "wrong_answer"}}}}))
+    run = bench.Run(tmp_path, {}, resume=True)
+    run.forget(["k1/"])
+    assert "ours" in run.originals["k1"] and "ours" not in run.mutants["k1/a"] and "published" not in run.mutants["k1/a"]
+    assert run.mutants["k1/a"]["kb"] == {"kind": "pass"} and "ours" in run.mutants["k2/a"]
+    run.forget(["k1"])
+    assert "ours" not in run.originals["k1"]
+
+
 def test_accept_offered_verifies_the_kernel_and_its_mutants_under_the_offered_allowance(bench, tmp_path):
     pair = tmp_path / "corpus" / "pairs" / "gelu_tanh"
     pair.mkdir(parents=True)

@@ -215,7 +215,8 @@ def test_survivor_arguments_are_proofs_or_left_open():
 def test_score_counts_a_refusal_only_where_the_tool_passes_the_unmodified_kernel(tmp_path):
     from xeforge_core.mutation.report import write_reports
 
-    originals = {"a": {"ours": {"kind": "ok"}, "kb": {"kind": "pass"}}, "b": {"ours": {"kind": "ok"}, "kb": {"kind": "fail"}}}
+    originals = {"a": {"ours": {"kind": "ok"}, "kb": {"kind": "pass"}}, "b": {"ours": {"kind": "ok"}, "kb": {"kind": "fail"}},
+                 "c": {"ours": {"kind": "ok", "seconds": 150.0}}}
     rows = {
         "a/x": {"kernel_id": "a", "mutation_class": "x", "line": 1, "kernel": "k", "before": "", "after": "",
                 "ours": {"kind": "wrong_answer"}, "kb": {"kind": "fail"}},
@@ -226,13 +227,17 @@ def test_score_counts_a_refusal_only_where_the_tool_passes_the_unmodified_kernel
         "a/z": {"kernel_id": "a", "mutation_class": "z", "line": 3, "kernel": "k", "before": "", "after": "",
                 "ours": {"kind": "wrong_answer"},  # KernelBench out of memory beside other runs: no verdict
                 "kb": {"kind": "fail", "metadata": {"runtime_error_name": "torch.OutOfMemoryError"}}},
+        # the unmodified kernel took half the limit: its mutant's timeout may be the run's load
+        "c/x": {"kernel_id": "c", "mutation_class": "x", "line": 1, "kernel": "k", "before": "", "after": "",
+                "ours": {"kind": "timeout"}},
     }
     header = {"date": "d", "device": "cpu", "versions": "", "host": "h", "seeds": 1}
-    text = write_reports(tmp_path, header, originals, rows, {"wrong_answer"}, {"ok"})
+    text = write_reports(tmp_path, header, originals, rows, {"wrong_answer", "timeout"}, {"ok"})
+    assert "Not counted: 1 timeouts of mutants of kernels whose unmodified verification took over 33% of the 300 s" in text
     assert "Mutation score, ours: 2/3 (67%); KernelBench's evaluation: 2/2 (100%)" in text
     assert "Without the 0 survivors argued equivalent" in text
     assert "refuses but ours passes: 1: a/y" in text and "**gap**: why" in text
-    assert (tmp_path / "mutants.csv").read_text().count("\n") == 5 and "no_verdict" in (tmp_path / "mutants.csv").read_text()
+    assert (tmp_path / "mutants.csv").read_text().count("\n") == 6 and "no_verdict" in (tmp_path / "mutants.csv").read_text()
 
 
 def test_a_zero_other_is_no_fault_to_drop():

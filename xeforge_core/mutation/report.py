@@ -144,10 +144,25 @@ def kb_kind(row: dict[str, Any] | None) -> str | None:
     return row.get("kind")
 
 
-def _score(rows: list[dict[str, Any]], tool: str, refusing: set[str], passing: set[str]) -> tuple[int, int]:
-    """(refused, counted) of ``tool`` over ``rows`` (mutants of kernels it passes)."""
+#: A timeout counts as a refusal only where the unmodified kernel's verification took less than
+#: this share of the limit: a slower one can time out from the load of the run alone (twelve
+#: verifications sharing one GPU stretched a LayerNorm's from tens of seconds to 219 s of 300).
+SLOW_SHARE = 1 / 3
+
+
+def slow_kernels(originals: dict[str, dict[str, Any]], limit_s: float) -> set[str]:
+    """The kernels whose unmodified verification took over ``SLOW_SHARE`` of ``limit_s``: a
+    timeout of one of their mutants is no verdict."""
+    return {k for k, o in originals.items() if float((o.get("ours") or {}).get("seconds") or 0) > SLOW_SHARE * limit_s}
+
+
+def _score(rows: list[dict[str, Any]], tool: str, refusing: set[str], passing: set[str],
+           slow: set[str] | frozenset[str] = frozenset()) -> tuple[int, int]:
+    """(refused, counted) of ``tool`` over ``rows`` (mutants of kernels it passes); ours's
+    timeouts of mutants of ``slow`` kernels are not counted."""
     if tool == "ours":
-        kinds = [(r.get("ours") or {}).get("kind") for r in rows if r.get("ours")]
+        kinds = [(r.get("ours") or {}).get("kind") for r in rows if r.get("ours")
+                 and not ((r.get("ours") or {}).get("kind") == "timeout" and r["kernel_id"] in slow)]
         counted = [k for k in kinds if k in refusing or k in passing]
         return sum(k in refusing for k in counted), len(counted)
     kinds = [kb_kind(r.get("kb")) for r in rows if r.get("kb")]
@@ -174,7 +189,9 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
                         (r.get("ours") or {}).get("kind", ""), (r.get("ours") or {}).get("reason", ""),
                         kb_kind(r.get("kb")) or "", (r.get("published") or {}).get("kind", ""),
                         a.get("status", ""), a.get("argument", "")])
-    ours_r, ours_n = _score(rows, "ours", refusing, passing)
+    slow = slow_kernels(originals, float(header.get("timeout") or 300))
+    unjudged = [r for r in rows if (r.get("ours") or {}).get("kind") == "timeout" and r["kernel_id"] in slow]
+    ours_r, ours_n = _score(rows, "ours", refusing, passing, slow)
     kb_r, kb_n = _score(rows, "kb", refusing, passing)
     kernels_ours = [k for k, o in originals.items() if (o.get("ours") or {}).get("kind") in passing]
     kernels_kb = [k for k, o in originals.items() if (o.get("kb") or {}).get("kind") == "pass"]
@@ -192,14 +209,18 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
              "tool passes the unmodified kernel.", "",
              f"**Mutation score, ours: {_pct(ours_r, ours_n)}; KernelBench's evaluation: {_pct(kb_r, kb_n)}.** "
              f"Without the {len(equivalent)} survivors argued equivalent (they cannot change any output the problem "
-             f"allows), ours: {_pct(ours_r, ours_n - len(equivalent))}.", "",
+             f"allows), ours: {_pct(ours_r, ours_n - len(equivalent))}."
+             + (f" Not counted: {len(unjudged)} timeouts of mutants of kernels whose unmodified verification took over "
+                f"{SLOW_SHARE:.0%} of the {float(header.get('timeout') or 300):g} s limit "
+                f"({', '.join(sorted({r['kernel_id'] for r in unjudged}))}): the run's load, not the mutant, may "
+                "have made them slow." if unjudged else ""), "",
              f"Mutants KernelBench's evaluation refuses but ours passes: {len(missed)}"
              + (": " + ", ".join(f"{r['kernel_id']}/{r['mutation_class']}" for r in missed) if missed else "."), ""]
     lines += ["## Per fault class", "", "| class | mutants | ours refused | KernelBench refused | survivors (ours) |",
               "|---|---|---|---|---|"]
     for cls in sorted({r["mutation_class"] for r in rows}):
         sub = [r for r in rows if r["mutation_class"] == cls]
-        a, b = _score(sub, "ours", refusing, passing)
+        a, b = _score(sub, "ours", refusing, passing, slow)
         c, d = _score(sub, "kb", refusing, passing)
         lines.append(f"| {cls} | {len(sub)} | {_pct(a, b)} | {_pct(c, d)} | {b - a} |")
     lines += ["", "## Per kernel", "", "| kernel | unmodified: ours | unmodified: KernelBench | mutants | ours refused "
@@ -207,7 +228,7 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
     for kid in sorted(originals):
         sub = [r for r in rows if r["kernel_id"] == kid]
         o = originals[kid]
-        a, b = _score(sub, "ours", refusing, passing)
+        a, b = _score(sub, "ours", refusing, passing, slow)
         c, d = _score(sub, "kb", refusing, passing)
         allowed = (o.get("ours") or {}).get("allowed")
         ours = (o.get("ours") or {}).get("kind", "-") + (f" (--allow {','.join(allowed)})" if allowed else "")

@@ -409,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         for rec in write_mutants(k, args.out, args.classes, args.per_class, launched):
             key = f"{k['id']}/{rec['id']}"
             with run.lock:
+                stored = run.mutants.get(key)
+                if stored and (stored.get("before"), stored.get("after")) != (rec["before"], rec["after"]):
+                    run.mutants[key] = {}  # the generator changed since: its verdicts were on another mutant
                 run.mutants.setdefault(key, {}).update({f: rec[f] for f in (
                     "kernel_id", "mutation_class", "line", "before", "after", "kernel", "description", "dir")})
             if ours_passes(orig.get("ours")):

@@ -2,7 +2,8 @@
 # The mutation benchmark in calls of limited length (a lent GPU machine): runs
 # benchmarks/bench_mutants.py over benchmarks/mutants_subset.txt for at most LIMIT seconds,
 # keeping its state in mutstate/ (ignored), restoring it from STATE (a tarball of an earlier
-# call) when mutstate/ is empty, else from RECORD (a recorded run's mutants.json), and writing
+# call) when mutstate/ is empty, else from RECORD (a recorded run's mutants.json; RECORD=none
+# starts afresh; a mutant the generator now writes differently is verified again), and writing
 # the state and the reports to OUT. A lent machine does not keep mutstate/ from one call to the
 # next, even warm: copy each call's OUT/mutants-state.tgz to STATE before the next. Call it again
 # until the log ends in the tables.

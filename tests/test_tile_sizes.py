@@ -69,6 +69,11 @@ def test_loop_trips_are_read_from_the_bounds_the_launch_decides():
 """)
     got = [(t["line"], t["trips"], t["step"], t["extent"], t["partial"]) for t in loop_trips(whiles, 1, {"N": 10, "K": 100, "BLOCK": 32})]
     assert got[3:] == [(16, 4, 32, 100, True), (20, 4, 32, 101, True), (28, 7, 32, 200, True)]
+    # a counter moved after its start (c += 3, a branch, an earlier loop over it) has no one start
+    for moved in ("    t = 0\n    t += 3\n", "    t = 0\n    if K > N:\n        t = 3\n",
+                  "    t = 0\n    while t < N:\n        t += BLOCK\n", "    t = 3\n    t, u = 0, 0\n"):
+        src = "@triton.jit\ndef k(x, N, K, BLOCK: tl.constexpr):\n" + moved + "    while t < K:\n        t += 1\n"
+        assert [lp["extent"] for lp in loop_trips(src, 1, {"N": 10, "K": 100, "BLOCK": 32})] in ([], [10]), moved
     # a bound the kernel also writes inside a loop is left out
     assert loop_trips(LOOPS.replace("        pass\n    for q", "        K += 1\n    for q"), 1,
                       {"N": 10, "K": 128, "BLOCK": 32}) == []

@@ -324,6 +324,15 @@ def test_lower_precision_is_read_from_the_kernel_source_with_module_lines():
     # an accumulator carried through tl.dot's third operand is one
     chained = KERNEL.replace("acc += tl.dot(a, a)", "acc = tl.dot(a, a, acc.to(tl.float32)).to(tl.float16)")
     assert "fp16-accumulation" in precision_hints(ast.parse(chained), {"k"}, "float32")
+    # ... and one a helper carries (acc, m = inner(acc, m)); a running max or a select is not, nor
+    # a sum of values cast back to float32
+    helper = KERNEL.replace("acc += tl.dot(a, a)", "acc, m = inner(acc, a)")
+    assert "fp16-accumulation" in precision_hints(ast.parse(helper), {"k"}, "float32")
+    for update in ("acc = tl.maximum(acc, a)", "acc = tl.where(a > 0, a, acc)"):
+        assert "fp16-accumulation" not in precision_hints(ast.parse(KERNEL.replace("acc += tl.dot(a, a)", update)),
+                                                          {"k"}, "float32")
+    back = KERNEL.replace("tl.cumsum(a.to(tl.bfloat16), axis=0)", "tl.cumsum(a.to(tl.bfloat16).to(tl.float32), axis=0)")
+    assert "bf16-accumulation" not in precision_hints(ast.parse(back), {"k"}, "float32")
 
 
 def test_an_allowance_does_not_vouch_for_an_accumulator_it_does_not_allow(gemm):
@@ -340,6 +349,11 @@ def test_an_allowance_does_not_vouch_for_an_accumulator_it_does_not_allow(gemm):
     assert not ok and comp.needs[0] == "fp16-accumulation" and "tf32" not in comp.needs
     assert "inside it only with what --allow tf32 adds" in comp.note and "float16 accumulators" in comp.note
     assert comp.mismatches > 0
+    # what it needs next is the accumulator, whatever other downgrade the source shows first
+    ok, comp = judge(fp16_acc.float(), gemm, allowed=("tf32",), hints=("tf32", "fp16", "fp16-accumulation"))
+    assert not ok and comp.needs == ["fp16-accumulation"]
+    # a coarser accumulation allowed covers it
+    assert judge(fp16_acc.float(), gemm, allowed=("tf32", "bf16-accumulation"), hints=("tf32", "fp16-accumulation"))[0]
     # allowed too, or within the problem's own bound, it passes
     assert judge(fp16_acc.float(), gemm, allowed=("tf32", "fp16-accumulation"), hints=("tf32", "fp16-accumulation"))[0]
     exact = a @ b

@@ -16,8 +16,9 @@ from typing import Any
 
 # ------------------------------------------------------------------------------------ survivors
 
-#: Triton functions f with f(f(x)) = f(x) when their other operands are constants.
-_IDEMPOTENT = {"maximum", "minimum", "clamp", "abs", "relu"}
+#: Triton functions that clamp against constants: any composition of them is a monotone clamp
+#: (values below one bound go to it, above the other to it), and a clamp is idempotent.
+_CLAMPS = {"maximum", "minimum", "clamp", "relu"}
 
 
 def _is_constant(node: ast.AST, var: str) -> bool:
@@ -25,27 +26,41 @@ def _is_constant(node: ast.AST, var: str) -> bool:
         or (isinstance(node, ast.Name) and node.id != var and node.id.isupper())
 
 
-def idempotent(expr: ast.AST, var: str) -> bool:
-    """Whether ``expr`` is f(var) for an f with f(f(x)) = f(x): ``tl.maximum(x, 0)``, a clamp,
-    ``tl.where(x > 0, x, 0)``, ``tl.where(mask, x, 0)`` with a mask that does not read x, or a
-    composition of these (``tl.minimum(tl.maximum(x, lo), hi)``)."""
+def _call_name(expr: ast.AST) -> str | None:
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Attribute, ast.Name)):
+        return None
+    return expr.func.attr if isinstance(expr.func, ast.Attribute) else expr.func.id
+
+
+def _clamp(expr: ast.AST, var: str) -> bool:
+    """Whether ``expr`` is var, or max/min/clamp/relu of a clamp of var and constants."""
     if isinstance(expr, ast.Name):
         return expr.id == var
-    if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Attribute, ast.Name)):
+    if _call_name(expr) not in _CLAMPS:
         return False
-    name = expr.func.attr if isinstance(expr.func, ast.Attribute) else expr.func.id
-    args = list(expr.args)
-    if name in _IDEMPOTENT and args:
-        inner = [a for a in args if not _is_constant(a, var)]
-        return len(inner) == 1 and idempotent(inner[0], var)
+    inner = [a for a in expr.args if not _is_constant(a, var)]  # type: ignore[attr-defined]
+    return len(inner) == 1 and _clamp(inner[0], var)
+
+
+def idempotent(expr: ast.AST, var: str) -> bool:
+    """Whether ``expr`` is f(var) for an f with f(f(x)) = f(x): a clamp against constants
+    (``tl.maximum(x, 0)``, ``tl.minimum(tl.maximum(x, lo), hi)``), ``tl.abs(x)``, a select that
+    keeps x or a constant (``tl.where(x > 0, x, 0)``, whatever its condition), or
+    ``tl.where(mask, f(x), 0)`` with f idempotent and a mask that does not read x. Compositions
+    beyond clamps are not: ``tl.abs(tl.minimum(x, -1.0))`` maps -3 to 3, and 3 to 1."""
+    if _clamp(expr, var):
+        return True
+    name = _call_name(expr)
+    args = list(expr.args) if isinstance(expr, ast.Call) else []
+    if name == "abs" and len(args) == 1:
+        return isinstance(args[0], ast.Name) and args[0].id == var
     if name == "where" and len(args) == 3:
         cond, a, b = args
-        if not (idempotent(a, var) and _is_constant(b, var)):
+        if not _is_constant(b, var):
             return False
         if all(not (isinstance(n, ast.Name) and n.id == var) for n in ast.walk(cond)):
-            return True  # a mask that does not read x selects the same lanes both times
-        return (isinstance(cond, ast.Compare) and len(cond.comparators) == 1 and isinstance(cond.left, ast.Name)
-                and cond.left.id == var and _is_constant(cond.comparators[0], var))
+            return idempotent(a, var)  # a mask that does not read x selects the same lanes both times
+        return isinstance(a, ast.Name) and a.id == var  # x kept, or the constant, which is kept again
     return False
 
 
@@ -139,7 +154,8 @@ def kb_kind(row: dict[str, Any] | None) -> str | None:
     ``metadata.runtime_error_name``), which says nothing about the kernel."""
     if not row:
         return None
-    if row.get("kind") == "fail" and (row.get("metadata") or {}).get("runtime_error_name") in KB_ENVIRONMENT_ERRORS:
+    metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+    if row.get("kind") == "fail" and metadata.get("runtime_error_name") in KB_ENVIRONMENT_ERRORS:
         return "no_verdict"
     return row.get("kind")
 
@@ -194,7 +210,7 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
     ours_r, ours_n = _score(rows, "ours", refusing, passing, slow)
     kb_r, kb_n = _score(rows, "kb", refusing, passing)
     kernels_ours = [k for k, o in originals.items() if (o.get("ours") or {}).get("kind") in passing]
-    kernels_kb = [k for k, o in originals.items() if (o.get("kb") or {}).get("kind") == "pass"]
+    kernels_kb = [k for k, o in originals.items() if kb_kind(o.get("kb")) == "pass"]
     missed = [r for r in rows if kb_kind(r.get("kb")) == "fail"
               and (r.get("ours") or {}).get("kind") in passing]
     survivors = [r for r in rows if (r.get("ours") or {}).get("kind") in passing]
@@ -232,7 +248,7 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
         c, d = _score(sub, "kb", refusing, passing)
         allowed = (o.get("ours") or {}).get("allowed")
         ours = (o.get("ours") or {}).get("kind", "-") + (f" (--allow {','.join(allowed)})" if allowed else "")
-        lines.append(f"| {kid} | {ours} | {(o.get('kb') or {}).get('kind', '-')} | "
+        lines.append(f"| {kid} | {ours} | {kb_kind(o.get('kb')) or '-'} | "
                      f"{len(sub)} | {_pct(a, b)} | {_pct(c, d)} |")
     lines += ["", f"## Survivors ({len(survivors)}): equivalent or a gap", ""]
     for r in survivors:

@@ -366,6 +366,14 @@ def _num(value: Any) -> str:
     return f"{value:.7g}" if isinstance(value, float) else str(value)
 
 
+def _accumulators_not_allowed(hints: tuple[str, ...], allowed: tuple[str, ...]) -> list[str]:
+    """The accumulation downgrades among ``hints`` that no allowed accumulation at least as
+    coarse covers (``bf16-accumulation`` allowed covers a float16 accumulator too), finest first."""
+    widest = max((DOWNGRADES[a].unit_roundoff for a in allowed if a in DOWNGRADES and DOWNGRADES[a].accumulation),
+                 default=0.0)
+    return [n for n in DOWNGRADES if n in hints and DOWNGRADES[n].accumulation and DOWNGRADES[n].unit_roundoff > widest]
+
+
 def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str],
                        allowed: tuple[str, ...] = (), hints: tuple[str, ...] = ()) -> OutputComparison:
     """Fill ``comp`` from a float64-calibrated comparison that decides it (``allowed``: the
@@ -392,10 +400,10 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
                      "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
                      "memory, where the expected output has values" + _first_text(comp))
     comp.passed = comp.mismatches == 0
-    unallowed = [h for h in hints if h in DOWNGRADES and DOWNGRADES[h].accumulation and h not in allowed]
+    unallowed = _accumulators_not_allowed(hints, allowed)
     if comp.passed and allowed and cal.outside_own and unallowed:
         comp.passed, comp.mismatches = False, cal.outside_own
-        comp.needs = [n for n in comp.needs if n not in allowed]
+        comp.needs = unallowed  # allowing these (and nothing else) lets the output pass
         notes.insert(0, f"{cal.outside_own} of {comp.numel} element(s) outside the problem's own float64-calibrated "
                         f"bound ({cal.factor:g}x the reference's error scale), inside it only with what --allow "
                         f"{', '.join(allowed)} adds, while the source keeps {DOWNGRADES[unallowed[0]].what}, which "

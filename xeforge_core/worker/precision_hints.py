@@ -117,21 +117,55 @@ def _low_dtype(node: ast.AST) -> str | None:
     return None
 
 
+def _reads(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
+def _adds_into(value: ast.AST, name: str) -> bool:
+    """Whether assigning ``value`` to ``name`` adds into it: ``name + x`` / ``x - name`` (also
+    behind casts), ``tl.dot(a, b, name)``, or a helper call handed ``name`` (``acc, m =
+    inner(acc, m, ...)``). A running max or a select (``tl.maximum(m, x)``, ``tl.where(c, v,
+    name)``) rounds nothing and is no accumulation."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "to":
+        value = value.func.value
+    if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub)):
+        return _reads(value.left, name) or _reads(value.right, name)
+    if isinstance(value, ast.Call):
+        fname = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
+        if fname == "dot":
+            acc = value.args[2] if len(value.args) > 2 else next((k.value for k in value.keywords if k.arg == "acc"), None)
+            return acc is not None and _reads(acc, name)
+        if fname not in ("maximum", "minimum", "where", "max", "min", "clamp"):
+            return any(_reads(a, name) for a in [*value.args, *(k.value for k in value.keywords)])
+    return False
+
+
 def _accumulators(fn: ast.FunctionDef) -> set[int]:
     """The ``tl.zeros``/``tl.full`` calls of ``fn`` (by ``id``) that make an accumulator: the
     value of an assignment to a name the kernel later adds into (``acc += ...``, ``acc = acc +
-    ...``, ``acc = tl.dot(a, b, acc)``: an assignment whose value reads the name itself)."""
+    ...``, ``acc = tl.dot(a, b, acc)``, ``acc, m = inner(acc, m, ...)``: :func:`_adds_into`)."""
     into: set[str] = set()
     for node in ast.walk(fn):
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) \
+                and isinstance(node.op, (ast.Add, ast.Sub)):
             into.add(node.target.id)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value)):
-                into.add(name)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            names = [target] if isinstance(target, ast.Name) else \
+                [e for e in target.elts if isinstance(e, ast.Name)] if isinstance(target, ast.Tuple) else []
+            into |= {n.id for n in names if _adds_into(node.value, n.id)}
     return {id(node.value) for node in ast.walk(fn)
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
             and node.targets[0].id in into and isinstance(node.value, ast.Call)}
+
+
+def _summed_cast(arg: ast.AST) -> ast.AST | None:
+    """The low-precision dtype node a sum or scan of ``arg`` accumulates in: the dtype of its
+    outermost cast (``x.to(tl.float16)``), or, with no outer cast, of any cast within it (a
+    product of float16 values is float16); ``None`` when the outer cast is to another dtype."""
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "to" and arg.args:
+        return arg.args[0] if _low_dtype(arg.args[0]) else None
+    return next((n for n in ast.walk(arg) if _low_dtype(n)), None)
 
 
 def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, int, str]]:
@@ -152,12 +186,12 @@ def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, in
                                   "an accumulator in " + ("float16" if low == "fp16" else "bfloat16")))
                     accumulated.add(id(k.value))
         elif name in _ACCUMULATING and node.args:
-            for inner in ast.walk(node.args[0]):
-                low = _low_dtype(inner)
-                if low and low != own:
-                    found.append((f"{low}-accumulation", node.lineno, f"tl.{name} over values cast to "
-                                  + ("float16" if low == "fp16" else "bfloat16")))
-                    accumulated.add(id(inner))
+            inner = _summed_cast(node.args[0])
+            low = _low_dtype(inner) if inner is not None else None
+            if low and low != own:
+                found.append((f"{low}-accumulation", node.lineno, f"tl.{name} over values cast to "
+                              + ("float16" if low == "fp16" else "bfloat16")))
+                accumulated.add(id(inner))
         elif name.startswith("fast_"):
             found.append(("approx-math", node.lineno, f"{name} (an approximate function)"))
         elif name == "inline_asm_elementwise":

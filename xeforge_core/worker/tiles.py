@@ -143,8 +143,9 @@ def _loop_trips(node: ast.AST, ev: _Eval, defs: dict[str, ast.expr]) -> dict[str
 def _while_trips(node: ast.AST, before: list[ast.stmt], ev: _Eval, defs: dict[str, ast.expr]) -> dict[str, Any] | None:
     """The same for a counted ``while`` loop: ``while c < STOP:`` (or ``<=``) whose body steps
     ``c += STEP`` once at its top level, writes ``c`` nowhere else and has no ``break``, with
-    ``c = START`` the last assignment of ``c`` among the statements ``before`` it in its block
-    (``t = 0; while t < T: ...; t += 1``); else ``None``."""
+    ``c = START`` the last write of ``c`` among the statements ``before`` it in its block
+    (``t = 0; while t < T: ...; t += 1``; a later ``c += 3``, a branch or a loop that writes it
+    leaves the start unknown); else ``None``."""
     if not (isinstance(node, ast.While) and not node.orelse and isinstance(node.test, ast.Compare)):
         return None
     test = node.test
@@ -157,8 +158,14 @@ def _while_trips(node: ast.AST, before: list[ast.stmt], ev: _Eval, defs: dict[st
               if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)]
     if len(steps) != 1 or len(writes) != 1 or any(isinstance(n, ast.Break) for s in node.body for n in ast.walk(s)):
         return None
-    init = next((s.value for s in reversed(before) if isinstance(s, ast.Assign) and len(s.targets) == 1
-                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == counter), None)
+    init = None
+    for stmt in reversed(before):  # the counter's last write before the loop must be a plain c = START
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and stmt.targets[0].id == counter:
+            init = stmt.value
+            break
+        if any(isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store) for n in ast.walk(stmt)):
+            return None  # c += 3, a branch or an earlier loop that moves it: no one start
     if init is None:
         return None
     stop = ev.value(test.comparators[0])

@@ -172,13 +172,19 @@ def slow_kernels(originals: dict[str, dict[str, Any]], limit_s: float) -> set[st
     return {k for k, o in originals.items() if float((o.get("ours") or {}).get("seconds") or 0) > SLOW_SHARE * limit_s}
 
 
+def ours_kind(row: dict[str, Any], slow: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """Our verdict kind of mutant ``row``, as scored: ``no_verdict`` for a timeout of a mutant of
+    a ``slow`` kernel (:func:`slow_kernels`)."""
+    kind = (row.get("ours") or {}).get("kind")
+    return "no_verdict" if kind == "timeout" and row["kernel_id"] in slow else kind
+
+
 def _score(rows: list[dict[str, Any]], tool: str, refusing: set[str], passing: set[str],
            slow: set[str] | frozenset[str] = frozenset()) -> tuple[int, int]:
-    """(refused, counted) of ``tool`` over ``rows`` (mutants of kernels it passes); ours's
-    timeouts of mutants of ``slow`` kernels are not counted."""
+    """(refused, counted) of ``tool`` over ``rows`` (mutants of kernels it passes), each verdict
+    as scored (:func:`ours_kind`, :func:`kb_kind`)."""
     if tool == "ours":
-        kinds = [(r.get("ours") or {}).get("kind") for r in rows if r.get("ours")
-                 and not ((r.get("ours") or {}).get("kind") == "timeout" and r["kernel_id"] in slow)]
+        kinds = [ours_kind(r, slow) for r in rows if r.get("ours")]
         counted = [k for k in kinds if k in refusing or k in passing]
         return sum(k in refusing for k in counted), len(counted)
     kinds = [kb_kind(r.get("kb")) for r in rows if r.get("kb")]
@@ -206,7 +212,7 @@ def write_reports(out: Path, header: dict[str, Any], originals: dict[str, dict[s
                         kb_kind(r.get("kb")) or "", (r.get("published") or {}).get("kind", ""),
                         a.get("status", ""), a.get("argument", "")])
     slow = slow_kernels(originals, float(header.get("timeout") or 300))
-    unjudged = [r for r in rows if (r.get("ours") or {}).get("kind") == "timeout" and r["kernel_id"] in slow]
+    unjudged = [r for r in rows if ours_kind(r, slow) == "no_verdict"]
     ours_r, ours_n = _score(rows, "ours", refusing, passing, slow)
     kb_r, kb_n = _score(rows, "kb", refusing, passing)
     kernels_ours = [k for k, o in originals.items() if (o.get("ours") or {}).get("kind") in passing]

@@ -154,9 +154,8 @@ def _while_trips(node: ast.AST, before: list[ast.stmt], ev: _Eval, defs: dict[st
     counter = test.left.id
     steps = [s for s in node.body if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add)
              and isinstance(s.target, ast.Name) and s.target.id == counter]
-    writes = [n for s in node.body for n in ast.walk(s)
-              if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)]
-    if len(steps) != 1 or len(writes) != 1 or any(isinstance(n, ast.Break) for s in node.body for n in ast.walk(s)):
+    writes = sum(_stores(s, counter) for s in node.body)
+    if len(steps) != 1 or writes != 1 or any(isinstance(n, ast.Break) for s in node.body for n in ast.walk(s)):
         return None
     init = None
     for stmt in reversed(before):  # the counter's last write before the loop must be a plain c = START
@@ -164,7 +163,7 @@ def _while_trips(node: ast.AST, before: list[ast.stmt], ev: _Eval, defs: dict[st
                 and stmt.targets[0].id == counter:
             init = stmt.value
             break
-        if any(isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store) for n in ast.walk(stmt)):
+        if _stores(stmt, counter):
             return None  # c += 3, a branch or an earlier loop that moves it: no one start
     if init is None:
         return None
@@ -172,6 +171,11 @@ def _while_trips(node: ast.AST, before: list[ast.stmt], ev: _Eval, defs: dict[st
     if stop is not None and isinstance(test.ops[0], ast.LtE):
         stop += 1
     return _trips(ev.value(init), test.comparators[0], stop, ev.value(steps[0].value), ev, defs)
+
+
+def _stores(node: ast.AST, name: str) -> int:
+    """How many times ``node`` writes ``name`` (assignment targets, ``+=``, ``for`` targets)."""
+    return sum(1 for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store))
 
 
 def _trips(start: int | None, stop_node: ast.AST, stop: int | None, step: int | None, ev: _Eval,

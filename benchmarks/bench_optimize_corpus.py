@@ -54,6 +54,7 @@ import argparse
 import collections
 import csv
 import datetime as dt
+import difflib
 import json
 import platform
 import re
@@ -481,6 +482,11 @@ def _pairs(root: Path, only: list[str], limit: int | None, samples: bool) -> lis
         for k in sorted((ROOT / "sample_kernels").glob("[0-9][0-9]_*.py")):
             if not k.stem.endswith("_ref") and (not only or k.stem in only):
                 out.append((f"sample:{k.stem}", k, k))
+    known = {n.removeprefix("sample:") for n, _, _ in out} | ({d.name for d in pairs.iterdir()} if pairs.is_dir() else set())
+    for name in only:
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(known), n=1)
+            raise SystemExit(f"--only {name}: no such pair under {pairs}" + (f"; nearest: {near[0]}" if near else ""))
     return out
 
 
@@ -552,14 +558,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default=None, help="cuda, xpu or cpu (default: the one found)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many pairs")
-    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--only", action="append", default=[],
+                    help="pair names (comma-separated or repeated; sample names without 'sample:')")
     ap.add_argument("--samples", action="store_true", help="also the project's samples")
     ap.add_argument("--min-eager-us", type=float, default=MIN_EAGER_US)
     ap.add_argument("--compile-timeout", type=float, default=900.0)
     ap.add_argument("--quick", action="store_true", help="shorter timing and at most 4 autotune configs")
+    ap.add_argument("--deadline-min", type=float, default=None,
+                    help="start no pair past this many minutes (the summary is still written; pairs left "
+                         "are listed as not run)")
     ap.add_argument("--reasons-only", action="store_true",
                     help="only the static codemod reasons and applicable counts (nothing run or timed)")
     args = ap.parse_args(argv)
+    args.only = [n for given in args.only for n in given.split(",") if n]
     device = detect_device(args.device) if args.device else detect_device()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.reasons_only:
@@ -576,7 +587,11 @@ def main(argv: list[str] | None = None) -> int:
     reasons: collections.Counter = collections.Counter()
     errors: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.monotonic()
         for name, problem_path, solution_path in _pairs(args.dir, args.only, args.limit, args.samples):
+            if args.deadline_min is not None and time.monotonic() - t0 > args.deadline_min * 60:
+                rows.append(Row(name, "-", note=f"not run: past the {args.deadline_min:g}-minute deadline"))
+                continue
             started = time.monotonic()
             try:
                 got, why = run_pair(name, problem_path, solution_path, device, args, copy_gbps, Path(tmp))

@@ -431,3 +431,75 @@ def test_a_solution_whose_forward_cannot_take_the_problems_inputs_is_bad_input(t
     (tmp_path / "k_ref.py").write_text(optional)
     problem = load_problem(tmp_path / "k.py", reference_path=tmp_path / "k_ref.py")
     assert any("takes 2 to 3" in w for w in problem.warnings)
+
+
+KERNELAGENT = Path(__file__).parent / "fixtures" / "formats" / "kernelagent"
+
+_SELF_TESTED = textwrap.dedent("""\
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
+
+
+    def kernel_function(x):
+        y = torch.empty_like(x)
+        _relu[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+        return y
+
+
+    class Model(torch.nn.Module):  # the self-test's copy of the problem
+        def forward(self, x):
+            return torch.relu(x)
+
+
+    def get_inputs():
+        return [torch.randn(1000)]
+
+
+    def get_init_inputs():
+        return []
+""")
+
+
+def test_a_kernelagent_module_is_the_kernel_of_its_references_problem():
+    """A ``kernel_function`` module given with its reference loads as that problem's Triton
+    version: the reference's Model, inputs and size constants, the function as the kernel."""
+    p = load_problem(KERNELAGENT / "kernel.py", reference_path=KERNELAGENT / "problem.py")
+    assert (p.kernel.entry, p.kernel.class_name, p.kernel.path) == ("function", "kernel_function", KERNELAGENT / "kernel.py")
+    assert p.reference is not None and p.reference.path == KERNELAGENT / "problem.py"
+    assert p.inputs is not None and p.inputs.path == KERNELAGENT / "problem.py"
+    assert not p.eager_baseline and p.truth == "reference"
+    assert any("kernel_function() (KernelAgent's convention)" in w for w in p.warnings)
+    assert not any("plain-PyTorch Model" in w for w in p.warnings)
+
+
+def test_a_self_tested_kernelagent_module_runs_its_function_not_its_model_copy(tmp_path):
+    """KernelAgent's modules often carry the problem's plain-PyTorch ``Model`` for their own
+    test: that class reaches no Triton kernel, so the entry is ``kernel_function``, and with no
+    reference given the module's own ``Model`` is the reference."""
+    from xeforge_core.problem.entry import entry_point
+
+    assert entry_point(_SELF_TESTED) == ("function", "kernel_function")
+    path = tmp_path / "kernel_code.py"
+    path.write_text(_SELF_TESTED)
+    p = load_problem(path)
+    assert p.kernel.entry == "function" and p.reference is not None and p.reference.class_name == "Model"
+    assert not p.eager_baseline
+    # a Model that launches the kernel stays the entry
+    launching = _SELF_TESTED.replace("return torch.relu(x)", "return kernel_function(x)")
+    assert entry_point(launching) == ("class", "Model")
+
+
+def test_a_kernelagent_module_without_any_reference_says_to_give_one(tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text((KERNELAGENT / "kernel.py").read_text())
+    with pytest.raises(ProblemError) as err:
+        load_problem(path)
+    assert "kernel_function()" in err.value.message and "--reference" in err.value.message
+    assert str(path) in str(err.value)

@@ -116,13 +116,24 @@ def entry_point(source: str, preferred: str = "Model") -> tuple[str, str]:
     (``preferred`` if the module binds it as a class, else ``ModelNew``, else ``Model``), or
     ``("function", "kernel_function")`` for a KernelAgent-style module that binds that name
     instead (defined, assigned or imported). A module that does not parse, or binds neither,
-    gives ``("class", preferred)``: running it then says what is missing."""
+    gives ``("class", preferred)``: running it then says what is missing.
+
+    A class that reaches no ``@triton.jit`` kernel (``kernels_reached``) yields to a function
+    entry that reaches one: KernelAgent's kernel modules often carry a copy of the problem's
+    plain-PyTorch ``Model`` for their self-test beside ``kernel_function``, and the kernel is
+    the function."""
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return "class", preferred
     b = module_bindings(tree)  # type: ignore[arg-type]
-    return formats.entry_point_of(b.classes, b.bound_names(), b.imported, preferred)
+    kind, name = formats.entry_point_of(b.classes, b.bound_names(), b.imported, preferred)
+    if kind == "class" and kernels_reached(source, name) == []:
+        bound = b.bound_names()
+        for fn in formats.function_names():
+            if fn in bound and kernels_reached(source, fn):
+                return "function", fn
+    return kind, name
 
 
 def _jit_functions(tree: ast.AST) -> dict[str, ast.AST]:

@@ -33,7 +33,7 @@ from xeforge_core.errors import missing_path_hint
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
-from .entry import kernels_reached, module_bindings
+from .entry import entry_point, kernels_reached, module_bindings
 from .model import ModuleFile, Problem, ProblemError, Spec, Variant
 from .module import DtypeConstraint, ModuleFacts, Signature, read_module
 from .scaling import reduced_module_variant, reduced_spec_variant
@@ -195,10 +195,50 @@ def problem_from_source(source: str | bytes, *, name: str = "kernel", spec_text:
     return _build(name, source, None, spec_text, sp, reference_source, None, sibling_reference=None)
 
 
+def _function_entry_problem(name: str, source_text: str, kp: Path | None, entry: str,
+                            spec_text: str | bytes | None, sp: Path | None, reference_source: str | bytes | None,
+                            rp: Path | None, sibling_reference: Path | None) -> Problem:
+    """A problem whose kernel is a KernelAgent-style module (``entry`` is its function, e.g.
+    ``kernel_function``): the function is called with the inputs and the reference ``Model``'s
+    parameters, so the problem is the reference's (its ``Model``, inputs and size constants)
+    with this module as its Triton version. The reference is the one given, else a sibling
+    reference file, else the module's own plain-PyTorch ``Model`` (KernelAgent's self-test
+    copy of the problem).
+
+    Raises:
+        ProblemError: no reference anywhere; or any error of loading the reference.
+    """
+    label = f"{name}.py"
+    if reference_source is None and sibling_reference is not None:
+        reference_source, rp = _read(sibling_reference, "reference module"), sibling_reference
+    if reference_source is None:
+        own = read_module(source_text, kp, label=label, require_model=False)
+        if "Model" not in own.classes:
+            raise ProblemError(
+                f"the module's entry is {entry}() (KernelAgent's convention: called with the inputs and the "
+                f"reference Model's parameters) and it defines no Model class: give the PyTorch reference module "
+                f"whose Model it computes (--reference problem.py, or a sibling {name}_ref.py)", file=kp or label)
+        reference_source, rp = source_text, kp
+    base = _build(name, reference_source, rp, spec_text, sp, None, None, sibling_reference=None, as_reference=True)
+    problem = base.with_kernel_source(source_text, label="baseline")
+    problem.kernel.path = kp
+    ref_label = rp.name if rp is not None else label
+    problem.warnings.append(f"{label}: the kernel is {entry}() (KernelAgent's convention), called with the inputs "
+                            f"and the parameters of {ref_label}'s Model, which is the reference")
+    return problem
+
+
 def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | bytes | None, sp: Path | None,
-           reference_source: str | bytes | None, rp: Path | None, *, sibling_reference: Path | None) -> Problem:
+           reference_source: str | bytes | None, rp: Path | None, *, sibling_reference: Path | None,
+           as_reference: bool = False) -> Problem:
     kernel_label = f"{name}.py"
-    facts = read_module(source, kp, label=kernel_label)
+    if not as_reference:
+        text = check_text(source, kp or kernel_label, "module")
+        kind, entry = entry_point(text)
+        if kind == "function":
+            return _function_entry_problem(name, text, kp, entry, spec_text, sp, reference_source, rp,
+                                           sibling_reference)
+    facts = read_module(source, kp, label=kernel_label, class_name="Model" if as_reference else None)
     source_text = check_text(source, kp or kernel_label, "module")
     kernel = ModuleFile(source=source_text, path=kp, class_name=facts.model_class or "Model", label="baseline")
     # A plain-PyTorch Model (KernelBench's or KernelAgent's problem file) is the reference and
@@ -245,7 +285,8 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
             inputs = ModuleFile(source=reference.source, path=reference.path, class_name="Model", label="inputs")
 
     warnings: list[str] = list(spec.warnings) if spec else []
-    _cross_check(facts, ref_facts, spec, sp.name if sp else f"{name}.yaml", warnings, eager=eager)
+    _cross_check(facts, ref_facts, spec, sp.name if sp else f"{name}.yaml", warnings, eager=eager,
+                 kernel_role=not as_reference)
     problem = Problem(name=name, kernel=kernel, reference=reference, spec=spec, warnings=warnings,
                       inputs=inputs, eager_baseline=eager)
     reduced = reduced_module_variant(problem) or reduced_spec_variant(problem)
@@ -255,13 +296,15 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
 
 
 def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec | None, spec_label: str,
-                 warnings: list[str], *, eager: bool = False) -> None:
+                 warnings: list[str], *, eager: bool = False, kernel_role: bool = True) -> None:
     model = facts.model
     assert model is not None  # read_module raised otherwise
     cls = model.name
     spec_where = spec.path if spec and spec.path else spec_label
 
-    if eager:
+    if not kernel_role:  # the reference of a function entry: what it says of kernels is not about the kernel
+        pass
+    elif eager:
         unused = f" (it defines @triton.jit {', '.join(facts.kernel_names)}, which {cls} never reaches)" \
             if facts.kernels else ""
         warnings.append(f"{facts.label}: a plain-PyTorch Model (no @triton.jit kernel){unused}: it is the reference "

@@ -134,3 +134,15 @@ def test_generation_error_names_the_step():
     with pytest.raises(GenerationError, match="building the model"):
         capture("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
                 name="noinputs", device="cpu")
+
+
+def test_a_modules_int_attribute_stays_a_symbol():
+    """InstanceNorm2d compares its input's channel count with its int ``num_features``; traced
+    at 4 channels, the first version must still hold at the problem's 6 (on the H200 a KernelBench
+    problem traced at its small size was a wrong answer at the published one: channels fixed)."""
+    problem = load_problem(FIX / "conv_instance_norm.py")
+    cap = capture(problem.kernel.source, name="conv_instance_norm", device="cpu", overrides={"out_channels": 4})
+    assert cap.specialised == {}
+    fv = convert(cap, problem.kernel.source)
+    verdict = verify(problem, fv.source, device="cpu", options=VerifyOptions(seeds=1))
+    assert verdict.kind is VerdictKind.OK, verdict.reason

@@ -34,6 +34,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -94,7 +95,21 @@ def _source_expr(source: Any, tensors: dict[str, str], forward_params: list[str]
     if isinstance(source, GetItemSource) and isinstance(source.index, int):
         base = _source_expr(source.base, tensors, forward_params)
         return f"{base}[{source.index}]" if base is not None else None
-    return None
+    return _module_attribute(_name(source))
+
+
+_SELF = re.compile(r"""^L\[['"]self['"]\]""")
+_SUBMODULE = re.compile(r"""\._modules\[['"]([A-Za-z_][A-Za-z0-9_]*)['"]\]""")
+
+
+def _module_attribute(name: str) -> str | None:
+    """``self.conv.groups`` for dynamo's ``L['self']._modules['conv'].groups``: an int attribute
+    of the model or of a submodule (``allow_unspec_int_on_nn_module``), read where ``ModelNew``
+    (the same ``__init__``) holds it; ``None`` for anything else."""
+    if not _SELF.match(name):
+        return None
+    expr = _SUBMODULE.sub(r".\1", _SELF.sub("self", name))
+    return expr if re.fullmatch(r"self(\.[A-Za-z_][A-Za-z0-9_]*)+", expr) else None
 
 
 def _bindings(gm: Any, example_inputs: list[Any], model: Any, inputs: list[Any],
@@ -259,6 +274,9 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     dynamo_config.force_parameter_static_shapes = False
     dynamo_config.force_nn_module_property_static_shapes = False
     fx_config.use_duck_shape = False
+    # a module's int attributes (InstanceNorm's num_features, compared with its input's channel
+    # count) are symbols too: a constant there would fix that size at the traced value
+    dynamo_config.allow_unspec_int_on_nn_module = True
     # floats (a module's momentum or scale) are constants of the code, not graph inputs
     dynamo_config.specialize_float = True
     inductor_config.fx_graph_cache = False

@@ -109,6 +109,8 @@ def build_anchors(job: Mapping[str, Any], workdir: Path) -> tuple[dict[str, Call
     module raises, ``KeyError`` for a missing job field."""
     import torch
 
+    from xeforge_core.worker import formats
+    from xeforge_core.worker.formats.base import forward_params
     from xeforge_core.worker.timing import SHARED_INPUT_BYTES
 
     device, overrides = job["device"], dict(job.get("overrides") or {})
@@ -126,8 +128,15 @@ def build_anchors(job: Mapping[str, Any], workdir: Path) -> tuple[dict[str, Call
                for label, spec in job["modules"].items() if spec}
 
     def model(label: str) -> Any:
+        spec = job["modules"][label]
+        if spec.get("entry") == "function":  # KernelAgent's kernel_function, bound as the verifier binds it
+            fmt = formats.format_for_entry("function", spec["class_name"])
+            binding = modules.get("eager") or _import(job["inputs"], "binding", workdir, overrides)
+            torch.manual_seed(0)
+            reference = binding.Model(*init).to(device).eval()
+            return fmt.adapt(getattr(modules[label], spec["class_name"]), reference, forward_params(binding.Model))
         torch.manual_seed(0)
-        return getattr(modules[label], job["modules"][label]["class_name"])(*init).to(device).eval()
+        return getattr(modules[label], spec["class_name"])(*init).to(device).eval()
 
     def bind(net: Any) -> Callable[[], Any]:
         own = copy()
@@ -178,7 +187,9 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
 
     ``job``: ``device`` (``cuda``, ``xpu``, ``cpu``); ``inputs`` (the source defining
     ``get_inputs``/``get_init_inputs``, normally the problem); ``modules``: ``eager`` (may be
-    ``None``), ``published`` and ``rules``, each ``{"source", "class_name"}``; ``overrides``
+    ``None``), ``published`` and ``rules``, each ``{"source", "class_name"}`` and optionally
+    ``"entry": "function"`` (a KernelAgent ``kernel_function``, bound to the problem's ``Model``
+    built under the same seed, as the verifier binds it); ``overrides``
     (size constants); ``options`` (the verifier's ``warmup_ms``, ``rep_ms``, ``l2_bytes``);
     ``compile_mode`` (``None``: no ``compiled`` anchor); ``aa`` (default true); ``lock_dir``
     and ``lock_key`` (the verifier's timing lock; without ``lock_key`` none is taken)."""

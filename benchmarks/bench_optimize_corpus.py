@@ -15,7 +15,8 @@ the pairs in the git-ignored ``corpus/``), and with ``--samples`` the project's 
    the inputs and one output of the same size, moved once at the device's bandwidth, or, for a
    problem whose ``forward`` does matrix products, their FLOP at the device's peak for the
    inputs' dtype (``gemm_flop.py``), take at least ``--min-eager-us`` (100 µs); factor 1 (the
-   published size) when it already does. The
+   published size) when it already does. A sample (its spec names its sizes) is timed at its
+   spec's benchmark variant (``bench-gpu``). The
    measured eager time is recorded next to it, so a bench size whose eager time stays below the
    threshold (a compute-light problem mis-estimated) is visible;
 4. **anchors in one run**: eager PyTorch, torch.compile (``max-autotune-no-cudagraphs``,
@@ -33,6 +34,11 @@ the pairs in the git-ignored ``corpus/``), and with ``--samples`` the project's 
 Outputs in ``--out``: ``results.json`` (rewritten after each pair), ``pairs.csv``, ``reasons.csv``
 and ``summary.md`` (device, date, versions, the table, geometric means over the pairs: rules over
 published, over eager and over torch.compile; the fraction improved; the reasons with counts).
+
+``--pair-timeout S`` runs each pair in a process of its own (its own process group), stopped
+after ``S`` seconds or at ``--deadline-min``, whichever comes first; a stopped pair is a row that
+says so with the last lines of ``logs/<pair>.log`` (which step it was in), so one slow pair costs
+one limit, not the call. A pair is started only before ``--deadline-min``.
 
 Usage::
 
@@ -56,8 +62,10 @@ import csv
 import datetime as dt
 import difflib
 import json
+import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -237,6 +245,9 @@ def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any =
     FLOP decide its bench size."""
     from gemm_flop import estimate_gemm_flop
 
+    if getattr(problem, "spec", None) is not None:  # an Xe-Forge sample: its spec names the benchmark size
+        name = problem.default_variant_name()
+        return name, f"the spec's benchmark variant {name}"
     if problem.inputs is None:
         return "module", "published size (no size constants to scale)"
     source = problem.inputs.source
@@ -287,6 +298,7 @@ def anchor_job(problem: Any, rules_source: str, overrides: dict[str, Any], devic
     from anchor_timing import COMPILE_MODE
 
     from xeforge_core.devlock import default_lock_dir
+    from xeforge_core.problem.entry import entry_point
 
     inputs = problem.inputs.source if getattr(problem, "inputs", None) is not None else None
     if inputs is None or "def get_inputs" not in inputs:
@@ -296,8 +308,10 @@ def anchor_job(problem: Any, rules_source: str, overrides: dict[str, Any], devic
     return {"device": f"{device.type}:{getattr(device, 'index', 0) or 0}", "inputs": inputs,
             "overrides": overrides, "compile_mode": COMPILE_MODE if ref is not None else None,
             "modules": {"eager": {"source": ref.source, "class_name": ref.class_name} if ref is not None else None,
-                        "published": {"source": kernel.source, "class_name": kernel.class_name},
-                        "rules": {"source": rules_source, "class_name": kernel.class_name}},
+                        "published": {"source": kernel.source, "class_name": kernel.class_name,
+                                      "entry": kernel.entry},
+                        "rules": dict(zip(("entry", "class_name"), entry_point(rules_source, kernel.class_name)),
+                                      source=rules_source)},
             "options": {"warmup_ms": opts.warmup_ms, "rep_ms": opts.rep_ms,
                         "l2_bytes": getattr(device, "l2_bytes", None)},
             "lock_dir": str(opts.lock_dir or default_lock_dir()), "lock_key": device.lock_key()}
@@ -415,13 +429,16 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     reasons = codemod_reasons(problem, target_for(device, None))
     bw = copy_gbps or profile_numbers(getattr(device, "profile", None), "cuda")["bandwidth_gbps"]
     bench, why = bench_size(problem, bw, args.min_eager_us, device)
-    sizes = ["module"] + ([bench] if bench != "module" else [])
+    published = problem.default_variant_name()  # "module" without a spec
+    sizes = [published] + ([bench] if bench != published else [])
+    print(f"{name}: sizes {sizes} ({why}); the rules pipeline", flush=True)
     settings = _settings(device.type, args.quick)
     outcome = run_rules_pipeline(Job("case", name, problem), device, settings, workdir)
     applied = ",".join(outcome.applied)
     stage_notes = "; ".join(f"{s.stage}: {s.status}" for s in outcome.stages if s.status != "not_applicable")
     opts = VerifyOptions(seeds=1, distributions=["normal"], performance_variants=sizes, use_cache=False,
                          timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms)
+    print(f"{name}: stages applied: {applied or 'none'}; verifying the result at {sizes}", flush=True)
     verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts)
     unchanged = outcome.final_source.strip() == outcome.baseline.kernel.source.strip()
     perf = {p.variant: p for p in verdict.performance}
@@ -450,6 +467,7 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
             row.rules_vs_eager = row.eager_us / row.rules_us if row.eager_us and row.rules_us else None
             row.note = ((row.note + "; ") if row.note else "") + "anchors not timed (no get_inputs): the verifier's times"
         else:
+            print(f"{name}: timing the anchors at {size}", flush=True)
             apply_anchors(row, time_anchors(job, workdir, args.compile_timeout))
         if p.flop is not None and p.bytes_moved:
             nums = profile_numbers(getattr(device, "profile", None), device.type)
@@ -552,6 +570,60 @@ def summarize(rows: list[Row], reasons: collections.Counter, header: dict[str, A
     return "\n".join(lines) + "\n"
 
 
+def one_pair(args: argparse.Namespace, device: Any) -> int:
+    """The child of :func:`pair_in_child`: ``run_pair`` for ``--one`` (a pair or ``sample:`` name)
+    with the parent's copy bandwidth, its rows and reasons written to ``--one-out`` as JSON."""
+    name = args.one
+    found = [p for p in _pairs(args.dir, [name.removeprefix("sample:")], None, name.startswith("sample:"))
+             if p[0] == name]
+    copy_gbps = float(os.environ["XEFORGE_COPY_GBPS"]) if os.environ.get("XEFORGE_COPY_GBPS") else None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            got, why = run_pair(name, found[0][1], found[0][2], device, args, copy_gbps, Path(tmp))
+        except Exception as exc:  # the parent writes it as the pair's row
+            got, why = [Row(name, "-", note=f"failed: {type(exc).__name__}: {str(exc)[:200]}")], []
+    args.one_out.write_text(json.dumps({"rows": [asdict(r) for r in got], "reasons": [list(w) for w in why]}))
+    return 0
+
+
+def pair_in_child(name: str, args: argparse.Namespace, limit: float,
+                  copy_gbps: float | None) -> tuple[list[Row], list[tuple[str, str]]]:
+    """One pair in a process of its own (its own process group, so its verifier workers go with
+    it), stopped after ``limit`` seconds: its rows and reasons, or a row saying where it was
+    stopped (the last lines of ``OUT/logs/<pair>.log``)."""
+    logs = args.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    safe = name.replace(":", "_")
+    log, result = logs / f"{safe}.log", logs / f"{safe}.json"
+    result.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), str(args.dir), "--out", str(args.out), "--one", name,
+           "--one-out", str(result), "--min-eager-us", str(args.min_eager_us),
+           "--compile-timeout", str(args.compile_timeout)] + (["--device", args.device] if args.device else []) \
+        + (["--quick"] if args.quick else [])
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **({"XEFORGE_COPY_GBPS": str(copy_gbps)} if copy_gbps else {}))
+    started = time.monotonic()
+    with log.open("w", encoding="utf-8") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        try:
+            proc.wait(timeout=limit)
+            stopped = False
+        except subprocess.TimeoutExpired:
+            stopped = True
+            os.killpg(proc.pid, signal.SIGTERM)  # the verifier's pools stop their workers at exit
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    if not stopped and result.exists():
+        data = json.loads(result.read_text())
+        return [Row(**r) for r in data["rows"]], [tuple(w) for w in data["reasons"]]  # type: ignore[misc]
+    tail = " / ".join(line.strip() for line in log.read_text(errors="replace").splitlines()[-3:])[:300]
+    why = (f"stopped after {time.monotonic() - started:.0f} s (pair limit {limit:.0f} s)" if stopped
+           else f"failed: the child exited with status {proc.returncode}")
+    return [Row(name, "-", note=f"{why}; last: {tail}")], []
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", type=Path)
@@ -564,6 +636,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-eager-us", type=float, default=MIN_EAGER_US)
     ap.add_argument("--compile-timeout", type=float, default=900.0)
     ap.add_argument("--quick", action="store_true", help="shorter timing and at most 4 autotune configs")
+    ap.add_argument("--pair-timeout", type=float, default=None,
+                    help="seconds one pair may take (its own process group, stopped after; a row says "
+                         "so with the last lines of its log); default: no limit and no child process")
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child: one pair, rows to --one-out
+    ap.add_argument("--one-out", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--deadline-min", type=float, default=None,
                     help="start no pair past this many minutes (the summary is still written; pairs left "
                          "are listed as not run)")
@@ -578,6 +655,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import torch
 
+    if args.one is not None:  # the child of pair_in_child
+        return one_pair(args, device)
     copy_gbps = copy_bandwidth(device.type)
     header = {"device": getattr(device, "name", device.type), "date": dt.date.today().isoformat(),
               "versions": f"python {platform.python_version()}, torch {torch.__version__}",
@@ -593,11 +672,15 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(Row(name, "-", note=f"not run: past the {args.deadline_min:g}-minute deadline"))
                 continue
             started = time.monotonic()
-            try:
-                got, why = run_pair(name, problem_path, solution_path, device, args, copy_gbps, Path(tmp))
-            except Exception as exc:  # one bad pair is a row, not the end of the run
-                got, why = [Row(name, "-", note=f"failed: {type(exc).__name__}: {str(exc)[:200]}")], []
-                errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            if args.pair_timeout:
+                left = (args.deadline_min * 60 - (started - t0)) if args.deadline_min is not None else args.pair_timeout
+                got, why = pair_in_child(name, args, min(args.pair_timeout, max(left, 30.0)), copy_gbps)
+            else:
+                try:
+                    got, why = run_pair(name, problem_path, solution_path, device, args, copy_gbps, Path(tmp))
+                except Exception as exc:  # one bad pair is a row, not the end of the run
+                    got, why = [Row(name, "-", note=f"failed: {type(exc).__name__}: {str(exc)[:200]}")], []
+            errors += [f"{name}: {r.note}" for r in got if r.note.startswith("failed:")]
             rows.extend(replace(r, note=r.note.strip("; ")) for r in got)
             reasons.update(set(why))
             print(f"{name}: {time.monotonic() - started:.0f} s; {[(r.size, _fmt(r.rules_vs_published)) for r in got]}",

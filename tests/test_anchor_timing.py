@@ -93,6 +93,30 @@ def test_anchors_build_from_a_kernelbench_pair_and_agree(tmp_path, monkeypatch):
         torch.testing.assert_close(outs[n], outs["eager"])
 
 
+
+def test_a_kernelagent_kernel_function_is_an_anchor_bound_to_the_problems_model(tmp_path, monkeypatch):
+    """A published ``kernel_function`` is called with the inputs and the parameters of the
+    problem's Model built under the same seed, as the verifier binds it (the H200 run said
+    "kernel_function() missing 1 required positional argument" before)."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_optimize_corpus import anchor_job
+
+    from xeforge_core.devices import detect_device
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    ka = Path(__file__).parent / "fixtures" / "formats" / "kernelagent"
+    problem = load_problem(ka / "kernel.py", reference_path=ka / "problem.py")
+    job = anchor_job(problem, problem.kernel.source, {}, detect_device("cpu"), VerifyOptions())
+    assert job["modules"]["published"]["entry"] == job["modules"]["rules"]["entry"] == "function"
+    callables, _ = anchor_timing.build_anchors({**job, "compile_mode": None}, tmp_path)
+    outs = {n: fn() for n, fn in callables.items()}
+    for n in ("published", "rules", "published_aa"):
+        torch.testing.assert_close(outs[n], outs["eager"], rtol=1e-4, atol=1e-4)
+
 def test_the_corpus_rows_take_the_anchors_and_say_launch_bound(sim):
     """bench_optimize_corpus fills a row from one anchor run: all medians and ratios from it,
     a launch-bound size said so, an A/A interval without 1 flagged, 1.00 by identity kept."""

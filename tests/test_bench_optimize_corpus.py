@@ -1,0 +1,48 @@
+"""benchmarks/bench_optimize_corpus.py without running a pipeline: a sample is timed at its spec's
+benchmark variant, ``--only`` names are checked with the nearest one offered, and a pair run in a
+child process over its time limit becomes a row saying where it stopped."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_optimize_corpus as corpus  # noqa: E402
+
+from xeforge_core.problem import load_problem  # noqa: E402
+
+
+def _pair(root: Path, name: str) -> None:
+    d = root / "pairs" / name
+    d.mkdir(parents=True)
+    ka = ROOT / "tests" / "fixtures" / "formats" / "kernelagent"
+    (d / "problem.py").write_text((ka / "problem.py").read_text())
+    (d / "solution.py").write_text((ka / "kernel.py").read_text())
+
+
+def test_a_sample_is_timed_at_its_specs_benchmark_variant():
+    problem = load_problem(ROOT / "sample_kernels" / "01_vector_add.py")
+    size, why = corpus.bench_size(problem, 4000.0, 100.0)
+    assert size == problem.default_variant_name() == "bench-gpu" and "spec's benchmark variant" in why
+
+
+def test_only_names_are_checked_and_the_nearest_offered(tmp_path):
+    _pair(tmp_path, "ka_l2_001_linear_gelu__x")
+    assert [n for n, _, _ in corpus._pairs(tmp_path, ["ka_l2_001_linear_gelu__x"], None, False)] == \
+        ["ka_l2_001_linear_gelu__x"]
+    with pytest.raises(SystemExit, match="nearest: ka_l2_001_linear_gelu__x"):
+        corpus._pairs(tmp_path, ["ka_l2_001_linear_gelu_x"], None, False)
+
+
+def test_a_pair_over_its_limit_is_a_row_that_says_so(tmp_path):
+    _pair(tmp_path, "slow")
+    args = argparse.Namespace(dir=tmp_path, out=tmp_path / "out", min_eager_us=100.0, compile_timeout=10.0,
+                              device="cpu", quick=True)
+    rows, reasons = corpus.pair_in_child("slow", args, 0.5, None)
+    assert len(rows) == 1 and rows[0].note.startswith("stopped after") and "pair limit 0 s" in rows[0].note
+    assert reasons == [] and (tmp_path / "out" / "logs" / "slow.log").exists()

@@ -389,3 +389,23 @@ def test_host_code_that_turns_tf32_on_is_tf32_evidence():
                              'host code, line 5: set_float32_matmul_precision("high")']
     assert "tf32" not in precision_hints(ast.parse(src.replace("= True", "= False").replace("'high'", "'highest'")),
                                          set(), "float32")
+
+
+def test_only_launched_kernels_and_their_helpers_are_read_for_lower_precision():
+    """A ``@triton.jit`` function defined but never launched computes nothing: its float16
+    accumulator is no evidence against the kernel that ran (the accumulator rule would refuse a
+    correct TF32 kernel for it); a helper the launched kernel calls is read."""
+    from xeforge_core.worker.precision_hints import jit_reached
+
+    src = (
+        "import triton\nimport triton.language as tl\n\n"
+        "@triton.jit\ndef unused(p):\n    acc = tl.zeros((16, 16), dtype=tl.float16)\n"
+        "    acc += tl.dot(tl.load(p), tl.load(p))\n    tl.store(p, acc)\n\n"
+        "@triton.jit\ndef scale(x):\n    return (x * 2).to(tl.bfloat16)\n\n"
+        "@triton.jit\ndef k(p):\n    tl.store(p, scale(tl.load(p)))\n")
+    tree = ast.parse(src)
+    reached = jit_reached(tree, {"k"}, {"unused", "scale", "k"})
+    assert reached == {"k", "scale"}
+    hints = precision_hints(tree, reached, "float32")
+    assert "fp16-accumulation" not in hints and "bf16" in hints
+    assert "fp16-accumulation" in precision_hints(tree, {"unused", "scale", "k"}, "float32")

@@ -205,6 +205,24 @@ def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, in
     return found
 
 
+def jit_reached(tree: ast.Module, roots: set[str], jit: set[str]) -> set[str]:
+    """The ``@triton.jit`` functions (names in ``jit``) that the kernels ``roots`` reach: the
+    roots and every jit function their bodies name, transitively."""
+    defs = {fn.name: fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef) and fn.name in jit}
+    seen: set[str] = set()
+    todo = [r for r in roots if r in defs]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for node in ast.walk(defs[name]):
+            ref = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if ref in defs and ref not in seen:
+                todo.append(ref)
+    return seen
+
+
 def precision_hints(tree: ast.Module, kernels: set[str], dtype: str | None) -> dict[str, list[str]]:
     """Evidence of lower-precision arithmetic in a module (see the module docstring), by
     downgrade name, for a problem of ``dtype`` (``float32``, ``float16``...; ``None``: unknown,

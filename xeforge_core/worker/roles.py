@@ -92,7 +92,7 @@ from xeforge_core.worker.integrity import (
     subclass_outputs,
 )
 from xeforge_core.worker.loading import LoadedModule, load_module
-from xeforge_core.worker.precision_hints import precision_hints, tf32_dots
+from xeforge_core.worker.precision_hints import jit_reached, precision_hints, tf32_dots
 from xeforge_core.worker.precision_report import advice, explained, has_unexplained, policy_of, run_check
 from xeforge_core.worker.precision_report import findings as precision_findings
 from xeforge_core.worker.precision_report import summary as precision_summary
@@ -401,6 +401,7 @@ def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any
                         + (f": {', '.join(names)}" if names else ""))
         if harness.call_description:
             step.summary += f"; called {harness.call_description}"
+        holder["launched"] = set(names)
         step.evidence = {"file": loaded.path.name, "launches": len(launches), "kernels": names,
                          "autotuned": [e.name for e in ctx.registry.entries],
                          "interpreter": ctx.ops.interpreter}
@@ -537,9 +538,14 @@ def _truth64(deviations: list[Any], sensitivities: list[Any], stats: list[Any],
             for d, s, st, g in zip(deviations, sensitivities, stats, drifts)]
 
 
-def _hints(loaded: LoadedModule, dtype: str | None) -> dict[str, list[str]]:
-    """Lower-precision arithmetic in ``loaded``'s source for a problem of ``dtype``."""
-    return precision_hints(loaded.tree, set(_jit_sources(loaded)), dtype)
+def _hints(loaded: LoadedModule, dtype: str | None, launched: set[str] | None = None) -> dict[str, list[str]]:
+    """Lower-precision arithmetic in ``loaded``'s source for a problem of ``dtype``: in the
+    kernels the first call ``launched`` and the ``@triton.jit`` helpers they call (every kernel
+    when ``launched`` is not known); a kernel defined but never launched computes nothing."""
+    kernels = set(_jit_sources(loaded))
+    if launched:
+        kernels = jit_reached(loaded.tree, launched & kernels, kernels) or kernels
+    return precision_hints(loaded.tree, kernels, dtype)
 
 
 def _tol_of(ctx: WorkerContext):
@@ -664,7 +670,7 @@ def run_baseline(ctx: WorkerContext) -> None:
                         VerdictKind.RUNTIME_ERROR, f"the reference failed on {combo.describe()}: "
                         f"{err.failure.reason}", err.failure.line, err.failure.error_text)) from err
                 calibration = _calibrate(f64, meta, rmodel, combo, ref_out)
-                base_hints = _hints(harness.loaded, meta["truth64"].get("dtype"))
+                base_hints = _hints(harness.loaded, meta["truth64"].get("dtype"), holder.get("launched"))
                 tol = resolve_tolerance(ctx.options, combo.variant)
                 ok, comps, warns, note = compare_outputs(outputs, ref_out, tol, allow_dtype_change=True,
                                                          poisoned=False, calibration=calibration,
@@ -891,7 +897,7 @@ def run_candidate(ctx: WorkerContext) -> None:
 
     def correctness(step: Step) -> None:
         policy = policy_of(ctx.options)
-        hints = _hints(harness.loaded, (meta.get("truth64") or {}).get("dtype"))
+        hints = _hints(harness.loaded, (meta.get("truth64") or {}).get("dtype"), holder.get("launched"))
         excused: list[CorrectnessRun] = []
         first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, policy, hints,
                                 excused)

@@ -453,18 +453,7 @@ _SELF_TESTED = textwrap.dedent("""\
         return y
 
 
-    class Model(torch.nn.Module):  # the self-test's copy of the problem
-        def forward(self, x):
-            return torch.relu(x)
-
-
-    def get_inputs():
-        return [torch.randn(1000)]
-
-
-    def get_init_inputs():
-        return []
-""")
+""") + (FIXTURES / "solution_only_new_ref.py").read_text()  # the self-test's copy of the problem
 
 
 def test_a_kernelagent_module_is_the_kernel_of_its_references_problem():

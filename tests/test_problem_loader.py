@@ -492,3 +492,12 @@ def test_a_kernelagent_module_without_any_reference_says_to_give_one(tmp_path):
         load_problem(path)
     assert "kernel_function()" in err.value.message and "--reference" in err.value.message
     assert str(path) in str(err.value)
+
+
+def test_a_modelnew_stays_the_entry_beside_a_kernel_function():
+    """KernelBench's harness runs ModelNew: a module whose ModelNew computes with torch alone is
+    judged by its ModelNew (no Triton launch), not by a kernel_function beside it."""
+    from xeforge_core.problem.entry import entry_point
+
+    torch_only = _SELF_TESTED.replace("class Model(", "class ModelNew(")
+    assert entry_point(torch_only) == ("class", "ModelNew")

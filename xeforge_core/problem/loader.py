@@ -302,15 +302,13 @@ def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec |
     cls = model.name
     spec_where = spec.path if spec and spec.path else spec_label
 
-    if not kernel_role:  # the reference of a function entry: what it says of kernels is not about the kernel
-        pass
-    elif eager:
+    if kernel_role and eager:
         unused = f" (it defines @triton.jit {', '.join(facts.kernel_names)}, which {cls} never reaches)" \
             if facts.kernels else ""
         warnings.append(f"{facts.label}: a plain-PyTorch Model (no @triton.jit kernel){unused}: it is the reference "
                         "and the eager baseline; a candidate is its first Triton version, timed against "
                         "PyTorch eager")
-    elif not facts.kernels:
+    elif kernel_role and not facts.kernels:  # (the reference of a function entry says nothing of the kernel)
         warnings.append(f"{facts.label}: no @triton.jit kernel is defined in this module, so nothing here "
                         f"runs as a Triton kernel")
     if model.forward is None:

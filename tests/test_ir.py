@@ -75,7 +75,7 @@ def test_a_second_compile_comes_from_the_cache(vector_add: IRReport) -> None:
     problem = load_problem(SAMPLES / "01_vector_add.py")
     started = time.monotonic()
     again = compile_ir(problem.kernel.source, problem=problem, target="sm90")
-    assert again.cached and time.monotonic() - started < 2.0
+    assert again.cached and time.monotonic() - started < 10.0  # a read, not a compile (seconds under load)
     assert again.kernels[0].ir["ptx"] == vector_add.kernels[0].ir["ptx"]
 
 

@@ -58,6 +58,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bounded_pool import run_command_bounded  # noqa: E402
+
 #: The eager reference should take at least this long at the bench size (µs).
 MIN_EAGER_US = 100.0
 
@@ -254,26 +256,15 @@ def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> li
     started = time.monotonic()
     log = (out / "logs" / f"level{level}-{problem.stem}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-        stopped = False
-        try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            stopped = True
-            # SIGTERM first: the child (and `xeforge batch`) stop their worker pools at exit, whose
-            # workers run in process groups of their own; then SIGKILL what is left of the group
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    # stopped with SIGTERM first: the child (and `xeforge batch`) stop their worker pools at exit,
+    # whose workers run in process groups of their own; then SIGKILL what is left of the group
+    status = run_command_bounded(cmd, log, limit)
+    stopped = status is None
     if row_file.exists() and not stopped:
         return _read(row_file)
     why = ((f"stopped after {limit:.0f} s (--problem-timeout)" if limit >= args.problem_timeout
             else f"stopped after {limit:.0f} s at the end of --budget") if stopped
-           else f"the child exited with status {proc.returncode} without a row (see {log})")
+           else f"the child exited with status {status} without a row (see {log})")
     rows = [{"level": level, "problem": problem.stem, "size": "module", "note": why,
              "seconds": round(time.monotonic() - started, 1)}]
     _write_rows(row_file, rows)

@@ -65,7 +65,6 @@ import json
 import os
 import platform
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -80,6 +79,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_pipeline import RULES_STAGES, Job, Settings, geomean, run_rules_pipeline  # noqa: E402
+from bounded_pool import run_command_bounded  # noqa: E402
 
 from xeforge_core.devices import detect_device  # noqa: E402
 from xeforge_core.problem import load_problem  # noqa: E402
@@ -602,25 +602,14 @@ def pair_in_child(name: str, args: argparse.Namespace, limit: float,
         + (["--quick"] if args.quick else [])
     env = dict(os.environ, PYTHONUNBUFFERED="1", **({"XEFORGE_COPY_GBPS": str(copy_gbps)} if copy_gbps else {}))
     started = time.monotonic()
-    with log.open("w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-        try:
-            proc.wait(timeout=limit)
-            stopped = False
-        except subprocess.TimeoutExpired:
-            stopped = True
-            os.killpg(proc.pid, signal.SIGTERM)  # the verifier's pools stop their workers at exit
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    status = run_command_bounded(cmd, log, limit, env)
+    stopped = status is None
     if not stopped and result.exists():
         data = json.loads(result.read_text())
         return [Row(**r) for r in data["rows"]], [tuple(w) for w in data["reasons"]]  # type: ignore[misc]
     tail = " / ".join(line.strip() for line in log.read_text(errors="replace").splitlines()[-3:])[:300]
     why = (f"stopped after {time.monotonic() - started:.0f} s (pair limit {limit:.0f} s)" if stopped
-           else f"failed: the child exited with status {proc.returncode}")
+           else f"failed: the child exited with status {status}")
     return [Row(name, "-", note=f"{why}; last: {tail}")], []
 
 

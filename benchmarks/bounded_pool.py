@@ -15,18 +15,45 @@ its task becomes ``on_crash(task, exitcode)``.
                        on_crash=lambda t, c: {**t, "ok": False, "error": f"worker died ({c})"})
 
 ``fn`` must be importable by name (a module-level function), as for any spawned process.
+
+``run_command_bounded`` is the same limit for one command in a process group of its own (a
+benchmark's child per problem or pair): stopped with SIGTERM at the limit, so its own worker pools
+stop their workers at exit, then SIGKILL for what is left of the group 30 s later.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import signal
+import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
 
-__all__ = ["run_bounded"]
+__all__ = ["run_bounded", "run_command_bounded"]
+
+
+def run_command_bounded(cmd: list[str], log: Path, limit_s: float, env: Mapping[str, str] | None = None) -> int | None:
+    """Run ``cmd`` in a new session (its own process group), stdout and stderr to ``log``, for at
+    most ``limit_s`` seconds: its exit status, or ``None`` when it was stopped at the limit
+    (SIGTERM to the group, SIGKILL 30 s later if anything is left)."""
+    with log.open("w", encoding="utf-8") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=dict(env) if env is not None else None)
+        try:
+            return proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            return None
 
 
 def _serve(fn: Callable[[Any], Any], conn: Connection) -> None:

@@ -183,7 +183,9 @@ def _chosen(module: Any) -> dict[str, str]:
 
 
 def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    """Build the anchors of ``job`` and time them under the device's timing lock.
+    """Build the anchors of ``job`` with the device's timing lock shared (their compiles and
+    first calls run kernels; no other verification times meanwhile), then time them under it
+    exclusively.
 
     ``job``: ``device`` (``cuda``, ``xpu``, ``cpu``); ``inputs`` (the source defining
     ``get_inputs``/``get_init_inputs``, normally the problem); ``modules``: ``eager`` (may be
@@ -196,15 +198,20 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
     import contextlib
     import tempfile
 
-    from xeforge_core.devlock import default_lock_dir, device_lock
+    from xeforge_core.devlock import default_lock_dir, device_lock, sharing
     from xeforge_core.worker.device_ops import DeviceOps
 
     ops = DeviceOps(str(job["device"]).partition(":")[0])  # bound before any module under test runs
+    def lock(shared: bool) -> contextlib.AbstractContextManager[Any]:
+        if not job.get("lock_key"):
+            return contextlib.nullcontext()
+        where = job.get("lock_dir") or default_lock_dir()
+        return sharing(where, job["lock_key"]) if shared else device_lock(where, job["lock_key"])
+
     with tempfile.TemporaryDirectory() as tmp:
-        callables, info = build_anchors(job, Path(tmp))
-        lock = (device_lock(job.get("lock_dir") or default_lock_dir(), job["lock_key"]) if job.get("lock_key")
-                else contextlib.nullcontext())
-        with lock:
+        with lock(shared=True):  # torch.compile's autotuning and the first calls run kernels too
+            callables, info = build_anchors(job, Path(tmp))
+        with lock(shared=False):
             out = time_anchors(ops, callables, dict(job.get("options") or {}))
     out.update(info)
     return out

@@ -41,17 +41,19 @@ def _events(fn, device: str, reps: int) -> list[float]:
     return out
 
 
-def _timing_lock(device: str):  # noqa: ANN202
+def timing_lock(device: str, shared: bool = False):  # noqa: ANN201
     """The device's cross-process timing lock (``xeforge_core.devlock``), the one the verifier's
-    timing takes, so runs of several problems at once never time the GPU together."""
+    timing takes, so runs of several problems at once never time the GPU together; ``shared``
+    for kernel runs that are not timed (a compile's autotuning, a correctness check), which no
+    timing run may overlap."""
     import socket
 
     from xeforge_core.devices import physical_index
-    from xeforge_core.devlock import default_lock_dir, device_lock
+    from xeforge_core.devlock import default_lock_dir, device_lock, sharing
 
     kind, _, index = device.partition(":")
     key = f"{socket.gethostname()}-{kind}{physical_index(kind, int(index or 0))}"
-    return device_lock(default_lock_dir(), key)
+    return sharing(default_lock_dir(), key) if shared else device_lock(default_lock_dir(), key)
 
 
 def copy_gbps(device: str) -> float:
@@ -81,13 +83,14 @@ def compiled_time(problem: Path, overrides: dict, device: str, reps: int) -> dic
     compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")
     mod = getattr(torch, device)
     with torch.no_grad():
-        started = time.perf_counter()
-        compiled(*inputs)
-        mod.synchronize()
-        compile_s = time.perf_counter() - started
-        for _ in range(3):  # the cache is warm before timing
+        with timing_lock(device, shared=True):  # max-autotune times its configs on the GPU
+            started = time.perf_counter()
             compiled(*inputs)
-        with _timing_lock(device):  # never timed while a verifier (or another anchor) times this GPU
+            mod.synchronize()
+            compile_s = time.perf_counter() - started
+            for _ in range(3):  # the cache is warm before timing
+                compiled(*inputs)
+        with timing_lock(device):  # never timed while a verifier (or another anchor) times this GPU
             samples = _events(lambda: compiled(*inputs), device, reps)
     st = stats_of(samples, "events")
     se = median_se(samples)

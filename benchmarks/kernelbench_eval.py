@@ -77,7 +77,9 @@ def evaluate_one(problem: Path, solution: Path, kb_src: Path, trials: int) -> di
     except Exception as exc:  # noqa: BLE001 - older checkouts have no static checker, or another signature
         row["static_check"] = {"unavailable": f"{type(exc).__name__}: {exc}"[:200]}
     row["tolerance"] = kb_eval.get_tolerance_for_precision("fp32")
-    with tempfile.TemporaryDirectory(prefix="kb-build-") as build:
+    from compile_anchor import timing_lock
+
+    with tempfile.TemporaryDirectory(prefix="kb-build-") as build, timing_lock("cuda:0", shared=True):
         result = kb_eval.eval_kernel_against_ref(
             problem.read_text(), src, seed_num=SETTINGS["seed_num"], num_correct_trials=trials,
             measure_performance=False, build_dir=build, device=0, backend="triton",

@@ -4,7 +4,9 @@ integrity rules, error classification, roofline arithmetic, and the cross-proces
 from __future__ import annotations
 
 import ast
+import fcntl
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -378,6 +380,105 @@ def test_device_lock_released_when_holder_dies(tmp_path):
     proc.wait(timeout=10)
     with DeviceLock(tmp_path, "cuda0", timeout_s=5) as lock:
         assert lock.held
+
+
+SHARED_HOLDER = """
+import sys, time
+from xeforge_core.devlock import DeviceLock
+with DeviceLock(sys.argv[1], "cuda0", shared=sys.argv[2] == "shared"):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def _holder(tmp_path, mode: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", SHARED_HOLDER, str(tmp_path), mode], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _release(proc: subprocess.Popen) -> None:
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    proc.wait(timeout=30)
+
+
+def test_device_lock_shared_holders_exclude_timing_only(tmp_path):
+    """Correctness runs (shared) share the device with each other, never with a timing run
+    (exclusive), and a timing run that waits blocks new shared holders (the turnstile)."""
+    reader = _holder(tmp_path, "shared")
+    try:
+        with DeviceLock(tmp_path, "cuda0", shared=True, timeout_s=5) as other:  # two shared at once
+            assert other.held and other.waited_s < 5
+        with pytest.raises(LockTimeout):  # timing waits for the shared holder
+            DeviceLock(tmp_path, "cuda0", timeout_s=0.3).acquire()
+    finally:
+        _release(reader)
+    timing = _holder(tmp_path, "exclusive")
+    try:
+        with pytest.raises(LockTimeout):  # no correctness run while a timing run holds it
+            DeviceLock(tmp_path, "cuda0", shared=True, timeout_s=0.3).acquire()
+    finally:
+        _release(timing)
+    with DeviceLock(tmp_path, "cuda0", shared=True, timeout_s=5) as lock:
+        assert lock.held
+
+
+def test_device_lock_waiting_timing_run_is_not_starved(tmp_path):
+    """A timing run queued behind a shared holder holds the turnstile: a later shared request
+    waits for it instead of overtaking it."""
+    reader = _holder(tmp_path, "shared")
+    waiter = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        gate = lock_path(tmp_path, "cuda0").with_suffix(".gate")
+        deadline = time.monotonic() + 60
+        while True:  # the timing run is at the turnstile once the gate cannot be taken
+            fd = os.open(gate, os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                break
+            finally:
+                os.close(fd)
+            assert time.monotonic() < deadline, "the timing run never reached the turnstile"
+            time.sleep(0.05)
+        with pytest.raises(LockTimeout):
+            DeviceLock(tmp_path, "cuda0", shared=True, timeout_s=0.3).acquire()
+    finally:
+        _release(reader)
+    assert waiter.stdout.readline().strip() == "held"
+    waiter.wait(timeout=30)
+
+
+def test_sharing_gives_up_after_its_wait_and_says_so(tmp_path):
+    """A shared holder waits for a timing run at most its limit, then runs without the lock and
+    ends its queued wait in the job's progress (the wait is not held against its time limit)."""
+    from xeforge_core.devlock import sharing
+
+    timing = _holder(tmp_path, "exclusive")
+    progress = tmp_path / "progress.jsonl"
+    notes: list[str] = []
+    try:
+        with sharing(tmp_path, "cuda0", timeout_s=0.3, progress_path=progress, on_give_up=notes.append) as held:
+            assert not held
+    finally:
+        _release(timing)
+    assert notes and "without the device lock" in notes[0]
+    assert [json.loads(x)["event"] for x in progress.read_text().splitlines()] == ["queued", "lock_acquired"]
+    with sharing(tmp_path, "cuda0", timeout_s=5) as held:
+        assert held
+
+
+def test_device_lock_shared_inside_own_exclusive_hold_passes(tmp_path):
+    """A timing run's own warm-up call asks for the device shared: it is let through."""
+    with DeviceLock(tmp_path, "cuda0"):
+        with DeviceLock(tmp_path, "cuda0", shared=True, timeout_s=0.5) as inner:
+            assert inner.held
+        assert not inner.held
+    with DeviceLock(tmp_path, "cuda0", shared=True, timeout_s=0.5) as after:
+        assert after.held
 
 
 # ----------------------------------------------------------------------------- launch capture

@@ -3,6 +3,7 @@ progress events and step bookkeeping."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 
 import torch
 
+from xeforge_core.devlock import sharing
 from xeforge_core.verdict import Finding, Step, StepStatus, Verdict, VerdictKind
 from xeforge_core.worker.autotune import AutotuneRegistry, install_shim
 from xeforge_core.worker.capture import LaunchRecorder
@@ -94,11 +96,23 @@ class WorkerContext:
         self.ops.poison_allocator(64 << 20)
 
     # -- calling the model ------------------------------------------------------------------
+    def device_shared(self) -> contextlib.AbstractContextManager[Any]:
+        """The device's timing lock taken shared (``xeforge_core.devlock.sharing``) for a call on
+        a GPU, so no other verification times while this one runs kernels there (waiting at most
+        ``SHARED_WAIT_S``, then a note says the call ran without it); nothing in Triton's
+        interpreter (host-clocked, not timed against other jobs)."""
+        if self.ops.interpreter:
+            return contextlib.nullcontext()
+        return sharing(self.options.get("lock_dir") or str(self.job_dir / "locks"),
+                       str(self.options.get("lock_key") or self.ops.key), progress_path=self.progress.path,
+                       on_give_up=lambda message: self.progress.emit("note", message))
+
     def call(self, model: torch.nn.Module, args: list[Any], *, trace: OpTracer | None = None) -> Any:
-        """``model(*args)`` without autograd, threads watched, ops traced when ``trace`` given."""
+        """``model(*args)`` without autograd, threads watched, ops traced when ``trace`` given,
+        the device shared with other verifications' correctness runs only (:meth:`device_shared`)."""
         self.threads.active = True
         try:
-            with torch.no_grad():
+            with self.device_shared(), torch.no_grad():
                 if trace is not None:
                     with trace:
                         out = model(*args)

@@ -38,7 +38,10 @@ published, over eager and over torch.compile; the fraction improved; the reasons
 ``--pair-timeout S`` runs each pair in a process of its own (its own process group), stopped
 after ``S`` seconds or at ``--deadline-min``, whichever comes first; a stopped pair is a row that
 says so with the last lines of ``logs/<pair>.log`` (which step it was in), so one slow pair costs
-one limit, not the call. A pair is started only before ``--deadline-min``.
+one limit, not the call. A pair is started only before ``--deadline-min``. ``--jobs N`` runs N
+such children at once: their compiles and correctness runs overlap, while every timing run (the
+verifier's and the anchors') holds the device's timing lock exclusively and every other kernel
+run of a verification holds it shared (``xeforge_core.devlock``), so no timing shares the GPU.
 
 Usage::
 
@@ -58,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import csv
 import datetime as dt
 import difflib
@@ -414,7 +418,8 @@ def copy_bandwidth(device: str) -> float | None:
 def _settings(device: str, quick: bool) -> Settings:
     return Settings(quick=quick, device=device, jobs=1, iterations=1, seeds=1, distributions=["normal"],
                     warmup_ms=25.0 if quick else 100.0, rep_ms=100.0 if quick else 400.0, timeout_s=600.0,
-                    max_shapes=2, budget_s=None, use_session=False, use_cache=False, keep_sessions=None)
+                    max_shapes=2, budget_s=None, use_session=False, use_cache=False, keep_sessions=None,
+                    log_progress=True)
 
 
 def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, args: argparse.Namespace,
@@ -439,7 +444,8 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     opts = VerifyOptions(seeds=1, distributions=["normal"], performance_variants=sizes, use_cache=False,
                          timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms)
     print(f"{name}: stages applied: {applied or 'none'}; verifying the result at {sizes}", flush=True)
-    verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts)
+    verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts,
+                     on_progress=lambda m: print(f"{time.strftime('%H:%M:%S')} {name}: final: {m}", flush=True))
     unchanged = outcome.final_source.strip() == outcome.baseline.kernel.source.strip()
     perf = {p.variant: p for p in verdict.performance}
     rows = []
@@ -485,6 +491,22 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
             row.note += f"; eager {row.eager_us:.0f} µs < {args.min_eager_us:g} µs at the derived size"
         rows.append(row)
     return rows, reasons
+
+
+def resumed(path: Path, header: dict[str, Any]) -> tuple[list[Row], collections.Counter, list[str], dict[str, Any]]:
+    """The rows, reasons and errors of an earlier run's ``results.json`` (``--resume``), without
+    the rows of pairs it did not run (past its deadline), and ``header`` with the earlier runs'
+    device, date and versions kept under ``runs``. Raises ``SystemExit`` when the earlier run was
+    on another device (its times cannot sit in one table with these)."""
+    data = json.loads(path.read_text())
+    old = data.get("header") or {}
+    if old.get("device") and old["device"] != header["device"]:
+        raise SystemExit(f"{path} was measured on {old['device']}, this run is on {header['device']}: "
+                         "give another --out")
+    rows = [Row(**r) for r in data.get("rows", []) if not r.get("note", "").startswith("not run")]
+    reasons = collections.Counter({(r["stage"], r["reason"]): r["count"] for r in data.get("reasons", [])})
+    runs = [*old.get("runs", []), {k: old.get(k) for k in ("date", "versions", "copy_gbps")}]
+    return rows, reasons, list(data.get("errors", [])), {**header, "runs": runs}
 
 
 def _pairs(root: Path, only: list[str], limit: int | None, samples: bool) -> list[tuple[str, Path, Path]]:
@@ -630,6 +652,13 @@ def main(argv: list[str] | None = None) -> int:
                          "so with the last lines of its log); default: no limit and no child process")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child: one pair, rows to --one-out
     ap.add_argument("--one-out", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="pairs at once, each in its own child (needs --pair-timeout): their compiles and "
+                         "correctness runs overlap, while the device's timing lock keeps every timing run "
+                         "alone on the GPU (xeforge_core.devlock)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows of OUT/results.json and run only the pairs it lacks (or did not run "
+                         "before its deadline), so calls of limited length add up to one table")
     ap.add_argument("--deadline-min", type=float, default=None,
                     help="start no pair past this many minutes (the summary is still written; pairs left "
                          "are listed as not run)")
@@ -637,6 +666,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the static codemod reasons and applicable counts (nothing run or timed)")
     args = ap.parse_args(argv)
     args.only = [n for given in args.only for n in given.split(",") if n]
+    if args.jobs > 1 and not args.pair_timeout:
+        ap.error("--jobs above 1 runs each pair in a child: give --pair-timeout too")
     device = detect_device(args.device) if args.device else detect_device()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.reasons_only:
@@ -654,29 +685,55 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     reasons: collections.Counter = collections.Counter()
     errors: list[str] = []
+    pairs = _pairs(args.dir, args.only, args.limit, args.samples)
+    order = {name: i for i, (name, _, _) in enumerate(pairs)}
+    if args.resume and (args.out / "results.json").exists():
+        rows, reasons, errors, header = resumed(args.out / "results.json", header)
+        done = {r.pair for r in rows}
+        print(f"resuming: {len(done)} pairs already measured", flush=True)
+        pairs = [p for p in pairs if p[0] not in done]
+    t0 = time.monotonic()
+
+    def past_deadline() -> bool:
+        return args.deadline_min is not None and time.monotonic() - t0 > args.deadline_min * 60
+
+    def measure(name: str, problem_path: Path, solution_path: Path, tmp: Path) -> tuple[list[Row], list, float]:
+        started = time.monotonic()
+        if past_deadline():
+            return [Row(name, "-", note=f"not run: past the {args.deadline_min:g}-minute deadline")], [], 0.0
+        if args.pair_timeout:
+            left = (args.deadline_min * 60 - (started - t0)) if args.deadline_min is not None else args.pair_timeout
+            got, why = pair_in_child(name, args, min(args.pair_timeout, max(left, 30.0)), copy_gbps)
+        else:
+            try:
+                got, why = run_pair(name, problem_path, solution_path, device, args, copy_gbps, tmp)
+            except Exception as exc:  # one bad pair is a row, not the end of the run
+                got, why = [Row(name, "-", note=f"failed: {type(exc).__name__}: {str(exc)[:200]}")], []
+        return got, why, time.monotonic() - started
+
+    def record(name: str, got: list[Row], why: list, seconds: float) -> None:
+        errors.extend(f"{name}: {r.note}" for r in got if r.note.startswith("failed:"))
+        rows.extend(replace(r, note=r.note.strip("; ")) for r in got)
+        reasons.update(set(why))
+        print(f"{name}: {seconds:.0f} s; {[(r.size, _fmt(r.rules_vs_published)) for r in got]}", flush=True)
+        write_results()
+
+    def write_results() -> None:
+        (args.out / "results.json").write_text(json.dumps(
+            {"header": header, "rows": [asdict(r) for r in rows], "errors": errors,
+             "reasons": [{"stage": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()]}, indent=1))
+
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.monotonic()
-        for name, problem_path, solution_path in _pairs(args.dir, args.only, args.limit, args.samples):
-            if args.deadline_min is not None and time.monotonic() - t0 > args.deadline_min * 60:
-                rows.append(Row(name, "-", note=f"not run: past the {args.deadline_min:g}-minute deadline"))
-                continue
-            started = time.monotonic()
-            if args.pair_timeout:
-                left = (args.deadline_min * 60 - (started - t0)) if args.deadline_min is not None else args.pair_timeout
-                got, why = pair_in_child(name, args, min(args.pair_timeout, max(left, 30.0)), copy_gbps)
-            else:
-                try:
-                    got, why = run_pair(name, problem_path, solution_path, device, args, copy_gbps, Path(tmp))
-                except Exception as exc:  # one bad pair is a row, not the end of the run
-                    got, why = [Row(name, "-", note=f"failed: {type(exc).__name__}: {str(exc)[:200]}")], []
-            errors += [f"{name}: {r.note}" for r in got if r.note.startswith("failed:")]
-            rows.extend(replace(r, note=r.note.strip("; ")) for r in got)
-            reasons.update(set(why))
-            print(f"{name}: {time.monotonic() - started:.0f} s; {[(r.size, _fmt(r.rules_vs_published)) for r in got]}",
-                  flush=True)
-            (args.out / "results.json").write_text(json.dumps(
-                {"header": header, "rows": [asdict(r) for r in rows], "errors": errors,
-                 "reasons": [{"stage": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()]}, indent=1))
+        if args.jobs > 1:  # children at once: the device lock keeps each timing alone on the GPU
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                futures = {pool.submit(measure, *pair, Path(tmp)): pair[0] for pair in pairs}
+                for fut in concurrent.futures.as_completed(futures):
+                    record(futures[fut], *fut.result())
+        else:
+            for pair in pairs:
+                record(pair[0], *measure(*pair, Path(tmp)))
+    rows.sort(key=lambda r: order.get(r.pair, len(order)))  # the corpus's order, whatever finished first
+    write_results()
     with open(args.out / "pairs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(asdict(Row("", "")).keys()))
         w.writeheader()

@@ -60,6 +60,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -108,6 +109,15 @@ class Settings:
     keep_sessions: Path | None
     trajectory_all: bool = True
     deadline_s: float | None = None
+    #: print every stage's progress (what it is verifying, a wait for the device lock) with the time
+    log_progress: bool = False
+
+
+def _progress_log(name: str) -> Callable[[dict[str, Any]], None]:
+    """A pipeline ``on_progress`` that prints ``HH:MM:SS name: stage: message`` lines."""
+    def show(event: dict[str, Any]) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {name}: {event.get('stage')}: {event.get('message')}", flush=True)
+    return show
 
 
 @dataclass
@@ -354,6 +364,8 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path,
         try:
             outcomes = service.run_session(session, device, engine,
                                            LoopOptions(auto=True, iterations=settings.iterations,
+                                                       on_progress=_progress_log(job.name) if settings.log_progress
+                                                       else None,
                                                        verify_options=opts, cancel=cancel))
         except Exception as exc:  # cancelled at the deadline: keep what the session approved
             if cancel is None or not cancel.is_set():
@@ -398,6 +410,8 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path,
             continue
         try:
             out = run_stage(state, stage, engine, LoopOptions(auto=True, iterations=settings.iterations,
+                                                              on_progress=_progress_log(job.name)
+                                                              if settings.log_progress else None,
                                                               verify_options=opts, cancel=cancel))
         except Exception as exc:
             if cancel is None or not cancel.is_set():

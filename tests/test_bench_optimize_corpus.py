@@ -1,10 +1,12 @@
 """benchmarks/bench_optimize_corpus.py without running a pipeline: a sample is timed at its spec's
-benchmark variant, ``--only`` names are checked with the nearest one offered, and a pair run in a
-child process over its time limit becomes a row saying where it stopped."""
+benchmark variant, ``--only`` names are checked with the nearest one offered, a pair run in a
+child process over its time limit becomes a row saying where it stopped, and pairs run side by side
+keep the corpus's order."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -46,3 +48,36 @@ def test_a_pair_over_its_limit_is_a_row_that_says_so(tmp_path):
     rows, reasons = corpus.pair_in_child("slow", args, 0.5, None)
     assert len(rows) == 1 and rows[0].note.startswith("stopped after") and "pair limit 0 s" in rows[0].note
     assert reasons == [] and (tmp_path / "out" / "logs" / "slow.log").exists()
+
+
+def test_pairs_run_side_by_side_keep_their_order(tmp_path):
+    """``--jobs 2``: two pairs in children at once, their rows in the corpus's order."""
+    for name in ("b_second", "a_first"):
+        _pair(tmp_path, name)
+    out = tmp_path / "out"
+    assert corpus.main([str(tmp_path), "--out", str(out), "--device", "cpu", "--jobs", "2",
+                        "--pair-timeout", "0.5"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [r["pair"] for r in rows] == ["a_first", "b_second"]
+    assert all(r["note"].startswith("stopped after") for r in rows)
+    assert (out / "summary.md").exists()
+    with pytest.raises(SystemExit):
+        corpus.main([str(tmp_path), "--out", str(out), "--device", "cpu", "--jobs", "2"])
+
+
+def test_a_resumed_run_adds_the_pairs_the_earlier_one_lacks(tmp_path):
+    """``--resume``: rows of an earlier call are kept, pairs it did not run are run now."""
+    for name in ("a_first", "b_second"):
+        _pair(tmp_path, name)
+    out = tmp_path / "out"
+    assert corpus.main([str(tmp_path), "--out", str(out), "--device", "cpu", "--pair-timeout", "0.5",
+                        "--only", "b_second"]) == 0
+    data = json.loads((out / "results.json").read_text())
+    data["rows"].append({"pair": "a_first", "size": "-", "note": "not run: past the 1-minute deadline"})
+    (out / "results.json").write_text(json.dumps(data))
+    assert corpus.main([str(tmp_path), "--out", str(out), "--device", "cpu", "--pair-timeout", "0.5",
+                        "--resume"]) == 0
+    data = json.loads((out / "results.json").read_text())
+    assert [r["pair"] for r in data["rows"]] == ["a_first", "b_second"]
+    assert not any(r["note"].startswith("not run") for r in data["rows"])
+    assert len(data["header"]["runs"]) == 1

@@ -12,6 +12,9 @@ writes them into ``corpus/``, which git ignores, from the addresses and commits 
 
 For every pair: ``xeforge verify problem.py solution.py`` (the library call, one verdict each,
 the verdict cache off), at the default sizes (reduced where the published ones are large) and,
+for KernelAgent pairs, at the dtype a kernel demands when it refuses the problem's (``--dtype
+kernel``: KernelAgent's test harness casts the problem to its kernels' dtype, bfloat16 in its
+examples; the verdict says so with a ``dtype_specialised`` finding), and,
 for the ids given with ``--published``, at the published sizes (``--variant module``), with the
 peak host RSS and device memory of every worker job. A pair whose files cannot be used is a
 *refusal*, and its row says what is missing. With ``--kb-results`` (the output of KernelBench's
@@ -94,6 +97,8 @@ def run_pair(pair: Path, device: Any, opts: VerifyOptions, *, published: bool, p
     if published:
         opts = VerifyOptions(**{**opts.__dict__, "variants": ["module"], "include_odd_size": False,
                                 "seeds": 1, "distributions": ["normal"], "grid_coverage": False})
+    if row["format"] == "kernelagent":  # its test harness casts the problem to the kernel's dtype
+        opts = VerifyOptions(**{**opts.__dict__, "dtype": "kernel"})
     v = verify(problem, candidate, device=device, options=opts)
     perf = v.performance[0] if v.performance else None
     rss, dev = _peaks(v.resources)

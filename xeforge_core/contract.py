@@ -20,8 +20,16 @@ What counts as a failure that can depend on the shape:
   from its inputs (a dropped tail mask, a floor-divided grid) is a bug at any size, and stays
   ``wrong_answer``.
 
-Everything here is static (``ast``); the jobs that check the published size run in
-``xeforge_core.verify``.
+The problem's dtype is the contract too (float32 for a float32 problem), but a harness may pose
+it at another: KernelBench's evaluation casts the problem to its ``precision`` and KernelAgent's
+test harness to its ``dtype`` (bfloat16 in its examples). A candidate written for such a harness
+refuses the problem's own inputs, naming the dtype it accepts (``raise TypeError("A and B must be
+torch.bfloat16")``, ``assert x.dtype == torch.float16``): :func:`refused_dtype` reads that dtype
+from the verdict, and the verifier says so (``dtype_refusal``) with the option that poses the
+problem at it (``--dtype``), or, asked to (``--dtype kernel``), checks it there.
+
+Everything here is static (``ast``, the verdict's words); the jobs that check the published size
+run in ``xeforge_core.verify``.
 """
 
 from __future__ import annotations
@@ -191,6 +199,47 @@ def interpreter_seconds(problem: Any, calls: int) -> float | None:
     if elements is None:
         return None
     return calls * elements / INTERPRETER_ELEMENTS_PER_S
+
+
+#: Lower-precision floating dtypes a kernel may demand, by the names code and messages use.
+_LOW_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "half": "float16",
+               "fp16": "float16"}
+_DTYPE_WORD = re.compile(r"\b(?:torch\.)?(bfloat16|bf16|float16|half|fp16)\b", re.IGNORECASE)
+
+
+def refused_dtype(verdict: Verdict) -> str | None:
+    """The one lower-precision dtype (``bfloat16``, ``float16``) a candidate that raised on the
+    problem's inputs demands, or ``None``: a ``runtime_error`` whose error names exactly one such
+    dtype, in its message or in the quoted line that raised when that line tests a ``dtype``."""
+    if verdict.kind is not VerdictKind.RUNTIME_ERROR:
+        return None
+    message = error_message(verdict)
+    quoted = " ".join(_QUOTED.findall(verdict.reason or ""))
+    named = {_LOW_DTYPES[m.lower()] for m in _DTYPE_WORD.findall(message)}
+    if not named and "dtype" in quoted:
+        named = {_LOW_DTYPES[m.lower()] for m in _DTYPE_WORD.findall(quoted)}
+    return named.pop() if len(named) == 1 else None
+
+
+def dtype_refusal_finding(dtype: str, failed: Verdict) -> Finding:
+    """The ``dtype_refusal`` finding: the candidate refuses the problem's dtype, naming ``dtype``;
+    the option that poses the problem at it."""
+    first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
+    return Finding("dtype_refusal", (
+        f"it refuses the problem's inputs at the problem's dtype and names {dtype}: {first}. A kernel written "
+        f"for a harness that casts the problem to {dtype} (KernelAgent's test harness, KernelBench's evaluation "
+        f"at another `precision`) does this; `--dtype {dtype}` poses the problem at {dtype} (its model and "
+        f"floating-point inputs cast, the truth still float64) and `--dtype kernel` does so whenever a "
+        "candidate refuses the problem's dtype"), "error")
+
+
+def dtype_specialised_finding(dtype: str, failed: Verdict) -> Finding:
+    """The ``dtype_specialised`` finding of a candidate checked at the dtype it demands
+    (``--dtype kernel``): right at ``dtype``, it refuses the problem's own."""
+    first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
+    return Finding("dtype_specialised", (
+        f"checked with the problem posed at {dtype}, the dtype it demands (`--dtype kernel`): at the problem's "
+        f"own dtype it raises ({first}). It is right for the problem at {dtype} only"), "warning")
 
 
 def shape_specialised_finding(variant: Any, failed: Verdict, why: str) -> Finding:

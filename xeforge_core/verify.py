@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import difflib
 import functools
 import os
 import re
@@ -177,6 +178,14 @@ class VerifyOptions:
         lock_dir: directory of the device timing locks (``None``: ``default_lock_dir()``).
         force_timing: run the timing job on cpu too (host-clocked in Triton's interpreter; the
             numbers say nothing about a GPU and exist only to exercise the timing harness).
+        dtype: the floating-point dtype to pose the problem at (``float32``, ``float16``,
+            ``bfloat16``): every floating-point input and the models' parameters cast to it, as
+            KernelBench's evaluation does with its ``precision`` argument and KernelAgent's test
+            harness with its ``dtype`` (bfloat16 in its examples); the float64 truth then
+            calibrates the tolerance at that dtype. ``None``: the problem's own dtypes. A
+            candidate that refuses the problem's dtype, naming one it accepts, is told so in its
+            verdict with the option that poses the problem at that dtype (``dtype_refusal``).
+            Raises ``ValueError`` at ``verify`` for another name.
         memcheck: after a candidate matched the truth, run one more correctness call of it under
             the device's memory checker (``xeforge_core.memcheck``: compute-sanitizer's memcheck
             on cuda, the interpreter's bounds check on cpu) and make each invalid access a
@@ -210,6 +219,7 @@ class VerifyOptions:
     lock_dir: str | None = None
     force_timing: bool = False
     memcheck: bool = False
+    dtype: str | None = None
 
     def seed_list(self) -> list[int]:
         """The seeds as a list (``3`` -> ``[0, 1, 2]``)."""
@@ -229,6 +239,30 @@ class VerifyOptions:
 
 
 ProgressFn = Callable[[str], None]
+
+#: ``VerifyOptions.dtype`` names: the floating-point dtypes a problem may be posed at, with the
+#: short names kernels and harnesses use for them.
+DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
+          "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "fp64": "float64"}
+#: ``VerifyOptions.dtype`` that poses the problem at the dtype a candidate demands when it refuses
+#: the problem's own (``xeforge_core.contract.refused_dtype``).
+KERNEL_DTYPE = "kernel"
+
+
+def normalised_dtype(name: str | None) -> str | None:
+    """``VerifyOptions.dtype`` as the verifier uses it: a torch dtype name of :data:`DTYPES`,
+    :data:`KERNEL_DTYPE` or ``None``. Raises ``ValueError`` naming the nearest valid name."""
+    if name is None or str(name).strip() == "":
+        return None
+    key = str(name).strip().lower().removeprefix("torch.")
+    if key == KERNEL_DTYPE:
+        return KERNEL_DTYPE
+    if key not in DTYPES:
+        close = difflib.get_close_matches(key, [*DTYPES, KERNEL_DTYPE], n=1, cutoff=0.5)
+        raise ValueError(f"--dtype {name!r} is not a floating-point dtype the problem can be posed at (known: "
+                         f"float32, float16, bfloat16, float64, {KERNEL_DTYPE})"
+                         + (f"; did you mean {close[0]!r}?" if close else ""))
+    return DTYPES[key]
 
 
 # --------------------------------------------------------------------------------------------
@@ -467,6 +501,8 @@ class _Run:
         self.odd_copies: list[Any] = []
         #: the variant launch-grid coverage derived, once checked (``_check_grid_coverage``)
         self.grid_variants: list[Any] = []
+        #: the dtype the candidate demands when it refused the problem's (``contract.refused_dtype``)
+        self.refused_dtype: str | None = None
         self.inputs_module = problem.inputs.to_data() if problem.inputs is not None else None
         if problem.spec is None and self.inputs_module is None and _defines(candidate_source, formats.inputs_functions()[0]):
             self.inputs_module = {"source": candidate_source, "filename": "candidate_inputs.py",
@@ -499,6 +535,9 @@ class _Run:
         """``variant.to_data()`` plus ``inputs_on_device`` for problems whose inputs are large
         (``LARGE_INPUT_BYTES``): their inputs and parameters are then made on the device."""
         data = variant.to_data()
+        if self.opts.dtype and self.opts.dtype != KERNEL_DTYPE:
+            data["dtype"] = self.opts.dtype
+            data["bytes"] = None  # counted at the inputs' own dtypes: the worker counts the cast ones
         total = variant.bytes
         if total is None and self.problem.inputs is not None:
             got = estimate_input_bytes(self.problem.inputs.source, variant.overrides or None)
@@ -837,6 +876,7 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
         VerificationCancelled: ``cancel`` was set.
     """
     opts = options or VerifyOptions()
+    opts = dataclasses.replace(opts, dtype=normalised_dtype(opts.dtype))
     start = time.monotonic()
     if not isinstance(device, DeviceInfo):
         _say(on_progress, "device: detecting")
@@ -870,6 +910,18 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
         verdict = _verify_uncached(run)
     finally:
         run.close()
+    if opts.dtype == KERNEL_DTYPE and run.refused_dtype:
+        _say(on_progress, f"dtype: the candidate demands {run.refused_dtype}; checking the problem posed at it")
+        again = verify(problem, candidate_source, device=device, options=dataclasses.replace(
+            opts, dtype=run.refused_dtype, use_cache=False), on_progress=on_progress, cancel=cancel,
+            run_worker=run_worker, candidate_name=candidate_name)
+        if again.kind in _PASSING:
+            again.findings.append(contract.dtype_specialised_finding(run.refused_dtype, verdict))
+            again.reason = (f"{again.reason} with the problem posed at {run.refused_dtype}, the dtype the candidate "
+                            "demands (see the dtype_specialised finding)")
+        else:
+            again.warnings.append(f"at the problem's own dtype it raised: {(verdict.reason or '')[:300]}")
+        verdict = again
     verdict.seconds = time.monotonic() - start
     verdict.device = dict(device.fingerprint)
     verdict.warnings = list(dict.fromkeys(device.warnings + verdict.warnings))
@@ -957,7 +1009,13 @@ def _verify_uncached(run: _Run) -> Verdict:
                                  line=d.get("line")) for d in run.lints if (d["rule"], d.get("line")) not in seen]
     if verdict.kind in _PASSING and probe is not None:
         verdict = _check_grid_coverage(run, verdict)
-    if verdict.kind not in _PASSING:
+    run.refused_dtype = contract.refused_dtype(verdict) if run.opts.dtype in (None, KERNEL_DTYPE) else None
+    if run.refused_dtype:  # a dtype the candidate demands, not a size: no published-size check
+        verdict.findings.append(contract.dtype_refusal_finding(run.refused_dtype, verdict))
+        if run.opts.dtype is None:
+            verdict.reason = (f"{verdict.reason}\n(it demands {run.refused_dtype}: `--dtype {run.refused_dtype}` "
+                              "poses the problem at it; see the dtype_refusal finding)")
+    elif verdict.kind not in _PASSING:
         verdict = _check_published_shape(run, verdict)
     _name_sizes(run, verdict)
     _explain_tf32(verdict)

@@ -162,7 +162,7 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
 
     return VerifyOptions(timeout_s=args.timeout, baseline_timeout_s=args.timeout, seeds=args.seeds,
                          include_odd_size=not args.no_odd_size, tile_sizes=not args.no_odd_size,
-                         allow_precision=allowances(args))
+                         allow_precision=allowances(args), dtype=getattr(args, "dtype", None))
 
 
 def target_for(device: DeviceInfo, choice: str | None) -> Target:

@@ -99,6 +99,22 @@ def add_verification_arguments(p: argparse.ArgumentParser) -> None:
                         + "; ".join(f"{d.name}: {d.what}" for d in DOWNGRADES.values())
                         + ". Default: none (a float32 problem is held to float32 against a float64 truth); "
                           "a spec's 'allow:' list adds to these")
+    p.add_argument("--dtype", metavar="DTYPE", type=_dtype, default=None,
+                   help="pose the problem at this floating-point dtype (float32, float16, bfloat16, float64): "
+                        "its model and floating-point inputs cast, as KernelBench's evaluation does with its "
+                        "precision and KernelAgent's test harness with its dtype; the truth stays float64. "
+                        "'kernel': the dtype a candidate demands when it refuses the problem's own (the verdict "
+                        "then says so, dtype_specialised). Default: the problem's own dtypes")
+
+
+def _dtype(text: str) -> str | None:
+    """One ``--dtype`` value, checked; a bad one is an argparse error naming the nearest name."""
+    from xeforge_core.verify import normalised_dtype
+
+    try:
+        return normalised_dtype(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _allowances(text: str) -> tuple[str, ...]:
@@ -189,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
             measure_performance=not args.no_performance, use_cache=not args.no_cache,
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
             rtol=args.rtol, atol=args.atol, target=args.target, allow_precision=allowances(args),
-            memcheck=args.memcheck,
+            memcheck=args.memcheck, dtype=getattr(args, "dtype", None),
         )
         progress = None if (args.quiet or args.json) else _progress_printer(sys.stderr)
         cancel = threading.Event()

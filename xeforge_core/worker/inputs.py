@@ -344,7 +344,9 @@ INIT_DIFFERS = "own initial values differ"
 
 def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dict[str, Any], seed: int,
                  distribution: str, device: torch.device) -> list[Any]:
-    """The forward() arguments for (variant, seed, distribution), on ``device``.
+    """The forward() arguments for (variant, seed, distribution), on ``device``. A variant
+    ``dtype`` replaces every floating-point input's own (the spec's declared dtype, or what
+    ``get_inputs()`` returned).
 
     Raises ``WorkerError`` (runtime_error) naming the problem when the spec or ``get_inputs()``
     cannot give inputs: unknown dim, bad dtype, an input the spec does not declare, or
@@ -392,10 +394,13 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
         raise _fail(f"get_inputs() in {loaded.path.name} returned a {type(got).__name__}; it must return "
                     "a list of forward() arguments (tensors)")
     args = []
+    target = dtype_from_name(variant["dtype"]) if variant.get("dtype") else None
     for i, item in enumerate(got):
         if isinstance(item, torch.Tensor):
             t = item.detach()
             floating = t.dtype.is_floating_point or t.dtype.is_complex
+            if target is not None and t.dtype.is_floating_point and t.dtype != target:
+                t = t.to(target)  # the problem posed at the variant's dtype (VerifyOptions.dtype)
             if distribution != "module" and floating and device.type != "cpu" and _large(list(t.shape), t.dtype):
                 t = t.to(device)  # redrawn in place where it lives: no second full-size copy
                 args.append(fill_(t, distribution, _device_generator(seed, distribution, i, device)))

@@ -1,0 +1,57 @@
+"""A kernel written for a harness that poses the problem at another dtype (KernelAgent's test
+harness casts to bfloat16): at the problem's own dtype it is refused with the reason and the
+option that poses the problem at the dtype it names; posed there (``--dtype``), it is judged
+against the float64 truth like any candidate, right or wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.contract import refused_dtype
+from xeforge_core.problem import load_problem
+from xeforge_core.verdict import Verdict, VerdictKind
+from xeforge_core.verify import VerifyOptions, normalised_dtype, verify
+
+FIX = Path(__file__).parent / "fixtures" / "dtypes"
+
+
+def _verify(kernel: str, **options) -> Verdict:
+    problem = load_problem(FIX / "problem.py")
+    opts = VerifyOptions(seeds=1, distributions=["normal"], use_cache=False, timeout_s=240.0, **options)
+    return verify(problem, (FIX / kernel).read_text(), device="cpu", options=opts)
+
+
+def test_a_kernel_that_demands_bfloat16_is_told_the_option_that_poses_the_problem_there():
+    v = _verify("kernel_bf16.py")
+    assert v.kind is VerdictKind.RUNTIME_ERROR, v.reason
+    assert "--dtype bfloat16" in v.reason
+    assert [f.rule for f in v.findings if f.rule.startswith("dtype_")] == ["dtype_refusal"]
+
+
+def test_posed_at_the_dtype_it_demands_it_is_ok_and_says_so():
+    v = _verify("kernel_bf16.py", dtype="kernel")
+    assert v.kind is VerdictKind.OK, v.reason
+    assert "posed at bfloat16" in v.reason
+    assert any(f.rule == "dtype_specialised" for f in v.findings)
+
+
+def test_a_wrong_kernel_posed_at_its_dtype_is_still_wrong():
+    v = _verify("kernel_bf16_wrong.py", dtype="bfloat16")
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+
+
+def test_dtype_names_and_refusals():
+    assert normalised_dtype("bf16") == "bfloat16" and normalised_dtype("torch.float16") == "float16"
+    assert normalised_dtype(None) is None and normalised_dtype("Kernel") == "kernel"
+    with pytest.raises(ValueError, match="did you mean 'bfloat16'"):
+        normalised_dtype("bfloat61")
+    raised = Verdict(kind=VerdictKind.RUNTIME_ERROR,
+                     reason="AssertionError while making the first call at candidate.py:9 "
+                            "(`assert x.dtype == torch.float16`)")
+    assert refused_dtype(raised) == "float16"
+    both = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="TypeError: expected float16 or bfloat16 inputs")
+    assert refused_dtype(both) is None  # two dtypes named: which one is not known
+    shape = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="AssertionError at candidate.py:3 (`assert x.shape[1] == 4096`)")
+    assert refused_dtype(shape) is None

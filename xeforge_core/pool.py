@@ -326,6 +326,14 @@ class WorkerPool:
             self._fill(flavour)
             return len(self._idle[flavour])
 
+    def keeps(self, device_type: str = "cpu", device_index: int | None = None, *,
+              lock_dir: str | None = None) -> int:
+        """How many idle workers the pool keeps for this device (``XEFORGE_POOL_SIZE``, or what
+        ``prestart`` set); 0: it keeps none, every job starts its own."""
+        flavour = self.flavour(device_type, device_index, str(default_lock_dir()) if lock_dir is None else lock_dir)
+        with self._lock:
+            return self._target(flavour)
+
     def ahead(self, device_type: str = "cpu", device_index: int | None = None, *,
               lock_dir: str | None = None, jobs: int = 1) -> int:
         """Make sure ``jobs`` workers are idle (ready or starting) for the next jobs, once, without

@@ -955,8 +955,25 @@ def interpreter_too_slow(variants: list[Any], timeout_s: float) -> str:
     return ""
 
 
+def _start_workers(run: _Run) -> None:
+    """Start the warm pool's workers for this verification's jobs at once (sizes, baseline,
+    candidate, and timing where it is measured), so that their imports and device start-up
+    overlap instead of adding up job after job; nothing when the pool is off, keeps no workers
+    (``XEFORGE_POOL_SIZE=0``) or another runner (a Ray task) runs the jobs."""
+    if run.run_worker is not runner.run_worker or not pool.pool_enabled():
+        return
+    timed = run.performance and (not run.device.interpreter or run.opts.force_timing)
+    jobs = 2 + int(bool(run.opts.tile_sizes)) + int(bool(timed))
+    where = {"lock_dir": str(run.lock_dir)}
+    with contextlib.suppress(Exception):  # the jobs start their own workers when this cannot
+        warm = pool.default_pool()
+        if warm.keeps(run.device.type, run.device.index, **where):
+            warm.ahead(run.device.type, run.device.index, jobs=jobs, **where)
+
+
 def _verify_uncached(run: _Run) -> Verdict:
     device = run.device
+    _start_workers(run)
     if device.interpreter:
         too_slow = interpreter_too_slow(run.correctness, max(run.opts.timeout_s, 300.0))
         if too_slow:

@@ -87,11 +87,19 @@ def test_configs_are_pruned_by_the_device_limits() -> None:
 
 
 @pytest.mark.parametrize("name", ["elementwise_guard.py", "row_loop_two_kernels.py", "row_derived_norm.py",
-                                  "scan_rows.py", "pool_window.py"])
+                                  "scan_rows.py", "pool_window.py", "row_softmax_in_place.py"])
 def test_autotuned_candidates_verify_in_the_interpreter(name: str) -> None:
     problem = load_problem(FIXTURES / name)
     verdict = verify(problem, _tuned(name), device="cpu", options=FAST)
     assert verdict.passed, verdict.feedback()
+
+
+def test_a_kernel_that_rewrites_its_buffer_is_restored_between_benchmarked_configs() -> None:
+    """The autotuner benchmarks every config on the same arguments: an in-place softmax would
+    start the second config from the first one's output (on the H200 the attention sample's
+    autotuned softmax was a wrong answer, 2026-12-04); restore_value names the buffer."""
+    decorator = _tuned("row_softmax_in_place.py").split("@triton.jit")[0]
+    assert 'restore_value=["s_ptr"]' in decorator and "reset_to_zero" not in decorator
 
 
 def _extended(name: str, source: str | None = None):

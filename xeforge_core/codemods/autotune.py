@@ -25,8 +25,10 @@ level):
 * constexpr defaults of the tuned parameters are removed (a default on an autotuned key is a
   "conflicting meta-parameters" error, knowledge rule on autotune keys);
 * literal tile variables that are no longer used are removed;
-* pointers the kernel adds into with ``tl.atomic_*`` are listed in ``reset_to_zero`` (the
-  autotuner runs each config on the same buffers while benchmarking).
+* pointers the kernel adds into with ``tl.atomic_*`` are listed in ``reset_to_zero``, and those it
+  both loads and stores through (an in-place softmax, a scan that rewrites its input) in
+  ``restore_value``: the autotuner runs each config on the same buffers while benchmarking, so
+  without them the second config would start from the first one's output.
 
 Kernels it cannot handle are listed with the reason (tile size decided at run time, grid
 literal matching two tile sizes, several launches, already autotuned).
@@ -595,6 +597,11 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     zeroed = _atomic_params(fn)
     zeroed_text = ", ".join(json.dumps(n) for n in zeroed)
     reset_text = f"\n    reset_to_zero=[{zeroed_text}]," if zeroed else ""
+    restored = [n for n in in_place_params(fn) if n not in zeroed]
+    if restored:
+        reset_text += f"\n    restore_value=[{', '.join(json.dumps(n) for n in restored)}],"
+        kept_notes.append(f"kernel {name} loads and stores through {', '.join(restored)}: restore_value keeps "
+                          "each benchmarked config from starting on the previous one's output")
     deco_src = (f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],{prune_text}"
                 f"{reset_text}\n)\n"
                 "def _f():\n    pass\n")
@@ -603,6 +610,28 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                  grid_assign=grid_assign, host=launch.host, block_vars=list(var_for), n_configs=len(texts),
                  key=key, new_params=new_params, pruner=pruner, kind=shape.kind if shape else "gemm",
                  kept=kept_notes)
+
+
+def in_place_params(fn: cst.FunctionDef) -> list[str]:
+    """Pointer parameters the kernel adds into atomically, or both loads and stores through
+    (the bare parameter terms of the pointer sums, names defined as sums followed)."""
+    from xeforge_core.codemods.kernel_edit import TL_LOAD, TL_STORE, body_of, call_arg, calls_named, once_defs
+    from xeforge_core.codemods.memory_lift import _expanded_terms
+
+    params = {p.name.value for p in fn.params.params if not is_constexpr_param(p)}
+    defs = once_defs(body_of(fn), fn.body)
+
+    def bases(calls: list[cst.Call]) -> set[str]:
+        out: set[str] = set()
+        for c in calls:
+            ptr = call_arg(c, 0, "pointer")
+            if isinstance(ptr, cst.Name) and ptr.value in defs:
+                ptr = defs[ptr.value]
+            out |= {t.value for t in _expanded_terms(ptr, defs) if isinstance(t, cst.Name) and t.value in params}
+        return out
+
+    both = bases(calls_named(fn.body, TL_LOAD)) & bases(calls_named(fn.body, TL_STORE))
+    return sorted(set(_atomic_params(fn)) | both)
 
 
 def _atomic_params(fn: cst.FunctionDef) -> list[str]:

@@ -35,6 +35,7 @@ from typing import Any
 
 import libcst as cst
 
+from xeforge_core.codemods.autotune import in_place_params
 from xeforge_core.codemods.autotune_kinds import BLOCK_NAME, classify, prune_for_registers
 from xeforge_core.codemods.common import (
     CodemodResult,
@@ -42,7 +43,6 @@ from xeforge_core.codemods.common import (
     dotted_name,
     int_value,
     is_autotune_decorator,
-    is_constexpr_param,
     not_applicable,
     parse_kernels,
     still_parses,
@@ -128,29 +128,6 @@ def _grid_meta_keys(module: cst.Module, kernel: str) -> set[str]:
     return keys or set()
 
 
-def _in_place(fn: cst.FunctionDef) -> list[str]:
-    """Pointer parameters the kernel adds into atomically, or both loads and stores through
-    (the bare parameter terms of the pointer sums, names defined as sums followed)."""
-    from xeforge_core.codemods.autotune import _atomic_params
-    from xeforge_core.codemods.kernel_edit import TL_LOAD, TL_STORE, body_of, call_arg, calls_named, once_defs
-    from xeforge_core.codemods.memory_lift import _expanded_terms
-
-    params = {p.name.value for p in fn.params.params if not is_constexpr_param(p)}
-    defs = once_defs(body_of(fn), fn.body)
-
-    def bases(calls: list[cst.Call]) -> set[str]:
-        out: set[str] = set()
-        for c in calls:
-            ptr = call_arg(c, 0, "pointer")
-            if isinstance(ptr, cst.Name) and ptr.value in defs:
-                ptr = defs[ptr.value]
-            out |= {t.value for t in _expanded_terms(ptr, defs) if isinstance(t, cst.Name) and t.value in params}
-        return out
-
-    both = bases(calls_named(fn.body, TL_LOAD)) & bases(calls_named(fn.body, TL_STORE))
-    return sorted(set(_atomic_params(fn)) | both)
-
-
 def _space(kind: str, target: str, arch: str | None, profile: Any) -> tuple[list[dict[str, Any]], str, list[str]]:
     """The kind's configs for the target, GEMM ones pruned for the profile; the space id and the
     sentences of what was pruned."""
@@ -187,7 +164,7 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
     if any(list(c["kwargs"]) != keys and set(c["kwargs"]) != set(keys) for c in mine):
         return f"kernel {name}: its configs set different meta-parameters"
     kws = {a.keyword.value for a in call.args if a.keyword is not None}
-    touched = _in_place(fn)
+    touched = in_place_params(fn)
     if touched and not kws & {"reset_to_zero", "restore_value"}:
         return (f"kernel {name} writes into {', '.join(touched)} in place (atomics or load-and-store) without "
                 "reset_to_zero/restore_value: benchmarking more configs on the same buffers would change them")

@@ -119,6 +119,9 @@ def build_anchors(job: Mapping[str, Any], workdir: Path) -> tuple[dict[str, Call
     init = list(inputs_mod.get_init_inputs()) if hasattr(inputs_mod, "get_init_inputs") else []
     torch.manual_seed(0)
     args = _tensors_to(list(inputs_mod.get_inputs()), device)
+    cast = getattr(torch, job["dtype"]) if job.get("dtype") else None  # the problem posed at a dtype
+    if cast is not None:
+        args = [a.to(cast) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     total = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
 
     def copy() -> list[Any]:
@@ -134,9 +137,12 @@ def build_anchors(job: Mapping[str, Any], workdir: Path) -> tuple[dict[str, Call
             binding = modules.get("eager") or _import(job["inputs"], "binding", workdir, overrides)
             torch.manual_seed(0)
             reference = binding.Model(*init).to(device).eval()
+            if cast is not None:
+                reference = reference.to(cast)
             return fmt.adapt(getattr(modules[label], spec["class_name"]), reference, forward_params(binding.Model))
         torch.manual_seed(0)
-        return getattr(modules[label], spec["class_name"])(*init).to(device).eval()
+        net = getattr(modules[label], spec["class_name"])(*init).to(device).eval()
+        return net.to(cast) if cast is not None else net
 
     def bind(net: Any) -> Callable[[], Any]:
         own = copy()
@@ -193,7 +199,9 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
     ``"entry": "function"`` (a KernelAgent ``kernel_function``, bound to the problem's ``Model``
     built under the same seed, as the verifier binds it); ``overrides``
     (size constants); ``options`` (the verifier's ``warmup_ms``, ``rep_ms``, ``l2_bytes``);
-    ``compile_mode`` (``None``: no ``compiled`` anchor); ``aa`` (default true); ``lock_dir``
+    ``compile_mode`` (``None``: no ``compiled`` anchor); ``aa`` (default true); ``dtype`` (a
+    torch dtype name: the floating-point inputs and every model cast to it, the problem posed
+    at the dtype its kernels demand, as the verifier's ``--dtype``); ``lock_dir``
     and ``lock_key`` (the verifier's timing lock; without ``lock_key`` none is taken)."""
     import contextlib
     import tempfile

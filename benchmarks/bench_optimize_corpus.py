@@ -422,6 +422,16 @@ def _settings(device: str, quick: bool) -> Settings:
                     log_progress=True)
 
 
+def _harness_dtype(solution_path: Path) -> str | None:
+    """``kernel`` for a KernelAgent pair (its test harness casts the problem to the dtype its
+    kernels demand, bfloat16 in its examples: the verifier's ``--dtype kernel``), else ``None``."""
+    meta = solution_path.parent / "meta.json"
+    try:
+        return "kernel" if json.loads(meta.read_text()).get("format") == "kernelagent" else None
+    except (OSError, ValueError):
+        return None
+
+
 def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, args: argparse.Namespace,
              copy_gbps: float | None, workdir: Path) -> tuple[list[Row], list[tuple[str, str]]]:
     """Every measurement of one pair (module docstring)."""
@@ -437,12 +447,12 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     published = problem.default_variant_name()  # "module" without a spec
     sizes = [published] + ([bench] if bench != published else [])
     print(f"{name}: sizes {sizes} ({why}); the rules pipeline", flush=True)
-    settings = _settings(device.type, args.quick)
+    settings = replace(_settings(device.type, args.quick), dtype=_harness_dtype(solution_path))
     outcome = run_rules_pipeline(Job("case", name, problem), device, settings, workdir)
     applied = ",".join(outcome.applied)
     stage_notes = "; ".join(f"{s.stage}: {s.status}" for s in outcome.stages if s.status != "not_applicable")
     opts = VerifyOptions(seeds=1, distributions=["normal"], performance_variants=sizes, use_cache=False,
-                         timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms)
+                         timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms, dtype=settings.dtype)
     print(f"{name}: stages applied: {applied or 'none'}; verifying the result at {sizes}", flush=True)
     verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts,
                      on_progress=lambda m: print(f"{time.strftime('%H:%M:%S')} {name}: final: {m}", flush=True))
@@ -466,6 +476,11 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
                 f"no stage kept: the rules result is the published kernel (1.00x by identity; the verifier timed "
                 f"it against itself at {p.speedup:.3f}x [{p.speedup_low or 0:.2f}, {p.speedup_high or 0:.2f}])")
         job = anchor_job(problem, outcome.final_source, dict(var.overrides), device, opts)
+        posed = ((verdict.precision or {}).get("dtype") if any(f.rule == "dtype_specialised" for f in verdict.findings)
+                 else None)
+        if job is not None and posed:
+            job["dtype"] = posed
+            row.note = ((row.note + "; ") if row.note else "") + f"problem posed at {posed} (dtype_specialised)"
         if job is None:
             row.published_us, row.rules_us = p.baseline.median_us, p.candidate.median_us
             row.eager_us = p.reference.median_us if p.reference else None
@@ -493,17 +508,24 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     return rows, reasons
 
 
-def resumed(path: Path, header: dict[str, Any]) -> tuple[list[Row], collections.Counter, list[str], dict[str, Any]]:
+def resumed(path: Path, header: dict[str, Any], pair_timeout: float | None = None,
+            ) -> tuple[list[Row], collections.Counter, list[str], dict[str, Any]]:
     """The rows, reasons and errors of an earlier run's ``results.json`` (``--resume``), without
-    the rows of pairs it did not run (past its deadline), and ``header`` with the earlier runs'
-    device, date and versions kept under ``runs``. Raises ``SystemExit`` when the earlier run was
-    on another device (its times cannot sit in one table with these)."""
+    the rows of pairs it did not run (past its deadline) or stopped at a limit the deadline cut
+    below ``pair_timeout``, and ``header`` with the earlier runs' device, date and versions kept
+    under ``runs``. Raises ``SystemExit`` when the earlier run was on another device (its times
+    cannot sit in one table with these)."""
     data = json.loads(path.read_text())
     old = data.get("header") or {}
     if old.get("device") and old["device"] != header["device"]:
         raise SystemExit(f"{path} was measured on {old['device']}, this run is on {header['device']}: "
                          "give another --out")
-    rows = [Row(**r) for r in data.get("rows", []) if not r.get("note", "").startswith("not run")]
+    def cut(note: str) -> bool:
+        limit = re.search(r"^stopped after \d+ s \(pair limit (\d+) s\)", note)
+        return bool(limit and pair_timeout and float(limit.group(1)) < pair_timeout - 1)
+
+    rows = [Row(**r) for r in data.get("rows", []) if not r.get("note", "").startswith("not run")
+            and not cut(r.get("note", ""))]
     reasons = collections.Counter({(r["stage"], r["reason"]): r["count"] for r in data.get("reasons", [])})
     runs = [*old.get("runs", []), {k: old.get(k) for k in ("date", "versions", "copy_gbps")}]
     return rows, reasons, list(data.get("errors", [])), {**header, "runs": runs}
@@ -688,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = _pairs(args.dir, args.only, args.limit, args.samples)
     order = {name: i for i, (name, _, _) in enumerate(pairs)}
     if args.resume and (args.out / "results.json").exists():
-        rows, reasons, errors, header = resumed(args.out / "results.json", header)
+        rows, reasons, errors, header = resumed(args.out / "results.json", header, args.pair_timeout)
         done = {r.pair for r in rows}
         print(f"resuming: {len(done)} pairs already measured", flush=True)
         pairs = [p for p in pairs if p[0] not in done]

@@ -111,6 +111,8 @@ class Settings:
     deadline_s: float | None = None
     #: print every stage's progress (what it is verifying, a wait for the device lock) with the time
     log_progress: bool = False
+    #: the verifier's ``--dtype`` (``kernel``: the dtype the published kernels demand)
+    dtype: str | None = None
 
 
 def _progress_log(name: str) -> Callable[[dict[str, Any]], None]:
@@ -252,7 +254,8 @@ def verify_options(settings: Settings, performance_variants: list[str] | None) -
 
     return VerifyOptions(seeds=settings.seeds, distributions=list(settings.distributions),
                          performance_variants=performance_variants, use_cache=settings.use_cache,
-                         timeout_s=settings.timeout_s, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms)
+                         timeout_s=settings.timeout_s, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms,
+                         dtype=settings.dtype)
 
 
 def _has_module(name: str) -> bool:

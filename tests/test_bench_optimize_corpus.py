@@ -66,7 +66,8 @@ def test_pairs_run_side_by_side_keep_their_order(tmp_path):
 
 
 def test_a_resumed_run_adds_the_pairs_the_earlier_one_lacks(tmp_path):
-    """``--resume``: rows of an earlier call are kept, pairs it did not run are run now."""
+    """``--resume``: rows of an earlier call are kept, pairs it did not run (or stopped at a limit
+    its deadline cut short) are run now."""
     for name in ("a_first", "b_second"):
         _pair(tmp_path, name)
     out = tmp_path / "out"
@@ -74,10 +75,17 @@ def test_a_resumed_run_adds_the_pairs_the_earlier_one_lacks(tmp_path):
                         "--only", "b_second"]) == 0
     data = json.loads((out / "results.json").read_text())
     data["rows"].append({"pair": "a_first", "size": "-", "note": "not run: past the 1-minute deadline"})
+
     (out / "results.json").write_text(json.dumps(data))
     assert corpus.main([str(tmp_path), "--out", str(out), "--device", "cpu", "--pair-timeout", "0.5",
                         "--resume"]) == 0
     data = json.loads((out / "results.json").read_text())
     assert [r["pair"] for r in data["rows"]] == ["a_first", "b_second"]
     assert not any(r["note"].startswith("not run") for r in data["rows"])
+    # a pair the deadline cut to 30 s runs again at the 300 s limit; one stopped at 300 s does not
+    data["rows"] = [{"pair": "c_cut", "size": "-", "note": "stopped after 30 s (pair limit 30 s); last: x"},
+                    {"pair": "d_slow", "size": "-", "note": "stopped after 300 s (pair limit 300 s); last: x"}]
+    (out / "results.json").write_text(json.dumps(data))
+    rows, _, _, _ = corpus.resumed(out / "results.json", data["header"], 300.0)
+    assert [r.pair for r in rows] == ["d_slow"]
     assert len(data["header"]["runs"]) == 1

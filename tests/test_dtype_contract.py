@@ -55,3 +55,14 @@ def test_dtype_names_and_refusals():
     assert refused_dtype(both) is None  # two dtypes named: which one is not known
     shape = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="AssertionError at candidate.py:3 (`assert x.shape[1] == 4096`)")
     assert refused_dtype(shape) is None
+
+
+def test_a_published_kernel_that_demands_bfloat16_as_the_baseline_poses_the_problem_there():
+    """The optimizer's case: the published kernel is the baseline and refuses the problem's
+    float32 inputs; with ``--dtype kernel`` its rewrite is judged with the problem at bfloat16."""
+    problem = load_problem(FIX / "kernel_bf16.py", reference_path=FIX / "problem.py")
+    rewrite = (FIX / "kernel_bf16.py").read_text().replace("BLOCK=256", "BLOCK=512")
+    opts = VerifyOptions(seeds=1, distributions=["normal"], use_cache=False, timeout_s=240.0, dtype="kernel")
+    v = verify(problem, rewrite, device="cpu", options=opts)
+    assert v.kind is VerdictKind.OK, v.reason
+    assert any(f.rule == "dtype_specialised" for f in v.findings)

@@ -234,12 +234,13 @@ def dtype_refusal_finding(dtype: str, failed: Verdict) -> Finding:
 
 
 def dtype_specialised_finding(dtype: str, failed: Verdict) -> Finding:
-    """The ``dtype_specialised`` finding of a candidate checked at the dtype it demands
-    (``--dtype kernel``): right at ``dtype``, it refuses the problem's own."""
+    """The ``dtype_specialised`` finding of a verification posed at the dtype the kernels demand
+    (``--dtype kernel``): the candidate, or the baseline (a published kernel), refuses the
+    problem's own dtype."""
     first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
     return Finding("dtype_specialised", (
-        f"checked with the problem posed at {dtype}, the dtype it demands (`--dtype kernel`): at the problem's "
-        f"own dtype it raises ({first}). It is right for the problem at {dtype} only"), "warning")
+        f"checked with the problem posed at {dtype}, the dtype the kernels demand (`--dtype kernel`): at the "
+        f"problem's own dtype: {first}. The verdict holds for the problem at {dtype} only"), "warning")
 
 
 def shape_specialised_finding(variant: Any, failed: Verdict, why: str) -> Finding:

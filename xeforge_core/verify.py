@@ -911,14 +911,14 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
     finally:
         run.close()
     if opts.dtype == KERNEL_DTYPE and run.refused_dtype:
-        _say(on_progress, f"dtype: the candidate demands {run.refused_dtype}; checking the problem posed at it")
+        _say(on_progress, f"dtype: the kernels demand {run.refused_dtype}; checking the problem posed at it")
         again = verify(problem, candidate_source, device=device, options=dataclasses.replace(
             opts, dtype=run.refused_dtype, use_cache=False), on_progress=on_progress, cancel=cancel,
             run_worker=run_worker, candidate_name=candidate_name)
         if again.kind in _PASSING:
             again.findings.append(contract.dtype_specialised_finding(run.refused_dtype, verdict))
-            again.reason = (f"{again.reason} with the problem posed at {run.refused_dtype}, the dtype the candidate "
-                            "demands (see the dtype_specialised finding)")
+            again.reason = (f"{again.reason} with the problem posed at {run.refused_dtype}, the dtype the kernels "
+                            "demand (see the dtype_specialised finding)")
         else:
             again.warnings.append(f"at the problem's own dtype it raised: {(verdict.reason or '')[:300]}")
         verdict = again
@@ -1004,6 +1004,8 @@ def _verify_uncached(run: _Run) -> Verdict:
             base.warnings.insert(0, f"the problem does not run at reduced sizes ({first}); correctness is "
                                     "checked at its published sizes")
     if base.kind is not VerdictKind.OK:
+        if run.opts.dtype == KERNEL_DTYPE:  # the baseline itself demands a dtype: pose the problem there
+            run.refused_dtype = contract.refused_dtype(base)
         return _environment_verdict(base, device)
     run.check_cancel()
 

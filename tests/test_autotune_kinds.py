@@ -15,6 +15,7 @@ from xeforge_core.codemods.autotune_prune import prune_static, smem_bytes
 from xeforge_core.codemods.common import kernel_defs
 from xeforge_core.codemods.spaces import space_configs
 from xeforge_core.problem import load_problem
+from xeforge_core.verdict import VerdictKind
 from xeforge_core.verify import VerifyOptions, verify
 
 FIXTURES = Path(__file__).parent / "fixtures" / "autotune_kinds"
@@ -97,9 +98,15 @@ def test_autotuned_candidates_verify_in_the_interpreter(name: str) -> None:
 def test_a_kernel_that_rewrites_its_buffer_is_restored_between_benchmarked_configs() -> None:
     """The autotuner benchmarks every config on the same arguments: an in-place softmax would
     start the second config from the first one's output (on the H200 the attention sample's
-    autotuned softmax was a wrong answer, 2026-12-04); restore_value names the buffer."""
+    autotuned softmax was a wrong answer, 2026-12-04); restore_value names the buffer, and the
+    interpreter's first call runs every config as a GPU's benchmarking does."""
     decorator = _tuned("row_softmax_in_place.py").split("@triton.jit")[0]
     assert 'restore_value=["s_ptr"]' in decorator and "reset_to_zero" not in decorator
+    # without it, the first call's benchmarking (every config once, in the interpreter as on a GPU)
+    # leaves the buffer rewritten: a wrong answer on the first call
+    unsafe = _tuned("row_softmax_in_place.py").replace('    restore_value=["s_ptr"],\n', "")
+    verdict = verify(load_problem(FIXTURES / "row_softmax_in_place.py"), unsafe, device="cpu", options=FAST)
+    assert verdict.kind is VerdictKind.WRONG_ANSWER and "first call" in verdict.reason, verdict.reason
 
 
 def _extended(name: str, source: str | None = None):

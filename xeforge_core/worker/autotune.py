@@ -7,9 +7,14 @@ checks each config on its own: ``AutotuneRegistry.select`` narrows an autotuner 
 kernel is launched with that config's kwargs, ``num_warps`` and ``num_stages``; a callable grid
 is evaluated with the resulting META dict by Triton itself.
 
-On cpu the autotuner cannot benchmark ("0 active drivers"), so there every autotuner is always
-narrowed to one config (the first unless another is selected). On a GPU, autotuners not selected
-keep all their configs and tune as usual.
+On a GPU, autotuners not selected keep all their configs and tune as usual: the first call at
+each key runs every config on the call's own arguments while it benchmarks them, so a kernel that
+rewrites a buffer it reads, or adds into one, without ``restore_value``/``reset_to_zero`` returns
+what the last benchmarked configs left there. On cpu the autotuner cannot time anything ("0 active
+drivers"), so its first call runs every config once on those arguments, timed alike (the first
+config wins), with Triton's own pre- and post-hooks (:func:`run_once`): the same side effects a
+GPU's benchmarking has, in the interpreter. After that first call every autotuner is narrowed to
+one config (the first unless another is selected).
 """
 
 from __future__ import annotations
@@ -29,6 +34,15 @@ class TunerEntry:
     tuner: Any
     name: str
     configs: list[Any]
+    #: whether it has made its first call (on cpu: every config run once on its arguments)
+    tuned: bool = False
+
+
+def run_once(kernel_call: Any, quantiles: Any = None) -> list[float]:
+    """The autotuner's benchmark in Triton's interpreter: ``kernel_call`` (one config, with the
+    autotuner's pre- and post-hooks) run once, every config timed alike so the first wins."""
+    kernel_call()
+    return [1.0, 1.0, 1.0]
 
 
 def describe_config(name: str, config: Any) -> str:
@@ -56,7 +70,21 @@ class AutotuneRegistry:
         """Record an ``Autotuner`` created by the module under test."""
         base = getattr(tuner, "base_fn", None)
         name = getattr(base, "__name__", None) or getattr(getattr(tuner, "fn", None), "__name__", "kernel")
-        self.entries.append(TunerEntry(tuner=tuner, name=name, configs=list(tuner.configs)))
+        entry = TunerEntry(tuner=tuner, name=name, configs=list(tuner.configs))
+        self.entries.append(entry)
+        if self.interpreter:
+            tuner._do_bench = run_once
+            first_run = tuner.run
+
+            def run(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return first_run(*args, **kwargs)
+                finally:
+                    if not entry.tuned:
+                        entry.tuned = True
+                        self._apply()
+
+            tuner.run = run
         self._apply()
 
     def _apply(self) -> None:
@@ -64,7 +92,7 @@ class AutotuneRegistry:
             if i in self._selection:
                 entry.tuner.configs = [entry.configs[self._selection[i]]]
             elif self.interpreter:
-                entry.tuner.configs = [entry.configs[0]]
+                entry.tuner.configs = [entry.configs[0]] if entry.tuned else list(entry.configs)
             else:
                 entry.tuner.configs = list(entry.configs)
             entry.tuner.cache = {}

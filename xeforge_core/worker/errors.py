@@ -276,12 +276,16 @@ def classify(exc: BaseException, path: str, *, jit_functions: list | None = None
 
 
 _DUPLICATE_KW = re.compile(r"got multiple values for keyword argument '(\w+)'")
+#: The autotuner's own words for the same conflict, raised while it benchmarks its configs.
+_CONFLICTING = re.compile(r"^Conflicting meta-parameters: ([\w, ]+)\. Make sure that you don't re-define")
 
 
 def _autotune_conflict(exc: BaseException) -> str | None:
     """The keyword a launch passed that its autotuner's config also sets, when ``exc`` is the
-    ``TypeError`` that raises inside ``triton/runtime/autotuner.py``; else ``None``."""
-    match = _DUPLICATE_KW.search(str(exc)) if isinstance(exc, TypeError) else None
+    ``TypeError`` (one config) or the ``ValueError`` (while it benchmarks several) that raises
+    inside ``triton/runtime/autotuner.py``; else ``None``."""
+    match = (_DUPLICATE_KW.search(str(exc)) if isinstance(exc, TypeError)
+             else _CONFLICTING.search(str(exc)) if isinstance(exc, ValueError) else None)
     if match is None:
         return None
     frames = traceback.extract_tb(exc.__traceback__)

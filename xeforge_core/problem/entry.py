@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 
 from xeforge_core.worker import formats
-from xeforge_core.worker.astutil import dotted_name
+from xeforge_core.worker.astutil import dotted_name, name_closure
 from xeforge_core.worker.astutil import parse as parse_python
 
 
@@ -213,17 +213,9 @@ def kernels_reached(source: str, class_name: str = "Model") -> list[str] | None:
             roots |= _names_in(stmt)
     if class_name not in defs:
         return None
-    seen: set[str] = set()
-    reached: list[ast.AST] = []
-    todo = [class_name, *sorted(roots)]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for node in defs.get(name, []):
-            reached.append(node)
-            todo += [n for n in _names_in(node) if n in defs and n not in seen]
+    seen = name_closure([class_name, *sorted(roots)],
+                        lambda name: {n for node in defs.get(name, []) for n in _names_in(node) if n in defs})
+    reached = [node for name in seen for node in defs.get(name, [])]
     nested = {n.name for node in reached for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     kernels = _jit_functions(tree)
     lines = {name: getattr(node, "lineno", 0) for name, node in kernels.items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import threading
+from collections.abc import Callable, Iterable
 
 _PARSE_LOCK = threading.Lock()
 
@@ -30,3 +31,17 @@ def dotted_name(node: ast.AST) -> str:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return ""
+
+
+def name_closure(roots: Iterable[str], refers: Callable[[str], Iterable[str]]) -> set[str]:
+    """Every name reachable from ``roots`` (included) by following ``refers(name)``, the names a
+    definition refers to: what a model's methods or a kernel's body reach, transitively."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [n for n in refers(name) if n not in seen]
+    return seen

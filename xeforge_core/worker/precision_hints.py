@@ -28,6 +28,8 @@ from __future__ import annotations
 import ast
 import textwrap
 
+from xeforge_core.worker.astutil import name_closure
+
 #: Values of ``tl.dot``'s ``input_precision`` that multiply float32 operands in TF32 (Triton's
 #: ``tl.dot`` documentation: "tf32", "tf32x3" and "ieee"; the default on NVIDIA is "tf32").
 _TF32_PRECISIONS = ("tf32", "tf32x3")
@@ -209,18 +211,13 @@ def jit_reached(tree: ast.Module, roots: set[str], jit: set[str]) -> set[str]:
     """The ``@triton.jit`` functions (names in ``jit``) that the kernels ``roots`` reach: the
     roots and every jit function their bodies name, transitively."""
     defs = {fn.name: fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef) and fn.name in jit}
-    seen: set[str] = set()
-    todo = [r for r in roots if r in defs]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for node in ast.walk(defs[name]):
-            ref = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-            if ref in defs and ref not in seen:
-                todo.append(ref)
-    return seen
+
+    def refers(name: str) -> set[str]:
+        return {ref for node in ast.walk(defs[name])
+                if (ref := node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                    else None) in defs}
+
+    return name_closure((r for r in roots if r in defs), refers)
 
 
 def precision_hints(tree: ast.Module, kernels: set[str], dtype: str | None) -> dict[str, list[str]]:

@@ -175,6 +175,7 @@ def _our_verdict(kernel: dict[str, Any], candidate: Path | None, device: Any, op
     return {"kind": v.kind.value, "reason": (v.reason or "").splitlines()[0][:300] if v.reason else "",
             "launched": launched,
             "seconds": round(time.monotonic() - start, 2),
+            "steps_s": {s.name: round(s.seconds, 2) for s in v.steps if s.seconds},
             "variants": sorted({r.variant for r in v.correctness}),
             "offered": offered_allowances(v.findings) if v.kind.value == "wrong_answer" else [],
             "findings": [{"rule": f.rule, "severity": f.severity, "line": f.line, "message": f.message[:300]}
@@ -367,14 +368,19 @@ def main(argv: list[str] | None = None) -> int:
     def ours(key: str, table: str, kernel: dict[str, Any], candidate: Path | None) -> None:
         if settled(getattr(run, table).get(key, {}).get("ours")):
             return
-        print(f"[ours] {key}", flush=True)
-        run.update(table, key, "ours", our_verdict(kernel, candidate, device, kernel_opts(kernel["id"])))
+        print(f"[ours] {key}: started", flush=True)
+        row = our_verdict(kernel, candidate, device, kernel_opts(kernel["id"]))
+        run.update(table, key, "ours", row)
+        print(f"[ours] {key}: {row['kind']} in {row.get('seconds', 0):.0f} s {row.get('steps_s', {})}", flush=True)
 
     def kb(key: str, table: str, pair_dir: Path) -> None:
         if kb_src is None or kb_settled(getattr(run, table).get(key, {}).get("kb")):
             return
-        print(f"[kernelbench] {key}", flush=True)
-        run.update(table, key, "kb", kb_verdict(pair_dir, kb_src, args.kb_trials, args.timeout))
+        print(f"[kernelbench] {key}: started", flush=True)
+        got = kb_verdict(pair_dir, kb_src, args.kb_trials, args.timeout)
+        run.update(table, key, "kb", got)
+        print(f"[kernelbench] {key}: done ({'correct' if got.get('correctness') else got.get('error') or 'refused'})"[:200],
+              flush=True)
 
     # 1. the unmodified kernels (both tools at once: neither times anything)
     _both(args, [lambda k=k: ours(k["id"], "originals", k, None) for k in chosen],

@@ -24,5 +24,5 @@ PYTHONUNBUFFERED=1 timeout "$LIMIT" python3 benchmarks/bench_mutants.py corpus \
 echo "exit $?" >> "$OUT/mutants.log"
 tar czf "$OUT/mutants-state.tgz" --exclude=cache $RUN
 cp $RUN/mutants.md $RUN/mutants.csv $RUN/mutants.json "$OUT/" 2>/dev/null
-echo "ours: $(grep -c '^\[ours' "$OUT/mutants.log") kernelbench: $(grep -c '^\[kernelbench\]' "$OUT/mutants.log")"
+echo "verdicts this call, ours: $(grep -c '^\[ours\] .* in [0-9]* s' "$OUT/mutants.log") kernelbench: $(grep -c '^\[kernelbench\] .*: done' "$OUT/mutants.log")"
 tail -3 "$OUT/mutants.log"

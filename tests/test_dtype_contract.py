@@ -42,11 +42,25 @@ def test_a_wrong_kernel_posed_at_its_dtype_is_still_wrong():
     assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
 
 
+def test_a_named_dtype_is_said_and_another_one_the_kernel_demands_is_named():
+    right = _verify("kernel_bf16.py", dtype="bf16")
+    assert right.kind is VerdictKind.OK and right.reason.endswith("posed at bfloat16 (--dtype bfloat16)"), right.reason
+    assert [f.severity for f in right.findings if f.rule == "dtype_posed"] == ["info"]
+    other = _verify("kernel_bf16.py", dtype="float16")
+    assert other.kind is VerdictKind.RUNTIME_ERROR and "--dtype bfloat16" in other.reason, other.reason
+    assert any(f.rule == "dtype_refusal" for f in other.findings)
+
+
 def test_dtype_names_and_refusals():
     assert normalised_dtype("bf16") == "bfloat16" and normalised_dtype("torch.float16") == "float16"
     assert normalised_dtype(None) is None and normalised_dtype("Kernel") == "kernel"
+    assert normalised_dtype("float") == "float32" and normalised_dtype("torch.double") == "float64"
     with pytest.raises(ValueError, match="did you mean 'bfloat16'"):
         normalised_dtype("bfloat61")
+    with pytest.raises(ValueError, match="did you mean 'float32'"):
+        normalised_dtype("f32")
+    with pytest.raises(ValueError, match="not a floating-point dtype"):
+        normalised_dtype(" ")
     raised = Verdict(kind=VerdictKind.RUNTIME_ERROR,
                      reason="AssertionError while making the first call at candidate.py:9 "
                             "(`assert x.dtype == torch.float16`)")

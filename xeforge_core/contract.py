@@ -207,17 +207,18 @@ _LOW_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
 _DTYPE_WORD = re.compile(r"\b(?:torch\.)?(bfloat16|bf16|float16|half|fp16)\b", re.IGNORECASE)
 
 
-def refused_dtype(verdict: Verdict) -> str | None:
+def refused_dtype(verdict: Verdict, given: str | None = None) -> str | None:
     """The one lower-precision dtype (``bfloat16``, ``float16``) a candidate that raised on the
     problem's inputs demands, or ``None``: a ``runtime_error`` whose error names exactly one such
-    dtype, in its message or in the quoted line that raised when that line tests a ``dtype``."""
+    dtype besides ``given`` (the dtype the problem was posed at, which a message names as what it
+    got), in its message or in the quoted line that raised when that line tests a ``dtype``."""
     if verdict.kind is not VerdictKind.RUNTIME_ERROR:
         return None
     message = error_message(verdict)
     quoted = " ".join(_QUOTED.findall(verdict.reason or ""))
-    named = {_LOW_DTYPES[m.lower()] for m in _DTYPE_WORD.findall(message)}
+    named = {_LOW_DTYPES[m.lower()] for m in _DTYPE_WORD.findall(message)} - {given}
     if not named and "dtype" in quoted:
-        named = {_LOW_DTYPES[m.lower()] for m in _DTYPE_WORD.findall(quoted)}
+        named = {_LOW_DTYPES[m.lower()] for m in _DTYPE_WORD.findall(quoted)} - {given}
     return named.pop() if len(named) == 1 else None
 
 

@@ -242,17 +242,26 @@ ProgressFn = Callable[[str], None]
 
 #: ``VerifyOptions.dtype`` names: the floating-point dtypes a problem may be posed at, with the
 #: short names kernels and harnesses use for them.
-DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
-          "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "fp64": "float64"}
+DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "float16": "float16", "fp16": "float16",
+          "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "fp64": "float64",
+          "double": "float64"}
 #: ``VerifyOptions.dtype`` that poses the problem at the dtype a candidate demands when it refuses
 #: the problem's own (``xeforge_core.contract.refused_dtype``).
 KERNEL_DTYPE = "kernel"
 
 
+def _posed_suffix(dtype: str) -> str:
+    """What a passing verdict's reason adds when the problem was posed at ``dtype``."""
+    return f" with the problem posed at {dtype} (--dtype {dtype})"
+
+
 def normalised_dtype(name: str | None) -> str | None:
     """``VerifyOptions.dtype`` as the verifier uses it: a torch dtype name of :data:`DTYPES`,
-    :data:`KERNEL_DTYPE` or ``None``. Raises ``ValueError`` naming the nearest valid name."""
-    if name is None or str(name).strip() == "":
+    :data:`KERNEL_DTYPE` or ``None`` (``None`` only: a blank name is an error). Names are read
+    in any case, with or without ``torch.``, and torch's aliases (``float``, ``half``,
+    ``double``) and the short ones (``fp32``, ``bf16``...) stand for their dtype. Raises
+    ``ValueError`` naming the nearest valid name."""
+    if name is None:
         return None
     key = str(name).strip().lower().removeprefix("torch.")
     if key == KERNEL_DTYPE:
@@ -260,8 +269,9 @@ def normalised_dtype(name: str | None) -> str | None:
     if key not in DTYPES:
         close = difflib.get_close_matches(key, [*DTYPES, KERNEL_DTYPE], n=1, cutoff=0.5)
         raise ValueError(f"--dtype {name!r} is not a floating-point dtype the problem can be posed at (known: "
-                         f"float32, float16, bfloat16, float64, {KERNEL_DTYPE})"
-                         + (f"; did you mean {close[0]!r}?" if close else ""))
+                         f"float32, float16, bfloat16, float64, {KERNEL_DTYPE}; also fp32, bf16, fp16, half, fp64, "
+                         "float, double, any case, with or without torch.)"
+                         + (f"; did you mean {DTYPES.get(close[0], close[0])!r}?" if close else ""))
     return DTYPES[key]
 
 
@@ -915,6 +925,8 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
         again = verify(problem, candidate_source, device=device, options=dataclasses.replace(
             opts, dtype=run.refused_dtype, use_cache=False), on_progress=on_progress, cancel=cancel,
             run_worker=run_worker, candidate_name=candidate_name)
+        again.findings = [f for f in again.findings if f.rule != "dtype_posed"]
+        again.reason = (again.reason or "").replace(_posed_suffix(run.refused_dtype), "")
         if again.kind in _PASSING:
             again.findings.append(contract.dtype_specialised_finding(run.refused_dtype, verdict))
             again.reason = (f"{again.reason} with the problem posed at {run.refused_dtype}, the dtype the kernels "
@@ -922,6 +934,12 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
         else:
             again.warnings.append(f"at the problem's own dtype it raised: {(verdict.reason or '')[:300]}")
         verdict = again
+    elif opts.dtype not in (None, KERNEL_DTYPE):
+        verdict.findings.append(Finding("dtype_posed", (
+            f"the problem was posed at {opts.dtype} (`--dtype {opts.dtype}`): its model and floating-point inputs "
+            "cast from their own dtypes, the truth still float64"), "info"))
+        if verdict.kind in _PASSING:
+            verdict.reason = f"{verdict.reason}{_posed_suffix(opts.dtype)}"
     verdict.seconds = time.monotonic() - start
     verdict.device = dict(device.fingerprint)
     verdict.warnings = list(dict.fromkeys(device.warnings + verdict.warnings))
@@ -1028,10 +1046,11 @@ def _verify_uncached(run: _Run) -> Verdict:
                                  line=d.get("line")) for d in run.lints if (d["rule"], d.get("line")) not in seen]
     if verdict.kind in _PASSING and probe is not None:
         verdict = _check_grid_coverage(run, verdict)
-    run.refused_dtype = contract.refused_dtype(verdict) if run.opts.dtype in (None, KERNEL_DTYPE) else None
+    run.refused_dtype = contract.refused_dtype(
+        verdict, given=run.opts.dtype if run.opts.dtype != KERNEL_DTYPE else None)
     if run.refused_dtype:  # a dtype the candidate demands, not a size: no published-size check
         verdict.findings.append(contract.dtype_refusal_finding(run.refused_dtype, verdict))
-        if run.opts.dtype is None:
+        if run.opts.dtype != KERNEL_DTYPE:
             verdict.reason = (f"{verdict.reason}\n(it demands {run.refused_dtype}: `--dtype {run.refused_dtype}` "
                               "poses the problem at it; see the dtype_refusal finding)")
     elif verdict.kind not in _PASSING:

@@ -100,11 +100,13 @@ def add_verification_arguments(p: argparse.ArgumentParser) -> None:
                         + ". Default: none (a float32 problem is held to float32 against a float64 truth); "
                           "a spec's 'allow:' list adds to these")
     p.add_argument("--dtype", metavar="DTYPE", type=_dtype, default=None,
-                   help="pose the problem at this floating-point dtype (float32, float16, bfloat16, float64): "
+                   help="pose the problem at this floating-point dtype (float32, float16, bfloat16, float64; "
+                        "also half, float, double, fp32, bf16, fp16, fp64, any case): "
                         "its model and floating-point inputs cast, as KernelBench's evaluation does with its "
                         "precision and KernelAgent's test harness with its dtype; the truth stays float64. "
                         "'kernel': the dtype a candidate demands when it refuses the problem's own (the verdict "
-                        "then says so, dtype_specialised). Default: the problem's own dtypes")
+                        "then says so, dtype_specialised; a candidate that accepts the problem's own keeps it). "
+                        "Default: the problem's own dtypes")
 
 
 def _dtype(text: str) -> str | None:

@@ -14,9 +14,13 @@ tile with ``desc.load([offset0, offset1])`` (``.T`` when the contiguous dim was 
 axis). Out-of-bounds rows and columns come back as zeros, which is what the mask and
 ``other=0`` gave. On Hopper the load is one TMA copy into shared memory, pipelined across the
 loop's stages; on Xe a 2-D block read (knowledge rules ``block_io_for_dot_operands``,
-``descriptor_no_boundary_check``). Requirements the codemod cannot check statically are checked
-by the verifier: 16-byte aligned row strides (a fp16 row a multiple of 8 elements), which the
-descriptor asserts at run time. Device-side descriptors need global scratch memory on NVIDIA
+``descriptor_no_boundary_check``). A descriptor needs every operand's base address and
+non-unit strides to be multiples of 16 bytes (a fp16 row a multiple of 8 elements): Triton's
+interpreter asserts it, and on the H200 a device-built descriptor over a 37-column fp16 operand
+read wrong tiles without a word (2026-12-04). So the rewritten kernel is a second kernel,
+``<kernel>_descriptor``, and the launch picks it only where ``_descriptor_aligned`` holds for
+the operands the descriptors read; elsewhere the original kernel's pointer loads run, and the
+module is right at every shape. Device-side descriptors need global scratch memory on NVIDIA
 (Triton >= 3.3): the launch first gives Triton an allocator on the operands' device.
 
 Applies only where the installed Triton has tensor descriptors (probed, FACTS.md: Triton 3.9
@@ -56,11 +60,21 @@ from xeforge_core.codemods.kernel_edit import (
     pointer_terms,
     read_names,
     simple_assign,
+    walk,
 )
 from xeforge_core.codemods.registry import CodemodSettings, register
 
 NAME = "block_pointers"
 ALLOC_HELPER = "_descriptor_scratch"
+ALIGNED_HELPER = "_descriptor_aligned"
+_ALIGNED_SRC = f"""
+
+def {ALIGNED_HELPER}(*tensors):
+    \"\"\"Whether every tensor can back a tensor descriptor: its base address and each stride but
+    the unit one a multiple of 16 bytes (NVIDIA's TMA and Xe's 2-D block reads need it).\"\"\"
+    return all(t.data_ptr() % 16 == 0 and all(s * t.element_size() % 16 == 0 for s in t.stride() if s != 1)
+               for t in tensors)
+"""
 _HELPER_SRC = f'''
 
 def {ALLOC_HELPER}(tensor):
@@ -359,6 +373,53 @@ def _operand(call: cst.Call, local: dict[str, cst.BaseExpression], defs: dict[st
     return stmt, parse_expr(load), note
 
 
+def _descriptor_bases(fn: cst.FunctionDef) -> list[str]:
+    """The pointer parameters ``fn``'s ``tl.make_tensor_descriptor`` calls read, in order."""
+    out: list[str] = []
+    for call in calls_named(fn.body, {"tl.make_tensor_descriptor"}):
+        base = call_arg(call, 0, "base")
+        if isinstance(base, cst.Name) and base.value not in out:
+            out.append(base.value)
+    return out
+
+
+def _own_grid(host: cst.FunctionDef, launch: Any) -> tuple[cst.BaseExpression | None, cst.SimpleStatementLine | None]:
+    """The launch's grid as an expression each of the two launches can own, and the assignment
+    it came from: a grid name assigned once in the host function and read by this launch only
+    (``grid = (cdiv(m, BLOCK_M), ...)``) is inlined, so the autotuning stage can still rewrite
+    each launch's grid; ``(None, None)`` where it stays as it is."""
+    grid = launch.grid
+    if not isinstance(grid, cst.Name):
+        return None, None
+    found = [(st, a[1]) for st in block_stmts(host.body) if (a := simple_assign(st)) is not None and a[0] == grid.value]
+    uses = sum(1 for n in walk(host.body) if isinstance(n, cst.Name) and n.value == grid.value)
+    if len(found) != 1 or uses != 2:  # its one assignment and this launch
+        return None, None
+    return found[0][1], found[0][0]
+
+
+def _dispatch(launch: Any, twin: str, operands: list[cst.BaseExpression], grid: cst.BaseExpression | None) -> cst.If:
+    """``if _descriptor_aligned(operands): twin[grid](...)`` else the original launch, each
+    with its own copy of ``grid`` when given."""
+
+    class _Launch(cst.CSTTransformer):
+        def __init__(self, kernel: str) -> None:
+            super().__init__()
+            self.kernel = kernel
+
+        def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.Subscript:
+            if isinstance(updated.value, cst.Name) and updated.value.value == launch.kernel:
+                updated = updated.with_changes(value=cst.Name(self.kernel))
+                if grid is not None:
+                    updated = updated.with_changes(slice=[cst.SubscriptElement(cst.Index(grid))])
+            return updated
+
+    original = launch.stmt.with_changes(leading_lines=[])
+    test = cst.parse_expression(f"{ALIGNED_HELPER}({', '.join(code_of(o) for o in operands)})")
+    return cst.If(test=test, body=cst.IndentedBlock(body=[original.visit(_Launch(twin))]),
+                  orelse=cst.Else(body=cst.IndentedBlock(body=[original.visit(_Launch(launch.kernel))])))
+
+
 def use_descriptors(source: str, *, target: str = "xpu", **_: Any) -> CodemodResult:
     """Apply the tensor-descriptor rewrite (module docstring) to ``source``.
 
@@ -395,15 +456,29 @@ def use_descriptors(source: str, *, target: str = "xpu", **_: Any) -> CodemodRes
             if tensor is None:
                 reasons.append(f"kernel {lc.kernel}: no tensor argument to find the device from")
                 continue
-            kernel_edits[lc.kernel] = new_fn
+            bases = _descriptor_bases(new_fn)
+            operands = [lc.bound[b].value for b in bases if b in lc.bound]
+            if not operands or len(operands) != len(bases):
+                reasons.append(f"kernel {lc.kernel}: the launch does not pass every operand a descriptor reads")
+                continue
+            twin = fresh_name(f"{lc.kernel}_descriptor", all_names(module))
+            kernel_edits[lc.kernel] = cst.FlattenSentinel([  # type: ignore[assignment]
+                kernels[lc.kernel], new_fn.with_changes(name=cst.Name(twin), leading_lines=[cst.EmptyLine()] * 2)])
+            grid, grid_stmt = _own_grid(fn, lc)
+            if grid_stmt is not None:
+                stmt_edits[id(grid_stmt)] = cst.RemoveFromParent()
             stmt_edits[id(lc.stmt)] = cst.FlattenSentinel([
                 cst.parse_statement(f"{ALLOC_HELPER}({code_of(tensor)})").with_changes(leading_lines=lc.stmt.leading_lines),
-                lc.stmt.with_changes(leading_lines=[])])
+                _dispatch(lc, twin, operands, grid)])
             notes.extend(f"kernel {lc.kernel}: {n}" for n in knotes)
+            notes.append(f"kernel {lc.kernel}: the descriptor version is {twin}, launched where "
+                         f"{ALIGNED_HELPER}({', '.join(code_of(o) for o in operands)}) holds (16-byte aligned "
+                         f"operands); {lc.kernel}'s pointer loads run elsewhere")
     if not kernel_edits:
         return not_applicable(NAME, source, "; ".join(dict.fromkeys(reasons)) or "no dot operand to rewrite")
 
     module = insert_before_kernels(module.visit(Edits(kernel_edits, stmt_edits)), _HELPER_SRC, ALLOC_HELPER)
+    module = insert_before_kernels(module, _ALIGNED_SRC, ALIGNED_HELPER)
     code = module.code
     error = still_parses(code)
     if error:

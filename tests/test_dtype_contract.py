@@ -17,10 +17,10 @@ from xeforge_core.verify import VerifyOptions, normalised_dtype, verify
 FIX = Path(__file__).parent / "fixtures" / "dtypes"
 
 
-def _verify(kernel: str, **options) -> Verdict:
+def _verify(kernel: str, source: str | None = None, **options) -> Verdict:
     problem = load_problem(FIX / "problem.py")
     opts = VerifyOptions(seeds=1, distributions=["normal"], use_cache=False, timeout_s=240.0, **options)
-    return verify(problem, (FIX / kernel).read_text(), device="cpu", options=opts)
+    return verify(problem, source or (FIX / kernel).read_text(), device="cpu", options=opts)
 
 
 def test_a_kernel_that_demands_bfloat16_is_told_the_option_that_poses_the_problem_there():
@@ -38,7 +38,8 @@ def test_posed_at_the_dtype_it_demands_it_is_ok_and_says_so():
 
 
 def test_a_wrong_kernel_posed_at_its_dtype_is_still_wrong():
-    v = _verify("kernel_bf16_wrong.py", dtype="bfloat16")
+    wrong = (FIX / "kernel_bf16.py").read_text().replace("1.0 + tl.abs(x)", "1.0 + tl.abs(x) * 0.9")
+    v = _verify("kernel_bf16.py", wrong, dtype="bfloat16")
     assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
 
 

@@ -81,3 +81,10 @@ def test_a_published_kernel_that_demands_bfloat16_as_the_baseline_poses_the_prob
     v = verify(problem, rewrite, device="cpu", options=opts)
     assert v.kind is VerdictKind.OK, v.reason
     assert any(f.rule == "dtype_specialised" for f in v.findings)
+
+
+def test_a_published_baseline_that_demands_bfloat16_is_told_the_option():
+    problem = load_problem(FIX / "kernel_bf16.py", reference_path=FIX / "problem.py")
+    source = (FIX / "kernel_bf16.py").read_text().replace("BLOCK=256", "BLOCK=512")
+    v = verify(problem, source, device="cpu", options=VerifyOptions(seeds=1, distributions=["normal"], use_cache=False))
+    assert v.kind is VerdictKind.ENVIRONMENT and "--dtype kernel" in v.reason, v.reason

@@ -137,7 +137,8 @@ class DeviceLock:
                     raise
             if not queued[0]:
                 queued[0] = True
-                message = (f"queued: another verification is timing on {self.device_key}"
+                doing = "timing" if self.shared else "timing or running kernels"
+                message = (f"queued: another verification is {doing} on {self.device_key}"
                            f"{self._holder()}; waiting for it to finish")
                 _append_event(self.progress_path, "queued", message)
                 if self.on_queued is not None:

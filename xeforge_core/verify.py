@@ -184,8 +184,11 @@ class VerifyOptions:
             harness with its ``dtype`` (bfloat16 in its examples); the float64 truth then
             calibrates the tolerance at that dtype. ``None``: the problem's own dtypes. A
             candidate that refuses the problem's dtype, naming one it accepts, is told so in its
-            verdict with the option that poses the problem at that dtype (``dtype_refusal``).
-            Raises ``ValueError`` at ``verify`` for another name.
+            verdict with the option that poses the problem at that dtype (``dtype_refusal``);
+            ``kernel``: the problem is posed at the dtype the candidate, or the baseline (a
+            published kernel), demands when it refuses the problem's own (``dtype_specialised``).
+            Names are read as :func:`normalised_dtype` reads them; it raises ``ValueError`` at
+            ``verify`` for another name.
         memcheck: after a candidate matched the truth, run one more correctness call of it under
             the device's memory checker (``xeforge_core.memcheck``: compute-sanitizer's memcheck
             on cuda, the interpreter's bounds check on cpu) and make each invalid access a
@@ -1022,9 +1025,14 @@ def _verify_uncached(run: _Run) -> Verdict:
             base.warnings.insert(0, f"the problem does not run at reduced sizes ({first}); correctness is "
                                     "checked at its published sizes")
     if base.kind is not VerdictKind.OK:
+        demanded = contract.refused_dtype(base, given=run.opts.dtype if run.opts.dtype != KERNEL_DTYPE else None)
         if run.opts.dtype == KERNEL_DTYPE:  # the baseline itself demands a dtype: pose the problem there
-            run.refused_dtype = contract.refused_dtype(base)
-        return _environment_verdict(base, device)
+            run.refused_dtype = demanded
+        env = _environment_verdict(base, device)
+        if demanded and run.opts.dtype != KERNEL_DTYPE:
+            env.reason += (f"\n(the baseline demands {demanded}: `--dtype {demanded}` or `--dtype kernel` poses the "
+                           "problem at it)")
+        return env
     run.check_cancel()
 
     cand_dir = runner.new_job_dir("xeforge-candidate-")

@@ -63,6 +63,9 @@ class AutotuneRegistry:
 
     def __init__(self, interpreter: bool) -> None:
         self.interpreter = interpreter
+        #: run every config on the first call, as a GPU's benchmarking does (cpu, unless a caller
+        #: chooses each config itself: :meth:`narrow_always`)
+        self.benchmark_first_call = interpreter
         self.entries: list[TunerEntry] = []
         self._selection: dict[int, int] = {}
 
@@ -92,15 +95,18 @@ class AutotuneRegistry:
             if i in self._selection:
                 entry.tuner.configs = [entry.configs[self._selection[i]]]
             elif self.interpreter:
-                entry.tuner.configs = [entry.configs[0]] if entry.tuned else list(entry.configs)
+                first = self.benchmark_first_call and not entry.tuned
+                entry.tuner.configs = list(entry.configs) if first else [entry.configs[0]]
             else:
                 entry.tuner.configs = list(entry.configs)
             entry.tuner.cache = {}
 
     def narrow_always(self) -> None:
         """From now on narrow every autotuner to one config (the first unless another is
-        selected), as on cpu: for callers that choose each config themselves."""
+        selected), as on cpu, without a first call that runs them all: for callers that choose
+        each config themselves."""
         self.interpreter = True
+        self.benchmark_first_call = False
         self._apply()
 
     def variants(self) -> list[tuple[int, int, str]]:

@@ -201,10 +201,14 @@ def interpreter_seconds(problem: Any, calls: int) -> float | None:
     return calls * elements / INTERPRETER_ELEMENTS_PER_S
 
 
+#: The floating-point dtypes a problem may be posed at (``--dtype``), with the short names and
+#: torch's aliases kernels and harnesses use for them.
+DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "float16": "float16", "fp16": "float16",
+          "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "fp64": "float64",
+          "double": "float64"}
 #: Lower-precision floating dtypes a kernel may demand, by the names code and messages use.
-_LOW_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "half": "float16",
-               "fp16": "float16"}
-_DTYPE_WORD = re.compile(r"\b(?:torch\.)?(bfloat16|bf16|float16|half|fp16)\b", re.IGNORECASE)
+_LOW_DTYPES = {name: dtype for name, dtype in DTYPES.items() if dtype in ("bfloat16", "float16")}
+_DTYPE_WORD = re.compile(rf"\b(?:torch\.)?({'|'.join(_LOW_DTYPES)})\b", re.IGNORECASE)
 
 
 def refused_dtype(verdict: Verdict, given: str | None = None) -> str | None:

@@ -243,11 +243,8 @@ class VerifyOptions:
 
 ProgressFn = Callable[[str], None]
 
-#: ``VerifyOptions.dtype`` names: the floating-point dtypes a problem may be posed at, with the
-#: short names kernels and harnesses use for them.
-DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "float16": "float16", "fp16": "float16",
-          "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "fp64": "float64",
-          "double": "float64"}
+#: ``VerifyOptions.dtype`` names (``contract.DTYPES``).
+DTYPES = contract.DTYPES
 #: ``VerifyOptions.dtype`` that poses the problem at the dtype a candidate demands when it refuses
 #: the problem's own (``xeforge_core.contract.refused_dtype``).
 KERNEL_DTYPE = "kernel"

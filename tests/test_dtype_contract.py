@@ -67,7 +67,8 @@ def test_dtype_names_and_refusals():
                             "(`assert x.dtype == torch.float16`)")
     assert refused_dtype(raised) == "float16"
     both = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="TypeError: expected float16 or bfloat16 inputs")
-    assert refused_dtype(both) is None  # two dtypes named: which one is not known
+    assert refused_dtype(both) == "bfloat16"  # either accepted: the one with float32's range
+    assert refused_dtype(both, given="bfloat16") == "float16"  # posed at bfloat16 and still refused
     shape = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="AssertionError at candidate.py:3 (`assert x.shape[1] == 4096`)")
     assert refused_dtype(shape) is None
 

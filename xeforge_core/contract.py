@@ -212,10 +212,13 @@ _DTYPE_WORD = re.compile(rf"\b(?:torch\.)?({'|'.join(_LOW_DTYPES)})\b", re.IGNOR
 
 
 def refused_dtype(verdict: Verdict, given: str | None = None) -> str | None:
-    """The one lower-precision dtype (``bfloat16``, ``float16``) a candidate that raised on the
-    problem's inputs demands, or ``None``: a ``runtime_error`` whose error names exactly one such
-    dtype besides ``given`` (the dtype the problem was posed at, which a message names as what it
-    got), in its message or in the quoted line that raised when that line tests a ``dtype``."""
+    """The lower-precision dtype (``bfloat16``, ``float16``) a candidate that raised on the
+    problem's inputs demands, or ``None``: a ``runtime_error`` whose error names such a dtype
+    besides ``given`` (the dtype the problem was posed at, which a message names as what it got),
+    in its message or in the quoted line that raised when that line tests a ``dtype``. A kernel
+    that names both (``Supported dtypes: float16 and bfloat16``) is posed at ``bfloat16``: its
+    exponent range is float32's, so a problem's float32 values stay finite there, where float16
+    overflows past 65504 (KernelAgent's harness casts to bfloat16 for the same reason)."""
     if verdict.kind is not VerdictKind.RUNTIME_ERROR:
         return None
     message = error_message(verdict)
@@ -223,6 +226,8 @@ def refused_dtype(verdict: Verdict, given: str | None = None) -> str | None:
     named = {_LOW_DTYPES[m.lower()] for m in _DTYPE_WORD.findall(message)} - {given}
     if not named and "dtype" in quoted:
         named = {_LOW_DTYPES[m.lower()] for m in _DTYPE_WORD.findall(quoted)} - {given}
+    if named == {"bfloat16", "float16"}:
+        return "bfloat16"
     return named.pop() if len(named) == 1 else None
 
 

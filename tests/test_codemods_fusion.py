@@ -128,7 +128,7 @@ def test_fusion_says_why_it_leaves_kernels_alone(xeforge_cases: Path) -> None:
     assert not rowsum.changed and "does not run over the whole width of tmp" in rowsum.reason
     assert "reduction across the producer's tiles" in rowsum.reason  # the elementwise epilogue step's reason
     attn = fuse(_sample("13_flash_attention_fwd"))
-    assert not attn.changed and "scores is also used after" in attn.reason
+    assert attn.changed and any("online softmax" in n for n in attn.notes)  # test_codemods_fusion_attention.py
     single = fuse(_sample("01_vector_add"))
     assert not single.changed and "no two consecutive launches share a launch grid" in single.reason
     ported = port_source((xeforge_cases / "84_Gemm_BatchNorm_Scaling_Softmax.py").read_text()).source

@@ -1,7 +1,10 @@
 """fusion codemod: fewer launches, and intermediates that never reach global memory.
 
-Three rewrites, tried in this order on every host function, each as often as it applies:
+Five rewrites, tried in this order on every host function, each as often as it applies:
 
+0. **Materialised attention** (:mod:`xeforge_core.codemods.fusion_attention`): a score kernel
+   (``Q K^T``), a row softmax and a ``P V`` kernel that pass the ``Sq x Sk`` scores through
+   global memory become one online-softmax kernel that keeps them on the chip.
 1. **Same-grid chains** (:mod:`xeforge_core.codemods.fusion_chain`): consecutive launches with
    the same grid (a multi-pass softmax or normalisation over rows, an elementwise chain over
    flat blocks) become one kernel; the tensors they exchange become locals or are recomputed.
@@ -34,6 +37,7 @@ from xeforge_core.codemods.common import (
     parse_kernels,
     still_parses,
 )
+from xeforge_core.codemods.fusion_attention import attention_step
 from xeforge_core.codemods.fusion_batch import batch_step
 from xeforge_core.codemods.fusion_chain import ChainPlan, FusionError, launch_args, plan_chain
 from xeforge_core.codemods.fusion_epilogue import epilogue_step
@@ -231,7 +235,7 @@ def _chain_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tupl
 
 
 def _steps() -> list[tuple[str, Step]]:
-    return [("same-grid chains", _chain_step), ("epilogues", epilogue_step), ("row-sum epilogues", reduction_step),
+    return [("materialised attention", attention_step), ("same-grid chains", _chain_step), ("epilogues", epilogue_step), ("row-sum epilogues", reduction_step),
             ("launch batching", batch_step)]
 
 

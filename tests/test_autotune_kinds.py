@@ -149,3 +149,31 @@ def test_extended_candidates_verify_in_the_interpreter(name: str) -> None:
     problem = load_problem(FIXTURES / name)
     verdict = verify(problem, _extended(name).source, device="cpu", options=FAST)
     assert verdict.passed, verdict.feedback()
+
+
+def _configs_elsewhere(form: str) -> str:
+    """The elementwise fixture with its configs in a module-level function or name, as
+    KernelAgent's and KernelBench's published GEMMs often keep them."""
+    src = (FIXTURES / "autotuned_elementwise.py").read_text()
+    listed = src.split("configs=")[1].split("],")[0] + "]"
+    head = ("def _configs():\n    # the author's configs\n    return " + listed + "\n\n\n" if form == "function"
+            else "_CONFIGS = " + listed + "\n\n\n")
+    src = src.replace("configs=" + listed, "configs=" + ("_configs()" if form == "function" else "_CONFIGS"))
+    return src.replace("@triton.autotune(", head + "@triton.autotune(", 1)
+
+
+@pytest.mark.parametrize("form, call", [("function", "_configs() + ["), ("name", "_CONFIGS + [")])
+def test_configs_given_by_a_function_or_a_name_are_extended(form: str, call: str) -> None:
+    src = _configs_elsewhere(form)
+    res = _extended("autotuned_elementwise.py", src)
+    assert res.applicable, res.reason
+    assert call in res.source and "BLOCK_SIZE and warps" in res.notes[0]
+    assert '"BLOCK_SIZE": 4096' in res.source.split(call)[1]  # the space's configs follow the author's
+    if form == "function":
+        problem = load_problem(FIXTURES / "autotuned_elementwise.py")
+        verdict = verify(problem, res.source, device="cpu", options=FAST)
+        assert verdict.passed, verdict.feedback()
+    # a function that computes its list is not read
+    computed = src.replace("    return [", "    return list([", 1).replace("]\n\n\n@triton", "])\n\n\n@triton", 1)
+    if form == "function":
+        assert not _extended("autotuned_elementwise.py", computed).changed

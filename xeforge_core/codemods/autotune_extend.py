@@ -22,7 +22,8 @@ scans, ``elementwise``), named for the kernel's own meta-parameters:
   registers a thread and warps a work-group otherwise) and capped at ``max_configs`` (6).
 
 Refused, with the reason: configs that are not a literal list of ``triton.Config({...})`` with
-literal values, kernels that add into a buffer with ``tl.atomic_*`` or store through a pointer
+literal values (written in the decorator, bound once to a module-level name, or returned by an
+argument-free module-level function, whose result the new configs are appended to), kernels that add into a buffer with ``tl.atomic_*`` or store through a pointer
 they also load without ``reset_to_zero``/``restore_value`` (the autotuner runs each config on
 the same buffers while it benchmarks, and one config alone was never benchmarked), and kernels
 whose every space config is already there or pruned.
@@ -142,6 +143,31 @@ def _space(kind: str, target: str, arch: str | None, profile: Any) -> tuple[list
     return kept[1:], sid, dropped
 
 
+def _literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List | None:
+    """The literal list an autotune decorator's ``configs=`` gives: the list itself, a
+    module-level name assigned it once (``configs=_configs``), or an argument-free module-level
+    function that only returns it (``configs=_get_configs()``); ``None`` for anything else."""
+    if isinstance(expr, cst.List):
+        return expr
+    body = [s for s in module.body]
+    if isinstance(expr, cst.Name):
+        found = [s.body[0].value for s in body if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                 and isinstance(s.body[0], cst.Assign) and any(isinstance(t.target, cst.Name)
+                                                                and t.target.value == expr.value for t in s.body[0].targets)]
+        return found[0] if len(found) == 1 and isinstance(found[0], cst.List) else None
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and not expr.args:
+        defs = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == expr.func.value]
+        if len(defs) != 1 or defs[0].params.params or not isinstance(defs[0].body, cst.IndentedBlock):
+            return None
+        stmts = [s for s in defs[0].body.body if not (
+            isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Expr)
+            and isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
+        if (len(stmts) == 1 and isinstance(stmts[0], cst.SimpleStatementLine) and len(stmts[0].body) == 1
+                and isinstance(stmts[0].body[0], cst.Return) and isinstance(stmts[0].body[0].value, cst.List)):
+            return stmts[0].body[0].value
+    return None
+
+
 def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: str, arch: str | None,
           profile: Any, limit: int) -> tuple[cst.Decorator, str] | str:
     """The decorator with the new configs appended and the note; or why not."""
@@ -154,9 +180,11 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
     arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "configs"), None)
     if arg is None and call.args and call.args[0].keyword is None:
         arg = call.args[0]
-    if arg is None or not isinstance(arg.value, cst.List):
-        return f"kernel {name}: its autotune configs are not a literal list the codemod can extend"
-    own = [_config(e.value) for e in arg.value.elements]
+    listed = _literal_configs(module, arg.value) if arg is not None else None
+    if arg is None or listed is None:
+        return (f"kernel {name}: its autotune configs are not a literal list (or a module-level name or "
+                "argument-free function giving one) the codemod can extend")
+    own = [_config(e.value) for e in listed.elements]
     if not own or any(c is None for c in own):
         return f"kernel {name}: its autotune configs are not all literal triton.Config({{...}}) with literal values"
     mine: list[dict[str, Any]] = own  # type: ignore[assignment]
@@ -223,16 +251,22 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
     if not added:
         return (f"kernel {name}: every config of the {shape.space_kind} space ({sid}) that fits the device is "
                 "already among its own")
-    elements = list(arg.value.elements)
-    last = elements[-1]
     comma = cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(
         first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True,
         last_line=cst.SimpleWhitespace(" " * 8)))
-    elements[-1] = last.with_changes(comma=comma)
-    for i, c in enumerate(added):
-        el = cst.Element(cst.parse_expression(_text(c)))
-        elements.append(el.with_changes(comma=comma if i < len(added) - 1 else last.comma))
-    new_arg = arg.with_changes(value=arg.value.with_changes(elements=elements))
+    if isinstance(arg.value, cst.List):
+        elements = list(arg.value.elements)
+        last = elements[-1]
+        elements[-1] = last.with_changes(comma=comma)
+        for i, c in enumerate(added):
+            el = cst.Element(cst.parse_expression(_text(c)))
+            elements.append(el.with_changes(comma=comma if i < len(added) - 1 else last.comma))
+        new_arg = arg.with_changes(value=arg.value.with_changes(elements=elements))
+    else:  # the author's name or function stays; the new configs follow it
+        extra = cst.parse_expression("[" + ", ".join(_text(c) for c in added) + "]")
+        new_arg = arg.with_changes(value=cst.BinaryOperation(
+            left=arg.value, operator=cst.Add(whitespace_before=cst.SimpleWhitespace(" "),
+                                             whitespace_after=cst.SimpleWhitespace(" ")), right=extra))
     new_call = call.with_changes(args=[new_arg if a is arg else a for a in call.args])
     tuned = sorted(set(by_axis.values()))
     what = f"{', '.join(tuned)} and warps" if tuned else "num_warps/num_stages only (its meta-parameters keep the author's first values)"

@@ -13,7 +13,7 @@ import triton
 from test_codemods import _clean
 
 from xeforge_core.codemods.autotune import add_autotune
-from xeforge_core.codemods.autotune_prune import prune_static, pruner_source, rank
+from xeforge_core.codemods.autotune_prune import operand_bytes, prune_static, pruner_source, rank
 from xeforge_core.codemods.descriptors import use_descriptors
 from xeforge_core.codemods.dtype_fix import fix_dtypes
 from xeforge_core.codemods.fusion import fuse
@@ -207,6 +207,13 @@ def test_autotune_space_is_pruned_for_the_profile_and_per_call() -> None:
     huge = {"kwargs": {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128}, "num_warps": 4, "num_stages": 5}
     kept, dropped = prune_static([{"kwargs": {}, "num_warps": 4, "num_stages": 2}, huge], None, "cuda")
     assert len(kept) == 1 and "shared memory" in dropped[0]
+    # at the problem's operand width: Hopper's 128 x 256 x 64 tile at three stages fits in float16
+    # (147456 B), not in float32 (294912 B of the 232448 B a block may use)
+    wide = {"kwargs": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, "num_warps": 8, "num_stages": 3}
+    first = {"kwargs": {}, "num_warps": 4, "num_stages": 2}
+    assert len(prune_static([first, wide], None, "cuda")[0]) == 1
+    assert operand_bytes(load_sample("07_gemm_fp32_upcast")) == 2 and operand_bytes(None) == 4
+    assert len(prune_static([first, wide], None, "cuda", elem=2)[0]) == 2
     # per call: the generated pruner keeps the kernel's own config and ranks the rest
     ns: dict = {"torch": __import__("torch")}
     exec(pruner_source("_p", {"M": "M", "N": "N", "K": "K"}, {"peak_tflops": 989.5, "bandwidth_gbps": 4800,

@@ -747,7 +747,8 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
     ``num_stages``, ``options``) replaces it. The space is pruned for the target's ``profile``
     (default: the knowledge base's profile for the target) by
     :mod:`xeforge_core.codemods.autotune_prune`: statically (shared memory, accumulator
-    registers; ``options["max_configs"]``, default 6, caps the config count) and, for GEMM
+    registers, at ``options["operand_bytes"]`` an operand element, default 4; ``options["max_configs"]``,
+    default 6, caps the config count) and, for GEMM
     kernels of a module that imports torch, per call before compiling (the kernel's own config
     and ``options["keep_configs"]`` - 1, default 2, predicted fastest are benchmarked).
     Returns a :class:`CodemodResult`, not applicable with the reason(s) when no kernel qualifies.
@@ -763,14 +764,14 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
             return not_applicable(NAME, source, origin)
     else:
         space, origin = list(search_space), "the given search space"
-    from xeforge_core.codemods.autotune_prune import profile_numbers, prune_static
+    from xeforge_core.codemods.autotune_prune import STATIC_ELEMENT_BYTES, profile_numbers, prune_static
     from xeforge_core.codemods.spaces import profile_value, resolve_profile
 
     prof = resolve_profile(profile, target, arch)
     limit = options.get("max_configs")
     limit = limit if isinstance(limit, int) and limit > 0 else 6
     space, dropped = prune_static([{"kwargs": {}, "num_warps": 4, "num_stages": 2}, *space], prof, target,
-                                  max_configs=limit)
+                                  max_configs=limit, elem=int(options.get("operand_bytes") or STATIC_ELEMENT_BYTES))
     space = space[1:]
     options.setdefault("_profile_numbers", profile_numbers(prof, target))
     options.setdefault("_profile_id", str(getattr(prof, "id", None) or (prof or {}).get("id", target)

@@ -129,9 +129,10 @@ def _grid_meta_keys(module: cst.Module, kernel: str) -> set[str]:
     return keys or set()
 
 
-def _space(kind: str, target: str, arch: str | None, profile: Any) -> tuple[list[dict[str, Any]], str, list[str]]:
-    """The kind's configs for the target, GEMM ones pruned for the profile; the space id and the
-    sentences of what was pruned."""
+def _space(kind: str, target: str, arch: str | None, profile: Any, elem: int = 4
+           ) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """The kind's configs for the target, GEMM ones pruned for the profile at ``elem`` bytes an
+    operand element; the space id and the sentences of what was pruned."""
     from xeforge_core.codemods.autotune_prune import prune_static
     from xeforge_core.codemods.spaces import space_configs
 
@@ -139,7 +140,7 @@ def _space(kind: str, target: str, arch: str | None, profile: Any) -> tuple[list
     if kind != "gemm":
         return configs, sid, []
     kept, dropped = prune_static([{"kwargs": {}, "num_warps": 4, "num_stages": 2}, *configs], profile, target,
-                                 max_configs=len(configs) + 1)
+                                 max_configs=len(configs) + 1, elem=elem)
     return kept[1:], sid, dropped
 
 
@@ -169,7 +170,7 @@ def _literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List |
 
 
 def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: str, arch: str | None,
-          profile: Any, limit: int) -> tuple[cst.Decorator, str] | str:
+          profile: Any, limit: int, elem: int = 4) -> tuple[cst.Decorator, str] | str:
     """The decorator with the new configs appended and the note; or why not."""
     from xeforge_core.codemods.spaces import SpaceError, profile_value
 
@@ -198,7 +199,7 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
                 "reset_to_zero/restore_value: benchmarking more configs on the same buffers would change them")
     shape = classify(fn)
     try:
-        space, sid, pruned = _space(shape.space_kind, target, arch, profile)
+        space, sid, pruned = _space(shape.space_kind, target, arch, profile, elem)
     except SpaceError as exc:
         return f"kernel {name} ({shape.kind}): {exc}"
     varied = {k for k in keys if len({c["kwargs"][k] for c in mine}) > 1}
@@ -281,8 +282,8 @@ def extend_autotune(source: str, *, target: str = "xpu", arch: str | None = None
                     options: dict[str, Any] | None = None) -> CodemodResult:
     """Append the kind's configs to every already-autotuned kernel of ``source`` (module
     docstring) for ``target`` (``xpu``/``cuda``; ``cpu`` takes cuda's) and ``arch``, pruned for
-    ``profile`` (default: the knowledge base's for the target); ``options["max_configs"]`` caps
-    the configs added a kernel. Returns a :class:`CodemodResult`; never executes the code."""
+    ``profile`` (default: the knowledge base's for the target) at ``options["operand_bytes"]``
+    an operand element (default 4); ``options["max_configs"]`` caps the configs added a kernel. Returns a :class:`CodemodResult`; never executes the code."""
     from xeforge_core.codemods.spaces import resolve_profile
 
     target = "cuda" if target == "cpu" else target
@@ -300,7 +301,7 @@ def extend_autotune(source: str, *, target: str = "xpu", arch: str | None = None
         deco = next((d for d in fn.decorators if is_autotune_decorator(d)), None)
         if deco is None:
             continue
-        got = _plan(module, fn, deco, target, arch, prof, limit)
+        got = _plan(module, fn, deco, target, arch, prof, limit, int((options or {}).get("operand_bytes") or 4))
         if isinstance(got, str):
             reasons.append(got)
             continue

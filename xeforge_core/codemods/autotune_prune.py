@@ -5,7 +5,8 @@ bandwidth, shared memory / SLM per work-group, compute units, GRF modes):
 
 * **static** (:func:`prune_static`, when the codemod writes the decorator): a GEMM config is
   dropped when its operand tiles over the pipeline stages (``num_stages * (BM * BK + BK * BN)``
-  elements, at 4 bytes: fp32 operands, KernelBench's default, the widest a ``tl.dot`` takes; the
+  elements, at the problem's input element size where its spec names it (:func:`operand_bytes`),
+  else 4 bytes: fp32 operands, KernelBench's default, the widest a ``tl.dot`` takes; the
   layout Triton's software pipeliner allocates, which is what the compiler's "out of resource:
   shared memory" check counts) exceed the shared memory a block may use, or its fp32 accumulator needs more than ``MAX_ACC_REGS`` registers a thread (it would
   spill); what is left is capped at ``max_configs``, the kernel's own config first;
@@ -85,10 +86,28 @@ def smem_bytes(cfg: dict[str, Any], elem: int = STATIC_ELEMENT_BYTES) -> float:
 _smem = smem_bytes
 
 
-def prune_static(configs: list[dict[str, Any]], profile: Any, target: str, max_configs: int = 6
-                 ) -> tuple[list[dict[str, Any]], list[str]]:
+def operand_bytes(problem: Any) -> int:
+    """Bytes a GEMM operand element takes in ``problem`` (a ``Problem``): the widest
+    floating-point input of its default variant, where the spec or the variant names the
+    inputs' dtypes; :data:`STATIC_ELEMENT_BYTES` (fp32) otherwise. Triton's software pipeliner
+    stages the tiles a loop loads in the dtype they are loaded in (an upcast happens in
+    registers after the load), so a float16 problem's tiles take 2 bytes an element."""
+    from xeforge_core.problem.dtypes import dtype_size
+
+    try:
+        variant = problem.variant(problem.default_variant_name())
+        sizes = [dtype_size(d) for d in variant.input_dtypes.values() if "float" in d]
+    except Exception:  # no problem, no spec, an unknown dtype: the conservative width
+        return STATIC_ELEMENT_BYTES
+    return max(sizes) if sizes else STATIC_ELEMENT_BYTES
+
+
+def prune_static(configs: list[dict[str, Any]], profile: Any, target: str, max_configs: int = 6,
+                 elem: int = STATIC_ELEMENT_BYTES) -> tuple[list[dict[str, Any]], list[str]]:
     """GEMM configs that fit the profile (module docstring), at most ``max_configs``, in the
-    given order; and one sentence per dropped config. The first config is always kept."""
+    given order; and one sentence per dropped config. The first config is always kept.
+    ``elem``: bytes an operand element takes (:func:`operand_bytes` of the problem; fp32's 4
+    where it is not known)."""
     nums = profile_numbers(profile, target)
     kept: list[dict[str, Any]] = []
     dropped: list[str] = []
@@ -98,8 +117,8 @@ def prune_static(configs: list[dict[str, Any]], profile: Any, target: str, max_c
         reg_limit = MAX_ACC_REGS * (2 if grf == "256" else 1)
         label = "x".join(str(kw.get(k, "?")) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")) + \
             f"/w{cfg.get('num_warps')}/s{cfg.get('num_stages')}"
-        if i > 0 and _smem(cfg) > nums["smem_bytes"]:
-            dropped.append(f"{label}: {int(_smem(cfg))} B of operand tiles over its stages > {int(nums['smem_bytes'])} B "
+        if i > 0 and _smem(cfg, elem) > nums["smem_bytes"]:
+            dropped.append(f"{label}: {int(_smem(cfg, elem))} B of operand tiles over its stages > {int(nums['smem_bytes'])} B "
                            "of shared memory a block may use")
             continue
         if i > 0 and _acc_regs(cfg, nums["lanes"]) > reg_limit:

@@ -15,22 +15,25 @@ from __future__ import annotations
 from xeforge_core.codemods.autotune import add_autotune
 from xeforge_core.codemods.autotune_extend import extend_autotune
 from xeforge_core.codemods.autotune_grid import grid_follows_autotune
+from xeforge_core.codemods.autotune_prune import operand_bytes
 from xeforge_core.codemods.common import CodemodResult, not_applicable
 from xeforge_core.codemods.registry import CodemodSettings, register
 
 
 @register("autotune", "@triton.autotune over the kind's search space, pruned for the device")
 def autotune_stage(source: str, settings: CodemodSettings) -> CodemodResult:
-    """The rewrites of the module docstring, in order; the first that changes ``source`` wins."""
+    """The rewrites of the module docstring, in order; the first that changes ``source`` wins.
+    GEMM configs are pruned at the problem's operand width (``autotune_prune.operand_bytes``)."""
+    options = {"operand_bytes": operand_bytes(settings.problem), **(settings.options or {})}
     added = add_autotune(source, target=settings.target, arch=settings.arch, search_space=settings.search_space,
-                         options=settings.options or {}, profile=settings.profile)
+                         options=options, profile=settings.profile)
     if added.changed:
         return added
     grid = grid_follows_autotune(source)
     if grid.changed:
         return grid
     extended = extend_autotune(source, target=settings.target, arch=settings.arch, profile=settings.profile,
-                               options=settings.options)
+                               options=options)
     if extended.changed:
         return extended
     reasons = [r for r in added.reason.split("; ") if not r.endswith("is already autotuned")]

@@ -143,10 +143,17 @@ def test_the_samples_float16_attention_is_fused_and_stays_right(tmp_path: Path) 
     ("    out = acc * scale\n", "    out = tl.where(rn[None, :] > rm[:, None], float('-inf'), acc * scale)\n"),
     ("    e = tl.exp(x)\n", "    e = tl.exp(x) + tl.log(tl.sum(tl.exp(x), axis=0)) * 0\n"),
     ("    return out.reshape(b, h, s, d)\n", "    return out.reshape(b, h, s, d) + probs.sum() * 0\n"),
-], ids=["causal-mask", "log-softmax", "scores-read-after"])
+    ("def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):\n",
+     "def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr, temperature=1.0):\n"),
+], ids=["causal-mask", "log-softmax", "scores-read-after", "temperature"])
 def test_what_it_does_not_follow_it_leaves_alone_and_says_why(change: str, why: str) -> None:
-    res = fuse(PUBLIC_STYLE.replace(change, why))
+    src = PUBLIC_STYLE.replace(change, why)
+    if "temperature" in why:  # the new parameter scales the scores before the softmax
+        src = src.replace("    x = x - tl.max(x, axis=0)\n", "    x = x * temperature\n    x = x - tl.max(x, axis=0)\n")
+    res = fuse(src)
     assert "online_softmax_attention" not in res.source
     reason = res.reason if not res.changed else " ".join(res.notes)
     assert "qk_kernel -> softmax_kernel -> pv_kernel" in reason
     assert any(w in reason for w in ("not its tl.dot times a scale", "not a plain softmax", "read outside"))
+    if "temperature" in why:
+        assert "applies temperature to the scores" in reason

@@ -24,8 +24,9 @@ inputs' dtype with float32 accumulation, and float32 inputs stay IEEE float32 (n
 (and ``P``) disappear when nothing else reads them.
 
 What it does not follow, and says so: a score kernel that does more than scale the dot (a
-causal or padding mask, a bias), a softmax kernel with a logarithm (log-softmax) or random
-numbers (dropout), a score buffer read after the P V kernel. ``K`` stored transposed
+causal or padding mask, a bias), a softmax kernel with a logarithm (log-softmax), random
+numbers (dropout) or a scalar parameter applied to the scores (a temperature), a score buffer
+read after the P V kernel. ``K`` stored transposed
 (``[..., D, Sk]``) is refused when the launch runs (a clear ``ValueError``) rather than
 guessed; the verifier then refuses the candidate.
 """
@@ -208,15 +209,31 @@ def _defs(fn: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
     return out
 
 
-def _reads(expr: cst.CSTNode, defs: dict[str, cst.BaseExpression], among: set[str], depth: int = 8) -> set[str]:
-    """The names of ``among`` that ``expr`` reads, through single definitions."""
-    out: set[str] = set()
-    for name in read_names(expr):
-        if name in among:
-            out.add(name)
-        elif name in defs and depth:
-            out |= _reads(defs[name], defs, among, depth - 1)
-    return out
+def _value_params(fn: cst.FunctionDef, names: set[str], ptrs: set[str]) -> set[str]:
+    """The runtime scalar parameters of ``fn`` that reach a value rather than only addresses,
+    masks and loop bounds (a temperature or a shift inside a softmax)."""
+    sized: set[str] = set()
+    for call in calls_named(fn, TL_LOAD | TL_STORE):
+        for pos, key in ((0, "pointer"), (2, "mask")):
+            arg = call_arg(call, pos, key)
+            if arg is not None:
+                sized |= read_names(arg)
+    for node in walk(fn.body):
+        if isinstance(node, cst.For):
+            sized |= read_names(node.iter)
+        elif isinstance(node, cst.Comparison):
+            sized |= read_names(node)
+    values = _values(fn)
+    changed = True
+    while changed:  # names defined from sizes (offsets, row bases) are sizes too
+        changed = False
+        for name, vals in values.items():
+            if name in sized:
+                new = set().union(*(read_names(v) for v in vals)) - sized
+                if new:
+                    sized |= new
+                    changed = True
+    return (names - ptrs) - sized
 
 
 def _loaded_from(expr: cst.CSTNode, fn: cst.FunctionDef, ptrs: set[str], depth: int = 8) -> set[str]:
@@ -331,7 +348,10 @@ def _plan(facts: HostFacts, a: Launch, b: Launch, c: Launch, kernels: dict[str, 
     if found & (_REFUSED_IN_SOFTMAX | TL_DOT):
         raise FusionError(f"kernel {kb.name.value} has {', '.join(sorted(found & (_REFUSED_IN_SOFTMAX | TL_DOT)))}: "
                           "not a plain softmax")
-    _, ptrs_b = _params(kb)
+    names_b, ptrs_b = _params(kb)
+    extra = _value_params(kb, names_b, ptrs_b)
+    if extra:
+        raise FusionError(f"kernel {kb.name.value} applies {', '.join(sorted(extra))} to the scores, not a plain softmax")
     read_b = {_bound_name(b, p, facts) for p in ptrs_b} - {None}
     stores_b = {_bound_name(b, p, facts) for p, _ in _stores(kb, ptrs_b)}
     if scores not in read_b or len(stores_b) != 1 or None in stores_b:

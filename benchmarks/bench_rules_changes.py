@@ -7,7 +7,9 @@
    for the GEMM samples (07-10, after the stages the pipeline keeps before autotuning: dtype_fix
    for 07, fusion for 08-10), the autotuning codemod's output with configs pruned at 4 bytes an
    operand element (before) and at the problem's 2 (after), against eager PyTorch, at the
-   spec's benchmark variant, both capped at 4 configs as ``--quick`` does.
+   spec's benchmark variant, both capped at 4 configs as ``--quick`` does; and at the operands'
+   width with the whole fitting space in the decorator (``operand-width-uncapped``), where the
+   per-call roofline pruner alone picks the configs benchmarked.
 
 Every callable is checked against the reference first (largest absolute error reported; a
 wrong one is not timed), then timed interleaved: ``--rounds`` rounds of
@@ -120,8 +122,8 @@ def gemms(rounds: int, tmp: Path, device: str) -> dict[str, Any]:
         kept = fix_dtypes(src) if name.startswith("07") else fuse(src)
         src = kept.source if kept.changed else src
         versions = {}
-        for label, width in (("fp32-width", 4), ("operand-width", 2)):
-            res = add_autotune(src, target="cuda", arch="hopper", options={"max_configs": 4, "operand_bytes": width})
+        for label, width, cap in (("fp32-width", 4, 4), ("operand-width", 2, 4), ("operand-width-uncapped", 2, 16)):
+            res = add_autotune(src, target="cuda", arch="hopper", options={"max_configs": cap, "operand_bytes": width})
             versions[label] = res.source if res.changed else src
         variant = problem.benchmark_variants("cuda")[0]
         models = _models({"stage input": src, **versions}, Path(problem.reference.path), variant, tmp, device)

@@ -150,7 +150,7 @@ def _literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List |
     function that only returns it (``configs=_get_configs()``); ``None`` for anything else."""
     if isinstance(expr, cst.List):
         return expr
-    body = [s for s in module.body]
+    body = list(module.body)
     if isinstance(expr, cst.Name):
         found = [s.body[0].value for s in body if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
                  and isinstance(s.body[0], cst.Assign) and any(isinstance(t.target, cst.Name)

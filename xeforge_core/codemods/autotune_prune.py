@@ -13,7 +13,9 @@ bandwidth, shared memory / SLM per work-group, compute units, GRF modes):
 * **per call** (:func:`pruner_source`, written into the module as Triton's
   ``prune_configs_by={"early_config_prune": ...}``): with the real sizes, at the first launch
   of each autotune key and before any config is compiled, a roofline model ranks the configs
-  and only the kernel's own config and the ``keep - 1`` predicted fastest are benchmarked.
+  and only the kernel's own config and the ``keep - 1`` predicted fastest are benchmarked, one
+  of them of a smaller output tile than the model's first where the ranking has none
+  (:func:`hedged`).
 
 The model (per config ``BM x BN x BK``, ``w`` warps, ``s`` stages, on ``units`` compute units):
 ``tiles = cdiv(M, BM) * cdiv(N, BN)``; ``resident`` programs per unit from the shared memory
@@ -157,10 +159,31 @@ def predicted_seconds(m: int, n: int, k: int, cfg: dict[str, Any], nums: dict[st
 def rank(m: int, n: int, k: int, configs: list[dict[str, Any]], nums: dict[str, float], keep: int = KEEP
          ) -> list[int]:
     """Indices of the configs to benchmark: the first (the kernel's own) and the ``keep - 1``
-    the model predicts fastest for an ``m x n x k`` GEMM."""
+    the model predicts fastest for an ``m x n x k`` GEMM, hedged with a smaller output tile
+    (:func:`hedged`)."""
     order = sorted(range(1, len(configs)), key=lambda i: predicted_seconds(m, n, k, configs[i], nums))
     order = [i for i in order if predicted_seconds(m, n, k, configs[i], nums) != float("inf")]
-    return [0, *order[:max(keep - 1, 0)]]
+    return [0, *hedged(order, lambda i: _area(configs[i]), max(keep - 1, 0))]
+
+
+def _area(cfg: dict[str, Any]) -> int:
+    kw = cfg["kwargs"]
+    return int(kw.get("BLOCK_M", 64)) * int(kw.get("BLOCK_N", 64))
+
+
+def hedged(order: list[Any], area: Any, count: int) -> list[Any]:
+    """The first ``count`` of ``order`` (ranked fastest first), except that when none of them has
+    a smaller output tile than the first, the last place goes to the best-ranked config that has:
+    the model does not see occupancy or a short K loop (a batched GEMM with K = 128 ran 16%
+    slower on the H200 with only large tiles benchmarked, docs/measured/h200-rules-changes), so
+    the autotuner measures one smaller tile class as well."""
+    picks = list(order[:count])
+    if count < 2 or len(order) <= count or any(area(x) < area(picks[0]) for x in picks[1:]):
+        return picks
+    smaller = next((x for x in order[count:] if area(x) < area(picks[0])), None)
+    if smaller is not None:
+        picks[-1] = smaller
+    return picks
 
 
 def pruner_source(name: str, dims: dict[str, str], nums: dict[str, float], profile_id: str,
@@ -205,5 +228,12 @@ def {name}(configs, named_args, **kwargs):
         return max(compute, memory) / efficiency
 
     ranked = [c for c in sorted(configs[1:], key=seconds) if seconds(c) != float("inf")]
-    return [configs[0], *ranked[:{keep - 1}]]
+    area = lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"]  # noqa: E731
+    picks = ranked[:{keep - 1}]
+    if len(picks) > 1 and len(ranked) > len(picks) and not any(area(c) < area(picks[0]) for c in picks[1:]):
+        # the model sees neither occupancy nor a short K loop: one smaller tile class is measured too
+        smaller = [c for c in ranked[len(picks):] if area(c) < area(picks[0])]
+        if smaller:
+            picks[-1] = smaller[0]
+    return [configs[0], *picks]
 '''

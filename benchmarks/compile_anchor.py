@@ -7,7 +7,8 @@ median (``low_us``/``high_us``, ``xeforge_core.worker.timestats``) of the compil
 (``mode="max-autotune-no-cudagraphs"``) timed after the cache is warm, with CUDA events around
 each call and the L2 flushed between calls (a 256 MiB write), as the verifier times kernels, and
 under the verifier's cross-process timing lock of the device.
-``--copy-bandwidth`` instead prints ``copy_gbps``: a device-to-device copy of 1 GiB, the measured
+``--compile-only`` prints ``compile_s`` alone (no timing; the compile fills TorchInductor's
+caches for a later process). ``--copy-bandwidth`` instead prints ``copy_gbps``: a device-to-device copy of 1 GiB, the measured
 HBM bandwidth the memory-bound results are compared with.
 """
 
@@ -66,8 +67,10 @@ def copy_gbps(device: str) -> float:
     return 2 * src.numel() * 4 / (samples[len(samples) // 2] * 1e-6) / 1e9
 
 
-def compiled_time(problem: Path, overrides: dict, device: str, reps: int) -> dict:
-    """Compile time and warm timing of the problem's ``Model`` under torch.compile."""
+def compiled_time(problem: Path, overrides: dict, device: str, reps: int, compile_only: bool = False) -> dict:
+    """Compile time and warm timing of the problem's ``Model`` under torch.compile; with
+    ``compile_only`` the compile time alone (the compile fills TorchInductor's on-disk caches, so
+    a later process compiling the same model at the same sizes is quick)."""
     import torch
 
     from xeforge_core.worker.timestats import median_se, stats_of
@@ -88,6 +91,8 @@ def compiled_time(problem: Path, overrides: dict, device: str, reps: int) -> dic
             compiled(*inputs)
             mod.synchronize()
             compile_s = time.perf_counter() - started
+            if compile_only:
+                return {"compile_s": round(compile_s, 2)}
             for _ in range(3):  # the cache is warm before timing
                 compiled(*inputs)
         with timing_lock(device):  # never timed while a verifier (or another anchor) times this GPU
@@ -105,11 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--copy-bandwidth", action="store_true")
+    ap.add_argument("--compile-only", action="store_true", help="compile (filling the caches) and time nothing")
     args = ap.parse_args(argv)
     if args.copy_bandwidth:
         print(json.dumps({"copy_gbps": copy_gbps(args.device)}))
         return 0
-    print(json.dumps(compiled_time(Path(args.problem), json.loads(args.overrides), args.device, args.reps)))
+    print(json.dumps(compiled_time(Path(args.problem), json.loads(args.overrides), args.device, args.reps,
+                                   compile_only=args.compile_only)))
     return 0
 
 

@@ -89,3 +89,24 @@ def test_a_resumed_run_adds_the_pairs_the_earlier_one_lacks(tmp_path):
     rows, _, _, _ = corpus.resumed(out / "results.json", data["header"], 300.0)
     assert [r.pair for r in rows] == ["d_slow"]
     assert len(data["header"]["runs"]) == 1
+
+
+def test_torch_compile_is_prewarmed_per_size_while_the_pipeline_runs(monkeypatch):
+    """On a GPU the compile anchor runs in the background at each size, compile only; the CPU
+    starts nothing (torch.compile's anchors are GPU-only here)."""
+    ka = ROOT / "tests" / "fixtures" / "formats" / "kernelagent"
+    problem = load_problem(ka / "kernel.py", reference_path=ka / "problem.py")
+    sizes = [problem.default_variant_name()]
+    calls = []
+
+    def fake(path, overrides, device, timeout, compile_only=False):
+        calls.append((path, overrides, device, compile_only))
+        return {"compile_s": 1.5}
+
+    monkeypatch.setattr(corpus, "compile_anchor", fake)
+    thread, results = corpus.prewarm(problem, ka / "problem.py", sizes, argparse.Namespace(type="cpu"), 10.0)
+    assert thread is None and results == {} and calls == []
+    thread, results = corpus.prewarm(problem, ka / "problem.py", sizes, argparse.Namespace(type="cuda"), 10.0)
+    thread.join(timeout=10)
+    assert results == {sizes[0]: {"compile_s": 1.5}}
+    assert calls == [(ka / "problem.py", dict(problem.variant(sizes[0]).overrides), "cuda", True)]

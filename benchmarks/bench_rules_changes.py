@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import importlib.util
 import json
 import statistics
 import sys
@@ -44,13 +43,9 @@ GEMMS = ["07_gemm_fp32_upcast", "08_gemm_bias_act", "09_gemm_rowsum", "10_batche
 
 
 def _module(source: str, tag: str, tmp: Path) -> Any:
-    path = tmp / f"{tag}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(tag, path)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[tag] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+    from xeforge_core.worker.loading import load_module
+
+    return load_module(tmp, {"source": source, "label": tag, "filename": f"{tag}.py"}).module
 
 
 def _inputs(variant: Any, device: str, seed: int = 0) -> list[Any]:

@@ -7,8 +7,6 @@ alone and says why."""
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import torch
 
 from xeforge_core.codemods.fusion import fuse
 from xeforge_core.samples import SAMPLES_DIR
+from xeforge_core.worker.loading import load_module
 
 #: The shape of LLM-written first versions of KernelBench's attention problems: a QK^T kernel
 #: over a loop of head-dim chunks with the scale passed in, a softmax into a new buffer, P V.
@@ -98,13 +97,7 @@ def _kernels(source: str) -> list[str]:
 
 
 def _load(source: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+    return load_module(tmp_path, {"source": source, "label": name, "filename": f"{name}.py"}).module
 
 
 def _truth(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

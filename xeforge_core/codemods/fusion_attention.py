@@ -158,26 +158,36 @@ class _Plan:
     temps: list[str]
 
 
-def _params(fn: cst.FunctionDef) -> tuple[set[str], set[str]]:
-    """(all runtime parameter names, the pointer ones: the base of a load's or store's address)."""
+@dataclass
+class _Kernel:
+    """What the rewrite reads of one kernel, gathered once: ``values`` maps each name to every
+    value ``=`` assigns it (``p += step`` moves a pointer along without changing its base),
+    ``defs`` the names assigned exactly once to that value, ``names`` the runtime parameters and
+    ``ptrs`` those that are the base of a load's or store's address."""
+
+    fn: cst.FunctionDef
+    values: dict[str, list[cst.BaseExpression]]
+    defs: dict[str, cst.BaseExpression]
+    names: set[str]
+    ptrs: set[str]
+
+
+def _kernel(fn: cst.FunctionDef) -> _Kernel:
+    values: dict[str, list[cst.BaseExpression]] = {}
+    for node in walk(fn.body):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            values.setdefault(node.targets[0].target.value, []).append(node.value)
+    counts: dict[str, int] = {}
+    for n in assigned_names(fn.body):
+        counts[n] = counts.get(n, 0) + 1
+    defs = {n: vs[0] for n, vs in values.items() if counts.get(n) == 1}
     names = {p.name.value for p in fn.params.params if not is_constexpr_param(p)}
     ptrs: set[str] = set()
-    values = _values(fn)
     for call in calls_named(fn, TL_LOAD | TL_STORE):
         addr = call_arg(call, 0, "pointer")
         if addr is not None:
             ptrs |= _bases(addr, values, names)
-    return names, ptrs
-
-
-def _values(fn: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
-    """``name -> every value assigned to it`` (``=`` only: ``p += step`` moves a pointer along
-    without changing its base) in kernel ``fn``."""
-    out: dict[str, list[cst.BaseExpression]] = {}
-    for node in walk(fn.body):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            out.setdefault(node.targets[0].target.value, []).append(node.value)
-    return out
+    return _Kernel(fn, values, defs, names, ptrs)
 
 
 def _bases(addr: cst.BaseExpression, values: dict[str, list[cst.BaseExpression]], among: set[str],
@@ -195,59 +205,43 @@ def _bases(addr: cst.BaseExpression, values: dict[str, list[cst.BaseExpression]]
     return out
 
 
-def _defs(fn: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
-    """``name -> value`` for names assigned exactly once anywhere in kernel ``fn``."""
-    counts: dict[str, int] = {}
-    for n in assigned_names(fn.body):
-        counts[n] = counts.get(n, 0) + 1
-    out: dict[str, cst.BaseExpression] = {}
-    for node in walk(fn.body):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            name = node.targets[0].target.value
-            if counts.get(name) == 1:
-                out[name] = node.value
-    return out
-
-
-def _value_params(fn: cst.FunctionDef, names: set[str], ptrs: set[str]) -> set[str]:
-    """The runtime scalar parameters of ``fn`` that reach a value rather than only addresses,
-    masks and loop bounds (a temperature or a shift inside a softmax)."""
+def _value_params(k: _Kernel) -> set[str]:
+    """The runtime scalar parameters of the kernel that reach a value rather than only
+    addresses, masks and loop bounds (a temperature or a shift inside a softmax)."""
     sized: set[str] = set()
-    for call in calls_named(fn, TL_LOAD | TL_STORE):
+    for call in calls_named(k.fn, TL_LOAD | TL_STORE):
         for pos, key in ((0, "pointer"), (2, "mask")):
             arg = call_arg(call, pos, key)
             if arg is not None:
                 sized |= read_names(arg)
-    for node in walk(fn.body):
+    for node in walk(k.fn.body):
         if isinstance(node, cst.For):
             sized |= read_names(node.iter)
         elif isinstance(node, cst.Comparison):
             sized |= read_names(node)
-    values = _values(fn)
     changed = True
     while changed:  # names defined from sizes (offsets, row bases) are sizes too
         changed = False
-        for name, vals in values.items():
+        for name, vals in k.values.items():
             if name in sized:
                 new = set().union(*(read_names(v) for v in vals)) - sized
                 if new:
                     sized |= new
                     changed = True
-    return (names - ptrs) - sized
+    return (k.names - k.ptrs) - sized
 
 
-def _loaded_from(expr: cst.CSTNode, fn: cst.FunctionDef, ptrs: set[str], depth: int = 8) -> set[str]:
+def _loaded_from(expr: cst.CSTNode, k: _Kernel, depth: int = 8) -> set[str]:
     """The pointer parameters whose loads feed ``expr`` (through the names' assignments)."""
-    values = _values(fn)
     out: set[str] = set()
     for call in calls_named(expr, TL_LOAD):
         addr = call_arg(call, 0, "pointer")
         if addr is not None:
-            out |= _bases(addr, values, ptrs)
+            out |= _bases(addr, k.values, k.ptrs)
     if depth:
         for name in read_names(expr):
-            for v in values.get(name, []):
-                out |= _loaded_from(v, fn, ptrs, depth - 1)
+            for v in k.values.get(name, []):
+                out |= _loaded_from(v, k, depth - 1)
     return out
 
 
@@ -258,14 +252,13 @@ def _one_dot(fn: cst.FunctionDef, role: str) -> cst.Call:
     return dots[0]
 
 
-def _stores(fn: cst.FunctionDef, ptrs: set[str]) -> list[tuple[str, cst.Call]]:
-    values = _values(fn)
+def _stores(k: _Kernel) -> list[tuple[str, cst.Call]]:
     out = []
-    for call in calls_named(fn, TL_STORE):
+    for call in calls_named(k.fn, TL_STORE):
         addr = call_arg(call, 0, "pointer")
-        hit = _bases(addr, values, ptrs) if addr is not None else set()
+        hit = _bases(addr, k.values, k.ptrs) if addr is not None else set()
         if len(hit) != 1:
-            raise FusionError(f"kernel {fn.name.value}: a store's address offsets {len(hit)} pointer parameters")
+            raise FusionError(f"kernel {k.fn.name.value}: a store's address offsets {len(hit)} pointer parameters")
         out.append((hit.pop(), call))
     return out
 
@@ -276,10 +269,10 @@ def _strip_to(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
-def _scale_of(fn: cst.FunctionDef, dot: cst.Call, stored: cst.BaseExpression, launch: Launch) -> str:
+def _scale_of(k: _Kernel, dot: cst.Call, stored: cst.BaseExpression, launch: Launch) -> str:
     """The host expression of the factor the score kernel multiplies its dot by (``1.0`` for
     none); raises :class:`FusionError` when the stored value is anything else."""
-    defs = _defs(fn)
+    fn, defs = k.fn, k.defs
     value = _strip_to(stored)
     for _ in range(8):
         if isinstance(value, cst.Name) and value.value in defs:
@@ -324,15 +317,15 @@ def _plan(facts: HostFacts, a: Launch, b: Launch, c: Launch, kernels: dict[str, 
     ka, kb, kc = kernels[a.kernel], kernels[b.kernel], kernels[c.kernel]
     # 1. the score kernel: one dot of two loaded pointer params, stored into a fresh allocation
     dot = _one_dot(ka, "score")
-    _, ptrs_a = _params(ka)
+    fa, fb, fc = _kernel(ka), _kernel(kb), _kernel(kc)
     ops = [call_arg(dot, 0, "input"), call_arg(dot, 1, "other")]
     if any(o is None for o in ops):
         raise FusionError(f"the score kernel {ka.name.value}'s tl.dot does not name both operands")
-    src = [_loaded_from(o, ka, ptrs_a) for o in ops]  # type: ignore[arg-type]
+    src = [_loaded_from(o, fa) for o in ops]  # type: ignore[arg-type]
     if any(len(s) != 1 for s in src) or src[0] == src[1]:
         raise FusionError(f"the score kernel {ka.name.value}'s tl.dot operands are not loads of two pointer parameters")
     q_param, k_param = src[0].pop(), src[1].pop()
-    stores = _stores(ka, ptrs_a)
+    stores = _stores(fa)
     if len(stores) != 1:
         raise FusionError(f"the score kernel {ka.name.value} has {len(stores)} stores, not one")
     t_param, t_store = stores[0]
@@ -340,7 +333,7 @@ def _plan(facts: HostFacts, a: Launch, b: Launch, c: Launch, kernels: dict[str, 
     if scores is None or scores not in facts.allocs:
         raise FusionError(f"the score kernel {ka.name.value} does not store into a fresh allocation")
     value = call_arg(t_store, 1, "value")
-    scale = _scale_of(ka, dot, value, a)  # type: ignore[arg-type]
+    scale = _scale_of(fa, dot, value, a)  # type: ignore[arg-type]
     # 2. the row softmax: reads the scores, writes them (or P) back
     found = {dotted_name(c_.func) for c_ in calls_named(kb, _EXP | _MAX | _SUM | _REFUSED_IN_SOFTMAX | TL_DOT)}
     if not (found & _EXP and found & _MAX and found & _SUM):
@@ -348,12 +341,11 @@ def _plan(facts: HostFacts, a: Launch, b: Launch, c: Launch, kernels: dict[str, 
     if found & (_REFUSED_IN_SOFTMAX | TL_DOT):
         raise FusionError(f"kernel {kb.name.value} has {', '.join(sorted(found & (_REFUSED_IN_SOFTMAX | TL_DOT)))}: "
                           "not a plain softmax")
-    names_b, ptrs_b = _params(kb)
-    extra = _value_params(kb, names_b, ptrs_b)
+    extra = _value_params(fb)
     if extra:
         raise FusionError(f"kernel {kb.name.value} applies {', '.join(sorted(extra))} to the scores, not a plain softmax")
-    read_b = {_bound_name(b, p, facts) for p in ptrs_b} - {None}
-    stores_b = {_bound_name(b, p, facts) for p, _ in _stores(kb, ptrs_b)}
+    read_b = {_bound_name(b, p, facts) for p in fb.ptrs} - {None}
+    stores_b = {_bound_name(b, p, facts) for p, _ in _stores(fb)}
     if scores not in read_b or len(stores_b) != 1 or None in stores_b:
         raise FusionError(f"kernel {kb.name.value} does not read {scores} and write one buffer")
     probs = stores_b.pop()
@@ -361,13 +353,12 @@ def _plan(facts: HostFacts, a: Launch, b: Launch, c: Launch, kernels: dict[str, 
         raise FusionError(f"kernel {kb.name.value} reads or writes more than the score buffer")
     # 3. P V: one dot of the probabilities and a loaded V, stored into the output
     dot_c = _one_dot(kc, "P V")
-    _, ptrs_c = _params(kc)
     ops_c = [call_arg(dot_c, 0, "input"), call_arg(dot_c, 1, "other")]
-    src_c = [_loaded_from(o, kc, ptrs_c) if o is not None else set() for o in ops_c]
+    src_c = [_loaded_from(o, fc) if o is not None else set() for o in ops_c]
     if len(src_c[0]) != 1 or len(src_c[1]) != 1 or _bound_name(c, next(iter(src_c[0])), facts) != probs:
         raise FusionError(f"kernel {kc.name.value}'s tl.dot is not the probabilities times a loaded V")
     v_param = src_c[1].pop()
-    stores_c = _stores(kc, ptrs_c)
+    stores_c = _stores(fc)
     if len(stores_c) != 1:
         raise FusionError(f"the P V kernel {kc.name.value} has {len(stores_c)} stores, not one")
     out_param = stores_c[0][0]

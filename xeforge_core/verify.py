@@ -250,11 +250,6 @@ DTYPES = contract.DTYPES
 KERNEL_DTYPE = "kernel"
 
 
-def _posed_suffix(dtype: str) -> str:
-    """What a passing verdict's reason adds when the problem was posed at ``dtype``."""
-    return f" with the problem posed at {dtype} (--dtype {dtype})"
-
-
 def normalised_dtype(name: str | None) -> str | None:
     """``VerifyOptions.dtype`` as the verifier uses it: a torch dtype name of :data:`DTYPES`,
     :data:`KERNEL_DTYPE` or ``None`` (``None`` only: a blank name is an error). Names are read
@@ -852,7 +847,7 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
            options: VerifyOptions | None = None, on_progress: ProgressFn | None = None,
            cancel: threading.Event | None = None,
            run_worker: Callable[..., runner.WorkerOutcome] | None = None,
-           candidate_name: str | None = None) -> Verdict:
+           candidate_name: str | None = None, _say_posed: bool = True) -> Verdict:
     """Verify ``candidate_source`` (a kernel module's text) against ``problem``'s baseline.
 
     Args:
@@ -924,9 +919,7 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
         _say(on_progress, f"dtype: the kernels demand {run.refused_dtype}; checking the problem posed at it")
         again = verify(problem, candidate_source, device=device, options=dataclasses.replace(
             opts, dtype=run.refused_dtype, use_cache=False), on_progress=on_progress, cancel=cancel,
-            run_worker=run_worker, candidate_name=candidate_name)
-        again.findings = [f for f in again.findings if f.rule != "dtype_posed"]
-        again.reason = (again.reason or "").replace(_posed_suffix(run.refused_dtype), "")
+            run_worker=run_worker, candidate_name=candidate_name, _say_posed=False)  # said below, otherwise
         if again.kind in _PASSING:
             again.findings.append(contract.dtype_specialised_finding(run.refused_dtype, verdict))
             again.reason = (f"{again.reason} with the problem posed at {run.refused_dtype}, the dtype the kernels "
@@ -934,12 +927,12 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
         else:
             again.warnings.append(f"at the problem's own dtype it raised: {(verdict.reason or '')[:300]}")
         verdict = again
-    elif opts.dtype not in (None, KERNEL_DTYPE):
+    elif opts.dtype not in (None, KERNEL_DTYPE) and _say_posed:
         verdict.findings.append(Finding("dtype_posed", (
             f"the problem was posed at {opts.dtype} (`--dtype {opts.dtype}`): its model and floating-point inputs "
             "cast from their own dtypes, the truth still float64"), "info"))
         if verdict.kind in _PASSING:
-            verdict.reason = f"{verdict.reason}{_posed_suffix(opts.dtype)}"
+            verdict.reason = f"{verdict.reason} with the problem posed at {opts.dtype} (--dtype {opts.dtype})"
     verdict.seconds = time.monotonic() - start
     verdict.device = dict(device.fingerprint)
     verdict.warnings = list(dict.fromkeys(device.warnings + verdict.warnings))

@@ -12,7 +12,8 @@
    per-call roofline pruner alone picks the configs benchmarked.
 
 Every callable is checked against the reference first (largest absolute error reported; a
-wrong one is not timed), then timed interleaved: ``--rounds`` rounds of
+wrong one is not timed), then timed interleaved with the reference timed twice (the A/A
+row, ``reference again``: how far the method alone moves a ratio): ``--rounds`` rounds of
 ``triton.testing.do_bench`` medians, the order rotated each round; the table gives the median
 of the rounds and the ratios to the reference. Usage (from the repository root, on a GPU)::
 
@@ -80,6 +81,7 @@ def _compare(models: dict[str, Any], args: list[Any], rounds: int) -> dict[str, 
             scale = float(want.abs().max()) or 1.0
             if name == "reference" or errors[name] <= 2e-2 * scale:
                 fns[name] = (lambda m: lambda: m(*args))(model)
+        fns["reference again"] = fns["reference"]  # the A/A check: its ratio is the method's noise
         samples = measure(fns, rounds, 25, 100)
     med = {n: statistics.median(s) for n, s in samples.items()}
     return {"us": {n: round(v, 2) for n, v in med.items()}, "max_abs_error": errors,
@@ -136,7 +138,8 @@ def summary(res: dict[str, Any]) -> str:
         lines += [f"## {title}", "", "| case | what | µs | x ref | max abs error |", "|---|---|---|---|---|"]
         for case, row in res[key].items():
             for what, us in row["us"].items():
-                lines.append(f"| {case} | {what} | {us} | {row['vs_reference'][what]} | {row['max_abs_error'][what]:.3g} |")
+                error = row["max_abs_error"].get(what, row["max_abs_error"]["reference"])
+                lines.append(f"| {case} | {what} | {us} | {row['vs_reference'][what]} | {error:.3g} |")
             for what in row["not_timed"]:
                 lines.append(f"| {case} | {what} | not timed (wrong) | - | {row['max_abs_error'][what]:.3g} |")
         lines.append("")

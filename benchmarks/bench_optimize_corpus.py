@@ -45,7 +45,9 @@ says so with the last lines of ``logs/<pair>.log`` (which step it was in), so on
 one limit, not the call. A pair is started only before ``--deadline-min``. ``--jobs N`` runs N
 such children at once: their compiles and correctness runs overlap, while every timing run (the
 verifier's and the anchors') holds the device's timing lock exclusively and every other kernel
-run of a verification holds it shared (``xeforge_core.devlock``), so no timing shares the GPU.
+run of a verification holds it shared (``xeforge_core.devlock``), so no timing shares the GPU;
+on a GPU a child starts only while the memory its problem needs fits beside the others
+(``memory_gate``: eight children of 6-8 GiB problems at once exhausted the H200's memory).
 
 Usage::
 
@@ -89,6 +91,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_pipeline import RULES_STAGES, Job, Settings, geomean, run_rules_pipeline  # noqa: E402
 from bounded_pool import run_command_bounded  # noqa: E402
+from memory_gate import MemoryGate, device_capacity, pair_footprint  # noqa: E402
 
 from xeforge_core.devices import detect_device  # noqa: E402
 from xeforge_core.problem import load_problem  # noqa: E402
@@ -296,6 +299,29 @@ def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any =
     var = replace(var, derived=why)
     problem.module_variants["bench"] = var
     return "bench", why
+
+
+def input_bytes(problem_path: Path, solution_path: Path, bandwidth_gbps: float | None, min_us: float,
+                device: Any) -> list[int | None]:
+    """Bytes ``get_inputs()`` allocates at each size a pair is checked and timed at (the
+    published size and its bench size, read statically); ``[]`` where the problem cannot be
+    loaded (its child then reports why)."""
+    from xeforge_core.codemods.autotune_prune import profile_numbers
+
+    try:
+        problem = load_problem(solution_path, reference_path=problem_path) if problem_path != solution_path \
+            else load_problem(solution_path)
+    except Exception:  # noqa: BLE001 - the child loads it again and says what is wrong
+        return []
+    if problem.inputs is None:
+        return []
+    bw = bandwidth_gbps or profile_numbers(getattr(device, "profile", None), "cuda")["bandwidth_gbps"]
+    bench, _ = bench_size(problem, bw, min_us, device)
+    out: list[int | None] = []
+    for size in dict.fromkeys(["module", bench]):
+        got = estimate_input_bytes(problem.inputs.source, dict(problem.variant(size).overrides))
+        out.append(got[1] if got else None)
+    return out
 
 
 def anchor_job(problem: Any, rules_source: str, overrides: dict[str, Any], device: Any,
@@ -554,12 +580,18 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     return rows, reasons
 
 
+#: A row's note saying the machine failed the pair, not its kernels: the device or the disk was
+#: full (other children held it) while the baseline or the timing ran. A resumed run runs it again.
+MACHINE_FAULT = re.compile(r"failed in this environment \((?:environment|oom):|No space left on device"
+                           r"|while timing: out of memory")
+
+
 def resumed(path: Path, header: dict[str, Any], pair_timeout: float | None = None,
             ) -> tuple[list[Row], collections.Counter, list[str], dict[str, Any]]:
     """The rows, reasons and errors of an earlier run's ``results.json`` (``--resume``), without
-    the rows of pairs it did not run (past its deadline) or stopped at a limit the deadline cut
-    below ``pair_timeout``, and ``header`` with the earlier runs' device, date and versions kept
-    under ``runs``. Raises ``SystemExit`` when the earlier run was on another device (its times
+    the rows of pairs it did not run (past its deadline), stopped at a limit the deadline cut
+    below ``pair_timeout``, or that the machine failed (:data:`MACHINE_FAULT`), and ``header``
+    with the earlier runs' device, date and versions kept under ``runs``. Raises ``SystemExit`` when the earlier run was on another device (its times
     cannot sit in one table with these)."""
     data = json.loads(path.read_text())
     old = data.get("header") or {}
@@ -570,8 +602,9 @@ def resumed(path: Path, header: dict[str, Any], pair_timeout: float | None = Non
         limit = re.search(r"^stopped after \d+ s \(pair limit (\d+) s\)", note)
         return bool(limit and pair_timeout and float(limit.group(1)) < pair_timeout - 1)
 
+    machine = {r["pair"] for r in data.get("rows", []) if MACHINE_FAULT.search(r.get("note", ""))}
     rows = [Row(**r) for r in data.get("rows", []) if not r.get("note", "").startswith("not run")
-            and not cut(r.get("note", ""))]
+            and not cut(r.get("note", "")) and r["pair"] not in machine]
     reasons = collections.Counter({(r["stage"], r["reason"]): r["count"] for r in data.get("reasons", [])})
     runs = [*old.get("runs", []), {k: old.get(k) for k in ("date", "versions", "copy_gbps")}]
     return rows, reasons, list(data.get("errors", [])), {**header, "runs": runs}
@@ -765,7 +798,17 @@ def main(argv: list[str] | None = None) -> int:
     def past_deadline() -> bool:
         return args.deadline_min is not None and time.monotonic() - t0 > args.deadline_min * 60
 
+    capacity = device_capacity(device.type) if args.jobs > 1 else None
+    gate = MemoryGate(capacity) if capacity else None
+
     def measure(name: str, problem_path: Path, solution_path: Path, tmp: Path) -> tuple[list[Row], list, float]:
+        if gate is None:
+            return measure_now(name, problem_path, solution_path, tmp)
+        need = pair_footprint(input_bytes(problem_path, solution_path, copy_gbps, args.min_eager_us, device))
+        with gate.admit(need, give_up=past_deadline):
+            return measure_now(name, problem_path, solution_path, tmp)
+
+    def measure_now(name: str, problem_path: Path, solution_path: Path, tmp: Path) -> tuple[list[Row], list, float]:
         started = time.monotonic()
         if past_deadline():
             return [Row(name, "-", note=f"not run: past the {args.deadline_min:g}-minute deadline")], [], 0.0

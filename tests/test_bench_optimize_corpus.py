@@ -86,8 +86,17 @@ def test_a_resumed_run_adds_the_pairs_the_earlier_one_lacks(tmp_path):
     data["rows"] = [{"pair": "c_cut", "size": "-", "note": "stopped after 30 s (pair limit 30 s); last: x"},
                     {"pair": "d_slow", "size": "-", "note": "stopped after 300 s (pair limit 300 s); last: x"}]
     (out / "results.json").write_text(json.dumps(data))
+    # a pair the machine failed (device memory or disk full beside other children) runs again
+    data["rows"] += [
+        {"pair": "e_oom", "size": "module", "note": "not timed: the baseline itself failed in this environment "
+         "(environment: the baseline failed: the device ran out of memory while other processes held 134.2 GiB"},
+        {"pair": "f_disk", "size": "module", "note": "the baseline itself failed in this environment (runtime_error: "
+         "the verification worker failed in step correctness: OSError: [Errno 28] No space left on device)"},
+        {"pair": "g_wrong", "size": "module", "note": "the baseline itself failed in this environment "
+         "(compile_error: Triton compilation failed at solution.py:19)"}]
+    (out / "results.json").write_text(json.dumps(data))
     rows, _, _, _ = corpus.resumed(out / "results.json", data["header"], 300.0)
-    assert [r.pair for r in rows] == ["d_slow"]
+    assert [r.pair for r in rows] == ["d_slow", "g_wrong"]
     assert len(data["header"]["runs"]) == 1
 
 

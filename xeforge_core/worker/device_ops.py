@@ -188,6 +188,38 @@ class DeviceOps:
         patch._xeforge_loops = True  # type: ignore[attr-defined]
         interp._patch_lang_core = patch
 
+    def install_interpreter_bf16_dot(self) -> None:
+        """In Triton's interpreter (cpu), give ``tl.dot`` on bfloat16 operands their values. The
+        interpreter holds bfloat16 as its ``uint16`` bit patterns and its ``create_dot`` converts
+        only 8-bit floats, so a bfloat16 ``tl.dot`` multiplied the bit patterns (results near
+        1e10: every bfloat16 GEMM was a wrong answer on cpu). Each bfloat16 operand is widened
+        exactly to float32 (its 16 bits shifted into the top half of a float32) before the
+        interpreter's own ``create_dot`` runs; the product then accumulates in the accumulator's
+        dtype as before. Source: triton-lang/triton issue 11584 (Triton 3.6's
+        ``InterpreterBuilder.create_dot``; not fixed upstream)."""
+        if self._mod is not None:
+            return
+        import numpy as np
+        import triton.language as tl
+        import triton.runtime.interpreter as interp
+
+        builder = getattr(interp, "InterpreterBuilder", None)
+        original = getattr(builder, "create_dot", None)
+        if original is None or getattr(original, "_xeforge_bf16", False):
+            return
+
+        def widened(handle: Any) -> Any:
+            if getattr(getattr(handle, "dtype", None), "scalar", None) != tl.bfloat16:
+                return handle
+            bits = np.asarray(handle.data).astype(np.uint32) << np.uint32(16)
+            return interp.TensorHandle(bits.view(np.float32), tl.float32)
+
+        def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
+            return original(self, widened(a), widened(b), d, *args, **kwargs)
+
+        create_dot._xeforge_bf16 = True  # type: ignore[attr-defined]
+        builder.create_dot = create_dot
+
     def poison_allocator(self, nbytes: int = 256 << 20) -> None:
         """Fill ``nbytes`` of the caching allocator's free memory with NaN bit patterns, so that
         later ``torch.empty`` blocks carved from it start as NaN (GPU only; on cpu fresh memory is

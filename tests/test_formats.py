@@ -339,3 +339,83 @@ def test_kernel_function_parameters_no_name_matches_take_the_models_next_paramet
 
     with pytest.raises(TypeError, match="parameter 'eps' matches no forward"):  # never a weight
         bind(scalar, [x], ["x"], model)
+
+
+def test_kernel_function_parameters_named_after_constructor_arguments_take_their_values():
+    """``hardtanh_min`` is an argument of ``Model.__init__`` that the model keeps only inside an
+    ``nn.Hardtanh`` (as ``min_val``): the function gets the value the problem constructed the
+    model with; a name the model holds itself still comes from the model."""
+    import torch
+
+    from xeforge_core.worker.formats.base import constructor_arguments
+    from xeforge_core.worker.formats.kernelagent import bind
+
+    class Model(torch.nn.Module):
+        def __init__(self, in_features, out_features, scaling_factor, hardtanh_min, hardtanh_max):
+            super().__init__()
+            self.gemm = torch.nn.Linear(in_features, out_features)
+            self.scaling_factor = scaling_factor
+            self.hardtanh = torch.nn.Hardtanh(min_val=hardtanh_min, max_val=hardtanh_max)
+
+    def kernel_function(x, weight, bias, scaling_factor, hardtanh_min, hardtanh_max):
+        return x
+
+    inits = [4, 3, 0.5, -2, 2]
+    model, x = Model(*inits), torch.randn(2, 4)
+    init_args = constructor_arguments(Model, inits)
+    assert init_args == {"in_features": 4, "out_features": 3, "scaling_factor": 0.5, "hardtanh_min": -2,
+                         "hardtanh_max": 2}
+    args, kwargs, shown = bind(kernel_function, [x], ["x"], model, init_args)
+    assert args[1:] == [model.gemm.weight, model.gemm.bias, 0.5, -2, 2] and not kwargs
+    assert shown.endswith("scaling_factor=model.scaling_factor=0.5, hardtanh_min=Model(hardtanh_min)=-2, "
+                          "hardtanh_max=Model(hardtanh_max)=2)")
+    with pytest.raises(TypeError, match="parameter 'hardtanh_min' matches no forward"):
+        bind(kernel_function, [x], ["x"], model)
+    assert constructor_arguments(Model, [1]) == {}  # too few values: no names
+
+
+def test_a_star_args_kernel_function_gets_the_fullest_call_it_accepts_and_keeps_it():
+    """``kernel_function(*args)`` documents call patterns and KernelAgent's tests try them in
+    turn: the inputs with the model's weights and number attributes first, then with the weights
+    only, then the inputs alone; the first call that raises no TypeError is kept."""
+    import torch
+
+    from xeforge_core.worker.formats.kernelagent import adapt
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.matmul = torch.nn.Linear(4, 3)
+            self.scale_factor = 2.0
+            self.clamp_min, self.clamp_max = -1.0, 1.0
+
+        def forward(self, x):
+            return torch.clamp(self.matmul(x) * self.scale_factor, self.clamp_min, self.clamp_max)
+
+    seen: list[int] = []
+
+    def full(*args):
+        seen.append(len(args))
+        x, w, b, scale, lo, hi = args  # six or a TypeError, as such wrappers parse their arguments
+        return torch.clamp((x @ w.T + b) * scale, lo, hi)
+
+    model, x = Model(), torch.randn(2, 4)
+    wrapped = adapt(full, model, ["x"], {})
+    torch.testing.assert_close(wrapped(x), model(x))
+    assert wrapped.description == ("full(*args=inputs 0, model.matmul.weight, model.matmul.bias, "
+                                   "model.scale_factor=2.0, model.clamp_min=-1.0, model.clamp_max=1.0)")
+
+    def weights_only(*args):
+        if len(args) != 3:
+            raise TypeError(f"Unsupported signature for kernel_function: {len(args)} arguments")
+        x, w, b = args
+        return x @ w.T + b
+
+    wrapped = adapt(weights_only, model, ["x"], {})
+    torch.testing.assert_close(wrapped(x), model.matmul(x))
+    assert wrapped.pattern == 1 and wrapped.description.endswith("model.matmul.bias)")
+    seen.clear()
+    wrapped = adapt(full, model, ["x"], {})
+    wrapped(x)
+    wrapped(x)
+    assert seen == [6, 6]  # the call taken first is the call made after

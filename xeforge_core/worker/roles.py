@@ -69,7 +69,7 @@ from xeforge_core.worker.domain import (
 )
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
 from xeforge_core.worker.expected import ExpectedStore, StoredTensor, materialize, tensor_digest
-from xeforge_core.worker.formats.base import forward_params
+from xeforge_core.worker.formats.base import constructor_arguments, forward_params
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
     INIT_DIFFERS,
@@ -233,7 +233,8 @@ class Harness:
             if baseline_state is not None:
                 self.weight_notes[f"{combo.vname}/s{combo.seed}"] = load_matching_state(reference, baseline_state)
             model: torch.nn.Module = adapt(self.loaded.entry_function(), reference,
-                                           forward_params(binding.model_class()))
+                                           forward_params(binding.model_class()),
+                                           constructor_arguments(binding.model_class(), inits))
         else:
             model = construct_model(self.loaded, inits, combo.seed, self.ctx.ops.torch_device,
                                     _variant_dtype(combo.variant), on_device=on_device)

@@ -20,7 +20,8 @@ class ProblemFormat:
     (``<stem>.yaml``, ``<stem>_ref.py``). ``inputs_function`` / ``init_inputs_function``: the
     module functions that build a spec-less problem's inputs and constructor arguments.
     ``adapt``: worker side, for a ``function`` entry, ``adapt(fn, reference_model,
-    forward_params) -> torch.nn.Module`` (imports torch itself); ``None`` for a class entry.
+    forward_params, constructor_arguments) -> torch.nn.Module`` (imports torch itself);
+    ``None`` for a class entry.
     """
 
     name: str
@@ -42,3 +43,14 @@ def forward_params(model_cls: type) -> list[str]:
     except (TypeError, ValueError):
         return []
     return [p.name for p in params[1:] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def constructor_arguments(model_class: type, inits: list[Any]) -> dict[str, Any]:
+    """``{name: value}`` of ``model_class(*inits)``'s ``__init__`` parameters; ``{}`` where
+    the signature cannot be read or does not take ``inits``."""
+    try:
+        bound = inspect.signature(model_class.__init__).bind(None, *inits)
+    except (TypeError, ValueError):
+        return {}
+    names = list(inspect.signature(model_class.__init__).parameters)
+    return {k: v for k, v in bound.arguments.items() if k != names[0]}

@@ -13,13 +13,23 @@ below matches each parameter of ``kernel_function``, in order:
    dotted name ends with it (``conv.weight`` for ``weight``), ``<submodule>_<attr>``
    (``conv_weight`` -> ``model.conv.weight``), or a submodule's attribute (``model.conv.stride``
    for ``stride``), the first match in ``named_modules()`` order;
-3. positionally to the next forward() input not bound yet;
-4. to its default, if it has one;
-5. unless it has a default or a scalar annotation (``eps: float``), positionally to the
+3. by name to an argument of the problem's ``Model(...)`` constructor, with the value
+   ``get_init_inputs()`` gave it (``hardtanh_min`` in ``Model.__init__(self, ..., hardtanh_min)``,
+   which the model keeps only inside an ``nn.Hardtanh`` as ``min_val``);
+4. positionally to the next forward() input not bound yet;
+5. to its default, if it has one;
+6. unless it has a default or a scalar annotation (``eps: float``), positionally to the
    reference model's next parameter not bound yet, in registration order (``W``, ``b`` for an
    ``nn.Linear``'s ``weight`` and ``bias``; ``scaling_param`` for a ``scaling_factor``
    parameter): KernelAgent's harness passes the weights after the inputs, in the model's order,
    whatever the function calls them; the description says so.
+
+A ``kernel_function(*args)`` states no names, and KernelAgent's generated tests try its
+documented call patterns in turn. It is called with, in order, until one call raises no
+``TypeError``: the forward() inputs, the model's parameters in registration order and its
+plain number attributes in the order ``__init__`` assigns them (``x, weight, bias,
+scale_factor, clamp_min, clamp_max``); the inputs and the parameters; the inputs alone. The
+call that was taken is kept for every later call and named in the description.
 
 A parameter that binds to nothing is an error naming it. The binding is described in words
 (``kernel_function(x=input 0, weight=model.conv.weight)``) so the verdict says how the function
@@ -91,6 +101,15 @@ def _in_registration_order(model: Any) -> list[tuple[str, Any]]:
     (``self.conv = ...`` before ``self.scale = nn.Parameter(...)``; ``named_parameters`` lists a
     module's own parameters before its submodules'); attributes the source does not show keep
     their place after those it does."""
+    order = _assignment_order(model)
+    params = list(model.named_parameters())
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(params, key=lambda item: rank.get(item[0].split(".")[0], len(rank)))
+
+
+def _assignment_order(model: Any) -> list[str]:
+    """The top-level attributes ``type(model).__init__`` assigns (``self.conv = ...``), in source
+    order; ``[]`` where its source cannot be read."""
     import ast
     import textwrap
 
@@ -98,25 +117,56 @@ def _in_registration_order(model: Any) -> list[tuple[str, Any]]:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(type(model).__init__)))
     except (OSError, TypeError, SyntaxError):
-        tree = None
-    for node in ast.walk(tree) if tree is not None else []:
+        return []
+    for node in ast.walk(tree):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) else []
+        targets = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple | ast.List) else [t])]
         found += [(t.lineno, t.col_offset, t.attr) for t in targets if isinstance(t, ast.Attribute)
                   and isinstance(t.value, ast.Name) and t.value.id == "self"]
     order: list[str] = []
     for _, _, attr in sorted(found):  # source order (ast.walk is breadth-first)
         if attr not in order:
             order.append(attr)
-    params = list(model.named_parameters())
-    rank = {name: i for i, name in enumerate(order)}
-    return sorted(params, key=lambda item: rank.get(item[0].split(".")[0], len(rank)))
+    return order
+
+
+def _number_attributes(model: Any) -> list[tuple[str, Any]]:
+    """The model's plain ``int``/``float`` attributes (not ``bool``), in the order ``__init__``
+    assigns them."""
+    out = []
+    for attr in _assignment_order(model):
+        value = _plain_attr(model, attr)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out.append((attr, value))
+    return out
+
+
+def calls(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str], model: Any | None,
+          init_args: dict[str, Any] | None = None) -> list[tuple[list[Any], dict[str, Any], str]]:
+    """The calls to try, in order (module docstring): one :func:`bind` for a function that names
+    its parameters; for a ``*args`` one, the inputs followed by the model's parameters and number
+    attributes, by its parameters, and by nothing. Raises ``TypeError`` as :func:`bind` does."""
+    has_var = any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(fn).parameters.values())
+    if not has_var or model is None:
+        return [bind(fn, inputs, forward_params, model, init_args)]
+    weights = [(f"model.{n}", t) for n, t in _in_registration_order(model)]
+    numbers = [(f"model.{n}={v!r}", v) for n, v in _number_attributes(model)]
+    out = []
+    for extra in (weights + numbers, weights, []):
+        got = bind(fn, inputs, forward_params, model, init_args, extra)
+        if not any(len(got[0]) == len(o[0]) for o in out):
+            out.append(got)
+    return out
 
 
 def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
-         model: Any | None) -> tuple[list[Any], dict[str, Any], str]:
+         model: Any | None, init_args: dict[str, Any] | None = None,
+         var_extra: list[tuple[str, Any]] | None = None) -> tuple[list[Any], dict[str, Any], str]:
     """``(args, kwargs, description)`` for calling ``fn`` with ``inputs`` (the forward()
-    arguments, named ``forward_params``) and ``model``'s parameters (a ``torch.nn.Module``).
+    arguments, named ``forward_params``), ``model``'s parameters (a ``torch.nn.Module``) and
+    ``init_args`` (the ``Model(...)`` constructor's arguments by name); a ``*args`` parameter
+    takes the inputs not bound yet and then ``var_extra`` (``(description, value)`` pairs).
     Raises ``TypeError`` naming a parameter that binds to nothing."""
     import torch
 
@@ -134,9 +184,10 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
     for p in sig.parameters.values():
         if p.kind is p.VAR_POSITIONAL:
             rest = [i for i in range(len(inputs)) if i not in used]
-            args += [inputs[i] for i in rest]
+            args += [inputs[i] for i in rest] + [v for _, v in var_extra or []]
             used.update(rest)
-            shown.append(f"*{p.name}=inputs {', '.join(map(str, rest))}" if rest else f"*{p.name}=()")
+            parts = ([f"inputs {', '.join(map(str, rest))}"] if rest else []) + [d for d, _ in var_extra or []]
+            shown.append(f"*{p.name}={', '.join(parts)}" if parts else f"*{p.name}=()")
             positional_ok = False
             continue
         if p.kind is p.VAR_KEYWORD:
@@ -148,6 +199,8 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
             used.add(idx)
         elif model is not None:
             value, where = by_name[p.name]
+        if value is _UNBOUND and init_args and p.name in init_args:
+            value, where = init_args[p.name], f"Model({p.name})"
         if value is _UNBOUND:
             nxt = next((i for i in range(len(inputs)) if i not in used), None)
             if nxt is not None and p.kind is not p.KEYWORD_ONLY:
@@ -188,16 +241,32 @@ def kernel_function_model() -> type:
         reference model is held without registering it as a submodule, so its weights are not the
         candidate's: ``state_dict()`` is empty."""
 
-        def __init__(self, fn: Callable[..., Any], reference: torch.nn.Module | None, forward_params: list[str]) -> None:
+        def __init__(self, fn: Callable[..., Any], reference: torch.nn.Module | None, forward_params: list[str],
+                     init_args: dict[str, Any] | None = None) -> None:
             super().__init__()
             self.fn = fn
             object.__setattr__(self, "_reference", reference)
             self.forward_params = list(forward_params)
+            self.init_args = dict(init_args or {})
             self.description = ""
+            #: which of :func:`calls` a ``*args`` function took on its first call (kept after)
+            self.pattern: int | None = None
 
         def forward(self, *inputs: Any) -> Any:
-            args, kwargs, self.description = bind(self.fn, list(inputs), self.forward_params, self._reference)
-            out = self.fn(*args, **kwargs)
+            tries = calls(self.fn, list(inputs), self.forward_params, self._reference, self.init_args)
+            if self.pattern is not None:
+                tries = tries[self.pattern:self.pattern + 1]
+            for i, (args, kwargs, description) in enumerate(tries):
+                try:
+                    out = self.fn(*args, **kwargs)
+                except TypeError:
+                    if self.pattern is not None or i == len(tries) - 1:
+                        raise
+                    continue
+                if self.pattern is None:
+                    self.pattern = i
+                self.description = description
+                break
             if out is None and inputs:  # KernelAgent's convention: None means "wrote inputs[0] in place"
                 self.description += " (returned None: its first input, written in place, is the output)"
                 return inputs[0]
@@ -206,10 +275,11 @@ def kernel_function_model() -> type:
     return KernelFunctionModel
 
 
-def adapt(fn: Callable[..., Any], reference: Any, params: list[str]) -> Any:
+def adapt(fn: Callable[..., Any], reference: Any, params: list[str], init_args: dict[str, Any] | None = None) -> Any:
     """``fn`` bound to ``reference`` (the problem's ``Model`` instance) as a ``torch.nn.Module``
-    whose ``forward(*inputs)`` calls it; ``params`` names forward()'s inputs."""
-    return kernel_function_model()(fn, reference, params)
+    whose ``forward(*inputs)`` calls it; ``params`` names forward()'s inputs, ``init_args`` the
+    arguments ``reference`` was constructed with (:func:`constructor_arguments`)."""
+    return kernel_function_model()(fn, reference, params, init_args)
 
 
 KERNELAGENT = ProblemFormat(

@@ -23,11 +23,11 @@ from contextlib import contextmanager, suppress
 
 __all__ = ["COPIES", "FIXED_BYTES", "MemoryGate", "device_capacity", "pair_footprint"]
 
-#: Copies of its inputs' bytes a verification holds at its peak: the inputs, the float64 truth
-#: (twice float32's bytes) of inputs and output, and the outputs of the baseline, the candidate
-#: and the anchors, each about the inputs' size for the elementwise, pooling and reduction
-#: problems whose inputs are large. An estimate from that count, not a measurement.
-COPIES = 6
+#: Copies of its inputs' bytes a child holds at its peak. Measured on the H200 (2026-12-04): a
+#: baseline worker checking a 7-8 GiB problem (RMSNorm, 3-D pooling, a mean reduction) at its
+#: published size held 40.6-42.6 GiB and asked for 14-16 GiB more (the inputs, their float64
+#: truth at twice float32's bytes, the outputs and the saved runs), about 7-8 times its inputs.
+COPIES = 8
 #: Bytes each child holds whatever its size: a CUDA context (about 0.5 GiB on an H200) for
 #: each of its worker processes that can be alive at once.
 FIXED_BYTES = 2 * 2**30

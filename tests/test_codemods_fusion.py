@@ -223,7 +223,7 @@ def test_autotune_space_is_pruned_for_the_profile_and_per_call() -> None:
         triton.Config(c["kwargs"], num_warps=c["num_warps"], num_stages=c["num_stages"])
         for c in space_configs("cuda", "hopper", "gemm")[0]]
     kept = ns["_p"](cfgs, {"M": 4096, "N": 4096, "K": 4096})
-    assert len(kept) == 3 and kept[0] is cfgs[0]
+    assert len(kept) in (3, 4) and kept[0] is cfgs[0]  # a smaller tile is added, never swapped in
     assert (kept[1].kwargs["BLOCK_M"], kept[1].kwargs["BLOCK_N"]) in {(128, 128), (128, 256), (256, 128)}
     skinny = ns["_p"](cfgs, {"M": 128, "N": 16384, "K": 16384})
     assert all(c.kwargs["BLOCK_M"] <= 128 for c in skinny)
@@ -232,8 +232,12 @@ def test_autotune_space_is_pruned_for_the_profile_and_per_call() -> None:
     nums = {"peak_tflops": 989.5, "bandwidth_gbps": 4800.0, "smem_bytes": 232448.0, "units": 132.0, "lanes": 32.0}
     assert [cfgs[i] for i in rank(4096, 4096, 4096, dicts, nums)] == kept
     # where the model's picks are all of its first pick's tile area or larger, one smaller tile is
-    # measured as well (a batched GEMM with K = 128 lost 16% with only large tiles benchmarked)
+    # measured as well (a batched GEMM with K = 128 lost 16% with only large tiles benchmarked),
+    # beside the model's picks: giving one of them up cost 10-15% on the H200
     assert len({c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in kept[1:]}) == 2
+    from xeforge_core.codemods.autotune_prune import hedged
+    assert hedged([1, 2, 3, 4], lambda x: {1: 4, 2: 4, 3: 4, 4: 2}[x], 2) == [1, 2, 4]
+    assert hedged([1, 2, 3], lambda x: {1: 4, 2: 2, 3: 1}[x], 2) == [1, 2]
     for dims in ((2048, 2048, 128), (512, 512, 4096), (4096, 128, 4096)):
         picked = [dicts[i] for i in rank(*dims, dicts, nums)][1:]
         area = [c["kwargs"]["BLOCK_M"] * c["kwargs"]["BLOCK_N"] for c in picked]

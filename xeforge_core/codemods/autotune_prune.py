@@ -13,8 +13,8 @@ bandwidth, shared memory / SLM per work-group, compute units, GRF modes):
 * **per call** (:func:`pruner_source`, written into the module as Triton's
   ``prune_configs_by={"early_config_prune": ...}``): with the real sizes, at the first launch
   of each autotune key and before any config is compiled, a roofline model ranks the configs
-  and only the kernel's own config and the ``keep - 1`` predicted fastest are benchmarked, one
-  of them of a smaller output tile than the model's first where the ranking has none
+  and only the kernel's own config and the ``keep - 1`` predicted fastest are benchmarked, and
+  one of a smaller output tile than the model's first where the ranking has none
   (:func:`hedged`).
 
 The model (per config ``BM x BN x BK``, ``w`` warps, ``s`` stages, on ``units`` compute units):
@@ -172,18 +172,18 @@ def _area(cfg: dict[str, Any]) -> int:
 
 
 def hedged(order: list[Any], area: Any, count: int) -> list[Any]:
-    """The first ``count`` of ``order`` (ranked fastest first), except that when none of them has
-    a smaller output tile than the first, the last place goes to the best-ranked config that has:
-    the model does not see occupancy or a short K loop (a batched GEMM with K = 128 ran 16%
-    slower on the H200 with only large tiles benchmarked, docs/measured/h200-rules-changes), so
-    the autotuner measures one smaller tile class as well."""
+    """The first ``count`` of ``order`` (ranked fastest first) and, when none of them has a
+    smaller output tile than the first, also the best-ranked config that has: the model does not
+    see occupancy or a short K loop (a batched GEMM with K = 128 ran 16% slower on the H200 with
+    only large tiles benchmarked), so the autotuner measures one smaller tile class as well. It
+    is added, not put in the last pick's place: giving up that pick cost 10% on a large GEMM
+    with an epilogue and 15% on the batched GEMM on the H200 (docs/measured/h200-rules-changes,
+    third run)."""
     picks = list(order[:count])
     if count < 2 or len(order) <= count or any(area(x) < area(picks[0]) for x in picks[1:]):
         return picks
     smaller = next((x for x in order[count:] if area(x) < area(picks[0])), None)
-    if smaller is not None:
-        picks[-1] = smaller
-    return picks
+    return picks + ([smaller] if smaller is not None else [])
 
 
 def pruner_source(name: str, dims: dict[str, str], nums: dict[str, float], profile_id: str,
@@ -233,7 +233,6 @@ def {name}(configs, named_args, **kwargs):
     if len(picks) > 1 and len(ranked) > len(picks) and not any(area(c) < area(picks[0]) for c in picks[1:]):
         # the model sees neither occupancy nor a short K loop: one smaller tile class is measured too
         smaller = [c for c in ranked[len(picks):] if area(c) < area(picks[0])]
-        if smaller:
-            picks[-1] = smaller[0]
+        picks += smaller[:1]
     return [configs[0], *picks]
 '''

@@ -485,6 +485,24 @@ def _harness_dtype(solution_path: Path) -> str | None:
         return None
 
 
+def published_precision(solution_path: Path) -> tuple[list[str], str]:
+    """``(["tf32"], why)`` where the published solution's ``tl.dot`` calls multiply float32 in
+    TF32 on NVIDIA GPUs (``precision_hints.tf32_dots``: Triton's default), else ``([], "")``.
+    The rules engine is measured against the published kernel at the precision its author
+    chose, as a user who adopted that kernel would pass ``--allow tf32``; without it the
+    float32 contract refuses the published kernel itself as the baseline (five pairs on the
+    H200, 2026-12-04), and nothing is left to optimise."""
+    from xeforge_core.worker.precision_hints import tf32_dots
+
+    try:
+        found = tf32_dots(solution_path.read_text(encoding="utf-8"))
+    except OSError:
+        return [], ""
+    if not found:
+        return [], ""
+    return ["tf32"], f"TF32 allowed: the published kernel's tl.dot multiplies float32 in TF32 ({found[0]})"
+
+
 def final_options(published: str, sizes: list[str], settings: Settings) -> Any:
     """The verifier's options for timing the rules result against the published solution at
     ``sizes``. Every version the pipeline kept was verified in full by the stage that kept it
@@ -496,7 +514,8 @@ def final_options(published: str, sizes: list[str], settings: Settings) -> Any:
 
     return VerifyOptions(seeds=1, distributions=["normal"], performance_variants=sizes, use_cache=False,
                          variants=[published], include_odd_size=False, tile_sizes=False, grid_coverage=False,
-                         timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms, dtype=settings.dtype)
+                         timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms, dtype=settings.dtype,
+                         allow_precision=list(settings.allow_precision))
 
 
 def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, args: argparse.Namespace,
@@ -514,11 +533,13 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     published = problem.default_variant_name()  # "module" without a spec
     sizes = [published] + ([bench] if bench != published else [])
     print(f"{name}: sizes {sizes} ({why}); the rules pipeline", flush=True)
-    settings = replace(_settings(device.type, args.quick), dtype=_harness_dtype(solution_path))
+    allow, allow_why = published_precision(solution_path) if solution_path != problem_path else ([], "")
+    settings = replace(_settings(device.type, args.quick), dtype=_harness_dtype(solution_path), allow_precision=allow)
     warming, warmed = prewarm(problem, problem_path, sizes, device, args.compile_timeout)
     outcome = run_rules_pipeline(Job("case", name, problem), device, settings, workdir)
     applied = ",".join(outcome.applied)
-    stage_notes = "; ".join(f"{s.stage}: {s.status}" for s in outcome.stages if s.status != "not_applicable")
+    stage_notes = "; ".join([allow_why] * bool(allow_why) + [f"{s.stage}: {s.status}" for s in outcome.stages
+                                                             if s.status != "not_applicable"])
     opts = final_options(published, sizes, settings)
     print(f"{name}: stages applied: {applied or 'none'}; verifying the result at {sizes}", flush=True)
     verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts,
@@ -581,9 +602,10 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
 
 
 #: A row's note saying the machine failed the pair, not its kernels: the device or the disk was
-#: full (other children held it) while the baseline or the timing ran. A resumed run runs it again.
+#: full (other children held it) while the baseline or the timing ran. A resumed run runs it again,
+#: as it does a pair refused for TF32 by a run before :func:`published_precision` allowed it.
 MACHINE_FAULT = re.compile(r"failed in this environment \((?:environment|oom):|No space left on device"
-                           r"|while timing: out of memory")
+                           r"|while timing: out of memory|to accept this precision, pass --allow tf32")
 
 
 def resumed(path: Path, header: dict[str, Any], pair_timeout: float | None = None,

@@ -113,6 +113,8 @@ class Settings:
     log_progress: bool = False
     #: the verifier's ``--dtype`` (``kernel``: the dtype the published kernels demand)
     dtype: str | None = None
+    #: the verifier's ``--allow`` (precision downgrades accepted, e.g. ``["tf32"]``)
+    allow_precision: list[str] = field(default_factory=list)
 
 
 def _progress_log(name: str) -> Callable[[dict[str, Any]], None]:
@@ -255,7 +257,7 @@ def verify_options(settings: Settings, performance_variants: list[str] | None) -
     return VerifyOptions(seeds=settings.seeds, distributions=list(settings.distributions),
                          performance_variants=performance_variants, use_cache=settings.use_cache,
                          timeout_s=settings.timeout_s, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms,
-                         dtype=settings.dtype)
+                         dtype=settings.dtype, allow_precision=list(settings.allow_precision))
 
 
 def _has_module(name: str) -> bool:

@@ -95,9 +95,30 @@ def test_a_resumed_run_adds_the_pairs_the_earlier_one_lacks(tmp_path):
         {"pair": "g_wrong", "size": "module", "note": "the baseline itself failed in this environment "
          "(compile_error: Triton compilation failed at solution.py:19)"}]
     (out / "results.json").write_text(json.dumps(data))
+    data["rows"].append({"pair": "h_tf32", "size": "module", "note": "not timed: the baseline itself failed in this "
+                         "environment (wrong_answer: ... The problem allows float32: to accept this precision, pass "
+                         "--allow tf32 (spec: allow: [tf32]; workbench: allowed precision)"})
+    (out / "results.json").write_text(json.dumps(data))
     rows, _, _, _ = corpus.resumed(out / "results.json", data["header"], 300.0)
     assert [r.pair for r in rows] == ["d_slow", "g_wrong"]
     assert len(data["header"]["runs"]) == 1
+
+
+def test_a_published_kernel_with_tf32_dots_is_measured_at_that_precision(tmp_path):
+    """A published GEMM whose ``tl.dot`` is TF32 (Triton's default on float32) is the baseline at
+    its own precision: the pair runs with ``--allow tf32`` and its row says why; an IEEE one and
+    one without dots run under the float32 contract."""
+    tf32 = tmp_path / "tf32.py"
+    tf32.write_text("import triton.language as tl\n\ndef k(a, b):\n    return tl.dot(a, b)\n")
+    ieee = tmp_path / "ieee.py"
+    ieee.write_text("import triton.language as tl\n\ndef k(a, b):\n    return tl.dot(a, b, input_precision='ieee')\n")
+    allow, why = corpus.published_precision(tf32)
+    assert allow == ["tf32"] and why.startswith("TF32 allowed") and "line 4" in why
+    assert corpus.published_precision(ieee) == ([], "")
+    assert corpus.published_precision(tmp_path / "missing.py") == ([], "")
+    settings = corpus.replace(corpus._settings("cuda", True), allow_precision=allow)
+    opts = corpus.final_options("module", ["module", "bench"], settings)
+    assert opts.allow_precision == ["tf32"] and opts.variants == ["module"] and not opts.tile_sizes
 
 
 def test_torch_compile_is_prewarmed_per_size_while_the_pipeline_runs(monkeypatch):

@@ -419,3 +419,33 @@ def test_a_star_args_kernel_function_gets_the_fullest_call_it_accepts_and_keeps_
     wrapped(x)
     wrapped(x)
     assert seen == [6, 6]  # the call taken first is the call made after
+
+
+def test_an_aliased_tensor_is_not_also_the_plain_names():
+    """``add_bias`` names the model's own ``bias`` (KernelAgent's alias); ``bias`` beside it in
+    the same signature is then the linear layer's bias, not the same tensor twice."""
+    import torch
+
+    from xeforge_core.worker.formats.kernelagent import bind
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.matmul = torch.nn.Linear(4, 3)
+            self.bn = torch.nn.BatchNorm1d(3)
+            self.bias = torch.nn.Parameter(torch.zeros(1))
+
+    def kernel_function(x, weight, bias, bn_weight, bn_bias, running_mean, add_bias=None):
+        return x
+
+    model, x = Model(), torch.randn(2, 4)
+    args, kwargs, _ = bind(kernel_function, [x], ["x"], model)
+    assert args[1] is model.matmul.weight and args[2] is model.matmul.bias
+    assert args[3] is model.bn.weight and args[4] is model.bn.bias and args[5] is model.bn.running_mean
+    assert (args[6] if len(args) > 6 else kwargs["add_bias"]) is model.bias
+
+    def plain(x, bias):  # without the alias, `bias` is still the model's own
+        return x
+
+    args, _, _ = bind(plain, [x], ["x"], model)
+    assert args[1] is model.bias

@@ -9,7 +9,9 @@ below matches each parameter of ``kernel_function``, in order:
 
 1. by name to a forward() input (``x`` in ``Model.forward(self, x)``);
 2. by name to the reference model (``w`` and ``add_bias`` mean ``weight`` and ``bias``, as in
-   KernelAgent's own harness, meta-pytorch/KernelAgent ``examples/*/test.py``): an attribute (``model.eps``), a parameter or buffer whose
+   KernelAgent's own harness, meta-pytorch/KernelAgent ``examples/*/test.py``; a tensor an alias
+   names is not also another name's: with ``add_bias`` for ``model.bias``, ``bias`` is the next
+   match, a layer's bias): an attribute (``model.eps``), a parameter or buffer whose
    dotted name ends with it (``conv.weight`` for ``weight``), ``<submodule>_<attr>``
    (``conv_weight`` -> ``model.conv.weight``), or a submodule's attribute (``model.conv.stride``
    for ``stride``), the first match in ``named_modules()`` order;
@@ -64,19 +66,23 @@ def _plain_attr(obj: Any, name: str) -> Any:
     return value
 
 
-def _model_value(model: Any, name: str) -> tuple[Any, str]:
+def _model_value(model: Any, name: str, exclude: frozenset[int] = frozenset()) -> tuple[Any, str]:
     """The value of ``name`` on ``model`` (a ``torch.nn.Module``; see the module docstring,
-    rule 2) and where it came from, or ``(_UNBOUND, "")``."""
+    rule 2) and where it came from, or ``(_UNBOUND, "")``; tensors whose ``id`` is in
+    ``exclude`` (claimed by another parameter) are passed over."""
     import torch
 
+    def free(value: Any) -> bool:
+        return value is not _UNBOUND and id(value) not in exclude
+
     value = _plain_attr(model, name)
-    if value is not _UNBOUND:
+    if free(value):
         return value, f"model.{name}"
     if name in _ALIASES:
-        return _model_value(model, _ALIASES[name])
+        return _model_value(model, _ALIASES[name], exclude)
     tensors = dict(model.named_parameters())
     tensors.update(dict(model.named_buffers()))
-    ends = [k for k in tensors if k == name or k.endswith("." + name)]
+    ends = [k for k in tensors if (k == name or k.endswith("." + name)) and id(tensors[k]) not in exclude]
     if len(ends) == 1:
         return tensors[ends[0]], f"model.{ends[0]}"
     if "_" in name:
@@ -85,13 +91,13 @@ def _model_value(model: Any, name: str) -> tuple[Any, str]:
             sub = getattr(model, head, None)
             if isinstance(sub, torch.nn.Module):
                 value = _plain_attr(sub, tail)
-                if value is not _UNBOUND:
+                if free(value):
                     return value, f"model.{head}.{tail}"
     for mod_name, sub in model.named_modules():
         if not mod_name:
             continue
         value = _plain_attr(sub, name)
-        if value is not _UNBOUND:
+        if free(value):
             return value, f"model.{mod_name}.{name}"
     return _UNBOUND, ""
 
@@ -178,6 +184,12 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
     shown: list[str] = []
     positional_ok = True
     by_name = {p.name: _model_value(model, p.name) for p in sig.parameters.values()} if model is not None else {}
+    # a tensor an alias names (``add_bias``: the model's own bias) is that parameter's; a plain
+    # name that found the same tensor (``bias``) takes its next match (the linear layer's bias)
+    claimed = frozenset(id(v) for n, (v, _) in by_name.items() if n in _ALIASES and isinstance(v, torch.Tensor))
+    for n, (v, _) in list(by_name.items()):
+        if n not in _ALIASES and id(v) in claimed:
+            by_name[n] = _model_value(model, n, claimed)
     # the model's tensors some parameter names (rule 2) are never another's by position (rule 5)
     bound = {id(v) for n, (v, _) in by_name.items() if n not in named and isinstance(v, torch.Tensor)}
     params = _in_registration_order(model) if model is not None else []

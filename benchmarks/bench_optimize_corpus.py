@@ -782,6 +782,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="keep the rows of OUT/results.json and run only the pairs it lacks (or did not run "
                          "before its deadline), so calls of limited length add up to one table")
+    ap.add_argument("--redo", nargs="+", default=[], metavar="PAIR",
+                    help="with --resume: measure these pairs again (their earlier rows are dropped), e.g. after "
+                         "a fix to how their kernels are entered")
     ap.add_argument("--deadline-min", type=float, default=None,
                     help="start no pair past this many minutes (the summary is still written; pairs left "
                          "are listed as not run)")
@@ -812,6 +815,11 @@ def main(argv: list[str] | None = None) -> int:
     order = {name: i for i, (name, _, _) in enumerate(pairs)}
     if args.resume and (args.out / "results.json").exists():
         rows, reasons, errors, header = resumed(args.out / "results.json", header, args.pair_timeout)
+        unknown = sorted(set(args.redo) - {r.pair for r in rows} - {n for n, _, _ in pairs})
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], sorted(order), n=1)
+            raise SystemExit(f"--redo {unknown[0]}: no such pair" + (f"; nearest: {near[0]}" if near else ""))
+        rows = [r for r in rows if r.pair not in args.redo]
         done = {r.pair for r in rows}
         print(f"resuming: {len(done)} pairs already measured", flush=True)
         pairs = [p for p in pairs if p[0] not in done]

@@ -82,6 +82,14 @@ def test_a_resumed_run_adds_the_pairs_the_earlier_one_lacks(tmp_path):
     data = json.loads((out / "results.json").read_text())
     assert [r["pair"] for r in data["rows"]] == ["a_first", "b_second"]
     assert not any(r["note"].startswith("not run") for r in data["rows"])
+    # --redo measures a pair again; a name no pair has is refused with the nearest offered
+    data["rows"][0]["note"] = "marked"
+    (out / "results.json").write_text(json.dumps(data))
+    assert corpus.main([str(tmp_path), "--out", str(out), "--device", "cpu", "--pair-timeout", "0.5",
+                        "--resume", "--redo", "a_first"]) == 0
+    assert all(r["note"] != "marked" for r in json.loads((out / "results.json").read_text())["rows"])
+    with pytest.raises(SystemExit, match="--redo a_frist: no such pair; nearest: a_first"):
+        corpus.main([str(tmp_path), "--out", str(out), "--device", "cpu", "--resume", "--redo", "a_frist"])
     # a pair the deadline cut to 30 s runs again at the 300 s limit; one stopped at 300 s does not
     data["rows"] = [{"pair": "c_cut", "size": "-", "note": "stopped after 30 s (pair limit 30 s); last: x"},
                     {"pair": "d_slow", "size": "-", "note": "stopped after 300 s (pair limit 300 s); last: x"}]

@@ -190,7 +190,7 @@ def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
     for n, (v, _) in list(by_name.items()):
         if n not in _ALIASES and id(v) in claimed:
             by_name[n] = _model_value(model, n, claimed)
-    # the model's tensors some parameter names (rule 2) are never another's by position (rule 5)
+    # the model's tensors some parameter names (rule 2) are never another's by position (rule 6)
     bound = {id(v) for n, (v, _) in by_name.items() if n not in named and isinstance(v, torch.Tensor)}
     params = _in_registration_order(model) if model is not None else []
     for p in sig.parameters.values():

@@ -13,9 +13,10 @@ rewrites a buffer it reads, or adds into one, without ``restore_value``/``reset_
 what the last benchmarked configs left there. What a tuner learnt at a key survives the checks of
 single configs in between, as in a user's process: each key is tuned once, not once per run. On
 cpu the autotuner cannot time anything ("0 active drivers"), so its first call runs every config
-once on those arguments, timed alike (the first config wins), with Triton's own pre- and post-hooks (:func:`run_once`): the same side effects a
-GPU's benchmarking has, in the interpreter. After that first call every autotuner is narrowed to
-one config (the first unless another is selected).
+once on those arguments, timed alike (the first config wins), with Triton's own pre- and
+post-hooks (:func:`run_once`): the same side effects a GPU's benchmarking has, in the
+interpreter. After that first call every autotuner is narrowed to one config (the first unless
+another is selected).
 """
 
 from __future__ import annotations

@@ -601,10 +601,10 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     return rows, reasons
 
 
-#: A row's note saying the machine failed the pair, not its kernels: the device or the disk was
-#: full (other children held it) while the baseline or the timing ran. A resumed run runs it again,
-#: as it does a pair refused for TF32 by a run before :func:`published_precision` allowed it.
-MACHINE_FAULT = re.compile(r"failed in this environment \((?:environment|oom):|No space left on device"
+#: A row's note that a resumed run does not keep but measures again: the machine failed the pair,
+#: not its kernels (the device or the disk was full, other children holding it, while the baseline
+#: or the timing ran), or a run before :func:`published_precision` refused the pair for TF32.
+MEASURE_AGAIN = re.compile(r"failed in this environment \((?:environment|oom):|No space left on device"
                            r"|while timing: out of memory|to accept this precision, pass --allow tf32")
 
 
@@ -612,9 +612,9 @@ def resumed(path: Path, header: dict[str, Any], pair_timeout: float | None = Non
             ) -> tuple[list[Row], collections.Counter, list[str], dict[str, Any]]:
     """The rows, reasons and errors of an earlier run's ``results.json`` (``--resume``), without
     the rows of pairs it did not run (past its deadline), stopped at a limit the deadline cut
-    below ``pair_timeout``, or that the machine failed (:data:`MACHINE_FAULT`), and ``header``
-    with the earlier runs' device, date and versions kept under ``runs``. Raises ``SystemExit`` when the earlier run was on another device (its times
-    cannot sit in one table with these)."""
+    below ``pair_timeout``, or whose note matches :data:`MEASURE_AGAIN`, and ``header`` with the
+    earlier runs' device, date and versions kept under ``runs``. Raises ``SystemExit`` when the
+    earlier run was on another device (its times cannot sit in one table with these)."""
     data = json.loads(path.read_text())
     old = data.get("header") or {}
     if old.get("device") and old["device"] != header["device"]:
@@ -624,9 +624,9 @@ def resumed(path: Path, header: dict[str, Any], pair_timeout: float | None = Non
         limit = re.search(r"^stopped after \d+ s \(pair limit (\d+) s\)", note)
         return bool(limit and pair_timeout and float(limit.group(1)) < pair_timeout - 1)
 
-    machine = {r["pair"] for r in data.get("rows", []) if MACHINE_FAULT.search(r.get("note", ""))}
+    again = {r["pair"] for r in data.get("rows", []) if MEASURE_AGAIN.search(r.get("note", ""))}
     rows = [Row(**r) for r in data.get("rows", []) if not r.get("note", "").startswith("not run")
-            and not cut(r.get("note", "")) and r["pair"] not in machine]
+            and not cut(r.get("note", "")) and r["pair"] not in again]
     reasons = collections.Counter({(r["stage"], r["reason"]): r["count"] for r in data.get("reasons", [])})
     runs = [*old.get("runs", []), {k: old.get(k) for k in ("date", "versions", "copy_gbps")}]
     return rows, reasons, list(data.get("errors", [])), {**header, "runs": runs}

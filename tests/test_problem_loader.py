@@ -501,3 +501,24 @@ def test_a_modelnew_stays_the_entry_beside_a_kernel_function():
 
     torch_only = _SELF_TESTED.replace("class Model(", "class ModelNew(")
     assert entry_point(torch_only) == ("class", "ModelNew")
+
+
+def test_a_misspelt_model_class_beside_kernel_function_is_named_not_silently_skipped():
+    """A candidate that binds ``kernel_function`` is entered by it; a class whose name is close
+    to ``ModelNew`` (a typo) is then never called, and the verdict says so."""
+    from xeforge_core.devices import detect_device
+    from xeforge_core.problem.entry import ignored_lookalikes
+    from xeforge_core.verify import VerifyOptions, verify
+
+    path = Path(__file__).resolve().parents[1] / "sample_kernels" / "01_vector_add.py"
+    src = path.read_text()
+    typo = src.replace("class Model(", "class ModelNwe(")
+    assert ignored_lookalikes(typo) == [("ModelNwe", "ModelNew")]
+    assert ignored_lookalikes(src) == [] and ignored_lookalikes(src.replace("class Model(", "class VectorAdd(")) == []
+    assert ignored_lookalikes("def broken(:\n") == []
+    verdict = verify(load_problem(path), typo, device=detect_device("cpu"),
+                     options=VerifyOptions(seeds=1, include_odd_size=False, tile_sizes=False, grid_coverage=False,
+                                           use_cache=False))
+    assert verdict.kind.value == "ok", verdict.reason
+    assert ("the candidate defines class ModelNwe, which is not an entry point (did you mean ModelNew?): "
+            "kernel_function() is what was verified") in verdict.warnings

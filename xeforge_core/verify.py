@@ -60,6 +60,7 @@ from xeforge_core.devlock import default_lock_dir
 from xeforge_core.errors import XeForgeError
 from xeforge_core.precision import PrecisionPolicy, parse_allowances
 from xeforge_core.problem import ProblemError, odd_size_variant
+from xeforge_core.problem.entry import ignored_lookalikes
 from xeforge_core.problem.module import entry_point
 from xeforge_core.problem.scaling import (
     estimate_input_bytes,
@@ -497,7 +498,9 @@ class _Run:
         self.baseline_module = baseline
         self.reference_module = problem.reference.to_data() if problem.reference is not None else None
         self.spec_data = problem.spec.to_data() if problem.spec is not None else None
-        self.warnings: list[str] = []
+        self.warnings: list[str] = [
+            f"the candidate defines class {cls}, which is not an entry point (did you mean {near}?): "
+            f"{name}() is what was verified" for cls, near in ignored_lookalikes(candidate_source)]
         #: variants derived during the run (launch-grid coverage), by name
         self.derived: dict[str, Any] = {}
         #: the size derived from the kernels' tiles (``derive_tile_sizes``), and the ``-odd``

@@ -138,6 +138,30 @@ def entry_point(source: str, preferred: str = "Model") -> tuple[str, str]:
     return kind, name
 
 
+def ignored_lookalikes(source: str) -> list[tuple[str, str]]:
+    """``(class, entry name it resembles)`` for each class of a module entered by a function
+    (``kernel_function``) whose name is close to a class entry (``ModelNwe`` beside ``ModelNew``,
+    difflib ratio 0.75 or more): the harness calls the function and never the class, so a
+    misspelt ``ModelNew`` would be verified silently as the function. ``[]`` for a module
+    entered by a class, or one that does not parse."""
+    import difflib
+
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return []
+    if entry_point(source)[0] != "function":
+        return []
+    b = module_bindings(tree)  # type: ignore[arg-type]
+    classes = formats.class_names()
+    out = []
+    for name in sorted(b.classes, key=lambda n: b.lines.get(n, 0)):
+        near = difflib.get_close_matches(name, classes, n=1, cutoff=0.75)
+        if near and name not in classes:
+            out.append((name, near[0]))
+    return out
+
+
 def _jit_functions(tree: ast.AST) -> dict[str, ast.AST]:
     """Functions decorated ``@triton.jit`` / ``@jit`` (called or not), anywhere in ``tree``."""
     out: dict[str, ast.AST] = {}

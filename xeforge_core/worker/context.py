@@ -52,7 +52,7 @@ class WorkerContext:
         self.ops = DeviceOps(job.get("device") or "cpu")
         self.ops.install_scratch_allocator()
         self.ops.install_interpreter_loops()
-        self.ops.install_interpreter_bf16_dot()
+        self.ops.install_interpreter_bf16()
         self.timer_guard = TimerGuard()
         self.threads = ThreadWatch()
         self.registry = AutotuneRegistry(interpreter=self.ops.interpreter)

@@ -188,15 +188,19 @@ class DeviceOps:
         patch._xeforge_loops = True  # type: ignore[attr-defined]
         interp._patch_lang_core = patch
 
-    def install_interpreter_bf16_dot(self) -> None:
-        """In Triton's interpreter (cpu), give ``tl.dot`` on bfloat16 operands their values. The
-        interpreter holds bfloat16 as its ``uint16`` bit patterns and its ``create_dot`` converts
-        only 8-bit floats, so a bfloat16 ``tl.dot`` multiplied the bit patterns (results near
-        1e10: every bfloat16 GEMM was a wrong answer on cpu). Each bfloat16 operand is widened
-        exactly to float32 (its 16 bits shifted into the top half of a float32) before the
-        interpreter's own ``create_dot`` runs; the product then accumulates in the accumulator's
-        dtype as before. Source: triton-lang/triton issue 11584 (Triton 3.6's
-        ``InterpreterBuilder.create_dot``; not fixed upstream)."""
+    def install_interpreter_bf16(self) -> None:
+        """In Triton's interpreter (cpu), compute bfloat16 arithmetic on its values. The
+        interpreter holds bfloat16 as its ``uint16`` bit patterns and applies numpy to them:
+        ``a + b``, ``a * b``, comparisons, a sum of bfloat16 values and a bfloat16 ``tl.dot``
+        worked on the bit patterns (results near 1e10 to 1e38; every bfloat16 GEMM and every
+        kernel doing bfloat16 arithmetic was a wrong answer on cpu). Each bfloat16 operand of
+        the interpreter's elementwise ops and of ``tl.dot`` is widened exactly to float32 (its 16
+        bits shifted into the top half of a float32); an op's bfloat16 result is rounded back to
+        nearest-even, as a GPU rounds its float32 result; casts to and from bfloat16 go through
+        float32 (the interpreter converted only bfloat16 <-> float32), and a Python number meeting
+        a bfloat16 tensor becomes a bfloat16 constant (the interpreter had no ``get_bf16``: ``x *
+        0.5`` failed to run). Source: triton-lang/triton issue 11584 (Triton 3.6's ``InterpreterBuilder``;
+        not fixed upstream, "we just don't support it yet")."""
         if self._mod is not None:
             return
         import numpy as np
@@ -204,21 +208,108 @@ class DeviceOps:
         import triton.runtime.interpreter as interp
 
         builder = getattr(interp, "InterpreterBuilder", None)
-        original = getattr(builder, "create_dot", None)
-        if original is None or getattr(original, "_xeforge_bf16", False):
+        if builder is None or getattr(builder, "_xeforge_bf16", False):
             return
 
+        def is_bf16(handle: Any) -> bool:
+            return getattr(getattr(handle, "dtype", None), "scalar", None) == tl.bfloat16
+
+        def values(handle: Any) -> Any:
+            if not is_bf16(handle):
+                return handle.data
+            return (np.asarray(handle.data).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+        def bits(result: Any) -> Any:
+            wide = np.asarray(result, dtype=np.float32).view(np.uint32)
+            rounded = (wide + np.uint32(0x7FFF) + ((wide >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+            nan = np.isnan(np.asarray(result, dtype=np.float32))
+            return np.where(nan, (wide >> np.uint32(16)) | np.uint32(0x40), rounded).astype(np.uint16)
+
         def widened(handle: Any) -> Any:
-            if getattr(getattr(handle, "dtype", None), "scalar", None) != tl.bfloat16:
-                return handle
-            bits = np.asarray(handle.data).astype(np.uint32) << np.uint32(16)
-            return interp.TensorHandle(bits.view(np.float32), tl.float32)
+            return interp.TensorHandle(values(handle), tl.float32) if is_bf16(handle) else handle
+
+        def back(out: Any, dtype: Any) -> Any:
+            data = np.asarray(out.data)
+            if dtype == tl.bfloat16 and data.dtype.kind == "f":
+                return interp.TensorHandle(bits(data), tl.bfloat16)
+            return out
+
+        original_binary, original_unary = builder.binary_op, builder.unary_op
+        original_fma, original_dot = builder.create_fma, builder.create_dot
+        original_cast = builder.cast_impl
+
+        def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+            # only bfloat16 <-> float32 converts; to or from an int, float16 or float64 the
+            # interpreter reinterpreted the 16 bits as a number
+            dst = dst_type.scalar
+            if is_bf16(src) and dst != tl.float32 and dst != tl.bfloat16:
+                return original_cast(self, widened(src), dst_type)
+            if dst == tl.bfloat16 and not is_bf16(src) and src.dtype.scalar != tl.float32:
+                wide = np.asarray(src.data).astype(np.float32)
+                return interp.TensorHandle(bits(wide), tl.bfloat16)
+            return original_cast(self, src, dst_type)
+
+        def binary_op(self: Any, lhs: Any, rhs: Any, op: Any) -> Any:
+            if not (is_bf16(lhs) or is_bf16(rhs)):
+                return original_binary(self, lhs, rhs, op)
+            return back(original_binary(self, widened(lhs), widened(rhs), op), lhs.dtype.scalar)
+
+        def unary_op(self: Any, arg: Any, op: Any) -> Any:
+            if not is_bf16(arg):
+                return original_unary(self, arg, op)
+            return back(original_unary(self, widened(arg), op), tl.bfloat16)
+
+        def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
+            if not (is_bf16(x) or is_bf16(y) or is_bf16(z)):
+                return original_fma(self, x, y, z)
+            return back(original_fma(self, widened(x), widened(y), widened(z)), z.dtype.scalar)
 
         def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
-            return original(self, widened(a), widened(b), d, *args, **kwargs)
+            return original_dot(self, widened(a), widened(b), d, *args, **kwargs)
 
-        create_dot._xeforge_bf16 = True  # type: ignore[attr-defined]
-        builder.create_dot = create_dot
+        builder.binary_op, builder.unary_op = binary_op, unary_op
+        builder.create_fma, builder.create_dot = create_fma, create_dot
+        builder.cast_impl = cast_impl
+        if not hasattr(builder, "get_bf16"):  # a Python float meeting a bfloat16 tensor (``x * 0.5``)
+            builder.get_bf16 = lambda self, value: interp.TensorHandle(
+                bits(np.array([value], dtype=np.float32)), tl.bfloat16)
+        builder._xeforge_bf16 = True
+        self._bf16_reductions(interp, values, bits)
+
+    @staticmethod
+    def _bf16_reductions(interp: Any, values: Any, bits: Any) -> None:
+        """The interpreter's fast paths for ``tl.sum``, ``tl.max``/``tl.min`` (and their
+        ``arg`` forms), ``tl.cumsum`` and ``tl.cumprod`` apply numpy to the data directly: for
+        bfloat16, on its float32 values, the values rounded back to bfloat16."""
+        import numpy as np
+        import triton.language as tl
+
+        def wide(ops: Any, t: Any) -> Any:
+            return ops.to_tensor(np.asarray(values(t.handle)), tl.float32)
+
+        def narrow(ops: Any, t: Any) -> Any:
+            if not isinstance(t, tl.core.tensor) or t.dtype != tl.float32:
+                return t
+            data = np.asarray(t.handle.data)
+            out = ops.to_tensor(bits(data), tl.bfloat16)
+            return out if data.shape else ops.to_tensor(bits(data).reshape(()).item(), tl.bfloat16)
+
+        def on_values(original: Any) -> Any:
+            def run(ops: Any, t: Any, *args: Any, **kwargs: Any) -> Any:
+                if t.dtype != tl.bfloat16:
+                    return original(ops, t, *args, **kwargs)
+                got = original(ops, wide(ops, t), *args, **kwargs)
+                if isinstance(got, list):
+                    return [narrow(ops, x) for x in got]
+                if isinstance(got, tuple):
+                    return tuple(narrow(ops, x) for x in got)
+                return narrow(ops, got)
+            return run
+
+        interp.ReduceOps.sum = on_values(interp.ReduceOps.sum)
+        interp.ReduceOps.min_max = on_values(interp.ReduceOps.min_max)
+        interp.ScanOps.cumsum = on_values(interp.ScanOps.cumsum)
+        interp.ScanOps.cumprod = on_values(interp.ScanOps.cumprod)
 
     def poison_allocator(self, nbytes: int = 256 << 20) -> None:
         """Fill ``nbytes`` of the caching allocator's free memory with NaN bit patterns, so that

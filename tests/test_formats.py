@@ -449,3 +449,39 @@ def test_an_aliased_tensor_is_not_also_the_plain_names():
 
     args, _, _ = bind(plain, [x], ["x"], model)
     assert args[1] is model.bias
+
+
+def test_a_kernel_function_that_writes_its_input_in_place_runs_on_a_copy():
+    """KernelAgent's convention: ``None`` means the first input was written in place. The
+    function runs on a copy of that input, which is the output: the caller's input stays as it
+    was (the verdict's integrity checks see no aliasing and untouched inputs), and a function
+    that returns its result is called on the caller's own input after its first call."""
+    import torch
+
+    from xeforge_core.worker.formats.kernelagent import adapt
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+
+    def in_place(x):
+        x.clamp_(min=0)
+
+    seen: list[int] = []
+
+    def fresh(x):
+        seen.append(x.data_ptr())
+        return torch.relu(x)
+
+    x = torch.randn(8)
+    before = x.clone()
+    wrapped = adapt(in_place, Model(), ["x"], {})
+    for _ in range(2):
+        out = wrapped(x)
+        assert torch.equal(out, torch.relu(before)) and torch.equal(x, before)
+        assert out.data_ptr() != x.data_ptr()
+    assert wrapped.in_place and "ran on a copy of that input" in wrapped.description
+    wrapped = adapt(fresh, Model(), ["x"], {})
+    wrapped(x)
+    wrapped(x)
+    assert wrapped.in_place is False and seen[1] == x.data_ptr() != seen[0]

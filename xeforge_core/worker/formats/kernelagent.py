@@ -33,6 +33,11 @@ plain number attributes in the order ``__init__`` assigns them (``x, weight, bia
 scale_factor, clamp_min, clamp_max``); the inputs and the parameters; the inputs alone. The
 call that was taken is kept for every later call and named in the description.
 
+A function that returns ``None`` wrote its first input in place (KernelAgent's convention):
+it is called on a copy of that input, which is its output, so the caller's input stays as it
+was (the verdict checks that inputs are untouched); the copy is part of the timed call, as it
+would be for a user who needs the input afterwards.
+
 A parameter that binds to nothing is an error naming it. The binding is described in words
 (``kernel_function(x=input 0, weight=model.conv.weight)``) so the verdict says how the function
 was called. The reference model is built from the problem's ``Model`` with the same seed and
@@ -263,9 +268,17 @@ def kernel_function_model() -> type:
             self.description = ""
             #: which of :func:`calls` a ``*args`` function took on its first call (kept after)
             self.pattern: int | None = None
+            #: whether it writes its first input in place and returns None (KernelAgent's
+            #: convention), learnt on the first call
+            self.in_place: bool | None = None
 
         def forward(self, *inputs: Any) -> Any:
-            tries = calls(self.fn, list(inputs), self.forward_params, self._reference, self.init_args)
+            inputs = list(inputs)
+            owned = None
+            if self.in_place is not False and inputs and isinstance(inputs[0], torch.Tensor):
+                owned = inputs[0].clone()  # what the convention overwrites: the caller's input stays whole
+                inputs[0] = owned
+            tries = calls(self.fn, inputs, self.forward_params, self._reference, self.init_args)
             if self.pattern is not None:
                 tries = tries[self.pattern:self.pattern + 1]
             for i, (args, kwargs, description) in enumerate(tries):
@@ -279,8 +292,14 @@ def kernel_function_model() -> type:
                     self.pattern = i
                 self.description = description
                 break
-            if out is None and inputs:  # KernelAgent's convention: None means "wrote inputs[0] in place"
-                self.description += " (returned None: its first input, written in place, is the output)"
+            if self.in_place is None:
+                self.in_place = out is None and owned is not None
+            if out is None and owned is not None:  # KernelAgent's convention: None means "wrote inputs[0] in place"
+                self.description += (" (returned None: KernelAgent's convention for writing its first input in "
+                                     "place; it ran on a copy of that input, which is the output, the copy timed "
+                                     "with it)")
+                return owned
+            if out is None and inputs:
                 return inputs[0]
             return out
 

@@ -189,18 +189,18 @@ class DeviceOps:
         interp._patch_lang_core = patch
 
     def install_interpreter_bf16(self) -> None:
-        """In Triton's interpreter (cpu), compute bfloat16 arithmetic on its values. The
-        interpreter holds bfloat16 as its ``uint16`` bit patterns and applies numpy to them:
-        ``a + b``, ``a * b``, comparisons, a sum of bfloat16 values and a bfloat16 ``tl.dot``
-        worked on the bit patterns (results near 1e10 to 1e38; every bfloat16 GEMM and every
-        kernel doing bfloat16 arithmetic was a wrong answer on cpu). Each bfloat16 operand of
-        the interpreter's elementwise ops and of ``tl.dot`` is widened exactly to float32 (its 16
-        bits shifted into the top half of a float32); an op's bfloat16 result is rounded back to
-        nearest-even, as a GPU rounds its float32 result; casts to and from bfloat16 go through
-        float32 (the interpreter converted only bfloat16 <-> float32), and a Python number meeting
-        a bfloat16 tensor becomes a bfloat16 constant (the interpreter had no ``get_bf16``: ``x *
-        0.5`` failed to run). Source: triton-lang/triton issue 11584 (Triton 3.6's ``InterpreterBuilder``;
-        not fixed upstream, "we just don't support it yet")."""
+        """In Triton's interpreter (cpu), compute bfloat16 arithmetic on its values.
+
+        The interpreter holds bfloat16 as its ``uint16`` bit patterns and applies numpy to them:
+        ``a + b``, ``a * b``, comparisons, reductions, scans and a bfloat16 ``tl.dot`` worked on
+        the bit patterns (results near 1e10 to 1e38: every bfloat16 GEMM and every kernel doing
+        bfloat16 arithmetic was a wrong answer on cpu). Each bfloat16 operand is widened exactly
+        to float32 (its 16 bits shifted into the top half of a float32) and a bfloat16 result is
+        rounded back to nearest-even, as a GPU rounds its float32 result. Casts to and from
+        bfloat16 go through float32 (the interpreter converted only bfloat16 <-> float32), and a
+        Python number meeting a bfloat16 tensor becomes a bfloat16 constant (the interpreter had
+        no ``get_bf16``: ``x * 0.5`` did not run). Source: triton-lang/triton issue 11584 (Triton
+        3.6's ``InterpreterBuilder``; not fixed upstream: "we just don't support it yet")."""
         if self._mod is not None:
             return
         import numpy as np

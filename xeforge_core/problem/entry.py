@@ -13,6 +13,7 @@ works there; this module only has to name it.
 from __future__ import annotations
 
 import ast
+import difflib
 from dataclasses import dataclass, field
 
 from xeforge_core.worker import formats
@@ -144,8 +145,6 @@ def ignored_lookalikes(source: str) -> list[tuple[str, str]]:
     difflib ratio 0.75 or more): the harness calls the function and never the class, so a
     misspelt ``ModelNew`` would be verified silently as the function. ``[]`` for a module
     entered by a class, or one that does not parse."""
-    import difflib
-
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):

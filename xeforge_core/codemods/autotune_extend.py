@@ -38,6 +38,7 @@ import libcst as cst
 
 from xeforge_core.codemods.autotune import in_place_params
 from xeforge_core.codemods.autotune_kinds import BLOCK_NAME, classify, prune_for_registers
+from xeforge_core.codemods.autotune_prune import STATIC_ELEMENT_BYTES
 from xeforge_core.codemods.common import (
     CodemodResult,
     code_of,
@@ -129,7 +130,7 @@ def _grid_meta_keys(module: cst.Module, kernel: str) -> set[str]:
     return keys or set()
 
 
-def _space(kind: str, target: str, arch: str | None, profile: Any, elem: int = 4
+def _space(kind: str, target: str, arch: str | None, profile: Any, elem: int = STATIC_ELEMENT_BYTES
            ) -> tuple[list[dict[str, Any]], str, list[str]]:
     """The kind's configs for the target, GEMM ones pruned for the profile at ``elem`` bytes an
     operand element; the space id and the sentences of what was pruned."""
@@ -170,7 +171,7 @@ def _literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List |
 
 
 def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: str, arch: str | None,
-          profile: Any, limit: int, elem: int = 4) -> tuple[cst.Decorator, str] | str:
+          profile: Any, limit: int, elem: int = STATIC_ELEMENT_BYTES) -> tuple[cst.Decorator, str] | str:
     """The decorator with the new configs appended and the note; or why not."""
     from xeforge_core.codemods.spaces import SpaceError, profile_value
 
@@ -283,7 +284,8 @@ def extend_autotune(source: str, *, target: str = "xpu", arch: str | None = None
     """Append the kind's configs to every already-autotuned kernel of ``source`` (module
     docstring) for ``target`` (``xpu``/``cuda``; ``cpu`` takes cuda's) and ``arch``, pruned for
     ``profile`` (default: the knowledge base's for the target) at ``options["operand_bytes"]``
-    an operand element (default 4); ``options["max_configs"]`` caps the configs added a kernel. Returns a :class:`CodemodResult`; never executes the code."""
+    an operand element (default fp32's 4); ``options["max_configs"]`` caps the configs added a
+    kernel. Returns a :class:`CodemodResult`; never executes the code."""
     from xeforge_core.codemods.spaces import resolve_profile
 
     target = "cuda" if target == "cpu" else target
@@ -301,7 +303,8 @@ def extend_autotune(source: str, *, target: str = "xpu", arch: str | None = None
         deco = next((d for d in fn.decorators if is_autotune_decorator(d)), None)
         if deco is None:
             continue
-        got = _plan(module, fn, deco, target, arch, prof, limit, int((options or {}).get("operand_bytes") or 4))
+        got = _plan(module, fn, deco, target, arch, prof, limit,
+                    int((options or {}).get("operand_bytes") or STATIC_ELEMENT_BYTES))
         if isinstance(got, str):
             reasons.append(got)
             continue

@@ -121,14 +121,21 @@ def _in_registration_order(model: Any) -> list[tuple[str, Any]]:
 def _assignment_order(model: Any) -> list[str]:
     """The top-level attributes ``type(model).__init__`` assigns (``self.conv = ...``), in source
     order; ``[]`` where its source cannot be read."""
+    return list(_init_assignments(type(model)))
+
+
+@cache
+def _init_assignments(cls: type) -> tuple[str, ...]:
+    """:func:`_assignment_order` for a class, its source read and parsed once (the binding runs
+    on every call of the function, inside the timed region)."""
     import ast
     import textwrap
 
     found: list[tuple[int, int, str]] = []
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(type(model).__init__)))
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
     except (OSError, TypeError, SyntaxError):
-        return []
+        return ()
     for node in ast.walk(tree):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) else []
@@ -139,7 +146,7 @@ def _assignment_order(model: Any) -> list[str]:
     for _, _, attr in sorted(found):  # source order (ast.walk is breadth-first)
         if attr not in order:
             order.append(attr)
-    return order
+    return tuple(order)
 
 
 def _number_attributes(model: Any) -> list[tuple[str, Any]]:
@@ -154,21 +161,24 @@ def _number_attributes(model: Any) -> list[tuple[str, Any]]:
 
 
 def calls(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str], model: Any | None,
-          init_args: dict[str, Any] | None = None) -> list[tuple[list[Any], dict[str, Any], str]]:
+          init_args: dict[str, Any] | None = None, only: int | None = None
+          ) -> list[tuple[list[Any], dict[str, Any], str]]:
     """The calls to try, in order (module docstring): one :func:`bind` for a function that names
     its parameters; for a ``*args`` one, the inputs followed by the model's parameters and number
-    attributes, by its parameters, and by nothing. Raises ``TypeError`` as :func:`bind` does."""
+    attributes, by its parameters, and by nothing (the patterns that differ). ``only``: the
+    index of the one pattern to bind (the one a first call took). Raises ``TypeError`` as
+    :func:`bind` does."""
     has_var = any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(fn).parameters.values())
     if not has_var or model is None:
         return [bind(fn, inputs, forward_params, model, init_args)]
     weights = [(f"model.{n}", t) for n, t in _in_registration_order(model)]
     numbers = [(f"model.{n}={v!r}", v) for n, v in _number_attributes(model)]
-    out = []
+    patterns: list[list[tuple[str, Any]]] = []
     for extra in (weights + numbers, weights, []):
-        got = bind(fn, inputs, forward_params, model, init_args, extra)
-        if not any(len(got[0]) == len(o[0]) for o in out):
-            out.append(got)
-    return out
+        if all(len(extra) != len(p) for p in patterns):
+            patterns.append(extra)
+    chosen = patterns if only is None else patterns[only:only + 1]
+    return [bind(fn, inputs, forward_params, model, init_args, extra) for extra in chosen]
 
 
 def bind(fn: Callable[..., Any], inputs: list[Any], forward_params: list[str],
@@ -278,9 +288,7 @@ def kernel_function_model() -> type:
             if self.in_place is not False and inputs and isinstance(inputs[0], torch.Tensor):
                 owned = inputs[0].clone()  # what the convention overwrites: the caller's input stays whole
                 inputs[0] = owned
-            tries = calls(self.fn, inputs, self.forward_params, self._reference, self.init_args)
-            if self.pattern is not None:
-                tries = tries[self.pattern:self.pattern + 1]
+            tries = calls(self.fn, inputs, self.forward_params, self._reference, self.init_args, only=self.pattern)
             for i, (args, kwargs, description) in enumerate(tries):
                 try:
                     out = self.fn(*args, **kwargs)

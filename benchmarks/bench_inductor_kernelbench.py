@@ -168,20 +168,16 @@ def _first_version(problem: Any, device: Any, timeout_s: float) -> tuple[dict[st
 def _timed_rows(problem_path: Path, problem: Any, final: str, device: Any, args: argparse.Namespace,
                 base: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per size: eager and the final version timed by the verifier, torch.compile apart."""
-    from bench_optimize_corpus import bench_size, compile_anchor
+    from bench_optimize_corpus import bench_size, compile_anchor, final_options
 
     from xeforge_core.codemods.autotune_prune import profile_numbers
-    from xeforge_core.verify import VerifyOptions, verify
+    from xeforge_core.verify import verify
 
     bw = args.copy_gbps or profile_numbers(getattr(device, "profile", None), device.type)["bandwidth_gbps"]
     bench, why = bench_size(problem, bw, args.min_eager_us)
     sizes = ["module"] + ([bench] if bench != "module" else [])
-    # the batch verified the first version in full; this run re-checks it at the published size and
-    # times it, without deriving sizes again (a second full verification ran p15 past its limit)
-    opts = VerifyOptions(seeds=1, distributions=["normal"], performance_variants=sizes, use_cache=False,
-                         variants=["module"], include_odd_size=False, tile_sizes=False, grid_coverage=False,
-                         timeout_s=600.0)
-    verdict = verify(problem, final, device=device, options=opts)
+    # the batch verified the first version in full: re-checked at the published size, then timed
+    verdict = verify(problem, final, device=device, options=final_options("module", sizes))
     perf = {p.variant: p for p in verdict.performance}
     rows = []
     for size in sizes:

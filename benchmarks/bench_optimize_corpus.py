@@ -503,19 +503,23 @@ def published_precision(solution_path: Path) -> tuple[list[str], str]:
     return ["tf32"], f"TF32 allowed: the published kernel's tl.dot multiplies float32 in TF32 ({found[0]})"
 
 
-def final_options(published: str, sizes: list[str], settings: Settings) -> Any:
-    """The verifier's options for timing the rules result against the published solution at
-    ``sizes``. Every version the pipeline kept was verified in full by the stage that kept it
-    (every correctness size, the tile-derived sizes, the grid probe); this run re-checks the
-    result at the published size only, before it is timed, and derives no further sizes, so a
-    pair's wall time goes to the measurements (on the H200 the full re-verification took 1-3
-    minutes a pair)."""
+def final_options(published: str, sizes: list[str], settings: Settings | None = None) -> Any:
+    """The verifier's options for timing a result already verified in full (the rules result,
+    each version of which the stage that kept it verified at every correctness size, the
+    tile-derived sizes and the grid probe; a first version ``xeforge batch`` verified) at
+    ``sizes``: it is re-checked at the published size only, before it is timed, and no further
+    sizes are derived, so the wall time goes to the measurements (on the H200 the full
+    re-verification took 1-3 minutes a pair, and ran a KernelBench problem past its limit).
+    ``settings``: the timing budget, dtype and precision allowances (``None``: the verifier's
+    defaults)."""
     from xeforge_core.verify import VerifyOptions
 
+    tuned = {} if settings is None else {
+        "warmup_ms": settings.warmup_ms, "rep_ms": settings.rep_ms, "dtype": settings.dtype,
+        "allow_precision": list(settings.allow_precision)}
     return VerifyOptions(seeds=1, distributions=["normal"], performance_variants=sizes, use_cache=False,
                          variants=[published], include_odd_size=False, tile_sizes=False, grid_coverage=False,
-                         timeout_s=600.0, warmup_ms=settings.warmup_ms, rep_ms=settings.rep_ms, dtype=settings.dtype,
-                         allow_precision=list(settings.allow_precision))
+                         timeout_s=600.0, **tuned)
 
 
 def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, args: argparse.Namespace,

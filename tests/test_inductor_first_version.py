@@ -146,3 +146,21 @@ def test_a_modules_int_attribute_stays_a_symbol():
     fv = convert(cap, problem.kernel.source)
     verdict = verify(problem, fv.source, device="cpu", options=VerifyOptions(seeds=1))
     assert verdict.kind is VerdictKind.OK, verdict.reason
+
+
+def test_a_warning_in_forward_does_not_break_the_one_graph():
+    """InstanceNorm warns when its ``num_features`` differs from its input's channels (KernelBench
+    level 2 problem 28 applies one to a single channel); a warning or print is no part of the
+    computation and must not split the graph Inductor's code is taken from."""
+    source = (
+        "import warnings\nimport torch\n\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        warnings.warn('a note from forward')\n"
+        "        print('tracing')\n"
+        "        return torch.relu(x) * 2\n\n"
+        "def get_inputs():\n    return [torch.randn(8, 16)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    cap = capture(source, name="warns", device="cpu")
+    assert "@triton.jit" in cap.output_code

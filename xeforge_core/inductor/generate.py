@@ -37,6 +37,7 @@ import os
 import re
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +278,10 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     # a module's int attributes (InstanceNorm's num_features, compared with its input's channel
     # count) are symbols too: a constant there would fix that size at the traced value
     dynamo_config.allow_unspec_int_on_nn_module = True
+    # a warning or print in forward (InstanceNorm warns when its num_features differs from the
+    # input's channels) is no part of the computation: Dynamo moves it after the graph instead
+    # of breaking the one graph there
+    dynamo_config.reorderable_logging_functions.update({warnings.warn, print})
     # floats (a module's momentum or scale) are constants of the code, not graph inputs
     dynamo_config.specialize_float = True
     inductor_config.fx_graph_cache = False

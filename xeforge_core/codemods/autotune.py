@@ -43,7 +43,13 @@ from typing import Any
 
 import libcst as cst
 
-from xeforge_core.codemods.autotune_kinds import KernelShape, classify, kind_configs, prune_for_registers
+from xeforge_core.codemods.autotune_kinds import (
+    KernelShape,
+    classify,
+    kind_configs,
+    prune_for_registers,
+    tile_2d_roles,
+)
 from xeforge_core.codemods.common import (
     CodemodResult,
     NameReads,
@@ -96,6 +102,7 @@ class _Scope:
     reads: dict[str, int] = field(default_factory=dict)
     assigns: dict[str, list[cst.SimpleStatementLine]] = field(default_factory=dict)
     values: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    functions: dict[str, list[cst.FunctionDef]] = field(default_factory=dict)
 
 
 class _Collect(NameReads):
@@ -112,6 +119,7 @@ class _Collect(NameReads):
         return self.scopes.setdefault(id(self._fn[-1]) if self._fn else 0, _Scope())
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scope().functions.setdefault(node.name.value, []).append(node)
         self._fn.append(node)
         self.scopes.setdefault(id(node), _Scope())
         if is_kernel(node):
@@ -203,6 +211,7 @@ class _Plan:
     pruner: list[cst.BaseStatement] = field(default_factory=list)
     kind: str = "gemm"
     kept: list[str] = field(default_factory=list)
+    space: str = ""
 
 
 def _meta(key: str) -> cst.BaseExpression:
@@ -281,14 +290,39 @@ def _literal_block(name: str, b: str, params: list[cst.Param], bound: dict[str, 
     return v, var, ""
 
 
-def _grid_of(call: cst.Call, host_scope: _Scope) -> tuple[cst.BaseExpression | None, cst.SimpleStatementLine | None]:
-    """The launch grid expression (through one assignment of a named grid) and that assignment."""
+def _grid_function(name: str, host_scope: _Scope, module_scope: _Scope) -> cst.Lambda | None:
+    """A launch grid written as ``def grid(meta): return (...)`` in the launching function (or
+    the module), as the equivalent ``lambda meta: (...)``: one definition of the name, no
+    assignment to it, one parameter and a body that is one ``return``. ``None`` otherwise."""
+    for scope in (host_scope, module_scope):
+        defs = scope.functions.get(name) or []
+        if not defs:
+            continue
+        fn = defs[0]
+        if len(defs) != 1 or scope.values.get(name) or len(fn.params.params) != 1:
+            return None
+        body = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
+        stmt = body[0] if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) else None
+        ret = stmt.body[0] if stmt is not None and len(stmt.body) == 1 else None
+        if not isinstance(ret, cst.Return) or ret.value is None:
+            return None
+        return cst.Lambda(params=cst.Parameters(params=[cst.Param(fn.params.params[0].name)]), body=ret.value)
+    return None
+
+
+def _grid_of(call: cst.Call, host_scope: _Scope, module_scope: _Scope | None = None
+             ) -> tuple[cst.BaseExpression | None, cst.SimpleStatementLine | None]:
+    """The launch grid expression (through one assignment of a named grid, or a grid function
+    defined once, as a lambda) and that assignment."""
     grid = call.func.slice[0].slice.value if isinstance(call.func, cst.Subscript) else None
     if isinstance(grid, cst.Name):
         vals = host_scope.values.get(grid.value) or []
         lines = host_scope.assigns.get(grid.value) or []
         if len(vals) == 1 and len(lines) == 1:
             return vals[0], lines[0]
+        as_lambda = _grid_function(grid.value, host_scope, module_scope or _Scope())
+        if as_lambda is not None:
+            return as_lambda, None
     return grid, None
 
 
@@ -316,7 +350,7 @@ def _kind_blocks(fn: cst.FunctionDef, shape: KernelShape, launch: _Launch, colle
     candidates, why = shape.tunable_candidates()
     kept: list[str] = [f"kernel {name}: block sizes not tuned: {why}"] if why and shape.blocks else []
     host_scope = collect.scopes.get(id(launch.host), _Scope()) if launch.host else _Scope()
-    grid, _ = _grid_of(launch.call, host_scope)
+    grid, _ = _grid_of(launch.call, host_scope, collect.scopes[0])
     in_grid = _names_in(grid)
     values: dict[str, int] = {}
     var_for: dict[str, str] = {}
@@ -340,9 +374,9 @@ def _kind_blocks(fn: cst.FunctionDef, shape: KernelShape, launch: _Launch, colle
             var_for[var] = b
         values[b] = v
     tuned = list(values)
-    if len(tuned) > 1:
-        kept.append(f"kernel {name}: {len(tuned)} tunable blocks ({', '.join(tuned)}); the {shape.space_kind} space "
-                    "tunes one, so only the warp counts are tuned")
+    if len(tuned) > 1 and not tile_2d_roles(tuned, shape.steps):
+        kept.append(f"kernel {name}: {len(tuned)} tunable blocks ({', '.join(tuned)}) that are not one grid block "
+                    f"and one loop step; the {shape.space_kind} space tunes one, so only the warp counts are tuned")
         tuned, values, var_for = [], {}, {}
     rewrite_grid = any(b not in shape.steps for b in tuned)
     return tuned, values, var_for, kept, rewrite_grid
@@ -395,6 +429,33 @@ def _kind_space(shape: KernelShape, target: str, arch: str | None,
     return cache[shape.space_kind]
 
 
+def _loop_count_blocks(fn: cst.FunctionDef, blocks: list[str]) -> set[str]:
+    """Blocks of a GEMM kernel that size a loop's trip count (``range(0, tl.cdiv(K, BLOCK_K))``)
+    and multiply no program id: the K tile, which the launch grid never counts."""
+    from xeforge_core.codemods.common import program_id_tiles
+
+    in_range: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if dotted_name(node.func) in {"range", "tl.range", "tl.static_range"}:
+                in_range.update(n for a in node.args for n in _names_in(a.value) if n in blocks)
+
+    fn.body.visit(_V())
+    by_pid = {b for tiles in program_id_tiles(fn, set(blocks)).values() for b in tiles}
+    return in_range - by_pid
+
+
+def _tile_2d_space(target: str, options: dict[str, Any]) -> list[dict[str, Any]] | str:
+    """The target's ``tile_2d`` configs (a grid block by a loop step), or why there are none."""
+    from xeforge_core.codemods.spaces import SpaceError, space_configs
+
+    try:
+        return space_configs(target, options.get("_arch"), "tile_2d")[0]
+    except SpaceError as exc:
+        return str(exc)
+
+
 def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space: list[dict[str, Any]],
                  target: str, options: dict[str, Any], shape: KernelShape | None = None) -> _Plan | str:
     """A rewrite plan for one kernel, or the reason it cannot be autotuned. ``shape`` (from
@@ -422,10 +483,16 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     var_for: dict[str, str] = {}
     kept_notes: list[str] = []
     rewrite_grid = True
+    roles: dict[str, str] = {}
     if not gemm:
         assert shape is not None
         blocks, values, var_for, kept_notes, rewrite_grid = _kind_blocks(fn, shape, launch, collect, bound)
-        space, gone = prune_for_registers(kind_configs(space, blocks), shape, int(options.get("_lanes") or 32),
+        roles = tile_2d_roles(blocks, shape.steps)
+        if roles:
+            space = _tile_2d_space(target, options)
+            if isinstance(space, str):
+                return f"kernel {name}: {space}"
+        space, gone = prune_for_registers(kind_configs(space, blocks, roles), shape, int(options.get("_lanes") or 32),
                                           options.get("_max_warps"))
         kept_notes.extend(f"kernel {name}: config dropped: {g}" for g in gone)
     for b in blocks if gemm else []:
@@ -513,9 +580,10 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     # the launch grid
     grid = call.func.slice[0].slice.value if isinstance(call.func, cst.Subscript) else None
     grid_assign = None
-    expr_of_grid, _ = _grid_of(call, host_scope)
-    if not gemm and isinstance(expr_of_grid, cst.Lambda):
-        missing = [b for b in blocks if b not in shape.steps and b not in _names_in(expr_of_grid)]  # type: ignore[union-attr]
+    expr_of_grid, _ = _grid_of(call, host_scope, module_scope)
+    if shape is not None and isinstance(expr_of_grid, cst.Lambda):
+        loops = _loop_count_blocks(fn, blocks) if gemm else set()
+        missing = [b for b in blocks if b not in shape.steps and b not in loops and b not in _names_in(expr_of_grid)]
         if missing:
             return (f"kernel {name}: the launch grid is a function of the meta-parameters but does not read "
                     f"{', '.join(missing)}")
@@ -609,7 +677,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     return _Plan(kernel=name, decorator=decorator, tuned=sorted(tuned_names), call_new=new_call,
                  grid_assign=grid_assign, host=launch.host, block_vars=list(var_for), n_configs=len(texts),
                  key=key, new_params=new_params, pruner=pruner, kind=shape.kind if shape else "gemm",
-                 kept=kept_notes)
+                 kept=kept_notes, space="tile_2d" if roles else _SPACE_NOTE.get(shape.kind, "") if shape else "")
 
 
 def in_place_params(fn: cst.FunctionDef) -> list[str]:
@@ -777,6 +845,7 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
     options.setdefault("_profile_id", str(getattr(prof, "id", None) or (prof or {}).get("id", target)
                                           if isinstance(prof, dict) else getattr(prof, "id", target)))
     options.setdefault("_module_imports_torch", "import torch" in source)
+    options.setdefault("_arch", arch)
     options.setdefault("_lanes", int(options["_profile_numbers"]["lanes"]))
     max_warps = profile_value(prof, "max_warps_per_workgroup")
     options.setdefault("_max_warps", int(max_warps) if max_warps else None)
@@ -829,7 +898,7 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
         else:
             what = f"block {', '.join(p.tuned)} and warps" if p.tuned else "num_warps/num_stages only"
             notes.append(f"kernel {p.kernel} ({p.kind}): @triton.autotune over {p.n_configs} configs of the "
-                         f"{_SPACE_NOTE[p.kind]} space ({what}; the first is the launch's own), key={p.key}")
+                         f"{p.space} space ({what}; the first is the launch's own), key={p.key}")
         notes.extend(p.kept)
         if p.pruner:
             notes.append(f"kernel {p.kernel}: a roofline model prunes the configs per call before any is compiled "

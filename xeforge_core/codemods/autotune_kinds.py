@@ -36,6 +36,7 @@ and warp counts above the profile's ``max_warps_per_workgroup``.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,16 +176,34 @@ def classify(fn: cst.FunctionDef) -> KernelShape:
                        steps=frozenset(steps & set(blocks)), masked=masked, tiles_live=loads + 1)
 
 
-def kind_configs(space: list[dict[str, Any]], tuned: list[str]) -> list[dict[str, Any]]:
+def tile_2d_roles(tuned: list[str], steps: frozenset[str]) -> dict[str, str]:
+    """``{space key: block}`` when a non-GEMM kernel's two tuned blocks are one block counted by
+    the launch grid and one loop step (a mat-vec's rows a program by the K chunk of a trip):
+    they take the ``tile_2d`` space's ``GRID_BLOCK`` and ``STEP_BLOCK``. Empty otherwise."""
+    if len(tuned) != 2:
+        return {}
+    step = [b for b in tuned if b in steps]
+    grid = [b for b in tuned if b not in steps]
+    if len(step) != 1 or len(grid) != 1:
+        return {}
+    return {"GRID_BLOCK": grid[0], "STEP_BLOCK": step[0]}
+
+
+def kind_configs(space: list[dict[str, Any]], tuned: list[str], roles: dict[str, str] | None = None
+                 ) -> list[dict[str, Any]]:
     """The kind's space configs (``{"kwargs": {"BLOCK": v}, ...}``) for a kernel: its one tuned
-    block takes the space's block values; with no tuned block, one config per distinct warp
-    count (meta-parameters left to the launch). Several tuned blocks of a non-GEMM kernel keep
-    the kernel's own values and take only the warp counts (the space has one block per kind)."""
+    block takes the space's block values; two blocks with ``roles`` (:func:`tile_2d_roles`, the
+    ``tile_2d`` space) take the values of their role's key; with no tuned block, one config per
+    distinct warp count (meta-parameters left to the launch)."""
     out: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
     for cfg in space:
-        values = list((cfg.get("kwargs") or {}).values())
-        kwargs = {tuned[0]: values[0]} if len(tuned) == 1 and values else {}
+        raw = cfg.get("kwargs") or {}
+        values = list(raw.values())
+        if roles:
+            kwargs = {block: raw[key] for key, block in roles.items() if key in raw}
+        else:
+            kwargs = {tuned[0]: values[0]} if len(tuned) == 1 and values else {}
         key = (tuple(kwargs.items()), cfg.get("num_warps"), cfg.get("num_stages"))
         if key in seen:
             continue
@@ -202,7 +221,8 @@ def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes
     dropped: list[str] = []
     for cfg in configs:
         warps = int(cfg.get("num_warps") or 4)
-        block = next(iter((cfg.get("kwargs") or {}).values()), None)
+        sizes = [v for v in (cfg.get("kwargs") or {}).values() if isinstance(v, int)]
+        block = math.prod(sizes) if sizes else None  # a 2-D tile holds the product of its blocks
         label = f"{cfg.get('kwargs') or {}}/w{warps}"
         if max_warps is not None and warps > max_warps:
             dropped.append(f"{label}: {warps} warps > {max_warps} a work-group may have")
@@ -217,4 +237,5 @@ def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes
     return kept, dropped
 
 
-__all__ = ["BLOCK_NAME", "MAX_TILE_REGS", "KernelShape", "classify", "kind_configs", "prune_for_registers"]
+__all__ = ["BLOCK_NAME", "MAX_TILE_REGS", "KernelShape", "classify", "kind_configs", "prune_for_registers",
+           "tile_2d_roles"]

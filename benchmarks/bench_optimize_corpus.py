@@ -92,6 +92,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_pipeline import RULES_STAGES, Job, Settings, geomean, run_rules_pipeline  # noqa: E402
 from bounded_pool import run_command_bounded  # noqa: E402
 from memory_gate import MemoryGate, device_capacity, pair_footprint  # noqa: E402
+from state_bytes import state_bytes  # noqa: E402
 
 from xeforge_core.devices import detect_device  # noqa: E402
 from xeforge_core.problem import load_problem  # noqa: E402
@@ -278,19 +279,26 @@ def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any =
             return f"{flop / 1e9:.3g} GFLOP at {peak / 1e12:g} TFLOP/s ({gemm[1]})"  # type: ignore[index]
         return f"{moved / 1e6:.1f} MB at {bandwidth_gbps:g} GB/s"
 
-    moved = got[1] * 2  # the inputs read once and an output of the same size written
+    base = problem.variant("module")
+    # the weights are read once a forward too (a batch-1 MLP moves its weights, not its input):
+    # their bytes at each candidate scale, from the model built on the meta device
+    factors = [2**i for i in range(21)]
+    scaled_vars = {f: scaled_variant(problem, base, f, "bench") for f in factors[1:]}
+    states = state_bytes(model, [dict(base.overrides or {})] + [dict(v.overrides or {}) if v is not None else {}
+                                                                for v in scaled_vars.values()])
+    state_at = dict(zip(factors, states))
+    moved = got[1] * 2 + (state_at[1] or 0)  # inputs read once, an output of their size written, weights read
     flop = gemm[0] if gemm else 0.0
     if seconds(moved, flop) >= min_us * 1e-6:
         return "module", f"published size ({why_of(moved, flop)} >= {min_us:g} µs)"
-    base = problem.variant("module")
     factor, var, s_moved, s_flop = 1, None, moved, flop
     while seconds(s_moved, s_flop) < min_us * 1e-6 and factor < 2**20:  # every size constant grows
         factor *= 2
-        var = scaled_variant(problem, base, factor, "bench")
+        var = scaled_vars[factor]
         est = estimate_input_bytes(source, var.overrides) if var is not None else None
         if not est:
             return "module", "published size (the scaled sizes cannot be estimated)"
-        s_moved = est[1] * 2
+        s_moved = est[1] * 2 + (state_at[factor] or 0)
         scaled = estimate_gemm_flop(model, var.overrides, source) if gemm and var is not None else None
         s_flop = scaled[0] if scaled else 0.0
     if var is None:

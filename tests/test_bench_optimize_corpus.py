@@ -148,3 +148,29 @@ def test_torch_compile_is_prewarmed_per_size_while_the_pipeline_runs(monkeypatch
     thread.join(timeout=10)
     assert results == {sizes[0]: {"compile_s": 1.5}}
     assert calls == [(ka / "problem.py", dict(problem.variant(sizes[0]).overrides), "cuda", True)]
+
+
+def test_a_models_weights_count_in_the_bytes_a_forward_moves(tmp_path):
+    """A batch-1 MLP reads 4 KB of input and its weights: the weights decide its bench size, or the
+    size constants would be scaled until the layers no longer fit any memory (on the H200 a
+    published MLP's layer sizes were scaled 65536 times)."""
+    problem_src = (
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self, n_in, hidden, n_out):\n"
+        "        super().__init__()\n"
+        "        self.a = nn.Linear(n_in, hidden)\n"
+        "        self.b = nn.Linear(hidden, n_out)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.b(torch.relu(self.a(x)))\n\n"
+        "batch_size = 1\nn_in = 1000\nhidden = 16384\nn_out = 1000\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, n_in)]\n\n"
+        "def get_init_inputs():\n    return [n_in, hidden, n_out]\n"
+    )
+    path = tmp_path / "mlp.py"
+    path.write_text(problem_src)
+    sizes = corpus.state_bytes(problem_src, [{}, {"hidden": 32768}])
+    assert sizes[0] == 4 * (1000 * 16384 + 16384 + 16384 * 1000 + 1000) and sizes[1] > sizes[0]
+    size, why = corpus.bench_size(load_problem(path), 4000.0, 100.0)
+    # 131 MB of fp32 weights: 33 µs at 4000 GB/s; doubling every size constant quadruples them
+    assert size == "bench" and why.startswith("size constants x2: 131.1 MB"), why

@@ -164,3 +164,21 @@ def test_a_warning_in_forward_does_not_break_the_one_graph():
     )
     cap = capture(source, name="warns", device="cpu")
     assert "@triton.jit" in cap.output_code
+
+
+def test_a_failure_names_the_line_it_was_raised_at():
+    """A bare ``AssertionError`` inside TorchInductor says nothing by itself (KernelBench level 2
+    problem 25 on the H200): the error names the innermost frame of the cause chain."""
+    from xeforge_core.inductor.generate import _fail
+
+    def inner():
+        assert 1 + 1 == 3
+
+    try:
+        try:
+            inner()
+        except AssertionError as exc:
+            raise RuntimeError("wrapped") from exc
+    except RuntimeError as exc:
+        failed = _fail("generate", exc)
+    assert "raised at" in failed["error"] and "in inner: `assert 1 + 1 == 3`" in failed["error"]

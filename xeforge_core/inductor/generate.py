@@ -51,9 +51,32 @@ class _Captured(XeForgeError):
     """Raised from the output-code hook: the code is taken, Inductor need not load it."""
 
 
+def _origin(exc: BaseException) -> str:
+    """Where the innermost exception of ``exc``'s cause chain was raised, as
+    ``path:line in function: `code` `` (path from ``site-packages`` on); empty if unknown. An
+    Inductor failure is often an ``AssertionError`` with no message, wrapped in an
+    ``InductorError``: the line of the assertion is then the only thing that says what failed."""
+    inner, seen = exc, set()
+    while id(inner) not in seen:
+        seen.add(id(inner))
+        nxt = inner.__cause__ or inner.__context__
+        if nxt is None:
+            break
+        inner = nxt
+    frames = traceback.extract_tb(inner.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    path = f.filename.split("site-packages/", 1)[-1]
+    return f"{path}:{f.lineno} in {f.name}: `{(f.line or '').strip()}`"
+
+
 def _fail(stage: str, exc: BaseException | str) -> dict[str, Any]:
     if isinstance(exc, BaseException):
         text = f"{type(exc).__name__}: {exc}"
+        origin = _origin(exc)
+        if origin:
+            text = f"{text.rstrip()} (raised at {origin})"
         return {"ok": False, "stage": stage, "error": text[:4000], "traceback": traceback.format_exc()[-6000:]}
     return {"ok": False, "stage": stage, "error": exc}
 

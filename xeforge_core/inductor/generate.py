@@ -311,6 +311,10 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     # no channels-last copies of inputs and weights around convolutions: plain layouts, no
     # layout kernels that fix the channel counts
     inductor_config.layout_optimization = False
+    # Inductor's coalescing tiling analysis "does not yet apply to dynamic shapes" (its config's
+    # own comment), and every size here is dynamic: on torch 2.11 it asserted in
+    # tiling_utils.get_pw_red_splits on KernelBench level 2 problem 25 (conv, min over channels)
+    inductor_config.triton.coalesce_tiling_analysis = False
     _fall_back_on_size_guards()
     graphs: list[list[dict[str, Any]]] = []
     codes: list[str] = []

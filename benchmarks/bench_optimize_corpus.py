@@ -548,7 +548,8 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     allow, allow_why = published_precision(solution_path) if solution_path != problem_path else ([], "")
     settings = replace(_settings(device.type, args.quick), dtype=_harness_dtype(solution_path), allow_precision=allow)
     warming, warmed = prewarm(problem, problem_path, sizes, device, args.compile_timeout)
-    outcome = run_rules_pipeline(Job("case", name, problem), device, settings, workdir)
+    # every stage is timed at both sizes, so none is kept that is slower at either
+    outcome = run_rules_pipeline(Job("case", name, problem), device, settings, workdir, performance_variants=sizes)
     applied = ",".join(outcome.applied)
     stage_notes = "; ".join([allow_why] * bool(allow_why) + [f"{s.stage}: {s.status}" for s in outcome.stages
                                                              if s.status != "not_applicable"])

@@ -347,10 +347,13 @@ class PipelineOutcome:
 
 
 def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path,
-                       cancel: threading.Event | None = None) -> PipelineOutcome:
+                       cancel: threading.Event | None = None,
+                       performance_variants: list[str] | None = None) -> PipelineOutcome:
     """Portability (when needed), then the stages of ``RULES_STAGES`` with the rules engine in
     auto mode. ``cancel`` (set at the run's hard deadline) stops the stage being verified; the
-    stages approved by then are kept. Never raises for a bad candidate; raises only if the
+    stages approved by then are kept. ``performance_variants``: the variants each stage's
+    candidate is timed at (default: the problem's default variant); a candidate measurably
+    slower at any of them is not kept. Never raises for a bad candidate; raises only if the
     engine is missing."""
     from xeforge_core import service
     from xeforge_core.codemods.portability import portability_needs
@@ -359,7 +362,7 @@ def run_rules_pipeline(job: Job, device: Any, settings: Settings, workdir: Path,
     # --quick: at most 4 autotune configs a kernel (every one is verified; a roofline model keeps
     # 3 of them to benchmark per shape), so tuning and its verification stay short
     engine = service.make_engine("rules", options={"max_configs": 4} if settings.quick else {})
-    opts = verify_options(settings, None)  # stage verdicts are timed on the default variant
+    opts = verify_options(settings, performance_variants)  # default: timed on the default variant
     problem = job.problem
     rows: list[StageRow] = []
     applied: list[str] = []

@@ -290,6 +290,22 @@ def test_classify_rules():
     assert classify(inconclusive)[0] == AttemptStatus.NOT_FASTER
 
 
+def test_a_candidate_slower_at_one_timed_variant_is_not_kept():
+    """Faster over the geometric mean of two sizes (1.15x and 0.96x, the H200's GELU pair) but
+    measurably slower at the larger one: a regression there, never accepted automatically."""
+    verdict = _timed(1.15)
+    t = TimingStats(median_us=122.0, mean_us=122.0, min_us=121.0, cv=0.01, trials=20)
+    c = TimingStats(median_us=127.0, mean_us=127.0, min_us=126.0, cv=0.01, trials=20)
+    verdict.performance.append(PerformanceResult(variant="bench", baseline=t, candidate=c, speedup=0.96,
+                                                 speedup_low=0.952, speedup_high=0.972))
+    verdict.performance[0].speedup_low, verdict.performance[0].speedup_high = 1.14, 1.16
+    status, reason, _ = classify(verdict)
+    assert status == AttemptStatus.NOT_FASTER and "slower at bench" in reason
+    verdict.performance[1] = PerformanceResult(variant="bench", baseline=t, candidate=t, speedup=1.0,
+                                               speedup_low=0.99, speedup_high=1.01)
+    assert classify(verdict)[0] == "faster"  # no difference at one size, faster overall
+
+
 def test_hard_coded_device_detection():
     src = 'x = torch.empty(3, device="xpu")\ntorch.xpu.synchronize()\n'
     assert hard_coded_devices(src, "cpu") == ["xpu"] and hard_coded_devices(src, "xpu") == []

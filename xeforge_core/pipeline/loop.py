@@ -13,8 +13,11 @@ Acceptance (the same rule for ``auto`` and for what is offered to a person):
 * on a device that measures speed (cuda, xpu), a correct candidate is accepted only when
   ``verdict.speed_call`` calls it faster (the speedup's confidence interval lies above 1; the
   one rule of ``xeforge_core.verdict.speedup_call``) and its speedup is at least
-  ``min_speedup`` (default 1.03, the least gain worth a commit). Slower, equal ("no measurable
-  difference") or inconclusive timings are never accepted automatically;
+  ``min_speedup`` (default 1.03, the least gain worth a commit), and no timed variant is
+  measurably slower (a candidate faster over the variants' geometric mean but slower at one
+  benchmark shape is a regression there: on the H200 a GELU kept 1.15x faster at a 7 µs
+  published size was 0.96x at a 122 µs one). Slower, equal ("no measurable difference") or
+  inconclusive timings are never accepted automatically;
 * on cpu (Triton's interpreter) there is no speed evidence: the performance step is
   ``not_measured``. There, a correct candidate is acceptable and, when approved, its commit
   says ``Speedup: not measured`` and ``Note: speed not measured``. That is what lets a whole
@@ -65,7 +68,7 @@ from xeforge_core.pipeline.outcomes import (
 )
 from xeforge_core.session.approval import SessionError
 from xeforge_core.units import plural
-from xeforge_core.verdict import StepStatus, Verdict, VerdictKind
+from xeforge_core.verdict import StepStatus, Verdict, VerdictKind, speedup_call
 from xeforge_core.vocab.stages import PORTABILITY
 from xeforge_core.vocab.status import AttemptStatus, OutcomeStatus, StageStatus
 
@@ -94,9 +97,15 @@ def classify(verdict: Verdict, *, min_speedup: float = DEFAULT_MIN_SPEEDUP
         return AttemptStatus.NOT_FASTER, f"correct, but the timing is {status.value}: {why}", speed
     suspects = [p.suspect for p in verdict.performance if p.suspect]
     call = verdict.speed_call  # the one rule: faster only when the speedup's interval is above 1
+    note = f" ({'; '.join(suspects)})" if suspects else ""
+    slower_at = [(p.variant, c) for p in verdict.performance
+                 if (c := speedup_call(p.speedup, p.speedup_low, p.speedup_high)).slower]
+    if call.faster and slower_at:
+        where = "; ".join(f"{v}: {c.text}" for v, c in slower_at)
+        return (AttemptStatus.NOT_FASTER,
+                f"correct and {call.text} over the variants, but slower at {where}{note}", speed)
     if call.faster and speed >= min_speedup:
         return AttemptStatus.FASTER, f"correct and {call.text}", speed
-    note = f" ({'; '.join(suspects)})" if suspects else ""
     if call.faster:
         return (AttemptStatus.NOT_FASTER,
                 f"correct, {call.text}, but below the {min_speedup:.2f}x minimum gain{note}", speed)

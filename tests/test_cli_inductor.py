@@ -15,16 +15,21 @@ ROOT = FIX.parents[2]
 
 
 def test_convert_writes_a_modelnew_and_names_library_calls(tmp_path, capsys):
-    """A linear layer's matrix product becomes the first version's own Triton GEMM; a
-    convolution stays a torch library call, and the report names it as not Triton yet."""
-    out = tmp_path / "linear_new.py"
-    rc = main(["inductor", "convert", str(FIX / "linear_bias_relu.py"), str(FIX / "linear_bias_relu.capture.json"),
+    """A forward that is one matrix product gets the first version's own Triton GEMM; a float32
+    linear layer beside its epilogue keeps the library's GEMM and a convolution stays a torch
+    library call, each named as not Triton yet."""
+    out = tmp_path / "mm_new.py"
+    rc = main(["inductor", "convert", str(FIX / "matmul_transposed.py"), str(FIX / "matmul_transposed.capture.json"),
                "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "matmul_kernel" in text and "not Triton yet" not in text and "xeforge verify" in text
     tree = ast.parse(out.read_text())
     assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+
+    rc = main(["inductor", "convert", str(FIX / "linear_bias_relu.py"), str(FIX / "linear_bias_relu.capture.json"),
+               "--out", str(tmp_path / "linear_new.py")])
+    assert rc == 0 and "not Triton yet (torch library calls): torch.addmm" in capsys.readouterr().out
 
     conv = tmp_path / "conv_new.py"
     rc = main(["inductor", "convert", str(FIX / "conv_relu_bias.py"), str(FIX / "conv_relu_bias.capture.json"),

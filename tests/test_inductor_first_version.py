@@ -24,7 +24,7 @@ from xeforge_core.verify import VerifyOptions, verify
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inductor"
 #: fixture -> (operations left to torch library calls, matrix products written as the Triton GEMM kernel)
-CASES = {"gelu_scale": ([], []), "row_logsumexp": ([], []), "linear_bias_relu": ([], ["torch.addmm"]),
+CASES = {"gelu_scale": ([], []), "row_logsumexp": ([], []), "linear_bias_relu": (["torch.addmm"], []),
          "conv_relu_bias": (["torch.ops.aten.convolution"], []), "matmul_transposed": ([], ["torch.mm"]),
          "matmul_batched": ([], ["torch.bmm"])}
 
@@ -182,3 +182,26 @@ def test_a_failure_names_the_line_it_was_raised_at():
     except RuntimeError as exc:
         failed = _fail("generate", exc)
     assert "raised at" in failed["error"] and "in inner: `assert 1 + 1 == 3`" in failed["error"]
+
+
+def test_float32_products_beside_an_epilogue_stay_the_librarys_gemm_and_half_ones_become_triton():
+    """A float32 GEMM has no tensor-core path in a Triton kernel: beside Inductor's epilogue
+    kernel it stays the library's GEMM (named as not Triton yet); at bfloat16 it is the Triton
+    GEMM kernel. A forward that is one float32 product still gets the Triton kernel (else no
+    Triton kernel would run at all: ``matmul_transposed`` above)."""
+    fp32 = convert(load_capture(FIX / "linear_bias_relu.capture.json"), (FIX / "linear_bias_relu.py").read_text())
+    assert fp32.library_products == ["torch.addmm"] and "torch.addmm" in fp32.library_calls
+    assert not fp32.gemm_calls and "tensor-core path" in fp32.rationale
+    source = (
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(64, 32).to(torch.bfloat16)\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(self.lin(x)) * 2\n\n"
+        "def get_inputs():\n    return [torch.randn(16, 64, dtype=torch.bfloat16)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    half = convert(capture(source, name="lin_bf16", device="cpu"), source)
+    assert half.gemm_calls and not half.library_products and "def matmul_kernel(" in half.source

@@ -8,8 +8,9 @@ the runtime helpers the kernels call (:mod:`xeforge_core.inductor.shims`); Induc
 Inductor's heuristics decorators; and ``ModelNew.forward``, Inductor's host code rewritten with
 plain torch: buffers from ``torch.empty_strided`` on the input's device, ``reinterpret_tensor``
 as ``as_strided``, the matrix products Inductor leaves to library calls (``extern_kernels.mm``,
-``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``addmv`` with a floating result) as calls of a tiled
-Triton GEMM kernel written next to Inductor's (:mod:`xeforge_core.inductor.gemm`), the other
+``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``addmv`` with a float16/bfloat16 result, or any
+floating result where the forward launches no other Triton kernel) as calls of a tiled Triton
+GEMM kernel written next to Inductor's (:mod:`xeforge_core.inductor.gemm`), the other
 library calls (``convolution``, ``_int_mm``, ``aten`` ops) as the torch functions they are, and
 each kernel launched with its own grid and block sizes (:mod:`xeforge_core.inductor.launch`).
 Nothing in it imports ``torch._inductor``.
@@ -51,7 +52,9 @@ class FirstVersion:
     (``torch.convolution``, ``torch.ops.aten...``: not Triton yet), ``renamed`` (Inductor's
     kernel name -> the new one), ``gemm_calls`` (the torch matrix products Inductor called,
     ``torch.addmm``..., now run by the Triton kernel ``gemm_kernel``, whose tiles come from
-    ``gemm_origin``) and the ``rationale`` text a session records with it."""
+    ``gemm_origin``), ``library_products`` (float32/float64 products kept as the library's GEMM
+    beside Triton epilogues, :data:`gemm.TENSOR_CORE_DTYPES` says why; also in
+    ``library_calls``) and the ``rationale`` text a session records with it."""
 
     source: str
     kernels: list[str]
@@ -62,6 +65,7 @@ class FirstVersion:
     gemm_calls: list[str] = field(default_factory=list)
     gemm_kernel: str = ""
     gemm_origin: str = ""
+    library_products: list[str] = field(default_factory=list)
 
     @property
     def rationale(self) -> str:
@@ -77,6 +81,10 @@ class FirstVersion:
                      "float32 in full precision, no TF32)")
         if lib:
             text += f"; left to torch library calls, not Triton yet: {lib}"
+        if self.library_products:
+            text += (f" (the float32/float64 matrix products {', '.join(sorted(set(self.library_products)))} stay the "
+                     "library's GEMM beside the Triton epilogue: a Triton kernel has no tensor-core path at that "
+                     "precision)")
         return text
 
 
@@ -137,8 +145,11 @@ class _HostRewrite(ast.NodeTransformer):
     """Inductor's host statements -> plain torch (see the module docstring)."""
 
     def __init__(self, names: dict[str, ast.expr], kernels: dict[str, Kernel], renamed: dict[str, str],
-                 buffer_dtypes: dict[str, str] | None = None, launcher: str = gemm.LAUNCHER) -> None:
+                 buffer_dtypes: dict[str, str] | None = None, launcher: str = gemm.LAUNCHER,
+                 launches_kernels: bool = False) -> None:
         self.names = names
+        self.launches_kernels = launches_kernels
+        self.library_products: list[str] = []
         self.kernels = kernels
         self.renamed = renamed
         self.library: list[str] = []
@@ -176,7 +187,11 @@ class _HostRewrite(ast.NodeTransformer):
             if op not in EXTERN_TORCH:
                 raise InductorCodeError(f"line {node.lineno}: library call extern_kernels.{op} has no torch "
                                         "equivalent here yet")
-            if op in gemm.GEMM_OPS and self._float_result(node):
+            dtype = self._result_dtype(node)
+            if op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES and self.launches_kernels \
+                    and dtype not in gemm.TENSOR_CORE_DTYPES:
+                self.library_products.append(EXTERN_TORCH[op])  # the library's GEMM, the epilogue in Triton
+            elif op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES:
                 self.gemm_calls.append(EXTERN_TORCH[op])
                 try:
                     return ast.copy_location(gemm.launcher_call(op, node, self.launcher), node)
@@ -193,14 +208,13 @@ class _HostRewrite(ast.NodeTransformer):
         return node
 
 
-    def _float_result(self, node: ast.Call) -> bool:
-        """Whether the product's ``out=`` buffer (or a strided view of it) was allocated in the
-        host code with a floating dtype the GEMM kernel computes in (:data:`gemm.FLOAT_DTYPES`);
-        an unknown dtype keeps the library call."""
+    def _result_dtype(self, node: ast.Call) -> str:
+        """The dtype (``torch.float32``) the product's ``out=`` buffer (or a strided view of it)
+        was allocated with in the host code; ``""`` when unknown (the library call is kept)."""
         out = next((k.value for k in node.keywords if k.arg == "out"), None)
         while isinstance(out, ast.Call) and isinstance(out.func, ast.Attribute) and out.func.attr == "as_strided":
             out = out.func.value
-        return isinstance(out, ast.Name) and self.buffer_dtypes.get(out.id) in gemm.FLOAT_DTYPES
+        return self.buffer_dtypes.get(out.id, "") if isinstance(out, ast.Name) else ""
 
 
 def _buffer_dtypes(stmts: list[ast.stmt]) -> dict[str, str]:
@@ -269,7 +283,8 @@ def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str], laun
         raise InductorCodeError("the model has no tensor input or parameter to take the device from")
     device_of = aliases.get(first_tensor["expr"], first_tensor["expr"])
     lines = [f"device = {device_of}.device", *_size_guards(capture), *prologue]
-    rewrite = _HostRewrite(names, code.kernels, renamed, _buffer_dtypes(_flatten(body[unpack + 1:])), launcher)
+    rewrite = _HostRewrite(names, code.kernels, renamed, _buffer_dtypes(_flatten(body[unpack + 1:])), launcher,
+                           launches_kernels=bool(code.kernels))
     text_lines = code.text.splitlines()
     launched: list[str] = []
     prev_end = body[unpack].end_lineno or body[unpack].lineno
@@ -436,7 +451,8 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
                         library_calls=library, renamed=renamed, generated_for=capture.generated_for or capture.device,
                         torch=capture.torch, gemm_calls=list(host.gemm_calls),
                         gemm_kernel=gemm_kernel if config is not None else "",
-                        gemm_origin=config.origin if config is not None else "")
+                        gemm_origin=config.origin if config is not None else "",
+                        library_products=list(host.library_products))
 
 
 def _unique(base: str, taken: set[str]) -> str:

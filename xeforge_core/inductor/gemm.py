@@ -28,7 +28,11 @@ one launch, literal tiles, a grid that counts them).
 
 A call the kernel cannot express stays the torch call and is named as not Triton yet: a result
 whose dtype is not float16/bfloat16/float32/float64 or is unknown from the host code (integer
-products, ``_int_mm``), ``addbmm`` (a sum over the batch), convolutions.
+products, ``_int_mm``), ``addbmm`` (a sum over the batch), convolutions. A float32 or float64
+product stays the library call too where the forward runs other Triton kernels (its epilogue):
+the library's GEMM has no rival in a Triton kernel without tensor cores
+(:data:`TENSOR_CORE_DTYPES`), so the kernel is written for it only where the forward would
+otherwise launch no Triton kernel at all.
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ GEMM_OPS: dict[str, tuple[str, ...]] = {
 
 #: Result dtypes the kernel computes (``tl.dot`` operands with a float accumulator).
 FLOAT_DTYPES = frozenset({"torch.float32", "torch.float16", "torch.bfloat16", "torch.float64"})
+#: Result dtypes whose products run on tensor cores / XMX in a Triton ``tl.dot`` (float32 in full
+#: IEEE precision and float64 have no such path: a Triton kernel multiplies them with FMA
+#: instructions). On the H200 (2026-12-04, docs/measured/h200-inductor-kb-first) the first
+#: versions of eleven KernelBench level 2 problems with a float32 GEMM and an epilogue ran at
+#: 0.30-0.60x of eager with their products in this kernel, against cuBLAS's float32 GEMM.
+TENSOR_CORE_DTYPES = frozenset({"torch.float16", "torch.bfloat16"})
 
 #: Default names of the host function and the kernel (made unique against the problem's names).
 LAUNCHER = "matmul"

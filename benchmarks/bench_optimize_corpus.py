@@ -91,7 +91,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_pipeline import RULES_STAGES, Job, Settings, geomean, run_rules_pipeline  # noqa: E402
 from bounded_pool import run_command_bounded  # noqa: E402
-from memory_gate import MemoryGate, device_capacity, pair_footprint  # noqa: E402
+from memory_gate import MemoryGate, device_capacity, device_free_bytes, pair_footprint  # noqa: E402
 from state_bytes import state_bytes  # noqa: E402
 
 from xeforge_core.devices import detect_device  # noqa: E402
@@ -841,8 +841,9 @@ def main(argv: list[str] | None = None) -> int:
     def past_deadline() -> bool:
         return args.deadline_min is not None and time.monotonic() - t0 > args.deadline_min * 60
 
-    capacity = device_capacity(device.type) if args.jobs > 1 else None
-    gate = MemoryGate(capacity) if capacity else None
+    # the verifier's jobs (and their saved runs) live under the temporary folder
+    capacity = device_capacity(device.type, work_dir=tempfile.gettempdir()) if args.jobs > 1 else None
+    gate = MemoryGate(capacity, free_bytes=device_free_bytes) if capacity else None
 
     def measure(name: str, problem_path: Path, solution_path: Path, tmp: Path) -> tuple[list[Row], list, float]:
         if gate is None:

@@ -63,3 +63,30 @@ def test_footprint_counts_the_largest_size_and_the_contexts():
     assert device_capacity("cpu") is None
     with pytest.raises(ValueError, match="capacity_bytes"):
         MemoryGate(0)
+
+
+def test_memory_others_hold_on_the_device_keeps_the_next_child_waiting():
+    """A second benchmark sharing the GPU holds memory the gate never admitted: beside a running
+    child, the next is admitted only when the device's free memory holds its estimate as well."""
+    free = {"now": 10}
+    gate = MemoryGate(100, free_bytes=lambda: free["now"])
+    with gate.admit(30) as first:
+        assert first
+        calls = iter([False, True])
+        with gate.admit(20, give_up=lambda: next(calls)) as second:
+            assert not second  # 60 of 100 counted, but only 10 free on the device
+        free["now"] = 50
+        with gate.admit(20) as third:
+            assert third
+    with gate.admit(500) as alone:  # nothing else of the gate's runs: admitted whatever is free
+        assert alone
+
+
+def test_the_capacity_counts_the_free_disk(tmp_path, monkeypatch):
+    """The saved runs go to disk: a 140 GiB GPU with 10 GiB of disk free admits 10 GiB."""
+    import memory_gate
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: type("P", (), {"total_memory": 140 * 2**30})())
+    monkeypatch.setattr(memory_gate.shutil, "disk_usage", lambda path: type("U", (), {"free": 10 * 2**30})())
+    assert memory_gate.device_capacity("cuda", share=1.0, work_dir=str(tmp_path)) == 10 * 2**30

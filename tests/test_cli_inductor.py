@@ -8,6 +8,8 @@ import ast
 import shutil
 from pathlib import Path
 
+import pytest
+
 from xeforge_core.cli import main
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inductor"
@@ -55,6 +57,33 @@ def test_bad_input_is_named(tmp_path, capsys):
     assert main(["inductor", "capture", problem, "--device", "cdua", "--out", str(tmp_path / "c.json")]) == 2
     assert "bad input: --device cdua: unknown device 'cdua'" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
+    # the nearest name of a device, stage or target is offered; a loader error names its file once
+    assert main(["inductor", "capture", problem, "--device", "cudaa", "--out", str(tmp_path / "c.json")]) == 2
+    assert "did you mean 'cuda'?" in capsys.readouterr().err
+    broken_py = tmp_path / "broken.py"
+    broken_py.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                         "        return torch.relu(x\n")
+    assert main(["inductor", "capture", str(broken_py), "--out", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert "broken.py:4: syntax error" in err and err.count("broken.py") == 1, err
+    from xeforge_core.target import resolve
+    from xeforge_core.vocab.stages import require_stages
+
+    with pytest.raises(ValueError, match="did you mean 'autotuning'"):
+        require_stages(["autotunning"])
+    with pytest.raises(Exception, match="did you mean 'arc_b580'"):
+        resolve(None, "arc_b850")
+
+
+def test_a_forward_that_raises_is_named_with_the_users_file(tmp_path, capsys):
+    problem = tmp_path / "bad_forward.py"
+    problem.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                       "        raise ValueError('boom in forward')\n\n\ndef get_inputs():\n"
+                       "    return [torch.randn(4, 4)]\n\n\ndef get_init_inputs():\n    return []\n")
+    assert main(["inductor", "capture", str(problem), "--device", "cpu", "--out", str(tmp_path / "c.json")]) == 1
+    err = capsys.readouterr().err
+    assert "running the model's forward on its inputs failed: ValueError: boom in forward" in err
+    assert "raised at bad_forward.py:6 in forward" in err and "xeforge-job" not in err
 
 
 def test_capture_of_another_problem_is_refused(tmp_path, capsys):
@@ -93,6 +122,10 @@ def test_optimize_says_what_it_planned_on_the_first_version(tmp_path, capsys):
                "--workspace", str(tmp_path / "ws")])
     out, err = capsys.readouterr()
     assert rc == 0, err[-2000:]
+    lines = out.splitlines()
+    rows = [ln.split()[0] for ln in lines[lines.index(next(x for x in lines if x.startswith("stage "))) + 2:]
+            if ln and not ln.startswith((" ", "cumulative", "first version:"))][:1]
+    assert rows == ["first_version"], out  # the step that ran first leads the table
     said = [line for line in err.splitlines() if line.startswith("[first_version] ")]
     assert len(said) == 1 and ("stages planned on the first Triton version: " in said[0]
                                or "no stage has work on the first Triton version" in said[0]), err[-2000:]

@@ -35,6 +35,7 @@ from typing import Any
 
 from xeforge_core import runner
 from xeforge_core.cache import cache_root, library_versions, stable_hash, worker_code_version
+from xeforge_core.errors import nearest_name_hint
 from xeforge_core.worker import backends
 
 #: Seconds the device probe may take (importing torch cold plus a GPU runtime init).
@@ -142,7 +143,9 @@ def parse_override(override: str | None) -> tuple[str, int | None] | None:
     if not m or m.group(1) not in backends.names():
         gpus = ", ".join(f"{n}, {n}:N" for n in backends.gpu_names())
         hosts = ", ".join(n for n in backends.names() if n not in backends.gpu_names())
-        raise ValueError(f"unknown device {override!r}: use {hosts}, {gpus} or auto")
+        choices = [*backends.names(), "auto"]
+        raise ValueError(f"unknown device {override!r}: use {hosts}, {gpus} or auto"
+                         + nearest_name_hint(text.split(":", 1)[0], choices))
     return m.group(1), (int(m.group(2)) if m.group(2) is not None else None)
 
 

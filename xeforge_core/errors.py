@@ -50,6 +50,14 @@ def _rebuild(cls: type[XeForgeError], message: str, file: str | None, line: int 
     return err
 
 
+def nearest_name_hint(name: str, choices: list[str] | tuple[str, ...], cutoff: float = 0.6) -> str:
+    """``"; did you mean 'cuda'?"`` for the choice nearest ``name`` (``difflib.get_close_matches``,
+    case-insensitive), or "" when none is near."""
+    lowered = {c.lower(): c for c in choices}
+    near = difflib.get_close_matches(str(name).strip().lower(), list(lowered), n=1, cutoff=cutoff)
+    return f"; did you mean {lowered[near[0]]!r}?" if near else ""
+
+
 def missing_path_hint(path: str | Path) -> str:
     """What to say about ``path``, which does not exist: the nearest existing name in its
     directory, as a path to type (``"; did you mean sample_kernels/01_vector_add.py?"``), or,

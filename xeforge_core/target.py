@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xeforge_core.errors import TargetError
+from xeforge_core.errors import TargetError, nearest_name_hint
 from xeforge_core.knowledge import REFERENCE_PROFILE, HardwareProfile, KnowledgeBase, load_knowledge
 from xeforge_core.vocab.target import DEFAULT_FAMILY, TARGET_FAMILIES, Target
 
@@ -103,8 +103,8 @@ def resolve(run_device: Any = None,
         profile = _profile_named(str(choice), kb)
         if profile is None:
             raise TargetError(f"unknown target {choice!r}; choose a hardware profile ("
-                              f"{', '.join(kb.profiles)}) or a family ({', '.join(FAMILIES)})",
-                              field="target")
+                              f"{', '.join(kb.profiles)}) or a family ({', '.join(FAMILIES)})"
+                              + nearest_name_hint(str(choice), [*kb.profiles, *FAMILIES]), field="target")
         return Target.of(profile, chosen=True)
     profile = _device_profile(run_device, kb)
     if profile is None:

@@ -77,7 +77,9 @@ def _problem(path: str):  # noqa: ANN202
     try:
         problem = load_problem(p)
     except XeForgeError as exc:
-        print(f"xeforge inductor: {p}: {exc}", file=sys.stderr)
+        text = str(exc)  # the loader's errors name the file already ("problem.py:17: ...")
+        where = "" if Path(text.split(":", 1)[0]).name == p.name else f"{p}: "
+        print(f"xeforge inductor: {where}{text}", file=sys.stderr)
         return None
     if not is_plain_pytorch(problem):
         print(f"xeforge inductor: {p}: not a plain-PyTorch problem (its forward() already launches Triton "

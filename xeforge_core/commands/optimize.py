@@ -101,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "checked, speed is not measured."),
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("kernel", metavar="KERNEL", nargs="?", help="the Triton kernel module (.py)")
+    p.add_argument("kernel", metavar="KERNEL", nargs="?", help="the Triton kernel module (.py), or a plain-PyTorch problem (Model + get_inputs: its first Triton version comes from TorchInductor)")
     p.add_argument("--spec", metavar="S", help="Xe-Forge YAML spec (default: KERNEL's sibling .yaml)")
     p.add_argument("--reference", metavar="R",
                    help="PyTorch reference module (default: a sibling <stem>_pytorch.py / _ref.py)")
@@ -195,6 +195,22 @@ def plan_text(plan: Plan, engine: str | None = None) -> str:
         mine = s.check(engine)
         rows.append([s.number, s.stage, len(s.issues), *marks, mine.reason if mine is not None else ""])
     return text_table(headers, rows)
+
+
+def _first_version_notes(outcomes: list[Any]) -> list[str]:
+    """What the first version's candidate notes (the operations that are not Triton yet and
+    why), in order, without repeats; empty when no first version was made."""
+    from xeforge_core.inductor.first_version import FIRST_VERSION
+
+    notes: list[str] = []
+    for o in outcomes:
+        if o.stage != FIRST_VERSION:
+            continue
+        for a in o.attempts:
+            for n in getattr(a.candidate, "notes", None) or []:
+                if n not in notes:
+                    notes.append(n)
+    return notes
 
 
 def final_table(session: Session) -> tuple[str, dict[str, Any]]:
@@ -340,6 +356,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"\n{data['problem']} on {data['device']['label']} (target {data['target']['name']})")
         print(table)
+        for note in _first_version_notes(outcomes):  # the table's reason column is cut at 90 characters
+            print(f"first version: {note}")
         cumulative = data["cumulative_speedup"]
         print(f"\ncumulative speedup: {cumulative:.3f}x" if cumulative is not None
               else "\ncumulative speedup: not measured (no timing on this device)")

@@ -147,6 +147,7 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
     if not result.get("ok"):
         stage = str(result.get("stage") or "generate")
         what = {"load": "importing the problem", "inputs": "building the model and its inputs",
+                "forward": "running the model's forward on its inputs",
                 "trace": "tracing the model (torch.compile, one graph)",
                 "generate": "TorchInductor's code generation"}.get(stage, stage)
         raise GenerationError(f"{what} failed: {result.get('error', 'no reason given')}", stage=stage)

@@ -25,7 +25,7 @@ text, verbatim), ``graph_inputs`` (in the order of ``call(args)``: ``{"kind": "p
 "buffer" | "input" | "size", "expr": "self.lin.weight" | "x" | "x.size(0)", "shape", "dtype"}``),
 ``outputs`` (``{"structure": "tensor" | "tuple" | "list", "count": n}``), ``forward_params``,
 ``device``, ``generated_for``, ``torch`` and ``triton`` versions; on failure ``stage``
-(``load``, ``inputs``, ``trace``, ``generate``) and ``error``.
+(``load``, ``inputs``, ``forward``, ``trace``, ``generate``) and ``error``.
 """
 
 from __future__ import annotations
@@ -51,11 +51,13 @@ class _Captured(XeForgeError):
     """Raised from the output-code hook: the code is taken, Inductor need not load it."""
 
 
-def _origin(exc: BaseException) -> str:
+def _origin(exc: BaseException, filename: str | None = None) -> str:
     """Where the innermost exception of ``exc``'s cause chain was raised, as
     ``path:line in function: `code` `` (path from ``site-packages`` on); empty if unknown. An
     Inductor failure is often an ``AssertionError`` with no message, wrapped in an
-    ``InductorError``: the line of the assertion is then the only thing that says what failed."""
+    ``InductorError``: the line of the assertion is then the only thing that says what failed.
+    A frame in the problem module's copy in the job folder is named by the problem's
+    ``filename``, the file the user knows."""
     inner, seen = exc, set()
     while id(inner) not in seen:
         seen.add(id(inner))
@@ -68,13 +70,15 @@ def _origin(exc: BaseException) -> str:
         return ""
     f = frames[-1]
     path = f.filename.split("site-packages/", 1)[-1]
+    if filename and Path(path).name == Path(filename).name and "site-packages/" not in f.filename:
+        path = filename
     return f"{path}:{f.lineno} in {f.name}: `{(f.line or '').strip()}`"
 
 
-def _fail(stage: str, exc: BaseException | str) -> dict[str, Any]:
+def _fail(stage: str, exc: BaseException | str, job: dict[str, Any] | None = None) -> dict[str, Any]:
     if isinstance(exc, BaseException):
         text = f"{type(exc).__name__}: {exc}"
-        origin = _origin(exc)
+        origin = _origin(exc, (job or {}).get("filename"))
         if origin:
             text = f"{text.rstrip()} (raised at {origin})"
         return {"ok": False, "stage": stage, "error": text[:4000], "traceback": traceback.format_exc()[-6000:]}
@@ -262,7 +266,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
 
         module = _load_problem(job_dir, job)
     except BaseException as exc:
-        return _fail("load", exc)
+        return _fail("load", exc, job)
     try:
         from xeforge_core.worker.inputs import module_overrides
 
@@ -274,10 +278,13 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in raw_inputs]
         forward_params = [p for p, v in inspect.signature(model.forward).parameters.items()
                           if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)]
+    except BaseException as exc:
+        return _fail("inputs", exc, job)
+    try:
         with torch.no_grad():
             structure = _output_structure(model(*inputs))
     except BaseException as exc:
-        return _fail("inputs", exc)
+        return _fail("forward", exc, job)
 
     import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
@@ -340,7 +347,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
             torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
     except BaseException as exc:
         if not codes:
-            return _fail("trace" if not graphs else "generate", exc)
+            return _fail("trace" if not graphs else "generate", exc, job)
     finally:
         GraphLowering.save_output_code = saved_hook  # type: ignore[assignment]
     if len(codes) != 1 or len(graphs) != 1:

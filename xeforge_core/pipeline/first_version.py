@@ -75,7 +75,8 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
                             seconds=time.monotonic() - started)
     attempt = Attempt(iteration=1, index=0, status=AttemptStatus.CORRECT if verdict.passed else AttemptStatus.FAILED,
                       reason=verdict.reason or verdict.kind.value, engine="rules", model="torchinductor",
-                      candidate_id=rec.id, verdict=verdict, source=candidate.code, rationale=candidate.rationale)
+                      candidate_id=rec.id, candidate=candidate, verdict=verdict, source=candidate.code,
+                      rationale=candidate.rationale)
     if not verdict.passed:
         controller.reject(rec.id, f"the TorchInductor version does not verify: {verdict.kind.value}")
         reason = f"the TorchInductor version does not verify: {kind_and_reason(verdict)}"

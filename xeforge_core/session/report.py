@@ -154,9 +154,20 @@ def json_report(session: SessionView) -> dict[str, Any]:
         })
     cand_records = session.candidates()
     stage_ids = list(session.plan)
+    planned = set(stage_ids)
+    before = 0  # steps whose versions came before any planned stage's (portability, a first version) lead
+    seen_planned = False
     for v in history[1:]:
-        if v.stage and v.stage not in stage_ids and v.kind != "restore":
-            stage_ids.insert(0, v.stage) if _preparatory(v.stage) else stage_ids.append(v.stage)
+        if v.kind == "restore" or not v.stage:
+            continue
+        if v.stage in planned:
+            seen_planned = True
+        elif v.stage not in stage_ids:
+            if _preparatory(v.stage) or not seen_planned:
+                stage_ids.insert(before, v.stage)
+                before += 1
+            else:
+                stage_ids.append(v.stage)
     # a step before the plan's stages that left no version (a first version that failed, a
     # portability step with nothing kept) still has its row, first
     for sid in reversed([s for s in stages_state if s not in stage_ids]):

@@ -16,6 +16,7 @@ engines that propose for the stages are listed in ``xeforge_core/engines/registr
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 PORTABILITY = "portability"
@@ -124,6 +125,8 @@ def require_stages(stage_ids: list[str]) -> list[str]:
     the known ones."""
     bad = [s for s in stage_ids if s not in _BY_ID]
     if bad:
+        near = [m for b in bad for m in difflib.get_close_matches(b.strip().lower(), ALL_STAGE_IDS, n=1, cutoff=0.6)]
+        hints = f"; did you mean {', '.join(repr(m) for m in near)}?" if near else ""
         raise ValueError(f"unknown stage{'s' if len(bad) > 1 else ''}: {', '.join(bad)} "
-                         f"(known: {', '.join(ALL_STAGE_IDS)})")
+                         f"(known: {', '.join(ALL_STAGE_IDS)}){hints}")
     return stage_ids

@@ -283,6 +283,8 @@ def test_precision_lines_say_what_applied_and_what_kernelbench_would_say(gemm):
     fallback = precision_lines(dict(record, fallback="the truth is the Triton baseline"))
     assert fallback[0] == "precision: float32; judged with tolerances: the truth is the Triton baseline"
     assert precision_lines({}) == []
+    exact = precision_lines(dict(record, error_ratio=0.0))  # no error beyond the truth's rounding floor
+    assert any("every element within rounding of the truth (2u|t|; 0x" in line for line in exact), exact
 
 
 KERNEL = '''

@@ -256,9 +256,11 @@ def precision_lines(precision: dict[str, Any]) -> list[str]:
         lines = [f"precision: {applied}; judged against the float64 truth (errors up to {precision.get('factor'):g}x "
                  f"the reference's own error scale{widened})"]
     if precision.get("error_ratio") is not None:
+        ratio = precision["error_ratio"]
+        beyond = (f"{ratio:.3g}x the reference's error scale" if ratio > 0 else
+                  "every element within rounding of the truth (2u|t|; 0x the reference's error scale)")
         lines.append(f"measured: relative error {precision.get('rel_error') or 0:.3g} against the float64 truth, "
-                     f"{precision['error_ratio']:.3g}x the reference's error scale (the reference's own "
-                     f"relative error: {precision.get('ref_rel_error') or 0:.3g})")
+                     f"{beyond} (the reference's own relative error: {precision.get('ref_rel_error') or 0:.3g})")
     kb = precision.get("kernelbench") or {}
     if kb.get("runs"):
         what = "would pass" if kb.get("passed") else f"would fail on {kb.get('failed_runs')} of {kb['runs']} run(s)"

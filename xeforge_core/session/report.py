@@ -301,7 +301,12 @@ def markdown_report(session: SessionView, report: dict[str, Any] | None = None) 
         lines += ["## Problem warnings", ""] + [f"- {w}" for w in r["warnings"]] + [""]
     lines += ["## Stages", ""]
     headers, rows = stage_rows(r)
-    lines += [markdown_table(headers, rows), "", "## Versions", ""]
+    lines += [markdown_table(headers, rows), ""]
+    # the table cuts reasons at 90 characters; a step's reason that says more (a first version's
+    # operations left to torch, and why) is given whole
+    lines += [f"- {s['stage']}: {' '.join(str(s['reason']).split())}" for s in r["stages"]
+              if s["stage"] not in ALL_STAGE_IDS and len(" ".join(str(s["reason"]).split())) > 90]
+    lines += ["", "## Versions", ""] if lines[-1] != "" else ["## Versions", ""]
     vrows = [[v["index"], f"`{v['short']}`", v["kind"], v["stage"] or "-", v["engine"] or "-", v["model"] or "-",
               v["verdict"] or "-", format_speedup(v["speedup"]) if v["index"] else "-",
               format_speedup(v["cumulative_speedup"]), _fmt(v["tflops"]), _fmt(v["time_us"], ".1f"),

@@ -280,15 +280,19 @@ def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any =
         return f"{moved / 1e6:.1f} MB at {bandwidth_gbps:g} GB/s"
 
     base = problem.variant("module")
+    flop = gemm[0] if gemm else 0.0
+    moved = got[1] * 2  # the inputs read once and an output of their size written
+    if seconds(moved, flop) >= min_us * 1e-6:
+        return "module", f"published size ({why_of(moved, flop)} >= {min_us:g} µs)"
     # the weights are read once a forward too (a batch-1 MLP moves its weights, not its input):
-    # their bytes at each candidate scale, from the model built on the meta device
+    # their bytes at each candidate scale, from the model built on the meta device (one child,
+    # only where the inputs alone are too small to decide)
     factors = [2**i for i in range(21)]
     scaled_vars = {f: scaled_variant(problem, base, f, "bench") for f in factors[1:]}
     states = state_bytes(model, [dict(base.overrides or {})] + [dict(v.overrides or {}) if v is not None else {}
                                                                 for v in scaled_vars.values()])
     state_at = dict(zip(factors, states))
-    moved = got[1] * 2 + (state_at[1] or 0)  # inputs read once, an output of their size written, weights read
-    flop = gemm[0] if gemm else 0.0
+    moved += state_at[1] or 0
     if seconds(moved, flop) >= min_us * 1e-6:
         return "module", f"published size ({why_of(moved, flop)} >= {min_us:g} µs)"
     factor, var, s_moved, s_flop = 1, None, moved, flop

@@ -386,18 +386,28 @@ def _bound_params(fn: cst.FunctionDef) -> list[str]:
     """Parameters (not constexpr, pointers or strides) the kernel compares against or loops to:
     the sizes an autotune key must follow when their names do not say so (``L``, ``rows``)."""
     params = [p.name.value for p in fn.params.params if not is_constexpr_param(p)]
-    used: set[str] = set()
+    used: set[str] = set(_range_names(fn))
 
     class _V(cst.CSTVisitor):
         def visit_Comparison(self, node: cst.Comparison) -> None:
             used.update(_names_in(node))
 
-        def visit_Call(self, node: cst.Call) -> None:
-            if dotted_name(node.func) in {"range", "tl.range", "tl.static_range"}:
-                used.update(_names_in(node))
-
     fn.body.visit(_V())
     return [p for p in params if p in used and "ptr" not in p.lower() and "stride" not in p.lower()]
+
+
+def _range_names(fn: cst.FunctionDef) -> list[str]:
+    """Names read in the arguments of the kernel's ``range`` / ``tl.range`` /
+    ``tl.static_range`` calls (loop bounds and steps)."""
+    out: list[str] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if dotted_name(node.func) in {"range", "tl.range", "tl.static_range"}:
+                out.extend(_names_in(node))
+
+    fn.body.visit(_V())
+    return out
 
 
 def _walk_ints(node: cst.CSTNode | None) -> list[cst.Integer]:
@@ -434,14 +444,7 @@ def _loop_count_blocks(fn: cst.FunctionDef, blocks: list[str]) -> set[str]:
     and multiply no program id: the K tile, which the launch grid never counts."""
     from xeforge_core.codemods.common import program_id_tiles
 
-    in_range: set[str] = set()
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if dotted_name(node.func) in {"range", "tl.range", "tl.static_range"}:
-                in_range.update(n for a in node.args for n in _names_in(a.value) if n in blocks)
-
-    fn.body.visit(_V())
+    in_range = set(_range_names(fn)) & set(blocks)
     by_pid = {b for tiles in program_id_tiles(fn, set(blocks)).values() for b in tiles}
     return in_range - by_pid
 

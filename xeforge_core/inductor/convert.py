@@ -82,10 +82,16 @@ class FirstVersion:
         if lib:
             text += f"; left to torch library calls, not Triton yet: {lib}"
         if self.library_products:
-            text += (f" (the float32/float64 matrix products {', '.join(sorted(set(self.library_products)))} stay the "
-                     "library's GEMM beside the Triton epilogue: a Triton kernel has no tensor-core path at that "
-                     "precision)")
+            text += f" ({self.products_note})"
         return text
+
+    @property
+    def products_note(self) -> str:
+        """Why ``library_products`` stay library calls ("" when there are none)."""
+        if not self.library_products:
+            return ""
+        return (f"{', '.join(sorted(set(self.library_products)))}: float32/float64 matrix products stay the library's "
+                "GEMM beside the Triton epilogue (a Triton kernel has no tensor-core path at that precision)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -145,10 +151,8 @@ class _HostRewrite(ast.NodeTransformer):
     """Inductor's host statements -> plain torch (see the module docstring)."""
 
     def __init__(self, names: dict[str, ast.expr], kernels: dict[str, Kernel], renamed: dict[str, str],
-                 buffer_dtypes: dict[str, str] | None = None, launcher: str = gemm.LAUNCHER,
-                 launches_kernels: bool = False) -> None:
+                 buffer_dtypes: dict[str, str] | None = None, launcher: str = gemm.LAUNCHER) -> None:
         self.names = names
-        self.launches_kernels = launches_kernels
         self.library_products: list[str] = []
         self.kernels = kernels
         self.renamed = renamed
@@ -188,8 +192,8 @@ class _HostRewrite(ast.NodeTransformer):
                 raise InductorCodeError(f"line {node.lineno}: library call extern_kernels.{op} has no torch "
                                         "equivalent here yet")
             dtype = self._result_dtype(node)
-            if op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES and self.launches_kernels \
-                    and dtype not in gemm.TENSOR_CORE_DTYPES:
+            if op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES and self.kernels \
+                    and dtype not in gemm.TENSOR_CORE_DTYPES:  # beside Inductor's own kernels
                 self.library_products.append(EXTERN_TORCH[op])  # the library's GEMM, the epilogue in Triton
             elif op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES:
                 self.gemm_calls.append(EXTERN_TORCH[op])
@@ -283,8 +287,7 @@ def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str], laun
         raise InductorCodeError("the model has no tensor input or parameter to take the device from")
     device_of = aliases.get(first_tensor["expr"], first_tensor["expr"])
     lines = [f"device = {device_of}.device", *_size_guards(capture), *prologue]
-    rewrite = _HostRewrite(names, code.kernels, renamed, _buffer_dtypes(_flatten(body[unpack + 1:])), launcher,
-                           launches_kernels=bool(code.kernels))
+    rewrite = _HostRewrite(names, code.kernels, renamed, _buffer_dtypes(_flatten(body[unpack + 1:])), launcher)
     text_lines = code.text.splitlines()
     launched: list[str] = []
     prev_end = body[unpack].end_lineno or body[unpack].lineno

@@ -57,8 +57,7 @@ def _candidate(fv: FirstVersion) -> Candidate:
     notes = [f"not Triton yet (torch library calls): {', '.join(sorted(set(fv.library_calls)))}"] \
         if fv.library_calls else []
     if fv.library_products:
-        notes.append(f"{', '.join(sorted(set(fv.library_products)))}: float32/float64 matrix products stay the library's "
-                     "GEMM beside the Triton epilogue (a Triton kernel has no tensor-core path at that precision)")
+        notes.append(fv.products_note)
     return Candidate(code=fv.source, rationale=fv.rationale, engine="rules", model="torchinductor",
                      stage=FIRST_VERSION, notes=notes)
 

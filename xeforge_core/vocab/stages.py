@@ -16,8 +16,9 @@ engines that propose for the stages are listed in ``xeforge_core/engines/registr
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
+
+from xeforge_core.errors import nearest_name_hint
 
 PORTABILITY = "portability"
 
@@ -125,8 +126,7 @@ def require_stages(stage_ids: list[str]) -> list[str]:
     the known ones."""
     bad = [s for s in stage_ids if s not in _BY_ID]
     if bad:
-        near = [m for b in bad for m in difflib.get_close_matches(b.strip().lower(), ALL_STAGE_IDS, n=1, cutoff=0.6)]
-        hints = f"; did you mean {', '.join(repr(m) for m in near)}?" if near else ""
+        hints = "".join(nearest_name_hint(b, ALL_STAGE_IDS) for b in bad)
         raise ValueError(f"unknown stage{'s' if len(bad) > 1 else ''}: {', '.join(bad)} "
                          f"(known: {', '.join(ALL_STAGE_IDS)}){hints}")
     return stage_ids

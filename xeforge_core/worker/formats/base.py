@@ -49,8 +49,9 @@ def constructor_arguments(model_class: type, inits: list[Any]) -> dict[str, Any]
     """``{name: value}`` of ``model_class(*inits)``'s ``__init__`` parameters; ``{}`` where
     the signature cannot be read or does not take ``inits``."""
     try:
-        bound = inspect.signature(model_class.__init__).bind(None, *inits)
+        sig = inspect.signature(model_class.__init__)
+        bound = sig.bind(None, *inits)
     except (TypeError, ValueError):
         return {}
-    names = list(inspect.signature(model_class.__init__).parameters)
-    return {k: v for k, v in bound.arguments.items() if k != names[0]}
+    first = next(iter(sig.parameters))  # ``self``
+    return {k: v for k, v in bound.arguments.items() if k != first}

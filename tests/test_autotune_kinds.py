@@ -138,6 +138,28 @@ def test_a_kernel_that_rewrites_its_buffer_is_restored_between_benchmarked_confi
     assert verdict.kind is VerdictKind.WRONG_ANSWER and "first call" in verdict.reason, verdict.reason
 
 
+def test_an_output_the_wrapper_did_not_allocate_is_restored_between_benchmarked_configs() -> None:
+    """A kernel with separate input and output pointers, launched with ``y = x`` by a wrapper
+    that writes in place (the published NCHW RMSNorm's autotuned candidate was a wrong answer on
+    the H200, 2026-12-04): the output may be the input, so it is restored; an output the wrapper
+    allocates itself is not."""
+    source = (FIXTURES / "elementwise_out_or_in_place.py").read_text()
+    tuned = _tuned("elementwise_out_or_in_place.py")
+    assert 'restore_value=["y_ptr"]' in tuned.split("@triton.jit")[0]
+    unsafe = tuned.replace('    restore_value=["y_ptr"],\n', "")
+    problem = load_problem(FIXTURES / "elementwise_out_or_in_place.py")
+    verdict = verify(problem, unsafe, device="cpu", options=FAST)
+    assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
+    assert verify(problem, tuned, device="cpu", options=FAST).passed
+    fresh = add_autotune(source.replace("y = x if out is None else out", "y = torch.empty_like(x)"),
+                         target="cuda", arch="hopper")
+    assert fresh.applicable and "restore_value" not in fresh.source
+    shared = add_autotune(source.replace("affine_kernel[grid](x, y,", "affine_kernel[grid](y, y,")
+                          .replace("y = x if out is None else out", "y = torch.empty_like(x)"),
+                          target="cuda", arch="hopper")
+    assert 'restore_value=["y_ptr"]' in shared.source
+
+
 def _extended(name: str, source: str | None = None):
     from xeforge_core.codemods.autotune_extend import extend_autotune
 

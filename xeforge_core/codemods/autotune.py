@@ -670,9 +670,16 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     reset_text = f"\n    reset_to_zero=[{zeroed_text}]," if zeroed else ""
     restored = [n for n in in_place_params(fn) if n not in zeroed]
     if restored:
-        reset_text += f"\n    restore_value=[{', '.join(json.dumps(n) for n in restored)}],"
         kept_notes.append(f"kernel {name} loads and stores through {', '.join(restored)}: restore_value keeps "
                           "each benchmarked config from starting on the previous one's output")
+    aliased = [n for n in host_aliased_outputs(fn, bound, launch.host, host_scope) if n not in zeroed + restored]
+    if aliased:
+        restored += aliased
+        kept_notes.append(f"kernel {name} stores through {', '.join(aliased)}, which the launch passes a buffer "
+                          "the wrapper did not allocate (it may be an input, as in an in-place call): "
+                          "restore_value keeps each benchmarked config from starting on the previous one's output")
+    if restored:
+        reset_text += f"\n    restore_value=[{', '.join(json.dumps(n) for n in restored)}],"
     deco_src = (f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],{prune_text}"
                 f"{reset_text}\n)\n"
                 "def _f():\n    pass\n")
@@ -683,26 +690,71 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                  kept=kept_notes, space="tile_2d" if roles else _SPACE_NOTE.get(shape.kind, "") if shape else "")
 
 
-def in_place_params(fn: cst.FunctionDef) -> list[str]:
-    """Pointer parameters the kernel adds into atomically, or both loads and stores through
+def _pointer_params(fn: cst.FunctionDef, op: str) -> set[str]:
+    """Parameters ``fn`` passes to ``op`` (``tl.load`` / ``tl.store``) as the base of a pointer
     (the bare parameter terms of the pointer sums, names defined as sums followed)."""
-    from xeforge_core.codemods.kernel_edit import TL_LOAD, TL_STORE, body_of, call_arg, calls_named, once_defs
+    from xeforge_core.codemods.kernel_edit import body_of, call_arg, calls_named, once_defs
     from xeforge_core.codemods.memory_lift import _expanded_terms
 
     params = {p.name.value for p in fn.params.params if not is_constexpr_param(p)}
     defs = once_defs(body_of(fn), fn.body)
+    out: set[str] = set()
+    for c in calls_named(fn.body, op):
+        ptr = call_arg(c, 0, "pointer")
+        if isinstance(ptr, cst.Name) and ptr.value in defs:
+            ptr = defs[ptr.value]
+        out |= {t.value for t in _expanded_terms(ptr, defs) if isinstance(t, cst.Name) and t.value in params}
+    return out
 
-    def bases(calls: list[cst.Call]) -> set[str]:
-        out: set[str] = set()
-        for c in calls:
-            ptr = call_arg(c, 0, "pointer")
-            if isinstance(ptr, cst.Name) and ptr.value in defs:
-                ptr = defs[ptr.value]
-            out |= {t.value for t in _expanded_terms(ptr, defs) if isinstance(t, cst.Name) and t.value in params}
-        return out
 
-    both = bases(calls_named(fn.body, TL_LOAD)) & bases(calls_named(fn.body, TL_STORE))
+def in_place_params(fn: cst.FunctionDef) -> list[str]:
+    """Pointer parameters the kernel adds into atomically, or both loads and stores through
+    (the bare parameter terms of the pointer sums, names defined as sums followed)."""
+    from xeforge_core.codemods.kernel_edit import TL_LOAD, TL_STORE
+
+    both = _pointer_params(fn, TL_LOAD) & _pointer_params(fn, TL_STORE)
     return sorted(set(_atomic_params(fn)) | both)
+
+
+#: Calls that return a new tensor no caller can hold: an output made by one of them cannot be an
+#: input of the same launch (PyTorch's tensor creation and ``Tensor.new_*``/``clone``).
+_FRESH_ALLOCATIONS = frozenset({
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "rand", "rand_like", "randn", "randn_like", "new_empty", "new_zeros", "new_ones", "new_full", "clone"})
+
+
+def _fresh_buffer(expr: cst.BaseExpression, host: cst.FunctionDef | None, scope: _Scope) -> bool:
+    """Whether ``expr`` (a launch argument) is a tensor the host function allocates itself: an
+    allocation call, or a local name every assignment of which is one (never a parameter)."""
+    if isinstance(expr, cst.Call):
+        return dotted_name(expr.func).split(".")[-1] in _FRESH_ALLOCATIONS
+    if not isinstance(expr, cst.Name) or host is None:
+        return False
+    if expr.value in {p.name.value for p in (*host.params.params, *host.params.kwonly_params)}:
+        return False
+    values = scope.values.get(expr.value, [])
+    return (bool(values) and len(values) == len(scope.literals.get(expr.value, []))
+            and all(isinstance(v, cst.Call) and _fresh_buffer(v, host, scope) for v in values))
+
+
+def host_aliased_outputs(fn: cst.FunctionDef, bound: dict[str, cst.Arg], host: cst.FunctionDef | None,
+                         scope: _Scope) -> list[str]:
+    """Pointer parameters ``fn`` stores through whose launch argument (``bound``, from
+    :func:`~xeforge_core.codemods.common.bind_launch_args`) may be one of its inputs: not a buffer
+    the host function allocates (``y = x`` for an in-place call, a caller's ``out=``), or the
+    same name the launch also passes for a parameter the kernel loads through. The autotuner
+    runs every config on the same arguments, so these need ``restore_value`` (Triton's
+    ``Autotuner`` docs) just as a kernel that rewrites its own input does."""
+    from xeforge_core.codemods.kernel_edit import TL_LOAD, TL_STORE
+
+    loaded = _pointer_params(fn, TL_LOAD)
+    loaded_args = {code_of(bound[p].value) for p in loaded if p in bound}
+    out: list[str] = []
+    for p in sorted(_pointer_params(fn, TL_STORE) - loaded):
+        arg = bound.get(p)
+        if arg is not None and (not _fresh_buffer(arg.value, host, scope) or code_of(arg.value) in loaded_args):
+            out.append(p)
+    return out
 
 
 def _atomic_params(fn: cst.FunctionDef) -> list[str]:

@@ -44,3 +44,32 @@ def test_chunked_comparison_matches_the_whole_tensor_one(tmp_path, monkeypatch):
         assert abs(c.max_abs_error - 5.0) < 1e-3
     ok, _, _, _ = compare_outputs([e.clone()], stored, Tolerance(), poisoned=True)
     assert ok
+
+
+def test_outputs_that_do_not_fit_on_disk_are_refused_before_anything_is_written(tmp_path, monkeypatch):
+    """At a published size the saved parts of one run (outputs, reference, three float32 truth
+    tensors) can exceed the disk: the float64 truth's parts are dropped first (that run is then
+    checked at the dtype's tolerance, with a warning), and outputs that cannot fit at all are an
+    ``environment`` verdict named with the bytes, not an OSError after minutes of writing."""
+    import pytest
+
+    from xeforge_core.verdict import VerdictKind
+    from xeforge_core.worker import roles
+    from xeforge_core.worker.calibrated import Truth64
+    from xeforge_core.worker.errors import WorkerError
+
+    out = [torch.zeros(1000)]  # 4000 bytes, and 4000 more for the reference
+    truth = [Truth64(torch.zeros(1000), torch.zeros(1000), 0.0, 0.0, torch.zeros(1000))]  # 12000 bytes
+    combo = roles.Combo(variant={"name": "module"}, seed=0, distribution="normal")
+    meta: dict = {"truth64": {}}
+    warnings: list[str] = []
+    monkeypatch.setattr(roles, "disk_room", lambda root: 20_000)
+    assert roles._fit_on_disk(tmp_path, combo, out, out, truth, meta, warnings) is truth and not warnings
+    monkeypatch.setattr(roles, "disk_room", lambda root: 10_000)
+    assert roles._fit_on_disk(tmp_path, combo, out, out, truth, meta, warnings) is None
+    assert meta["truth64"]["not_saved"] == [combo.key] and "dtype's tolerance" in warnings[0]
+    monkeypatch.setattr(roles, "disk_room", lambda root: 7_000)
+    with pytest.raises(WorkerError) as err:
+        roles._fit_on_disk(tmp_path, combo, out, out, truth, meta, warnings)
+    assert err.value.failure.kind is VerdictKind.ENVIRONMENT and "0.0 GB on disk" in err.value.failure.reason
+    assert not list(tmp_path.iterdir())

@@ -177,3 +177,27 @@ def test_constant_reference_makes_correctness_inconclusive(tmp_path):
     assert {r.against for r in cand.correctness} == {"reference"}
     assert cand.kind.value == "wrong_answer"
     assert "the problem is inconsistent" in cand.reason
+
+
+def test_saved_baselines_are_bounded_by_bytes_as_well_as_count(tmp_path, monkeypatch):
+    """Saved baseline outputs at a published size take tens of GB each: beyond the byte bound
+    the least recently used go first, and the newest stays whatever its size."""
+    import os
+
+    from xeforge_core import verify as verify_mod
+
+    monkeypatch.setattr(verify_mod, "BASELINE_CACHE_BYTES", 2500)
+    for i, size in enumerate([1000, 1000, 1000, 5000]):  # oldest first
+        entry = tmp_path / f"b{i}"
+        entry.mkdir()
+        (entry / "o0.bin").write_bytes(b"\0" * size)
+        os.utime(entry, (1000 + i, 1000 + i))
+    verify_mod._prune_baselines(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b3"]
+    (tmp_path / "b3" / "o0.bin").write_bytes(b"\0" * 1000)
+    for i in (4, 5):
+        (tmp_path / f"b{i}").mkdir()
+        (tmp_path / f"b{i}" / "o0.bin").write_bytes(b"\0" * 1000)
+        os.utime(tmp_path / f"b{i}", (2000 + i, 2000 + i))
+    verify_mod._prune_baselines(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b4", "b5"]

@@ -89,6 +89,10 @@ CACHEABLE_KINDS = frozenset({VerdictKind.OK, VerdictKind.COMPILE_ERROR, VerdictK
 #: How many saved baseline output directories are kept (least recently used are removed).
 BASELINE_CACHE_ENTRIES = 48
 
+#: Bytes the saved baseline outputs may take together; beyond this the least recently used are
+#: removed (the newest is always kept). Outputs at a published KernelBench size reach 30 GB.
+BASELINE_CACHE_BYTES = 16 << 30
+
 #: Longest the ``sizes`` job may take, seconds (it runs host code only; a candidate whose host
 #: code hangs is timed out by the candidate job, not twice at full length).
 SIZES_TIMEOUT_S = 120.0
@@ -450,14 +454,27 @@ def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -
     return verdict
 
 
+def _dir_bytes(path: Path) -> int:
+    total = 0
+    with contextlib.suppress(OSError):
+        for f in path.rglob("*"):
+            with contextlib.suppress(OSError):
+                if f.is_file():
+                    total += f.stat().st_size
+    return total
+
+
 def _prune_baselines(root: Path) -> None:
     try:
         entries = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("tmp-")]
     except OSError:
         return
     entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[BASELINE_CACHE_ENTRIES:]:
-        shutil.rmtree(old, ignore_errors=True)
+    total = 0
+    for i, entry in enumerate(entries):
+        total += _dir_bytes(entry)
+        if i >= BASELINE_CACHE_ENTRIES or (i > 0 and total > BASELINE_CACHE_BYTES):
+            shutil.rmtree(entry, ignore_errors=True)
     now = time.time()
     with contextlib.suppress(OSError):
         for tmp in root.glob("tmp-*"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,25 @@ def flat_chunks(value: torch.Tensor | StoredTensor, elements: int, device: torch
     flat = value.detach().reshape(-1)
     for start in range(0, flat.numel(), elements):
         yield flat[start:start + elements].to(device)
+
+
+#: Disk left free beside saved outputs (bytes): the job's own scratch files and the other
+#: jobs sharing the file system need room too.
+DISK_RESERVE_BYTES = 2 << 30
+
+
+def tensor_bytes(values: list[Any] | None) -> int:
+    """Bytes the tensors among ``values`` take when saved (``None`` and plain values: 0)."""
+    return sum(v.numel() * v.element_size() for v in values or [] if isinstance(v, torch.Tensor))
+
+
+def disk_room(root: Path) -> int:
+    """Bytes that may still be saved under ``root`` (its file system's free space less
+    :data:`DISK_RESERVE_BYTES`; 0 when that cannot be read)."""
+    try:
+        return max(0, shutil.disk_usage(root).free - DISK_RESERVE_BYTES)
+    except OSError:
+        return 0
 
 
 def _write_tensor(t: torch.Tensor, path: Path) -> str:

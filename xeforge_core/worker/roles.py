@@ -68,7 +68,14 @@ from xeforge_core.worker.domain import (
     redraw_seeds,
 )
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
-from xeforge_core.worker.expected import ExpectedStore, StoredTensor, materialize, tensor_digest
+from xeforge_core.worker.expected import (
+    ExpectedStore,
+    StoredTensor,
+    disk_room,
+    materialize,
+    tensor_bytes,
+    tensor_digest,
+)
 from xeforge_core.worker.formats.base import constructor_arguments, forward_params
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
@@ -529,6 +536,39 @@ def _calibrate(f64: Float64Truth | None, meta: dict[str, Any], model: torch.nn.M
     return _truth64(deviations, sensitivities, stats["outputs"], drifts)
 
 
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB"
+
+
+def _fit_on_disk(out_dir: Path, combo: Combo, outputs: list[Any], ref_out: list[Any] | None,
+                 calibration: list[Truth64 | None] | None, meta: dict[str, Any],
+                 warnings: list[str]) -> list[Truth64 | None] | None:
+    """The float64 truth's parts to save with one run (``calibration``, or ``None`` when only the
+    outputs fit on the job's disk: that run is then checked at the dtype's tolerance, and a
+    warning says so). Raises :class:`WorkerError` (``environment``) before anything is written
+    when even the outputs do not fit: at a published size a 15 GB output with its reference and
+    three float32 truth tensors is 75 GB, more than a 64 GB disk (NVIDIA H200 machine, 2026-12-04)."""
+    room = disk_room(out_dir)
+    core = tensor_bytes(outputs) + tensor_bytes(ref_out)
+    if core > room:
+        raise WorkerError(Failure(
+            VerdictKind.ENVIRONMENT,
+            f"the outputs of {combo.describe()} need {_gb(core)} on disk for the candidate to be compared "
+            f"with, and {out_dir.parent} has {_gb(room)} free beyond a reserve: free disk there (or point "
+            "XEFORGE_CACHE_DIR, or TMPDIR where the cache is off, at a larger one), or check a smaller variant"))
+    if not calibration:
+        return calibration
+    truth = sum(tensor_bytes([getattr(c, part) for c in calibration if c is not None])
+                for part in ("deviation", "sensitivity", "drift"))
+    if core + truth <= room:
+        return calibration
+    meta["truth64"].setdefault("not_saved", []).append(combo.key)
+    warnings.append(f"{combo.describe()}: the float64 truth's per-element bounds ({_gb(truth)}) do not fit on "
+                    f"the job's disk ({_gb(room)} free beyond a reserve, {_gb(core)} of it for the outputs): "
+                    "that run is checked at the dtype's tolerance")
+    return None
+
+
 def _truth64(deviations: list[Any], sensitivities: list[Any], stats: list[Any],
              drifts: list[Any] | None = None) -> list[Truth64 | None]:
     """One :class:`Truth64` per output (``None`` where there is none) from the saved parts
@@ -709,6 +749,7 @@ def run_baseline(ctx: WorkerContext) -> None:
                 if random_note:
                     meta["random_truth"] = {"variant": combo.vname, "note": random_note}
             nonfinite = nonfinite_summary(ref_out if reference is not None else outputs)
+            calibration = _fit_on_disk(out_dir, combo, outputs, ref_out, calibration, meta, ctx.verdict.warnings)
             hashes = store.save(combo.key, outputs, ref_out,
                                 deviation=[c and c.deviation for c in calibration] if calibration else None,
                                 sensitivity=[c and c.sensitivity for c in calibration] if calibration else None,
@@ -722,6 +763,7 @@ def run_baseline(ctx: WorkerContext) -> None:
         extra = integrity_combo(combos)
         extra_out = harness.run(harness.model_for(extra), harness.inputs_for(extra),
                                 during=f"running {extra.describe()}")
+        _fit_on_disk(out_dir, extra, extra_out, None, None, meta, ctx.verdict.warnings)
         store.save(extra.key, extra_out, None)
         del extra_out
         meta["integrity_run"] = extra.key

@@ -26,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.connection import Connection, wait
@@ -40,20 +42,30 @@ __all__ = ["run_bounded", "run_command_bounded"]
 def run_command_bounded(cmd: list[str], log: Path, limit_s: float, env: Mapping[str, str] | None = None) -> int | None:
     """Run ``cmd`` in a new session (its own process group), stdout and stderr to ``log``, for at
     most ``limit_s`` seconds: its exit status, or ``None`` when it was stopped at the limit
-    (SIGTERM to the group, SIGKILL 30 s later if anything is left)."""
-    with log.open("w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=dict(env) if env is not None else None)
-        try:
-            return proc.wait(timeout=limit_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
+    (SIGTERM to the group, SIGKILL 30 s later if anything is left).
+
+    The command gets a scratch folder of its own as ``TMPDIR`` and ``XEFORGE_CACHE_DIR``, removed
+    when it ends however it ends: a child stopped at its limit cannot clean up after itself, and
+    at a published size its verifier's job folders and saved baseline outputs reach tens of GB
+    (on the H200 machine's 64 GB disk, one stopped pair left the next pairs no room, 2026-12-04)."""
+    scratch = Path(tempfile.mkdtemp(prefix="bounded-child-"))
+    child_env = dict(env if env is not None else os.environ, TMPDIR=str(scratch),
+                     XEFORGE_CACHE_DIR=str(scratch / "cache"))
+    try:
+        with log.open("w", encoding="utf-8") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=child_env)
             try:
-                proc.wait(timeout=30)
+                return proc.wait(timeout=limit_s)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            return None
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                return None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _serve(fn: Callable[[Any], Any], conn: Connection) -> None:

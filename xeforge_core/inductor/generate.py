@@ -205,6 +205,22 @@ def _fall_back_on_size_guards() -> None:
                 lowering.lowerings[overload] = lowering.fallback_handler(packet.default, add_to_fallback_set=False)
 
 
+def _index_in_64_bits() -> None:
+    """Make every generated kernel index in int64 (this process only).
+
+    Inductor indexes in int32 when the traced sizes fit and installs a guard (``numel <= 2**31 - 1``)
+    that recompiles past it; the first version keeps no guards, so its kernels must be right at
+    every size: KernelBench level 2 problem 50's first version, traced small, hit an illegal memory
+    access at a bench size of more than 2**31 elements on the H200 (2026-12-04). Inductor's own
+    comment on the choice: "there is no correctness issue with using 64-bit for everything"
+    (``torch/_inductor/codegen/simd.py``, ``can_use_32bit_indexing``)."""
+    from torch._inductor.codegen import simd
+
+    scheduling = getattr(simd, "SIMDScheduling", None)
+    if scheduling is not None and hasattr(scheduling, "can_use_32bit_indexing"):
+        scheduling.can_use_32bit_indexing = staticmethod(lambda numel, buffers: False)
+
+
 def _symbolic_sizes(gm: Any, bindings: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
     """``(binding, size expression)`` for every dimension of every tensor graph input whose
     traced size is symbolic (read from the placeholders' fake values)."""
@@ -323,6 +339,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     # tiling_utils.get_pw_red_splits on KernelBench level 2 problem 25 (conv, min over channels)
     inductor_config.triton.coalesce_tiling_analysis = False
     _fall_back_on_size_guards()
+    _index_in_64_bits()
     graphs: list[list[dict[str, Any]]] = []
     codes: list[str] = []
 

@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bounded_pool import run_command_bounded  # noqa: E402
+from bounded_pool import log_tail, run_command_bounded  # noqa: E402
 
 #: The eager reference should take at least this long at the bench size (µs).
 MIN_EAGER_US = 100.0
@@ -265,7 +265,7 @@ def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> li
     why = ((f"stopped after {limit:.0f} s (--problem-timeout)" if limit >= args.problem_timeout
             else f"stopped after {limit:.0f} s at the end of --budget") if stopped
            else f"the child exited with status {status} without a row (see {log})")
-    rows = [{"level": level, "problem": problem.stem, "size": "module", "note": why,
+    rows = [{"level": level, "problem": problem.stem, "size": "module", "note": f"{why}; last: {log_tail(log)}",
              "seconds": round(time.monotonic() - started, 1)}]
     _write_rows(row_file, rows)
     return rows

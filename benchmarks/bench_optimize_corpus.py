@@ -90,7 +90,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_pipeline import RULES_STAGES, Job, Settings, geomean, run_rules_pipeline  # noqa: E402
-from bounded_pool import run_command_bounded  # noqa: E402
+from bounded_pool import log_tail, run_command_bounded  # noqa: E402
 from memory_gate import MemoryGate, device_capacity, device_free_bytes, pair_footprint  # noqa: E402
 from state_bytes import state_bytes  # noqa: E402
 
@@ -769,7 +769,7 @@ def pair_in_child(name: str, args: argparse.Namespace, limit: float,
     if not stopped and result.exists():
         data = json.loads(result.read_text())
         return [Row(**r) for r in data["rows"]], [tuple(w) for w in data["reasons"]]  # type: ignore[misc]
-    tail = " / ".join(line.strip() for line in log.read_text(errors="replace").splitlines()[-3:])[:300]
+    tail = log_tail(log)
     why = (f"stopped after {time.monotonic() - started:.0f} s (pair limit {limit:.0f} s)" if stopped
            else f"failed: the child exited with status {status}")
     return [Row(name, "-", note=f"{why}; last: {tail}")], []

@@ -36,7 +36,17 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_bounded", "run_command_bounded"]
+__all__ = ["log_tail", "run_bounded", "run_command_bounded"]
+
+
+def log_tail(log: Path, lines: int = 3, chars: int = 300) -> str:
+    """The last ``lines`` lines of ``log`` joined by " / " (at most ``chars`` characters): what a
+    row says of a child stopped at its limit, so that the step it was in is on record."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return " / ".join(line.strip() for line in text.splitlines()[-lines:])[:chars]
 
 
 def run_command_bounded(cmd: list[str], log: Path, limit_s: float, env: Mapping[str, str] | None = None) -> int | None:

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from bounded_pool import run_bounded  # noqa: E402
+from bounded_pool import log_tail, run_bounded, run_command_bounded  # noqa: E402
 
 
 def _work(task: str) -> str:
@@ -54,3 +54,16 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="workers"):
         list(run_bounded(_work, ["a"], workers=0, task_timeout_s=1, on_timeout=print, on_crash=print))
     assert list(run_bounded(_work, [], workers=2, task_timeout_s=1, on_timeout=print, on_crash=print)) == []
+
+
+def test_a_stopped_command_leaves_no_scratch_behind(tmp_path):
+    """A benchmark child stopped at its limit cannot clean up: its TMPDIR and XEFORGE_CACHE_DIR
+    are a folder of its own that the parent removes, and the row can quote the log's last lines."""
+    code = ("import os, pathlib, time; d = pathlib.Path(os.environ['TMPDIR']); print(d, flush=True); "
+            "(d / 'big.bin').write_bytes(b'0' * 1000); "
+            "assert os.environ['XEFORGE_CACHE_DIR'].startswith(str(d)); print('written', flush=True); time.sleep(60)")
+    log = tmp_path / "child.log"
+    assert run_command_bounded([sys.executable, "-c", code], log, 5.0) is None
+    scratch = Path(log.read_text().splitlines()[0])
+    assert scratch.name.startswith("bounded-child-") and not scratch.exists()
+    assert log_tail(log).endswith("written") and log_tail(tmp_path / "absent.log") == "(no log)"

@@ -7,7 +7,8 @@ For each problem of KernelBench's public repository (kept outside this repositor
 ``--problem-timeout`` seconds (a row saying so is written); ``--budget`` bounds the whole run
 (problems not started by then are left for ``--resume``), so one time-limited GPU call gets
 through many problems, writes its summary in time, and one problem that hangs takes nothing else
-down:
+down (a child writes its first version's row before timing, so one stopped while torch.compile
+autotunes keeps its verdict, and torch.compile gets what is left of the problem's limit):
 
 1. **the rules engine**: ``xeforge batch DIR --engine rules`` on a folder holding only that
    problem: TorchInductor's first version (verified, version 1), then the rules stages
@@ -52,10 +53,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: The note of the row a child writes once its first version is verified and before timing (a
+#: child stopped later keeps that verdict; a run stopped as a whole leaves it for ``--resume``).
+UNFINISHED = "not finished: stopped before the timing ended"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -147,6 +153,12 @@ def _pipeline(problem_path: Path, device: str, work: Path, timeout_s: float) -> 
     return out, final
 
 
+def _say(problem: Any, what: str) -> Callable[[str], None]:
+    """A progress printer for the child's log: ``HH:MM:SS <problem>: <what>: <message>`` (the
+    parent quotes the last lines of a child it stops, so the slow step is on record)."""
+    return lambda m: print(f"{time.strftime('%H:%M:%S')} {problem.name}: {what}: {m}", flush=True)
+
+
 def _first_version(problem: Any, device: Any, timeout_s: float) -> tuple[dict[str, Any], str | None]:
     """TorchInductor's first version generated and verified here (no stages; correctness only,
     the sizes are timed afterwards)."""
@@ -154,11 +166,13 @@ def _first_version(problem: Any, device: Any, timeout_s: float) -> tuple[dict[st
     from xeforge_core.verify import VerifyOptions, verify
 
     where = device.torch_device if device.type in ("cuda", "xpu") else "cpu"
+    _say(problem, "first version")("generating with TorchInductor")
     cand = inductor_first_version(problem, device=where)
     if not cand.applicable:
         return {"first_version": "failed", "first_version_reason": cand.not_applicable_reason[:300]}, None
     verdict = verify(problem, cand.code, device=device, options=VerifyOptions(seeds=1, measure_performance=False,
-                                                                          timeout_s=timeout_s))
+                                                                          timeout_s=timeout_s),
+                     on_progress=_say(problem, "first version"))
     out = {"first_version": "approved" if verdict.passed else "failed", "first_version_verdict": verdict.kind.value,
            "first_version_reason": "" if verdict.passed else (verdict.reason or "")[:300],
            "not_triton_yet": ";".join(n.split(": ", 1)[1] for n in cand.notes if "not Triton yet" in n)}
@@ -177,7 +191,8 @@ def _timed_rows(problem_path: Path, problem: Any, final: str, device: Any, args:
     bench, why = bench_size(problem, bw, args.min_eager_us)
     sizes = ["module"] + ([bench] if bench != "module" else [])
     # the batch verified the first version in full: re-checked at the published size, then timed
-    verdict = verify(problem, final, device=device, options=final_options("module", sizes))
+    verdict = verify(problem, final, device=device, options=final_options("module", sizes),
+                     on_progress=_say(problem, "timing"))
     perf = {p.variant: p for p in verdict.performance}
     rows = []
     for size in sizes:
@@ -191,7 +206,15 @@ def _timed_rows(problem_path: Path, problem: Any, final: str, device: Any, args:
         eager = p.reference if p.reference is not None else p.baseline
         row.update(eager_us=round(eager.median_us, 2), final_us=round(p.candidate.median_us, 2))
         row["final_vs_eager"] = round(eager.median_us / p.candidate.median_us, 4)
-        comp = compile_anchor(problem_path, dict(problem.variant(size).overrides), device.type, args.compile_timeout)
+        _say(problem, "torch.compile")(f"compiling and timing at {size}")
+        left = args.limit_s - (time.monotonic() - args.started) - 15 if args.limit_s else args.compile_timeout
+        if left < 30:
+            row["note"] = "; ".join(x for x in (base.get("note"), "torch.compile not timed: the problem's time "
+                                                "limit was reached") if x)
+            rows.append(row)
+            continue
+        comp = compile_anchor(problem_path, dict(problem.variant(size).overrides), device.type,
+                              min(args.compile_timeout, left))
         row.update(compile_us=comp.get("median_us"), compile_s=comp.get("compile_s"))
         if comp.get("median_us"):
             row["final_vs_compile"] = round(comp["median_us"] / p.candidate.median_us, 4)
@@ -208,7 +231,7 @@ def run_one(args: argparse.Namespace) -> int:
     from xeforge_core.devices import detect_device
     from xeforge_core.problem import load_problem
 
-    started = time.monotonic()
+    started = args.started = time.monotonic()
     path = Path(args.one)
     base: dict[str, Any] = {"level": args.level, "problem": path.stem}
     rows: list[dict[str, Any]]
@@ -221,6 +244,9 @@ def run_one(args: argparse.Namespace) -> int:
         else:
             got, final = _pipeline(path, args.device, work, args.verify_timeout)
         base.update(got)
+        # on record before timing: a child stopped while torch.compile autotunes keeps its verdict
+        _write_rows(Path(args.row_file), [dict(base, size="module", note=UNFINISHED,
+                                               seconds=round(time.monotonic() - started, 1))])
         if final is None or device.type == "cpu":
             note = "not timed: interpreter" if device.type == "cpu" else "not timed: no verified version"
             rows = [dict(base, size="module", note="; ".join(x for x in (base.get("note"), note) if x))]
@@ -240,7 +266,7 @@ def run_one(args: argparse.Namespace) -> int:
 def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     """Run one problem's child in its own process group; a row saying so when it overruns."""
     row_file = out / "rows" / f"level{level}" / f"{problem.stem}.csv"
-    if args.resume and row_file.exists() and "--budget" not in row_file.read_text(encoding="utf-8"):
+    if args.resume and row_file.exists() and not {"--budget", UNFINISHED} & set(_notes(row_file)):
         return _read(row_file)
     left = args.deadline - time.monotonic()
     if left < 30:  # --budget spent: not started (a later --resume run picks it up)
@@ -248,7 +274,8 @@ def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> li
     limit = min(args.problem_timeout, left)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", str(problem), "--level", str(level),
            "--row-file", str(row_file), "--device", args.device, "--min-eager-us", str(args.min_eager_us),
-           "--compile-timeout", str(args.compile_timeout), "--verify-timeout", str(args.verify_timeout)]
+           "--compile-timeout", str(args.compile_timeout), "--verify-timeout", str(args.verify_timeout),
+           "--limit-s", str(limit)]
     if args.copy_gbps:
         cmd += ["--copy-gbps", str(args.copy_gbps)]
     if args.first_version_only:
@@ -258,6 +285,7 @@ def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> li
     log.parent.mkdir(parents=True, exist_ok=True)
     # stopped with SIGTERM first: the child (and `xeforge batch`) stop their worker pools at exit,
     # whose workers run in process groups of their own; then SIGKILL what is left of the group
+    row_file.unlink(missing_ok=True)
     status = run_command_bounded(cmd, log, limit)
     stopped = status is None
     if row_file.exists() and not stopped:
@@ -265,10 +293,19 @@ def _child(problem: Path, level: int, args: argparse.Namespace, out: Path) -> li
     why = ((f"stopped after {limit:.0f} s (--problem-timeout)" if limit >= args.problem_timeout
             else f"stopped after {limit:.0f} s at the end of --budget") if stopped
            else f"the child exited with status {status} without a row (see {log})")
-    rows = [{"level": level, "problem": problem.stem, "size": "module", "note": f"{why}; last: {log_tail(log)}",
-             "seconds": round(time.monotonic() - started, 1)}]
+    note = f"{why}; last: {log_tail(log)}"
+    seconds = round(time.monotonic() - started, 1)
+    # a first version verified before the stop keeps its verdict (the child writes it before timing)
+    rows = [dict(r, note=note, seconds=seconds) for r in _read(row_file)] if row_file.exists() else \
+        [{"level": level, "problem": problem.stem, "size": "module", "note": note, "seconds": seconds}]
     _write_rows(row_file, rows)
     return rows
+
+
+def _notes(path: Path) -> list[str]:
+    """The markers a row file's notes carry that make ``--resume`` run the problem again."""
+    text = path.read_text(encoding="utf-8")
+    return [m for m in ("--budget", UNFINISHED) if m in text]
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -343,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     # the child's own arguments
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--level", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--limit-s", type=float, default=0.0, help=argparse.SUPPRESS)  # the child's own limit
     ap.add_argument("--row-file", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--copy-gbps", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -40,13 +41,16 @@ __all__ = ["log_tail", "run_bounded", "run_command_bounded"]
 
 
 def log_tail(log: Path, lines: int = 3, chars: int = 300) -> str:
-    """The last ``lines`` lines of ``log`` joined by " / " (at most ``chars`` characters): what a
-    row says of a child stopped at its limit, so that the step it was in is on record."""
+    """The last ``lines`` progress lines of ``log`` (those that start with an ``HH:MM:SS`` time;
+    every line where none does) joined by " / " (at most ``chars`` characters): what a row says of
+    a child stopped at its limit, so that the step it was in is on record, not the traceback its
+    stop printed."""
     try:
-        text = log.read_text(errors="replace")
+        text = log.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    return " / ".join(line.strip() for line in text.splitlines()[-lines:])[:chars]
+    progress = [line for line in text if re.match(r"\d\d:\d\d:\d\d ", line)] or text
+    return " / ".join(line.strip() for line in progress[-lines:])[:chars]
 
 
 def run_command_bounded(cmd: list[str], log: Path, limit_s: float, env: Mapping[str, str] | None = None) -> int | None:

@@ -21,7 +21,9 @@ same number of calls for all), interleaved trials in a carry-over balanced order
 same statistics: medians and, for each ratio, the paired bootstrap interval with its floor
 (``xeforge_core.worker.timestats``). Ratios are ``anchor median / rules median`` (> 1: the
 rules result is faster). A median under ``LAUNCH_BOUND_US`` is marked launch-bound: there
-the ratio is about launch overhead, not the kernel.
+the ratio is about launch overhead, not the kernel. PyTorch's float32 products and convolutions
+run at full float32 (``xeforge_core.worker.truth64.full_float32``), as in the verifier's workers:
+PyTorch's default lets cuDNN run float32 convolutions in TF32, which the candidate is not allowed.
 
 ``python benchmarks/anchor_timing.py JOB.json`` prints one JSON line (:func:`run_job`; the
 job's fields in its docstring).
@@ -112,7 +114,9 @@ def build_anchors(job: Mapping[str, Any], workdir: Path) -> tuple[dict[str, Call
     from xeforge_core.worker import formats
     from xeforge_core.worker.formats.base import forward_params
     from xeforge_core.worker.timing import SHARED_INPUT_BYTES
+    from xeforge_core.worker.truth64 import full_float32
 
+    full_float32()  # eager and torch.compile at the precision the verifier times them (module docstring)
     device, overrides = job["device"], dict(job.get("overrides") or {})
     inputs_mod = _import(job["inputs"], "inputs", workdir, overrides)
     torch.manual_seed(0)

@@ -6,7 +6,11 @@ line: ``compile_s`` (first call, compile included), ``median_us`` and the 95 % i
 median (``low_us``/``high_us``, ``xeforge_core.worker.timestats``) of the compiled module
 (``mode="max-autotune-no-cudagraphs"``) timed after the cache is warm, with CUDA events around
 each call and the L2 flushed between calls (a 256 MiB write), as the verifier times kernels, and
-under the verifier's cross-process timing lock of the device.
+under the verifier's cross-process timing lock of the device. PyTorch's float32 products and
+convolutions run at full float32 (``xeforge_core.worker.truth64.full_float32``), as in the
+verifier's workers, which time eager and the candidate so: PyTorch's default lets cuDNN run
+float32 convolutions in TF32, which would time torch.compile at another precision than the
+eager anchor beside it.
 ``--compile-only`` prints ``compile_s`` alone (no timing; the compile fills TorchInductor's
 caches for a later process). ``--copy-bandwidth`` instead prints ``copy_gbps``: a device-to-device copy of 1 GiB, the measured
 HBM bandwidth the memory-bound results are compared with.
@@ -74,7 +78,9 @@ def compiled_time(problem: Path, overrides: dict, device: str, reps: int, compil
     import torch
 
     from xeforge_core.worker.timestats import median_se, stats_of
+    from xeforge_core.worker.truth64 import full_float32
 
+    full_float32()  # the precision the verifier times eager and the candidate at (module docstring)
     source = problem.read_text()
     module = types.ModuleType("reference")
     module.__dict__["__file__"] = str(problem)

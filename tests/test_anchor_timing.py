@@ -85,7 +85,12 @@ def test_anchors_build_from_a_kernelbench_pair_and_agree(tmp_path, monkeypatch):
            "modules": {"eager": {"source": problem, "class_name": "Model"},
                        "published": {"source": solution, "class_name": "ModelNew"},
                        "rules": {"source": solution, "class_name": "ModelNew"}}}
+    # PyTorch's default lets cuDNN convolve float32 in TF32; the anchors run at the precision the
+    # verifier times eager and the candidate at (full float32), or torch.compile's convolutions
+    # would be timed at TF32 beside a full-float32 eager
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
     callables, info = anchor_timing.build_anchors(job, tmp_path)
+    assert not torch.backends.cudnn.allow_tf32 and torch.get_float32_matmul_precision() == "highest"
     assert list(callables) == ["eager", "published", "rules", "published_aa"] and "compile_s" not in info
     outs = {n: fn() for n, fn in callables.items()}
     assert outs["eager"].shape == (4, 1000)

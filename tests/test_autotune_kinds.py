@@ -56,7 +56,7 @@ def test_loop_step_blocks_of_several_kernels_are_tuned_without_touching_the_grid
     out = _tuned("row_loop_two_kernels.py")
     assert out.count("@triton.autotune(") == 2 and out.count("row_max_kernel[(n_rows,)]") == 1
     assert "BLOCK=64" not in out and "num_warps=2)" not in out.split("def forward")[1]
-    assert 'triton.Config({"BLOCK": 64}, num_warps=2)' in out  # the second launch's own config
+    assert 'triton.Config({"BLOCK": 64, "LOOP_STAGES": 1}, num_warps=2)' in out  # the second launch's own config
 
 
 def test_blocks_that_cover_a_row_stay_as_the_launch_derives_them() -> None:
@@ -79,7 +79,7 @@ def test_a_grid_block_and_a_loop_step_are_tuned_together_through_a_grid_function
     loop step) take the tile_2d space's pairs: small row blocks are what fill a GPU when M is short
     (on the H200 a published mat-vec of 2048 rows in blocks of 128 ran 16 programs at 0.14x of eager)."""
     out = _tuned("matvec_grid_function.py")
-    assert 'triton.Config({"BLOCK_M": 64, "BLOCK_K": 128}, num_warps=4)' in out  # the launch's own
+    assert 'triton.Config({"BLOCK_M": 64, "BLOCK_K": 128, "LOOP_STAGES": 1}, num_warps=4)' in out  # the launch's own
     assert '"BLOCK_M": 8, "BLOCK_K": 512' in out and '"BLOCK_M": 4, "BLOCK_K": 1024' in out
     assert 'return (triton.cdiv(M, meta["BLOCK_M"]),)' in out  # the grid function already follows the config
     assert "BLOCK_M=BLOCK_M" not in out and "BLOCK_M = 64" not in out
@@ -89,6 +89,28 @@ def test_a_grid_block_and_a_loop_step_are_tuned_together_through_a_grid_function
     fixed = (FIXTURES / "matvec_grid_function.py").read_text().replace('meta["BLOCK_M"]', "64")
     res = add_autotune(fixed, target="cuda", arch="hopper")
     assert '"BLOCK_M": 8' not in res.source
+
+
+def test_a_streaming_loop_is_pipelined_by_a_tuned_loop_depth() -> None:
+    """A loop whose loads feed no tl.dot is pipelined only by its own ``tl.range(num_stages=)``
+    (the kernel's num_stages "only pipelines loads that feed into dot operations", Triton's
+    tl.range documentation): the configs tune that depth, 1 (the loop as written) beside 3 at the
+    same tile; a GEMM's dot loop and a target whose space gives no depth are left as they are."""
+    out = _tuned("matvec_grid_function.py")
+    assert "for k0 in tl.range(0, K, BLOCK_K, num_stages=LOOP_STAGES):" in out
+    assert "BLOCK_K: tl.constexpr, LOOP_STAGES: tl.constexpr):" in out
+    assert '"BLOCK_M": 4, "BLOCK_K": 1024, "LOOP_STAGES": 3}' in out
+    assert '"BLOCK_M": 4, "BLOCK_K": 1024, "LOOP_STAGES": 1}' in out
+    xe = add_autotune((FIXTURES / "matvec_grid_function.py").read_text(), target="xpu", arch="xe2")
+    assert xe.applicable and "LOOP_STAGES" not in xe.source and "for k0 in range(0, K, BLOCK_K):" in xe.source
+    gemm = add_autotune((Path(__file__).parent / "fixtures" / "codemods" / "matmul_fixed_tiles.py").read_text(),
+                        target="cuda", arch="hopper")
+    assert gemm.applicable and "LOOP_STAGES" not in gemm.source
+    # a parameter with a default stays after the new one, which has none (a tuned meta-parameter)
+    with_default = (FIXTURES / "matvec_grid_function.py").read_text().replace(
+        "BLOCK_K: tl.constexpr):", "BLOCK_K: tl.constexpr, SCALE: tl.constexpr = 1.0):")
+    res = add_autotune(with_default, target="cuda", arch="hopper")
+    assert "LOOP_STAGES: tl.constexpr, SCALE: tl.constexpr = 1.0):" in res.source
 
 
 def test_a_gemm_launched_through_a_grid_function_is_autotuned() -> None:

@@ -289,12 +289,16 @@ def version_matches(version: str, spec: str) -> bool:
 class AutotuneConfig(_Strict):
     """One autotune config: ``kwargs`` are the meta-parameters (BLOCK_*, GROUP_SIZE_M, ...);
     ``options`` are backend compile options passed through ``triton.Config`` kwargs
-    (``grf_mode``, and ``warp_size`` for the sub-group size on xpu)."""
+    (``grf_mode``, and ``warp_size`` for the sub-group size on xpu). ``loop_stages``: the
+    pipeline depth of a non-GEMM kernel's streaming loops (``tl.range(..., num_stages=)``), which
+    the kernel's ``num_stages`` does not give them: it "only pipelines loads that feed into dot
+    operations" (Triton's ``tl.range`` documentation); ``None`` leaves the loops as written."""
 
     kwargs: dict[str, int]
     num_warps: int
     num_stages: int
     options: dict[str, str | int] = Field(default_factory=dict)
+    loop_stages: int | None = Field(default=None, ge=1)
 
     @field_validator("num_warps")
     @classmethod

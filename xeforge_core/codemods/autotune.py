@@ -212,6 +212,7 @@ class _Plan:
     kind: str = "gemm"
     kept: list[str] = field(default_factory=list)
     space: str = ""
+    pipeline_loops: bool = False
 
 
 def _meta(key: str) -> cst.BaseExpression:
@@ -459,6 +460,75 @@ def _tile_2d_space(target: str, options: dict[str, Any]) -> list[dict[str, Any]]
         return str(exc)
 
 
+#: The meta-parameter the autotuning codemod adds for the pipeline depth of streaming loops.
+LOOP_STAGES = "LOOP_STAGES"
+_RANGES = {"range", "tl.range", "triton.language.range"}
+
+
+def streaming_loops(fn: cst.FunctionDef) -> list[cst.For]:
+    """The innermost ``for ... in range(...)``/``tl.range(...)`` loops of kernel ``fn`` that load
+    and feed no ``tl.dot``, and whose range names no ``num_stages`` yet: the loops a row, scan or
+    mat-vec kernel streams its operand through. Triton pipelines their loads only when the
+    ``tl.range`` itself asks (its ``num_stages``: the kernel's own "only pipelines loads that feed
+    into dot operations", Triton's ``tl.range`` documentation)."""
+    from xeforge_core.codemods.kernel_edit import TL_LOAD, calls_named, walk
+
+    out = []
+    for node in walk(fn.body):
+        if not (isinstance(node, cst.For) and isinstance(node.iter, cst.Call)
+                and dotted_name(node.iter.func) in _RANGES):
+            continue
+        if any(a.keyword is not None and a.keyword.value == "num_stages" for a in node.iter.args):
+            continue
+        inner = walk(node.body)
+        if any(isinstance(n, cst.For) for n in inner) or not calls_named(node.body, TL_LOAD):
+            continue
+        if any(isinstance(n, cst.Call) and dotted_name(n.func).split(".")[-1] == "dot" for n in inner):
+            continue
+        out.append(node)
+    return out
+
+
+def _insert_param(params: list[cst.Param], text: str) -> list[cst.Param]:
+    """``params`` with the parameter ``text`` before the first one that has a default (at the end
+    when none has), separated as the parameters around it are (one a line stays one a line)."""
+    new = cst.parse_module(f"def _f({text}): pass").body[0].params.params[0]  # type: ignore[attr-defined]
+    at = next((i for i, p in enumerate(params) if p.default is not None), len(params))
+    if not params:
+        return [new]
+    before = at - 1 if at < len(params) else len(params) - 2  # a separator between two parameters
+    sep = params[before].comma if before >= 0 and isinstance(params[before].comma, cst.Comma) else None
+    sep = sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    out = list(params)
+    if at == len(params):  # the new last one keeps the old last one's ending (a trailing comma or none)
+        last = params[-1]
+        out[-1] = last.with_changes(comma=sep, whitespace_after_param=cst.SimpleWhitespace(""))
+        new = new.with_changes(comma=last.comma, whitespace_after_param=last.whitespace_after_param)
+    else:
+        new = new.with_changes(comma=sep)
+    out.insert(at, new)
+    return out
+
+
+class _PipelineLoops(cst.CSTTransformer):
+    """Give each of :func:`streaming_loops`' loops ``tl.range(..., num_stages=LOOP_STAGES)``."""
+
+    def __init__(self, loops: list[cst.For], tl_name: str) -> None:
+        super().__init__()
+        self.ids = {id(loop) for loop in loops}
+        self.tl_name = tl_name
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        if id(original) not in self.ids:
+            return updated
+        call = updated.iter
+        assert isinstance(call, cst.Call)
+        args = [*call.args[:-1], call.args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))]
+        args.append(cst.Arg(keyword=cst.Name("num_stages"), value=cst.Name(LOOP_STAGES), equal=tight_equal()))
+        return updated.with_changes(iter=call.with_changes(func=cst.parse_expression(f"{self.tl_name}.range"),
+                                                           args=args))
+
+
 def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space: list[dict[str, Any]],
                  target: str, options: dict[str, Any], shape: KernelShape | None = None) -> _Plan | str:
     """A rewrite plan for one kernel, or the reason it cannot be autotuned. ``shape`` (from
@@ -498,6 +568,13 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
         space, gone = prune_for_registers(kind_configs(space, blocks, roles), shape, int(options.get("_lanes") or 32),
                                           options.get("_max_warps"))
         kept_notes.extend(f"kernel {name}: config dropped: {g}" for g in gone)
+    streamed = streaming_loops(fn) if not gemm and any(c.get("loop_stages") for c in space) else []
+    if streamed and LOOP_STAGES in pnames:
+        streamed = []
+    if streamed:
+        kept_notes.append(f"kernel {name}: its {len(streamed)} streaming loop(s) (loads, no tl.dot) take "
+                          f"tl.range(num_stages={LOOP_STAGES}), tuned from 1 (as written) up: the kernel's "
+                          "num_stages pipelines only loads that feed tl.dot (Triton's tl.range documentation)")
     for b in blocks if gemm else []:
         v, var, reason = _literal_block(name, b, params, bound, host_scope, module_scope)
         if v is None:
@@ -540,6 +617,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                 continue
             else:
                 return f"kernel {name}: launch option {k} is not a literal"
+    if streamed:
+        base_kwargs[LOOP_STAGES] = 1  # the kernel as written: a plain range pipelines no load without a dot
     texts: list[str] = [_config_text(base_kwargs, num_warps, num_stages)] if own_config else []
     seen = set(texts)
     for cfg in space:
@@ -549,6 +628,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
         merged.update({k: kw.get(k, v) for k, v in extras.items()})
         for k, v in kw.items():
             merged.setdefault(k, v)
+        if streamed:
+            merged[LOOP_STAGES] = int(cfg.get("loop_stages") or 1)
         if xpu:
             for k, v in (cfg.get("options") or {}).items():
                 merged[k] = v
@@ -579,6 +660,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
         if p.default is not None:
             seen_default = True
         new_params.append(p)
+    if streamed:  # a tuned meta-parameter has no default: before the first parameter that has one
+        new_params = _insert_param(new_params, f"{LOOP_STAGES}: tl.constexpr")
 
     # the launch grid
     grid = call.func.slice[0].slice.value if isinstance(call.func, cst.Subscript) else None
@@ -687,7 +770,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     return _Plan(kernel=name, decorator=decorator, tuned=sorted(tuned_names), call_new=new_call,
                  grid_assign=grid_assign, host=launch.host, block_vars=list(var_for), n_configs=len(texts),
                  key=key, new_params=new_params, pruner=pruner, kind=shape.kind if shape else "gemm",
-                 kept=kept_notes, space="tile_2d" if roles else _SPACE_NOTE.get(shape.kind, "") if shape else "")
+                 kept=kept_notes, space="tile_2d" if roles else _SPACE_NOTE.get(shape.kind, "") if shape else "",
+                 pipeline_loops=bool(streamed))
 
 
 def _pointer_params(fn: cst.FunctionDef, op: str) -> set[str]:
@@ -781,8 +865,9 @@ def _lambda(body: cst.BaseExpression) -> cst.Lambda:
 
 
 class _Apply(cst.CSTTransformer):
-    def __init__(self, plans: list[_Plan], by_call: dict[int, _Plan]) -> None:
+    def __init__(self, plans: list[_Plan], by_call: dict[int, _Plan], tl_name: str = "tl") -> None:
         super().__init__()
+        self.tl_name = tl_name
         self.by_kernel = {p.kernel: p for p in plans}
         self.by_call = by_call
         self.by_line = {id(p.grid_assign[0]): p.grid_assign[1] for p in plans if p.grid_assign}
@@ -796,6 +881,8 @@ class _Apply(cst.CSTTransformer):
         decorators.insert(idx, plan.decorator)
         params = updated.params.with_changes(params=plan.new_params)
         new = updated.with_changes(decorators=decorators, params=params)
+        if plan.pipeline_loops:  # found again on the updated node (nothing else here edits a kernel body)
+            new = new.visit(_PipelineLoops(streaming_loops(new), self.tl_name))
         if plan.pruner:
             first = plan.pruner[0].with_changes(leading_lines=new.leading_lines)  # type: ignore[attr-defined]
             return cst.FlattenSentinel([first, *plan.pruner[1:], new.with_changes(
@@ -937,7 +1024,8 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
         by_call[id(launches[0].call)] = plan
     if not plans:
         return not_applicable(NAME, source, "; ".join(reasons) or "no kernel to autotune")
-    new = parsed.visit(_Apply(plans, by_call))
+    alias = re.search(r"^\s*import\s+triton\.language\s+as\s+(\w+)", source, re.MULTILINE)
+    new = parsed.visit(_Apply(plans, by_call, alias.group(1) if alias else "triton.language"))
     hosts = {p.host.name.value for p in plans if p.host is not None}
     names = {v for p in plans for v in p.block_vars}
     new, removed = _drop_unused_literals(new, hosts, names)

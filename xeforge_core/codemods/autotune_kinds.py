@@ -204,12 +204,13 @@ def kind_configs(space: list[dict[str, Any]], tuned: list[str], roles: dict[str,
             kwargs = {block: raw[key] for key, block in roles.items() if key in raw}
         else:
             kwargs = {tuned[0]: values[0]} if len(tuned) == 1 and values else {}
-        key = (tuple(kwargs.items()), cfg.get("num_warps"), cfg.get("num_stages"))
+        key = (tuple(kwargs.items()), cfg.get("num_warps"), cfg.get("num_stages"), cfg.get("loop_stages"))
         if key in seen:
             continue
         seen.add(key)
         out.append({"kwargs": kwargs, "num_warps": cfg.get("num_warps"), "num_stages": cfg.get("num_stages"),
-                    "options": dict(cfg.get("options") or {})})
+                    "options": dict(cfg.get("options") or {}),
+                    **({"loop_stages": cfg["loop_stages"]} if cfg.get("loop_stages") else {})})
     return out
 
 

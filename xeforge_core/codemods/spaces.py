@@ -4,7 +4,8 @@
 ``elementwise``, ``row``, ``lifted``, ``lifted_2d``, ``attention``, ...) is a list of configs
 whose first entry is the default a codemod writes and whose whole list is what the autotuning
 codemod may sweep. This module turns them into plain dicts (``{"kwargs": {...}, "num_warps":
-int, "num_stages": int, "options": {...}}``) and keeps the Intel-only options (``grf_mode``,
+int, "num_stages": int, "options": {...}}``, and ``"loop_stages": int`` where the space gives the
+pipeline depth of a kernel's streaming loops) and keeps the Intel-only options (``grf_mode``,
 ``warp_size``) away from other targets.
 """
 
@@ -41,7 +42,7 @@ def space_configs(target: str, arch: str | None, kind: str) -> tuple[list[dict[s
     for c in space.kinds[kind]:
         options = {k: v for k, v in c.options.items() if target == "xpu" or k not in XPU_ONLY_OPTIONS}
         out.append({"kwargs": dict(c.kwargs), "num_warps": c.num_warps, "num_stages": c.num_stages,
-                    "options": options})
+                    "options": options, **({"loop_stages": c.loop_stages} if c.loop_stages else {})})
     return out, space.id
 
 

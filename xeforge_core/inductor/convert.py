@@ -192,15 +192,15 @@ class _HostRewrite(ast.NodeTransformer):
                 raise InductorCodeError(f"line {node.lineno}: library call extern_kernels.{op} has no torch "
                                         "equivalent here yet")
             dtype = self._result_dtype(node)
-            if op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES and self.kernels \
-                    and dtype not in gemm.TENSOR_CORE_DTYPES:  # beside Inductor's own kernels
-                self.library_products.append(EXTERN_TORCH[op])  # the library's GEMM, the epilogue in Triton
-            elif op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES:
-                self.gemm_calls.append(EXTERN_TORCH[op])
-                try:
-                    return ast.copy_location(gemm.launcher_call(op, node, self.launcher), node)
-                except gemm.GemmCallError as exc:
-                    raise InductorCodeError(f"line {node.lineno}: {exc}") from None
+            if op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES:
+                if self.kernels and dtype not in gemm.TENSOR_CORE_DTYPES:  # beside Inductor's own kernels:
+                    self.library_products.append(EXTERN_TORCH[op])  # the library's GEMM, the epilogue in Triton
+                else:
+                    self.gemm_calls.append(EXTERN_TORCH[op])
+                    try:
+                        return ast.copy_location(gemm.launcher_call(op, node, self.launcher), node)
+                    except gemm.GemmCallError as exc:
+                        raise InductorCodeError(f"line {node.lineno}: {exc}") from None
             self.library.append(EXTERN_TORCH[op])
             node.func = ast.parse(EXTERN_TORCH[op], mode="eval").body
             return node

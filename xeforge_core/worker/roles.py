@@ -48,6 +48,7 @@ from typing import Any
 import torch
 
 from xeforge_core.precision import PrecisionPolicy
+from xeforge_core.units import size
 from xeforge_core.verdict import CorrectnessRun, Finding, Step, StepStatus, VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.calibrated import Truth64
@@ -536,10 +537,6 @@ def _calibrate(f64: Float64Truth | None, meta: dict[str, Any], model: torch.nn.M
     return _truth64(deviations, sensitivities, stats["outputs"], drifts)
 
 
-def _gb(n: int) -> str:
-    return f"{n / 1e9:.1f} GB"
-
-
 def _fit_on_disk(out_dir: Path, combo: Combo, outputs: list[Any], ref_out: list[Any] | None,
                  calibration: list[Truth64 | None] | None, meta: dict[str, Any],
                  warnings: list[str]) -> list[Truth64 | None] | None:
@@ -553,8 +550,8 @@ def _fit_on_disk(out_dir: Path, combo: Combo, outputs: list[Any], ref_out: list[
     if core > room:
         raise WorkerError(Failure(
             VerdictKind.ENVIRONMENT,
-            f"the outputs of {combo.describe()} need {_gb(core)} on disk for the candidate to be compared "
-            f"with, and {out_dir.parent} has {_gb(room)} free beyond a reserve: free disk there (or point "
+            f"the outputs of {combo.describe()} need {size(core)} on disk for the candidate to be compared "
+            f"with, and {out_dir.parent} has {size(room)} free beyond a reserve: free disk there (or point "
             "XEFORGE_CACHE_DIR, or TMPDIR where the cache is off, at a larger one), or check a smaller variant"))
     if not calibration:
         return calibration
@@ -563,8 +560,8 @@ def _fit_on_disk(out_dir: Path, combo: Combo, outputs: list[Any], ref_out: list[
     if core + truth <= room:
         return calibration
     meta["truth64"].setdefault("not_saved", []).append(combo.key)
-    warnings.append(f"{combo.describe()}: the float64 truth's per-element bounds ({_gb(truth)}) do not fit on "
-                    f"the job's disk ({_gb(room)} free beyond a reserve, {_gb(core)} of it for the outputs): "
+    warnings.append(f"{combo.describe()}: the float64 truth's per-element bounds ({size(truth)}) do not fit on "
+                    f"the job's disk ({size(room)} free beyond a reserve, {size(core)} of it for the outputs): "
                     "that run is checked at the dtype's tolerance")
     return None
 

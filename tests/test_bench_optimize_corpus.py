@@ -174,3 +174,22 @@ def test_a_models_weights_count_in_the_bytes_a_forward_moves(tmp_path):
     size, why = corpus.bench_size(load_problem(path), 4000.0, 100.0)
     # 131 MB of fp32 weights: 33 µs at 4000 GB/s; doubling every size constant quadruples them
     assert size == "bench" and why.startswith("size constants x2: 131.1 MB"), why
+
+
+def test_a_kernelbench_gemm_is_bound_by_its_flop_not_its_bytes(tmp_path):
+    """A KernelBench GEMM has no spec to declare its FLOP: they are read from its ``forward`` at the
+    size timed, so the table calls it compute-bound (it reported 137 GFLOP GEMMs memory-bound at
+    3% of the copy bandwidth)."""
+    path = tmp_path / "gemm.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, a, b):\n"
+        "        return torch.matmul(a, b)\n\n"
+        "M = 256\nK = 128\nN = 64\n\n"
+        "def get_inputs():\n    return [torch.randn(M, K), torch.randn(K, N)]\n\n"
+        "def get_init_inputs():\n    return []\n")
+    problem = load_problem(path)
+    assert corpus.problem_flop(problem, problem.variant("module")) == 2 * 256 * 128 * 64
+    scaled = corpus.scaled_variant(problem, problem.variant("module"), 2, "bench")
+    assert corpus.problem_flop(problem, scaled) == 8 * 2 * 256 * 128 * 64

@@ -11,7 +11,11 @@ the pairs in the git-ignored ``corpus/``), and with ``--samples`` the project's 
    ``xeforge optimize solution.py --reference problem.py --engine rules --auto``:
    ``bench_pipeline.run_rules_pipeline``), a candidate kept only where it verifies and is faster;
    the result, verified in full by the stage that kept it, is re-checked at the published size
-   and timed at the sizes below (``final_options``);
+   and timed at the sizes below (``final_options``). Candidates are held to the published
+   kernel's own precision (``--allow baseline``, and ``tf32`` where its dot products multiply
+   float32 in TF32: :func:`published_precision`), as a user who adopted that kernel would hold
+   them: every candidate of a published tanh-formula GELU inherits its formula, and held to
+   float32 each was refused for approximate math;
 3. **sizes**: the published size (``module``) and a **bench size** derived through the problem's
    size constants (``problem.scaling.scaled_variant``): the smallest power-of-two factor at which
    the inputs and one output of the same size, moved once at the device's bandwidth, or, for a
@@ -60,7 +64,10 @@ counts the pairs each stage's codemod would rewrite, so a change to the codemods
 ``reasons.csv`` and ``summary.md`` before any GPU time is spent.
 
 On cpu (Triton's interpreter) nothing is timed: the codemod reasons, the pipeline verdicts and
-the derived sizes are real; the times say "not timed".
+the derived sizes are real; the times say "not timed", and the result is not re-checked at the
+published size (gigabytes in the interpreter: a GELU of 12.9 GB ran past 600 s). A cpu run over
+the pairs is the dry run before device time: a stage that ``failed`` or whose every candidate was
+refused shows a codemod's fault on kernels written elsewhere (``logs/<pair>.log`` says which).
 """
 
 from __future__ import annotations
@@ -95,6 +102,7 @@ from memory_gate import MemoryGate, device_capacity, device_free_bytes, pair_foo
 from state_bytes import state_bytes  # noqa: E402
 
 from xeforge_core.devices import detect_device  # noqa: E402
+from xeforge_core.precision import BASELINE  # noqa: E402
 from xeforge_core.problem import load_problem  # noqa: E402
 from xeforge_core.problem.scaling import estimate_input_bytes, scaled_variant  # noqa: E402
 
@@ -565,6 +573,7 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     sizes = [published] + ([bench] if bench != published else [])
     print(f"{name}: sizes {sizes} ({why}); the rules pipeline", flush=True)
     allow, allow_why = published_precision(solution_path) if solution_path != problem_path else ([], "")
+    allow = [*allow, BASELINE]  # the published kernel's measured precision (module docstring, item 2)
     settings = replace(_settings(device.type, args.quick), dtype=_harness_dtype(solution_path), allow_precision=allow)
     warming, warmed = prewarm(problem, problem_path, sizes, device, args.compile_timeout)
     # every stage is timed at both sizes, so none is kept that is slower at either
@@ -572,6 +581,14 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     applied = ",".join(outcome.applied)
     stage_notes = "; ".join([allow_why] * bool(allow_why) + [f"{s.stage}: {s.status}" for s in outcome.stages
                                                              if s.status != "not_applicable"])
+    if device.type == "cpu":  # nothing is timed in the interpreter: the stages' verdicts are the record
+        print(f"{name}: stages applied: {applied or 'none'}; not re-checked at {sizes} (interpreter)", flush=True)
+        refused = [f"{s.stage}: {s.status} ({s.reason[:240]})" for s in outcome.stages
+                   if s.status == "failed" or "no correct candidate" in s.reason]
+        note = "; ".join(x for x in (stage_notes[:300], *refused, "not timed: interpreter (the result is not "
+                                     "re-checked at the published size there)") if x)
+        return [Row(name, size, sizes=why if size == bench else "published", stages_applied=applied, note=note)
+                for size in sizes], reasons
     opts = final_options(published, sizes, settings)
     print(f"{name}: stages applied: {applied or 'none'}; verifying the result at {sizes}", flush=True)
     verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts,

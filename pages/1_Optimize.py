@@ -9,7 +9,7 @@ import streamlit as st
 
 from xeforge_core import units
 from xeforge_core.diffmerge import describe_merge, unified_patch
-from xeforge_core.precision import DOWNGRADES
+from xeforge_core.precision import allowance_choices
 from xeforge_core.ui.problemview import smaller_ci_offer, spec_editor
 from xeforge_core.ui.render import (
     cached,
@@ -34,6 +34,8 @@ from xeforge_core.verdict import Verdict
 wb = page_setup("Optimize", "🛠️")
 session = require_session(wb)
 
+#: the names the "Allowed precision" choice offers, with what each allows
+ALLOWANCES = allowance_choices()
 STATUS_ICON = {"pending": "⚪", "running": "🔵", "review": "🟡", "done": "✅", "kept_current": "➖",
                "skipped": "⏭️", "failed": "❌"}
 
@@ -292,8 +294,8 @@ if review is not None:
 
     st.subheader("Verdict")
     allowed = st.multiselect(
-        "Allowed precision", list(DOWNGRADES), default=wb.allow_precision, key="opt_allow_precision",
-        format_func=lambda n: f"{n}: {DOWNGRADES[n].what}",
+        "Allowed precision", list(ALLOWANCES), default=wb.allow_precision, key="opt_allow_precision",
+        format_func=lambda n: f"{n}: {ALLOWANCES[n]}",
         help="Precision downgrades the next verifications accept (the CLI's --allow; a spec's allow: list "
              "adds to these). None: a float32 problem is held to float32 against a float64 truth.")
     if allowed != wb.allow_precision:

@@ -131,6 +131,8 @@ def test_optimize_and_batch_take_allow_into_their_verify_options(command):
     # a comma list in any case, as a spec's allow: list takes it
     args = build_parser().parse_args([command, "kernels", "--allow", "Approx-Math,tf32", "--allow", "tf32"])
     assert verify_options(args).allow_precision == ["tf32", "approx-math"]
+    args = build_parser().parse_args([command, "kernels", "--allow", "Baseline,tf32"])
+    assert verify_options(args).allow_precision == ["tf32", "baseline"]
 
 
 def test_the_spec_and_the_options_allowances_both_reach_the_jobs():
@@ -149,7 +151,7 @@ def test_the_spec_and_the_options_allowances_both_reach_the_jobs():
 
     verify(problem, "x = 1\n", device="cpu", options=replace(FAST, allow_precision=["tf32"], use_cache=False),
            run_worker=record)
-    assert jobs and jobs[0]["options"]["precision"] == {"options": ["tf32"], "spec": ["fp16"]}
+    assert jobs and jobs[0]["options"]["precision"] == {"options": ["tf32"], "spec": ["fp16"], "baseline": []}
     with pytest.raises(PrecisionError, match="--allow"):
         verify(problem, "x = 1\n", device="cpu", options=replace(FAST, allow_precision=["tf64"]), run_worker=record)
 
@@ -205,3 +207,34 @@ def test_a_fault_beside_a_precision_change_is_the_reason_not_the_precision_chang
     assert "--allow" not in v.reason and not findings(v, "precision_downgrade")
     allowed = check("gemm.py", "gemm_tf32_cut_k_tail.py", allow_precision=["tf32"])
     assert allowed.kind is VerdictKind.WRONG_ANSWER and "module-tiles" in allowed.reason
+
+
+def test_allow_baseline_holds_candidates_to_the_baselines_measured_precision():
+    """A published GELU written with the tanh formula where the problem asks for the exact one:
+    the baseline is measured to need approximate math, so ``--allow baseline`` accepts a candidate
+    that keeps the formula at another tile, names what it resolved to, and still refuses a
+    candidate that errs beyond it (another function). Without it the candidate is held to
+    float32, and the baseline's warning names the option."""
+    problem = load_problem(FIX / "gelu_tanh.py", reference_path=FIX / "gelu.py")
+    retiled = (FIX / "gelu_tanh.py").read_text().replace("cdiv(n, 1024),)](x, y, n, BLOCK=1024)",
+                                                          "cdiv(n, 256),)](x, y, n, BLOCK=256)")
+    assert "BLOCK=256" in retiled
+
+    def run(source: str, **options) -> Verdict:
+        return verify(problem, source, device="cpu", options=replace(FAST, **options), candidate_name="candidate.py")
+
+    held = run(retiled)
+    assert held.kind is VerdictKind.WRONG_ANSWER and "--allow approx-math" in held.reason, held.reason
+    assert any("--allow baseline holds them to the baseline's: approx-math" in w for w in held.warnings), held.warnings
+    follows = run(retiled, allow_precision=["baseline"])
+    assert follows.kind is VerdictKind.OK, follows.reason
+    assert follows.precision["from_baseline"] == ["approx-math"] and follows.precision["allowed"] == ["approx-math"]
+    assert follows.precision["applied"] == "float32, allowing approx-math (baseline)"
+    other = run((FIX / "gelu_sigmoid.py").read_text(), allow_precision=["baseline"])
+    assert other.kind is VerdictKind.WRONG_ANSWER, other.reason
+
+
+def test_allow_baseline_adds_nothing_where_the_baseline_is_at_the_problems_precision():
+    v = check(KB / "residual_relu.py", "residual_relu_one_wrong.py", allow_precision=["baseline"])
+    assert v.kind is VerdictKind.WRONG_ANSWER and v.precision["allowed"] == []
+    assert v.precision["applied"] == "float32, allowing what the baseline needs (nothing)"

@@ -57,6 +57,16 @@ tied to what the downgrade can change: allowing TF32 does not excuse a wrong con
 the operands barely move. The verdict names which downgrades applied,
 and for a failure, which one would accept it (``OutputComparison.needs``).
 
+**The baseline's precision.** ``--allow baseline`` (``allow: [baseline]``, the workbench's
+"as the baseline" choice) allows exactly the downgrades the baseline itself is measured to need
+against the float64 truth on the same runs (a published GELU written with the tanh formula
+where the reference is exact needs ``approx-math``): a user porting a kernel may ask for "no
+less precise than what I have" without naming how it is less precise. The baseline's
+verification measures them (its outputs against the reference, each failure a precision change
+names, :func:`xeforge_core.worker.precision_report.explained`); a baseline that matches the
+problem's precision adds nothing, and one that is wrong in a way no precision change explains
+leaves the problem inconsistent, as before. The verdict names the downgrades this resolved to.
+
 KernelBench's own check (``torch.allclose(ref, new, atol=tol, rtol=tol)``, tol by dtype:
 :data:`KERNELBENCH_TOLERANCE`) is reported beside the verdict for comparison.
 
@@ -66,7 +76,7 @@ Only the standard library is used: the worker imports this module.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from xeforge_core.errors import XeForgeError
@@ -150,25 +160,39 @@ DOWNGRADES: dict[str, Downgrade] = {d.name: d for d in (
 )}
 
 
+#: The allowance that stands for the downgrades the baseline is measured to need (module
+#: docstring, "The baseline's precision").
+BASELINE = "baseline"
+
+
+def allowance_choices() -> dict[str, str]:
+    """Every name ``--allow`` (a spec's ``allow:``, the workbench's choice) accepts, with what it
+    allows: :data:`DOWNGRADES` in order, then :data:`BASELINE`."""
+    return {**{d.name: d.what for d in DOWNGRADES.values()},
+            BASELINE: "whatever the baseline itself is measured to need (no less precise than the baseline)"}
+
+
 def parse_allowances(names: Any, *, where: str = "allow", file: str | None = None,
                      line: int | None = None) -> tuple[str, ...]:
     """The allowance names in ``names`` (a name, a comma-separated string or a list), checked
-    and deduplicated in the order of :data:`DOWNGRADES`. Raises :class:`PrecisionError` naming
-    the bad entry, ``where`` it was given (a field path or an option) and the nearest valid name."""
+    and deduplicated in the order of :data:`DOWNGRADES`, then :data:`BASELINE` if given. Raises
+    :class:`PrecisionError` naming the bad entry, ``where`` it was given (a field path or an
+    option) and the nearest valid name."""
     if names is None:
         return ()
     items = names.split(",") if isinstance(names, str) else list(names)
+    known = [*DOWNGRADES, BASELINE]
     seen: set[str] = set()
     for i, item in enumerate(items):
         name = item.strip().lower() if isinstance(item, str) else item
-        if name not in DOWNGRADES:
-            close = difflib.get_close_matches(str(name), list(DOWNGRADES), n=1, cutoff=0.5)
+        if name not in known:
+            close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             field_name = f"{where}[{i}]" if not isinstance(names, str) and len(items) > 1 else where
-            raise PrecisionError(f"{item!r} is not a precision downgrade (known: {', '.join(DOWNGRADES)}){hint}",
+            raise PrecisionError(f"{item!r} is not a precision downgrade (known: {', '.join(known)}){hint}",
                                  file=file, line=line, field=field_name)
         seen.add(name)
-    return tuple(n for n in DOWNGRADES if n in seen)
+    return tuple(n for n in known if n in seen)
 
 
 def own_factor(dtype: str) -> float | None:
@@ -214,32 +238,56 @@ def kernelbench_tolerance(dtype: str) -> float | None:
 @dataclass(frozen=True)
 class PrecisionPolicy:
     """The downgrades a verification allows, with where each came from (``options``: the CLI or
-    the workbench; ``spec``: the problem's YAML)."""
+    the workbench; ``spec``: the problem's YAML; ``baseline``: what the baseline was measured to
+    need, where either asked for :data:`BASELINE`)."""
 
     from_options: tuple[str, ...] = ()
     from_spec: tuple[str, ...] = ()
+    from_baseline: tuple[str, ...] = ()
+
+    @property
+    def follows_baseline(self) -> bool:
+        """Whether :data:`BASELINE` was asked for (the baseline's measured downgrades are allowed)."""
+        return BASELINE in self.from_options or BASELINE in self.from_spec
 
     @property
     def allowed(self) -> tuple[str, ...]:
-        """Every allowed downgrade, in the order of :data:`DOWNGRADES`."""
-        both = set(self.from_options) | set(self.from_spec)
-        return tuple(n for n in DOWNGRADES if n in both)
+        """Every allowed downgrade, in the order of :data:`DOWNGRADES` (:data:`BASELINE` resolved
+        to ``from_baseline``)."""
+        every = set(self.from_options) | set(self.from_spec) | set(self.from_baseline)
+        return tuple(n for n in DOWNGRADES if n in every)
+
+    def with_baseline(self, measured: tuple[str, ...] | list[str]) -> PrecisionPolicy:
+        """This policy with the baseline's ``measured`` downgrades, where it follows the baseline
+        (else unchanged)."""
+        if not self.follows_baseline:
+            return self
+        return replace(self, from_baseline=tuple(n for n in DOWNGRADES if n in set(measured)))
 
     def describe(self, dtype: str) -> str:
-        """``float32`` or ``float32, allowing tf32 (--allow), fp16 (spec)``."""
-        if not self.allowed:
+        """``float32`` or ``float32, allowing tf32 (--allow), fp16 (spec), approx-math (baseline)``
+        (``float32, allowing what the baseline needs (nothing)`` where the baseline needs none)."""
+        def source(n: str) -> str:
+            if n in self.from_options:
+                return "--allow"
+            return "spec" if n in self.from_spec else "baseline"
+
+        parts = [f"{n} ({source(n)})" for n in self.allowed]
+        if self.follows_baseline and not self.from_baseline:
+            parts.append("what the baseline needs (nothing)")
+        if not parts:
             return dtype
-        parts = [f"{n} ({'spec' if n in self.from_spec and n not in self.from_options else '--allow'})"
-                 for n in self.allowed]
         return f"{dtype}, allowing {', '.join(parts)}"
 
     def to_data(self) -> dict[str, list[str]]:
-        return {"options": list(self.from_options), "spec": list(self.from_spec)}
+        return {"options": list(self.from_options), "spec": list(self.from_spec),
+                "baseline": list(self.from_baseline)}
 
     @classmethod
     def from_data(cls, data: dict[str, Any] | None) -> PrecisionPolicy:
         data = data or {}
-        return cls(tuple(data.get("options") or ()), tuple(data.get("spec") or ()))
+        return cls(tuple(data.get("options") or ()), tuple(data.get("spec") or ()),
+                   tuple(data.get("baseline") or ()))
 
 
 def precision_lines(precision: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ import threading
 from typing import Any, TextIO
 
 from xeforge_core.commands.argtypes import non_negative_float, positive_float, positive_int
-from xeforge_core.precision import DOWNGRADES, PrecisionError, parse_allowances, precision_lines
+from xeforge_core.precision import PrecisionError, allowance_choices, parse_allowances, precision_lines
 from xeforge_core.verdict import StepStatus, Verdict, VerdictKind, inputs_label
 
 #: Exit status per verdict kind. 2 is bad input (as argparse uses it); 130 an interruption.
@@ -96,7 +96,7 @@ def add_verification_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow", metavar="DOWNGRADE", action="append", default=[], type=_allowances,
                    help="accept a precision downgrade beyond the problem's own dtype (repeatable, or "
                         "comma-separated): "
-                        + "; ".join(f"{d.name}: {d.what}" for d in DOWNGRADES.values())
+                        + "; ".join(f"{name}: {what}" for name, what in allowance_choices().items())
                         + ". Default: none (a float32 problem is held to float32 against a float64 truth); "
                           "a spec's 'allow:' list adds to these")
     p.add_argument("--dtype", metavar="DTYPE", type=_dtype, default=None,

@@ -158,7 +158,7 @@ def summary(runs: list[CorrectnessRun], policy: PrecisionPolicy, truth64: dict[s
     judged = [r for r in runs if r.kernelbench is not None]
     out: dict[str, Any] = {
         "dtype": dtype, "allowed": list(policy.allowed), "from_options": list(policy.from_options),
-        "from_spec": list(policy.from_spec), "applied": policy.describe(dtype) if dtype else "",
+        "from_spec": list(policy.from_spec), "from_baseline": list(policy.from_baseline), "applied": policy.describe(dtype) if dtype else "",
         "check": "+".join(checks), "factor": own_factor(dtype),
         "fallback": str(truth64.get("fallback") or ""),
         "error_ratio": max((c.error_ratio for c in measured), default=None),

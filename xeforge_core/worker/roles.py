@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from xeforge_core.precision import PrecisionPolicy
+from xeforge_core.precision import BASELINE, DOWNGRADES, PrecisionPolicy
 from xeforge_core.units import size
 from xeforge_core.verdict import CorrectnessRun, Finding, Step, StepStatus, VerdictKind
 from xeforge_core.worker import formats
@@ -678,6 +678,7 @@ def run_baseline(ctx: WorkerContext) -> None:
                                           err.failure.line, err.failure.error_text)) from err
         ref_failures: list[str] = []
         precision_notes: list[str] = []
+        needed: set[str] = set()  # the downgrades the baseline needs against the reference (--allow baseline)
         truth_hashes: dict[str, list[tuple[str, tuple, str]]] = {}
         domain = TruthDomain(anchor_distribution(ctx.job), meta["truth"])
         f64 = _float64_truth(ctx, meta, reference or (harness if eager else None))
@@ -729,6 +730,9 @@ def run_baseline(ctx: WorkerContext) -> None:
                 if lower:  # a baseline of lower precision than the problem's still computes the same thing
                     precision_notes.append(f"{combo.describe()}: {summarize_failure(comps, note)}"
                                            f"{advice(run, base_hints, policy)}")
+                if lower:
+                    needed.update(found[0] for c in comps if not c.passed
+                                  and (found := explained(c, base_hints)) is not None)
                 record["ref_agrees"] = ok or lower
                 if not ok and not lower:
                     ref_failures.append(f"{combo.describe()}: {summarize_failure(comps, note)}")
@@ -782,10 +786,13 @@ def run_baseline(ctx: WorkerContext) -> None:
         meta["fixed_inputs"] = fixed
         meta["weights"] = {k: "baseline init" for k in harness.states}
         meta["baseline_disagrees"] = len(ref_failures)
+        meta["baseline_downgrades"] = [n for n in DOWNGRADES if n in needed]
         if precision_notes:
             ctx.verdict.warnings.append(f"the baseline computes at a lower precision than the problem's on "
                                         f"{len(precision_notes)} run(s), e.g. {precision_notes[0]}; candidates are held "
-                                        "to the precision the problem allows, not to the baseline's")
+                                        "to the precision the problem allows, not to the baseline's (--allow "
+                                        f"{BASELINE} holds them to the baseline's: "
+                                        f"{', '.join(meta['baseline_downgrades']) or 'its precision'})")
         if ref_failures:
             ctx.verdict.warnings.append(f"the baseline disagrees with the reference on {len(ref_failures)} run(s), "
                                         f"e.g. {ref_failures[0]}: the reference is the truth, so the problem is "
@@ -936,7 +943,7 @@ def run_candidate(ctx: WorkerContext) -> None:
     small_expected.clear()
 
     def correctness(step: Step) -> None:
-        policy = policy_of(ctx.options)
+        policy = policy_of(ctx.options).with_baseline(meta.get("baseline_downgrades") or ())
         hints = _hints(harness.loaded, (meta.get("truth64") or {}).get("dtype"), holder.get("launched"))
         excused: list[CorrectnessRun] = []
         first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, policy, hints,

@@ -39,3 +39,31 @@ def test_interpreter_tuner_runs_one_config_after_its_first_call() -> None:
     registry.narrow_always()
     assert [c.kwargs["BLOCK"] for c in tuner.configs] == [64]
     assert tuner.cache == {}
+
+
+def test_a_config_the_device_cannot_compile_is_skipped_as_the_autotuner_skips_it(tmp_path, monkeypatch):
+    """A published autotune list with a config past the device's shared memory (a KernelAgent GEMM
+    asked 270336 bytes on the H200's 232448) is correct: Triton's autotuner times that config as
+    infinitely slow and never runs it. Checking each config alone, the verifier says it skipped it
+    instead of calling the kernel a compile error; a kernel whose only config does not fit is one."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verdict import VerdictKind
+    from xeforge_core.verify import VerifyOptions, verify
+
+    monkeypatch.setenv("XEFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    fix = Path(__file__).resolve().parent / "fixtures" / "autotune_skip"
+    source = (fix / "solution.py").read_text()
+    options = VerifyOptions(seeds=1, distributions=["normal"], include_odd_size=False, grid_coverage=False,
+                            tile_sizes=False, timeout_s=240)
+    problem = load_problem(fix / "problem.py")
+    v = verify(problem, source, device="cpu", options=options, candidate_name="solution.py")
+    assert v.kind is VerdictKind.OK, v.reason
+    assert any(w.startswith("autotune config twice_kernel[BLOCK=1024") and "OutOfResources" in w
+               and "Triton's autotuner skips such a config" in w for w in v.warnings), v.warnings
+    only = source.replace('triton.Config({"BLOCK": 256}),\n                          ', "")
+    assert only.count("triton.Config(") == 1
+    bad = verify(problem, only, device="cpu", options=replace(options, use_cache=False), candidate_name="solution.py")
+    assert bad.kind is VerdictKind.COMPILE_ERROR and "does not fit the device" in bad.reason, bad.reason

@@ -57,6 +57,28 @@ def describe_config(name: str, config: Any) -> str:
     return f"{name}[{', '.join(parts)}]"
 
 
+#: What ``triton.runtime.autotuner.Autotuner._bench`` catches while it benchmarks the configs,
+#: timing the config as infinitely slow (Triton 3.6): a config that does not fit the device (shared
+#: memory, registers) or fails a ``tl.static_assert`` is skipped there, never run in a user's
+#: process, so forcing it alone is no fault of the kernel.
+SKIPPED_BY_TUNER = ("OutOfResources", "CompileTimeAssertionFailure", "PTXASError")
+
+
+def skipped_by_autotuner(exc: BaseException) -> BaseException | None:
+    """The exception in ``exc``'s chain (its causes and contexts) that Triton's autotuner would
+    have caught and skipped the config for (:data:`SKIPPED_BY_TUNER`), else ``None``."""
+    from xeforge_core.worker.errors import exception_chain
+
+    return next((e for e in exception_chain(exc) if type(e).__name__ in SKIPPED_BY_TUNER), None)
+
+
+def skipped_config_note(config: str, exc: BaseException) -> str:
+    """The warning for a forced ``config`` that raised ``exc`` (:func:`skipped_by_autotuner`)."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return (f"autotune config {config} is not checked: it does not compile for this device ({type(exc).__name__}: "
+            f"{first}); Triton's autotuner skips such a config when it benchmarks the configs, so it never runs")
+
+
 class AutotuneRegistry:
     """Autotuners created by the module under test, and which config each one runs.
 

@@ -51,6 +51,7 @@ from xeforge_core.precision import BASELINE, DOWNGRADES, PrecisionPolicy
 from xeforge_core.units import size
 from xeforge_core.verdict import CorrectnessRun, Finding, Step, StepStatus, VerdictKind
 from xeforge_core.worker import formats
+from xeforge_core.worker.autotune import skipped_by_autotuner, skipped_config_note
 from xeforge_core.worker.calibrated import Truth64
 from xeforge_core.worker.capture import INT32_LIMIT, LaunchRefused
 from xeforge_core.worker.compare import (
@@ -1130,8 +1131,18 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                     launches[combo.vname] = launch_facts(ctx.recorder.since(mark),
                                                          kernel_sources(harness.loaded.jit_functions))
             else:
-                with ctx.registry.select(sel[0], sel[1]):
-                    out = harness.run(model, args, during=f"running {combo.describe()} with config {sel[2]}")
+                try:
+                    with ctx.registry.select(sel[0], sel[1]):
+                        out = harness.run(model, args, during=f"running {combo.describe()} with config {sel[2]}")
+                except WorkerError as err:
+                    skipped = skipped_by_autotuner(err)
+                    if skipped is None or len(ctx.registry.entries[sel[0]].configs) < 2:
+                        raise
+                    note = skipped_config_note(sel[2], skipped)
+                    if note not in ctx.verdict.warnings:
+                        ctx.verdict.warnings.append(note)
+                    del args, model
+                    break  # its other combinations compile the same config
                 config = sel[2]
             del args
             exp = expected[combo.key]

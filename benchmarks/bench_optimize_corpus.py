@@ -21,7 +21,10 @@ the pairs in the git-ignored ``corpus/``), and with ``--samples`` the project's 
    the inputs and one output of the same size, moved once at the device's bandwidth, or, for a
    problem whose ``forward`` does matrix products, their FLOP at the device's peak for the
    inputs' dtype (``gemm_flop.py``), take at least ``--min-eager-us`` (100 µs); factor 1 (the
-   published size) when it already does. A sample (its spec names its sizes) is timed at its
+   published size) when it already does; scaling stops before a tensor the forward touches
+   (run on the meta device) would pass 2^31 - 1 elements, the int32 offsets most published
+   kernels compute (one crashed with an illegal address at a size scaled past it, a limit of the
+   kernel at a size the problem never poses). A sample (its spec names its sizes) is timed at its
    spec's benchmark variant (``bench-gpu``). The
    measured eager time is recorded next to it, so a bench size whose eager time stays below the
    threshold (a compute-light problem mis-estimated) is visible;
@@ -99,7 +102,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_pipeline import RULES_STAGES, Job, Settings, geomean, run_rules_pipeline  # noqa: E402
 from bounded_pool import log_tail, run_command_bounded  # noqa: E402
 from memory_gate import MemoryGate, device_capacity, device_free_bytes, pair_footprint  # noqa: E402
-from state_bytes import state_bytes  # noqa: E402
+from state_bytes import largest_tensor, state_bytes  # noqa: E402
 
 from xeforge_core.devices import detect_device  # noqa: E402
 from xeforge_core.precision import BASELINE  # noqa: E402
@@ -109,6 +112,9 @@ from xeforge_core.problem.scaling import estimate_input_bytes, scaled_variant  #
 #: The eager reference should take at least this long at the bench size (µs): below it launch
 #: overhead, not the kernel, decides the comparison.
 MIN_EAGER_US = 100.0
+#: The most elements a tensor of a derived bench size may have: int32 element offsets address no
+#: more, and most published kernels compute offsets in int32 (one crashed at a size scaled past it).
+INT32_LIMIT = 2**31 - 1
 #: Memory-bound results should reach this fraction of the measured copy bandwidth.
 HBM_GOAL = 0.8
 
@@ -304,7 +310,20 @@ def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any =
     if seconds(moved, flop) >= min_us * 1e-6:
         return "module", f"published size ({why_of(moved, flop)} >= {min_us:g} µs)"
     factor, var, s_moved, s_flop = 1, None, moved, flop
+    largest: dict[int, int | None] = {}
     while seconds(s_moved, s_flop) < min_us * 1e-6 and factor < 2**20:  # every size constant grows
+        if not largest:  # the forward on the meta device: one child, only where scaling starts
+            overrides = [dict(base.overrides or {})] + [dict(v.overrides or {}) if v is not None else {}
+                                                        for v in scaled_vars.values()]
+            largest = dict(zip(factors, largest_tensor(model, overrides)))
+        if (largest[factor * 2] or 0) > INT32_LIMIT >= (largest[1] or 0):
+            stop = (f"x{factor * 2} would make a tensor of {largest[factor * 2]} elements, past the 2^31 - 1 "
+                    "that int32 offsets address (the published kernels' own limit, not a size the problem poses)")
+            if var is None:
+                return "module", f"published size ({why_of(moved, flop)}; {stop})"
+            why = f"size constants x{factor}: {why_of(moved, flop)} -> {why_of(s_moved, s_flop)} ({stop})"
+            problem.module_variants["bench"] = replace(var, derived=why)
+            return "bench", why
         factor *= 2
         var = scaled_vars[factor]
         est = estimate_input_bytes(source, var.overrides) if var is not None else None

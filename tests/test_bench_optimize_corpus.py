@@ -193,3 +193,21 @@ def test_a_kernelbench_gemm_is_bound_by_its_flop_not_its_bytes(tmp_path):
     assert corpus.problem_flop(problem, problem.variant("module")) == 2 * 256 * 128 * 64
     scaled = corpus.scaled_variant(problem, problem.variant("module"), 2, "bench")
     assert corpus.problem_flop(problem, scaled) == 8 * 2 * 256 * 128 * 64
+
+
+def test_the_bench_size_stops_before_a_tensor_passes_int32_offsets(tmp_path):
+    """Scaling every size constant stops before a tensor the forward touches passes 2^31 - 1
+    elements (int32 offsets): a published conv kernel crashed at a size scaled past that, which
+    the problem never poses. Here the output is 8x the input: x2 keeps it at 2^30, x4 would not."""
+    path = tmp_path / "widen.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x.repeat(1, 8)\n\n"
+        "batch = 4096\ndim = 8192\n\n"
+        "def get_inputs():\n    return [torch.randn(batch, dim)]\n\n"
+        "def get_init_inputs():\n    return []\n")
+    size, why = corpus.bench_size(load_problem(path), 4000.0, 1e7)
+    assert size == "bench" and why.startswith("size constants x2: "), why
+    assert "x4 would make a tensor of 4294967296 elements, past the 2^31 - 1" in why

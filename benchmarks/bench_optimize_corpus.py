@@ -632,8 +632,7 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
                 f"no stage kept: the rules result is the published kernel (1.00x by identity; the verifier timed "
                 f"it against itself at {p.speedup:.3f}x [{p.speedup_low or 0:.2f}, {p.speedup_high or 0:.2f}])")
         job = anchor_job(problem, outcome.final_source, dict(var.overrides), device, opts)
-        posed = ((verdict.precision or {}).get("dtype") if any(f.rule == "dtype_specialised" for f in verdict.findings)
-                 else None)
+        posed = (verdict.precision or {}).get("posed_dtype")  # an argmax posed at bfloat16 outputs int64
         if job is not None and posed:
             job["dtype"] = posed
             row.note = ((row.note + "; ") if row.note else "") + f"problem posed at {posed} (dtype_specialised)"

@@ -35,6 +35,7 @@ def test_posed_at_the_dtype_it_demands_it_is_ok_and_says_so():
     assert v.kind is VerdictKind.OK, v.reason
     assert "posed at bfloat16" in v.reason
     assert any(f.rule == "dtype_specialised" for f in v.findings)
+    assert v.precision["posed_dtype"] == "bfloat16"  # what the problem was posed at, whatever its outputs are
 
 
 def test_a_wrong_kernel_posed_at_its_dtype_is_still_wrong():

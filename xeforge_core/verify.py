@@ -942,6 +942,8 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             run_worker=run_worker, candidate_name=candidate_name, _say_posed=False)  # said below, otherwise
         if again.kind in _PASSING:
             again.findings.append(contract.dtype_specialised_finding(run.refused_dtype, verdict))
+            # the dtype the problem was posed at: its inputs' and model's, not the outputs' (an argmax's int64)
+            again.precision = {**(again.precision or {}), "posed_dtype": run.refused_dtype}
             again.reason = (f"{again.reason} with the problem posed at {run.refused_dtype}, the dtype the kernels "
                             "demand (see the dtype_specialised finding)")
         else:

@@ -613,6 +613,9 @@ def run_pair(name: str, problem_path: Path, solution_path: Path, device: Any, ar
     verdict = verify(outcome.baseline, outcome.final_source, device=device, options=opts,
                      on_progress=lambda m: print(f"{time.strftime('%H:%M:%S')} {name}: final: {m}", flush=True))
     unchanged = outcome.final_source.strip() == outcome.baseline.kernel.source.strip()
+    held = (verdict.precision or {}).get("from_baseline")
+    if held:  # what --allow baseline resolved to: the published kernel's own measured precision
+        stage_notes = f"held to the published kernel's precision: {', '.join(held)} (--allow baseline); {stage_notes}"
     perf = {p.variant: p for p in verdict.performance}
     rows = []
     for size in sizes:

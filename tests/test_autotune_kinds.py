@@ -205,11 +205,15 @@ def test_an_autotuned_kernel_keeps_its_configs_and_gets_its_kinds() -> None:
     assert "triton.Config({}, num_warps=8" in row.source and '"BLOCK"' not in row.source
 
 
-def test_an_in_place_kernel_is_not_given_more_configs() -> None:
+def test_an_in_place_kernel_gets_restore_value_with_more_configs_unless_its_tuner_has_hooks() -> None:
     src = (FIXTURES / "autotuned_elementwise.py").read_text().replace(
         "tl.store(out_ptr + offsets", "tl.store(x_ptr + offsets")
     res = _extended("autotuned_elementwise.py", src)
-    assert not res.changed and "writes into x_ptr in place" in res.reason
+    assert res.changed and 'restore_value=["x_ptr"]' in res.source.split("@triton.jit")[0], res.reason
+    hooked = src.replace("key=[", "pre_hook=lambda args: None, key=[")
+    assert "pre_hook=" in hooked
+    res = _extended("autotuned_elementwise.py", hooked)
+    assert not res.changed and "its own pre_hook/post_hook" in res.reason
 
 
 def test_the_autotuning_stage_extends_an_autotuned_kernel() -> None:
@@ -254,3 +258,38 @@ def test_configs_given_by_a_function_or_a_name_are_extended(form: str, call: str
     computed = src.replace("    return [", "    return list([", 1).replace("]\n\n\n@triton", "])\n\n\n@triton", 1)
     if form == "function":
         assert not _extended("autotuned_elementwise.py", computed).changed
+
+
+def test_atomic_targets_are_zeroed_only_where_they_start_from_zeros() -> None:
+    """An output the programs add into atomically, which the wrapper starts from the bias: Triton's
+    autotuner zeroes a ``reset_to_zero`` buffer before every benchmarked config and before the
+    tuned config's own run on the call that tunes, so that call would lose the bias. It is
+    restored instead; a fresh ``torch.zeros`` buffer no earlier launch wrote is still zeroed."""
+    tuned = _tuned("atomic_sum_bias.py")
+    assert 'restore_value=["out_ptr"]' in tuned.split("@triton.jit")[0] and "reset_to_zero" not in tuned
+    problem = load_problem(FIXTURES / "atomic_sum_bias.py")
+    assert verify(problem, tuned, device="cpu", options=FAST).passed
+    zeroed = tuned.replace('restore_value=["out_ptr"]', 'reset_to_zero=["out_ptr"]')
+    verdict = verify(problem, zeroed, device="cpu", options=FAST)
+    assert verdict.kind is VerdictKind.WRONG_ANSWER and "first call" in verdict.reason, verdict.reason
+    from_zeros = (FIXTURES / "atomic_sum_bias.py").read_text().replace(
+        "out = self.bias.detach().clone()", "out = torch.zeros(n_rows, device=x.device)")
+    res = add_autotune(from_zeros, target="cuda", arch="hopper")
+    assert 'reset_to_zero=["out_ptr"]' in res.source and "restore_value" not in res.source
+
+
+def test_an_autotuned_atomic_kernel_without_hooks_gets_restore_value_with_its_new_configs() -> None:
+    """A published autotuned kernel adding into its output atomically, without ``reset_to_zero`` or
+    ``restore_value``: its own autotuner sums every config into the output on the call that tunes
+    (the verifier's first-call check refuses it). Extending its configs adds ``restore_value``, and
+    the candidate verifies."""
+    from xeforge_core.codemods.autotune_extend import extend_autotune
+
+    source = (FIXTURES / "autotuned_atomic_sum.py").read_text()
+    problem = load_problem(FIXTURES / "autotuned_atomic_sum.py")
+    published = verify(problem, source, device="cpu", options=FAST)
+    assert published.kind is VerdictKind.WRONG_ANSWER and "first call" in published.reason, published.reason
+    res = extend_autotune(source, target="cuda", arch="hopper")
+    assert res.changed and 'restore_value=["out_ptr"])' in res.source, res.reason
+    assert any("restore_value=['out_ptr'] added" in n for n in res.notes), res.notes
+    assert verify(problem, res.source, device="cpu", options=FAST).passed

@@ -25,10 +25,11 @@ level):
 * constexpr defaults of the tuned parameters are removed (a default on an autotuned key is a
   "conflicting meta-parameters" error, knowledge rule on autotune keys);
 * literal tile variables that are no longer used are removed;
-* pointers the kernel adds into with ``tl.atomic_*`` are listed in ``reset_to_zero``, and those it
-  both loads and stores through (an in-place softmax, a scan that rewrites its input) in
-  ``restore_value``: the autotuner runs each config on the same buffers while benchmarking, so
-  without them the second config would start from the first one's output.
+* pointers the kernel adds into with ``tl.atomic_*`` are listed in ``reset_to_zero`` where the
+  host passes a buffer of zeros it allocated for this launch (:func:`zero_reset_params`), and in
+  ``restore_value`` otherwise, as are those it both loads and stores through (an in-place
+  softmax, a scan that rewrites its input): the autotuner runs each config on the same buffers
+  while benchmarking, so without them the second config would start from the first one's output.
 
 Kernels it cannot handle are listed with the reason (tile size decided at run time, grid
 literal matching two tile sizes, several launches, already autotuned).
@@ -752,7 +753,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
         pruner = list(cst.parse_module(pruner_source(pname, dims, nums, options.get("_profile_id", target),
                                                      keep=int(options.get("keep_configs") or KEEP))).body)
         prune_text = f'\n    prune_configs_by={{"early_config_prune": {pname}}},'
-    zeroed = _atomic_params(fn)
+    zeroed = zero_reset_params(fn, bound, launch, host_scope)
     zeroed_text = ", ".join(json.dumps(n) for n in zeroed)
     reset_text = f"\n    reset_to_zero=[{zeroed_text}]," if zeroed else ""
     restored = [n for n in in_place_params(fn) if n not in zeroed]
@@ -824,6 +825,59 @@ def _fresh_buffer(expr: cst.BaseExpression, host: cst.FunctionDef | None, scope:
     values = scope.values.get(expr.value, [])
     return (bool(values) and len(values) == len(scope.literals.get(expr.value, []))
             and all(isinstance(v, cst.Call) and _fresh_buffer(v, host, scope) for v in values))
+
+
+#: Calls that return a new tensor of zeros.
+_ZERO_ALLOCATIONS = frozenset({"zeros", "zeros_like", "new_zeros"})
+
+
+def _zero_buffer(expr: cst.BaseExpression, host: cst.FunctionDef | None, scope: _Scope) -> bool:
+    """Whether ``expr`` (a launch argument) is a tensor of zeros the host function allocates
+    itself (as :func:`_fresh_buffer`, the allocation a ``zeros`` call)."""
+    if isinstance(expr, cst.Call):
+        return dotted_name(expr.func).split(".")[-1] in _ZERO_ALLOCATIONS
+    return _fresh_buffer(expr, host, scope) and all(
+        _zero_buffer(v, host, scope) for v in scope.values.get(getattr(expr, "value", ""), []))
+
+
+def zero_reset_params(fn: cst.FunctionDef, bound: dict[str, cst.Arg], launch: _Launch, scope: _Scope) -> list[str]:
+    """The pointers ``fn`` adds into atomically that ``reset_to_zero`` may zero before each
+    benchmarked config: their launch argument is a buffer of zeros the host allocates, and no
+    launch before this one in the host passes it (it holds zeros when this launch starts).
+    Triton's autotuner also zeroes them before the tuned config's own run on the call that
+    tunes, so an atomic target that starts from anything else (a bias, ``-inf`` for a max, a
+    sum an earlier launch added) needs ``restore_value`` instead, which puts the buffer back
+    after every benchmarked config (``triton.runtime.autotuner.Autotuner``, Triton 3.6)."""
+    if launch.host is None:
+        return []
+    before = _launches_before(launch.host, launch.call)
+    out = []
+    for p in _atomic_params(fn):
+        arg = bound.get(p)
+        if arg is None or not _zero_buffer(arg.value, launch.host, scope):
+            continue
+        name = code_of(arg.value)
+        if any(code_of(a.value) == name for c in before for a in c.args):
+            continue
+        out.append(p)
+    return out
+
+
+def _launches_before(host: cst.FunctionDef, call: cst.Call) -> list[cst.Call]:
+    """The kernel launches (``k[grid](...)``) of ``host`` that come before ``call`` in its source."""
+    found: list[cst.Call] = []
+
+    class _V(cst.CSTVisitor):
+        done = False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if node is call:
+                self.done = True
+            elif not self.done and isinstance(node.func, cst.Subscript):
+                found.append(node)
+
+    host.body.visit(_V())
+    return found
 
 
 def host_aliased_outputs(fn: cst.FunctionDef, bound: dict[str, cst.Arg], host: cst.FunctionDef | None,

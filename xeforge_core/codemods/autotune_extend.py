@@ -21,12 +21,19 @@ scans, ``elementwise``), named for the kernel's own meta-parameters:
   accumulator registers for GEMM; :func:`~xeforge_core.codemods.autotune_kinds.prune_for_registers`:
   registers a thread and warps a work-group otherwise) and capped at ``max_configs`` (6).
 
+A kernel that adds into a buffer with ``tl.atomic_*``, or stores through a pointer it also
+loads, without ``reset_to_zero``/``restore_value`` gets ``restore_value`` for those pointers: the
+autotuner runs each config on the same buffers while it benchmarks, so the author's own tuner
+already returned a wrong answer on the call that tuned each key (the verifier's first-call check
+sees it), and more configs would pile up more. ``restore_value`` puts each buffer back after
+every benchmarked config, whatever it started as (``reset_to_zero`` would be wrong for a buffer
+that does not start at zero).
+
 Refused, with the reason: configs that are not a literal list of ``triton.Config({...})`` with
 literal values (written in the decorator, bound once to a module-level name, or returned by an
-argument-free module-level function, whose result the new configs are appended to), kernels that add into a buffer with ``tl.atomic_*`` or store through a pointer
-they also load without ``reset_to_zero``/``restore_value`` (the autotuner runs each config on
-the same buffers while it benchmarks, and one config alone was never benchmarked), and kernels
-whose every space config is already there or pruned.
+argument-free module-level function, whose result the new configs are appended to), such an
+in-place kernel whose tuner has its own ``pre_hook``/``post_hook`` (Triton then ignores
+``restore_value``), and kernels whose every space config is already there or pruned.
 """
 
 from __future__ import annotations
@@ -195,9 +202,12 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         return f"kernel {name}: its configs set different meta-parameters"
     kws = {a.keyword.value for a in call.args if a.keyword is not None}
     touched = in_place_params(fn)
+    restore: list[str] = []
     if touched and not kws & {"reset_to_zero", "restore_value"}:
-        return (f"kernel {name} writes into {', '.join(touched)} in place (atomics or load-and-store) without "
-                "reset_to_zero/restore_value: benchmarking more configs on the same buffers would change them")
+        if kws & {"pre_hook", "post_hook"}:  # Triton then ignores reset_to_zero and restore_value
+            return (f"kernel {name} writes into {', '.join(touched)} in place (atomics or load-and-store) and its "
+                    "autotuner has its own pre_hook/post_hook: restore_value would be ignored")
+        restore = touched
     shape = classify(fn)
     try:
         space, sid, pruned = _space(shape.space_kind, target, arch, profile, elem)
@@ -269,13 +279,23 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         new_arg = arg.with_changes(value=cst.BinaryOperation(
             left=arg.value, operator=cst.Add(whitespace_before=cst.SimpleWhitespace(" "),
                                              whitespace_after=cst.SimpleWhitespace(" ")), right=extra))
-    new_call = call.with_changes(args=[new_arg if a is arg else a for a in call.args])
+    args = [new_arg if a is arg else a for a in call.args]
+    if restore:  # the author's own tuner ran every config into the same buffers: its tuning call was wrong
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(cst.Arg(keyword=cst.Name("restore_value"), value=cst.parse_expression(
+            "[" + ", ".join(f'"{n}"' for n in restore) + "]"), equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
+    new_call = call.with_changes(args=args)
     tuned = sorted(set(by_axis.values()))
     what = f"{', '.join(tuned)} and warps" if tuned else "num_warps/num_stages only (its meta-parameters keep the author's first values)"
     note = (f"kernel {name} ({shape.kind}): {len(added)} config(s) of the {shape.space_kind} space ({sid}) added after "
             f"its own {len(mine)} ({what})")
     if dropped:
         note += f"; pruned for the device: {'; '.join(dropped[:3])}{' ...' if len(dropped) > 3 else ''}"
+    if restore:
+        note += (f"; restore_value={restore} added: the kernel writes into {', '.join(restore)} in place (atomics or "
+                 "load-and-store) and its own autotuner benchmarked every config on the same buffers, so the call "
+                 "that tuned a key returned what all of them left there")
     return deco.with_changes(decorator=new_call), note
 
 

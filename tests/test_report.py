@@ -95,3 +95,17 @@ def test_restore_and_portability_in_reports(session):
 def test_tables():
     assert markdown_table(["a", "b"], [[1, "x|y"]]) == "| a | b |\n|---|---|\n| 1 | x\\|y |"
     assert text_table(["k", "v"], [["long-name", 1]]).splitlines() == ["k          v", "---------  -", "long-name  1"]
+
+
+def test_a_version_verified_with_an_allowance_says_so(tmp_path):
+    """A version kept under an allowed downgrade (here what ``--allow baseline`` resolved to) is
+    named with the precision it was held to, in JSON and Markdown: a reader of the report must
+    not take it for a float32 result."""
+    s = Session.create(load_problem(GEMM), workspace=tmp_path, device=dict(H200), target="cuda", plan=["autotuning"])
+    v = timed(1.2, 250.0)
+    v.precision = {"dtype": "float32", "applied": "float32, allowing approx-math (baseline)"}
+    s.approve(s.add_candidate("autotuning", s.source() + "\n# autotune\n", engine="rules", iteration=1, verdict=v).id)
+    r = json_report(s)
+    assert [x["precision"] for x in r["versions"]] == [None, "float32, allowing approx-math (baseline)"]
+    assert "- version 1 (`" in markdown_report(s) and "was verified at float32, allowing approx-math (baseline)" \
+        in markdown_report(s)

@@ -136,7 +136,7 @@ def test_optimize_and_batch_take_allow_into_their_verify_options(command):
 
 
 def test_the_spec_and_the_options_allowances_both_reach_the_jobs():
-    from xeforge_core.precision import PrecisionError
+    from xeforge_core.precision import PrecisionError, PrecisionPolicy
     from xeforge_core.problem import problem_from_source
     from xeforge_core.runner import WorkerOutcome
 
@@ -151,7 +151,7 @@ def test_the_spec_and_the_options_allowances_both_reach_the_jobs():
 
     verify(problem, "x = 1\n", device="cpu", options=replace(FAST, allow_precision=["tf32"], use_cache=False),
            run_worker=record)
-    assert jobs and jobs[0]["options"]["precision"] == {"options": ["tf32"], "spec": ["fp16"], "baseline": []}
+    assert jobs and PrecisionPolicy.from_data(jobs[0]["options"]["precision"]) == PrecisionPolicy(("tf32",), ("fp16",))
     with pytest.raises(PrecisionError, match="--allow"):
         verify(problem, "x = 1\n", device="cpu", options=replace(FAST, allow_precision=["tf64"]), run_worker=record)
 
@@ -226,10 +226,15 @@ def test_allow_baseline_holds_candidates_to_the_baselines_measured_precision():
     held = run(retiled)
     assert held.kind is VerdictKind.WRONG_ANSWER and "--allow approx-math" in held.reason, held.reason
     assert any("--allow baseline holds them to the baseline's: approx-math" in w for w in held.warnings), held.warnings
+    assert "or --allow baseline: the baseline is measured to need it too" in held.reason, held.reason
     follows = run(retiled, allow_precision=["baseline"])
     assert follows.kind is VerdictKind.OK, follows.reason
     assert follows.precision["from_baseline"] == ["approx-math"] and follows.precision["allowed"] == ["approx-math"]
     assert follows.precision["applied"] == "float32, allowing approx-math (baseline)"
+    said = [w for w in follows.warnings if "the baseline computes at a lower precision" in w]
+    assert said and said[0].endswith("--allow baseline holds candidates to it (approx-math)"), said
+    assert "pass --allow approx-math" not in said[0]  # it was passed, as baseline
+    assert any("(allowed by --allow baseline (approx-math))" in f.message for f in follows.findings), follows.findings
     other = run((FIX / "gelu_sigmoid.py").read_text(), allow_precision=["baseline"])
     assert other.kind is VerdictKind.WRONG_ANSWER, other.reason
 
@@ -237,4 +242,15 @@ def test_allow_baseline_holds_candidates_to_the_baselines_measured_precision():
 def test_allow_baseline_adds_nothing_where_the_baseline_is_at_the_problems_precision():
     v = check(KB / "residual_relu.py", "residual_relu_one_wrong.py", allow_precision=["baseline"])
     assert v.kind is VerdictKind.WRONG_ANSWER and v.precision["allowed"] == []
-    assert v.precision["applied"] == "float32, allowing what the baseline needs (nothing)"
+    assert v.precision["applied"] == "float32, allowing the baseline's precision (it needs no downgrade)"
+    assert v.precision["baseline_state"] == "measured"
+
+
+def test_an_allowance_with_nothing_to_apply_to_does_not_widen_the_bound():
+    """``--allow tf32`` for a kernel with no float32 ``tl.dot``: an approximate GELU errs like TF32
+    products would, but the allowance vouches only for what it names, so it is not applied (the
+    verdict says so) and the approximate formula is named for what it is."""
+    v = check("gelu.py", "gelu_tanh.py", allow_precision=["tf32"])
+    assert v.kind is VerdictKind.WRONG_ANSWER and "--allow approx-math" in v.reason, v.reason
+    assert v.precision["inapplicable"] == ["tf32"] and v.precision["allowed"] == []
+    assert any(w.startswith("--allow tf32 does not apply: the kernels have no TF32 dot products") for w in v.warnings)

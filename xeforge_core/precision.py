@@ -58,7 +58,7 @@ the operands barely move. The verdict names which downgrades applied,
 and for a failure, which one would accept it (``OutputComparison.needs``).
 
 **The baseline's precision.** ``--allow baseline`` (``allow: [baseline]``, the workbench's
-"as the baseline" choice) allows exactly the downgrades the baseline itself is measured to need
+``baseline`` choice) allows exactly the downgrades the baseline itself is measured to need
 against the float64 truth on the same runs (a published GELU written with the tanh formula
 where the reference is exact needs ``approx-math``): a user porting a kernel may ask for "no
 less precise than what I have" without naming how it is less precise. The baseline's
@@ -189,7 +189,9 @@ def parse_allowances(names: Any, *, where: str = "allow", file: str | None = Non
             close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             field_name = f"{where}[{i}]" if not isinstance(names, str) and len(items) > 1 else where
-            raise PrecisionError(f"{item!r} is not a precision downgrade (known: {', '.join(known)}){hint}",
+            what = (f"an empty name (item {i + 1} of {len(items)}: a stray comma?)" if name == "" else repr(item))
+            raise PrecisionError(f"{what} is not a precision allowance (known downgrades: {', '.join(DOWNGRADES)}; "
+                                 f"and {BASELINE!r}: what the baseline is measured to need){hint}",
                                  file=file, line=line, field=field_name)
         seen.add(name)
     return tuple(n for n in known if n in seen)
@@ -239,11 +241,19 @@ def kernelbench_tolerance(dtype: str) -> float | None:
 class PrecisionPolicy:
     """The downgrades a verification allows, with where each came from (``options``: the CLI or
     the workbench; ``spec``: the problem's YAML; ``baseline``: what the baseline was measured to
-    need, where either asked for :data:`BASELINE`)."""
+    need, where either asked for :data:`BASELINE`). ``baseline_state``: how :data:`BASELINE`
+    resolved (``measured``, ``unmeasured`` where no float64 truth measured the baseline,
+    ``inconsistent`` where the baseline is wrong beyond any precision change, ``""`` before it
+    resolved). ``inapplicable``: allowed downgrades with nothing to apply to (a TF32 allowance
+    for kernels with no float32 ``tl.dot``, :meth:`restricted`): they do not widen the bound."""
 
     from_options: tuple[str, ...] = ()
     from_spec: tuple[str, ...] = ()
     from_baseline: tuple[str, ...] = ()
+    baseline_state: str = ""
+    inapplicable: tuple[str, ...] = ()
+    #: what the baseline was measured to need, whether or not :data:`BASELINE` was asked for
+    baseline_needs: tuple[str, ...] = ()
 
     @property
     def follows_baseline(self) -> bool:
@@ -252,21 +262,44 @@ class PrecisionPolicy:
 
     @property
     def allowed(self) -> tuple[str, ...]:
-        """Every allowed downgrade, in the order of :data:`DOWNGRADES` (:data:`BASELINE` resolved
-        to ``from_baseline``)."""
+        """Every allowed downgrade that applies, in the order of :data:`DOWNGRADES`
+        (:data:`BASELINE` resolved to ``from_baseline``)."""
         every = set(self.from_options) | set(self.from_spec) | set(self.from_baseline)
-        return tuple(n for n in DOWNGRADES if n in every)
+        return tuple(n for n in DOWNGRADES if n in every and n not in self.inapplicable)
 
-    def with_baseline(self, measured: tuple[str, ...] | list[str]) -> PrecisionPolicy:
-        """This policy with the baseline's ``measured`` downgrades, where it follows the baseline
-        (else unchanged)."""
+    def with_baseline(self, measured: tuple[str, ...] | list[str] | None, state: str = "measured"
+                      ) -> PrecisionPolicy:
+        """This policy with the baseline's ``measured`` downgrades and how they resolved
+        (``state``; ``measured`` None: ``unmeasured``), allowed where it follows the baseline
+        (else only recorded in ``baseline_needs``, for the advice a failure gives)."""
+        needs = tuple(n for n in DOWNGRADES if n in set(measured or ()))
         if not self.follows_baseline:
-            return self
-        return replace(self, from_baseline=tuple(n for n in DOWNGRADES if n in set(measured)))
+            return replace(self, baseline_needs=needs)
+        if measured is None:
+            return replace(self, from_baseline=(), baseline_state="unmeasured")
+        return replace(self, from_baseline=needs, baseline_state=state, baseline_needs=needs)
+
+    def restricted(self, found: Any, scanned: Any) -> PrecisionPolicy:
+        """This policy where the downgrades a source scan finds wherever they are (``scanned``:
+        TF32 dot products, half-precision types) apply only if the scan ``found`` them: an
+        allowance vouches only for what it names, so ``--allow tf32`` does not widen the bound of
+        kernels without a float32 ``tl.dot`` (where it would excuse an approximate formula)."""
+        found, scanned = set(found), set(scanned)
+        return replace(self, inapplicable=tuple(n for n in self.allowed if n in scanned and n not in found))
+
+    def source_of(self, name: str) -> str:
+        """Where allowing ``name`` came from, as the user wrote it: ``--allow tf32``, ``spec``, or
+        ``--allow baseline`` (measured on the baseline)."""
+        if name in self.from_options:
+            return f"--allow {name}"
+        if name in self.from_spec:
+            return f"spec allow: [{name}]"
+        return f"--allow {BASELINE} ({name})"
 
     def describe(self, dtype: str) -> str:
-        """``float32`` or ``float32, allowing tf32 (--allow), fp16 (spec), approx-math (baseline)``
-        (``float32, allowing what the baseline needs (nothing)`` where the baseline needs none)."""
+        """``float32`` or ``float32, allowing tf32 (--allow), fp16 (spec), approx-math (baseline)``,
+        with what :data:`BASELINE` resolved to where it added nothing, and the allowances that
+        had nothing to apply to."""
         def source(n: str) -> str:
             if n in self.from_options:
                 return "--allow"
@@ -274,20 +307,28 @@ class PrecisionPolicy:
 
         parts = [f"{n} ({source(n)})" for n in self.allowed]
         if self.follows_baseline and not self.from_baseline:
-            parts.append("what the baseline needs (nothing)")
+            parts.append({
+                "unmeasured": "the baseline's precision (not measured: no float64 truth to measure it against)",
+                "inconsistent": "the baseline's precision (none: the baseline is wrong beyond any precision change)",
+            }.get(self.baseline_state, "the baseline's precision (it needs no downgrade"
+                                       + (" beyond those" if parts else "") + ")"))
+        if self.inapplicable:
+            parts.append(f"not {', '.join(self.inapplicable)} (nothing in the kernels to apply it to)")
         if not parts:
             return dtype
         return f"{dtype}, allowing {', '.join(parts)}"
 
-    def to_data(self) -> dict[str, list[str]]:
+    def to_data(self) -> dict[str, Any]:
         return {"options": list(self.from_options), "spec": list(self.from_spec),
-                "baseline": list(self.from_baseline)}
+                "baseline": list(self.from_baseline), "baseline_state": self.baseline_state,
+                "inapplicable": list(self.inapplicable)}
 
     @classmethod
     def from_data(cls, data: dict[str, Any] | None) -> PrecisionPolicy:
         data = data or {}
         return cls(tuple(data.get("options") or ()), tuple(data.get("spec") or ()),
-                   tuple(data.get("baseline") or ()))
+                   tuple(data.get("baseline") or ()), str(data.get("baseline_state") or ""),
+                   tuple(data.get("inapplicable") or ()))
 
 
 def precision_lines(precision: dict[str, Any]) -> list[str]:

@@ -124,8 +124,8 @@ def _allowances(text: str) -> tuple[str, ...]:
     one is an argparse error naming the nearest valid name, as a spec's ``allow:`` list is."""
     try:
         return parse_allowances(text, where="--allow")
-    except PrecisionError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    except PrecisionError as exc:  # argparse names the option already
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def allowances(args: argparse.Namespace) -> list[str]:

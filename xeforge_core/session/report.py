@@ -83,6 +83,18 @@ def _perf_of(session: SessionView, version: Version) -> dict[str, Any]:
     }
 
 
+def _precision_of(session: SessionView, version: Version) -> str | None:
+    """The precision a version's verification held it to (``Verdict.precision["applied"]``:
+    ``float32, allowing approx-math (baseline)``), ``None`` where there is no verdict or record."""
+    if not version.candidate:
+        return None
+    try:
+        verdict = session.verdict_of(version.sha)
+    except Exception:
+        return None
+    return ((getattr(verdict, "precision", None) or {}).get("applied") or None) if verdict is not None else None
+
+
 def _preparatory(stage: str) -> bool:
     """A preparatory stage (portability): its version is the baseline of speedups, not one."""
     return stage in ALL_STAGE_IDS and get_stage(stage).preparatory
@@ -147,6 +159,7 @@ def json_report(session: SessionView) -> dict[str, Any]:
             "engine": v.engine, "model": v.model, "verdict": v.verdict, "speedup": v.speedup,
             "cumulative_speedup": v.cumulative_speedup, "device": v.device, "iteration": v.iteration,
             "candidate": v.candidate, "summary": v.summary, "note": v.trailers.get("Note"),
+            "precision": _precision_of(session, v),
             "time": _dt.datetime.fromtimestamp(v.time, tz=_dt.timezone.utc).isoformat(),
             **{k: perf.get(k) for k in ("tflops", "gbps", "roofline_fraction", "time_us", "parent_time_us",
                                         "parent_tflops", "reference_time_us", "speedup_interval")},
@@ -313,6 +326,11 @@ def markdown_report(session: SessionView, report: dict[str, Any] | None = None) 
               _short(v["summary"], 70), v.get("call") or "-"] for v in r["versions"]]
     lines += [markdown_table(["#", "commit", "kind", "stage", "engine", "model", "verdict", "speedup",
                               "cumulative", "TFLOP/s", "time µs", "summary", "call"], vrows), ""]
+    # the precision each version was held to, where it allowed more than the problem's own dtype
+    lines += [f"- version {v['index']} (`{v['short']}`) was verified at {v['precision']}" for v in r["versions"]
+              if v.get("precision") and "allowing" in str(v["precision"])]
+    if lines[-1] != "":
+        lines.append("")
     attempts = [(s["stage"], a) for s in r["stages"] for a in s["attempts"]]
     if attempts:
         lines += ["## CoVeR attempts", ""]

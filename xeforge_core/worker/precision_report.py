@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xeforge_core.precision import DOWNGRADES, PrecisionPolicy, kernelbench_tolerance, own_factor
+from xeforge_core.precision import BASELINE, DOWNGRADES, PrecisionPolicy, kernelbench_tolerance, own_factor
 from xeforge_core.verdict import CorrectnessRun, Finding, OutputComparison
 from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES
 
@@ -108,7 +108,9 @@ def advice(run: CorrectnessRun, hints: dict[str, list[str]], policy: PrecisionPo
         name, cause = found
         return (f"; this is a precision change: {DOWNGRADES[name].what} ({cause}); {_measured(comp)}. The "
                 f"problem allows {policy.describe(comp.expected_dtype)}: to accept this precision, pass "
-                f"--allow {name} (spec: allow: [{name}]; workbench: allowed precision)")
+                f"--allow {name} (spec: allow: [{name}]; workbench: allowed precision)"
+                + (f", or --allow {BASELINE}: the baseline is measured to need it too"
+                   if name in policy.baseline_needs and not policy.follows_baseline else ""))
     return ""
 
 
@@ -129,7 +131,7 @@ def findings(runs: list[CorrectnessRun], hints: dict[str, list[str]], policy: Pr
                     unseen_first(used or comp.needs, hints)[0] if used or _spread(comp) else None)
                 if name is None or name in out:
                     continue
-                via = f"allowed by --allow {name}" if name in allowed else "accepted by the explicit tolerances"
+                via = f"allowed by {policy.source_of(name)}" if name in allowed else "accepted by the explicit tolerances"
                 out[name] = Finding("precision_downgrade", f"{DOWNGRADES[name].what}: "
                                     f"{hints.get(name, ['measured only'])[0]}; {_measured(comp)} ({via})", "warning")
                 continue
@@ -140,7 +142,10 @@ def findings(runs: list[CorrectnessRun], hints: dict[str, list[str]], policy: Pr
             out[name] = Finding("precision_downgrade", f"{DOWNGRADES[name].what}: {cause}; {_measured(comp)} on "
                                 f"variant {run.variant} (seed {run.seed}, {run.distribution} inputs), output "
                                 f"{comp.index}. Not allowed: the problem allows "
-                                f"{policy.describe(comp.expected_dtype)}; --allow {name} accepts it", "error")
+                                f"{policy.describe(comp.expected_dtype)}; --allow {name} accepts it"
+                                + (f" (so does --allow {BASELINE}: the baseline is measured to need it too)"
+                                   if name in policy.baseline_needs and not policy.follows_baseline else ""),
+                                "error")
     return list(out.values())
 
 
@@ -158,7 +163,8 @@ def summary(runs: list[CorrectnessRun], policy: PrecisionPolicy, truth64: dict[s
     judged = [r for r in runs if r.kernelbench is not None]
     out: dict[str, Any] = {
         "dtype": dtype, "allowed": list(policy.allowed), "from_options": list(policy.from_options),
-        "from_spec": list(policy.from_spec), "from_baseline": list(policy.from_baseline), "applied": policy.describe(dtype) if dtype else "",
+        "from_spec": list(policy.from_spec), "from_baseline": list(policy.from_baseline),
+        "baseline_state": policy.baseline_state, "inapplicable": list(policy.inapplicable), "applied": policy.describe(dtype) if dtype else "",
         "check": "+".join(checks), "factor": own_factor(dtype),
         "fallback": str(truth64.get("fallback") or ""),
         "error_ratio": max((c.error_ratio for c in measured), default=None),

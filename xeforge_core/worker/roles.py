@@ -101,7 +101,7 @@ from xeforge_core.worker.integrity import (
     subclass_outputs,
 )
 from xeforge_core.worker.loading import LoadedModule, load_module
-from xeforge_core.worker.precision_hints import jit_reached, precision_hints, tf32_dots
+from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES, jit_reached, precision_hints, tf32_dots
 from xeforge_core.worker.precision_report import advice, explained, has_unexplained, policy_of, run_check
 from xeforge_core.worker.precision_report import findings as precision_findings
 from xeforge_core.worker.precision_report import summary as precision_summary
@@ -711,14 +711,15 @@ def run_baseline(ctx: WorkerContext) -> None:
                         f"{err.failure.reason}", err.failure.line, err.failure.error_text)) from err
                 calibration = _calibrate(f64, meta, rmodel, combo, ref_out)
                 base_hints = _hints(harness.loaded, meta["truth64"].get("dtype"), holder.get("launched"))
+                bpolicy = policy.restricted(base_hints, SCANNED_DOWNGRADES)
                 tol = resolve_tolerance(ctx.options, combo.variant)
                 ok, comps, warns, note = compare_outputs(outputs, ref_out, tol, allow_dtype_change=True,
                                                          poisoned=False, calibration=calibration,
-                                                         allowed=policy.allowed, hints=tuple(base_hints))
+                                                         allowed=bpolicy.allowed, hints=tuple(base_hints))
                 if not ok and nonfinite_summary(ref_out):  # only where the reference is NaN/Inf: no fault
                     ok = excused_by_nonfinite_truth(outputs, ref_out, tol, ctx.ops.torch_device,
                                                     allow_dtype_change=True, poisoned=False, calibration=calibration,
-                                                    allowed=policy.allowed, hints=tuple(base_hints))
+                                                    allowed=bpolicy.allowed, hints=tuple(base_hints))
                 first = next((o for o in ref_out if isinstance(o, torch.Tensor)), None)
                 r, a = tol.for_dtype(first.dtype)[:2] if first is not None else (0.0, 0.0)
                 check, kb = run_check(comps)
@@ -730,7 +731,7 @@ def run_baseline(ctx: WorkerContext) -> None:
                 lower = not ok and all(c.passed or explained(c, base_hints) for c in comps) and not note
                 if lower:  # a baseline of lower precision than the problem's still computes the same thing
                     precision_notes.append(f"{combo.describe()}: {summarize_failure(comps, note)}"
-                                           f"{advice(run, base_hints, policy)}")
+                                           + ("" if policy.follows_baseline else advice(run, base_hints, bpolicy)))
                 if lower:
                     needed.update(found[0] for c in comps if not c.passed
                                   and (found := explained(c, base_hints)) is not None)
@@ -787,13 +788,17 @@ def run_baseline(ctx: WorkerContext) -> None:
         meta["fixed_inputs"] = fixed
         meta["weights"] = {k: "baseline init" for k in harness.states}
         meta["baseline_disagrees"] = len(ref_failures)
-        meta["baseline_downgrades"] = [n for n in DOWNGRADES if n in needed]
+        # what --allow baseline resolves to: measured only against a float64 truth of a reference
+        measured = (reference is not None or eager) and not (meta.get("truth64") or {}).get("fallback")
+        meta["baseline_downgrades"] = [n for n in DOWNGRADES if n in needed] if measured else None
+        meta["baseline_state"] = ("inconsistent" if ref_failures else "measured") if measured else "unmeasured"
         if precision_notes:
+            needs = ", ".join(meta["baseline_downgrades"] or []) or "its precision"
+            held = (f"--allow {BASELINE} holds candidates to it ({needs})" if policy.follows_baseline else
+                    f"candidates are held to the precision the problem allows, not to the baseline's (--allow "
+                    f"{BASELINE} holds them to the baseline's: {needs})")
             ctx.verdict.warnings.append(f"the baseline computes at a lower precision than the problem's on "
-                                        f"{len(precision_notes)} run(s), e.g. {precision_notes[0]}; candidates are held "
-                                        "to the precision the problem allows, not to the baseline's (--allow "
-                                        f"{BASELINE} holds them to the baseline's: "
-                                        f"{', '.join(meta['baseline_downgrades']) or 'its precision'})")
+                                        f"{len(precision_notes)} run(s), e.g. {precision_notes[0]}; {held}")
         if ref_failures:
             ctx.verdict.warnings.append(f"the baseline disagrees with the reference on {len(ref_failures)} run(s), "
                                         f"e.g. {ref_failures[0]}: the reference is the truth, so the problem is "
@@ -944,8 +949,13 @@ def run_candidate(ctx: WorkerContext) -> None:
     small_expected.clear()
 
     def correctness(step: Step) -> None:
-        policy = policy_of(ctx.options).with_baseline(meta.get("baseline_downgrades") or ())
         hints = _hints(harness.loaded, (meta.get("truth64") or {}).get("dtype"), holder.get("launched"))
+        policy = policy_of(ctx.options).with_baseline(
+            meta.get("baseline_downgrades"), meta.get("baseline_state") or "measured").restricted(hints, SCANNED_DOWNGRADES)
+        for name in policy.inapplicable:
+            ctx.verdict.warnings.append(
+                f"{policy.source_of(name)} does not apply: the kernels have no {DOWNGRADES[name].what.split(' (')[0]} "
+                "(an allowance vouches only for what it names, so it does not widen the bound here)")
         excused: list[CorrectnessRun] = []
         first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, policy, hints,
                                 excused)

@@ -522,3 +522,26 @@ def test_a_misspelt_model_class_beside_kernel_function_is_named_not_silently_ski
     assert verdict.kind.value == "ok", verdict.reason
     assert ("the candidate defines class ModelNwe, which is not an entry point (did you mean ModelNew?): "
             "kernel_function() is what was verified") in verdict.warnings
+
+
+def test_an_explicit_reference_builds_the_inputs_not_the_solutions_copy(tmp_path):
+    """A published solution checked against its problem file (``--reference``) may carry its own
+    get_inputs() (on the GPU by name, at other sizes): the problem's builds the inputs, the
+    verdict's contract, and the difference is said. Without an explicit reference the kernel
+    file's own get_inputs() is the problem's, as before."""
+    problem = tmp_path / "problem.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return x * 2\n\nN = 4096\n\n"
+                       "def get_inputs():\n    return [torch.randn(N)]\n\ndef get_init_inputs():\n    return []\n")
+    solution = tmp_path / "solution.py"
+    solution.write_text("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+                        "    def forward(self, x):\n        return x * 2\n\n"
+                        "def get_inputs():\n    return [torch.randn(64, device='cuda')]\n\n"
+                        "def get_init_inputs():\n    return []\n")
+    p = load_problem(solution, reference_path=problem)
+    assert p.inputs is not None and p.inputs.path == problem
+    assert any("solution.py's own get_inputs() differs from the problem's (problem.py)" in w for w in p.warnings)
+    same = tmp_path / "same.py"
+    same.write_text(solution.read_text().replace("torch.randn(64, device='cuda')", "torch.randn(N)"))
+    assert not any("differs" in w for w in load_problem(same, reference_path=problem).warnings)
+    assert load_problem(solution).inputs.path == solution  # no reference given: its own

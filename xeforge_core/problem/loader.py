@@ -137,6 +137,23 @@ def find_reference(kernel_path: str | Path) -> Path | None:
     return None
 
 
+def _function_text(source: str, name: str) -> str | None:
+    """The source of the module-level function ``name`` in ``source`` without its docstring and
+    comments (``ast.unparse``), ``None`` where there is none or the module does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            body = node.body[1:] if (node.body and isinstance(node.body[0], ast.Expr)
+                                     and isinstance(getattr(node.body[0], "value", None), ast.Constant)) else node.body
+            return ast.unparse(ast.Module(body=body, type_ignores=[]))
+    return None
+
+
 def load_problem(kernel_path: str | Path, spec_path: str | Path | None = None,
                  reference_path: str | Path | None = None) -> Problem:
     """Load a kernel problem from files.
@@ -276,15 +293,24 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     if spec_text is not None:
         spec = parse_spec(spec_text, sp, label=None if sp else f"{name}.yaml")
 
-    # Inputs without a spec: whichever file defines get_inputs(), the problem's own first.
+    # Inputs without a spec: whichever file defines get_inputs(), the problem's own first. A
+    # reference given explicitly is the problem (a published solution checked against its
+    # problem file): its get_inputs() is the contract, not the solution's copy, which may build
+    # other sizes or put them on a device by name.
     inputs: ModuleFile | None = None
-    if spec is None:
-        if facts.has_get_inputs:
-            inputs = ModuleFile(source=source_text, path=kp, class_name=kernel.class_name, label="inputs")
-        elif reference is not None and ref_facts is not None and ref_facts.has_get_inputs:
-            inputs = ModuleFile(source=reference.source, path=reference.path, class_name="Model", label="inputs")
-
     warnings: list[str] = list(spec.warnings) if spec else []
+    problem_inputs = reference is not None and ref_facts is not None and ref_facts.has_get_inputs
+    if spec is None:
+        if facts.has_get_inputs and not (problem_inputs and reference_source is not None):
+            inputs = ModuleFile(source=source_text, path=kp, class_name=kernel.class_name, label="inputs")
+        elif problem_inputs:
+            inputs = ModuleFile(source=reference.source, path=reference.path, class_name="Model", label="inputs")
+            if facts.has_get_inputs and _function_text(source_text, "get_inputs") != _function_text(
+                    reference.source, "get_inputs"):
+                warnings.append(f"{kernel_label}'s own get_inputs() differs from the problem's "
+                                f"({reference.path.name if reference.path else 'the reference'}): the problem's "
+                                "builds the inputs, as the problem poses them")
+
     _cross_check(facts, ref_facts, spec, sp.name if sp else f"{name}.yaml", warnings, eager=eager,
                  kernel_role=not as_reference)
     problem = Problem(name=name, kernel=kernel, reference=reference, spec=spec, warnings=warnings,

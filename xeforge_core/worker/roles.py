@@ -732,7 +732,6 @@ def run_baseline(ctx: WorkerContext) -> None:
                 if lower:  # a baseline of lower precision than the problem's still computes the same thing
                     precision_notes.append(f"{combo.describe()}: {summarize_failure(comps, note)}"
                                            + ("" if policy.follows_baseline else advice(run, base_hints, bpolicy)))
-                if lower:
                     needed.update(found[0] for c in comps if not c.passed
                                   and (found := explained(c, base_hints)) is not None)
                 record["ref_agrees"] = ok or lower

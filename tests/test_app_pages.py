@@ -409,3 +409,29 @@ def test_optimize_verifies_with_the_memory_checker(wb: Workbench, monkeypatch: p
     assert len(asked) == 1 and asked[0] is not None and asked[0].memcheck
     assert any("memcheck: interpreter bounds check: 1 invalid write" in e.value for e in at.error)
     assert wb.review.verdict.kind is VerdictKind.WRONG_ANSWER
+
+
+def test_optimize_offers_the_baselines_precision_and_verifies_with_it(wb: Workbench,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review's "Allowed precision" choice offers ``baseline`` beside the named downgrades;
+    choosing it reaches the next verification's options, as ``--allow baseline`` does."""
+    import xeforge_core.verify as verify_mod
+
+    asked = []
+
+    def fake_verify(problem: object, source: str, *, options=None, **kwargs: object) -> Verdict:  # noqa: ANN001
+        asked.append(options)
+        return Verdict(kind=VerdictKind.OK, reason="ok", steps=[Step("correctness", StepStatus.PASSED)])
+
+    monkeypatch.setattr(verify_mod, "verify", fake_verify)
+    wb.load_sample("07_gemm_fp32_upcast")
+    session = wb.start_session()
+    wb.submit_manual(session.source("head").replace("num_warps=4", "num_warps=8"))
+    at = _page("pages/1_Optimize.py", wb)
+    choice = at.multiselect(key="opt_allow_precision")
+    assert any(o.startswith("baseline: ") for o in choice.options) and any(o.startswith("tf32: ") for o in choice.options)
+    choice.set_value(["baseline"]).run()
+    assert wb.allow_precision == ["baseline"]
+    at.button(key="opt_verify_memcheck").click().run()
+    assert wb.jobs.current("verify").wait(10)
+    assert asked and asked[-1].allow_precision == ["baseline"]

@@ -254,3 +254,16 @@ def test_an_allowance_with_nothing_to_apply_to_does_not_widen_the_bound():
     assert v.kind is VerdictKind.WRONG_ANSWER and "--allow approx-math" in v.reason, v.reason
     assert v.precision["inapplicable"] == ["tf32"] and v.precision["allowed"] == []
     assert any(w.startswith("--allow tf32 does not apply: the kernels have no TF32 dot products") for w in v.warnings)
+
+
+def test_allow_baseline_allows_nothing_for_a_baseline_wrong_beyond_precision():
+    """A baseline with a fault whose error looks like a precision change on zero-mean inputs and is
+    plainly wrong on the problem's own ``torch.rand`` inputs (masked lanes add mean² to a
+    variance): its small errors are not trusted to be a precision change, so ``--allow baseline``
+    allows nothing and the same fault in a candidate stays a wrong answer."""
+    problem = load_problem(FIX / "rownorm_masked_lanes.py", reference_path=FIX / "rownorm.py")
+    source = (FIX / "rownorm_masked_lanes.py").read_text()
+    v = verify(problem, source, device="cpu", candidate_name="candidate.py",
+               options=replace(FAST, allow_precision=["baseline"], distributions=["normal", "uniform"]))
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+    assert v.precision["from_baseline"] == [] and v.precision["baseline_state"] == "inconsistent", v.precision

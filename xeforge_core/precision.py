@@ -64,8 +64,9 @@ where the reference is exact needs ``approx-math``): a user porting a kernel may
 less precise than what I have" without naming how it is less precise. The baseline's
 verification measures them (its outputs against the reference, each failure a precision change
 names, :func:`xeforge_core.worker.precision_report.explained`); a baseline that matches the
-problem's precision adds nothing, and one that is wrong in a way no precision change explains
-leaves the problem inconsistent, as before. The verdict names the downgrades this resolved to.
+problem's precision adds nothing, and one that is wrong on some run in a way no precision change
+explains adds nothing either (the problem is inconsistent, as before, and the small errors of its
+other runs are not trusted to be a precision change). The verdict names what this resolved to.
 
 KernelBench's own check (``torch.allclose(ref, new, atol=tol, rtol=tol)``, tol by dtype:
 :data:`KERNELBENCH_TOLERANCE`) is reported beside the verdict for comparison.

@@ -787,9 +787,12 @@ def run_baseline(ctx: WorkerContext) -> None:
         meta["fixed_inputs"] = fixed
         meta["weights"] = {k: "baseline init" for k in harness.states}
         meta["baseline_disagrees"] = len(ref_failures)
-        # what --allow baseline resolves to: measured only against a float64 truth of a reference
+        # what --allow baseline resolves to: measured only against a float64 truth of a reference, and
+        # nothing where some run is wrong beyond any precision change (as for a candidate's outputs, a
+        # fault on one run means the small errors of another are not trusted to be a precision change)
         measured = (reference is not None or eager) and not (meta.get("truth64") or {}).get("fallback")
-        meta["baseline_downgrades"] = [n for n in DOWNGRADES if n in needed] if measured else None
+        meta["baseline_downgrades"] = ([] if ref_failures else [n for n in DOWNGRADES if n in needed]) \
+            if measured else None
         meta["baseline_state"] = ("inconsistent" if ref_failures else "measured") if measured else "unmeasured"
         if precision_notes:
             needs = ", ".join(meta["baseline_downgrades"] or []) or "its precision"

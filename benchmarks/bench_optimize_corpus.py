@@ -102,7 +102,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_pipeline import RULES_STAGES, Job, Settings, geomean, run_rules_pipeline  # noqa: E402
 from bounded_pool import log_tail, run_command_bounded  # noqa: E402
 from memory_gate import MemoryGate, device_capacity, device_free_bytes, pair_footprint  # noqa: E402
-from state_bytes import largest_tensor, state_bytes  # noqa: E402
+from state_bytes import meta_sizes  # noqa: E402
 
 from xeforge_core.devices import detect_device  # noqa: E402
 from xeforge_core.precision import BASELINE  # noqa: E402
@@ -281,7 +281,7 @@ def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any =
     got = estimate_input_bytes(source)
     if not got:
         return "module", "published size (input bytes unknown)"
-    model = problem.reference.source if getattr(problem, "reference", None) is not None else source
+    model = _model_source(problem)
     gemm = estimate_gemm_flop(model, inputs_source=source)
     peak = peak_tflops(device, gemm[1]) * 1e12 if gemm else 0.0
 
@@ -303,19 +303,16 @@ def bench_size(problem: Any, bandwidth_gbps: float, min_us: float, device: Any =
     # only where the inputs alone are too small to decide)
     factors = [2**i for i in range(21)]
     scaled_vars = {f: scaled_variant(problem, base, f, "bench") for f in factors[1:]}
-    states = state_bytes(model, [dict(base.overrides or {})] + [dict(v.overrides or {}) if v is not None else {}
-                                                                for v in scaled_vars.values()])
-    state_at = dict(zip(factors, states))
+    # and the largest tensor each scale makes (the forward on the meta device, the same child)
+    sized = meta_sizes(model, [dict(base.overrides or {})] + [dict(v.overrides or {}) if v is not None else {}
+                                                              for v in scaled_vars.values()])
+    state_at = {f: b for f, (b, _) in zip(factors, sized)}
+    largest = {f: n for f, (_, n) in zip(factors, sized)}
     moved += state_at[1] or 0
     if seconds(moved, flop) >= min_us * 1e-6:
         return "module", f"published size ({why_of(moved, flop)} >= {min_us:g} µs)"
     factor, var, s_moved, s_flop = 1, None, moved, flop
-    largest: dict[int, int | None] = {}
     while seconds(s_moved, s_flop) < min_us * 1e-6 and factor < 2**20:  # every size constant grows
-        if not largest:  # the forward on the meta device: one child, only where scaling starts
-            overrides = [dict(base.overrides or {})] + [dict(v.overrides or {}) if v is not None else {}
-                                                        for v in scaled_vars.values()]
-            largest = dict(zip(factors, largest_tensor(model, overrides)))
         if (largest[factor * 2] or 0) > INT32_LIMIT >= (largest[1] or 0):
             stop = (f"x{factor * 2} would make a tensor of {largest[factor * 2]} elements, past the 2^31 - 1 "
                     "that int32 offsets address (the published kernels' own limit, not a size the problem poses)")
@@ -350,9 +347,15 @@ def problem_flop(problem: Any, variant: Any) -> float | None:
 
     if problem.inputs is None:
         return None
-    model = problem.reference.source if getattr(problem, "reference", None) is not None else problem.inputs.source
-    got = estimate_gemm_flop(model, dict(getattr(variant, "overrides", None) or {}), problem.inputs.source)
+    got = estimate_gemm_flop(_model_source(problem), dict(getattr(variant, "overrides", None) or {}),
+                             problem.inputs.source)
     return float(got[0]) if got else None
+
+
+def _model_source(problem: Any) -> str:
+    """The source whose ``Model.forward`` the FLOP and state are read from: the reference's, else
+    the module ``get_inputs()`` comes from."""
+    return problem.reference.source if getattr(problem, "reference", None) is not None else problem.inputs.source
 
 
 def input_bytes(problem_path: Path, solution_path: Path, bandwidth_gbps: float | None, min_us: float,

@@ -169,7 +169,7 @@ def test_a_models_weights_count_in_the_bytes_a_forward_moves(tmp_path):
     )
     path = tmp_path / "mlp.py"
     path.write_text(problem_src)
-    sizes = corpus.state_bytes(problem_src, [{}, {"hidden": 32768}])
+    sizes = [b for b, _ in corpus.meta_sizes(problem_src, [{}, {"hidden": 32768}])]
     assert sizes[0] == 4 * (1000 * 16384 + 16384 + 16384 * 1000 + 1000) and sizes[1] > sizes[0]
     size, why = corpus.bench_size(load_problem(path), 4000.0, 100.0)
     # 131 MB of fp32 weights: 33 µs at 4000 GB/s; doubling every size constant quadruples them

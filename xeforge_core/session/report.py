@@ -48,15 +48,20 @@ class SessionView(Protocol):
     def verdict_of(self, version: str | int | None = "head") -> Any: ...
 
 
-def _perf_of(session: SessionView, version: Version) -> dict[str, Any]:
-    """TFLOP/s, GB/s, times (µs) and roofline fraction of a version from its verdict (geometric
-    means over the timed variants), or ``{}`` when it has no timing."""
+def _verdict_of(session: SessionView, version: Version) -> Any:
+    """The verdict a candidate version was committed with, ``None`` for the baseline or where
+    none can be read."""
     if not version.candidate:
-        return {}
+        return None
     try:
-        verdict = session.verdict_of(version.sha)
+        return session.verdict_of(version.sha)
     except Exception:
-        return {}
+        return None
+
+
+def _perf_of(verdict: Any) -> dict[str, Any]:
+    """TFLOP/s, GB/s, times (µs) and roofline fraction of a version from its ``verdict``
+    (geometric means over the timed variants), or ``{}`` when it has no timing."""
     if verdict is None or not verdict.performance:
         return {}
 
@@ -83,15 +88,9 @@ def _perf_of(session: SessionView, version: Version) -> dict[str, Any]:
     }
 
 
-def _precision_of(session: SessionView, version: Version) -> str | None:
-    """The precision a version's verification held it to (``Verdict.precision["applied"]``:
+def _precision_of(verdict: Any) -> str | None:
+    """The precision a version's ``verdict`` held it to (``Verdict.precision["applied"]``:
     ``float32, allowing approx-math (baseline)``), ``None`` where there is no verdict or record."""
-    if not version.candidate:
-        return None
-    try:
-        verdict = session.verdict_of(version.sha)
-    except Exception:
-        return None
     return ((getattr(verdict, "precision", None) or {}).get("applied") or None) if verdict is not None else None
 
 
@@ -153,13 +152,14 @@ def json_report(session: SessionView) -> dict[str, Any]:
     stages_state = session.stages
     versions = []
     for v in history:
-        perf = _perf_of(session, v)
+        verdict = _verdict_of(session, v)  # read once: the timings and the precision both come from it
+        perf = _perf_of(verdict)
         versions.append({
             "index": v.index, "sha": v.sha, "short": v.short, "kind": v.kind, "stage": v.stage,
             "engine": v.engine, "model": v.model, "verdict": v.verdict, "speedup": v.speedup,
             "cumulative_speedup": v.cumulative_speedup, "device": v.device, "iteration": v.iteration,
             "candidate": v.candidate, "summary": v.summary, "note": v.trailers.get("Note"),
-            "precision": _precision_of(session, v),
+            "precision": _precision_of(verdict),
             "time": _dt.datetime.fromtimestamp(v.time, tz=_dt.timezone.utc).isoformat(),
             **{k: perf.get(k) for k in ("tflops", "gbps", "roofline_fraction", "time_us", "parent_time_us",
                                         "parent_tflops", "reference_time_us", "speedup_interval")},

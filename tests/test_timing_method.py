@@ -370,6 +370,9 @@ def test_timing_role_end_to_end_in_the_interpreter(tmp_path):
     assert p.candidate.method == "back_to_back" and p.method_reason and p.candidate.host_us > 0
     assert p.speedup_low <= p.speedup <= p.speedup_high and p.interval_method.startswith("paired bootstrap")
     assert p.steady is None  # no clocks to settle in the interpreter
+    # one launch given the two inputs and the output: the bytes the problem must move
+    assert p.traffic.launches == 1 and p.traffic.traffic_bytes == p.bytes_moved > 0
+    assert p.traffic.busiest_programs >= 1 and p.traffic.compute_units is None  # no SMs in the interpreter
     step = v.step("performance")
     assert step.status.value == "passed" and p.call.text in step.summary and "back-to-back" in step.summary
     assert step.evidence["variants"]["module"]["trials"] == p.candidate.trials

@@ -222,6 +222,23 @@ class TimingStats:
 
 
 @dataclass
+class LaunchTraffic:
+    """The kernel launches of one call of the candidate, as the launch hook saw them: how many,
+    the bytes of their tensor arguments summed over the launches (``traffic_bytes``: each launch
+    can read or write each tensor it is given once; a launch that touches only part of a tensor
+    moves less, one that reads its data again past the caches more), and the launch giving the
+    most bytes: its kernel, its number of programs (the launch grid's product) and its bytes.
+    ``compute_units`` is the device's SM (NVIDIA) or Xe-core count as torch reports it."""
+
+    launches: int
+    traffic_bytes: float
+    busiest_kernel: str = ""
+    busiest_programs: int | None = None
+    busiest_bytes: float = 0.0
+    compute_units: int | None = None
+
+
+@dataclass
 class PerformanceResult:
     """Baseline vs candidate timing on one variant, interleaved in one run.
 
@@ -259,6 +276,11 @@ class PerformanceResult:
     #: what the baseline is: ``baseline`` (a Triton kernel) or ``eager`` (the PyTorch reference
     #: itself, for a KernelBench / KernelAgent problem: the speedup is then over eager PyTorch)
     baseline_label: str = "baseline"
+    #: the candidate's launches in one call (``None``: not recorded), for ``roofline_gap``
+    traffic: LaunchTraffic | None = None
+    #: ``memory`` or ``compute``: which roof bounds the candidate at its FLOP per byte on the
+    #: device profile (``""``: not known, e.g. without a profile)
+    bound: str = ""
 
     @property
     def call(self) -> SpeedupCall:

@@ -30,7 +30,8 @@ class LaunchRecord:
     element count of its largest tensor argument; ``float32_args`` whether any tensor argument
     is float32; ``scalars`` the integer arguments that are not constexprs (sizes, strides) and
     ``constants`` the integer constexprs (tile sizes, given by keyword or position), by parameter
-    name."""
+    name; ``tensor_bytes`` the bytes of its tensor arguments, each distinct view counted once (what
+    the launch can read or write, the measure of its memory traffic)."""
 
     kernel: str
     constexprs: dict[str, Any] = field(default_factory=dict)
@@ -41,6 +42,7 @@ class LaunchRecord:
     float32_args: bool = False
     scalars: dict[str, int] = field(default_factory=dict)
     constants: dict[str, int] = field(default_factory=dict)
+    tensor_bytes: int = 0
 
 
 #: Offsets computed in int32 wrap past this element count.
@@ -115,10 +117,14 @@ def resolve_grid(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], gr
     return items[0], items[1], items[2]
 
 
-def _arg_facts(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[str, int] | None, bool]:
+def _arg_facts(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> tuple[tuple[str, int] | None, bool, int]:
+    """(name and element count of the largest tensor argument, whether any is float32, the bytes
+    of the tensor arguments with each distinct view, by address and size, counted once)."""
     names = list(getattr(fn_self, "arg_names", []) or [])
     largest: tuple[str, int] | None = None
     f32 = False
+    views: set[tuple[int, int]] = set()
     pairs = list(zip(names, args)) if names else [(str(i), a) for i, a in enumerate(args)]
     for name, value in pairs + list(kwargs.items()):
         numel = getattr(value, "numel", None)
@@ -126,13 +132,14 @@ def _arg_facts(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> t
             continue
         try:
             n = int(numel())
+            views.add((int(value.data_ptr()), n * int(value.element_size())))
         except Exception:  # noqa: BLE001
             continue
         if largest is None or n > largest[1]:
             largest = (str(name), n)
         if str(getattr(value, "dtype", "")) == "torch.float32":
             f32 = True
-    return largest, f32
+    return largest, f32, sum(size for _, size in views)
 
 
 def _plain(value: Any) -> bool:
@@ -233,12 +240,13 @@ class LaunchRecorder:
             constexprs = {k: v for k, v in kwargs.items() if _plain(v)}
             bound = bound_arguments(fn_self, args, kwargs)
             resolved = resolve_grid(fn_self, args, kwargs, grid, bound)
-            largest, f32 = _arg_facts(fn_self, args, kwargs)
+            largest, f32, nbytes = _arg_facts(fn_self, args, kwargs)
             scalars, constants = integer_arguments(fn_self, bound)
             rec = LaunchRecord(kernel=name, constexprs=constexprs,
                                main_thread=threading.current_thread() is threading.main_thread(),
                                side_stream=bool(recorder.on_side_stream()), grid=resolved,
-                               largest_arg=largest, float32_args=f32, scalars=scalars, constants=constants)
+                               largest_arg=largest, float32_args=f32, scalars=scalars, constants=constants,
+                               tensor_bytes=nbytes)
             recorder.launches.append(rec)
             if recorder.dry:
                 return None

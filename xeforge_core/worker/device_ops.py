@@ -394,6 +394,22 @@ class DeviceOps:
         """Whether timing may replay calls from a device graph on this backend (cuda)."""
         return self.backend.graph_timing and self.backend.graph_class is not None
 
+    def program_units(self) -> int | None:
+        """How many units the device schedules programs on: SMs (``multi_processor_count``) on
+        NVIDIA, Xe-cores (``gpu_subslice_count``; ``max_compute_units`` counts EUs, eight an
+        Xe-core) on Intel; ``None`` in the interpreter or where torch does not say."""
+        if self._mod is None or self.interpreter:
+            return None
+        try:
+            props = self._mod.get_device_properties(self._current_index())
+        except Exception:  # noqa: BLE001
+            return None
+        for attr in ("multi_processor_count", "gpu_subslice_count"):
+            value = getattr(props, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
     def fingerprint(self) -> dict[str, Any]:
         """Device facts recorded in the verdict (name, versions)."""
         import triton

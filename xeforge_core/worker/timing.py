@@ -87,17 +87,20 @@ from typing import Any
 import torch
 
 from xeforge_core.devlock import DeviceLock, LockTimeout
+from xeforge_core.roofline_gap import roofline_gap
 from xeforge_core.verdict import (
     SPEEDUP_CONFIDENCE,
     Finding,
+    LaunchTraffic,
     PerformanceResult,
     Step,
     StepStatus,
     TimingStats,
     VerdictKind,
 )
-from xeforge_core.vocab.roofline import attainable_tflops
+from xeforge_core.vocab.roofline import attainable_tflops, bound, ridge_point
 from xeforge_core.worker.autotune import chosen_configs
+from xeforge_core.worker.capture import LaunchRecord
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import Failure, WorkerError
 from xeforge_core.worker.integrity import HarnessGuard
@@ -761,6 +764,12 @@ def run_timing(ctx: WorkerContext) -> None:
             if p.steady is False:
                 ctx.verdict.warnings.append(f"variant {p.variant}: the device's times were still moving after "
                                             f"{p.settle_ms:.0f} ms of warm-up (clocks or temperature not steady)")
+            gaps = [] if ctx.ops.interpreter else roofline_gap(
+                p, p.roofline_fraction if p.bound == "memory" else None, bandwidth="the device profile's bandwidth")
+            if gaps:
+                ctx.verdict.findings.append(Finding(
+                    "below_roofline", f"variant {p.variant}: memory-bound at {p.roofline_fraction:.0%} of the device "
+                    f"profile's bandwidth: " + "; ".join(gaps), severity="info"))
         threads = ctx.threads.started
         if threads:
             ctx.verdict.findings.append(Finding("background_thread", f"threads started while timing: {threads}"))
@@ -815,7 +824,23 @@ def performance_result(measurement: Measurement, variant: str, *, flop: float | 
         roofline_fraction=fraction, launch_bound=measurement.plan.method != "events", suspect=suspect,
         speedup_low=low if math.isfinite(low) else None, speedup_high=high if math.isfinite(high) else None,
         confidence=SPEEDUP_CONFIDENCE, interval_method=INTERVAL_METHOD, method_reason=measurement.plan.reason,
-        settle_ms=round(measurement.settle_ms, 1), steady=measurement.steady)
+        settle_ms=round(measurement.settle_ms, 1), steady=measurement.steady,
+        bound=_bound(flop, nbytes, dtype_key, profile))
+
+
+def _bound(flop: float | None, nbytes: float | None, dtype_key: str | None, profile: dict[str, Any] | None) -> str:
+    """``memory`` or ``compute`` by the roofline of ``profile`` at ``flop / nbytes`` (``memory``
+    for a byte count without a FLOP count, as :func:`roofline` reads it), else ``""``."""
+    if not profile or not nbytes:
+        return ""
+    if not flop:
+        return "memory"
+    peaks = profile.get("peak_tflops") or {}
+    peak = peaks.get(dtype_key) if dtype_key else None
+    if peak is None and dtype_key == "fp32":
+        peak = peaks.get("tf32")
+    side = bound(flop / nbytes, ridge_point(peak, profile.get("bandwidth_gbps") or profile.get("memory_bandwidth_gbps")))
+    return "" if side == "unknown" else side
 
 
 def _time_variant(ctx: WorkerContext, holder: dict[str, Any], variant: dict[str, Any]
@@ -872,8 +897,24 @@ def _time_variant(ctx: WorkerContext, holder: dict[str, Any], variant: dict[str,
         ctx.recorder.active = True
         lock.release()
     flop = variant.get("flop")
-    nbytes = max(float(variant.get("bytes") or 0), _minimum_bytes(args, bmodel, callables["candidate"]())) or None
+    mark = ctx.recorder.mark()
+    output = callables["candidate"]()
+    traffic = launch_traffic(ctx.recorder.since(mark), ctx.ops.program_units())
+    nbytes = max(float(variant.get("bytes") or 0), _minimum_bytes(args, bmodel, output)) or None
     result = performance_result(measurement, combo.vname, flop=float(flop) if flop else None,
                                 nbytes=float(nbytes) if nbytes else None, dtype_key=_dtype_key(ctx, variant),
                                 profile=ctx.options.get("device_profile"))
+    result.traffic = traffic
     return result, measurement
+
+
+def launch_traffic(launches: list[LaunchRecord], units: int | None) -> LaunchTraffic | None:
+    """The :class:`LaunchTraffic` of one call's ``launches`` (the hook's records; ``None`` when
+    the call launched nothing), with ``units`` the device's SM or Xe-core count."""
+    if not launches:
+        return None
+    busiest = max(launches, key=lambda rec: rec.tensor_bytes)
+    programs = math.prod(busiest.grid) if busiest.grid is not None else None
+    return LaunchTraffic(launches=len(launches), traffic_bytes=float(sum(rec.tensor_bytes for rec in launches)),
+                         busiest_kernel=busiest.kernel, busiest_programs=programs,
+                         busiest_bytes=float(busiest.tensor_bytes), compute_units=units)

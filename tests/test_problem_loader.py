@@ -545,3 +545,18 @@ def test_an_explicit_reference_builds_the_inputs_not_the_solutions_copy(tmp_path
     same.write_text(solution.read_text().replace("torch.randn(64, device='cuda')", "torch.randn(N)"))
     assert not any("differs" in w for w in load_problem(same, reference_path=problem).warnings)
     assert load_problem(solution).inputs.path == solution  # no reference given: its own
+
+
+def test_a_solution_keeping_its_problems_model_is_entered_by_modelnew():
+    """KernelBench's solution files keep the problem's ``Model`` beside ``ModelNew``; verified
+    against a plain-PyTorch problem (whose class, ``Model``, is what the harness prefers), the
+    candidate is its ``ModelNew``, not the reference copy (which launched no Triton kernel and was
+    called cheating). KernelBook's solutions name theirs after the problem's class."""
+    from xeforge_core.problem.entry import entry_point
+
+    both = "import torch\nclass ModelNew(torch.nn.Module): pass\nclass Model(torch.nn.Module): pass\n"
+    assert entry_point(both, "Model") == ("class", "ModelNew")
+    assert entry_point("import torch\nclass Model(torch.nn.Module): pass\n", "Model") == ("class", "Model")
+    assert entry_point("import torch\nclass GetMaskNew(torch.nn.Module): pass\n", "GetMask") == ("class", "GetMaskNew")
+    assert entry_point("import torch\nclass GetMask(torch.nn.Module): pass\nclass GetMaskNew(torch.nn.Module): pass\n",
+                       "GetMask") == ("class", "GetMaskNew")

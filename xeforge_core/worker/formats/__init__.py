@@ -83,8 +83,16 @@ def entry_point_of(classes: set[str], bound: set[str], imported: set[str], prefe
     them), binds ``bound`` in any way and imports ``imported``: ``preferred`` if it is a class,
     else the first registered class entry it defines, else a registered function entry it binds,
     else an imported class entry (what it is shows only at run time), else ``("class",
-    preferred)``: running it then says what is missing."""
-    order = (preferred, *class_names())
+    preferred)``: running it then says what is missing.
+
+    A format's entry outranks its reference class: a KernelBench solution keeps the problem's
+    ``Model`` beside ``ModelNew``, and ``ModelNew`` is the solution even when ``preferred`` is
+    ``Model`` (the problem's class). KernelBook's solutions name theirs after the problem's
+    class (``GetMaskNew`` for ``GetMask``), and keep the problem's class beside it too:
+    ``preferred + "New"`` comes first."""
+    shadowed = {f.reference_class for f in FORMATS
+                if f.entry_kind == "class" and f.reference_class and any(n in classes for n in f.entry_names)}
+    order = tuple(n for n in dict.fromkeys((preferred + "New", preferred, *class_names())) if n not in shadowed)
     for name in order:
         if name in classes:
             return "class", name

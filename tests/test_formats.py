@@ -485,3 +485,47 @@ def test_a_kernel_function_that_writes_its_input_in_place_runs_on_a_copy():
     wrapped(x)
     wrapped(x)
     assert wrapped.in_place is False and seen[1] == x.data_ptr() != seen[0]
+
+
+def test_kernelbook_problems_with_wrapper_and_new_class_solutions(capsys):
+    """KernelBook's layout (fixtures written here): the problem's module keeps its own name beside
+    a helper module, get_init_inputs() returns [[args], {kwargs}], and a solution is either a
+    ``triton_kernel_wrapper`` function or a ``<Name>New`` class that keeps a copy of the problem's
+    class."""
+    kb = FORMATS / "kernelbook"
+    code, v = verify(capsys, kb / "problem.py", kb / "wrapper.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    compiled = next(s for s in v["steps"] if s["name"] == "compile")["summary"]
+    assert "called triton_kernel_wrapper(x=input 0, limit=model.limit=0.3, scale=model.scale=2.0, " \
+           "offset=model.shift.offset=0.25)" in compiled
+    assert any("its one outermost nn.Module, ClampedSquare, is the problem" in w for w in v["warnings"])
+    code, v = verify(capsys, kb / "problem.py", kb / "wrapper_no_scale.py")
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    code, v = verify(capsys, kb / "problem.py", kb / "solution_new.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert "solution_new.py" in next(s for s in v["steps"] if s["name"] == "compile")["summary"]
+
+
+def test_kernelbook_constructor_values_are_laid_out_in_parameter_order():
+    from xeforge_core.worker.formats.base import constructor_values
+
+    class Clamp:
+        def __init__(self, limit, scale=1.0, offset=0.25):
+            pass
+
+    class TakesTwo:
+        def __init__(self, a, b):
+            pass
+
+    class KeywordOnly:
+        def __init__(self, *, k=1):
+            pass
+
+    assert constructor_values(Clamp, [[0.3], {"scale": 2.0}]) == [0.3, 2.0, 0.25]
+    assert constructor_values(Clamp, [[], {"limit": 1.0}]) == [1.0, 1.0, 0.25]
+    assert constructor_values(Clamp, [4, 5]) == [4, 5]  # KernelBench's positional list
+    assert constructor_values(TakesTwo, [[1], {"b": 2}]) == [1, 2]
+    # not KernelBook's shape for this constructor, or a keyword only a keyword-only parameter takes
+    assert constructor_values(Clamp, [[1, 2, 3, 4], {}]) == [[1, 2, 3, 4], {}]
+    assert constructor_values(KeywordOnly, [[], {"k": 3}]) == [[], {"k": 3}]
+    assert constructor_values(KeywordOnly, [[], {}]) == []

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
-        candidate = read_candidate(args.candidate)
+        candidate = read_candidate(args.candidate, posed=problem.kernel.class_name)
         options = VerifyOptions(
             timeout_s=args.timeout, baseline_timeout_s=args.timeout, variants=args.variant, include_odd_size=not args.no_odd_size,
             tile_sizes=not args.no_odd_size,

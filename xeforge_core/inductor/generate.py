@@ -290,7 +290,11 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         with module_overrides(module, job.get("overrides") or {}):
             init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
             raw_inputs = list(module.get_inputs())
-        model = module.Model(*init).to(device)
+        from xeforge_core.problem.entry import problem_class
+        from xeforge_core.worker.formats.base import constructor_values
+
+        cls = getattr(module, problem_class(job["source"]))  # Model, or a KernelBook problem's module
+        model = cls(*constructor_values(cls, init)).to(device)
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in raw_inputs]
         forward_params = [p for p, v in inspect.signature(model.forward).parameters.items()
                           if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)]

@@ -111,6 +111,47 @@ def module_bindings(tree: ast.Module) -> Bindings:
     return b
 
 
+#: Base classes that make a class an ``nn.Module`` (as the source spells them).
+_MODULE_BASES = {"nn.Module", "torch.nn.Module", "Module"}
+
+
+def problem_class(source: str, default: str = "Model") -> str:
+    """The class a plain-PyTorch problem file poses: ``default`` (``Model``) when the file binds
+    it in any way; else, in a file that defines the inputs function (``get_inputs``), its one
+    outermost ``nn.Module`` subclass: KernelBook's problems (GPUMODE/KernelBook, the
+    PyTorch-to-Triton sets built from it) keep the original module's name, ``class
+    GetMask(nn.Module)`` or ``class SELoss(nn.MSELoss)``, beside helper modules it uses.
+    Outermost: no other class of the file names it (as a base, an attribute or a call). ``default`` otherwise (several candidates, or
+    none: loading then says what is missing, listing them)."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return default
+    b = module_bindings(tree)  # type: ignore[arg-type]
+    if b.bound(default) or formats.inputs_functions()[0] not in b.bound_names():
+        return default
+    body = top_level_statements(tree.body)
+    nodes = {stmt.name: stmt for stmt in body if isinstance(stmt, ast.ClassDef)}
+    from_nn = {alias.asname or alias.name for stmt in body if isinstance(stmt, ast.ImportFrom)
+               and (stmt.module or "").startswith("torch.nn") for alias in stmt.names}
+
+    def module_base(base: ast.expr, modules: set[str]) -> bool:
+        name = dotted_name(base) or ""
+        return name in _MODULE_BASES or name in modules or name in from_nn or name.startswith(("nn.", "torch.nn."))
+
+    modules: set[str] = set()
+    changed = True
+    while changed:  # a subclass of a module class (nn.Module, nn.MSELoss, one of the file's) is one too
+        changed = False
+        for name, node in nodes.items():
+            if name not in modules and any(module_base(base, modules) for base in node.bases):
+                modules.add(name)
+                changed = True
+    named = {n.id for name, node in nodes.items() for n in ast.walk(node) if isinstance(n, ast.Name) and n.id != name}
+    outer = [name for name in modules if name not in named]
+    return outer[0] if len(outer) == 1 else default
+
+
 def entry_point(source: str, preferred: str = "Model") -> tuple[str, str]:
     """How the harness runs a candidate module, as the registered problem formats say
     (``worker.formats.entry_point_of``): ``("class", NAME)`` to instantiate a model class

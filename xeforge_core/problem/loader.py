@@ -33,7 +33,7 @@ from xeforge_core.errors import missing_path_hint
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
-from .entry import entry_point, kernels_reached, module_bindings
+from .entry import entry_point, kernels_reached, module_bindings, problem_class
 from .model import ModuleFile, Problem, ProblemError, Spec, Variant
 from .module import DtypeConstraint, ModuleFacts, Signature, read_module
 from .scaling import reduced_module_variant, reduced_spec_variant
@@ -58,14 +58,15 @@ def _read(path: Path, what: str) -> str:
     return check_text(data, path, what)
 
 
-def read_candidate(path: str | Path) -> str:
+def read_candidate(path: str | Path, *, posed: str | None = None) -> str:
     """Read a candidate module from a file with the same guards as a problem's kernel.
 
     Raises ``ProblemError`` naming ``path`` when the file is missing (with the nearest name
     in its folder), too large, not UTF-8 text (a binary file), empty, a spec (``.yaml``,
     ``.yml``), a file without the ``.py`` suffix that does not parse as Python (a JSON, text or
     CUDA file: not a kernel module at all), or parses but defines neither ``Model`` nor
-    ``ModelNew``. A syntax error of a ``.py`` file is *not* raised here: it is the candidate's
+    ``ModelNew`` (or ``<posed>New``, KernelBook's name for a solution of the problem class
+    ``posed``). A syntax error of a ``.py`` file is *not* raised here: it is the candidate's
     fault, so verification turns it into a ``compile_error`` verdict with its line.
     """
     path = Path(path)
@@ -84,17 +85,18 @@ def read_candidate(path: str | Path) -> str:
             raise ProblemError(f"the candidate is not Python ({kind} that does not parse as Python), {expected}",
                                file=path) from None
         try:
-            check_candidate_entry(source, file=path)
+            check_candidate_entry(source, file=path, posed=posed)
         except ProblemError:
             raise ProblemError(f"the candidate is not a kernel module ({kind} that parses as Python but "
                                f"defines none of these), {expected}", file=path) from None
-    check_candidate_entry(source, file=path)
+    check_candidate_entry(source, file=path, posed=posed)
     return source
 
 
-def check_candidate_entry(source: str, *, file: str | Path | None = None) -> None:
+def check_candidate_entry(source: str, *, file: str | Path | None = None, posed: str | None = None) -> None:
     """Raise ``ProblemError`` (naming ``file``) when ``source`` parses but binds neither a
-    ``Model`` / ``ModelNew`` class nor KernelAgent's ``kernel_function``: there is nothing to
+    ``Model`` / ``ModelNew`` class (nor ``<posed>New`` for a problem whose class is ``posed``,
+    KernelBook's convention) nor a function entry (``kernel_function``): there is nothing to
     call. Each may be defined, assigned (``kernel_function = triton_kernel_wrapper``,
     ``ModelNew = FusedLinear``) or imported. A module that does not parse passes: its syntax
     error is a ``compile_error`` verdict."""
@@ -104,6 +106,8 @@ def check_candidate_entry(source: str, *, file: str | Path | None = None) -> Non
         return
     b = module_bindings(tree)  # type: ignore[arg-type]
     classes, functions = formats.class_names(), formats.function_names()
+    if posed and posed not in classes:
+        classes = (*classes, posed + "New")
     if any(b.class_like(n) for n in classes) or any(b.bound(n) for n in functions):
         return
     found = ", ".join(sorted(b.classes, key=lambda n: b.lines.get(n, 0))) or "none"
@@ -230,7 +234,7 @@ def _function_entry_problem(name: str, source_text: str, kp: Path | None, entry:
         reference_source, rp = _read(sibling_reference, "reference module"), sibling_reference
     if reference_source is None:
         own = read_module(source_text, kp, label=label, require_model=False)
-        if "Model" not in own.classes:
+        if problem_class(source_text) not in own.classes:
             raise ProblemError(
                 f"the module's entry is {entry}() (KernelAgent's convention: called with the inputs and the "
                 f"reference Model's parameters) and it defines no Model class: give the PyTorch reference module "
@@ -255,14 +259,15 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
         if kind == "function":
             return _function_entry_problem(name, text, kp, entry, spec_text, sp, reference_source, rp,
                                            sibling_reference)
-    facts = read_module(source, kp, label=kernel_label, class_name="Model" if as_reference else None)
     source_text = check_text(source, kp or kernel_label, "module")
+    posed = problem_class(source_text)  # Model, or a KernelBook problem's own module (GetMask)
+    facts = read_module(source, kp, label=kernel_label, class_name=posed if as_reference else None)
     kernel = ModuleFile(source=source_text, path=kp, class_name=facts.model_class or "Model", label="baseline")
     # A plain-PyTorch Model (KernelBench's or KernelAgent's problem file) is the reference and
     # the eager baseline at once: the candidate is the first Triton version of it. Plain PyTorch
     # means the Model reaches no Triton kernel, whatever else the file defines.
-    reached = kernels_reached(source_text, "Model") if facts.model_class == "Model" else None
-    eager = facts.model_class == "Model" and not (reached if reached is not None else facts.kernels) and (
+    reached = kernels_reached(source_text, posed) if facts.model_class == posed else None
+    eager = facts.model_class == posed and not (reached if reached is not None else facts.kernels) and (
         reference_source is None or check_text(reference_source, rp or f"{name}_ref.py", "reference module")
         == source_text)
 
@@ -275,19 +280,20 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     ref_facts: ModuleFacts | None = None
     if reference_source is not None:
         ref_label = rp.name if rp else f"{name}_ref.py"
-        ref_facts = read_module(reference_source, rp, class_name="Model", label=ref_label)
-        reference = ModuleFile(source=check_text(reference_source, rp or ref_label, "reference module"),
-                               path=rp, class_name="Model", label="reference")
+        ref_text = check_text(reference_source, rp or ref_label, "reference module")
+        ref_facts = read_module(reference_source, rp, class_name=problem_class(ref_text), label=ref_label)
+        reference = ModuleFile(source=ref_text, path=rp, class_name=problem_class(ref_text), label="reference")
     elif own_reference is not None:
         ref_facts = read_module(source_text, kp, class_name=own_reference, label=kernel_label)
         reference = ModuleFile(source=source_text, path=kp, class_name=own_reference, label="reference")
     elif eager:
         ref_facts = facts
-        reference = ModuleFile(source=source_text, path=kp, class_name="Model", label="reference")
+        reference = ModuleFile(source=source_text, path=kp, class_name=posed, label="reference")
     elif sibling_reference is not None:
         ref_text = _read(sibling_reference, "reference module")
-        ref_facts = read_module(ref_text, sibling_reference, class_name="Model")
-        reference = ModuleFile(source=ref_text, path=sibling_reference, class_name="Model", label="reference")
+        ref_facts = read_module(ref_text, sibling_reference, class_name=problem_class(ref_text))
+        reference = ModuleFile(source=ref_text, path=sibling_reference, class_name=problem_class(ref_text),
+                               label="reference")
 
     spec: Spec | None = None
     if spec_text is not None:
@@ -299,12 +305,16 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     # other sizes or put them on a device by name.
     inputs: ModuleFile | None = None
     warnings: list[str] = list(spec.warnings) if spec else []
+    if reference is not None and reference.class_name != "Model":
+        warnings.append(f"{reference.path.name if reference.path else 'the reference'} has no class Model: its one "
+                        f"outermost nn.Module, {reference.class_name}, is the problem (KernelBook's convention)")
     problem_inputs = reference is not None and ref_facts is not None and ref_facts.has_get_inputs
     if spec is None:
         if facts.has_get_inputs and not (problem_inputs and reference_source is not None):
             inputs = ModuleFile(source=source_text, path=kp, class_name=kernel.class_name, label="inputs")
         elif problem_inputs:
-            inputs = ModuleFile(source=reference.source, path=reference.path, class_name="Model", label="inputs")
+            inputs = ModuleFile(source=reference.source, path=reference.path, class_name=reference.class_name,
+                                label="inputs")
             if facts.has_get_inputs and _function_text(source_text, "get_inputs") != _function_text(
                     reference.source, "get_inputs"):
                 warnings.append(f"{kernel_label}'s own get_inputs() differs from the problem's "

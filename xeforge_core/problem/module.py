@@ -32,7 +32,7 @@ from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
 from .dtypes import DTYPE_SIZES, normalize_dtype
-from .entry import KERNEL_FUNCTION, entry_point, top_level_statements
+from .entry import KERNEL_FUNCTION, entry_point, problem_class, top_level_statements
 from .model import ProblemError
 from .spec import check_text
 
@@ -584,7 +584,7 @@ def read_module(source: str | bytes, path: str | Path | None = None, *, class_na
     reader = _Reader(tree, text, p)
     defined = set(reader.class_nodes) | {a for a, (t, _) in reader.aliases.items() if t in reader.class_nodes}
     if class_name is None:
-        class_name = next((n for n in formats.class_names() if n in defined), "Model")
+        class_name = next((n for n in formats.class_names() if n in defined), None) or problem_class(text)
     if class_name not in defined:
         if require_model:
             raise ProblemError(_missing_class_message(class_name, reader), file=where)

@@ -44,6 +44,7 @@ import torch
 from xeforge_core.verdict import VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.errors import Failure, WorkerError, classify
+from xeforge_core.worker.formats.base import constructor_values
 from xeforge_core.worker.loading import LoadedModule
 
 DISTRIBUTIONS = ("normal", "uniform", "mixed")
@@ -253,7 +254,11 @@ def init_values(loaded: LoadedModule, variant: dict[str, Any]) -> list[Any]:
     if not isinstance(got, (list, tuple)):
         raise _fail(f"get_init_inputs() in {loaded.path.name} returned {type(got).__name__}, "
                     "not a list of constructor arguments")
-    return list(got)
+    try:
+        cls = loaded.model_class()
+    except WorkerError:
+        return list(got)
+    return constructor_values(cls, got)  # KernelBook's [[args], {kwargs}] as positional values
 
 
 def construct_model(loaded: LoadedModule, inits: list[Any], seed: int, device: torch.device,

@@ -215,8 +215,10 @@ class Harness:
             job = self.ctx.job
             source = job.get("reference") or job.get("baseline")
             if source:
+                # the reference's class is the problem's (``Model``, or KernelBook's ``GetMask``)
+                name = (source.get("class_name") if job.get("reference") else None) or "Model"
                 self._binding = load_module(self.ctx.job_dir, dict(source, label="binding", entry="class",
-                                                                   class_name="Model"), self.ctx.ops.kind)
+                                                                   class_name=name), self.ctx.ops.kind)
             elif self.ctx.inputs_module() is not None:
                 self._binding = self.ctx.inputs_module()
             else:

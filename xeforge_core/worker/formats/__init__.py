@@ -24,13 +24,14 @@ from collections.abc import Iterable
 from xeforge_core.worker.formats.base import ProblemFormat
 from xeforge_core.worker.formats.kernelagent import KERNELAGENT
 from xeforge_core.worker.formats.kernelbench import KERNELBENCH_PROBLEM, KERNELBENCH_SOLUTION
+from xeforge_core.worker.formats.wrapper import WRAPPER
 from xeforge_core.worker.formats.xeforge import XEFORGE
 
 __all__ = ["FORMATS", "ProblemFormat", "get_format", "format_for_entry", "class_names", "function_names",
            "spec_suffixes", "reference_suffixes", "entry_point_of", "inputs_functions"]
 
 #: Every problem format, in the order the harness tries their entries.
-FORMATS: tuple[ProblemFormat, ...] = (KERNELBENCH_SOLUTION, XEFORGE, KERNELBENCH_PROBLEM, KERNELAGENT)
+FORMATS: tuple[ProblemFormat, ...] = (KERNELBENCH_SOLUTION, XEFORGE, KERNELBENCH_PROBLEM, KERNELAGENT, WRAPPER)
 
 
 def get_format(name: str) -> ProblemFormat:

@@ -55,3 +55,34 @@ def constructor_arguments(model_class: type, inits: list[Any]) -> dict[str, Any]
         return {}
     first = next(iter(sig.parameters))  # ``self``
     return {k: v for k, v in bound.arguments.items() if k != first}
+
+
+def constructor_values(model_class: type, got: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """The positional ``model_class(...)`` values of what ``get_init_inputs()`` returned: the list
+    itself (KernelBench's convention), or, for KernelBook's ``[[args], {kwargs}]`` (GPUMODE/KernelBook:
+    every problem's ``get_init_inputs()`` returns ``[[], {}]`` or ``[[], {'pad_idx': 0}]``), the
+    arguments and keywords laid out in ``__init__``'s parameter order, defaults filled in. The
+    KernelBook reading is taken when the value has that shape and binds to ``__init__``; a keyword
+    that only a keyword-only parameter takes keeps the value as it was (the constructor then says
+    what it rejects)."""
+    got = list(got)
+    if not (len(got) == 2 and isinstance(got[0], (list, tuple)) and isinstance(got[1], dict)
+            and all(isinstance(k, str) for k in got[1])):
+        return got
+    try:
+        sig = inspect.signature(model_class.__init__)
+        bound = sig.bind(None, *got[0], **got[1])
+    except (TypeError, ValueError):
+        return got
+    bound.apply_defaults()
+    values: list[Any] = []
+    for i, (name, param) in enumerate(sig.parameters.items()):
+        if i == 0:
+            continue  # self
+        if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            values.append(bound.arguments[name])
+        elif param.kind == param.VAR_POSITIONAL:
+            values.extend(bound.arguments.get(name, ()))
+        elif name in got[1] or (param.kind == param.VAR_KEYWORD and bound.arguments.get(name)):
+            return got
+    return values

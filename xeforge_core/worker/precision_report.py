@@ -5,8 +5,10 @@ a precision change, its cause and the exact option that accepts it.
 A failing output's error is called a precision change when some allowance of
 ``xeforge_core.precision.DOWNGRADES`` would accept it (``OutputComparison.needs``) and either
 the candidate's source shows that downgrade (``worker/precision_hints.py``) or the error is
-spread over most of a sizeable output (at least :data:`SPREAD_MIN_ELEMENTS` elements, over
-half of them outside the bound) and an operand downgrade (not an accumulator, whose allowance
+spread over a sizeable output (at least :data:`SPREAD_MIN_ELEMENTS` elements outside the bound,
+and at least :data:`SPREAD_FRACTION` of it: a coarser arithmetic errs on every element, an
+approximate formula on the ranges of values where it is coarsest, a quarter of a GELU's
+``torch.rand`` inputs for a published erf approximation) and an operand downgrade (not an accumulator, whose allowance
 grows with the length summed and would cover nearly anything) accepts it, as a coarser
 arithmetic spreads it. An error confined to a few elements, or of a single-element output with
 no such evidence, is a wrong answer and is not explained away as precision. So is every error of
@@ -28,6 +30,9 @@ from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES
 #: Outputs with fewer elements are not judged by how their error is spread.
 SPREAD_MIN_ELEMENTS = 16
 
+#: The share of an output's elements outside the bound that counts as spread (one in ten).
+SPREAD_FRACTION = 0.1
+
 
 def policy_of(options: dict[str, Any]) -> PrecisionPolicy:
     """The precision policy of a job's ``options`` (``"precision"``: ``PrecisionPolicy.to_data()``)."""
@@ -44,7 +49,7 @@ def run_check(comps: list[OutputComparison]) -> tuple[str, bool | None]:
 
 
 def _spread(comp: OutputComparison) -> bool:
-    return comp.numel >= SPREAD_MIN_ELEMENTS and comp.mismatches > comp.numel / 2
+    return comp.mismatches >= max(SPREAD_MIN_ELEMENTS, SPREAD_FRACTION * comp.numel)
 
 
 def beyond_precision(runs: list[CorrectnessRun], hints: dict[str, list[str]]) -> frozenset[int]:

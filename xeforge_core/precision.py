@@ -339,8 +339,16 @@ def precision_lines(precision: dict[str, Any]) -> list[str]:
     if not precision or not precision.get("dtype"):
         return []
     applied = precision.get("applied") or precision["dtype"]
+    check = precision.get("check") or ""
+    bounds = ", ".join(f"rtol {r:g}, atol {a:g}" for r, a in precision.get("tolerances") or [])
     if precision.get("fallback"):
         lines = [f"precision: {applied}; judged with tolerances: {precision['fallback']}"]
+    elif check == "tolerance":
+        lines = [f"precision: {applied}; judged with the explicit tolerances ({bounds or 'rtol/atol'}: --rtol/--atol "
+                 "or the spec's rtol/atol), not the float64-calibrated bound, which is measured beside them"]
+    elif "tolerance" in check:
+        lines = [f"precision: {applied}; judged against the float64 truth where it was computed, with tolerances "
+                 f"({bounds or 'rtol/atol'}) on the other outputs"]
     else:
         widened = f", plus what {', '.join(precision['allowed'])} adds" if precision.get("allowed") else ""
         lines = [f"precision: {applied}; judged against the float64 truth (errors up to {precision.get('factor'):g}x "

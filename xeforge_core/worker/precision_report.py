@@ -171,6 +171,7 @@ def summary(runs: list[CorrectnessRun], policy: PrecisionPolicy, truth64: dict[s
         "from_spec": list(policy.from_spec), "from_baseline": list(policy.from_baseline),
         "baseline_state": policy.baseline_state, "inapplicable": list(policy.inapplicable), "applied": policy.describe(dtype) if dtype else "",
         "check": "+".join(checks), "factor": own_factor(dtype),
+        "tolerances": sorted({(r.rtol, r.atol) for r in runs if "tolerance" in (r.check or "")}),
         "fallback": str(truth64.get("fallback") or ""),
         "error_ratio": max((c.error_ratio for c in measured), default=None),
         "rel_error": max((c.rel_error or 0.0 for c in measured), default=None),

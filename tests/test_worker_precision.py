@@ -286,7 +286,10 @@ def test_precision_lines_say_what_applied_and_what_kernelbench_would_say(gemm):
     exact = precision_lines(dict(record, error_ratio=0.0))  # no error beyond the truth's rounding floor
     assert any("every element within rounding of the truth (2u|t|; 0x" in line for line in exact), exact
     # explicit tolerances decide, and the line says so (not "judged against the float64 truth")
-    explicit = CorrectnessRun("ci", 0, "normal", "reference", True, 0.01, 0.5, outputs=[comp], check="tolerance")
+    import dataclasses
+
+    explicit = CorrectnessRun("ci", 0, "normal", "reference", True, 0.01, 0.5,
+                              outputs=[dataclasses.replace(comp, check="tolerance")], check="tolerance")
     told = precision_lines(summary([explicit], PrecisionPolicy(), {"dtype": "float32", "fallback": ""}))
     assert told[0] == ("precision: float32; judged with the explicit tolerances (rtol 0.01, atol 0.5: --rtol/--atol or "
                        "the spec's rtol/atol), not the float64-calibrated bound, which is measured beside them")

@@ -69,6 +69,11 @@ class StepStatus(str, enum.Enum):
 ESCAPE_RULE_PREFIX = "sandbox_"
 
 
+#: The rule of the finding a candidate's verdict carries when the problem's baseline disagrees
+#: with its reference (the candidate is judged against the reference; the baseline is wrong).
+INCONSISTENT_PROBLEM = "inconsistent_problem"
+
+
 @dataclass
 class Finding:
     """One structure/integrity/lint finding.

@@ -14,8 +14,9 @@ rules engine's codemod is asked, statically); when the chosen engine can do none
 stages, that is said up front with each stage's reason and no session is started.
 
 Exit status: 0 done (including stages kept current, and a plan the engine can do nothing of), 1
-a stage failed (the kernel cannot be verified on this device), 2 bad input, 130 interrupted (the
-session keeps everything committed).
+a stage failed (the kernel cannot be verified on this device), 2 bad input, 11 the problem is
+inconsistent (its baseline disagrees with its reference, so no candidate can be judged faster than
+it; said before the table), 130 interrupted (the session keeps everything committed).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_STAGE_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INCONSISTENT = 11
 EXIT_INTERRUPTED = 130
 
 _EPILOG = """examples:
@@ -348,6 +350,9 @@ def run(args: argparse.Namespace) -> int:
               f"(continue with: xeforge optimize --resume {session.path})", file=err)
         return EXIT_INTERRUPTED
 
+    inconsistent = _inconsistent_problem(outcomes)
+    if inconsistent:
+        print(f"the problem is inconsistent ({inconsistent}); fix the baseline or the reference first", file=err)
     table, data = final_table(session)
     export_dir = Path(args.export) if args.export else session.path / "export"
     paths = session.export(export_dir) if args.export else _export_inside(session, export_dir)
@@ -368,7 +373,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"stage {o.stage} failed: {o.reason}", file=err)
     if any(o.stage == FIRST_VERSION for o in failed):
         print("no Triton version was kept: the final kernel is the PyTorch model as given", file=err)
+    if inconsistent:
+        return EXIT_INCONSISTENT
     return EXIT_STAGE_FAILED if failed else EXIT_OK
+
+
+def _inconsistent_problem(outcomes: list[Any]) -> str:
+    """The message of the first ``inconsistent_problem`` finding in the verdicts of ``outcomes``
+    (the baseline disagrees with its reference), else ``""``."""
+    from xeforge_core.verdict import INCONSISTENT_PROBLEM
+
+    for outcome in outcomes:
+        for verdict in [a.verdict for a in outcome.attempts] + [outcome.verdict]:
+            for finding in (verdict.findings if verdict is not None else []):
+                if finding.rule == INCONSISTENT_PROBLEM:
+                    return finding.message
+    return ""
 
 
 def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:

@@ -49,7 +49,7 @@ import torch
 
 from xeforge_core.precision import BASELINE, DOWNGRADES, PrecisionPolicy
 from xeforge_core.units import size
-from xeforge_core.verdict import CorrectnessRun, Finding, Step, StepStatus, VerdictKind
+from xeforge_core.verdict import INCONSISTENT_PROBLEM, CorrectnessRun, Finding, Step, StepStatus, VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.autotune import skipped_by_autotuner, skipped_config_note
 from xeforge_core.worker.calibrated import Truth64
@@ -983,6 +983,10 @@ def run_candidate(ctx: WorkerContext) -> None:
         if harness.call_description:
             step.evidence["call"] = harness.call_description
         disagreeing = int(meta.get("baseline_disagrees") or 0)
+        if disagreeing and meta.get("truth") == "reference":
+            ctx.verdict.findings.append(Finding(
+                INCONSISTENT_PROBLEM, f"the problem's baseline disagrees with its reference on {disagreeing} run(s): "
+                "the baseline is wrong, so no speedup over it means anything", "warning"))
         if failed and not truth_fault:
             # the reason names a failure no precision change explains where a run has one: a TF32
             # error on one size must not stand for a fault another size shows

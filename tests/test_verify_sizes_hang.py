@@ -66,6 +66,30 @@ def test_a_baseline_hanging_in_the_sizes_job_is_the_environments_fault():
     assert roles == ["sizes"]
     assert verdict.kind is VerdictKind.ENVIRONMENT
     assert "hung in the baseline while loading it" in verdict.reason
+    assert verdict.reason.startswith("the baseline itself hangs (timeout: ")
+
+
+def test_a_hanging_baseline_is_named_with_its_line_and_not_ported():
+    """The baseline's line comes from the faulthandler dump the killed job left, and the loop
+    does not try the portability codemod on a baseline that hangs (it is not the device's)."""
+    from xeforge_core.pipeline.loop import _baseline_hangs
+
+    dump = ('Thread 0x01 (most recent call first):\n  File "/job/src/01_vector_add.py", line 29 in forward\n'
+            '  File "/job/worker.py", line 7 in run\n')
+
+    def run(job, *, timeout_s, **_kw):
+        return WorkerOutcome(result=None, returncode=-9, signal_name="SIGKILL", timed_out=True, seconds=timeout_s,
+                             timeout_s=timeout_s, last_progress="sizes: probing the baseline at ci", stderr=dump)
+
+    verdict = _verify(run, [])
+    assert verdict.kind is VerdictKind.ENVIRONMENT
+    assert "(at baseline line 29)" in verdict.reason
+    assert verdict.step("baseline").evidence["baseline_kind"] == "timeout"
+    assert _baseline_hangs(verdict)
+    refused = verdict.__class__(kind=VerdictKind.ENVIRONMENT, steps=[
+        verdict.step("baseline").__class__(name="baseline", status=StepStatus.FAILED,
+                                           evidence={"baseline_kind": "runtime_error"})])
+    assert not _baseline_hangs(refused)  # a runtime error here may be the device's: porting is tried
 
 
 def test_the_sizes_job_names_whose_code_it_probes(tmp_path):

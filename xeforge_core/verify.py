@@ -838,6 +838,8 @@ def _sizes_timeout_verdict(run: _Run, result: Verdict, outcome: runner.WorkerOut
     result.warnings = run.warnings + result.warnings
     _say(run.on_progress, f"sizes: {summary}; the verification ends here (timeout)")
     if who in ("baseline", "reference"):
+        module = run.baseline_module if who == "baseline" else (run.reference_module or {})
+        result.source_line = _source_line(outcome.stderr, Path(str(module.get("filename") or "")).name or "-")
         return _environment_verdict(result, run.device)
     return result
 
@@ -849,13 +851,19 @@ _RETRY_WITHOUT_DERIVED = {VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, 
 
 
 def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
+    """The ``environment`` verdict of a verification whose baseline failed (``base``: the baseline
+    job's verdict): the candidate was not judged. A baseline that hangs is said to hang, with its
+    line where the worker saw it (a hang is the baseline's own, not the device's); the baseline
+    step's evidence keeps its verdict kind (``baseline_kind``)."""
     what = f"{base.kind.value}: {base.reason}" if base.reason else base.kind.value
-    reason = (f"the baseline itself failed in this environment ({what}); the fault is not the "
-              "candidate's, which was not judged")
+    if base.source_line:
+        what += f" (at baseline line {base.source_line})"
+    failed = "hangs" if base.kind is VerdictKind.TIMEOUT else "failed in this environment"
+    reason = f"the baseline itself {failed} ({what}); the fault is not the candidate's, which was not judged"
     steps = [Step(name="baseline", status=StepStatus.FAILED,
                   seconds=sum(s.seconds for s in base.steps), summary=what,
-                  evidence={"baseline_steps": [asdict(s) | {"status": s.status.value}
-                                               for s in base.steps]})]
+                  evidence={"baseline_kind": base.kind.value,
+                            "baseline_steps": [asdict(s) | {"status": s.status.value} for s in base.steps]})]
     return Verdict(kind=VerdictKind.ENVIRONMENT, reason=reason, steps=steps,
                    findings=base.findings, kernels=[], correctness=base.correctness,
                    warnings=[f"baseline: {w}" for w in base.warnings], error_text=base.error_text,

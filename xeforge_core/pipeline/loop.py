@@ -177,7 +177,9 @@ def run_stage(controller: StageController, stage: str, engine: Engine,
                 v = verified[0].verdict
                 outcome = StageOutcome(stage=stage, status=OutcomeStatus.FAILED, attempts=attempts,
                                        iterations=iteration, verdict=v,
-                                       reason=f"the current version cannot be verified on this device: {v.reason}".strip())
+                                       reason=("the current version cannot be verified: " if _baseline_hangs(v) else
+                                               "the current version cannot be verified on this device: ")
+                                       + (v.reason or "").strip())
                 break
             pool = [a for a in attempts if a.acceptable and a.candidate_id is not None]
             if pool:
@@ -288,7 +290,7 @@ def run_pipeline(controller: StageController, engine: Engine, options: LoopOptio
         outcome = run_stage(controller, stage, engine, options)
         outcomes.append(outcome)
         if (outcome.status is OutcomeStatus.FAILED and not ported and outcome.verdict is not None
-                and outcome.verdict.kind is VerdictKind.ENVIRONMENT):
+                and outcome.verdict.kind is VerdictKind.ENVIRONMENT and not _baseline_hangs(outcome.verdict)):
             # the current version cannot run here although no reason to port was found: try the
             # portability codemod once, then the stage again
             ported = True
@@ -313,6 +315,13 @@ def _engine_spec(name: str) -> EngineSpec | None:
         return get_engine_spec(name)
     except ValueError:  # an engine the registry does not list (a test's or a caller's own)
         return None
+
+
+def _baseline_hangs(verdict: Verdict) -> bool:
+    """Whether an ``environment`` verdict is a baseline that hangs (its own fault: porting it to
+    the device would not help)."""
+    step = next((s for s in verdict.steps if s.name == "baseline"), None)
+    return step is not None and (step.evidence or {}).get("baseline_kind") == VerdictKind.TIMEOUT.value
 
 
 def _describe(args: tuple, kwargs: dict) -> str:

@@ -265,7 +265,7 @@ def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
     is none of these. The pipeline on such a pair is ``xeforge optimize SOLUTION --reference
     PROBLEM``'s (tests/test_cli_optimize.py)."""
     from xeforge_core.batch import find_kernels, scan_directory
-    from xeforge_core.problem import load_problem
+    from xeforge_core.problem import ProblemError, load_problem
 
     kb = ROOT / "tests" / "fixtures" / "formats" / "kernelbench"
     shutil.copy(kb / "residual_relu_new.py", tmp_path / "residual_relu.py")
@@ -275,9 +275,14 @@ def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
     shutil.copy(kb / "residual_relu.py", tmp_path / "orphan_ref.py")
     (tmp_path / "lonely.yaml").write_text("inputs: {}\n")
     (tmp_path / "notes.py").write_text("# neither: not a kernel of the batch\n")
+    (tmp_path / "broken.py").write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x:\n")
     items = find_kernels(tmp_path)
     assert [(i.kernel.name, i.spec, i.reference and i.reference.name) for i in items] == [
-        ("plain_problem.py", None, None), ("residual_relu.py", None, "residual_relu_ref.py")]
+        ("broken.py", None, None), ("plain_problem.py", None, None), ("residual_relu.py", None, "residual_relu_ref.py")]
+    with pytest.raises(ProblemError, match=r"broken.py:3: syntax error"):  # its row says where
+        load_problem(items[0].kernel)
+    (tmp_path / "broken.py").unlink()
+    items = items[1:]
     assert scan_directory(tmp_path)[0] == items
     why = {p.name: reason for p, reason in scan_directory(tmp_path)[1]}
     assert sorted(why) == ["lone_solution.py", "lonely.yaml", "notes.py", "orphan_ref.py"]

@@ -108,6 +108,9 @@ def test_optimize_bad_input(tmp_path, capsys):
     assert main(["optimize", str(GEMM), "--stages", "dtype_fix,warp_drive", "--device", "cpu",
                  "--workspace", str(tmp_path)]) == 2
     assert "unknown stage" in capsys.readouterr().err
+    for empty in ("", ","):  # names no stage: bad input, not the whole plan run unasked
+        assert main(["optimize", str(GEMM), "--stages", empty, "--device", "cpu", "--workspace", str(tmp_path)]) == 2
+        assert "names no stage" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 

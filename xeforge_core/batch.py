@@ -154,8 +154,9 @@ def scan_directory(directory: str | Path) -> tuple[list[BatchItem], list[tuple[P
     """``(kernels, skipped)`` of ``directory`` (not recursive), in one pass, sorted by name.
 
     A kernel is every ``<stem>.py`` with a sibling ``<stem>.yaml`` or a sibling reference
-    (``<stem>_ref.py``, ``<stem>_pytorch.py``), and every plain-PyTorch problem, except references
-    themselves and ``__init__.py``. ``skipped`` names the files that look meant for the batch but
+    (``<stem>_ref.py``, ``<stem>_pytorch.py``), every plain-PyTorch problem, and every ``.py`` that
+    is empty or does not parse (its row names the error and line), except references themselves
+    and ``__init__.py``. ``skipped`` names the files that look meant for the batch but
     are left out, each with why and what to do: a ``.py`` that is none of these (a Triton solution
     without its problem is named as such), a reference with no ``<stem>.py``, a spec with no
     ``<stem>.py``. Raises ``FileNotFoundError`` when ``directory`` is not a directory."""
@@ -171,7 +172,9 @@ def scan_directory(directory: str | Path) -> tuple[list[BatchItem], list[tuple[P
         if f.suffix == ".py" and f.name != "__init__.py" and not f.stem.endswith(suffixes):
             spec = f.with_suffix(".yaml")
             ref = _sibling_reference(f)
-            if spec.is_file() or ref is not None or _plain_pytorch(f):  # plain PyTorch: TorchInductor writes v1
+            if spec.is_file() or ref is not None or _plain_pytorch(f) or _unreadable(f):
+                # plain PyTorch: TorchInductor writes v1; a file that does not parse (or is empty) gets
+                # the row its loading error makes, naming the line, as a kernel with a spec does
                 items.append(BatchItem(kernel=f, spec=spec if spec.is_file() else None, reference=ref))
             elif _is_solution(f):
                 skipped.append((f, f"a Triton solution with no problem beside it: put its problem next to it as "
@@ -194,6 +197,20 @@ def _sibling_reference(py: Path) -> Path | None:
     """``<stem>_ref.py`` or ``<stem>_pytorch.py`` beside ``py``: the problem it solves."""
     return next((py.with_name(f"{py.stem}{s}.py") for s in formats.reference_suffixes()
                  if py.with_name(f"{py.stem}{s}.py").is_file()), None)
+
+
+def _unreadable(py: Path) -> bool:
+    """Whether ``py`` is empty or does not parse as Python (its row says why and where)."""
+    from xeforge_core.worker.astutil import parse as parse_python
+
+    try:
+        text = py.read_text(errors="replace")
+        parse_python(text)
+    except (SyntaxError, ValueError):
+        return True
+    except OSError:
+        return False
+    return not text.strip()
 
 
 def _plain_pytorch(py: Path) -> bool:

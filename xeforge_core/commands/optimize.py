@@ -126,13 +126,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def parse_stages(text: str | None) -> list[str] | None:
-    """``"a,b, c"`` -> ``["a", "b", "c"]``; ``None``/empty -> ``None``. Raises ``ValueError``
-    for an unknown stage id (when the stage list is available)."""
-    if not text:
+    """``"a,b, c"`` -> ``["a", "b", "c"]``; ``None`` (not given) -> ``None`` (the analysis'
+    plan). Raises ``ValueError`` for an unknown stage id, and for a list that names no stage
+    (``--stages ""`` or ``","``), which would otherwise run the whole plan unasked."""
+    if text is None:
         return None
-    from xeforge_core.vocab.stages import require_stages
+    from xeforge_core.vocab.stages import STAGE_IDS, require_stages
 
-    return require_stages([s.strip() for s in text.split(",") if s.strip()])
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"--stages {text!r} names no stage; give one or more of {', '.join(STAGE_IDS)}, "
+                         "or leave --stages out for the analysis' plan")
+    return require_stages(names)
 
 
 def check_common_arguments(args: argparse.Namespace) -> list[str] | None:

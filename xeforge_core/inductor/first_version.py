@@ -32,18 +32,22 @@ def is_plain_pytorch(problem: Problem) -> bool:
 
 
 def is_plain_pytorch_file(path: str | Path) -> bool:
-    """Whether the file is a plain-PyTorch problem in KernelBench's convention (a ``Model`` class
-    and ``get_inputs()``, no ``@triton.jit`` kernel), read statically."""
+    """Whether the file is a plain-PyTorch problem in KernelBench's convention (a ``Model`` class,
+    or KernelBook's own module name: ``problem.entry.problem_class``, and ``get_inputs()``, no
+    ``@triton.jit`` kernel), read statically."""
     import ast
 
+    from xeforge_core.problem.entry import problem_class
+
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        tree = ast.parse(text)
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return False
     top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     jit = any(isinstance(d, ast.Attribute) and d.attr == "jit" or isinstance(d, ast.Call) and "jit" in ast.unparse(d)
               for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for d in n.decorator_list)
-    return {"Model", "get_inputs"} <= top and not jit
+    return {problem_class(text), "get_inputs"} <= top and not jit
 
 
 def trace_overrides(problem: Problem) -> dict[str, int]:

@@ -241,6 +241,29 @@ def test_without_auto_the_best_candidate_waits_or_is_decided(gemm_session):
     assert gemm_session.candidate("dtype_fix/2").reason == "too clever"
 
 
+def test_a_rejection_ends_the_stage_for_a_deterministic_engine(gemm_session):
+    """The rules engine would give the same candidate again: after a person rejects it the stage
+    is kept current with that reason, and the engine is not asked again (its reply would leak
+    the text meant for an LLM into the reason)."""
+    base = gemm_session.source()
+    asked = []
+
+    class Rules:
+        name = "rules"
+
+        def propose(self, stage, context, feedback=None):
+            asked.append(feedback)
+            return Candidate(code=base + "\n# rules\n", engine="rules", rationale="r")
+
+    outcome = run_stage(SessionController(gemm_session), "dtype_fix", Rules(),
+                        LoopOptions(verify_fn=lambda problem, code, **kw: _timed(1.5), iterations=3,
+                                    decide=lambda rec, verdict: (False, "no answer on the terminal")))
+    assert asked == [None] and outcome.status is OutcomeStatus.KEPT_CURRENT and outcome.iterations == 1
+    assert outcome.reason == ("kept current: dtype_fix/1 rejected by the user: no answer on the terminal; the rules "
+                              "engine is deterministic and has no other rewrite for this stage (the llm or manual "
+                              "engine can propose another)")
+
+
 def test_cancel_stops_between_steps(gemm_session):
     cancel = threading.Event()
 

@@ -27,8 +27,9 @@ class EngineSpec:
     """One engine: ``name`` (what the CLI and settings say), a one-line ``description``,
     ``factory`` (``"module:Class"``, built with the engine's settings as keyword arguments),
     ``proposes`` (``codemod``: only stages that name a codemod; ``any``: every stage),
-    ``needs_endpoint`` (an LLM endpoint must be configured) and ``interactive`` (the engine
-    takes the user's text: a pasted reply or an edit, not a Propose button)."""
+    ``needs_endpoint`` (an LLM endpoint must be configured), ``interactive`` (the engine
+    takes the user's text: a pasted reply or an edit, not a Propose button) and ``deterministic``
+    (the same code gives the same candidate: asking again after a rejection gives nothing new)."""
 
     name: str
     description: str
@@ -36,6 +37,7 @@ class EngineSpec:
     proposes: Literal["codemod", "any"]
     needs_endpoint: bool = False
     interactive: bool = False
+    deterministic: bool = False
 
     def can_propose(self, stage: str | Stage) -> bool:
         """Whether this engine can propose a candidate for ``stage``."""
@@ -60,7 +62,7 @@ class EngineSpec:
 #: Every engine, the default first.
 ENGINES: tuple[EngineSpec, ...] = (
     EngineSpec("rules", "deterministic codemods from the knowledge base (no key needed)",
-               "xeforge_core.engines.rules:RulesEngine", "codemod"),
+               "xeforge_core.engines.rules:RulesEngine", "codemod", deterministic=True),
     EngineSpec("llm", "any OpenAI-compatible endpoint (needs endpoint and model; key if required)",
                "xeforge_core.engines.llm:LLMEngine", "any", needs_endpoint=True),
     EngineSpec("manual", "your own edit, or a reply pasted from any chat LLM (no key needed)",

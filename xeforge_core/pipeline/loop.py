@@ -197,6 +197,12 @@ def run_stage(controller: StageController, stage: str, engine: Engine,
                     best.status = AttemptStatus.REJECTED
                     best.reason = f"rejected by the user{': ' + why if why else ''}"
                     emit("reject", f"{best.candidate_id} rejected", iteration)
+                    if spec is not None and spec.deterministic:  # asking again gives the same candidate
+                        outcome = _kept(stage, attempts, iteration,
+                                        f"{best.candidate_id} {best.reason}; the {engine_name} engine is deterministic "
+                                        "and has no other rewrite for this stage (the llm or manual engine can "
+                                        "propose another)")
+                        break
                     feedback = ("A person reviewed your previous candidate and rejected it"
                                 + (f": {why}" if why else ".") + " Propose a different improvement.")
                     ctx.history.append(feedback)

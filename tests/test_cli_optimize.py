@@ -108,6 +108,14 @@ def test_optimize_bad_input(tmp_path, capsys):
     assert main(["optimize", str(GEMM), "--stages", "dtype_fix,warp_drive", "--device", "cpu",
                  "--workspace", str(tmp_path)]) == 2
     assert "unknown stage" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse's usage error, with what to do instead
+        main(["optimize", str(GEMM), "--engine", "manual", "--device", "cpu", "--workspace", str(tmp_path)])
+    assert "runs in the workbench" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["optimize", str(GEMM), "--engine", "rule", "--device", "cpu", "--workspace", str(tmp_path)])
+    assert "did you mean 'rules'?" in capsys.readouterr().err
+    assert main(["optimize", "03_row_softmax", "--device", "cpu", "--workspace", str(tmp_path)]) == 2
+    assert "it is a sample: " in capsys.readouterr().err and not any(tmp_path.iterdir())
     for empty in ("", ","):  # names no stage: bad input, not the whole plan run unasked
         assert main(["optimize", str(GEMM), "--stages", empty, "--device", "cpu", "--workspace", str(tmp_path)]) == 2
         assert "names no stage" in capsys.readouterr().err

@@ -301,10 +301,19 @@ def test_candidate_entry_points_may_be_assigned_or_imported():
 # --- bad input --------------------------------------------------------------------------
 
 
-def test_no_model():
+def test_no_model(tmp_path):
+    """A problem file with get_inputs() and one outermost nn.Module poses that module (KernelBook's
+    convention), said in a warning; with two candidates, or none, it is bad input naming them."""
+    problem = load_problem(FIXTURES / "no_model.py")
+    assert problem.kernel.class_name == "Net" and problem.reference.class_name == "Net"
+    assert any("its one outermost nn.Module, Net, is the problem" in w for w in problem.warnings)
+    two = tmp_path / "two.py"
+    two.write_text((FIXTURES / "no_model.py").read_text().replace("class Net(", "class Other(nn.Module):\n"
+                                                                    "    pass\n\n\nclass Net("))
     with pytest.raises(ProblemError) as err:
-        load_problem(FIXTURES / "no_model.py")
-    assert err.value.file.endswith("no_model.py") and "no class Model" in err.value.message
+        load_problem(two)
+    assert err.value.file.endswith("two.py") and "no class Model" in err.value.message
+    assert "nn.Module subclasses here: Other, Net" in err.value.message
 
 
 def test_syntax_error_names_file_and_line(tmp_path):
@@ -349,8 +358,11 @@ def test_bad_spec_errors_name_the_field():
     e = _with_spec(GOOD_SPEC.replace("shape: [BATCH, HIDDEN]\n    dtype: float32\n  Y", "shape: [BATCH, HIDEN]\n"
                                      "    dtype: float32\n  Y"))
     assert e.file == "add.yaml" and e.field == "inputs.X.shape[1]" and "HIDEN" in e.message
+    assert e.message.endswith("did you mean 'HIDDEN'?")  # Y's shape uses HIDDEN: the shape is the typo
+    e = _with_spec(GOOD_SPEC.replace("    dims:\n      BATCH:", "    dims:\n      BACTH:", 1))
+    assert e.field == "ci[0].dims.BACTH" and e.message.endswith("did you mean 'BATCH' for 'BACTH'?")
     e = _with_spec(GOOD_SPEC.replace("dtype: float32", "dtype: float33", 1))
-    assert e.field == "inputs.X.dtype" and e.line == 4
+    assert e.field == "inputs.X.dtype" and e.line == 4 and e.message.endswith("did you mean 'float32'?")
     e = _with_spec(GOOD_SPEC.replace("params: [X, Y]", "params: [X, W]", 1))
     assert e.field == "ci[0].params[1]" and "'W'" in e.message
     e = _with_spec(GOOD_SPEC.replace('flop: "BATCH*HIDDEN"', "flop: \"__import__('os')\"", 1))

@@ -251,3 +251,21 @@ def flash_attention_trajectory(target: Any = None, root: str | Path | None = Non
     for i, step in enumerate(steps):
         step.previous = steps[i - 1].problem if i > 0 and not step.causal else step.problem
     return steps
+
+
+def sample_hint(path: str | Path) -> str:
+    """``"; it is a sample: sample_kernels/03_row_softmax.py"`` when ``path`` does not exist but
+    names a sample of :data:`SAMPLES_DIR` (by file name, with or without ``.py``), else ``""``:
+    what a user who typed a sample's name meant."""
+    p = Path(path)
+    if p.exists():
+        return ""
+    for name in (p.name, p.name + ".py"):
+        found = SAMPLES_DIR / name
+        if found.is_file():
+            try:
+                shown = found.relative_to(Path.cwd())
+            except ValueError:
+                shown = found
+            return f"; it is a sample: {shown}"
+    return ""

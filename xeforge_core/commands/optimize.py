@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from xeforge_core.commands.argtypes import positive_float, positive_int
+from xeforge_core.commands.argtypes import engine_name, positive_float, positive_int
 from xeforge_core.commands.verify import add_verification_arguments, allowances
 from xeforge_core.engines.registry import engine_names
 from xeforge_core.units import plural
@@ -63,7 +63,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stages", metavar="a,b,...", default=None,
                    help="stage ids in the order to run (default: the analysis' plan)")
     runnable = engine_names(interactive=False)  # the manual engine takes a person's text
-    p.add_argument("--engine", choices=runnable, default=runnable[0],
+    p.add_argument("--engine", type=engine_name(runnable), default=runnable[0], metavar="{" + ",".join(runnable) + "}",
                    help=f"who proposes candidates (default: {runnable[0]}, no LLM needed)")
     p.add_argument("--workspace", metavar="W", default=None,
                    help="where session repositories go (default: $XEFORGE_WORKSPACE or ./workspace)")
@@ -337,7 +337,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"warning: {w}", file=err)
         engine = make_engine(args.engine)
     except (ProblemError, SessionError, ValueError, OSError) as exc:
-        print(f"xeforge optimize: bad input: {exc}", file=err)
+        from xeforge_core.samples import sample_hint
+
+        print(f"xeforge optimize: bad input: {exc}{sample_hint(args.kernel) if args.kernel else ''}", file=err)
         return EXIT_BAD_INPUT
 
     progress = ProgressPrinter(err, quiet=args.quiet)

@@ -219,7 +219,10 @@ def run(args: argparse.Namespace) -> int:
             print("interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
     except ProblemError as exc:
-        print(f"xeforge verify: bad input: {exc}", file=sys.stderr)
+        from xeforge_core.samples import sample_hint
+
+        hint = sample_hint(args.baseline) or sample_hint(args.candidate)
+        print(f"xeforge verify: bad input: {exc}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except VerificationCancelled as exc:
         print(f"xeforge verify: {exc}", file=sys.stderr)

@@ -50,7 +50,7 @@ import yaml
 
 from xeforge_core.precision import PrecisionError, parse_allowances
 
-from .dtypes import DTYPE_SIZES, normalize_dtype
+from .dtypes import DTYPE_SIZES, KNOWN_DTYPE_NAMES, normalize_dtype
 from .flops import as_number, evaluate_flop
 from .model import InitSpec, InputSpec, ProblemError, Spec, Variant, is_ci_variant
 
@@ -71,6 +71,10 @@ _STANDARD_FAMILIES = ("ci", "bench-gpu", "bench-cpu", "bench-xpu")
 _STANDARD_FAMILY = re.compile(r"^(ci|bench-(gpu|cpu|xpu)(-[A-Za-z0-9_.]+)*)$")
 #: How close (``difflib`` ratio) a family name must be to a standard one to read as its misspelling.
 _TYPO_RATIO = 0.85
+
+#: The same for a dim name against the variant's dims: short names, where swapping two letters
+#: (BACTH for BATCH, 0.8) is the usual typo.
+_NAME_TYPO_RATIO = 0.75
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Path_ = tuple[Any, ...]
@@ -180,10 +184,12 @@ def resolve_init_value(value: Any, dims: Mapping[str, Any]) -> Any:
 
 
 def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: _Ctx | None,
-              input_path: Path_, entry_path: Path_ = ()) -> tuple[int, ...]:
+              input_path: Path_, entry_path: Path_ = (), used: frozenset[str] = frozenset()) -> tuple[int, ...]:
     """Concrete shape of one input in one variant. A list-valued dim is spliced in. A dim the
-    variant leaves out is reported at the input's shape; a dim whose value is not a size, at
-    the variant's ``dims`` entry (``entry_path``), where the value was written."""
+    variant leaves out is reported at the input's shape, unless the variant defines a dim of a
+    close name that no input's shape uses (``used``: the dim names the inputs' shapes use): then
+    the variant's entry is the typo (``TOKNS`` for ``TOKENS``) and is reported where it was
+    written; a dim whose value is not a size, at the variant's ``dims`` entry (``entry_path``)."""
     shape: list[int] = []
     for i, entry in enumerate(inp.shape):
         where = input_path + ("shape", i)
@@ -194,6 +200,12 @@ def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: 
             known = ", ".join(dims) or "none"
             msg = (f"input {inp.name} has shape [{', '.join(map(str, inp.shape))}], which uses dim "
                    f"{entry!r}, but variant {variant_label} does not define it (its dims: {known})")
+            near = difflib.get_close_matches(str(entry), [str(k) for k in dims], n=1, cutoff=_NAME_TYPO_RATIO)
+            if near and entry_path and near[0] not in used:  # the variant's dim is misspelt: said where
+                msg += f"; did you mean {entry!r} for {near[0]!r}?"
+                where = entry_path + ("dims", near[0])
+            elif near:
+                msg += f"; did you mean {near[0]!r}?"
             raise ctx.error(where, msg) if ctx else ProblemError(msg, field=_field(where))
         value = dims[entry]
         items = value if isinstance(value, (list, tuple)) else [value]
@@ -237,7 +249,8 @@ def build_variant(name: str, *, params: list[str], dims: dict[str, Any], inputs:
     total_bytes = 0
     for pname in params:
         inp = inputs[pname]
-        shape = _shape_of(inp, dims, label, ctx, ("inputs", pname), entry_path)
+        used = frozenset(str(e) for i in inputs.values() for e in i.shape if isinstance(e, str))
+        shape = _shape_of(inp, dims, label, ctx, ("inputs", pname), entry_path, used)
         eff = dtype if dtype and _is_float(inp.dtype) else inp.dtype
         shapes[pname] = shape
         input_dtypes[pname] = eff
@@ -306,8 +319,10 @@ def _family_typo(key: str) -> str | None:
 def _dtype(value: Any, ctx: _Ctx, path: Path_) -> str:
     canonical = normalize_dtype(value)
     if canonical is None:
+        near = difflib.get_close_matches(str(value).lower(), KNOWN_DTYPE_NAMES, n=1, cutoff=_TYPO_RATIO)
         raise ctx.error(path, f"{value!r} is not a torch dtype (e.g. float16, bfloat16, float32, int32; "
-                              f"aliases half, float, fp16, bf16 are accepted)")
+                              f"aliases half, float, fp16, bf16 are accepted)"
+                        + (f"; did you mean {near[0]!r}?" if near else ""))
     return canonical
 
 

@@ -83,7 +83,7 @@ def run_pair(pair: Path, device: Any, opts: VerifyOptions, *, published: bool, p
     start = time.monotonic()
     try:
         problem = load_problem(pair / "problem.py")
-        candidate = read_candidate(pair / "solution.py")
+        candidate = read_candidate(pair / "solution.py", posed=problem.kernel.class_name)
     except ProblemError as exc:
         row.update(kind="refused", exit=EXIT_BAD_INPUT, reason=str(exc), seconds=round(time.monotonic() - start, 2))
         return row

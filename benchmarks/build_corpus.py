@@ -4,7 +4,11 @@ The corpus is public problem/solution pairs written outside this project (the la
 ``benchmarks/bench_corpus.py``'s docstring). The files are not part of this repository; the
 manifest names, for every pair, the GitHub address of its problem and its solution at a fixed
 commit (``https://github.com/<owner>/<name>/blob/<commit>/<path>``), what the source repository
-recorded about the solution's correctness (``expected``) and notes. This script reads each file
+recorded about the solution's correctness (``expected``) and notes. Pairs published inside a JSON
+file of records (the PyTorch-to-Triton training sets keep each problem and its Triton code as
+fields of one record) are addressed with a fragment naming the record by its ``sample_key`` and
+the field: ``.../traces.json#kernelbook_1174/pytorch_code`` (``#kernelbook_1174[1]/...``: the
+second record of that key, where a set keeps several solutions of one problem). This script reads each file
 at its commit from a local git clone or mirror of the repository and writes the pair with its
 ``meta.json``, plus ``SOURCES.md`` (the table of sources).
 
@@ -65,17 +69,34 @@ def git_dir(mirrors: Path, repo: str) -> Path:
 
 
 def read_blob(mirrors: Path, address: str) -> str:
-    """The text of the file at ``address`` (a GitHub blob address), read from the mirror.
+    """The text of the file at ``address`` (a GitHub blob address), read from the mirror; with a
+    ``#<sample_key>/<field>`` fragment, that field of the record of the file's JSON list whose
+    ``sample_key`` it is.
 
     Raises:
-        SourceMissing: the repository, the commit or the path is not there.
+        SourceMissing: the repository, the commit, the path, the record or the field is not there.
     """
+    address, _, fragment = address.partition("#")
     repo, commit, path = parse_address(address)
     done = subprocess.run(["git", "--git-dir", str(git_dir(mirrors, repo)), "show", f"{commit}:{path}"],
                           capture_output=True)
     if done.returncode != 0:
         raise SourceMissing(f"{repo} has no {path} at {commit}: {done.stderr.decode(errors='replace').strip()}")
-    return done.stdout.decode("utf-8", "replace")
+    text = done.stdout.decode("utf-8", "replace")
+    if not fragment:
+        return text
+    key, _, name = fragment.partition("/")
+    key, _, nth = key.partition("[")  # kernelbook_1174[2]: the third record of that key
+    index = int(nth.rstrip("]")) if nth else 0
+    try:
+        records = json.loads(text)
+    except ValueError as exc:
+        raise SourceMissing(f"{repo}:{path} at {commit} is not JSON ({exc})") from None
+    matching = [r for r in records if isinstance(r, dict) and r.get("sample_key") == key]
+    record = matching[index] if index < len(matching) else None
+    if record is None or not isinstance(record.get(name), str):
+        raise SourceMissing(f"{repo}:{path} at {commit} has no record {key!r} with a text field {name!r}")
+    return record[name]
 
 
 def sources_table(pairs: list[dict]) -> str:
@@ -85,10 +106,16 @@ def sources_table(pairs: list[dict]) -> str:
              "| id | problem repository | commit | problem path | solution repository | commit | solution path "
              "| expected |", "|---|---|---|---|---|---|---|---|"]
     for p in pairs:
-        pr, pc, pp = parse_address(p["problem_source"])
-        sr, sc, sp = parse_address(p["solution_source"])
+        (pr, pc, pp), (sr, sc, sp) = (_with_fragment(p["problem_source"]), _with_fragment(p["solution_source"]))
         lines.append(f"| {p['id']} | {pr} | {pc[:12]} | {pp} | {sr} | {sc[:12]} | {sp} | {p['expected']} |")
     return "\n".join(lines) + "\n"
+
+
+def _with_fragment(address: str) -> tuple[str, str, str]:
+    """:func:`parse_address` of ``address`` with its ``#record/field`` fragment kept on the path."""
+    base, hash_, fragment = address.partition("#")
+    repo, commit, path = parse_address(base)
+    return repo, commit, path + hash_ + fragment
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         (d / "solution.py").write_text(solution)
         (d / "meta.json").write_text(json.dumps({k: v for k, v in p.items() if k != "id"}, indent=2) + "\n")
         written.append(p)
-    if written:
-        (args.out / "SOURCES.md").write_text(sources_table(written))
+    if written:  # every pair of the manifest the folder holds, not only those written now (--only)
+        every = json.loads(MANIFEST.read_text())["pairs"]
+        (args.out / "SOURCES.md").write_text(sources_table([p for p in every if (args.out / "pairs" / p["id"]).is_dir()]))
     print(f"build_corpus: {len(written)} pairs written to {args.out}, {len(missing)} missing")
     for line in missing:
         print(f"  missing {line}", file=sys.stderr)

@@ -69,8 +69,16 @@ def test_dtype_and_shape_changes_fail_unless_allowed():
     assert ok
     ok, comps, _, _ = compare_outputs([exp.reshape(16)], [exp], Tolerance())
     assert not ok and "shape changed" in comps[0].note
+    assert comps[0].note.endswith("its 16 value(s) match in that shape, so only the shape differs "
+                                  "(--allow-shape-change accepts it)")
     ok, _, _, _ = compare_outputs([exp.reshape(16)], [exp], Tolerance(), allow_shape_change=True)
     assert ok
+    # a loss returned as [1] for the reference's 0-d scalar; and wrong values are not called only a shape change
+    loss = torch.tensor(0.25)
+    ok, comps, _, _ = compare_outputs([loss.reshape(1)], [loss], Tolerance())
+    assert not ok and "expected [], got [1]; its 1 value(s) match" in comps[0].note
+    ok, comps, _, _ = compare_outputs([(exp + 1).reshape(16)], [exp], Tolerance())
+    assert not ok and "only the shape differs" not in comps[0].note
 
 
 def test_vacuous_tolerance_is_flagged_and_judged_by_scale():

@@ -221,6 +221,13 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
     if list(a.shape) != exp_shape:
         msg = f"output {index} shape changed: expected {exp_shape}, got {list(a.shape)}"
         if not (allow_shape_change and a.numel() == e_numel):
+            if a.numel() == e_numel:  # say whether only the shape differs (a loss as [1] for a 0-d scalar)
+                same, _ = compare_tensor(index, a.reshape(exp_shape), expected, tol, allow_dtype_change=allow_dtype_change,
+                                         allow_shape_change=False, poisoned=poisoned, calibration=calibration,
+                                         allowed=allowed, hints=hints)
+                if same.passed:
+                    msg += (f"; its {e_numel} value(s) match in that shape, so only the shape differs "
+                            "(--allow-shape-change accepts it)")
             comp.note = msg
             comp.mismatches = comp.numel
             return comp, warnings

@@ -138,6 +138,20 @@ def test_generation_runs_in_a_worker_for_a_plain_pytorch_problem(tmp_path):
     assert verdict.kind is VerdictKind.OK, verdict.reason
 
 
+def test_a_kernelbook_problem_gets_a_first_version(tmp_path):
+    """KernelBook's layout (the module under its own name, [[args], {kwargs}] constructor values):
+    generated on this CPU, converted with that class as ModelNew, and verified in the interpreter."""
+    path = Path(__file__).resolve().parent / "fixtures" / "formats" / "kernelbook" / "problem.py"
+    cap = capture(path.read_text(), name="clamped_square", device="cpu")
+    saved = cap.save(tmp_path / "clamped_square.capture.json")
+    problem = load_problem(path)
+    assert problem.kernel.class_name == "ClampedSquare" and problem.eager_baseline
+    cand = first_version_from_capture(problem, str(saved))
+    assert "class ModelNew(" in cand.code and "class ClampedSquare(" not in cand.code
+    verdict = verify(problem, cand.code, device="cpu", options=VerifyOptions(seeds=1))
+    assert verdict.kind is VerdictKind.OK, verdict.reason
+
+
 def test_generation_error_names_the_step():
     with pytest.raises(GenerationError, match="building the model"):
         capture("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n",

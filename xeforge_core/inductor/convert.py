@@ -468,30 +468,34 @@ def _unique(base: str, taken: set[str]) -> str:
 
 
 def _split_model(problem_source: str, forward: str) -> tuple[str, str, str]:
-    """The problem text before ``class Model``, the class renamed ``ModelNew`` with ``forward``
-    in place of its own, and the text after it. Raises ``InductorCodeError`` when the problem
-    defines no ``Model`` class with a ``forward`` method."""
+    """The problem text before its model class (``Model``, or a KernelBook problem's own module:
+    ``problem.entry.problem_class``), the class renamed ``ModelNew`` with ``forward`` in place of
+    its own, and the text after it. Raises ``InductorCodeError`` when the problem defines no such
+    class with a ``forward`` method."""
+    from xeforge_core.problem.entry import problem_class
+
+    name = problem_class(problem_source)
     tree = ast.parse(problem_source)
-    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
     if cls is None:
-        raise InductorCodeError("the problem defines no class Model at module level")
+        raise InductorCodeError(f"the problem defines no class {name} at module level")
     fwd = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
     if fwd is None:
-        raise InductorCodeError("the problem's Model defines no forward method")
+        raise InductorCodeError(f"the problem's {name} defines no forward method")
     lines = problem_source.splitlines(keepends=True)
     start = min([cls.lineno, *(d.lineno for d in cls.decorator_list)]) - 1
     end = cls.end_lineno or cls.lineno
     f_start = min([fwd.lineno, *(d.lineno for d in fwd.decorator_list)]) - 1
     f_end = fwd.end_lineno or fwd.lineno
-    head = _rename_model("".join(lines[start:f_start]))
-    tail = _rename_model("".join(lines[f_end:end]))
+    head = _rename_model("".join(lines[start:f_start]), name)
+    tail = _rename_model("".join(lines[f_end:end]), name)
     model = head.rstrip() + "\n\n" + forward + ("\n" + tail if tail.strip() else "")
     return "".join(lines[:start]), model, "".join(lines[end:])
 
 
-def _rename_model(text: str) -> str:
-    """``Model`` -> ``ModelNew`` wherever it is a name (``class Model``, ``super(Model, self)``),
-    never inside strings or comments (Python's tokenizer decides)."""
+def _rename_model(text: str, name: str = "Model") -> str:
+    """``name`` (``Model``) -> ``ModelNew`` wherever it is a name (``class Model``,
+    ``super(Model, self)``), never inside strings or comments (Python's tokenizer decides)."""
     out, pos = [], 0
     offsets = [0]
     for line in text.splitlines(keepends=True):
@@ -501,10 +505,10 @@ def _rename_model(text: str) -> str:
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return text
     for tok in tokens:
-        if tok.type == tokenize.NAME and tok.string == "Model":
+        if tok.type == tokenize.NAME and tok.string == name:
             at = offsets[tok.start[0] - 1] + tok.start[1]
             out.append(text[pos:at] + "ModelNew")
-            pos = at + len("Model")
+            pos = at + len(name)
     out.append(text[pos:])
     return "".join(out)
 

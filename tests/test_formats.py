@@ -540,3 +540,29 @@ def test_kernelbook_constructor_values_are_laid_out_in_parameter_order():
     assert constructor_values(Clamp, [[1, 2, 3, 4], {}]) == [[1, 2, 3, 4], {}]
     assert constructor_values(KeywordOnly, [[], {"k": 3}]) == [[], {"k": 3}]
     assert constructor_values(KeywordOnly, [[], {}]) == []
+
+
+def test_redraws_keep_the_structure_the_problem_poses(capsys, tmp_path):
+    """A triangular input stays triangular in the normal and uniform redraws, so a solution that
+    reads only the upper triangle is right (it was wrong on the full redraws: 0.998 relative error
+    for a published triangular matmul); one that also drops the diagonal is still wrong."""
+    from xeforge_core.worker.inputs import impose_structure_, input_structure
+
+    code, v = verify(capsys, KB / "triu_rowsum.py", KB / "triu_rowsum_new.py")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert {r["distribution"] for r in v["correctness"]} >= {"module", "normal", "uniform"}
+    strict = tmp_path / "strict_upper.py"
+    strict.write_text((KB / "triu_rowsum_new.py").read_text().replace("cols >= row", "cols > row"))
+    code, v = verify(capsys, KB / "triu_rowsum.py", strict)
+    assert (code, v["kind"]) == (1, "wrong_answer")
+    # symmetric inputs stay symmetric, zeros stay zero, signs are not kept
+    import torch
+
+    a = torch.randn(5, 5)
+    sym = (a + a.T) / 2
+    redraw = impose_structure_(torch.randn(5, 5), input_structure(sym))
+    assert torch.equal(redraw, redraw.T)
+    tri = torch.triu(torch.rand(4, 4))
+    redraw = impose_structure_(torch.randn(4, 4) - 2, input_structure(tri))
+    assert torch.equal(redraw, torch.triu(redraw)) and bool((redraw < 0).any())
+    assert input_structure(torch.randn(3, 4)) == (None, False)

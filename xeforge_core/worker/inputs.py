@@ -22,7 +22,8 @@ inputs module's size constants while ``get_inputs()`` / ``get_init_inputs()`` ru
 Integer inputs are ``randint(0, 16)`` (bool: ``randint(0, 2)``) whatever the distribution, or
 ``randint(lo, hi)`` when the spec's input gives ``range: [lo, hi]`` (bounds may be dim names).
 Without a spec, ``get_inputs()`` gives the shapes and dtypes, and its floating-point tensors are
-redrawn from the distribution. With a spec, the variant's ``dtype`` overrides the dtype of every
+redrawn from the distribution, keeping the structure the problem poses: its exact zeros (a
+triangular operand) and its symmetry (:func:`input_structure`). With a spec, the variant's ``dtype`` overrides the dtype of every
 floating-point input and the model is cast with ``model.to(dtype)``, as Xe-Forge does.
 
 Weights: the model is constructed under ``torch.manual_seed(seed)``; the candidate then takes
@@ -408,10 +409,14 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
                 t = t.to(target)  # the problem posed at the variant's dtype (VerifyOptions.dtype)
             if distribution != "module" and floating and device.type != "cpu" and _large(list(t.shape), t.dtype):
                 t = t.to(device)  # redrawn in place where it lives: no second full-size copy
-                args.append(fill_(t, distribution, _device_generator(seed, distribution, i, device)))
+                kept = input_structure(t)
+                args.append(impose_structure_(fill_(t, distribution, _device_generator(seed, distribution, i, device)),
+                                              kept))
                 continue
             if distribution != "module" and floating:
-                t = make_tensor(list(t.shape), t.dtype, distribution, _generator(seed, distribution, i))
+                kept = input_structure(t)
+                t = impose_structure_(make_tensor(list(t.shape), t.dtype, distribution, _generator(seed, distribution, i)),
+                                      kept)
             args.append(t.to(device))
         elif isinstance(item, (bool, int, float)):
             args.append(item)
@@ -420,6 +425,32 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
                         f"{type(item).__name__} at position {i}; inputs must be torch tensors "
                         "(or Python numbers)")
     return args
+
+
+def input_structure(t: torch.Tensor) -> tuple[torch.Tensor | None, bool]:
+    """What a redraw of the problem's own input ``t`` keeps: its exact zeros (a bool mask, ``None``
+    where it has none: a triangular, banded, masked or padded operand is zero there by
+    construction, as ``torch.triu`` makes KernelBench's "upper triangular" matmul inputs) and
+    whether it is symmetric in its last two dimensions (KernelBench's "symmetric matrices"
+    matmul: ``(A + A.T) / 2``, exactly symmetric). A solution may rely on either, as the problem
+    poses them at every seed. Signs are not kept: a problem drawing ``torch.rand`` where any sign
+    would do is common, and a redraw that leaves a function's domain is skipped by its
+    non-finite truth instead (``worker.domain``)."""
+    zeros = t == 0
+    mask = zeros if bool(zeros.any()) else None
+    square = t.dim() >= 2 and t.shape[-1] == t.shape[-2] and t.shape[-1] > 1
+    return mask, bool(square and torch.equal(t, t.transpose(-1, -2)))
+
+
+def impose_structure_(t: torch.Tensor, kept: tuple[torch.Tensor | None, bool]) -> torch.Tensor:
+    """``t`` (a redraw) made symmetric where the problem's input was, then zero where it was zero
+    (``kept``: :func:`input_structure`), in place. Returns ``t``."""
+    mask, symmetric = kept
+    if symmetric:
+        t.copy_((t + t.transpose(-1, -2)) / 2)
+    if mask is not None:
+        t.masked_fill_(mask.to(t.device), 0)
+    return t
 
 
 def clone_args(args: list[Any]) -> list[Any]:

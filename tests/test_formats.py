@@ -566,3 +566,29 @@ def test_redraws_keep_the_structure_the_problem_poses(capsys, tmp_path):
     redraw = impose_structure_(torch.randn(4, 4) - 2, input_structure(tri))
     assert torch.equal(redraw, torch.triu(redraw)) and bool((redraw < 0).any())
     assert input_structure(torch.randn(3, 4)) == (None, False)
+
+
+def test_literal_shapes_are_scaled_so_one_program_hides_nothing(capsys, tmp_path):
+    """KernelBook writes shapes inline (torch.rand([4, 4, 4, 4])): the verifier names each literal
+    size (SIZE_4) and derives a size from the kernel's tiles, so a kernel that ignores its program
+    id, right while one program covers the 256 posed elements, is wrong; with the program id it
+    is ok."""
+    from xeforge_core.problem.scaling import lift_literal_sizes
+
+    kb = FORMATS / "kernelbook"
+    code, v = verify(capsys, kb / "literal_shape.py", kb / "literal_shape_wrapper.py")
+    assert (code, v["kind"]) == (1, "wrong_answer") and "module-tiles" in v["reason"], v["reason"]
+    right = tmp_path / "right.py"
+    right.write_text((kb / "literal_shape_wrapper.py").read_text().replace(
+        "offs = tl.arange(0, BLOCK)", "offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)"))
+    code, v = verify(capsys, kb / "literal_shape.py", right)
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert {r["variant"] for r in v["correctness"]} >= {"module", "module-tiles"}
+    lifted = lift_literal_sizes((kb / "literal_shape.py").read_text())
+    assert "torch.rand([SIZE_4, SIZE_4, SIZE_4, SIZE_4])" in lifted and lifted.endswith("SIZE_4 = 4\n")
+    assert lifted.count("\n") == (kb / "literal_shape.py").read_text().count("\n") + 3  # lines keep their numbers
+    # bounds and fill values are no sizes; a module with size constants is left as it is
+    src = "import torch\ndef get_inputs():\n    return [torch.randint(0, 10, (8, 3)), torch.full((8,), 7.0)]\n"
+    assert "torch.randint(0, 10, (SIZE_8, SIZE_3))" in lift_literal_sizes(src)
+    assert "torch.full((SIZE_8,), 7.0)" in lift_literal_sizes(src)
+    assert lift_literal_sizes((KB / "residual_relu.py").read_text()) is None

@@ -36,7 +36,7 @@ from xeforge_core.worker.astutil import parse as parse_python
 from .entry import entry_point, kernels_reached, module_bindings, problem_class
 from .model import ModuleFile, Problem, ProblemError, Spec, Variant
 from .module import DtypeConstraint, ModuleFacts, Signature, read_module
-from .scaling import reduced_module_variant, reduced_spec_variant
+from .scaling import lift_literal_sizes, reduced_module_variant, reduced_spec_variant
 from .spec import MAX_SOURCE_BYTES, build_variant, check_text, parse_spec
 
 __all__ = ["load_problem", "problem_from_source", "find_spec", "find_reference", "read_candidate"]
@@ -311,10 +311,11 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     problem_inputs = reference is not None and ref_facts is not None and ref_facts.has_get_inputs
     if spec is None:
         if facts.has_get_inputs and not (problem_inputs and reference_source is not None):
-            inputs = ModuleFile(source=source_text, path=kp, class_name=kernel.class_name, label="inputs")
+            inputs = ModuleFile(source=lift_literal_sizes(source_text) or source_text, path=kp,
+                                class_name=kernel.class_name, label="inputs")
         elif problem_inputs:
-            inputs = ModuleFile(source=reference.source, path=reference.path, class_name=reference.class_name,
-                                label="inputs")
+            inputs = ModuleFile(source=lift_literal_sizes(reference.source) or reference.source, path=reference.path,
+                                class_name=reference.class_name, label="inputs")
             if facts.has_get_inputs and _function_text(source_text, "get_inputs") != _function_text(
                     reference.source, "get_inputs"):
                 warnings.append(f"{kernel_label}'s own get_inputs() differs from the problem's "

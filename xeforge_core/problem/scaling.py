@@ -29,7 +29,7 @@ from xeforge_core.worker.astutil import parse as parse_python
 from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import Problem, Variant, is_ci_variant
 
-__all__ = ["NOT_A_SIZE", "size_constants", "estimate_input_bytes", "reduced_module_variant", "reduced_spec_variant",
+__all__ = ["NOT_A_SIZE", "size_constants", "lift_literal_sizes", "estimate_input_bytes", "reduced_module_variant", "reduced_spec_variant",
            "smaller_reduced_variant", "scaled_variant", "odd_module_variant", "REDUCED_MAX_INPUT_ELEMENTS", "size_values", "variant_with_sizes"]
 
 #: Names (case-insensitive, matched as whole words or ``_``-separated parts) that are not tensor
@@ -163,6 +163,79 @@ def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
     found.update({n: v for n, v in tuples.items()
                   if (n in shape_names or (n in init_names and _is_size_name(n))) and any(x >= 2 for x in v)})
     return found
+
+
+#: The prefix of the constants :func:`lift_literal_sizes` names (``SIZE_4`` for a literal 4).
+LIFTED_PREFIX = "SIZE_"
+
+
+def _shape_literals(call: ast.Call) -> list[ast.Constant]:
+    """The integer literals (at least 2) in the shape arguments of a tensor factory call:
+    ``torch.rand([4, 4, 4, 4])``, ``torch.randn(4, 16)``, ``torch.randint(0, 10, (4, 4))``'s size
+    (not its bounds), ``torch.full((4, 4), 2.0)``'s shape (not its value)."""
+    func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if func not in _FACTORIES or func.endswith("_like") or func in ("tensor", "arange", "normal"):
+        return []
+    size = [k.value for k in call.keywords if k.arg == "size"]
+    args = list(call.args)
+    if func == "randint":
+        args = size or args[-1:]
+    elif func == "full":
+        args = size or args[:1]
+    else:
+        args = args + size
+    out: list[ast.Constant] = []
+    for arg in args:
+        items = arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]
+        out += [i for i in items if isinstance(i, ast.Constant) and isinstance(i.value, int)
+                and not isinstance(i.value, bool) and i.value >= 2]
+    return out
+
+
+def lift_literal_sizes(source: str) -> str | None:
+    """``source`` with the sizes ``get_inputs()`` writes as literals made module-level constants,
+    so that the verifier can reduce and scale them as it does KernelBench's ``batch_size``; ``None``
+    when there is nothing to lift (the module has size constants already, or no literal sizes).
+
+    KernelBook's problems (and the sets built from them) write their shapes inline,
+    ``torch.rand([4, 4, 4, 4])``: without constants no size can change, and a kernel whose one
+    program covers the whole posed input hides a wrong program id, grid or mask. Each distinct
+    value becomes one constant (``SIZE_4 = 4``: equal dims stay equal, as broadcasting and the
+    module's own sizes need), also where ``get_init_inputs()`` passes that value under a size's
+    name (``{'in_features': 4}``); a literal 1, a bound of ``randint`` and a fill value are not
+    sizes. The constants are appended at the end of the module and each literal is replaced in
+    place, so every line keeps its number."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return None
+    funcs = _functions(tree)
+    if _INPUTS not in funcs or size_constants(source):
+        return None
+    literals = [c for node in ast.walk(funcs[_INPUTS]) if isinstance(node, ast.Call) for c in _shape_literals(node)]
+    if not literals:
+        return None
+    values = {c.value for c in literals}
+    if _INIT_INPUTS in funcs:
+        for node in ast.walk(funcs[_INIT_INPUTS]):
+            if isinstance(node, ast.Dict):
+                literals += [v for k, v in zip(node.keys, node.values)
+                             if isinstance(k, ast.Constant) and isinstance(k.value, str) and _is_size_name(k.value)
+                             and isinstance(v, ast.Constant) and v.value in values and not isinstance(v.value, bool)]
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(funcs)
+    names = {v: next(f"{LIFTED_PREFIX}{v}{'_' * i}" for i in range(8) if f"{LIFTED_PREFIX}{v}{'_' * i}" not in bound)
+             for v in sorted(values)}
+    lines = source.splitlines(keepends=True)
+    for c in sorted(literals, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        if c.end_lineno != c.lineno or c.end_col_offset is None:
+            continue
+        line = lines[c.lineno - 1]
+        lines[c.lineno - 1] = line[:c.col_offset] + names[c.value] + line[c.end_col_offset:]
+    text = "".join(lines)
+    if not text.endswith("\n"):
+        text += "\n"
+    return text + "\n# get_inputs()'s literal sizes, named so the verifier can reduce and scale them\n" + "".join(
+        f"{name} = {value}\n" for value, name in names.items())
 
 
 class _Evaluator:

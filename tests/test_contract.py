@@ -66,3 +66,17 @@ def test_only_the_errors_own_words_count_not_the_code_it_quotes():
     assert shape_dependence(unrelated, []) == ""
     asserted = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="AssertionError: written for 40 x 8192")
     assert "AssertionError" in shape_dependence(asserted, [])
+
+
+def test_a_failure_that_names_no_variant_is_placed_after_the_variants_that_passed():
+    """A compile error at the third variant leaves passing runs of the first two and names none:
+    it failed at the first variant with no passing run, not at the first variant checked (which
+    was the published size, so the failure would not have been checked there)."""
+    from xeforge_core.contract import failed_variant
+    from xeforge_core.verdict import CorrectnessRun
+
+    runs = [CorrectnessRun("module", 0, "module", "reference", True, 0.0, 0.0)]
+    compile_error = Verdict(kind=VerdictKind.COMPILE_ERROR, reason="the Triton kernel does not compile", correctness=runs)
+    assert failed_variant(compile_error, "module", ["module", "module-tiles", "module-odd"]) == "module-tiles"
+    assert failed_variant(compile_error, "module") == "module"  # the order unknown: the first call's
+    assert failed_variant(Verdict(kind=VerdictKind.COMPILE_ERROR, reason="x"), "module", ["module", "module-odd"]) == "module"

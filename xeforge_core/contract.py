@@ -74,14 +74,21 @@ INTERPRETER_ELEMENTS_PER_S = 2e5
 PUBLISHED_ON_CPU_SECONDS = 60.0
 
 
-def failed_variant(verdict: Verdict, first: str) -> str:
+def failed_variant(verdict: Verdict, first: str, checked: list[str] | None = None) -> str:
     """The variant a failing verdict failed at: its first failed correctness run's, else the one
-    its reason names (``variant module-small (seed 0, ...)``), else ``first`` (the first call)."""
+    its reason names (``variant module-small (seed 0, ...)``), else the first of ``checked`` (the
+    variants in the order they ran) with no passing run (a compile error or a crash at the third
+    variant leaves runs of the first two and names none), else ``first`` (the first call)."""
     run = next((r for r in verdict.correctness if not r.passed), None)
     if run is not None:
         return run.variant
     m = re.search(r"variant (\S+) \(seed", verdict.reason or "")
-    return m.group(1) if m else first
+    if m:
+        return m.group(1)
+    passed = {r.variant for r in verdict.correctness if r.passed}
+    if passed:
+        return next((v for v in checked or [] if v not in passed), first)
+    return first
 
 
 def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:

@@ -1180,7 +1180,7 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
         return verdict  # a spec's variants are all the contract; a broken rule holds at any size
     if verdict.kind not in contract.REFUSED_SIZE | {VerdictKind.WRONG_ANSWER}:
         return verdict
-    where = contract.failed_variant(verdict, run.correctness[0].name)
+    where = contract.failed_variant(verdict, run.correctness[0].name, [v.name for v in run.correctness])
     if where == contract.PUBLISHED:
         return verdict
     chosen = next((v for v in run.correctness if v.name == where), None) or run.derived.get(where)

@@ -168,6 +168,13 @@ def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
 #: The prefix of the constants :func:`lift_literal_sizes` names (``SIZE_4`` for a literal 4).
 LIFTED_PREFIX = "SIZE_"
 
+#: Constructor keywords that name a size (``in_features``, ``channels``, ``hidden_size``): only
+#: these follow a literal shape size; a number that merely equals one (``sigma_lower_bound=4``)
+#: keeps its value.
+_SIZE_KEYWORD = re.compile(r"(^|_)(features|channels|planes|hidden|size|dim|dims|length|len|width|height|depth|"
+                           r"embed|embedding|heads|units|classes|vocab|tokens|seq|batch|nodes|points|n|num)($|_)",
+                           re.IGNORECASE)
+
 
 def _shape_literals(call: ast.Call) -> list[ast.Constant]:
     """The integer literals (at least 2) in the shape arguments of a tensor factory call:
@@ -220,7 +227,8 @@ def lift_literal_sizes(source: str) -> str | None:
         for node in ast.walk(funcs[_INIT_INPUTS]):
             if isinstance(node, ast.Dict):
                 literals += [v for k, v in zip(node.keys, node.values)
-                             if isinstance(k, ast.Constant) and isinstance(k.value, str) and _is_size_name(k.value)
+                             if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                             and _SIZE_KEYWORD.search(k.value) and _is_size_name(k.value)
                              and isinstance(v, ast.Constant) and v.value in values and not isinstance(v.value, bool)]
     bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(funcs)
     names = {v: next(f"{LIFTED_PREFIX}{v}{'_' * i}" for i in range(8) if f"{LIFTED_PREFIX}{v}{'_' * i}" not in bound)

@@ -22,12 +22,13 @@ def test_every_pair_is_named_at_a_commit_with_the_fields_the_benchmarks_read():
     ids = [p["id"] for p in PAIRS]
     assert len(ids) == len(set(ids)) and len(ids) >= 30
     for p in PAIRS:
-        assert re.fullmatch(r"(kb|ka)_l\d_\d{3}_[a-z0-9_]+__[a-z0-9]+", p["id"]), p["id"]
-        assert p["format"] == {"kb": "kernelbench", "ka": "kernelagent"}[p["id"][:2]]
+        assert re.fullmatch(r"(kb|ka)_l\d_\d{3}_[a-z0-9_]+__[a-z0-9]+|mt_[a-z0-9_]+__[a-z0-9_]+", p["id"]), p["id"]
+        assert p["format"] == {"kb": "kernelbench", "ka": "kernelagent", "mt": "wrapper"}[p["id"][:2]]
         assert p["expected"] in {"correct", "wrong", "unknown"}
         for key in ("problem_source", "solution_source"):
-            repo, commit, path = build_corpus.parse_address(p[key])
-            assert len(commit) == 40 and path.endswith(".py"), (p["id"], key)
+            address, _, record = p[key].partition("#")  # a record of a JSON file: #sample_key[n]/field
+            repo, commit, path = build_corpus.parse_address(address)
+            assert len(commit) == 40 and (path.endswith(".py") or (path.endswith(".json") and record)), (p["id"], key)
 
 
 def test_a_pair_is_written_from_a_local_mirror_and_a_missing_commit_is_named(tmp_path):
@@ -48,3 +49,25 @@ def test_a_pair_is_written_from_a_local_mirror_and_a_missing_commit_is_named(tmp
         build_corpus.git_dir(tmp_path / "mirrors", "elsewhere/x")
     with pytest.raises(ValueError, match="not a GitHub blob address"):
         build_corpus.parse_address("https://example.com/x.py")
+
+
+def test_a_pair_is_read_from_a_record_of_a_json_file(tmp_path):
+    """Training sets keep a problem and its solution as fields of one JSON record; a key may
+    repeat (several solutions of one problem): ``#key[n]/field`` is its n-th record."""
+    repo = tmp_path / "mirrors" / "someone+traces"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    records = [{"sample_key": "book_7", "pytorch_code": "class GetMask: pass\n", "triton_code": "a"},
+               {"sample_key": "book_7", "pytorch_code": "class GetMask: pass\n", "triton_code": "b"}]
+    (repo / "traces.json").write_text(json.dumps(records))
+    env = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", *env, "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", *env, "-C", str(repo), "commit", "-qm", "x"], check=True)
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    base = f"https://github.com/someone/traces/blob/{commit}/traces.json"
+    mirrors = tmp_path / "mirrors"
+    assert build_corpus.read_blob(mirrors, base + "#book_7/pytorch_code") == "class GetMask: pass\n"
+    assert build_corpus.read_blob(mirrors, base + "#book_7/triton_code") == "a"
+    assert build_corpus.read_blob(mirrors, base + "#book_7[1]/triton_code") == "b"
+    with pytest.raises(build_corpus.SourceMissing, match="no record 'book_8' with a text field 'triton_code'"):
+        build_corpus.read_blob(mirrors, base + "#book_8/triton_code")

@@ -31,16 +31,21 @@ def test_every_pair_is_named_at_a_commit_with_the_fields_the_benchmarks_read():
             assert len(commit) == 40 and (path.endswith(".py") or (path.endswith(".json") and record)), (p["id"], key)
 
 
-def test_a_pair_is_written_from_a_local_mirror_and_a_missing_commit_is_named(tmp_path):
-    repo = tmp_path / "mirrors" / "someone+kernels"
+def _mirror(tmp_path: Path, name: str, files: dict[str, str]) -> str:
+    """A git repository ``mirrors/someone+<name>`` holding ``files`` in one commit; its hash."""
+    repo = tmp_path / "mirrors" / f"someone+{name}"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    (repo / "problem.py").write_text("class Model: pass\n")
-    (repo / "solution.py").write_text("class ModelNew: pass\n")
+    for path, text in files.items():
+        (repo / path).write_text(text)
     env = ["-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", *env, "-C", str(repo), "add", "."], check=True)
     subprocess.run(["git", *env, "-C", str(repo), "commit", "-qm", "x"], check=True)
-    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_pair_is_written_from_a_local_mirror_and_a_missing_commit_is_named(tmp_path):
+    commit = _mirror(tmp_path, "kernels", {"problem.py": "class Model: pass\n", "solution.py": "class ModelNew: pass\n"})
     base = f"https://github.com/someone/kernels/blob/{commit}/"
     assert build_corpus.read_blob(tmp_path / "mirrors", base + "solution.py") == "class ModelNew: pass\n"
     with pytest.raises(build_corpus.SourceMissing, match="no other.py"):
@@ -54,16 +59,9 @@ def test_a_pair_is_written_from_a_local_mirror_and_a_missing_commit_is_named(tmp
 def test_a_pair_is_read_from_a_record_of_a_json_file(tmp_path):
     """Training sets keep a problem and its solution as fields of one JSON record; a key may
     repeat (several solutions of one problem): ``#key[n]/field`` is its n-th record."""
-    repo = tmp_path / "mirrors" / "someone+traces"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
     records = [{"sample_key": "book_7", "pytorch_code": "class GetMask: pass\n", "triton_code": "a"},
                {"sample_key": "book_7", "pytorch_code": "class GetMask: pass\n", "triton_code": "b"}]
-    (repo / "traces.json").write_text(json.dumps(records))
-    env = ["-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", *env, "-C", str(repo), "add", "."], check=True)
-    subprocess.run(["git", *env, "-C", str(repo), "commit", "-qm", "x"], check=True)
-    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = _mirror(tmp_path, "traces", {"traces.json": json.dumps(records)})
     base = f"https://github.com/someone/traces/blob/{commit}/traces.json"
     mirrors = tmp_path / "mirrors"
     assert build_corpus.read_blob(mirrors, base + "#book_7/pytorch_code") == "class GetMask: pass\n"

@@ -360,7 +360,7 @@ def test_bad_spec_errors_name_the_field():
     assert e.file == "add.yaml" and e.field == "inputs.X.shape[1]" and "HIDEN" in e.message
     assert e.message.endswith("did you mean 'HIDDEN'?")  # Y's shape uses HIDDEN: the shape is the typo
     e = _with_spec(GOOD_SPEC.replace("    dims:\n      BATCH:", "    dims:\n      BACTH:", 1))
-    assert e.field == "ci[0].dims.BACTH" and e.message.endswith("did you mean 'BATCH' for 'BACTH'?")
+    assert e.field == "ci[0].dims.BACTH" and e.message.endswith("did you mean 'BATCH' (written 'BACTH')?")
     e = _with_spec(GOOD_SPEC.replace("dtype: float32", "dtype: float33", 1))
     assert e.field == "inputs.X.dtype" and e.line == 4 and e.message.endswith("did you mean 'float32'?")
     e = _with_spec(GOOD_SPEC.replace("params: [X, Y]", "params: [X, W]", 1))

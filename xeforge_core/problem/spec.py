@@ -202,7 +202,7 @@ def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: 
                    f"{entry!r}, but variant {variant_label} does not define it (its dims: {known})")
             near = difflib.get_close_matches(str(entry), [str(k) for k in dims], n=1, cutoff=_NAME_TYPO_RATIO)
             if near and entry_path and near[0] not in used:  # the variant's dim is misspelt: said where
-                msg += f"; did you mean {entry!r} for {near[0]!r}?"
+                msg += f"; did you mean {entry!r} (written {near[0]!r})?"
                 where = entry_path + ("dims", near[0])
             elif near:
                 msg += f"; did you mean {near[0]!r}?"

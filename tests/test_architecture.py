@@ -166,7 +166,8 @@ def test_no_cycle_hides_behind_a_function_level_import() -> None:
 #: Each entry is (layer, module prefixes); the longest matching prefix decides a module's layer.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("vocabulary", ("xeforge_core.vocab", "xeforge_core.errors", "xeforge_core.units", "xeforge_core.verdict",
-                    "xeforge_core.precision", "xeforge_core.compile_options", "xeforge_core.devlock")),
+                    "xeforge_core.precision", "xeforge_core.compile_options", "xeforge_core.devlock",
+                    "xeforge_core.roofline_gap")),
     ("problem and device", ("xeforge_core.problem", "xeforge_core.worker", "xeforge_core.knowledge",
                             "xeforge_core.lints", "xeforge_core.target", "xeforge_core.cache", "xeforge_core.sandbox",
                             "xeforge_core.analysis", "xeforge_core.samples", "xeforge_core.settings",

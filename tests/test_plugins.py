@@ -119,7 +119,8 @@ def test_a_format_is_one_module_plus_its_registration(monkeypatch: pytest.Monkey
 
 def test_the_format_registry_names_every_convention_once() -> None:
     assert formats.class_names() == ("ModelNew", "Model")
-    assert formats.function_names() == ("kernel_function",)
+    assert formats.function_names() == ("kernel_function", "triton_kernel_wrapper")
+    assert formats.get_format("wrapper").adapt is formats.get_format("kernelagent").adapt
     assert formats.spec_suffixes() == (".yaml", ".yml")
     assert formats.reference_suffixes() == ("_pytorch", "_ref")
     assert formats.get_format("kernelagent").adapt is not None

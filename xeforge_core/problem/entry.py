@@ -112,7 +112,7 @@ def module_bindings(tree: ast.Module) -> Bindings:
 
 
 #: Base classes that make a class an ``nn.Module`` (as the source spells them).
-_MODULE_BASES = {"nn.Module", "torch.nn.Module", "Module"}
+NN_MODULE_BASES = {"nn.Module", "torch.nn.Module", "Module"}
 
 
 def problem_class(source: str, default: str = "Model") -> str:
@@ -137,7 +137,7 @@ def problem_class(source: str, default: str = "Model") -> str:
 
     def module_base(base: ast.expr, modules: set[str]) -> bool:
         name = dotted_name(base) or ""
-        return name in _MODULE_BASES or name in modules or name in from_nn or name.startswith(("nn.", "torch.nn."))
+        return name in NN_MODULE_BASES or name in modules or name in from_nn or name.startswith(("nn.", "torch.nn."))
 
     modules: set[str] = set()
     changed = True

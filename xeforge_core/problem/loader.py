@@ -281,8 +281,9 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     if reference_source is not None:
         ref_label = rp.name if rp else f"{name}_ref.py"
         ref_text = check_text(reference_source, rp or ref_label, "reference module")
-        ref_facts = read_module(reference_source, rp, class_name=problem_class(ref_text), label=ref_label)
-        reference = ModuleFile(source=ref_text, path=rp, class_name=problem_class(ref_text), label="reference")
+        ref_class = problem_class(ref_text)
+        ref_facts = read_module(reference_source, rp, class_name=ref_class, label=ref_label)
+        reference = ModuleFile(source=ref_text, path=rp, class_name=ref_class, label="reference")
     elif own_reference is not None:
         ref_facts = read_module(source_text, kp, class_name=own_reference, label=kernel_label)
         reference = ModuleFile(source=source_text, path=kp, class_name=own_reference, label="reference")
@@ -291,9 +292,9 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
         reference = ModuleFile(source=source_text, path=kp, class_name=posed, label="reference")
     elif sibling_reference is not None:
         ref_text = _read(sibling_reference, "reference module")
-        ref_facts = read_module(ref_text, sibling_reference, class_name=problem_class(ref_text))
-        reference = ModuleFile(source=ref_text, path=sibling_reference, class_name=problem_class(ref_text),
-                               label="reference")
+        ref_class = problem_class(ref_text)
+        ref_facts = read_module(ref_text, sibling_reference, class_name=ref_class)
+        reference = ModuleFile(source=ref_text, path=sibling_reference, class_name=ref_class, label="reference")
 
     spec: Spec | None = None
     if spec_text is not None:

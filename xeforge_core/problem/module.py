@@ -32,7 +32,7 @@ from xeforge_core.worker.astutil import dotted_name
 from xeforge_core.worker.astutil import parse as parse_python
 
 from .dtypes import DTYPE_SIZES, normalize_dtype
-from .entry import KERNEL_FUNCTION, entry_point, problem_class, top_level_statements
+from .entry import KERNEL_FUNCTION, NN_MODULE_BASES, entry_point, problem_class, top_level_statements
 from .model import ProblemError
 from .spec import check_text
 
@@ -40,7 +40,6 @@ __all__ = ["read_module", "entry_point", "defines_triton_kernel", "triton_decora
            "ModuleFacts", "Signature", "ClassInfo", "KernelInfo", "KernelLaunch",
            "DtypeConstraint"]
 
-_NN_MODULE_BASES = {"nn.Module", "torch.nn.Module", "Module"}
 _CONVERSION_METHODS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
 _MAX_ANALYSES = 400
 
@@ -283,7 +282,7 @@ class _Reader:
                 if found is not None:
                     return found, owner, True
                 known = known and k
-            elif bname not in _NN_MODULE_BASES and bname != "object":
+            elif bname not in NN_MODULE_BASES and bname != "object":
                 known = False
         return None, None, known
 
@@ -615,7 +614,7 @@ def _missing_class_message(class_name: str, reader: _Reader) -> str:
                     "file: its reference Model belongs in a paired reference file")
     elif class_name == "ModelNew" and "Model" in reader.class_nodes:
         message += "; it defines Model: load it as a KernelBench-style module instead"
-    modules = [n.name for n in others if any(dotted_name(b) in _NN_MODULE_BASES for b in n.bases)]
+    modules = [n.name for n in others if any(dotted_name(b) in NN_MODULE_BASES for b in n.bases)]
     if modules and class_name not in modules:
         message += f"; nn.Module subclasses here: {', '.join(modules)} (rename the harness class to {class_name})"
     return message

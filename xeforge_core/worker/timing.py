@@ -165,10 +165,7 @@ def roofline(flop: float | None, nbytes: float | None, seconds: float, dtype_key
     gbps = nbytes / seconds / 1e9 if nbytes and seconds > 0 else None
     if not profile:
         return tflops, gbps, None, ""
-    peaks = profile.get("peak_tflops") or {}
-    peak = peaks.get(dtype_key) if dtype_key else None
-    if peak is None and dtype_key == "fp32":
-        peak = peaks.get("tf32")
+    peak = _peak(profile, dtype_key)
     bw = profile.get("bandwidth_gbps") or profile.get("memory_bandwidth_gbps")
     fraction = None
     suspect = ""
@@ -828,6 +825,16 @@ def performance_result(measurement: Measurement, variant: str, *, flop: float | 
         bound=_bound(flop, nbytes, dtype_key, profile))
 
 
+def _peak(profile: dict[str, Any], dtype_key: str | None) -> float | None:
+    """The profile's peak TFLOP/s for ``dtype_key`` (float32 falls back to TF32's where the
+    profile gives no plain float32 peak)."""
+    peaks = profile.get("peak_tflops") or {}
+    peak = peaks.get(dtype_key) if dtype_key else None
+    if peak is None and dtype_key == "fp32":
+        peak = peaks.get("tf32")
+    return peak
+
+
 def _bound(flop: float | None, nbytes: float | None, dtype_key: str | None, profile: dict[str, Any] | None) -> str:
     """``memory`` or ``compute`` by the roofline of ``profile`` at ``flop / nbytes`` (``memory``
     for a byte count without a FLOP count, as :func:`roofline` reads it), else ``""``."""
@@ -835,10 +842,7 @@ def _bound(flop: float | None, nbytes: float | None, dtype_key: str | None, prof
         return ""
     if not flop:
         return "memory"
-    peaks = profile.get("peak_tflops") or {}
-    peak = peaks.get(dtype_key) if dtype_key else None
-    if peak is None and dtype_key == "fp32":
-        peak = peaks.get("tf32")
+    peak = _peak(profile, dtype_key)
     side = bound(flop / nbytes, ridge_point(peak, profile.get("bandwidth_gbps") or profile.get("memory_bandwidth_gbps")))
     return "" if side == "unknown" else side
 

@@ -25,6 +25,9 @@ Usage::
 
     python benchmarks/bench_corpus.py DIR --out OUT [--device cuda] [--published ID ...] [--published-dir D]
         [--kb-results OUT/kb_results.json] [--only ID ...] [--resume] [--timeout 300]
+    # N processes over disjoint slices, then one report of them all:
+    python benchmarks/bench_corpus.py DIR --out OUT/k --shard k/N ...   (k = 1..N, side by side)
+    python benchmarks/bench_corpus.py DIR --out OUT --merge OUT/1 ... OUT/N --report --kb-results ...
 
 Writes ``OUT/corpus.json`` (after every pair, so an interrupted run keeps what it did),
 ``OUT/corpus.csv`` and ``OUT/corpus.md`` (the table, the device, date and versions, the
@@ -57,6 +60,17 @@ GIB = 2**30
 def _pairs(root: Path, only: list[str] | None) -> list[Path]:
     pairs = sorted(p for p in (root / "pairs").iterdir() if (p / "problem.py").is_file())
     return [p for p in pairs if not only or p.name in only]
+
+
+def _shard(text: str, ap: argparse.ArgumentParser) -> tuple[int, int]:
+    """``K/N`` (1 <= K <= N) from ``--shard``; a malformed value is an argparse error."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        ap.error(f"--shard {text!r}: expected K/N, for example 2/6")
+    if not 1 <= k <= n:
+        ap.error(f"--shard {text!r}: K must be between 1 and N")
+    return k, n
 
 
 def _meta(pair: Path) -> dict[str, Any]:
@@ -199,6 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kb-results", type=Path, default=None)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--shard", default=None, metavar="K/N",
+                    help="verify only every N-th pair from the K-th (1-based): N processes with K = 1..N "
+                         "share a GPU over disjoint slices of the corpus (merge their corpus.json rows)")
+    ap.add_argument("--merge", nargs="*", type=Path, default=[], metavar="DIR",
+                    help="keep the rows of these runs' --out folders too, as --resume keeps OUT's (shards)")
+    ap.add_argument("--report", action="store_true", help="verify nothing: write the report of the rows kept")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per variant (default 3)")
     ap.add_argument("--no-odd-size", action="store_true", help="no odd-size copies of the variants")
     ap.add_argument("--port", action="store_true",
@@ -212,18 +232,28 @@ def main(argv: list[str] | None = None) -> int:
                          include_odd_size=not args.no_odd_size, allow_precision=list(args.allow))
     results_path = args.out / "corpus.json"
     rows: list[dict[str, Any]] = []
-    if args.resume and results_path.is_file():
-        rows = json.loads(results_path.read_text()).get("rows", [])
+    kept_headers: list[dict[str, Any]] = []
+    for path in ([results_path] if args.resume else []) + [d / "corpus.json" for d in args.merge]:
+        if path.is_file():
+            kept = json.loads(path.read_text())
+            rows += kept.get("rows", [])
+            kept_headers.append(kept.get("header") or {})
+    rows = list({(r["id"], r["sizes"]): r for r in rows}.values())  # a pair verified twice: the later row
     done = {(r["id"], r["sizes"]) for r in rows}
     versions = ", ".join(f"{k} {v}" for k, v in (device.fingerprint.get("versions") or {}).items()
                          if k in ("torch", "triton", "numpy"))
     header = {"date": dt.date.today().isoformat(), "device": f"{device.type}:{device.index} ({device.name})",
               "versions": versions, "host": platform.node()}
+    if args.report and kept_headers:  # the report of rows verified elsewhere names where they ran
+        header = kept_headers[0]
     jobs = [(p, False) for p in _pairs(args.corpus, args.only)]
+    if args.shard:
+        k, n = _shard(args.shard, ap)
+        jobs = jobs[k - 1::n]
     jobs += [(args.corpus / "pairs" / i, True) for i in args.published]
     if args.published_dir is not None:
         jobs += [(p, True) for p in sorted(args.published_dir.iterdir()) if (p / "problem.py").is_file()]
-    for pair, published in jobs:
+    for pair, published in [] if args.report else jobs:
         sizes = "published" if published else "default"
         if (pair.name, sizes) in done:
             continue

@@ -4,10 +4,15 @@
 # under /tmp/r, tarred into $OUT/r.tgz last (a folder of logs in $OUT may not come back whole).
 # Wheels of what the machine lacks are installed from .whl first (PENDING.md says which).
 #   RULES_S=150 OPT_MIN=8.2 OPT_JOBS=6 PAIR_S=420 OPT_REDO="PAIR ... --only P1,P2" IKB_S=470 IKB_JOBS=2 \
-#   MUT_S=540 MUT_ARGS="..." FA_S=560 EXTRA="command" EXTRA_S=200 OUT=DIR bash benchmarks/gpu_call.sh
+#   MUT_S=540 MUT_ARGS="..." FA_S=560 CORPUS_S=480 CORPUS_SHARDS=6 KBEVAL_S=400 KBEVAL_ONLY=__kbf \
+#   EXTRA="command" EXTRA_S=200 OUT=DIR bash benchmarks/gpu_call.sh
 # RULES_S: bench_rules_changes.py --only gemms (seconds); OPT_MIN: the rules engine over corpus/
 # (bench_optimize_corpus.py --deadline-min, resuming corpus/opt); IKB_S: KernelBench from PyTorch
-# (--budget, resuming corpus/ikb-first); MUT_S: mutants_resumable.sh; FA_S: bench_flash_attention.py.
+# (--budget, resuming corpus/ikb-first); MUT_S: mutants_resumable.sh; FA_S: bench_flash_attention.py;
+# CORPUS_S: bench_corpus.py over corpus/ (this round's verifier, --seeds 1 --port) in CORPUS_SHARDS
+# processes side by side, each resuming corpus/cstate/<k> (carry it back in for the next call; merge
+# with bench_corpus.py --merge --report); KBEVAL_S: KernelBench's eval_kernel_against_ref over the pairs
+# whose id contains KBEVAL_ONLY (kernelbench_eval.py, .devrun/kb-src carried) into corpus/cstate/kb.json.
 # LIMIT_S (default 560): the seconds the call is given (the run's limit_s, which is less than its
 # timeout_s when little device time is left). A watchdog tars what is written so far 40 s before
 # it, so a call stopped at its limit still returns its rows; the final tar replaces that snapshot.
@@ -45,6 +50,22 @@ if [ "${MUT_S:-0}" -gt 0 ]; then
 fi
 if [ "${FA_S:-0}" -gt 0 ]; then
   ( timeout ${FA_S} python3 benchmarks/bench_flash_attention.py --out $R/fa --sweep --deadline-min $(( FA_S / 60 - 1 )) > $R/fa.log 2>&1; echo "exit $?" >> $R/fa.log ) &
+  pids+=($!)
+fi
+if [ "${CORPUS_S:-0}" -gt 0 ]; then
+  N=${CORPUS_SHARDS:-6}
+  for k in $(seq 1 $N); do
+    ( timeout ${CORPUS_S} python3 benchmarks/bench_corpus.py corpus --device cuda --seeds 1 --port --timeout 120 \
+        --shard $k/$N --resume --out corpus/cstate/$k > $R/corpus-$k.log 2>&1; echo "exit $?" >> $R/corpus-$k.log
+      mkdir -p $R/cstate && cp -r corpus/cstate/$k $R/cstate/ ) &
+    pids+=($!)
+  done
+fi
+if [ "${KBEVAL_S:-0}" -gt 0 ]; then
+  ( mkdir -p corpus/cstate $R/cstate; timeout ${KBEVAL_S} python3 benchmarks/kernelbench_eval.py corpus \
+      --kernelbench-src .devrun/kb-src --only ${KBEVAL_ONLY:-__kbf} --jobs ${KBEVAL_JOBS:-4} \
+      --resume --out corpus/cstate/kb.json > $R/kbeval.log 2>&1; echo "exit $?" >> $R/kbeval.log
+    cp corpus/cstate/kb.json $R/cstate/ ) &
   pids+=($!)
 fi
 if [ -n "${EXTRA:-}" ]; then

@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="pairs evaluated at once (correctness only)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per pair")
     ap.add_argument("--trials", type=int, default=SETTINGS["num_correct_trials"])
+    ap.add_argument("--resume", action="store_true", help="keep the pairs --out already holds")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--problem", help=argparse.SUPPRESS)
     ap.add_argument("--solution", help=argparse.SUPPRESS)
@@ -161,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0],
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}}
 
+    if args.resume and args.out.is_file():
+        kept = json.loads(args.out.read_text())
+        results.update({k: v for k, v in kept.items() if k != "_harness"})
+        pairs = [p for p in pairs if p.name not in results]
     lock = threading.Lock()
 
     def one(pair: Path) -> None:

@@ -26,7 +26,9 @@ redrawn from the distribution, keeping the structure the problem poses: its exac
 triangular operand) and its symmetry (:func:`input_structure`). With a spec, the variant's ``dtype`` overrides the dtype of every
 floating-point input and the model is cast with ``model.to(dtype)``, as Xe-Forge does.
 
-Weights: the model is constructed under ``torch.manual_seed(seed)``; the candidate then takes
+Weights: the model is constructed under ``torch.manual_seed(seed)``, and the parameters its
+constructor fills with one value (a norm's ones, a zero bias) are redrawn as trained weights
+would be (``xeforge_core.worker.parameters``); the candidate then takes
 the baseline's ``state_dict`` (saved by the baseline job) when the two hold the same tensors (by
 name, else by registration order with equal shapes: ``load_matching_state``), and the reference
 takes the kernel model's the same way; otherwise both keep the seeded init.
@@ -47,6 +49,7 @@ from xeforge_core.worker import formats
 from xeforge_core.worker.errors import Failure, WorkerError, classify
 from xeforge_core.worker.formats.base import constructor_values
 from xeforge_core.worker.loading import LoadedModule
+from xeforge_core.worker.parameters import redraw_constant_parameters_
 
 DISTRIBUTIONS = ("normal", "uniform", "mixed")
 
@@ -263,11 +266,14 @@ def init_values(loaded: LoadedModule, variant: dict[str, Any]) -> list[Any]:
 
 
 def construct_model(loaded: LoadedModule, inits: list[Any], seed: int, device: torch.device,
-                    dtype: torch.dtype | None, *, on_device: bool = False) -> torch.nn.Module:
+                    dtype: torch.dtype | None, *, on_device: bool = False,
+                    redrawn: dict[str, float] | None = None) -> torch.nn.Module:
     """Instantiate the module's model class under ``torch.manual_seed(seed)``, move it to
     ``device`` and (when the variant gives a dtype) cast it; with ``on_device`` (large
-    problems) the parameters are created on the device directly. Raises ``WorkerError`` naming
-    the class and the init values it rejected."""
+    problems) the parameters are created on the device directly. Parameters the constructor
+    filled with one value are then redrawn as trained weights would be
+    (:mod:`xeforge_core.worker.parameters`); ``redrawn``, when given, receives their names and
+    fill values. Raises ``WorkerError`` naming the class and the init values it rejected."""
     cls = loaded.model_class()
     torch.manual_seed(seed)
     try:
@@ -292,6 +298,9 @@ def construct_model(loaded: LoadedModule, inits: list[Any], seed: int, device: t
             model = model.to(dtype)
     except Exception as exc:
         raise WorkerError(classify(exc, loaded.file, during="moving the model to the device")) from exc
+    filled = redraw_constant_parameters_(model, seed)
+    if redrawn is not None:
+        redrawn.update(filled)
     return model
 
 

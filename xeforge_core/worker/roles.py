@@ -101,6 +101,7 @@ from xeforge_core.worker.integrity import (
     subclass_outputs,
 )
 from xeforge_core.worker.loading import LoadedModule, load_module
+from xeforge_core.worker.parameters import redrawn_note
 from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES, jit_reached, precision_hints, tf32_dots
 from xeforge_core.worker.precision_report import advice, explained, has_unexplained, policy_of, run_check
 from xeforge_core.worker.precision_report import findings as precision_findings
@@ -205,6 +206,8 @@ class Harness:
         self.models: dict[tuple[str, int], torch.nn.Module] = {}
         self.states: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
         self.weight_notes: dict[str, str] = {}
+        #: parameters the constructor filled with one value, redrawn (name -> the fill value)
+        self.redrawn: dict[str, float] = {}
         self._binding: LoadedModule | None = None
         self.call_description = ""
 
@@ -240,7 +243,7 @@ class Harness:
         if adapt is not None:
             binding = self._binding_module()
             reference = construct_model(binding, inits, combo.seed, self.ctx.ops.torch_device,
-                                        _variant_dtype(combo.variant), on_device=on_device)
+                                        _variant_dtype(combo.variant), on_device=on_device, redrawn=self.redrawn)
             if baseline_state is not None:
                 self.weight_notes[f"{combo.vname}/s{combo.seed}"] = load_matching_state(reference, baseline_state)
             model: torch.nn.Module = adapt(self.loaded.entry_function(), reference,
@@ -248,7 +251,7 @@ class Harness:
                                            constructor_arguments(binding.model_class(), inits))
         else:
             model = construct_model(self.loaded, inits, combo.seed, self.ctx.ops.torch_device,
-                                    _variant_dtype(combo.variant), on_device=on_device)
+                                    _variant_dtype(combo.variant), on_device=on_device, redrawn=self.redrawn)
             if baseline_state is not None:
                 self.weight_notes[f"{combo.vname}/s{combo.seed}"] = load_matching_state(model, baseline_state)
         self.states[key] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
@@ -997,6 +1000,9 @@ def run_candidate(ctx: WorkerContext) -> None:
             if disagreeing and r.against == "reference":
                 reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
                            "is inconsistent")
+            if harness.redrawn:
+                reason += (f"; the parameters the constructor fills with one value held drawn values, as trained "
+                           f"weights do: {redrawn_note(harness.redrawn)}")
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, reason))
             return
         differs = sorted(k for k, note in harness.weight_notes.items() if INIT_DIFFERS in note)

@@ -39,13 +39,14 @@ def test_only_trainable_constant_filled_parameters_are_redrawn():
     m = _Norms()
     linear_before = m.linear.weight.detach().clone(), m.linear.bias.detach().clone()
     redrawn = redraw_constant_parameters_(m, seed=3)
-    assert redrawn == {"norm.weight": 1.0, "norm.bias": 0.0}
+    assert redrawn == {"scalar": 2.0, "norm.weight": 1.0, "norm.bias": 0.0}
     assert torch.equal(m.linear.weight, linear_before[0]) and torch.equal(m.linear.bias, linear_before[1])
-    assert torch.equal(m.frozen, torch.ones(6)) and m.scalar.item() == 2.0 and torch.equal(m.running, torch.zeros(6))
+    assert torch.equal(m.frozen, torch.ones(6)) and torch.equal(m.running, torch.zeros(6))
+    assert m.scalar.item() != 2.0 and 1.0 <= m.scalar.item() <= 3.0  # a learned scalar is a weight too
     w, b = m.norm.weight.detach(), m.norm.bias.detach()
     assert len(set(w.tolist())) == 6 and bool(((w >= 0.5) & (w <= 1.5)).all())  # a scale stays positive
     assert len(set(b.tolist())) == 6 and bool((b.abs() <= 0.1).all())
-    assert redrawn_note(redrawn) == "norm.weight (1), norm.bias (0)"
+    assert redrawn_note(redrawn) == "scalar (2), norm.weight (1), norm.bias (0)"
 
 
 def test_the_draw_follows_shape_and_fill_value_not_the_name():

@@ -8,10 +8,11 @@ optimiser step or ``load_state_dict`` of trained weights exposes it. So every mo
 build (baseline, candidate, reference, the float64 truth) has each such parameter redrawn right
 after its constructor, as loading trained weights would change it.
 
-Which parameters: trainable (``requires_grad``) floating-point ``nn.Parameter`` tensors of at
-least two elements whose elements are all one value ``c``. Buffers (BatchNorm's running
-statistics), frozen parameters (a fixed mask) and one-element parameters (a learned scalar
-scale, which a constructor commonly sets to a chosen value) keep theirs.
+Which parameters: trainable (``requires_grad``) floating-point ``nn.Parameter`` tensors whose
+elements are all one value ``c``, a learned scalar among them (``nn.Parameter(torch.tensor(1.0))``:
+a kernel that multiplies by it twice, or not at all, is right only while it is 1). Buffers
+(BatchNorm's running statistics) and frozen parameters (a fixed mask) keep theirs: they are
+constants of the module, not weights.
 
 What values: for ``c != 0``, ``c * u`` with ``u`` uniform in [0.5, 1.5] (same sign, within a
 factor of two: a norm's scale stays positive); for ``c == 0``, uniform in [-0.1, 0.1] (the range
@@ -29,8 +30,6 @@ import zlib
 
 import torch
 
-#: The smallest parameter redrawn, in elements (a one-element parameter is a chosen scalar).
-MIN_REDRAWN_ELEMENTS = 2
 #: Half-width of the uniform range a zero-filled parameter is redrawn from.
 ZERO_FILL_HALF_WIDTH = 0.1
 #: The factor range a parameter filled with c != 0 is redrawn from: c * U(low, high).
@@ -39,7 +38,7 @@ NONZERO_FILL_FACTORS = (0.5, 1.5)
 
 def _fill_value(p: torch.Tensor) -> float | None:
     """The one value every element of ``p`` holds, or None (several values, non-finite, empty)."""
-    if p.numel() < MIN_REDRAWN_ELEMENTS or not p.dtype.is_floating_point:
+    if p.numel() == 0 or not p.dtype.is_floating_point:
         return None
     with torch.no_grad():
         first = p.reshape(-1)[0]

@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                          "share a GPU over disjoint slices of the corpus (merge their corpus.json rows)")
     ap.add_argument("--merge", nargs="*", type=Path, default=[], metavar="DIR",
                     help="keep the rows of these runs' --out folders too, as --resume keeps OUT's (shards)")
+    ap.add_argument("--no-timing", action="store_true",
+                    help="correctness only: no timing job (the speedup columns stay empty)")
     ap.add_argument("--report", action="store_true", help="verify nothing: write the report of the rows kept")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per variant (default 3)")
     ap.add_argument("--no-odd-size", action="store_true", help="no odd-size copies of the variants")
@@ -229,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     device = detect_device(args.device)
     opts = VerifyOptions(timeout_s=args.timeout, use_cache=False, seeds=args.seeds,
+                         measure_performance=not args.no_timing,
                          include_odd_size=not args.no_odd_size, allow_precision=list(args.allow))
     results_path = args.out / "corpus.json"
     rows: list[dict[str, Any]] = []

@@ -55,7 +55,7 @@ fi
 if [ "${CORPUS_S:-0}" -gt 0 ]; then
   N=${CORPUS_SHARDS:-6}
   for k in $(seq 1 $N); do
-    ( timeout ${CORPUS_S} python3 benchmarks/bench_corpus.py corpus --device cuda --seeds 1 --port --timeout 120 \
+    ( timeout ${CORPUS_S} python3 benchmarks/bench_corpus.py corpus --device cuda --seeds 1 --port --timeout 120 ${CORPUS_ARGS:-} \
         --shard $k/$N --resume --out corpus/cstate/$k > $R/corpus-$k.log 2>&1; echo "exit $?" >> $R/corpus-$k.log
       mkdir -p $R/cstate && cp -r corpus/cstate/$k $R/cstate/ ) &
     pids+=($!)

@@ -64,3 +64,17 @@ def test_a_child_without_a_result_is_no_verdict_with_its_last_log_line(tmp_path,
     v = bench_mutants.kb_verdict(Path("pairs/p"), Path("no-such-src"), 1, 120)
     assert v["kind"] == "no_verdict" and "no result" in v["reason"]
     assert "ModuleNotFoundError" in v["reason"] and "kernelbench" in v["reason"]
+
+
+def test_a_solution_that_calls_its_module_model_is_entered_as_modelnew(bridge, tmp_path, monkeypatch):
+    assert bridge.entry_alias("class Model:\n    pass\n") == "ModelNew = Model"
+    assert bridge.entry_alias("class Model: pass\nclass ModelNew(Model): pass\n") is None
+    assert bridge.entry_alias("class Model: pass\nModelNew = Model\n") is None
+    assert bridge.entry_alias("def kernel_function(): pass\n") is None
+    assert bridge.entry_alias("class Model(:\n") is None
+    (tmp_path / "src" / "kernelbench").mkdir(parents=True)
+    (tmp_path / "src" / "kernelbench" / "__init__.py").write_text("")
+    (tmp_path / "src" / "kernelbench" / "eval.py").write_text(FAKE_EVAL)
+    _pair(tmp_path, "class Model: pass\n")
+    row = bridge._run_pair(tmp_path / "pairs" / "p", tmp_path / "src", 1, timeout=120)
+    assert row["kb_pass"] and row["entry_alias"] == "ModelNew = Model", row.get("log_tail")

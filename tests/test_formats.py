@@ -592,3 +592,17 @@ def test_literal_shapes_are_scaled_so_one_program_hides_nothing(capsys, tmp_path
     assert "torch.randint(0, 10, (SIZE_8, SIZE_3))" in lift_literal_sizes(src)
     assert "torch.full((SIZE_8,), 7.0)" in lift_literal_sizes(src)
     assert lift_literal_sizes((KB / "residual_relu.py").read_text()) is None
+
+
+def test_a_kernel_right_only_on_the_problems_input_domain_says_so_and_can_be_judged_there(capsys):
+    """The redraws stress a kernel outside the domain get_inputs() draws from (a clamp that no
+    input in [0, 1) reaches, dropped): wrong by default, with the reason saying the problem's own
+    inputs match and naming the option that judges it on them alone."""
+    code, v = verify(capsys, KB / "margin.py", KB / "margin_no_clamp.py", "--no-odd-size")
+    assert (code, v["kind"]) == (1, "wrong_answer"), v["reason"]
+    assert "normal inputs" in v["reason"] or "uniform inputs" in v["reason"]
+    assert "on the problem's own inputs (get_inputs()) it matches at every variant and seed" in v["reason"]
+    assert "--own-inputs-only" in v["reason"]
+    code, v = verify(capsys, KB / "margin.py", KB / "margin_no_clamp.py", "--no-odd-size", "--own-inputs-only")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    assert any("--own-inputs-only" in w for w in v["warnings"])

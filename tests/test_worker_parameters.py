@@ -79,3 +79,4 @@ def test_a_right_kernel_with_renamed_parameters_is_ok_without_init_differs(verif
     code, v = verify(KB / "affine_rows.py", KB / "affine_rows_new.py")
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
     assert "init_differs" not in {f["rule"] for f in v["findings"]}
+

@@ -534,6 +534,9 @@ class _Run:
                                   "class_name": "Model", "label": "inputs"}
             self.warnings.append("neither the problem nor its reference defines get_inputs(): the candidate's own "
                                  "get_inputs() builds the inputs")
+        if problem.spec is None and not [d for d in opts.distributions if d != OWN_INPUTS]:
+            self.warnings.append("correctness judged on the problem's own get_inputs() only (--own-inputs-only): "
+                                 "no redraw stressed the kernel outside the domain those inputs are drawn from")
         spec_allow = tuple(getattr(problem.spec, "allow", ()) or ()) if problem.spec is not None else ()
         self.precision = PrecisionPolicy(parse_allowances(opts.allow_precision, where="--allow"), spec_allow)
         self.target = opts.target or (device.type if device.type in ("xpu", "cuda") else "xpu")

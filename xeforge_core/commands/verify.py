@@ -171,6 +171,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="accept an output dtype different from the baseline's")
     p.add_argument("--allow-shape-change", action="store_true",
                    help="accept an output shape different from the baseline's")
+    p.add_argument("--own-inputs-only", action="store_true",
+                   help="judge correctness on the problem's own get_inputs() only, without the normal and "
+                        "uniform redraws that stress a kernel outside the domain those inputs lie in (a kernel "
+                        "that drops a clamp no probability or label reaches); the verdict says it applied")
     p.add_argument("--memcheck", action="store_true",
                    help="after the candidate matched, run one more correctness call under a memory checker "
                         "(compute-sanitizer memcheck on cuda, the interpreter's bounds check on cpu; none on xpu) "
@@ -208,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
             rtol=args.rtol, atol=args.atol, target=args.target, allow_precision=allowances(args),
             memcheck=args.memcheck, dtype=getattr(args, "dtype", None),
+            **({"distributions": []} if args.own_inputs_only else {}),
         )
         progress = None if (args.quiet or args.json) else _progress_printer(sys.stderr)
         cancel = threading.Event()

@@ -63,6 +63,7 @@ from xeforge_core.worker.compare import (
 )
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.domain import (
+    OWN_INPUTS,
     TruthDomain,
     excused_by_nonfinite_truth,
     inputs_phrase,
@@ -170,6 +171,13 @@ def combos_of(job: dict[str, Any]) -> list[Combo]:
         per = redraw_seeds(dists, own)
         combos += [Combo(v, s, d) for s in own for d in dists if s in per[d]]
     return combos
+
+
+def _only_redraws_fail(failed: list[CorrectnessRun], runs: list[CorrectnessRun], anchor: str) -> bool:
+    """True when every failed run is on a redraw of a ``get_inputs()`` problem and runs on its
+    own inputs passed: the kernel is right on the domain the problem draws from."""
+    return anchor == OWN_INPUTS and bool(failed) and all(r.distribution != anchor for r in failed) \
+        and any(r.distribution == anchor for r in runs)
 
 
 def anchor_distribution(job: dict[str, Any]) -> str:
@@ -1000,6 +1008,10 @@ def run_candidate(ctx: WorkerContext) -> None:
             if disagreeing and r.against == "reference":
                 reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
                            "is inconsistent")
+            if _only_redraws_fail(failed, runs, anchor_distribution(ctx.job)):
+                reason += ("; on the problem's own inputs (get_inputs()) it matches at every variant and seed: it "
+                           "holds only on the domain those inputs are drawn from, and the redraws stress it outside "
+                           "(--own-inputs-only judges a kernel that may assume that domain on them alone)")
             if harness.redrawn:
                 reason += (f"; the parameters the constructor fills with one value held drawn values, as trained "
                            f"weights do: {redrawn_note(harness.redrawn)}")

@@ -606,3 +606,23 @@ def test_a_kernel_right_only_on_the_problems_input_domain_says_so_and_can_be_jud
     code, v = verify(capsys, KB / "margin.py", KB / "margin_no_clamp.py", "--no-odd-size", "--own-inputs-only")
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
     assert any("--own-inputs-only" in w for w in v["warnings"])
+
+
+def test_a_wrong_answer_at_the_first_size_decides_over_a_later_size_it_cannot_compile_at(capsys, tmp_path):
+    """Wrong at the size the problem poses (KernelBook's literal [4, 4]) and unable to compile at
+    the odd size the verifier adds (a row spanned by one tl.arange of 3): the wrong answer is the
+    verdict, the compile error a warning after it, not the other way round."""
+    (tmp_path / "double.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x * 2\n\n\n"
+        "def get_inputs():\n    return [torch.randn([4, 4])]\n\n\ndef get_init_inputs():\n    return []\n")
+    (tmp_path / "triple_rows.py").write_text(
+        "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def _row(x_ptr, y_ptr, N: tl.constexpr):\n    cols = tl.arange(0, N)\n    row = tl.program_id(0)\n"
+        "    tl.store(y_ptr + row * N + cols, tl.load(x_ptr + row * N + cols) * 3)\n\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
+        "        _row[(x.shape[0],)](x, y, N=x.shape[1])\n        return y\n")
+    code, v = verify(capsys, tmp_path / "double.py", tmp_path / "triple_rows.py")
+    assert (code, v["kind"]) == (1, "wrong_answer"), v["reason"]
+    assert v["reason"].startswith("wrong answer on variant module ")
+    assert any(w.startswith("then at variant module-odd") and "compile_error" in w for w in v["warnings"])

@@ -1158,7 +1158,16 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                 ctx.ops.poison_allocator(64 << 20)
             mark = ctx.recorder.mark()
             if sel is None:
-                out = harness.run(model, args, during=f"running {combo.describe()}")
+                try:
+                    out = harness.run(model, args, during=f"running {combo.describe()}")
+                except WorkerError as err:
+                    if not any(not r.passed for r in runs):
+                        raise
+                    # a size it cannot run at, after a wrong answer at an earlier variant: the wrong
+                    # answer decides (the first variant is the one the problem poses or reduces)
+                    ctx.verdict.warnings.append(f"then at {combo.describe()} it failed: "
+                                                f"{err.failure.kind.value}: {err.failure.reason[:300]}")
+                    return runs, grids
                 config = default_desc if ctx.registry.entries and ctx.ops.interpreter else None
                 for kernel, g in launch_grids(ctx.recorder.since(mark)).items():
                     have = grids.setdefault(combo.vname, {}).setdefault(kernel, [0, 0, 0])

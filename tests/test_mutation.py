@@ -199,11 +199,13 @@ def test_survivor_arguments_are_proofs_or_left_open():
     scaled = {"mutation_class": "epilogue_twice", "before": "acc = tl.where(value_mask, acc * 2.0, 0.0)", "ours": same}
     assert survivor_analysis("k/w", scaled, orig, None, "cuda")["status"] == "unexplained"  # doubles twice
     for not_fixed in ("acc = tl.where(acc < 0, tl.abs(acc), 0.0)", "acc = tl.abs(tl.minimum(acc, -1.0))",
-                      "acc = tl.where(acc > 0, tl.minimum(acc, -1.0), 0.0)"):
+                      "acc = tl.where(acc > 0, tl.minimum(acc, -1.0), 0.0)", "acc = tl.where(m, acc * 2.0, acc)",
+                      "acc = tl.where(acc > 1.0, acc - 1.0, acc)"):
         row = {"mutation_class": "epilogue_twice", "before": not_fixed, "ours": same}
         assert survivor_analysis("k/w", row, orig, None, "cuda")["status"] == "unexplained", not_fixed
     for fixed in ("acc = tl.minimum(tl.maximum(acc, 0.0), 6.0)", "acc = tl.where(acc < 2.0, acc, 0.0)",
-                  "acc = tl.abs(acc)", "acc = tl.where(value_mask, tl.maximum(acc, 0.0), 0.0)"):
+                  "acc = tl.abs(acc)", "acc = tl.where(value_mask, tl.maximum(acc, 0.0), 0.0)",
+                  "acc = tl.where(load_mask, x, acc)"):
         row = {"mutation_class": "epilogue_twice", "before": fixed, "ours": same}
         assert survivor_analysis("k/w", row, orig, None, "cuda")["status"] == "equivalent", fixed
     silu = {"mutation_class": "epilogue_twice", "before": "y = y * tl.sigmoid(y)", "ours": same}

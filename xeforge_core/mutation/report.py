@@ -42,10 +42,15 @@ def _clamp(expr: ast.AST, var: str) -> bool:
     return len(inner) == 1 and _clamp(inner[0], var)
 
 
+def _reads(expr: ast.AST, var: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(expr))
+
+
 def idempotent(expr: ast.AST, var: str) -> bool:
     """Whether ``expr`` is f(var) for an f with f(f(x)) = f(x): a clamp against constants
     (``tl.maximum(x, 0)``, ``tl.minimum(tl.maximum(x, lo), hi)``), ``tl.abs(x)``, a select that
-    keeps x or a constant (``tl.where(x > 0, x, 0)``, whatever its condition), or
+    keeps x or a constant (``tl.where(x > 0, x, 0)``, whatever its condition), a select into x
+    of a value that does not read x under a mask that does not either (``tl.where(mask, y, x)``), or
     ``tl.where(mask, f(x), 0)`` with f idempotent and a mask that does not read x. Compositions
     beyond clamps are not: ``tl.abs(tl.minimum(x, -1.0))`` maps -3 to 3, and 3 to 1."""
     if _clamp(expr, var):
@@ -56,9 +61,11 @@ def idempotent(expr: ast.AST, var: str) -> bool:
         return isinstance(args[0], ast.Name) and args[0].id == var
     if name == "where" and len(args) == 3:
         cond, a, b = args
+        if isinstance(b, ast.Name) and b.id == var and not _reads(cond, var) and not _reads(a, var):
+            return True  # tl.where(mask, y, x): the mask's lanes take y both times, the others keep x
         if not _is_constant(b, var):
             return False
-        if all(not (isinstance(n, ast.Name) and n.id == var) for n in ast.walk(cond)):
+        if not _reads(cond, var):
             return idempotent(a, var)  # a mask that does not read x selects the same lanes both times
         return isinstance(a, ast.Name) and a.id == var  # x kept, or the constant, which is kept again
     return False

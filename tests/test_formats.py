@@ -168,6 +168,12 @@ def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     code, v = verify(capsys, KB / "ignores_input.py", KB / "ignores_input_new.py")
     assert (code, v["kind"]) == (10, "inconclusive")
     assert "does not depend on its inputs" in v["reason"]
+    # with one seed the redraws left out because the output did not change with them are the evidence
+    code = main(["verify", str(KB / "ignores_input.py"), str(KB / "ignores_input_new.py"), "--device", "cpu",
+                 "--json", "--seeds", "1"])
+    v = json.loads(capsys.readouterr().out)
+    assert (code, v["kind"]) == (10, "inconclusive"), v["reason"]
+    assert "does not depend on its inputs" in v["reason"]
 
 
 def test_a_cuda_only_solution_is_named_and_its_port_verifies(capsys, tmp_path):

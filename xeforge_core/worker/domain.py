@@ -101,6 +101,9 @@ class TruthDomain:
     anchor: str
     truth_label: str = "reference"
     seen: dict[tuple[str, str], list[_Seen]] = field(default_factory=dict)
+    #: per variant, the redraws left out because the truth did not change with them (filled by
+    #: ``decide``): evidence, with the anchor's runs, that the truth ignores its inputs
+    unchanged: dict[str, set[str]] = field(default_factory=dict)
 
     def record(self, variant: str, distribution: str, seed: int, inputs: str, truth_hashes: tuple[Any, ...],
                nonfinite: str | None) -> None:
@@ -118,20 +121,24 @@ class TruthDomain:
         for (variant, dist), runs in self.seen.items():
             anchor_runs = self.seen.get((variant, self.anchor), [])
             if dist != self.anchor:
-                why = self._skip_reason(dist, runs, anchor_runs, own)
+                why, same = self._skip_reason(dist, runs, anchor_runs, own)
                 if why:
                     skipped.setdefault(variant, {})[dist] = why
+                    if same:
+                        self.unchanged.setdefault(variant, set()).add(dist)
                     continue
             for r in runs:
                 if r.nonfinite:
                     nonfinite.setdefault(variant, {})[f"{dist}/s{r.seed}"] = r.nonfinite
         return skipped, nonfinite
 
-    def _skip_reason(self, dist: str, runs: list[_Seen], anchor_runs: list[_Seen], own: str) -> str:
+    def _skip_reason(self, dist: str, runs: list[_Seen], anchor_runs: list[_Seen], own: str) -> tuple[str, bool]:
+        """Why ``dist`` is left out on a variant ("" to keep it), and whether because the truth
+        did not change with it."""
         bad = next((r for r in runs if r.nonfinite), None)
         if bad is not None and not any(r.nonfinite for r in anchor_runs):
             return (f"the {self.truth_label} is not finite on {dist} inputs ({bad.nonfinite}) while it is on the "
-                    f"problem's own {own}: those inputs leave its domain")
+                    f"problem's own {own}: those inputs leave its domain"), False
         anchor_truths = {r.truth for r in anchor_runs}
         redrawn = {r.truth for r in runs}
         inputs_differ = len({r.inputs for r in runs + anchor_runs}) > 1
@@ -139,5 +146,5 @@ class TruthDomain:
         if inputs_differ and not constant_anchor and all(None not in t for t in redrawn) and (
                 redrawn <= anchor_truths or (len(runs) > 1 and len(redrawn) == 1)):
             return (f"the {self.truth_label}'s output does not change with {dist} inputs (the same as on other "
-                    "inputs), so matching it there proves nothing")
-        return ""
+                    "inputs), so matching it there proves nothing"), True
+        return "", False

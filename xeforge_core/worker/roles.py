@@ -787,7 +787,10 @@ def run_baseline(ctx: WorkerContext) -> None:
         ctx.verdict.warnings += _domain_warnings(skipped, nonfinite, domain.anchor, meta["truth"])
         constant, fixed = [], []
         for vname, runs in truth_hashes.items():
-            seen = [(fp, h) for fp, h, d in runs if d not in skipped.get(vname, {})]
+            # a redraw left out because the truth did not change with it still shows that it ignores
+            # its inputs: with one seed it is the only evidence there is
+            seen = [(fp, h) for fp, h, d in runs
+                    if d not in skipped.get(vname, {}) or d in domain.unchanged.get(vname, set())]
             if len(seen) < 2:
                 continue
             inputs_varied = len({fp for fp, _ in seen}) > 1

@@ -52,6 +52,13 @@ def test_elementwise_block_counted_by_the_grid_is_tuned() -> None:
     assert "BLOCK_SIZE=BLOCK_SIZE" not in out
 
 
+def test_sizes_passed_as_constexpr_key_the_autotune_cache() -> None:
+    res = add_autotune((FIXTURES / "constexpr_sizes.py").read_text(), target="cuda", arch="hopper")
+    assert res.applicable, res.reason
+    assert 'key=["C", "L"]' in res.source
+    assert any("its sizes are tl.constexpr (C, L)" in n for n in res.notes), res.notes
+
+
 def test_loop_step_blocks_of_several_kernels_are_tuned_without_touching_the_grid() -> None:
     out = _tuned("row_loop_two_kernels.py")
     assert out.count("@triton.autotune(") == 2 and out.count("row_max_kernel[(n_rows,)]") == 1
@@ -143,7 +150,7 @@ def test_configs_are_pruned_by_the_device_limits() -> None:
 
 @pytest.mark.parametrize("name", ["elementwise_guard.py", "row_loop_two_kernels.py", "row_derived_norm.py",
                                   "scan_rows.py", "pool_window.py", "row_softmax_in_place.py",
-                                  "matvec_grid_function.py"])
+                                  "matvec_grid_function.py", "constexpr_sizes.py"])
 def test_autotuned_candidates_verify_in_the_interpreter(name: str) -> None:
     problem = load_problem(FIXTURES / name)
     verdict = verify(problem, _tuned(name), device="cpu", options=FAST)

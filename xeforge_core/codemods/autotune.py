@@ -645,14 +645,21 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     limit = options.get("max_configs")
     if isinstance(limit, int) and limit > 0:
         texts = texts[:limit]
+    tuned_names = set(blocks) | set(extras)
+    for cfg_text in texts:
+        tuned_names.update(re.findall(r'"(\w+)":', cfg_text))
     key = [p.name.value for p in params if not is_constexpr_param(p) and _size_param(p.name.value)]
     if not key:
         key = _bound_params(fn)
     if not key:
+        # sizes passed as tl.constexpr (`N: tl.constexpr`): each value compiles its own kernel, and
+        # the autotune cache must follow them too, or a config tuned at one size serves every size
+        key = [n for n in constexprs if n not in tuned_names and n not in values]
+        if key:
+            kept_notes.append(f"kernel {name}: its sizes are tl.constexpr ({', '.join(key)}): the autotune "
+                              "key follows them")
+    if not key:
         return f"kernel {name} has no size arguments to key the autotune cache on"
-    tuned_names = set(blocks) | set(extras)
-    for cfg_text in texts:
-        tuned_names.update(re.findall(r'"(\w+)":', cfg_text))
     # parameters with defaults that are tuned: remove the default (must not break ordering)
     new_params = []
     seen_default = False

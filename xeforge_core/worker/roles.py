@@ -1045,7 +1045,8 @@ def run_candidate(ctx: WorkerContext) -> None:
         if constant:
             step.status = StepStatus.INCONCLUSIVE
             step.summary = (f"inconclusive: the {truth}'s output does not depend on its inputs (identical across "
-                            f"seeds on variant(s) {', '.join(constant)} while the inputs differed), so matching "
+                            f"seeds and redraws on variant(s) {', '.join(constant)} while the inputs differed), so "
+                            "matching "
                             "it proves nothing")
             ctx.verdict.warnings.append(step.summary)
             ctx.verdict.kind = VerdictKind.INCONCLUSIVE

@@ -174,6 +174,11 @@ def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     v = json.loads(capsys.readouterr().out)
     assert (code, v["kind"]) == (10, "inconclusive"), v["reason"]
     assert "does not depend on its inputs" in v["reason"]
+    # one seed and no redraw: nothing can show it, and the verdict says so
+    code = main(["verify", str(KB / "ignores_input.py"), str(KB / "ignores_input_new.py"), "--device", "cpu",
+                 "--json", "--seeds", "1", "--own-inputs-only", "--no-odd-size"])
+    v = json.loads(capsys.readouterr().out)
+    assert any("depends on its inputs was not checked" in w for w in v["warnings"]), v["warnings"]
 
 
 def test_a_cuda_only_solution_is_named_and_its_port_verifies(capsys, tmp_path):
@@ -612,6 +617,12 @@ def test_a_kernel_right_only_on_the_problems_input_domain_says_so_and_can_be_jud
     code, v = verify(capsys, KB / "margin.py", KB / "margin_no_clamp.py", "--no-odd-size", "--own-inputs-only")
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
     assert any("--own-inputs-only" in w for w in v["warnings"])
+    # a spec's inputs are all its own: the option is refused there, naming the spec
+    sample = Path(__file__).resolve().parents[1] / "sample_kernels"
+    code = main(["verify", str(sample / "01_vector_add.py"), str(sample / "01_vector_add.py"), "--spec",
+                 str(sample / "01_vector_add.yaml"), "--device", "cpu", "--own-inputs-only"])
+    err = capsys.readouterr().err
+    assert code == 2 and "01_vector_add.yaml" in err and "--own-inputs-only applies to" in err
 
 
 def test_a_wrong_answer_at_the_first_size_decides_over_a_later_size_it_cannot_compile_at(capsys, tmp_path):

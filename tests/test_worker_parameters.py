@@ -46,7 +46,7 @@ def test_only_trainable_constant_filled_parameters_are_redrawn():
     w, b = m.norm.weight.detach(), m.norm.bias.detach()
     assert len(set(w.tolist())) == 6 and bool(((w >= 0.5) & (w <= 1.5)).all())  # a scale stays positive
     assert len(set(b.tolist())) == 6 and bool((b.abs() <= 0.1).all())
-    assert redrawn_note(redrawn) == "scalar (2), norm.weight (1), norm.bias (0)"
+    assert redrawn_note(redrawn) == "scalar (filled with 2), norm.weight (filled with 1), norm.bias (filled with 0)"
 
 
 def test_the_draw_follows_shape_and_fill_value_not_the_name():
@@ -72,7 +72,7 @@ def verify(tmp_path, monkeypatch, capsys):
 def test_a_kernel_that_drops_a_zero_initialised_shift_is_wrong_and_says_why(verify):
     code, v = verify(KB / "affine_rows.py", KB / "affine_rows_no_shift.py")
     assert (code, v["kind"]) == (1, "wrong_answer"), v["reason"]
-    assert "held drawn values, as trained weights do: scale (1), shift (0)" in v["reason"]
+    assert "were redrawn, as training changes them: scale (filled with 1), shift (filled with 0)" in v["reason"]
 
 
 def test_a_right_kernel_with_renamed_parameters_is_ok_without_init_differs(verify):

@@ -204,6 +204,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         problem = load_problem(args.baseline, spec_path=args.spec, reference_path=args.reference)
         candidate = read_candidate(args.candidate, posed=problem.kernel.class_name)
+        if args.own_inputs_only and problem.spec is not None and problem.spec.inputs:
+            raise ProblemError("--own-inputs-only applies to a problem judged on its get_inputs(); this one has a "
+                               "spec, whose inputs are all its own and all the contract: leave the option out",
+                               file=problem.spec.path)
         options = VerifyOptions(
             timeout_s=args.timeout, baseline_timeout_s=args.timeout, variants=args.variant, include_odd_size=not args.no_odd_size,
             tile_sizes=not args.no_odd_size,

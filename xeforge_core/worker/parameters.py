@@ -78,8 +78,9 @@ def redraw_constant_parameters_(model: torch.nn.Module, seed: int) -> dict[str, 
 
 
 def redrawn_note(redrawn: dict[str, float], limit: int = 4) -> str:
-    """``"bias (0), norm.weight (1)"``: the parameters :func:`redraw_constant_parameters_`
-    redrew, with the value their constructor filled them with; empty when none."""
-    shown = [f"{name} ({c:g})" for name, c in list(redrawn.items())[:limit]]
+    """``"bias (filled with 0), norm.weight (filled with 1)"``: the parameters
+    :func:`redraw_constant_parameters_` redrew, with the value their constructor filled them
+    with; empty when none."""
+    shown = [f"{name} (filled with {c:g})" for name, c in list(redrawn.items())[:limit]]
     more = len(redrawn) - limit
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")

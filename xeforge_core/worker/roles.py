@@ -791,7 +791,8 @@ def run_baseline(ctx: WorkerContext) -> None:
             # its inputs: with one seed it is the only evidence there is
             seen = [(fp, h) for fp, h, d in runs
                     if d not in skipped.get(vname, {}) or d in domain.unchanged.get(vname, set())]
-            if len(seen) < 2:
+            if len(seen) < 2:  # one seed and no redraw: nothing to compare the truth across
+                fixed.append(vname)
                 continue
             inputs_varied = len({fp for fp, _ in seen}) > 1
             outputs_same = len({h for _, h in seen}) == 1 and all(x is not None for x in seen[0][1])
@@ -1016,8 +1017,8 @@ def run_candidate(ctx: WorkerContext) -> None:
                            "holds only on the domain those inputs are drawn from, and the redraws stress it outside "
                            "(--own-inputs-only judges a kernel that may assume that domain on them alone)")
             if harness.redrawn:
-                reason += (f"; the parameters the constructor fills with one value held drawn values, as trained "
-                           f"weights do: {redrawn_note(harness.redrawn)}")
+                reason += (f"; the parameters its constructor fills with one value were redrawn, as training "
+                           f"changes them: {redrawn_note(harness.redrawn)}")
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, reason))
             return
         differs = sorted(k for k, note in harness.weight_notes.items() if INIT_DIFFERS in note)
@@ -1069,6 +1070,11 @@ def run_candidate(ctx: WorkerContext) -> None:
         fixed = meta.get("fixed_inputs") or []
         if fixed:
             step.summary += f"; one fixed input set checked on {', '.join(fixed)}"
+            if set(fixed) >= {c.vname for c in combos}:
+                ctx.verdict.warnings.append(
+                    f"whether the {truth}'s output depends on its inputs was not checked: each variant saw one "
+                    "input set (more --seeds, or the redraws --own-inputs-only leaves out, would show it), so a "
+                    f"{truth} that ignores its inputs would pass unseen")
         if disagreeing and truth == "reference":
             ctx.verdict.kind = VerdictKind.INCONSISTENT
             ctx.verdict.reason = (f"the candidate matches the reference, but the problem's baseline disagrees with "

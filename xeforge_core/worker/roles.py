@@ -1047,8 +1047,7 @@ def run_candidate(ctx: WorkerContext) -> None:
             step.status = StepStatus.INCONCLUSIVE
             step.summary = (f"inconclusive: the {truth}'s output does not depend on its inputs (identical across "
                             f"seeds and redraws on variant(s) {', '.join(constant)} while the inputs differed), so "
-                            "matching "
-                            "it proves nothing")
+                            "matching it proves nothing")
             ctx.verdict.warnings.append(step.summary)
             ctx.verdict.kind = VerdictKind.INCONCLUSIVE
             ctx.verdict.reason = step.summary
@@ -1073,8 +1072,7 @@ def run_candidate(ctx: WorkerContext) -> None:
             if set(fixed) >= {c.vname for c in combos}:
                 ctx.verdict.warnings.append(
                     f"whether the {truth}'s output depends on its inputs was not checked: each variant saw one "
-                    "input set (more --seeds, or the redraws --own-inputs-only leaves out, would show it), so a "
-                    f"{truth} that ignores its inputs would pass unseen")
+                    f"input set, so a {truth} that ignored them would pass unseen")
         if disagreeing and truth == "reference":
             ctx.verdict.kind = VerdictKind.INCONSISTENT
             ctx.verdict.reason = (f"the candidate matches the reference, but the problem's baseline disagrees with "

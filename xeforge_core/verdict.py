@@ -156,10 +156,14 @@ class OutputComparison:
     kernelbench_mismatches: int | None = None
 
 
+#: The input distribution that stands for a problem's own ``get_inputs()`` (without a spec).
+OWN_INPUTS = "module"
+
+
 def inputs_label(distribution: str) -> str:
     """An input distribution as a verdict names it: ``get_inputs()`` for a problem's own inputs
-    (the worker's ``module`` distribution), else the distribution (``normal``, ``uniform``)."""
-    return "get_inputs()" if distribution == "module" else distribution
+    (:data:`OWN_INPUTS`), else the distribution (``normal``, ``uniform``)."""
+    return "get_inputs()" if distribution == OWN_INPUTS else distribution
 
 
 @dataclass

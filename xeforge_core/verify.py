@@ -77,7 +77,7 @@ from xeforge_core.sizes import (
     launched_work,
     plan_probe,
 )
-from xeforge_core.verdict import Finding, Step, StepStatus, Verdict, VerdictKind
+from xeforge_core.verdict import OWN_INPUTS, Finding, Step, StepStatus, Verdict, VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -340,10 +340,6 @@ def kb_findings(source: str, target: str, problem: Any = None, *, baseline_sourc
         out.append({"rule": f"kb:{issue.rule_id}", "message": message, "severity": severity,
                     "line": issue.line})
     return out
-
-
-#: The distribution that stands for a problem's own ``get_inputs()`` (the worker's name for it).
-OWN_INPUTS = "module"
 
 
 def input_distributions(problem: Any, requested: list[str]) -> list[str]:

@@ -25,12 +25,9 @@ from typing import Any
 
 import torch
 
-from xeforge_core.verdict import inputs_label
+from xeforge_core.verdict import OWN_INPUTS, inputs_label
 from xeforge_core.worker.compare import Tolerance, compare_outputs
 from xeforge_core.worker.expected import StoredTensor, materialize
-
-#: The anchor distribution of a problem without a spec: its own ``get_inputs()``.
-OWN_INPUTS = "module"
 
 
 def inputs_phrase(distribution: str) -> str:

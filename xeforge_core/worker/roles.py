@@ -49,7 +49,15 @@ import torch
 
 from xeforge_core.precision import BASELINE, DOWNGRADES, PrecisionPolicy
 from xeforge_core.units import size
-from xeforge_core.verdict import INCONSISTENT_PROBLEM, CorrectnessRun, Finding, Step, StepStatus, VerdictKind
+from xeforge_core.verdict import (
+    INCONSISTENT_PROBLEM,
+    OWN_INPUTS,
+    CorrectnessRun,
+    Finding,
+    Step,
+    StepStatus,
+    VerdictKind,
+)
 from xeforge_core.worker import formats
 from xeforge_core.worker.autotune import skipped_by_autotuner, skipped_config_note
 from xeforge_core.worker.calibrated import Truth64
@@ -63,7 +71,6 @@ from xeforge_core.worker.compare import (
 )
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.domain import (
-    OWN_INPUTS,
     TruthDomain,
     excused_by_nonfinite_truth,
     inputs_phrase,

@@ -42,6 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # xeforge_core, from a checkout too
+
 SETTINGS = {"num_correct_trials": 5, "measure_performance": False, "backend": "triton", "precision": "fp32",
             "seed_num": 42}
 
@@ -68,13 +70,13 @@ def entry_alias(src: str) -> str | None:
     such a solution as a harness error, which says nothing about its kernels."""
     import ast
 
+    from xeforge_core.problem.entry import module_bindings
+
     try:
-        tree = ast.parse(src)
+        bindings = module_bindings(ast.parse(src))
     except SyntaxError:
         return None
-    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    return "ModelNew = Model" if "Model" in names and "ModelNew" not in names else None
+    return "ModelNew = Model" if bindings.bound("Model") and not bindings.bound("ModelNew") else None
 
 
 def evaluate_one(problem: Path, solution: Path, kb_src: Path, trials: int) -> dict[str, Any]:

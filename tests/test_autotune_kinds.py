@@ -300,3 +300,46 @@ def test_an_autotuned_atomic_kernel_without_hooks_gets_restore_value_with_its_ne
     assert res.changed and 'restore_value=["out_ptr"])' in res.source, res.reason
     assert any("restore_value=['out_ptr'] added" in n for n in res.notes), res.notes
     assert verify(problem, res.source, device="cpu", options=FAST).passed
+
+
+def test_warps_written_as_a_meta_parameter_become_the_configs_launch_option() -> None:
+    """``triton.Config({"BLOCK_SIZE": bs, "num_warps": nw})`` launches 4 warps whatever ``nw``
+    is (``Config.all_kwargs()`` lays the config's own ``num_warps`` over the dict): the stage moves
+    the value to the keyword Triton reads, then extends the comprehension's configs (expanded
+    from its literal value lists) with the kind's, and the candidate verifies."""
+    from xeforge_core.codemods.autotune_options import move_launch_options
+    from xeforge_core.codemods.registry import CodemodSettings
+    from xeforge_core.engines.rules import stage_codemod
+
+    source = (FIXTURES / "autotuned_comprehension.py").read_text()
+    out = stage_codemod("autotuning")(source, CodemodSettings(target="cuda", arch="hopper"))
+    assert out.changed, out.reason
+    assert 'triton.Config({"BLOCK_SIZE": bs}, num_stages=1, num_warps=nw)' in out.source
+    assert "for nw in (4, 8)\n    ] + [" in out.source and '"BLOCK_SIZE": 4096' in out.source
+    assert "num_warps moved" in out.notes[0] and "added after its own 4" in out.notes[1], out.notes
+    verdict = verify(load_problem(FIXTURES / "autotuned_comprehension.py"), out.source, device="cpu", options=FAST)
+    assert verdict.passed, verdict.feedback()
+    # a launch given **cfg.kwargs does launch the dict's warps: such a module is left as written
+    reads = source.replace("softsign_kernel[grid](x, out, n_elements)",
+                           "softsign_kernel[grid](x, out, n_elements)\n        _ = softsign_kernel.configs[0].kwargs")
+    assert "the module reads a config's kwargs" in move_launch_options(reads).reason
+    # a kernel whose parameter has that name takes it as a meta-parameter
+    param = source.replace("BLOCK_SIZE: tl.constexpr):", "BLOCK_SIZE: tl.constexpr, num_warps: tl.constexpr):")
+    assert "has a parameter named num_warps" in move_launch_options(param).reason
+
+
+def test_only_comprehensions_over_literal_values_are_read_as_config_lists() -> None:
+    from xeforge_core.codemods.config_lists import literal_configs
+
+    def read(expr: str, head: str = "") -> list[str] | None:
+        module = cst.parse_module(head + "x = " + expr + "\n")
+        got = literal_configs(module, module.body[-1].body[0].value)
+        return None if got is None else [cst.Module([]).code_for_node(e.value) for e in got.elements]
+
+    assert read("[Config({'B': b}, num_warps=w) for b in range(5, 7) for w in (4,)]") == [
+        "Config({'B': 5}, num_warps=4)", "Config({'B': 6}, num_warps=4)"]
+    assert read("[Config({'B': b, 'S': s}) for b, s in S]", "S = [(1, 2), (3, 4)]\n") == [
+        "Config({'B': 1, 'S': 2})", "Config({'B': 3, 'S': 4})"]
+    assert read("[Config({'B': b}) for b in [1, 2] if b > 1]") is None  # a condition: not evaluated
+    assert read("[Config({'B': b}) for b in sizes()]") is None  # a call: not evaluated
+    assert read("[Config({'B': b}) for b in range(100000)]") is None  # past MAX_EXPANDED

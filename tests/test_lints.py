@@ -210,6 +210,9 @@ CASES: dict[str, tuple[str, str, str, str | None]] = {
     "lint_autotune_meta_conflict": (
         gemm(decorators=AUTOTUNED.format(), extra_params="").replace("BLOCK_K: tl.constexpr", "BLOCK_K: tl.constexpr = 32"),
         gemm(decorators=AUTOTUNED.format()), "xpu", None),
+    "lint_autotune_launch_option_in_meta": (
+        gemm(decorators=AUTOTUNED.format().replace('"BLOCK_K": 32}', '"BLOCK_K": 32, "num_warps": 8}')),
+        gemm(decorators=AUTOTUNED.format().replace('num_warps=4', 'num_warps=8')), "xpu", None),
     "lint_autotune_grid_meta": (
         gemm(decorators=AUTOTUNED.format(),
              launch=wrapper("grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))\n"

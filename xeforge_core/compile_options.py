@@ -12,3 +12,7 @@ from __future__ import annotations
 GRF_MODE_VALUES: tuple[str, ...] = ("default", "128", "256", "512", "auto")
 #: Older spellings still seen in published kernels (``small``/``large``).
 GRF_MODE_LEGACY: tuple[str, ...] = ("small", "large")
+#: Keywords of ``triton.Config`` that ``Config.all_kwargs()`` lays over the config's
+#: meta-parameter dict (``triton/runtime/autotuner.py``, Triton 3.6.0): the same name written in
+#: the dict is dropped.
+CONFIG_LAUNCH_OPTIONS: tuple[str, ...] = ("num_warps", "num_stages", "num_ctas", "maxnreg")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from xeforge_core.compile_options import GRF_MODE_LEGACY, GRF_MODE_VALUES
+from xeforge_core.compile_options import CONFIG_LAUNCH_OPTIONS, GRF_MODE_LEGACY, GRF_MODE_VALUES
 
 if TYPE_CHECKING:
     from xeforge_core.problem import Problem
@@ -434,6 +434,34 @@ def lint_autotune_meta_conflict(ctx: LintContext) -> list[Hit]:
                     hits.append(Hit(ln.line, f"{k.name} is launched with {', '.join(both)}, which the autotune "
                                              "configs also set: the launch fails ('Conflicting meta-parameters')",
                                     kernel=k.name))
+    return hits
+
+
+@_register
+def lint_autotune_launch_option_in_meta(ctx: LintContext) -> list[Hit]:
+    """``triton.Config({..., "num_warps": 8})``: a launch option in the meta-parameter dict, which
+    ``Config.all_kwargs()`` overwrites with the config's own (default 4 warps, 3 stages). Quiet
+    where the module reads a config's ``kwargs`` itself (a launch given ``**cfg.kwargs`` uses them)."""
+    nodes = walk(ctx.tree)
+    if any(isinstance(n, ast.Attribute) and n.attr in ("kwargs", "all_kwargs") for n in nodes):
+        return []
+    params = {a.arg for k in ctx.facts.kernels for fn in nodes if isinstance(fn, ast.FunctionDef) and fn.name == k.name
+              for a in fn.args.args}
+    hits = []
+    for n in nodes:
+        func = n.func if isinstance(n, ast.Call) else None
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name != "Config" or not n.args or not isinstance(n.args[0], ast.Dict):  # type: ignore[union-attr]
+            continue
+        keys = [k.value for k in n.args[0].keys if isinstance(k, ast.Constant) and k.value in CONFIG_LAUNCH_OPTIONS]  # type: ignore[union-attr]
+        keys = [k for k in keys if k not in params]
+        if keys:
+            given = {kw.arg for kw in n.keywords}  # type: ignore[union-attr]
+            what = ", ".join(keys)
+            hits.append(Hit(n.lineno, f"triton.Config sets {what} in its meta-parameter dict, where Triton drops it "
+                                      f"(the config's own {what} wins: "
+                                      + ("the keyword beside it" if set(keys) <= given else "4 warps and 3 stages by default")
+                                      + f"); pass {what}= as a triton.Config keyword", severity="warning"))
     return hits
 
 

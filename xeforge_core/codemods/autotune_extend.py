@@ -31,7 +31,9 @@ that does not start at zero).
 
 Refused, with the reason: configs that are not a literal list of ``triton.Config({...})`` with
 literal values (written in the decorator, bound once to a module-level name, or returned by an
-argument-free module-level function, whose result the new configs are appended to), such an
+argument-free module-level function, whose result the new configs are appended to; a
+comprehension over literal values counts as the list it builds,
+:mod:`xeforge_core.codemods.config_lists`), such an
 in-place kernel whose tuner has its own ``pre_hook``/``post_hook`` (Triton then ignores
 ``restore_value``), and kernels whose every space config is already there or pruned.
 """
@@ -56,6 +58,7 @@ from xeforge_core.codemods.common import (
     parse_kernels,
     still_parses,
 )
+from xeforge_core.codemods.config_lists import literal_configs
 from xeforge_core.codemods.kernel_edit import indexes_2d_tiles
 
 NAME = "autotune_extend"
@@ -152,31 +155,6 @@ def _space(kind: str, target: str, arch: str | None, profile: Any, elem: int = S
     return kept[1:], sid, dropped
 
 
-def _literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List | None:
-    """The literal list an autotune decorator's ``configs=`` gives: the list itself, a
-    module-level name assigned it once (``configs=_configs``), or an argument-free module-level
-    function that only returns it (``configs=_get_configs()``); ``None`` for anything else."""
-    if isinstance(expr, cst.List):
-        return expr
-    body = list(module.body)
-    if isinstance(expr, cst.Name):
-        found = [s.body[0].value for s in body if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
-                 and isinstance(s.body[0], cst.Assign) and any(isinstance(t.target, cst.Name)
-                                                                and t.target.value == expr.value for t in s.body[0].targets)]
-        return found[0] if len(found) == 1 and isinstance(found[0], cst.List) else None
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and not expr.args:
-        defs = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == expr.func.value]
-        if len(defs) != 1 or defs[0].params.params or not isinstance(defs[0].body, cst.IndentedBlock):
-            return None
-        stmts = [s for s in defs[0].body.body if not (
-            isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Expr)
-            and isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
-        if (len(stmts) == 1 and isinstance(stmts[0], cst.SimpleStatementLine) and len(stmts[0].body) == 1
-                and isinstance(stmts[0].body[0], cst.Return) and isinstance(stmts[0].body[0].value, cst.List)):
-            return stmts[0].body[0].value
-    return None
-
-
 def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: str, arch: str | None,
           profile: Any, limit: int, elem: int = STATIC_ELEMENT_BYTES) -> tuple[cst.Decorator, str] | str:
     """The decorator with the new configs appended and the note; or why not."""
@@ -189,10 +167,10 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
     arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "configs"), None)
     if arg is None and call.args and call.args[0].keyword is None:
         arg = call.args[0]
-    listed = _literal_configs(module, arg.value) if arg is not None else None
+    listed = literal_configs(module, arg.value) if arg is not None else None
     if arg is None or listed is None:
         return (f"kernel {name}: its autotune configs are not a literal list (or a module-level name or "
-                "argument-free function giving one) the codemod can extend")
+                "argument-free function giving one, or a comprehension over literal values) the codemod can extend")
     own = [_config(e.value) for e in listed.elements]
     if not own or any(c is None for c in own):
         return f"kernel {name}: its autotune configs are not all literal triton.Config({{...}}) with literal values"

@@ -208,6 +208,17 @@ def test_survivor_arguments_are_proofs_or_left_open():
                   "acc = tl.where(load_mask, x, acc)"):
         row = {"mutation_class": "epilogue_twice", "before": fixed, "ours": same}
         assert survivor_analysis("k/w", row, orig, None, "cuda")["status"] == "equivalent", fixed
+    # the select applied again with its own result as the condition (a KernelBook padding kernel)
+    first = "out_val = tl.where(valid_c, x, 0.0)"
+    for again, status in (("out_val = tl.where(out_val, x, 0.0)", "equivalent"),
+                          ("out_val = tl.where(out_val, x, 1.0)", "unexplained"),  # a zero lane becomes 1
+                          ("out_val = tl.where(out_val, x * 2.0, 0.0)", "unexplained")):
+        row = {"mutation_class": "epilogue_twice", "before": first, "after": f"{first}\n{again}", "ours": same}
+        assert survivor_analysis("k/s", row, orig, None, "cuda")["status"] == status, again
+    nonzero = "out_val = tl.where(valid_c, x, 1.0)"  # a lane of 1.0 selects x the second time
+    row = {"mutation_class": "epilogue_twice", "before": nonzero, "ours": same,
+           "after": f"{nonzero}\nout_val = tl.where(out_val, x, 0.0)"}
+    assert survivor_analysis("k/s", row, orig, None, "cuda")["status"] == "unexplained"
     silu = {"mutation_class": "epilogue_twice", "before": "y = y * tl.sigmoid(y)", "ours": same}
     assert survivor_analysis("k/e", silu, orig, None, "cuda")["status"] == "unexplained"
     read = {"mutation_class": "mask_dropped", "before": "", "ours": {**same, "findings": [

@@ -71,15 +71,44 @@ def idempotent(expr: ast.AST, var: str) -> bool:
     return False
 
 
-def _idempotent_epilogue(before: str) -> str | None:
-    """The argument that an epilogue applied twice changes nothing, or ``None``."""
+def _zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0
+
+
+def _reselected(first: ast.AST, second: ast.AST, var: str) -> bool:
+    """``var = tl.where(c, a, 0)`` then ``var = tl.where(var, a, 0)`` (``a`` not reading ``var``):
+    every lane of ``var`` is ``a`` or 0, a nonzero lane is ``a`` and selects ``a`` again, a zero
+    lane selects 0: the second select keeps ``var``."""
+    if _call_name(first) != "where" or _call_name(second) != "where":
+        return False
+    (_, a1, z1), (c2, a2, z2) = first.args, second.args  # type: ignore[attr-defined]
+    return (_zero(z1) and _zero(z2) and isinstance(c2, ast.Name) and c2.id == var
+            and ast.dump(a1) == ast.dump(a2) and not _reads(a1, var))
+
+
+def _statement(line: str) -> ast.Assign | None:
     try:
-        stmt = ast.parse(before.strip().splitlines()[0]).body[0]
+        stmt = ast.parse(line.strip()).body[0]
     except (SyntaxError, IndexError):
         return None
-    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
+    return stmt if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) else None
+
+
+def _idempotent_epilogue(before: str, after: str = "") -> str | None:
+    """The argument that an epilogue applied twice changes nothing, or ``None``. ``after`` is the
+    mutant's text (the epilogue, then its second application)."""
+    stmt = _statement((before.strip().splitlines() or [""])[0])
+    if stmt is None:
         return None
-    var = stmt.targets[0].id
+    var = stmt.targets[0].id  # type: ignore[attr-defined]
+    lines = after.strip().splitlines()
+    again = _statement(lines[1]) if len(lines) == 2 else None
+    if (again is not None and again.targets[0].id == var  # type: ignore[attr-defined]
+            and len(getattr(stmt.value, "args", [])) == 3 and len(getattr(again.value, "args", [])) == 3
+            and _reselected(stmt.value, again.value, var)):
+        return (f"equivalent: {ast.unparse(again.value)} after {ast.unparse(stmt)} keeps {var}: each of its lanes is "
+                f"{ast.unparse(stmt.value.args[1])} or 0, a nonzero lane selects the same value again and a zero lane "  # type: ignore[attr-defined]
+                "selects 0, at every size")
     names = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
     inner = [n for n in names if n not in ("tl",) and not n.isupper()]
     x = var if var in inner else (inner[0] if len(inner) == 1 else None)  # what the second application reads
@@ -141,7 +170,7 @@ def survivor_analysis(key: str, row: dict[str, Any], original: dict[str, Any], g
                 "a non-atomic read-add-write cannot race there; only a GPU run can show the lost updates",
                 "evidence": evidence}
     if cls == "epilogue_twice":
-        why = _idempotent_epilogue(row.get("before", ""))
+        why = _idempotent_epilogue(row.get("before", ""), row.get("after", ""))
         if why:
             return {"status": "equivalent", "argument": why, "evidence": evidence}
     return {"status": "unexplained", "argument": f"argue it in --explain under {key!r}", "evidence": evidence}

@@ -343,3 +343,28 @@ def test_only_comprehensions_over_literal_values_are_read_as_config_lists() -> N
     assert read("[Config({'B': b}) for b in [1, 2] if b > 1]") is None  # a condition: not evaluated
     assert read("[Config({'B': b}) for b in sizes()]") is None  # a call: not evaluated
     assert read("[Config({'B': b}) for b in range(100000)]") is None  # past MAX_EXPANDED
+
+
+def test_a_launch_with_unpacked_strides_is_autotuned_where_its_meta_parameters_are_named() -> None:
+    """``k[grid](x, out, n, *x.stride(), *out.stride(), 0.5, BLOCK=128)``: which parameter each
+    positional argument after a ``*args`` fills depends on how many values it unpacks, so none is
+    bound (``0.5`` is not ``stride_c``); the block named at the launch is tuned, and one the star
+    may pass is refused with the reason."""
+    from xeforge_core.codemods.common import bind_launch_args, star_filled
+
+    source = (FIXTURES / "row_star_strides.py").read_text()
+    fn = kernel_defs(cst.parse_module(source))[0]
+    pnames = [p.name.value for p in fn.params.params]
+    call = cst.parse_expression("row_scale_kernel[(r,)](x, out, n, *x.stride(), *out.stride(), 0.5, BLOCK=128)")
+    bound, _, unmatched = bind_launch_args(pnames, call)  # type: ignore[arg-type]
+    assert set(bound) == {"x_ptr", "out_ptr", "n_cols", "BLOCK"} and len(unmatched) == 3
+    assert star_filled(pnames, call) == {"stride_r", "stride_c", "ostride_r", "ostride_c", "scale"}  # type: ignore[arg-type]
+    tuned = _tuned("row_star_strides.py")
+    assert "*x.stride(), *out.stride(), 0.5)" in tuned and "BLOCK=128" not in tuned
+    verdict = verify(load_problem(FIXTURES / "row_star_strides.py"), tuned, device="cpu", options=FAST)
+    assert verdict.passed, verdict.feedback()
+    # a block the star may pass keeps the launch's value, even where the kernel gives it a default
+    positional = source.replace("0.5, BLOCK=128,", "0.5, 128,").replace("BLOCK: tl.constexpr", "BLOCK: tl.constexpr = 64")
+    res = add_autotune(positional, target="cuda", arch="hopper")
+    assert res.changed and "0.5, 128)" in res.source and '"BLOCK"' not in res.source
+    assert any("BLOCK may be passed through the launch's *args" in n for n in res.notes), res.notes

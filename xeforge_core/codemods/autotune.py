@@ -64,6 +64,7 @@ from xeforge_core.codemods.common import (
     is_kernel,
     not_applicable,
     parse_kernels,
+    star_filled,
     still_parses,
     tight_equal,
 )
@@ -272,10 +273,14 @@ def gemm_dims(fn: cst.FunctionDef) -> dict[str, str] | None:
 
 
 def _literal_block(name: str, b: str, params: list[cst.Param], bound: dict[str, cst.Arg], host_scope: _Scope,
-                   module_scope: _Scope) -> tuple[int | None, str | None, str]:
+                   module_scope: _Scope, unknown: set[str] | frozenset[str] = frozenset()
+                   ) -> tuple[int | None, str | None, str]:
     """The integer a launch gives block parameter ``b``: ``(value, variable holding it, reason
-    when it is not a literal)``."""
+    when it is not a literal)``; ``unknown`` names the parameters a ``*args`` may fill."""
     arg = bound.get(b)
+    if arg is None and b in unknown:
+        return None, None, (f"kernel {name}: {b} may be passed through the launch's *args; its value is decided at "
+                            "run time, so a fixed search space could contradict it")
     if arg is None:
         default = next(p.default for p in params if p.name.value == b)
         v = int_value(default)
@@ -344,7 +349,8 @@ def _names_in(node: cst.CSTNode | None) -> list[str]:
 
 
 def _kind_blocks(fn: cst.FunctionDef, shape: KernelShape, launch: _Launch, collect: _Collect,
-                 bound: dict[str, cst.Arg]) -> tuple[list[str], dict[str, int], dict[str, str], list[str], bool]:
+                 bound: dict[str, cst.Arg], unknown: set[str] | frozenset[str] = frozenset()
+                 ) -> tuple[list[str], dict[str, int], dict[str, str], list[str], bool]:
     """For a non-GEMM kernel: ``(tuned blocks, their launch values, variable -> block, why the
     others stay as the launch passes them, whether the grid must be rewritten)`` (rules in
     :mod:`xeforge_core.codemods.autotune_kinds`)."""
@@ -357,7 +363,7 @@ def _kind_blocks(fn: cst.FunctionDef, shape: KernelShape, launch: _Launch, colle
     values: dict[str, int] = {}
     var_for: dict[str, str] = {}
     for b in candidates:
-        v, var, reason = _literal_block(name, b, list(fn.params.params), bound, host_scope, collect.scopes[0])
+        v, var, reason = _literal_block(name, b, list(fn.params.params), bound, host_scope, collect.scopes[0], unknown)
         if v is None:
             kept.append(reason.replace("a fixed search space could contradict it", "it stays as the launch derives it"))
             continue
@@ -504,6 +510,8 @@ def _insert_param(params: list[cst.Param], text: str) -> list[cst.Param]:
     before = at - 1 if at < len(params) else len(params) - 2  # a separator between two parameters
     sep = params[before].comma if before >= 0 and isinstance(params[before].comma, cst.Comma) else None
     sep = sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if isinstance(sep.whitespace_after, cst.ParenthesizedWhitespace):  # the line break, not its comment
+        sep = sep.with_changes(whitespace_after=sep.whitespace_after.with_changes(first_line=cst.TrailingWhitespace()))
     out = list(params)
     if at == len(params):  # the new last one keeps the old last one's ending (a trailing comma or none)
         last = params[-1]
@@ -552,9 +560,11 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     module_scope = collect.scopes[0]
 
     bound, launch_opts, unmatched = bind_launch_args(pnames, call)
-    if unmatched and unmatched[0].star:
-        return f"kernel {name} is launched with *args/**kwargs; its arguments cannot be matched"
-    if unmatched:
+    # a launch with *args (strides as `*x.stride()`) is followed where the meta-parameters are named
+    unknown = star_filled(pnames, call)
+    if any(a.star == "**" for a in unmatched):
+        return f"kernel {name} is launched with **kwargs; its meta-parameters cannot be told apart"
+    if unmatched and not unknown:
         return f"kernel {name} is launched with more positional arguments than it has parameters"
 
     values: dict[str, int] = {}
@@ -564,7 +574,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     roles: dict[str, str] = {}
     if not gemm:
         assert shape is not None
-        blocks, values, var_for, kept_notes, rewrite_grid = _kind_blocks(fn, shape, launch, collect, bound)
+        blocks, values, var_for, kept_notes, rewrite_grid = _kind_blocks(fn, shape, launch, collect, bound, unknown)
         roles = tile_2d_roles(blocks, shape.steps)
         if roles:
             space = _tile_2d_space(target, options)
@@ -581,7 +591,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                           f"tl.range(num_stages={LOOP_STAGES}), tuned from 1 (as written) up: the kernel's "
                           "num_stages pipelines only loads that feed tl.dot (Triton's tl.range documentation)")
     for b in blocks if gemm else []:
-        v, var, reason = _literal_block(name, b, params, bound, host_scope, module_scope)
+        v, var, reason = _literal_block(name, b, params, bound, host_scope, module_scope, unknown)
         if v is None:
             return reason
         if var is not None:
@@ -606,7 +616,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     extras: dict[str, int] = {}
     for cfg in space:
         for k in cfg.get("kwargs", {}):
-            if k in blocks or k in extras or k not in constexprs:
+            if k in blocks or k in extras or k not in constexprs or k in unknown:
                 continue
             arg = bound.get(k)
             v = int_value(arg.value) if arg is not None else int_value(constexprs[k].default)
@@ -728,6 +738,15 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     pos = 0
     removed_positional = False
     for arg in call.args:
+        if arg.star:  # the parameters it fills are not tuned (checked above)
+            if removed_positional:
+                return f"kernel {name}: a tuned meta-parameter is passed by position before *args"
+            new_args.append(arg)
+            pos = len(pnames)  # positional arguments after it stay as they are
+            continue
+        if arg.keyword is None and pos >= len(pnames):
+            new_args.append(arg)
+            continue
         if arg.keyword is None:
             pname = pnames[pos]
             pos += 1
@@ -767,7 +786,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     if restored:
         kept_notes.append(f"kernel {name} loads and stores through {', '.join(restored)}: restore_value keeps "
                           "each benchmarked config from starting on the previous one's output")
-    aliased = [n for n in host_aliased_outputs(fn, bound, launch.host, host_scope) if n not in zeroed + restored]
+    aliased = [n for n in host_aliased_outputs(fn, bound, launch.host, host_scope, unknown)
+               if n not in zeroed + restored]
     if aliased:
         restored += aliased
         kept_notes.append(f"kernel {name} stores through {', '.join(aliased)}, which the launch passes a buffer "
@@ -888,13 +908,14 @@ def _launches_before(host: cst.FunctionDef, call: cst.Call) -> list[cst.Call]:
 
 
 def host_aliased_outputs(fn: cst.FunctionDef, bound: dict[str, cst.Arg], host: cst.FunctionDef | None,
-                         scope: _Scope) -> list[str]:
+                         scope: _Scope, unknown: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Pointer parameters ``fn`` stores through whose launch argument (``bound``, from
     :func:`~xeforge_core.codemods.common.bind_launch_args`) may be one of its inputs: not a buffer
     the host function allocates (``y = x`` for an in-place call, a caller's ``out=``), or the
     same name the launch also passes for a parameter the kernel loads through. The autotuner
     runs every config on the same arguments, so these need ``restore_value`` (Triton's
-    ``Autotuner`` docs) just as a kernel that rewrites its own input does."""
+    ``Autotuner`` docs) just as a kernel that rewrites its own input does. A stored pointer in
+    ``unknown`` (passed through ``*args``: its argument is not known) is listed too."""
     from xeforge_core.codemods.kernel_edit import TL_LOAD, TL_STORE
 
     loaded = _pointer_params(fn, TL_LOAD)
@@ -902,7 +923,8 @@ def host_aliased_outputs(fn: cst.FunctionDef, bound: dict[str, cst.Arg], host: c
     out: list[str] = []
     for p in sorted(_pointer_params(fn, TL_STORE) - loaded):
         arg = bound.get(p)
-        if arg is not None and (not _fresh_buffer(arg.value, host, scope) or code_of(arg.value) in loaded_args):
+        if (arg is None and p in unknown) or (arg is not None and (
+                not _fresh_buffer(arg.value, host, scope) or code_of(arg.value) in loaded_args)):
             out.append(p)
     return out
 

@@ -148,18 +148,22 @@ def bind_launch_args(params: list[str], call: cst.Call) -> tuple[dict[str, cst.A
 
     Returns ``(bound, options, unmatched)``: ``bound`` maps parameter -> argument (positional
     ones in order, or by keyword); ``options`` maps the other keywords (``num_warps``,
-    ``grf_mode``, ...) -> argument; ``unmatched`` lists, in launch order, ``*args``/``**kwargs``
-    and positional arguments beyond the parameters.
+    ``grf_mode``, ...) -> argument; ``unmatched`` lists, in launch order, ``*args``/``**kwargs``,
+    the positional arguments after a ``*args`` (which parameter each fills depends on how many
+    values the star unpacks: :func:`star_filled` names the candidates) and positional arguments
+    beyond the parameters.
     """
     bound: dict[str, cst.Arg] = {}
     options: dict[str, cst.Arg] = {}
     unmatched: list[cst.Arg] = []
     pos = 0
+    starred = False
     for arg in call.args:
         if arg.star:
             unmatched.append(arg)
+            starred = True
         elif arg.keyword is None:
-            if pos < len(params):
+            if pos < len(params) and not starred:
                 bound[params[pos]] = arg
                 pos += 1
             else:
@@ -169,6 +173,17 @@ def bind_launch_args(params: list[str], call: cst.Call) -> tuple[dict[str, cst.A
         else:
             options[arg.keyword.value] = arg
     return bound, options, unmatched
+
+
+def star_filled(params: list[str], call: cst.Call) -> set[str]:
+    """The parameters a ``*args``/``**kwargs`` argument of the launch ``call`` may fill (empty
+    without one): every parameter :func:`bind_launch_args` leaves unbound, since a ``*args``
+    fills the parameters after the positional arguments before it, the positional arguments
+    after it follow, and a ``**kwargs`` may name any."""
+    if not any(a.star for a in call.args):
+        return set()
+    bound, _, _ = bind_launch_args(params, call)
+    return {p for p in params if p not in bound}
 
 
 def is_constexpr_param(param: cst.Param) -> bool:

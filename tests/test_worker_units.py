@@ -536,7 +536,7 @@ def test_launch_recorder_sees_interpreted_launches_and_threads():
     assert info.config == {"BLOCK": 64, "threads_per_warp": 16}
 
 
-def test_minimum_bytes_counts_inputs_weights_and_outputs_once():
+def test_minimum_bytes_counts_what_is_read_and_what_is_written_once_each():
     import torch
 
     from xeforge_core.worker.timing import _minimum_bytes
@@ -545,6 +545,8 @@ def test_minimum_bytes_counts_inputs_weights_and_outputs_once():
     x = torch.randn(2, 8)                      # 16 floats
     out = model(x)                             # 8 floats
     assert _minimum_bytes([x, x], model, (out, out)) == 4 * (32 + 4 + 16 + 8)
+    # a kernel that writes its input in place reads and writes it: twice its bytes, as out of place
+    assert _minimum_bytes([x], torch.nn.Identity(), x) == 2 * 4 * 16 == _minimum_bytes([x], torch.nn.Identity(), x + 1)
 
 
 def test_weights_move_across_different_names_by_shape():

@@ -784,25 +784,31 @@ def _method_label(stats: TimingStats) -> str:
 
 
 def _minimum_bytes(args: list[Any], model: torch.nn.Module, output: Any) -> float:
-    """Bytes one forward call must move at least: input tensors, the module's parameters and
-    buffers, and the output tensors, each storage counted once."""
-    seen: set[tuple[int, int]] = set()
+    """Bytes one forward call must move at least: the input tensors, the module's parameters and
+    buffers (read), and the output tensors (written), each storage counted once a side. An
+    output in the storage of an input (a kernel that writes in place) counts on both sides: it
+    is read and written, as an out-of-place call's input and output are."""
     total = 0
 
-    def add(t: Any) -> None:
+    def side(tensors: list[Any]) -> None:
         nonlocal total
-        if isinstance(t, torch.Tensor):
-            key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-            if key not in seen:
-                seen.add(key)
-                total += t.numel() * t.element_size()
-        elif isinstance(t, (list, tuple)):
-            for item in t:
-                add(item)
+        seen: set[tuple[int, int]] = set()
 
-    for t in list(args) + list(model.parameters()) + list(model.buffers()):
-        add(t)
-    add(output)
+        def add(t: Any) -> None:
+            nonlocal total
+            if isinstance(t, torch.Tensor):
+                key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+                if key not in seen:
+                    seen.add(key)
+                    total += t.numel() * t.element_size()
+            elif isinstance(t, (list, tuple)):
+                for item in t:
+                    add(item)
+
+        add(tensors)
+
+    side(list(args) + list(model.parameters()) + list(model.buffers()))
+    side([output])
     return float(total)
 
 

@@ -343,6 +343,14 @@ def test_only_comprehensions_over_literal_values_are_read_as_config_lists() -> N
     assert read("[Config({'B': b}) for b in [1, 2] if b > 1]") is None  # a condition: not evaluated
     assert read("[Config({'B': b}) for b in sizes()]") is None  # a call: not evaluated
     assert read("[Config({'B': b}) for b in range(100000)]") is None  # past MAX_EXPANDED
+    # an empty list filled by top-level loops that only append is the comprehension they spell
+    loops = "for b in (1, 2):\n    for w in [4]:\n        x.append(Config({'B': b}, num_warps=w))\n"
+    module = cst.parse_module("x = []\n" + loops)
+    got = literal_configs(module, cst.Name("x"))
+    assert got is not None and [cst.Module([]).code_for_node(e.value) for e in got.elements] == [
+        "Config({'B': 1}, num_warps=4)", "Config({'B': 2}, num_warps=4)"]
+    for spoilt in ("x.append(Config({'B': 9}))\n", "x += [Config({'B': 9})]\n", "for b in (3,):\n    if b:\n        x.append(Config({'B': b}))\n"):
+        assert literal_configs(cst.parse_module("x = []\n" + loops + spoilt), cst.Name("x")) is None, spoilt
 
 
 def test_a_launch_with_unpacked_strides_is_autotuned_where_its_meta_parameters_are_named() -> None:

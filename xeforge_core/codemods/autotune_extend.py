@@ -259,10 +259,16 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
                                              whitespace_after=cst.SimpleWhitespace(" ")), right=extra))
     args = [new_arg if a is arg else a for a in call.args]
     if restore:  # the author's own tuner ran every config into the same buffers: its tuning call was wrong
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        # one argument a line stays one a line: the new one takes the separator before the last one
+        # and the last one's ending (a line break before the closing parenthesis)
+        last = args[-1]
+        sep = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        args[-1] = last.with_changes(comma=sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
         args.append(cst.Arg(keyword=cst.Name("restore_value"), value=cst.parse_expression(
             "[" + ", ".join(f'"{n}"' for n in restore) + "]"), equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+            comma=last.comma, whitespace_after_arg=last.whitespace_after_arg))
     new_call = call.with_changes(args=args)
     tuned = sorted(set(by_axis.values()))
     what = f"{', '.join(tuned)} and warps" if tuned else "num_warps/num_stages only (its meta-parameters keep the author's first values)"

@@ -31,6 +31,7 @@ from xeforge_core.codemods.common import (
     parse_kernels,
     still_parses,
 )
+from xeforge_core.codemods.config_lists import touches
 from xeforge_core.compile_options import CONFIG_LAUNCH_OPTIONS
 
 NAME = "autotune_options"
@@ -97,7 +98,7 @@ def _config_sources(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> 
             continue
         nodes: list[cst.CSTNode] = [arg.value]
         if isinstance(arg.value, cst.Name):
-            nodes += [s for s in module.body if _touches(s, arg.value.value)]
+            nodes += [s for s in module.body if touches(s, arg.value.value)]
         found[name] = nodes
     return found
 
@@ -114,23 +115,6 @@ def _config_calls(nodes: list[cst.CSTNode]) -> list[cst.Call]:
     for n in nodes:
         n.visit(_V())
     return found
-
-
-def _touches(stmt: cst.CSTNode, name: str) -> bool:
-    """A top-level statement that binds ``name`` or calls ``name.append``/``name.extend``."""
-    hit = False
-
-    class _V(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            nonlocal hit
-            hit = hit or (isinstance(node.target, cst.Name) and node.target.value == name)
-
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal hit
-            hit = hit or dotted_name(node.func) in (f"{name}.append", f"{name}.extend")
-
-    stmt.visit(_V())
-    return hit
 
 
 def _reads_kwargs(module: cst.Module) -> bool:

@@ -11,7 +11,8 @@ comprehension over literal value lists::
 the order Triton would see them. A comprehension is expanded only where every value is known
 from the text: each ``for`` binds names (or a tuple of names) over a literal list or tuple of
 integers and strings, ``range()`` of integer literals, or a module-level name bound once to such
-a list; no ``if`` clause; at most :data:`MAX_EXPANDED` configs. Nothing is imported or
+a list; no ``if`` clause (top-level ``for`` loops that only append to an empty list count as the
+comprehension they spell); at most :data:`MAX_EXPANDED` configs. Nothing is imported or
 evaluated, so a comprehension calling anything else gives ``None``.
 """
 
@@ -21,7 +22,7 @@ import itertools
 
 import libcst as cst
 
-from xeforge_core.codemods.common import int_value
+from xeforge_core.codemods.common import dotted_name, int_value
 
 #: Configs a comprehension may expand to (a search of 6 blocks x 4 counts x 2 warp counts is 48).
 MAX_EXPANDED = 512
@@ -118,10 +119,78 @@ def expand_comprehension(module: cst.Module, comp: cst.ListComp) -> cst.List | N
     return cst.List(elements=elements)
 
 
+def touches(stmt: cst.CSTNode, name: str) -> bool:
+    """Whether a statement binds ``name`` (``=``, ``+=``) or calls ``name.append``/``name.extend``."""
+    hit = False
+
+    class _V(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            nonlocal hit
+            hit = hit or (isinstance(node.target, cst.Name) and node.target.value == name)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            nonlocal hit
+            hit = hit or (isinstance(node.target, cst.Name) and node.target.value == name)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal hit
+            hit = hit or dotted_name(node.func) in (f"{name}.append", f"{name}.extend")
+
+    stmt.visit(_V())
+    return hit
+
+
+def _loop_as_comprehension(loop: cst.For, name: str) -> cst.ListComp | None:
+    """``for a in A: for b in B: name.append(X)`` as ``[X for a in A for b in B]``; ``None`` for
+    any other body (an ``if``, a second statement, an ``else``)."""
+    clauses: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = []
+    node: cst.CSTNode = loop
+    while isinstance(node, cst.For):
+        if node.orelse is not None or node.asynchronous is not None or not isinstance(node.body, cst.IndentedBlock):
+            return None
+        clauses.append((node.target, node.iter))
+        stmts = [s for s in node.body.body if not (isinstance(s, cst.SimpleStatementLine) and all(
+            isinstance(x, cst.Pass) for x in s.body))]
+        if len(stmts) != 1:
+            return None
+        node = stmts[0]
+    if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Expr)):
+        return None
+    call = node.body[0].value
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == name and call.func.attr.value == "append" and len(call.args) == 1):
+        return None
+    comp: cst.CompFor | None = None
+    for target, it in reversed(clauses):
+        comp = cst.CompFor(target=target, iter=it, inner_for_in=comp)
+    assert comp is not None
+    return cst.ListComp(elt=call.args[0].value, for_in=comp)
+
+
+def _appended(module: cst.Module, name: str) -> cst.List | None:
+    """The list a module builds as ``name = []`` then top-level ``for`` loops that only
+    ``name.append(...)`` (every other top-level statement leaves ``name`` alone)."""
+    elements: list[cst.Element] = []
+    for stmt in module.body:
+        if not touches(stmt, name):
+            continue
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if _module_value(cst.Module(body=[stmt]), name) is None:
+                return None  # an append, an extend or a += outside the loops
+            continue  # the one `name = []` (the caller checked it)
+        comp = _loop_as_comprehension(stmt, name) if isinstance(stmt, cst.For) else None
+        got = expand_comprehension(module, comp) if comp is not None else None
+        if got is None:
+            return None
+        elements += got.elements
+    return cst.List(elements=elements) if elements and len(elements) <= MAX_EXPANDED else None
+
+
 def literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List | None:
     """The literal list an autotune decorator's ``configs=`` gives: the list itself, a
     comprehension over literal values (expanded), a module-level name assigned either once
-    (``configs=_configs``), or an argument-free module-level function that only returns one
+    (``configs=_configs``) or an empty list once and filled by top-level loops of
+    ``configs.append(...)``, or an argument-free module-level function that only returns one
     (``configs=_get_configs()``); ``None`` for anything else."""
     if isinstance(expr, cst.List):
         return expr
@@ -129,6 +198,8 @@ def literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List | 
         return expand_comprehension(module, expr)
     if isinstance(expr, cst.Name):
         bound = _module_value(module, expr.value)
+        if isinstance(bound, cst.List) and not bound.elements:
+            return _appended(module, expr.value)
         return literal_configs(module, bound) if isinstance(bound, (cst.List, cst.ListComp)) else None
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and not expr.args:
         defs = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == expr.func.value]
@@ -144,4 +215,4 @@ def literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List | 
     return None
 
 
-__all__ = ["MAX_EXPANDED", "expand_comprehension", "literal_configs"]
+__all__ = ["MAX_EXPANDED", "expand_comprehension", "literal_configs", "touches"]

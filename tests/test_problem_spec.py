@@ -319,3 +319,8 @@ def test_allow_lists_the_precision_downgrades_the_problem_accepts():
     assert "did you mean 'fp16-accumulation'" in str(exc.value) and "prob.yaml" in str(exc.value)
     with pytest.raises(ProblemError, match="allow must be a list"):
         parse_spec(text.replace("[fp16-accumulation, tf32]", "{tf32: yes}"), "prob.yaml")
+
+
+def test_a_zero_dim_is_refused_as_a_size_that_checks_nothing():
+    e = _err(BASE.replace("dims: {BATCH: 4, IN_FEAT: 64", "dims: {BATCH: 0, IN_FEAT: 64"))
+    assert "BATCH" in e.message and "no element compares nothing" in e.message and "variant ci" in e.message

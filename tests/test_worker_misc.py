@@ -201,3 +201,26 @@ def test_saved_baselines_are_bounded_by_bytes_as_well_as_count(tmp_path, monkeyp
         os.utime(tmp_path / f"b{i}", (2000 + i, 2000 + i))
     verify_mod._prune_baselines(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b4", "b5"]
+
+
+def test_outputs_with_no_element_make_correctness_inconclusive(tmp_path):
+    """A problem whose inputs are empty (a size constant of 0) compares no element: a candidate
+    computing something else would match, so the verdict is inconclusive, not ok."""
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    (tmp_path / "prob.py").write_text(
+        "import torch\nimport torch.nn as nn\n\nN = 0\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x * 2.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(N)]\n\n\ndef get_init_inputs():\n    return []\n")
+    wrong = ("import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
+             "@triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+             "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n"
+             "    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 3.0, mask=m)\n\n\n"
+             "class ModelNew(nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
+             "        k[(1,)](x, y, x.numel(), BLOCK=128)\n        return y\n")
+    verdict = verify(load_problem(tmp_path / "prob.py"), wrong, device="cpu",
+                     options=VerifyOptions(seeds=1, distributions=["normal"], measure_performance=False,
+                                           use_cache=False))
+    assert verdict.kind.value == "inconclusive", verdict.reason
+    assert "has no element" in verdict.reason and "nothing was compared" in verdict.reason

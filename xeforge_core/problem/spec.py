@@ -211,9 +211,10 @@ def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: 
         items = value if isinstance(value, (list, tuple)) else [value]
         for item in items:
             number = as_number(item)
-            if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+            if not isinstance(number, int) or isinstance(number, bool) or number < 1:
                 msg = (f"input {inp.name}: dim {entry!r} = {value!r} in variant {variant_label} is not "
-                       f"a non-negative integer, so it cannot be a tensor size")
+                       "a positive integer, so it cannot be a tensor size"
+                       + (" a check can use (a tensor with no element compares nothing)" if number == 0 else ""))
                 at = entry_path + ("dims", entry) if entry_path else where
                 raise ctx.error(at, msg) if ctx else ProblemError(msg, field=_field(at))
             shape.append(number)

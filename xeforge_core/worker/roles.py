@@ -1069,6 +1069,15 @@ def run_candidate(ctx: WorkerContext) -> None:
             ctx.verdict.kind = VerdictKind.INCONCLUSIVE
             ctx.verdict.reason = step.summary
             return
+        if runs and not any(getattr(c, "numel", 0) for r in runs for c in r.outputs):
+            step.status = StepStatus.INCONCLUSIVE
+            step.summary = (f"inconclusive: every output of the {len(runs)} run(s) has no element (variant(s) "
+                            f"{', '.join(dict.fromkeys(r.variant for r in runs))}), so nothing was compared: a "
+                            "dimension of the checked sizes is 0; check a size with at least one element")
+            ctx.verdict.warnings.append(step.summary)
+            ctx.verdict.kind = VerdictKind.INCONCLUSIVE
+            ctx.verdict.reason = step.summary
+            return
         nconf = len(ctx.registry.variants())
         step.summary = (f"matches the {truth} on {len(runs)} run(s)"
                         + (f" including every one of {nconf} autotune config(s)" if nconf else "")

@@ -224,3 +224,40 @@ def test_outputs_with_no_element_make_correctness_inconclusive(tmp_path):
                                            use_cache=False))
     assert verdict.kind.value == "inconclusive", verdict.reason
     assert "has no element" in verdict.reason and "nothing was compared" in verdict.reason
+
+
+def test_a_problem_whose_own_code_raises_is_bad_input_naming_its_line(tmp_path, capsys):
+    """``get_inputs()`` using an undefined name is the problem file's fault, not the environment's:
+    the verdict says so with the line, and ``xeforge verify`` exits as for bad input (2)."""
+    from xeforge_core.cli import main
+
+    (tmp_path / "prob.py").write_text(
+        "import torch\nimport torch.nn as nn\n\nN = 64\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x * 2.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(N, M)]\n\n\ndef get_init_inputs():\n    return []\n")
+    (tmp_path / "cand.py").write_text((tmp_path / "prob.py").read_text().replace("class Model", "class ModelNew"))
+    code = main(["verify", str(tmp_path / "prob.py"), str(tmp_path / "cand.py"), "--device", "cpu", "--no-cache",
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2, out["reason"]
+    assert out["reason"].startswith("the problem's own code failed") and "NameError" in out["reason"]
+    assert "prob.py:13" in out["reason"]
+
+
+def test_a_baseline_too_slow_for_the_interpreter_is_not_said_to_hang():
+    """On the CPU a published size can outlast the timeout in Triton's interpreter: the verdict
+    says the interpreter is too slow there and to verify smaller, not that the baseline hangs;
+    on a GPU it hangs. Environment errors stay the environment's."""
+    from xeforge_core.devices import DeviceInfo
+    from xeforge_core.verdict import Verdict, VerdictKind
+    from xeforge_core.verify import _environment_verdict, problem_fault
+
+    slow = Verdict(kind=VerdictKind.TIMEOUT, reason="no result within 300 s")
+    assert "did not finish in Triton's interpreter" in _environment_verdict(slow, DeviceInfo("cpu", interpreter=True)).reason
+    assert "the baseline itself hangs" in _environment_verdict(slow, DeviceInfo("cuda")).reason
+    frame = 'Traceback (most recent call last):\n  File "/tmp/p/job/src/baseline/prob.py", line 9, in forward\n'
+    driver = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "RuntimeError: CUDA error: an illegal memory access")
+    missing = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "ModuleNotFoundError: No module named 'apex'")
+    typo = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "TypeError: forward() takes 2 arguments")
+    assert problem_fault(driver) is None and problem_fault(missing) is None
+    assert problem_fault(typo) == "TypeError: forward() takes 2 arguments"

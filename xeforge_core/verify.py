@@ -849,19 +849,54 @@ _RETRY_WITHOUT_DERIVED = {VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, 
                           VerdictKind.WRONG_ANSWER, VerdictKind.OOM, VerdictKind.CHEATING}
 
 
+#: Exceptions a problem's own Python raises when the problem file is wrong (an undefined name, a
+#: shape that does not fit); imports, the OS, memory and the driver are the environment's.
+_PROBLEM_EXCEPTIONS = ("NameError", "UnboundLocalError", "TypeError", "ValueError", "AttributeError", "IndexError",
+                       "KeyError", "AssertionError", "ZeroDivisionError", "NotImplementedError", "RuntimeError")
+_ENVIRONMENT_WORDS = ("CUDA", "cuda", "cuDNN", "CUBLAS", "cublas", "driver", "out of memory", "device-side", "XPU",
+                      "Level Zero", "NCCL")
+
+
+def problem_fault(base: Verdict) -> str | None:
+    """``"NameError: ..."`` when the baseline job failed in the problem's own code (the last
+    frame of its traceback in the problem's files, copied under the job's ``src/``, and an
+    exception of :data:`_PROBLEM_EXCEPTIONS` that names no device or driver), else ``None``."""
+    if base.kind is not VerdictKind.RUNTIME_ERROR or not base.error_text:
+        return None
+    frames = re.findall(r'File "([^"]+)", line \d+', base.error_text)
+    last = next((ln.strip() for ln in reversed(base.error_text.strip().splitlines())
+                 if re.match(r"^[A-Za-z_.]+(Error|Exception)\b", ln.strip())), "")
+    kind = last.split(":", 1)[0].rsplit(".", 1)[-1]
+    if not frames or "/job/src/" not in frames[-1] or kind not in _PROBLEM_EXCEPTIONS:
+        return None
+    return None if any(w in last for w in _ENVIRONMENT_WORDS) else last
+
+
 def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
     """The ``environment`` verdict of a verification whose baseline failed (``base``: the baseline
-    job's verdict): the candidate was not judged. A baseline that hangs is said to hang, with its
-    line where the worker saw it (a hang is the baseline's own, not the device's); the baseline
-    step's evidence keeps its verdict kind (``baseline_kind``)."""
+    job's verdict): the candidate was not judged. A baseline that hangs is said to hang (in
+    Triton's interpreter: to be too slow for it at these sizes), with its line where the worker
+    saw it (a hang is the baseline's own, not the device's); a baseline that raised in the
+    problem's own code says so (:func:`problem_fault`, ``problem_fault`` in the step's
+    evidence: the CLI exits as for bad input). The baseline step's evidence keeps its verdict
+    kind (``baseline_kind``)."""
     what = f"{base.kind.value}: {base.reason}" if base.reason else base.kind.value
     if base.source_line:
         what += f" (at baseline line {base.source_line})"
-    failed = "hangs" if base.kind is VerdictKind.TIMEOUT else "failed in this environment"
-    reason = f"the baseline itself {failed} ({what}); the fault is not the candidate's, which was not judged"
+    fault = problem_fault(base)
+    if fault:
+        reason = (f"the problem's own code failed ({what}): fix the problem file; the candidate, which was not "
+                  "judged, is not at fault")
+    elif base.kind is VerdictKind.TIMEOUT and device.interpreter:
+        reason = (f"the baseline did not finish in Triton's interpreter at these sizes ({what}): the interpreter runs "
+                  "kernels on the CPU, thousands of times slower than a GPU; verify at a smaller variant (the "
+                  "default sizes) or on a GPU. The candidate was not judged")
+    else:
+        failed = "hangs" if base.kind is VerdictKind.TIMEOUT else "failed in this environment"
+        reason = f"the baseline itself {failed} ({what}); the fault is not the candidate's, which was not judged"
     steps = [Step(name="baseline", status=StepStatus.FAILED,
                   seconds=sum(s.seconds for s in base.steps), summary=what,
-                  evidence={"baseline_kind": base.kind.value,
+                  evidence={"baseline_kind": base.kind.value, "problem_fault": bool(fault),
                             "baseline_steps": [asdict(s) | {"status": s.status.value} for s in base.steps]})]
     return Verdict(kind=VerdictKind.ENVIRONMENT, reason=reason, steps=steps,
                    findings=base.findings, kernels=[], correctness=base.correctness,

@@ -46,7 +46,8 @@ _EPILOG = """exit status:
   10 inconclusive: the truth's output ignores inputs that varied, or is random (dropout in
      training mode), so matching it proves nothing
   11 inconsistent: the candidate matches the reference but the problem's baseline does not
-  2  bad input (unreadable file, bad spec, unknown variant or device)
+  2  bad input (unreadable file, bad spec, unknown variant or device, or the problem's own
+     get_inputs()/forward raising: an environment verdict that names the problem's line)
   130 interrupted
 
 the truth is the PyTorch reference when there is one (a plain-PyTorch PROBLEM, a ModelNew file's
@@ -249,6 +250,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(verdict.to_dict(), indent=2, default=str))
     else:
         print(render_report(verdict, baseline=args.baseline, candidate=args.candidate))
+    baseline = verdict.step("baseline")
+    if verdict.kind is VerdictKind.ENVIRONMENT and baseline is not None and baseline.evidence.get("problem_fault"):
+        return EXIT_BAD_INPUT  # the problem's own code raised: the input is what is wrong
     return EXIT_CODES.get(verdict.kind, 1)
 
 

@@ -166,3 +166,14 @@ def test_the_optimize_page_picks_the_target_and_shows_who_can_do_each_stage(tmp_
     assert wb.session.target.profile == "nvidia_h200"
     fresh = wb.plan_preview(wb.session.source("head"), wb.session.problem("head")).ids
     assert wb.session.plan == fresh  # the stages not started were planned again for the H200
+
+
+def test_the_plan_of_a_plain_pytorch_problem_starts_with_its_first_triton_version(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problem = tmp_path / "relu2.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                       "        return torch.relu(x) * 2.0\n\n\ndef get_inputs():\n    return [torch.randn(8, 16)]\n\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    assert main(["optimize", str(problem), "--target", "cuda", "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    assert "first_version" in out and "TorchInductor" in out and "no stage has work" not in out

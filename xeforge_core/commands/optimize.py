@@ -414,16 +414,26 @@ def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:
         target = target_for(detect_device(args.device), None)
     problem = load_problem(args.kernel, spec_path=args.spec, reference_path=args.reference)
     plan = plan_problem(problem, target, stages)
+    first = FIRST_VERSION_PLAN if problem.eager_baseline else ""
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps(plan.to_dict() | ({"first_version": first} if first else {}), indent=2))
     else:
         print(f"{problem.name}: target {target.label}; plan from {plan.origin} "
               f"({plural(len(plan.analysis.issues), 'issue')})")
-        print(plan_text(plan, args.engine))
-        idle = plan.nothing_to_do(args.engine)
-        if idle:
-            print(idle)
+        if first:
+            print(first)
+        else:
+            print(plan_text(plan, args.engine))
+            idle = plan.nothing_to_do(args.engine)
+            if idle:
+                print(idle)
     return EXIT_OK
+
+
+#: What ``--plan-only`` says of a plain-PyTorch problem: its stages are planned on a Triton version.
+FIRST_VERSION_PLAN = ("0. first_version: the problem is plain PyTorch; the rules engine first compiles its Model with "
+                      "TorchInductor into a standalone Triton ModelNew (the llm engine writes one itself), verifies it, "
+                      "and plans the stages on that version (`xeforge optimize PROBLEM --engine rules`)")
 
 
 def _nothing_to_do(plan: Plan, args: argparse.Namespace, problem: Problem, device: DeviceInfo) -> str:

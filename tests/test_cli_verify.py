@@ -66,6 +66,11 @@ def test_bad_input_names_the_file(tmp_path, capsys):
     status = main(["verify", BASE, CAND, "--variant", "nope", "--device", "cpu"])
     err = capsys.readouterr().err
     assert status == 2 and "nope" in err and "ci" in err
+    status = main(["verify", BASE, CAND, "--variant", "cii", "--device", "cpu"])
+    assert status == 2 and "did you mean 'ci'?" in capsys.readouterr().err
+    # --target takes what xeforge optimize takes: profiles and families, with the nearest named
+    status = main(["verify", BASE, CAND, "--target", "nvidia_h20", "--device", "cpu"])
+    assert status == 2 and "did you mean 'nvidia_h200'?" in capsys.readouterr().err
 
 
 def test_a_misspelt_spec_key_is_bad_input_with_its_line(tmp_path, capsys):

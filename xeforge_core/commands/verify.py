@@ -158,8 +158,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "module-small for a large KernelBench problem; the benchmark variant, or the "
                         "published sizes, timed on a GPU). 'module' checks a KernelBench problem at its "
                         "published sizes")
-    p.add_argument("--target", metavar="T", default=None, choices=["xpu", "cuda"],
-                   help="the target whose knowledge-base lints apply (default: the run device's; xpu on cpu)")
+    p.add_argument("--target", metavar="T", default=None,
+                   help="the target whose knowledge-base lints apply: a hardware profile (arc_b580, nvidia_h200, "
+                        "...) or a family (xpu, cuda), as xeforge optimize takes (default: the run device's; xpu on "
+                        "cpu)")
     p.add_argument("--device", metavar="D", default=None,
                    help="cpu, cuda, cuda:N, xpu, xpu:N or auto (default: $XEFORGE_DEVICE or auto)")
     add_verification_arguments(p)
@@ -215,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
             seeds=args.seeds, performance_variants=args.variant,
             measure_performance=not args.no_performance, use_cache=not args.no_cache,
             allow_dtype_change=args.allow_dtype_change, allow_shape_change=args.allow_shape_change,
-            rtol=args.rtol, atol=args.atol, target=args.target, allow_precision=allowances(args),
+            rtol=args.rtol, atol=args.atol, target=_target_family(args.target), allow_precision=allowances(args),
             memcheck=args.memcheck, dtype=getattr(args, "dtype", None),
             **({"distributions": []} if args.own_inputs_only else {}),
         )
@@ -254,6 +256,16 @@ def run(args: argparse.Namespace) -> int:
     if verdict.kind is VerdictKind.ENVIRONMENT and baseline is not None and baseline.evidence.get("problem_fault"):
         return EXIT_BAD_INPUT  # the problem's own code raised: the input is what is wrong
     return EXIT_CODES.get(verdict.kind, 1)
+
+
+def _target_family(choice: str | None) -> str | None:
+    """The family (``xpu``/``cuda``) of ``--target``, read as ``xeforge optimize`` reads it.
+    Raises ``TargetError`` (a ``ValueError``: bad input) naming the profiles for an unknown one."""
+    if not choice:
+        return None
+    from xeforge_core.target import resolve
+
+    return resolve(None, choice).family
 
 
 def _progress_printer(stream: TextIO):

@@ -32,7 +32,7 @@ from typing import Any
 
 from xeforge_core import runner, units
 from xeforge_core.cache import cache_root, library_versions, stable_hash, worker_code_version
-from xeforge_core.errors import XeForgeError
+from xeforge_core.errors import XeForgeError, nearest_name_hint
 from xeforge_core.ir.targets import STAGE_NAMES, CompileTarget, get_target, resolve_stage, why_unavailable
 
 #: Wall-clock limit of one IR job (seconds): importing torch and triton, building the inputs and
@@ -201,7 +201,8 @@ def choose_variant(problem: Any, name: str | None = None) -> tuple[Any, str]:
     if name:
         if name not in problem.spec.variants:
             known = ", ".join(problem.spec.variants) or "none"
-            raise IRError(f"unknown variant {name!r} (known: {known})", field="variant")
+            raise IRError(f"unknown variant {name!r} (known: {known})" + nearest_name_hint(name, list(problem.spec.variants)),
+                          field="variant")
         return problem.spec.variants[name], f"variant {name} (chosen)"
     bench = problem.benchmark_variants("cuda")[0]
     if bench.bytes is not None and bench.bytes > MAX_INPUT_BYTES:

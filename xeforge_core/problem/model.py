@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xeforge_core.errors import XeForgeError
+from xeforge_core.errors import XeForgeError, nearest_name_hint
 
 from .entry import entry_point, kernels_reached, mentions_triton_jit
 
@@ -200,13 +200,15 @@ class Problem:
             found = self._module_variant(name)
             if found is not None:
                 return found
-            known = ", ".join(["module", *self.module_variants])
-            raise ProblemError(f"no spec given, so there is no variant {name!r}; known: {known}")
+            names = ["module", *self.module_variants]
+            raise ProblemError(f"no spec given, so there is no variant {name!r}; known: {', '.join(names)}"
+                               + nearest_name_hint(name, names))
         if name not in self.spec.variants and name in self.module_variants:
             return self.module_variants[name]  # a reduced copy the verifier derived
         if name not in self.spec.variants:
             known = ", ".join(sorted(self.spec.variants)) or "none"
-            raise ProblemError(f"unknown variant {name!r} (known: {known})", file=self.spec.path)
+            raise ProblemError(f"unknown variant {name!r} (known: {known})"
+                               + nearest_name_hint(name, list(self.spec.variants)), file=self.spec.path)
         return self.spec.variants[name]
 
     def correctness_variants(self) -> list[Variant]:

@@ -48,6 +48,7 @@ from typing import Any
 
 import yaml
 
+from xeforge_core.errors import nearest_name_hint
 from xeforge_core.precision import PrecisionError, parse_allowances
 
 from .dtypes import DTYPE_SIZES, KNOWN_DTYPE_NAMES, normalize_dtype
@@ -597,8 +598,8 @@ def odd_size_variant(problem_or_spec: Any, variant: Variant | str) -> Variant | 
         return None
     if isinstance(variant, str):
         if variant not in spec.variants:
-            raise ProblemError(f"unknown variant {variant!r} (known: {', '.join(spec.variants) or 'none'})",
-                               file=spec.path)
+            raise ProblemError(f"unknown variant {variant!r} (known: {', '.join(spec.variants) or 'none'})"
+                               + nearest_name_hint(variant, list(spec.variants)), file=spec.path)
         variant = spec.variants[variant]
     init_dims = {i.value for i in spec.inits if isinstance(i.value, str)}
     shape_dims: set[str] = set()

@@ -324,3 +324,11 @@ def test_allow_lists_the_precision_downgrades_the_problem_accepts():
 def test_a_zero_dim_is_refused_as_a_size_that_checks_nothing():
     e = _err(BASE.replace("dims: {BATCH: 4, IN_FEAT: 64", "dims: {BATCH: 0, IN_FEAT: 64"))
     assert "BATCH" in e.message and "no element compares nothing" in e.message and "variant ci" in e.message
+
+
+def test_a_shape_dim_misspelt_against_every_variant_is_reported_at_the_shape():
+    """``shape: [TOKENS, HIDDN]`` where every variant defines ``HIDDEN``: the one shape is the typo,
+    not the variants (each would need the same typo), so it is said at the shape's line."""
+    text = BASE.replace("shape: [BATCH, IN_FEAT]", "shape: [BATCH, IN_FEET]")
+    e = _err(text)
+    assert e.line == 3 and e.field == "inputs.X.shape[1]" and e.message.endswith("did you mean 'IN_FEAT'?"), e

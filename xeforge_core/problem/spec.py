@@ -184,13 +184,19 @@ def resolve_init_value(value: Any, dims: Mapping[str, Any]) -> Any:
     return value
 
 
+def _variants_defining(ctx: _Ctx, dim: str) -> int:
+    """How many variant entries of the file define ``dim`` in their ``dims``."""
+    return sum(1 for p in ctx.lines if len(p) == 4 and p[2] == "dims" and p[3] == dim)
+
+
 def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: _Ctx | None,
               input_path: Path_, entry_path: Path_ = (), used: frozenset[str] = frozenset()) -> tuple[int, ...]:
     """Concrete shape of one input in one variant. A list-valued dim is spliced in. A dim the
     variant leaves out is reported at the input's shape, unless the variant defines a dim of a
-    close name that no input's shape uses (``used``: the dim names the inputs' shapes use): then
-    the variant's entry is the typo (``TOKNS`` for ``TOKENS``) and is reported where it was
-    written; a dim whose value is not a size, at the variant's ``dims`` entry (``entry_path``)."""
+    close name that no input's shape uses (``used``: the dim names the inputs' shapes use) and no
+    other variant defines: then the variant's entry is the typo (``TOKNS`` for ``TOKENS``) and is
+    reported where it was written; a dim whose value is not a size, at the variant's ``dims``
+    entry (``entry_path``)."""
     shape: list[int] = []
     for i, entry in enumerate(inp.shape):
         where = input_path + ("shape", i)
@@ -202,7 +208,9 @@ def _shape_of(inp: InputSpec, dims: Mapping[str, Any], variant_label: str, ctx: 
             msg = (f"input {inp.name} has shape [{', '.join(map(str, inp.shape))}], which uses dim "
                    f"{entry!r}, but variant {variant_label} does not define it (its dims: {known})")
             near = difflib.get_close_matches(str(entry), [str(k) for k in dims], n=1, cutoff=_NAME_TYPO_RATIO)
-            if near and entry_path and near[0] not in used:  # the variant's dim is misspelt: said where
+            # the variant's dim is misspelt (said where it was written) unless another shape uses its
+            # name, or other variants spell it so too: then the shape is the typo
+            if near and entry_path and near[0] not in used and (ctx is None or _variants_defining(ctx, near[0]) < 2):
                 msg += f"; did you mean {entry!r} (written {near[0]!r})?"
                 where = entry_path + ("dims", near[0])
             elif near:

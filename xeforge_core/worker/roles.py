@@ -427,8 +427,11 @@ def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any
         del args
         launches = ctx.recorder.since(mark)
         names = sorted({rec.kernel for rec in launches})
-        step.summary = (f"imported {loaded.path.name}; first call launched {len(launches)} Triton kernel(s)"
-                        + (f": {', '.join(names)}" if names else ""))
+        # an autotuned kernel launches once a config on the call that tunes it: launches, not kernels
+        step.summary = (f"imported {loaded.path.name}; first call launched "
+                        + (f"{len(names)} Triton kernel(s) in {len(launches)} launch(es): {', '.join(names)}"
+                           if len(launches) != len(names) else f"{len(launches)} Triton kernel(s)"
+                           + (f": {', '.join(names)}" if names else "")))
         if harness.call_description:
             step.summary += f"; called {harness.call_description}"
         holder["launched"] = set(names)

@@ -20,6 +20,24 @@ def test_budget_judged_from_flop():
     assert "variant ci needs 5.5e+11 FLOP" in reason and "GPU" in reason
 
 
+def test_budget_judged_from_input_elements_over_the_calls_of_a_check():
+    """A memory-bound variant does few FLOP a byte: its input elements bound the interpreter's
+    time (sample 05's bench-gpu, 8192 x 4096, ran past the 300 s limit before it was refused)."""
+    rows = Variant(name="bench-gpu", params=["X"], dims={}, flop=4 * 8192 * 4096, shapes={"X": (8192, 4096)})
+    assert interpreter_too_slow([rows], 300, calls=1) == ""
+    reason = interpreter_too_slow([rows], 300, calls=6)
+    assert "variant bench-gpu has 33,554,432 input elements: its 6 calls" in reason and "--variant" in reason
+
+
+def test_an_explicit_bench_variant_of_a_memory_bound_sample_is_refused_at_once():
+    problem = load_problem(Path(__file__).parents[1] / "sample_kernels" / "05_rmsnorm.py")
+    start = time.monotonic()
+    verdict = verify(problem, problem.kernel.source, device="cpu",
+                     options=VerifyOptions(use_cache=False, variants=["bench-gpu"]))
+    assert time.monotonic() - start < 60
+    assert verdict.kind is VerdictKind.ENVIRONMENT and "input elements" in verdict.reason, verdict.reason
+
+
 def test_real_case_with_a_bench_size_ci_is_refused_quickly(xeforge_cases: Path):
     problem = load_problem(xeforge_cases / "39_Gemm_Scale_BatchNorm.py")
     start = time.monotonic()

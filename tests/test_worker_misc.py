@@ -259,5 +259,9 @@ def test_a_baseline_too_slow_for_the_interpreter_is_not_said_to_hang():
     driver = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "RuntimeError: CUDA error: an illegal memory access")
     missing = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "ModuleNotFoundError: No module named 'apex'")
     typo = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "TypeError: forward() takes 2 arguments")
-    assert problem_fault(driver) is None and problem_fault(missing) is None
+    cpu_half = Verdict(kind=VerdictKind.RUNTIME_ERROR,
+                       error_text=frame + "RuntimeError: linalg.inv: Low precision dtypes not supported. Got Half")
+    old_api = Verdict(kind=VerdictKind.RUNTIME_ERROR,
+                      error_text=frame + "AttributeError: module 'torch' has no attribute 'compiler_api'")
+    assert all(problem_fault(v) is None for v in (driver, missing, cpu_half, old_api))
     assert problem_fault(typo) == "TypeError: forward() takes 2 arguments"

@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import difflib
 import functools
+import math
 import os
 import re
 import shutil
@@ -854,7 +855,10 @@ _RETRY_WITHOUT_DERIVED = {VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, 
 _PROBLEM_EXCEPTIONS = ("NameError", "UnboundLocalError", "TypeError", "ValueError", "AttributeError", "IndexError",
                        "KeyError", "AssertionError", "ZeroDivisionError", "NotImplementedError", "RuntimeError")
 _ENVIRONMENT_WORDS = ("CUDA", "cuda", "cuDNN", "CUBLAS", "cublas", "driver", "out of memory", "device-side", "XPU",
-                      "Level Zero", "NCCL")
+                      "Level Zero", "NCCL",
+                      # what this device or this torch lacks (a CPU without float16 linear algebra, an
+                      # older API) is the environment's, though the problem's line raised it
+                      "not implemented for", "not supported", "Half", "BFloat16", "module 'torch", "module 'triton")
 
 
 def problem_fault(base: Verdict) -> str | None:
@@ -1013,20 +1017,36 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
 INTERPRETER_FLOP_PER_S = 1.5e8
 
 
-def interpreter_too_slow(variants: list[Any], timeout_s: float) -> str:
-    """Why ``variants`` cannot finish in Triton's CPU interpreter within ``timeout_s`` seconds
-    (one forward call of the largest already exceeds it), or "" when they may. Judged from each
-    variant's flop count (``Variant.flop``); variants without one are assumed to fit."""
+#: The fastest the interpreter moved elements through an elementwise kernel on the development
+#: machine (1024-element blocks, 2^18 to 2^22 elements, measured 2026-12-03; 256-element blocks
+#: move a quarter of that): a memory-bound variant's calls take at least its input elements over this.
+INTERPRETER_MAX_ELEMENTS_PER_S = 6.5e5
+
+
+def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1) -> str:
+    """Why ``variants`` cannot finish in Triton's CPU interpreter within ``timeout_s`` seconds, or
+    "" when they may: one forward call of a variant's flop (``Variant.flop``, at
+    :data:`INTERPRETER_FLOP_PER_S`) exceeds it, or ``calls`` calls (a worker job makes one a seed
+    and one more an input distribution of the first seed, besides its first call) passing its input elements (``Variant.shapes``) through a kernel once each at the
+    fastest rate measured (:data:`INTERPRETER_MAX_ELEMENTS_PER_S`) do. Variants with neither are
+    assumed to fit."""
     for v in variants:
         flop = getattr(v, "flop", None)
-        if not flop:
-            continue
-        seconds = float(flop) / INTERPRETER_FLOP_PER_S
+        if flop:
+            seconds = float(flop) / INTERPRETER_FLOP_PER_S
+            if seconds > timeout_s:
+                return (f"variant {v.name} needs {float(flop):.3g} FLOP per call: about {seconds / 60:.0f} min per "
+                        f"call in Triton's CPU interpreter (about {INTERPRETER_FLOP_PER_S:.1g} FLOP/s), over the "
+                        f"{timeout_s:g} s limit. Verify on a GPU, or give the spec a small `ci` variant for the "
+                        "interpreter")
+        shapes = getattr(v, "shapes", None) or {}
+        elements = sum(math.prod(s) for s in shapes.values())
+        seconds = calls * elements / INTERPRETER_MAX_ELEMENTS_PER_S
         if seconds > timeout_s:
-            return (f"variant {v.name} needs {float(flop):.3g} FLOP per call: about {seconds / 60:.0f} min per "
-                    f"call in Triton's CPU interpreter (about {INTERPRETER_FLOP_PER_S:.1g} FLOP/s), over the "
-                    f"{timeout_s:g} s limit. Verify on a GPU, or give the spec a small `ci` variant for the "
-                    "interpreter")
+            return (f"variant {v.name} has {elements:,} input elements: its {calls} calls in a check take at least "
+                    f"{seconds / 60:.0f} min in Triton's CPU interpreter (at most about "
+                    f"{INTERPRETER_MAX_ELEMENTS_PER_S:.2g} elements/s through a kernel), over the {timeout_s:g} s limit. "
+                    "Verify on a GPU, at the default reduced sizes (leave --variant out), or with a longer --timeout")
     return ""
 
 
@@ -1050,7 +1070,8 @@ def _verify_uncached(run: _Run) -> Verdict:
     device = run.device
     _start_workers(run)
     if device.interpreter:
-        too_slow = interpreter_too_slow(run.correctness, max(run.opts.timeout_s, 300.0))
+        too_slow = interpreter_too_slow(run.correctness, max(run.opts.timeout_s, 300.0),
+                                        calls=1 + len(run.opts.seed_list()) + len(run.distributions))
         if too_slow:
             return Verdict(kind=VerdictKind.ENVIRONMENT, reason=too_slow, steps=[
                 Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + too_slow)])

@@ -376,3 +376,11 @@ def test_a_launch_with_unpacked_strides_is_autotuned_where_its_meta_parameters_a
     res = add_autotune(positional, target="cuda", arch="hopper")
     assert res.changed and "0.5, 128)" in res.source and '"BLOCK"' not in res.source
     assert any("BLOCK may be passed through the launch's *args" in n for n in res.notes), res.notes
+    # a loop-depth parameter inserted before one with a default would take what the star's
+    # followers fill: the loops keep their plain range
+    tail = source.replace("BLOCK: tl.constexpr):", "BLOCK: tl.constexpr, EPS: tl.constexpr = 0.0):").replace(
+        "0.5, BLOCK=128,", "0.5, 128, 0.0,")
+    res = add_autotune(tail, target="cuda", arch="hopper")
+    assert res.changed and "LOOP_STAGES" not in res.source and "0.5, 128, 0.0)" in res.source
+    verdict = verify(load_problem(FIXTURES / "row_star_strides.py"), res.source, device="cpu", options=FAST)
+    assert verdict.passed, verdict.feedback()

@@ -455,8 +455,10 @@ def lint_autotune_launch_option_in_meta(ctx: LintContext) -> list[Hit]:
             continue
         keys = [k.value for k in n.args[0].keys if isinstance(k, ast.Constant) and k.value in CONFIG_LAUNCH_OPTIONS]  # type: ignore[union-attr]
         keys = [k for k in keys if k not in params]
+        none = {kw.arg for kw in n.keywords if isinstance(kw.value, ast.Constant) and kw.value.value is None}  # type: ignore[union-attr]
+        keys = [k for k in keys if k not in none]  # `num_warps=None`: the dict's value is used
         if keys:
-            given = {kw.arg for kw in n.keywords}  # type: ignore[union-attr]
+            given = {kw.arg for kw in n.keywords} | set(CONFIG_LAUNCH_OPTIONS[:len(n.args) - 1])  # type: ignore[union-attr]
             what = ", ".join(keys)
             hits.append(Hit(n.lineno, f"triton.Config sets {what} in its meta-parameter dict, where Triton drops it "
                                       f"(the config's own {what} wins: "

@@ -586,6 +586,12 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     streamed = streaming_loops(fn) if not gemm and any(c.get("loop_stages") for c in space) else []
     if streamed and LOOP_STAGES in pnames:
         streamed = []
+    if streamed and unknown and any(p.default is not None for p in params):
+        # the new parameter goes before the first with a default, which the positional arguments
+        # after a *args may reach: they would fill it instead
+        streamed = []
+        kept_notes.append(f"kernel {name}: its streaming loops keep their plain range: a new loop-depth parameter "
+                          "would shift the parameters the launch's *args and the arguments after it fill")
     if streamed:
         kept_notes.append(f"kernel {name}: its {len(streamed)} streaming loop(s) (loads, no tl.dot) take "
                           f"tl.range(num_stages={LOOP_STAGES}), tuned from 1 (as written) up: the kernel's "

@@ -261,14 +261,22 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
     if restore:  # the author's own tuner ran every config into the same buffers: its tuning call was wrong
         # one argument a line stays one a line: the new one takes the separator before the last one
         # and the last one's ending (a line break before the closing parenthesis)
+        # (each line keeps its own comment)
         last = args[-1]
         sep = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        own = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
+        if sep is not None and isinstance(sep.whitespace_after, cst.ParenthesizedWhitespace):
+            first = own.first_line if isinstance(own, cst.ParenthesizedWhitespace) else cst.TrailingWhitespace()
+            sep = sep.with_changes(whitespace_after=sep.whitespace_after.with_changes(first_line=first))
+        ending = last.comma
+        if isinstance(own, cst.ParenthesizedWhitespace):
+            ending = last.comma.with_changes(whitespace_after=own.with_changes(first_line=cst.TrailingWhitespace()))  # type: ignore[union-attr]
         args[-1] = last.with_changes(comma=sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
                                      whitespace_after_arg=cst.SimpleWhitespace(""))
         args.append(cst.Arg(keyword=cst.Name("restore_value"), value=cst.parse_expression(
             "[" + ", ".join(f'"{n}"' for n in restore) + "]"), equal=cst.AssignEqual(
             whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-            comma=last.comma, whitespace_after_arg=last.whitespace_after_arg))
+            comma=ending, whitespace_after_arg=last.whitespace_after_arg))
     new_call = call.with_changes(args=args)
     tuned = sorted(set(by_axis.values()))
     what = f"{', '.join(tuned)} and warps" if tuned else "num_warps/num_stages only (its meta-parameters keep the author's first values)"

@@ -2,8 +2,9 @@
 
 ``triton.Config({"BLOCK_SIZE": 1024, "num_warps": 8})`` does not launch 8 warps: a config's
 dict holds the kernel's meta-parameters, and ``Config.all_kwargs()`` lays the config's own
-``num_warps`` (default 4), ``num_stages`` (default 3), ``num_ctas`` and ``maxnreg`` over it
-(``triton/runtime/autotuner.py``, Triton 3.x), so the dict's value is dropped and every such
+``num_warps`` (default 4), ``num_stages`` (default 3) and ``num_ctas`` (default 1) over it
+(``triton/runtime/autotuner.py``, Triton 3.x;
+:data:`~xeforge_core.compile_options.CONFIG_LAUNCH_OPTIONS`), so the dict's value is dropped and every such
 config runs at the defaults. Published solutions written by language models do this often (8 of
 the 230 pairs of ``benchmarks/corpus_manifest.json``), and a search "over warps" then benchmarks
 the same kernel two to four times.
@@ -45,8 +46,11 @@ def _is_config(node: cst.BaseExpression) -> bool:
 
 def _misplaced(call: cst.Call) -> list[str]:
     first = call.args[0]
-    if first.keyword is not None or not isinstance(first.value, cst.Dict):
+    if first.keyword is not None or not isinstance(first.value, cst.Dict) or any(a.star for a in call.args):
         return []
+    if any(a.keyword is not None and a.keyword.value in LAUNCH_OPTIONS and isinstance(a.value, cst.Name)
+           and a.value.value == "None" for a in call.args):
+        return []  # `num_warps=None`: all_kwargs() leaves it out and the dict's value is used
     return [str(el.key.evaluated_value) for el in first.value.elements
             if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
             and el.key.evaluated_value in LAUNCH_OPTIONS]
@@ -56,7 +60,9 @@ def _fixed(call: cst.Call) -> tuple[cst.Call, list[str], list[str]]:
     """The call with the dict's launch options as keywords; the options moved and those dropped
     (already passed as keywords)."""
     first = call.args[0]
-    given = {a.keyword.value for a in call.args if a.keyword is not None}
+    # options passed by position follow the dict in Config's signature, in LAUNCH_OPTIONS' order
+    positional = [a for a in call.args[1:] if a.keyword is None and not a.star]
+    given = {a.keyword.value for a in call.args if a.keyword is not None} | set(LAUNCH_OPTIONS[:len(positional)])
     keep, moved, dropped = [], [], []
     new_args: list[cst.Arg] = []
     for el in first.value.elements:  # type: ignore[attr-defined]
@@ -130,7 +136,7 @@ def _reads_kwargs(module: cst.Module) -> bool:
 
 
 def move_launch_options(source: str) -> CodemodResult:
-    """Move ``num_warps``/``num_stages``/``num_ctas``/``maxnreg`` out of the dicts of every
+    """Move ``num_warps``/``num_stages``/``num_ctas`` out of the dicts of every
     autotuned kernel's ``triton.Config`` calls into the calls' keywords (module docstring).
 
     Returns a changed :class:`CodemodResult` with one note per kernel, or not applicable with
@@ -154,7 +160,7 @@ def move_launch_options(source: str) -> CodemodResult:
                 calls[id(node)] = (kernel, node)
     if not calls:
         return not_applicable(NAME, source, "; ".join(dict.fromkeys(skipped)) or "no autotune config sets num_warps, "
-                              "num_stages, num_ctas or maxnreg in its meta-parameter dict")
+                              "num_stages or num_ctas in its meta-parameter dict")
     if _reads_kwargs(module):
         return not_applicable(NAME, source, "autotune configs set launch options in their meta-parameter dict, but "
                                             "the module reads a config's kwargs itself (a launch given **cfg.kwargs "

@@ -22,18 +22,21 @@ import itertools
 
 import libcst as cst
 
-from xeforge_core.codemods.common import dotted_name, int_value
+from xeforge_core.codemods.common import int_value
 
 #: Configs a comprehension may expand to (a search of 6 blocks x 4 counts x 2 warp counts is 48).
 MAX_EXPANDED = 512
 
 
-def _module_value(module: cst.Module, name: str) -> cst.BaseExpression | None:
-    """The value a top-level ``name = ...`` binds, when exactly one statement binds it."""
+def _module_value(module: cst.Module, name: str, *, only: bool = True) -> cst.BaseExpression | None:
+    """The value a top-level ``name = ...`` binds, when exactly one statement binds it and (with
+    ``only``) no other top-level statement changes it (:func:`touches`)."""
     found = [s.body[0].value for s in module.body if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
              and isinstance(s.body[0], cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name
                                                             for t in s.body[0].targets)]
-    return found[0] if len(found) == 1 else None
+    if len(found) != 1 or (only and sum(touches(s, name) for s in module.body) != 1):
+        return None
+    return found[0]
 
 
 def _literal(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -45,9 +48,13 @@ def _literal(node: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def _values(module: cst.Module, it: cst.BaseExpression) -> list[cst.BaseExpression] | None:
-    """The literal values a comprehension's ``for`` iterates over, or ``None``."""
+def _values(module: cst.Module, it: cst.BaseExpression, local: set[str] | frozenset[str] = frozenset()
+            ) -> list[cst.BaseExpression] | None:
+    """The literal values a comprehension's ``for`` iterates over, or ``None`` (also for a name
+    an outer ``for`` of the comprehension binds: ``local``)."""
     if isinstance(it, cst.Name):
+        if it.value in local:
+            return None
         bound = _module_value(module, it.value)
         return _values(module, bound) if isinstance(bound, (cst.List, cst.Tuple)) else None
     if isinstance(it, (cst.List, cst.Tuple)):
@@ -55,9 +62,10 @@ def _values(module: cst.Module, it: cst.BaseExpression) -> list[cst.BaseExpressi
         return None if any(v is None for v in got) else got  # type: ignore[return-value]
     if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and 1 <= len(it.args) <= 3:
         ints = [int_value(a.value) if a.keyword is None and a.star == "" else None for a in it.args]
-        if any(v is None for v in ints):
+        if any(v is None for v in ints) or (len(ints) == 3 and ints[2] == 0):
             return None
-        return [cst.Integer(str(v)) for v in range(*ints)]  # type: ignore[arg-type]
+        values = range(*ints)  # type: ignore[arg-type]
+        return None if len(values) > MAX_EXPANDED else [cst.Integer(str(v)) for v in values]
     return None
 
 
@@ -67,12 +75,25 @@ def _bind(target: cst.BaseExpression, value: cst.BaseExpression) -> dict[str, cs
     if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
         out: dict[str, cst.BaseExpression] = {}
         for t, v in zip(target.elements, value.elements, strict=True):
+            if isinstance(t, cst.StarredElement) or isinstance(v, cst.StarredElement):
+                return None
             got = _bind(t.value, v.value)
             if got is None:
                 return None
             out.update(got)
         return out
     return None
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    names: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+    target.visit(_V())
+    return names
 
 
 class _Substitute(cst.CSTTransformer):
@@ -94,13 +115,15 @@ def expand_comprehension(module: cst.Module, comp: cst.ListComp) -> cst.List | N
     known from the text, a clause is an ``if``, or it would exceed :data:`MAX_EXPANDED`."""
     loops: list[tuple[cst.BaseExpression, list[cst.BaseExpression]]] = []
     clause: cst.CompFor | None = comp.for_in
+    local: set[str] = set()
     while clause is not None:
         if clause.ifs or clause.asynchronous is not None:
             return None
-        values = _values(module, clause.iter)
+        values = _values(module, clause.iter, local)
         if values is None:
             return None
         loops.append((clause.target, values))
+        local |= _target_names(clause.target)
         clause = clause.inner_for_in
     total = 1
     for _, values in loops:
@@ -120,21 +143,32 @@ def expand_comprehension(module: cst.Module, comp: cst.ListComp) -> cst.List | N
 
 
 def touches(stmt: cst.CSTNode, name: str) -> bool:
-    """Whether a statement binds ``name`` (``=``, ``+=``) or calls ``name.append``/``name.extend``."""
+    """Whether a statement binds ``name`` (``=``, ``+=``, ``del``), assigns or deletes an item of
+    it, or calls one of its methods (``name.append(...)``, ``name.sort()``, ...)."""
     hit = False
+
+    def named(node: cst.CSTNode) -> bool:
+        """``name`` itself, an item of it, or an attribute of it."""
+        if isinstance(node, (cst.Subscript, cst.Attribute)):
+            return named(node.value)
+        return isinstance(node, cst.Name) and node.value == name
 
     class _V(cst.CSTVisitor):
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
             nonlocal hit
-            hit = hit or (isinstance(node.target, cst.Name) and node.target.value == name)
+            hit = hit or named(node.target)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             nonlocal hit
-            hit = hit or (isinstance(node.target, cst.Name) and node.target.value == name)
+            hit = hit or named(node.target)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            nonlocal hit
+            hit = hit or any(named(n) for n in ([node.target] + [e.value for e in getattr(node.target, "elements", [])]))
 
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal hit
-            hit = hit or dotted_name(node.func) in (f"{name}.append", f"{name}.extend")
+            hit = hit or (isinstance(node.func, cst.Attribute) and named(node.func.value))
 
     stmt.visit(_V())
     return hit
@@ -197,9 +231,11 @@ def literal_configs(module: cst.Module, expr: cst.BaseExpression) -> cst.List | 
     if isinstance(expr, cst.ListComp):
         return expand_comprehension(module, expr)
     if isinstance(expr, cst.Name):
-        bound = _module_value(module, expr.value)
+        bound = _module_value(module, expr.value, only=False)
         if isinstance(bound, cst.List) and not bound.elements:
             return _appended(module, expr.value)
+        if _module_value(module, expr.value) is None:  # changed after it was bound
+            return None
         return literal_configs(module, bound) if isinstance(bound, (cst.List, cst.ListComp)) else None
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and not expr.args:
         defs = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == expr.func.value]

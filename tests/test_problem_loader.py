@@ -307,6 +307,10 @@ def test_no_model(tmp_path):
     problem = load_problem(FIXTURES / "no_model.py")
     assert problem.kernel.class_name == "Net" and problem.reference.class_name == "Net"
     assert any("its one outermost nn.Module, Net, is the problem" in w for w in problem.warnings)
+    assert not any("did you mean" in w for w in problem.warnings)  # a name of its own, not a typo
+    typo = tmp_path / "typo.py"
+    typo.write_text((FIXTURES / "no_model.py").read_text().replace("Net", "Modle"))
+    assert any(w.endswith("did you mean 'Model'?") for w in load_problem(typo).warnings)
     two = tmp_path / "two.py"
     two.write_text((FIXTURES / "no_model.py").read_text().replace("class Net(", "class Other(nn.Module):\n"
                                                                     "    pass\n\n\nclass Net("))

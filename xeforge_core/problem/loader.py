@@ -29,7 +29,7 @@ import difflib
 import re
 from pathlib import Path
 
-from xeforge_core.errors import missing_path_hint
+from xeforge_core.errors import missing_path_hint, nearest_name_hint
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 
@@ -308,7 +308,10 @@ def _build(name: str, source: str | bytes, kp: Path | None, spec_text: str | byt
     warnings: list[str] = list(spec.warnings) if spec else []
     if reference is not None and reference.class_name != "Model":
         warnings.append(f"{reference.path.name if reference.path else 'the reference'} has no class Model: its one "
-                        f"outermost nn.Module, {reference.class_name}, is the problem (KernelBook's convention)")
+                        f"outermost nn.Module, {reference.class_name}, is the problem (KernelBook's convention)"
+                        # a misspelt Model (Modle), not a KernelBook name (MyModel, GetMask)
+                        + (nearest_name_hint(reference.class_name, ["Model"]) if abs(len(reference.class_name) - 5) <= 1
+                           else ""))
     problem_inputs = reference is not None and ref_facts is not None and ref_facts.has_get_inputs
     if spec is None:
         if facts.has_get_inputs and not (problem_inputs and reference_source is not None):

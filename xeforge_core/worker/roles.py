@@ -1082,8 +1082,10 @@ def run_candidate(ctx: WorkerContext) -> None:
             ctx.verdict.reason = step.summary
             return
         nconf = len(ctx.registry.variants())
+        firsts = sum(1 for r in ctx.verdict.correctness if r.config == "first call" and r.passed)
         step.summary = (f"matches the {truth} on {len(runs)} run(s)"
                         + (f" including every one of {nconf} autotune config(s)" if nconf else "")
+                        + (", and on its first call" if firsts else "")
                         + _skipped_phrase(skipped))
         fixed = meta.get("fixed_inputs") or []
         if fixed:

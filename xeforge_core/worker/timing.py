@@ -787,7 +787,9 @@ def _minimum_bytes(args: list[Any], model: torch.nn.Module, output: Any) -> floa
     """Bytes one forward call must move at least: the input tensors, the module's parameters and
     buffers (read), and the output tensors (written), each storage counted once a side. An
     output in the storage of an input (a kernel that writes in place) counts on both sides: it
-    is read and written, as an out-of-place call's input and output are."""
+    is read and written, as an out-of-place call's input and output are. (An output that is only
+    a view of an input, written by nothing, counts so too: a forward the verifier times launches
+    kernels that write what it returns.)"""
     total = 0
 
     def side(tensors: list[Any]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from xeforge_core.problem import load_problem, parse_spec, problem_from_source
 from xeforge_core.variant_cost import DERIVED_CALL_S, derived_ci, rewrite_dims, variant_costs
-from xeforge_core.verify import INTERPRETER_FLOP_PER_S
+from xeforge_core.verify import INTERPRETER_FLOP_PER_S, INTERPRETER_MAX_ELEMENTS_PER_S
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM = (ROOT / "sample_kernels" / "07_gemm_fp32_upcast.py").read_text()
@@ -22,7 +22,8 @@ def test_each_variant_has_its_elements_flop_and_interpreter_time() -> None:
     ci = costs["ci"]
     assert ci.correctness and not costs["bench-gpu"].correctness
     assert (ci.elements, ci.largest_input, ci.flop) == (40 * 72, 40 * 72, 2 * 40 * 48 * 72)
-    assert ci.interpreter_s == ci.flop / INTERPRETER_FLOP_PER_S and ci.status == "ok"
+    assert ci.interpreter_s == max(ci.flop / INTERPRETER_FLOP_PER_S, ci.elements / INTERPRETER_MAX_ELEMENTS_PER_S)
+    assert ci.status == "ok"
     assert costs["bench-gpu"].status == "refused"  # a benchmark shape: minutes per call on the CPU
     assert derived_ci(problem, SPEC) is None  # nothing to offer: ci fits
 
@@ -63,3 +64,11 @@ def test_a_real_spec_with_a_bench_size_ci(xeforge_cases: Path) -> None:
     assert offer is not None
     assert offer.dims == {"BATCH": 1024, "IN_FEAT": 256, "OUT_FEAT": 256, "SCALE_SHAPE": [256]}
     assert offer.cost.status == "ok"
+
+
+def test_a_memory_bound_bench_variant_is_refused_as_the_verifier_refuses_it() -> None:
+    """sample 05's bench-gpu does 4 FLOP an element: its elements, not its FLOP, say it cannot be
+    checked in the interpreter, and the load-time status agrees with the verifier."""
+    problem = load_problem(ROOT / "sample_kernels" / "05_rmsnorm.py")
+    costs = {c.variant: c for c in variant_costs(problem)}
+    assert costs["bench-gpu"].status == "refused" and costs["ci"].status == "ok"

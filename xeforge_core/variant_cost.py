@@ -29,7 +29,12 @@ from xeforge_core.problem.scaling import (
     variant_input_elements,
 )
 from xeforge_core.problem.spec import parse_spec
-from xeforge_core.verify import INTERPRETER_FLOP_PER_S, VerifyOptions
+from xeforge_core.verify import (
+    INTERPRETER_FLOP_PER_S,
+    INTERPRETER_MAX_ELEMENTS_PER_S,
+    VerifyOptions,
+    interpreter_too_slow,
+)
 
 if TYPE_CHECKING:
     from xeforge_core.problem import Problem, Variant
@@ -42,6 +47,9 @@ SLOW_CALL_S = 10.0
 #: interpreter (``verify._verify_uncached``: ``max(timeout, 300)`` with the default timeout).
 REFUSED_CALL_S = max(VerifyOptions().timeout_s, 300.0)
 
+#: Forward calls a default check makes at a correctness variant: the first call, one a seed and one
+#: more an input distribution of the first seed (``verify.interpreter_too_slow``'s ``calls``).
+CHECK_CALLS = 1 + len(VerifyOptions().seed_list()) + len(VerifyOptions().distributions)
 #: Largest interpreter time of one call of a derived ``ci``, seconds.
 DERIVED_CALL_S = 2.0
 
@@ -50,8 +58,11 @@ DERIVED_CALL_S = 2.0
 class VariantCost:
     """The cost of one variant: ``elements`` of all its inputs, ``largest_input`` (elements of
     the largest one), ``flop`` per forward call (``None``: the spec gives no flop), and
-    ``interpreter_s``: the estimated seconds of one forward call in Triton's CPU interpreter
-    (``None`` without flop). ``correctness``: the verifier checks correctness at it."""
+    ``interpreter_s``: the estimated seconds of one forward call in Triton's CPU interpreter, the
+    larger of its FLOP at ``verify.INTERPRETER_FLOP_PER_S`` and its input elements at
+    ``verify.INTERPRETER_MAX_ELEMENTS_PER_S`` (``None`` with neither). ``correctness``: the
+    verifier checks correctness at it; ``refused``: the verifier refuses it on the interpreter
+    (``verify.interpreter_too_slow`` with the default options' calls)."""
 
     variant: str
     correctness: bool
@@ -59,15 +70,16 @@ class VariantCost:
     largest_input: int | None
     flop: float | None
     interpreter_s: float | None
+    refused: bool = False
 
     @property
     def status(self) -> str:
         """On the interpreter: ``refused`` (the verifier refuses it), ``slow``, ``ok`` or
-        ``unknown`` (no flop)."""
+        ``unknown`` (no flop and no shapes)."""
+        if self.refused:
+            return "refused"
         if self.interpreter_s is None:
             return "unknown"
-        if self.interpreter_s > REFUSED_CALL_S:
-            return "refused"
         return "slow" if self.interpreter_s > SLOW_CALL_S else "ok"
 
 
@@ -83,8 +95,11 @@ def variant_cost(problem: Problem, variant: Variant, *, correctness: bool = Fals
     """The :class:`VariantCost` of ``variant`` of ``problem``."""
     total, largest = _elements(problem, variant)
     flop = float(variant.flop) if variant.flop else None
+    times = [t for t in (flop / INTERPRETER_FLOP_PER_S if flop else None,
+                         total / INTERPRETER_MAX_ELEMENTS_PER_S if total else None) if t is not None]
     return VariantCost(variant=variant.name, correctness=correctness, elements=total, largest_input=largest,
-                       flop=flop, interpreter_s=flop / INTERPRETER_FLOP_PER_S if flop else None)
+                       flop=flop, interpreter_s=max(times) if times else None,
+                       refused=bool(interpreter_too_slow([variant], REFUSED_CALL_S, calls=CHECK_CALLS)))
 
 
 def variant_costs(problem: Problem) -> list[VariantCost]:

@@ -42,10 +42,11 @@ def variants_table(wb: Any) -> None:
                      "atol": units.number(v.atol, missing="dtype default")})
     st.markdown("**Variants** (correctness is checked at `ci`; `bench-*` are timed on a GPU)")
     st.dataframe(rows, hide_index=True, width="stretch")
-    st.caption(f"Interpreter times are estimates from the spec's flop at the interpreter's measured rate; a "
-               f"verification runs each correctness variant for several seeds and input distributions, "
-               f"baseline and candidate. Over {units.seconds(SLOW_CALL_S)} a call is slow; over "
-               f"{units.seconds(REFUSED_CALL_S)} the verifier refuses the variant on the interpreter.")
+    st.caption(f"Interpreter times are estimates from the spec's flop and input elements at the interpreter's "
+               f"measured rates; a verification runs each correctness variant for several seeds and input "
+               f"distributions, baseline and candidate. Over {units.seconds(SLOW_CALL_S)} a call is slow; where "
+               f"a call's FLOP or a check's calls take over {units.seconds(REFUSED_CALL_S)}, the verifier refuses "
+               "the variant on the interpreter.")
 
 
 def smaller_ci_offer(wb: Any, *, key: str) -> None:
@@ -61,8 +62,10 @@ def smaller_ci_offer(wb: Any, *, key: str) -> None:
         return
     first = slow[0]
     verb = "the verifier refuses it there" if first.status == "refused" else "a verification will be slow"
-    text = (f"Correctness variant `{first.variant}` needs {units.flop(first.flop)} per call: about "
-            f"{units.seconds(first.interpreter_s)} per call in Triton's interpreter on this machine, so {verb}.")
+    text = (f"Correctness variant `{first.variant}` needs {units.flop(first.flop)} per call"
+            + (f" over {units.number(first.elements)} input elements" if first.elements else "")
+            + f": about {units.seconds(first.interpreter_s)} per call in Triton's interpreter on this machine, "
+            f"so {verb}.")
     offer = derived_ci(loaded.problem, loaded.spec_text)
     if offer is None:
         st.warning(text + " Edit the spec below (a smaller `ci`), or verify on a GPU.")

@@ -265,3 +265,22 @@ def test_a_baseline_too_slow_for_the_interpreter_is_not_said_to_hang():
                       error_text=frame + "AttributeError: module 'torch' has no attribute 'compiler_api'")
     assert all(problem_fault(v) is None for v in (driver, missing, cpu_half, old_api))
     assert problem_fault(typo) == "TypeError: forward() takes 2 arguments"
+
+
+def test_a_kernel_that_is_not_numerically_stable_fails_on_the_shifted_redraw():
+    """Inputs normal around 100 (the ``shifted`` stress redraw, a default distribution): a softmax
+    without the max subtraction overflows there and is wrong, with the reason saying what those
+    inputs stress; the same kernel subtracting the row maximum is ok."""
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    fixtures = Path(__file__).parent / "fixtures" / "stress"
+    problem = load_problem(fixtures / "row_softmax_problem.py")
+    naive = (fixtures / "row_softmax_naive.py").read_text()
+    options = VerifyOptions(seeds=1, measure_performance=False, use_cache=False)
+    assert "shifted" in options.distributions
+    verdict = verify(problem, naive, device="cpu", options=options)
+    assert verdict.kind.value == "wrong_answer" and "shifted inputs" in verdict.reason, verdict.reason
+    assert "normal around 100" in verdict.reason and "max subtraction" in verdict.reason
+    stable = naive.replace("e = tl.exp(x)", "e = tl.exp(x - tl.max(x, axis=0))")
+    assert verify(problem, stable, device="cpu", options=options).kind.value == "ok"

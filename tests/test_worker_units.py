@@ -144,6 +144,8 @@ def test_redraws_are_kept_only_where_the_truth_stays_finite_and_depends_on_them(
     assert redraw_seeds(["module", "normal", "uniform"], [0, 1, 2]) == {
         "module": [0, 1, 2], "normal": [0], "uniform": [0]}
     assert redraw_seeds(["normal", "uniform"], [0, 1]) == {"normal": [0, 1], "uniform": [0, 1]}
+    # the stress redraw far from zero runs once, with a spec too
+    assert redraw_seeds(["normal", "shifted"], [0, 1]) == {"normal": [0, 1], "shifted": [0]}
     nan = nonfinite_summary([torch.tensor([1.0, float("nan"), float("-inf")]), torch.tensor([3])])
     assert nan == "output 0: 1 NaN, 1 Inf of 3 element(s)"
     assert nonfinite_summary([torch.ones(2)]) is None

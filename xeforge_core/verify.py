@@ -148,7 +148,8 @@ class VerifyOptions:
         seeds: number of seeds (``3`` -> ``[0, 1, 2]``) or an explicit list.
         distributions: input distributions for correctness (names the worker understands:
             ``xeforge_core.worker.inputs``). With a spec, each is the spec's own inputs drawn
-            from that law, at every seed. Without one (KernelBench, KernelAgent), the problem's
+            from that law, at every seed (``shifted``, the stress redraw far from zero, at the
+            first). Without one (KernelBench, KernelAgent), the problem's
             own ``get_inputs()`` under each seed comes first (``module``), and these are redraws
             of its floating-point inputs at the first seed, kept on a variant only where the truth
             stays finite and input-dependent on them (``input_distributions``).
@@ -209,7 +210,7 @@ class VerifyOptions:
     variants: list[str] | None = None
     include_odd_size: bool = True
     seeds: int | list[int] = 3
-    distributions: list[str] = field(default_factory=lambda: ["normal", "uniform"])
+    distributions: list[str] = field(default_factory=lambda: ["normal", "uniform", "shifted"])
     performance_variants: list[str] | None = None
     measure_performance: bool = True
     use_cache: bool = True
@@ -1256,7 +1257,12 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
                                     "checked here (Triton's interpreter; `--variant module` checks it)")
         return verdict
     _say(run.on_progress, f"published size: checking {contract.PUBLISHED} ({where} failed)")
-    one = {"variants": [problem.variant(contract.PUBLISHED)], "seeds": seeds, "distributions": run.distributions[:1]}
+    # the published size is checked on the problem's own inputs and on the redraws that failed:
+    # a kernel wrong on shifted inputs at a reduced size is not excused by matching at the
+    # published size on get_inputs() alone
+    failed = [r.distribution for r in verdict.correctness if not r.passed and r.distribution in run.distributions]
+    dists = list(dict.fromkeys(run.distributions[:1] + failed))
+    one = {"variants": [problem.variant(contract.PUBLISHED)], "seeds": seeds, "distributions": dists}
     base, published = run.candidate_at(**one)
     if published is None:
         verdict.warnings.append(f"the published size was not checked: the baseline fails there "

@@ -38,12 +38,18 @@ def inputs_phrase(distribution: str) -> str:
 
 def redraw_seeds(distributions: list[str], seeds: list[int]) -> dict[str, list[int]]:
     """The seeds each distribution runs at: every seed for the anchor (and for every
-    distribution of a spec, which are all the spec's own inputs); only the first seed for the
-    redraws of a ``get_inputs()`` problem, which stress the kernel once each."""
+    distribution of a spec, which are all the spec's own inputs, but :data:`STRESS`); only the
+    first seed for the redraws of a ``get_inputs()`` problem and for a stress redraw, which
+    stress the kernel once each."""
     if not distributions:
         return {}
     anchor = distributions[0]
-    return {d: (list(seeds) if d == anchor or anchor != OWN_INPUTS else list(seeds[:1])) for d in distributions}
+    return {d: (list(seeds) if d == anchor or (anchor != OWN_INPUTS and d not in STRESS) else list(seeds[:1]))
+            for d in distributions}
+
+
+#: Redraws that stress a kernel far from where a problem's inputs live: one seed is enough.
+STRESS = ("shifted",)
 
 
 def nonfinite_summary(outputs: list[Any]) -> str | None:

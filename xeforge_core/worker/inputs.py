@@ -9,6 +9,10 @@ the same values. Input distributions (``DISTRIBUTIONS``):
 * ``mixed``   mixed signs and magnitudes: sign * 10**u with u uniform in [-3, 1], so values
   span 1e-3..10 (large enough to expose precision loss, small enough that an fp16 GEMM over a
   few hundred terms does not overflow).
+* ``shifted`` normal around ``SHIFTED_MEAN`` (100): far from zero, where numerically unstable
+  kernels fail (a softmax without the max subtraction overflows, a one-pass variance cancels);
+  run at the first seed only (``domain.redraw_seeds``), and skipped where the truth leaves its
+  domain there, as every redraw is.
 * ``module``  (no spec only) exactly what the module's ``get_inputs()`` returns under
   ``torch.manual_seed(seed)``: a problem's own inputs, the first distribution of every problem
   without a spec (``xeforge_core.worker.domain``).
@@ -51,7 +55,11 @@ from xeforge_core.worker.formats.base import constructor_values
 from xeforge_core.worker.loading import LoadedModule
 from xeforge_core.worker.parameters import redraw_constant_parameters_
 
-DISTRIBUTIONS = ("normal", "uniform", "mixed")
+DISTRIBUTIONS = ("normal", "uniform", "mixed", "shifted")
+#: The mean of the ``shifted`` distribution: past 88.7, where float32's exp overflows, so a softmax
+#: or logsumexp without the max subtraction gives Inf or NaN; a mean far above the spread, so a
+#: variance computed as E[x^2] - mean^2 loses its digits; finite in float16 and bfloat16.
+SHIFTED_MEAN = 100.0
 
 
 def _fail(reason: str) -> WorkerError:
@@ -96,6 +104,8 @@ def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: to
         x = mag * sign
     elif distribution in ("normal", "module"):
         x = torch.randn(shape, generator=gen, dtype=torch.float32)
+    elif distribution == "shifted":
+        x = torch.randn(shape, generator=gen, dtype=torch.float32) + SHIFTED_MEAN
     else:
         raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
     return x.to(dtype)
@@ -199,6 +209,8 @@ def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Ten
         return t.uniform_(-1.0, 1.0, generator=gen)
     if distribution in ("normal", "module"):
         return t.normal_(0.0, 1.0, generator=gen)
+    if distribution == "shifted":
+        return t.normal_(SHIFTED_MEAN, 1.0, generator=gen)
     if distribution == "mixed":
         flat = t.view(-1)
         step = 1 << 24

@@ -71,6 +71,7 @@ from xeforge_core.worker.compare import (
 )
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.domain import (
+    STRESS,
     TruthDomain,
     excused_by_nonfinite_truth,
     inputs_phrase,
@@ -90,6 +91,7 @@ from xeforge_core.worker.formats.base import constructor_arguments, forward_para
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
     INIT_DIFFERS,
+    SHIFTED_MEAN,
     build_inputs,
     clone_args,
     construct_model,
@@ -1022,6 +1024,10 @@ def run_candidate(ctx: WorkerContext) -> None:
             if disagreeing and r.against == "reference":
                 reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
                            "is inconsistent")
+            if r.distribution in STRESS:
+                reason += (f"; {r.distribution} inputs are normal around {SHIFTED_MEAN:g}, far from zero, where a kernel "
+                           "that is not numerically stable loses its digits or overflows (a softmax without the max "
+                           "subtraction, a variance computed as E[x^2] - mean^2)")
             if _only_redraws_fail(failed, runs, anchor_distribution(ctx.job)):
                 reason += ("; on the problem's own inputs (get_inputs()) it matches at every variant and seed: it "
                            "holds only on the domain those inputs are drawn from, and the redraws stress it outside "

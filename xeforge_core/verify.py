@@ -1027,10 +1027,10 @@ INTERPRETER_MAX_ELEMENTS_PER_S = 6.5e5
 def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1) -> str:
     """Why ``variants`` cannot finish in Triton's CPU interpreter within ``timeout_s`` seconds, or
     "" when they may: one forward call of a variant's flop (``Variant.flop``, at
-    :data:`INTERPRETER_FLOP_PER_S`) exceeds it, or ``calls`` calls (a worker job makes one a seed
-    and one more an input distribution of the first seed, besides its first call) passing its input elements (``Variant.shapes``) through a kernel once each at the
-    fastest rate measured (:data:`INTERPRETER_MAX_ELEMENTS_PER_S`) do. Variants with neither are
-    assumed to fit."""
+    :data:`INTERPRETER_FLOP_PER_S`) exceeds it, or ``calls`` calls (a worker job makes its first
+    call, one a seed and one more an input distribution of the first seed) passing its input
+    elements (``Variant.shapes``) through a kernel once each at the fastest rate measured
+    (:data:`INTERPRETER_MAX_ELEMENTS_PER_S`) do. Variants with neither are assumed to fit."""
     for v in variants:
         flop = getattr(v, "flop", None)
         if flop:

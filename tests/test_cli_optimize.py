@@ -124,12 +124,12 @@ def test_optimize_bad_input(tmp_path, capsys):
 
 def test_a_plan_the_engine_can_do_nothing_of_is_said_up_front(tmp_path, capsys):
     """A KernelBench solution whose only planned stage is autotuning, which the rules engine
-    cannot do on a kernel launched with ``*args`` (its arguments cannot be matched to the
-    parameters): the plan says so per stage, and optimize says so before it starts a session
-    (instead of ending one having done nothing)."""
+    cannot do on a kernel launched with ``**kwargs`` (its meta-parameters cannot be told apart
+    from its other arguments): the plan says so per stage, and optimize says so before it starts
+    a session (instead of ending one having done nothing)."""
     kb = ROOT / "tests" / "fixtures" / "formats" / "kernelbench"
     starred = (kb / "residual_relu_new.py").read_text().replace(
-        "(x, y, out, n, self.scale, BLOCK=1024)", "(*(x, y, out, n, self.scale), BLOCK=1024)")
+        "(x, y, out, n, self.scale, BLOCK=1024)", "(x, y, out, n, self.scale, BLOCK=1024, **{})")
     solution = tmp_path.parent / f"{tmp_path.name}_starred_new.py"
     solution.write_text(starred)
     args = [str(solution), "--reference", str(kb / "residual_relu.py"),
@@ -138,7 +138,7 @@ def test_a_plan_the_engine_can_do_nothing_of_is_said_up_front(tmp_path, capsys):
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if " autotuning " in line)
     assert row.split()[3:5] == ["✗", "✓"]  # rules cannot, llm can
-    assert "*args" in row
+    assert "**kwargs" in row
     assert "The rules engine can do none of the 1 planned stage on this kernel" in out
     assert main(["optimize", *args, "--engine", "rules", "--auto"]) == 0
     err = capsys.readouterr().err

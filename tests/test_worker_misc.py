@@ -253,12 +253,16 @@ def test_a_baseline_too_slow_for_the_interpreter_is_not_said_to_hang():
     from xeforge_core.verify import _environment_verdict, problem_fault
 
     slow = Verdict(kind=VerdictKind.TIMEOUT, reason="no result within 300 s")
-    assert "did not finish in Triton's interpreter" in _environment_verdict(slow, DeviceInfo("cpu", interpreter=True)).reason
+    assert "too large for Triton's interpreter" in _environment_verdict(slow, DeviceInfo("cpu", interpreter=True)).reason
     assert "the baseline itself hangs" in _environment_verdict(slow, DeviceInfo("cuda")).reason
     frame = 'Traceback (most recent call last):\n  File "/tmp/p/job/src/baseline/prob.py", line 9, in forward\n'
     driver = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "RuntimeError: CUDA error: an illegal memory access")
     missing = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "ModuleNotFoundError: No module named 'apex'")
     typo = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "TypeError: forward() takes 2 arguments")
+    shapes = Verdict(kind=VerdictKind.RUNTIME_ERROR,
+                     error_text=frame + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x4 and 3x3)")
+    elsewhere = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=frame + "RuntimeError: baseline cannot run here")
+    assert problem_fault(shapes) is not None and problem_fault(elsewhere) is None
     cpu_half = Verdict(kind=VerdictKind.RUNTIME_ERROR,
                        error_text=frame + "RuntimeError: linalg.inv: Low precision dtypes not supported. Got Half")
     old_api = Verdict(kind=VerdictKind.RUNTIME_ERROR,
@@ -268,17 +272,17 @@ def test_a_baseline_too_slow_for_the_interpreter_is_not_said_to_hang():
 
 
 def test_a_kernel_that_is_not_numerically_stable_fails_on_the_shifted_redraw():
-    """Inputs normal around 100 (the ``shifted`` stress redraw, a default distribution): a softmax
-    without the max subtraction overflows there and is wrong, with the reason saying what those
-    inputs stress; the same kernel subtracting the row maximum is ok."""
+    """Inputs normal around 100 (the ``shifted`` stress redraw): a softmax without the max
+    subtraction overflows there and is wrong, with the reason saying what those inputs stress;
+    the same kernel subtracting the row maximum is ok."""
     from xeforge_core.problem import load_problem
     from xeforge_core.verify import VerifyOptions, verify
 
     fixtures = Path(__file__).parent / "fixtures" / "stress"
     problem = load_problem(fixtures / "row_softmax_problem.py")
     naive = (fixtures / "row_softmax_naive.py").read_text()
-    options = VerifyOptions(seeds=1, measure_performance=False, use_cache=False)
-    assert "shifted" in options.distributions
+    options = VerifyOptions(seeds=1, measure_performance=False, use_cache=False,
+                            distributions=["normal", "uniform", "shifted"])
     verdict = verify(problem, naive, device="cpu", options=options)
     assert verdict.kind.value == "wrong_answer" and "shifted inputs" in verdict.reason, verdict.reason
     assert "normal around 100" in verdict.reason and "max subtraction" in verdict.reason

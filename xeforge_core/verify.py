@@ -149,7 +149,7 @@ class VerifyOptions:
         distributions: input distributions for correctness (names the worker understands:
             ``xeforge_core.worker.inputs``). With a spec, each is the spec's own inputs drawn
             from that law, at every seed (``shifted``, the stress redraw far from zero, at the
-            first). Without one (KernelBench, KernelAgent), the problem's
+            first; not a default yet). Without one (KernelBench, KernelAgent), the problem's
             own ``get_inputs()`` under each seed comes first (``module``), and these are redraws
             of its floating-point inputs at the first seed, kept on a variant only where the truth
             stays finite and input-dependent on them (``input_distributions``).
@@ -210,7 +210,7 @@ class VerifyOptions:
     variants: list[str] | None = None
     include_odd_size: bool = True
     seeds: int | list[int] = 3
-    distributions: list[str] = field(default_factory=lambda: ["normal", "uniform", "shifted"])
+    distributions: list[str] = field(default_factory=lambda: ["normal", "uniform"])
     performance_variants: list[str] | None = None
     measure_performance: bool = True
     use_cache: bool = True
@@ -874,6 +874,8 @@ def problem_fault(base: Verdict) -> str | None:
     kind = last.split(":", 1)[0].rsplit(".", 1)[-1]
     if not frames or "/job/src/" not in frames[-1] or kind not in _PROBLEM_EXCEPTIONS:
         return None
+    if kind == "RuntimeError" and not re.search(r"shape|size|dimension|\bdim\b", last):
+        return None  # torch's runtime errors are the problem's only where they say its shapes do not fit
     return None if any(w in last for w in _ENVIRONMENT_WORDS) else last
 
 
@@ -893,8 +895,8 @@ def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
         reason = (f"the problem's own code failed ({what}): fix the problem file; the candidate, which was not "
                   "judged, is not at fault")
     elif base.kind is VerdictKind.TIMEOUT and device.interpreter:
-        reason = (f"the baseline did not finish in Triton's interpreter at these sizes ({what}): the interpreter runs "
-                  "kernels on the CPU, thousands of times slower than a GPU; verify at a smaller variant (the "
+        reason = (f"the baseline itself hangs ({what}), or these sizes are too large for Triton's interpreter, which "
+                  "runs kernels on the CPU thousands of times slower than a GPU: verify at a smaller variant (the "
                   "default sizes) or on a GPU. The candidate was not judged")
     else:
         failed = "hangs" if base.kind is VerdictKind.TIMEOUT else "failed in this environment"

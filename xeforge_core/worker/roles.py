@@ -182,6 +182,17 @@ def combos_of(job: dict[str, Any]) -> list[Combo]:
     return combos
 
 
+def _inconclusive(ctx: WorkerContext, step: Any, summary: str, *, warn: bool = True) -> None:
+    """End the correctness ``step`` inconclusive: ``summary`` is its summary and the verdict's
+    reason (and, with ``warn``, a warning too)."""
+    step.status = StepStatus.INCONCLUSIVE
+    step.summary = summary
+    if warn:
+        ctx.verdict.warnings.append(summary)
+    ctx.verdict.kind = VerdictKind.INCONCLUSIVE
+    ctx.verdict.reason = summary
+
+
 def _only_redraws_fail(failed: list[CorrectnessRun], runs: list[CorrectnessRun], anchor: str) -> bool:
     """True when every failed run is on a redraw of a ``get_inputs()`` problem and runs on its
     own inputs passed: the kernel is right on the domain the problem draws from."""
@@ -1051,41 +1062,26 @@ def run_candidate(ctx: WorkerContext) -> None:
         constant = meta.get("constant_outputs") or []
         truth = meta.get("truth", "baseline")
         if truth_fault:
-            step.status = StepStatus.INCONCLUSIVE
-            step.summary = "inconclusive: " + (
+            _inconclusive(ctx, step, "inconclusive: " + (
                 unwritten_truth_summary(truth, meta["unwritten_truth"]) if meta.get("unwritten_truth")
-                else _random_truth_summary(truth, meta["random_truth"]))
-            ctx.verdict.warnings.append(step.summary)
-            ctx.verdict.kind = VerdictKind.INCONCLUSIVE
-            ctx.verdict.reason = step.summary
+                else _random_truth_summary(truth, meta["random_truth"])))
             return
         if constant:
-            step.status = StepStatus.INCONCLUSIVE
-            step.summary = (f"inconclusive: the {truth}'s output does not depend on its inputs (identical across "
-                            f"seeds and redraws on variant(s) {', '.join(constant)} while the inputs differed), so "
-                            "matching it proves nothing")
-            ctx.verdict.warnings.append(step.summary)
-            ctx.verdict.kind = VerdictKind.INCONCLUSIVE
-            ctx.verdict.reason = step.summary
+            _inconclusive(ctx, step, f"inconclusive: the {truth}'s output does not depend on its inputs (identical "
+                          f"across seeds and redraws on variant(s) {', '.join(constant)} while the inputs differed), "
+                          "so matching it proves nothing")
             return
         if excused:
-            step.status = StepStatus.INCONCLUSIVE
             where = excused[0].note.split(": ", 1)[-1]
-            step.summary = (f"inconclusive: the candidate matches the {truth} wherever it is finite, and differs only "
-                            f"where the {truth} itself is NaN or Inf, on variant {excused[0].variant} (seed "
-                            f"{excused[0].seed}, {inputs_phrase(excused[0].distribution)}: {where}). That is the "
-                            "problem's property, not the candidate's fault: no answer can be judged there")
-            ctx.verdict.kind = VerdictKind.INCONCLUSIVE
-            ctx.verdict.reason = step.summary
+            _inconclusive(ctx, step, f"inconclusive: the candidate matches the {truth} wherever it is finite, and "
+                          f"differs only where the {truth} itself is NaN or Inf, on variant {excused[0].variant} "
+                          f"(seed {excused[0].seed}, {inputs_phrase(excused[0].distribution)}: {where}). That is the "
+                          "problem's property, not the candidate's fault: no answer can be judged there", warn=False)
             return
         if runs and not any(getattr(c, "numel", 0) for r in runs for c in r.outputs):
-            step.status = StepStatus.INCONCLUSIVE
-            step.summary = (f"inconclusive: every output of the {len(runs)} run(s) has no element (variant(s) "
-                            f"{', '.join(dict.fromkeys(r.variant for r in runs))}), so nothing was compared: a "
-                            "dimension of the checked sizes is 0; check a size with at least one element")
-            ctx.verdict.warnings.append(step.summary)
-            ctx.verdict.kind = VerdictKind.INCONCLUSIVE
-            ctx.verdict.reason = step.summary
+            _inconclusive(ctx, step, f"inconclusive: every output of the {len(runs)} run(s) has no element (variant(s) "
+                          f"{', '.join(dict.fromkeys(r.variant for r in runs))}), so nothing was compared: a "
+                          "dimension of the checked sizes is 0; check a size with at least one element")
             return
         nconf = len(ctx.registry.variants())
         firsts = sum(1 for r in ctx.verdict.correctness if r.config == "first call" and r.passed)

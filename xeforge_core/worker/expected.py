@@ -228,6 +228,28 @@ class ExpectedStore:
         return out
 
 
+#: Tensors larger than this are fingerprinted on the device (sums and end slices) instead of by
+#: hashing every byte on the host.
+FINGERPRINT_HASH_BYTES = 64 << 20
+
+
+def tensor_fingerprint(t: torch.Tensor) -> str:
+    """A digest that changes when ``t``'s values do: :func:`tensor_digest` of its bytes up to
+    :data:`FINGERPRINT_HASH_BYTES`; past that, its float64 sum and sum of squares and the digest
+    of its first and last 4096 elements, computed on the device (a change that keeps both sums
+    and both ends goes unseen)."""
+    if t.numel() * t.element_size() <= FINGERPRINT_HASH_BYTES:
+        return tensor_digest(t)
+    flat = t.detach().reshape(-1)
+    total = squares = 0.0
+    for start in range(0, flat.numel(), 1 << 24):
+        part = flat[start:start + (1 << 24)]
+        wide = part.abs().double() if part.is_complex() else part.double()
+        total += float(wide.sum())
+        squares += float((wide * wide).sum())
+    return repr((total, squares)) + tensor_digest(torch.cat([flat[:4096], flat[-4096:]]))
+
+
 def materialize(values: list[Any], device: torch.device | str = "cpu") -> list[Any]:
     """``values`` with every :class:`StoredTensor` read whole onto ``device`` (for the small
     tensors of the integrity checks)."""

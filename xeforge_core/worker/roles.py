@@ -78,6 +78,8 @@ from xeforge_core.worker.domain import (
     nonfinite_summary,
     redraw_seeds,
 )
+from xeforge_core.worker.effects import Effects, buffer_digests, effect_tensors, observe
+from xeforge_core.worker.effects import digests as effect_digests
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
 from xeforge_core.worker.expected import (
     ExpectedStore,
@@ -85,7 +87,7 @@ from xeforge_core.worker.expected import (
     disk_room,
     materialize,
     tensor_bytes,
-    tensor_digest,
+    tensor_fingerprint,
 )
 from xeforge_core.worker.formats.base import constructor_arguments, forward_params
 from xeforge_core.worker.inputs import (
@@ -318,33 +320,16 @@ class Harness:
         return flatten_outputs(out)
 
 
-#: Inputs larger than this are fingerprinted on the device (sums and end slices) instead of by
-#: hashing every byte on the host.
-FINGERPRINT_HASH_BYTES = 64 << 20
-
-
 def input_fingerprint(args: list[Any]) -> str:
     """A digest of the forward() arguments (tensor bytes and plain values), to tell whether the
-    inputs of two runs differed. Large tensors contribute their float64 sum, sum of squares and
-    first and last 4096 elements, computed on the device."""
+    inputs of two runs differed (``expected.tensor_fingerprint`` per tensor)."""
     import hashlib
 
     h = hashlib.sha256()
     for a in args:
         if isinstance(a, torch.Tensor):
             h.update(f"{tuple(a.shape)}{a.dtype}".encode())
-            if a.numel() * a.element_size() <= FINGERPRINT_HASH_BYTES:
-                h.update(tensor_digest(a).encode())
-            else:
-                flat = a.detach().reshape(-1)
-                total = squares = 0.0
-                for start in range(0, flat.numel(), 1 << 24):
-                    part = flat[start:start + (1 << 24)]
-                    wide = part.abs().double() if part.is_complex() else part.double()
-                    total += float(wide.sum())
-                    squares += float((wide * wide).sum())
-                h.update(repr((total, squares)).encode())
-                h.update(tensor_digest(torch.cat([flat[:4096], flat[-4096:]])).encode())
+            h.update(tensor_fingerprint(a).encode())
         else:
             h.update(repr(a).encode())
     return h.hexdigest()
@@ -538,6 +523,21 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
     return findings, evidence
 
 
+def effects_key(combo: Combo) -> str:
+    """The saved key of the truth's effects on ``combo`` (``worker.effects``)."""
+    return f"{combo.key}__effects"
+
+
+def _truth_effects(meta: dict[str, Any], known: Effects, seen: tuple[list[str | None], dict[str, str]],
+                   args: list[Any], model: torch.nn.Module) -> Effects:
+    """The truth's effects found on its first call (``seen``: the digests of its arguments and
+    buffers before it), kept in ``meta["effects"]``."""
+    found = observe(seen[0], args, seen[1], model) or known
+    if found:
+        meta["effects"] = found.to_json()
+    return found
+
+
 def _same_stored(x: Any, y: Any) -> bool:
     """Bitwise equality of two saved outputs (by their digests when saved as files)."""
     if isinstance(x, StoredTensor) and isinstance(y, StoredTensor):
@@ -720,15 +720,23 @@ def run_baseline(ctx: WorkerContext) -> None:
         domain = TruthDomain(anchor_distribution(ctx.job), meta["truth"])
         f64 = _float64_truth(ctx, meta, reference or (harness if eager else None))
         checked_memory: set[str] = set()
+        effects = Effects()
         for combo in combos:
-            model = harness.model_for(combo)
+            model = harness.model_for(combo, fresh=bool(effects.buffers))
             if (combo.vname, combo.seed) not in meta.get("_saved", set()):
                 torch.save(harness.states[(combo.vname, combo.seed)],
                            out_dir / f"state__{_safe(combo.vname)}__s{combo.seed}.pt")
                 meta.setdefault("_saved", set()).add((combo.vname, combo.seed))
             args = harness.inputs_for(combo)
             fingerprint = input_fingerprint(args)
+            first = combo is combos[0]
+            own_truth = reference is None  # the baseline is the truth (eager, or a Triton baseline alone)
+            if first and own_truth:
+                seen = (effect_digests(args), buffer_digests(model))
             outputs = harness.run(model, args, during=f"running {combo.describe()}")
+            if own_truth:
+                effects = _truth_effects(meta, effects, seen, args, model) if first else effects
+                truth_effects = effect_tensors(effects, model, args) if effects else []
             del args
             record: dict[str, Any] = {"variant": combo.vname, "seed": combo.seed,
                                       "distribution": combo.distribution, "ref_agrees": True if eager else None,
@@ -739,8 +747,15 @@ def run_baseline(ctx: WorkerContext) -> None:
                 calibration = _calibrate(f64, meta, model, combo, outputs)
             if reference is not None:
                 try:
-                    rmodel = reference.model_for(combo, baseline_state=harness.states[(combo.vname, combo.seed)])
-                    ref_out = reference.run(rmodel, reference.inputs_for(combo), during="running the reference")
+                    rmodel = reference.model_for(combo, baseline_state=harness.states[(combo.vname, combo.seed)],
+                                                 fresh=bool(effects.buffers))
+                    rargs = reference.inputs_for(combo)
+                    if first:
+                        seen = (effect_digests(rargs), buffer_digests(rmodel))
+                    ref_out = reference.run(rmodel, rargs, during="running the reference")
+                    effects = _truth_effects(meta, effects, seen, rargs, rmodel) if first else effects
+                    truth_effects = effect_tensors(effects, rmodel, rargs) if effects else []
+                    del rargs
                 except WorkerError as err:
                     raise WorkerError(Failure(
                         VerdictKind.RUNTIME_ERROR, f"the reference failed on {combo.describe()}: "
@@ -793,6 +808,9 @@ def run_baseline(ctx: WorkerContext) -> None:
                                 sensitivity=[c and c.sensitivity for c in calibration] if calibration else None,
                                 drift=[c and c.drift for c in calibration] if calibration else None)
             del outputs, ref_out, calibration
+            if truth_effects:
+                store.save(effects_key(combo), truth_effects, None)
+            del truth_effects
             meta["runs"][combo.key] = record
             truth = hashes.get("reference") or hashes["outputs"]
             truth_hashes.setdefault(combo.vname, []).append((fingerprint, tuple(truth), combo.distribution))
@@ -903,6 +921,8 @@ def _load_expected(ctx: WorkerContext, combos: list[Combo]) -> tuple[dict[str, d
             raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
                                       f"the baseline saved no outputs for {combo.describe()} ({combo.key}.json)"))
         expected[combo.key] = store.load(combo.key)
+        if meta.get("effects") and store.has(effects_key(combo)):
+            expected[effects_key(combo)] = store.load(effects_key(combo))
     return expected, meta
 
 
@@ -1181,9 +1201,10 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
     # In the interpreter every config costs a full run per combination: the other configs are
     # checked on each variant's first combination (all of them on a GPU).
     first_of_variant = [c for i, c in enumerate(combos) if i == 0 or combos[i - 1].vname != c.vname]
+    effects = Effects.from_json(meta.get("effects"))
     for sel in selections:
         for combo in (combos if sel is None or not ctx.ops.interpreter else first_of_variant):
-            model = harness.model_for(combo, baseline_state=baseline_state_of(combo))
+            model = harness.model_for(combo, baseline_state=baseline_state_of(combo), fresh=bool(effects.buffers))
             args = harness.inputs_for(combo)
             if ctx.ops.kind != "cpu":
                 ctx.ops.poison_allocator(64 << 20)
@@ -1220,6 +1241,7 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                     del args, model
                     break  # its other combinations compile the same config
                 config = sel[2]
+            after = effect_tensors(effects, model, args, _stored_shapes(expected, combo, effects)) if effects else []
             del args
             exp = expected[combo.key]
             truth_is_ref = exp.get("reference") is not None or eager
@@ -1241,6 +1263,11 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                 contract = _contract_note(out, exp["outputs"], allow_dtype, allow_shape)
                 if contract:
                     ok, note = False, contract
+            if ok and after:
+                effect_note = _effects_note(ctx, effects, after, expected.get(effects_key(combo)), tol, against)
+                if effect_note:
+                    ok, note = False, effect_note
+            del after
             for w in warns:
                 if w not in ctx.verdict.warnings:
                     ctx.verdict.warnings.append(w)
@@ -1256,6 +1283,36 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             ctx.verdict.correctness.append(run)
             del out
     return runs, grids
+
+
+def _stored_shapes(expected: dict[str, dict[str, Any]], combo: Combo,
+                   effects: Effects) -> list[tuple[int, ...] | None]:
+    """The shapes of the truth's saved buffers after ``combo`` (to match the candidate's by)."""
+    saved = (expected.get(effects_key(combo)) or {}).get("outputs") or []
+    tail = saved[len(effects.inputs):]
+    return [tuple(t.shape) if t is not None else None for t in tail] or [None] * len(effects.buffers)
+
+
+def _effects_note(ctx: WorkerContext, effects: Effects, after: list[Any], saved: dict[str, Any] | None,
+                  tol: Tolerance, against: str) -> str:
+    """Why the candidate's inputs or buffers after the call differ from the truth's (``""`` when
+    they match). A buffer the candidate does not hold is reported once as a warning, not judged."""
+    if saved is None:
+        return ""
+    truth = materialize(saved["outputs"] or [], ctx.ops.torch_device)
+    for label, got, want in zip(effects.labels, after, truth):
+        if got is None:
+            warning = (f"the {against} updates {label.removesuffix(' after the call')} during forward(); the "
+                       "candidate holds no buffer of that name or shape, so its state after the call was not compared")
+            if warning not in ctx.verdict.warnings:
+                ctx.verdict.warnings.append(warning)
+            continue
+        ok, comps, _, note = compare_outputs([got], [want], tol, poisoned=False)
+        if not ok:
+            what = summarize_failure(comps, note).removeprefix("output 0: ").removeprefix("output 0 ")
+            return (f"{label} differs from the {against}'s ({what}): the {against} changes it during forward(), "
+                    "and that change is part of its result")
+    return ""
 
 
 def _unwritten_truth(ctx: WorkerContext, truth: Harness, combo: Combo, outputs: list[Any], what: str) -> str | None:

@@ -1,0 +1,72 @@
+"""The truth's effects beyond its outputs (``xeforge_core.worker.effects``): inputs it modifies
+in place and buffers it updates are compared after the call, in Triton's interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xeforge_core.problem import load_problem
+from xeforge_core.verify import VerifyOptions, verify
+
+FIXTURES = Path(__file__).parent / "fixtures" / "effects"
+OPTIONS = VerifyOptions(seeds=1, measure_performance=False, use_cache=False)
+
+WRITE_BACK = ("tl.store(out_ptr + offs, tl.maximum(s, 0.0), mask=mask)",
+              "tl.store(out_ptr + offs, tl.maximum(s, 0.0), mask=mask)\n    tl.store(acc_ptr + offs, s, mask=mask)")
+UPDATE_STATS = ("        return out\n",
+                "        m = self.bn.momentum\n"
+                "        with torch.no_grad():\n"
+                "            self.bn.running_mean.mul_(1 - m).add_(m * mean)\n"
+                "            self.bn.running_var.mul_(1 - m).add_(m * var * rows / (rows - 1))\n"
+                "            self.bn.num_batches_tracked.add_(1)\n"
+                "        return out\n")
+
+
+@pytest.mark.parametrize("name, what, fix", [
+    ("accumulate", "input 1 after the call", WRITE_BACK),
+    ("batchnorm", "buffer bn.running_mean after the call", UPDATE_STATS),
+])
+def test_an_effect_the_candidate_leaves_out_is_a_wrong_answer(name, what, fix):
+    """The reference adds into an accumulator passed in (``acc.add_(x)``) or updates a
+    training-mode BatchNorm's running statistics; a candidate returning the right tensor without
+    that effect is wrong, the reason naming the input or buffer; with it, it is ok."""
+    problem = load_problem(FIXTURES / f"{name}_problem.py")
+    source = (FIXTURES / f"{name}_candidate.py").read_text()
+    verdict = verify(problem, source, device="cpu", options=OPTIONS)
+    assert verdict.kind.value == "wrong_answer", verdict.reason
+    assert what in verdict.reason and "changes it during forward()" in verdict.reason, verdict.reason
+    fixed = source.replace(*fix)
+    assert fixed != source
+    verdict = verify(problem, fixed, device="cpu", options=OPTIONS)
+    assert verdict.kind.value == "ok", verdict.reason
+
+
+def test_buffers_are_matched_by_their_last_name_and_shape():
+    """A candidate holding the BatchNorm under another attribute name is still compared."""
+    import torch
+
+    from xeforge_core.worker.effects import buffer_digests, find_buffer, make, observe
+    from xeforge_core.worker.effects import digests as arg_digests
+
+    class Truth(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(3)
+
+    class Candidate(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.BatchNorm1d(3)
+            self.other = torch.nn.BatchNorm1d(5)
+
+    truth, x = Truth(), torch.randn(4, 3)
+    before = arg_digests([x])
+    buffers = buffer_digests(truth)
+    truth.bn(x)
+    found = observe(before, [x], buffers, truth)
+    assert found == make((), ("bn.running_mean", "bn.running_var", "bn.num_batches_tracked"))
+    cand = Candidate()
+    assert find_buffer(cand, "bn.running_mean", (3,)) is cand.norm.running_mean
+    assert find_buffer(cand, "bn.running_mean", None) is None  # two running_mean: ambiguous without a shape

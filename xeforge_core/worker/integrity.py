@@ -261,6 +261,33 @@ def mutated_inputs(before: list[Any], after: list[Any]) -> list[int]:
             if isinstance(b, torch.Tensor) and not bitwise_equal(a, b)]
 
 
+#: At most this many elements at each end of a tensor are shared by the integrity run's inputs
+#: with the first run's (:func:`splice_ends`).
+SPLICED_ENDS = 4096
+
+
+def splice_ends(args: list[Any], first: list[Any]) -> int:
+    """Copy the first and last elements of each tensor of ``first`` into the tensor of ``args``
+    at the same position (same shape, dtype and contiguous): up to :data:`SPLICED_ENDS` at each
+    end and never more than an eighth of the tensor, so the two calls differ only inside. A cache
+    keyed on the shape, the address or the end elements then returns the first call's result
+    for the second (``cached_output``). Returns how many tensors were spliced."""
+    done = 0
+    with torch.no_grad():
+        for a, f in zip(args, first):
+            if not (isinstance(a, torch.Tensor) and isinstance(f, torch.Tensor)) or a.shape != f.shape \
+                    or a.dtype != f.dtype or not (a.is_contiguous() and f.is_contiguous()):
+                continue
+            k = min(SPLICED_ENDS, a.numel() // 8)
+            if k == 0:
+                continue
+            flat, src = a.view(-1), f.reshape(-1).to(a.device)
+            flat[:k].copy_(src[:k])
+            flat[-k:].copy_(src[-k:])
+            done += 1
+    return done
+
+
 def _span(t: torch.Tensor) -> tuple[int, int]:
     storage = t.untyped_storage()
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()

@@ -109,6 +109,7 @@ from xeforge_core.worker.integrity import (
     heavy,
     lint_findings,
     mutated_inputs,
+    splice_ends,
     static_findings,
     subclass_outputs,
 )
@@ -294,6 +295,15 @@ class Harness:
         seed = combo.seed if combo.input_seed is None else combo.input_seed
         return build_inputs(self.input_source, self.spec, combo.variant, seed, combo.distribution,
                             self.ctx.ops.torch_device)
+
+    def integrity_inputs(self, combo: Combo, first: Combo) -> list[Any]:
+        """The arguments of the caching checks' second call (``combo``, the integrity run): its
+        own draw with the end elements of ``first``'s spliced in (``integrity.splice_ends``), so
+        it differs from the first call only inside."""
+        args = self.inputs_for(combo)
+        if combo.input_seed is not None:
+            splice_ends(args, self.inputs_for(first))
+        return args
 
     def run(self, model: torch.nn.Module, args: list[Any], *, trace: OpTracer | None = None,
             during: str = "running forward") -> list[Any]:
@@ -488,7 +498,7 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
     if b is not None and expected is not None and a.key in expected and b.key in expected:
         snap_a = [o.clone() if isinstance(o, torch.Tensor) else o for o in out_a]
         model_b = model
-        args_b = harness.inputs_for(b)
+        args_b = harness.integrity_inputs(b, a)
         pristine_b = clone_args(args_b)
         out_b = harness.run(model_b, args_b)
         exp_a, exp_b = expected[a.key]["outputs"], expected[b.key]["outputs"]
@@ -503,7 +513,7 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
         # not a cache: an output that ignores its inputs (tiles never written) looks the same twice
         ok_a = not like_a or compare_outputs(snap_a, exp_a, tol, poisoned=False)[0]
         # device memory: at most three copies of the inputs and of the outputs are held at once
-        del out_a, snap_a, out_b
+        del out_b
         if expected_differ and not ok_b and like_a and ok_a:
             findings.append(Finding("cached_output", "called twice with different inputs of the same shape, "
                                     "forward() returned the first call's result again (results cached "
@@ -515,6 +525,11 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
                     x.copy_(y)
             out_c = harness.run(model_b, args_a)
             ok_c, _, _, _ = compare_outputs(out_c, exp_b, tol, poisoned=False)
+            del out_c
+            if not any(f.rule == "reused_output_buffer" for f in findings) and any(
+                    isinstance(x, torch.Tensor) and not bitwise_equal(x, y) for x, y in zip(out_a, snap_a)):
+                findings.append(Finding("reused_output_buffer", "the first call's output changed when forward() "
+                                        "was called a third time: it returns buffers it reuses every other call"))
             if not ok_c:
                 findings.append(Finding("cached_output", "called again with the same tensors holding new "
                                         "values, forward() returned a stale result (cached by id() or "
@@ -817,7 +832,7 @@ def run_baseline(ctx: WorkerContext) -> None:
             domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, tuple(truth), nonfinite)
         # the integrity run: the first model with other inputs of the same shape
         extra = integrity_combo(combos)
-        extra_out = harness.run(harness.model_for(extra), harness.inputs_for(extra),
+        extra_out = harness.run(harness.model_for(extra), harness.integrity_inputs(extra, combos[0]),
                                 during=f"running {extra.describe()}")
         _fit_on_disk(out_dir, extra, extra_out, None, None, meta, ctx.verdict.warnings)
         store.save(extra.key, extra_out, None)

@@ -1,0 +1,34 @@
+"""The caching checks' calls (``worker.roles._structure_runtime``) against state kept between
+calls, in Triton's interpreter: a second call whose inputs differ from the first only inside,
+and a third call before the first output is looked at again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from xeforge_core.problem import load_problem
+from xeforge_core.verify import VerifyOptions, verify
+from xeforge_core.worker.integrity import SPLICED_ENDS, splice_ends
+
+FIXTURES = Path(__file__).parent / "fixtures" / "caches"
+
+
+@pytest.mark.parametrize("name, rule", [("ends_cache", "cached_output"), ("alternating", "reused_output_buffer")])
+def test_state_kept_between_calls_is_caught(name, rule):
+    """A cache keyed on the shape and the end elements, and two output buffers returned in turn,
+    were both called ok with two calls of unrelated inputs."""
+    verdict = verify(load_problem(FIXTURES / "scale_problem.py"), (FIXTURES / f"{name}.py").read_text(),
+                     device="cpu", options=VerifyOptions(seeds=1, measure_performance=False, use_cache=False))
+    assert verdict.kind.value == "cheating" and rule in verdict.reason, verdict.reason
+
+
+def test_splice_ends_keeps_the_inside_and_skips_what_it_cannot_match():
+    first, second = torch.arange(80.0), torch.zeros(80)
+    odd = torch.zeros(4, 5).t()  # not contiguous: left alone
+    assert splice_ends([second, odd, 3], [first, torch.ones(5, 4), 3]) == 1
+    k = min(SPLICED_ENDS, 80 // 8)
+    assert torch.equal(second[:k], first[:k]) and torch.equal(second[-k:], first[-k:])
+    assert not second[k:-k].any() and not odd.any()

@@ -27,6 +27,8 @@ Files in ``expected/``::
     <KEY>.json, <KEY>.o<i>.bin, ... outputs and reference outputs, and the float64 truth's
                                     deviation and sensitivity (see ``expected.py``, ``truth64.py``)
     state__<variant>__s<seed>.pt    the baseline model's state_dict (before any forward)
+    <KEY>__effects.json, ...        the inputs and buffers the truth changed, after the call
+                                    (``worker.effects``; ``meta["effects"]`` names them)
 
 with ``KEY = <variant>__s<seed>__<distribution>``.
 

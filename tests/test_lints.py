@@ -164,6 +164,17 @@ def add(x, y):
     return out
 """
 
+#: a scatter-add: each program adds its block of values at indices it loads
+SCATTER = HEADER + """
+@triton.jit
+def scatter_add_kernel(index_ptr, v_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    idx = tl.load(index_ptr + offs, mask=mask, other=0)
+    v = tl.load(v_ptr + offs, mask=mask, other=0.0)
+    {update}
+"""
+
 CASES: dict[str, tuple[str, str, str, str | None]] = {
     "lint_pow2_num_warps": (
         gemm(launch=wrapper("mm_kernel[(1, 1)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, BLOCK_M=64, BLOCK_N=64, "
@@ -252,6 +263,10 @@ CASES: dict[str, tuple[str, str, str, str | None]] = {
     "lint_atomic_output_zeroed": (
         STREAMK.replace("{alloc}", "torch.empty(N, device=x.device, dtype=torch.float32)"),
         STREAMK.replace("{alloc}", "torch.zeros(N, device=x.device, dtype=torch.float32)"), "xpu", None),
+    "lint_indirect_read_modify_write": (SCATTER.replace("{update}", (
+        "cur = tl.load(out_ptr + idx, mask=mask, other=0.0)\n"
+        "    tl.store(out_ptr + idx, cur + v, mask=mask)")),
+        SCATTER.replace("{update}", "tl.atomic_add(out_ptr + idx, v, mask=mask)"), "cuda", None),
     "lint_descriptor_boundary_check": (
         DESCRIPTOR.replace("a = a_desc.load([0, 0])", "a = a_desc.load([0, 0], boundary_check=(0, 1))"),
         DESCRIPTOR, "xpu", None),
@@ -341,3 +356,14 @@ def test_a_grid_lambda_that_ignores_meta_is_wrong_only_when_it_counts_tiles():
                                 "(a, b, c, M, N, K, 1, 1, 1, 1, 1, 1)"))
     (hit,) = [i for i in analyze(tiles).issues if i.rule_id == "autotune_grid_uses_meta"]
     assert "ignores its META argument but counts tiles" in hit.message
+
+
+def test_an_update_at_a_block_of_offsets_is_not_an_indirect_update():
+    """Reading and writing back ``out + offs`` (each program its own block) is no race, and
+    neither is a gather that stores elsewhere."""
+    own = SCATTER.replace("{update}", "cur = tl.load(out_ptr + offs, mask=mask)\n"
+                                      "    tl.store(out_ptr + offs, cur + v, mask=mask)")
+    gather = SCATTER.replace("{update}", "g = tl.load(out_ptr + idx, mask=mask)\n"
+                                         "    tl.store(v_ptr + offs, g, mask=mask)")
+    for source in (own, gather):
+        assert not [i for i in analyze(source, "cuda").issues if i.rule_id == "indirect_update_atomic"]

@@ -936,3 +936,63 @@ def lint_masked_load_without_other(ctx: LintContext) -> list[Hit]:
             hits.append(Hit(line, f"{fn.name}: `{text}` masks lanes without `other`, and its masked-off lanes "
                                   f"(undefined values) reach {where}", kernel=fn.name))
     return hits
+
+
+def _loads_and_stores(fn: ast.FunctionDef) -> tuple[dict[str, ast.AST], list[ast.Call], list[ast.Call]]:
+    """A kernel's simple local assignments (name -> its last value) and its ``tl.load`` and
+    ``tl.store`` calls."""
+    env: dict[str, ast.AST] = {}
+    loads: list[ast.Call] = []
+    stores: list[ast.Call] = []
+    for node in walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            env[node.targets[0].id] = node.value
+        elif isinstance(node, ast.Call) and node.args:
+            name = ast.unparse(node.func)
+            if name in ("tl.load", "triton.language.load"):
+                loads.append(node)
+            elif name in ("tl.store", "triton.language.store"):
+                stores.append(node)
+    return env, loads, stores
+
+
+def _reaches(node: ast.AST, env: dict[str, ast.AST], targets: set[int], depth: int = 0) -> bool:
+    """Whether ``node``, following simple local assignments, contains one of the nodes whose
+    ``id()`` is in ``targets``."""
+    if depth > 8:
+        return False
+    for sub in ast.walk(node):
+        if id(sub) in targets:
+            return True
+        if isinstance(sub, ast.Name) and sub.id in env and _reaches(env[sub.id], env, targets, depth + 1):
+            return True
+    return False
+
+
+@_register
+def lint_indirect_read_modify_write(ctx: LintContext) -> list[Hit]:
+    """A kernel that loads from an address built from a value it loaded (an index read from
+    memory), and stores back to that same address a value computed from what it loaded there
+    (``cur = tl.load(out + idx); tl.store(out + idx, cur + v)``) instead of ``tl.atomic_add``:
+    lanes or programs that meet the same index lose each other's updates. Triton's interpreter
+    runs programs one after another, so a collision between programs never shows there."""
+    kernels = {k.name for k in ctx.facts.kernels}
+    hits: list[Hit] = []
+    for fn in walk(ctx.tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+            continue
+        env, loads, stores = _loads_and_stores(fn)
+        load_ids = {id(c) for c in loads}
+        for store in stores:
+            address = store.args[0]
+            if not _reaches(address, env, load_ids):
+                continue  # an address that no loaded value moves (a block of offsets)
+            text = ast.unparse(address)
+            same = {id(c) for c in loads if ast.unparse(c.args[0]) == text}
+            value = store.args[1] if len(store.args) > 1 else next(
+                (k.value for k in store.keywords if k.arg == "value"), None)
+            if same and value is not None and _reaches(value, env, same):
+                hits.append(Hit(store.lineno, f"{fn.name}: `{text}` is read, updated and stored back at an address "
+                                              "built from a loaded index, without an atomic: programs (or lanes) "
+                                              "meeting the same index lose updates", kernel=fn.name))
+    return hits

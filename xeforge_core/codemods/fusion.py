@@ -1,6 +1,6 @@
 """fusion codemod: fewer launches, and intermediates that never reach global memory.
 
-Five rewrites, tried in this order on every host function, each as often as it applies:
+Six rewrites, tried in this order on every host function, each as often as it applies:
 
 0. **Materialised attention** (:mod:`xeforge_core.codemods.fusion_attention`): a score kernel
    (``Q K^T``), a row softmax and a ``P V`` kernel that pass the ``Sq x Sk`` scores through
@@ -11,10 +11,13 @@ Five rewrites, tried in this order on every host function, each as often as it a
 2. **Epilogues** (:mod:`xeforge_core.codemods.fusion_epilogue`): an elementwise kernel that
    reads what the kernel before it stored (bias, activation, scale, residual add after a GEMM)
    runs in that kernel's epilogue, on its output tile, before the store.
-3. **Row-sum epilogues** (:mod:`xeforge_core.codemods.fusion_reduce`): a kernel that sums the
+3. **Prologues** (:mod:`xeforge_core.codemods.fusion_prologue`): a straight-line gather kernel
+   (an im2col) whose 2-D tile store the next kernel reads element for element in one load (a
+   GEMM's operand) runs inside that load, on the tile it reads: an implicit GEMM.
+4. **Row-sum epilogues** (:mod:`xeforge_core.codemods.fusion_reduce`): a kernel that sums the
    rows of what a tile kernel stored (a GEMM's row sums) gets them from the tiles' partial sums,
    added atomically in the producer's epilogue; the full-size intermediate is never stored.
-4. **Launch batching** (:mod:`xeforge_core.codemods.fusion_batch`): a host loop launching the
+5. **Launch batching** (:mod:`xeforge_core.codemods.fusion_batch`): a host loop launching the
    same kernel once per batch element becomes one launch with a batch axis in the grid.
 
 Each leaves what it does not recognise untouched and says why. The fused module is proven by
@@ -41,6 +44,7 @@ from xeforge_core.codemods.fusion_attention import attention_step
 from xeforge_core.codemods.fusion_batch import batch_step
 from xeforge_core.codemods.fusion_chain import ChainPlan, FusionError, launch_args, plan_chain
 from xeforge_core.codemods.fusion_epilogue import epilogue_step
+from xeforge_core.codemods.fusion_prologue import prologue_step
 from xeforge_core.codemods.fusion_reduce import reduction_step
 from xeforge_core.codemods.host import (
     TORCH_TO_TL,
@@ -235,8 +239,8 @@ def _chain_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tupl
 
 
 def _steps() -> list[tuple[str, Step]]:
-    return [("materialised attention", attention_step), ("same-grid chains", _chain_step), ("epilogues", epilogue_step), ("row-sum epilogues", reduction_step),
-            ("launch batching", batch_step)]
+    return [("materialised attention", attention_step), ("same-grid chains", _chain_step), ("epilogues", epilogue_step),
+            ("prologues", prologue_step), ("row-sum epilogues", reduction_step), ("launch batching", batch_step)]
 
 
 def fuse(source: str, **_: Any) -> CodemodResult:

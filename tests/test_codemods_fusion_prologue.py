@@ -35,6 +35,11 @@ def test_an_unfold_kernel_moves_into_the_gemm_load_and_stays_right():
                                    "        b = tl.load(b_ptr"),
      "exactly one load"),
     (("        return y.reshape", "        self.last = cols\n        return y.reshape"), "also used outside"),
+    (("tl.store(cols_ptr + rows[:, None] * stride_cm + taps[None, :] * stride_ck, vals, mask=ok)",
+      "tl.store(cols_ptr + rows[:, None] * stride_cm + taps[None, :] * stride_ck, vals, mask=ok)\n"
+      "    tl.store(x_ptr + rows, vals.to(tl.float32).sum(axis=1), mask=rows < M)"), "and nothing else"),
+    (("    b = rows // L_OUT\n    t = rows % L_OUT\n", "    b, t = rows // L_OUT, rows % L_OUT\n"),
+     "not a single assignment"),
 ])
 def test_what_it_does_not_follow_it_leaves_alone_and_says_why(change, why):
     source = SOLUTION.replace(*change)

@@ -25,6 +25,14 @@ def test_state_kept_between_calls_is_caught(name, rule):
     assert verdict.kind.value == "cheating" and rule in verdict.reason, verdict.reason
 
 
+def test_an_output_that_is_a_view_of_an_input_is_not_a_reused_buffer():
+    """The third call refills the first call's input tensors: an output that is a view of one of
+    them changes with it, as the reference's own does."""
+    verdict = verify(load_problem(FIXTURES / "view_problem.py"), (FIXTURES / "view_candidate.py").read_text(),
+                     device="cpu", options=VerifyOptions(seeds=1, measure_performance=False, use_cache=False))
+    assert verdict.kind.value == "ok", verdict.reason
+
+
 def test_splice_ends_keeps_the_inside_and_skips_what_it_cannot_match():
     first, second = torch.arange(80.0), torch.zeros(80)
     odd = torch.zeros(4, 5).t()  # not contiguous: left alone

@@ -359,11 +359,22 @@ def test_a_grid_lambda_that_ignores_meta_is_wrong_only_when_it_counts_tiles():
 
 
 def test_an_update_at_a_block_of_offsets_is_not_an_indirect_update():
-    """Reading and writing back ``out + offs`` (each program its own block) is no race, and
-    neither is a gather that stores elsewhere."""
+    """Reading and writing back ``out + offs`` (each program its own block) is no race, neither
+    is a gather that stores elsewhere, nor an update of a segment whose start each program loads."""
     own = SCATTER.replace("{update}", "cur = tl.load(out_ptr + offs, mask=mask)\n"
                                       "    tl.store(out_ptr + offs, cur + v, mask=mask)")
     gather = SCATTER.replace("{update}", "g = tl.load(out_ptr + idx, mask=mask)\n"
                                          "    tl.store(v_ptr + offs, g, mask=mask)")
-    for source in (own, gather):
+    segment = HEADER + """
+@triton.jit
+def varlen_scale_kernel(x_ptr, cu_ptr, D, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    start = tl.load(cu_ptr + pid)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < (tl.load(cu_ptr + pid + 1) - start) * D
+    ptrs = x_ptr + start * D + offs
+    x = tl.load(ptrs, mask=mask, other=0.0)
+    tl.store(ptrs, x / tl.sum(x, axis=0), mask=mask)
+"""
+    for source in (own, gather, segment):  # a base loaded once per program: its own segment
         assert not [i for i in analyze(source, "cuda").issues if i.rule_id == "indirect_update_atomic"]

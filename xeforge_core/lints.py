@@ -947,7 +947,7 @@ def _loads_and_stores(fn: ast.FunctionDef) -> tuple[dict[str, ast.AST], list[ast
     for node in walk(fn):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             env[node.targets[0].id] = node.value
-        elif isinstance(node, ast.Call) and node.args:
+        elif isinstance(node, ast.Call) and _call_arg(node, 0, "pointer") is not None:
             name = ast.unparse(node.func)
             if name in ("tl.load", "triton.language.load"):
                 loads.append(node)
@@ -956,43 +956,55 @@ def _loads_and_stores(fn: ast.FunctionDef) -> tuple[dict[str, ast.AST], list[ast
     return env, loads, stores
 
 
-def _reaches(node: ast.AST, env: dict[str, ast.AST], targets: set[int], depth: int = 0) -> bool:
-    """Whether ``node``, following simple local assignments, contains one of the nodes whose
-    ``id()`` is in ``targets``."""
-    if depth > 8:
-        return False
+def _call_arg(call: ast.Call, position: int, keyword: str) -> ast.AST | None:
+    """The argument at ``position`` or named ``keyword``, else ``None``."""
+    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+def _reaches(node: ast.AST, env: dict[str, ast.AST], targets: set[int], seen: set[str] | None = None) -> bool:
+    """Whether ``node``, following simple local assignments (each name once), contains one of
+    the nodes whose ``id()`` is in ``targets``."""
+    seen = set() if seen is None else seen
     for sub in ast.walk(node):
         if id(sub) in targets:
             return True
-        if isinstance(sub, ast.Name) and sub.id in env and _reaches(env[sub.id], env, targets, depth + 1):
-            return True
+        if isinstance(sub, ast.Name) and sub.id in env and sub.id not in seen:
+            seen.add(sub.id)
+            if _reaches(env[sub.id], env, targets, seen):
+                return True
     return False
 
 
 @_register
 def lint_indirect_read_modify_write(ctx: LintContext) -> list[Hit]:
-    """A kernel that loads from an address built from a value it loaded (an index read from
-    memory), and stores back to that same address a value computed from what it loaded there
-    (``cur = tl.load(out + idx); tl.store(out + idx, cur + v)``) instead of ``tl.atomic_add``:
-    lanes or programs that meet the same index lose each other's updates. Triton's interpreter
-    runs programs one after another, so a collision between programs never shows there."""
+    """A kernel that loads from an address built from a vector of values it loaded (indices read
+    from memory, one per lane), and stores back to that same address a value computed from what
+    it loaded there (``cur = tl.load(out + idx); tl.store(out + idx, cur + v)``) instead of
+    ``tl.atomic_add``: lanes or programs that meet the same index lose each other's updates.
+    Triton's interpreter runs programs one after another, so a collision between programs never
+    shows there. A base loaded once per program (a segment's start, a pointer from an array)
+    updated at a block of offsets is each program's own block, not flagged."""
     kernels = {k.name for k in ctx.facts.kernels}
     hits: list[Hit] = []
     for fn in walk(ctx.tree):
         if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
             continue
         env, loads, stores = _loads_and_stores(fn)
-        load_ids = {id(c) for c in loads}
+        aranges = {id(n) for n in ast.walk(fn) if isinstance(n, ast.Call)
+                   and ast.unparse(n.func) in ("tl.arange", "triton.language.arange")}
+        # loads of one value per lane: their address moves with tl.arange
+        lane_loads = {id(c) for c in loads if _reaches(_call_arg(c, 0, "pointer"), env, aranges)}  # type: ignore[arg-type]
         for store in stores:
-            address = store.args[0]
-            if not _reaches(address, env, load_ids):
-                continue  # an address that no loaded value moves (a block of offsets)
+            address = _call_arg(store, 0, "pointer")
+            value = _call_arg(store, 1, "value")
+            if address is None or value is None or not _reaches(address, env, lane_loads):
+                continue  # an address no per-lane loaded value moves (a block of offsets, a loaded base)
             text = ast.unparse(address)
-            same = {id(c) for c in loads if ast.unparse(c.args[0]) == text}
-            value = store.args[1] if len(store.args) > 1 else next(
-                (k.value for k in store.keywords if k.arg == "value"), None)
-            if same and value is not None and _reaches(value, env, same):
+            same = {id(c) for c in loads if ast.unparse(_call_arg(c, 0, "pointer")) == text}  # type: ignore[arg-type]
+            if same and _reaches(value, env, same):
                 hits.append(Hit(store.lineno, f"{fn.name}: `{text}` is read, updated and stored back at an address "
-                                              "built from a loaded index, without an atomic: programs (or lanes) "
-                                              "meeting the same index lose updates", kernel=fn.name))
+                                              "built from indices loaded per lane, without an atomic: programs (or "
+                                              "lanes) meeting the same index lose updates", kernel=fn.name))
     return hits

@@ -156,12 +156,25 @@ def _slice(stmts: list[cst.BaseStatement], roots: set[str], stop: set[str]) -> l
     return [s for i, s in enumerate(stmts) if (a := simple_assign(s)) is not None and a[0] in need]
 
 
-def _and_load_masks(stmt: cst.BaseStatement, extra: str) -> cst.BaseStatement:
-    """Every ``tl.load`` in ``stmt`` also masked by ``extra`` (``mask=extra`` where it had none)."""
+def _tile_2d(expr: cst.BaseExpression | None, defs: dict[str, cst.BaseExpression], depth: int = 0) -> bool:
+    """Whether ``expr`` (following ``defs``) broadcasts a vector to a 2-D tile (``v[:, None]``)."""
+    if expr is None or depth > 12:
+        return False
+    for n in walk(expr):
+        if isinstance(n, cst.Subscript) and (_axis_name(n, 0) or _axis_name(n, 1)):
+            return True
+        if isinstance(n, cst.Name) and n.value in defs and _tile_2d(defs[n.value], defs, depth + 1):
+            return True
+    return False
+
+
+def _and_load_masks(stmt: cst.BaseStatement, extra: str, defs: dict[str, cst.BaseExpression]) -> cst.BaseStatement:
+    """Every 2-D ``tl.load`` in ``stmt`` (its pointer a tile: :func:`_tile_2d`) also masked by the
+    2-D ``extra`` (``mask=extra`` where it had none); a load of lower rank keeps its own mask."""
 
     class _T(cst.CSTTransformer):
         def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-            if dotted_name(updated.func) not in TL_LOAD:
+            if dotted_name(updated.func) not in TL_LOAD or not _tile_2d(call_arg(updated, 0, "pointer"), defs):
                 return updated
             args = list(updated.args)
             for i, a in enumerate(args):
@@ -202,7 +215,21 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
     if any(facts.reads_outside(n, skip, data_only=True) for n in aliases):
         raise FusionError(f"{tensor} is also used outside {prod.kernel} and {cons.kernel}; it has to stay in memory")
 
-    # the producer: one top-level store of T at R[:, None] * cols + Q[None, :]
+    # the producer: straight-line `name = value` statements, each name assigned once, and one
+    # top-level store of T at R[:, None] * cols + Q[None, :]; nothing else it does may be lost
+    counts: dict[str, int] = {}
+    for n in assigned_names(pfn.body):
+        counts[n] = counts.get(n, 0) + 1
+    for st in body_of(pfn):
+        call = expr_stmt_call(st)
+        docstring = isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and isinstance(st.body[0], cst.Expr) \
+            and isinstance(st.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        if docstring or (call is not None and dotted_name(call.func) in TL_STORE):
+            continue
+        a = simple_assign(st)
+        if a is None or counts.get(a[0], 0) != 1:
+            raise FusionError(f"kernel {prod.kernel}: `{code_of(st).strip().splitlines()[0]}` is not a single "
+                              "assignment of a name assigned once: only a straight-line gather moves into a load")
     pparams = {p.name.value for p in pfn.params.params}
     pt = {p for p, a in prod.bound.items() if isinstance(a.value, cst.Name) and facts.root(a.value.value) == tensor}
     pstmts = body_of(pfn)
@@ -211,8 +238,8 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
               and base_and_offset(resolve(call_arg(c, 0, "pointer"), pdefs), pt) is not None]  # type: ignore[arg-type]
     every = [c for c in calls_named(pfn.body, TL_STORE | TL_LOAD)
              if (p := resolve(call_arg(c, 0, "pointer"), pdefs)) is not None and read_names(p) & pt]
-    if len(stores) != 1 or len(every) != 1:
-        raise FusionError(f"kernel {prod.kernel} does not store {tensor} exactly once (and read it never)")
+    if len(stores) != 1 or len(every) != 1 or len(calls_named(pfn.body, TL_STORE)) != 1:
+        raise FusionError(f"kernel {prod.kernel} does not store {tensor} exactly once, and nothing else")
     store_stmt, store = stores[0]
     split = base_and_offset(resolve(call_arg(store, 0, "pointer"), pdefs), pt)  # type: ignore[arg-type]
     if split is None or split[1] is None:
@@ -295,8 +322,9 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
     target = simple_assign(load_stmt)[0]  # type: ignore[index]
     mask, other = call_arg(load, 1, "mask"), call_arg(load, 2, "other")
     inlined = [rename(s.with_changes(leading_lines=[]), pmap) for s in gather]
-    if mask is not None:
-        inlined = [_and_load_masks(s, code_of(mask)) for s in inlined]  # type: ignore[arg-type]
+    if mask is not None:  # lanes the consumer does not read are not gathered (2-D loads: the mask's rank)
+        gdefs = {a[0]: a[1] for st in inlined if (a := simple_assign(st)) is not None}
+        inlined = [_and_load_masks(st, code_of(mask), gdefs) for st in inlined]  # type: ignore[arg-type]
     gathered = code_of(rename(value, pmap))
     final = (f"tl.where({code_of(mask)}, ({gathered}).to({dtype}), {code_of(other)})"
              if mask is not None and other is not None else f"({gathered}).to({dtype})")

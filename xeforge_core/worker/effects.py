@@ -17,6 +17,7 @@ buffer is one call away from the same initial state whatever the number of calls
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,14 +69,63 @@ def buffer_digests(model: torch.nn.Module) -> dict[str, str]:
 
 
 def observe(before: list[str | None], args: list[Any], buffers_before: dict[str, str],
-            model: torch.nn.Module) -> Effects:
+            model: torch.nn.Module, rerun: Callable[[Callable[[torch.nn.Module], None]], torch.nn.Module] | None = None
+            ) -> Effects:
     """The effects of one call, from the digests taken before it (:func:`digests`,
-    :func:`buffer_digests`) and the arguments and model after it."""
+    :func:`buffer_digests`) and the arguments and model after it.
+
+    A changed buffer counts only where it is state (:func:`carried`, with ``rerun``: a fresh
+    model called on fresh inputs after a function changed its buffers, returned after the call)
+    and where something reads it: ``num_batches_tracked`` of a module whose ``momentum`` is set
+    is read by nothing (PyTorch's ``_BatchNorm.forward`` uses it only when ``momentum`` is
+    ``None``: torch/nn/modules/batchnorm.py)."""
     inputs = tuple(i for i, (d, a) in enumerate(zip(before, args))
                    if d is not None and isinstance(a, torch.Tensor) and tensor_fingerprint(a) != d)
     after = buffer_digests(model)
-    buffers = tuple(name for name, d in buffers_before.items() if name in after and after[name] != d)
-    return make(inputs, buffers)
+    changed = [name for name, d in buffers_before.items() if name in after and after[name] != d
+               and not _unread_counter(model, name)]
+    if changed and rerun is not None:
+        changed = carried(changed, after, rerun)
+    return make(inputs, tuple(changed))
+
+
+def _unread_counter(model: torch.nn.Module, name: str) -> bool:
+    """Whether buffer ``name`` is a BatchNorm ``num_batches_tracked`` that nothing reads."""
+    owner, _, last = name.rpartition(".")
+    if last != "num_batches_tracked":
+        return False
+    try:
+        module = model.get_submodule(owner) if owner else model
+    except AttributeError:
+        return False
+    return getattr(module, "momentum", None) is not None
+
+
+def carried(names: list[str], after: dict[str, str],
+            rerun: Callable[[Callable[[torch.nn.Module], None]], torch.nn.Module]) -> list[str]:
+    """Of the buffers ``names`` a call changed (``after``: their digests after it), those whose
+    value after the call depends on the state before it: the call is made again on a fresh
+    model whose changed buffers were moved first (floating point: plus one; integer: plus one;
+    bool: negated), and a buffer whose value after it is the same is a workspace the call
+    overwrites, not state a candidate has to keep."""
+
+    def move(model: torch.nn.Module) -> None:
+        own = dict(model.named_buffers())
+        with torch.no_grad():
+            for n in names:
+                b = own.get(n)
+                if b is None:
+                    continue
+                if b.dtype == torch.bool:
+                    b.logical_not_()
+                else:
+                    b.add_(1)
+
+    try:
+        moved = buffer_digests(rerun(move))
+    except Exception:  # noqa: BLE001 - it cannot run from other values (an index buffer): all are state
+        return list(names)
+    return [n for n in names if moved.get(n) != after.get(n)]
 
 
 def find_buffer(model: torch.nn.Module, name: str, like: tuple[int, ...] | None = None) -> torch.Tensor | None:

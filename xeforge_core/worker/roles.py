@@ -457,9 +457,12 @@ def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any
 
 def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo],
                        expected: dict[str, dict[str, Any]] | None, baseline_state_of: Any,
-                       tol_of: Any, *, eager_ok: bool = False) -> tuple[list[Finding], dict[str, Any]]:
+                       tol_of: Any, *, eager_ok: bool = False,
+                       truth_mutates: frozenset[int] = frozenset()) -> tuple[list[Finding], dict[str, Any]]:
     """Runtime integrity checks on the first combination(s). Returns findings and evidence.
-    ``eager_ok``: the module is the eager reference, so launching no Triton kernel is fine."""
+    ``eager_ok``: the module is the eager reference, so launching no Triton kernel is fine;
+    ``truth_mutates``: inputs the truth modifies in place (a warning, not an error, where the
+    module does the same: ``worker.effects`` compares them)."""
     findings: list[Finding] = []
     evidence: dict[str, Any] = {}
     a = combos[0]
@@ -487,9 +490,14 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
     if any(rec.side_stream for rec in launches):
         findings.append(Finding("side_stream", "a kernel was launched on a side stream, off the timed stream"))
     for i in mutated_inputs(before_a, args_a):
-        findings.append(Finding("mutates_input", f"forward() modified its input {i} in place"))
+        if i in truth_mutates:
+            findings.append(Finding("mutates_input", f"forward() modified its input {i} in place, as the truth does "
+                                    "(compared with the truth's after each call)", "warning"))
+        else:
+            findings.append(Finding("mutates_input", f"forward() modified its input {i} in place"))
     del before_a
-    for oi, ii in aliased_outputs(out_a, args_a):
+    aliased = aliased_outputs(out_a, args_a)
+    for oi, ii in aliased:
         findings.append(Finding("output_aliases_input", f"output {oi} shares memory with input {ii}"))
     for oi, tname in subclass_outputs(out_a):
         findings.append(Finding("tensor_subclass", f"output {oi} is a {tname}, not a plain torch.Tensor "
@@ -528,8 +536,10 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
             out_c = harness.run(model_b, args_a)
             ok_c, _, _, _ = compare_outputs(out_c, exp_b, tol, poisoned=False)
             del out_c
+            views = {oi for oi, _ in aliased}  # views of the inputs the third call refilled
             if not any(f.rule == "reused_output_buffer" for f in findings) and any(
-                    isinstance(x, torch.Tensor) and not bitwise_equal(x, y) for x, y in zip(out_a, snap_a)):
+                    isinstance(x, torch.Tensor) and i not in views and not bitwise_equal(x, y)
+                    for i, (x, y) in enumerate(zip(out_a, snap_a))):
                 findings.append(Finding("reused_output_buffer", "the first call's output changed when forward() "
                                         "was called a third time: it returns buffers it reuses every other call"))
             if not ok_c:
@@ -546,10 +556,19 @@ def effects_key(combo: Combo) -> str:
 
 
 def _truth_effects(meta: dict[str, Any], known: Effects, seen: tuple[list[str | None], dict[str, str]],
-                   args: list[Any], model: torch.nn.Module) -> Effects:
+                   args: list[Any], model: torch.nn.Module, truth: Harness, combo: Combo,
+                   state: dict[str, torch.Tensor] | None = None) -> Effects:
     """The truth's effects found on its first call (``seen``: the digests of its arguments and
-    buffers before it), kept in ``meta["effects"]``."""
-    found = observe(seen[0], args, seen[1], model) or known
+    buffers before it; ``truth`` and ``combo`` call it again to tell state from a workspace),
+    kept in ``meta["effects"]``."""
+    def rerun(before: Any) -> torch.nn.Module:
+        fresh = truth.model_for(combo, baseline_state=state, fresh=True)
+        before(fresh)
+        truth.run(fresh, truth.inputs_for(combo), during=f"calling the truth again on {combo.describe()} from "
+                  "other buffer values (which of them it keeps as state)")
+        return fresh
+
+    found = observe(seen[0], args, seen[1], model, rerun) or known
     if found:
         meta["effects"] = found.to_json()
     return found
@@ -752,7 +771,7 @@ def run_baseline(ctx: WorkerContext) -> None:
                 seen = (effect_digests(args), buffer_digests(model))
             outputs = harness.run(model, args, during=f"running {combo.describe()}")
             if own_truth:
-                effects = _truth_effects(meta, effects, seen, args, model) if first else effects
+                effects = _truth_effects(meta, effects, seen, args, model, harness, combo) if first else effects
                 truth_effects = effect_tensors(effects, model, args) if effects else []
             del args
             record: dict[str, Any] = {"variant": combo.vname, "seed": combo.seed,
@@ -770,7 +789,8 @@ def run_baseline(ctx: WorkerContext) -> None:
                     if first:
                         seen = (effect_digests(rargs), buffer_digests(rmodel))
                     ref_out = reference.run(rmodel, rargs, during="running the reference")
-                    effects = _truth_effects(meta, effects, seen, rargs, rmodel) if first else effects
+                    effects = (_truth_effects(meta, effects, seen, rargs, rmodel, reference, combo,
+                                              harness.states[(combo.vname, combo.seed)]) if first else effects)
                     truth_effects = effect_tensors(effects, rmodel, rargs) if effects else []
                     del rargs
                 except WorkerError as err:
@@ -989,7 +1009,8 @@ def run_candidate(ctx: WorkerContext) -> None:
 
     def structure(step: Step) -> None:
         findings = static_findings(harness.loaded.tree)
-        rt, evidence = _structure_runtime(ctx, harness, combos, small_expected, baseline_state_of, tol_of)
+        rt, evidence = _structure_runtime(ctx, harness, combos, small_expected, baseline_state_of, tol_of,
+                                          truth_mutates=frozenset(Effects.from_json(meta.get("effects")).inputs))
         findings += rt
         base_heavy = set(meta.get("heavy_ops") or [])
         cand_heavy = set(evidence.get("heavy_ops", []))

@@ -284,9 +284,10 @@ def kernel_function_model() -> type:
 
         def forward(self, *inputs: Any) -> Any:
             inputs = list(inputs)
-            owned = None
+            owned = caller = None
             if self.in_place is not False and inputs and isinstance(inputs[0], torch.Tensor):
-                owned = inputs[0].clone()  # what the convention overwrites: the caller's input stays whole
+                caller = inputs[0]
+                owned = caller.clone()  # what the convention overwrites: the caller's input stays whole
                 inputs[0] = owned
             tries = calls(self.fn, inputs, self.forward_params, self._reference, self.init_args, only=self.pattern)
             for i, (args, kwargs, description) in enumerate(tries):
@@ -302,6 +303,11 @@ def kernel_function_model() -> type:
                 break
             if self.in_place is None:
                 self.in_place = out is None and owned is not None
+            if out is not None and caller is not None and not _shares_storage(out, owned):
+                # it returned a separate result: what it also wrote into its first input is an effect on
+                # the caller's tensor (compared where the reference has that effect: worker.effects)
+                with torch.no_grad():
+                    caller.copy_(owned)
             if out is None and owned is not None:  # KernelAgent's convention: None means "wrote inputs[0] in place"
                 self.description += (" (returned None: KernelAgent's convention for writing its first input in "
                                      "place; it ran on a copy of that input, which is the output, the copy timed "
@@ -325,3 +331,15 @@ KERNELAGENT = ProblemFormat(
     name="kernelagent", title="KernelAgent (kernel_function bound to the problem's Model)",
     entry_kind="function", entry_names=("kernel_function",), reference_class="Model",
     inputs_function="get_inputs", init_inputs_function="get_init_inputs", adapt=adapt)
+
+
+def _shares_storage(out: Any, tensor: Any) -> bool:
+    """Whether ``out`` (a tensor or a tuple/list of them) shares memory with the tensor
+    ``tensor`` (``None``: no)."""
+    import torch
+
+    if tensor is None:
+        return False
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    base = tensor.untyped_storage().data_ptr()
+    return any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() == base for o in outs)

@@ -92,3 +92,15 @@ def test_buffers_are_matched_by_their_last_name_and_shape():
     cand = Candidate()
     assert find_buffer(cand, "bn.running_mean", (3,)) is cand.norm.running_mean
     assert find_buffer(cand, "bn.running_mean", None) is None  # two running_mean: ambiguous without a shape
+
+
+def test_a_triton_baseline_without_the_references_effect_makes_the_problem_inconsistent():
+    """The reference modifies its first input in place; a Triton baseline that does not is not the
+    same problem: a candidate with the effect matches the reference and the verdict says the
+    baseline disagrees, rather than calling the candidate a cheat for modifying its input."""
+    problem = load_problem(FIXTURES / "accumulate_first_baseline.py",
+                           reference_path=FIXTURES / "accumulate_first_problem.py")
+    source = (FIXTURES / "accumulate_first_function.py").read_text()
+    verdict = verify(problem, source, device="cpu", options=OPTIONS)
+    assert verdict.kind.value == "inconsistent", verdict.reason
+    assert any("modifies input(s) [0] in place, the baseline none" in w for w in verdict.warnings), verdict.warnings

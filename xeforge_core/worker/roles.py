@@ -767,12 +767,14 @@ def run_baseline(ctx: WorkerContext) -> None:
             fingerprint = input_fingerprint(args)
             first = combo is combos[0]
             own_truth = reference is None  # the baseline is the truth (eager, or a Triton baseline alone)
-            if first and own_truth:
+            if first:
                 seen = (effect_digests(args), buffer_digests(model))
             outputs = harness.run(model, args, during=f"running {combo.describe()}")
             if own_truth:
                 effects = _truth_effects(meta, effects, seen, args, model, harness, combo) if first else effects
                 truth_effects = effect_tensors(effects, model, args) if effects else []
+            elif first:  # which inputs the baseline modifies, to hold against the reference's
+                base_inputs = set(observe(seen[0], args, {}, model).inputs)
             del args
             record: dict[str, Any] = {"variant": combo.vname, "seed": combo.seed,
                                       "distribution": combo.distribution, "ref_agrees": True if eager else None,
@@ -791,6 +793,11 @@ def run_baseline(ctx: WorkerContext) -> None:
                     ref_out = reference.run(rmodel, rargs, during="running the reference")
                     effects = (_truth_effects(meta, effects, seen, rargs, rmodel, reference, combo,
                                               harness.states[(combo.vname, combo.seed)]) if first else effects)
+                    if first and base_inputs != set(effects.inputs):
+                        ref_failures.append(
+                            f"{combo.describe()}: the reference modifies input(s) "
+                            f"{sorted(effects.inputs) or 'none'} in place, the baseline "
+                            f"{sorted(base_inputs) or 'none'}")
                     truth_effects = effect_tensors(effects, rmodel, rargs) if effects else []
                     del rargs
                 except WorkerError as err:

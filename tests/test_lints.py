@@ -267,6 +267,10 @@ CASES: dict[str, tuple[str, str, str, str | None]] = {
         "cur = tl.load(out_ptr + idx, mask=mask, other=0.0)\n"
         "    tl.store(out_ptr + idx, cur + v, mask=mask)")),
         SCATTER.replace("{update}", "tl.atomic_add(out_ptr + idx, v, mask=mask)"), "cuda", None),
+    "lint_capped_grid_without_loop": (
+        ADD.replace("{block}", "1024").replace("add_kernel[(triton.cdiv(n, 1024),)]",
+                                                "add_kernel[(min(triton.cdiv(n, 1024), 512),)]"),
+        ADD.replace("{block}", "1024"), "cuda", None),
     "lint_descriptor_boundary_check": (
         DESCRIPTOR.replace("a = a_desc.load([0, 0])", "a = a_desc.load([0, 0], boundary_check=(0, 1))"),
         DESCRIPTOR, "xpu", None),
@@ -378,3 +382,17 @@ def varlen_scale_kernel(x_ptr, cu_ptr, D, BLOCK: tl.constexpr):
 """
     for source in (own, gather, segment):  # a base loaded once per program: its own segment
         assert not [i for i in analyze(source, "cuda").issues if i.rule_id == "indirect_update_atomic"]
+
+
+def test_a_capped_grid_over_a_loop_is_a_persistent_kernel_not_a_gap():
+    persistent = ADD.replace("{block}", "1024").replace(
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    mask = offs < n\n"
+        "    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)\n",
+        "    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):\n"
+        "        offs = start + tl.arange(0, BLOCK)\n"
+        "        mask = offs < n\n"
+        "        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)\n"
+    ).replace("add_kernel[(triton.cdiv(n, 1024),)]", "add_kernel[(min(triton.cdiv(n, 1024), 512),)]")
+    assert "for start" in persistent and "min(" in persistent
+    assert not [i for i in analyze(persistent, "cuda").issues if i.rule_id == "capped_grid_needs_loop"]

@@ -1008,3 +1008,22 @@ def lint_indirect_read_modify_write(ctx: LintContext) -> list[Hit]:
                                               "built from indices loaded per lane, without an atomic: programs (or "
                                               "lanes) meeting the same index lose updates", kernel=fn.name))
     return hits
+
+
+@_register
+def lint_capped_grid_without_loop(ctx: LintContext) -> list[Hit]:
+    """A launch whose grid caps a count of tiles with ``min(...)`` (``min(triton.cdiv(n, BLOCK),
+    512)``) for a kernel with no loop: each program handles one tile, so where the cap binds the
+    tiles past it are never run and that part of the output is never written. A persistent kernel
+    loops over the tiles its capped grid leaves (``for tile in range(pid, n_tiles,
+    tl.num_programs(0))``). The reduced sizes the interpreter checks usually stay under the cap."""
+    import re
+
+    hits: list[Hit] = []
+    loopless = {k.name for k in ctx.facts.kernels if not k.loops}
+    for ln in ctx.facts.launches:
+        grid = ln.grid or ""
+        if ln.kernel in loopless and re.search(r"(?<![\w.])min\(", grid) and any(op in grid for op in ("cdiv", "//")):
+            hits.append(Hit(ln.line, f"{ln.kernel} has no loop, but its grid `{grid}` caps the number of tiles with "
+                                     "min(): where the cap binds, the tiles past it are never computed", kernel=ln.kernel))
+    return hits

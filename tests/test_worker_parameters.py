@@ -80,3 +80,21 @@ def test_a_right_kernel_with_renamed_parameters_is_ok_without_init_differs(verif
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
     assert "init_differs" not in {f["rule"] for f in v["findings"]}
 
+
+
+def test_a_constant_folded_into_the_weights_at_construction_is_wrong_and_the_reason_says_why():
+    """A published pattern (KernelBenchFiltered's GEMM-ReLU-divide): the divisor is folded into
+    the linear layer's weights in ``__init__``. With the problem's weights loaded, as trained ones
+    would be, it is off by the divisor; the reason says its own initial values differed and were
+    replaced, which is why KernelBench's evaluation (modules compared as constructed) passes it."""
+    from pathlib import Path
+
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    fixtures = Path(__file__).parent / "fixtures" / "weights"
+    verdict = verify(load_problem(fixtures / "folded_divisor_problem.py"),
+                     (fixtures / "folded_divisor_solution.py").read_text(), device="cpu",
+                     options=VerifyOptions(seeds=1, measure_performance=False, use_cache=False))
+    assert verdict.kind.value == "wrong_answer", verdict.reason
+    assert "its own initial values of linear.weight, linear.bias are not the baseline's" in verdict.reason

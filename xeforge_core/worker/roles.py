@@ -1111,6 +1111,14 @@ def run_candidate(ctx: WorkerContext) -> None:
             if harness.redrawn:
                 reason += (f"; the parameters its constructor fills with one value were redrawn, as training "
                            f"changes them: {redrawn_note(harness.redrawn)}")
+            differs = sorted(k for k, n in harness.weight_notes.items() if INIT_DIFFERS in n)
+            if differs:
+                names = re.search(rf"{INIT_DIFFERS} \(([^)]*)\)", harness.weight_notes[differs[0]])
+                reason += (f"; its own initial values of {names.group(1) if names else 'its parameters'} are not the "
+                           "baseline's, and it ran with the baseline's "
+                           "copied in, as trained weights would be loaded: a module that changes its weights at "
+                           "construction (a constant folded into them) or keeps copies made there is wrong for "
+                           "any other weights (KernelBench's evaluation, comparing the two as constructed, may pass it)")
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, reason))
             return
         differs = sorted(k for k, note in harness.weight_notes.items() if INIT_DIFFERS in note)

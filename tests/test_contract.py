@@ -80,3 +80,22 @@ def test_a_failure_that_names_no_variant_is_placed_after_the_variants_that_passe
     assert failed_variant(compile_error, "module", ["module", "module-tiles", "module-odd"]) == "module-tiles"
     assert failed_variant(compile_error, "module") == "module"  # the order unknown: the first call's
     assert failed_variant(Verdict(kind=VerdictKind.COMPILE_ERROR, reason="x"), "module", ["module", "module-odd"]) == "module"
+
+
+def test_a_kernel_right_only_at_the_published_size_is_wrong_and_says_it_matches_there():
+    """A row sum looping over ``n // BLOCK`` unmasked tiles reads its size from its input, so the
+    sizes it fails at (the tile-derived one, no multiple of its tile) are sizes it accepts: wrong.
+    Checked at the published size too (asked for here; on a GPU always), the verdict says it
+    matches there, which is why an evaluation at that size alone passes it."""
+    from pathlib import Path
+
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    fixtures = Path(__file__).parent / "fixtures" / "published"
+    verdict = verify(load_problem(fixtures / "row_sum_problem.py"), (fixtures / "row_sum_no_tail.py").read_text(),
+                     device="cpu", options=VerifyOptions(seeds=1, measure_performance=False, use_cache=False,
+                                                         variants=["module"]))
+    assert verdict.kind.value == "wrong_answer" and "module-tiles" in verdict.reason, verdict.reason
+    assert any("at the published size (module) it matches the reference" in w for w in verdict.warnings), \
+        verdict.warnings

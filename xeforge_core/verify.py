@@ -1243,12 +1243,16 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
         return verdict
     chosen = next((v for v in run.correctness if v.name == where), None) or run.derived.get(where)
     hardcoded = contract.hardcoded_sizes(run.candidate_source, problem, chosen)
-    if verdict.kind is VerdictKind.WRONG_ANSWER and not hardcoded:
-        return verdict  # a kernel that reads its sizes from its inputs is wrong at any size
-    why = contract.shape_dependence(verdict, hardcoded)
     seeds = run.opts.seed_list()
     calls = 3 + len(seeds)
     asked = contract.PUBLISHED in (run.opts.variants or [])
+    if verdict.kind is VerdictKind.WRONG_ANSWER and not hardcoded:
+        # a kernel that reads its sizes from its inputs is wrong at any size; where it matches at
+        # the published size (a missing mask the published size never exercises), say so
+        if not run.device.interpreter or asked:
+            _published_matches_too(run, verdict, where, seeds)
+        return verdict
+    why = contract.shape_dependence(verdict, hardcoded)
     seconds = contract.interpreter_seconds(problem, calls) if run.device.interpreter else None
     if run.device.interpreter and not asked and (seconds is None or seconds > contract.PUBLISHED_ON_CPU_SECONDS):
         if why:
@@ -1287,6 +1291,28 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
         published.reason = (f"{published.reason} at the published size, the problem's contract; written for that "
                             f"shape, it fails at {where} (see the shape_specialised finding)")
     return published
+def _published_matches_too(run: _Run, verdict: Verdict, where: str, seeds: list[int]) -> None:
+    """Check a candidate wrong at ``where`` (a size the verifier chose) at the published size
+    too, on the problem's own inputs; where it matches there, a warning says that it is right
+    only at sizes like the published one (an evaluation at that size alone passes it). The
+    verdict stays wrong: it reads its sizes from its inputs, so the sizes it fails at are sizes it
+    accepts."""
+    there = [r for r in verdict.correctness if r.variant == contract.PUBLISHED]
+    if there:  # checked with the others already
+        matches = all(r.passed for r in there)
+    else:
+        _say(run.on_progress, f"published size: checking {contract.PUBLISHED} too ({where} is wrong)")
+        one = {"variants": [run.problem.variant(contract.PUBLISHED)], "seeds": seeds[:1],
+               "distributions": list(run.distributions[:1])}
+        _, published = run.candidate_at(**one)
+        matches = published is not None and published.kind in _PASSING
+    if matches:
+        verdict.warnings.append(
+            f"at the published size ({contract.PUBLISHED}) it matches the reference: it is right only at sizes like "
+            f"that one, and wrong at {where}, a size its code accepts (a mask or bound the published size never "
+            "exercises), so an evaluation at the published size alone (KernelBench's) passes it")
+
+
 def _name_sizes(run: _Run, verdict: Verdict) -> None:
     """Name the sizes checked, and why, in the verdict (``Verdict.sizes``), with the coverage the
     candidate's launches reached at the size derived from the tiles; a wrong answer there

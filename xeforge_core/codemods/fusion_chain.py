@@ -380,6 +380,32 @@ class _Merger:
                               "follow")
 
 
+def intermediate_tile(facts: HostFacts, prod: Launch, cons: Launch) -> tuple[str, set[str]]:
+    """The intermediate one launch (``prod``) writes and the next (``cons``) reads, for the
+    epilogue and prologue fusions: the first fresh allocation both are passed, which must be a 2-D
+    ``torch.empty`` (its layout known) that nothing else reads. Returns it and its views; raises
+    :class:`FusionError` saying why there is none."""
+    cands = []
+    for a in cons.bound.values():
+        if isinstance(a.value, cst.Name):
+            root = facts.root(a.value.value)
+            if root in facts.allocs and facts.allocs[root].alias_of is None and any(
+                    isinstance(pa.value, cst.Name) and facts.root(pa.value.value) == root for pa in prod.bound.values()):
+                cands.append(root)
+    if not cands:
+        raise FusionError(f"{cons.kernel} reads nothing {prod.kernel} writes")
+    tensor = cands[0]
+    alloc = facts.allocs[tensor]
+    if alloc.func != "torch.empty" or not (isinstance(alloc.shape, (cst.Tuple, cst.List)) and len(alloc.shape.elements) == 2):
+        raise FusionError(f"{tensor} is not a fresh 2-D torch.empty allocation, so its layout is not known")
+    aliases = {n for n in facts.allocs if facts.root(n) == tensor}
+    skip = {prod.index, cons.index} | {facts.body.index(facts.allocs[n].stmt) for n in aliases}
+    if any(facts.reads_outside(n, skip, data_only=True) for n in aliases):
+        raise FusionError(f"{tensor} is also used outside {prod.kernel} and {cons.kernel}; it has to stay in "
+                          "global memory")
+    return tensor, aliases
+
+
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
     return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)
             and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))

@@ -41,6 +41,7 @@ from xeforge_core.codemods.fusion_chain import (
     FusionError,
     build_params,
     fused_name,
+    intermediate_tile,
     launch_args,
     order_params,
 )
@@ -276,24 +277,8 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
     if any(is_autotune_decorator(d) for d in cfn.decorators):
         raise FusionError(f"kernel {cons.kernel} is autotuned")
     # the intermediate: a fresh allocation the producer stores and the consumer loads, used nowhere else
-    cands = []
-    for a in cons.bound.values():
-        if not isinstance(a.value, cst.Name):
-            continue
-        root = facts.root(a.value.value)
-        if root in facts.allocs and facts.allocs[root].alias_of is None and any(
-                isinstance(pa.value, cst.Name) and facts.root(pa.value.value) == root for pa in prod.bound.values()):
-            cands.append(root)
-    if not cands:
-        raise FusionError(f"{cons.kernel} reads nothing {prod.kernel} writes")
-    tensor = cands[0]
-    aliases = {n for n in facts.allocs if facts.root(n) == tensor}
-    skip = {prod.index, cons.index} | {facts.body.index(facts.allocs[n].stmt) for n in aliases}
-    if any(facts.reads_outside(n, skip, data_only=True) for n in aliases):
-        raise FusionError(f"{tensor} is also used after {cons.kernel}; it has to stay in global memory")
+    tensor, _ = intermediate_tile(facts, prod, cons)
     shape = facts.allocs[tensor].shape
-    if not (isinstance(shape, (cst.Tuple, cst.List)) and len(shape.elements) == 2) or facts.allocs[tensor].func != "torch.empty":
-        raise FusionError(f"{tensor} is not a fresh 2-D torch.empty allocation, so its layout is not known")
     got = _tile_coords(pfn, prod, facts, tensor)
     if isinstance(got, str):
         raise FusionError(got)

@@ -40,6 +40,7 @@ from xeforge_core.codemods.fusion_chain import (
     FusionError,
     build_params,
     fused_name,
+    intermediate_tile,
     launch_args,
     order_params,
 )
@@ -196,24 +197,8 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
         raise FusionError(f"kernel {prod.kernel} is autotuned")
     if any(isinstance(n, (cst.For, cst.While, cst.If)) for n in walk(pfn.body)):
         raise FusionError(f"kernel {prod.kernel} has a loop or a branch: only a straight-line gather moves into a load")
-    cands = []
-    for a in cons.bound.values():
-        if isinstance(a.value, cst.Name):
-            root = facts.root(a.value.value)
-            if root in facts.allocs and facts.allocs[root].alias_of is None and any(
-                    isinstance(pa.value, cst.Name) and facts.root(pa.value.value) == root for pa in prod.bound.values()):
-                cands.append(root)
-    if not cands:
-        raise FusionError(f"{cons.kernel} reads nothing {prod.kernel} writes")
-    tensor = cands[0]
-    alloc = facts.allocs[tensor]
-    if alloc.func != "torch.empty" or not (isinstance(alloc.shape, (cst.Tuple, cst.List)) and len(alloc.shape.elements) == 2):
-        raise FusionError(f"{tensor} is not a fresh 2-D torch.empty allocation, so its layout is not known")
-    cols = code_of(alloc.shape.elements[1].value).replace(" ", "")
-    aliases = {n for n in facts.allocs if facts.root(n) == tensor}
-    skip = {prod.index, cons.index} | {facts.body.index(facts.allocs[n].stmt) for n in aliases}
-    if any(facts.reads_outside(n, skip, data_only=True) for n in aliases):
-        raise FusionError(f"{tensor} is also used outside {prod.kernel} and {cons.kernel}; it has to stay in memory")
+    tensor, aliases = intermediate_tile(facts, prod, cons)
+    cols = code_of(facts.allocs[tensor].shape.elements[1].value).replace(" ", "")  # type: ignore[union-attr]
 
     # the producer: straight-line `name = value` statements, each name assigned once, and one
     # top-level store of T at R[:, None] * cols + Q[None, :]; nothing else it does may be lost

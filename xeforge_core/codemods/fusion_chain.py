@@ -25,7 +25,9 @@ Source of the rule: knowledge rule ``fuse_when_intermediate_disappears``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import libcst as cst
 
@@ -36,10 +38,22 @@ from xeforge_core.codemods.common import (
     is_constexpr_param,
     keyword_arg,
 )
-from xeforge_core.codemods.host import HostFacts, Launch, tl_dtype
+from xeforge_core.codemods.host import (
+    HostFacts,
+    Launch,
+    dead_allocations,
+    fix_commas,
+    host_facts,
+    host_functions,
+    launch_counts,
+    movable,
+    option_args,
+    tl_dtype,
+)
 from xeforge_core.codemods.kernel_edit import (
     TL_LOAD,
     TL_STORE,
+    Edits,
     assigned_names,
     base_and_offset,
     block_stmts,
@@ -323,7 +337,7 @@ class _Merger:
     def add(self, fn: cst.FunctionDef, launch: Launch, first: bool) -> None:
         kmap = self._params(fn, launch)
         stmts = body_of(fn)
-        if not first and stmts and _is_docstring(stmts[0]):
+        if not first and stmts and is_docstring(stmts[0]):
             stmts = stmts[1:]
         counts: dict[str, int] = {}
         for n in assigned_names(fn.body):
@@ -406,7 +420,64 @@ def intermediate_tile(facts: HostFacts, prod: Launch, cons: Launch) -> tuple[str
     return tensor, aliases
 
 
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
+#: ``plan(facts, producer, consumer, kernels, taken) -> (fused kernel, its params, intermediate,
+#: notes)``, raising :class:`FusionError`: one fusion of two consecutive launches
+PairPlan = Callable[[HostFacts, Launch, Launch, dict[str, cst.FunctionDef], set[str]],
+                    tuple[cst.FunctionDef, list[FusedParam], str, list[str]]]
+
+
+def fuse_adjacent(module: cst.Module, kernels: dict[str, cst.FunctionDef], plan: PairPlan, *,
+                  launch: Literal["producer", "consumer"]) -> tuple[cst.Module, list[str], Launch] | list[str]:
+    """The first pair of consecutive launches ``plan`` fuses, applied to ``module``: the fused
+    kernel is launched where the consumer was, with the grid and options of ``launch``'s call
+    (the epilogue fusion keeps the producer's tile grid, the prologue fusion the consumer's); it
+    is defined where that kernel was (which stays beside it where it is launched elsewhere too),
+    the other kernel goes where nothing else launches it, and the intermediate's allocation
+    goes. Returns the new module, the notes and the launch that is gone (its grid name may be
+    left unused), or every pair's reason it was not fused. Only statements that can move (no
+    call, nothing rebinding what the producer's call reads) may stand between the two."""
+    reasons: list[str] = []
+    taken = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    for fn in host_functions(module):
+        facts = host_facts(fn, kernels)
+        for prod, cons in zip(facts.launches, facts.launches[1:]):
+            between = facts.body[prod.index + 1:cons.index]
+            if not movable(between):
+                continue
+            rebound: set[str] = set()
+            for st in between:
+                rebound |= set(assigned_names(st))
+            if rebound & read_names(prod.call):
+                continue  # the producer's arguments are read where the consumer launched
+            try:
+                kernel, params, tensor, notes = plan(facts, prod, cons, kernels, taken)
+            except FusionError as exc:
+                reasons.append(f"{prod.kernel} -> {cons.kernel}: {exc}")
+                continue
+            kept, gone = (prod, cons) if launch == "producer" else (cons, prod)
+            call = kept.call.with_changes(
+                func=kept.call.func.with_changes(value=cst.Name(kernel.name.value)),  # type: ignore[attr-defined]
+                args=launch_args(params) + option_args(kept))
+            edits: dict[int, Any] = {id(prod.stmt): cst.RemoveFromParent(),
+                                     id(cons.stmt): cons.stmt.with_changes(body=[cst.Expr(call)])}
+            edits.update(dead_allocations(facts, [tensor], {id(prod.stmt), id(cons.stmt)}))
+            counts = launch_counts(module, kernels)
+            new_body: list[Any] = []
+            for st in module.body:
+                name = st.name.value if isinstance(st, cst.FunctionDef) else None
+                if name == kept.kernel:
+                    new_body.append(kernel)
+                    if counts.get(name, 0) > 1:
+                        new_body.append(st)
+                elif name != gone.kernel or counts.get(name, 0) > 1:
+                    new_body.append(st)
+            module = fix_commas(module.with_changes(body=new_body).visit(Edits(statements=edits)))
+            return module, notes, gone
+    return reasons
+
+
+def is_docstring(stmt: cst.BaseStatement) -> bool:
+    """Whether ``stmt`` is a bare string (a docstring)."""
     return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)
             and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 

@@ -40,28 +40,20 @@ from xeforge_core.codemods.fusion_chain import (
     FusedParam,
     FusionError,
     build_params,
+    fuse_adjacent,
     fused_name,
     intermediate_tile,
-    launch_args,
     order_params,
 )
 from xeforge_core.codemods.host import (
     HostFacts,
     Launch,
-    dead_allocations,
-    fix_commas,
-    host_facts,
-    host_functions,
-    launch_counts,
-    movable,
-    option_args,
     tl_dtype,
 )
 from xeforge_core.codemods.kernel_edit import (
     TL_ARANGE,
     TL_LOAD,
     TL_STORE,
-    Edits,
     assigned_names,
     base_and_offset,
     body_of,
@@ -427,44 +419,7 @@ def _contiguous_stride(value: cst.BaseExpression, tensor: str, shape: Any, facts
 
 def epilogue_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tuple[cst.Module, list[str]] | str:
     """One epilogue fusion (module docstring) in ``module``, or the reasons none applies."""
-    reasons: list[str] = []
-    taken = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
-    for fn in host_functions(module):
-        facts = host_facts(fn, kernels)
-        for prod, cons in zip(facts.launches, facts.launches[1:]):
-            between = facts.body[prod.index + 1:cons.index]
-            if not movable(between):
-                continue
-            rebound = set()
-            for s in between:
-                rebound |= set(assigned_names(s))
-            if rebound & read_names(prod.call):
-                continue
-            try:
-                kernel, params, tensor, notes = _plan(facts, prod, cons, kernels, taken)
-            except FusionError as exc:
-                reasons.append(f"{prod.kernel} -> {cons.kernel}: {exc}")
-                continue
-            call = prod.call.with_changes(
-                func=prod.call.func.with_changes(value=cst.Name(kernel.name.value)),  # type: ignore[attr-defined]
-                args=launch_args(params) + option_args(prod))
-            edits: dict[int, Any] = {id(prod.stmt): cst.RemoveFromParent(),
-                                     id(cons.stmt): cons.stmt.with_changes(body=[cst.Expr(call)])}
-            edits.update(dead_allocations(facts, [tensor], {id(prod.stmt), id(cons.stmt)}))
-            counts = launch_counts(module, kernels)
-            keep_prod = counts.get(prod.kernel, 0) > 1
-            drop = {cons.kernel} if counts.get(cons.kernel, 0) <= 1 else set()
-            new_body: list[Any] = []
-            for s in module.body:
-                if isinstance(s, cst.FunctionDef) and s.name.value == prod.kernel:
-                    new_body.append(kernel)
-                    if keep_prod:
-                        new_body.append(s)
-                    continue
-                if isinstance(s, cst.FunctionDef) and s.name.value in drop:
-                    continue
-                new_body.append(s)
-            module = module.with_changes(body=new_body)
-
-            return fix_commas(module.visit(Edits(statements=edits))), notes
-    return "; ".join(reasons) or "no launch reads what the launch before it wrote"
+    got = fuse_adjacent(module, kernels, _plan, launch="producer")
+    if isinstance(got, list):
+        return "; ".join(got) or "no launch reads what the launch before it wrote"
+    return got[0], got[1]

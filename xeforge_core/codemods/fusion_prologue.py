@@ -39,28 +39,21 @@ from xeforge_core.codemods.fusion_chain import (
     FusedParam,
     FusionError,
     build_params,
+    fuse_adjacent,
     fused_name,
     intermediate_tile,
-    launch_args,
+    is_docstring,
     order_params,
 )
 from xeforge_core.codemods.host import (
     HostFacts,
     Launch,
-    dead_allocations,
     drop_unused_assigns,
-    fix_commas,
-    host_facts,
-    host_functions,
-    launch_counts,
-    movable,
-    option_args,
     tl_dtype,
 )
 from xeforge_core.codemods.kernel_edit import (
     TL_LOAD,
     TL_STORE,
-    Edits,
     assigned_names,
     base_and_offset,
     body_of,
@@ -95,7 +88,7 @@ def _axis_name(expr: cst.BaseExpression, axis: int) -> str | None:
     return expr.value.value if parts == ([":", "None"] if axis == 0 else ["None", ":"]) else None
 
 
-def _row_length(launch: Launch, param: str, tensor: str, cols: str, facts: HostFacts) -> str | None:
+def _row_length(launch: Launch, param: str, tensor: str, cols: str) -> str | None:
     """The host text of what ``param`` is passed, when it is ``tensor``'s row length (its shape's
     second entry, the same host expression, or ``tensor.stride(0)``); else ``None``."""
     arg = launch.bound.get(param)
@@ -116,8 +109,8 @@ def _unit_column_step(launch: Launch, step: cst.BaseExpression, tensor: str) -> 
     return code_of(launch.bound[step.value].value).replace(" ", "") in ("1", f"{tensor}.stride(1)")
 
 
-def _rows_cols(offset: cst.BaseExpression, launch: Launch, params: set[str], tensor: str, cols: str,
-               facts: HostFacts) -> tuple[str, str] | str:
+def _rows_cols(offset: cst.BaseExpression, launch: Launch, params: set[str], tensor: str,
+               cols: str) -> tuple[str, str] | str:
     """``(row vector, column vector)`` for an offset ``R[:, None] * S + Q[None, :]`` (or
     ``+ Q[None, :] * S1``, ``S1`` passed ``tensor.stride(1)``) whose ``S`` is passed ``tensor``'s
     row length, or why not."""
@@ -129,7 +122,7 @@ def _rows_cols(offset: cst.BaseExpression, launch: Launch, params: set[str], ten
         if isinstance(t, cst.BinaryOperation) and isinstance(t.operator, cst.Multiply):
             for a, b in ((t.left, t.right), (t.right, t.left)):
                 if isinstance(b, cst.Name) and b.value in params and _axis_name(a, 0) \
-                        and _row_length(launch, b.value, tensor, cols, facts):
+                        and _row_length(launch, b.value, tensor, cols):
                     row = _axis_name(a, 0)
             for a, b in ((t.left, t.right), (t.right, t.left)):
                 if _axis_name(a, 1) and _unit_column_step(launch, b, tensor):
@@ -207,9 +200,7 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
         counts[n] = counts.get(n, 0) + 1
     for st in body_of(pfn):
         call = expr_stmt_call(st)
-        docstring = isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and isinstance(st.body[0], cst.Expr) \
-            and isinstance(st.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-        if docstring or (call is not None and dotted_name(call.func) in TL_STORE):
+        if is_docstring(st) or (call is not None and dotted_name(call.func) in TL_STORE):
             continue
         a = simple_assign(st)
         if a is None or counts.get(a[0], 0) != 1:
@@ -229,7 +220,7 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
     split = base_and_offset(resolve(call_arg(store, 0, "pointer"), pdefs), pt)  # type: ignore[arg-type]
     if split is None or split[1] is None:
         raise FusionError(f"kernel {prod.kernel} stores {tensor} without an offset")
-    got = _rows_cols(split[1], prod, pparams, tensor, cols, facts)
+    got = _rows_cols(split[1], prod, pparams, tensor, cols)
     if isinstance(got, str):
         raise FusionError(f"kernel {prod.kernel} stores {tensor} at {got}")
     prow, pcol = got
@@ -262,7 +253,7 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
     csplit = base_and_offset(call_arg(load, 0, "pointer"), ct)  # type: ignore[arg-type]
     if csplit is None or csplit[1] is None:
         raise FusionError(f"kernel {cons.kernel} reads {tensor} through a derived pointer")
-    got = _rows_cols(csplit[1], cons, cparams, tensor, cols, facts)
+    got = _rows_cols(csplit[1], cons, cparams, tensor, cols)
     if isinstance(got, str):
         raise FusionError(f"kernel {cons.kernel} reads {tensor} at {got}")
     crow, ccol = got
@@ -343,44 +334,9 @@ def _plan(facts: HostFacts, prod: Launch, cons: Launch, kernels: dict[str, cst.F
 
 def prologue_step(module: cst.Module, kernels: dict[str, cst.FunctionDef]) -> tuple[cst.Module, list[str]] | str:
     """One prologue fusion (module docstring) in ``module``, or the reasons none applies."""
-    reasons: list[str] = []
-    taken = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
-    for fn in host_functions(module):
-        facts = host_facts(fn, kernels)
-        for prod, cons in zip(facts.launches, facts.launches[1:]):
-            between = facts.body[prod.index + 1:cons.index]
-            if not movable(between):
-                continue
-            rebound: set[str] = set()
-            for s in between:
-                rebound |= set(assigned_names(s))
-            if rebound & read_names(prod.call):
-                continue  # the producer's arguments are read where the consumer launches
-            try:
-                kernel, params, tensor, notes = _plan(facts, prod, cons, kernels, taken)
-            except FusionError as exc:
-                reasons.append(f"{prod.kernel} -> {cons.kernel}: {exc}")
-                continue
-            call = cons.call.with_changes(
-                func=cons.call.func.with_changes(value=cst.Name(kernel.name.value)),  # type: ignore[attr-defined]
-                args=launch_args(params) + option_args(cons))
-            edits: dict[int, Any] = {id(prod.stmt): cst.RemoveFromParent(),
-                                     id(cons.stmt): cons.stmt.with_changes(body=[cst.Expr(call)])}
-            edits.update(dead_allocations(facts, [tensor], {id(prod.stmt), id(cons.stmt)}))
-            counts = launch_counts(module, kernels)
-            drop = {prod.kernel} if counts.get(prod.kernel, 0) <= 1 else set()
-            keep_cons = counts.get(cons.kernel, 0) > 1
-            new_body: list[Any] = []
-            for s in module.body:
-                if isinstance(s, cst.FunctionDef) and s.name.value == cons.kernel:
-                    if keep_cons:
-                        new_body.append(s)
-                    new_body.append(kernel)
-                    continue
-                if isinstance(s, cst.FunctionDef) and s.name.value in drop:
-                    continue
-                new_body.append(s)
-            module = fix_commas(module.with_changes(body=new_body).visit(Edits(statements=edits)))
-            grid = prod.grid.value if isinstance(prod.grid, cst.Name) else None
-            return drop_unused_assigns(module, {grid} if grid else set()), notes
-    return "; ".join(reasons) or "no launch reads a tile of what the launch before it gathered"
+    got = fuse_adjacent(module, kernels, _plan, launch="consumer")
+    if isinstance(got, list):
+        return "; ".join(got) or "no launch reads a tile of what the launch before it gathered"
+    module, notes, gone = got
+    grid = gone.grid.value if isinstance(gone.grid, cst.Name) else None
+    return drop_unused_assigns(module, {grid} if grid else set()), notes

@@ -68,6 +68,12 @@ def buffer_digests(model: torch.nn.Module) -> dict[str, str]:
     return {name: tensor_fingerprint(b) for name, b in model.named_buffers() if isinstance(b, torch.Tensor)}
 
 
+def changed_inputs(before: list[str | None], args: list[Any]) -> tuple[int, ...]:
+    """Positions of the arguments whose fingerprint differs from ``before`` (:func:`digests`)."""
+    return tuple(i for i, (d, a) in enumerate(zip(before, args))
+                 if d is not None and isinstance(a, torch.Tensor) and tensor_fingerprint(a) != d)
+
+
 def observe(before: list[str | None], args: list[Any], buffers_before: dict[str, str],
             model: torch.nn.Module, rerun: Callable[[Callable[[torch.nn.Module], None]], torch.nn.Module] | None = None
             ) -> Effects:
@@ -79,8 +85,7 @@ def observe(before: list[str | None], args: list[Any], buffers_before: dict[str,
     and where something reads it: ``num_batches_tracked`` of a module whose ``momentum`` is set
     is read by nothing (PyTorch's ``_BatchNorm.forward`` uses it only when ``momentum`` is
     ``None``: torch/nn/modules/batchnorm.py)."""
-    inputs = tuple(i for i, (d, a) in enumerate(zip(before, args))
-                   if d is not None and isinstance(a, torch.Tensor) and tensor_fingerprint(a) != d)
+    inputs = changed_inputs(before, args)
     after = buffer_digests(model)
     changed = [name for name, d in buffers_before.items() if name in after and after[name] != d
                and not _unread_counter(model, name)]

@@ -80,7 +80,7 @@ from xeforge_core.worker.domain import (
     nonfinite_summary,
     redraw_seeds,
 )
-from xeforge_core.worker.effects import Effects, buffer_digests, effect_tensors, observe
+from xeforge_core.worker.effects import Effects, buffer_digests, changed_inputs, effect_tensors, observe
 from xeforge_core.worker.effects import digests as effect_digests
 from xeforge_core.worker.errors import Failure, WorkerError, classify, hardcoded_device_note
 from xeforge_core.worker.expected import (
@@ -332,16 +332,17 @@ class Harness:
         return flatten_outputs(out)
 
 
-def input_fingerprint(args: list[Any]) -> str:
+def input_fingerprint(args: list[Any], tensors: list[str | None] | None = None) -> str:
     """A digest of the forward() arguments (tensor bytes and plain values), to tell whether the
-    inputs of two runs differed (``expected.tensor_fingerprint`` per tensor)."""
+    inputs of two runs differed (``expected.tensor_fingerprint`` per tensor; ``tensors``: those
+    fingerprints when already taken, ``effects.digests``)."""
     import hashlib
 
     h = hashlib.sha256()
-    for a in args:
+    for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
             h.update(f"{tuple(a.shape)}{a.dtype}".encode())
-            h.update(tensor_fingerprint(a).encode())
+            h.update((tensors[i] if tensors is not None and tensors[i] is not None else tensor_fingerprint(a)).encode())
         else:
             h.update(repr(a).encode())
     return h.hexdigest()
@@ -764,17 +765,18 @@ def run_baseline(ctx: WorkerContext) -> None:
                            out_dir / f"state__{_safe(combo.vname)}__s{combo.seed}.pt")
                 meta.setdefault("_saved", set()).add((combo.vname, combo.seed))
             args = harness.inputs_for(combo)
-            fingerprint = input_fingerprint(args)
             first = combo is combos[0]
             own_truth = reference is None  # the baseline is the truth (eager, or a Triton baseline alone)
-            if first:
-                seen = (effect_digests(args), buffer_digests(model))
+            before = effect_digests(args) if first else None  # each tensor's fingerprint, taken once
+            fingerprint = input_fingerprint(args, before)
+            if first and own_truth:
+                seen = (before, buffer_digests(model))
             outputs = harness.run(model, args, during=f"running {combo.describe()}")
             if own_truth:
                 effects = _truth_effects(meta, effects, seen, args, model, harness, combo) if first else effects
                 truth_effects = effect_tensors(effects, model, args) if effects else []
             elif first:  # which inputs the baseline modifies, to hold against the reference's
-                base_inputs = set(observe(seen[0], args, {}, model).inputs)
+                base_inputs = set(changed_inputs(before, args))
             del args
             record: dict[str, Any] = {"variant": combo.vname, "seed": combo.seed,
                                       "distribution": combo.distribution, "ref_agrees": True if eager else None,

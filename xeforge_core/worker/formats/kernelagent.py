@@ -263,6 +263,8 @@ def kernel_function_model() -> type:
     that reading this format does not import torch)."""
     import torch
 
+    from xeforge_core.worker.integrity import aliased_outputs
+
     class KernelFunctionModel(torch.nn.Module):
         """A model whose ``forward(*inputs)`` calls ``fn`` bound as :func:`bind` says. The
         reference model is held without registering it as a submodule, so its weights are not the
@@ -303,7 +305,8 @@ def kernel_function_model() -> type:
                 break
             if self.in_place is None:
                 self.in_place = out is None and owned is not None
-            if out is not None and caller is not None and not _shares_storage(out, owned):
+            if out is not None and caller is not None and not aliased_outputs(
+                    list(out) if isinstance(out, (tuple, list)) else [out], [owned]):
                 # it returned a separate result: what it also wrote into its first input is an effect on
                 # the caller's tensor (compared where the reference has that effect: worker.effects)
                 with torch.no_grad():
@@ -331,15 +334,3 @@ KERNELAGENT = ProblemFormat(
     name="kernelagent", title="KernelAgent (kernel_function bound to the problem's Model)",
     entry_kind="function", entry_names=("kernel_function",), reference_class="Model",
     inputs_function="get_inputs", init_inputs_function="get_init_inputs", adapt=adapt)
-
-
-def _shares_storage(out: Any, tensor: Any) -> bool:
-    """Whether ``out`` (a tensor or a tuple/list of them) shares memory with the tensor
-    ``tensor`` (``None``: no)."""
-    import torch
-
-    if tensor is None:
-        return False
-    outs = out if isinstance(out, (tuple, list)) else [out]
-    base = tensor.untyped_storage().data_ptr()
-    return any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() == base for o in outs)

@@ -169,3 +169,36 @@ def test_a_compile_error_names_the_users_file(tmp_path, capsys):
     assert main(["verify", BASE, str(broken), "--device", "cpu", "--quiet", "--no-cache"]) == 3
     out = capsys.readouterr().out
     assert "SyntaxError at my_gemm.py:" in out and "candidate.py" not in out
+    # the traceback names the user's file, not the sandboxed job's copy, and shows none of the
+    # worker's own frames (the import's ast.parse above a SyntaxError)
+    assert f'File "{broken}"' in out and "/job/src/" not in out and "xeforge_core" not in out, out
+
+
+def test_a_problem_raising_in_get_inputs_is_bad_input(tmp_path, capsys):
+    """A problem whose own get_inputs() raises, whatever the exception's type, is bad input
+    (exit 2) with a verdict that says so; the candidate was not judged."""
+    fixtures = ROOT / "tests" / "fixtures" / "caches"
+    problem = fixtures / "scale_problem.py"
+    text = problem.read_text()
+    start = text.index("def get_inputs")
+    body = text.index("\n", start) + 1
+    raising = tmp_path / "raising_problem.py"
+    raising.write_text(text[:body] + '    raise RuntimeError("no inputs today")\n' + text[body:])
+    code = main(["verify", str(raising), str(fixtures / "ends_cache.py"),
+                 "--device", "cpu", "--quiet", "--no-cache"])
+    out = capsys.readouterr().out
+    assert code == 2, out
+    assert out.startswith("verdict: BAD INPUT") and "RuntimeError: no inputs today" in out, out
+    assert f'File "{raising}"' in out, out
+
+
+def test_the_llm_engine_without_a_key_for_openai_is_bad_input_before_a_session(tmp_path, monkeypatch, capsys):
+    for name in ("OPENAI_API_KEY", "XEFORGE_LLM_API_KEY", "OPENAI_BASE_URL", "XEFORGE_LLM_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env
+    workspace = tmp_path / "ws"
+    code = main(["optimize", str(ROOT / "sample_kernels" / "01_vector_add.py"), "--engine", "llm", "--auto",
+                 "--device", "cpu", "--workspace", str(workspace)])
+    err = capsys.readouterr().err
+    assert code == 2 and "no API key" in err and "--engine rules" in err, err
+    assert not workspace.exists() or not any(workspace.iterdir())

@@ -133,15 +133,21 @@ def test_ok_then_cached_then_bypassed(problem):
     assert not third.cached and third.kind is VerdictKind.OK
 
 
-def test_failing_baseline_blames_the_environment():
-    broken = (FIX / "add_baseline.py").read_text().replace(
-        "        return add(x, y)", "        raise RuntimeError('baseline cannot run here')")
-    problem = problem_from_source(broken, name="broken_add")
-    v = verify(problem, (FIX / "add_baseline.py").read_text(), device="cpu",
-               options=VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"]))
-    assert v.kind is VerdictKind.ENVIRONMENT
-    assert "baseline" in v.reason and "not the candidate's" in v.reason
+def test_failing_baseline_never_blames_the_candidate():
+    """A baseline that raises is not judged against the candidate: an environment verdict. One
+    raising in its own code (its own raise statement) says the problem file is what to fix (the
+    CLI exits 2); one failing on what the device lacks says the environment failed (exit 9)."""
+    opts = VerifyOptions(timeout_s=120.0, seeds=1, distributions=["normal"])
+    source = (FIX / "add_baseline.py").read_text()
+    broken = source.replace("        return add(x, y)", "        raise RuntimeError('baseline cannot run here')")
+    v = verify(problem_from_source(broken, name="broken_add"), source, device="cpu", options=opts)
+    assert v.kind is VerdictKind.ENVIRONMENT and v.problem_at_fault
+    assert "fix the problem file" in v.reason and "is not at fault" in v.reason
     assert "baseline cannot run here" in v.reason + v.error_text + str(v.to_dict())
+    lacking = source.replace("        return add(x, y)", "        return add(x.to('cuda'), y)")
+    v = verify(problem_from_source(lacking, name="cuda_add"), source, device="cpu", options=opts)
+    assert v.kind is VerdictKind.ENVIRONMENT and not v.problem_at_fault, v.reason
+    assert "baseline" in v.reason and "not the candidate's" in v.reason
 
 
 def test_timing_waits_in_the_queue_for_the_device_lock(problem, tmp_path):

@@ -269,6 +269,16 @@ def test_a_baseline_too_slow_for_the_interpreter_is_not_said_to_hang():
                       error_text=frame + "AttributeError: module 'torch' has no attribute 'compiler_api'")
     assert all(problem_fault(v) is None for v in (driver, missing, cpu_half, old_api))
     assert problem_fault(typo) == "TypeError: forward() takes 2 arguments"
+    # the problem's own raise statement is its fault whatever the type, and so is a file it cannot open
+    raised = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=(
+        'Traceback (most recent call last):\n  File "/tmp/p/job/src/baseline/prob.py", line 47, in get_inputs\n'
+        '    raise RuntimeError("boom from get_inputs")\nRuntimeError: boom from get_inputs'))
+    unopened = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=(
+        frame + "FileNotFoundError: [Errno 2] No such file or directory: 'weights.pt'"))
+    assert problem_fault(raised) == "RuntimeError: boom from get_inputs"
+    assert problem_fault(unopened).startswith("FileNotFoundError")
+    device_raise = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=raised.error_text.replace("boom", "CUDA boom"))
+    assert problem_fault(device_raise) is None
 
 
 def test_a_kernel_that_is_not_numerically_stable_fails_on_the_shifted_redraw():

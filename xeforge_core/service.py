@@ -39,13 +39,18 @@ def make_engine(name: str, **settings: Any) -> Engine:
     """The engine called ``name`` (``rules``, ``llm``, ``manual``, ...) built with ``settings``;
     for ``llm`` the key from the LLM settings is registered as a secret first, so that it can
     never be written into a session. Raises ``ValueError`` for an unknown engine or bad
-    settings."""
+    settings, and for ``llm`` without an API key where the endpoint is OpenAI's (which answers
+    nothing without one: said before a session starts, not after every stage's retries)."""
     if name == "llm":
-        from xeforge_core.settings import load_llm_settings
+        from xeforge_core.settings import DEFAULT_BASE_URL, load_llm_settings
 
         llm = load_llm_settings()
         if llm.has_key():
             register_secret(llm.key_value())
+        elif llm.base_url == DEFAULT_BASE_URL:
+            raise ValueError(
+                f"the llm engine has no API key for {DEFAULT_BASE_URL}: set OPENAI_API_KEY (or XEFORGE_LLM_API_KEY), "
+                "or XEFORGE_LLM_BASE_URL for a local endpoint that needs none; without a key, use --engine rules")
     return get_engine(name, **settings)
 
 

@@ -429,6 +429,14 @@ class Verdict:
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
 
+    @property
+    def problem_at_fault(self) -> bool:
+        """True for an ``environment`` verdict whose baseline failed in the problem's own code
+        (``xeforge_core.verify.problem_fault``): the input is what is wrong, the CLI exits 2."""
+        baseline = self.step("baseline")
+        return (self.kind is VerdictKind.ENVIRONMENT and baseline is not None
+                and bool(baseline.evidence.get("problem_fault")))
+
     def to_dict(self) -> dict[str, Any]:
         return _to_plain(self)
 

@@ -863,20 +863,32 @@ _ENVIRONMENT_WORDS = ("CUDA", "cuda", "cuDNN", "CUBLAS", "cublas", "driver", "ou
 
 
 def problem_fault(base: Verdict) -> str | None:
-    """``"NameError: ..."`` when the baseline job failed in the problem's own code (the last
-    frame of its traceback in the problem's files, copied under the job's ``src/``, and an
-    exception of :data:`_PROBLEM_EXCEPTIONS` that names no device or driver), else ``None``."""
+    """``"NameError: ..."`` when the baseline job failed in the problem's own code, else ``None``.
+
+    The problem's own code: the last frame of the traceback is in the problem's files (copied
+    under the job's ``src/``) and either that frame's line is a ``raise`` statement (the problem
+    raised it itself, whatever its type) or the exception is one of :data:`_PROBLEM_EXCEPTIONS`
+    naming no device or driver (a ``RuntimeError`` of torch's only where it says the shapes do not
+    fit: torch raises the device's faults as ``RuntimeError`` from the problem's line too). A file
+    the problem opens and cannot find (``FileNotFoundError``) is the problem's as well: the job
+    holds only its Python files."""
     if base.kind is not VerdictKind.RUNTIME_ERROR or not base.error_text:
         return None
-    frames = re.findall(r'File "([^"]+)", line \d+', base.error_text)
+    frames = list(re.finditer(r'File "([^"]+)", line \d+[^\n]*\n([^\n]*)', base.error_text))
     last = next((ln.strip() for ln in reversed(base.error_text.strip().splitlines())
                  if re.match(r"^[A-Za-z_.]+(Error|Exception)\b", ln.strip())), "")
     kind = last.split(":", 1)[0].rsplit(".", 1)[-1]
-    if not frames or "/job/src/" not in frames[-1] or kind not in _PROBLEM_EXCEPTIONS:
+    if not frames or "/job/src/" not in frames[-1].group(1) or not last:
+        return None
+    if any(w in last for w in _ENVIRONMENT_WORDS):
+        return None
+    if frames[-1].group(2).strip().startswith("raise ") or kind == "FileNotFoundError":
+        return last
+    if kind not in _PROBLEM_EXCEPTIONS:
         return None
     if kind == "RuntimeError" and not re.search(r"shape|size|dimension|\bdim\b", last):
         return None  # torch's runtime errors are the problem's only where they say its shapes do not fit
-    return None if any(w in last for w in _ENVIRONMENT_WORDS) else last
+    return last
 
 
 def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
@@ -978,7 +990,7 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             if hit is not None:
                 _say(on_progress, f"cached verdict: {hit.kind.value}")
                 cache.close()
-                return hit
+                return _with_user_paths(hit, problem, candidate_name)
 
     try:
         verdict = _verify_uncached(run)
@@ -1012,6 +1024,28 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             cache.set(key, verdict)
         cache.close()
     _say(on_progress, f"verdict: {verdict.kind.value}")
+    return _with_user_paths(verdict, problem, candidate_name)
+
+
+_JOB_SOURCE_RE = re.compile(r"[^\s\"']*/job/src/(\w+)/([\w.-]+\.py)")
+
+
+def _with_user_paths(verdict: Verdict, problem: Any, candidate_name: str | None) -> Verdict:
+    """``verdict`` with the paths of the sandboxed job's copies in its traceback
+    (``/tmp/xeforge-pool-x/job/src/candidate/k.py``) replaced by the files the user named
+    (``bad/k.py``), or by the file's name where none was named. Applied after caching, so a
+    cached verdict shows the paths of the verification that asked for it."""
+    if not verdict.error_text:
+        return verdict
+    named = {"candidate": candidate_name,
+             **{label: getattr(getattr(problem, attr, None), "path", None)
+                for label, attr in (("baseline", "kernel"), ("reference", "reference"), ("inputs", "inputs"))}}
+
+    def user_path(match: re.Match[str]) -> str:
+        given = named.get(match.group(1))
+        return str(given) if given and Path(str(given)).name == match.group(2) else match.group(2)
+
+    verdict.error_text = _JOB_SOURCE_RE.sub(user_path, verdict.error_text)
     return verdict
 
 

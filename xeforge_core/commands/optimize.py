@@ -14,7 +14,8 @@ rules engine's codemod is asked, statically); when the chosen engine can do none
 stages, that is said up front with each stage's reason and no session is started.
 
 Exit status: 0 done (including stages kept current, and a plan the engine can do nothing of), 1
-a stage failed (the kernel cannot be verified on this device), 2 bad input, 11 the problem is
+a stage failed (the kernel cannot be verified on this device), 2 bad input (a problem whose own code
+fails when the first stage verifies it among them), 11 the problem is
 inconsistent (its baseline disagrees with its reference, so no candidate can be judged faster than
 it; said before the table), 130 interrupted (the session keeps everything committed).
 """
@@ -305,9 +306,11 @@ def run(args: argparse.Namespace) -> int:
         stages = check_common_arguments(args)
         if args.plan_only:
             return _plan_only(args, stages)
+        engine = make_engine(args.engine)  # before a session exists: an engine that cannot answer is bad input
         from xeforge_core.devices import detect_device
 
-        print("detecting the device ...", file=err, flush=True)
+        if not args.quiet:
+            print("detecting the device ...", file=err, flush=True)
         device = detect_device(args.device)
         target = target_for(device, args.target)
         if args.resume:
@@ -335,7 +338,6 @@ def run(args: argparse.Namespace) -> int:
                   f"{plan.origin} ({plural(len(plan.analysis.issues), 'issue')}):\n{planned}", file=err)
             for w in problem.warnings:
                 print(f"warning: {w}", file=err)
-        engine = make_engine(args.engine)
     except (ProblemError, SessionError, ValueError, OSError) as exc:
         from xeforge_core.samples import sample_hint
 
@@ -378,6 +380,10 @@ def run(args: argparse.Namespace) -> int:
     failed = [o for o in outcomes if o.status == OutcomeStatus.FAILED]
     for o in failed:
         print(f"stage {o.stage} failed: {o.reason}", file=err)
+    if any(o.verdict is not None and o.verdict.problem_at_fault for o in failed):
+        print("xeforge optimize: bad input: the problem's own code failed (above); fix the problem file and "
+              f"start again (the session {session.path} holds no new version)", file=err)
+        return EXIT_BAD_INPUT
     if any(o.stage == FIRST_VERSION for o in failed):
         print("no Triton version was kept: the final kernel is the PyTorch model as given", file=err)
     if inconsistent:

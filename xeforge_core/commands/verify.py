@@ -56,8 +56,9 @@ own Model, --reference, or <stem>_ref.py), else the baseline.
 examples:
   xeforge verify benchmarks/kernels/gemm_fp32_upcast.py benchmarks/kernels/gemm_fp16_dot.py
   xeforge verify kernel.py candidate.py --spec kernel.yaml --variant ci --device cpu --json
-  xeforge verify level1/23_Softmax.py softmax_triton.py            # KernelBench problem + ModelNew
-  xeforge verify level1/23_Softmax.py softmax_triton.py --variant module   # at the published size
+  xeforge verify sample_kernels/03_row_softmax.py sample_kernels/03_row_softmax.py   # a sample against itself
+  xeforge verify 23_Softmax.py softmax_triton.py                   # KernelBench problem + ModelNew
+  xeforge verify 23_Softmax.py softmax_triton.py --variant module  # at the published size
   xeforge verify problem.py kernel.py                              # KernelAgent kernel_function
   xeforge verify problem.py solution.py --memcheck                 # also look for out-of-bounds accesses
 """
@@ -140,7 +141,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "verify",
         help="verify a candidate kernel against its baseline (compile, structure, correctness, speed)",
         description=(
-            "Verify CANDIDATE against BASELINE in isolated worker processes: compile, structure "
+            "Verify CANDIDATE against PROBLEM (its baseline kernel, or its PyTorch model) in isolated worker "
+            "processes: compile, structure "
             "and integrity, correctness on every variant, seed and input distribution (plus a "
             "size derived from the kernels' tiles), and on a GPU the speedup, TFLOP/s, GB/s and roofline fraction. "
             "On cpu the kernels run in Triton's interpreter and speed is not measured."),
@@ -150,7 +152,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the baseline kernel module, or a plain-PyTorch problem (KernelBench / KernelAgent)")
     p.add_argument("candidate", metavar="CANDIDATE",
                    help="the candidate module (ModelNew / Model, or KernelAgent's kernel_function)")
-    p.add_argument("--spec", metavar="S", help="Xe-Forge YAML spec (default: BASELINE's sibling .yaml)")
+    p.add_argument("--spec", metavar="S", help="Xe-Forge YAML spec (default: PROBLEM's sibling .yaml)")
     p.add_argument("--reference", metavar="R",
                    help="PyTorch reference module (default: a sibling <stem>_pytorch.py / _ref.py)")
     p.add_argument("--variant", metavar="V", nargs="+", action="extend", default=None,
@@ -252,8 +254,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(verdict.to_dict(), indent=2, default=str))
     else:
         print(render_report(verdict, baseline=args.baseline, candidate=args.candidate))
-    baseline = verdict.step("baseline")
-    if verdict.kind is VerdictKind.ENVIRONMENT and baseline is not None and baseline.evidence.get("problem_fault"):
+    if verdict.problem_at_fault:
         return EXIT_BAD_INPUT  # the problem's own code raised: the input is what is wrong
     return EXIT_CODES.get(verdict.kind, 1)
 
@@ -338,6 +339,8 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
     out: list[str] = []
     dev = verdict.device or {}
     title = f"verdict: {verdict.kind.value.upper()}"
+    if verdict.problem_at_fault:  # exit 2, as for bad input: the problem file is what to fix
+        title = "verdict: BAD INPUT (the problem's own code failed; the candidate was not judged)"
     if verdict.escape_findings:
         title += " WITH SECURITY WARNINGS"
     if verdict.cached:

@@ -417,7 +417,11 @@ def main(argv: list[str]) -> int:
     try:
         result = TASKS[job["task"]](job)
     except Exception as exc:
-        result = {"status": "error", "error_type": type(exc).__name__, "error_text": str(exc)[:4000],
+        # where in the problem's own files it raised (the job holds their copies): file and line
+        inside = [fr for fr in traceback.extract_tb(exc.__traceback__)
+                  if os.path.abspath(fr.filename).startswith(os.path.abspath(job_dir) + os.sep)]
+        where = f" (at {Path(inside[-1].filename).name}:{inside[-1].lineno})" if inside else ""
+        result = {"status": "error", "error_type": type(exc).__name__, "error_text": str(exc)[:4000] + where,
                   "traceback": traceback.format_exc()[-6000:]}
     faulthandler.cancel_dump_traceback_later()
     write_result(job_dir, result)

@@ -177,7 +177,8 @@ def run_stage(controller: StageController, stage: str, engine: Engine,
                 v = verified[0].verdict
                 outcome = StageOutcome(stage=stage, status=OutcomeStatus.FAILED, attempts=attempts,
                                        iterations=iteration, verdict=v,
-                                       reason=("the current version cannot be verified: " if _baseline_hangs(v) else
+                                       reason=("the current version cannot be verified: "
+                                               if _baseline_hangs(v) or v.problem_at_fault else
                                                "the current version cannot be verified on this device: ")
                                        + (v.reason or "").strip())
                 break

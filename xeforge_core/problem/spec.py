@@ -523,7 +523,11 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
-        raise ProblemError(f"YAML syntax error: {exc.problem or exc}", file=where, line=line) from None
+        hint = ""
+        if p is not None and p.suffix == ".py":
+            hint = (" (this is a Python file: --spec takes the kernel's YAML spec; a KernelBench-style "
+                    "problem or reference .py is given as the kernel, or with --reference)")
+        raise ProblemError(f"YAML syntax error: {exc.problem or exc}{hint}", file=where, line=line) from None
     except yaml.YAMLError as exc:
         raise ProblemError(f"YAML error: {exc}", file=where) from None
     lines: dict[Path_, int] = {}

@@ -26,7 +26,9 @@ Rules (the first match wins):
 from __future__ import annotations
 
 import linecache
+import os
 import re
+import sysconfig
 import traceback
 from dataclasses import dataclass
 from types import TracebackType
@@ -134,13 +136,30 @@ def _source_line(path: str, line: int | None) -> str:
     return linecache.getline(path, line).rstrip()
 
 
+#: Where the worker's own code and Python's standard library live: frames there say nothing about
+#: the module under test (an import's ``ast.parse`` above a ``SyntaxError``, the harness's calls).
+_HARNESS_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+                 sysconfig.get_paths()["stdlib"] + os.sep)
+
+
+def _harness_frame(filename: str) -> bool:
+    """A frame of the worker or of the standard library (packages installed under the standard
+    library's folder, torch's and Triton's frames among them, are not)."""
+    return filename.startswith(_HARNESS_DIRS) and not any(
+        part in filename for part in ("site-packages", "dist-packages"))
+
+
 def _format_one(exc: BaseException, src_dir: str) -> str:
     """One exception's traceback, starting at the first frame in a module under test (the
-    worker's and torch's own frames above it say nothing about the module)."""
+    worker's and torch's own frames above it say nothing about the module); where no frame is in
+    one (a ``SyntaxError`` raised by the import, a fault inside Triton's launcher), the frames
+    of the worker and the standard library are left out and the rest kept."""
     frames = traceback.extract_tb(exc.__traceback__)
-    start = next((i for i, fr in enumerate(frames) if fr.filename.startswith(src_dir)), 0)
-    lines = ["Traceback (most recent call last):\n"] if frames else []
-    lines += traceback.format_list(frames[start:])
+    start = next((i for i, fr in enumerate(frames) if fr.filename.startswith(src_dir)), None)
+    shown = frames[start:] if start is not None else [
+        fr for fr in frames if not _harness_frame(fr.filename)]
+    lines = ["Traceback (most recent call last):\n"] if shown else []
+    lines += traceback.format_list(shown)
     lines += traceback.format_exception_only(type(exc), exc)
     return "".join(lines)
 

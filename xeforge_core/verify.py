@@ -1204,7 +1204,57 @@ def _verify_uncached(run: _Run) -> Verdict:
     if run.problem.eager_baseline:
         for p in timing.performance:
             p.baseline_label = "eager"
-    return _merge_timing(verdict, timing, t_outcome)
+    verdict = _merge_timing(verdict, timing, t_outcome)
+    return _check_timed_size(run, verdict) if verdict.kind in _PASSING else verdict
+
+
+def _check_timed_size(run: _Run, verdict: Verdict) -> Verdict:
+    """Where the timing job's output at a performance variant missed the truth's grossly
+    (``xeforge_core.worker.timed_check``), verify the candidate at that variant against the float64
+    truth, which decides: wrong there, that is the verdict (the speedup of a wrong kernel is not
+    shown as one); right there, a warning says the loose comparison differed. A mismatch the
+    baseline shares with the reference is the problem's at that size: a warning."""
+    step = verdict.step("performance")
+    checks = {name: (v or {}).get("output_check") or {}
+              for name, v in ((step.evidence.get("variants") or {}) if step is not None else {}).items()}
+    for name, check in checks.items():
+        if check.get("skipped"):
+            verdict.warnings.append(f"variant {name}: the timed output was not compared ({check['skipped']})")
+        if not check.get("mismatch"):
+            continue
+        if check.get("baseline_too"):
+            verdict.warnings.append(
+                f"variant {name}: the timed output misses the reference ({check['mismatch']}), and so does the "
+                f"baseline's ({check['baseline_too']}): at this size the problem's own kernels disagree")
+            continue
+        variant = next((v for v in run.performance if v.name == name), None)
+        if variant is None:
+            continue
+        _say(run.on_progress, f"timed size: checking {name} against the truth (the timed output differed)")
+        one = {"variants": [variant], "seeds": run.opts.seed_list()[:1], "distributions": list(run.distributions[:1])}
+        base, extra = run.candidate_at(**one)
+        if extra is None:
+            verdict.warnings.append(
+                f"variant {name}: the timed output misses the {check['against']}'s ({check['mismatch']}), and the "
+                f"truth could not be computed there ({(base.reason or base.kind.value).splitlines()[0][:200]})")
+            continue
+        if extra.kind in _PASSING or extra.kind is VerdictKind.INCONCLUSIVE:
+            verdict.warnings.append(
+                f"variant {name}: the timed output missed the {check['against']}'s ({check['mismatch']}), but "
+                f"checked against the float64 truth there it is {extra.kind.value}")
+            continue
+        extra.reason = (f"at the timed size {name}, which the correctness sizes did not cover: {extra.reason} "
+                        f"(the timing run's output missed the {check['against']}'s: {check['mismatch']})")
+        extra.warnings = verdict.warnings + extra.warnings
+        extra.findings = verdict.findings + [f for f in extra.findings if f not in verdict.findings]
+        extra.correctness = verdict.correctness + extra.correctness
+        extra.sizes = verdict.sizes
+        extra.steps = [s for s in verdict.steps if s.name in ("compile", "structure")] + \
+            [s for s in extra.steps if s.name not in ("compile", "structure", "performance")] + \
+            [Step(name="performance", status=StepStatus.FAILED,
+                  summary=f"discarded: the candidate is wrong at the timed size {name}")]
+        return extra
+    return verdict
 
 
 #: Verdict kinds whose candidate matched the truth (timing still tells the speedup).

@@ -44,7 +44,12 @@ Method (:func:`measure`, the same code for every device), per performance varian
    costs measured while settling), between ``MIN_TRIALS`` and ``MAX_TRIALS`` trials, rounded
    up to whole cycles. When calls are batched, every callable takes the same number of calls
    per sample (:func:`common_calls`), so a fixed cost per sample weighs alike on each.
-8. **Statistics** (µs per call): median, mean, min and coefficient of variation; speedup =
+8. **The timed output checked**: after the trials the candidate's output at the variant is
+   compared with the reference's (or the baseline's) at the same inputs, grossly
+   (:mod:`xeforge_core.worker.timed_check`); a mismatch makes the host verify the candidate at
+   that variant against the float64 truth, so a kernel wrong only at the timed size is a wrong
+   answer, not a speedup.
+9. **Statistics** (µs per call): median, mean, min and coefficient of variation; speedup =
    baseline median / candidate median, with a 95 % interval from a paired bootstrap of the
    trials (``timestats``); ``verdict.speedup_call`` turns it into faster / slower / no
    measurable difference. TFLOP/s = flop / median; GB/s = bytes / median (bytes: the least
@@ -105,6 +110,7 @@ from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import Failure, WorkerError
 from xeforge_core.worker.integrity import HarnessGuard
 from xeforge_core.worker.roles import Combo, Harness, _load
+from xeforge_core.worker.timed_check import check_timed_outputs
 from xeforge_core.worker.timestats import INTERVAL_METHOD, median_se, speedup_interval, stats_of
 
 __all__ = ["TimingPlan", "Measurement", "choose_method", "common_calls", "measure", "order_for", "run_timing",
@@ -468,6 +474,8 @@ class Measurement:
     settle_ms: float = 0.0
     steady: bool | None = None
     trials: int = 0
+    #: the candidate's output at this size against the truth's (``worker.timed_check``)
+    output_check: dict[str, Any] = field(default_factory=dict)
     flush_bytes: int = 0
     flush_us: float = 0.0
 
@@ -733,7 +741,8 @@ def run_timing(ctx: WorkerContext) -> None:
                 "settle_ms": round(measurement.settle_ms, 1), "steady": measurement.steady,
                 "host_us": {k: round(v, 2) for k, v in measurement.host_us.items()},
                 "device_us": {k: round(v, 3) for k, v in measurement.device_us.items()},
-                "late": dict(measurement.late), "flush_us": round(measurement.flush_us, 1)}
+                "late": dict(measurement.late), "flush_us": round(measurement.flush_us, 1),
+                "output_check": measurement.output_check}
             patched = ctx.timer_guard.check() + guard.check()  # patched while being timed
             if patched:
                 ctx.verdict.findings += patched
@@ -912,6 +921,7 @@ def _time_variant(ctx: WorkerContext, holder: dict[str, Any], variant: dict[str,
     mark = ctx.recorder.mark()
     output = callables["candidate"]()
     traffic = launch_traffic(ctx.recorder.since(mark), ctx.ops.program_units())
+    measurement.output_check = check_timed_outputs(output, callables)
     nbytes = max(float(variant.get("bytes") or 0), _minimum_bytes(args, bmodel, output)) or None
     result = performance_result(measurement, combo.vname, flop=float(flop) if flop else None,
                                 nbytes=float(nbytes) if nbytes else None, dtype_key=_dtype_key(ctx, variant),

@@ -238,6 +238,11 @@ class Harness:
         self.spec = ctx.job.get("spec")
         self.models: dict[tuple[str, int], torch.nn.Module] = {}
         self.states: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
+        #: instances shared by the variants built alike (same init values, dtype and seed): the
+        #: first variant's instance and name, by (init values, dtype, seed, on device, weights)
+        self.shared: dict[tuple[Any, ...], tuple[torch.nn.Module, str]] = {}
+        #: variant -> the variant whose instance it was called on (first called there)
+        self.instance_of: dict[str, str] = {}
         self.weight_notes: dict[str, str] = {}
         #: parameters the constructor filled with one value, redrawn (name -> the fill value)
         self.redrawn: dict[str, float] = {}
@@ -264,14 +269,27 @@ class Harness:
         return self._binding
 
     def model_for(self, combo: Combo, *, baseline_state: dict[str, torch.Tensor] | None = None,
-                  fresh: bool = False) -> torch.nn.Module:
+                  fresh: bool = False, share: bool = False) -> torch.nn.Module:
         """The model for (variant, seed): built under the seed, given ``baseline_state`` when its
-        keys and shapes match; cached per (variant, seed) unless ``fresh``."""
+        keys and shapes match; cached per (variant, seed) unless ``fresh``. With ``share``, a
+        variant built alike to an earlier one (the same init values, dtype, seed and weights'
+        shapes) is given that variant's instance, as a model is called at another batch size or
+        sequence length: state a module keeps from its first call (a size, a buffer, a grid) is
+        then used at another size (``instance_of`` records which)."""
         key = (combo.vname, combo.seed)
         if key in self.models and not fresh:
             return self.models[key]
         inits = init_values(self.init_module, combo.variant)
         on_device = bool(combo.variant.get("inputs_on_device"))
+        shared_key: tuple[Any, ...] = (
+            repr(inits), str(_variant_dtype(combo.variant)), combo.seed, on_device,
+            tuple(sorted((k, tuple(v.shape)) for k, v in (baseline_state or {}).items())))
+        if share and not fresh and shared_key in self.shared:
+            model, first = self.shared[shared_key]
+            self.models[key] = model
+            self.states[key] = self.states[(first, combo.seed)]
+            self.instance_of[combo.vname] = first
+            return model
         adapt = self.loaded.adapter()
         if adapt is not None:
             binding = self._binding_module()
@@ -290,6 +308,8 @@ class Harness:
         self.states[key] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         if not fresh:
             self.models[key] = model
+            if share:
+                self.shared.setdefault(shared_key, (model, combo.vname))
         return model
 
     def inputs_for(self, combo: Combo) -> list[Any]:
@@ -1232,6 +1252,28 @@ def _precision_to_verdict(ctx: WorkerContext, runs: list[CorrectnessRun], policy
                                     f"{info['fallback']}")
 
 
+def _shared_instance_note(harness: Harness, combo: Combo, state: dict[str, torch.Tensor] | None, truth: Any,
+                          tol: Any, allow_dtype: bool, allow_shape: bool, policy: PrecisionPolicy,
+                          hints: dict[str, list[str]], calibration: Any) -> str:
+    """Why a run on an instance first called at another variant (``Harness.instance_of``) is
+    wrong: the same call on a fresh instance, compared with the same truth, tells whether the
+    state kept from that first call is the cause."""
+    first = harness.instance_of[combo.vname]
+    try:
+        fresh = harness.model_for(combo, baseline_state=state, fresh=True)
+        out = harness.run(fresh, harness.inputs_for(combo), during=f"running {combo.describe()} on a fresh instance")
+        ok, *_ = compare_outputs(out, truth, tol, allow_dtype_change=allow_dtype, allow_shape_change=allow_shape,
+                                 poisoned=harness.ctx.poisoned, calibration=calibration, allowed=policy.allowed,
+                                 hints=tuple(hints))
+    except WorkerError:
+        ok = False
+    if ok:
+        return (f"this call ran on the instance first called at variant {first}, and on a fresh instance it "
+                "matches: the module keeps state from its first call (a size, a buffer or a launch grid captured "
+                "then) that is stale at another size, as when a model is called at another batch size")
+    return f"this call ran on the instance first called at variant {first}; a fresh instance is wrong here too"
+
+
 def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], expected: dict[str, dict[str, Any]],
                     meta: dict[str, Any], baseline_state_of: Any, policy: PrecisionPolicy,
                     hints: dict[str, list[str]], excused: list[CorrectnessRun],
@@ -1259,7 +1301,11 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
     effects = Effects.from_json(meta.get("effects"))
     for sel in selections:
         for combo in (combos if sel is None or not ctx.ops.interpreter else first_of_variant):
-            model = harness.model_for(combo, baseline_state=baseline_state_of(combo), fresh=bool(effects.buffers))
+            model = harness.model_for(combo, baseline_state=baseline_state_of(combo), fresh=bool(effects.buffers),
+                                      share=True)
+            if sel is None and combo.vname in harness.instance_of:  # named where a crash would leave it
+                ctx.progress.emit("note", f"correctness: {combo.describe()} on the instance first called at "
+                                          f"variant {harness.instance_of[combo.vname]}")
             args = harness.inputs_for(combo)
             if ctx.ops.kind != "cpu":
                 ctx.ops.poison_allocator(64 << 20)
@@ -1323,6 +1369,10 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                 if effect_note:
                     ok, note = False, effect_note
             del after
+            if not ok and sel is None and combo.vname in harness.instance_of:
+                note = summarize_failure(comps, note) + "; " + _shared_instance_note(
+                    harness, combo, baseline_state_of(combo), truth, tol, allow_dtype or relaxed, allow_shape,
+                    policy, hints, _calibration(exp, meta, combo.key))
             for w in warns:
                 if w not in ctx.verdict.warnings:
                     ctx.verdict.warnings.append(w)

@@ -32,6 +32,18 @@ def test_a_kernel_wrong_only_at_the_timed_size_is_a_wrong_answer_there():
     assert not [w for w in right.warnings if "timed output" in w]
 
 
+def test_a_kernel_writing_its_input_in_place_is_compared_on_fresh_inputs():
+    """In place, the timed calls leave the inputs processed: the check runs each side once more
+    on fresh inputs of its own, so the tail kernel's fault shows there too."""
+    problem = load_problem(FIXTURES / "relu_in_place.py")
+    tail = (FIXTURES / "relu_in_place_tail.py").read_text()
+    verdict = verify(problem, tail, device="cpu", options=OPTIONS, candidate_name="relu_in_place_tail.py")
+    assert verdict.kind.value == "wrong_answer", verdict.reason
+    assert verdict.reason.startswith("at the timed size bench-gpu"), verdict.reason
+    right = verify(problem, problem.kernel.source, device="cpu", options=OPTIONS)
+    assert right.kind.value == "ok", right.reason
+
+
 def test_the_gross_comparison_sees_tiles_and_nans_but_not_rounding():
     want = torch.randn(4096)
     assert gross_mismatch(want * (1 + 1e-3), want) == ""  # rounding, far inside the bound
@@ -44,7 +56,7 @@ def test_the_gross_comparison_sees_tiles_and_nans_but_not_rounding():
     assert gross_mismatch(nan, nan) == ""  # NaNs in the same places agree
     assert "shape" in gross_mismatch(want[:-1], want)
     assert gross_mismatch([want, want], want) == "2 output tensor(s) against 1"
-    index = torch.arange(10)
-    assert "1 of 10 element(s) differ" in gross_mismatch(index.flip(0).flip(0).index_fill(0, torch.tensor([3]), 9),
-                                                          index)
+    index = torch.arange(1000)
+    assert gross_mismatch(index.index_fill(0, torch.tensor([3]), 9), index) == ""  # a tie's index, not gross
+    assert "20 of 1000 element(s) differ" in gross_mismatch(index.index_fill(0, torch.arange(20), 999), index)
     assert GROSS_RELATIVE < 0.1

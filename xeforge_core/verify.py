@@ -855,40 +855,54 @@ _RETRY_WITHOUT_DERIVED = {VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, 
 #: shape that does not fit); imports, the OS, memory and the driver are the environment's.
 _PROBLEM_EXCEPTIONS = ("NameError", "UnboundLocalError", "TypeError", "ValueError", "AttributeError", "IndexError",
                        "KeyError", "AssertionError", "ZeroDivisionError", "NotImplementedError", "RuntimeError")
+#: what a problem raises about what this machine lacks, even from its own raise statement
+_LACKING_EXCEPTIONS = ("ImportError", "ModuleNotFoundError", "OSError", "FileNotFoundError", "PermissionError")
 _ENVIRONMENT_WORDS = ("CUDA", "cuda", "cuDNN", "CUBLAS", "cublas", "driver", "out of memory", "device-side", "XPU",
-                      "Level Zero", "NCCL",
+                      "Level Zero", "NCCL", "GPU", "gpu", "install", "requires", "not available",
                       # what this device or this torch lacks (a CPU without float16 linear algebra, an
                       # older API) is the environment's, though the problem's line raised it
                       "not implemented for", "not supported", "Half", "BFloat16", "module 'torch", "module 'triton")
+#: a file of a verification job's sources, in the pool's job or a job of its own:
+#: ``.../job/src/candidate/k.py``, ``/tmp/xeforge-baseline-x/src/inputs/p.py``
+_JOB_SOURCE_RE = re.compile(r"[^\s\"']*/src/(baseline|candidate|reference|inputs|binding)/([^\s\"'/]+)")
+_PROBLEM_LABELS = ("baseline", "reference", "inputs", "binding")
 
 
 def problem_fault(base: Verdict) -> str | None:
     """``"NameError: ..."`` when the baseline job failed in the problem's own code, else ``None``.
 
     The problem's own code: the last frame of the traceback is in the problem's files (copied
-    under the job's ``src/``) and either that frame's line is a ``raise`` statement (the problem
-    raised it itself, whatever its type) or the exception is one of :data:`_PROBLEM_EXCEPTIONS`
-    naming no device or driver (a ``RuntimeError`` of torch's only where it says the shapes do not
-    fit: torch raises the device's faults as ``RuntimeError`` from the problem's line too). A file
-    the problem opens and cannot find (``FileNotFoundError``) is the problem's as well: the job
-    holds only its Python files."""
+    under the job's ``src/``), the exception names nothing this machine lacks (no import, file or
+    device, :data:`_LACKING_EXCEPTIONS`, :data:`_ENVIRONMENT_WORDS`), and either that frame's line
+    is a ``raise`` statement (the problem raised it itself) or the exception is one of
+    :data:`_PROBLEM_EXCEPTIONS` (a ``RuntimeError`` of torch's only where it says the shapes do
+    not fit: torch raises the device's faults as ``RuntimeError`` from the problem's line too). A
+    raise on a redraw the verifier made never gets here: that redraw is skipped
+    (``worker.domain``)."""
     if base.kind is not VerdictKind.RUNTIME_ERROR or not base.error_text:
         return None
     frames = list(re.finditer(r'File "([^"]+)", line \d+[^\n]*\n([^\n]*)', base.error_text))
     last = next((ln.strip() for ln in reversed(base.error_text.strip().splitlines())
                  if re.match(r"^[A-Za-z_.]+(Error|Exception)\b", ln.strip())), "")
     kind = last.split(":", 1)[0].rsplit(".", 1)[-1]
-    if not frames or "/job/src/" not in frames[-1].group(1) or not last:
+    where = _JOB_SOURCE_RE.search(frames[-1].group(1)) if frames else None
+    if where is None or where.group(1) not in _PROBLEM_LABELS or not last or kind in _LACKING_EXCEPTIONS:
         return None
     if any(w in last for w in _ENVIRONMENT_WORDS):
         return None
-    if frames[-1].group(2).strip().startswith("raise ") or kind == "FileNotFoundError":
+    if frames[-1].group(2).strip().startswith("raise "):
         return last
     if kind not in _PROBLEM_EXCEPTIONS:
         return None
     if kind == "RuntimeError" and not re.search(r"shape|size|dimension|\bdim\b", last):
         return None  # torch's runtime errors are the problem's only where they say its shapes do not fit
     return last
+
+
+#: said where the baseline could not open a file: the job holds only the Python sources
+_SANDBOX_FILES_NOTE = ("; a verification job holds only the problem's and the candidate's Python files (and runs "
+                       "sandboxed, reading nothing else of this machine's user files): a data file the problem opens "
+                       "is not there; build such data in get_inputs() or the constructor")
 
 
 def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
@@ -913,6 +927,8 @@ def _environment_verdict(base: Verdict, device: DeviceInfo) -> Verdict:
     else:
         failed = "hangs" if base.kind is VerdictKind.TIMEOUT else "failed in this environment"
         reason = f"the baseline itself {failed} ({what}); the fault is not the candidate's, which was not judged"
+        if "FileNotFoundError" in (base.error_text or "") + (base.reason or ""):
+            reason += _SANDBOX_FILES_NOTE
     steps = [Step(name="baseline", status=StepStatus.FAILED,
                   seconds=sum(s.seconds for s in base.steps), summary=what,
                   evidence={"baseline_kind": base.kind.value, "problem_fault": bool(fault),
@@ -1027,15 +1043,12 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
     return _with_user_paths(verdict, problem, candidate_name)
 
 
-_JOB_SOURCE_RE = re.compile(r"[^\s\"']*/job/src/(\w+)/([\w.-]+\.py)")
-
-
 def _with_user_paths(verdict: Verdict, problem: Any, candidate_name: str | None) -> Verdict:
     """``verdict`` with the paths of the sandboxed job's copies in its traceback
     (``/tmp/xeforge-pool-x/job/src/candidate/k.py``) replaced by the files the user named
     (``bad/k.py``), or by the file's name where none was named. Applied after caching, so a
     cached verdict shows the paths of the verification that asked for it."""
-    if not verdict.error_text:
+    if not verdict.error_text and "/src/" not in (verdict.reason or ""):
         return verdict
     named = {"candidate": candidate_name,
              **{label: getattr(getattr(problem, attr, None), "path", None)
@@ -1046,6 +1059,7 @@ def _with_user_paths(verdict: Verdict, problem: Any, candidate_name: str | None)
         return str(given) if given and Path(str(given)).name == match.group(2) else match.group(2)
 
     verdict.error_text = _JOB_SOURCE_RE.sub(user_path, verdict.error_text)
+    verdict.reason = _JOB_SOURCE_RE.sub(user_path, verdict.reason or "")
     return verdict
 
 

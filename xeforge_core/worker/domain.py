@@ -93,6 +93,8 @@ class _Seen:
     inputs: str
     truth: tuple[Any, ...]
     nonfinite: str | None
+    #: what the truth (or the baseline) raised on these inputs, where it raised
+    raised: str | None = None
 
 
 @dataclass
@@ -109,10 +111,12 @@ class TruthDomain:
     unchanged: dict[str, set[str]] = field(default_factory=dict)
 
     def record(self, variant: str, distribution: str, seed: int, inputs: str, truth_hashes: tuple[Any, ...],
-               nonfinite: str | None) -> None:
+               nonfinite: str | None, raised: str | None = None) -> None:
         """One combination: its input fingerprint, the digests of the truth's outputs and what of
-        them is non-finite (``nonfinite_summary``)."""
-        self.seen.setdefault((variant, distribution), []).append(_Seen(seed, inputs, truth_hashes, nonfinite))
+        them is non-finite (``nonfinite_summary``), or what the problem's code raised on it
+        (``raised``: a redraw it refuses, as a scale that must be positive)."""
+        self.seen.setdefault((variant, distribution), []).append(
+            _Seen(seed, inputs, truth_hashes, nonfinite, raised))
 
     def decide(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
         """``(skipped, nonfinite)``: ``skipped[variant][distribution]`` is why a redraw is left
@@ -138,6 +142,10 @@ class TruthDomain:
     def _skip_reason(self, dist: str, runs: list[_Seen], anchor_runs: list[_Seen], own: str) -> tuple[str, bool]:
         """Why ``dist`` is left out on a variant ("" to keep it), and whether because the truth
         did not change with it."""
+        refused = next((r for r in runs if r.raised), None)
+        if refused is not None and not any(r.raised for r in anchor_runs):
+            return (f"the problem's code raised on {dist} inputs ({refused.raised}) while it runs on its own {own}: "
+                    "those inputs leave its domain"), False
         bad = next((r for r in runs if r.nonfinite), None)
         if bad is not None and not any(r.nonfinite for r in anchor_runs):
             return (f"the {self.truth_label} is not finite on {dist} inputs ({bad.nonfinite}) while it is on the "

@@ -41,6 +41,7 @@ larger variant when one of them ran with fewer than three programs.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass
@@ -122,6 +123,7 @@ from xeforge_core.worker.precision_report import advice, explained, has_unexplai
 from xeforge_core.worker.precision_report import findings as precision_findings
 from xeforge_core.worker.precision_report import summary as precision_summary
 from xeforge_core.worker.tiles import kernel_sources, launch_facts
+from xeforge_core.worker.timed_check import gross_mismatch
 from xeforge_core.worker.truth64 import Float64Truth, Unavailable, full_float32
 from xeforge_core.worker.truth_memory import unwritten_truth, unwritten_truth_summary
 
@@ -281,9 +283,7 @@ class Harness:
             return self.models[key]
         inits = init_values(self.init_module, combo.variant)
         on_device = bool(combo.variant.get("inputs_on_device"))
-        shared_key: tuple[Any, ...] = (
-            repr(inits), str(_variant_dtype(combo.variant)), combo.seed, on_device,
-            tuple(sorted((k, tuple(v.shape)) for k, v in (baseline_state or {}).items())))
+        shared_key = self.share_key(combo, baseline_state)
         if share and not fresh and shared_key in self.shared:
             model, first = self.shared[shared_key]
             self.models[key] = model
@@ -311,6 +311,13 @@ class Harness:
             if share:
                 self.shared.setdefault(shared_key, (model, combo.vname))
         return model
+
+    def share_key(self, combo: Combo, baseline_state: dict[str, torch.Tensor] | None = None) -> tuple[Any, ...]:
+        """What makes two variants' models built alike (``model_for(share=True)``): the init
+        values, the dtype, the seed, where the parameters are made and the weights' shapes."""
+        return (repr(init_values(self.init_module, combo.variant)), str(_variant_dtype(combo.variant)), combo.seed,
+                bool(combo.variant.get("inputs_on_device")),
+                tuple(sorted((k, tuple(v.shape)) for k, v in (baseline_state or {}).items())))
 
     def inputs_for(self, combo: Combo) -> list[Any]:
         """Fresh forward() arguments for ``combo`` on the device."""
@@ -791,7 +798,14 @@ def run_baseline(ctx: WorkerContext) -> None:
             fingerprint = input_fingerprint(args, before)
             if first and own_truth:
                 seen = (before, buffer_digests(model))
-            outputs = harness.run(model, args, during=f"running {combo.describe()}")
+            try:
+                outputs = harness.run(model, args, during=f"running {combo.describe()}")
+            except WorkerError as err:
+                if not _refused_redraw(err, combo, domain):
+                    raise
+                domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, (), None,
+                              raised=err.failure.reason.splitlines()[0][:200])
+                continue
             if own_truth:
                 effects = _truth_effects(meta, effects, seen, args, model, harness, combo) if first else effects
                 truth_effects = effect_tensors(effects, model, args) if effects else []
@@ -823,6 +837,10 @@ def run_baseline(ctx: WorkerContext) -> None:
                     truth_effects = effect_tensors(effects, rmodel, rargs) if effects else []
                     del rargs
                 except WorkerError as err:
+                    if _refused_redraw(err, combo, domain):
+                        domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, (), None,
+                                      raised=err.failure.reason.splitlines()[0][:200])
+                        continue
                     raise WorkerError(Failure(
                         VerdictKind.RUNTIME_ERROR, f"the reference failed on {combo.describe()}: "
                         f"{err.failure.reason}", err.failure.line, err.failure.error_text)) from err
@@ -867,6 +885,13 @@ def run_baseline(ctx: WorkerContext) -> None:
                                             combo, ref_out if reference is not None else outputs)
                 if random_note:
                     meta["random_truth"] = {"variant": combo.vname, "note": random_note}
+            if not effects.buffers and "history_dependent" not in meta:
+                history = _truth_history(reference or harness, combo, combos,
+                                         rmodel if reference is not None else model,
+                                         ref_out if reference is not None else outputs,
+                                         harness.states if reference is not None else None)
+                if history:
+                    meta["history_dependent"] = history
             nonfinite = nonfinite_summary(ref_out if reference is not None else outputs)
             calibration = _fit_on_disk(out_dir, combo, outputs, ref_out, calibration, meta, ctx.verdict.warnings)
             hashes = store.save(combo.key, outputs, ref_out,
@@ -982,7 +1007,10 @@ def _load_expected(ctx: WorkerContext, combos: list[Combo]) -> tuple[dict[str, d
     extra = meta.get("integrity_run")
     if extra and store.has(extra):
         expected[extra] = store.load(extra)
+    skipped = meta.get("skipped_inputs") or {}
     for combo in combos:
+        if combo.distribution in skipped.get(combo.vname, {}):
+            continue  # a redraw left out (one the problem refused has no outputs)
         if not store.has(combo.key):
             raise WorkerError(Failure(VerdictKind.RUNTIME_ERROR,
                                       f"the baseline saved no outputs for {combo.describe()} ({combo.key}.json)"))
@@ -1302,7 +1330,7 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
     for sel in selections:
         for combo in (combos if sel is None or not ctx.ops.interpreter else first_of_variant):
             model = harness.model_for(combo, baseline_state=baseline_state_of(combo), fresh=bool(effects.buffers),
-                                      share=True)
+                                      share=not meta.get("history_dependent"))
             if sel is None and combo.vname in harness.instance_of:  # named where a crash would leave it
                 ctx.progress.emit("note", f"correctness: {combo.describe()} on the instance first called at "
                                           f"variant {harness.instance_of[combo.vname]}")
@@ -1467,6 +1495,53 @@ def _skipped_phrase(skipped: dict[str, dict[str, str]]) -> str:
     variants = sorted(skipped)
     first = next(iter(next(iter(skipped.values())).values()))
     return f"; {', '.join(dists)} inputs skipped on {', '.join(variants)} ({first})"
+
+
+def _truth_history(truth: Harness, combo: Combo, combos: list[Combo], model: torch.nn.Module, out: list[Any],
+                   states: dict[tuple[str, int], dict[str, torch.Tensor]] | None) -> str:
+    """Whether the truth's output on ``combo`` depends on what its instance was called with
+    before: run it again on the instance of the first variant built alike (already called at
+    that variant) and compare. A module that keeps state from its first call (a data-dependent
+    initialisation, a running count) makes the candidate's shared instances
+    (``Harness.model_for(share=True)``) unfair: the candidate job then gives each variant its
+    own. Returns why ("" when it does not, or when no earlier variant is built alike); checked
+    once per variant, on its first combination at the first seed and distribution."""
+    head = combos[0]
+    if combo.vname == head.vname or combo.seed != head.seed or combo.distribution != head.distribution:
+        return ""
+    earlier = next((c for c in combos if c.seed == combo.seed and c.vname != combo.vname), None)
+    if earlier is None or (earlier.vname, earlier.seed) not in truth.models:
+        return ""
+
+    def state_of(c: Combo) -> dict[str, torch.Tensor] | None:
+        return states.get((c.vname, c.seed)) if states is not None else None
+
+    if truth.share_key(earlier, state_of(earlier)) != truth.share_key(combo, state_of(combo)):
+        return ""
+    if truth.models[(earlier.vname, earlier.seed)] is model:
+        return ""
+    try:  # a copy, so the instance's own history stays what the later checks expect
+        instance = copy.deepcopy(truth.models[(earlier.vname, earlier.seed)])
+    except Exception:  # noqa: BLE001 - a module that cannot be copied is not checked
+        return ""
+    try:
+        again = truth.run(instance, truth.inputs_for(combo), during=f"running {combo.describe()} again")
+    except WorkerError as err:
+        return f"on the instance first called at {earlier.vname} it raised: {err.failure.reason[:200]}"
+    differ = gross_mismatch(again, out, relative=HISTORY_RELATIVE)
+    return f"on the instance first called at {earlier.vname}: {differ}" if differ else ""
+
+
+#: how far the truth's output may move with its call history and still count as the same
+HISTORY_RELATIVE = 1e-3
+
+
+def _refused_redraw(err: WorkerError, combo: Combo, domain: TruthDomain) -> bool:
+    """Whether the problem's code (baseline or reference) raising ``err`` on ``combo`` refuses a
+    redraw the verifier made (an input distribution other than the problem's own, as normal
+    values where it asserts a positive scale): that redraw leaves its domain and is skipped, as a
+    non-finite truth is. Device faults and out-of-memory are never that."""
+    return combo.distribution != domain.anchor and err.failure.kind is VerdictKind.RUNTIME_ERROR
 
 
 def _domain_warnings(skipped: dict[str, dict[str, str]], nonfinite: dict[str, dict[str, str]], anchor: str,

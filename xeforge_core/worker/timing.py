@@ -921,7 +921,13 @@ def _time_variant(ctx: WorkerContext, holder: dict[str, Any], variant: dict[str,
     mark = ctx.recorder.mark()
     output = callables["candidate"]()
     traffic = launch_traffic(ctx.recorder.since(mark), ctx.ops.program_units())
-    measurement.output_check = check_timed_outputs(output, callables)
+    models = {"baseline": bmodel, "candidate": cmodel, **({"reference": rmodel} if "reference" in callables else {})}
+
+    def fresh_call(name: str) -> Any:
+        with torch.no_grad():
+            return models[name](*base.inputs_for(combo))
+
+    measurement.output_check = check_timed_outputs(fresh_call, list(models))
     nbytes = max(float(variant.get("bytes") or 0), _minimum_bytes(args, bmodel, output)) or None
     result = performance_result(measurement, combo.vname, flop=float(flop) if flop else None,
                                 nbytes=float(nbytes) if nbytes else None, dtype_key=_dtype_key(ctx, variant),

@@ -46,12 +46,14 @@ def test_an_effect_the_candidate_leaves_out_is_a_wrong_answer(name, what, fix):
 @pytest.mark.parametrize("problem, candidate", [
     ("workspace_problem.py", "workspace_candidate.py"),
     ("accumulate_first_problem.py", "accumulate_first_function.py"),
+    ("swish_in_place_problem.py", "swish_in_place_function.py"),
 ])
 def test_a_workspace_buffer_and_an_effect_through_a_kernel_function_are_not_held_against_a_right_kernel(
         problem, candidate):
     """A buffer the reference overwrites on every call (its value after the call does not depend
     on its value before) is a workspace, not state; a KernelAgent ``kernel_function`` that writes
-    the accumulator passed first and returns its result has the reference's effect."""
+    the accumulator passed first and returns its result has the reference's effect, and so has
+    one that writes its input in place and returns it where the reference does the same."""
     verdict = verify(load_problem(FIXTURES / problem), (FIXTURES / candidate).read_text(), device="cpu",
                      options=OPTIONS)
     assert verdict.kind.value == "ok", verdict.reason

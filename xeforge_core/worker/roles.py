@@ -1514,16 +1514,15 @@ def _truth_history(truth: Harness, combo: Combo, combos: list[Combo], model: tor
     head = combos[0]
     if combo.vname == head.vname or combo.seed != head.seed or combo.distribution != head.distribution:
         return ""
-    earlier = next((c for c in combos if c.seed == combo.seed and c.vname != combo.vname), None)
-    if earlier is None or (earlier.vname, earlier.seed) not in truth.models:
-        return ""
 
     def state_of(c: Combo) -> dict[str, torch.Tensor] | None:
         return states.get((c.vname, c.seed)) if states is not None else None
 
-    if truth.share_key(earlier, state_of(earlier)) != truth.share_key(combo, state_of(combo)):
-        return ""
-    if truth.models[(earlier.vname, earlier.seed)] is model:
+    key = truth.share_key(combo, state_of(combo))
+    # the variant whose instance the candidate's would be shared with: the first built alike
+    earlier = next((c for c in combos[:combos.index(combo)] if c.seed == combo.seed and c.vname != combo.vname
+                    and (c.vname, c.seed) in truth.models and truth.share_key(c, state_of(c)) == key), None)
+    if earlier is None or truth.models[(earlier.vname, earlier.seed)] is model:
         return ""
     try:  # a copy, so the instance's own history stays what the later checks expect
         instance = copy.deepcopy(truth.models[(earlier.vname, earlier.seed)])

@@ -34,13 +34,14 @@ INTEGER_SHARE = 0.01
 CHUNK = 1 << 24
 
 
-def _tensors(out: Any) -> list[torch.Tensor]:
+def flat_tensors(out: Any) -> list[torch.Tensor]:
+    """The tensors of a forward output (a tensor, or nested lists, tuples or dicts of them), in order."""
     if isinstance(out, torch.Tensor):
         return [out]
     if isinstance(out, (list, tuple)):
-        return [t for item in out for t in _tensors(item)]
+        return [t for item in out for t in flat_tensors(item)]
     if isinstance(out, dict):
-        return [t for item in out.values() for t in _tensors(item)]
+        return [t for item in out.values() for t in flat_tensors(item)]
     return []
 
 
@@ -74,7 +75,7 @@ def gross_mismatch(got: Any, want: Any, relative: float = GROSS_RELATIVE) -> str
     default :data:`GROSS_RELATIVE`) of ``want``'s largest finite magnitude; integer and boolean
     outputs must be equal. ``got`` and ``want`` are tensors or (nested) lists, tuples or dicts of
     them."""
-    a, b = _tensors(got), _tensors(want)
+    a, b = flat_tensors(got), flat_tensors(want)
     if len(a) != len(b):
         return f"{len(a)} output tensor(s) against {len(b)}"
     for i, (x, y) in enumerate(zip(a, b)):

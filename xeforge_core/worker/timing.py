@@ -110,7 +110,7 @@ from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import Failure, WorkerError
 from xeforge_core.worker.integrity import HarnessGuard
 from xeforge_core.worker.roles import Combo, Harness, _load
-from xeforge_core.worker.timed_check import check_timed_outputs
+from xeforge_core.worker.timed_check import check_timed_outputs, flat_tensors
 from xeforge_core.worker.timestats import INTERVAL_METHOD, median_se, speedup_interval, stats_of
 
 __all__ = ["TimingPlan", "Measurement", "choose_method", "common_calls", "measure", "order_for", "run_timing",
@@ -404,7 +404,7 @@ class _Timer:
         if graph is None:
             return None, f"{ops.kind} has no device graphs here"
         try:
-            expected = _tensors(fn())
+            expected = flat_tensors(fn())
             ops.synchronize()
             expected = [t.clone() for t in expected]
             stream = ops.stream()
@@ -423,19 +423,9 @@ class _Timer:
                 ops.synchronize()
             first = str(exc).splitlines()[0][:160] if str(exc) else ""
             return None, f"graph capture failed ({type(exc).__name__}: {first})"
-        if not _same(_tensors(out), expected):
+        if not _same(flat_tensors(out), expected):
             return None, "replaying the captured graph did not reproduce the eager call's output"
         return graph.replay, ""
-
-
-def _tensors(out: Any) -> list[torch.Tensor]:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for item in out for t in _tensors(item)]
-    if isinstance(out, dict):
-        return [t for item in out.values() for t in _tensors(item)]
-    return []
 
 
 def _same(got: list[torch.Tensor], expected: list[torch.Tensor]) -> bool:

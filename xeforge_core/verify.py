@@ -1226,8 +1226,9 @@ def _check_timed_size(run: _Run, verdict: Verdict) -> Verdict:
     """Where the timing job's output at a performance variant missed the truth's grossly
     (``xeforge_core.worker.timed_check``), verify the candidate at that variant against the float64
     truth, which decides: wrong there, that is the verdict (the speedup of a wrong kernel is not
-    shown as one); right there, a warning says the loose comparison differed. A mismatch the
-    baseline shares with the reference is the problem's at that size: a warning."""
+    shown as one); right there, or where that check cannot finish (its time or memory at a
+    published size), a warning says the loose comparison differed. A mismatch the baseline shares
+    with the reference is the problem's at that size: a warning."""
     step = verdict.step("performance")
     checks = {name: (v or {}).get("output_check") or {}
               for name, v in ((step.evidence.get("variants") or {}) if step is not None else {}).items()}
@@ -1252,10 +1253,12 @@ def _check_timed_size(run: _Run, verdict: Verdict) -> Verdict:
                 f"variant {name}: the timed output misses the {check['against']}'s ({check['mismatch']}), and the "
                 f"truth could not be computed there ({(base.reason or base.kind.value).splitlines()[0][:200]})")
             continue
-        if extra.kind in _PASSING or extra.kind is VerdictKind.INCONCLUSIVE:
+        if extra.kind is not VerdictKind.WRONG_ANSWER:  # right there, or the check itself failed (its
+            # time, memory): the timed calls ran at this size, so only a wrong answer overturns them
+            said = "" if extra.kind in _PASSING else f": {(extra.reason or '').splitlines()[0][:200]}"
             verdict.warnings.append(
                 f"variant {name}: the timed output missed the {check['against']}'s ({check['mismatch']}), but "
-                f"checked against the float64 truth there it is {extra.kind.value}")
+                f"checked against the float64 truth there it is {extra.kind.value}{said}")
             continue
         extra.reason = (f"at the timed size {name}, which the correctness sizes did not cover: {extra.reason} "
                         f"(the timing run's output missed the {check['against']}'s: {check['mismatch']})")

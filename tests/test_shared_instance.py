@@ -14,7 +14,8 @@ OPTIONS = VerifyOptions(seeds=1, use_cache=False, measure_performance=False)
 
 
 def test_a_size_captured_on_the_first_call_is_wrong_at_the_next_size():
-    problem = load_problem(FIXTURES / "grow.py")
+    # the timed-size test's masked kernel, as a baseline checked at two sizes built alike
+    problem = load_problem(FIXTURES.parent / "timed" / "scale.py", spec_path=FIXTURES / "two_sizes.yaml")
     verdict = verify(problem, (FIXTURES / "first_size.py").read_text(), device="cpu", options=OPTIONS)
     assert verdict.kind.value == "wrong_answer", verdict.reason
     assert "on the instance first called at variant ci" in verdict.reason, verdict.reason

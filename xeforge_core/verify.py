@@ -1262,16 +1262,24 @@ def _check_timed_size(run: _Run, verdict: Verdict) -> Verdict:
             continue
         extra.reason = (f"at the timed size {name}, which the correctness sizes did not cover: {extra.reason} "
                         f"(the timing run's output missed the {check['against']}'s: {check['mismatch']})")
-        extra.warnings = verdict.warnings + extra.warnings
-        extra.findings = verdict.findings + [f for f in extra.findings if f not in verdict.findings]
-        extra.correctness = verdict.correctness + extra.correctness
-        extra.sizes = verdict.sizes
-        extra.steps = [s for s in verdict.steps if s.name in ("compile", "structure")] + \
-            [s for s in extra.steps if s.name not in ("compile", "structure", "performance")] + \
-            [Step(name="performance", status=StepStatus.FAILED,
-                  summary=f"discarded: the candidate is wrong at the timed size {name}")]
-        return extra
+        wrong = _wrong_elsewhere(verdict, extra)
+        wrong.steps.append(Step(name="performance", status=StepStatus.FAILED,
+                                summary=f"discarded: the candidate is wrong at the timed size {name}"))
+        return wrong
     return verdict
+
+
+def _wrong_elsewhere(verdict: Verdict, extra: Verdict) -> Verdict:
+    """``extra`` (a candidate job at a variant the run added: the size derived for launch-grid
+    coverage, the timed size) as the verdict where it found the candidate wrong, keeping
+    ``verdict``'s warnings, findings, correctness runs, sizes and compile and structure steps."""
+    extra.warnings = verdict.warnings + extra.warnings
+    extra.findings = verdict.findings + [f for f in extra.findings if f not in verdict.findings]
+    extra.correctness = verdict.correctness + extra.correctness
+    extra.sizes = verdict.sizes
+    extra.steps = [s for s in verdict.steps if s.name in ("compile", "structure")] + \
+        [s for s in extra.steps if s.name not in ("compile", "structure", "performance")]
+    return extra
 
 
 #: Verdict kinds whose candidate matched the truth (timing still tells the speedup).
@@ -1307,21 +1315,16 @@ def _check_grid_coverage(run: _Run, verdict: Verdict) -> Verdict:
                                 f"({(base.reason or base.kind.value).splitlines()[0][:200]}), so it was not checked")
         return verdict
     run.grid_variants.append(derived)
-    verdict.correctness += extra.correctness
     dims = derived.dims or derived.overrides
     shown = ", ".join(f"{k}={v}" for k, v in dims.items())
     note = f"derived variant {derived.name} ({shown}): {why}"
     if extra.kind in _PASSING or extra.kind is VerdictKind.INCONCLUSIVE:
+        verdict.correctness += extra.correctness
         step.summary += f"; also at derived variant {derived.name} ({shown}) for launch-grid coverage"
         step.evidence["derived_variant"] = {"name": derived.name, "dims": dims, "why": why}
         return verdict
     extra.reason = f"{extra.reason} [{note}]"
-    extra.warnings = verdict.warnings + extra.warnings
-    extra.findings = verdict.findings + [f for f in extra.findings if f not in verdict.findings]
-    extra.correctness = verdict.correctness
-    extra.steps = [s for s in verdict.steps if s.name in ("compile", "structure")] + \
-        [s for s in extra.steps if s.name not in ("compile", "structure")]
-    return extra
+    return _wrong_elsewhere(verdict, extra)
 
 
 def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:

@@ -118,6 +118,10 @@ class TruthDomain:
         self.seen.setdefault((variant, distribution), []).append(
             _Seen(seed, inputs, truth_hashes, nonfinite, raised))
 
+    def record_refusal(self, variant: str, distribution: str, seed: int, inputs: str, reason: str) -> None:
+        """One combination the problem's code raised on (its failure's ``reason``, first line)."""
+        self.record(variant, distribution, seed, inputs, (), None, raised=reason.splitlines()[0][:200])
+
     def decide(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
         """``(skipped, nonfinite)``: ``skipped[variant][distribution]`` is why a redraw is left
         out on that variant; ``nonfinite[variant][f"{distribution}/s{seed}"]`` names the truth's

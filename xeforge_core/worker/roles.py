@@ -286,7 +286,7 @@ class Harness:
             return self.models[key]
         inits = init_values(self.init_module, combo.variant)
         on_device = bool(combo.variant.get("inputs_on_device"))
-        shared_key = self.share_key(combo, baseline_state)
+        shared_key = self.share_key(combo, baseline_state, inits) if share else ()
         if share and not fresh and shared_key in self.shared:
             model, first = self.shared[shared_key]
             self.models[key] = model
@@ -316,10 +316,13 @@ class Harness:
                 self.shared.setdefault(shared_key, (model, combo.vname))
         return model
 
-    def share_key(self, combo: Combo, baseline_state: dict[str, torch.Tensor] | None = None) -> tuple[Any, ...]:
+    def share_key(self, combo: Combo, baseline_state: dict[str, torch.Tensor] | None = None,
+                  inits: list[Any] | None = None) -> tuple[Any, ...]:
         """What makes two variants' models built alike (``model_for(share=True)``): the init
-        values, the dtype, the seed, where the parameters are made and the weights' shapes."""
-        return (repr(init_values(self.init_module, combo.variant)), str(_variant_dtype(combo.variant)), combo.seed,
+        values (``inits`` where the caller has read them), the dtype, the seed, where the
+        parameters are made and the weights' shapes."""
+        inits = init_values(self.init_module, combo.variant) if inits is None else inits
+        return (repr(inits), str(_variant_dtype(combo.variant)), combo.seed,
                 bool(combo.variant.get("inputs_on_device")),
                 tuple(sorted((k, tuple(v.shape)) for k, v in (baseline_state or {}).items())))
 
@@ -808,8 +811,7 @@ def run_baseline(ctx: WorkerContext) -> None:
             except WorkerError as err:
                 if not _refused_redraw(err, combo, domain):
                     raise
-                domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, (), None,
-                              raised=err.failure.reason.splitlines()[0][:200])
+                domain.record_refusal(combo.vname, combo.distribution, combo.seed, fingerprint, err.failure.reason)
                 continue
             if own_truth:
                 effects = _truth_effects(meta, effects, seen, args, model, harness, combo) if first else effects
@@ -843,8 +845,8 @@ def run_baseline(ctx: WorkerContext) -> None:
                     del rargs
                 except WorkerError as err:
                     if _refused_redraw(err, combo, domain):
-                        domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, (), None,
-                                      raised=err.failure.reason.splitlines()[0][:200])
+                        domain.record_refusal(combo.vname, combo.distribution, combo.seed, fingerprint,
+                                              err.failure.reason)
                         continue
                     raise WorkerError(Failure(
                         VerdictKind.RUNTIME_ERROR, f"the reference failed on {combo.describe()}: "

@@ -308,9 +308,8 @@ def kernel_function_model() -> type:
                 break
             if self.in_place is None:
                 self.in_place = out is None and owned is not None
-            returned_owned = out is not None and caller is not None and bool(aliased_outputs(
-                list(out) if isinstance(out, (tuple, list)) else [out], [owned]))
-            if out is not None and caller is not None and (not returned_owned or self.first_input_effect):
+            if out is not None and caller is not None and (self.first_input_effect or not aliased_outputs(
+                    list(out) if isinstance(out, (tuple, list)) else [out], [owned])):
                 # it returned a separate result, or its written first input where the truth writes its
                 # own (Swish(inplace=True)): what it wrote into its first input is an effect on the
                 # caller's tensor (compared where the reference has that effect: worker.effects)

@@ -1,4 +1,4 @@
-"""verify() at the size derived from the kernels' tiles, on KernelBench-style problems whose
+"""verify() at the sizes derived from the kernels' tiles, on KernelBench-style problems whose
 published sizes are multiples of every tile (``tests/fixtures/tiles``) and whose tiled sizes build
 the model (get_init_inputs), so the odd-size copy leaves them as they are: a dropped K-tail
 mask, a floor-divided grid and a mean over the tile width all pass without the derived size,
@@ -89,3 +89,24 @@ def test_small_inputs_with_a_large_output_are_checked_smaller_in_the_interpreter
     first = v.sizes[0]
     assert first.variant == "module-small" and first.sizes == {"N": 1024}, first
     assert "smaller for Triton's CPU interpreter" in first.why and "16384 programs" in first.why, first.why
+
+
+def test_a_tail_kernel_wrong_only_at_whole_tiles_is_a_wrong_answer_in_the_interpreter():
+    """A spec whose checked size (N=1000) is not a multiple of the kernels' 256-wide tiles, and a
+    tail kernel that is wrong only where it is (the whole tiles counted as ``(N - 1) // BLOCK``,
+    the tail launched only when ``N % BLOCK``): at the odd sizes it matches; the size at whole
+    tiles, N=1024, leaves the last tile unwritten. Nothing is timed here (the timed size finds it
+    on a GPU, ``tests/test_timed_size.py``)."""
+    timed = Path(__file__).parent / "fixtures" / "timed"
+    problem = load_problem(timed / "scale.py")
+    options = VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False)
+    wrong = verify(problem, (timed / "scale_tail.py").read_text(), device="cpu", options=options,
+                   candidate_name="scale_tail.py")
+    assert wrong.kind is VerdictKind.WRONG_ANSWER, wrong.reason
+    assert "variant ci-whole" in wrong.reason and "[ci-whole is the size at whole tiles of the kernels: N=1024]" \
+        in wrong.reason, wrong.reason
+    assert all(r.passed for r in wrong.correctness if r.variant in ("ci", "ci-tiles"))
+    right = verify(problem, (timed / "scale.py").read_text(), device="cpu", options=options)
+    assert right.kind is VerdictKind.OK, right.reason
+    entry = next(s for s in right.sizes if s.variant == "ci-whole")
+    assert entry.sizes == {"N": 1024} and entry.why.startswith("whole tiles:"), entry

@@ -148,8 +148,9 @@ class VerifyOptions:
         seeds: number of seeds (``3`` -> ``[0, 1, 2]``) or an explicit list.
         distributions: input distributions for correctness (names the worker understands:
             ``xeforge_core.worker.inputs``). With a spec, each is the spec's own inputs drawn
-            from that law, at every seed (``shifted``, the stress redraw far from zero, at the
-            first; not a default yet). Without one (KernelBench, KernelAgent), the problem's
+            from that law, at every seed (the stress redraws at the first: ``ties``, 16 values so
+            that equal ones abound, a default; ``shifted``, far from zero, not a default yet).
+            Default ``normal`` and ``ties``. Without one (KernelBench, KernelAgent), the problem's
             own ``get_inputs()`` under each seed comes first (``module``), and these are redraws
             of its floating-point inputs at the first seed, kept on a variant only where the truth
             stays finite and input-dependent on them (``input_distributions``).
@@ -210,7 +211,7 @@ class VerifyOptions:
     variants: list[str] | None = None
     include_odd_size: bool = True
     seeds: int | list[int] = 3
-    distributions: list[str] = field(default_factory=lambda: ["normal", "uniform"])
+    distributions: list[str] = field(default_factory=lambda: ["normal", "ties"])
     performance_variants: list[str] | None = None
     measure_performance: bool = True
     use_cache: bool = True
@@ -569,7 +570,7 @@ class _Run:
             got = estimate_input_bytes(self.problem.inputs.source, variant.overrides or None)
             total = got[1] if got else None
         data["inputs_on_device"] = bool(total and total >= LARGE_INPUT_BYTES)
-        if self.tiles is not None and self.tiles.variant is not None and variant.name == self.tiles.variant.name:
+        if self.tiles is not None and variant.name in {v.name for v in (self.tiles.variant, self.tiles.whole) if v}:
             data["seeds"] = self.opts.seed_list()[:1]  # one seed: the size, not the values, is what it adds
         return data
 
@@ -695,17 +696,23 @@ class _Run:
         if self.shrink_for_interpreter(base, step.evidence, depth):
             return self.derive_tile_sizes(depth + 1)
         self.tiles = choose_sizes(self.problem, probe, step.evidence, device_type=self.device.type)
-        if self.tiles.variant is None:
-            return None
-        spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
-        self.odd_copies = [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
-        self.correctness = [v for v in self.correctness if v not in self.odd_copies] + [self.tiles.variant]
+        if self.tiles.variant is not None:
+            spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
+            self.odd_copies = [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
+            self.correctness = [v for v in self.correctness if v not in self.odd_copies] + [self.tiles.variant]
+        if self.tiles.whole is not None:
+            self.correctness.append(self.tiles.whole)
         return None
 
     def drop_derived_variants(self) -> str:
         """Remove the size derived from the kernels' tiles (putting back the ``-odd`` copies it
         replaced), else the ``-odd`` copies this run derived (not those the spec names). Returns
-        what was removed, in words ("" when nothing was)."""
+        what was removed, in words ("" when nothing was): the size at whole tiles first."""
+        if self.tiles is not None and self.tiles.whole is not None:
+            name = self.tiles.whole.name
+            self.correctness = [v for v in self.correctness if v.name != name]
+            self.tiles.whole = None
+            return f"the size at whole tiles ({name})"
         if self.tiles is not None and self.tiles.variant is not None:
             name = self.tiles.variant.name
             self.correctness = [v for v in self.correctness if v.name != name] + self.odd_copies
@@ -1424,11 +1431,14 @@ def _name_sizes(run: _Run, verdict: Verdict) -> None:
     step = verdict.step("correctness")
     launches = (step.evidence.get("launches") or {}) if step is not None else {}
     verdict.sizes = checked_sizes(run.problem, run.correctness + run.grid_variants, run.tiles, launches)
-    tiles = run.tiles.variant if run.tiles is not None else None
-    if tiles is not None and verdict.kind is VerdictKind.WRONG_ANSWER and f"variant {tiles.name} " in verdict.reason:
-        entry = next(e for e in verdict.sizes if e.variant == tiles.name)
-        shown = ", ".join(f"{k}={v}" for k, v in entry.sizes.items())
-        verdict.reason += f" [{tiles.name} is the size derived from the kernels' tiles: {shown}]"
+    derived = [(v, what) for v, what in ((run.tiles.variant, "the size derived from the kernels' tiles"),
+                                         (run.tiles.whole, "the size at whole tiles of the kernels"))
+               if v is not None] if run.tiles is not None else []
+    for tiles, what in derived:
+        if verdict.kind is VerdictKind.WRONG_ANSWER and f"variant {tiles.name} " in verdict.reason:
+            entry = next(e for e in verdict.sizes if e.variant == tiles.name)
+            shown = ", ".join(f"{k}={v}" for k, v in entry.sizes.items())
+            verdict.reason += f" [{tiles.name} is {what}: {shown}]"
 def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
     """One more correctness call of the candidate (the first non-power-of-two variant, else the
     first variant; first seed and distribution) under the device's memory checker (``xeforge_core.memcheck``); its findings join the verdict and an

@@ -88,14 +88,14 @@ def test_a_problem_with_an_unused_triton_kernel_and_a_torch_model_is_the_referen
 
 def test_a_loss_over_probabilities_is_checked_on_its_own_inputs(capsys):
     """get_inputs() softmaxes both operands of a cross-entropy: the truth is checked on them
-    (KernelBench draws them so), and the normal/uniform redraws, on which the reference's log is
+    (KernelBench draws them so), and the normal/ties redraws, on which the reference's log is
     NaN, are skipped and named instead of calling a right kernel wrong; a wrong mean is wrong."""
     code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_new.py")
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
     assert {r["distribution"] for r in v["correctness"]} == {"module"}
     step = next(s for s in v["steps"] if s["name"] == "correctness")
-    assert "normal, uniform inputs skipped" in step["summary"] and "not finite on normal inputs" in step["summary"]
-    assert any("normal and uniform inputs were not used" in w for w in v["warnings"])
+    assert "normal, ties inputs skipped" in step["summary"] and "not finite on normal inputs" in step["summary"]
+    assert any("normal and ties inputs were not used" in w for w in v["warnings"])
 
     code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_classmean.py")
     assert (code, v["kind"]) == (1, "wrong_answer")
@@ -554,14 +554,14 @@ def test_kernelbook_constructor_values_are_laid_out_in_parameter_order():
 
 
 def test_redraws_keep_the_structure_the_problem_poses(capsys, tmp_path):
-    """A triangular input stays triangular in the normal and uniform redraws, so a solution that
+    """A triangular input stays triangular in the normal and ties redraws, so a solution that
     reads only the upper triangle is right (it was wrong on the full redraws: 0.998 relative error
     for a published triangular matmul); one that also drops the diagonal is still wrong."""
     from xeforge_core.worker.inputs import impose_structure_, input_structure
 
     code, v = verify(capsys, KB / "triu_rowsum.py", KB / "triu_rowsum_new.py")
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
-    assert {r["distribution"] for r in v["correctness"]} >= {"module", "normal", "uniform"}
+    assert {r["distribution"] for r in v["correctness"]} >= {"module", "normal", "ties"}
     strict = tmp_path / "strict_upper.py"
     strict.write_text((KB / "triu_rowsum_new.py").read_text().replace("cols >= row", "cols > row"))
     code, v = verify(capsys, KB / "triu_rowsum.py", strict)
@@ -611,7 +611,7 @@ def test_a_kernel_right_only_on_the_problems_input_domain_says_so_and_can_be_jud
     inputs match and naming the option that judges it on them alone."""
     code, v = verify(capsys, KB / "margin.py", KB / "margin_no_clamp.py", "--no-odd-size")
     assert (code, v["kind"]) == (1, "wrong_answer"), v["reason"]
-    assert "normal inputs" in v["reason"] or "uniform inputs" in v["reason"]
+    assert "normal inputs" in v["reason"] or "ties inputs" in v["reason"]
     assert "on the problem's own inputs (get_inputs()) it matches at every variant and seed" in v["reason"]
     assert "--own-inputs-only" in v["reason"]
     code, v = verify(capsys, KB / "margin.py", KB / "margin_no_clamp.py", "--no-odd-size", "--own-inputs-only")

@@ -4,7 +4,7 @@ A problem's own inputs are the *anchor* distribution of a job (its first): ``mod
 problem without a spec (what ``get_inputs()`` returns under ``torch.manual_seed(seed)``, as
 KernelBench's evaluation draws them, so softmax'd probabilities, positive scales, index ranges
 and masks keep their domain), else the spec's first distribution. The others are *redraws*
-(``normal``, ``uniform``, ``mixed``: the floating-point inputs drawn again from a fixed law) and
+(``normal``, ``uniform``, ``mixed``, ``ties``: the floating-point inputs drawn again from a fixed law) and
 stress the kernel where the problem's own inputs are tame (all positive, all small).
 
 A redraw can leave the truth's domain: a KL divergence fed normal "probabilities" takes the log
@@ -28,6 +28,7 @@ import torch
 from xeforge_core.verdict import OWN_INPUTS, inputs_label
 from xeforge_core.worker.compare import Tolerance, compare_outputs
 from xeforge_core.worker.expected import StoredTensor, materialize
+from xeforge_core.worker.inputs import SHIFTED_MEAN, TIE_LEVELS
 
 
 def inputs_phrase(distribution: str) -> str:
@@ -48,8 +49,16 @@ def redraw_seeds(distributions: list[str], seeds: list[int]) -> dict[str, list[i
             for d in distributions}
 
 
-#: Redraws that stress a kernel far from where a problem's inputs live: one seed is enough.
-STRESS = ("shifted",)
+#: Redraws that stress a kernel where a problem's inputs rarely go (far from zero; equal values),
+#: with what each shows: one seed is enough.
+STRESS_NOTES = {
+    "shifted": f"shifted inputs are normal around {SHIFTED_MEAN:g}, far from zero, where a kernel that is not numerically stable "
+               "loses its digits or overflows (a softmax without the max subtraction, a variance computed as "
+               "E[x^2] - mean^2)",
+    "ties": f"ties inputs take {TIE_LEVELS} values, so equal values abound: where the reference keeps the first of equal "
+            "maxima (torch's argmax and argmin) or the order of equal keys, a kernel that keeps another differs",
+}
+STRESS = tuple(STRESS_NOTES)
 
 
 def nonfinite_summary(outputs: list[Any]) -> str | None:

@@ -13,6 +13,10 @@ the same values. Input distributions (``DISTRIBUTIONS``):
   kernels fail (a softmax without the max subtraction overflows, a one-pass variance cancels);
   run at the first seed only (``domain.redraw_seeds``), and skipped where the truth leaves its
   domain there, as every redraw is.
+* ``ties``    uniform on the 16 values ``(k + 1/2) / 8``, ``k`` in -8..7 (odd multiples of 1/16 in
+  [-1, 1], none zero): a row of more than 16 holds equal values, where an argmax must keep the
+  first of its equal maxima (as torch documents) and a sort its order; on a continuous law no
+  two values tie. Run at the first seed only, like ``shifted``.
 * ``module``  (no spec only) exactly what the module's ``get_inputs()`` returns under
   ``torch.manual_seed(seed)``: a problem's own inputs, the first distribution of every problem
   without a spec (``xeforge_core.worker.domain``).
@@ -55,11 +59,14 @@ from xeforge_core.worker.formats.base import constructor_values
 from xeforge_core.worker.loading import LoadedModule
 from xeforge_core.worker.parameters import redraw_constant_parameters_
 
-DISTRIBUTIONS = ("normal", "uniform", "mixed", "shifted")
+DISTRIBUTIONS = ("normal", "uniform", "mixed", "shifted", "ties")
 #: The mean of the ``shifted`` distribution: past 88.7, where float32's exp overflows, so a softmax
 #: or logsumexp without the max subtraction gives Inf or NaN; a mean far above the spread, so a
 #: variance computed as E[x^2] - mean^2 loses its digits; finite in float16 and bfloat16.
 SHIFTED_MEAN = 100.0
+#: The values of the ``ties`` distribution: this many, evenly spaced in [-1, 1], none zero (a
+#: divisor stays finite); binary fractions, exact in every floating-point dtype.
+TIE_LEVELS = 16
 
 
 def _fail(reason: str) -> WorkerError:
@@ -106,6 +113,8 @@ def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: to
         x = torch.randn(shape, generator=gen, dtype=torch.float32)
     elif distribution == "shifted":
         x = torch.randn(shape, generator=gen, dtype=torch.float32) + SHIFTED_MEAN
+    elif distribution == "ties":
+        x = (torch.randint(-TIE_LEVELS // 2, TIE_LEVELS // 2, shape, generator=gen).float() + 0.5) * (2 / TIE_LEVELS)
     else:
         raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
     return x.to(dtype)
@@ -211,6 +220,14 @@ def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Ten
         return t.normal_(0.0, 1.0, generator=gen)
     if distribution == "shifted":
         return t.normal_(SHIFTED_MEAN, 1.0, generator=gen)
+    if distribution == "ties":
+        flat = t.view(-1)
+        step = 1 << 24
+        for start in range(0, flat.numel(), step):
+            part = flat[start:start + step]
+            k = torch.randint(-TIE_LEVELS // 2, TIE_LEVELS // 2, part.shape, generator=gen, device=t.device)
+            part.copy_((k.float() + 0.5) * (2 / TIE_LEVELS))
+        return t
     if distribution == "mixed":
         flat = t.view(-1)
         step = 1 << 24

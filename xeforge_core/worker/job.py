@@ -18,7 +18,7 @@ Job (``Job``)::
       "correctness_variants": [VariantData], # variants checked for correctness
       "performance_variants": [VariantData], # variants timed (GPU only)
       "seeds": [int],                        # e.g. [0, 1, 2]
-      "distributions": ["normal", "uniform", ...],
+      "distributions": ["normal", "ties", ...],
       "expected_dir": "/abs/dir" | null,     # candidate role: where the baseline saved outputs
       "size_points": [VariantData],          # sizes role: the sizes to probe (``worker.sizes``)
       "validity_points": [str],              # sizes role: points the reference runs at too

@@ -75,6 +75,7 @@ from xeforge_core.worker.compare import (
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.domain import (
     STRESS,
+    STRESS_NOTES,
     TruthDomain,
     excused_by_nonfinite_truth,
     inputs_phrase,
@@ -96,7 +97,6 @@ from xeforge_core.worker.formats.base import constructor_arguments, forward_para
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
     INIT_DIFFERS,
-    SHIFTED_MEAN,
     build_inputs,
     clone_args,
     construct_model,
@@ -1158,9 +1158,7 @@ def run_candidate(ctx: WorkerContext) -> None:
                 reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
                            "is inconsistent")
             if r.distribution in STRESS:
-                reason += (f"; {r.distribution} inputs are normal around {SHIFTED_MEAN:g}, far from zero, where a kernel "
-                           "that is not numerically stable loses its digits or overflows (a softmax without the max "
-                           "subtraction, a variance computed as E[x^2] - mean^2)")
+                reason += f"; {STRESS_NOTES[r.distribution]}"
             if _only_redraws_fail(failed, runs, anchor_distribution(ctx.job)):
                 reason += ("; on the problem's own inputs (get_inputs()) it matches at every variant and seed: it "
                            "holds only on the domain those inputs are drawn from, and the redraws stress it outside "

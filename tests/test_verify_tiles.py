@@ -110,3 +110,21 @@ def test_a_tail_kernel_wrong_only_at_whole_tiles_is_a_wrong_answer_in_the_interp
     assert right.kind is VerdictKind.OK, right.reason
     entry = next(s for s in right.sizes if s.variant == "ci-whole")
     assert entry.sizes == {"N": 1024} and entry.why.startswith("whole tiles:"), entry
+
+
+def test_the_whole_tile_size_takes_a_shared_tile_by_the_product_of_its_sizes():
+    """Sample 08: a GEMM (64 x 64 tiles, K steps of 32) and a 1024-wide epilogue over the flattened
+    M x N output. M and N alone drive the GEMM's grid axes: each a multiple of 64. The epilogue's
+    tile they share: each a multiple of the largest power of two not above it (32 and 64), not
+    of 1024, so the size stays near the checked one and M x N = 8192 is still 8 whole tiles. K=64
+    is whole already."""
+    root = Path(__file__).resolve().parents[1] / "sample_kernels"
+    problem = load_problem(root / "08_gemm_bias_act.py")
+    verdict = verify(problem, (root / "08_gemm_bias_act.py").read_text(), device="cpu",
+                     options=VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False))
+    assert verdict.kind is VerdictKind.OK, verdict.reason
+    entry = next(s for s in verdict.sizes if s.variant == "ci-whole")
+    assert entry.sizes == {"M": 64, "K": 64, "N": 128}, entry
+    assert (entry.sizes["M"] * entry.sizes["N"]) % 1024 == 0
+    runs = [r for r in verdict.correctness if r.variant == "ci-whole"]
+    assert [(r.seed, r.distribution) for r in runs] == [(0, "normal")]  # one input set: the size is what it adds

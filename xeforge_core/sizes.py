@@ -579,7 +579,7 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
             why_size[size] = f"{size}={value}: " + "; ".join(dict.fromkeys(reasons[size]))
         elif value != probe.checked[size]:
             why_size[size] = f"{size}={value}: odd, so no power-of-two tile divides it"
-    whole = whole_tile_variant(problem, probe, facts, series, pinned, sizes, device_type=device_type)
+    whole = whole_tile_variant(problem, probe, facts, series, pinned, device_type=device_type)
     if sizes == probe.checked:
         return TileChoice(None, f"the checked sizes of {base} already reach every aim", why_size, aims, moving, gaps,
                           axis_dims, growing, whole)
@@ -591,14 +591,13 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
 
 
 def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
-                series: list[_Series]) -> tuple[dict[str, int], set[str]]:
-    """``(tiles, own)``: per size, the widest tile of the candidate's default config that it moves
-    at the base (a grid axis's tile, ``axis_tiles``; a loop's step; a constexpr that changes with
-    it, as ``next_power_of_2(n_cols)`` does), and the sizes that alone drive one of them (an aim
-    no other size moves, or such a constexpr)."""
+                series: list[_Series]) -> dict[str, list[tuple[int, bool]]]:
+    """Per size, the tiles of the candidate's default config that it moves at the base, each with
+    whether the size alone moves it: a grid axis's tile (``axis_tiles``) and a loop's step, alone
+    where no other size changes that axis or loop; a constexpr that changes with the size, as
+    ``next_power_of_2(n_cols)`` does, alone."""
     base_facts = facts.get((probe.base.name, "candidate", None), [])
-    tiles: dict[str, int] = {}
-    own: set[str] = set()
+    tiles: dict[str, list[tuple[int, bool]]] = {}
     for sr in series:
         a = sr.aim
         f = _fact(base_facts, a.kernel, a.occurrence) if a.module == "candidate" and a.config is None else None
@@ -610,51 +609,45 @@ def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[
         else:
             loop = next((lp for lp in f.get("loops") or [] if lp["line"] == a.index), None)
             tile = int(loop.get("step") or 1) if loop else 1
-        if tile < 2:
-            continue
-        for size in sr.by:
-            tiles[size] = max(tiles.get(size, 1), tile)
-        if len(sr.by) == 1:
-            own.update(sr.by)
+        if tile >= 2:
+            for size in sr.by:
+                tiles.setdefault(size, []).append((tile, len(sr.by) == 1))
     before = {(f["kernel"], f["occurrence"]): f for f in base_facts}
     for point, (size, _) in probe.moves.items():
         for f in facts.get((point, "candidate", None), []) if size else []:
             old = before.get((f["kernel"], f["occurrence"]))
             for name, value in ((old or {}).get("constants") or {}).items():
                 if _pow2(int(value)) and int(value) >= 2 and (f.get("constants") or {}).get(name) != value:
-                    tiles[size] = max(tiles.get(size, 1), int(value))
-                    own.add(size)
-    return tiles, own
+                    tiles.setdefault(size, []).append((int(value), True))
+    return tiles
 
 
 def whole_tile_variant(problem: Problem, probe: SizeProbe,
                        facts: dict[tuple[str, str, str | None], list[dict[str, Any]]], series: list[_Series],
-                       pinned: dict[str, str], sizes: dict[str, int], *, device_type: str) -> Variant | None:
-    """``<base>-whole``: the sizes ``sizes`` (those ``choose_sizes`` derived, each odd) with each
-    size that moves a tile of the candidate rounded up to a multiple of it, so that every tiled
-    axis and loop ends on a whole tile. A kernel wrong only there (a tail kernel launched only
-    when ``n % BLOCK`` is not zero, with the whole tiles counted as ``(n - 1) // BLOCK``) passes
-    at odd sizes; this size shows it. A size that alone drives its tile (a GEMM's K and its loop
-    step, ``n_cols`` and ``next_power_of_2(n_cols)``) takes a multiple of that tile; sizes that
-    share one (a flattened element count) each take a multiple of the largest power of two
-    not above them or the tile, so their product is whole where they are large enough. Sizes
-    below 16 (the narrowest of ``COMMON_TILES``: a kernel size, a head count) and pinned sizes
-    stay as they are. ``None`` where no size moves a tile, the checked sizes are multiples of
-    their tiles already (the sizes then checked show the case), or the variant is over the size
-    budget (``_fits``)."""
-    tiles, own = _size_tiles(probe, facts, series)
-    whole = dict(sizes)
+                       pinned: dict[str, str], *, device_type: str) -> Variant | None:
+    """``<base>-whole``: the checked sizes with each size that moves a tile of the candidate
+    rounded up to a multiple of it, so that every tiled axis and loop ends on a whole tile. A
+    kernel wrong only there (a tail kernel launched only when ``n % BLOCK`` is not zero, with the
+    whole tiles counted as ``(n - 1) // BLOCK``) passes at odd sizes; this size shows it. A tile
+    the size alone drives (a GEMM's M and its grid axis, K and its loop step, ``n_cols`` and
+    ``next_power_of_2(n_cols)``) is taken whole; one it shares with other sizes (a flattened
+    element count) to the largest power of two not above the size, so that the product of the
+    sizes is a multiple of it where they are large enough, at most twice each size. Sizes below 16
+    (the narrowest of ``COMMON_TILES``: a kernel size, a head count) and pinned ones stay. ``None``
+    where no size moves a tile, the checked sizes are whole tiles already, or the variant is over
+    the size budget (``_fits``)."""
+    whole = dict(probe.checked)
     notes = []
-    already = True
-    for size, tile in sorted(tiles.items()):
-        value = sizes.get(size)
+    for size, tiles in sorted(_size_tiles(probe, facts, series).items()):
+        value = probe.checked.get(size)
         if value is None or size in pinned or value < COMMON_TILES[0]:
             continue
-        step = tile if size in own else min(tile, 1 << (value.bit_length() - 1))
+        floor = 1 << (value.bit_length() - 1)
+        step = max(tile if alone else min(tile, floor) for tile, alone in tiles)
         whole[size] = -(-value // step) * step
-        already = already and probe.checked[size] % step == 0
-        notes.append(f"{size}={whole[size]} (a multiple of {step})")
-    if not notes or already or whole == sizes:
+        if whole[size] != value:
+            notes.append(f"{size}={whole[size]} (a multiple of {step})")
+    if not notes:
         return None
     why = ("whole tiles: each size that moves a tile of the candidate rounded up to a multiple of it (" +
            ", ".join(notes) + "), so its tiled axes and loops end on a whole tile, where a tail handled "

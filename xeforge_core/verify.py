@@ -572,6 +572,8 @@ class _Run:
         data["inputs_on_device"] = bool(total and total >= LARGE_INPUT_BYTES)
         if self.tiles is not None and variant.name in {v.name for v in (self.tiles.variant, self.tiles.whole) if v}:
             data["seeds"] = self.opts.seed_list()[:1]  # one seed: the size, not the values, is what it adds
+        if self.tiles is not None and self.tiles.whole is not None and variant.name == self.tiles.whole.name:
+            data["distributions"] = self.distributions[:1]  # and one input set: the tiles' own edges
         return data
 
     def job_options(self, role: str) -> dict[str, Any]:

@@ -15,7 +15,8 @@ Job (``Job``)::
       "baseline":  ModuleSource | null,      # timing role: the baseline to interleave with
       "reference": ModuleSource | null,      # optional PyTorch reference
       "spec": SpecData | null,               # null: use the module's get_inputs/get_init_inputs
-      "correctness_variants": [VariantData], # variants checked for correctness
+      "correctness_variants": [VariantData], # variants checked for correctness (one may carry its own
+                                             # "seeds" and "distributions", a subset of the job's)
       "performance_variants": [VariantData], # variants timed (GPU only)
       "seeds": [int],                        # e.g. [0, 1, 2]
       "distributions": ["normal", "ties", ...],

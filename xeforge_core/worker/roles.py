@@ -174,18 +174,19 @@ def _safe(text: str) -> str:
 
 
 def combos_of(job: dict[str, Any]) -> list[Combo]:
-    """Every correctness combination of the job, variant-major (a variant's own ``seeds``, when
-    it has them, in place of the job's); the first is the anchor distribution's (the problem's
-    own inputs) at the first seed. The redraws of a ``get_inputs()`` problem run at the first
-    seed only (``domain.redraw_seeds``)."""
+    """Every correctness combination of the job, variant-major (a variant's own ``seeds`` and
+    ``distributions``, when it has them, in place of the job's); the first is the anchor
+    distribution's (the problem's own inputs) at the first seed. The redraws of a
+    ``get_inputs()`` problem run at the first seed only (``domain.redraw_seeds``)."""
     variants = list(job.get("correctness_variants") or []) or [{"name": "module", "params": [], "dims": {}}]
     seeds = [int(s) for s in (job.get("seeds") or DEFAULT_SEEDS)]
     dists = list(job.get("distributions") or DISTRIBUTIONS)
     combos = []
     for v in variants:
         own = [int(s) for s in (v.get("seeds") or seeds)]
-        per = redraw_seeds(dists, own)
-        combos += [Combo(v, s, d) for s in own for d in dists if s in per[d]]
+        drawn = [d for d in dists if d in (v.get("distributions") or dists)]
+        per = redraw_seeds(drawn, own)
+        combos += [Combo(v, s, d) for s in own for d in drawn if s in per[d]]
     return combos
 
 

@@ -45,6 +45,7 @@ def test_wrong_answer_exits_non_zero(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "wrong_answer"
     assert status == EXIT_CODES[VerdictKind.WRONG_ANSWER] != 0
+    assert data["exit_status"] == status and data["bad_input"] is False
     assert any(not run["passed"] for run in data["correctness"])
 
 
@@ -190,6 +191,16 @@ def test_a_problem_raising_in_get_inputs_is_bad_input(tmp_path, capsys):
     assert code == 2, out
     assert out.startswith("verdict: BAD INPUT") and "RuntimeError: no inputs today" in out, out
     assert f'File "{raising}"' in out, out
+    # with --json the verdict says so too, and so does a problem that cannot be read at all
+    code = main(["verify", str(raising), str(fixtures / "ends_cache.py"), "--device", "cpu", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 2 and data["exit_status"] == 2 and data["bad_input"] is True, data
+    code = main(["verify", str(tmp_path / "absent.py"), str(fixtures / "ends_cache.py"), "--device", "cpu", "--json"])
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert code == 2 and data == {"kind": "bad_input", "reason": captured.err.strip()[len("xeforge verify: "):],
+                                  "bad_input": True, "exit_status": 2}, data
+    assert "absent.py" in data["reason"]
 
 
 def test_the_llm_engine_without_a_key_for_openai_is_bad_input_before_a_session(tmp_path, monkeypatch, capsys):

@@ -7,7 +7,9 @@ KernelAgent's ``kernel_function``.
 
 Prints a human-readable report (steps with status and time, findings, correctness table,
 performance table with speedup, TFLOP/s, GB/s and roofline fraction, warnings), or the
-verdict as JSON with ``--json``. The exit status says the verdict kind (see ``EXIT_CODES``).
+verdict as JSON with ``--json`` (with ``bad_input`` and ``exit_status`` added; where no verdict
+is reached, bad input or an interruption, an object of ``kind``, ``reason``, ``bad_input`` and
+``exit_status``). The exit status says the verdict kind (see ``EXIT_CODES``).
 """
 
 from __future__ import annotations
@@ -185,7 +187,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(compute-sanitizer memcheck on cuda, the interpreter's bounds check on cpu; none on xpu) "
                         "and report every out-of-bounds access with kernel, line and size; an invalid write "
                         "fails correctness. Opt-in: it costs one more worker job, several times slower on a GPU")
-    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the verdict as JSON, with its exit_status and bad_input (on bad input: kind, reason)")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the verdict cache (nor saved baseline outputs)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
@@ -236,27 +239,35 @@ def run(args: argparse.Namespace) -> int:
         from xeforge_core.samples import sample_hint
 
         hint = sample_hint(args.baseline) or sample_hint(args.candidate)
-        print(f"xeforge verify: bad input: {exc}{hint}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refused(args, "bad_input", f"bad input: {exc}{hint}", EXIT_BAD_INPUT)
     except VerificationCancelled as exc:
-        print(f"xeforge verify: {exc}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _refused(args, "interrupted", str(exc), EXIT_INTERRUPTED)
     except ValueError as exc:  # an invalid or unavailable --device
-        print(f"xeforge verify: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refused(args, "bad_input", str(exc), EXIT_BAD_INPUT)
     except SandboxRequired as exc:  # XEFORGE_REQUIRE_SANDBOX=1 where there is no sandbox
-        print(f"xeforge verify: {exc}", file=sys.stderr)
-        return EXIT_CODES[VerdictKind.ENVIRONMENT]
+        return _refused(args, VerdictKind.ENVIRONMENT.value, str(exc), EXIT_CODES[VerdictKind.ENVIRONMENT])
 
     for w in problem.warnings if hasattr(problem, "warnings") else []:
         verdict.warnings.append(f"problem: {w}")
+    # the problem's own code raised: the input is what is wrong
+    code = EXIT_BAD_INPUT if verdict.problem_at_fault else EXIT_CODES.get(verdict.kind, 1)
     if args.json:
-        print(json.dumps(verdict.to_dict(), indent=2, default=str))
+        print(json.dumps({**verdict.to_dict(), "bad_input": verdict.problem_at_fault, "exit_status": code},
+                         indent=2, default=str))
     else:
         print(render_report(verdict, baseline=args.baseline, candidate=args.candidate))
-    if verdict.problem_at_fault:
-        return EXIT_BAD_INPUT  # the problem's own code raised: the input is what is wrong
-    return EXIT_CODES.get(verdict.kind, 1)
+    return code
+
+
+def _refused(args: argparse.Namespace, kind: str, message: str, code: int) -> int:
+    """Say why no verdict was reached (on stderr; with ``--json`` also as a JSON object on stdout,
+    ``{"kind", "reason", "bad_input", "exit_status"}``, so a tool reading stdout gets one too).
+    Returns ``code``."""
+    print(f"xeforge verify: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"kind": kind, "reason": message, "bad_input": code == EXIT_BAD_INPUT,
+                          "exit_status": code}, indent=2))
+    return code
 
 
 def _target_family(choice: str | None) -> str | None:

@@ -104,6 +104,9 @@ class _Seen:
     nonfinite: str | None
     #: what the truth (or the baseline) raised on these inputs, where it raised
     raised: str | None = None
+    #: the torch calls the truth made that leave the order among equal values undefined
+    #: (``tie_order``), where the distribution is the ``ties`` redraw
+    undefined_order: tuple[str, ...] = ()
 
 
 @dataclass
@@ -120,12 +123,13 @@ class TruthDomain:
     unchanged: dict[str, set[str]] = field(default_factory=dict)
 
     def record(self, variant: str, distribution: str, seed: int, inputs: str, truth_hashes: tuple[Any, ...],
-               nonfinite: str | None, raised: str | None = None) -> None:
+               nonfinite: str | None, raised: str | None = None, undefined_order: tuple[str, ...] = ()) -> None:
         """One combination: its input fingerprint, the digests of the truth's outputs and what of
         them is non-finite (``nonfinite_summary``), or what the problem's code raised on it
-        (``raised``: a redraw it refuses, as a scale that must be positive)."""
+        (``raised``: a redraw it refuses, as a scale that must be positive), and the calls it made
+        whose result among equal values torch leaves undefined (``undefined_order``)."""
         self.seen.setdefault((variant, distribution), []).append(
-            _Seen(seed, inputs, truth_hashes, nonfinite, raised))
+            _Seen(seed, inputs, truth_hashes, nonfinite, raised, tuple(undefined_order)))
 
     def record_refusal(self, variant: str, distribution: str, seed: int, inputs: str, reason: str) -> None:
         """One combination the problem's code raised on (its failure's ``reason``, first line)."""
@@ -155,6 +159,11 @@ class TruthDomain:
     def _skip_reason(self, dist: str, runs: list[_Seen], anchor_runs: list[_Seen], own: str) -> tuple[str, bool]:
         """Why ``dist`` is left out on a variant ("" to keep it), and whether because the truth
         did not change with it."""
+        undefined = next((r.undefined_order for r in runs if r.undefined_order), ())
+        if undefined:
+            calls = ", ".join(f"torch.{name}" for name in undefined)
+            return (f"the {self.truth_label} calls {calls}, which leaves the order among equal values undefined, so "
+                    f"{dist} inputs cannot judge which of equal values a kernel keeps"), False
         refused = next((r for r in runs if r.raised), None)
         if refused is not None and not any(r.raised for r in anchor_runs):
             return (f"the problem's code raised on {dist} inputs ({refused.raised}) while it runs on its own {own}: "

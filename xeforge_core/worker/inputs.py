@@ -64,6 +64,8 @@ DISTRIBUTIONS = ("normal", "uniform", "mixed", "shifted", "ties")
 #: or logsumexp without the max subtraction gives Inf or NaN; a mean far above the spread, so a
 #: variance computed as E[x^2] - mean^2 loses its digits; finite in float16 and bfloat16.
 SHIFTED_MEAN = 100.0
+#: The redraw whose values tie (below).
+TIES = "ties"
 #: The values of the ``ties`` distribution: this many, evenly spaced in [-1, 1], none zero (a
 #: divisor stays finite); binary fractions, exact in every floating-point dtype.
 TIE_LEVELS = 16

@@ -61,7 +61,7 @@ from xeforge_core.verdict import (
     StepStatus,
     VerdictKind,
 )
-from xeforge_core.worker import formats
+from xeforge_core.worker import formats, tie_order
 from xeforge_core.worker.autotune import skipped_by_autotuner, skipped_config_note
 from xeforge_core.worker.calibrated import Truth64
 from xeforge_core.worker.capture import INT32_LIMIT, LaunchRefused
@@ -97,6 +97,7 @@ from xeforge_core.worker.formats.base import constructor_arguments, forward_para
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
     INIT_DIFFERS,
+    TIES,
     build_inputs,
     clone_args,
     construct_model,
@@ -808,7 +809,8 @@ def run_baseline(ctx: WorkerContext) -> None:
             if first and own_truth:
                 seen = (before, buffer_digests(model))
             try:
-                outputs = harness.run(model, args, during=f"running {combo.describe()}")
+                with tie_order.watch(own_truth and combo.distribution == TIES) as undefined_order:
+                    outputs = harness.run(model, args, during=f"running {combo.describe()}")
             except WorkerError as err:
                 if not _refused_redraw(err, combo, domain):
                     raise
@@ -834,7 +836,8 @@ def run_baseline(ctx: WorkerContext) -> None:
                     rargs = reference.inputs_for(combo)
                     if first:
                         seen = (effect_digests(rargs), buffer_digests(rmodel))
-                    ref_out = reference.run(rmodel, rargs, during="running the reference")
+                    with tie_order.watch(combo.distribution == TIES) as undefined_order:
+                        ref_out = reference.run(rmodel, rargs, during="running the reference")
                     effects = (_truth_effects(meta, effects, seen, rargs, rmodel, reference, combo,
                                               harness.states[(combo.vname, combo.seed)]) if first else effects)
                     if first and base_inputs != set(effects.inputs):
@@ -913,7 +916,8 @@ def run_baseline(ctx: WorkerContext) -> None:
             meta["runs"][combo.key] = record
             truth = hashes.get("reference") or hashes["outputs"]
             truth_hashes.setdefault(combo.vname, []).append((fingerprint, tuple(truth), combo.distribution))
-            domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, tuple(truth), nonfinite)
+            domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, tuple(truth), nonfinite,
+                          undefined_order=tuple(undefined_order))
         # the integrity run: the first model with other inputs of the same shape
         extra = integrity_combo(combos)
         extra_out = harness.run(harness.model_for(extra), harness.integrity_inputs(extra, combos[0]),
@@ -1160,7 +1164,8 @@ def run_candidate(ctx: WorkerContext) -> None:
                            "is inconsistent")
             if r.distribution in STRESS:
                 reason += f"; {STRESS_NOTES[r.distribution]}"
-            if _only_redraws_fail(failed, runs, anchor_distribution(ctx.job)):
+            if _only_redraws_fail(failed, runs, anchor_distribution(ctx.job)) and \
+                    any(r.distribution != TIES for r in failed):  # ties judge a contract, not a domain
                 reason += ("; on the problem's own inputs (get_inputs()) it matches at every variant and seed: it "
                            "holds only on the domain those inputs are drawn from, and the redraws stress it outside "
                            "(--own-inputs-only judges a kernel that may assume that domain on them alone)")

@@ -128,3 +128,16 @@ def test_the_whole_tile_size_takes_a_shared_tile_by_the_product_of_its_sizes():
     assert (entry.sizes["M"] * entry.sizes["N"]) % 1024 == 0
     runs = [r for r in verdict.correctness if r.variant == "ci-whole"]
     assert [(r.seed, r.distribution) for r in runs] == [(0, "normal")]  # one input set: the size is what it adds
+
+
+def test_a_baseline_refusing_the_odd_sizes_keeps_the_size_at_whole_tiles():
+    """The problem reads its input as pairs, so the odd sizes derived from the tiles fail in the
+    baseline and are dropped, each named; the size at whole tiles, which it runs, is kept, and
+    the tail kernel is wrong there."""
+    whole = Path(__file__).parent / "fixtures" / "whole"
+    verdict = verify(load_problem(whole / "pairs.py"), (whole / "pairs_tail.py").read_text(), device="cpu",
+                     options=VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False), candidate_name="pairs_tail.py")
+    assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
+    assert "variant module-whole" in verdict.reason, verdict.reason
+    dropped = next(w for w in verdict.warnings if "the baseline fails at" in w)
+    assert "(module-tiles)" in dropped and "the non-power-of-two copy" in dropped, dropped

@@ -706,11 +706,17 @@ class _Run:
             self.correctness.append(self.tiles.whole)
         return None
 
-    def drop_derived_variants(self) -> str:
+    def drop_derived_variants(self, failure: str = "") -> str:
         """Remove the size derived from the kernels' tiles (putting back the ``-odd`` copies it
         replaced), else the ``-odd`` copies this run derived (not those the spec names). Returns
-        what was removed, in words ("" when nothing was): the size at whole tiles first."""
-        if self.tiles is not None and self.tiles.whole is not None:
+        what was removed, in words ("" when nothing was). The size at whole tiles goes first,
+        unless the baseline's ``failure`` names the size derived from the tiles and not it: a
+        size the baseline runs at is kept."""
+        named = self.tiles is not None and self.tiles.variant is not None and \
+            re.search(rf"\b{re.escape(self.tiles.variant.name)}\b", failure) is not None
+        spared = self.tiles is not None and self.tiles.whole is not None and \
+            re.search(rf"\b{re.escape(self.tiles.whole.name)}\b", failure) is None
+        if self.tiles is not None and self.tiles.whole is not None and not (named and spared):
             name = self.tiles.whole.name
             self.correctness = [v for v in self.correctness if v.name != name]
             self.tiles.whole = None
@@ -1141,15 +1147,16 @@ def _verify_uncached(run: _Run) -> Verdict:
             return hung
         run.check_cancel()
     base, base_dir, reused = run.baseline()
-    while base.kind in _RETRY_WITHOUT_DERIVED and (dropped := run.drop_derived_variants()):
+    failed_at: list[str] = []
+    while base.kind in _RETRY_WITHOUT_DERIVED and (dropped := run.drop_derived_variants(base.reason or "")):
         # The derived sizes are ours, not the spec's: a baseline that cannot run them (e.g. a
         # tensor descriptor whose rows must be 16-byte aligned) does not support such shapes,
         # and a candidate is not held to more than its baseline.
-        first = (base.reason or base.kind.value).splitlines()[0][:300]
+        failed_at.append(f"{dropped} ({(base.reason or base.kind.value).splitlines()[0][:300]})")
         base, base_dir, reused = run.baseline()
         if base.kind is VerdictKind.OK:
             left = ", ".join(v.name for v in run.correctness)
-            base.warnings.insert(0, f"the baseline fails at {dropped} ({first}); correctness is checked at "
+            base.warnings.insert(0, f"the baseline fails at {'; at '.join(failed_at)}; correctness is checked at "
                                     f"{left} only")
     if base.kind in _RETRY_WITHOUT_DERIVED and run.use_published_sizes():
         # the reduced sizes are ours, not the problem's: a problem whose sizes are tied together in

@@ -141,3 +141,16 @@ def test_a_baseline_refusing_the_odd_sizes_keeps_the_size_at_whole_tiles():
     assert "variant module-whole" in verdict.reason, verdict.reason
     dropped = next(w for w in verdict.warnings if "the baseline fails at" in w)
     assert "(module-tiles)" in dropped and "the non-power-of-two copy" in dropped, dropped
+
+
+def test_a_shared_tile_takes_what_the_product_lacks_from_its_largest_size():
+    """3 rows of 500 under one 1024-wide tile of the flattened count: 3 rows stay (below 16), so
+    the rows' width takes all that the product lacks (1024, not the 512 its own power of two
+    gives), and the tail kernel is wrong there; the sizes checked name no tile left partial."""
+    whole = Path(__file__).parent / "fixtures" / "whole"
+    verdict = verify(load_problem(whole / "scale3.py"), (whole / "scale3_tail.py").read_text(), device="cpu",
+                     options=VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False), candidate_name="scale3_tail.py")
+    assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
+    assert "[module-whole is the size at whole tiles of the kernels: batch_size=3, dim=1024]" in verdict.reason
+    entry = next(s for s in verdict.sizes if s.variant == "module-whole")
+    assert entry.gaps == [], entry.gaps

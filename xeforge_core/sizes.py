@@ -36,6 +36,7 @@ is right when the row is one tile wide). So the verifier derives one more correc
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -579,7 +580,8 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
             why_size[size] = f"{size}={value}: " + "; ".join(dict.fromkeys(reasons[size]))
         elif value != probe.checked[size]:
             why_size[size] = f"{size}={value}: odd, so no power-of-two tile divides it"
-    whole = whole_tile_variant(problem, probe, facts, series, pinned, device_type=device_type)
+    whole, whole_gap = whole_tile_variant(problem, probe, facts, series, pinned, device_type=device_type)
+    gaps += [whole_gap] if whole_gap else []
     if sizes == probe.checked:
         return TileChoice(None, f"the checked sizes of {base} already reach every aim", why_size, aims, moving, gaps,
                           axis_dims, growing, whole)
@@ -624,39 +626,76 @@ def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[
 
 def whole_tile_variant(problem: Problem, probe: SizeProbe,
                        facts: dict[tuple[str, str, str | None], list[dict[str, Any]]], series: list[_Series],
-                       pinned: dict[str, str], *, device_type: str) -> Variant | None:
-    """``<base>-whole``: the checked sizes with each size that moves a tile of the candidate
-    rounded up to a multiple of it, so that every tiled axis and loop ends on a whole tile. A
-    kernel wrong only there (a tail kernel launched only when ``n % BLOCK`` is not zero, with the
-    whole tiles counted as ``(n - 1) // BLOCK``) passes at odd sizes; this size shows it. A tile
-    the size alone drives (a GEMM's M and its grid axis, K and its loop step, ``n_cols`` and
+                       pinned: dict[str, str], *, device_type: str) -> tuple[Variant | None, str]:
+    """``(<base>-whole, "")``: the checked sizes with each size that moves a tile of the candidate
+    rounded up to a multiple of it, so that its tiled axes and loops end on a whole tile. A kernel
+    wrong only there (a tail kernel launched only when ``n % BLOCK`` is not zero, with the whole
+    tiles counted as ``(n - 1) // BLOCK``) passes at odd sizes; this size shows it. A tile the size
+    alone drives (a GEMM's M and its grid axis, K and its loop step, ``n_cols`` and
     ``next_power_of_2(n_cols)``) is taken whole; one it shares with other sizes (a flattened
-    element count) to the largest power of two not above the size, so that the product of the
-    sizes is a multiple of it where they are large enough, at most twice each size. Sizes below 16
-    (the narrowest of ``COMMON_TILES``: a kernel size, a head count) and pinned ones stay. ``None``
-    where no size moves a tile, the checked sizes are whole tiles already, or the variant is over
-    the size budget (``_fits``)."""
+    element count) first to the largest power of two not above the size, then, where the product
+    of the sharing sizes is still no multiple of the tile, the largest of them to what the product
+    lacks. Sizes below 16 (the narrowest of ``COMMON_TILES``: a kernel size, a head count) and
+    pinned ones stay. ``(None, "")`` where no size moves a tile or the checked sizes are whole
+    tiles already; ``(None, why)`` where the variant is over the size budget (``_fits``). Extents
+    the sizes do not make whole (a factor no size sets, a tile the probe could not name) show in
+    the launches there (``whole_gaps``)."""
     whole = dict(probe.checked)
-    notes = []
-    for size, tiles in sorted(_size_tiles(probe, facts, series).items()):
-        value = probe.checked.get(size)
-        if value is None or size in pinned or value < COMMON_TILES[0]:
-            continue
+    steps: dict[str, int] = {}
+    per_size = _size_tiles(probe, facts, series)
+    movable = {size for size in per_size
+               if size in probe.checked and size not in pinned and probe.checked[size] >= COMMON_TILES[0]}
+    for size in sorted(movable):
+        value = probe.checked[size]
         floor = 1 << (value.bit_length() - 1)
-        step = max(tile if alone else min(tile, floor) for tile, alone in tiles)
-        whole[size] = -(-value // step) * step
-        if whole[size] != value:
-            notes.append(f"{size}={whole[size]} (a multiple of {step})")
+        steps[size] = max(tile if alone else min(tile, floor) for tile, alone in per_size[size])
+        whole[size] = -(-value // steps[size]) * steps[size]
+    for sr in series:  # a tile several sizes share: their product a multiple of it
+        a = sr.aim
+        tiles = [t for size in sr.by for t, alone in per_size.get(size, []) if not alone]
+        if a.module != "candidate" or a.config is not None or len(sr.by) < 2 or not tiles:
+            continue
+        tile = max(tiles)
+        product = math.prod(whole[size] for size in sr.by if size in whole)
+        grow = max((size for size in sr.by if size in movable), key=lambda size: whole[size], default=None)
+        if grow is None or product % tile == 0:
+            continue
+        lacks = tile // math.gcd(tile, product // whole[grow])
+        steps[grow] = steps[grow] * lacks // math.gcd(steps[grow], lacks)
+        whole[grow] = -(-probe.checked[grow] // steps[grow]) * steps[grow]
+    notes = [f"{size}={whole[size]} (a multiple of {steps[size]})" for size in sorted(steps)
+             if whole[size] != probe.checked[size]]
     if not notes:
-        return None
+        return None, ""
     why = ("whole tiles: each size that moves a tile of the candidate rounded up to a multiple of it (" +
-           ", ".join(notes) + "), so its tiled axes and loops end on a whole tile, where a tail handled "
+           ", ".join(notes) + "), so that its tiled axes and loops end on a whole tile, where a tail handled "
            "only when the size is not a multiple shows")
     try:
         variant = variant_with_sizes(problem, probe.base, whole, probe.base.name + WHOLE_SUFFIX, why)
-    except XeForgeError:
-        return None
-    return variant if _fits(problem, variant, device_type) else None
+    except XeForgeError as exc:
+        return None, f"the size at whole tiles ({', '.join(notes)}) cannot be built: {exc}"
+    if not _fits(problem, variant, device_type):
+        return None, f"the size at whole tiles ({', '.join(notes)}) is over the size budget: not checked"
+    return variant, ""
+
+
+def whole_gaps(facts: list[dict[str, Any]], axis_dims: dict[str, list[str]]) -> list[str]:
+    """What still ends on a partial tile in the candidate's launches at the size at whole tiles
+    (``facts``: launch facts of its default config's run there; ``axis_dims``: the dimensions each
+    grid axis tiles, ``TileChoice.axis_dims``): each loop whose last trip is partial, each grid
+    axis whose last program covers less than its tile."""
+    gaps = []
+    for f in facts:
+        for axis in range(len(f.get("grid") or [])):
+            shown = _partial_axis(f, axis, axis_dims.get(_axis_key(f["kernel"], f["occurrence"], axis), []))
+            found = re.search(r"of (\w+)=(\d+) over (\w+)=(\d+), the last (\d+) wide", shown)
+            if found and found.group(5) != found.group(2):
+                gaps.append(f"at whole tiles axis {axis} of {f['kernel']} still ends on a partial tile ({shown.strip()})")
+        for loop in f.get("loops") or []:
+            if loop.get("partial"):
+                gaps.append(f"at whole tiles the loop at line {loop['line']} of {f['kernel']} still ends on a partial "
+                            f"tile ({loop['extent']} over steps of {loop['step']})")
+    return gaps
 
 
 def _partial_axis(fact: dict[str, Any], axis: int, dims: list[str]) -> str:
@@ -763,6 +802,8 @@ def checked_sizes(problem: Problem, variants: list[Variant], choice: TileChoice 
         else:
             why = "the published sizes"
         entry = CheckedSize(variant=v.name, sizes=_shown(problem, v), why=why)
+        if choice is not None and choice.whole is not None and v.name == choice.whole.name and v.name in launches:
+            entry.gaps = whole_gaps(launches[v.name], choice.axis_dims)
         covered = choice is not None and ((choice.variant is not None and v.name == choice.variant.name)
                                           or (choice.variant is None and i == 0))
         if covered and choice is not None:

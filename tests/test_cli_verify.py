@@ -100,6 +100,20 @@ def test_out_of_range_options_are_usage_errors(capsys, option, value, says):
     assert f"argument {option}: " in err and says in err, err
 
 
+def test_usage_errors_with_json_are_records_on_stdout(capsys):
+    """With --json every outcome is a JSON record on stdout, argparse's usage errors too."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", BASE, CAND, "--seeds", "0", "--json"])
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {"kind": "bad_input", "reason": "argument --seeds: 0 must be 1 or more",
+                                        "bad_input": True, "exit_status": 2}
+    assert "must be 1 or more" in captured.err
+    with pytest.raises(SystemExit):
+        main(["verify", BASE, "--seeds", "0"])  # without --json stdout stays empty
+    assert capsys.readouterr().out == ""
+
+
 def test_unavailable_device_is_bad_input(capsys):
     status = main(["verify", BASE, CAND, "--device", "tpu"])
     assert status == 2

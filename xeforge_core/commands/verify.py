@@ -193,6 +193,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="neither read nor write the verdict cache (nor saved baseline outputs)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
     p.set_defaults(func=run)
+    _json_usage_errors(p)
+
+
+def _json_usage_errors(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser`` (``xeforge verify``'s) print a usage error as the ``_refused`` JSON record
+    on stdout too when its arguments include ``--json`` (argparse's message and exit status 2 on
+    stderr as before), so a tool reading stdout gets a record for every outcome."""
+    parse, fail = parser.parse_known_args, parser.error
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
+        parser.json_errors = args is not None and "--json" in list(args)  # type: ignore[attr-defined]
+        return parse(args, namespace)
+
+    def error(message: str) -> Any:
+        if getattr(parser, "json_errors", False):
+            print(json.dumps({"kind": "bad_input", "reason": message, "bad_input": True,
+                              "exit_status": EXIT_BAD_INPUT}, indent=2), flush=True)
+        return fail(message)
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    parser.error = error  # type: ignore[method-assign]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -203,8 +224,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             start_for_verification(args.device)
         except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return _refused(args, "interrupted", "interrupted", EXIT_INTERRUPTED)
     from xeforge_core.problem import ProblemError, load_problem, read_candidate
     from xeforge_core.sandbox import SandboxRequired
     from xeforge_core.verify import VerificationCancelled, VerifyOptions, verify
@@ -233,8 +253,7 @@ def run(args: argparse.Namespace) -> int:
                              on_progress=progress, cancel=cancel, candidate_name=args.candidate)
         except KeyboardInterrupt:
             cancel.set()
-            print("interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return _refused(args, "interrupted", "interrupted", EXIT_INTERRUPTED)
     except ProblemError as exc:
         from xeforge_core.samples import sample_hint
 

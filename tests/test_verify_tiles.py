@@ -154,3 +154,16 @@ def test_a_shared_tile_takes_what_the_product_lacks_from_its_largest_size():
     assert "[module-whole is the size at whole tiles of the kernels: batch_size=3, dim=1024]" in verdict.reason
     entry = next(s for s in verdict.sizes if s.variant == "module-whole")
     assert entry.gaps == [], entry.gaps
+
+
+def test_a_grid_axis_whose_tile_the_source_hides_takes_its_launchs_widest_tile():
+    """Triton's grouped ordering derives tile rows and columns from ``pid`` through groups, so no
+    axis tile is named: M and N, which move that axis, are rounded to the launch's widest tile (32)
+    anyway, and the host's row-tile count that drops the last tile when 32 divides M is wrong."""
+    whole = Path(__file__).parent / "fixtures" / "whole"
+    verdict = verify(load_problem(whole / "matmul.py"), (whole / "matmul_grouped_rows.py").read_text(),
+                     device="cpu", options=VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False),
+                     candidate_name="matmul_grouped_rows.py")
+    assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
+    assert "[module-whole is the size at whole tiles of the kernels: M=128, N=128, K=128]" in verdict.reason, \
+        verdict.reason

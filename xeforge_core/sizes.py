@@ -595,7 +595,8 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
 def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
                 series: list[_Series]) -> dict[str, list[tuple[int, bool]]]:
     """Per size, the tiles of the candidate's default config that it moves at the base, each with
-    whether the size alone moves it: a grid axis's tile (``axis_tiles``) and a loop's step, alone
+    whether the size alone moves it: a grid axis's tile (``axis_tiles``, else the widest tile of
+    its launch) and a loop's step, alone
     where no other size changes that axis or loop; a constexpr that changes with the size, as
     ``next_power_of_2(n_cols)`` does, alone."""
     base_facts = facts.get((probe.base.name, "candidate", None), [])
@@ -607,7 +608,9 @@ def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[
             continue
         if a.kind == "grid":
             name = (f.get("axis_tiles") or {}).get(str(a.index))
-            tile = int((f.get("constants") or {}).get(name, 1)) if name else 1
+            # an axis whose tile the source does not show (tile rows from ``pid // group``, Triton's
+            # grouped ordering): the widest tile of its launch
+            tile = int((f.get("constants") or {}).get(name, 1)) if name else max(_tiles(f).values(), default=1)
         else:
             loop = next((lp for lp in f.get("loops") or [] if lp["line"] == a.index), None)
             tile = int(loop.get("step") or 1) if loop else 1

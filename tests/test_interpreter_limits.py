@@ -1,31 +1,48 @@
 """What Triton's interpreter cannot run is the environment's, not the kernel's: a kernel calling
 libdevice (CUDA's math library, which the interpreter does not implement) gets an
-``environment`` verdict naming the call, never a compile error."""
+``environment`` verdict naming the call, however it imports libdevice and wherever the value
+goes next (``worker/externs.py``); a kernel whose own fault leaves a value ``None`` stays a
+compile error."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from xeforge_core.problem import load_problem
 from xeforge_core.verdict import VerdictKind
 from xeforge_core.verify import VerifyOptions, verify
 from xeforge_core.worker.errors import _interpreter_extern
+from xeforge_core.worker.externs import ExternUnsupported
 
 FIX = Path(__file__).parent / "fixtures" / "interpreter"
 
 
-def test_a_libdevice_kernel_is_judged_on_a_gpu_only():
-    problem = load_problem(FIX / "tanh.py")
-    verdict = verify(problem, (FIX / "tanh_libdevice.py").read_text(), device="cpu",
-                     options=VerifyOptions(seeds=1, use_cache=False, timeout_s=120.0),
-                     candidate_name="tanh_libdevice.py")
+def _verify(candidate: str):
+    return verify(load_problem(FIX / "tanh.py"), (FIX / candidate).read_text(), device="cpu",
+                  options=VerifyOptions(seeds=1, use_cache=False, timeout_s=120.0), candidate_name=candidate)
+
+
+@pytest.mark.parametrize("candidate", ["tanh_libdevice.py", "tanh_libdevice_alias.py"])
+def test_a_libdevice_kernel_is_judged_on_a_gpu_only(candidate):
+    verdict = _verify(candidate)
     assert verdict.kind is VerdictKind.ENVIRONMENT, verdict.reason
-    assert verdict.reason.startswith("Triton's interpreter cannot run libdevice.tanh"), verdict.reason
+    assert verdict.reason.startswith(f"Triton's interpreter cannot run libdevice.tanh at {candidate}:"), \
+        verdict.reason
 
 
-def test_only_the_missing_extern_symptoms_in_a_file_calling_libdevice_count():
-    path = str(FIX / "tanh_libdevice.py")
-    assert _interpreter_extern(path, "TypeError: cannot convert None of type <class 'NoneType'> to tensor") == \
-        "libdevice.tanh"
-    assert _interpreter_extern(path, "ValueError: arange's range must be a power of 2") == ""  # a real fault
-    assert _interpreter_extern(str(FIX / "tanh.py"), "cannot convert None of type <class 'NoneType'>") == ""
+def test_a_helper_without_its_return_stays_a_compile_error():
+    verdict = _verify("tanh_no_return.py")
+    assert verdict.kind is VerdictKind.COMPILE_ERROR, verdict.reason
+
+
+def test_the_extern_is_named_from_the_exception_chain():
+    try:
+        try:
+            raise ExternUnsupported("libdevice.erf")
+        except ExternUnsupported as inner:
+            raise RuntimeError("the interpreter's wrapper") from inner
+    except RuntimeError as outer:
+        assert _interpreter_extern(outer) == "libdevice.erf"
+    assert _interpreter_extern(TypeError("cannot convert None of type <class 'NoneType'> to tensor")) == ""

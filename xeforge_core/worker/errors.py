@@ -31,7 +31,6 @@ import re
 import sysconfig
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 
 from xeforge_core.errors import XeForgeError
@@ -190,23 +189,10 @@ def _compilation_error(exc: BaseException) -> BaseException | None:
     return None
 
 
-#: What Triton's interpreter (3.6) raises where a kernel calls a ``libdevice`` function, which it
-#: does not implement: the call returns ``None`` (stored or computed on later), or asks for the
-#: compiler's ``_semantic`` argument.
-_EXTERN_SYMPTOMS = ("cannot convert None", "of type <class 'NoneType'>", "_semantic` argument must be provided")
-_LIBDEVICE_CALL = re.compile(r"\blibdevice\.(\w+)\s*\(")
-
-
-def _interpreter_extern(path: str, message: str) -> str:
-    """``libdevice.tanh`` (the first such call in the file at ``path``) where an interpreter error
-    with ``message`` is the interpreter's missing extern functions, else ``""``."""
-    if not any(symptom in message for symptom in _EXTERN_SYMPTOMS):
-        return ""
-    try:
-        found = _LIBDEVICE_CALL.search(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return ""
-    return f"libdevice.{found.group(1)}" if found else ""
+def _interpreter_extern(exc: BaseException) -> str:
+    """``libdevice.tanh`` where ``exc`` comes from a call of an extern function the interpreter
+    does not implement (``worker.externs``), else ``""``."""
+    return next((str(e.call) for e in exception_chain(exc) if type(e).__name__ == "ExternUnsupported"), "")
 
 
 def _is_interpreter_error(exc: BaseException) -> bool:
@@ -294,15 +280,15 @@ def classify(exc: BaseException, path: str, *, jit_functions: list | None = None
         return Failure(VerdictKind.CRASH, f"driver fault while {during} ({match.group(0)}): {_one_line(exc)}",
                        line, format_error(exc, path, line))
 
+    extern = _interpreter_extern(exc)
+    if extern:
+        where = f" at {name}:{line}" if line else ""
+        return Failure(VerdictKind.ENVIRONMENT,
+                       f"Triton's interpreter cannot run {extern}{where} (an extern function of the GPU's math "
+                       "library, which the interpreter does not implement): this kernel can be judged on a GPU only, "
+                       "or written with tl.math functions the interpreter runs", line, format_error(exc, path, line))
     if _is_interpreter_error(exc):
         inner = exception_chain(exc)[-1]
-        extern = _interpreter_extern(path, str(inner))
-        if extern:
-            return Failure(VerdictKind.ENVIRONMENT,
-                           f"Triton's interpreter cannot run {extern} (an extern function of the GPU's math library, "
-                           f"which returns nothing there: {_one_line(inner)}): this kernel can be judged on a GPU "
-                           "only, or written with tl.math functions the interpreter runs", line,
-                           format_error(exc, path, line))
         src = _source_line(path, line).strip()
         reason = (f"the Triton kernel does not compile: {_one_line(inner)}"
                   + (f" at {name}:{line} (`{src}`)" if line else ""))

@@ -167,3 +167,16 @@ def test_a_grid_axis_whose_tile_the_source_hides_takes_its_launchs_widest_tile()
     assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
     assert "[module-whole is the size at whole tiles of the kernels: M=128, N=128, K=128]" in verdict.reason, \
         verdict.reason
+
+
+def test_a_baseline_refusing_every_derived_size_drops_each_and_keeps_a_correct_kernel_ok():
+    """Rows past 1001 refused too: the baseline fails at the size derived from the tiles, then at
+    the odd copies put back, then at the size at whole tiles; each is dropped as it fails, and the
+    right kernel is ok at the published size, never the environment's."""
+    whole = Path(__file__).parent / "fixtures" / "whole"
+    verdict = verify(load_problem(whole / "pairs_capped.py"), (whole / "pairs_masked.py").read_text(), device="cpu",
+                     options=VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False), candidate_name="pairs_masked.py")
+    assert verdict.kind is VerdictKind.OK, verdict.reason
+    dropped = next(w for w in verdict.warnings if "the baseline fails at" in w)
+    assert "(module-tiles)" in dropped and "(module-whole)" in dropped, dropped
+    assert [s.variant for s in verdict.sizes] == ["module"]

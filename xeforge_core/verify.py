@@ -523,6 +523,8 @@ class _Run:
         #: copies it replaced
         self.tiles: TileChoice | None = None
         self.odd_copies: list[Any] = []
+        #: the size at whole tiles (``TileChoice.whole``) while it is checked
+        self.whole: Any = None
         #: the variant launch-grid coverage derived, once checked (``_check_grid_coverage``)
         self.grid_variants: list[Any] = []
         #: the dtype the candidate demands when it refused the problem's (``contract.refused_dtype``)
@@ -570,9 +572,10 @@ class _Run:
             got = estimate_input_bytes(self.problem.inputs.source, variant.overrides or None)
             total = got[1] if got else None
         data["inputs_on_device"] = bool(total and total >= LARGE_INPUT_BYTES)
-        if self.tiles is not None and variant.name in {v.name for v in (self.tiles.variant, self.tiles.whole) if v}:
+        tiles = self.tiles.variant if self.tiles is not None else None
+        if variant.name in {v.name for v in (tiles, self.whole) if v is not None}:
             data["seeds"] = self.opts.seed_list()[:1]  # one seed: the size, not the values, is what it adds
-        if self.tiles is not None and self.tiles.whole is not None and variant.name == self.tiles.whole.name:
+        if self.whole is not None and variant.name == self.whole.name:
             data["distributions"] = self.distributions[:1]  # and one input set: the tiles' own edges
         return data
 
@@ -703,34 +706,39 @@ class _Run:
             self.odd_copies = [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
             self.correctness = [v for v in self.correctness if v not in self.odd_copies] + [self.tiles.variant]
         if self.tiles.whole is not None:
-            self.correctness.append(self.tiles.whole)
+            self.whole = self.tiles.whole
+            self.correctness.append(self.whole)
         return None
 
     def drop_derived_variants(self, failure: str = "") -> str:
-        """Remove the size derived from the kernels' tiles (putting back the ``-odd`` copies it
-        replaced), else the ``-odd`` copies this run derived (not those the spec names). Returns
-        what was removed, in words ("" when nothing was). The size at whole tiles goes first,
-        unless the baseline's ``failure`` names the size derived from the tiles and not it: a
-        size the baseline runs at is kept."""
-        named = self.tiles is not None and self.tiles.variant is not None and \
-            re.search(rf"\b{re.escape(self.tiles.variant.name)}\b", failure) is not None
-        spared = self.tiles is not None and self.tiles.whole is not None and \
-            re.search(rf"\b{re.escape(self.tiles.whole.name)}\b", failure) is None
-        if self.tiles is not None and self.tiles.whole is not None and not (named and spared):
-            name = self.tiles.whole.name
+        """Remove one of the sizes this run derived, after the baseline failed at one: the one its
+        ``failure`` names (the size at whole tiles; the size derived from the kernels' tiles,
+        putting back the ``-odd`` copies it replaced; the ``-odd`` copies this run derived, not
+        those the spec names), else the first of them in that order. A size the baseline runs at
+        is kept. Returns what was removed, in words ("" when nothing was)."""
+        spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
+        odd = [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
+        tiles = self.tiles.variant if self.tiles is not None else None
+
+        def named(variants: list[Any]) -> bool:
+            return any(re.search(rf"(?<![\w-]){re.escape(v.name)}(?![\w-])", failure) for v in variants)
+
+        options = [(kind, variants) for kind, variants in
+                   (("whole", [self.whole] if self.whole is not None else []), ("tiles", [tiles] if tiles else []),
+                    ("odd", odd if len(odd) < len(self.correctness) else [])) if variants]
+        kind = next((kind for kind, variants in options if named(variants)), options[0][0] if options else "")
+        if kind == "whole":
+            name = self.whole.name
             self.correctness = [v for v in self.correctness if v.name != name]
-            self.tiles.whole = None
+            self.whole = None
             return f"the size at whole tiles ({name})"
-        if self.tiles is not None and self.tiles.variant is not None:
-            name = self.tiles.variant.name
+        if kind == "tiles":
+            name = tiles.name
             self.correctness = [v for v in self.correctness if v.name != name] + self.odd_copies
             self.tiles = None
             return f"the size derived from the kernels' tiles ({name})"
-        spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
-        kept = [v for v in self.correctness if not (v.name.endswith("-odd") and v.name not in spec_names)]
-        dropped = len(kept) != len(self.correctness)
-        if dropped and kept:
-            self.correctness = kept
+        if kind == "odd":
+            self.correctness = [v for v in self.correctness if v not in odd]
             return "the non-power-of-two copy of its variants"
         return ""
 
@@ -1440,9 +1448,9 @@ def _name_sizes(run: _Run, verdict: Verdict) -> None:
     step = verdict.step("correctness")
     launches = (step.evidence.get("launches") or {}) if step is not None else {}
     verdict.sizes = checked_sizes(run.problem, run.correctness + run.grid_variants, run.tiles, launches)
-    derived = [(v, what) for v, what in ((run.tiles.variant, "the size derived from the kernels' tiles"),
-                                         (run.tiles.whole, "the size at whole tiles of the kernels"))
-               if v is not None] if run.tiles is not None else []
+    derived = [(v, what) for v, what in ((run.tiles.variant if run.tiles is not None else None,
+                                          "the size derived from the kernels' tiles"),
+                                         (run.whole, "the size at whole tiles of the kernels")) if v is not None]
     for tiles, what in derived:
         if verdict.kind is VerdictKind.WRONG_ANSWER and f"variant {tiles.name} " in verdict.reason:
             entry = next(e for e in verdict.sizes if e.variant == tiles.name)

@@ -112,6 +112,10 @@ def test_usage_errors_with_json_are_records_on_stdout(capsys):
     with pytest.raises(SystemExit):
         main(["verify", BASE, "--seeds", "0"])  # without --json stdout stays empty
     assert capsys.readouterr().out == ""
+    # an option the xeforge parser does not know, and --json as a prefix argparse accepts
+    with pytest.raises(SystemExit):
+        main(["verify", BASE, CAND, "--js", "--bogus"])
+    assert json.loads(capsys.readouterr().out)["reason"] == "unrecognized arguments: --bogus"
 
 
 def test_unavailable_device_is_bad_input(capsys):

@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     what is committed and exits, instead of dying and leaving a worker running."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    if argv[:1] == ["verify"]:  # with --json, a usage error is a JSON record on stdout too
+        from xeforge_core.commands.verify import json_usage_errors
+
+        json_usage_errors(parser, argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

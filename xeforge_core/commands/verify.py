@@ -193,21 +193,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="neither read nor write the verdict cache (nor saved baseline outputs)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
     p.set_defaults(func=run)
-    _json_usage_errors(p)
+    json_usage_errors(p)
 
 
-def _json_usage_errors(parser: argparse.ArgumentParser) -> None:
-    """Make ``parser`` (``xeforge verify``'s) print a usage error as the ``_refused`` JSON record
-    on stdout too when its arguments include ``--json`` (argparse's message and exit status 2 on
-    stderr as before), so a tool reading stdout gets a record for every outcome."""
+def json_requested(args: Any) -> bool:
+    """Whether the command line ``args`` asks for ``--json`` (as argparse reads it: also an
+    unambiguous prefix, ``--js``)."""
+    return args is not None and any(str(a).startswith("--j") and "--json".startswith(str(a)) for a in args)
+
+
+def json_usage_errors(parser: argparse.ArgumentParser, args: Any = None) -> None:
+    """Make ``parser`` print a usage error as the ``_refused`` JSON record on stdout too when the
+    command line asks for ``--json`` (argparse's message and exit status 2 on stderr as before),
+    so a tool reading stdout gets a record for every outcome. ``args``: the command line, known
+    to the caller (the ``xeforge`` parser's); else read from what ``parser`` parses (the
+    ``verify`` subparser's)."""
     parse, fail = parser.parse_known_args, parser.error
+    wanted = {"json": json_requested(args)}
 
     def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
-        parser.json_errors = args is not None and "--json" in list(args)  # type: ignore[attr-defined]
+        wanted["json"] = wanted["json"] or json_requested(args)
         return parse(args, namespace)
 
     def error(message: str) -> Any:
-        if getattr(parser, "json_errors", False):
+        if wanted["json"]:
             print(json.dumps({"kind": "bad_input", "reason": message, "bad_input": True,
                               "exit_status": EXIT_BAD_INPUT}, indent=2), flush=True)
         return fail(message)

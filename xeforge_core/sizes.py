@@ -592,28 +592,31 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
     return TileChoice(variant, why, why_size, aims, moving, gaps, axis_dims, growing, whole)
 
 
+def _aim_tile(base_facts: list[dict[str, Any]], aim: Aim) -> int:
+    """The tile of a candidate aim at the base (``base_facts``: the candidate's default config's
+    launches there): a grid axis's tile (``axis_tiles``; an axis whose tile the source does not
+    show, as tile rows from ``pid // group`` in Triton's grouped ordering, the widest tile of its
+    launch), a loop's step; 1 where there is none, or the aim is another module's or config's."""
+    f = _fact(base_facts, aim.kernel, aim.occurrence) if aim.module == "candidate" and aim.config is None else None
+    if f is None:
+        return 1
+    if aim.kind == "grid":
+        name = (f.get("axis_tiles") or {}).get(str(aim.index))
+        return int((f.get("constants") or {}).get(name, 1)) if name else max(_tiles(f).values(), default=1)
+    loop = next((lp for lp in f.get("loops") or [] if lp["line"] == aim.index), None)
+    return int(loop.get("step") or 1) if loop else 1
+
+
 def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
                 series: list[_Series]) -> dict[str, list[tuple[int, bool]]]:
     """Per size, the tiles of the candidate's default config that it moves at the base, each with
-    whether the size alone moves it: a grid axis's tile (``axis_tiles``, else the widest tile of
-    its launch) and a loop's step, alone
+    whether the size alone moves it: a grid axis's or a loop's (``_aim_tile``), alone
     where no other size changes that axis or loop; a constexpr that changes with the size, as
     ``next_power_of_2(n_cols)`` does, alone."""
     base_facts = facts.get((probe.base.name, "candidate", None), [])
     tiles: dict[str, list[tuple[int, bool]]] = {}
     for sr in series:
-        a = sr.aim
-        f = _fact(base_facts, a.kernel, a.occurrence) if a.module == "candidate" and a.config is None else None
-        if f is None:
-            continue
-        if a.kind == "grid":
-            name = (f.get("axis_tiles") or {}).get(str(a.index))
-            # an axis whose tile the source does not show (tile rows from ``pid // group``, Triton's
-            # grouped ordering): the widest tile of its launch
-            tile = int((f.get("constants") or {}).get(name, 1)) if name else max(_tiles(f).values(), default=1)
-        else:
-            loop = next((lp for lp in f.get("loops") or [] if lp["line"] == a.index), None)
-            tile = int(loop.get("step") or 1) if loop else 1
+        tile = _aim_tile(base_facts, sr.aim)
         if tile >= 2:
             for size in sr.by:
                 tiles.setdefault(size, []).append((tile, len(sr.by) == 1))
@@ -653,12 +656,11 @@ def whole_tile_variant(problem: Problem, probe: SizeProbe,
         floor = 1 << (value.bit_length() - 1)
         steps[size] = max(tile if alone else min(tile, floor) for tile, alone in per_size[size])
         whole[size] = -(-value // steps[size]) * steps[size]
+    base_facts = facts.get((probe.base.name, "candidate", None), [])
     for sr in series:  # a tile several sizes share: their product a multiple of it
-        a = sr.aim
-        tiles = [t for size in sr.by for t, alone in per_size.get(size, []) if not alone]
-        if a.module != "candidate" or a.config is not None or len(sr.by) < 2 or not tiles:
+        tile = _aim_tile(base_facts, sr.aim)
+        if len(sr.by) < 2 or tile < 2:
             continue
-        tile = max(tiles)
         product = math.prod(whole[size] for size in sr.by if size in whole)
         grow = max((size for size in sr.by if size in movable), key=lambda size: whole[size], default=None)
         if grow is None or product % tile == 0:

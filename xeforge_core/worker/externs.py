@@ -15,12 +15,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from xeforge_core.errors import XeForgeError
+
 #: The libdevice modules a kernel may import (the dispatcher and its back ends).
 MODULES = ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice",
            "triton.language.extra.hip.libdevice")
 
 
-class ExternUnsupported(RuntimeError):
+class ExternUnsupported(XeForgeError):
     """A kernel called an extern function (``libdevice.tanh``) that Triton's interpreter does not
     implement. ``call`` is its name as the kernel wrote it."""
 

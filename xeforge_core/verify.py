@@ -702,13 +702,18 @@ class _Run:
             return self.derive_tile_sizes(depth + 1)
         self.tiles = choose_sizes(self.problem, probe, step.evidence, device_type=self.device.type)
         if self.tiles.variant is not None:
-            spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
-            self.odd_copies = [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
+            self.odd_copies = self.derived_odd_copies()
             self.correctness = [v for v in self.correctness if v not in self.odd_copies] + [self.tiles.variant]
         if self.tiles.whole is not None:
             self.whole = self.tiles.whole
             self.correctness.append(self.whole)
         return None
+
+    def derived_odd_copies(self) -> list[Any]:
+        """The ``-odd`` copies among the correctness variants that this run derived (not those
+        the spec names)."""
+        spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
+        return [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
 
     def drop_derived_variants(self, failure: str = "") -> str:
         """Remove one of the sizes this run derived, after the baseline failed at one: the one its
@@ -716,8 +721,7 @@ class _Run:
         putting back the ``-odd`` copies it replaced; the ``-odd`` copies this run derived, not
         those the spec names), else the first of them in that order. A size the baseline runs at
         is kept. Returns what was removed, in words ("" when nothing was)."""
-        spec_names = set(self.problem.spec.variants) if self.problem.spec is not None else set()
-        odd = [v for v in self.correctness if v.name.endswith("-odd") and v.name not in spec_names]
+        odd = self.derived_odd_copies()
         tiles = self.tiles.variant if self.tiles is not None else None
 
         def named(variants: list[Any]) -> bool:

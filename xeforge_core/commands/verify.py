@@ -217,8 +217,7 @@ def json_usage_errors(parser: argparse.ArgumentParser, args: Any = None) -> None
 
     def error(message: str) -> Any:
         if wanted["json"]:
-            print(json.dumps({"kind": "bad_input", "reason": message, "bad_input": True,
-                              "exit_status": EXIT_BAD_INPUT}, indent=2), flush=True)
+            print(_record("bad_input", message, EXIT_BAD_INPUT), flush=True)
         return fail(message)
 
     parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
@@ -293,9 +292,14 @@ def _refused(args: argparse.Namespace, kind: str, message: str, code: int) -> in
     Returns ``code``."""
     print(f"xeforge verify: {message}", file=sys.stderr)
     if getattr(args, "json", False):
-        print(json.dumps({"kind": kind, "reason": message, "bad_input": code == EXIT_BAD_INPUT,
-                          "exit_status": code}, indent=2))
+        print(_record(kind, message, code))
     return code
+
+
+def _record(kind: str, message: str, code: int) -> str:
+    """The JSON record of an outcome without a verdict: ``kind``, ``reason``, ``bad_input``, ``exit_status``."""
+    return json.dumps({"kind": kind, "reason": message, "bad_input": code == EXIT_BAD_INPUT, "exit_status": code},
+                      indent=2)
 
 
 def _target_family(choice: str | None) -> str | None:

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from xeforge_core.problem import problem_from_source
 from xeforge_core.problem.scaling import size_values, variant_with_sizes
-from xeforge_core.sizes import choose_sizes, coverage_of, plan_probe
+from xeforge_core.sizes import choose_sizes, coverage_of, plan_probe, whole_gaps
 from xeforge_core.worker.capture import LaunchRecorder
 from xeforge_core.worker.tiles import kernel_sources, launch_facts, loop_trips
 
@@ -182,6 +182,15 @@ def test_every_size_is_made_odd_and_set_where_each_axis_has_three_programs_and_t
     coverage, gaps = coverage_of(choice, _gemm_facts(tiles.dims))
     assert gaps == [] and "axis 1: 4 programs of BLOCK_N=64 over N=193, the last 1 wide" in coverage[0]
     assert "loop at line 12: 2 trips of 32 over 33, the last partial" in coverage[0]
+
+
+def test_whole_gaps_name_each_axis_and_loop_still_on_a_partial_tile_and_nothing_on_whole_ones():
+    dims = {"mm/0/0": ["M"], "mm/0/1": ["N"]}
+    assert whole_gaps(_gemm_facts({"M": 128, "K": 64, "N": 192}), dims) == []
+    gaps = whole_gaps(_gemm_facts({"M": 128, "K": 65, "N": 193}), dims)
+    assert gaps == ["at whole tiles axis 1 of mm still ends on a partial tile "
+                    "(of BLOCK_N=64 over N=193, the last 1 wide)",
+                    "at whole tiles the loop at line 12 of mm still ends on a partial tile (65 over steps of 32)"]
 
 
 def test_a_size_the_kernel_takes_as_a_constexpr_or_the_problem_refuses_odd_keeps_its_value():

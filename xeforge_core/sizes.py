@@ -36,7 +36,6 @@ is right when the row is one tile wide). So the verifier derives one more correc
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -692,10 +691,10 @@ def whole_gaps(facts: list[dict[str, Any]], axis_dims: dict[str, list[str]]) -> 
     gaps = []
     for f in facts:
         for axis in range(len(f.get("grid") or [])):
-            shown = _partial_axis(f, axis, axis_dims.get(_axis_key(f["kernel"], f["occurrence"], axis), []))
-            found = re.search(r"of (\w+)=(\d+) over (\w+)=(\d+), the last (\d+) wide", shown)
-            if found and found.group(5) != found.group(2):
-                gaps.append(f"at whole tiles axis {axis} of {f['kernel']} still ends on a partial tile ({shown.strip()})")
+            partial = _partial_axis(f, axis, axis_dims.get(_axis_key(f["kernel"], f["occurrence"], axis), []))
+            if partial is not None and partial.last != partial.width:
+                gaps.append(f"at whole tiles axis {axis} of {f['kernel']} still ends on a partial tile "
+                            f"({partial.text()})")
         for loop in f.get("loops") or []:
             if loop.get("partial"):
                 gaps.append(f"at whole tiles the loop at line {loop['line']} of {f['kernel']} still ends on a partial "
@@ -703,10 +702,26 @@ def whole_gaps(facts: list[dict[str, Any]], axis_dims: dict[str, list[str]]) -> 
     return gaps
 
 
-def _partial_axis(fact: dict[str, Any], axis: int, dims: list[str]) -> str:
-    """``" of BLOCK_M=64 over M=161, the last 33 wide"`` when an integer argument in ``dims``
-    (those that grew with the axis) and a tile of the launch explain the axis's program count
-    (``cdiv(M, BLOCK_M)``), else ``""``."""
+@dataclass(frozen=True)
+class AxisTiling:
+    """How a grid axis's program count is explained: ``cdiv(extent, width)`` programs of the tile
+    ``tile`` (its constexpr name, ``width`` elements) over the integer argument ``dim``
+    (``extent`` elements), the last program ``last`` elements wide."""
+
+    tile: str
+    width: int
+    dim: str
+    extent: int
+    last: int
+
+    def text(self) -> str:
+        """``"of BLOCK_M=64 over M=161, the last 33 wide"``."""
+        return f"of {self.tile}={self.width} over {self.dim}={self.extent}, the last {self.last} wide"
+
+
+def _partial_axis(fact: dict[str, Any], axis: int, dims: list[str]) -> AxisTiling | None:
+    """How an integer argument in ``dims`` (those that grew with the axis) and a tile of the
+    launch explain the axis's program count (``cdiv(M, BLOCK_M)``), or ``None`` where none does."""
     count = int(fact["grid"][axis])
     known = (fact.get("axis_tiles") or {}).get(str(axis))
     tiles = {known: fact["constants"][known]} if known else _tiles(fact)
@@ -714,9 +729,13 @@ def _partial_axis(fact: dict[str, Any], axis: int, dims: list[str]) -> str:
         d = (fact.get("scalars") or {}).get(name)
         for tname, b in tiles.items():
             if d and b and int(b) > 1 and -(-int(d) // int(b)) == count:
-                last = int(d) - (count - 1) * int(b)
-                return f" of {tname}={b} over {name}={d}, the last {last} wide"
-    return ""
+                return AxisTiling(tname, int(b), name, int(d), int(d) - (count - 1) * int(b))
+    return None
+
+
+def _axis_text(fact: dict[str, Any], axis: int, choice: TileChoice) -> str:
+    partial = _partial_axis(fact, axis, choice.axis_dims.get(_axis_key(fact["kernel"], fact["occurrence"], axis), []))
+    return " " + partial.text() if partial else ""
 
 
 def _one_tile(fact: dict[str, Any], tiles: list[str], moving: list[str]) -> list[str]:
@@ -754,8 +773,7 @@ def coverage_of(choice: TileChoice, facts: list[dict[str, Any]]) -> tuple[list[s
                     gaps.append(f"axis {axis} of {f['kernel']} ran {count} program{'s' if count != 1 else ''} of "
                                 f"{tname}={width}: no size the verifier may move, within its budget, gave it "
                                 f"{MIN_PROGRAMS}")
-            axes = [f"axis {i}: {int(g)} program{'s' if int(g) != 1 else ''}"
-                    + _partial_axis(f, i, choice.axis_dims.get(_axis_key(f["kernel"], f["occurrence"], i), []))
+            axes = [f"axis {i}: {int(g)} program{'s' if int(g) != 1 else ''}" + _axis_text(f, i, choice)
                     for i, g in enumerate(grid) if int(g) > 1 or i == 0]
             parts.append("grid " + "x".join(str(int(g)) for g in grid) + " (" + "; ".join(axes) + ")")
         parts += _one_tile(f, choice.growing_tiles.get(f["kernel"], []), moving)

@@ -1,21 +1,24 @@
 """The ``ties`` redraw (``worker/inputs.py``): 16 values, so equal values abound. A row argmax
 that keeps the last of equal maxima (torch keeps the first) matches on continuous inputs, where
 no two values tie, and is a wrong answer on ties, with the reason saying what ties show; the
-kernel that keeps the first is ok. Where torch leaves the order among equal values undefined
-(``torch.topk``), ties judge nothing, and the redraw is left out saying so."""
+kernel that keeps the first is ok; a max over a dimension, whose index torch documents as the
+first too, is judged alike. Where the truth's results depend on what torch leaves undefined among
+equal values (``torch.topk``'s indices), ties judge nothing, and the redraw is left out saying so."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
+import torch.nn.functional as F
 
 from xeforge_core.problem import load_problem
 from xeforge_core.verdict import VerdictKind
 from xeforge_core.verify import VerifyOptions, verify
 from xeforge_core.worker.domain import redraw_seeds
 from xeforge_core.worker.inputs import TIE_LEVELS, fill_, make_tensor
-from xeforge_core.worker.tie_order import undefined_on_ties, watch
+from xeforge_core.worker.tie_order import watch
 
 FIX = Path(__file__).parent / "fixtures" / "ties"
 OPTIONS = VerifyOptions(seeds=1, use_cache=False, timeout_s=120.0)
@@ -46,19 +49,50 @@ def test_an_argmax_keeping_the_last_of_equal_maxima_is_wrong_on_ties():
     assert "--own-inputs-only" not in wrong.reason  # a contract torch documents, not a domain to opt out of
 
 
-def test_calls_whose_order_among_equal_values_torch_leaves_open_are_seen():
-    assert undefined_on_ties("topk", (torch.ones(3), 2), {})
-    assert undefined_on_ties("sort", (torch.ones(3),), {}) and not undefined_on_ties("sort", (torch.ones(3),),
-                                                                                     {"stable": True})
-    assert undefined_on_ties("max", (torch.ones(3), 0), {}) and not undefined_on_ties("max", (torch.ones(3),), {})
-    assert not undefined_on_ties("argmax", (torch.ones(3),), {"dim": 0})  # documented: the first
-    x = torch.ones(4, 4)
+def _settled(truth) -> tuple[str, ...]:
     with watch() as seen:
-        x.topk(2, dim=1)
-        torch.nn.functional.max_pool1d(x[None], 2, return_indices=True)
-        torch.sort(x, stable=True)
-        x.argmax(dim=1)
-    assert seen == ["topk", "max_pool1d_with_indices"], seen
+        out = truth()
+    return seen.settle(out)
+
+
+X = torch.tensor([[1.0, 1.0, 0.0], [0.0, 2.0, 2.0]])
+
+
+def _into_buffer(index) -> torch.Tensor:
+    out = torch.zeros(2, 3)
+    out.scatter_(1, index, 1.0)
+    return out
+
+
+@pytest.mark.parametrize("truth, undefined", [
+    # documented on ties: max/min over a dimension and argmax keep the first, a stable sort the order
+    (lambda: torch.max(X, 1), ()),
+    (lambda: X.argmax(dim=1), ()),
+    (lambda: X.sort(stable=True)[1], ()),
+    # the values of calls whose indices are open are defined
+    (lambda: X.topk(2, dim=1).values, ()),
+    (lambda: torch.sort(X)[0] * 2, ()),
+    (lambda: torch.msort(X), ()),
+    (lambda: F.max_pool1d(X[None], 2, return_indices=True)[0], ()),
+    (lambda: torch.argsort(X).shape, ()),  # its shape only
+    # open indices reaching the results, through any computation
+    (lambda: X.topk(2, dim=1).indices, ("topk",)),
+    (lambda: X.topk(2, dim=1, sorted=False).values, ("topk",)),  # unsorted: the values' order too
+    (lambda: torch.sort(X)[1].float() + 1, ("sort",)),
+    (lambda: X.gather(1, X.argsort(dim=1)), ("argsort",)),
+    (lambda: F.max_pool1d(X[None], 2, return_indices=True), ("max_pool1d_with_indices",)),
+    (lambda: torch.median(X, 1).indices.sum().item(), ("median",)),  # read into Python
+    (lambda: _into_buffer(X.topk(1, dim=1).indices), ("topk",)),  # written in place
+])
+def test_a_truth_is_undecidable_on_ties_only_where_what_torch_leaves_open_reaches_its_results(truth, undefined):
+    assert _settled(truth) == undefined
+
+
+def test_a_max_over_a_dimension_keeping_the_last_of_equal_maxima_is_wrong_on_ties():
+    problem = load_problem(FIX / "rowmax.py")
+    wrong = verify(problem, (FIX / "rowmax_last.py").read_text(), device="cpu", options=OPTIONS)
+    assert wrong.kind is VerdictKind.WRONG_ANSWER, wrong.reason
+    assert "ties inputs" in wrong.reason, wrong.reason
 
 
 def test_a_correct_topk_is_not_judged_on_ties():
@@ -66,5 +100,5 @@ def test_a_correct_topk_is_not_judged_on_ties():
     verdict = verify(problem, (FIX / "topk_new.py").read_text(), device="cpu", options=OPTIONS)
     assert verdict.kind is VerdictKind.OK, verdict.reason
     assert "ties" not in {r.distribution for r in verdict.correctness}
-    assert any("calls torch.topk, which leaves the order among equal values undefined" in w
+    assert any("depend on what torch.topk keeps among equal values, which torch leaves undefined" in w
                for w in verdict.warnings), verdict.warnings

@@ -104,8 +104,8 @@ class _Seen:
     nonfinite: str | None
     #: what the truth (or the baseline) raised on these inputs, where it raised
     raised: str | None = None
-    #: the torch calls the truth made that leave the order among equal values undefined
-    #: (``tie_order``), where the distribution is the ``ties`` redraw
+    #: the torch calls whose results among equal values torch leaves undefined and the truth's
+    #: results depend on (``tie_order``), where the distribution is the ``ties`` redraw
     undefined_order: tuple[str, ...] = ()
 
 
@@ -126,8 +126,9 @@ class TruthDomain:
                nonfinite: str | None, raised: str | None = None, undefined_order: tuple[str, ...] = ()) -> None:
         """One combination: its input fingerprint, the digests of the truth's outputs and what of
         them is non-finite (``nonfinite_summary``), or what the problem's code raised on it
-        (``raised``: a redraw it refuses, as a scale that must be positive), and the calls it made
-        whose result among equal values torch leaves undefined (``undefined_order``)."""
+        (``raised``: a redraw it refuses, as a scale that must be positive), and the calls whose
+        result among equal values torch leaves undefined and its results depend on
+        (``undefined_order``, ``tie_order.TieWatch.settle``)."""
         self.seen.setdefault((variant, distribution), []).append(
             _Seen(seed, inputs, truth_hashes, nonfinite, raised, tuple(undefined_order)))
 
@@ -162,8 +163,8 @@ class TruthDomain:
         undefined = next((r.undefined_order for r in runs if r.undefined_order), ())
         if undefined:
             calls = ", ".join(f"torch.{name}" for name in undefined)
-            return (f"the {self.truth_label} calls {calls}, which leaves the order among equal values undefined, so "
-                    f"{dist} inputs cannot judge which of equal values a kernel keeps"), False
+            return (f"the {self.truth_label}'s results depend on what {calls} keeps among equal values, which "
+                    f"torch leaves undefined, so {dist} inputs cannot judge which of equal values a kernel keeps"), False
         refused = next((r for r in runs if r.raised), None)
         if refused is not None and not any(r.raised for r in anchor_runs):
             return (f"the problem's code raised on {dist} inputs ({refused.raised}) while it runs on its own {own}: "

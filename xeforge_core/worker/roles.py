@@ -903,7 +903,10 @@ def run_baseline(ctx: WorkerContext) -> None:
                                          harness.states if reference is not None else None)
                 if history:
                     meta["history_dependent"] = history
-            nonfinite = nonfinite_summary(ref_out if reference is not None else outputs)
+            truth_out = ref_out if reference is not None else outputs
+            order = undefined_order.settle(truth_out, truth_effects) if undefined_order is not None else ()
+            nonfinite = nonfinite_summary(truth_out)
+            del truth_out
             calibration = _fit_on_disk(out_dir, combo, outputs, ref_out, calibration, meta, ctx.verdict.warnings)
             hashes = store.save(combo.key, outputs, ref_out,
                                 deviation=[c and c.deviation for c in calibration] if calibration else None,
@@ -917,7 +920,7 @@ def run_baseline(ctx: WorkerContext) -> None:
             truth = hashes.get("reference") or hashes["outputs"]
             truth_hashes.setdefault(combo.vname, []).append((fingerprint, tuple(truth), combo.distribution))
             domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, tuple(truth), nonfinite,
-                          undefined_order=tuple(undefined_order))
+                          undefined_order=order)
         # the integrity run: the first model with other inputs of the same shape
         extra = integrity_combo(combos)
         extra_out = harness.run(harness.model_for(extra), harness.integrity_inputs(extra, combos[0]),

@@ -1,72 +1,145 @@
 """Which torch calls leave the order among equal values undefined, seen while a truth runs.
 
 The ``ties`` redraw (``worker.inputs``) judges what a kernel keeps among equal values, which is
-a contract only where torch documents it: ``argmax``/``argmin`` keep the first of equal maxima
-(minima), ``sort``/``argsort`` with ``stable=True`` keep the input order. Elsewhere torch leaves
-it open, so a correct kernel may keep another equal value's index and still be right:
-``topk``, ``sort``/``argsort``/``msort`` without ``stable=True``, ``median``, ``nanmedian``,
-``mode``, ``kthvalue``, ``cummax``, ``cummin``, ``max``/``min`` over a dimension (their
-``indices``: "not necessarily the first occurrence", torch's documentation of ``torch.max``),
-and the max poolings that return indices. ``watch()`` records such calls while the truth runs on
-ties inputs (a ``TorchFunctionMode``, which sees functions, tensor methods and the
-``torch.nn.functional`` calls alike); the baseline job then leaves the redraw out there and says
-which call made it undecidable.
+a contract only where torch documents it: ``argmax``/``argmin`` and ``max``/``min`` over a
+dimension keep the first of equal maxima (minima) ("the indices of the first maximal value are
+returned", torch's documentation of ``torch.max`` and ``torch.argmax``), ``sort``/``argsort``
+with ``stable=True`` keep the input order. Elsewhere torch leaves the *indices* open, so a
+correct kernel may keep another equal value's index and still be right: ``topk`` ("the indices
+of tied elements are not guaranteed to be stable"), ``sort`` and ``argsort`` without
+``stable=True``, ``median``/``nanmedian`` over a dimension ("``indices`` does not necessarily
+contain the first occurrence"), ``mode``, ``kthvalue`` ("may nondeterministically return
+``indices`` for any of them"), ``cummax``, ``cummin`` and the max poolings that return indices.
+Their *values* are defined on ties (the k largest, the sorted values, the median), so a truth
+that keeps only the values is still judged on ties; ``topk(sorted=False)`` leaves even the
+values' order open.
+
+``watch()`` follows the open results while the truth runs on ties inputs (a ``TorchFunctionMode``,
+which sees functions, tensor methods and the ``torch.nn.functional`` calls alike): a tensor
+computed from one is open too, and one read into Python (``.item()``, ``.tolist()``) or reaching
+the truth's outputs or the tensors it modifies (``TieWatch.settle``) makes the redraw
+undecidable. The baseline job then leaves the redraw out and says which call made it so.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+import torch
 from torch.overrides import TorchFunctionMode
 
-#: Calls whose result depends on the order among equal values, whatever their arguments.
-UNDEFINED = frozenset({
+#: Calls whose ``indices`` (the second result, a ``torch.return_types`` field) are undefined on
+#: ties, whatever their arguments; their values are defined.
+OPEN_INDICES = frozenset({
     "topk", "median", "nanmedian", "mode", "kthvalue", "cummax", "cummin",
     "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices",
     "fractional_max_pool2d_with_indices", "fractional_max_pool3d_with_indices",
 })
-#: Calls undefined on ties unless asked to be stable.
-UNSTABLE = frozenset({"sort", "argsort", "msort"})
-#: Calls whose indices are undefined on ties only when they reduce over a dimension.
-OVER_A_DIMENSION = frozenset({"max", "min"})
+#: Calls whose indices are undefined on ties unless asked to be stable (``argsort``'s whole
+#: result is indices).
+UNSTABLE = frozenset({"sort", "argsort"})
+#: Calls that read a tensor's metadata, not its values: an open tensor passed to them stays
+#: harmless (``__get__`` is a property such as ``shape``; one that returns a tensor is followed).
+METADATA = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset", "is_contiguous",
+    "element_size", "get_device", "is_floating_point", "is_complex", "data_ptr", "__len__", "__get__",
+})
 
 
-def undefined_on_ties(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a call of the torch function or tensor method ``name`` with ``args`` (the tensor
-    first, for a method as for a function) and ``kwargs`` leaves the order among equal values
-    undefined (see the module docstring)."""
-    if name in UNDEFINED:
-        return True
-    if name in UNSTABLE:
-        return not kwargs.get("stable", False)
-    if name in OVER_A_DIMENSION:
-        return "dim" in kwargs or (len(args) >= 2 and isinstance(args[1], int) and not isinstance(args[1], bool))
-    return False
+def open_results(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> list[torch.Tensor]:
+    """The tensors of ``result`` (what the torch function or tensor method ``name`` returned for
+    ``args``, the tensor first, and ``kwargs``) whose values torch leaves undefined when the input
+    holds equal values: the indices of the calls in ``OPEN_INDICES`` and of an unstable ``sort``,
+    the whole result of an unstable ``argsort`` and of ``topk(sorted=False)``; ``[]`` elsewhere."""
+    if name in UNSTABLE and kwargs.get("stable", False):
+        return []
+    if name not in OPEN_INDICES and name not in UNSTABLE:
+        return []
+    whole = name == "argsort" or (name == "topk" and not kwargs.get("sorted", args[4] if len(args) > 4 else True))
+    if whole:
+        return list(_tensors(result))
+    if isinstance(result, tuple) and hasattr(result, "indices"):  # a torch.return_types named tuple
+        return [result.indices]
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], torch.Tensor):
+        return [result[1]]  # the *_with_indices poolings: (output, indices)
+    return []
 
 
-class _Watch(TorchFunctionMode):
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+
+
+class TieWatch(TorchFunctionMode):
+    """The tensors whose values depend on the order among equal values, and the calls that made
+    them so (``seen``: names, first seen first) once one is read into Python or ``settle`` finds
+    one among the truth's results."""
+
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[str] = []
+        self._open: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
+
+    def origin(self, tensor: torch.Tensor) -> str | None:
+        """The call that left ``tensor`` undefined on ties, or ``None`` where it is defined."""
+        entry = self._open.get(id(tensor))
+        return entry[1] if entry is not None and entry[0]() is tensor else None
+
+    def _mark(self, tensors: Iterable[torch.Tensor], origin: str) -> None:
+        for t in tensors:
+            self._open[id(t)] = (weakref.ref(t), origin)
+
+    def _note(self, origin: str) -> None:
+        if origin not in self.seen:
+            self.seen.append(origin)
+
+    def settle(self, *results: Any) -> tuple[str, ...]:
+        """Add the call behind any open tensor among ``results`` (the truth's outputs, the inputs
+        and buffers it modified) to ``seen`` and return ``seen``."""
+        for value in results:
+            for t in _tensors(value):
+                origin = self.origin(t)
+                if origin is not None:
+                    self._note(origin)
+        return tuple(self.seen)
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if undefined_on_ties(name, tuple(args), kwargs) and name not in self.seen:
-            self.seen.append(name)
-        return func(*args, **kwargs)
+        origins = [o for t in _tensors((args, kwargs)) if (o := self.origin(t)) is not None] if self._open else []
+        result = func(*args, **kwargs)
+        if origins:
+            # what it returns (in-place methods and operators return the tensor they wrote), wrote
+            # through ``out=`` or assigned into
+            touched = list(_tensors(result)) + list(_tensors(kwargs.get("out")))
+            if name == "__setitem__":
+                touched += list(_tensors(args[:1]))
+            if touched:
+                self._mark(touched, origins[0])
+            elif name not in METADATA:  # read into Python: followed no further
+                self._note(origins[0])
+        self._mark(open_results(name, tuple(args), kwargs, result), name)
+        return result
 
 
 @contextlib.contextmanager
-def watch(active: bool = True) -> Iterator[list[str]]:
-    """Record, while the block runs, the torch calls that leave the order among equal values
-    undefined (names, first seen first); with ``active`` false, record nothing (a plain block)."""
+def watch(active: bool = True) -> Iterator[TieWatch | None]:
+    """Follow, while the block runs, the tensors that torch leaves undefined among equal values
+    (a ``TieWatch``; call its ``settle`` with the block's results); with ``active`` false, yield
+    ``None`` and follow nothing (a plain block)."""
     if not active:
-        yield []
+        yield None
         return
-    mode = _Watch()
+    mode = TieWatch()
     with mode:
-        yield mode.seen
+        yield mode

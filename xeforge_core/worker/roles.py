@@ -904,7 +904,8 @@ def run_baseline(ctx: WorkerContext) -> None:
                 if history:
                     meta["history_dependent"] = history
             truth_out = ref_out if reference is not None else outputs
-            order = undefined_order.settle(truth_out, truth_effects) if undefined_order is not None else ()
+            order = () if undefined_order is None else undefined_order.settle(
+                truth_out, truth_effects, list((rmodel if reference is not None else model).buffers()))
             nonfinite = nonfinite_summary(truth_out)
             del truth_out
             calibration = _fit_on_disk(out_dir, combo, outputs, ref_out, calibration, meta, ctx.verdict.warnings)

@@ -37,6 +37,7 @@ def test_limits_do_not_change_the_key():
 def test_worker_code_version_and_versions():
     v = cache.worker_code_version()
     assert len(v) == 16 and v == cache.worker_code_version()
+    assert len(cache.verifier_code_version()) == 16 and cache.verifier_code_version() != v
     versions = cache.library_versions()
     assert versions["torch"] and versions["triton"] and versions["numpy"]
 
@@ -54,3 +55,19 @@ def test_round_trip_marks_cached(tmp_path, monkeypatch):
     assert hit.steps[0].status is StepStatus.FAILED and hit.steps[0].summary == "max abs error 3"
     assert not verdict.cached
     store.close()
+
+
+def test_a_change_to_how_a_verdict_is_decided_invalidates_cached_verdicts(tmp_path, monkeypatch):
+    """Not only the worker's code: a change to the sizes the parent derives or to the contract
+    (``xeforge_core/contract.py``) changes what a verification concludes, so it changes the key."""
+    package = tmp_path / "xeforge_core"
+    (package / "worker").mkdir(parents=True)
+    (package / "worker" / "roles.py").write_text("ROLE = 1\n")
+    (package / "contract.py").write_text("LIMIT = 1\n")
+    monkeypatch.setattr(cache, "PACKAGE_DIR", package)
+    cache.verifier_code_version.cache_clear()
+    before = cache.verifier_code_version()
+    (package / "contract.py").write_text("LIMIT = 2\n")
+    cache.verifier_code_version.cache_clear()
+    assert cache.verifier_code_version() != before
+    cache.verifier_code_version.cache_clear()

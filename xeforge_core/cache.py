@@ -7,9 +7,10 @@ and ``devices/`` (device probe results).
 A verdict key (``verdict_key``) is a sha256 over: the baseline, candidate and reference source
 text; the spec data and the variants (correctness and performance, as the worker receives
 them); the verification options that change results; the device fingerprint key; the
-torch/triton/numpy versions installed; and the worker code version (a hash of
-``xeforge_core/worker/*.py`` and ``xeforge_core/verdict.py``), so a change to the harness
-invalidates old verdicts. A hit comes back with ``Verdict.cached = True``.
+torch/triton/numpy versions installed; the worker code version (a hash of
+``xeforge_core/worker/*.py`` and ``xeforge_core/verdict.py``) and the verifier's (every module of
+the package and the knowledge base's rules: the sizes derived, the contract, the policies), so a
+change to the harness or to how a verdict is decided invalidates old verdicts. A hit comes back with ``Verdict.cached = True``.
 
 Secrets never enter a key or a value: verdicts hold only code, numbers and the worker's
 captured output, and the worker runs without secrets in its environment.
@@ -87,6 +88,25 @@ def worker_code_version() -> str:
     return h.hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=1)
+def verifier_code_version() -> str:
+    """sha256 (first 16 hex digits) of the code a verdict depends on beyond the worker's: every
+    module of the package (the sizes the parent derives, the published-shape contract, the
+    precision policy, the lints) and the knowledge base's rules beside it, in path order. Any
+    change to them invalidates cached verdicts; read once per process."""
+    h = hashlib.sha256()
+    rules = PACKAGE_DIR.parent / "knowledge" / "rules"
+    files = sorted(PACKAGE_DIR.rglob("*.py")) + (sorted(p for p in rules.rglob("*") if p.is_file())
+                                                 if rules.is_dir() else [])
+    for path in files:
+        h.update(str(path.relative_to(PACKAGE_DIR.parent)).encode())
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()[:16]
+
+
 def verdict_key(*, baseline_source: str, candidate_source: str, reference_source: str | None,
                 spec: dict[str, Any] | None, correctness_variants: list[dict[str, Any]],
                 performance_variants: list[dict[str, Any]], options: dict[str, Any],
@@ -104,6 +124,7 @@ def verdict_key(*, baseline_source: str, candidate_source: str, reference_source
         "device": device_key,
         "versions": library_versions(),
         "worker": worker_code_version(),
+        "verifier": verifier_code_version(),
     })
 
 

@@ -24,6 +24,10 @@ def test_published_sizes_written_as_numbers_are_evidence_tile_sizes_are_not():
                "    kern[(triton.cdiv(n, 8192),)](x, y, n, BLOCK_SIZE=8192, num_warps=8)\n"
                "CONFIGS = [triton.Config({'BLOCK': 8192}, num_stages=40)]\n")
     assert hardcoded_sizes(generic, problem, small) == []
+    # a threshold on a tile chooses a path by the tile, whatever size it equals (Liger-Kernel's
+    # `if BLOCK_SIZE > 256 or n_rows < 4096 * 8` beside a published 256)
+    assert hardcoded_sizes("def pick(n_rows, BLOCK_SIZE):\n    return BLOCK_SIZE > 8192 or 40 < num_warps\n",
+                           problem, small) == []
     # a size the chosen variant keeps is no evidence: module-small-odd changes only what it changes
     assert hardcoded_sizes(fixed, problem, problem.variant("module")) == []
 

@@ -94,8 +94,9 @@ def failed_variant(verdict: Verdict, first: str, checked: list[str] | None = Non
 def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
     """Where ``source`` writes a published size of ``problem`` as a number that ``variant``
     (a size the verifier chose) changes, one ``"4096 (line 12, dim)"`` each; numbers bound to
-    a tile setting (``BLOCK_N=128``, ``"BLOCK": 64``, ``num_warps=4``) or dividing a size
-    (``triton.cdiv(n, 1024)``, ``n // 1024``) do not count."""
+    a tile setting (``BLOCK_N=128``, ``"BLOCK": 64``, ``num_warps=4``), compared with one
+    (``if BLOCK_SIZE > 256``) or dividing a size (``triton.cdiv(n, 1024)``, ``n // 1024``) do not
+    count."""
     if problem.inputs is None or variant is None:
         return []
     published = size_constants(problem.inputs.source)
@@ -130,6 +131,10 @@ def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
         for name, value in named:
             if _TILE_NAME.search(name):
                 tile_literals |= {id(n) for n in ast.walk(value)}
+        # a bound on a tile is a tile setting: `if BLOCK_SIZE > 256` chooses a path by the tile
+        if isinstance(node, ast.Compare) and any(
+                isinstance(n, ast.Name) and _TILE_NAME.search(n.id) for n in [node.left, *node.comparators]):
+            tile_literals |= {id(n) for n in [node.left, *node.comparators] if isinstance(n, ast.Constant)}
         # a divisor is a tile: triton.cdiv(n, 1024), n // 1024, n % 1024
         if isinstance(node, ast.Call) and dotted_name(node.func).rsplit(".", 1)[-1] == "cdiv":
             tile_literals |= {id(a) for a in node.args[1:]}

@@ -318,7 +318,9 @@ def _tiles_of(facts: list[dict[str, Any]]) -> dict[str, int]:
 def _pinned(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
             errors: dict[tuple[str, str], str]) -> dict[str, str]:
     """The sizes that must keep their checked value, with why: the problem or a kernel refuses
-    them odd, or a kernel takes one as a constexpr that stops being a power of two."""
+    them odd, or a kernel takes one as a constexpr tile (a ``tl.arange`` extent, a block's
+    dimension: ``worker.tiles.tile_roles``) that stops being a power of two. A constexpr that only
+    bounds a mask (Liger's ``n_cols: tl.constexpr``) does not pin its size."""
     out: dict[str, str] = {}
     base = probe.base.name
     for size, point in probe.odd.items():
@@ -333,7 +335,10 @@ def _pinned(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict
             before = {(f["kernel"], f["occurrence"]): f for f in facts.get((base, module, None), [])}
             for f in got:
                 old = before.get((f["kernel"], f["occurrence"]))
+                tiles = f.get("tiles")  # None where the kernel's source was not read: any constexpr
                 for name, v in (f.get("constants") or {}).items():
+                    if tiles is not None and name not in tiles:
+                        continue  # a constexpr the kernel bounds a mask or a loop with may take any value
                     if old is not None and (old.get("constants") or {}).get(name) != v and not _pow2(int(v)):
                         out[size] = (f"{size} stays {probe.checked[size]}: {f['kernel']} takes it as the constexpr "
                                      f"{name}, a tile extent that must stay a power of two")

@@ -2,7 +2,9 @@
 libdevice (CUDA's math library, which the interpreter does not implement) gets an
 ``environment`` verdict naming the call, however it imports libdevice and wherever the value
 goes next (``worker/externs.py``); a kernel whose own fault leaves a value ``None`` stays a
-compile error."""
+compile error. Where the interpreter only passes arguments differently from the compiler (a float
+launch argument, a dtype handed to a device function), it is made to pass them as the compiler
+does (``worker/interpreter_args.py``), so such kernels are judged, not called compile errors."""
 
 from __future__ import annotations
 
@@ -46,3 +48,9 @@ def test_the_extern_is_named_from_the_exception_chain():
     except RuntimeError as outer:
         assert _interpreter_extern(outer) == "libdevice.erf"
     assert _interpreter_extern(TypeError("cannot convert None of type <class 'NoneType'> to tensor")) == ""
+
+
+def test_float_and_dtype_arguments_arrive_as_the_compiler_passes_them():
+    verdict = verify(load_problem(FIX / "rowmax_scaled.py"), (FIX / "rowmax_scaled_new.py").read_text(), device="cpu",
+                     options=VerifyOptions(seeds=1, use_cache=False, timeout_s=120.0))
+    assert verdict.kind is VerdictKind.OK, verdict.reason

@@ -38,8 +38,10 @@ def run_job(job_dir: Path) -> dict[str, Any]:
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
         from xeforge_core.worker.externs import stub_libdevice
+        from xeforge_core.worker.interpreter_args import match_compiled_arguments
 
         stub_libdevice()  # its calls return nothing in the interpreter: name them instead
+        match_compiled_arguments()  # float and dtype arguments as the compiler passes them
     if role == "probe":
         from xeforge_core.worker import probe
 

@@ -1,0 +1,60 @@
+"""Arguments in Triton's interpreter as compiled Triton passes them.
+
+Triton's interpreter (3.6) hands a kernel two kinds of argument differently from the compiler,
+so kernels that compile and run on a GPU fail in it with errors that blame the kernel
+(``compile_error``), though nothing is wrong with them:
+
+* a Python ``float`` argument of a launch stays a Python float, where the compiler specialises
+  it to an ``fp32`` scalar (``triton.runtime.jit.mangle_type``: ``"fp32"``), so
+  ``eps.to(tl.float32)`` raises ``'float' object has no attribute 'to'`` (Liger-Kernel's norms;
+  triton-lang/triton#5965 reports this class of gap). Integers are already converted there.
+* a ``tl.dtype`` passed from one ``@triton.jit`` function to another stays a bare dtype, where the
+  compiler wraps every non-tensor argument of a device function call in ``tl.constexpr``
+  (``CodeGenerator.call_JitFunction``), so ``dtype.value`` raises (FlagGems' ``get_dtype_min``).
+
+``match_compiled_arguments`` makes both follow the compiler: the float becomes an ``fp32``
+scalar tensor, the dtype a ``tl.constexpr``. Worker-side, interpreter only; idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Set on the patched functions, so that patching twice wraps once.
+_MARK = "_xeforge_compiled_arguments"
+
+
+def match_compiled_arguments() -> bool:
+    """Patch Triton's interpreter so that launch arguments and device-function arguments arrive
+    as the compiler passes them (see the module docstring). Returns whether it patched (``False``
+    where it had already, or the interpreter's internals are not the ones this was written for:
+    then kernels meet the interpreter as it is)."""
+    try:
+        import numpy as np
+        import triton
+        import triton.language as tl
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    convert = getattr(interpreter, "_implicit_cvt", None)
+    function = getattr(interpreter, "InterpretedFunction", None)
+    if convert is None or function is None or getattr(convert, _MARK, False):
+        return False
+    call = function.__call__
+
+    def implicit_cvt(arg: Any) -> Any:
+        if isinstance(arg, float):
+            ty = tl.str_to_ty(triton.runtime.jit.mangle_type(arg), None)
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), ty), ty)
+        return convert(arg)
+
+    def device_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(tl.constexpr(a) if isinstance(a, tl.dtype) else a for a in args)
+        kwargs = {k: tl.constexpr(v) if isinstance(v, tl.dtype) else v for k, v in kwargs.items()}
+        return call(self, *args, **kwargs)
+
+    setattr(implicit_cvt, _MARK, True)
+    setattr(device_call, _MARK, True)
+    interpreter._implicit_cvt = implicit_cvt
+    interpreter.InterpretedFunction.__call__ = device_call
+    return True

@@ -396,3 +396,27 @@ def test_a_capped_grid_over_a_loop_is_a_persistent_kernel_not_a_gap():
     ).replace("add_kernel[(triton.cdiv(n, 1024),)]", "add_kernel[(min(triton.cdiv(n, 1024), 512),)]")
     assert "for start" in persistent and "min(" in persistent
     assert not [i for i in analyze(persistent, "cuda").issues if i.rule_id == "capped_grid_needs_loop"]
+
+
+def test_no_rule_is_held_against_a_solutions_copy_of_the_input_functions():
+    """The problem's own get_inputs() makes the inputs; a solution's copy beside its kernels
+    (KernelBenchFiltered's, creating tensors on "cuda") never runs, so it breaks no rule. The same
+    string where the module runs it does."""
+    from xeforge_core.verify import kb_findings
+
+    harness = textwrap.dedent('''
+        import torch
+
+        DEVICE = "cuda"
+        batch_size = 16
+
+        def get_inputs():
+            return [torch.randn(batch_size, 256, device=DEVICE), torch.randn(4, device="cuda")]
+
+        def get_init_inputs():
+            return []
+        ''')
+    rules = lambda src: {f["rule"] for f in kb_findings(src, "xpu")}  # noqa: E731
+    assert "kb:hardcoded_device_strings" not in rules(harness)
+    run = harness + "\ndef forward(x):\n    return x.to('cuda')\n"
+    assert "kb:hardcoded_device_strings" in rules(run)

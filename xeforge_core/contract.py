@@ -150,30 +150,11 @@ def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
 
 
 def _harness_literals(tree: ast.Module) -> set[int]:
-    """The literal nodes of module-level assignments whose names nothing reads except the input
-    functions (``get_inputs`` / ``get_init_inputs``): a solution's copy of the problem's size
-    constants (``batch_size = 16`` beside its kernels) that the verifier never runs, since the
-    problem's own input functions make the inputs."""
-    inputs_fns = set(formats.inputs_functions())
-    read_outside: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and child.name in inputs_fns:
-                continue
-            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
-                read_outside.add(child.id)
-            visit(child)
-
-    visit(tree)
-    out: set[int] = set()
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-            if names and not any(n in read_outside for n in names):
-                out |= {id(n) for n in ast.walk(stmt.value)}
-    return out
+    """The literal nodes of the assignments only the input functions read
+    (``formats.harness_statements``): a solution's copy of the problem's size constants
+    (``batch_size = 16`` beside its kernels) that the verifier never runs."""
+    return {id(n) for stmt in formats.harness_statements(tree)
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) for n in ast.walk(stmt.value)}
 
 
 def error_message(verdict: Verdict) -> str:

@@ -320,12 +320,14 @@ def kb_findings(source: str, target: str, problem: Any = None, *, baseline_sourc
     its baseline. So are rules whose fault shows when the kernel runs (``decided_by_running``:
     the correctness check runs every autotune config on NaN-filled fresh memory and decides).
     A module that does not parse gives none (the worker reports the syntax error with its
-    line)."""
+    line). Nothing in the module's input functions counts (``_harness_lines``): the problem's own
+    make the inputs."""
     from xeforge_core.analysis import analyze
     from xeforge_core.knowledge import load_knowledge
 
     def issues(text: str) -> list[Any]:
-        return [i for i in analyze(text, target, problem).issues if i.rule_id != "syntax"]
+        unrun = _harness_lines(text)
+        return [i for i in analyze(text, target, problem).issues if i.rule_id != "syntax" and i.line not in unrun]
 
     shared = {i.rule_id for i in issues(baseline_source)} if baseline_source else set()
     out = []
@@ -343,6 +345,18 @@ def kb_findings(source: str, target: str, problem: Any = None, *, baseline_sourc
         out.append({"rule": f"kb:{issue.rule_id}", "message": message, "severity": severity,
                     "line": issue.line})
     return out
+
+
+def _harness_lines(source: str) -> set[int]:
+    """The lines of ``source`` that only build its inputs (``formats.harness_statements``: a
+    solution's copy of ``get_inputs()`` creating its tensors on ``"cuda"``): code the verifier
+    never runs, so no rule is held against it."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return set()
+    return {line for stmt in formats.harness_statements(tree)
+            for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)}
 
 
 def input_distributions(problem: Any, requested: list[str]) -> list[str]:

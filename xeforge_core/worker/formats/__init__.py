@@ -19,6 +19,7 @@ by its class.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
 
 from xeforge_core.worker.formats.base import ProblemFormat
@@ -77,6 +78,36 @@ def inputs_functions() -> tuple[str, str]:
     arguments (KernelBench's ``get_inputs`` / ``get_init_inputs``)."""
     fmt = next(f for f in FORMATS if f.inputs_function)
     return fmt.inputs_function, fmt.init_inputs_function
+
+
+def harness_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module-level statements of a parsed module that only build its inputs: its input
+    functions (``inputs_functions``) and the assignments nothing else reads (a solution's copy of
+    the problem's ``batch_size = 16`` and ``get_inputs()`` beside its kernels). The verifier never
+    runs them (the problem's own input functions make the inputs), so nothing in them is
+    evidence about the kernels."""
+    names = set(inputs_functions())
+    read_outside: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and child.name in names:
+                continue
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+                read_outside.add(child.id)
+            visit(child)
+
+    visit(tree)
+    out: list[ast.stmt] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in names:
+            out.append(stmt)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            bound = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            if bound and not any(n in read_outside for n in bound):
+                out.append(stmt)
+    return out
 
 
 def entry_point_of(classes: set[str], bound: set[str], imported: set[str], preferred: str) -> tuple[str, str]:

@@ -1392,7 +1392,7 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
     seeds = run.opts.seed_list()
     calls = 3 + len(seeds)
     asked = contract.PUBLISHED in (run.opts.variants or [])
-    if not hardcoded and (verdict.kind is VerdictKind.WRONG_ANSWER or _faults_at_its_own_tiles(run, verdict)):
+    if verdict.kind is VerdictKind.WRONG_ANSWER and not hardcoded:
         # a kernel that reads its sizes from its inputs is wrong at any size; where it matches at
         # the published size (a missing mask the published size never exercises), say so
         if not run.device.interpreter or asked:
@@ -1437,15 +1437,6 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
         published.reason = (f"{published.reason} at the published size, the problem's contract; written for that "
                             f"shape, it fails at {where} (see the shape_specialised finding)")
     return published
-def _faults_at_its_own_tiles(run: _Run, verdict: Verdict) -> bool:
-    """Whether ``verdict`` is a crash (a memory fault: a write past a tensor, an illegal address)
-    of a candidate whose tiles grow with the sizes (``TileChoice.growing_tiles``: a block of
-    ``next_power_of_2(n_cols)``): it sized itself for the size it faulted at, so the fault is
-    its bug there, as a wrong answer is, not a shape it refuses (a kernel with fixed tiles, written
-    for the published shape, faults at a smaller one by design)."""
-    return verdict.kind is VerdictKind.CRASH and run.tiles is not None and any(run.tiles.growing_tiles.values())
-
-
 def _published_matches_too(run: _Run, verdict: Verdict, where: str, seeds: list[int]) -> None:
     """Check a candidate wrong at ``where`` (a size the verifier chose) at the published size
     too, on the problem's own inputs; where it matches there, a warning says that it is right

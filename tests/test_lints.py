@@ -420,3 +420,16 @@ def test_no_rule_is_held_against_a_solutions_copy_of_the_input_functions():
     assert "kb:hardcoded_device_strings" not in rules(harness)
     run = harness + "\ndef forward(x):\n    return x.to('cuda')\n"
     assert "kb:hardcoded_device_strings" in rules(run)
+
+
+def test_launches_in_alternative_branches_are_no_fusion_candidate():
+    """Liger-Kernel picks one of two kernels per call (``if BLOCK_SIZE > 256 or row_mode: ...
+    else: ...``); both read and write the same buffers, and no call runs both."""
+    rule = _rule_for("lint_fusion_candidate").id
+    sequential = TWO_LAUNCHES.replace("{second}", "k2[(1,)](tmp, y, N, BLOCK=1024)")
+    alternatives = sequential.replace(
+        "    k1[(1,)](x, tmp, N, BLOCK=1024)\n    k2[(1,)](tmp, y, N, BLOCK=1024)",
+        "    if N > 4096:\n        k1[(1,)](x, tmp, N, BLOCK=1024)\n    else:\n        k2[(1,)](tmp, y, N, BLOCK=1024)")
+    assert alternatives != sequential
+    assert [i for i in analyze(sequential, "xpu").issues if i.rule_id == rule]
+    assert not [i for i in analyze(alternatives, "xpu").issues if i.rule_id == rule]

@@ -620,6 +620,7 @@ def lint_fusion_candidate(ctx: LintContext) -> list[Hit]:
         by_fn.setdefault(ln.function or "", []).append(ln)
     allocs = _allocations(ctx.tree)
     atomics = _atomic_targets(ctx)
+    branches = _branches(ctx.tree)
     for fn, launches in by_fn.items():
         names = allocs.get(fn.split(".")[-1], set())
         for i, first in enumerate(launches):
@@ -627,6 +628,8 @@ def lint_fusion_candidate(ctx: LintContext) -> list[Hit]:
             # programs (a GEMM's row sums): no single program has the result to fuse onward
             summed = {arg for param, arg in _bound_args(ctx, first).items() if param in atomics.get(first.kernel, {})}
             for later in launches[i + 1:]:
+                if _exclusive(branches.get(first.line, {}), branches.get(later.line, {})):
+                    continue  # alternatives (`if row_mode: ... else: ...`): one of them runs a call
                 shared = sorted((names & set(first.args) & set(later.args)) - summed)
                 if shared:
                     hits.append(Hit(later.line, f"{first.kernel} writes {', '.join(shared)} and {later.kernel} reads it "
@@ -634,6 +637,25 @@ def lint_fusion_candidate(ctx: LintContext) -> list[Hit]:
                                     kernel=later.kernel))
                     break
     return hits
+
+
+def _branches(tree: ast.Module) -> dict[int, dict[int, str]]:
+    """Per source line, the ``if`` statements it sits under and in which branch (``"body"`` or
+    ``"orelse"``), by the statement's ``id``."""
+    out: dict[int, dict[int, str]] = {}
+    for node in walk(tree):
+        if isinstance(node, ast.If):
+            for branch in ("body", "orelse"):
+                for stmt in getattr(node, branch):
+                    for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):
+                        out.setdefault(line, {})[id(node)] = branch
+    return out
+
+
+def _exclusive(a: dict[int, str], b: dict[int, str]) -> bool:
+    """Whether two lines under the ``if`` statements ``a`` and ``b`` (``_branches``) lie in
+    different branches of one of them, so that no call runs both."""
+    return any(branch != b[node] for node, branch in a.items() if node in b)
 
 
 _ALLOCATORS = ("torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_like", "torch.full")

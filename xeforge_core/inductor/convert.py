@@ -127,7 +127,7 @@ class _KernelRewrite(ast.NodeTransformer):
                 if node.attr in shims.LIBDEVICE_SHIMS:
                     self.helpers.add(shims.LIBDEVICE_SHIMS[node.attr])
                     return ast.copy_location(ast.Name(id=shims.LIBDEVICE_SHIMS[node.attr], ctx=node.ctx), node)
-                self.libdevice = True  # kept: runs on a GPU, not in Triton's interpreter
+                self.libdevice = True  # kept: a GPU runs it, the verifier's interpreter where it emulates it
         return node
 
 

@@ -10,10 +10,13 @@ so kernels that compile and run on a GPU fail in it with errors that blame the k
   triton-lang/triton#5965 reports this class of gap). Integers are already converted there.
 * a ``tl.dtype`` passed from one ``@triton.jit`` function to another stays a bare dtype, where the
   compiler wraps every non-tensor argument of a device function call in ``tl.constexpr``
-  (``CodeGenerator.call_JitFunction``), so ``dtype.value`` raises (FlagGems' ``get_dtype_min``).
+  (``CodeGenerator.call_JitFunction``), so ``dtype.value`` raises (FlagGems' ``get_dtype_min``);
+* a ``bool`` launch argument is typed ``int1`` and stored as int32, which the interpreter then
+  refuses ("numpy data itemsize (32 bits) exceeds ... int1").
 
-``match_compiled_arguments`` makes both follow the compiler: the float becomes an ``fp32``
-scalar tensor, the dtype a ``tl.constexpr``. Worker-side, interpreter only; idempotent.
+``match_compiled_arguments`` makes them follow the compiler: the float becomes an ``fp32``
+scalar tensor, the bool an ``int1`` one, the dtype a ``tl.constexpr`` whose attributes are
+still the dtype's. Worker-side, interpreter only; idempotent.
 """
 
 from __future__ import annotations
@@ -42,15 +45,24 @@ def match_compiled_arguments() -> bool:
         return False
     call = function.__call__
 
+    class DtypeArgument(tl.constexpr):
+        """A dtype as a device function receives it: a constexpr (``.value``) whose attributes
+        are the dtype's (``.is_floating()``), as the compiler unwraps a constexpr's attributes
+        (``CodeGenerator.visit_Attribute``)."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.value, name)
+
     def implicit_cvt(arg: Any) -> Any:
-        if isinstance(arg, float):
+        if isinstance(arg, (bool, float)):  # bool before int: mangle_type gives "i1", stored as numpy bool
             ty = tl.str_to_ty(triton.runtime.jit.mangle_type(arg), None)
-            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), ty), ty)
+            data = np.array([arg], dtype=np.bool_ if isinstance(arg, bool) else np.float32)
+            return tl.tensor(interpreter.TensorHandle(data, ty), ty)
         return convert(arg)
 
     def device_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        args = tuple(tl.constexpr(a) if isinstance(a, tl.dtype) else a for a in args)
-        kwargs = {k: tl.constexpr(v) if isinstance(v, tl.dtype) else v for k, v in kwargs.items()}
+        args = tuple(DtypeArgument(a) if isinstance(a, tl.dtype) else a for a in args)
+        kwargs = {k: DtypeArgument(v) if isinstance(v, tl.dtype) else v for k, v in kwargs.items()}
         return call(self, *args, **kwargs)
 
     setattr(implicit_cvt, _MARK, True)

@@ -55,8 +55,9 @@ STRESS_NOTES = {
     "shifted": f"shifted inputs are normal around {SHIFTED_MEAN:g}, far from zero, where a kernel that is not numerically stable "
                "loses its digits or overflows (a softmax without the max subtraction, a variance computed as "
                "E[x^2] - mean^2)",
-    "ties": f"ties inputs take {TIE_LEVELS} values, so equal values abound: where the reference keeps the first of equal "
-            "maxima (torch's argmax and argmin) or the order of equal keys, a kernel that keeps another differs",
+    "ties": f"ties inputs take {TIE_LEVELS} values, so equal values abound: where torch defines what the reference "
+            "keeps among equal values (the first of equal maxima for argmax, argmin and max or min over a dimension, "
+            "the input order for a stable sort, the k largest values for topk), a kernel that keeps others differs",
 }
 STRESS = tuple(STRESS_NOTES)
 

@@ -10,15 +10,18 @@ of tied elements are not guaranteed to be stable"), ``sort`` and ``argsort`` wit
 ``stable=True``, ``median``/``nanmedian`` over a dimension ("``indices`` does not necessarily
 contain the first occurrence"), ``mode``, ``kthvalue`` ("may nondeterministically return
 ``indices`` for any of them"), ``cummax``, ``cummin`` and the max poolings that return indices.
-Their *values* are defined on ties (the k largest, the sorted values, the median), so a truth
-that keeps only the values is still judged on ties; ``topk(sorted=False)`` leaves even the
-values' order open.
+Their *values* are defined on ties (the k largest, the sorted values, the median; ``mode``'s is
+"a value which appears most often", and the ties redraw's values are equally frequent only by
+chance), so a truth that keeps only the values is still judged on ties; ``topk(sorted=False)``
+leaves even the values' order open.
 
 ``watch()`` follows the open results while the truth runs on ties inputs (a ``TorchFunctionMode``,
-which sees functions, tensor methods and the ``torch.nn.functional`` calls alike): a tensor
-computed from one is open too, and one read into Python (``.item()``, ``.tolist()``) or reaching
-the truth's outputs or the tensors it modifies (``TieWatch.settle``) makes the redraw
-undecidable. The baseline job then leaves the redraw out and says which call made it so.
+which sees functions, tensor methods, aten overloads and the ``torch.nn.functional`` calls alike):
+a tensor computed from one is open too, and so is a tensor written through a view with one; one
+read into Python (``.item()``, ``.tolist()``, its sizes), differentiated through (``backward``,
+``torch.autograd.grad``: the gradient lands where the indices say, in code the watch does not
+see) or reaching the truth's outputs or the tensors it modifies (``TieWatch.settle``) makes the
+redraw undecidable. The baseline job then leaves the redraw out and says which call made it so.
 """
 
 from __future__ import annotations
@@ -42,12 +45,17 @@ OPEN_INDICES = frozenset({
 #: Calls whose indices are undefined on ties unless asked to be stable (``argsort``'s whole
 #: result is indices).
 UNSTABLE = frozenset({"sort", "argsort"})
-#: Calls that read a tensor's metadata, not its values: an open tensor passed to them stays
-#: harmless (``__get__`` is a property such as ``shape``; one that returns a tensor is followed).
-METADATA = frozenset({
-    "size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset", "is_contiguous",
-    "element_size", "get_device", "is_floating_point", "is_complex", "data_ptr", "__len__", "__get__",
-})
+#: Calls that read what no value decides (the dtype, the device, the rank): an open tensor passed
+#: to them stays harmless. Its sizes are not among them: a mask drawn from open indices
+#: (``idx[idx < 5]``) has a size that depends on them.
+METADATA = frozenset({"dim", "ndimension", "element_size", "get_device", "is_floating_point", "is_complex"})
+#: Properties (``Tensor.<name>``, seen as ``__get__``) that no value decides.
+METADATA_PROPERTIES = frozenset({
+    "dtype", "device", "ndim", "layout", "requires_grad", "is_cuda", "is_cpu", "is_xpu", "is_sparse",
+    "is_quantized", "is_meta", "is_leaf"})
+#: Calls that differentiate: a gradient through ``topk``'s values lands where its indices say, in
+#: code the watch does not see.
+DIFFERENTIATE = frozenset({"backward", "grad"})
 
 
 def open_results(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> list[torch.Tensor]:
@@ -97,7 +105,9 @@ class TieWatch(TorchFunctionMode):
 
     def _mark(self, tensors: Iterable[torch.Tensor], origin: str) -> None:
         for t in tensors:
-            self._open[id(t)] = (weakref.ref(t), origin)
+            while t is not None:  # a view written in place changes the tensor it views
+                self._open[id(t)] = (weakref.ref(t), origin)
+                t = t._base
 
     def _note(self, origin: str) -> None:
         if origin not in self.seen:
@@ -115,9 +125,13 @@ class TieWatch(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
+        name = getattr(func, "__name__", "").split(".")[0]  # an aten overload: "topk.default"
         origins = [o for t in _tensors((args, kwargs)) if (o := self.origin(t)) is not None] if self._open else []
+        if name in DIFFERENTIATE and self._open:
+            origins = origins or [next(iter(self._open.values()))[1]]
         result = func(*args, **kwargs)
+        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") in METADATA_PROPERTIES:
+            return result
         if origins:
             # what it returns (in-place methods and operators return the tensor they wrote), wrote
             # through ``out=`` or assigned into

@@ -130,7 +130,8 @@ def _gemm_facts(sizes: dict[str, int], *, bm: int = 64, bn: int = 64, bk: int = 
     constants = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **({"HEAD": k} if head else {})}
     return [{"kernel": "mm", "occurrence": 0, "grid": [math.ceil(m / bm), math.ceil(n / bn), 1],
              "scalars": {"M": m, "N": n, "K": k, "stride_am": k}, "constants": constants,
-             "tiles": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, "axis_tiles": {"0": "BLOCK_M", "1": "BLOCK_N"},
+             "tiles": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **({"HEAD": k} if head else {})},
+             "axis_tiles": {"0": "BLOCK_M", "1": "BLOCK_N"},
              "loops": [{"line": 12, "trips": math.ceil(k / bk), "step": bk, "extent": k, "partial": k % bk != 0}]}]
 
 
@@ -157,6 +158,10 @@ def test_tiles_are_the_constexprs_a_kernel_tiles_with():
     src = (Path(__file__).parents[1] / "sample_kernels" / "11_maxpool2d.py").read_text()
     start = src.index("def maxpool2d_kernel")
     assert tile_roles(src[start:src.index("\ndef ", start + 10)]) == (set(), {})
+    # a tile named by an alias of a constexpr size is that size too: it must stay a power of two
+    alias = ("def row_sum(x_ptr, out_ptr, N: tl.constexpr):\n    WIDTH: tl.constexpr = N\n"
+             "    offs = tl.arange(0, WIDTH)\n    tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs)))\n")
+    assert tile_roles(alias)[0] == {"WIDTH", "N"}
 
 
 def test_every_size_is_made_odd_and_set_where_each_axis_has_three_programs_and_the_loop_two_trips():
@@ -196,10 +201,17 @@ def test_whole_gaps_name_each_axis_and_loop_still_on_a_partial_tile_and_nothing_
 def test_a_size_the_kernel_takes_as_a_constexpr_or_the_problem_refuses_odd_keeps_its_value():
     problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
     probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
-    # HEAD = K is a tile extent: K stays 64 (a power of two), though it drives the loop
+    # HEAD = K is a tile extent: K stays 64 (a power of two), though it drives the loop; a constexpr
+    # the kernel does not tile with (a mask bound) would not pin it
     choice = choose_sizes(problem, probe, _evidence(problem, probe, lambda s: _gemm_facts(s, head=True)),
                           device_type="cpu")
     assert choice.variant.dims["K"] == 64 and "takes it as the constexpr HEAD" in choice.reasons["K"]
+    def bound_only(sizes):
+        facts = _gemm_facts(sizes, head=True)
+        del facts[0]["tiles"]["HEAD"]
+        return facts
+    choice = choose_sizes(problem, probe, _evidence(problem, probe, bound_only), device_type="cpu")
+    assert choice.variant.dims["K"] % 2 == 1 and "HEAD" not in choice.reasons.get("K", "")
     # the reference refuses an odd N: N stays 48, and the axis it drives is grown no further
     errors = {"ci-probe-N-49": "AssertionError: N must be even"}
     choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts, errors=errors), device_type="cpu")

@@ -262,15 +262,23 @@ def _program_id_axis(node: ast.AST) -> int | None:
 
 def tile_roles(source: str) -> tuple[set[str], dict[int, str]]:
     """``(tiles, axis_tiles)`` of the kernel in ``source``: the names it uses as a tile (a
-    ``tl.arange`` extent, a ``range`` step, a dimension of a ``tl.zeros``/``tl.full`` block), and
-    per program-id axis the name its program id is multiplied by. Empty when it does not parse."""
+    ``tl.arange`` extent, a ``range`` step, a dimension of a ``tl.zeros``/``tl.full`` block, and
+    the names such a tile is an alias of: ``WIDTH: tl.constexpr = N``), and per program-id axis the
+    name its program id is multiplied by. Empty when it does not parse. A tile used only inside a
+    helper ``@triton.jit`` function it is passed to is not seen here."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
         return set(), {}
     tiles: set[str] = set()
     pids: dict[str, int] = {}
+    aliases: dict[str, str] = {}  # WIDTH: tl.constexpr = N: a tile named WIDTH is N too
     for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Name):
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+                getattr(node, "target", None)
+            if isinstance(target, ast.Name):
+                aliases[target.id] = node.value.id
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             axis = _program_id_axis(node.value)
             if axis is not None:
@@ -284,6 +292,12 @@ def tile_roles(source: str) -> tuple[set[str], dict[int, str]]:
             tiles.add(node.args[2].id)
         elif name in ("zeros", "full") and node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
             tiles |= {e.id for e in node.args[0].elts if isinstance(e, ast.Name)}
+    for name in list(tiles):
+        seen = {name}
+        while name in aliases and aliases[name] not in seen:
+            name = aliases[name]
+            seen.add(name)
+            tiles.add(name)
     axis_tiles: dict[int, str] = {}
     for node in ast.walk(tree):
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):

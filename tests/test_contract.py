@@ -28,6 +28,8 @@ def test_published_sizes_written_as_numbers_are_evidence_tile_sizes_are_not():
     # `if BLOCK_SIZE > 256 or n_rows < 4096 * 8` beside a published 256)
     assert hardcoded_sizes("def pick(n_rows, BLOCK_SIZE):\n    return BLOCK_SIZE > 8192 or 40 < num_warps\n",
                            problem, small) == []
+    # a size named num_<something> is a size, not a launch setting
+    assert hardcoded_sizes("def pick(num_cols):\n    return num_cols == 8192\n", problem, small)
     # a size the chosen variant keeps is no evidence: module-small-odd changes only what it changes
     assert hardcoded_sizes(fixed, problem, problem.variant("module")) == []
 

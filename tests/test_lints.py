@@ -433,3 +433,8 @@ def test_launches_in_alternative_branches_are_no_fusion_candidate():
     assert alternatives != sequential
     assert [i for i in analyze(sequential, "xpu").issues if i.rule_id == rule]
     assert not [i for i in analyze(alternatives, "xpu").issues if i.rule_id == rule]
+    # in a loop, one trip may take each branch: both run
+    looped = alternatives.replace("    if N > 4096:\n        k1", "    for step in range(2):\n      if step == 0:\n        k1") \
+        .replace("    else:\n        k2", "      else:\n        k2")
+    assert looped != alternatives
+    assert [i for i in analyze(looped, "xpu").issues if i.rule_id == rule]

@@ -9,8 +9,9 @@ text; the spec data and the variants (correctness and performance, as the worker
 them); the verification options that change results; the device fingerprint key; the
 torch/triton/numpy versions installed; the worker code version (a hash of
 ``xeforge_core/worker/*.py`` and ``xeforge_core/verdict.py``) and the verifier's (every module of
-the package and the knowledge base's rules: the sizes derived, the contract, the policies), so a
-change to the harness or to how a verdict is decided invalidates old verdicts. A hit comes back with ``Verdict.cached = True``.
+the package and the knowledge base's rules, hardware profiles and search spaces: the sizes
+derived, the contract, the policies), so a change to the harness or to how a verdict is decided
+invalidates old verdicts. A hit comes back with ``Verdict.cached = True``.
 
 Secrets never enter a key or a value: verdicts hold only code, numbers and the worker's
 captured output, and the worker runs without secrets in its environment.
@@ -92,12 +93,13 @@ def worker_code_version() -> str:
 def verifier_code_version() -> str:
     """sha256 (first 16 hex digits) of the code a verdict depends on beyond the worker's: every
     module of the package (the sizes the parent derives, the published-shape contract, the
-    precision policy, the lints) and the knowledge base's rules beside it, in path order. Any
-    change to them invalidates cached verdicts; read once per process."""
+    precision policy, the lints) and the knowledge base's rules, hardware profiles (the grid
+    limits the interpreter enforces) and search spaces beside it, in path order. Any change to
+    them invalidates cached verdicts; read once per process."""
     h = hashlib.sha256()
-    rules = PACKAGE_DIR.parent / "knowledge" / "rules"
-    files = sorted(PACKAGE_DIR.rglob("*.py")) + (sorted(p for p in rules.rglob("*") if p.is_file())
-                                                 if rules.is_dir() else [])
+    knowledge = [PACKAGE_DIR.parent / "knowledge" / part for part in ("rules", "hardware", "search_spaces")]
+    files = sorted(PACKAGE_DIR.rglob("*.py")) + sorted(p for d in knowledge if d.is_dir()
+                                                       for p in d.rglob("*") if p.is_file())
     for path in files:
         h.update(str(path.relative_to(PACKAGE_DIR.parent)).encode())
         try:

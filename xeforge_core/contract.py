@@ -53,7 +53,8 @@ REFUSED_SIZE = frozenset({VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, 
 
 #: Names of tile and launch settings: a number bound to one of them is a block size, not a
 #: problem size, so it is no evidence of a hard-coded shape.
-_TILE_NAME = re.compile(r"block|tile|group|warp|stage|split|chunk|num_|vec|unroll|grf", re.IGNORECASE)
+_TILE_NAME = re.compile(r"block|tile|group|warp|stage|split|chunk|num_(?:warps|stages|ctas|sms|programs|progs)|vec|unroll|grf",
+                        re.IGNORECASE)
 
 #: Words of error messages that depend on the shape (Triton's and PyTorch's words for them).
 _SHAPE_WORDS = re.compile(

@@ -640,11 +640,13 @@ def lint_fusion_candidate(ctx: LintContext) -> list[Hit]:
 
 
 def _branches(tree: ast.Module) -> dict[int, dict[int, str]]:
-    """Per source line, the ``if`` statements it sits under and in which branch (``"body"`` or
-    ``"orelse"``), by the statement's ``id``."""
+    """Per source line, the ``if`` statements outside any loop it sits under and in which branch
+    (``"body"`` or ``"orelse"``), by the statement's ``id``."""
     out: dict[int, dict[int, str]] = {}
+    looped = {id(n) for loop in walk(tree) if isinstance(loop, (ast.For, ast.While, ast.AsyncFor))
+              for n in walk(loop) if n is not loop}
     for node in walk(tree):
-        if isinstance(node, ast.If):
+        if isinstance(node, ast.If) and id(node) not in looped:  # in a loop, each trip may take another
             for branch in ("body", "orelse"):
                 for stmt in getattr(node, branch):
                     for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):

@@ -162,6 +162,10 @@ def test_tiles_are_the_constexprs_a_kernel_tiles_with():
     alias = ("def row_sum(x_ptr, out_ptr, N: tl.constexpr):\n    WIDTH: tl.constexpr = N\n"
              "    offs = tl.arange(0, WIDTH)\n    tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs)))\n")
     assert tile_roles(alias)[0] == {"WIDTH", "N"}
+    # so is a size passed to a helper that tiles with it
+    helper = "def load_row(ptr, WIDTH: tl.constexpr):\n    return tl.load(ptr + tl.arange(0, WIDTH))\n"
+    caller = "def row_sum(x_ptr, out_ptr, N: tl.constexpr):\n    tl.store(out_ptr, tl.sum(load_row(x_ptr, N)))\n"
+    assert tile_roles(caller, {"load_row": helper})[0] == {"N"} and tile_roles(caller)[0] == set()
 
 
 def test_every_size_is_made_odd_and_set_where_each_axis_has_three_programs_and_the_loop_two_trips():

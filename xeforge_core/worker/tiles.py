@@ -260,12 +260,14 @@ def _program_id_axis(node: ast.AST) -> int | None:
     return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, int) else None
 
 
-def tile_roles(source: str) -> tuple[set[str], dict[int, str]]:
+def tile_roles(source: str, helpers: dict[str, str] | None = None,
+               _depth: int = 0) -> tuple[set[str], dict[int, str]]:
     """``(tiles, axis_tiles)`` of the kernel in ``source``: the names it uses as a tile (a
     ``tl.arange`` extent, a ``range`` step, a dimension of a ``tl.zeros``/``tl.full`` block, and
-    the names such a tile is an alias of: ``WIDTH: tl.constexpr = N``), and per program-id axis the
-    name its program id is multiplied by. Empty when it does not parse. A tile used only inside a
-    helper ``@triton.jit`` function it is passed to is not seen here."""
+    the names such a tile is an alias of: ``WIDTH: tl.constexpr = N``, and the names passed to a
+    helper ``@triton.jit`` function in ``helpers``, ``{name: source}``, where that helper tiles
+    with them), and per program-id axis the name its program id is multiplied by. Empty when it
+    does not parse."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
@@ -292,6 +294,8 @@ def tile_roles(source: str) -> tuple[set[str], dict[int, str]]:
             tiles.add(node.args[2].id)
         elif name in ("zeros", "full") and node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
             tiles |= {e.id for e in node.args[0].elts if isinstance(e, ast.Name)}
+        elif helpers and isinstance(node.func, ast.Name) and name in helpers and _depth < 3:
+            tiles |= _helper_tiles(node, helpers[name], helpers, _depth)
     for name in list(tiles):
         seen = {name}
         while name in aliases and aliases[name] not in seen:
@@ -307,6 +311,18 @@ def tile_roles(source: str) -> tuple[set[str], dict[int, str]]:
             if axis is not None and isinstance(b, ast.Name) and b.id in tiles:
                 axis_tiles.setdefault(axis, b.id)
     return tiles, axis_tiles
+
+
+def _helper_tiles(call: ast.Call, source: str, helpers: dict[str, str], depth: int) -> set[str]:
+    """The names a call passes to a helper's parameters that the helper tiles with."""
+    try:
+        fn = next(n for n in ast.parse(textwrap.dedent(source)).body if isinstance(n, ast.FunctionDef))
+    except (SyntaxError, StopIteration):
+        return set()
+    inner, _ = tile_roles(source, helpers, depth + 1)
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    bound = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
+    return {n.id for param, value in bound if param in inner for n in ast.walk(value) if isinstance(n, ast.Name)}
 
 
 def axes_read(source: str) -> set[int] | None:
@@ -338,7 +354,8 @@ def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> li
             loops_cache[key] = loop_trips(src[0], src[1], values) if src else []
         if rec.kernel not in roles:
             src = sources.get(rec.kernel)
-            roles[rec.kernel] = tile_roles(src[0]) if src else None
+            roles[rec.kernel] = tile_roles(src[0], {n: v[0] for n, v in sources.items() if n != rec.kernel}) \
+                if src else None
             read[rec.kernel] = axes_read(src[0]) if src else None
         role = roles[rec.kernel]
         out.append({"kernel": rec.kernel, "occurrence": occurrence,

@@ -2,11 +2,10 @@
 sizes checked reach their fault, and a number that only looks like a published size does not
 excuse it.
 
-* ``gated_nomask.py``: a row width passed as a constexpr that only bounds a mask (Liger-Kernel's
+* ``rowsum_nomask.py``: a row width passed as a constexpr that only bounds a mask (Liger-Kernel's
   ``n_cols: tl.constexpr``) no longer pins the width to a power of two, so the odd width shows
-  the dropped mask: the kernel faults there. It is right at the published width, the problem's
-  contract, so it is ``ok`` with a ``shape_specialised`` finding naming the width it faults at
-  (before, no size it was checked at exercised the mask, and nothing said so).
+  the dropped mask (before, no size it was checked at exercised it, and nothing said so); the
+  kernel reads its sizes from its inputs, so it is wrong there.
 * ``rms_blockdiv.py``: a threshold on a tile (``BLOCK_SIZE > 256``) that equals a published size
   is no evidence of a hard-coded shape, so the wrong mean is a wrong answer."""
 
@@ -23,13 +22,11 @@ OPTIONS = VerifyOptions(seeds=1, use_cache=False, timeout_s=180.0)
 
 
 def test_a_dropped_mask_under_a_constexpr_width_shows_at_an_odd_width():
-    verdict = verify(load_problem(FIX / "gated.py"), (FIX / "gated_nomask.py").read_text(), device="cpu",
+    verdict = verify(load_problem(FIX / "rowsum.py"), (FIX / "rowsum_nomask.py").read_text(), device="cpu",
                      options=OPTIONS)
     odd = [s for s in verdict.sizes if s.variant.endswith("-tiles")]
     assert odd and odd[0].sizes["n"] % 2 == 1, verdict.sizes
-    specialised = [f for f in verdict.findings if f.rule == "shape_specialised"]
-    assert verdict.kind is VerdictKind.OK and specialised, verdict.reason
-    assert f"n={odd[0].sizes['n']}" in specialised[0].message and "crash" in specialised[0].message
+    assert verdict.kind is VerdictKind.WRONG_ANSWER and "-tiles" in verdict.reason, verdict.reason
 
 
 def test_a_mean_over_the_tile_width_is_wrong_though_a_tile_threshold_equals_a_published_size():

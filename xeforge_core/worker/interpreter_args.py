@@ -1,6 +1,6 @@
 """Arguments in Triton's interpreter as compiled Triton passes them.
 
-Triton's interpreter (3.6) hands a kernel two kinds of argument differently from the compiler,
+Triton's interpreter (3.6) hands a kernel three kinds of argument differently from the compiler,
 so kernels that compile and run on a GPU fail in it with errors that blame the kernel
 (``compile_error``), though nothing is wrong with them:
 
@@ -51,6 +51,8 @@ def match_compiled_arguments() -> bool:
         (``CodeGenerator.visit_Attribute``)."""
 
         def __getattr__(self, name: str) -> Any:
+            if name == "value":  # not set yet (a copy being made): no recursion through it
+                raise AttributeError(name)
             return getattr(self.value, name)
 
     def implicit_cvt(arg: Any) -> Any:

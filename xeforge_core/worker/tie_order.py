@@ -34,6 +34,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from xeforge_core.worker.inputs import flatten_outputs
+
 #: Calls whose ``indices`` (the second result, a ``torch.return_types`` field) are undefined on
 #: ties, whatever their arguments; their values are defined.
 OPEN_INDICES = frozenset({
@@ -69,7 +71,7 @@ def open_results(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], resul
         return []
     whole = name == "argsort" or (name == "topk" and not kwargs.get("sorted", args[4] if len(args) > 4 else True))
     if whole:
-        return list(_tensors(result))
+        return _tensors(result)
     if isinstance(result, tuple) and hasattr(result, "indices"):  # a torch.return_types named tuple
         return [result.indices]
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], torch.Tensor):
@@ -77,15 +79,9 @@ def open_results(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], resul
     return []
 
 
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item)
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value``, however nested in tuples, lists and dicts."""
+    return [t for t in flatten_outputs(value) if isinstance(t, torch.Tensor)]
 
 
 class TieWatch(TorchFunctionMode):
@@ -135,9 +131,9 @@ class TieWatch(TorchFunctionMode):
         if origins:
             # what it returns (in-place methods and operators return the tensor they wrote), wrote
             # through ``out=`` or assigned into
-            touched = list(_tensors(result)) + list(_tensors(kwargs.get("out")))
+            touched = _tensors(result) + _tensors(kwargs.get("out"))
             if name == "__setitem__":
-                touched += list(_tensors(args[:1]))
+                touched += _tensors(args[:1])
             if touched:
                 self._mark(touched, origins[0])
             elif name not in METADATA:  # read into Python: followed no further

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -78,15 +79,8 @@ def library_versions() -> dict[str, str | None]:
 def worker_code_version() -> str:
     """sha256 (first 16 hex digits) of the worker's code: ``xeforge_core/worker/*.py`` and
     ``xeforge_core/verdict.py``, in name order."""
-    h = hashlib.sha256()
     files = sorted((PACKAGE_DIR / "worker").glob("*.py")) + [PACKAGE_DIR / "verdict.py"]
-    for path in files:
-        h.update(path.name.encode())
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            h.update(b"<missing>")
-    return h.hexdigest()[:16]
+    return _files_digest(files, lambda path: path.name)
 
 
 @functools.lru_cache(maxsize=1)
@@ -96,12 +90,18 @@ def verifier_code_version() -> str:
     precision policy, the lints) and the knowledge base's rules, hardware profiles (the grid
     limits the interpreter enforces) and search spaces beside it, in path order. Any change to
     them invalidates cached verdicts; read once per process."""
-    h = hashlib.sha256()
     knowledge = [PACKAGE_DIR.parent / "knowledge" / part for part in ("rules", "hardware", "search_spaces")]
     files = sorted(PACKAGE_DIR.rglob("*.py")) + sorted(p for d in knowledge if d.is_dir()
                                                        for p in d.rglob("*") if p.is_file())
+    return _files_digest(files, lambda path: str(path.relative_to(PACKAGE_DIR.parent)))
+
+
+def _files_digest(files: list[Path], label: Callable[[Path], str]) -> str:
+    """sha256 (first 16 hex digits) over each file's ``label`` and bytes, in the order given (a
+    file that cannot be read counts as ``<missing>``)."""
+    h = hashlib.sha256()
     for path in files:
-        h.update(str(path.relative_to(PACKAGE_DIR.parent)).encode())
+        h.update(label(path).encode())
         try:
             h.update(path.read_bytes())
         except OSError:

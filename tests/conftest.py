@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
-# Warm-pool workers are single-use and spawned on demand in the tests (none is kept waiting):
-# most tests change the environment (a cache dir per test), which a waiting worker would not
-# match, so keeping one ready would only cost CPU. tests/test_pool.py turns it on.
-os.environ.setdefault("XEFORGE_POOL_SIZE", "0")
+# The warm pool as users get it: one single-use worker kept ready, importing torch and triton
+# while the test before it runs (a verification's jobs wait for their imports otherwise: about
+# 30% of the verification tests' time on two cores). A test that changes the environment (its own
+# cache dir) gets workers of its own; pytest's PYTEST_CURRENT_TEST does not count (pool.py).
+os.environ.setdefault("XEFORGE_POOL_SIZE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CASES = ROOT.parent / "shared" / "cases" / "xeforge"

@@ -84,6 +84,12 @@ MAX_IDLE_S = 1800.0
 #: that changed leaves workers nobody will use).
 MAX_IDLE_TOTAL = 4
 
+#: Variables of the caller's environment that say nothing about the worker it starts, left out
+#: of a flavour's environment hash: pytest names the running test in ``PYTEST_CURRENT_TEST``
+#: (https://docs.pytest.org/en/stable/example/simple.html), which changes with every test and
+#: would leave every waiting worker stale.
+_CALLER_ONLY = frozenset({"PYTEST_CURRENT_TEST"})
+
 #: Entries of a slot's job directory not moved into the caller's job directory.
 _SCRATCH = {"tmp", "home", "triton-cache", READY_FILE, ACK_FILE}
 
@@ -221,7 +227,7 @@ class WorkerPool:
         iso = sandbox.isolation()
         if device_type == "cpu":
             device_index = None  # one CPU: the index changes nothing in the worker
-        env = sorted(process.scrub_environment().items())
+        env = sorted((k, v) for k, v in process.scrub_environment().items() if k not in _CALLER_ONLY)
         digest = hashlib.sha256(json.dumps([env, os.getcwd()]).encode("utf-8")).hexdigest()[:16]
         return Flavour(device_type=device_type, device_index=device_index,
                        lock_dir=str(Path(lock_dir).resolve()) if lock_dir else None,

@@ -17,11 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from xeforge_core.cli import main
+from xeforge_core.precision import precision_lines
 from xeforge_core.problem import load_problem
 from xeforge_core.verdict import Verdict, VerdictKind
 from xeforge_core.verify import VerifyOptions, verify
+from xeforge_core.worker.truth64 import Float64Tracer
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "precision"
 KB = Path(__file__).resolve().parent / "fixtures" / "formats" / "kernelbench"
@@ -90,6 +93,41 @@ def test_a_wrong_operand_worth_0_1_percent_of_a_large_sum_is_wrong():
     assert loose.kind is VerdictKind.OK
     assert all(r.check == "tolerance" for r in loose.correctness)
     assert max(o.error_ratio for r in loose.correctness for o in r.outputs) > 512  # still measured
+
+
+def test_a_reference_upcasting_by_name_keeps_the_float64_truth():
+    # `.float()` / `.to(torch.float32)` / `dtype=torch.float32` in reference code is a floor on the
+    # precision: the truth computes them in float64, so the 0.1% fault is found as with `loss.py`
+    # (a fallback to 1e-2 tolerances had passed it) and a correct sum in another order stays ok
+    wrong = check("loss_upcast.py", "loss_wrong_operand.py")
+    assert wrong.kind is VerdictKind.WRONG_ANSWER, wrong.reason
+    assert "outside the float64-calibrated bound" in wrong.reason
+    assert not wrong.precision["fallback"] and "_to_copy" in wrong.precision["widened"]
+    assert any("computed in float64 what the reference asks in float32" in line
+               for line in precision_lines(wrong.precision))
+    right = check("loss_upcast.py", "loss_tree.py")
+    assert right.kind is VerdictKind.OK, right.reason
+    assert right.precision["check"] == "float64"
+
+
+def test_the_float64_tracer_widens_named_float32_and_leaves_bit_views():
+    tracer = Float64Tracer()
+    x = torch.randn(8, dtype=torch.float64)
+    with tracer:
+        up = x.float() * 2
+        made = torch.zeros(4, dtype=torch.float32)
+        summed = torch.sum(x, dtype=torch.float32)
+    assert up.dtype == made.dtype == summed.dtype == torch.float64 and tracer.narrow is None
+    assert {"_to_copy", "zeros", "sum"} <= tracer.widened
+    bits = torch.zeros(4, dtype=torch.int32)
+    tracer = Float64Tracer()
+    with tracer:
+        view = bits.view(torch.float32)
+    assert view.dtype == torch.float32 and tracer.narrow == ("view", "float32")
+    tracer = Float64Tracer()
+    with tracer:
+        half = x.half()
+    assert half.dtype == torch.float16 and tracer.narrow is not None  # a narrowing stays one
 
 
 def test_the_first_wrong_element_is_given_by_its_coordinates_and_values(capsys):

@@ -353,6 +353,10 @@ def precision_lines(precision: dict[str, Any]) -> list[str]:
         widened = f", plus what {', '.join(precision['allowed'])} adds" if precision.get("allowed") else ""
         lines = [f"precision: {applied}; judged against the float64 truth (errors up to {precision.get('factor'):g}x "
                  f"the reference's own error scale{widened})"]
+    if precision.get("widened") and not precision.get("fallback"):
+        ops = ", ".join(f"aten.{op}" for op in precision["widened"])
+        lines.append(f"the truth computed in float64 what the reference asks in float32 ({ops}): an upcast sets "
+                     "a floor on the precision, not the function")
     if precision.get("error_ratio") is not None:
         ratio = precision["error_ratio"]
         beyond = (f"{ratio:.3g}x the reference's error scale" if ratio > 0 else

@@ -173,6 +173,7 @@ def summary(runs: list[CorrectnessRun], policy: PrecisionPolicy, truth64: dict[s
         "check": "+".join(checks), "factor": own_factor(dtype),
         "tolerances": sorted({(r.rtol, r.atol) for r in runs if "tolerance" in (r.check or "")}),
         "fallback": str(truth64.get("fallback") or ""),
+        "widened": list(truth64.get("widened") or []),
         "error_ratio": max((c.error_ratio for c in measured), default=None),
         "rel_error": max((c.rel_error or 0.0 for c in measured), default=None),
         "ref_rel_error": max((c.ref_rel_error or 0.0 for c in measured), default=None),

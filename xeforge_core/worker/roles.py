@@ -645,6 +645,7 @@ def _calibrate(f64: Float64Truth | None, meta: dict[str, Any], model: torch.nn.M
         return None
     info["dtype"] = stats["dtype"]
     info["runs"][combo.key] = stats["outputs"]
+    info["widened"] = sorted(set(info.get("widened", [])) | set(stats["widened"]))
     return _truth64(deviations, sensitivities, stats["outputs"], drifts)
 
 

@@ -21,10 +21,15 @@ that reads them) and two numbers:
   the tensors where ``r`` or ``t`` is not finite, and such elements are left out of the RMS).
 
 The float64 runs happen on the device, under ``torch.set_default_dtype(torch.float64)`` (so
-tensors the module creates without a dtype are float64 too) and with an op tracer: a module
-that still computes in a lower precision (``x.float()``, ``dtype=torch.float32``, an op with no
-float64 kernel) is reported as :class:`Unavailable`, and the verifier falls back to its
-tolerances, saying why. Host memory does not grow with the output: the deviation and scale are
+tensors the module creates without a dtype are float64 too) and with an op tracer. A float32
+the module asks for by name (``x.float()``, ``.to(torch.float32)``, ``dtype=torch.float32`` of a
+factory or a reduction: the idiom of reference code that upcasts half-precision inputs for a
+norm, a softmax or a loss) is a floor on the precision, not the function: the tracer computes it
+in float64 (:data:`WIDENED`), and the verdict names the ops it widened. A bit-for-bit
+reinterpretation (``x.view(torch.float32)``) is left alone. A module that still computes in a
+lower precision (a cast to float16 or bfloat16 in the middle, an op with no float64 kernel, a
+tensor built from a float32 array) is reported as :class:`Unavailable`, and the verifier falls
+back to its tolerances, saying why. Host memory does not grow with the output: the deviation and scale are
 computed on the device and written in chunks by ``ExpectedStore``.
 """
 
@@ -52,14 +57,44 @@ class Unavailable(XeForgeError, RuntimeError):
     """The truth cannot be computed in float64 here; ``str(exc)`` says why."""
 
 
+#: The dtype a float64 truth run computes in where the module names this one (module docstring).
+WIDENED = {torch.float32: torch.float64}
+
+#: Ops whose dtype argument reinterprets bits rather than converting values: never widened.
+_BITCASTS = frozenset({"view"})
+
+
+def _widen(value: Any) -> tuple[Any, bool]:
+    """``value`` with each ``torch.dtype`` in :data:`WIDENED` replaced (one level of lists,
+    tuples and dicts: aten's dtype arguments are plain), and whether any was."""
+    if isinstance(value, torch.dtype):
+        return WIDENED.get(value, value), value in WIDENED
+    if isinstance(value, (list, tuple)):
+        parts = [_widen(v) for v in value]
+        return type(value)(p for p, _ in parts), any(w for _, w in parts)
+    if isinstance(value, dict):
+        parts2 = {k: _widen(v) for k, v in value.items()}
+        return {k: p for k, (p, _) in parts2.items()}, any(w for _, w in parts2.values())
+    return value, False
+
+
 class Float64Tracer(OpTracer):
-    """Records the first op that produced a floating-point tensor narrower than float64."""
+    """Computes in float64 the float32 a module names (:data:`WIDENED`; ``widened``: the aten
+    ops it changed) and records the first op that still produced a floating-point tensor
+    narrower than float64 (``narrow``: op and dtype)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.narrow: tuple[str, str] | None = None
+        self.widened: set[str] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = getattr(func.overloadpacket, "__name__", str(func))
+        if name not in _BITCASTS:
+            args, wide_args = _widen(tuple(args))
+            kwargs, wide_kwargs = _widen(dict(kwargs or {}))
+            if wide_args or wide_kwargs:
+                self.widened.add(name)
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if self.narrow is None:
             for leaf in tree_leaves(out):
@@ -120,6 +155,8 @@ class Float64Truth:
         self.models: dict[tuple[str, int], tuple[torch.nn.Module, torch.nn.Module]] = {}
         #: the module each float64 copy was made from (its weights put back after a shrink)
         self.sources: dict[tuple[str, int], torch.nn.Module] = {}
+        #: aten ops whose float32 the float64 runs computed in float64 (module docstring)
+        self.widened: set[str] = set()
 
     def _models(self, model: torch.nn.Module, key: tuple[str, int], u: float) -> tuple[torch.nn.Module, torch.nn.Module]:
         if key not in self.models:
@@ -144,6 +181,7 @@ class Float64Truth:
                 out = self.harness.run(model, args, trace=tracer, during=what)
         except WorkerError as err:
             raise Unavailable(f"it does not run in float64 ({err.failure.reason.strip().splitlines()[0]})") from err
+        self.widened |= tracer.widened
         if tracer.narrow is not None:
             op, dtype = tracer.narrow
             raise Unavailable(f"it computes in {dtype} even with float64 inputs and weights (aten.{op} "
@@ -225,7 +263,7 @@ class Float64Truth:
             sensitivities.append(sigma)
             drifts.append(g)
             info.append(dict(stats, dtype=name, drift_rms=drift_rms))
-        return deviations, sensitivities, drifts, {"dtype": dtype, "outputs": info}
+        return deviations, sensitivities, drifts, {"dtype": dtype, "outputs": info, "widened": sorted(self.widened)}
 
 
 #: Elements processed per step when deriving the deviation and sensitivity (float64 temporaries

@@ -5,7 +5,9 @@ function alike (``tanh``, however the kernel imports it); a kernel calling one i
 goes next (``worker/externs.py``); a kernel whose own fault leaves a value ``None`` stays a
 compile error. Where the interpreter only passes arguments differently from the compiler (a float
 launch argument, a dtype handed to a device function), it is made to pass them as the compiler
-does (``worker/interpreter_args.py``), so such kernels are judged, not called compile errors."""
+does (``worker/interpreter_args.py``), and a builtin called under a name of the module's own
+(``triton_cast = tl.cast``) is bound as ``tl.cast`` is (``worker/interpreter_names.py``), so such
+kernels are judged, not called compile errors."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def _verify(candidate: str):
                   options=VerifyOptions(seeds=1, use_cache=False, timeout_s=120.0), candidate_name=candidate)
 
 
-@pytest.mark.parametrize("candidate", ["tanh_libdevice.py", "tanh_libdevice_alias.py"])
+@pytest.mark.parametrize("candidate", ["tanh_libdevice.py", "tanh_libdevice_alias.py", "tanh_builtin_names.py"])
 def test_a_libdevice_function_numpy_computes_alike_is_judged_in_the_interpreter(candidate):
     verdict = _verify(candidate)
     assert verdict.kind is VerdictKind.OK, verdict.reason

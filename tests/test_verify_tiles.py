@@ -112,6 +112,27 @@ def test_a_tail_kernel_wrong_only_at_whole_tiles_is_a_wrong_answer_in_the_interp
     assert entry.sizes == {"N": 1024} and entry.why.startswith("whole tiles:"), entry
 
 
+def test_a_class_nested_kernel_and_its_helper_are_read_for_their_tiles_and_loops():
+    """trident's layout: the kernel and its helper are static methods named ``forward``, the helper
+    reached through a namespace class, its loop walking the row in 128-wide tiles and checking the
+    tail only where a heuristic's flag says so. The helper's loop counts as the kernel's (so the
+    width is made odd, then a whole number of tiles), the flag is no tile (it does not pin the
+    width), and the one-program-per-row axis is tile 1 (the rows are not rounded up)."""
+    fix = Path(__file__).parent / "fixtures" / "nested"
+    problem = load_problem(fix / "rowsum.py")
+    options = VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False)
+    right = verify(problem, (fix / "rowsum_nested.py").read_text(), device="cpu", options=options,
+                   candidate_name="rowsum_nested.py")
+    assert right.kind is VerdictKind.OK, right.reason
+    sizes = {s.variant: s.sizes for s in right.sizes}
+    assert sizes["module-tiles"]["cols"] % 2 == 1 and sizes["module-whole"] == {"rows": 4, "cols": 384}, sizes
+    tiles = next(s for s in right.sizes if s.variant == "module-tiles")
+    assert any("loop at line" in c and "of 128 over" in c for c in tiles.coverage), tiles.coverage
+    wrong = verify(problem, (fix / "rowsum_nested_whole_fault.py").read_text(), device="cpu", options=options,
+                   candidate_name="rowsum_nested_whole_fault.py")
+    assert wrong.kind is VerdictKind.WRONG_ANSWER and "variant module-whole" in wrong.reason, wrong.reason
+
+
 def test_the_whole_tile_size_takes_a_shared_tile_by_the_product_of_its_sizes():
     """Sample 08: a GEMM (64 x 64 tiles, K steps of 32) and a 1024-wide epilogue over the flattened
     M x N output. M and N alone drive the GEMM's grid axes: each a multiple of 64. The epilogue's

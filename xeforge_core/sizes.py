@@ -611,16 +611,38 @@ def _aim_tile(base_facts: list[dict[str, Any]], aim: Aim) -> int:
     return int(loop.get("step") or 1) if loop else 1
 
 
+def _counted_tile(sr: _Series) -> int | None:
+    """The tile a grid axis moved by one size alone counts, read from its program counts: the
+    smallest power of two ``t`` with ``cdiv(value, t)`` programs at every probed value of the size
+    (1 for an axis of one program per row: ``grid = (n_rows,)``); ``None`` where several sizes move
+    the axis (a grouped ordering's tiles of two dimensions) or no power of two fits."""
+    if sr.aim.kind != "grid" or len(sr.by) != 1:
+        return None
+    (counts,) = sr.by.values()
+    if any(v <= 0 for v in counts):
+        return None
+    t = 1
+    while t <= max(counts):
+        if all(-(-v // t) == c for v, c in counts.items()):
+            return t
+        t *= 2
+    return None
+
+
 def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
                 series: list[_Series]) -> dict[str, list[tuple[int, bool]]]:
     """Per size, the tiles of the candidate's default config that it moves at the base, each with
-    whether the size alone moves it: a grid axis's or a loop's (``_aim_tile``), alone
-    where no other size changes that axis or loop; a constexpr that changes with the size, as
-    ``next_power_of_2(n_cols)`` does, alone."""
+    whether the size alone moves it: a grid axis's or a loop's (``_aim_tile``; a grid axis whose
+    tile the source does not show, moved by one size alone, the tile its program counts show,
+    ``_counted_tile``), alone where no other size changes that axis or loop; a constexpr that
+    changes with the size, as ``next_power_of_2(n_cols)`` does, alone."""
     base_facts = facts.get((probe.base.name, "candidate", None), [])
     tiles: dict[str, list[tuple[int, bool]]] = {}
     for sr in series:
-        tile = _aim_tile(base_facts, sr.aim)
+        base = _fact(base_facts, sr.aim.kernel, sr.aim.occurrence)
+        shown = sr.aim.kind != "grid" or (base is not None and str(sr.aim.index) in (base.get("axis_tiles") or {}))
+        counted = None if shown else _counted_tile(sr)
+        tile = counted if counted is not None else _aim_tile(base_facts, sr.aim)
         if tile >= 2:
             for size in sr.by:
                 tiles.setdefault(size, []).append((tile, len(sr.by) == 1))

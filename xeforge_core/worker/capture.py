@@ -19,6 +19,7 @@ from typing import Any
 
 from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import CompiledKernelInfo
+from xeforge_core.worker.tiles import python_function
 
 MAX_IR_CHARS = 400_000
 
@@ -43,6 +44,9 @@ class LaunchRecord:
     scalars: dict[str, int] = field(default_factory=dict)
     constants: dict[str, int] = field(default_factory=dict)
     tensor_bytes: int = 0
+    #: the launched kernel's Python function (its source and globals: a kernel nested in a class,
+    #: or sharing its name with another, is read from here rather than looked up by name)
+    function: Any = field(default=None, repr=False, compare=False)
 
 
 #: Offsets computed in int32 wrap past this element count.
@@ -246,7 +250,7 @@ class LaunchRecorder:
                                main_thread=threading.current_thread() is threading.main_thread(),
                                side_stream=bool(recorder.on_side_stream()), grid=resolved,
                                largest_arg=largest, float32_args=f32, scalars=scalars, constants=constants,
-                               tensor_bytes=nbytes)
+                               tensor_bytes=nbytes, function=python_function(fn_self))
             recorder.launches.append(rec)
             if recorder.dry:
                 return None

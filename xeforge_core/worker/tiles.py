@@ -35,23 +35,86 @@ from typing import Any
 MAX_FACTS = 32
 
 
+def python_function(fn: Any) -> Any:
+    """The Python function of a Triton kernel (``JITFunction``, the interpreter's
+    ``InterpretedFunction``, or an autotuner or heuristics wrapper around one); ``None`` when
+    ``fn`` is none of these."""
+    py = getattr(fn, "fn", None)
+    while py is not None and not inspect.isfunction(py):  # an autotuner or heuristics wrapper
+        py = getattr(py, "fn", None)
+    return py
+
+
+def function_source(py: Any) -> tuple[str, int] | None:
+    """``(source, line of its first source line in its file)`` of a Python function, decorators
+    included; ``None`` where ``inspect`` cannot read it."""
+    try:
+        lines, first = inspect.getsourcelines(py)
+    except (OSError, TypeError):
+        return None
+    return "".join(lines), max(1, first)
+
+
 def kernel_sources(jit_functions: list[Any]) -> dict[str, tuple[str, int]]:
     """``{kernel name: (source, line of its first source line in its file)}`` of Triton kernels
     (``JITFunction`` or the interpreter's ``InterpretedFunction``; the Python function is read
     with ``inspect``, decorators included). Kernels whose source cannot be read are left out."""
     out: dict[str, tuple[str, int]] = {}
     for fn in jit_functions:
-        py = getattr(fn, "fn", None)
-        while py is not None and not inspect.isfunction(py):  # an autotuner or heuristics wrapper
-            py = getattr(py, "fn", None)
+        py = python_function(fn)
         name = getattr(py, "__name__", None)
-        if not name:
+        found = function_source(py) if name else None
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _call_text(func: ast.expr) -> str:
+    """``f`` or ``a.b.f`` for a call's callee made of names and attributes; ``""`` otherwise."""
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name):
+        return ""
+    return ".".join([func.id, *reversed(parts)])
+
+
+def jit_callees(py: Any, *, depth: int = 3) -> dict[str, tuple[str, int]]:
+    """The ``@triton.jit`` functions the kernel ``py`` (a Python function) calls, by the callee
+    as its source writes it (``helper``, ``language.VarMean.forward``: names and attributes
+    resolved through the globals of the function that calls it, as the compiler resolves them),
+    with their sources; callees' callees too, ``depth`` levels down. Those whose source cannot be
+    read are left out."""
+    out: dict[str, tuple[str, int]] = {}
+    todo = [(py, 0)]
+    seen = {id(py)}
+    while todo:
+        fn, level = todo.pop()
+        found = function_source(fn)
+        if found is None or level >= depth:
             continue
         try:
-            lines, first = inspect.getsourcelines(py)
-        except (OSError, TypeError):
+            tree = ast.parse(textwrap.dedent(found[0]))
+        except SyntaxError:
             continue
-        out[name] = ("".join(lines), max(1, first))
+        scope = getattr(fn, "__globals__", {})
+        for node in ast.walk(tree):
+            text = _call_text(node.func) if isinstance(node, ast.Call) else ""
+            if not text or text in out:
+                continue
+            head, *rest = text.split(".")
+            value = scope.get(head)
+            for attr in rest:
+                value = getattr(value, attr, None)
+            callee = python_function(value)
+            source = function_source(callee) if callee is not None else None
+            if source is None:
+                continue
+            out[text] = source
+            if id(callee) not in seen:
+                seen.add(id(callee))
+                todo.append((callee, level + 1))
     return out
 
 
@@ -265,8 +328,8 @@ def tile_roles(source: str, helpers: dict[str, str] | None = None,
     """``(tiles, axis_tiles)`` of the kernel in ``source``: the names it uses as a tile (a
     ``tl.arange`` extent, a ``range`` step, a dimension of a ``tl.zeros``/``tl.full`` block, and
     the names such a tile is an alias of: ``WIDTH: tl.constexpr = N``, and the names passed to a
-    helper ``@triton.jit`` function in ``helpers``, ``{name: source}``, where that helper tiles
-    with them), and per program-id axis the name its program id is multiplied by. Empty when it
+    helper ``@triton.jit`` function in ``helpers``, ``{callee as written: source}``
+    (``jit_callees``), where that helper tiles with them), and per program-id axis the name its program id is multiplied by. Empty when it
     does not parse."""
     try:
         tree = ast.parse(textwrap.dedent(source))
@@ -294,8 +357,8 @@ def tile_roles(source: str, helpers: dict[str, str] | None = None,
             tiles.add(node.args[2].id)
         elif name in ("zeros", "full") and node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
             tiles |= {e.id for e in node.args[0].elts if isinstance(e, ast.Name)}
-        elif helpers and isinstance(node.func, ast.Name) and name in helpers and _depth < 3:
-            tiles |= _helper_tiles(node, helpers[name], helpers, _depth)
+        elif helpers and _call_text(node.func) in helpers and _depth < 3:
+            tiles |= _helper_tiles(node, helpers[_call_text(node.func)], helpers, _depth)
     for name in list(tiles):
         seen = {name}
         while name in aliases and aliases[name] not in seen:
@@ -336,33 +399,68 @@ def axes_read(source: str) -> set[int] | None:
     return {a for node in ast.walk(tree) if (a := _program_id_axis(node)) is not None}
 
 
+def helper_loops(source: str, helpers: dict[str, tuple[str, int]], values: dict[str, int]) -> list[dict[str, Any]]:
+    """The loops (as ``loop_trips`` gives them, lines in the helper's file) of the ``@triton.jit``
+    helpers that the kernel in ``source`` calls (``helpers``: ``jit_callees``), evaluated with the
+    launch's integer arguments ``values`` bound to the helper's parameters where the call passes
+    them by name (``forward(x_size, x_block_size)``): a kernel that walks its rows in a helper
+    has its loop trips counted as one that walks them itself."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return []
+    out: list[dict[str, Any]] = []
+    done: set[str] = set()
+    for node in ast.walk(tree):
+        text = _call_text(node.func) if isinstance(node, ast.Call) else ""
+        if text not in helpers or text in done:
+            continue
+        done.add(text)
+        helper_src, first = helpers[text]
+        try:
+            fn = next(n for n in ast.parse(textwrap.dedent(helper_src)).body if isinstance(n, ast.FunctionDef))
+        except (SyntaxError, StopIteration):
+            continue
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        bound = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg]  # type: ignore[attr-defined]
+        env = {p: values[v.id] for p, v in bound if isinstance(v, ast.Name) and v.id in values}
+        out += loop_trips(helper_src, first, env)
+    return out
+
+
 def launch_facts(launches: list[Any], sources: dict[str, tuple[str, int]]) -> list[dict[str, Any]]:
     """One launch fact (see the module docstring) per recorded launch (``LaunchRecord``), in
-    launch order, at most ``MAX_FACTS``."""
+    launch order, at most ``MAX_FACTS``. A launch's kernel is read from the function it launched
+    (``LaunchRecord.function``) where the record has it, else from ``sources`` by name; its
+    helpers are the ``@triton.jit`` functions it calls (``jit_callees``) and those of ``sources``,
+    and their loops count as the kernel's (``helper_loops``)."""
     out: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    loops_cache: dict[tuple[str, tuple], list[dict[str, Any]]] = {}
-    roles: dict[str, tuple[set[str], dict[int, str]] | None] = {}
-    read: dict[str, set[int] | None] = {}
+    loops_cache: dict[tuple[str, int, tuple], list[dict[str, Any]]] = {}
+    read_cache: dict[tuple[str, int], tuple[Any, ...]] = {}
     for rec in launches[:MAX_FACTS]:
         occurrence = seen.get(rec.kernel, 0)
         seen[rec.kernel] = occurrence + 1
+        py = getattr(rec, "function", None)
+        which = (rec.kernel, id(py))
+        if which not in read_cache:
+            src = (function_source(py) if py is not None else None) or sources.get(rec.kernel)
+            helpers = {n: v for n, v in sources.items() if n != rec.kernel}
+            if py is not None:
+                helpers.update(jit_callees(py))
+            role = tile_roles(src[0], {n: v[0] for n, v in helpers.items()}) if src else None
+            read_cache[which] = (src, helpers, role, axes_read(src[0]) if src else None)
+        src, helpers, role, read = read_cache[which]
         values = {**rec.scalars, **rec.constants}
-        key = (rec.kernel, tuple(sorted(values.items())))
+        key = (*which, tuple(sorted(values.items())))
         if key not in loops_cache:
-            src = sources.get(rec.kernel)
-            loops_cache[key] = loop_trips(src[0], src[1], values) if src else []
-        if rec.kernel not in roles:
-            src = sources.get(rec.kernel)
-            roles[rec.kernel] = tile_roles(src[0], {n: v[0] for n, v in sources.items() if n != rec.kernel}) \
-                if src else None
-            read[rec.kernel] = axes_read(src[0]) if src else None
-        role = roles[rec.kernel]
+            loops_cache[key] = (loop_trips(src[0], src[1], values) + helper_loops(src[0], helpers, values)) \
+                if src else []
         out.append({"kernel": rec.kernel, "occurrence": occurrence,
                     "grid": list(rec.grid) if rec.grid is not None else None,
                     "scalars": dict(rec.scalars), "constants": dict(rec.constants),
                     "tiles": {n: v for n, v in rec.constants.items() if n in role[0]} if role else None,
                     "axis_tiles": {str(a): n for a, n in role[1].items() if n in rec.constants} if role else {},
-                    "axes_read": sorted(read[rec.kernel]) if read[rec.kernel] is not None else None,
+                    "axes_read": sorted(read) if read is not None else None,
                     "loops": loops_cache[key]})
     return out

@@ -207,13 +207,20 @@ def test_nan_and_inf_positions_follow_the_truths_own_output():
     assert not ok and comps[0].nan_mismatch == 1 and comps[0].first_mismatch == [2]
 
 
-def test_a_reference_that_hard_codes_float32_is_unavailable_and_says_where():
-    class Upcast(torch.nn.Module):
+def test_a_reference_that_hard_codes_a_half_precision_is_unavailable_and_says_where():
+    class Through16(torch.nn.Module):
+        def forward(self, a):
+            return (a.half() * 2).float()
+
+    with pytest.raises(Unavailable, match="computes in float16 .*aten._to_copy"):
+        calibrated(Through16(), [torch.randn(8)])
+
+    class Upcast(torch.nn.Module):  # a float32 named by the reference is a floor: computed in float64
         def forward(self, a):
             return (a.double() * 2).float()
 
-    with pytest.raises(Unavailable, match="computes in float32 .*aten._to_copy"):
-        calibrated(Upcast(), [torch.randn(8)])
+    outputs, t64, _ = calibrated(Upcast(), [torch.randn(8)])
+    assert t64[0] is not None
 
     class Twice(torch.nn.Module):
         def forward(self, a):
@@ -326,6 +333,14 @@ def test_lower_precision_is_read_from_the_kernel_source_with_module_lines():
     assert any("fast_expf" in h for h in hints["approx-math"]) and any(".approx" in h for h in hints["approx-math"])
     assert any(h.startswith("host code") and "half" in h for h in hints["fp16"])
     assert "fp16" not in precision_hints(ast.parse(KERNEL), {"k"}, "float16")  # its own dtype
+    # a dtype only named in host code converts nothing (trident's torch-to-Triton dtype table, a
+    # comparison); an allocation or a .to() through a name assigned the dtype does
+    table = KERNEL.replace("    return x.half()", "    return {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16}[x]"
+                           " if x != torch.float16 else None")
+    assert not {"fp16", "bf16"} & set(n for n, v in precision_hints(ast.parse(table), {"k"}, "float32").items()
+                                      if any(h.startswith("host code") for h in v))
+    named = KERNEL.replace("    return x.half()", "    low = torch.bfloat16\n    return torch.empty(4, dtype=low), x.to(low)")
+    assert sum(h.startswith("host code") for h in precision_hints(ast.parse(named), {"k"}, "float32")["bf16"]) == 2
     assert precision_hints(ast.parse(KERNEL), {"k"}, None) == {}
     # a block of that dtype nothing adds into is no accumulator (a zero fill of a bfloat16 output)
     fill = KERNEL.replace("    acc += tl.dot(a, a)\n", "    tl.store(c_ptr, acc)\n")

@@ -12,8 +12,9 @@ Read statically from the module's AST (nothing runs), per downgrade name of
   (``tl.zeros``/``tl.full`` with ``dtype=tl.float16`` assigned to a name the kernel then adds
   into: ``acc += ...``, ``acc = tl.dot(a, b, acc)``), or a sum or scan (``tl.sum``,
   ``tl.cumsum``, ``tl.reduce``, ``tl.associative_scan``) of values cast to it;
-* ``fp16`` / ``bf16``: any other cast to it in a kernel (``.to(tl.float16)``), or in the host
-  code (``.half()``, ``torch.float16``);
+* ``fp16`` / ``bf16``: any other cast to it in a kernel (``.to(tl.float16)``), or a conversion
+  to it in the host code (``.half()``, ``.to(torch.bfloat16)``, ``dtype=torch.float16``; a dtype
+  only named, as a key of a dtype table or in a comparison, is none);
 * ``approx-math``: approximate functions (``fast_expf`` and the other ``fast_*`` of libdevice,
   inline PTX with ``.approx``).
 
@@ -247,13 +248,39 @@ def precision_hints(tree: ast.Module, kernels: set[str], dtype: str | None) -> d
     if dtype == "float32":
         for line, why in _host_tf32(tree, inside):
             add("tf32", "host code", line, why)
-        for node in ast.walk(tree):
-            if id(node) in inside:
-                continue
-            call = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else ""
-            low = {"half": "fp16", "bfloat16": "bf16"}.get(call) or (
-                _low_dtype(node) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id == "torch" else None)
-            if low:
-                add(low, "host code", getattr(node, "lineno", 0), f"{ast.unparse(node)[:60]}")
+        for node, low in _host_conversions(tree, inside):
+            add(low, "host code", getattr(node, "lineno", 0), f"{ast.unparse(node)[:60]}")
+    return out
+
+
+def _torch_low(node: ast.AST, names: dict[str, str]) -> str | None:
+    """``fp16``/``bf16`` where ``node`` is ``torch.float16``/``torch.half``/``torch.bfloat16``
+    or a name assigned one (``names``)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return _LOW.get(node.attr)
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    return None
+
+
+def _host_conversions(tree: ast.AST, inside: set[int]) -> list[tuple[ast.AST, str]]:
+    """``(node, fp16/bf16)`` for each conversion of host code (outside the kernels: ``inside``) to
+    a half-precision dtype: ``.half()``/``.bfloat16()``, ``.to(torch.bfloat16)``/``.type(...)``,
+    ``dtype=torch.float16`` of an allocation, also through a name assigned the dtype. A dtype
+    only named (a key of a torch-to-Triton dtype table, a comparison ``x.dtype ==
+    torch.bfloat16``) converts nothing and is no evidence."""
+    names = {t.id: low for node in ast.walk(tree) if isinstance(node, ast.Assign) and id(node) not in inside
+             and (low := _torch_low(node.value, {})) for t in node.targets if isinstance(t, ast.Name)}
+    out: list[tuple[ast.AST, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in inside or not isinstance(node, ast.Call):
+            continue
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        low = {"half": "fp16", "bfloat16": "bf16"}.get(method) if not node.args else None
+        if low is None and method in ("to", "type"):
+            low = next((x for a in node.args if (x := _torch_low(a, names))), None)
+        if low is None:
+            low = next((x for k in node.keywords if k.arg == "dtype" and (x := _torch_low(k.value, names))), None)
+        if low:
+            out.append((node, low))
     return out

@@ -38,6 +38,12 @@ def patch_builtin_aliases() -> bool:
     if None in (patch_lang, semantic_of, builder, is_builtin) or getattr(patch_lang, _MARK, False):
         return False
 
+    def builtin(value: Any) -> bool:
+        try:  # any global is asked: a lazy module's __getattr__ may raise anything
+            return not isinstance(value, type) and bool(is_builtin(value))
+        except Exception:  # noqa: BLE001 - not a builtin, whatever went wrong asking
+            return False
+
     def bound(member: Any, semantic: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             kwargs.pop("_semantic", None)
@@ -48,8 +54,7 @@ def patch_builtin_aliases() -> bool:
     def patch_with_aliases(fn: Any) -> Any:
         scope = patch_lang(fn)
         names = fn.__globals__
-        aliases = {name: value for name, value in list(names.items())
-                   if not isinstance(value, type) and is_builtin(value)}
+        aliases = {name: value for name, value in list(names.items()) if builtin(value)}
         if not aliases:
             return scope
         semantic = semantic_of(builder)

@@ -104,10 +104,13 @@ def jit_callees(py: Any, *, depth: int = 3) -> dict[str, tuple[str, int]]:
             if not text or text in out:
                 continue
             head, *rest = text.split(".")
-            value = scope.get(head)
-            for attr in rest:
-                value = getattr(value, attr, None)
-            callee = python_function(value)
+            try:  # attributes of whatever the globals hold: a property may raise anything
+                value = scope.get(head)
+                for attr in rest:
+                    value = getattr(value, attr, None)
+                callee = python_function(value)
+            except Exception:  # noqa: BLE001 - not a jit function, whatever went wrong reading it
+                continue
             source = function_source(callee) if callee is not None else None
             if source is None:
                 continue

@@ -84,8 +84,9 @@ def jit_callees(py: Any, *, depth: int = 3) -> dict[str, tuple[str, int]]:
     """The ``@triton.jit`` functions the kernel ``py`` (a Python function) calls, by the callee
     as its source writes it (``helper``, ``language.VarMean.forward``: names and attributes
     resolved through the globals of the function that calls it, as the compiler resolves them),
-    with their sources; callees' callees too, ``depth`` levels down. Those whose source cannot be
-    read are left out."""
+    with their sources; callees' callees too, ``depth`` levels down. Triton's own library
+    (``tl.sum``, ``tl.cdiv``: jit functions of the ``triton`` package) and functions whose source
+    cannot be read are left out."""
     out: dict[str, tuple[str, int]] = {}
     todo = [(py, 0)]
     seen = {id(py)}
@@ -111,7 +112,9 @@ def jit_callees(py: Any, *, depth: int = 3) -> dict[str, tuple[str, int]]:
                 callee = python_function(value)
             except Exception:  # noqa: BLE001 - not a jit function, whatever went wrong reading it
                 continue
-            source = function_source(callee) if callee is not None else None
+            if callee is None or str(getattr(callee, "__module__", "")).split(".")[0] == "triton":
+                continue  # tl.sum, tl.cdiv, tl.flip: Triton's own library, not the kernel's tiling
+            source = function_source(callee)
             if source is None:
                 continue
             out[text] = source

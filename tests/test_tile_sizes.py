@@ -17,7 +17,7 @@ from xeforge_core.problem import problem_from_source
 from xeforge_core.problem.scaling import size_values, variant_with_sizes
 from xeforge_core.sizes import choose_sizes, coverage_of, plan_probe, whole_gaps
 from xeforge_core.worker.capture import LaunchRecorder
-from xeforge_core.worker.tiles import kernel_sources, launch_facts, loop_trips
+from xeforge_core.worker.tiles import helper_loops, kernel_sources, launch_facts, loop_trips
 
 LOOPS = '''
 @triton.jit
@@ -443,3 +443,34 @@ def test_two_grid_axes_of_one_count_get_different_counts():
     assert _distinct_axes(sizes, {}, [axis(0, {"N": n_counts, "M": m_counts})], {}) == {}  # one axis, shared
     other_config = [axis(0, {"N": n_counts}), axis(1, {"M": m_counts}, config="k[BLOCK=64]")]
     assert _distinct_axes(sizes, {}, other_config, {}) == {} and sizes == {"N": 257, "M": 257}
+
+
+_TILED_SUM = """
+def tiled_sum(ptr, n, BLOCK):
+    acc = 0.0
+    for start in range(0, n, BLOCK):
+        acc += start
+    return acc
+"""
+
+_ROW_SUM = """
+def row_sum(ptr, width, BLOCK):
+    return tiled_sum(ptr, width, BLOCK)
+"""
+
+
+def test_helper_loops_follow_every_call_and_helpers_of_helpers():
+    """A helper's loop counts as the kernel's: bound from each call's arguments (two calls walking
+    two sizes add their trips to the one loop, so either size moves it) and through a helper's
+    own helper."""
+    helpers = {"tiled_sum": (_TILED_SUM, 10), "row_sum": (_ROW_SUM, 20)}
+    twice = "def k(x, y, n_cols, m, BLOCK):\n    a = tiled_sum(x, n_cols, BLOCK)\n    b = tiled_sum(y, m, BLOCK)\n"
+    (loop,) = helper_loops(twice, helpers, {"n_cols": 300, "m": 200, "BLOCK": 128})
+    assert loop["line"] == 13 and loop["trips"] == 3 + 2 and loop["partial"] is True
+    (same,) = helper_loops(twice, helpers, {"n_cols": 300, "m": 256, "BLOCK": 128})
+    assert same["trips"] == 3 + 2  # m moved from 200 to 256: still 2 trips, the sum says so
+    halved = "def k(x, n, BLOCK):\n    n = n // 2\n    a = tiled_sum(x, n, BLOCK)\n"
+    assert helper_loops(halved, helpers, {"n": 300, "BLOCK": 128}) == []  # n is not the launch's n there
+    deep = "def k(x, n_cols, BLOCK):\n    s = row_sum(x, n_cols, BLOCK)\n"
+    (loop,) = helper_loops(deep, helpers, {"n_cols": 384, "BLOCK": 128})
+    assert loop["trips"] == 3 and loop["partial"] is False

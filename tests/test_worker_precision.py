@@ -222,6 +222,21 @@ def test_a_reference_that_hard_codes_a_half_precision_is_unavailable_and_says_wh
     outputs, t64, _ = calibrated(Upcast(), [torch.randn(8)])
     assert t64[0] is not None
 
+    class Remainder(torch.nn.Module):  # float32's rounding is what it computes: no float64 truth
+        def forward(self, a, b):
+            p = a.double() * b.double()
+            return (p - p.float().double()).float() * 1e7
+
+    with pytest.raises(Unavailable, match="another function: its own output 0 is infinitely far beyond"):
+        calibrated(Remainder(), [torch.randn(64), torch.randn(64)])
+
+    class Exponents(torch.nn.Module):  # its bits are another number's in float64
+        def forward(self, a):
+            return ((a.float().view(torch.int32) >> 23) & 255).float()
+
+    with pytest.raises(Unavailable, match="reads the bits of a floating-point tensor as int32"):
+        calibrated(Exponents(), [torch.randn(8)])
+
     class Twice(torch.nn.Module):
         def forward(self, a):
             return a * 2, torch.arange(4)
@@ -341,6 +356,9 @@ def test_lower_precision_is_read_from_the_kernel_source_with_module_lines():
                                       if any(h.startswith("host code") for h in v))
     named = KERNEL.replace("    return x.half()", "    low = torch.bfloat16\n    return torch.empty(4, dtype=low), x.to(low)")
     assert sum(h.startswith("host code") for h in precision_hints(ast.parse(named), {"k"}, "float32")["bf16"]) == 2
+    either = KERNEL.replace("    return x.half()", "    dt = torch.bfloat16 if x.numel() > 16 else torch.float32\n"
+                            "    return x.to(dt)")
+    assert any(h.startswith("host code") for h in precision_hints(ast.parse(either), {"k"}, "float32")["bf16"])
     assert precision_hints(ast.parse(KERNEL), {"k"}, None) == {}
     # a block of that dtype nothing adds into is no accumulator (a zero fill of a bfloat16 output)
     fill = KERNEL.replace("    acc += tl.dot(a, a)\n", "    tl.store(c_ptr, acc)\n")

@@ -641,7 +641,8 @@ def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[
     for sr in series:
         base = _fact(base_facts, sr.aim.kernel, sr.aim.occurrence)
         shown = sr.aim.kind != "grid" or (base is not None and str(sr.aim.index) in (base.get("axis_tiles") or {}))
-        counted = None if shown else _counted_tile(sr)
+        own = sr.aim.module == "candidate" and sr.aim.config is None  # as _aim_tile: the candidate's default config
+        counted = _counted_tile(sr) if own and not shown else None
         tile = counted if counted is not None else _aim_tile(base_facts, sr.aim)
         if tile >= 2:
             for size in sr.by:

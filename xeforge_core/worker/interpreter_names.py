@@ -8,9 +8,10 @@ interpreter (3.6) gives the semantic object only to the members of a ``triton.la
 that the kernel's globals hold (``interpreter._patch_lang``), so the aliased call raises "Did you
 forget to add @triton.jit ?" and a kernel that runs on every GPU is reported as not compiling.
 
-``patch_builtin_aliases`` makes the interpreter bind those names too, for the duration of each
-kernel call, exactly as it binds the module's members, and puts them back afterwards.
-Worker-side, interpreter only; idempotent.
+``patch_builtin_aliases`` makes the interpreter bind those names too, wherever it binds the
+module's members (each kernel launch and device-function call), and puts them back where it puts
+its own back (after a launch; after a device-function call it restores nothing, and the names
+stay bound to the same builder, as ``tl``'s members do). Worker-side, interpreter only; idempotent.
 """
 
 from __future__ import annotations

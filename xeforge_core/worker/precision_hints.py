@@ -266,11 +266,21 @@ def _torch_low(node: ast.AST, names: dict[str, str]) -> str | None:
 def _host_conversions(tree: ast.AST, inside: set[int]) -> list[tuple[ast.AST, str]]:
     """``(node, fp16/bf16)`` for each conversion of host code (outside the kernels: ``inside``) to
     a half-precision dtype: ``.half()``/``.bfloat16()``, ``.to(torch.bfloat16)``/``.type(...)``,
-    ``dtype=torch.float16`` of an allocation, also through a name assigned the dtype. A dtype
+    ``dtype=torch.float16`` of an allocation, also through a name assigned the dtype (in either
+    branch of a conditional; names are read module-wide, not per function). A dtype
     only named (a key of a torch-to-Triton dtype table, a comparison ``x.dtype ==
     torch.bfloat16``) converts nothing and is no evidence."""
-    names = {t.id: low for node in ast.walk(tree) if isinstance(node, ast.Assign) and id(node) not in inside
-             and (low := _torch_low(node.value, {})) for t in node.targets if isinstance(t, ast.Name)}
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if id(node) in inside or not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        # dt = torch.bfloat16, or one branch of dt = torch.bfloat16 if big else torch.float32
+        values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+        low = next((x for v in values if (x := _torch_low(v, {}))), None)
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            if low and isinstance(t, ast.Name):
+                names[t.id] = low
     out: list[tuple[ast.AST, str]] = []
     for node in ast.walk(tree):
         if id(node) in inside or not isinstance(node, ast.Call):

@@ -405,23 +405,40 @@ def axes_read(source: str) -> set[int] | None:
     return {a for node in ast.walk(tree) if (a := _program_id_axis(node)) is not None}
 
 
-def helper_loops(source: str, helpers: dict[str, tuple[str, int]], values: dict[str, int]) -> list[dict[str, Any]]:
+def helper_loops(source: str, helpers: dict[str, tuple[str, int]], values: dict[str, int],
+                 _depth: int = 0) -> list[dict[str, Any]]:
     """The loops (as ``loop_trips`` gives them, lines in the helper's file) of the ``@triton.jit``
-    helpers that the kernel in ``source`` calls (``helpers``: ``jit_callees``), evaluated with the
-    launch's integer arguments ``values`` bound to the helper's parameters where the call passes
-    them by name (``forward(x_size, x_block_size)``): a kernel that walks its rows in a helper
-    has its loop trips counted as one that walks them itself."""
+    helpers that the kernel in ``source`` calls (``helpers``: ``jit_callees``), and of the helpers
+    they call, three levels down, evaluated with the launch's integer arguments ``values`` bound
+    to each helper's parameters where a call passes them by name (``forward(x_size,
+    x_block_size)``): a kernel that walks its rows in a helper has its loop trips counted as one
+    that walks them itself. A helper loop run by several calls (``tiled_sum(x, n)`` and
+    ``tiled_sum(y, m)``) is one loop whose trips add up, so that every size any call walks moves it."""
+    found: dict[int, dict[str, Any]] = {}
+    for loop in _helper_loops(source, helpers, values, _depth, set()):
+        have = found.get(loop["line"])
+        if have is None:
+            found[loop["line"]] = dict(loop)
+        else:
+            have["trips"] += loop["trips"]
+            both = (have.get("partial"), loop.get("partial"))
+            have["partial"] = True if True in both else (None if None in both else False)
+    return [found[line] for line in sorted(found)]
+
+
+def _helper_loops(source: str, helpers: dict[str, tuple[str, int]], values: dict[str, int], depth: int,
+                  done: set[tuple[str, tuple]]) -> list[dict[str, Any]]:
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
         return []
     out: list[dict[str, Any]] = []
-    done: set[str] = set()
+    # a name the caller assigns (n = n // 2) no longer holds the value it was launched with
+    written = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     for node in ast.walk(tree):
         text = _call_text(node.func) if isinstance(node, ast.Call) else ""
-        if text not in helpers or text in done:
+        if text not in helpers or depth >= 3:
             continue
-        done.add(text)
         helper_src, first = helpers[text]
         try:
             fn = next(n for n in ast.parse(textwrap.dedent(helper_src)).body if isinstance(n, ast.FunctionDef))
@@ -429,8 +446,13 @@ def helper_loops(source: str, helpers: dict[str, tuple[str, int]], values: dict[
             continue
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         bound = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg]  # type: ignore[attr-defined]
-        env = {p: values[v.id] for p, v in bound if isinstance(v, ast.Name) and v.id in values}
-        out += loop_trips(helper_src, first, env)
+        env = {p: values[v.id] for p, v in bound if isinstance(v, ast.Name) and v.id in values and v.id not in written}
+        key = (text, tuple(sorted(env.items())))
+        if key in done:  # the same call twice (a loop around it): its loops once
+            continue
+        done.add(key)
+        out += [loop for loop in loop_trips(helper_src, first, env) if loop.get("trips") is not None]
+        out += _helper_loops(helper_src, helpers, env, depth + 1, done)
     return out
 
 

@@ -25,8 +25,11 @@ tensors the module creates without a dtype are float64 too) and with an op trace
 the module asks for by name (``x.float()``, ``.to(torch.float32)``, ``dtype=torch.float32`` of a
 factory or a reduction: the idiom of reference code that upcasts half-precision inputs for a
 norm, a softmax or a loss) is a floor on the precision, not the function: the tracer computes it
-in float64 (:data:`WIDENED`), and the verdict names the ops it widened. A bit-for-bit
-reinterpretation (``x.view(torch.float32)``) is left alone. A module that still computes in a
+in float64 (:data:`WIDENED`), and the verdict names the ops it widened; where the reference's
+own output then sits far beyond its rounding scale from that truth, its float32 was part of the
+function (a rounding remainder), and the truth is unavailable (:data:`WIDENED_FUNCTION_LIMIT`).
+A reference that reads a floating-point tensor's bits (``x.view(torch.int32)``) has no float64
+truth: those bits are another number's there. A module that still computes in a
 lower precision (a cast to float16 or bfloat16 in the middle, an op with no float64 kernel, a
 tensor built from a float32 array) is reported as :class:`Unavailable`, and the verifier falls
 back to its tolerances, saying why. Host memory does not grow with the output: the deviation and scale are
@@ -60,8 +63,18 @@ class Unavailable(XeForgeError, RuntimeError):
 #: The dtype a float64 truth run computes in where the module names this one (module docstring).
 WIDENED = {torch.float32: torch.float64}
 
-#: Ops whose dtype argument reinterprets bits rather than converting values: never widened.
+#: Ops whose dtype argument reinterprets bits rather than converting values: never widened, and
+#: a truth that reinterprets a floating-point tensor's bits is unavailable (in float64 they are
+#: another number's bits).
 _BITCASTS = frozenset({"view"})
+
+#: How far beyond its rounding scale (the perturbed truth's spread plus one unit roundoff of the
+#: truth) a reference's own output may sit from a truth computed with its named float32 widened
+#: before that truth is taken for another function: a reference whose float32 rounding is what
+#: it computes (a rounding remainder, ``p - p.float()``) has a widened truth of zero. Project
+#: heuristic: four orders of magnitude, above the sqrt(n) growth of a float32 sum's rounding
+#: (1e3 at a million terms) over the spread of its inputs' rounding.
+WIDENED_FUNCTION_LIMIT = 1e4
 
 
 def _widen(value: Any) -> tuple[Any, bool]:
@@ -87,10 +100,17 @@ class Float64Tracer(OpTracer):
         super().__init__()
         self.narrow: tuple[str, str] | None = None
         self.widened: set[str] = set()
+        #: the dtype a floating-point tensor's bits were first read as (``x.view(torch.int32)``)
+        self.bitcast: str | None = None
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = getattr(func.overloadpacket, "__name__", str(func))
-        if name not in _BITCASTS:
+        if name in _BITCASTS:
+            seen = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.dtype)]
+            source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            if seen and source is not None and source.dtype.is_floating_point and self.bitcast is None:
+                self.bitcast = str(seen[0]).replace("torch.", "")
+        else:
             args, wide_args = _widen(tuple(args))
             kwargs, wide_kwargs = _widen(dict(kwargs or {}))
             if wide_args or wide_kwargs:
@@ -182,6 +202,9 @@ class Float64Truth:
         except WorkerError as err:
             raise Unavailable(f"it does not run in float64 ({err.failure.reason.strip().splitlines()[0]})") from err
         self.widened |= tracer.widened
+        if tracer.bitcast is not None:
+            raise Unavailable(f"it reads the bits of a floating-point tensor as {tracer.bitcast} (aten.view): in "
+                              "float64 those are another number's bits")
         if tracer.narrow is not None:
             op, dtype = tracer.narrow
             raise Unavailable(f"it computes in {dtype} even with float64 inputs and weights (aten.{op} "
@@ -258,6 +281,13 @@ class Float64Truth:
                     type(t).__name__
                 raise Unavailable(f"output {i} in float64 is {got}, not float64 of shape {list(r.shape)}")
             d, sigma, stats = deviation_and_sensitivity(r, t, p)
+            scale = stats["sigma_rms"] + UNIT_ROUNDOFF[name] * stats["truth_rms"]
+            if self.widened and stats["ref_rms_error"] > WIDENED_FUNCTION_LIMIT * scale:
+                ratio = f"{stats['ref_rms_error'] / scale:.3g}x" if scale > 0 else "infinitely far beyond"
+                raise Unavailable(
+                    f"with the float32 it names computed in float64 ({', '.join(sorted(self.widened))}) it is another "
+                    f"function: its own output {i} is {ratio} its rounding scale from that truth, so its float32 is "
+                    "part of what it computes")
             g, drift_rms = drift_parts[i] if i < len(drift_parts) else (None, 0.0)
             deviations.append(d)
             sensitivities.append(sigma)
@@ -273,7 +303,7 @@ CHUNK = 1 << 24
 
 def deviation_and_sensitivity(r: torch.Tensor, t: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """``(t - r, |p - t|)`` as float32 on ``t``'s device, zero where ``r`` or ``t`` is not
-    finite, and their statistics (``ref_rms_error``, ``sigma_rms``, ``ref_rel_error``). ``r``:
+    finite, and their statistics (``ref_rms_error``, ``sigma_rms``, ``truth_rms``, ``ref_rel_error``). ``r``:
     the truth's output at the problem's dtype; ``t``, ``p``: the float64 truth and the perturbed
     one (same shape). Computed :data:`CHUNK` elements at a time."""
     flat_r, flat_t, flat_p = r.detach().reshape(-1), t.detach().reshape(-1), p.detach().reshape(-1)
@@ -296,6 +326,7 @@ def deviation_and_sensitivity(r: torch.Tensor, t: torch.Tensor, p: torch.Tensor)
         sigma[part] = sg
     stats = {"ref_rms_error": math.sqrt(err_sq / n) if n else 0.0,
              "sigma_rms": math.sqrt(sigma_sq / n) if n else 0.0,
+             "truth_rms": math.sqrt(truth_sq / n) if n else 0.0,
              "ref_rel_error": math.sqrt(err_sq / truth_sq) if truth_sq > 0 else 0.0}
     return dev.reshape(t.shape), sigma.reshape(t.shape), stats
 

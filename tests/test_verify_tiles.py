@@ -73,10 +73,10 @@ def test_a_fault_a_tile_hides_is_a_wrong_answer_at_the_derived_size(problem, cor
 
 
 def test_a_store_without_its_n_mask_is_refused_at_the_derived_size():
-    # past the last column the store writes into the next row, and past the last row out of the
-    # output: the interpreter writes host memory there, so the worker may die of it instead
+    # past the last column the store writes into the next row (and past the last row into the
+    # slack the fixture allocates: a write past memory would corrupt the interpreter's heap)
     verdict = _verify("linear", "linear_n_store")
-    assert verdict.kind in (VerdictKind.WRONG_ANSWER, VerdictKind.CRASH), verdict.reason
+    assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
     assert _tiles_entry(verdict).sizes == {"batch_size": 65, "in_features": 65, "out_features": 129}
 
 

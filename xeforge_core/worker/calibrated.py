@@ -122,13 +122,16 @@ def compare_calibrated(actual: torch.Tensor, truth: torch.Tensor | StoredTensor,
     """Judge ``actual`` (any shape with the truth's number of elements) against the truth's
     output ``truth`` (its dtype is the problem's: float32, float16 or bfloat16) and its float64
     record ``t64``, under the ``allowed`` downgrades. ``poisoned``: fresh device memory held
-    NaN, so NaN where the truth has a value counts as unwritten. Raises ``ValueError`` for a
-    dtype the check does not cover."""
+    NaN, so NaN where the truth has a value counts as unwritten. An ``actual`` of a coarser
+    floating-point dtype than the truth's (an output dtype change the caller allowed) is held
+    to that dtype's rounding (the ``2u|t|`` term with its unit roundoff): its one rounding of
+    each element is what the change allows. Raises ``ValueError`` for a dtype the check does
+    not cover."""
     dtype_name = str(truth.dtype).replace("torch.", "")
     factor = own_factor(dtype_name)
     if factor is None:
         raise ValueError(f"no float64-calibrated bound for {dtype_name}")
-    u = UNIT_ROUNDOFF[dtype_name]
+    u = max(UNIT_ROUNDOFF[dtype_name], UNIT_ROUNDOFF.get(str(actual.dtype).replace("torch.", ""), 0.0))
     tiny = torch.finfo(truth.dtype).tiny
     allowed_terms = allowance_terms(dtype_name, allowed)
     each = {n: allowance_terms(dtype_name, (n,)) for n in DOWNGRADES}

@@ -31,6 +31,8 @@ import inspect
 import textwrap
 from typing import Any
 
+from xeforge_core.worker.astutil import dotted_name
+
 #: Most launch facts kept per call (a forward() that launches a kernel per layer repeats itself).
 MAX_FACTS = 32
 
@@ -69,17 +71,6 @@ def kernel_sources(jit_functions: list[Any]) -> dict[str, tuple[str, int]]:
     return out
 
 
-def _call_text(func: ast.expr) -> str:
-    """``f`` or ``a.b.f`` for a call's callee made of names and attributes; ``""`` otherwise."""
-    parts: list[str] = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if not isinstance(func, ast.Name):
-        return ""
-    return ".".join([func.id, *reversed(parts)])
-
-
 def jit_callees(py: Any, *, depth: int = 3) -> dict[str, tuple[str, int]]:
     """The ``@triton.jit`` functions the kernel ``py`` (a Python function) calls, by the callee
     as its source writes it (``helper``, ``language.VarMean.forward``: names and attributes
@@ -101,7 +92,7 @@ def jit_callees(py: Any, *, depth: int = 3) -> dict[str, tuple[str, int]]:
             continue
         scope = getattr(fn, "__globals__", {})
         for node in ast.walk(tree):
-            text = _call_text(node.func) if isinstance(node, ast.Call) else ""
+            text = dotted_name(node.func) if isinstance(node, ast.Call) else ""
             if not text or text in out:
                 continue
             head, *rest = text.split(".")
@@ -363,8 +354,8 @@ def tile_roles(source: str, helpers: dict[str, str] | None = None,
             tiles.add(node.args[2].id)
         elif name in ("zeros", "full") and node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
             tiles |= {e.id for e in node.args[0].elts if isinstance(e, ast.Name)}
-        elif helpers and _call_text(node.func) in helpers and _depth < 3:
-            tiles |= _helper_tiles(node, helpers[_call_text(node.func)], helpers, _depth)
+        elif helpers and dotted_name(node.func) in helpers and _depth < 3:
+            tiles |= _helper_tiles(node, helpers[dotted_name(node.func)], helpers, _depth)
     for name in list(tiles):
         seen = {name}
         while name in aliases and aliases[name] not in seen:
@@ -384,14 +375,22 @@ def tile_roles(source: str, helpers: dict[str, str] | None = None,
 
 def _helper_tiles(call: ast.Call, source: str, helpers: dict[str, str], depth: int) -> set[str]:
     """The names a call passes to a helper's parameters that the helper tiles with."""
+    bound = _bound(call, source)
+    if bound is None:
+        return set()
+    inner, _ = tile_roles(source, helpers, depth + 1)
+    return {n.id for param, value in bound if param in inner for n in ast.walk(value) if isinstance(n, ast.Name)}
+
+
+def _bound(call: ast.Call, source: str) -> list[tuple[str, ast.expr]] | None:
+    """``(parameter, argument expression)`` pairs of a call of the helper whose source is
+    ``source`` (positional, then by keyword); ``None`` when the source does not parse."""
     try:
         fn = next(n for n in ast.parse(textwrap.dedent(source)).body if isinstance(n, ast.FunctionDef))
     except (SyntaxError, StopIteration):
-        return set()
-    inner, _ = tile_roles(source, helpers, depth + 1)
+        return None
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-    bound = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
-    return {n.id for param, value in bound if param in inner for n in ast.walk(value) if isinstance(n, ast.Name)}
+    return list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
 
 
 def axes_read(source: str) -> set[int] | None:
@@ -436,16 +435,13 @@ def _helper_loops(source: str, helpers: dict[str, tuple[str, int]], values: dict
     # a name the caller assigns (n = n // 2) no longer holds the value it was launched with
     written = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     for node in ast.walk(tree):
-        text = _call_text(node.func) if isinstance(node, ast.Call) else ""
+        text = dotted_name(node.func) if isinstance(node, ast.Call) else ""
         if text not in helpers or depth >= 3:
             continue
         helper_src, first = helpers[text]
-        try:
-            fn = next(n for n in ast.parse(textwrap.dedent(helper_src)).body if isinstance(n, ast.FunctionDef))
-        except (SyntaxError, StopIteration):
+        bound = _bound(node, helper_src)  # type: ignore[arg-type]
+        if bound is None:
             continue
-        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-        bound = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg]  # type: ignore[attr-defined]
         env = {p: values[v.id] for p, v in bound if isinstance(v, ast.Name) and v.id in values and v.id not in written}
         key = (text, tuple(sorted(env.items())))
         if key in done:  # the same call twice (a loop around it): its loops once

@@ -59,6 +59,26 @@ def test_a_workspace_buffer_and_an_effect_through_a_kernel_function_are_not_held
     assert verdict.kind.value == "ok", verdict.reason
 
 
+def test_a_kernel_that_works_in_place_where_the_reference_does_not_is_wrong_and_says_its_values_match():
+    """An in-place kernel (written for a caller that allows it, as a RoPE applied to its query
+    tensor is) checked against an out-of-place reference: the caller's tensor changes, so it is a
+    wrong answer for this problem, and the reason says that its outputs match, after comparing
+    them; where the values are wrong too, that is the reason and the side effect is named after it."""
+    problem = load_problem(FIXTURES / "swish_problem.py")
+    source = (FIXTURES / "swish_in_place_candidate.py").read_text()
+    verdict = verify(problem, source, device="cpu", options=OPTIONS)
+    assert verdict.kind.value == "wrong_answer", verdict.reason
+    assert "input 0 in place" in verdict.reason and "leaves its inputs unchanged" in verdict.reason, verdict.reason
+    assert "its outputs match the reference on" in verdict.reason, verdict.reason
+    assert [s.status.value for s in verdict.steps][1:3] == ["failed", "passed"], verdict.steps
+    wrong = source.replace("1.0 + tl.exp(-x)", "2.0 + tl.exp(-x)")
+    assert wrong != source
+    verdict = verify(problem, wrong, device="cpu", options=OPTIONS)
+    assert verdict.kind.value == "wrong_answer", verdict.reason
+    assert verdict.reason.startswith("wrong answer on variant"), verdict.reason
+    assert "besides, it modified its input 0 in place" in verdict.reason, verdict.reason
+
+
 def test_a_batchnorm_candidate_need_not_count_batches_its_momentum_never_reads():
     """``num_batches_tracked`` is read only where ``momentum`` is None (PyTorch's _BatchNorm)."""
     source = (FIXTURES / "batchnorm_candidate.py").read_text().replace(

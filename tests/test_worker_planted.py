@@ -202,11 +202,11 @@ def test_an_output_that_ignores_its_inputs_is_a_wrong_answer_not_a_cache(tmp_pat
     assert not any(f.rule == "cached_output" for f in v.findings)
 
 
-def test_input_mutation_is_cheating(tmp_path, gemm_baseline):
+def test_input_mutation_is_a_wrong_answer_whose_reason_says_the_outputs_match(tmp_path, gemm_baseline):
     v = run_candidate(tmp_path, gemm_baseline, "cand_mutates.py")
-    assert v.kind.value == "cheating"
+    assert v.kind.value == "wrong_answer"
     assert [f.rule for f in v.findings if f.severity == "error"] == ["mutates_input"]
-    assert "input 0" in v.reason
+    assert "input 0" in v.reason and "its outputs match the reference on" in v.reason, v.reason
 
 
 def test_autotune_config_checked_on_its_own(tmp_path, gemm_baseline):

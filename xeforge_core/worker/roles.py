@@ -588,6 +588,38 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
     return findings, evidence
 
 
+def _side_effects_to_verdict(ctx: WorkerContext, effects: list[Finding] | None, truth: str) -> None:
+    """Fail a candidate that changed its inputs in place where the truth leaves them unchanged
+    (``effects``: its ``mutates_input`` findings) as a wrong answer: the caller sees the changed
+    input, so the result differs from the truth's whatever the outputs are. Called after the
+    correctness step, so the reason says whether the outputs themselves match (an in-place
+    kernel written for a caller that allows it, such as a RoPE applied to its query tensor, is
+    right in its values and wrong for this problem's contract); a correctness failure stands
+    as the reason, with the side effect named after it."""
+    if not effects:
+        return
+    what = " and ".join(f.message.replace("forward() modified", "it modified")
+                        for f in effects if f.rule == "mutates_input")
+    aliases = [f.message for f in effects if f.rule == "output_aliases_input"]
+    structure = ctx.verdict.step("structure")
+    if ctx.failed:
+        ctx.verdict.reason += f"; besides, {what}, which the {truth} leaves unchanged"
+        return
+    if aliases:
+        what += f" ({' and '.join(aliases)})"
+    correctness = ctx.verdict.step("correctness")
+    runs = (correctness.evidence or {}).get("runs") if correctness is not None else None
+    matched = (f"its outputs match the {truth} on {runs} run(s)" if runs else
+               f"its outputs match the {truth}")
+    reason = (f"wrong answer: {what}, where the {truth} leaves its inputs unchanged: the caller's tensor "
+              f"changes, a side effect this problem does not allow; {matched} (a kernel meant to work in place "
+              "needs a problem whose reference works in place too)")
+    if structure is not None:
+        ctx.fail(structure, Failure(VerdictKind.WRONG_ANSWER, reason))
+    else:
+        ctx.failed, ctx.verdict.kind, ctx.verdict.reason = True, VerdictKind.WRONG_ANSWER, reason
+
+
 def effects_key(combo: Combo) -> str:
     """The saved key of the truth's effects on ``combo`` (``worker.effects``)."""
     return f"{combo.key}__effects"
@@ -1109,6 +1141,15 @@ def run_candidate(ctx: WorkerContext) -> None:
                 f.message += " (the baseline does the same, so it is not held against the candidate)"
         errors = [f for f in findings if f.severity == "error"]
         ctx.verdict.findings += findings
+        if errors and any(f.rule == "mutates_input" for f in errors) and \
+                all(f.rule in ("mutates_input", "output_aliases_input") for f in errors):
+            # a side effect the truth does not have (an in-place kernel, which may return the
+            # tensor it wrote): a wrong result, judged after the outputs are compared, so the
+            # reason says whether the values themselves are right
+            holder["side_effects"] = errors
+            step.summary = (f"{evidence.get('launches_per_call', 0)} Triton launch(es) per call; "
+                            + "; ".join(f.message for f in errors))
+            return
         if errors:
             first = errors[0]
             where = f" (line {first.line})" if first.line else ""
@@ -1242,6 +1283,7 @@ def run_candidate(ctx: WorkerContext) -> None:
                                   "is wrong), so a speedup over it means nothing")
 
     ctx.run_step("correctness", correctness)
+    _side_effects_to_verdict(ctx, holder.pop("side_effects", None), meta.get("truth", "baseline"))
     tampered = guard.check() + ctx.timer_guard.check()
     if tampered:  # replaced during the correctness runs: nothing they reported can be trusted
         ctx.verdict.findings += tampered

@@ -231,3 +231,79 @@ def test_the_llm_engine_without_a_key_for_openai_is_bad_input_before_a_session(t
     err = capsys.readouterr().err
     assert code == 2 and "no API key" in err and "--engine rules" in err, err
     assert not workspace.exists() or not any(workspace.iterdir())
+
+
+def test_a_candidate_that_does_not_parse_is_a_compile_error_before_any_job_runs(tmp_path):
+    """A syntax error fails at every size: no baseline, size probe or worker is started for it,
+    and no note about the sizes the verifier chose is attached."""
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    jobs = []
+    verdict = verify(load_problem(BASE), "import triton\ndef f(:\n    pass\n", device="cpu",
+                     options=VerifyOptions(use_cache=False), candidate_name="mine.py",
+                     run_worker=lambda *a, **k: jobs.append(a) or pytest.fail("a job ran"))
+    assert verdict.kind is VerdictKind.COMPILE_ERROR and not jobs
+    assert verdict.reason.startswith("SyntaxError at mine.py:2") and verdict.source_line == 2, verdict.reason
+    assert [s.status.value for s in verdict.steps] == ["failed", "skipped", "skipped", "skipped"]
+    assert not verdict.warnings
+
+
+@pytest.mark.parametrize("body, said", [
+    ("    return 42\n", "returned a int"),
+    ("    return [torch.randn(M)]\n", "NameError"),
+])
+def test_a_problem_whose_get_inputs_breaks_at_every_size_is_bad_input_after_one_job(tmp_path, capsys, body, said):
+    """``get_inputs()`` returning no list, or naming what it never defined, is the problem's fault
+    (exit 2), found by the first job: no other size is tried, since none would mend it."""
+    import xeforge_core.runner as runner
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    fixtures = ROOT / "tests" / "fixtures" / "caches"
+    text = (fixtures / "scale_problem.py").read_text()
+    start = text.index("def get_inputs")
+    body_at = text.index("\n", start) + 1
+    broken = tmp_path / "broken_problem.py"
+    broken.write_text(text[:body_at] + body + text[body_at:])
+    roles = []
+
+    def counting(job, *args, **kwargs):
+        roles.append(job["role"])
+        return runner.run_worker(job, *args, **kwargs)
+
+    verdict = verify(load_problem(broken), (fixtures / "ends_cache.py").read_text(), device="cpu",
+                     options=VerifyOptions(use_cache=False, seeds=1), run_worker=counting)
+    assert verdict.kind is VerdictKind.ENVIRONMENT and verdict.problem_at_fault, verdict.reason
+    assert said in verdict.reason and "fix the problem file" in verdict.reason, verdict.reason
+    assert len(roles) == 1, roles
+    code = main(["verify", str(broken), str(fixtures / "ends_cache.py"), "--device", "cpu", "--quiet",
+                 "--no-cache"])
+    assert code == 2 and capsys.readouterr().out.startswith("verdict: BAD INPUT")
+
+
+def test_a_published_variant_too_large_for_the_interpreter_is_refused_before_any_job(tmp_path, capsys):
+    """``--variant module`` of a KernelBench problem states no shapes: its inputs' size is read
+    from get_inputs()'s source, so a published size the interpreter cannot finish is said at
+    once, not after its baseline runs out of memory."""
+    problem = tmp_path / "big_problem.py"
+    problem.write_text((ROOT / "tests" / "fixtures" / "caches" / "scale_problem.py").read_text()
+                       .replace("N = 5000", "N = 2 ** 31"))
+    code = main(["verify", str(problem), str(ROOT / "tests" / "fixtures" / "caches" / "ends_cache.py"),
+                 "--device", "cpu", "--variant", "module", "--no-cache", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == EXIT_CODES[VerdictKind.ENVIRONMENT], out
+    assert "variant module has 2,147,483,648 input elements" in out and "Verify on a GPU" in out, out
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["verify", "a.py", "b.py", "--varient", "module"], "--varient: did you mean --variant?"),
+    (["optimize", "k.py", "--auot"], "--auot: did you mean --auto?"),
+    (["batch", "d", "--ouput", "s.csv"], "--ouput: did you mean --out?"),
+])
+def test_a_mistyped_option_names_the_nearest_option_of_its_command(argv, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err, err
+    assert f"usage: xeforge {argv[0]}" in err, err

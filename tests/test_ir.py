@@ -154,6 +154,23 @@ def test_cli_prints_the_target_and_the_stage(vector_add: IRReport, capsys: pytes
         assert "not installed here" in capsys.readouterr().out
 
 
+def test_an_error_in_another_file_than_the_problems_names_that_file(vector_add: IRReport, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """``xeforge ir K --problem P`` and ``--diff OTHER``: a syntax error of K or OTHER names that
+    file, and the other side's error is printed, not only kept in --json."""
+    from xeforge_core.cli import main
+
+    broken = tmp_path / "my_kernel.py"
+    broken.write_text((SAMPLES / "01_vector_add.py").read_text().replace("def ", "def (", 1))
+    problem = ROOT / "tests" / "fixtures" / "caches" / "scale_problem.py"
+    assert main(["ir", str(broken), "--problem", str(problem), "-q", "--summary"]) == 1
+    out = capsys.readouterr().out
+    assert "SyntaxError at my_kernel.py:" in out and "scale_problem.py" not in out, out
+    assert main(["ir", str(SAMPLES / "01_vector_add.py"), "--diff", str(broken), "-q", "--summary"]) == 1
+    out = capsys.readouterr().out
+    assert f"{broken}: compile_error: SyntaxError at my_kernel.py:" in out, out
+
+
 def test_the_ir_worker_imports_only_torch_triton_numpy() -> None:
     from test_dependencies import WORKER_ALLOWED, third_party_of, worker_closure
 

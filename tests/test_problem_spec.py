@@ -332,3 +332,14 @@ def test_a_shape_dim_misspelt_against_every_variant_is_reported_at_the_shape():
     text = BASE.replace("shape: [BATCH, IN_FEAT]", "shape: [BATCH, IN_FEET]")
     e = _err(text)
     assert e.line == 3 and e.field == "inputs.X.shape[1]" and e.message.endswith("did you mean 'IN_FEAT'?"), e
+
+
+def test_a_spec_with_no_variant_and_a_mistyped_dim_in_a_flop_formula_are_refused_with_the_fix(tmp_path):
+    """A spec that defines no variant at all is refused where it is read (nothing could be
+    checked or timed), and a dim misspelt inside a flop formula is named with the nearest dim."""
+    inputs = "inputs:\n  x: {shape: [N], dtype: float32}\n"
+    with pytest.raises(ProblemError, match="defines no variants.*add a `ci` list"):
+        parse_spec(inputs, path="k.yaml")
+    with pytest.raises(ProblemError, match="'HIDDN'.*did you mean 'HIDDEN'"):
+        parse_spec(inputs + "ci:\n  - params: [x]\n    dims: {N: 8, HIDDEN: 4}\n    flop: N * HIDDN\n",
+                   path="k.yaml")

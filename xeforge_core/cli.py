@@ -9,6 +9,7 @@ that ``xeforge verify`` does not pay for Streamlit or git imports.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import signal
@@ -69,6 +70,24 @@ class _PipeSafe:
         return getattr(self._stream, name)
 
 
+def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]) -> None:
+    """Exit with status 2 for arguments no parser took, through the command's own parser (its
+    usage line, not the top level's), naming the nearest option of that command for each
+    mistyped ``--option`` (``--varient``: did you mean ``--variant``?)."""
+    target = parser
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps its subparsers only here
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, "command", None) in action.choices:  # noqa: SLF001
+            target = action.choices[args.command]
+    options = [o for a in target._actions for o in a.option_strings if o.startswith("--")]  # noqa: SLF001
+    hints = []
+    for arg in unknown:
+        if arg.startswith("--"):
+            near = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1, cutoff=0.6)
+            if near:
+                hints.append(f"{arg.split('=', 1)[0]}: did you mean {near[0]}?")
+    target.error(f"unrecognized arguments: {' '.join(unknown)}" + (f" ({'; '.join(hints)})" if hints else ""))
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
 
@@ -84,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         from xeforge_core.commands.verify import json_usage_errors
 
         json_usage_errors(parser, argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse_unknown(parser, args, unknown)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

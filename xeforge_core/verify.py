@@ -81,6 +81,8 @@ from xeforge_core.sizes import (
 from xeforge_core.verdict import OWN_INPUTS, Finding, Step, StepStatus, Verdict, VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
+from xeforge_core.worker.errors import SIZE_FREE_EXCEPTIONS
+from xeforge_core.worker.errors import classify as classify_failure
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
 #: a flaky driver, an environment later fixed).
@@ -691,7 +693,9 @@ class _Run:
 
         Returns the verification's final verdict when the ``sizes`` job ran out of time
         (``_sizes_timeout_verdict``): a hang there would hang the later jobs too, each for its
-        own limit. ``None`` otherwise (the verification goes on)."""
+        own limit; or when it failed in the problem's own code in a way no size mends (the
+        baseline's ``environment`` verdict, a problem fault). ``None`` otherwise (the
+        verification goes on)."""
         base = self.correctness[0]
         probe = plan_probe(self.problem, base, device_type=self.device.type)
         if probe is None:
@@ -706,6 +710,8 @@ class _Run:
         result = _outcome_verdict(outcome, "sizes", self.candidate_module["filename"])
         if result.kind is VerdictKind.TIMEOUT:
             return _sizes_timeout_verdict(self, result, outcome)
+        if _fault_at_any_size(result):  # the baseline would fail the same way at every size
+            return _environment_verdict(result, self.device)
         step = result.step("sizes")
         if result.kind is not VerdictKind.OK or step is None or step.status is not StepStatus.PASSED:
             why = (result.reason or result.kind.value).splitlines()[0][:300] if result.reason else result.kind.value
@@ -920,6 +926,9 @@ def problem_fault(base: Verdict) -> str | None:
     not fit: torch raises the device's faults as ``RuntimeError`` from the problem's line too). A
     raise on a redraw the verifier made never gets here: that redraw is skipped
     (``worker.domain``)."""
+    if base.kind is VerdictKind.RUNTIME_ERROR and any((s.evidence or {}).get("problem_contract")
+                                                       for s in base.steps):
+        return (base.reason or "").splitlines()[0]  # its inputs broke their contract (worker.inputs)
     if base.kind is not VerdictKind.RUNTIME_ERROR or not base.error_text:
         return None
     frames = list(re.finditer(r'File "([^"]+)", line \d+[^\n]*\n([^\n]*)', base.error_text))
@@ -938,6 +947,18 @@ def problem_fault(base: Verdict) -> str | None:
     if kind == "RuntimeError" and not re.search(r"shape|size|dimension|\bdim\b", last):
         return None  # torch's runtime errors are the problem's only where they say its shapes do not fit
     return last
+
+
+def _fault_at_any_size(base: Verdict) -> bool:
+    """Whether the baseline job failed in the problem's own code in a way no other size mends
+    (a name it never defined, ``get_inputs()`` returning no list): checking it again at other
+    sizes would only fail again. A ``raise`` or a shape error of the problem at a size this run
+    derived is the size's, not the problem's: that size is dropped and the baseline run again."""
+    fault = problem_fault(base)
+    if not fault:
+        return False
+    return any((s.evidence or {}).get("problem_contract") for s in base.steps) or \
+        fault.split(":", 1)[0].rsplit(".", 1)[-1] in SIZE_FREE_EXCEPTIONS
 
 
 #: said where the baseline could not open a file: the job holds only the Python sources
@@ -1080,7 +1101,8 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
         if verdict.kind in CACHEABLE_KINDS:
             cache.set(key, verdict)
         cache.close()
-    _say(on_progress, f"verdict: {verdict.kind.value}")
+    _say(on_progress, "verdict: bad input (the problem's own code failed)" if verdict.problem_at_fault
+         else f"verdict: {verdict.kind.value}")
     return _with_user_paths(verdict, problem, candidate_name)
 
 
@@ -1115,12 +1137,14 @@ INTERPRETER_FLOP_PER_S = 1.5e8
 INTERPRETER_MAX_ELEMENTS_PER_S = 6.5e5
 
 
-def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1) -> str:
+def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1, problem: Any = None) -> str:
     """Why ``variants`` cannot finish in Triton's CPU interpreter within ``timeout_s`` seconds, or
     "" when they may: one forward call of a variant's flop (``Variant.flop``, at
     :data:`INTERPRETER_FLOP_PER_S`) exceeds it, or ``calls`` calls (a worker job makes its first
     call, one a seed and one more an input distribution of the first seed) passing its input
-    elements (``Variant.shapes``) through a kernel once each at the fastest rate measured
+    elements (``Variant.shapes``; for a KernelBench problem's variant, which states none, its
+    largest input as ``problem``'s ``get_inputs()`` builds it, estimated from the source:
+    ``scaling.variant_input_elements``) through a kernel once each at the fastest rate measured
     (:data:`INTERPRETER_MAX_ELEMENTS_PER_S`) do. Variants with neither are assumed to fit."""
     for v in variants:
         flop = getattr(v, "flop", None)
@@ -1133,6 +1157,8 @@ def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1) 
                         "interpreter")
         shapes = getattr(v, "shapes", None) or {}
         elements = sum(math.prod(s) for s in shapes.values())
+        if not shapes and problem is not None:
+            elements = variant_input_elements(problem, v) or 0
         seconds = calls * elements / INTERPRETER_MAX_ELEMENTS_PER_S
         if seconds > timeout_s:
             return (f"variant {v.name} has {elements:,} input elements: its {calls} calls in a check take at least "
@@ -1158,12 +1184,37 @@ def _start_workers(run: _Run) -> None:
             warm.ahead(run.device.type, run.device.index, jobs=jobs, **where)
 
 
+def _unparsable(run: _Run) -> Verdict | None:
+    """The ``compile_error`` verdict of a candidate that is not valid Python, found before any job
+    runs (it fails at every size, so no baseline or size is worth running for it); ``None`` when
+    it parses. Worded as the worker words an import's ``SyntaxError`` (``worker.errors``)."""
+    # where a job would hold its copy: the verdict's paths become the user's (_with_user_paths)
+    path = f"/job/src/candidate/{run.candidate_module['filename']}"
+    try:
+        ast.parse(run.candidate_source, filename=path)
+    except (SyntaxError, ValueError) as exc:
+        if not isinstance(exc, SyntaxError):  # ast.parse's ValueError: a null byte
+            exc = SyntaxError(str(exc), (path, 1, 0, "", 1, 0))
+        exc.filename = path
+        failure = classify_failure(exc, path, during="importing")
+        steps = [Step(name="compile", status=StepStatus.FAILED, summary=failure.reason)] + [
+            Step(name=n, status=StepStatus.SKIPPED, summary="skipped: an earlier step failed")
+            for n in ("structure", "correctness", "performance")]
+        return Verdict(kind=failure.kind, reason=failure.reason, source_line=failure.line,
+                       error_text=failure.error_text, steps=steps)
+    return None
+
+
 def _verify_uncached(run: _Run) -> Verdict:
     device = run.device
+    unparsable = _unparsable(run)
+    if unparsable is not None:
+        return unparsable
     _start_workers(run)
     if device.interpreter:
         too_slow = interpreter_too_slow(run.correctness, max(run.opts.timeout_s, 300.0),
-                                        calls=1 + len(run.opts.seed_list()) + len(run.distributions))
+                                        calls=1 + len(run.opts.seed_list()) + len(run.distributions),
+                                        problem=run.problem)
         if too_slow:
             return Verdict(kind=VerdictKind.ENVIRONMENT, reason=too_slow, steps=[
                 Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + too_slow)])
@@ -1174,7 +1225,8 @@ def _verify_uncached(run: _Run) -> Verdict:
         run.check_cancel()
     base, base_dir, reused = run.baseline()
     failed_at: list[str] = []
-    while base.kind in _RETRY_WITHOUT_DERIVED and (dropped := run.drop_derived_variants(base.reason or "")):
+    while base.kind in _RETRY_WITHOUT_DERIVED and not _fault_at_any_size(base) and \
+            (dropped := run.drop_derived_variants(base.reason or "")):
         # The derived sizes are ours, not the spec's: a baseline that cannot run them (e.g. a
         # tensor descriptor whose rows must be 16-byte aligned) does not support such shapes,
         # and a candidate is not held to more than its baseline.
@@ -1184,7 +1236,7 @@ def _verify_uncached(run: _Run) -> Verdict:
             left = ", ".join(v.name for v in run.correctness)
             base.warnings.insert(0, f"the baseline fails at {'; at '.join(failed_at)}; correctness is checked at "
                                     f"{left} only")
-    if base.kind in _RETRY_WITHOUT_DERIVED and run.use_published_sizes():
+    if base.kind in _RETRY_WITHOUT_DERIVED and not _fault_at_any_size(base) and run.use_published_sizes():
         # the reduced sizes are ours, not the problem's: a problem whose sizes are tied together in
         # ways the reduction missed is checked at its published sizes instead
         first = (base.reason or base.kind.value).splitlines()[0][:300]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from xeforge_core import units
 from xeforge_core.commands.argtypes import positive_float
@@ -106,13 +107,14 @@ def run(args: argparse.Namespace) -> int:
         if not (args.quiet or args.json) and message:
             print(f"  .. {message}", file=err, flush=True)
 
-    def one(source: str):  # noqa: ANN202
+    def one(source: str, path: str):  # noqa: ANN202
         return compile_ir(source, problem=problem, target=target, variant=args.variant, config_index=config,
-                          timeout_s=args.timeout, use_cache=not args.no_cache, on_progress=say)
+                          timeout_s=args.timeout, use_cache=not args.no_cache, on_progress=say,
+                          filename=Path(path).name)
 
     try:
-        report = one(problem.kernel.source)
-        other_report = one(other) if other is not None else None
+        report = one(problem.kernel.source, args.kernel)
+        other_report = one(other, args.diff) if other is not None else None
     except IRError as exc:
         print(f"xeforge ir: bad input: {exc}", file=err)
         return EXIT_BAD_INPUT
@@ -159,6 +161,8 @@ def render(report, args: argparse.Namespace, other=None) -> str:  # noqa: ANN001
                  + (" (cached result)" if report.cached else f" in {units.seconds(report.seconds)}"))
     if report.reason:
         lines.append(f"  {report.kind}: {report.reason}")
+    if other is not None and other.reason:
+        lines.append(f"  {args.diff}: {other.kind}: {other.reason}")
     if report.not_launched:
         lines.append(f"  not launched at this shape: {', '.join(report.not_launched)}")
     rows = resource_rows(report)

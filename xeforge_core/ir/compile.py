@@ -232,7 +232,8 @@ def compile_ir(source: str, *, problem: Any = None, target: str | CompileTarget 
                variant: str | None = None, config_index: int | None = 0, local_device: str = "cpu",
                timeout_s: float = DEFAULT_TIMEOUT_S, memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
                use_cache: bool = True, max_kernels: int = 16, on_progress: ProgressFn | None = None,
-               cancel: threading.Event | None = None, cached_only: bool = False) -> IRReport | None:
+               cancel: threading.Event | None = None, cached_only: bool = False,
+               filename: str | None = None) -> IRReport | None:
     """Compile the Triton kernels of ``source`` (a KernelBench-style module) for ``target``.
 
     ``problem`` gives the spec whose variant the launches are recorded with (see
@@ -242,6 +243,10 @@ def compile_ir(source: str, *, problem: Any = None, target: str | CompileTarget 
     ``@triton.autotune`` kernel to compile (0-based; ``None`` for all, up to ``max_kernels``).
     ``local_device``: this machine's device type (for the portability check). ``timeout_s``
     (seconds) and ``memory_bytes`` bound the worker.
+
+    ``filename``: the name of the file ``source`` came from, which errors name (default: the
+    problem's kernel file, or ``kernel.py``): give it for a source that is not the problem's own
+    (``xeforge ir K --problem P``, the other side of ``--diff``).
 
     With ``cached_only``, nothing is compiled: the cached report, or ``None`` when there is none
     (the IR page asks this on every rerun, then compiles in the background).
@@ -268,7 +273,8 @@ def compile_ir(source: str, *, problem: Any = None, target: str | CompileTarget 
         name = base.get("class_name") or "Model"
         if base.get("entry", "class") == "class":
             name = _class_name(text, name)
-        return {**job, "module": {**base, "source": text, "label": "ir", "class_name": name}}
+        return {**job, "module": {**base, "source": text, "label": "ir", "class_name": name,
+                                  **({"filename": filename} if filename else {})}}
 
     run = {"timeout_s": timeout_s, "memory_bytes": memory_bytes, "use_cache": use_cache,
            "on_progress": on_progress, "cancel": cancel, "cached_only": cached_only}

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from xeforge_core.errors import nearest_name_hint
 from xeforge_core.worker.astutil import parse as parse_python
 
 from .model import ProblemError
@@ -151,7 +152,7 @@ def evaluate_flop(formula: str | int | float, dims: Mapping[str, Any], *, field:
             if node.id not in dims:
                 known = ", ".join(dims) or "none"
                 raise fail(f"flop formula {text!r} uses {node.id!r}, which is not a dim of this "
-                           f"variant (dims: {known})")
+                           f"variant (dims: {known})" + nearest_name_hint(node.id, list(dims)))
             raw = dims[node.id]
             if isinstance(raw, (list, tuple)):
                 raise fail(f"flop formula {text!r} uses {node.id!r}, whose value {raw!r} is a list; "

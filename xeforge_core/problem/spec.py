@@ -511,8 +511,8 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
             a malformed ``inits`` entry, a flop formula that is not arithmetic on dims, a
             negative or non-numeric tolerance; an unknown key at any level (a misspelt
             ``bench_gpu`` family, ``dtpye`` in an input, ``dimz`` in a variant, a scalar or map
-            at the top level), named at its own line with the nearest valid key. Each names the
-            file, line and field.
+            at the top level), named at its own line with the nearest valid key; a spec with no
+            variant at all. Each names the file, line and field.
     """
     p = Path(path) if path is not None else None
     where: str | Path | None = p if p is not None else label
@@ -567,9 +567,10 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
     if default is not None and default not in variants:
         ctx.warn(("default_variant",), f"default_variant {default!r} is not a variant of this spec "
                                        f"(variants: {', '.join(variants) or 'none'}); it is ignored")
-    if not variants:
-        ctx.warn((), "the spec defines no variants (no top-level key with a list value)")
-    elif not any(is_ci_variant(n) for n in variants):
+    if not variants:  # nothing could be checked or timed: every later step would fail on it
+        raise ctx.error((), "the spec defines no variants (no top-level key with a list value): add a `ci` list "
+                            "of small shapes to check correctness at, and a `bench-gpu` list to time at")
+    if not any(is_ci_variant(n) for n in variants):
         families = [k for k in data if isinstance(k, str) and k not in _RESERVED and isinstance(data[k], list)]
         close = difflib.get_close_matches("ci", families, n=1, cutoff=0.6)
         fallback = default if default in variants else ("bench-gpu" if "bench-gpu" in variants else next(iter(variants)))

@@ -165,6 +165,8 @@ class WorkerContext:
             self.verdict.error_text = failure.error_text
         for f in findings or []:
             self.verdict.findings.append(f)
+        if failure.problem:
+            step.evidence = {**(step.evidence or {}), "problem_contract": True}
 
     def skip_missing(self, names: tuple[str, ...] = STEP_ORDER) -> None:
         """Record steps in ``names`` that never ran (after a failure) as skipped."""

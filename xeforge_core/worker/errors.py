@@ -86,12 +86,19 @@ MAX_ERROR_TEXT = 6000
 @dataclass
 class Failure:
     """A classified failure: ``kind``, one-sentence ``reason``, 1-based ``line`` in the module
-    file when known, and ``error_text`` (traceback tail with the offending source line)."""
+    file when known, and ``error_text`` (traceback tail with the offending source line).
+    ``problem``: the problem broke the contract of its inputs (``get_inputs()`` returning no
+    list, a spec naming an unknown dim): bad input, not the environment, in a baseline job."""
 
     kind: VerdictKind
     reason: str
     line: int | None = None
     error_text: str = ""
+    problem: bool = False
+
+
+#: exceptions that no size mends: a name the code never defined, an attribute its objects lack
+SIZE_FREE_EXCEPTIONS = ("NameError", "UnboundLocalError", "AttributeError")
 
 
 class WorkerError(XeForgeError):

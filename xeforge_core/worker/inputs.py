@@ -72,7 +72,8 @@ TIE_LEVELS = 16
 
 
 def _fail(reason: str) -> WorkerError:
-    return WorkerError(Failure(VerdictKind.RUNTIME_ERROR, reason))
+    """The problem's inputs break their contract (``Failure.problem``)."""
+    return WorkerError(Failure(VerdictKind.RUNTIME_ERROR, reason, problem=True))
 
 
 def dtype_from_name(name: str) -> torch.dtype:

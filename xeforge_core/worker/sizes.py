@@ -29,7 +29,7 @@ from typing import Any
 
 from xeforge_core.verdict import Step
 from xeforge_core.worker.context import WorkerContext
-from xeforge_core.worker.errors import WorkerError
+from xeforge_core.worker.errors import SIZE_FREE_EXCEPTIONS, WorkerError
 from xeforge_core.worker.loading import load_module
 from xeforge_core.worker.roles import Combo, Harness
 from xeforge_core.worker.tiles import kernel_sources, launch_facts
@@ -90,6 +90,13 @@ def settled(base: list[dict[str, Any]], facts: list[dict[str, Any]]) -> bool:
     return True
 
 
+def fails_at_any_size(err: WorkerError) -> bool:
+    """Whether building a module or its inputs failed in a way no other size mends: inputs that
+    break their contract (``Failure.problem``: ``get_inputs()`` returning no list) or one of
+    :data:`SIZE_FREE_EXCEPTIONS`. Probing more sizes would only fail the same way."""
+    return err.failure.problem or type(err.__cause__).__name__ in SIZE_FREE_EXCEPTIONS
+
+
 def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list[dict[str, Any]], *,
                   dry: bool, tuners_from: int) -> tuple[list[dict[str, Any]], list[str]]:
     """Call ``harness``'s module at each point (when ``dry``, each of its autotuners' configs on
@@ -117,6 +124,8 @@ def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list
             model = harness.model_for(combo, fresh=True)
             args = harness.inputs_for(combo)
         except WorkerError as err:
+            if not records and fails_at_any_size(err):
+                raise  # at the base size, before any other: the job fails as the baseline would
             records.append({"point": name, "module": label, "error": _first_line(err.failure.reason)})
             continue
         except Exception as exc:  # noqa: BLE001 - the problem's own code at a size it may not accept

@@ -304,6 +304,18 @@ def test_lint_fires_on_violation_and_not_on_fix(lint_name: str):
     assert not hits_good, f"{lint_name} fired on the fixed code: {[h.message for h in hits_good]}"
 
 
+def test_tile_sizes_a_host_heuristic_picks_are_an_autotuning_issue_too():
+    """TorchInductor's launches compute their tiles on the host (``R0_BLOCK =
+    min(1024, next_power_of_2(n))``): as fixed for every device as literals, so the autotuning
+    stage is planned for a first version it generated."""
+    src = ROW_KERNEL.replace("BLOCK_N", "R0_BLOCK") + wrapper(
+        "R0_BLOCK = min(1024, triton.next_power_of_2(N))\n"
+        "row_kernel[(M,)](a, b, N, N, R0_BLOCK=R0_BLOCK)")
+    hits = [i for i in analyze(src, "xpu").issues if i.rule_id == "autotune_literal_blocks"]
+    assert len(hits) == 1 and "its host code picks (R0_BLOCK)" in hits[0].message, hits
+    assert hits[0].stage == "autotuning"
+
+
 def test_hardcoded_device_is_an_error_for_another_target():
     a = analyze(DEVICE_BAD, "xpu")
     sev = {i.line: i.severity for i in a.issues if i.rule_id == "hardcoded_device_strings"}

@@ -82,8 +82,10 @@ def _pow2(v: Any) -> bool:
 
 
 def _is_tile_name(name: str) -> bool:
+    """``BLOCK_M``, ``TILE_N``, ``BM``; TorchInductor's ``XBLOCK``, ``R0_BLOCK``, ``RBLOCK``."""
     n = name.upper()
-    return n.startswith("BLOCK") or n.startswith("TILE") or n in ("BM", "BN", "BK", "HEAD_DIM_PADDED")
+    return (n.startswith("BLOCK") or n.startswith("TILE") or n.endswith("BLOCK")
+            or n in ("BM", "BN", "BK", "HEAD_DIM_PADDED"))
 
 
 # --------------------------------------------------------------------------------------
@@ -492,7 +494,9 @@ def lint_autotune_grid_meta(ctx: LintContext) -> list[Hit]:
 
 @_register
 def lint_no_autotune(ctx: LintContext) -> list[Hit]:
-    """A kernel with BLOCK_* constexprs, not autotuned, launched with literal tile sizes."""
+    """A kernel with BLOCK_* constexprs, not autotuned, launched with literal tile sizes or with
+    sizes its host code computes (TorchInductor's ``R0_BLOCK = min(1024, next_power_of_2(n))``):
+    either way one choice for every shape and device, and Triton's default warps and stages."""
     hits = []
     for k in ctx.facts.kernels:
         if k.autotune or not any(_is_tile_name(p) for p in k.constexprs):
@@ -501,10 +505,16 @@ def lint_no_autotune(ctx: LintContext) -> list[Hit]:
             if ln.kernel != k.name:
                 continue
             fixed = {n: v for n, v in ln.constexprs.items() if _is_tile_name(n) and isinstance(v, int)}
+            picked = [n for n, v in ln.constexprs.items() if _is_tile_name(n) and v is None]
             if fixed:
                 desc = ", ".join(f"{n}={v}" for n, v in fixed.items())
                 hits.append(Hit(ln.line, f"{k.name} runs with fixed tile sizes ({desc}); autotune them for the "
                                          "target", kernel=k.name))
+                break
+            if picked:
+                hits.append(Hit(ln.line, f"{k.name} runs with tile sizes its host code picks ({', '.join(picked)}): "
+                                         "one rule for every shape and device, with Triton's default warps and "
+                                         "stages; autotune them for the target", kernel=k.name))
                 break
     return hits
 

@@ -71,7 +71,7 @@ def test_a_kernel_that_works_in_place_where_the_reference_does_not_is_wrong_and_
     assert "input 0 in place" in verdict.reason and "leaves its inputs unchanged" in verdict.reason, verdict.reason
     assert "its outputs match the reference on" in verdict.reason, verdict.reason
     assert [s.status.value for s in verdict.steps][1:3] == ["failed", "passed"], verdict.steps
-    wrong = source.replace("1.0 + tl.exp(-x)", "2.0 + tl.exp(-x)")
+    wrong = source.replace("1.0 + tl.math.exp2", "2.0 + tl.math.exp2")
     assert wrong != source
     verdict = verify(problem, wrong, device="cpu", options=OPTIONS)
     assert verdict.kind.value == "wrong_answer", verdict.reason

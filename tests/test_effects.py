@@ -68,7 +68,7 @@ def test_a_kernel_that_works_in_place_where_the_reference_does_not_is_wrong_and_
     source = (FIXTURES / "swish_in_place_candidate.py").read_text()
     verdict = verify(problem, source, device="cpu", options=OPTIONS)
     assert verdict.kind.value == "wrong_answer", verdict.reason
-    assert "input 0 in place" in verdict.reason and "leaves its inputs unchanged" in verdict.reason, verdict.reason
+    assert "input 0 in place" in verdict.reason and "the reference leaves that input unchanged" in verdict.reason, verdict.reason
     assert "its outputs match the reference on" in verdict.reason, verdict.reason
     assert [s.status.value for s in verdict.steps][1:3] == ["failed", "passed"], verdict.steps
     wrong = source.replace("1.0 + tl.math.exp2", "2.0 + tl.math.exp2")
@@ -77,6 +77,34 @@ def test_a_kernel_that_works_in_place_where_the_reference_does_not_is_wrong_and_
     assert verdict.kind.value == "wrong_answer", verdict.reason
     assert verdict.reason.startswith("wrong answer on variant"), verdict.reason
     assert "besides, it modified its input 0 in place" in verdict.reason, verdict.reason
+
+
+def test_an_input_the_reference_leaves_unchanged_is_judged_apart_from_one_it_changes(tmp_path):
+    """The reference scales its input y in place; a candidate that also writes x, which the
+    reference leaves unchanged, is wrong: a side effect is excused per input, not because the
+    reference has some side effect."""
+    problem = tmp_path / "scale_y_problem.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x, y):\n"
+        "        y.mul_(0.5)\n        return x * 2.0 + 1.0 + y\n\n\nN = 4096\n\n\n"
+        "def get_inputs():\n    return [torch.randn(N), torch.randn(N)]\n\n\ndef get_init_inputs():\n    return []\n")
+    candidate = (
+        "import torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    m = offs < n\n    y = tl.load(y_ptr + offs, mask=m) * 0.5\n    tl.store(y_ptr + offs, y, mask=m)\n"
+        "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0 + 1.0 + y, mask=m)\n\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x, y):\n"
+        "        k[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)\n        return x.clone()\n")
+    verdict = verify(load_problem(problem), candidate, device="cpu", options=OPTIONS)
+    assert verdict.kind.value == "wrong_answer", verdict.reason
+    assert "input 0 in place" in verdict.reason and "its outputs match" in verdict.reason, verdict.reason
+    fixed = candidate.replace("    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0 + 1.0 + y, mask=m)\n",
+                              "    tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0 + 1.0 + y, mask=m)\n"
+                              ).replace("x_ptr, y_ptr, n,", "x_ptr, y_ptr, o_ptr, n,").replace(
+        "](x, y, x.numel(), BLOCK=1024)\n        return x.clone()", "](x, y, o, x.numel(), BLOCK=1024)\n        return o"
+    ).replace("    def forward(self, x, y):\n", "    def forward(self, x, y):\n        o = x.new_empty(x.shape)\n")
+    verdict = verify(load_problem(problem), fixed, device="cpu", options=OPTIONS)
+    assert verdict.kind.value == "ok", verdict.reason
 
 
 def test_a_batchnorm_candidate_need_not_count_batches_its_momentum_never_reads():

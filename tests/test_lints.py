@@ -316,6 +316,15 @@ def test_tile_sizes_a_host_heuristic_picks_are_an_autotuning_issue_too():
     assert hits[0].stage == "autotuning"
 
 
+def test_a_count_of_rows_a_program_takes_is_not_a_tile():
+    """``ROWS_PER_BLOCK=3`` counts rows; only tile names (``BLOCK_*``, Inductor's ``XBLOCK``,
+    ``R0_BLOCK``) must be powers of two."""
+    src = ROW_KERNEL.replace("BLOCK_N: tl.constexpr", "BLOCK_N: tl.constexpr, ROWS_PER_BLOCK: tl.constexpr") + wrapper(
+        "row_kernel[(M,)](a, b, N, N, BLOCK_N=256, ROWS_PER_BLOCK=3)")
+    assert not [i for i in analyze(src, "xpu").issues if i.rule_id == "pow2_tile_sizes"]
+    assert [i for i in analyze(src.replace("ROWS_PER_BLOCK", "XBLOCK"), "xpu").issues if i.rule_id == "pow2_tile_sizes"]
+
+
 def test_hardcoded_device_is_an_error_for_another_target():
     a = analyze(DEVICE_BAD, "xpu")
     sev = {i.line: i.severity for i in a.issues if i.rule_id == "hardcoded_device_strings"}

@@ -74,10 +74,14 @@ def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, u
     """Exit with status 2 for arguments no parser took, through the command's own parser (its
     usage line, not the top level's), naming the nearest option of that command for each
     mistyped ``--option`` (``--varient``: did you mean ``--variant``?)."""
-    target = parser
-    for action in parser._actions:  # noqa: SLF001 - argparse keeps its subparsers only here
-        if isinstance(action, argparse._SubParsersAction) and getattr(args, "command", None) in action.choices:  # noqa: SLF001
-            target = action.choices[args.command]
+    target, descended = parser, True
+    while descended:  # down to the deepest command given (``xeforge inductor convert``)
+        descended = False
+        for action in target._actions:  # noqa: SLF001 - argparse keeps its subparsers only here
+            chosen = getattr(args, action.dest, None) if isinstance(action, argparse._SubParsersAction) else None  # noqa: SLF001
+            if chosen is not None and chosen in (getattr(action, "choices", None) or {}):
+                target, descended = action.choices[chosen], True
+                break
     options = [o for a in target._actions for o in a.option_strings if o.startswith("--")]  # noqa: SLF001
     hints = []
     for arg in unknown:

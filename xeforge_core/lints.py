@@ -11,6 +11,7 @@ Every lint has a planted-violation test and a fixed-code test (tests/test_lints.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -81,10 +82,15 @@ def _pow2(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0 and (v & (v - 1)) == 0
 
 
+#: TorchInductor's tile names: ``XBLOCK``, ``YBLOCK``, ``ZBLOCK``, ``RBLOCK``, ``R0_BLOCK``, ``R1_BLOCK``
+_INDUCTOR_TILE = re.compile(r"^([XYZ]|R\d*_?)BLOCK$")
+
+
 def _is_tile_name(name: str) -> bool:
-    """``BLOCK_M``, ``TILE_N``, ``BM``; TorchInductor's ``XBLOCK``, ``R0_BLOCK``, ``RBLOCK``."""
+    """``BLOCK_M``, ``TILE_N``, ``BM``; TorchInductor's ``XBLOCK``, ``R0_BLOCK`` (not any name
+    ending in BLOCK: ``ROWS_PER_BLOCK`` counts rows, and need not be a power of two)."""
     n = name.upper()
-    return (n.startswith("BLOCK") or n.startswith("TILE") or n.endswith("BLOCK")
+    return (n.startswith("BLOCK") or n.startswith("TILE") or bool(_INDUCTOR_TILE.match(n))
             or n in ("BM", "BN", "BK", "HEAD_DIM_PADDED"))
 
 
@@ -512,9 +518,11 @@ def lint_no_autotune(ctx: LintContext) -> list[Hit]:
                                          "target", kernel=k.name))
                 break
             if picked:
-                hits.append(Hit(ln.line, f"{k.name} runs with tile sizes its host code picks ({', '.join(picked)}): "
-                                         "one rule for every shape and device, with Triton's default warps and "
-                                         "stages; autotune them for the target", kernel=k.name))
+                hits.append(Hit(ln.line, f"{k.name} runs with tile sizes its host code picks ({', '.join(picked)}) "
+                                         "and warps and stages it never tunes: one rule for every shape and device; "
+                                         "autotune the launch for the target (a tile the kernel needs whole, such as "
+                                         "a row, stays as the host picks it and the warps and stages are tuned)",
+                                kernel=k.name))
                 break
     return hits
 

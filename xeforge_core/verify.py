@@ -81,7 +81,6 @@ from xeforge_core.sizes import (
 from xeforge_core.verdict import OWN_INPUTS, Finding, Step, StepStatus, Verdict, VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
-from xeforge_core.worker.errors import SIZE_FREE_EXCEPTIONS
 from xeforge_core.worker.errors import classify as classify_failure
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
@@ -950,15 +949,13 @@ def problem_fault(base: Verdict) -> str | None:
 
 
 def _fault_at_any_size(base: Verdict) -> bool:
-    """Whether the baseline job failed in the problem's own code in a way no other size mends
-    (a name it never defined, ``get_inputs()`` returning no list): checking it again at other
-    sizes would only fail again. A ``raise`` or a shape error of the problem at a size this run
-    derived is the size's, not the problem's: that size is dropped and the baseline run again."""
-    fault = problem_fault(base)
-    if not fault:
-        return False
-    return any((s.evidence or {}).get("problem_contract") for s in base.steps) or \
-        fault.split(":", 1)[0].rsplit(".", 1)[-1] in SIZE_FREE_EXCEPTIONS
+    """Whether the baseline job failed because the problem broke the contract of its inputs
+    (``get_inputs()`` returning no list, a spec naming an unknown dim: ``problem_contract``),
+    which no other size mends. An exception the problem's code raises, even a ``NameError``
+    in a branch, may belong to a size this run derived: that size is dropped and the baseline
+    run again, then at the published sizes."""
+    return base.kind is VerdictKind.RUNTIME_ERROR and any(
+        (s.evidence or {}).get("problem_contract") for s in base.steps)
 
 
 #: said where the baseline could not open a file: the job holds only the Python sources
@@ -1137,15 +1134,19 @@ INTERPRETER_FLOP_PER_S = 1.5e8
 INTERPRETER_MAX_ELEMENTS_PER_S = 6.5e5
 
 
-def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1, problem: Any = None) -> str:
+def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1, problem: Any = None,
+                         memory_bytes: int | None = None) -> str:
     """Why ``variants`` cannot finish in Triton's CPU interpreter within ``timeout_s`` seconds, or
     "" when they may: one forward call of a variant's flop (``Variant.flop``, at
     :data:`INTERPRETER_FLOP_PER_S`) exceeds it, or ``calls`` calls (a worker job makes its first
     call, one a seed and one more an input distribution of the first seed) passing its input
-    elements (``Variant.shapes``; for a KernelBench problem's variant, which states none, its
-    largest input as ``problem``'s ``get_inputs()`` builds it, estimated from the source:
-    ``scaling.variant_input_elements``) through a kernel once each at the fastest rate measured
-    (:data:`INTERPRETER_MAX_ELEMENTS_PER_S`) do. Variants with neither are assumed to fit."""
+    elements (``Variant.shapes``) through a kernel once each at the fastest rate measured
+    (:data:`INTERPRETER_MAX_ELEMENTS_PER_S`) do. A KernelBench problem's variant states no
+    shapes: its inputs' bytes are estimated from ``problem``'s ``get_inputs()`` source
+    (``scaling.estimate_input_bytes``), and it is refused only where they cannot fit, with
+    the float64 copy the truth makes of them, in ``memory_bytes`` (a kernel may read a small
+    part of a large input, so their count says nothing certain about time). Variants with none
+    of these are assumed to fit."""
     for v in variants:
         flop = getattr(v, "flop", None)
         if flop:
@@ -1157,8 +1158,14 @@ def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1, 
                         "interpreter")
         shapes = getattr(v, "shapes", None) or {}
         elements = sum(math.prod(s) for s in shapes.values())
-        if not shapes and problem is not None:
-            elements = variant_input_elements(problem, v) or 0
+        if not shapes and problem is not None and problem.inputs is not None and memory_bytes:
+            got = estimate_input_bytes(problem.inputs.source, getattr(v, "overrides", None) or None)
+            held = 3 * got[1] if got else 0  # the inputs and their float64 copy
+            if held > memory_bytes:
+                return (f"variant {v.name}'s inputs take about {got[1] / 2**30:.1f} GiB (read from get_inputs()): "
+                        f"with the float64 copy the truth makes of them, about {held / 2**30:.0f} GiB, over the "
+                        f"verification worker's {memory_bytes / 2**30:.0f} GiB memory limit on this machine. Verify "
+                        "on a GPU, or at the default reduced sizes (leave --variant out)")
         seconds = calls * elements / INTERPRETER_MAX_ELEMENTS_PER_S
         if seconds > timeout_s:
             return (f"variant {v.name} has {elements:,} input elements: its {calls} calls in a check take at least "
@@ -1196,6 +1203,7 @@ def _unparsable(run: _Run) -> Verdict | None:
         if not isinstance(exc, SyntaxError):  # ast.parse's ValueError: a null byte
             exc = SyntaxError(str(exc), (path, 1, 0, "", 1, 0))
         exc.filename = path
+        exc.lineno = exc.lineno or 1  # a null byte: Python 3.11 gives no line
         failure = classify_failure(exc, path, during="importing")
         steps = [Step(name="compile", status=StepStatus.FAILED, summary=failure.reason)] + [
             Step(name=n, status=StepStatus.SKIPPED, summary="skipped: an earlier step failed")
@@ -1214,7 +1222,7 @@ def _verify_uncached(run: _Run) -> Verdict:
     if device.interpreter:
         too_slow = interpreter_too_slow(run.correctness, max(run.opts.timeout_s, 300.0),
                                         calls=1 + len(run.opts.seed_list()) + len(run.distributions),
-                                        problem=run.problem)
+                                        problem=run.problem, memory_bytes=run.memory)
         if too_slow:
             return Verdict(kind=VerdictKind.ENVIRONMENT, reason=too_slow, steps=[
                 Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + too_slow)])

@@ -142,7 +142,8 @@ class _Ctx:
 
 def check_text(text: Any, path: Path | None, what: str) -> str:
     """Common guards for spec and module text: a ``str`` (or UTF-8 ``bytes``), not empty, not
-    over :data:`MAX_SOURCE_BYTES`. Returns the text; raises ``ProblemError`` naming the file."""
+    over :data:`MAX_SOURCE_BYTES`. Returns the text without a leading byte-order mark; raises
+    ``ProblemError`` naming the file."""
     if isinstance(text, (bytes, bytearray)):
         if len(text) > MAX_SOURCE_BYTES:
             raise ProblemError(f"{what} is {len(text)} bytes; the limit is {MAX_SOURCE_BYTES} bytes",
@@ -155,6 +156,7 @@ def check_text(text: Any, path: Path | None, what: str) -> str:
                                f"offset {exc.start})", file=path, line=line) from None
     if not isinstance(text, str):
         raise ProblemError(f"{what} must be text, got {type(text).__name__}", file=path)
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write: Python reads past it too
     if len(text) > MAX_SOURCE_BYTES and len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
         raise ProblemError(f"{what} is {len(text.encode('utf-8', 'surrogatepass'))} bytes; the limit is "
                            f"{MAX_SOURCE_BYTES} bytes", file=path)
@@ -568,8 +570,11 @@ def parse_spec(text: str | bytes, path: str | Path | None = None, *, label: str 
         ctx.warn(("default_variant",), f"default_variant {default!r} is not a variant of this spec "
                                        f"(variants: {', '.join(variants) or 'none'}); it is ignored")
     if not variants:  # nothing could be checked or timed: every later step would fail on it
-        raise ctx.error((), "the spec defines no variants (no top-level key with a list value): add a `ci` list "
-                            "of small shapes to check correctness at, and a `bench-gpu` list to time at")
+        empty = [k for k, v in data.items() if isinstance(k, str) and k not in _RESERVED and v == []]
+        raise ctx.error((empty[0],) if empty else (), (
+            f"every variant list of the spec is empty ({', '.join(f'{k}: []' for k in empty)})" if empty else
+            "the spec defines no variants (no top-level key with a list value)")
+            + ": add a `ci` list of small shapes to check correctness at, and a `bench-gpu` list to time at")
     if not any(is_ci_variant(n) for n in variants):
         families = [k for k in data if isinstance(k, str) and k not in _RESERVED and isinstance(data[k], list)]
         close = difflib.get_close_matches("ci", families, n=1, cutoff=0.6)

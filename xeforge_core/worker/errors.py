@@ -97,10 +97,6 @@ class Failure:
     problem: bool = False
 
 
-#: exceptions that no size mends: a name the code never defined, an attribute its objects lack
-SIZE_FREE_EXCEPTIONS = ("NameError", "UnboundLocalError", "AttributeError")
-
-
 class WorkerError(XeForgeError):
     """Raised inside the worker to stop a step with an already classified ``Failure``."""
 

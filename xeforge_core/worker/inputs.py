@@ -71,9 +71,10 @@ TIES = "ties"
 TIE_LEVELS = 16
 
 
-def _fail(reason: str) -> WorkerError:
-    """The problem's inputs break their contract (``Failure.problem``)."""
-    return WorkerError(Failure(VerdictKind.RUNTIME_ERROR, reason, problem=True))
+def _fail(reason: str, *, problem: bool = True) -> WorkerError:
+    """A failure building the inputs or a module: with ``problem``, the problem (its
+    ``get_inputs()``, ``get_init_inputs()`` or spec) breaks its contract (``Failure.problem``)."""
+    return WorkerError(Failure(VerdictKind.RUNTIME_ERROR, reason, problem=problem))
 
 
 def dtype_from_name(name: str) -> torch.dtype:
@@ -119,7 +120,7 @@ def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: to
     elif distribution == "ties":
         x = (torch.randint(-TIE_LEVELS // 2, TIE_LEVELS // 2, shape, generator=gen).float() + 0.5) * (2 / TIE_LEVELS)
     else:
-        raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+        raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})", problem=False)
     return x.to(dtype)
 
 
@@ -240,7 +241,7 @@ def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Ten
             sign = torch.empty(part.shape, dtype=torch.float32, device=t.device).bernoulli_(0.5, generator=gen)
             part.copy_(torch.pow(10.0, mag) * (sign * 2 - 1))
         return t
-    raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})", problem=False)
 
 
 def _large(shape: list[int], dtype: torch.dtype) -> bool:
@@ -323,7 +324,8 @@ def construct_model(loaded: LoadedModule, inits: list[Any], seed: int, device: t
             failure.kind = VerdictKind.RUNTIME_ERROR
         raise WorkerError(failure) from exc
     if not isinstance(model, torch.nn.Module):
-        raise _fail(f"{loaded.class_name}(...) is not a torch.nn.Module (got {type(model).__name__})")
+        raise _fail(f"{loaded.class_name}(...) is not a torch.nn.Module (got {type(model).__name__})",
+                    problem=False)  # the module under test: the candidate's, in a candidate's job
     try:
         model = model.to(device)
         if dtype is not None:

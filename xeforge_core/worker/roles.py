@@ -611,9 +611,12 @@ def _side_effects_to_verdict(ctx: WorkerContext, effects: list[Finding] | None, 
     runs = (correctness.evidence or {}).get("runs") if correctness is not None else None
     matched = (f"its outputs match the {truth} on {runs} run(s)" if runs else
                f"its outputs match the {truth}")
-    reason = (f"wrong answer: {what}, where the {truth} leaves its inputs unchanged: the caller's tensor "
-              f"changes, a side effect this problem does not allow; {matched} (a kernel meant to work in place "
-              "needs a problem whose reference works in place too)")
+    if ctx.verdict.kind is VerdictKind.INCONCLUSIVE:  # the outputs could not be judged
+        matched = f"whether its outputs are right could not be judged ({ctx.verdict.reason})"
+    those = "those inputs" if " and it modified" in what else "that input"
+    reason = (f"wrong answer: {what}; the {truth} leaves {those} unchanged: the caller's tensor changes, a "
+              f"side effect this problem does not allow; {matched} (a kernel meant to work in place needs a "
+              "problem whose reference works in place too)")
     if structure is not None:
         ctx.fail(structure, Failure(VerdictKind.WRONG_ANSWER, reason))
     else:
@@ -1136,7 +1139,9 @@ def run_candidate(ctx: WorkerContext) -> None:
         step.evidence = evidence
         shared = set(meta.get("baseline_rules") or [])
         for f in findings:
-            if f.severity == "error" and f.rule in shared:
+            # an input changed in place is judged per input against the truth's own effects
+            # (truth_mutates), not excused because the baseline changes some other input
+            if f.severity == "error" and f.rule in shared and f.rule != "mutates_input":
                 f.severity = "warning"
                 f.message += " (the baseline does the same, so it is not held against the candidate)"
         errors = [f for f in findings if f.severity == "error"]

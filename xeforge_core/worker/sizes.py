@@ -29,7 +29,7 @@ from typing import Any
 
 from xeforge_core.verdict import Step
 from xeforge_core.worker.context import WorkerContext
-from xeforge_core.worker.errors import SIZE_FREE_EXCEPTIONS, WorkerError
+from xeforge_core.worker.errors import WorkerError
 from xeforge_core.worker.loading import load_module
 from xeforge_core.worker.roles import Combo, Harness
 from xeforge_core.worker.tiles import kernel_sources, launch_facts
@@ -91,10 +91,11 @@ def settled(base: list[dict[str, Any]], facts: list[dict[str, Any]]) -> bool:
 
 
 def fails_at_any_size(err: WorkerError) -> bool:
-    """Whether building a module or its inputs failed in a way no other size mends: inputs that
-    break their contract (``Failure.problem``: ``get_inputs()`` returning no list) or one of
-    :data:`SIZE_FREE_EXCEPTIONS`. Probing more sizes would only fail the same way."""
-    return err.failure.problem or type(err.__cause__).__name__ in SIZE_FREE_EXCEPTIONS
+    """Whether building a module's inputs failed in a way no other size mends: inputs that
+    break their contract (``Failure.problem``: ``get_inputs()`` returning no list). An exception
+    raised by the problem's code (even a ``NameError`` in a branch) may belong to the size the
+    verifier chose, so it is not one: that size is dropped and the baseline tried at others."""
+    return err.failure.problem
 
 
 def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list[dict[str, Any]], *,

@@ -60,7 +60,8 @@ def make_problems(root: Path, *, gemms: tuple[str, ...] = ("07_gemm_fp32_upcast"
             shutil.copy(SAMPLES / f"07_gemm_fp32_upcast{suffix}", root / f"{name}{suffix}")
     if bad:
         shutil.copy(SAMPLES / "07_gemm_fp32_upcast.py", root / "zz_unverifiable.py")
-        (root / "zz_unverifiable.yaml").write_text("inputs:\n  X:\n    shape: [M, K]\n    dtype: float16\n")
+        (root / "zz_unverifiable.yaml").write_text(  # a spec its kernel cannot run: one input for a GEMM's two
+            "inputs:\n  X:\n    shape: [M, K]\n    dtype: float16\nci:\n  - params: [X]\n    dims: {M: 8, K: 8}\n")
     return root
 
 

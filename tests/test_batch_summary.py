@@ -199,7 +199,8 @@ def _problems(tmp_path: Path) -> Path:
     for f in (ROOT / "sample_kernels").glob("01_vector_add*"):
         shutil.copy(f, root / f.name)
     shutil.copy(ROOT / "sample_kernels" / "07_gemm_fp32_upcast.py", root / "zz_unverifiable.py")
-    (root / "zz_unverifiable.yaml").write_text("inputs:\n  X:\n    shape: [M, K]\n    dtype: float16\n")
+    (root / "zz_unverifiable.yaml").write_text(  # a spec its kernel cannot run: one input for a GEMM's two
+        "inputs:\n  X:\n    shape: [M, K]\n    dtype: float16\nci:\n  - params: [X]\n    dims: {M: 8, K: 8}\n")
     return root
 
 

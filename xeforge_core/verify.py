@@ -692,8 +692,8 @@ class _Run:
 
         Returns the verification's final verdict when the ``sizes`` job ran out of time
         (``_sizes_timeout_verdict``): a hang there would hang the later jobs too, each for its
-        own limit; or when it failed in the problem's own code in a way no size mends (the
-        baseline's ``environment`` verdict, a problem fault). ``None`` otherwise (the
+        own limit; or when the problem's inputs broke their contract there, which no size mends
+        (the baseline's ``environment`` verdict, a problem fault). ``None`` otherwise (the
         verification goes on)."""
         base = self.correctness[0]
         probe = plan_probe(self.problem, base, device_type=self.device.type)

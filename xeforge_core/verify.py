@@ -925,8 +925,7 @@ def problem_fault(base: Verdict) -> str | None:
     not fit: torch raises the device's faults as ``RuntimeError`` from the problem's line too). A
     raise on a redraw the verifier made never gets here: that redraw is skipped
     (``worker.domain``)."""
-    if base.kind is VerdictKind.RUNTIME_ERROR and any((s.evidence or {}).get("problem_contract")
-                                                       for s in base.steps):
+    if _fault_at_any_size(base):
         return (base.reason or "").splitlines()[0]  # its inputs broke their contract (worker.inputs)
     if base.kind is not VerdictKind.RUNTIME_ERROR or not base.error_text:
         return None

@@ -20,6 +20,7 @@ from xeforge_core.problem import load_problem
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_kernels"
 DOT_K8 = ROOT / "tests" / "fixtures" / "ir" / "dot_k8.py"
+FLATTEN_DESCRIPTOR = ROOT / "tests" / "fixtures" / "ir" / "flatten_descriptor.py"
 
 pytestmark = pytest.mark.skipif(not backend_installed(TARGETS["sm90"]),
                                 reason="the installed Triton has no NVIDIA backend")
@@ -85,6 +86,17 @@ def test_a_kernel_the_gpu_compiler_rejects_names_its_line(ir_cache) -> None:
     assert r.kind == "compile_error" and not r.ok
     assert r.line == 15 and "dot_k8.py:15" in r.reason and "K >= 16" in r.reason
     assert r.kernels[0].signature["a_ptr"] == "*fp16" and r.kernels[0].constexprs == {"BLOCK": 8}
+
+
+def test_a_failed_compiler_pass_says_why_and_where(ir_cache) -> None:
+    """Triton raises only "PassManager::run failed" when an MLIR pass rejects a kernel; the
+    diagnostic MLIR writes to stderr (the op, its line in the user's file, the pass) is the
+    report's reason, with the job folder's path cut to the file's name."""
+    problem = load_problem(FLATTEN_DESCRIPTOR)
+    r = compile_ir(problem.kernel.source, problem=problem, target="sm90")
+    assert r.kind == "compile_error" and r.line == 15
+    assert "flatten_descriptor.py:15:72: error: 'scf.if' op" in r.reason and "xeforge-job" not in r.reason
+    assert "TMALowering" in r.kernels[0].error_text
 
 
 def test_real_xeforge_flash_attention_with_an_intel_only_launch_option(ir_cache, xeforge_cases: Path) -> None:

@@ -116,3 +116,27 @@ def resource_summary(backend: str, metadata: dict[str, Any], asm: dict[str, str]
                                                   "threads_per_warp", "build_flags") if k in metadata}
         out["detail"]["source"] = "compiled kernel metadata"
     return out
+
+
+_DIAGNOSTIC = re.compile(r"(^|:(\d+):\d+: )(error|note|warning): ")
+#: The folder a job's copy of the user's file lies in (``.../xeforge-job-XXXX/src/ir/``).
+_JOB_PATH = re.compile(r"\S*xeforge-job-[^/\s]+/(?:src/)?(?:ir/)?")
+
+
+def compiler_diagnostics(stderr: str, limit: int = 4000) -> tuple[str, int | None]:
+    """The compiler's own diagnostics in a worker's stderr and the source line of the first error.
+
+    Returns (text, line): MLIR's ``error:``, ``note:`` and ``warning:`` lines with their source
+    locations, the job folder's path cut to the file's own name (the IR dump MLIR writes between
+    them left out), at most ``limit`` characters, ``""`` when it wrote none; ``line`` is the first
+    located error's line in the user's file, or None. Triton's exception for a failed pass says
+    only "PassManager::run failed": the why is here."""
+    kept, line = [], None
+    for raw in stderr.splitlines():
+        m = _DIAGNOSTIC.search(raw.strip())
+        if not m:
+            continue
+        kept.append(_JOB_PATH.sub("", raw.strip()))
+        if line is None and m.group(3) == "error" and m.group(2) and int(m.group(2)) > 0:
+            line = int(m.group(2))
+    return "\n".join(dict.fromkeys(kept))[:limit], line

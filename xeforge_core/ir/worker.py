@@ -53,7 +53,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from xeforge_core.ir.stats import resource_summary
+from xeforge_core.ir.stats import compiler_diagnostics, resource_summary
 from xeforge_core.verdict import VerdictKind
 from xeforge_core.worker.backends import triton_backend_for
 from xeforge_core.worker.errors import Failure, WorkerError, classify
@@ -75,6 +75,30 @@ class _Progress:
     def __call__(self, message: str) -> None:
         with contextlib.suppress(OSError), open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"t": time.time(), "event": "step", "message": message}) + "\n")
+
+
+@contextlib.contextmanager
+def _native_stderr() -> Any:
+    """Copy what native code (MLIR's diagnostics) writes to file descriptor 2 meanwhile: yields an
+    object whose ``getvalue()`` is that text once the block has ended; the text still reaches the
+    process's stderr afterwards."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    captured = io.StringIO()
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace")
+            captured.write(text)
+            sys.stderr.write(text)
 
 
 def _plain(value: Any) -> Any:
@@ -228,7 +252,7 @@ class _Compiler:
                                                                       "maxnreg", "grf_mode") if hasattr(opts, k)}
             src = ASTSource(fn, signature, constexprs, attrs)
             log = io.StringIO()
-            with contextlib.redirect_stdout(log):
+            with contextlib.redirect_stdout(log), _native_stderr() as native:
                 compiled = self.triton.compile(src, target=self.target, options=opts.__dict__)
             self._record(entry, compiled, log.getvalue())
         except Exception as exc:  # a kernel that does not compile for this target is a result
@@ -236,6 +260,12 @@ class _Compiler:
             entry["error"] = failure.reason
             entry["line"] = failure.line
             entry["error_text"] = failure.error_text
+            # a failed MLIR pass raises "PassManager::run failed"; why, and where, it wrote to stderr
+            diagnostics, line = compiler_diagnostics(native.getvalue())
+            if diagnostics:
+                entry["error"] = f"{failure.reason}: {diagnostics.splitlines()[0]}"
+                entry["line"] = failure.line or line
+                entry["error_text"] = (failure.error_text + "\n" if failure.error_text else "") + diagnostics
         entry["compile_seconds"] = round(time.perf_counter() - started, 3)
 
     def _record(self, entry: dict[str, Any], compiled: Any, log: str) -> None:

@@ -80,19 +80,22 @@ STEPS = [("cuda/06_hopper_tiles.py", "step 6"), ("cuda/07_dot_pipelining.py", "s
          ("cuda/09_head_dim_split.py", "step 9"), ("cuda/10_loop_form.py", "step 10")]
 GOAL = 0.95
 
-PLAIN, PIPELINED, WS = 0, 1, 2
-_FORM = {PLAIN: "plain", PIPELINED: "pipe", WS: "ws"}
+PLAIN, PIPELINED, WS, PERSISTENT, PERSISTENT_WS = 0, 1, 2, 3, 4
+_FORM = {PLAIN: "plain", PIPELINED: "pipe", WS: "ws", PERSISTENT: "pers", PERSISTENT_WS: "pws"}
 
 
 def variant_name(args: tuple) -> str:
-    """``plain-128x64-w8-s3``, ``ws-128x128-s2``, ``lazy-64x128-w4-s2`` for ``_config`` args."""
-    bm, bn, warps, stages, loop, lazy = args
+    """``plain-128x64-w8-s3``, ``ws-128x128-s2``, ``lazy-64x128-w4-s2``, ``pers-64x64-w4-s3-x2`` (two
+    persistent programs an SM) for ``_config`` args."""
+    bm, bn, warps, stages, loop, lazy = args[:6]
+    per_sm = args[6] if len(args) > 6 else 1
     form = "lazy" if lazy else _FORM[loop]
-    return f"{form}-{bm}x{bn}" + ("" if loop == WS else f"-w{warps}") + f"-s{stages}"
+    return (f"{form}-{bm}x{bn}" + ("" if loop in (WS, PERSISTENT_WS) else f"-w{warps}") + f"-s{stages}"
+            + (f"-x{per_sm}" if per_sm != 1 else ""))
 
 
-def _v(bm: int, bn: int, warps: int, stages: int, loop: int, lazy: bool = False) -> tuple:
-    return (bm, bn, warps, stages, loop, lazy)
+def _v(bm: int, bn: int, warps: int, stages: int, loop: int, lazy: bool = False, per_sm: int = 1) -> tuple:
+    return (bm, bn, warps, stages, loop, lazy) + ((per_sm,) if per_sm != 1 else ())
 
 
 #: Variants per head-dim class (the padded head dim, split parts added up), as ``_config`` args.
@@ -126,9 +129,22 @@ WS_VARIANTS: dict[int, list[tuple]] = {
 }
 
 
-def variants_of(head_dim: int, warp_specialized: bool = False) -> list[tuple]:
+#: Persistent variants (``--persistent``): one program (or two, ``-x2``) an SM walks the query tiles
+#: head by head in one flattened loop nest, so the next tile's loads overlap this tile's end; the
+#: warp-specialized one specializes the loop over tiles (descriptors built on the device).
+PERSISTENT_VARIANTS: dict[int, list[tuple]] = {
+    128: [_v(128, 128, 8, 2, PERSISTENT), _v(128, 128, 8, 3, PERSISTENT), _v(128, 64, 8, 3, PERSISTENT),
+          _v(64, 64, 4, 3, PERSISTENT, per_sm=2), _v(64, 64, 4, 2, PERSISTENT, per_sm=2),
+          _v(128, 128, 4, 2, PERSISTENT_WS), _v(128, 64, 4, 2, PERSISTENT_WS)],
+    64: [_v(128, 128, 8, 3, PERSISTENT), _v(64, 128, 4, 2, PERSISTENT, per_sm=2), _v(128, 64, 8, 3, PERSISTENT),
+         _v(128, 128, 4, 2, PERSISTENT_WS)],
+}
+
+
+def variants_of(head_dim: int, warp_specialized: bool = False, persistent: bool = False) -> list[tuple]:
     """The variants checked for padded head-dim class ``head_dim`` (64 or 128)."""
-    return VARIANTS[head_dim] + (WS_VARIANTS[head_dim] if warp_specialized else [])
+    return (VARIANTS[head_dim] + (WS_VARIANTS[head_dim] if warp_specialized else [])
+            + (PERSISTENT_VARIANTS[head_dim] if persistent else []))
 
 
 def load_module(path: Path, tag: str) -> Any:
@@ -174,12 +190,13 @@ def shapes_of(names: list[str] | None) -> tuple[dict[str, dict[str, int]], dict[
 
 
 def check_variants_all(bench: dict, checks: dict, device: str, workers: int, only: set[str], log: Any,
-                       warp_specialized: bool = False, check_timeout_s: float = CHECK_TIMEOUT_S) -> list[dict]:
+                       warp_specialized: bool = False, check_timeout_s: float = CHECK_TIMEOUT_S,
+                       persistent: bool = False) -> list[dict]:
     """Every variant at every shape of its class (bench shapes only on a GPU), in worker processes;
     a check past ``check_timeout_s`` seconds is a hang."""
     tasks = []
     for name, dims in {**(bench if device != "cpu" else {}), **checks}.items():
-        for args in variants_of(head_dim_class(int(dims["D"])), warp_specialized):
+        for args in variants_of(head_dim_class(int(dims["D"])), warp_specialized, persistent):
             if only and variant_name(args) not in only:
                 continue
             tasks.append({"path": str(STEP10), "step": 10, "variant": name, "dims": dims, "device": device,
@@ -301,7 +318,7 @@ def write(out: Path, res: dict[str, Any]) -> None:
     (out / "summary.md").write_text(summary_markdown(res))
 
 
-def compile_check(out: Path, shapes: list[str], timeout_s: float) -> int:
+def compile_check(out: Path, shapes: list[str], timeout_s: float, only: set[str] | None = None) -> int:
     """Every variant compiled for sm_90 on this machine (no GPU) at ``shapes`` through the
     product's IR compiler: registers, spills and shared memory against the H200's 232448 bytes a
     block. Writes ``compile.json`` and ``compile.md`` in ``out``; exit status 1 when a variant
@@ -312,7 +329,8 @@ def compile_check(out: Path, shapes: list[str], timeout_s: float) -> int:
     from xeforge_core.samples import flash_attention_trajectory
 
     problem = next(s for s in flash_attention_trajectory("cuda") if s.path.name == STEP10.name).problem
-    space = "{" + ", ".join(f"{c}: [" + ", ".join(f"_config{a}" for a in variants_of(c, True)) + "]"
+    space = "{" + ", ".join(f"{c}: [" + ", ".join(f"_config{a}" for a in variants_of(c, True, True)
+                                                  if not only or variant_name(a) in only) + "]"
                             for c in VARIANTS) + "}"
     source = STEP10.read_text() + (
         f"\n\nSEARCH_SPACE = {space}\nattn_fwd_d64 = _tuned(64)\nattn_fwd_d128 = _tuned(128)\n"
@@ -361,13 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline-min", type=float, default=5.5)
     ap.add_argument("--warp-specialized", action="store_true",
                     help="also check (and, where right, time) the warp-specialized variants (WS_VARIANTS)")
+    ap.add_argument("--persistent", action="store_true",
+                    help="also check (and, where right, time) the persistent variants (PERSISTENT_VARIANTS)")
     ap.add_argument("--check-timeout", type=float, default=CHECK_TIMEOUT_S,
                     help="seconds one check may take before it counts as a hang")
     ap.add_argument("--compile-only", action="store_true",
                     help="compile every variant for sm_90 here (no GPU) and report resources")
     args = ap.parse_args(argv)
     if args.compile_only:
-        return compile_check(args.out, ["bench-gpu", "bench-gpu-2", "bench-gpu-3", "bench-gpu-4"], 1800.0)
+        return compile_check(args.out, ["bench-gpu", "bench-gpu-2", "bench-gpu-3", "bench-gpu-4"], 1800.0,
+                             {s for s in args.only.split(",") if s.strip()})
     import torch
     import triton
 
@@ -386,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     only = {s for s in args.only.split(",") if s.strip()}
     workers = args.workers or max(1, (os.cpu_count() or 4) - 2)
     res["checks"] = check_variants_all(bench, checks, args.device if gpu else "cpu", workers, only, log,
-                                       args.warp_specialized, args.check_timeout)
+                                       args.warp_specialized, args.check_timeout, args.persistent)
     for c in res["checks"]:
         if not c.get("ok"):
             res["wrong"].setdefault(c["kind"], []).append(c)
@@ -397,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() - t0 > args.deadline_min * 60:
                 res["errors"].append(f"timing of {name} skipped: past the deadline")
                 continue
-            good = [a for a in variants_of(head_dim_class(int(dims["D"])), args.warp_specialized)
+            good = [a for a in variants_of(head_dim_class(int(dims["D"])), args.warp_specialized, args.persistent)
                     if (not only or variant_name(a) in only) and variant_name(a) not in res["wrong"]]
             try:
                 res["rows"] += time_shape(name, dims, good, set(res["wrong"]), args.device, args, log)

@@ -1,4 +1,6 @@
-"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows, with descriptors built on the device), is offered at head dim 128 in the one config the H200 ran right at every shape: 128 x 128 at two stages, the fastest there at S 2048 and 4096 (docs/measured/h200-fa-sweep-step10/warp-specialized). With Triton 3.6 every warp-specialized config hung with host-built descriptors (docs/measured/h200-fa-ws-hang), and with device-built ones three and four stages wrote infinities or left outputs unwritten; benchmarks/sweep_fa_hopper.py --warp-specialized checks every shape before a config enters a search space."""
+"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows, with descriptors built on the device), is offered at head dim 128 in the one config the H200 ran right at every shape: 128 x 128 at two stages, the fastest there at S 2048 and 4096 (docs/measured/h200-fa-sweep-step10/warp-specialized). With Triton 3.6 every warp-specialized config hung with host-built descriptors (docs/measured/h200-fa-ws-hang), and with device-built ones three and four stages wrote infinities or left outputs unwritten; benchmarks/sweep_fa_hopper.py --warp-specialized checks every shape before a config enters a search space. Two persistent forms (one or two programs an SM walk the query tiles head by head, the key loop plain or the loop over tiles warp-specialized) are measured by benchmarks/sweep_fa_hopper.py --persistent and enter the search space only where that sweep finds them right and faster."""
+
+from functools import partial
 
 import torch
 import torch.nn as nn
@@ -17,8 +19,9 @@ SMEM_BYTES = 232448
 #: What warp specialization adds to a program's shared memory (the partitions' barriers and
 #: exchange buffers, 16.5 KB in the sm_90 compiler's report), rounded up.
 WS_SMEM_BYTES = 17 * 1024
-#: Loop forms (the LOOP meta-parameter).
-PLAIN, PIPELINED, WARP_SPECIALIZED = 0, 1, 2
+#: Loop forms (the LOOP meta-parameter): one program a query tile (plain, pipelined, warp-specialized),
+#: or persistent programs that walk the tiles (with the plain key loop, or warp-specialized over tiles).
+PLAIN, PIPELINED, WARP_SPECIALIZED, PERSISTENT, PERSISTENT_WS = 0, 1, 2, 3, 4
 #: log2 of how far a row maximum may grow before the lazy plain loop rescales (2^8 = 256).
 LAZY_GROWTH = 8.0
 
@@ -41,19 +44,24 @@ def _block_shapes(nargs: dict) -> None:
         nargs[f"{name}1_desc"].block_shape = [rows, d1]
 
 
-def _config(bm: int, bn: int, warps: int, stages: int, loop: int = PIPELINED, lazy: bool = False) -> triton.Config:
+def _config(bm: int, bn: int, warps: int, stages: int, loop: int = PIPELINED, lazy: bool = False,
+            per_sm: int = 1) -> triton.Config:
     """A config: tile, warps, pipeline depth, loop form (:data:`PLAIN`, :data:`PIPELINED`,
-    :data:`WARP_SPECIALIZED`) and, for the plain loop, whether the rescale is lazy."""
+    :data:`WARP_SPECIALIZED`, :data:`PERSISTENT`, :data:`PERSISTENT_WS`), for the plain loop whether
+    the rescale is lazy, and for the persistent forms how many programs share an SM."""
     if lazy and loop != PLAIN:
         raise ValueError(f"LAZY rescaling is a form of the plain loop, not of loop form {loop}")
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "LOOP": loop, "LAZY": lazy}, num_warps=warps,
-                         num_stages=stages, pre_hook=_block_shapes)
+    if per_sm != 1 and loop < PERSISTENT:
+        raise ValueError(f"programs an SM (per_sm={per_sm}) are chosen for the persistent forms, not loop form {loop}")
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "LOOP": loop, "LAZY": lazy, "PER_SM": per_sm},
+                         num_warps=warps, num_stages=stages, pre_hook=_block_shapes)
 
 
 def config_args(config: triton.Config) -> tuple:
     """The :func:`_config` arguments that rebuild ``config``."""
     kw = config.kwargs
-    return (kw["BLOCK_M"], kw["BLOCK_N"], config.num_warps, config.num_stages, kw["LOOP"], kw["LAZY"])
+    return (kw["BLOCK_M"], kw["BLOCK_N"], config.num_warps, config.num_stages, kw["LOOP"], kw["LAZY"],
+            kw.get("PER_SM", 1))
 
 
 #: Search space per padded head dim (BLOCK_D, split parts added up), from the H200's sweep of
@@ -83,7 +91,7 @@ def smem_bytes(config: triton.Config, block_d: int) -> int:
     split), bytes: the fp16 Q tile, its num_stages K and V tiles, 1 KB of barriers and the
     warp-specialized partitions' share."""
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
-    ws = WS_SMEM_BYTES if config.kwargs["LOOP"] == WARP_SPECIALIZED else 0
+    ws = WS_SMEM_BYTES if config.kwargs["LOOP"] in (WARP_SPECIALIZED, PERSISTENT_WS) else 0
     return 2 * (bm * block_d + config.num_stages * 2 * bn * block_d) + 1024 + ws
 
 
@@ -162,25 +170,11 @@ def _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, ro
     return acc0, acc1, l_i, m_i
 
 
-@triton.heuristics({"MASKED": lambda args: args["S"] % args["BLOCK_N"] != 0})
 @triton.jit
-def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr, v_ptr, o_ptr, S, D, BH, sm_scale,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr,
-              SPLIT: tl.constexpr, LOOP: tl.constexpr, LAZY: tl.constexpr, MASKED: tl.constexpr):
-    # *0_desc, *1_desc: host-built descriptors over the [B*A*S, D] views, BLOCK_D0 and BLOCK_D1 wide;
-    # q_ptr, k_ptr, v_ptr: the same views, for the descriptors the warp-specialized form builds here
-    # program (pid_m, bh): output rows [pid_m*BLOCK_M, +BLOCK_M) of head bh
-    if LOOP == 2:   # Triton partitions the loads of device-built descriptors between its consumer
-        # warpgroups, not those of host-built ones (with which every config hung on the H200)
-        rows_total = BH * S
-        q0_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D0])
-        q1_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D1])
-        k0_desc = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
-        k1_desc = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
-        v0_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
-        v1_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
-    pid_m = tl.program_id(0)
-    bh = tl.program_id(1)
+def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh, S, D, qk_scale,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr,
+          SPLIT: tl.constexpr, LOOP: tl.constexpr, LAZY: tl.constexpr, MASKED: tl.constexpr):
+    """Output rows [pid_m*BLOCK_M, +BLOCK_M) of head ``bh``, in loop form LOOP."""
     row = bh * S                                 # this head's first row in the [B*A*S, D] view
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -188,7 +182,6 @@ def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr
     q1 = q0                                        # placeholder when the head dim is not split
     if SPLIT:
         q1 = q1_desc.load([row + pid_m * BLOCK_M, BLOCK_D0])
-    qk_scale = sm_scale * 1.4426950408889634
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc0 = tl.zeros([BLOCK_M, BLOCK_D0], tl.float32)
@@ -197,6 +190,11 @@ def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr
     if LOOP == 2:   # warp-specialized (two stages only, head dim 128): one loop, the ragged end's keys
         # masked on every block
         for start in tl.range(0, S, BLOCK_N, warp_specialize=True):
+            acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
+                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, MASKED, False)
+    elif LOOP >= 3:   # inside a persistent program: one key loop, the ragged end's keys masked on every
+        # block where S is not a multiple of BLOCK_N
+        for start in range(0, S, BLOCK_N):
             acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
                                            start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, MASKED, False)
     elif LOOP == 1:   # step 7's pipelined loop: P V of block j-1 in flight during block j's softmax
@@ -232,6 +230,40 @@ def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr
                  mask=rows_ok & (cols1[None, :] < D))
 
 
+@triton.heuristics({"MASKED": lambda args: args["S"] % args["BLOCK_N"] != 0})
+@triton.jit
+def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr, v_ptr, o_ptr, S, D, BH, sm_scale,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr,
+              SPLIT: tl.constexpr, LOOP: tl.constexpr, LAZY: tl.constexpr, PER_SM: tl.constexpr,
+              MASKED: tl.constexpr):
+    # *0_desc, *1_desc: host-built descriptors over the [B*A*S, D] views, BLOCK_D0 and BLOCK_D1 wide;
+    # q_ptr, k_ptr, v_ptr: the same views, for the descriptors the warp-specialized forms build here.
+    # Grid: (query tiles of a head, heads), one program a tile; for the persistent forms (LOOP 3 and
+    # 4) PER_SM programs an SM, each walking the tiles pid, pid + programs, ... head by head
+    if LOOP == 2 or LOOP == 4:   # Triton partitions the loads of device-built descriptors between its
+        # consumer warpgroups, not those of host-built ones (with which every config hung on the H200)
+        rows_total = BH * S
+        q0_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D0])
+        q1_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D1])
+        k0_desc = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
+        k1_desc = tl.make_tensor_descriptor(k_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
+        v0_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
+        v1_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
+    qk_scale = sm_scale * 1.4426950408889634
+    if LOOP >= 3:   # persistent: no launch of a program per tile and no partial last wave; with warp
+        # specialization over tiles the producer loads the next tile's Q and keys while the consumers
+        # finish this one. Not flatten=True: with host-built descriptors Triton 3.6's TMA lowering
+        # rejects the flattened nest (tests/fixtures/ir/flatten_descriptor.py)
+        n_m = tl.cdiv(S, BLOCK_M)
+        for tile in tl.range(tl.program_id(0), n_m * BH, tl.num_programs(0), flatten=False,
+                             warp_specialize=LOOP == 4):
+            _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, tile % n_m, tile // n_m, S, D,
+                  qk_scale, BLOCK_M, BLOCK_N, BLOCK_D0, BLOCK_D1, SPLIT, LOOP, LAZY, MASKED)
+    else:
+        _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, tl.program_id(0), tl.program_id(1), S, D,
+              qk_scale, BLOCK_M, BLOCK_N, BLOCK_D0, BLOCK_D1, SPLIT, LOOP, LAZY, MASKED)
+
+
 def _tuned(block_d: int):
     return triton.autotune(configs=SEARCH_SPACE[block_d], key=["S", "BH", "BLOCK_D0", "BLOCK_D1"],
                            prune_configs_by={"early_config_prune": _prune})(_attn_fwd)
@@ -257,6 +289,23 @@ def head_dim_blocks(d: int) -> tuple[int, int, bool]:
     return max(16, triton.next_power_of_2(d)), 16, False
 
 
+def _sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of ``device`` (1 in the cpu interpreter, so that each persistent
+    program there walks several tiles)."""
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _grid(s: int, heads: int, sms: int, meta: dict) -> tuple[int, int]:
+    """Launch grid of a config: (query tiles, heads), or for a persistent loop form PER_SM programs
+    an SM, at most one a tile."""
+    tiles = triton.cdiv(s, meta["BLOCK_M"])
+    if meta["LOOP"] >= PERSISTENT:
+        return (min(tiles * heads, sms * meta["PER_SM"]), 1)
+    return (tiles, heads)
+
+
 def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """softmax(q @ k^T / sqrt(D)) @ v for q, k, v [B, A, S, D] fp16 -> [B, A, S, D] fp16."""
     assert q.shape == k.shape == v.shape and q.ndim == 4
@@ -272,7 +321,7 @@ def kernel_function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     descs = [TensorDescriptor.from_tensor(t, [16, width]) for t in views for width in (d0, d1)]
     # scratch for descriptors a kernel builds itself (the warp-specialized form)
     triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
-    grid = lambda META: (triton.cdiv(s, META["BLOCK_M"]), b * a)  # noqa: E731
+    grid = partial(_grid, s, b * a, _sm_count(q.device))
     kernel[grid](*descs, *views, out, s, d, b * a, d ** -0.5, BLOCK_D0=d0, BLOCK_D1=d1, SPLIT=split)
     return out
 

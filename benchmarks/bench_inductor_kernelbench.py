@@ -332,8 +332,11 @@ def summarize(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
         first = {r["problem"] for r in mine if r.get("first_version") == "approved"
                  and r.get("first_version_verdict") in ("ok", "")}
         stopped = {r["problem"] for r in mine if "stopped after" in (r.get("note") or "")}
+        # not run: never started, or stopped at the end of --budget before its first version had a
+        # verdict (a first version verified before the stop counts, as its verdict stands)
+        judged = {r["problem"] for r in mine if r.get("first_version")}
         unrun = {r["problem"] for r in mine if (r.get("note") or "").startswith("not run")
-                 or "--budget" in (r.get("note") or "")}
+                 or "--budget" in (r.get("note") or "")} - judged
 
         def best(size: str, col: str, rs: list[dict[str, Any]] = mine) -> float | None:
             by = {}

@@ -82,20 +82,25 @@ GOAL = 0.95
 
 PLAIN, PIPELINED, WS, PERSISTENT, PERSISTENT_WS = 0, 1, 2, 3, 4
 _FORM = {PLAIN: "plain", PIPELINED: "pipe", WS: "ws", PERSISTENT: "pers", PERSISTENT_WS: "pws"}
+_WARP_SPECIALIZED = (WS, PERSISTENT_WS)
 
 
 def variant_name(args: tuple) -> str:
     """``plain-128x64-w8-s3``, ``ws-128x128-s2``, ``lazy-64x128-w4-s2``, ``pers-64x64-w4-s3-x2`` (two
-    persistent programs an SM) for ``_config`` args."""
+    persistent programs an SM), ``pws-128x128-s2-fma`` (half the exponentials on the FMA units) for
+    ``_config`` args."""
     bm, bn, warps, stages, loop, lazy = args[:6]
     per_sm = args[6] if len(args) > 6 else 1
+    fma = len(args) > 7 and args[7]
     form = "lazy" if lazy else _FORM[loop]
-    return (f"{form}-{bm}x{bn}" + ("" if loop in (WS, PERSISTENT_WS) else f"-w{warps}") + f"-s{stages}"
-            + (f"-x{per_sm}" if per_sm != 1 else ""))
+    return (f"{form}-{bm}x{bn}" + ("" if loop in _WARP_SPECIALIZED else f"-w{warps}") + f"-s{stages}"
+            + (f"-x{per_sm}" if per_sm != 1 else "") + ("-fma" if fma else ""))
 
 
-def _v(bm: int, bn: int, warps: int, stages: int, loop: int, lazy: bool = False, per_sm: int = 1) -> tuple:
-    return (bm, bn, warps, stages, loop, lazy) + ((per_sm,) if per_sm != 1 else ())
+def _v(bm: int, bn: int, warps: int, stages: int, loop: int, lazy: bool = False, per_sm: int = 1,
+       exp_fma: bool = False) -> tuple:
+    extra = (per_sm, True) if exp_fma else ((per_sm,) if per_sm != 1 else ())
+    return (bm, bn, warps, stages, loop, lazy) + extra
 
 
 #: Variants per head-dim class (the padded head dim, split parts added up), as ``_config`` args.
@@ -135,9 +140,15 @@ WS_VARIANTS: dict[int, list[tuple]] = {
 PERSISTENT_VARIANTS: dict[int, list[tuple]] = {
     128: [_v(128, 128, 8, 2, PERSISTENT), _v(128, 128, 8, 3, PERSISTENT), _v(128, 64, 8, 3, PERSISTENT),
           _v(64, 64, 4, 3, PERSISTENT, per_sm=2), _v(64, 64, 4, 2, PERSISTENT, per_sm=2),
-          _v(128, 128, 4, 2, PERSISTENT_WS), _v(128, 64, 4, 2, PERSISTENT_WS)],
+          _v(128, 128, 4, 2, PERSISTENT_WS), _v(128, 64, 4, 2, PERSISTENT_WS),
+          # measured on an H100 on 2026-12-06: pws-128x128-s2 the fastest at head dims 96 and 128; these
+          # ask whether exponentials shared with the FMA units add to it (the warp-specialized ones
+          # spill about 2.7 KB at the 168 registers a thread of 12 warps gets, cpu compile for sm_90)
+          _v(128, 128, 4, 2, PERSISTENT_WS, exp_fma=True), _v(128, 128, 4, 2, WS, exp_fma=True),
+          _v(128, 64, 8, 3, PLAIN, exp_fma=True)],
     64: [_v(128, 128, 8, 3, PERSISTENT), _v(64, 128, 4, 2, PERSISTENT, per_sm=2), _v(128, 64, 8, 3, PERSISTENT),
-         _v(128, 128, 4, 2, PERSISTENT_WS)],
+         _v(128, 128, 4, 2, PERSISTENT_WS), _v(64, 128, 4, 2, PLAIN, exp_fma=True),
+         _v(128, 128, 4, 2, PERSISTENT_WS, exp_fma=True)],
 }
 
 

@@ -110,7 +110,7 @@ def test_the_loop_form_steps_sweep_keys_rebuild_its_configs(bench):
     for block_d in (64, 128):
         own = [bench.config_key(c) for c in mod.SEARCH_SPACE[block_d]]
         forms |= {k[4] for k in own}
-        assert all(bench.config_key(mod._config(*k)) == k and len(k) == 7 for k in own)
+        assert all(bench.config_key(mod._config(*k)) == k and len(k) == 8 for k in own)
         grid = bench.sweep_grid(mod, block_d, False, 232448)
         assert grid[:len(own)] == own and len(set(grid)) == len(grid)
         # warp specialization only where the H200's sweep found it right and fastest: 128, two stages

@@ -45,23 +45,26 @@ def _block_shapes(nargs: dict) -> None:
 
 
 def _config(bm: int, bn: int, warps: int, stages: int, loop: int = PIPELINED, lazy: bool = False,
-            per_sm: int = 1) -> triton.Config:
+            per_sm: int = 1, exp_fma: bool = False) -> triton.Config:
     """A config: tile, warps, pipeline depth, loop form (:data:`PLAIN`, :data:`PIPELINED`,
-    :data:`WARP_SPECIALIZED`, :data:`PERSISTENT`, :data:`PERSISTENT_WS`), for the plain loop whether
-    the rescale is lazy, and for the persistent forms how many programs share an SM."""
+    :data:`WARP_SPECIALIZED`, :data:`PERSISTENT`, :data:`PERSISTENT_WS`), for the plain loop whether the rescale is lazy, for the
+    persistent forms how many programs share an SM, and whether half of each block's
+    exponentials run on the FMA units (EXP_FMA, :func:`_exp2_fma`)."""
     if lazy and loop != PLAIN:
         raise ValueError(f"LAZY rescaling is a form of the plain loop, not of loop form {loop}")
     if per_sm != 1 and loop < PERSISTENT:
         raise ValueError(f"programs an SM (per_sm={per_sm}) are chosen for the persistent forms, not loop form {loop}")
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "LOOP": loop, "LAZY": lazy, "PER_SM": per_sm},
-                         num_warps=warps, num_stages=stages, pre_hook=_block_shapes)
+    if exp_fma and lazy:
+        raise ValueError("EXP_FMA splits the exponentials of the eager rescale, not of the LAZY one")
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "LOOP": loop, "LAZY": lazy, "PER_SM": per_sm,
+                          "EXP_FMA": exp_fma}, num_warps=warps, num_stages=stages, pre_hook=_block_shapes)
 
 
 def config_args(config: triton.Config) -> tuple:
     """The :func:`_config` arguments that rebuild ``config``."""
     kw = config.kwargs
     return (kw["BLOCK_M"], kw["BLOCK_N"], config.num_warps, config.num_stages, kw["LOOP"], kw["LAZY"],
-            kw.get("PER_SM", 1))
+            kw.get("PER_SM", 1), kw.get("EXP_FMA", False))
 
 
 #: Search space per padded head dim (BLOCK_D, split parts added up), from the H200's sweep of
@@ -107,16 +110,43 @@ def _prune(configs: list, named_args: dict, **kwargs) -> list:
 
 
 @triton.jit
-def _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, LAST: tl.constexpr):
+def _exp2_fma(x):
+    """2^x for x <= 0 on the FMA units, not the special-function unit: 2^floor(x) placed in the
+    exponent bits of a cubic for 2^frac(x) on [0, 1) (least-squares fit of the relative error,
+    at most 8.7e-5: below fp16's rounding of the probabilities, 4.9e-4). Scores below -126 give
+    2^-126 rather than 0, far under fp16's smallest normal. The technique of FlashAttention-4
+    (Zadouri et al., 2025), where the exponentials, not the tensor cores, bound a block."""
+    x = tl.maximum(x, -126.0)
+    j = tl.floor(x)
+    f = x - j
+    poly = 1.0 + f * (0.69512331 + f * (0.22764372 + f * 0.07705975))
+    bits = poly.to(tl.int32, bitcast=True) + (j.to(tl.int32) << 23)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, LAST: tl.constexpr, EXP_FMA: tl.constexpr = False):
     """Online-softmax statistics of one block of scores ``qk`` (keys from ``start``): the
     probabilities, the factor that rescales what was summed under the old row maximum, and the new
-    row sum and maximum (base 2). LAST: keys past S get a score of -inf."""
+    row sum and maximum (base 2). LAST: keys past S get a score of -inf. EXP_FMA: the right half
+    of the block's exponentials run on the FMA units (:func:`_exp2_fma`), the left half on the
+    special-function unit, so the two share the work."""
     if LAST:
         qk = tl.where((start + offs_n)[None, :] < S, qk, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
     alpha = tl.math.exp2(m_i - m_new)
-    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
+    x = qk * qk_scale - m_new[:, None]
+    if EXP_FMA:
+        BM: tl.constexpr = x.shape[0]
+        BN: tl.constexpr = x.shape[1]
+        left, right = x.reshape([BM, 2, BN // 2]).permute(0, 2, 1).split()
+        p_left = tl.math.exp2(left)
+        p_right = _exp2_fma(right)
+        l_i = l_i * alpha + tl.sum(p_left, 1) + tl.sum(p_right, 1)
+        p = tl.join(p_left, p_right).permute(0, 2, 1).reshape([BM, BN])
+    else:
+        p = tl.math.exp2(x)
+        l_i = l_i * alpha + tl.sum(p, 1)
     return p, alpha, l_i, m_new
 
 
@@ -142,7 +172,8 @@ def _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start, BLOCK_D0: tl.constex
 
 @triton.jit
 def _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row, start, offs_n, S, qk_scale,
-            BLOCK_D0: tl.constexpr, SPLIT: tl.constexpr, LAST: tl.constexpr, LAZY: tl.constexpr):
+            BLOCK_D0: tl.constexpr, SPLIT: tl.constexpr, LAST: tl.constexpr, LAZY: tl.constexpr,
+            EXP_FMA: tl.constexpr = False):
     """One trip of the plain loop: scores, softmax, P V. LAZY: the row maxima move (and the
     accumulators and sums are rescaled) only when one of them would grow by more than 2^8; the
     probabilities under a stale maximum stay below 256."""
@@ -165,7 +196,7 @@ def _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, ro
         if SPLIT:
             acc1 = tl.dot(p, v1_desc.load([row + start, BLOCK_D0]), acc1)
     else:
-        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, LAST)
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, LAST, EXP_FMA)
         acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start, BLOCK_D0, SPLIT)
     return acc0, acc1, l_i, m_i
 
@@ -173,7 +204,8 @@ def _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, ro
 @triton.jit
 def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh, S, D, qk_scale,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr,
-          SPLIT: tl.constexpr, LOOP: tl.constexpr, LAZY: tl.constexpr, MASKED: tl.constexpr):
+          SPLIT: tl.constexpr, LOOP: tl.constexpr, LAZY: tl.constexpr, MASKED: tl.constexpr,
+          EXP_FMA: tl.constexpr):
     """Output rows [pid_m*BLOCK_M, +BLOCK_M) of head ``bh``, in loop form LOOP."""
     row = bh * S                                 # this head's first row in the [B*A*S, D] view
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -191,22 +223,22 @@ def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh
         # masked on every block
         for start in tl.range(0, S, BLOCK_N, warp_specialize=True):
             acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
-                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, MASKED, False)
-    elif LOOP >= 3:   # inside a persistent program: one key loop, the ragged end's keys masked on every
-        # block where S is not a multiple of BLOCK_N
+                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, MASKED, False, EXP_FMA)
+    elif LOOP == 3 or LOOP == 4:   # inside a persistent program: one key loop, the ragged end's keys
+        # masked on every block where S is not a multiple of BLOCK_N
         for start in range(0, S, BLOCK_N):
             acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
-                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, MASKED, False)
+                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, MASKED, False, EXP_FMA)
     elif LOOP == 1:   # step 7's pipelined loop: P V of block j-1 in flight during block j's softmax
         p = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         alpha = tl.full([BLOCK_M], 1.0, tl.float32)
         for start in range(0, tl.minimum(n_full, BLOCK_N), BLOCK_N):
             qk = _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0, SPLIT)
-            p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, False)
+            p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, False, EXP_FMA)
         for start in range(BLOCK_N, n_full, BLOCK_N):
             qk = _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0, SPLIT)
             acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start - BLOCK_N, BLOCK_D0, SPLIT)
-            p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, False)
+            p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, False, EXP_FMA)
         for start in range(tl.maximum(n_full - BLOCK_N, 0), n_full, BLOCK_N):
             acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start, BLOCK_D0, SPLIT)
         for start in range(n_full, S, BLOCK_N):   # the ragged end: a loop of at most one trip
@@ -215,10 +247,10 @@ def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh
     else:   # the plain loop over whole blocks, the ragged end as a loop of at most one trip
         for start in range(0, n_full, BLOCK_N):
             acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
-                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, False, LAZY)
+                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, False, LAZY, EXP_FMA)
         for start in range(n_full, S, BLOCK_N):
             acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
-                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, True, LAZY)
+                                           start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, True, LAZY, EXP_FMA)
     o = o_ptr + bh.to(tl.int64) * S * D + offs_m[:, None] * D
     rows_ok = offs_m[:, None] < S
     cols0 = tl.arange(0, BLOCK_D0)
@@ -235,13 +267,13 @@ def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh
 def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr, v_ptr, o_ptr, S, D, BH, sm_scale,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr,
               SPLIT: tl.constexpr, LOOP: tl.constexpr, LAZY: tl.constexpr, PER_SM: tl.constexpr,
-              MASKED: tl.constexpr):
+              EXP_FMA: tl.constexpr, MASKED: tl.constexpr):
     # *0_desc, *1_desc: host-built descriptors over the [B*A*S, D] views, BLOCK_D0 and BLOCK_D1 wide;
     # q_ptr, k_ptr, v_ptr: the same views, for the descriptors the warp-specialized forms build here.
-    # Grid: (query tiles of a head, heads), one program a tile; for the persistent forms (LOOP 3 and
-    # 4) PER_SM programs an SM, each walking the tiles pid, pid + programs, ... head by head
-    if LOOP == 2 or LOOP == 4:   # Triton partitions the loads of device-built descriptors between its
-        # consumer warpgroups, not those of host-built ones (with which every config hung on the H200)
+    # Grid: (query tiles of a head, heads), one program a tile; for the persistent forms (LOOP 3, 4)
+    # PER_SM programs an SM, each walking the tiles pid, pid + programs, ... head by head
+    if LOOP == 2 or LOOP == 4:   # Triton partitions the loads of device-built descriptors
+        # between its consumer warpgroups, not those of host-built ones (with which every config hung)
         rows_total = BH * S
         q0_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D0])
         q1_desc = tl.make_tensor_descriptor(q_ptr, [rows_total, D], [D, 1], [BLOCK_M, BLOCK_D1])
@@ -253,15 +285,16 @@ def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr
     if LOOP >= 3:   # persistent: no launch of a program per tile and no partial last wave; with warp
         # specialization over tiles the producer loads the next tile's Q and keys while the consumers
         # finish this one. Not flatten=True: with host-built descriptors Triton 3.6's TMA lowering
-        # rejects the flattened nest (tests/fixtures/ir/flatten_descriptor.py)
+        # rejects the flattened nest (tests/fixtures/ir/flatten_descriptor.py); the pipelined key loop
+        # (several loops) inside the warp-specialized one fails its compile too
         n_m = tl.cdiv(S, BLOCK_M)
         for tile in tl.range(tl.program_id(0), n_m * BH, tl.num_programs(0), flatten=False,
                              warp_specialize=LOOP == 4):
             _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, tile % n_m, tile // n_m, S, D,
-                  qk_scale, BLOCK_M, BLOCK_N, BLOCK_D0, BLOCK_D1, SPLIT, LOOP, LAZY, MASKED)
+                  qk_scale, BLOCK_M, BLOCK_N, BLOCK_D0, BLOCK_D1, SPLIT, LOOP, LAZY, MASKED, EXP_FMA)
     else:
         _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, tl.program_id(0), tl.program_id(1), S, D,
-              qk_scale, BLOCK_M, BLOCK_N, BLOCK_D0, BLOCK_D1, SPLIT, LOOP, LAZY, MASKED)
+              qk_scale, BLOCK_M, BLOCK_N, BLOCK_D0, BLOCK_D1, SPLIT, LOOP, LAZY, MASKED, EXP_FMA)
 
 
 def _tuned(block_d: int):

@@ -114,9 +114,10 @@ def test_the_loop_form_steps_sweep_keys_rebuild_its_configs(bench):
         grid = bench.sweep_grid(mod, block_d, False, 232448)
         assert grid[:len(own)] == own and len(set(grid)) == len(grid)
         # warp specialization only where the H200's sweep found it right and fastest: 128, two stages
-        assert all(k[4] != mod.WARP_SPECIALIZED or (block_d, k[3]) == (128, 2) for k in own)
+        assert all(k[4] not in (mod.WARP_SPECIALIZED, mod.PERSISTENT_WS) or (block_d, k[3]) == (128, 2) for k in own)
         for key in grid:
             assert mod.smem_bytes(mod._config(*key), block_d) <= 232448
-    assert forms == {mod.PLAIN, mod.PIPELINED, mod.WARP_SPECIALIZED}  # the loop form is chosen like the tile
+    # the loop form is chosen like the tile
+    assert forms == {mod.PLAIN, mod.PIPELINED, mod.WARP_SPECIALIZED, mod.PERSISTENT_WS}
     with pytest.raises(ValueError, match="LAZY"):
         mod._config(64, 64, 4, 3, mod.PIPELINED, True)

@@ -77,14 +77,17 @@ def config_args(config: triton.Config) -> tuple:
 #: descriptors built on the device (docs/measured/h200-fa-sweep-step10/warp-specialized: right at
 #: every shape, the fastest at 2048 x 128 and 4096 x 128, 0.85x and 0.91x SDPA against 0.78x and
 #: 0.86x for step 10 without it); at three stages it wrote infinities, and with host-built
-#: descriptors every warp-specialized config hung (docs/measured/h200-fa-ws-hang). Timed per
-#: shape by benchmarks/sweep_fa_hopper.py.
+#: descriptors every warp-specialized config hung (docs/measured/h200-fa-ws-hang). And the
+#: persistent form of that loop (one program an SM walking the tiles, the loop over tiles
+#: warp-specialized): right at every shape on an H100 and an H200 and the fastest variant at
+#: head dims 96 and 128 in seven of eight measurements, 1.01-1.11x over step 10 without it
+#: (docs/measured/h100-fa-persistent). Timed per shape by benchmarks/sweep_fa_hopper.py.
 SEARCH_SPACE = {
     64: [_config(64, 128, 4, 2, PLAIN), _config(64, 128, 4, 3, PLAIN), _config(128, 64, 8, 3, PLAIN),
          _config(64, 128, 4, 2, PLAIN, lazy=True)],
     128: [_config(128, 64, 8, 3, PLAIN), _config(64, 64, 4, 3, PLAIN), _config(64, 64, 4, 3, PLAIN, lazy=True),
           _config(128, 128, 8, 3, PIPELINED), _config(64, 64, 4, 3, PIPELINED),
-          _config(128, 128, 4, 2, WARP_SPECIALIZED)],
+          _config(128, 128, 4, 2, WARP_SPECIALIZED), _config(128, 128, 4, 2, PERSISTENT_WS)],
     256: [_config(64, 64, 4, 2, PIPELINED), _config(64, 32, 4, 2, PIPELINED)],
 }
 

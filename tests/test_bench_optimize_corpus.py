@@ -195,6 +195,28 @@ def test_a_kernelbench_gemm_is_bound_by_its_flop_not_its_bytes(tmp_path):
     assert corpus.problem_flop(problem, scaled) == 8 * 2 * 256 * 128 * 64
 
 
+def test_a_broadcast_shapes_ones_stay_ones_at_the_bench_size(tmp_path):
+    """A parameter shaped ``(out_channels, 1, 1, 1)`` broadcasts over its 1s: scaling the sizes up
+    doubles ``out_channels`` in the tuple and leaves the 1s (KernelBench level 2 p74 failed its
+    bench size in its own reference when they became 2s)."""
+    path = tmp_path / "mul.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self, multiplier_shape):\n"
+        "        super().__init__()\n"
+        "        self.multiplier = nn.Parameter(torch.randn(multiplier_shape))\n"
+        "    def forward(self, x):\n"
+        "        return x * self.multiplier\n\n"
+        "batch_size = 4\nout_channels = 16\nwidth = 32\nmultiplier_shape = (out_channels, 1, 1)\n\n"
+        "def get_inputs():\n    return [torch.rand(batch_size, out_channels, width, width)]\n\n"
+        "def get_init_inputs():\n    return [multiplier_shape]\n")
+    problem = load_problem(path)
+    scaled = corpus.scaled_variant(problem, problem.variant("module"), 2, "bench")
+    assert scaled.overrides["multiplier_shape"] == (32, 1, 1)
+    assert scaled.overrides["out_channels"] == 32 and scaled.overrides["width"] == 64
+
+
 def test_the_bench_size_stops_before_a_tensor_passes_int32_offsets(tmp_path):
     """Scaling every size constant stops before a tensor the forward touches passes 2^31 - 1
     elements (int32 offsets): a published conv kernel crashed at a size scaled past that, which

@@ -81,7 +81,7 @@ def config_args(config: triton.Config) -> tuple:
 #: persistent form of that loop (one program an SM walking the tiles, the loop over tiles
 #: warp-specialized): right at every shape on an H100 and an H200 and the fastest variant at
 #: head dims 96 and 128 in seven of eight measurements, 1.01-1.11x over step 10 without it
-#: (docs/measured/h100-fa-persistent). Timed per shape by benchmarks/sweep_fa_hopper.py.
+#: (docs/measured/gpu-fa-persistent). Timed per shape by benchmarks/sweep_fa_hopper.py.
 SEARCH_SPACE = {
     64: [_config(64, 128, 4, 2, PLAIN), _config(64, 128, 4, 3, PLAIN), _config(128, 64, 8, 3, PLAIN),
          _config(64, 128, 4, 2, PLAIN, lazy=True)],

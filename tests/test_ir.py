@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_kernels"
 DOT_K8 = ROOT / "tests" / "fixtures" / "ir" / "dot_k8.py"
 FLATTEN_DESCRIPTOR = ROOT / "tests" / "fixtures" / "ir" / "flatten_descriptor.py"
+COMPILE_ABORTS = ROOT / "tests" / "fixtures" / "ir" / "compile_aborts.py"
 
 pytestmark = pytest.mark.skipif(not backend_installed(TARGETS["sm90"]),
                                 reason="the installed Triton has no NVIDIA backend")
@@ -97,6 +98,15 @@ def test_a_failed_compiler_pass_says_why_and_where(ir_cache) -> None:
     assert r.kind == "compile_error" and r.line == 15
     assert "flatten_descriptor.py:15:72: error: 'scf.if' op" in r.reason and "xeforge-job" not in r.reason
     assert "TMALowering" in r.kernels[0].error_text
+
+
+def test_a_compiler_crash_keeps_what_the_compiler_wrote(ir_cache) -> None:
+    """While a kernel compiles, the worker's native stderr goes to a file in the job folder (to
+    read MLIR's diagnostics); a compile that aborts the worker must not take that text with it."""
+    problem = load_problem(COMPILE_ABORTS)
+    r = compile_ir(problem.kernel.source, problem=problem, target="sm90")
+    assert r.kind == "crash" and "while compiling a kernel" in r.reason
+    assert "LLVM ERROR: Cannot select: intrinsic %llvm.fixture.boom" in r.error_text
 
 
 def test_real_xeforge_flash_attention_with_an_intel_only_launch_option(ir_cache, xeforge_cases: Path) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 from xeforge_core import runner, units
 from xeforge_core.cache import cache_root, library_versions, stable_hash, worker_code_version
 from xeforge_core.errors import XeForgeError, nearest_name_hint
+from xeforge_core.ir.stats import COMPILE_STDERR
 from xeforge_core.ir.targets import STAGE_NAMES, CompileTarget, get_target, resolve_stage, why_unavailable
 
 #: Wall-clock limit of one IR job (seconds): importing torch and triton, building the inputs and
@@ -352,9 +353,13 @@ def _report_from(outcome: Any, tgt: CompileTarget) -> IRReport:
                         reason="the IR worker went over its memory limit")
     if res is None:
         why = f"signal {outcome.signal_name}" if outcome.signal_name else f"exit status {outcome.returncode}"
+        # a worker that died inside a compile left what the compiler wrote there in the job folder
+        native = Path(outcome.job_dir) / COMPILE_STDERR if outcome.job_dir else None
+        during = native.read_text(encoding="utf-8", errors="replace") if native and native.is_file() else ""
         return IRReport(target=tgt, kind="crash", seconds=outcome.seconds,
-                        reason=f"the IR worker ended with {why} and wrote no result",
-                        error_text=(outcome.stderr or outcome.stdout)[-4000:])
+                        reason=f"the IR worker ended with {why} and wrote no result"
+                               + (" while compiling a kernel" if during else ""),
+                        error_text=((outcome.stderr or outcome.stdout) + during)[-4000:])
     kernels = [IRKernel.from_dict(k) for k in res.get("kernels", [])]
     return IRReport(
         target=tgt, kind=str(res.get("kind") or "runtime_error"), reason=str(res.get("reason") or ""),

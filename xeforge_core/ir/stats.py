@@ -118,6 +118,10 @@ def resource_summary(backend: str, metadata: dict[str, Any], asm: dict[str, str]
     return out
 
 
+#: Where the IR worker sends a compile's native stderr while it runs, in the job folder: the parent
+#: reads it when the worker dies mid-compile (an LLVM assertion's abort), since then nothing
+#: copies it back to the worker's stderr.
+COMPILE_STDERR = "compile-stderr.txt"
 _DIAGNOSTIC = re.compile(r"(^|:(\d+):\d+: )(error|note|warning): ")
 #: The folder a job's copy of the user's file lies in (``.../xeforge-job-XXXX/src/ir/``).
 _JOB_PATH = re.compile(r"\S*xeforge-job-[^/\s]+/(?:src/)?(?:ir/)?")

@@ -53,7 +53,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from xeforge_core.ir.stats import compiler_diagnostics, resource_summary
+from xeforge_core.ir.stats import COMPILE_STDERR, compiler_diagnostics, resource_summary
 from xeforge_core.verdict import VerdictKind
 from xeforge_core.worker.backends import triton_backend_for
 from xeforge_core.worker.errors import Failure, WorkerError, classify
@@ -78,27 +78,31 @@ class _Progress:
 
 
 @contextlib.contextmanager
-def _native_stderr() -> Any:
+def _native_stderr(job_dir: Path | None) -> Any:
     """Copy what native code (MLIR's diagnostics) writes to file descriptor 2 meanwhile: yields an
     object whose ``getvalue()`` is that text once the block has ended; the text still reaches the
-    process's stderr afterwards."""
+    process's stderr afterwards. It is written to ``job_dir / COMPILE_STDERR`` as it comes (a
+    temporary file without a job folder), so a worker that dies inside the block leaves it there."""
     import tempfile
 
     sys.stderr.flush()
     saved = os.dup(2)
     captured = io.StringIO()
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
+    sink = open(job_dir / COMPILE_STDERR, "w+b") if job_dir is not None else tempfile.TemporaryFile()  # noqa: SIM115
+    with sink:
+        os.dup2(sink.fileno(), 2)
         try:
             yield captured
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            tmp.seek(0)
-            text = tmp.read().decode("utf-8", "replace")
+            sink.seek(0)
+            text = sink.read().decode("utf-8", "replace")
             captured.write(text)
             sys.stderr.write(text)
+    if job_dir is not None:
+        (job_dir / COMPILE_STDERR).unlink(missing_ok=True)
 
 
 def _plain(value: Any) -> Any:
@@ -147,6 +151,7 @@ class _Compiler:
         self.launches = 0
         self.jit_functions: list[Any] = []
         self.path = ""
+        self.job_dir: Path | None = None   # set once the job's folder is known (see _native_stderr)
         self._patched: list[tuple[Any, str, Any]] = []
         self._autotune_stack: list[dict[str, Any]] = []
 
@@ -252,7 +257,7 @@ class _Compiler:
                                                                       "maxnreg", "grf_mode") if hasattr(opts, k)}
             src = ASTSource(fn, signature, constexprs, attrs)
             log = io.StringIO()
-            with contextlib.redirect_stdout(log), _native_stderr() as native:
+            with contextlib.redirect_stdout(log), _native_stderr(self.job_dir) as native:
                 compiled = self.triton.compile(src, target=self.target, options=opts.__dict__)
             self._record(entry, compiled, log.getvalue())
         except Exception as exc:  # a kernel that does not compile for this target is a result
@@ -394,6 +399,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         return result
     compiler.path = loaded.file
     compiler.jit_functions = loaded.jit_functions
+    compiler.job_dir = job_dir
     variant = job.get("variant") or {"name": "module", "params": [], "dims": {}}
     cpu = torch.device("cpu")
     during = "building the model and its inputs"

@@ -349,8 +349,10 @@ def summarize(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
         lines.append(f"| {level} | {len(names)} | {share} | {fmt(best('module', 'final_vs_eager'))} | "
                      f"{fmt(best('bench', 'final_vs_eager'))} | {fmt(best('module', 'final_vs_compile'))} | "
                      f"{fmt(best('bench', 'final_vs_compile'))} | {len(stopped)} |")
+    # every problem whose first version was judged and not approved, also where --budget stopped it later
     failed = [r for r in rows if r.get("size") == "module" and r.get("first_version") != "approved"
-              and not (r.get("note") or "").startswith("not run") and "--budget" not in (r.get("note") or "")]
+              and (r.get("first_version") or not ((r.get("note") or "").startswith("not run")
+                                                  or "--budget" in (r.get("note") or "")))]
     if failed:
         lines += ["", "## No verified first version", ""]
         lines += [f"- level {r['level']} {r['problem']}: {r.get('first_version') or 'no result'} "

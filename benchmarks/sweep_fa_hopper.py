@@ -11,6 +11,8 @@ the lazy rescale), each forced alone, per head-dim class (:data:`VARIANTS`). Thr
    also compiles every kernel into Triton's cache. A variant wrong at any shape is reported wrong
    with its shapes and errors and is **never timed**; a check with no result after
    ``--check-timeout`` seconds is a hang (its worker is killed, the variant is wrong).
+   Persistent variants (:data:`PERSISTENT_VARIANTS`, and the ``-fma`` ones that compute half of
+   each block's exponentials on the FMA units) are checked only with ``--persistent``.
    Warp-specialized variants (:data:`WS_VARIANTS`) are checked only with ``--warp-specialized``:
    on the H200 with Triton 3.6 every one of them hung with host-built descriptors
    (``docs/measured/h200-fa-ws-hang``); step 10 now builds their descriptors on the device, the
@@ -135,8 +137,9 @@ WS_VARIANTS: dict[int, list[tuple]] = {
 
 
 #: Persistent variants (``--persistent``): one program (or two, ``-x2``) an SM walks the query tiles
-#: head by head in one flattened loop nest, so the next tile's loads overlap this tile's end; the
-#: warp-specialized one specializes the loop over tiles (descriptors built on the device).
+#: head by head (the loop nest not flattened: Triton 3.6 rejects that with host-built descriptors);
+#: the warp-specialized ones (``pws``) specialize the loop over tiles, so the producer loads the next
+#: tile while the consumers finish this one (descriptors built on the device).
 PERSISTENT_VARIANTS: dict[int, list[tuple]] = {
     128: [_v(128, 128, 8, 2, PERSISTENT), _v(128, 128, 8, 3, PERSISTENT), _v(128, 64, 8, 3, PERSISTENT),
           _v(64, 64, 4, 3, PERSISTENT, per_sm=2), _v(64, 64, 4, 2, PERSISTENT, per_sm=2),
@@ -354,7 +357,7 @@ def compile_check(out: Path, shapes: list[str], timeout_s: float, only: set[str]
             report = compile_ir(source, problem=problem, target="sm90", variant=name, config_index=None,
                                 timeout_s=timeout_s, use_cache=True, max_kernels=8)
             kernels = report.kernels if report is not None else []
-            if not kernels:
+            if not kernels or report.kind not in ("ok", "compile_error"):
                 rows.append({"variant": name, "config": vname,
                              "error": f"{report.kind if report else 'none'}: {report.reason if report else ''}"})
                 bad += 1

@@ -12,7 +12,7 @@ import pytest
 
 from xeforge_core.ir.compile import IRReport, compile_ir
 from xeforge_core.ir.present import diff_count, diff_summary, ir_diff, resource_rows, specialization_text
-from xeforge_core.ir.stats import parse_amdgcn, parse_ptxas_log
+from xeforge_core.ir.stats import COMPILE_STDERR, compiler_diagnostics, parse_amdgcn, parse_ptxas_log
 from xeforge_core.ir.targets import TARGETS, TargetError, backend_installed, get_target
 from xeforge_core.ir.text import strip_locations
 from xeforge_core.problem import load_problem
@@ -22,6 +22,7 @@ SAMPLES = ROOT / "sample_kernels"
 DOT_K8 = ROOT / "tests" / "fixtures" / "ir" / "dot_k8.py"
 FLATTEN_DESCRIPTOR = ROOT / "tests" / "fixtures" / "ir" / "flatten_descriptor.py"
 COMPILE_ABORTS = ROOT / "tests" / "fixtures" / "ir" / "compile_aborts.py"
+BAD_NUM_WARPS = ROOT / "tests" / "fixtures" / "ir" / "bad_num_warps.py"
 
 pytestmark = pytest.mark.skipif(not backend_installed(TARGETS["sm90"]),
                                 reason="the installed Triton has no NVIDIA backend")
@@ -107,6 +108,44 @@ def test_a_compiler_crash_keeps_what_the_compiler_wrote(ir_cache) -> None:
     r = compile_ir(problem.kernel.source, problem=problem, target="sm90")
     assert r.kind == "crash" and "while compiling a kernel" in r.reason
     assert "LLVM ERROR: Cannot select: intrinsic %llvm.fixture.boom" in r.error_text
+
+
+def test_a_launch_refused_before_its_compile_is_a_compile_error(ir_cache) -> None:
+    problem = load_problem(BAD_NUM_WARPS)
+    r = compile_ir(problem.kernel.source, problem=problem, target="sm90")
+    assert r.kind == "compile_error" and "num_warps must be a power of 2" in r.reason, r.reason
+
+
+def test_compiler_diagnostics_read_mlirs_forms() -> None:
+    """The headline is the first error (not a warning before it); the line is taken only from a
+    location in the user's file; unknown locations, colour codes and bare errors are kept."""
+    stderr = "\n".join([
+        "/tmp/xeforge-job-ab12/src/ir/k.py:21:5: warning: some remark from a pass",
+        "%5 = tt.load %4 : tensor<64xf32>",
+        "\x1b[1m/site/triton/language/standard.py:290:12: \x1b[31merror: \x1b[0m'tt.reduce' op failed",
+        "/tmp/xeforge-job-ab12/src/ir/k.py:15:7: error: 'scf.if' op types differ",
+        "<unknown>:0: note: Pipeline failed while executing [`SomePass`]",
+        "error: Failures have been detected"])
+    text, headline, line = compiler_diagnostics(stderr, "/tmp/xeforge-job-ab12/src/ir/k.py")
+    assert headline == "/site/triton/language/standard.py:290:12: error: 'tt.reduce' op failed"
+    assert line is None   # the first error is located in Triton's library, not in k.py
+    assert "k.py:15:7: error" in text and "xeforge-job" not in text and "tt.load" not in text
+    assert "<unknown>:0: note: Pipeline failed" in text and "error: Failures have been detected" in text
+    _, headline, line = compiler_diagnostics(stderr.split("\n", 3)[3], "k.py")
+    assert line == 15 and headline.startswith("k.py:15:7: error")
+    assert compiler_diagnostics("plain text\n", "k.py") == ("", "", None)
+
+
+def test_the_compile_stderr_file_goes_when_its_block_ends(tmp_path: Path) -> None:
+    """A compile that raises must not leave its stderr file behind: the parent would blame a later
+    death of the worker on that compile."""
+    from xeforge_core.ir.worker import _native_stderr
+
+    with pytest.raises(RuntimeError), _native_stderr(tmp_path) as native:
+        import os
+        os.write(2, b"k.py:3:1: error: boom\n")
+        raise RuntimeError("PassManager::run failed")
+    assert "error: boom" in native.getvalue() and not (tmp_path / COMPILE_STDERR).exists()
 
 
 def test_real_xeforge_flash_attention_with_an_intel_only_launch_option(ir_cache, xeforge_cases: Path) -> None:

@@ -343,19 +343,21 @@ def _report_from(outcome: Any, tgt: CompileTarget) -> IRReport:
     res = outcome.result
     if outcome.cancelled:
         return IRReport(target=tgt, kind="cancelled", reason="cancelled", seconds=outcome.seconds)
+    # a worker stopped or dead inside a compile left what the compiler wrote meanwhile in the job folder
+    native = Path(outcome.job_dir) / COMPILE_STDERR if outcome.job_dir else None
+    during = native.read_text(encoding="utf-8", errors="replace") if native and native.is_file() else ""
     if outcome.timed_out:
         return IRReport(target=tgt, kind="timeout", seconds=outcome.seconds,
                         reason=f"the IR worker did not finish within {outcome.timeout_s:.0f} s "
                                f"(last: {outcome.last_progress or 'nothing reported'})",
-                        error_text=outcome.stderr[-4000:])
+                        error_text=(outcome.stderr + during)[-4000:])
     if outcome.oom_killed:
         return IRReport(target=tgt, kind="oom", seconds=outcome.seconds,
-                        reason="the IR worker went over its memory limit")
+                        reason="the IR worker went over its memory limit"
+                               + (" while compiling a kernel" if during else ""),
+                        error_text=during[-4000:])
     if res is None:
         why = f"signal {outcome.signal_name}" if outcome.signal_name else f"exit status {outcome.returncode}"
-        # a worker that died inside a compile left what the compiler wrote there in the job folder
-        native = Path(outcome.job_dir) / COMPILE_STDERR if outcome.job_dir else None
-        during = native.read_text(encoding="utf-8", errors="replace") if native and native.is_file() else ""
         return IRReport(target=tgt, kind="crash", seconds=outcome.seconds,
                         reason=f"the IR worker ended with {why} and wrote no result"
                                + (" while compiling a kernel" if during else ""),

@@ -22,6 +22,7 @@ Only the standard library is used: the IR worker imports this module.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 _PTX_FUNC = re.compile(r"Compiling entry function '([^']+)'")
@@ -122,25 +123,39 @@ def resource_summary(backend: str, metadata: dict[str, Any], asm: dict[str, str]
 #: reads it when the worker dies mid-compile (an LLVM assertion's abort), since then nothing
 #: copies it back to the worker's stderr.
 COMPILE_STDERR = "compile-stderr.txt"
-_DIAGNOSTIC = re.compile(r"(^|:(\d+):\d+: )(error|note|warning): ")
+#: An MLIR diagnostic: ``FILE:LINE:COL: error: ...``, ``<unknown>:0: note: ...`` or a bare
+#: ``error: ...``; group ``file`` and ``line`` where it has a location.
+_DIAGNOSTIC = re.compile(r"^(?:(?P<file>.*?):(?P<line>\d+)(?::\d+)?: )?(?P<kind>error|note|warning): ")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: The folder a job's copy of the user's file lies in (``.../xeforge-job-XXXX/src/ir/``).
 _JOB_PATH = re.compile(r"\S*xeforge-job-[^/\s]+/(?:src/)?(?:ir/)?")
 
 
-def compiler_diagnostics(stderr: str, limit: int = 4000) -> tuple[str, int | None]:
-    """The compiler's own diagnostics in a worker's stderr and the source line of the first error.
+def compiler_diagnostics(stderr: str, filename: str | None = None,
+                         limit: int = 4000) -> tuple[str, str, int | None]:
+    """The compiler's own diagnostics in a worker's stderr.
 
-    Returns (text, line): MLIR's ``error:``, ``note:`` and ``warning:`` lines with their source
-    locations, the job folder's path cut to the file's own name (the IR dump MLIR writes between
-    them left out), at most ``limit`` characters, ``""`` when it wrote none; ``line`` is the first
-    located error's line in the user's file, or None. Triton's exception for a failed pass says
-    only "PassManager::run failed": the why is here."""
-    kept, line = [], None
+    Returns (text, headline, line): ``text`` is MLIR's ``error:``, ``note:`` and ``warning:``
+    lines (colour codes removed, the job folder's path cut to the file's own name, the IR dump
+    MLIR writes between them left out), at most ``limit`` characters, ``""`` when it wrote none;
+    ``headline`` is the first ``error:`` line (else the first line); ``line`` is that first
+    error's line where its location is in ``filename`` (the user's file, compared by name), else
+    None: an op inlined from Triton's own library is located there. Triton's exception for a
+    failed pass says only "PassManager::run failed": the why is here."""
+    kept: list[str] = []
+    headline, line = "", None
+    own = Path(filename).name if filename else None
     for raw in stderr.splitlines():
-        m = _DIAGNOSTIC.search(raw.strip())
+        text = _ANSI.sub("", raw).strip()
+        m = _DIAGNOSTIC.match(text)
         if not m:
             continue
-        kept.append(_JOB_PATH.sub("", raw.strip()))
-        if line is None and m.group(3) == "error" and m.group(2) and int(m.group(2)) > 0:
-            line = int(m.group(2))
-    return "\n".join(dict.fromkeys(kept))[:limit], line
+        shown = _JOB_PATH.sub("", text)
+        kept.append(shown)
+        if m.group("kind") == "error" and not headline:
+            headline = shown
+            where = m.group("file")
+            if own and where and Path(where.strip('"')).name == own and int(m.group("line")) > 0:
+                line = int(m.group("line"))
+    kept = list(dict.fromkeys(kept))
+    return "\n".join(kept)[:limit], headline or (kept[0] if kept else ""), line

@@ -101,8 +101,8 @@ def _native_stderr(job_dir: Path | None) -> Any:
             text = sink.read().decode("utf-8", "replace")
             captured.write(text)
             sys.stderr.write(text)
-    if job_dir is not None:
-        (job_dir / COMPILE_STDERR).unlink(missing_ok=True)
+            if job_dir is not None:   # the block ended: a later death is not this compile's
+                (job_dir / COMPILE_STDERR).unlink(missing_ok=True)
 
 
 def _plain(value: Any) -> Any:
@@ -234,6 +234,7 @@ class _Compiler:
         self.kernels.append(entry)
         self.say(f"compiling {name} for {self.target_data['label']}")
         started = time.perf_counter()
+        native = None   # what the compiler wrote to stderr, once the compile itself has started
         try:
             opts, signature, constexprs, attrs = fn._pack_args(self.backend, kwargs, bound, specialization,
                                                                options)
@@ -266,9 +267,10 @@ class _Compiler:
             entry["line"] = failure.line
             entry["error_text"] = failure.error_text
             # a failed MLIR pass raises "PassManager::run failed"; why, and where, it wrote to stderr
-            diagnostics, line = compiler_diagnostics(native.getvalue())
+            diagnostics, headline, line = compiler_diagnostics(native.getvalue() if native else "",
+                                                               str(self.path) if self.path else None)
             if diagnostics:
-                entry["error"] = f"{failure.reason}: {diagnostics.splitlines()[0]}"
+                entry["error"] = f"{failure.reason}: {headline}"
                 entry["line"] = failure.line or line
                 entry["error_text"] = (failure.error_text + "\n" if failure.error_text else "") + diagnostics
         entry["compile_seconds"] = round(time.perf_counter() - started, 3)

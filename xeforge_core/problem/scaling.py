@@ -356,9 +356,9 @@ def estimate_input_bytes(source: str, overrides: dict[str, Any] | None = None) -
 
 def _scale_value(value: int | tuple[int, ...], factor: float) -> Any:
     """``value`` (a size, or a tuple of sizes) scaled by ``factor``; scaled down, no size goes
-    below ``_MIN_SCALED`` (sizes already smaller keep their value). A tuple's entries below 2
-    are not sizes (a parameter shaped ``(out_channels, 1, 1, 1)`` broadcasts over its 1s) and
-    keep their value either way."""
+    below ``_MIN_SCALED`` (sizes already smaller keep their value). Values below 2 are not sizes
+    (a tuple's 1s: a parameter shaped ``(out_channels, 1, 1, 1)`` broadcasts over them) and keep
+    their value either way."""
     if isinstance(value, (tuple, list)):
         return tuple(_scale_value(int(v), factor) for v in value)
     if value < 2:

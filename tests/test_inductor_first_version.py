@@ -16,7 +16,7 @@ import pytest
 
 from xeforge_core.inductor.capture import GenerationError, capture, load_capture
 from xeforge_core.inductor.convert import convert
-from xeforge_core.inductor.first_version import first_version_from_capture
+from xeforge_core.inductor.first_version import first_version_from_capture, inductor_first_version
 from xeforge_core.inductor.kernels import InductorCodeError
 from xeforge_core.problem import load_problem
 from xeforge_core.verdict import VerdictKind
@@ -168,6 +168,21 @@ def test_a_modules_int_attribute_stays_a_symbol():
     fv = convert(cap, problem.kernel.source)
     verdict = verify(problem, fv.source, device="cpu", options=VerifyOptions(seeds=1))
     assert verdict.kind is VerdictKind.OK, verdict.reason
+
+
+def test_sizes_dynamo_fixed_are_guarded_and_generated_at_the_published_size():
+    """LayerNorm's tuple ``normalized_shape`` makes dynamo fix the input's trailing sizes, so
+    Inductor's code holds only at the traced ones: every such size is guarded by name, and the
+    first version is generated again at the published size, the contract it then verifies at
+    (KernelBench level 1 problems 40 and 41 were wrong answers, traced at the reduced size)."""
+    problem = load_problem(FIX / "layer_norm_tuple.py")
+    assert problem.module_variants["module-small"].overrides["features"] == 8
+    cand = inductor_first_version(problem)
+    assert "generated for self.ln.weight.size(0) == 16" in cand.code, cand.code
+    assert "== 8" not in cand.code
+    verdict = verify(problem, cand.code, device="cpu", options=VerifyOptions(seeds=1))
+    assert verdict.kind is VerdictKind.OK, verdict.reason
+    assert any(f.rule == "shape_specialised" for f in verdict.findings)
 
 
 def test_a_warning_in_forward_does_not_break_the_one_graph():

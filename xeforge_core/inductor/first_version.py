@@ -52,7 +52,9 @@ def is_plain_pytorch_file(path: str | Path) -> bool:
 
 def trace_overrides(problem: Problem) -> dict[str, int]:
     """The size constants the verifier checks correctness at (``module-small``), so that
-    tracing is quick and small; the code is shape-generic, so it holds at every size."""
+    tracing is quick and small; the code is shape-generic, so it holds at every size, except
+    where TorchInductor fixed a size (then :func:`inductor_first_version` traces again at the
+    published size)."""
     small = problem.module_variants.get("module-small")
     return dict(small.overrides) if small is not None else {}
 
@@ -77,11 +79,28 @@ def inductor_first_version(problem: Problem, *, device: str = "cpu", timeout_s: 
                                         reason="the problem already has a Triton version")
     try:
         kw = {"timeout_s": timeout_s} if timeout_s else {}
-        cap = capture(source, name=problem.name, device=device, overrides=trace_overrides(problem), **kw)
+        small = trace_overrides(problem)
+        cap = capture(source, name=problem.name, device=device, overrides=small, **kw)
+        if cap.specialised and small:
+            # TorchInductor fixed some sizes, so the code holds only at the traced ones (its size
+            # guards refuse the rest): generate it at the published size, the problem's contract
+            cap = _at_published_size(cap, source, problem, device, kw)
         return _candidate(convert(cap, source))
     except (GenerationError, InductorCodeError) as exc:
         return Candidate.not_applicable(code=source, engine="rules", stage=FIRST_VERSION,
                                         reason=f"TorchInductor gave no first version: {exc}")
+
+
+def _at_published_size(small: Capture, source: str, problem: Problem, device: str, kw: dict) -> Capture:
+    """The capture of ``problem`` at its published sizes, where the one at the verifier's reduced
+    size (``small``) had sizes fixed by TorchInductor (``Capture.specialised``: a tuple attribute
+    such as LayerNorm's ``normalized_shape``, a pooling window's output length); ``small`` when
+    that capture fails (its inputs too large for the worker, a timeout), whose size guards then
+    refuse other sizes with a clear error."""
+    try:
+        return capture(source, name=problem.name, device=device, overrides={}, **kw)
+    except GenerationError:
+        return small
 
 
 def first_version_from_capture(problem: Problem, saved: str | Capture) -> Candidate:

@@ -237,6 +237,25 @@ def _symbolic_sizes(gm: Any, bindings: list[dict[str, Any]]) -> list[tuple[dict[
     return out
 
 
+def _static_sizes(gm: Any, bindings: list[dict[str, Any]]) -> dict[str, int]:
+    """``{"x.size(2)": 2048}`` for every dimension of a tensor graph input that tracing kept a
+    plain integer although every size was asked to be dynamic: dynamo fixed it (a tuple attribute
+    such as LayerNorm's ``normalized_shape`` compared with the input's trailing sizes, a pooling
+    window whose output length it guarded, or a size of 0 or 1), so the generated code holds only
+    at that size (KernelBench level 1 problems 40 and 41 gave wrong shapes at every other size)."""
+    out: dict[str, int] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, entry in zip(placeholders, bindings):
+        value = node.meta.get("example_value")
+        if entry.get("shape") is None or value is None or not hasattr(value, "shape"):
+            continue
+        for dim, size in enumerate(value.shape):
+            expr = getattr(getattr(size, "node", None), "expr", None)
+            if isinstance(size, int) or (expr is not None and not getattr(expr, "free_symbols", True)):
+                out[f"{entry['expr']}.size({dim})"] = int(size)   # a SymInt dynamo replaced by a number
+    return out
+
+
 def _shape_env() -> Any:
     """The shape environment of the graph being compiled (``None`` outside a compile)."""
     from torch._guards import TracingContext
@@ -348,11 +367,13 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     codes: list[str] = []
 
     sized: list[tuple[dict[str, Any], Any]] = []
+    static: dict[str, int] = {}
     envs: list[Any] = []
 
     def backend(gm: Any, example_inputs: list[Any]) -> Any:
         graphs.append(_bindings(gm, example_inputs, model, inputs, forward_params))
         sized.extend(_symbolic_sizes(gm, graphs[-1]))
+        static.update(_static_sizes(gm, graphs[-1]))
         envs.append(_shape_env())
         return compile_fx(gm, example_inputs)
 
@@ -375,7 +396,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         return _fail("generate", f"TorchInductor produced {len(codes)} output module(s) for {len(graphs)} "
                                  "graph(s); exactly one of each is expected")
     return {"ok": True, "output_code": codes[0], "graph_inputs": graphs[0], "outputs": structure,
-            "specialised": _specialised(sized, envs[0] if envs else None),
+            "specialised": {**static, **_specialised(sized, envs[0] if envs else None)},
             "forward_params": forward_params, "device": device, "generated_for": generated_for,
             "torch": torch.__version__, "triton": triton.__version__}
 

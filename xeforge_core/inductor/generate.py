@@ -221,20 +221,25 @@ def _index_in_64_bits() -> None:
         scheduling.can_use_32bit_indexing = staticmethod(lambda numel, buffers: False)
 
 
-def _symbolic_sizes(gm: Any, bindings: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
-    """``(binding, size expression)`` for every dimension of every tensor graph input whose
-    traced size is symbolic (read from the placeholders' fake values)."""
-    out = []
+def _graph_input_dims(gm: Any, bindings: list[dict[str, Any]]) -> Any:
+    """``(binding, dim, size, expr)`` for every dimension of every tensor graph input, ``expr``
+    the size's symbolic expression (``None`` for a plain integer), read from the placeholders'
+    fake values."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, entry in zip(placeholders, bindings):
         value = node.meta.get("example_value")
         if entry.get("shape") is None or value is None or not hasattr(value, "shape"):
             continue
         for dim, size in enumerate(value.shape):
-            expr = getattr(getattr(size, "node", None), "expr", None)
-            if expr is not None and getattr(expr, "free_symbols", None):
-                out.append(({"expr": f"{entry['expr']}.size({dim})", "traced": int(entry["shape"][dim])}, expr))
-    return out
+            yield entry, dim, size, getattr(getattr(size, "node", None), "expr", None)
+
+
+def _symbolic_sizes(gm: Any, bindings: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
+    """``(binding, size expression)`` for every dimension of every tensor graph input whose
+    traced size is symbolic."""
+    return [({"expr": f"{entry['expr']}.size({dim})", "traced": int(entry["shape"][dim])}, expr)
+            for entry, dim, _size, expr in _graph_input_dims(gm, bindings)
+            if expr is not None and getattr(expr, "free_symbols", None)]
 
 
 def _static_sizes(gm: Any, bindings: list[dict[str, Any]]) -> dict[str, int]:
@@ -242,18 +247,10 @@ def _static_sizes(gm: Any, bindings: list[dict[str, Any]]) -> dict[str, int]:
     plain integer although every size was asked to be dynamic: dynamo fixed it (a tuple attribute
     such as LayerNorm's ``normalized_shape`` compared with the input's trailing sizes, a pooling
     window whose output length it guarded, or a size of 0 or 1), so the generated code holds only
-    at that size (KernelBench level 1 problems 40 and 41 gave wrong shapes at every other size)."""
-    out: dict[str, int] = {}
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for node, entry in zip(placeholders, bindings):
-        value = node.meta.get("example_value")
-        if entry.get("shape") is None or value is None or not hasattr(value, "shape"):
-            continue
-        for dim, size in enumerate(value.shape):
-            expr = getattr(getattr(size, "node", None), "expr", None)
-            if isinstance(size, int) or (expr is not None and not getattr(expr, "free_symbols", True)):
-                out[f"{entry['expr']}.size({dim})"] = int(size)   # a SymInt dynamo replaced by a number
-    return out
+    at that size (KernelBench level 1 problems 40 and 41 gave wrong shapes at every other size).
+    Such a size is an ``int`` or a SymInt whose expression dynamo replaced by a number."""
+    return {f"{entry['expr']}.size({dim})": int(size) for entry, dim, size, expr in _graph_input_dims(gm, bindings)
+            if isinstance(size, int) or (expr is not None and not getattr(expr, "free_symbols", True))}
 
 
 def _shape_env() -> Any:

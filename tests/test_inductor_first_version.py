@@ -185,6 +185,16 @@ def test_sizes_dynamo_fixed_are_guarded_and_generated_at_the_published_size():
     assert any(f.rule == "shape_specialised" for f in verdict.findings)
 
 
+def test_a_problem_inductor_leaves_to_the_library_has_no_first_version():
+    """A padded 3-D average pooling alone is left to ``aten.avg_pool3d``: the step says there is
+    no Triton kernel to start from, where a candidate launching none was refused as cheating."""
+    problem = load_problem(FIX / "avg_pool3d_only.py")
+    cand = inductor_first_version(problem)
+    assert not cand.applicable
+    assert "no Triton kernel" in cand.not_applicable_reason
+    assert "torch.ops.aten.avg_pool3d" in cand.not_applicable_reason
+
+
 def test_a_warning_in_forward_does_not_break_the_one_graph():
     """InstanceNorm warns when its ``num_features`` differs from its input's channels (KernelBench
     level 2 problem 28 applies one to a single channel); a warning or print is no part of the

@@ -59,7 +59,15 @@ def trace_overrides(problem: Problem) -> dict[str, int]:
     return dict(small.overrides) if small is not None else {}
 
 
-def _candidate(fv: FirstVersion) -> Candidate:
+def _candidate(fv: FirstVersion, source: str) -> Candidate:
+    if not fv.kernels:   # nothing for a Triton stage to start from; as a candidate it would launch no
+        # Triton kernel and be refused by the integrity rule no_triton_launch, a verdict about cheating
+        calls = ", ".join(sorted(set(fv.library_calls))) or "no kernel at all"
+        return Candidate.not_applicable(
+            code=source, engine="rules", stage=FIRST_VERSION,
+            reason=f"TorchInductor generates no Triton kernel for this problem: it leaves the work to torch "
+                   f"library calls ({calls}), so there is no Triton first version to start from; write one "
+                   "with the LLM or manual engine")
     notes = [f"not Triton yet (torch library calls): {', '.join(sorted(set(fv.library_calls)))}"] \
         if fv.library_calls else []
     if fv.library_products:
@@ -85,7 +93,7 @@ def inductor_first_version(problem: Problem, *, device: str = "cpu", timeout_s: 
             # TorchInductor fixed some sizes, so the code holds only at the traced ones (its size
             # guards refuse the rest): generate it at the published size, the problem's contract
             cap = _at_published_size(cap, source, problem, device, kw)
-        return _candidate(convert(cap, source))
+        return _candidate(convert(cap, source), source)
     except (GenerationError, InductorCodeError) as exc:
         return Candidate.not_applicable(code=source, engine="rules", stage=FIRST_VERSION,
                                         reason=f"TorchInductor gave no first version: {exc}")
@@ -109,4 +117,4 @@ def first_version_from_capture(problem: Problem, saved: str | Capture) -> Candid
     problem module, ``InductorCodeError`` for code that cannot be converted."""
     cap = load_capture(saved) if isinstance(saved, str) else saved
     check_capture_fits(cap, problem.kernel.source, where=saved if isinstance(saved, str) else "capture")
-    return _candidate(convert(cap, problem.kernel.source))
+    return _candidate(convert(cap, problem.kernel.source), problem.kernel.source)

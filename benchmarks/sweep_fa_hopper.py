@@ -144,9 +144,10 @@ PERSISTENT_VARIANTS: dict[int, list[tuple]] = {
     128: [_v(128, 128, 8, 2, PERSISTENT), _v(128, 128, 8, 3, PERSISTENT), _v(128, 64, 8, 3, PERSISTENT),
           _v(64, 64, 4, 3, PERSISTENT, per_sm=2), _v(64, 64, 4, 2, PERSISTENT, per_sm=2),
           _v(128, 128, 4, 2, PERSISTENT_WS), _v(128, 64, 4, 2, PERSISTENT_WS),
-          # measured on an H100 on 2026-12-06: pws-128x128-s2 the fastest at head dims 96 and 128; these
-          # ask whether exponentials shared with the FMA units add to it (the warp-specialized ones
-          # spill about 2.7 KB at the 168 registers a thread of 12 warps gets, cpu compile for sm_90)
+          # pws-128x128-s2 was the fastest at head dims 96 and 128 (an H100 and an H200, 2026-12-06);
+          # these asked whether exponentials shared with the FMA units add to it: they did not, they
+          # are slower everywhere (the warp-specialized ones spill up to 2.7 KB at the 168 registers
+          # a thread of 12 warps gets; docs/measured/gpu-fa-persistent)
           _v(128, 128, 4, 2, PERSISTENT_WS, exp_fma=True), _v(128, 128, 4, 2, WS, exp_fma=True),
           _v(128, 64, 8, 3, PLAIN, exp_fma=True)],
     64: [_v(128, 128, 8, 3, PERSISTENT), _v(64, 128, 4, 2, PERSISTENT, per_sm=2), _v(128, 64, 8, 3, PERSISTENT),

@@ -362,12 +362,11 @@ def _report_from(outcome: Any, tgt: CompileTarget) -> IRReport:
                         reason=f"the IR worker ended with {why} and wrote no result"
                                + (" while compiling a kernel" if during else ""),
                         error_text=((outcome.stderr or outcome.stdout) + during)[-4000:])
-    kernels = [IRKernel.from_dict(k) for k in res.get("kernels", [])]
     return IRReport(
         target=tgt, kind=str(res.get("kind") or "runtime_error"), reason=str(res.get("reason") or ""),
         line=res.get("line"), error_text=str(res.get("error_text") or ""),
         triton_version=str(res.get("triton_version") or ""), variant=res.get("variant"),
-        launches=int(res.get("launches") or 0), kernels=kernels,
+        launches=int(res.get("launches") or 0), kernels=[IRKernel.from_dict(k) for k in res.get("kernels", [])],
         not_launched=list(res.get("not_launched") or []), notes=list(res.get("notes") or []),
         seconds=outcome.seconds)
 

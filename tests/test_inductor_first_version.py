@@ -1,6 +1,6 @@
 """TorchInductor's kernels as the first version of a plain-PyTorch problem.
 
-The fixtures (elementwise, a row reduction, a linear layer with an epilogue, a convolution with
+The fixtures (elementwise, a row reduction, a looped row scan, a linear layer with an epilogue, a convolution with
 an epilogue, one matrix product with a transposed operand, one batched matrix product) come with
 captures that ``xeforge_core.inductor.capture`` wrote here on the CPU (code generated for the
 stand-in sm_90 target); the tests convert them and verify the result in Triton's interpreter
@@ -24,7 +24,8 @@ from xeforge_core.verify import VerifyOptions, verify
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inductor"
 #: fixture -> (operations left to torch library calls, matrix products written as the Triton GEMM kernel)
-CASES = {"gelu_scale": ([], []), "row_logsumexp": ([], []), "linear_bias_relu": (["torch.addmm"], []),
+CASES = {"gelu_scale": ([], []), "row_logsumexp": ([], []), "row_cumsum": ([], []),
+         "linear_bias_relu": (["torch.addmm"], []),
          "conv_relu_bias": (["torch.ops.aten.convolution"], []), "matmul_transposed": ([], ["torch.mm"]),
          "matmul_batched": ([], ["torch.bmm"])}
 
@@ -252,3 +253,31 @@ def test_float32_products_beside_an_epilogue_stay_the_librarys_gemm_and_half_one
     )
     half = convert(capture(source, name="lin_bf16", device="cpu"), source)
     assert half.gemm_calls and not half.library_products and "def matmul_kernel(" in half.source
+
+
+def test_scan_combines_get_readable_names_unique_per_body():
+    """A scan's combine function, defined beside its kernel as ``_triton_helper_fn_add0``, becomes
+    ``combine_add``; two kernels whose combines share Inductor's name but differ in body get one
+    function each, every kernel calling its own (Inductor numbers them per kernel)."""
+    from xeforge_core.inductor.convert import _kernel_sources, _KernelRewrite
+    from xeforge_core.inductor.kernels import parse_kernel
+
+    def kernel(name: str, op: str) -> str:
+        return (f"@triton.jit\ndef _triton_helper_fn_add0(arg0_0, arg1_0):\n    return arg0_0 {op} arg1_0\n\n\n"
+                f"@triton.jit\ndef {name}(in_ptr0, XBLOCK: tl.constexpr):\n"
+                "    x = tl.load(in_ptr0 + tl.arange(0, XBLOCK))\n"
+                "    tl.store(in_ptr0 + tl.arange(0, XBLOCK), tl.associative_scan(x, 0, _triton_helper_fn_add0))\n")
+
+    emitted: dict[str, str] = {}
+    out = []
+    for name, op, new in (("triton_per_a_0", "+", "scan_a"), ("triton_per_b_1", "+", "scan_b"),
+                          ("triton_per_c_2", "*", "scan_c")):
+        k = parse_kernel(name, kernel(name, op))
+        assert [f.name for f in k.local_functions] == ["_triton_helper_fn_add0"]
+        out += _kernel_sources(k, new, _KernelRewrite(name), emitted, {"combine_add_2"})
+    text = "\n\n".join(out)
+    assert sorted(emitted) == ["combine_add", "combine_add_3"], text  # one per body; _2 was taken
+    assert "_triton_helper_fn" not in text
+    assert text.count("tl.associative_scan(x, 0, combine_add)") == 2
+    assert "tl.associative_scan(x, 0, combine_add_3)" in text and "arg0_0 * arg1_0" in emitted["combine_add_3"]
+    compile(text, "<converted>", "exec")

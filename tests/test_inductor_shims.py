@@ -82,3 +82,35 @@ def test_reductions_match_the_pairwise_combines(kernels, dtype):
             out = out.view(6, 2, length).nan_to_num(1234.5)
             for k, what in enumerate(("max value", "max index", "min value", "min index", "max2", "min2")):
                 assert torch.equal(out[k, 0], out[k, 1]), (what, dtype, dim, x, out[k])
+
+
+SELECT = '''
+@triton.jit
+def pick_lane(x_ptr, out_ptr, LANE: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
+    cols = tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + tl.arange(0, M)[:, None] * N + cols)
+    tl.store(out_ptr + tl.arange(0, M)[:, None], select_one(x, cols == LANE, dim=1, keep_dims=True))
+'''
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int32, torch.int8])
+def test_select_one_returns_the_masked_lane_bit_for_bit(tmp_path, dtype):
+    """A looped scan carries its block's last lane with ``select_one`` (KernelBench level 1's
+    cumsum, cumprod and masked cumsum): the value must come back exactly, NaN, infinities and
+    -0.0 included, for every width."""
+    path = tmp_path / "select_check.py"
+    path.write_text("import triton\nimport triton.language as tl\n" + helpers_source(["select_one"]) + SELECT)
+    spec = importlib.util.spec_from_file_location("select_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    M, N = 4, 8
+    if dtype.is_floating_point:
+        x = torch.randn(M, N, generator=torch.Generator().manual_seed(1)).to(dtype)
+        x[0, 5], x[1, 5], x[2, 5], x[3, 5] = float("nan"), float("-inf"), -0.0, 3.0e-5
+    else:
+        x = torch.randint(-100, 100, (M, N), generator=torch.Generator().manual_seed(1)).to(dtype)
+    for lane in (0, 5, N - 1):
+        out = torch.empty(M, 1, dtype=dtype)
+        module.pick_lane[(1,)](x, out, LANE=lane, M=M, N=N)
+        bits = {torch.float32: torch.int32, torch.float16: torch.int16, torch.float64: torch.int64}.get(dtype, dtype)
+        assert torch.equal(out[:, 0].view(bits), x[:, lane].contiguous().view(bits)), (dtype, lane, out, x[:, lane])

@@ -131,12 +131,53 @@ class _KernelRewrite(ast.NodeTransformer):
         return node
 
 
-def _kernel_source(kernel: Kernel, new_name: str, rewrite: _KernelRewrite) -> str:
-    fn = rewrite.visit(ast.parse(ast.unparse(kernel.function)).body[0])
+class _Rename(ast.NodeTransformer):
+    """Names -> new names (a kernel's local functions given module-unique names)."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.names:
+            return ast.copy_location(ast.Name(id=self.names[node.id], ctx=node.ctx), node)
+        return node
+
+
+def _function_source(function: ast.FunctionDef, new_name: str, rewrite: _KernelRewrite,
+                     names: dict[str, str]) -> str:
+    fn = rewrite.visit(ast.parse(ast.unparse(function)).body[0])
     assert isinstance(fn, ast.FunctionDef)
+    fn = _Rename(names).visit(fn)
     fn.name = new_name
     fn.decorator_list = [ast.parse("triton.jit", mode="eval").body]
     return ast.unparse(fn)
+
+
+#: Inductor's name for a scan's combine function: ``_triton_helper_fn_add0`` (operation, number).
+_LOCAL_NAME = re.compile(r"_triton_helper_fn_(\w+?)\d*$")
+
+
+def _kernel_sources(kernel: Kernel, new_name: str, rewrite: _KernelRewrite, emitted: dict[str, str],
+                    taken: set[str]) -> list[str]:
+    """The kernel's source under ``new_name`` and, before it, those of its local functions (a
+    scan's combine) not already in ``emitted`` (module name -> source). A local function takes a
+    readable name (``_triton_helper_fn_add0`` -> ``combine_add``), made unique where another
+    kernel's function of that name differs (Inductor numbers them per kernel); the kernel calls
+    it by that name."""
+    names: dict[str, str] = {}
+    for fn in kernel.local_functions:
+        match = _LOCAL_NAME.match(fn.name)
+        want = f"combine_{match.group(1)}" if match else fn.name
+        source = _function_source(fn, want, rewrite, {})
+        fits = emitted[want] == source if want in emitted else want not in taken
+        names[fn.name] = want if fits else _unique(want, taken | set(emitted))
+    sources = []
+    for fn in kernel.local_functions:
+        name = names[fn.name]
+        if name not in emitted:
+            emitted[name] = _function_source(fn, name, rewrite, names)
+            sources.append(emitted[name])
+    return sources + [_function_source(kernel.function, new_name, rewrite, names)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,9 +437,10 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     helpers: set[str] = set()
     uses_libdevice = False
     kernel_sources: list[str] = []
+    local_functions: dict[str, str] = {}
     for name, kernel in code.kernels.items():
         rw = _KernelRewrite(name)
-        kernel_sources.append(_kernel_source(kernel, renamed[name], rw))
+        kernel_sources += _kernel_sources(kernel, renamed[name], rw, local_functions, taken | set(renamed.values()))
         helpers |= rw.helpers
         uses_libdevice |= rw.libdevice
     taken |= set(capture.forward_params)  # forward's own parameters must not shadow the launcher

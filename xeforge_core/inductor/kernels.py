@@ -32,7 +32,9 @@ class Kernel:
     ``pointwise``, ``reduction``, ``persistent_reduction``, ...), the ``function`` (its
     ``ast.FunctionDef``, decorators as written), ``params`` (parameter names in order),
     ``constexpr`` (those annotated ``tl.constexpr``), ``meta`` (the decorator's keyword
-    arguments that are literals: ``size_hints``, ``reduction_hint``, ``inductor_meta``...)."""
+    arguments that are literals: ``size_hints``, ``reduction_hint``, ``inductor_meta``...),
+    ``local_functions`` (the other ``@triton.jit`` functions its source defines beside it: the
+    combine functions of a scan, ``_triton_helper_fn_add0``)."""
 
     name: str
     kind: str
@@ -40,6 +42,7 @@ class Kernel:
     params: list[str]
     constexpr: set[str]
     meta: dict[str, Any] = field(default_factory=dict)
+    local_functions: list[ast.FunctionDef] = field(default_factory=list)
 
 
 @dataclass
@@ -88,8 +91,9 @@ def parse_kernel(name: str, source: str) -> Kernel:
     if not kind:
         kind = KIND_PREFIXES.get(name.split("_")[1] if name.count("_") > 1 else "", "pointwise")
     args = fn.args.args
+    local = [f for f in fns if f is not fn]
     return Kernel(name=name, kind=kind, function=fn, params=[a.arg for a in args],
-                  constexpr={a.arg for a in args if _is_constexpr(a.annotation)}, meta=meta)
+                  constexpr={a.arg for a in args if _is_constexpr(a.annotation)}, meta=meta, local_functions=local)
 
 
 def _kernel_def(node: ast.stmt) -> tuple[str, str] | None:

@@ -220,6 +220,23 @@ def online_softmax_reduce(lhs_max, lhs_sum, dim, use_fast_math: tl.constexpr):
     out_sum = tl.sum(lhs_sum * exp(shift, use_fast_math), dim)
     return out_max, out_sum
 ''', ("max2", "exp")),
+    "select_one": ('''
+@triton.jit
+def select_one(x, mask, dim, keep_dims=False):
+    # the value of x at the one lane along dim that mask sets (a looped scan's carry: the last
+    # lane of a block): every other lane's bits are zero, so summing the bit patterns returns
+    # that value exactly, NaN, infinities and -0.0 included
+    if x.dtype.primitive_bitwidth == 64:
+        bits = x.to(tl.uint64, bitcast=True)
+    elif x.dtype.primitive_bitwidth == 32:
+        bits = x.to(tl.uint32, bitcast=True)
+    elif x.dtype.primitive_bitwidth == 16:
+        bits = x.to(tl.uint16, bitcast=True)
+    else:
+        bits = x.to(tl.uint8, bitcast=True)
+    picked = tl.sum(tl.where(mask, bits, tl.zeros_like(bits)), dim, keep_dims=keep_dims)
+    return picked.to(bits.dtype).to(x.dtype, bitcast=True)
+''', ()),
     "device_assert_then": ('''
 @triton.jit
 def device_assert_then(cond, msg: tl.constexpr, value):

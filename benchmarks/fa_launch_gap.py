@@ -213,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         raise SystemExit("fa_launch_gap.py times kernels on an NVIDIA GPU: torch sees none")
     bench, _ = shapes_of(args.shapes.split(","))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+    # "-dirty" when the files that ran differ from the commit named
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     res: dict[str, Any] = {"device": torch.cuda.get_device_name(), "date": _dt.datetime.now(_dt.timezone.utc)
                            .strftime("%Y-%m-%d %H:%M UTC"), "commit": commit, "torch": torch.__version__,

@@ -281,3 +281,17 @@ def test_scan_combines_get_readable_names_unique_per_body():
     assert text.count("tl.associative_scan(x, 0, combine_add)") == 2
     assert "tl.associative_scan(x, 0, combine_add_3)" in text and "arg0_0 * arg1_0" in emitted["combine_add_3"]
     compile(text, "<converted>", "exec")
+    # two combines of one kernel (a value and an index scanned together): one function each
+    two = ("@triton.jit\ndef _triton_helper_fn_add0(a, b):\n    return a + b\n\n\n"
+           "@triton.jit\ndef _triton_helper_fn_add1(a0, a1, b0, b1):\n    return a0 + b0, a1 + b1\n\n\n"
+           "@triton.jit\ndef triton_per_d_3(in_ptr0, XBLOCK: tl.constexpr):\n"
+           "    x = tl.load(in_ptr0 + tl.arange(0, XBLOCK))\n"
+           "    y = tl.associative_scan(x, 0, _triton_helper_fn_add0)\n"
+           "    z, w = tl.associative_scan((x, y), 0, _triton_helper_fn_add1)\n"
+           "    tl.store(in_ptr0 + tl.arange(0, XBLOCK), z + w)\n")
+    emitted = {}
+    text = "\n\n".join(_kernel_sources(parse_kernel("triton_per_d_3", two), "scan_d", _KernelRewrite("d"),
+                                        emitted, set()))
+    assert sorted(emitted) == ["combine_add", "combine_add_2"], text
+    assert "tl.associative_scan(x, 0, combine_add)" in text and "(x, y), 0, combine_add_2)" in text
+    assert "a0 + b0" in emitted["combine_add_2"]

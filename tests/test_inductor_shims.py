@@ -93,7 +93,7 @@ def pick_lane(x_ptr, out_ptr, LANE: tl.constexpr, M: tl.constexpr, N: tl.constex
 '''
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int32, torch.int8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int32, torch.int8, torch.bool])
 def test_select_one_returns_the_masked_lane_bit_for_bit(tmp_path, dtype):
     """A looped scan carries its block's last lane with ``select_one`` (KernelBench level 1's
     cumsum, cumprod and masked cumsum): the value must come back exactly, NaN, infinities and
@@ -107,10 +107,13 @@ def test_select_one_returns_the_masked_lane_bit_for_bit(tmp_path, dtype):
     if dtype.is_floating_point:
         x = torch.randn(M, N, generator=torch.Generator().manual_seed(1)).to(dtype)
         x[0, 5], x[1, 5], x[2, 5], x[3, 5] = float("nan"), float("-inf"), -0.0, 3.0e-5
+    elif dtype == torch.bool:
+        x = torch.rand(M, N, generator=torch.Generator().manual_seed(1)) < 0.5
     else:
         x = torch.randint(-100, 100, (M, N), generator=torch.Generator().manual_seed(1)).to(dtype)
     for lane in (0, 5, N - 1):
         out = torch.empty(M, 1, dtype=dtype)
         module.pick_lane[(1,)](x, out, LANE=lane, M=M, N=N)
-        bits = {torch.float32: torch.int32, torch.float16: torch.int16, torch.float64: torch.int64}.get(dtype, dtype)
+        bits = {torch.float32: torch.int32, torch.float16: torch.int16, torch.float64: torch.int64,
+                torch.bool: torch.uint8}.get(dtype, dtype)
         assert torch.equal(out[:, 0].view(bits), x[:, lane].contiguous().view(bits)), (dtype, lane, out, x[:, lane])

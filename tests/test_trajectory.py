@@ -225,10 +225,10 @@ def test_verify_every_step(step):
 
 def test_hopper_step_10_prepares_its_host_work_once_and_launches_what_is_forced(monkeypatch):
     """Step 10 prepares its host work once per inputs (views, descriptors, grid, the picked
-    config) and launches that config without the autotuner on later calls; a config forced by
-    replacing the autotuner's configs, as the verifier forces each one, is prepared again and is
-    the one launched; every call's output is right (the interpreter, the persistent loop as one
-    program walking every tile)."""
+    config) and launches that config without the autotuner on later calls, and with the inputs
+    refilled in place; a config forced by replacing the autotuner's configs, as the verifier
+    forces each one, is prepared again and is the one launched; every call's output is right
+    and the autotuner's pick is named after every call (the interpreter)."""
     import importlib.util
 
     import torch
@@ -239,22 +239,30 @@ def test_hopper_step_10_prepares_its_host_work_once_and_launches_what_is_forced(
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     tuner = mod.KERNELS[128]
-    dispatched = []
-    run = tuner.run
+    dispatched, launched = [], []
+    run, launch = tuner.run, tuner.fn.run
     monkeypatch.setattr(tuner, "run", lambda *a, **kw: dispatched.append(tuner.configs[0]) or run(*a, **kw))
+    monkeypatch.setattr(tuner.fn, "run", lambda *a, **kw: launched.append(kw["LOOP"]) or launch(*a, **kw))
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, 64, 128, generator=gen).half() for _ in range(3))
-    truth = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+
+    def check(out):
+        want = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+        assert (out.double() - want).abs().max() < 2e-3
+
     plain, persistent = mod._config(64, 64, 4, 3, mod.PLAIN), mod._config(128, 128, 4, 2, mod.PERSISTENT_WS)
     tuner.configs = [plain]
-    outs = [mod.kernel_function(q, k, v), mod.kernel_function(q, k, v)]
-    assert dispatched == [plain]   # the second call launched the prepared config directly
+    check(mod.kernel_function(q, k, v))
+    tuner.best_config = None
+    check(mod.kernel_function(q, k, v))
+    assert dispatched == [plain] and launched == [mod.PLAIN] * 2 and tuner.best_config is plain
+    q.neg_()   # the same inputs refilled in place: the prepared launch reads them anew
+    check(mod.kernel_function(q, k, v))
+    assert dispatched == [plain] and launched == [mod.PLAIN] * 3
     tuner.configs = [persistent]
-    outs += [mod.kernel_function(q, k, v), mod.kernel_function(q, k, v)]
-    assert dispatched == [plain, persistent] and tuner.best_config is persistent
-    q2 = q.clone()
-    q2[0, 1] *= -1
-    outs.append(mod.kernel_function(q2, k, v))   # other inputs: prepared again
-    assert len(dispatched) == 3
-    for out, want in zip(outs, [truth] * 4 + [F.scaled_dot_product_attention(q2.double(), k.double(), v.double())]):
-        assert (out.double() - want).abs().max() < 2e-3
+    check(mod.kernel_function(q, k, v))
+    check(mod.kernel_function(q, k, v))
+    assert dispatched == [plain, persistent] and launched[3:] == [mod.PERSISTENT_WS] * 2
+    q = q.clone()   # other inputs: prepared again
+    check(mod.kernel_function(q, k, v))
+    assert len(dispatched) == 3 and launched[5:] == [mod.PERSISTENT_WS]

@@ -161,16 +161,19 @@ def _kernel_sources(kernel: Kernel, new_name: str, rewrite: _KernelRewrite, emit
                     taken: set[str]) -> list[str]:
     """The kernel's source under ``new_name`` and, before it, those of its local functions (a
     scan's combine) not already in ``emitted`` (module name -> source). A local function takes a
-    readable name (``_triton_helper_fn_add0`` -> ``combine_add``), made unique where another
-    kernel's function of that name differs (Inductor numbers them per kernel); the kernel calls
-    it by that name."""
+    readable name (``_triton_helper_fn_add0`` -> ``combine_add``), unique among the kernel's own
+    and made unique where the module holds another function of that name with another body or
+    the problem binds it (Inductor numbers them per kernel); the kernel calls it by that name."""
     names: dict[str, str] = {}
     for fn in kernel.local_functions:
         match = _LOCAL_NAME.match(fn.name)
         want = f"combine_{match.group(1)}" if match else fn.name
-        source = _function_source(fn, want, rewrite, {})
-        fits = emitted[want] == source if want in emitted else want not in taken
-        names[fn.name] = want if fits else _unique(want, taken | set(emitted))
+        names[fn.name] = want if want not in names.values() else _unique(want, {*names.values(), *taken, *emitted})
+    for fn in kernel.local_functions:   # against the module, with the siblings' names resolved
+        name = names[fn.name]
+        source = _function_source(fn, name, rewrite, names)
+        if emitted.get(name, source) != source or (name not in emitted and name in taken):
+            names[fn.name] = _unique(name, {*names.values(), *taken, *emitted})
     sources = []
     for fn in kernel.local_functions:
         name = names[fn.name]

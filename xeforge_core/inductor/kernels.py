@@ -33,8 +33,9 @@ class Kernel:
     ``ast.FunctionDef``, decorators as written), ``params`` (parameter names in order),
     ``constexpr`` (those annotated ``tl.constexpr``), ``meta`` (the decorator's keyword
     arguments that are literals: ``size_hints``, ``reduction_hint``, ``inductor_meta``...),
-    ``local_functions`` (the other ``@triton.jit`` functions its source defines beside it: the
-    combine functions of a scan, ``_triton_helper_fn_add0``)."""
+    ``local_functions`` (the other functions its source defines beside it: the combine
+    functions of a scan, ``_triton_helper_fn_add0``; Inductor defines them with ``@triton.jit``,
+    and the conversion writes them so)."""
 
     name: str
     kind: str

@@ -226,6 +226,9 @@ def select_one(x, mask, dim, keep_dims=False):
     # the value of x at the one lane along dim that mask sets (a looped scan's carry: the last
     # lane of a block): every other lane's bits are zero, so summing the bit patterns returns
     # that value exactly, NaN, infinities and -0.0 included
+    if x.dtype.primitive_bitwidth == 1:   # bool: summed as 0/1
+        flags = x.to(tl.uint8)
+        return tl.sum(tl.where(mask, flags, tl.zeros_like(flags)), dim, keep_dims=keep_dims) != 0
     if x.dtype.primitive_bitwidth == 64:
         bits = x.to(tl.uint64, bitcast=True)
     elif x.dtype.primitive_bitwidth == 32:

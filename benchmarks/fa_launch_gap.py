@@ -32,6 +32,7 @@ Writes ``OUT/results.json`` and ``OUT/summary.md`` after every shape.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import statistics
@@ -91,19 +92,28 @@ def kernel_time(fn: Any, calls: int = 30) -> tuple[float, list[str]]:
     return total / calls, sorted(names)
 
 
-def host_time(fn: Any, calls: int = 50) -> float:
-    """µs of host time per call, with the GPU held busy so that no call waits for it."""
+def _calls_on_busy_gpu(fn: Any, calls: int, sleep_cycles: int, around: Any = None) -> float:
+    """Seconds of host time for ``calls`` calls of ``fn`` (after one warm call), the GPU held busy
+    by ``torch.cuda._sleep(sleep_cycles)`` so that no call waits for it; ``around``: a context
+    manager entered around the calls only (a profiler)."""
     import torch
 
     fn()
     torch.cuda.synchronize()
-    torch.cuda._sleep(int(200e6))  # about 0.1 s at the SM clock: longer than the calls' host time
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - t0
+    torch.cuda._sleep(sleep_cycles)
+    with around if around is not None else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        elapsed = time.perf_counter() - t0
     torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+    return elapsed
+
+
+def host_time(fn: Any, calls: int = 50) -> float:
+    """µs of host time per call, with the GPU held busy so that no call waits for it."""
+    # about 0.1 s at the SM clock: longer than the calls' host time
+    return _calls_on_busy_gpu(fn, calls, int(200e6)) / calls * 1e6
 
 
 def host_profile(fn: Any, calls: int = 200, top: int = 30) -> str:
@@ -113,17 +123,8 @@ def host_profile(fn: Any, calls: int = 200, top: int = 30) -> str:
     import io
     import pstats
 
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(400e6))
     prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(calls):
-        fn()
-    prof.disable()
-    torch.cuda.synchronize()
+    _calls_on_busy_gpu(fn, calls, int(400e6), around=prof)
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
     return text.getvalue()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from xeforge_core.problem import Variant, load_problem
 from xeforge_core.verdict import VerdictKind
-from xeforge_core.verify import VerifyOptions, interpreter_too_slow, verify
+from xeforge_core.verify import VerifyOptions, inputs_too_large, interpreter_too_slow, verify
 
 
 def test_budget_judged_from_flop():
@@ -27,6 +27,22 @@ def test_budget_judged_from_input_elements_over_the_calls_of_a_check():
     assert interpreter_too_slow([rows], 300, calls=1) == ""
     reason = interpreter_too_slow([rows], 300, calls=6)
     assert "variant bench-gpu has 33,554,432 input elements: its 6 calls" in reason and "--variant" in reason
+
+
+def test_inputs_too_large_judges_memory_not_time_and_only_variants_without_shapes():
+    """A KernelBench-style variant (no shapes) is judged by its get_inputs() bytes against the
+    worker's memory; time is not judged from them, and a variant with shapes is left to
+    interpreter_too_slow."""
+    problem = load_problem(Path(__file__).parent / "fixtures" / "caches" / "scale_problem.py")
+    module = Variant(name="module", params=[], dims={})
+    assert interpreter_too_slow([module], 300, calls=6) == ""
+    assert inputs_too_large([module], problem, 2**30) == ""
+    assert inputs_too_large([module], problem, None) == ""
+    big = Variant(name="module", params=[], dims={}, overrides={"N": 2**31})
+    reason = inputs_too_large([big], problem, 4 * 2**30)
+    assert reason.startswith("variant module's inputs take about 8.0 GiB") and "4 GiB memory limit" in reason, reason
+    shaped = Variant(name="ci", params=["X"], dims={}, shapes={"X": (2**31,)})
+    assert inputs_too_large([shaped], problem, 1) == ""
 
 
 def test_an_explicit_bench_variant_of_a_memory_bound_sample_is_refused_at_once():

@@ -1133,19 +1133,14 @@ INTERPRETER_FLOP_PER_S = 1.5e8
 INTERPRETER_MAX_ELEMENTS_PER_S = 6.5e5
 
 
-def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1, problem: Any = None,
-                         memory_bytes: int | None = None) -> str:
+def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1) -> str:
     """Why ``variants`` cannot finish in Triton's CPU interpreter within ``timeout_s`` seconds, or
     "" when they may: one forward call of a variant's flop (``Variant.flop``, at
     :data:`INTERPRETER_FLOP_PER_S`) exceeds it, or ``calls`` calls (a worker job makes its first
     call, one a seed and one more an input distribution of the first seed) passing its input
     elements (``Variant.shapes``) through a kernel once each at the fastest rate measured
-    (:data:`INTERPRETER_MAX_ELEMENTS_PER_S`) do. A KernelBench problem's variant states no
-    shapes: its inputs' bytes are estimated from ``problem``'s ``get_inputs()`` source
-    (``scaling.estimate_input_bytes``), and it is refused only where they cannot fit, with
-    the float64 copy the truth makes of them, in ``memory_bytes`` (a kernel may read a small
-    part of a large input, so their count says nothing certain about time). Variants with none
-    of these are assumed to fit."""
+    (:data:`INTERPRETER_MAX_ELEMENTS_PER_S`) do. Variants with neither are assumed to fit (a
+    KernelBench problem's variants state no shapes: :func:`inputs_too_large` judges them)."""
     for v in variants:
         flop = getattr(v, "flop", None)
         if flop:
@@ -1157,20 +1152,35 @@ def interpreter_too_slow(variants: list[Any], timeout_s: float, calls: int = 1, 
                         "interpreter")
         shapes = getattr(v, "shapes", None) or {}
         elements = sum(math.prod(s) for s in shapes.values())
-        if not shapes and problem is not None and problem.inputs is not None and memory_bytes:
-            got = estimate_input_bytes(problem.inputs.source, getattr(v, "overrides", None) or None)
-            held = 3 * got[1] if got else 0  # the inputs and their float64 copy
-            if held > memory_bytes:
-                return (f"variant {v.name}'s inputs take about {got[1] / 2**30:.1f} GiB (read from get_inputs()): "
-                        f"with the float64 copy the truth makes of them, about {held / 2**30:.0f} GiB, over the "
-                        f"verification worker's {memory_bytes / 2**30:.0f} GiB memory limit on this machine. Verify "
-                        "on a GPU, or at the default reduced sizes (leave --variant out)")
         seconds = calls * elements / INTERPRETER_MAX_ELEMENTS_PER_S
         if seconds > timeout_s:
             return (f"variant {v.name} has {elements:,} input elements: its {calls} calls in a check take at least "
                     f"{seconds / 60:.0f} min in Triton's CPU interpreter (at most about "
                     f"{INTERPRETER_MAX_ELEMENTS_PER_S:.2g} elements/s through a kernel), over the {timeout_s:g} s limit. "
                     "Verify on a GPU, at the default reduced sizes (leave --variant out), or with a longer --timeout")
+    return ""
+
+
+def inputs_too_large(variants: list[Any], problem: Any, memory_bytes: int | None) -> str:
+    """Why the inputs of ``variants`` cannot be held in a verification worker of ``memory_bytes``
+    bytes on this machine, or "" when they may. Judged only for variants that state no shapes
+    (KernelBench problems): their inputs' bytes are estimated from ``problem``'s ``get_inputs()``
+    source (``scaling.estimate_input_bytes``, with the variant's overrides), and a variant is
+    refused only where the inputs and the float64 copy the truth makes of them (three times their
+    bytes at most, for float32 inputs) exceed the limit. Their count says nothing certain about
+    time (a kernel may read a small part of a large input), so no time is judged here."""
+    if problem is None or getattr(problem, "inputs", None) is None or not memory_bytes:
+        return ""
+    for v in variants:
+        if getattr(v, "shapes", None):
+            continue
+        got = estimate_input_bytes(problem.inputs.source, getattr(v, "overrides", None) or None)
+        held = 3 * got[1] if got else 0
+        if held > memory_bytes:
+            return (f"variant {v.name}'s inputs take about {got[1] / 2**30:.1f} GiB (read from get_inputs()): "
+                    f"with the float64 copy the truth makes of them, about {held / 2**30:.0f} GiB, over the "
+                    f"verification worker's {memory_bytes / 2**30:.0f} GiB memory limit on this machine. Verify "
+                    "on a GPU, or at the default reduced sizes (leave --variant out)")
     return ""
 
 
@@ -1219,12 +1229,12 @@ def _verify_uncached(run: _Run) -> Verdict:
         return unparsable
     _start_workers(run)
     if device.interpreter:
-        too_slow = interpreter_too_slow(run.correctness, max(run.opts.timeout_s, 300.0),
-                                        calls=1 + len(run.opts.seed_list()) + len(run.distributions),
-                                        problem=run.problem, memory_bytes=run.memory)
-        if too_slow:
-            return Verdict(kind=VerdictKind.ENVIRONMENT, reason=too_slow, steps=[
-                Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + too_slow)])
+        refused = interpreter_too_slow(run.correctness, max(run.opts.timeout_s, 300.0),
+                                       calls=1 + len(run.opts.seed_list()) + len(run.distributions)) \
+            or inputs_too_large(run.correctness, run.problem, run.memory)
+        if refused:
+            return Verdict(kind=VerdictKind.ENVIRONMENT, reason=refused, steps=[
+                Step(name="compile", status=StepStatus.SKIPPED, summary="skipped: " + refused)])
     if run.opts.tile_sizes:
         hung = run.derive_tile_sizes()
         if hung is not None:

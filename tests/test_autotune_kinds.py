@@ -384,3 +384,27 @@ def test_a_launch_with_unpacked_strides_is_autotuned_where_its_meta_parameters_a
     assert res.changed and "LOOP_STAGES" not in res.source and "0.5, 128, 0.0)" in res.source
     verdict = verify(load_problem(FIXTURES / "row_star_strides.py"), res.source, device="cpu", options=FAST)
     assert verdict.passed, verdict.feedback()
+
+
+def test_inductor_positional_masks_count_as_masks_and_its_helpers_are_not_kernels() -> None:
+    """TorchInductor writes ``tl.load(in_ptr0 + x0, xmask)``: the mask is the load's second
+    positional argument (the store's third). Its first versions' blocks are tuned, the
+    @triton.jit helpers its kernels call get no "not launched" note, and the tuned first version
+    verifies in the interpreter."""
+    from xeforge_core.inductor.first_version import first_version_from_capture
+
+    inductor = Path(__file__).parent / "fixtures" / "inductor"
+    problem = load_problem(inductor / "gelu_scale.py")
+    first = first_version_from_capture(problem, str(inductor / "gelu_scale.capture.json"))
+    assert "tl.load(in_ptr0 + x0, xmask)" in first.code and "tl.store(out_ptr0 + x0, tmp15, xmask)" in first.code
+    res = add_autotune(first.code, target="cuda", arch="hopper")
+    assert res.applicable, res.reason
+    assert '"XBLOCK": 4096' in res.source and not any("masked" in n for n in res.notes), res.notes
+    assert not any("not launched" in n for n in res.notes), res.notes
+    verdict = verify(problem, res.source, device="cpu", options=FAST)
+    assert verdict.kind is VerdictKind.OK, verdict.reason
+    # a positional mask of None masks nothing: the author's block stays
+    unmasked = (FIXTURES / "elementwise_guard.py").read_text().replace("mask=mask, other=0.0", "None, 0.0")
+    res = add_autotune(unmasked, target="cuda", arch="hopper")
+    assert '"BLOCK_SIZE": 4096' not in res.source
+    assert any("not every tl.load/tl.store is masked" in n for n in res.notes), res.notes

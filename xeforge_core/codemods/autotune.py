@@ -1041,6 +1041,18 @@ def _drop_unused_literals(module: cst.Module, hosts: set[str], names: set[str]) 
     return module.visit(_Drop()), removed
 
 
+def _device_functions(kernels: dict[str, cst.FunctionDef]) -> set[str]:
+    """Names of the ``@triton.jit`` functions in ``kernels`` that another of them calls by name
+    (device functions such as TorchInductor's helpers): they have no launch or config of their own."""
+    from xeforge_core.codemods.kernel_edit import walk
+
+    called: set[str] = set()
+    for name, fn in kernels.items():
+        called |= {n.func.value for n in walk(fn.body)
+                   if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value != name}
+    return called & set(kernels)
+
+
 def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
                  search_space: list[dict[str, Any]] | None = None,
                  options: dict[str, Any] | None = None, profile: Any = None) -> CodemodResult:
@@ -1091,10 +1103,13 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
     reasons: list[str] = []
     plans: list[_Plan] = []
     by_call: dict[int, _Plan] = {}
+    helpers = _device_functions(kernels)
     for name, fn in kernels.items():
         if any(is_autotune_decorator(d) for d in fn.decorators):
             reasons.append(f"kernel {name} is already autotuned")
             continue
+        if name in helpers and not any(lc.kernel == name for lc in collect.launches):
+            continue  # a @triton.jit function another kernel calls: it runs inside that kernel's config
         shape = classify(fn)
         kind_space = space
         if shape.kind != "gemm":

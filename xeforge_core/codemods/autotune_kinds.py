@@ -92,14 +92,21 @@ def _tail(call: cst.Call) -> str:
     return name.rsplit(".", 1)[-1] if name.startswith(("tl.", "triton.language.")) else ""
 
 
-def _masked(call: cst.Call) -> bool:
-    """A load/store that cannot go out of bounds through its block: a ``mask`` (keyword, or the
-    third positional argument of a load / the third of a store), or ``boundary_check``."""
+def _masked(call: cst.Call, store: bool) -> bool:
+    """A load/store that cannot go out of bounds through its block: a ``mask`` (keyword, or
+    positional: ``tl.load(pointer, mask, other, ...)``'s second argument, as TorchInductor writes
+    its loads, ``tl.store(pointer, value, mask, ...)``'s third), or ``boundary_check``. Signatures:
+    triton.language.load / triton.language.store (Triton 3.x)."""
     kws = {a.keyword.value for a in call.args if a.keyword is not None}
     if kws & {"mask", "boundary_check"}:
         return True
     positional = [a for a in call.args if a.keyword is None]
-    return len(positional) >= 3
+    mask_at = 2 if store else 1
+    return len(positional) > mask_at and not _is_none(positional[mask_at].value)
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _block_indexed(fn: cst.FunctionDef, blocks: tuple[str, ...]) -> set[str]:
@@ -151,7 +158,7 @@ def classify(fn: cst.FunctionDef) -> KernelShape:
                 loads += tail == "load"
                 ptr = node.args[0].value
                 by_block = "arange" in cst.Module([]).code_for_node(ptr) or bool(read_names(ptr) & indexed)
-                masked = masked and (_masked(node) or not by_block)
+                masked = masked and (_masked(node, store=tail == "store") or not by_block)
             if dotted_name(node.func) in _RANGES and len(node.args) >= 3:
                 step = node.args[2].value
                 if isinstance(step, cst.Name):

@@ -276,6 +276,7 @@ def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
     shutil.copy(kb / "residual_relu.py", tmp_path / "orphan_ref.py")
     (tmp_path / "lonely.yaml").write_text("inputs: {}\n")
     (tmp_path / "notes.py").write_text("# neither: not a kernel of the batch\n")
+    (tmp_path / "half_problem.py").write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     (tmp_path / "broken.py").write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x:\n")
     items = find_kernels(tmp_path)
     assert [(i.kernel.name, i.spec, i.reference and i.reference.name) for i in items] == [
@@ -286,7 +287,8 @@ def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
     items = items[1:]
     assert scan_directory(tmp_path)[0] == items
     why = {p.name: reason for p, reason in scan_directory(tmp_path)[1]}
-    assert sorted(why) == ["lone_solution.py", "lonely.yaml", "notes.py", "orphan_ref.py"]
+    assert sorted(why) == ["half_problem.py", "lone_solution.py", "lonely.yaml", "notes.py", "orphan_ref.py"]
+    assert "not a plain-PyTorch problem (it defines no get_inputs()" in why["half_problem.py"], why["half_problem.py"]
     assert why["lone_solution.py"].startswith("a Triton solution with no problem beside it")
     assert "lone_solution_ref.py" in why["lone_solution.py"]
     assert why["orphan_ref.py"].startswith("a reference with no orphan.py beside it")

@@ -180,9 +180,12 @@ def scan_directory(directory: str | Path) -> tuple[list[BatchItem], list[tuple[P
                 skipped.append((f, f"a Triton solution with no problem beside it: put its problem next to it as "
                                    f"{f.stem}_ref.py (or give it a {f.stem}.yaml spec)"))
             else:
-                skipped.append((f, f"no sibling {f.stem}.yaml spec or {f.stem}_ref.py reference, and no "
-                                   "plain-PyTorch problem (optimize it alone with xeforge optimize, which also "
-                                   "takes a module without a spec)"))
+                gap = _plain_pytorch_gap(f)
+                skipped.append((f, f"no sibling {f.stem}.yaml spec or {f.stem}_ref.py reference, and not a "
+                                   "plain-PyTorch problem" + (f" ({gap}: a problem defines Model and get_inputs())"
+                                                              if gap else "") +
+                                   " (optimize it alone with xeforge optimize, which also takes a module without "
+                                   "a spec)"))
         elif f.suffix == ".py" and f.stem.endswith(suffixes):
             base = next(f.stem[: -len(x)] for x in suffixes if f.stem.endswith(x))
             if not f.with_name(f"{base}.py").is_file():
@@ -217,6 +220,12 @@ def _plain_pytorch(py: Path) -> bool:
     from xeforge_core.inductor.first_version import is_plain_pytorch_file
 
     return is_plain_pytorch_file(py)
+
+
+def _plain_pytorch_gap(py: Path) -> str:
+    from xeforge_core.inductor.first_version import plain_pytorch_gap
+
+    return plain_pytorch_gap(py)
 
 
 def _is_solution(py: Path) -> bool:

@@ -268,7 +268,8 @@ def _ask(stream_in: TextIO, stream_out: TextIO, session: Session) -> DecideFn:
             print("approve? [y]es / [n]o / [d]iff: ", end="", file=stream_out, flush=True)
             answer = stream_in.readline()
             if not answer:
-                print("(no answer: rejected)", file=stream_out)
+                print("(no answer: rejected; the input ended, so nothing can approve it here: pass --auto to approve "
+                      "every candidate that verifies ok, or run in a terminal to answer)", file=stream_out)
                 return False, "no answer on the terminal"
             a = answer.strip().lower()
             if a in ("y", "yes", "a", "approve"):

@@ -11,7 +11,7 @@ the operations left to torch library calls.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xeforge_core.engines.base import Candidate
 from xeforge_core.inductor.capture import Capture, GenerationError, capture, check_capture_fits, load_capture
@@ -44,10 +44,45 @@ def is_plain_pytorch_file(path: str | Path) -> bool:
         tree = ast.parse(text)
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return False
+    return not _plain_pytorch_gaps(tree, problem_class(text))
+
+
+def plain_pytorch_gap(path: str | Path) -> str:
+    """Why the file is not a plain-PyTorch problem (:func:`is_plain_pytorch_file`), for a file
+    that has part of one (a ``Model`` class or a ``get_inputs()``): e.g. "it defines Model but no
+    get_inputs()", naming the kernel's line where it holds a ``@triton.jit`` kernel; "" for a
+    problem, and for a file with neither part, or one that does not parse."""
+    import ast
+
+    from xeforge_core.problem.entry import problem_class
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return ""
+    cls = problem_class(text)
     top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-    jit = any(isinstance(d, ast.Attribute) and d.attr == "jit" or isinstance(d, ast.Call) and "jit" in ast.unparse(d)
-              for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for d in n.decorator_list)
-    return {problem_class(text), "get_inputs"} <= top and not jit
+    if not top & {cls, "get_inputs"}:
+        return ""
+    return "; ".join(_plain_pytorch_gaps(tree, cls))
+
+
+def _plain_pytorch_gaps(tree: Any, cls: str) -> list[str]:
+    """What the module ``tree`` lacks (or holds) that keeps it from being a plain-PyTorch problem
+    with problem class ``cls``: nothing for a problem."""
+    import ast
+
+    top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    gaps = [f"it defines no {name}" for name, what in ((f"class {cls}", cls), ("get_inputs()", "get_inputs"))
+            if what not in top]
+    jit = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and any(
+        isinstance(d, ast.Attribute) and d.attr == "jit" or isinstance(d, ast.Call) and "jit" in ast.unparse(d)
+        for d in n.decorator_list)]
+    if jit:
+        gaps.append(f"it holds a @triton.jit kernel ({jit[0].name}, line {jit[0].lineno}), so it is a solution, "
+                    "not a problem")
+    return gaps
 
 
 def trace_overrides(problem: Problem) -> dict[str, int]:

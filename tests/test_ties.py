@@ -45,7 +45,7 @@ def test_an_argmax_keeping_the_last_of_equal_maxima_is_wrong_on_ties():
     assert all(r.passed for r in wrong.correctness if r.distribution != "ties")  # no ties elsewhere
     right = verify(problem, (FIX / "argmax_new.py").read_text(), device="cpu", options=OPTIONS)
     assert right.kind is VerdictKind.OK, right.reason
-    assert {r.distribution for r in right.correctness} == {"module", "normal", "ties"}
+    assert {r.distribution for r in right.correctness} == {"module", "normal", "ties", "shifted"}
     assert "--own-inputs-only" not in wrong.reason  # a contract torch documents, not a domain to opt out of
 
 

@@ -308,3 +308,39 @@ def test_a_kernel_that_is_not_numerically_stable_fails_on_the_shifted_redraw():
     assert "normal around 100" in verdict.reason and "max subtraction" in verdict.reason
     stable = naive.replace("e = tl.exp(x)", "e = tl.exp(x - tl.max(x, axis=0))")
     assert verify(problem, stable, device="cpu", options=options).kind.value == "ok"
+
+
+def test_shifted_is_a_default_redraw_and_catches_an_exponent_that_adds_the_row_maximum():
+    """Sample 03's softmax with ``exp(x + row_max)`` in place of ``exp(x - row_max)`` matches on
+    inputs near zero (exp of a few units) and overflows on logits far from it: the default
+    options' ``shifted`` redraw finds it, and the sample itself stays ok."""
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    sample = Path(__file__).resolve().parents[1] / "sample_kernels" / "03_row_softmax.py"
+    problem = load_problem(sample)
+    assert "shifted" in VerifyOptions().distributions
+    options = VerifyOptions(seeds=1, measure_performance=False, use_cache=False)
+    plus = problem.kernel.source.replace("e = tl.exp(x - row_max)", "e = tl.exp(x + row_max)")
+    assert plus != problem.kernel.source
+    verdict = verify(problem, plus, device="cpu", options=options)
+    assert verdict.kind.value == "wrong_answer" and "shifted inputs" in verdict.reason, verdict.reason
+    assert "overflowed" in verdict.reason
+    assert verify(problem, problem.kernel.source, device="cpu", options=options).kind.value == "ok"
+
+
+def test_an_overflow_on_shifted_inputs_is_excused_only_within_an_allowed_float16_downgrade():
+    """float16's range (65504) is part of what ``--allow fp16`` or ``fp16-accumulation`` accepts:
+    an Inf or NaN output on the shifted redraw is excused there, and nowhere else (another
+    redraw, another allowance, or a finite mismatch)."""
+    import torch
+
+    from xeforge_core.worker.roles import _range_excuse
+
+    overflowed = [torch.tensor([1.0, float("inf"), float("nan")])]
+    note = _range_excuse("shifted", overflowed, ("fp16-accumulation",))
+    assert "within the allowed fp16-accumulation" in note and "1 NaN, 1 Inf" in note, note
+    assert _range_excuse("shifted", overflowed, ("fp16",))
+    assert _range_excuse("normal", overflowed, ("fp16-accumulation",)) == ""
+    assert _range_excuse("shifted", overflowed, ("tf32", "bf16-accumulation")) == ""
+    assert _range_excuse("shifted", [torch.tensor([1.0, 2.0])], ("fp16-accumulation",)) == ""

@@ -150,9 +150,11 @@ class VerifyOptions:
         distributions: input distributions for correctness (names the worker understands:
             ``xeforge_core.worker.inputs``). With a spec, each is the spec's own inputs drawn
             from that law, at every seed (the stress redraws at the first: ``ties``, 16 values so
-            that equal ones abound, a default; ``shifted``, far from zero, not a default yet).
-            Default ``normal`` and ``ties``. Without one (KernelBench, KernelAgent), the problem's
-            own ``get_inputs()`` under each seed comes first (``module``), and these are redraws
+            that equal ones abound; ``shifted``, normal around 100, where a kernel that is not
+            numerically stable overflows or cancels, excused only where it overflows within an
+            allowed float16 downgrade). Default ``normal``, ``ties`` and ``shifted``. Without one
+            (KernelBench, KernelAgent), the problem's own ``get_inputs()`` under each seed comes
+            first (``module``), and these are redraws
             of its floating-point inputs at the first seed, kept on a variant only where the truth
             stays finite and input-dependent on them (``input_distributions``).
         performance_variants: variants to time; ``None``: ``problem.benchmark_variants(type)``
@@ -212,7 +214,7 @@ class VerifyOptions:
     variants: list[str] | None = None
     include_odd_size: bool = True
     seeds: int | list[int] = 3
-    distributions: list[str] = field(default_factory=lambda: ["normal", "ties"])
+    distributions: list[str] = field(default_factory=lambda: ["normal", "ties", "shifted"])
     performance_variants: list[str] | None = None
     measure_performance: bool = True
     use_cache: bool = True

@@ -145,6 +145,14 @@ def _wide(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.complex128 if t.dtype.is_complex else torch.float64)
 
 
+def _unwritten_note(count: int) -> str:
+    """What ``count`` NaN outputs where the expected output has values mean: memory the kernel
+    never wrote (fresh outputs are poisoned with NaN), or arithmetic that overflowed into NaN."""
+    return (f"{count} output element(s) left unwritten, or computed from memory nothing wrote (out-of-bounds or "
+            "uninitialised reads), or overflowed (Inf - Inf, Inf / Inf): they hold NaN, the poison of fresh memory "
+            "and of such arithmetic, where the expected output has values")
+
+
 def _poison_count_chunk(a: torch.Tensor, e: torch.Tensor) -> int:
     """Elements still holding the poison of fresh memory (NaN, or the integer max) where the
     expected output has a value."""
@@ -344,9 +352,7 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
         if comp.inf_mismatch:
             notes.append(f"Inf placement or sign differs at {comp.inf_mismatch} element(s)")
     if poisoned and unwritten:
-        notes.append(f"{unwritten} output element(s) left unwritten, or computed from memory nothing "
-                     "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
-                     "memory, where the expected output has values" + _first_text(comp))
+        notes.append(_unwritten_note(unwritten) + _first_text(comp))
     comp.passed = comp.mismatches == 0
     if not comp.passed and not any("left unwritten" in n for n in notes):
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside rtol {rtol:g}, "
@@ -403,9 +409,7 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
     if comp.inf_mismatch:
         notes.append(f"Inf placement or sign differs at {comp.inf_mismatch} element(s)")
     if cal.unwritten:
-        notes.append(f"{cal.unwritten} output element(s) left unwritten, or computed from memory nothing "
-                     "wrote (out-of-bounds or uninitialised reads): they hold NaN, the poison of fresh "
-                     "memory, where the expected output has values" + _first_text(comp))
+        notes.append(_unwritten_note(cal.unwritten) + _first_text(comp))
     comp.passed = comp.mismatches == 0
     unallowed = _accumulators_not_allowed(hints, allowed)
     if comp.passed and allowed and cal.outside_own and unallowed:

@@ -79,18 +79,19 @@ def nonfinite_summary(outputs: list[Any]) -> str | None:
 
 
 def excused_by_nonfinite_truth(outputs: list[Any], truth: list[Any], tol: Tolerance, device: torch.device,
-                               **compare_kwargs: Any) -> bool:
+                               *, where_output: bool = False, **compare_kwargs: Any) -> bool:
     """Whether ``outputs`` match ``truth`` everywhere the truth is finite: the comparison again,
     with the candidate's value replaced by the truth's wherever the truth is NaN or Inf. A
     candidate that differs only there is not wrong (the truth is undefined there), and one left
-    unwritten where the truth has a value still fails."""
+    unwritten where the truth has a value still fails. ``where_output``: replaced wherever the
+    candidate's own output is NaN or Inf instead (it differs only where it overflowed)."""
     patched: list[Any] = []
     for out, exp in zip(outputs, truth):
         if isinstance(out, torch.Tensor) and isinstance(exp, (torch.Tensor, StoredTensor)) \
                 and (out.dtype.is_floating_point or out.dtype.is_complex):
             full = materialize([exp], device)[0] if isinstance(exp, StoredTensor) else exp.to(device)
             if full.shape == out.shape:
-                bad = ~torch.isfinite(full)
+                bad = ~torch.isfinite(out if where_output else full)
                 out = torch.where(bad, full.to(out.dtype), out)
         patched.append(out)
     patched += outputs[len(truth):]
@@ -174,6 +175,11 @@ class TruthDomain:
         if bad is not None and not any(r.nonfinite for r in anchor_runs):
             return (f"the {self.truth_label} is not finite on {dist} inputs ({bad.nonfinite}) while it is on the "
                     f"problem's own {own}: those inputs leave its domain"), False
+        anchor_inputs = {r.seed: r.inputs for r in anchor_runs}
+        if runs and all(anchor_inputs.get(r.seed) == r.inputs for r in runs):
+            return (f"{dist} inputs are the problem's own: no input of it was redrawn (integer and bool inputs "
+                    "keep their own draw, and the shifted redraw keeps those whose own draw has one sign), so the "
+                    "redraw adds nothing"), False
         anchor_truths = {r.truth for r in anchor_runs}
         redrawn = {r.truth for r in runs}
         inputs_differ = len({r.inputs for r in runs + anchor_runs}) > 1

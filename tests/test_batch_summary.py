@@ -289,6 +289,10 @@ def test_a_kernelbench_pair_is_a_kernel_of_the_batch(tmp_path):
     why = {p.name: reason for p, reason in scan_directory(tmp_path)[1]}
     assert sorted(why) == ["half_problem.py", "lone_solution.py", "lonely.yaml", "notes.py", "orphan_ref.py"]
     assert "not a plain-PyTorch problem (it defines no get_inputs()" in why["half_problem.py"], why["half_problem.py"]
+    from xeforge_core.batch import meant_for_batch
+
+    meant = {name for name in why if meant_for_batch(tmp_path / name)}
+    assert meant == {"half_problem.py", "lone_solution.py", "lonely.yaml", "orphan_ref.py"}  # notes.py: a helper
     assert why["lone_solution.py"].startswith("a Triton solution with no problem beside it")
     assert "lone_solution_ref.py" in why["lone_solution.py"]
     assert why["orphan_ref.py"].startswith("a reference with no orphan.py beside it")

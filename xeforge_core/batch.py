@@ -222,6 +222,16 @@ def _plain_pytorch(py: Path) -> bool:
     return is_plain_pytorch_file(py)
 
 
+def meant_for_batch(path: Path) -> bool:
+    """Whether a file :func:`scan_directory` skipped looks meant to be a kernel of the batch (a
+    spec, a reference, a Triton solution, or part of a plain-PyTorch problem), so that leaving it
+    out is a failure of the batch; a helper module (``utils.py``, ``notes.py``) is not."""
+    path = Path(path)
+    if path.suffix == ".yaml" or path.stem.endswith(formats.reference_suffixes()):
+        return True
+    return path.suffix == ".py" and (_is_solution(path) or bool(_plain_pytorch_gap(path)))
+
+
 def _plain_pytorch_gap(py: Path) -> str:
     from xeforge_core.inductor.first_version import plain_pytorch_gap
 

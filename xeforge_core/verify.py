@@ -1169,7 +1169,8 @@ def inputs_too_large(variants: list[Any], problem: Any, memory_bytes: int | None
     (KernelBench problems): their inputs' bytes are estimated from ``problem``'s ``get_inputs()``
     source (``scaling.estimate_input_bytes``, with the variant's overrides), and a variant is
     refused only where the inputs and the float64 copy the truth makes of them (three times their
-    bytes at most, for float32 inputs) exceed the limit. Their count says nothing certain about
+    bytes for float32 inputs; half-precision ones take five, so this errs toward running) exceed
+    the limit. Their count says nothing certain about
     time (a kernel may read a small part of a large input), so no time is judged here."""
     if problem is None or getattr(problem, "inputs", None) is None or not memory_bytes:
         return ""

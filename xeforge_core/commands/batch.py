@@ -17,8 +17,9 @@ running / failed and an ETA.
 
 Exit status: 0 every kernel ran without error, 1 some kernel had an error (a kernel whose own
 files are bad input, an unreadable spec or a reference it cannot be called with, is such a
-row: the batch goes on) or a file that looks meant for the batch was skipped (each named with
-why, before the kernels run), 2 bad input to the command itself (arguments, the directory, an
+row: the batch goes on) or a file that looks meant for the batch (a spec, a reference, a
+solution, part of a problem) was skipped (each named with why, before the kernels run; a helper
+module is named too, and does not count), 2 bad input to the command itself (arguments, the directory, an
 ``--out`` that cannot be written; nothing ran) or ``--ray`` without Ray installed, 130
 interrupted.
 """
@@ -239,9 +240,13 @@ def run(args: argparse.Namespace) -> int:
               (r.error[:80] + "…") if len(r.error) > 80 else r.error or "-"] for r in all_rows]
     print(text_table(headers, table))
     print(f"\nsummary: {Path(out).resolve()}")
-    if skipped:
-        print(f"{len(skipped)} file(s) of {args.directory} skipped, each with why above; they have no row", file=err)
-    return EXIT_KERNEL_ERROR if skipped or any(r.error for r in all_rows) else EXIT_OK
+    from xeforge_core.batch import meant_for_batch
+
+    missed = [p for p, _ in skipped if meant_for_batch(p)]
+    if missed:
+        print(f"{len(missed)} file(s) of {args.directory} that look meant for the batch were skipped "
+              f"({', '.join(p.name for p in missed)}), each with why above; they have no row", file=err)
+    return EXIT_KERNEL_ERROR if missed or any(r.error for r in all_rows) else EXIT_OK
 
 
 @contextlib.contextmanager

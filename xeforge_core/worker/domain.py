@@ -4,7 +4,7 @@ A problem's own inputs are the *anchor* distribution of a job (its first): ``mod
 problem without a spec (what ``get_inputs()`` returns under ``torch.manual_seed(seed)``, as
 KernelBench's evaluation draws them, so softmax'd probabilities, positive scales, index ranges
 and masks keep their domain), else the spec's first distribution. The others are *redraws*
-(``normal``, ``uniform``, ``mixed``, ``ties``: the floating-point inputs drawn again from a fixed law) and
+(``normal``, ``uniform``, ``mixed``, ``ties``, ``shifted``: the floating-point inputs drawn again from a fixed law) and
 stress the kernel where the problem's own inputs are tame (all positive, all small).
 
 A redraw can leave the truth's domain: a KL divergence fed normal "probabilities" takes the log
@@ -84,14 +84,14 @@ def excused_by_nonfinite_truth(outputs: list[Any], truth: list[Any], tol: Tolera
     with the candidate's value replaced by the truth's wherever the truth is NaN or Inf. A
     candidate that differs only there is not wrong (the truth is undefined there), and one left
     unwritten where the truth has a value still fails. ``where_output``: replaced wherever the
-    candidate's own output is NaN or Inf instead (it differs only where it overflowed)."""
+    candidate's own output is Inf instead (it differs only where it overflowed)."""
     patched: list[Any] = []
     for out, exp in zip(outputs, truth):
         if isinstance(out, torch.Tensor) and isinstance(exp, (torch.Tensor, StoredTensor)) \
                 and (out.dtype.is_floating_point or out.dtype.is_complex):
             full = materialize([exp], device)[0] if isinstance(exp, StoredTensor) else exp.to(device)
             if full.shape == out.shape:
-                bad = ~torch.isfinite(out if where_output else full)
+                bad = torch.isinf(out) if where_output else ~torch.isfinite(full)
                 out = torch.where(bad, full.to(out.dtype), out)
         patched.append(out)
     patched += outputs[len(truth):]
@@ -177,9 +177,8 @@ class TruthDomain:
                     f"problem's own {own}: those inputs leave its domain"), False
         anchor_inputs = {r.seed: r.inputs for r in anchor_runs}
         if runs and all(anchor_inputs.get(r.seed) == r.inputs for r in runs):
-            return (f"{dist} inputs are the problem's own: no input of it was redrawn (integer and bool inputs "
-                    "keep their own draw, and the shifted redraw keeps those whose own draw has one sign), so the "
-                    "redraw adds nothing"), False
+            return (f"{dist} inputs are the problem's own: it has no floating-point input to redraw (integer and "
+                    "bool inputs keep their own draw), so the redraw adds nothing"), False
         anchor_truths = {r.truth for r in anchor_runs}
         redrawn = {r.truth for r in runs}
         inputs_differ = len({r.inputs for r in runs + anchor_runs}) > 1

@@ -12,8 +12,9 @@ the same values. Input distributions (``DISTRIBUTIONS``):
 * ``shifted`` normal around ``SHIFTED_MEAN`` (100): far from zero, where numerically unstable
   kernels fail (a softmax without the max subtraction overflows, a one-pass variance cancels);
   run at the first seed only (``domain.redraw_seeds``), and skipped where the truth leaves its
-  domain there, as every redraw is. A ``get_inputs()`` input whose own draw has one sign
-  (``torch.rand``, probabilities) keeps its own values in it: its law is not the real line.
+  domain there, as every redraw is (an input of one sign, such as ``torch.rand``'s, is moved
+  too: the normal redraw gives it both signs already, and where its domain matters the truth
+  leaves it or the verdict says the kernel holds only on the problem's own inputs).
 * ``ties``    uniform on the 16 values ``(k + 1/2) / 8``, ``k`` in -8..7 (odd multiples of 1/16 in
   [-1, 1], none zero): a row of more than 16 holds equal values, where an argmax must keep the
   first of its equal maxima (as torch documents) and a sort its order; on a continuous law no
@@ -451,9 +452,6 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
             floating = t.dtype.is_floating_point or t.dtype.is_complex
             if target is not None and t.dtype.is_floating_point and t.dtype != target:
                 t = t.to(target)  # the problem posed at the variant's dtype (VerifyOptions.dtype)
-            if distribution == "shifted" and floating and _one_signed(t):
-                args.append(t.to(device))  # a domain of one sign (probabilities, torch.rand): kept as posed
-                continue
             if distribution != "module" and floating and device.type != "cpu" and _large(list(t.shape), t.dtype):
                 t = t.to(device)  # redrawn in place where it lives: no second full-size copy
                 kept = input_structure(t)
@@ -472,15 +470,6 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
                         f"{type(item).__name__} at position {i}; inputs must be torch tensors "
                         "(or Python numbers)")
     return args
-
-
-def _one_signed(t: torch.Tensor) -> bool:
-    """Whether the problem's own input ``t`` has one sign throughout (``torch.rand``, softmaxed
-    probabilities, variances): its law is not the real line, so the ``shifted`` redraw (the law
-    moved far from zero) leaves it as posed rather than move it where its kernel need not go."""
-    if t.is_complex() or t.numel() == 0:
-        return False
-    return bool(t.min() >= 0) or bool(t.max() <= 0)
 
 
 def input_structure(t: torch.Tensor) -> tuple[torch.Tensor | None, bool]:

@@ -1219,7 +1219,8 @@ def run_candidate(ctx: WorkerContext) -> None:
             if r.distribution in STRESS:
                 reason += f"; {STRESS_NOTES[r.distribution]}"
             if _only_redraws_fail(failed, runs, anchor_distribution(ctx.job)) and \
-                    any(r.distribution != TIES for r in failed):  # ties judge a contract, not a domain
+                    any(r.distribution not in STRESS for r in failed):  # stress redraws judge a contract or
+                # numerical stability, not a domain the problem's inputs may leave
                 reason += ("; on the problem's own inputs (get_inputs()) it matches at every variant and seed: it "
                            "holds only on the domain those inputs are drawn from, and the redraws stress it outside "
                            "(--own-inputs-only judges a kernel that may assume that domain on them alone)")
@@ -1259,17 +1260,12 @@ def run_candidate(ctx: WorkerContext) -> None:
                           f"across seeds and redraws on variant(s) {', '.join(constant)} while the inputs differed), "
                           "so matching it proves nothing")
             return
-        ranged = [r for r in excused if r.note.startswith(RANGE_NOTE)]
-        for r in ranged[:1]:
-            ctx.verdict.warnings.append(f"variant {r.variant} (seed {r.seed}): {r.note}; it matches wherever it stayed "
-                                        "finite")
-        undefined = [r for r in excused if r not in ranged]
-        if undefined:
-            where = undefined[0].note.split(": ", 1)[-1]
+        if excused:
+            where = excused[0].note.split(": ", 1)[-1]
             _inconclusive(ctx, step, f"inconclusive: the candidate matches the {truth} wherever it is finite, and "
-                          f"differs only where the {truth} itself is NaN or Inf, on variant {undefined[0].variant} "
-                          f"(seed {undefined[0].seed}, {inputs_phrase(undefined[0].distribution)}: {where}). That is "
-                          "the problem's property, not the candidate's fault: no answer can be judged there", warn=False)
+                          f"differs only where the {truth} itself is NaN or Inf, on variant {excused[0].variant} "
+                          f"(seed {excused[0].seed}, {inputs_phrase(excused[0].distribution)}: {where}). That is the "
+                          "problem's property, not the candidate's fault: no answer can be judged there", warn=False)
             return
         if runs and not any(getattr(c, "numel", 0) for r in runs for c in r.outputs):
             _inconclusive(ctx, step, f"inconclusive: every output of the {len(runs)} run(s) has no element (variant(s) "
@@ -1459,6 +1455,9 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                                  allow_shape_change=allow_shape, poisoned=ctx.poisoned,
                                  calibration=_calibration(exp, meta, combo.key), allowed=policy.allowed,
                                  hints=tuple(hints))
+            if undefined.startswith(RANGE_NOTE):  # float16's range, allowed: a pass, as an allowed downgrade is
+                ok, note, undefined = True, undefined, ""
+                _warn_once(ctx, f"variant {combo.vname} (seed {combo.seed}): {note}")
             if ok and relaxed:
                 contract = _contract_note(out, exp["outputs"], allow_dtype, allow_shape)
                 if contract:
@@ -1479,7 +1478,8 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             check, kb = run_check(comps)
             run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                                  against=against, passed=ok, rtol=r, atol=a, config=config, outputs=comps,
-                                 note=undefined or (summarize_failure(comps, note) if not ok else ""),
+                                 note=undefined or (summarize_failure(comps, note) if not ok else
+                                                    note if note.startswith(RANGE_NOTE) else ""),
                                  check=check, kernelbench=kb)
             if undefined:
                 excused.append(run)
@@ -1669,12 +1669,16 @@ def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo,
            "calibration": _calibration(exp, meta, combo.key), "allowed": policy.allowed, "hints": tuple(hints)}
     ok, comps, _, note = compare_outputs(outputs, truth, tol, **how)
     undefined = _excused(ctx, ok, outputs, truth, tol, combo, meta, **how)
+    if undefined.startswith(RANGE_NOTE):  # float16's range, allowed: a pass, as an allowed downgrade is
+        ok, note, undefined = True, undefined, ""
+        _warn_once(ctx, f"variant {combo.vname} (seed {combo.seed}): {note}")
     r, a = _tols_shown(tol, truth)
     check, kb = run_check(comps)
     run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                          against="reference" if truth_is_ref else "baseline", passed=ok, rtol=r, atol=a,
                          config="first call", outputs=comps,
-                         note=undefined or (summarize_failure(comps, note) if not ok else ""),
+                         note=undefined or (summarize_failure(comps, note) if not ok else
+                                            note if note.startswith(RANGE_NOTE) else ""),
                          check=check, kernelbench=kb)
     if undefined:
         excused.append(run)
@@ -1689,7 +1693,8 @@ def _excused(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[Any],
     differ where the truth is finite as well (a wrong answer) or the comparison passed."""
     if ok:
         return ""
-    narrow = _range_excuse(combo.distribution, outputs, compare_kwargs.get("allowed") or ())
+    narrow = _range_excuse(combo.distribution, outputs, compare_kwargs.get("allowed") or (),
+                           compare_kwargs.get("hints") or ())
     if narrow and excused_by_nonfinite_truth(outputs, truth, tol, ctx.ops.torch_device, where_output=True,
                                              **compare_kwargs):
         return narrow
@@ -1706,21 +1711,28 @@ FLOAT16_RANGE = ("fp16", "fp16-accumulation")
 RANGE_NOTE = "overflows on shifted inputs"
 
 
-def _range_excuse(distribution: str, outputs: list[Any], allowed: tuple[str, ...] | list[str]) -> str:
+def _range_excuse(distribution: str, outputs: list[Any], allowed: tuple[str, ...] | list[str],
+                  hints: tuple[str, ...] | list[str]) -> str:
     """For a failed comparison on the ``shifted`` stress redraw (inputs near 100) of a candidate
-    allowed a float16 downgrade (:data:`FLOAT16_RANGE`) whose outputs overflowed (hold an Inf or
-    a NaN): the note excusing it, since float16's range is part of what the user allowed (a sum
-    of a few hundred terms near 100 passes 65504); "" otherwise. The caller excuses it only where
-    the outputs match everywhere they stayed finite (a finite mismatch is lost digits, which the
-    allowance's bound judges)."""
-    names = [n for n in FLOAT16_RANGE if n in allowed]
+    whose source keeps float16 (``hints``) where that downgrade is allowed (:data:`FLOAT16_RANGE`),
+    and whose outputs overflowed to Inf (not NaN: Inf - Inf or Inf / Inf is an unstable formula,
+    and NaN is also the poison of unwritten memory): the note excusing it, since float16's range
+    is part of what the user allowed (a sum of a few hundred terms near 100 passes 65504); ""
+    otherwise. The caller excuses it only where the outputs match everywhere they stayed finite
+    (a finite mismatch is lost digits, which the allowance's bound judges)."""
+    names = [n for n in FLOAT16_RANGE if n in allowed and n in hints]
     if distribution != "shifted" or not names:
         return ""
     overflow = nonfinite_summary(outputs)
-    if not overflow:
+    if not overflow or "NaN" in overflow:
         return ""
     return (f"{RANGE_NOTE} ({overflow}) within the allowed {' and '.join(names)}: float16's largest finite value, "
             "65504, bounds what the allowance accepts, so this redraw does not judge the kernel there")
+
+
+def _warn_once(ctx: WorkerContext, text: str) -> None:
+    if text not in ctx.verdict.warnings:
+        ctx.verdict.warnings.append(text)
 
 
 def _range_hinted(run: CorrectnessRun, hints: dict[str, list[str]]) -> bool:

@@ -1446,18 +1446,13 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             tol = resolve_tolerance(ctx.options, combo.variant)
             # against a separate reference the output dtype/shape contract is the baseline's
             relaxed = truth_is_ref and not eager
-            ok, comps, warns, note = compare_outputs(out, truth, tol, allow_dtype_change=allow_dtype or relaxed,
-                                                     allow_shape_change=allow_shape, poisoned=ctx.poisoned,
-                                                     calibration=_calibration(exp, meta, combo.key),
-                                                     allowed=policy.allowed,
-                                                     hints=tuple(hints))
-            undefined = _excused(ctx, ok, out, truth, tol, combo, meta, allow_dtype_change=allow_dtype or relaxed,
-                                 allow_shape_change=allow_shape, poisoned=ctx.poisoned,
-                                 calibration=_calibration(exp, meta, combo.key), allowed=policy.allowed,
-                                 hints=tuple(hints))
-            if undefined.startswith(RANGE_NOTE):  # float16's range, allowed: a pass, as an allowed downgrade is
-                ok, note, undefined = True, undefined, ""
-                _warn_once(ctx, f"variant {combo.vname} (seed {combo.seed}): {note}")
+            how = {"allow_dtype_change": allow_dtype or relaxed, "allow_shape_change": allow_shape,
+                   "poisoned": ctx.poisoned, "calibration": _calibration(exp, meta, combo.key),
+                   "allowed": policy.allowed, "hints": tuple(hints)}
+            ok, comps, warns, note = compare_outputs(out, truth, tol, **how)
+            ranged = _range_passed(ctx, ok, out, truth, tol, combo, **how)
+            ok = ok or bool(ranged)
+            undefined = _excused(ctx, ok, out, truth, tol, combo, meta, **how)
             if ok and relaxed:
                 contract = _contract_note(out, exp["outputs"], allow_dtype, allow_shape)
                 if contract:
@@ -1478,8 +1473,7 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             check, kb = run_check(comps)
             run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                                  against=against, passed=ok, rtol=r, atol=a, config=config, outputs=comps,
-                                 note=undefined or (summarize_failure(comps, note) if not ok else
-                                                    note if note.startswith(RANGE_NOTE) else ""),
+                                 note=undefined or ranged or (summarize_failure(comps, note) if not ok else ""),
                                  check=check, kernelbench=kb)
             if undefined:
                 excused.append(run)
@@ -1668,17 +1662,15 @@ def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo,
            "allow_shape_change": bool(ctx.options.get("allow_shape_change")), "poisoned": ctx.poisoned,
            "calibration": _calibration(exp, meta, combo.key), "allowed": policy.allowed, "hints": tuple(hints)}
     ok, comps, _, note = compare_outputs(outputs, truth, tol, **how)
+    ranged = _range_passed(ctx, ok, outputs, truth, tol, combo, **how)
+    ok = ok or bool(ranged)
     undefined = _excused(ctx, ok, outputs, truth, tol, combo, meta, **how)
-    if undefined.startswith(RANGE_NOTE):  # float16's range, allowed: a pass, as an allowed downgrade is
-        ok, note, undefined = True, undefined, ""
-        _warn_once(ctx, f"variant {combo.vname} (seed {combo.seed}): {note}")
     r, a = _tols_shown(tol, truth)
     check, kb = run_check(comps)
     run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                          against="reference" if truth_is_ref else "baseline", passed=ok, rtol=r, atol=a,
                          config="first call", outputs=comps,
-                         note=undefined or (summarize_failure(comps, note) if not ok else
-                                            note if note.startswith(RANGE_NOTE) else ""),
+                         note=undefined or ranged or (summarize_failure(comps, note) if not ok else ""),
                          check=check, kernelbench=kb)
     if undefined:
         excused.append(run)
@@ -1693,11 +1685,6 @@ def _excused(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[Any],
     differ where the truth is finite as well (a wrong answer) or the comparison passed."""
     if ok:
         return ""
-    narrow = _range_excuse(combo.distribution, outputs, compare_kwargs.get("allowed") or (),
-                           compare_kwargs.get("hints") or ())
-    if narrow and excused_by_nonfinite_truth(outputs, truth, tol, ctx.ops.torch_device, where_output=True,
-                                             **compare_kwargs):
-        return narrow
     where = (meta.get("nonfinite_truth") or {}).get(combo.vname, {}).get(f"{combo.distribution}/s{combo.seed}")
     if not where or not excused_by_nonfinite_truth(outputs, truth, tol, ctx.ops.torch_device, **compare_kwargs):
         return ""
@@ -1709,6 +1696,22 @@ def _excused(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[Any],
 FLOAT16_RANGE = ("fp16", "fp16-accumulation")
 #: How the note of a run excused by :func:`_range_excuse` begins.
 RANGE_NOTE = "overflows on shifted inputs"
+
+
+def _range_passed(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[Any], tol: Tolerance, combo: Combo,
+                  **compare_kwargs: Any) -> str:
+    """For a failed comparison that float16's allowed range excuses (:func:`_range_excuse`) and
+    that matches wherever the outputs stayed finite: the run's note (it passes, as an allowed
+    downgrade does, and the verdict warns once); "" otherwise."""
+    if ok:
+        return ""
+    narrow = _range_excuse(combo.distribution, outputs, compare_kwargs.get("allowed") or (),
+                           compare_kwargs.get("hints") or ())
+    if not narrow or not excused_by_nonfinite_truth(outputs, truth, tol, ctx.ops.torch_device, where_output=True,
+                                                    **compare_kwargs):
+        return ""
+    _warn_once(ctx, f"variant {combo.vname} (seed {combo.seed}): {narrow}")
+    return narrow
 
 
 def _range_excuse(distribution: str, outputs: list[Any], allowed: tuple[str, ...] | list[str],

@@ -84,12 +84,71 @@ def test_operands_keep_their_dtype(matmul, dtype, rel):
     _close(matmul(a, b), (a.double() @ b.double()).to(dtype), rel)
 
 
-def test_float32_is_multiplied_in_full_precision():
-    """torch's float32 matmul on CUDA does not use TF32 by default, so neither does the kernel:
-    the verifier's TF32 rule finds no dot to flag."""
+class _Launches:
+    """Stands in for a kernel object: records each launch's grid and keyword arguments."""
+
+    def __init__(self):
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.calls.append((grid, kw))
+
+
+def _recorded(**launch_kw):
+    """The launches of a 2 x 4096 @ 4096 x 3 product through the generated host function."""
+    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
+    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    ns["matmul_kernel"], ns["matmul_kernel_splits"] = _Launches(), _Launches()
+    ns["matmul"](_rand(2, 4096), _rand(4096, 3), **launch_kw)
+    return ns["matmul_kernel"].calls, ns["matmul_kernel_splits"].calls
+
+
+def test_float32_precision_is_full_off_nvidia_and_settled_by_the_launch():
+    """Off an NVIDIA GPU with TF32 tensor cores (here: Triton's interpreter) float32 operands are
+    multiplied in full float32; the verifier's TF32 rule reads the launch's INPUT_PRECISION, so a
+    launch in "ieee" has no dot to flag and one in "tf32x3" is named as such, not as TF32."""
+    (grid, kw), = _recorded(split_k=1)[0]
+    assert kw["INPUT_PRECISION"] == "ieee" and grid[2] == 1
     source = gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda"))
-    assert 'input_precision="ieee"' in source
-    assert tf32_dots(source) == []
+    assert tf32_dots(source, {"INPUT_PRECISION": "ieee"}) == []
+    x3 = tf32_dots(source, {"INPUT_PRECISION": "tf32x3"})
+    assert len(x3) == 1 and 'input_precision="tf32x3"' in x3[0]
+    assert "chosen at compile time" in tf32_dots(source)[0]  # not known without the launch
+
+
+def test_long_k_is_split_over_the_programs_the_device_runs(monkeypatch):
+    """K >= 32 * max(M, N) (TorchInductor's decompose_k rule) and fewer output tiles than the
+    device runs programs at once: K is split, at most into runs of four BLOCK_K steps; the
+    partial products are summed by the second kernel. A short K, or a forced split_k, is kept."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)  # the interpreter's "processors"
+    main, sums = _recorded()
+    (grid, kw), = main
+    assert grid == (1, 1, 8) and kw["SPLIT_K"] == 8 and len(sums) == 1 and sums[0][1]["SPLIT_K"] == 8
+    main, sums = _recorded(split_k=3)
+    assert main[0][0][2] == 3 and sums
+    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
+    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    ns["matmul_kernel"], ns["matmul_kernel_splits"] = _Launches(), _Launches()
+    ns["matmul"](_rand(200, 4096), _rand(4096, 200))  # K < 32 * 200: one program walks all of K
+    assert ns["matmul_kernel"].calls[0][0][2] == 1 and not ns["matmul_kernel_splits"].calls
+
+
+@pytest.mark.parametrize("split", [2, 5])
+def test_split_k_products_match_torch(matmul, split):
+    """Partial products of every split summed in order, then alpha, the bias and the output's
+    dtype and strides: a K that is no multiple of BLOCK_K or of the split, batches, a transposed
+    output, matrix-vector."""
+    a, b, bias = _rand(70, 1000), _rand(1000, 9), _rand(9)
+    _close(matmul(a, b, bias=bias, alpha=0.5, beta=2.0, split_k=split),
+           torch.addmm(bias, a, b, alpha=0.5, beta=2.0), 1e-6)
+    x, y = _rand(3, 20, 700), _rand(3, 10, 700).transpose(1, 2)
+    out = torch.empty(3, 10, 20).transpose(1, 2)
+    assert matmul(x, y, out=out, split_k=split) is out
+    _close(out, torch.bmm(x, y), 1e-6)
+    v = _rand(700)
+    _close(matmul(x[0], v, split_k=split), torch.mv(x[0], v), 1e-6)
+    h = _rand(33, 300, dtype=torch.float16), _rand(300, 17, dtype=torch.float16)
+    _close(matmul(*h, split_k=split), (h[0].double() @ h[1].double()).half(), 5e-3)
 
 
 def test_launch_starts_from_the_target_search_space_and_autotunes():

@@ -15,9 +15,19 @@ launches one generic kernel (default name ``matmul_kernel``):
 * masked ``BLOCK_M x BLOCK_N`` output tiles, a ``BLOCK_K`` loop, tiles swizzled in groups of
   ``GROUP_SIZE_M`` rows for L2 reuse; the batch is the grid's second axis;
 * accumulation in float32 (float64 for float64 operands); operands loaded in the problem's own
-  dtype; float32 operands multiplied in full float32 (``input_precision="ieee"``: torch's
-  float32 matmul does not use TF32 by default on CUDA, and the verifier's float64-calibrated
-  tolerance would not accept it), float16/bfloat16 with the native tensor-core dot;
+  dtype; float16/bfloat16 with the native tensor-core dot; float32 operands never in plain TF32
+  (torch's float32 matmul does not use it by default on CUDA, and the verifier's
+  float64-calibrated tolerance would not accept it): as three TF32 products
+  (``input_precision="tf32x3"``, the 3xTF32 scheme of NVIDIA's CUTLASS, near float32's accuracy)
+  where the GPU has TF32 tensor cores (NVIDIA, compute capability 8.0 and newer, as Triton's
+  driver reports the target), else in full float32 with FMA instructions (``"ieee"``: the
+  interpreter, AMD and Intel GPUs); the launcher's ``input_precision`` argument overrides it;
+* a split of K over programs (``split_k``; the grid's third axis) where K is long against the
+  output (``K >= 32 * max(M, N)``, the threshold of TorchInductor's ``decompose_k``) and the
+  output has fewer tiles than the device has processors (SMs / Xe-cores, from Triton's driver;
+  the host's threads in the interpreter): each program multiplies a run of whole ``BLOCK_K``
+  steps into a float32 (float64) partial product, and a second kernel sums the splits in order
+  (the same result on every run, no atomics) and applies alpha, the bias and the output's dtype;
 * address arithmetic in int64 where rows and batches start (operands of more than 2**31
   elements stay correct).
 
@@ -149,22 +159,28 @@ def launcher_call(op: str, call: ast.Call, launcher: str) -> ast.Call:
     return ast.Call(func=ast.Name(id=launcher, ctx=ast.Load()), args=[bound[a], bound[b]], keywords=keywords)
 
 
-def source(launcher: str, kernel: str, config: GemmConfig) -> str:
-    """The kernel ``kernel`` and the host function ``launcher`` that launches it with
+def source(launcher: str, kernel: str, config: GemmConfig, splits_kernel: str | None = None) -> str:
+    """The kernel ``kernel``, the kernel ``splits_kernel`` (default ``<kernel>_splits``) that sums
+    the partial products of a split K, and the host function ``launcher`` that launches them with
     ``config`` (module docstring), as module-level Python source."""
+    splits_kernel = splits_kernel or f"{kernel}_splits"
     options = "".join(f", {k}={v!r}" for k, v in config.options)
     return f'''
 @triton.jit
 def {kernel}(
-    a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
+    a_ptr, b_ptr, c_ptr, bias_ptr, part_ptr, M, N, K,
     stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
     stride_cb, stride_cm, stride_cn, stride_biasb, stride_biasm, stride_biasn,
-    alpha, beta, HAS_BIAS: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    alpha, beta, HAS_BIAS: tl.constexpr, ACC_DTYPE: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    SPLIT_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
 ):
-    # C[b] = alpha * (A[b] @ B[b]) + beta * bias[b]; A [M, K], B [K, N], C and bias [M, N] per batch b
+    # C[b] = alpha * (A[b] @ B[b]) + beta * bias[b]; A [M, K], B [K, N], C and bias [M, N] per batch b.
+    # With SPLIT_K > 1 the grid's third axis splits K: each program writes its partial product
+    # to part [SPLIT_K, batch, M, N] (no alpha, no bias) and {splits_kernel} sums them.
     pid = tl.program_id(0)
     batch = tl.program_id(1).to(tl.int64)
+    split = tl.program_id(2)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     # GROUP_SIZE_M row tiles in a group walk the columns together (their B tiles stay in L2)
@@ -173,37 +189,73 @@ def {kernel}(
     rows_in_group = min(tiles_m - first_m, GROUP_SIZE_M)
     pid_m = first_m + (pid % group) % rows_in_group
     pid_n = (pid % group) // rows_in_group
+    # this program's run of K: whole BLOCK_K steps, the last split ending at K
+    k_steps = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
+    k_start = split * k_steps * BLOCK_K
+    k_end = min(K, k_start + k_steps * BLOCK_K)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     rows = offs_m.to(tl.int64)
     cols = offs_n.to(tl.int64)
-    a_ptrs = a_ptr + batch * stride_ab + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + batch * stride_bb + offs_k[:, None] * stride_bk + cols[None, :] * stride_bn
+    a_ptrs = (a_ptr + batch * stride_ab + rows[:, None] * stride_am
+              + (k_start + offs_k[None, :]).to(tl.int64) * stride_ak)
+    b_ptrs = (b_ptr + batch * stride_bb + (k_start + offs_k[:, None]).to(tl.int64) * stride_bk
+              + cols[None, :] * stride_bn)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC_DTYPE)
-    for k in range(0, K, BLOCK_K):
-        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k), other=0.0)
-        b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k) & (offs_n[None, :] < N), other=0.0)
-        # full float32 for float32 operands (no TF32); float16/bfloat16 use the tensor cores as they are
-        acc = tl.dot(a, b, acc, input_precision="ieee", out_dtype=ACC_DTYPE)
+    for k in range(k_start, k_end, BLOCK_K):
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_end - k), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_end - k) & (offs_n[None, :] < N), other=0.0)
+        # float32 operands: "tf32x3" (three TF32 tensor-core products, about float32's accuracy) or
+        # "ieee" (full float32 FMA), chosen by the host; float16/bfloat16 use the tensor cores as they are
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC_DTYPE)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    acc = acc * alpha
     c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if SPLIT_K > 1:
+        part_ptrs = part_ptr + ((split * tl.num_programs(1) + batch) * M + rows[:, None]) * N + cols[None, :]
+        tl.store(part_ptrs, acc, mask=c_mask)
+    else:
+        acc = acc * alpha
+        if HAS_BIAS:
+            bias_ptrs = bias_ptr + batch * stride_biasb + rows[:, None] * stride_biasm + cols[None, :] * stride_biasn
+            acc += beta * tl.load(bias_ptrs, mask=c_mask, other=0.0).to(ACC_DTYPE)
+        c_ptrs = c_ptr + batch * stride_cb + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+@triton.jit
+def {splits_kernel}(
+    part_ptr, c_ptr, bias_ptr, total, M, N,
+    stride_cb, stride_cm, stride_cn, stride_biasb, stride_biasm, stride_biasn,
+    alpha, beta, HAS_BIAS: tl.constexpr, ACC_DTYPE: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr,
+):
+    # C = alpha * (sum of the SPLIT_K partial products in part [SPLIT_K, batch, M, N]) + beta * bias,
+    # the splits summed in order (the same result on every run)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    acc = tl.zeros((BLOCK,), dtype=ACC_DTYPE)
+    for s in range(SPLIT_K):
+        acc += tl.load(part_ptr + s * total + offs, mask=mask, other=0.0)
+    acc = acc * alpha
+    batch = offs // (M * N)
+    row = (offs // N) % M
+    col = offs % N
     if HAS_BIAS:
-        bias_ptrs = bias_ptr + batch * stride_biasb + rows[:, None] * stride_biasm + cols[None, :] * stride_biasn
-        acc += beta * tl.load(bias_ptrs, mask=c_mask, other=0.0).to(ACC_DTYPE)
-    c_ptrs = c_ptr + batch * stride_cb + rows[:, None] * stride_cm + cols[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+        bias = tl.load(bias_ptr + batch * stride_biasb + row * stride_biasm + col * stride_biasn, mask=mask, other=0.0)
+        acc += beta * bias.to(ACC_DTYPE)
+    tl.store(c_ptr + batch * stride_cb + row * stride_cm + col * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0):
+def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, input_precision=None):
     """out = alpha * (a @ b) + beta * bias with {kernel}, as torch.mm/addmm/bmm/baddbmm/mv/addmv.
 
     a: [M, K] or [batch, M, K]; b: [K, N], [batch, K, N] or a vector [K]; any strides, one
     floating dtype. bias: broadcastable to the result (ignored when beta == 0, as in torch).
     out: the result ([M, N], [batch, M, N] or [M]), written in place, any strides; allocated
-    when None. Returns out."""
+    when None. split_k: programs that share one output tile's K (None: chosen from the sizes and
+    the device). input_precision: tl.dot's for float32 operands (None: chosen for the device).
+    Returns out."""
     if a.dim() not in (2, 3) or b.dim() not in (1, a.dim()) or (b.dim() == 1 and a.dim() != 2):
         raise ValueError(f"{launcher}: operands of shapes {{tuple(a.shape)}} and {{tuple(b.shape)}} are not a "
                          "matrix product (2-D @ 2-D, 2-D @ 1-D or 3-D @ 3-D)")
@@ -227,14 +279,45 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0):
     BLOCK_N = {config.block_n}
     BLOCK_K = {config.block_k}
     acc_dtype = tl.float64 if a.element_size() == 8 else tl.float32  # float64 operands keep float64
-    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N), batch)
+    if a.device.type == "cpu":  # Triton's interpreter: float32 FMA, the host's threads
+        processors, tf32_tensor_cores = torch.get_num_threads(), False
+    else:  # the GPU as Triton's driver sees it (cuda, hip or xpu alike)
+        driver = triton.runtime.driver.active
+        target = driver.get_current_target()
+        processors = driver.utils.get_device_properties(driver.get_current_device())["multiprocessor_count"]
+        # TF32 tensor cores: NVIDIA GPUs of compute capability 8.0 and newer (only NVIDIA's target
+        # has a number for its arch, 10 * the capability; AMD's is a gfx name, Intel's a dict)
+        tf32_tensor_cores = isinstance(target.arch, int) and target.arch >= 80
+    if input_precision is None:
+        # a float32 product as three TF32 products where TF32 tensor cores exist, else FMA
+        input_precision = "tf32x3" if tf32_tensor_cores and a.dtype == torch.float32 else "ieee"
+    if split_k is None:
+        # K split over programs where it is long (K >= 32 * max(M, N), TorchInductor's decompose_k
+        # rule) and the output has fewer tiles than the device runs programs at once
+        tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) * batch
+        split_k = 1
+        if K >= 32 * max(M, N):
+            split_k = max(1, min(processors // tiles, triton.cdiv(K, 4 * BLOCK_K)))
+    part = c
+    if split_k > 1:
+        part = torch.empty((split_k, batch, M, N), dtype=torch.float64 if acc_dtype == tl.float64 else torch.float32,
+                           device=a.device)
+    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N), batch, split_k)
     {kernel}[grid](
-        a, b, c, bias_full, M, N, K,
+        a, b, c, bias_full, part, M, N, K,
         a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
         c.stride(0), c.stride(1), c.stride(2), bias_full.stride(0), bias_full.stride(1), bias_full.stride(2),
-        float(alpha), float(beta), HAS_BIAS=has_bias, ACC_DTYPE=acc_dtype,
+        float(alpha), float(beta), HAS_BIAS=has_bias, ACC_DTYPE=acc_dtype, INPUT_PRECISION=input_precision,
+        SPLIT_K=split_k,
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_SIZE_M={config.group_size_m},
         num_warps={config.num_warps}, num_stages={config.num_stages}{options},
     )
+    if split_k > 1:
+        total = batch * M * N
+        {splits_kernel}[(triton.cdiv(total, 1024),)](
+            part, c, bias_full, total, M, N,
+            c.stride(0), c.stride(1), c.stride(2), bias_full.stride(0), bias_full.stride(1), bias_full.stride(2),
+            float(alpha), float(beta), HAS_BIAS=has_bias, ACC_DTYPE=acc_dtype, SPLIT_K=split_k, BLOCK=1024,
+        )
     return out
 '''.strip("\n") + "\n"

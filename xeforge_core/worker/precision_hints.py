@@ -48,8 +48,11 @@ _LOW = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 SCANNED_DOWNGRADES = frozenset({"tf32", "fp16", "bf16"})
 
 
-def _tf32_calls(tree: ast.AST) -> list[tuple[int, str]]:
-    """``(line, why)`` of every ``tl.dot`` under ``tree`` that runs float32 operands in TF32."""
+def _tf32_calls(tree: ast.AST, constants: dict[str, object] | None = None) -> list[tuple[int, str]]:
+    """``(line, why)`` of every ``tl.dot`` under ``tree`` that runs float32 operands in TF32;
+    ``constants``: the values of the kernel's constexpr parameters at one launch, by name, which
+    settle an ``input_precision``/``allow_tf32`` given by such a parameter."""
+    constants = constants or {}
     out = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot"):
@@ -58,6 +61,11 @@ def _tf32_calls(tree: ast.AST) -> list[tuple[int, str]]:
         if "input_precision" not in kw and len(node.args) > 3:
             kw["input_precision"] = node.args[3]
         prec, allow = kw.get("input_precision"), kw.get("allow_tf32")
+        for name in ("prec", "allow"):
+            value = prec if name == "prec" else allow
+            if isinstance(value, ast.Name) and isinstance(constants.get(value.id), (str, bool)):
+                known = ast.Constant(constants[value.id])
+                prec, allow = (known, allow) if name == "prec" else (prec, known)
         why = None
         if prec is not None:
             if isinstance(prec, ast.Constant):
@@ -76,18 +84,19 @@ def _tf32_calls(tree: ast.AST) -> list[tuple[int, str]]:
     return out
 
 
-def tf32_dots(src: str) -> list[str]:
+def tf32_dots(src: str, constants: dict[str, object] | None = None) -> list[str]:
     """Where ``src`` (a kernel's source) calls ``tl.dot`` in a way that multiplies float32
     operands in TF32 on NVIDIA GPUs, one ``"line N: why"`` each: no ``input_precision`` and no
     ``allow_tf32`` (the default), ``allow_tf32=True``, ``input_precision="tf32"``/``"tf32x3"``,
-    or either given by a name whose value is known only at compile time (``allow_tf32=USE_TF32``).
+    or either given by a name whose value is known only at compile time (``allow_tf32=USE_TF32``)
+    and not in ``constants`` (a launch's constexpr values by parameter name, which settle it).
     ``input_precision="ieee"`` and ``allow_tf32=False`` are full float32. Lines count from the
     source's first line; a source that does not parse gives ``[]``."""
     try:
         tree = ast.parse(textwrap.dedent(src))
     except SyntaxError:
         return []
-    return [f"line {line}: {why}" for line, why in _tf32_calls(tree)]
+    return [f"line {line}: {why}" for line, why in _tf32_calls(tree, constants)]
 
 
 def _host_tf32(tree: ast.Module, inside: set[int]) -> list[tuple[int, str]]:

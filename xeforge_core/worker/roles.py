@@ -401,9 +401,12 @@ def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Fi
     """Run-time facts about the launches that explain faults the compiler does not report:
     an int32 offset that overflows (a tensor argument of 2^31 elements or more, in a kernel
     whose source never uses int64), and a float32 ``tl.dot`` that runs in TF32 on NVIDIA GPUs
-    (``tf32_dots``: Triton's default there, a 10-bit mantissa)."""
+    (``tf32_dots``: Triton's default there, a 10-bit mantissa; a warning) or as three TF32
+    products (``input_precision="tf32x3"``, also where a constexpr the launch passes says so; an
+    ``info`` finding, ``fp32_dot_tf32x3``)."""
     found: dict[tuple[str, str], Finding] = {}
-    tf32_by_kernel: dict[str, list[str]] = {}  # each kernel's source parsed once, however often it launched
+    # each kernel's source parsed once per set of constexpr values, however often it launched
+    tf32_by_kernel: dict[tuple[str, tuple], list[str]] = {}
     for rec in launches:
         src = jit_sources.get(rec.kernel, "")
         if rec.largest_arg and rec.largest_arg[1] > INT32_LIMIT and "int64" not in src:
@@ -415,10 +418,18 @@ def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Fi
                 "warning")
         if not rec.float32_args:
             continue
-        if rec.kernel not in tf32_by_kernel:
-            tf32_by_kernel[rec.kernel] = tf32_dots(src)
-        tf32 = tf32_by_kernel[rec.kernel]
-        if tf32:
+        key = (rec.kernel, tuple(sorted((k, v) for k, v in rec.constexprs.items() if isinstance(v, (str, bool)))))
+        if key not in tf32_by_kernel:
+            tf32_by_kernel[key] = tf32_dots(src, rec.constexprs)
+        tf32 = tf32_by_kernel[key]
+        if tf32 and all('"tf32x3"' in why for why in tf32):
+            found[("fp32_dot_tf32x3", rec.kernel)] = Finding(
+                "fp32_dot_tf32x3", f"kernel {rec.kernel}: tl.dot on float32 data as three TF32 products "
+                f"({'; '.join(tf32[:3])}): on NVIDIA GPUs each operand is split into a high and a low TF32 part "
+                "and three of the four products are summed on the tensor cores (the 3xTF32 scheme of NVIDIA's "
+                "CUTLASS, near float32's accuracy; the low parts' own product is dropped); the comparison "
+                "with the float64 truth measures what it costs", "info")
+        elif tf32:
             found[("fp32_dot_tf32", rec.kernel)] = Finding(
                 "fp32_dot_tf32", f"kernel {rec.kernel}: tl.dot on float32 data in TF32 ({'; '.join(tf32[:3])}): "
                 "on NVIDIA GPUs Triton then multiplies in TF32 (10-bit mantissa), about 1e-3 relative error per "

@@ -82,8 +82,9 @@ STEPS = [("cuda/06_hopper_tiles.py", "step 6"), ("cuda/07_dot_pipelining.py", "s
          ("cuda/09_head_dim_split.py", "step 9"), ("cuda/10_loop_form.py", "step 10")]
 GOAL = 0.95
 
-PLAIN, PIPELINED, WS, PERSISTENT, PERSISTENT_WS = 0, 1, 2, 3, 4
-_FORM = {PLAIN: "plain", PIPELINED: "pipe", WS: "ws", PERSISTENT: "pers", PERSISTENT_WS: "pws"}
+PLAIN, PIPELINED, WS, PERSISTENT, PERSISTENT_WS, PERSISTENT_PIPE = 0, 1, 2, 3, 4, 5
+_FORM = {PLAIN: "plain", PIPELINED: "pipe", WS: "ws", PERSISTENT: "pers", PERSISTENT_WS: "pws",
+         PERSISTENT_PIPE: "ppipe"}
 _WARP_SPECIALIZED = (WS, PERSISTENT_WS)
 
 
@@ -144,6 +145,10 @@ PERSISTENT_VARIANTS: dict[int, list[tuple]] = {
     128: [_v(128, 128, 8, 2, PERSISTENT), _v(128, 128, 8, 3, PERSISTENT), _v(128, 64, 8, 3, PERSISTENT),
           _v(64, 64, 4, 3, PERSISTENT, per_sm=2), _v(64, 64, 4, 2, PERSISTENT, per_sm=2),
           _v(128, 128, 4, 2, PERSISTENT_WS), _v(128, 64, 4, 2, PERSISTENT_WS),
+          # persistent with the key loop software-pipelined in one loop (block j's Q K^T issued before
+          # block j-1's softmax): pws's consumers wait on each block's own product
+          # (docs/measured/h100-fa-ncu-source), and Triton 3.6 does not compile this loop inside pws's
+          _v(128, 64, 8, 2, PERSISTENT_PIPE), _v(128, 64, 8, 3, PERSISTENT_PIPE),  # 128 x 128 spills
           # pws-128x128-s2 was the fastest at head dims 96 and 128 (an H100 and an H200, 2026-12-06);
           # these asked whether exponentials shared with the FMA units add to it: they did not, they
           # are slower everywhere (the warp-specialized ones spill up to 2.7 KB at the 168 registers
@@ -151,7 +156,7 @@ PERSISTENT_VARIANTS: dict[int, list[tuple]] = {
           _v(128, 128, 4, 2, PERSISTENT_WS, exp_fma=True), _v(128, 128, 4, 2, WS, exp_fma=True),
           _v(128, 64, 8, 3, PLAIN, exp_fma=True)],
     64: [_v(128, 128, 8, 3, PERSISTENT), _v(64, 128, 4, 2, PERSISTENT, per_sm=2), _v(128, 64, 8, 3, PERSISTENT),
-         _v(128, 128, 4, 2, PERSISTENT_WS), _v(64, 128, 4, 2, PLAIN, exp_fma=True),
+         _v(128, 128, 4, 2, PERSISTENT_WS), _v(128, 64, 8, 2, PERSISTENT_PIPE), _v(64, 128, 4, 2, PLAIN, exp_fma=True),
          _v(128, 128, 4, 2, PERSISTENT_WS, exp_fma=True)],
 }
 

@@ -20,8 +20,9 @@ SMEM_BYTES = 232448
 #: exchange buffers, 16.5 KB in the sm_90 compiler's report), rounded up.
 WS_SMEM_BYTES = 17 * 1024
 #: Loop forms (the LOOP meta-parameter): one program a query tile (plain, pipelined, warp-specialized),
-#: or persistent programs that walk the tiles (with the plain key loop, or warp-specialized over tiles).
-PLAIN, PIPELINED, WARP_SPECIALIZED, PERSISTENT, PERSISTENT_WS = 0, 1, 2, 3, 4
+#: or persistent programs that walk the tiles (with the plain key loop, warp-specialized over tiles,
+#: or with the key loop software-pipelined in one loop: PERSISTENT_PIPE).
+PLAIN, PIPELINED, WARP_SPECIALIZED, PERSISTENT, PERSISTENT_WS, PERSISTENT_PIPE = 0, 1, 2, 3, 4, 5
 #: log2 of how far a row maximum may grow before the lazy plain loop rescales (2^8 = 256).
 LAZY_GROWTH = 8.0
 
@@ -232,6 +233,19 @@ def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh
         for start in range(0, S, BLOCK_N):
             acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
                                            start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, MASKED, False, EXP_FMA)
+    elif LOOP == 5:   # persistent, the key loop software-pipelined in one loop: block j's Q K^T is
+        # issued before block j-1's softmax, so the tensor cores work during it (the warp-specialized
+        # loop's consumers wait on each block's own product: docs/measured/h100-fa-ncu-source; Triton
+        # 3.6 fails to compile this loop inside the warp-specialized one)
+        qk = _scores(q0, q1, k0_desc, k1_desc, row, 0, BLOCK_D0, SPLIT)
+        for start in range(BLOCK_N, S, BLOCK_N):
+            qk_next = _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0, SPLIT)
+            p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start - BLOCK_N, offs_n, S, qk_scale, MASKED, EXP_FMA)
+            acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start - BLOCK_N, BLOCK_D0, SPLIT)
+            qk = qk_next
+        last = (tl.cdiv(S, BLOCK_N) - 1) * BLOCK_N
+        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, last, offs_n, S, qk_scale, MASKED, EXP_FMA)
+        acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, last, BLOCK_D0, SPLIT)
     elif LOOP == 1:   # step 7's pipelined loop: P V of block j-1 in flight during block j's softmax
         p = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         alpha = tl.full([BLOCK_M], 1.0, tl.float32)

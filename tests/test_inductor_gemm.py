@@ -133,6 +133,56 @@ def test_long_k_is_split_over_the_programs_the_device_runs(monkeypatch):
     assert ns["matmul_kernel"].calls[0][0][2] == 1 and not ns["matmul_kernel_splits"].calls
 
 
+class _Driver:
+    """Stands in for ``triton.runtime.driver.active`` of a GPU backend: its target's ``arch`` (an
+    int for NVIDIA's compute capability, a gfx name for AMD, a property dict for Intel) and the
+    device properties it reports."""
+
+    def __init__(self, arch, properties):
+        from triton.backends.compiler import GPUTarget
+
+        self.target = GPUTarget("gpu", arch, 32)
+        self.properties = properties
+
+    def get_current_target(self):
+        return self.target
+
+    def get_current_device(self):
+        return 0
+
+    @property
+    def utils(self):
+        return type("Utils", (), {"get_device_properties": lambda _self, dev: self.properties})()
+
+
+@pytest.mark.parametrize("arch,props,precision,split", [
+    (90, {"multiprocessor_count": 132}, "tf32x3", 132),       # NVIDIA Hopper: TF32 tensor cores, 132 SMs
+    (75, {"multiprocessor_count": 40}, "ieee", 40),           # NVIDIA Turing: no TF32
+    ("gfx942", {"multiprocessor_count": 304}, "ieee", 304),   # AMD: float32 with FMA
+    ({"name": "Intel Arc B580"}, {"multiprocessor_count": 20}, "ieee", 20),  # Intel: its Xe-cores
+    ({"name": "an older driver"}, {}, "ieee", 1),             # no processor count: no split
+])
+def test_gpu_facts_come_from_tritons_driver_for_every_backend(monkeypatch, arch, props, precision, split):
+    """On a GPU the launcher asks Triton's driver (no vendor named in the module): TF32 tensor
+    cores only where the target's arch is NVIDIA's compute capability 8.0 or newer, and the
+    processors a long K is split over (K = 4096 >> 32 * max(2, 3), one output tile)."""
+    import types
+
+    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
+    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    fake = types.SimpleNamespace(cdiv=triton.cdiv,
+                                 runtime=types.SimpleNamespace(driver=types.SimpleNamespace(active=_Driver(arch, props))))
+    ns["triton"], ns["matmul_kernel"], ns["matmul_kernel_splits"] = fake, _Launches(), _Launches()
+    a, b = torch.empty(2, 4096, device="meta"), torch.empty(4096, 3, device="meta")
+    ns["matmul"](a, b)
+    (grid, kw), = ns["matmul_kernel"].calls
+    assert kw["INPUT_PRECISION"] == precision and kw["SPLIT_K"] == grid[2] == min(split, 4096 // (4 * 64))
+    assert bool(ns["matmul_kernel_splits"].calls) == (split > 1)
+    ns["matmul_kernel"].calls.clear()
+    ns["matmul"](a.half(), b.half())  # half-precision operands: the tensor cores as they are
+    assert ns["matmul_kernel"].calls[0][1]["INPUT_PRECISION"] == "ieee"
+
+
 @pytest.mark.parametrize("split", [2, 5])
 def test_split_k_products_match_torch(matmul, split):
     """Partial products of every split summed in order, then alpha, the bias and the output's

@@ -284,7 +284,8 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, inp
     else:  # the GPU as Triton's driver sees it (cuda, hip or xpu alike)
         driver = triton.runtime.driver.active
         target = driver.get_current_target()
-        processors = driver.utils.get_device_properties(driver.get_current_device())["multiprocessor_count"]
+        # SMs (NVIDIA), CUs (AMD), Xe-cores (Intel) as the driver reports them; 1 (no split) if not
+        processors = driver.utils.get_device_properties(driver.get_current_device()).get("multiprocessor_count") or 1
         # TF32 tensor cores: NVIDIA GPUs of compute capability 8.0 and newer (only NVIDIA's target
         # has a number for its arch, 10 * the capability; AMD's is a gfx name, Intel's a dict)
         tf32_tensor_cores = isinstance(target.arch, int) and target.arch >= 80

@@ -1,4 +1,4 @@
-"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows, with descriptors built on the device), is offered at head dim 128 in the one config the H200 ran right at every shape: 128 x 128 at two stages, the fastest there at S 2048 and 4096 (docs/measured/h200-fa-sweep-step10/warp-specialized). With Triton 3.6 every warp-specialized config hung with host-built descriptors (docs/measured/h200-fa-ws-hang), and with device-built ones three and four stages wrote infinities or left outputs unwritten; benchmarks/sweep_fa_hopper.py --warp-specialized checks every shape before a config enters a search space. Two persistent forms (one or two programs an SM walk the query tiles head by head, the key loop plain or the loop over tiles warp-specialized) are measured by benchmarks/sweep_fa_hopper.py --persistent and enter the search space only where that sweep finds them right and faster."""
+"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows, with descriptors built on the device), is offered at head dim 128 in the one config the H200 ran right at every shape: 128 x 128 at two stages, the fastest there at S 2048 and 4096 (docs/measured/h200-fa-sweep-step10/warp-specialized). With Triton 3.6 every warp-specialized config hung with host-built descriptors (docs/measured/h200-fa-ws-hang), and with device-built ones three and four stages wrote infinities or left outputs unwritten; benchmarks/sweep_fa_hopper.py --warp-specialized checks every shape before a config enters a search space. Three persistent forms (one or two programs an SM walk the query tiles head by head: the key loop plain, the loop over tiles warp-specialized, or the key loop software-pipelined in one loop) are measured by benchmarks/sweep_fa_hopper.py --persistent and enter the search space only where that sweep finds them right and faster."""
 
 from functools import partial
 
@@ -48,7 +48,7 @@ def _block_shapes(nargs: dict) -> None:
 def _config(bm: int, bn: int, warps: int, stages: int, loop: int = PIPELINED, lazy: bool = False,
             per_sm: int = 1, exp_fma: bool = False) -> triton.Config:
     """A config: tile, warps, pipeline depth, loop form (:data:`PLAIN`, :data:`PIPELINED`,
-    :data:`WARP_SPECIALIZED`, :data:`PERSISTENT`, :data:`PERSISTENT_WS`), for the plain loop whether the rescale is lazy, for the
+    :data:`WARP_SPECIALIZED`, :data:`PERSISTENT`, :data:`PERSISTENT_WS`, :data:`PERSISTENT_PIPE`), for the plain loop whether the rescale is lazy, for the
     persistent forms how many programs share an SM, and whether half of each block's
     exponentials run on the FMA units (EXP_FMA, :func:`_exp2_fma`)."""
     if lazy and loop != PLAIN:
@@ -237,15 +237,21 @@ def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh
         # issued before block j-1's softmax, so the tensor cores work during it (the warp-specialized
         # loop's consumers wait on each block's own product: docs/measured/h100-fa-ncu-source; Triton
         # 3.6 fails to compile this loop inside the warp-specialized one)
-        qk = _scores(q0, q1, k0_desc, k1_desc, row, 0, BLOCK_D0, SPLIT)
+        # Prologue and epilogue are loops of one trip, as in step 7's loop: straight-line blocks
+        # around a loop were miscompiled on the GPU where the head dim is split (step 8's fault,
+        # docs/measured/h200-fa-step8; this form's first version, docs/measured/h100-fa-ppipe)
+        last = (tl.cdiv(S, BLOCK_N) - 1) * BLOCK_N
+        qk = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        for start in range(0, BLOCK_N, BLOCK_N):
+            qk = _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0, SPLIT)
         for start in range(BLOCK_N, S, BLOCK_N):
             qk_next = _scores(q0, q1, k0_desc, k1_desc, row, start, BLOCK_D0, SPLIT)
             p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start - BLOCK_N, offs_n, S, qk_scale, MASKED, EXP_FMA)
             acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start - BLOCK_N, BLOCK_D0, SPLIT)
             qk = qk_next
-        last = (tl.cdiv(S, BLOCK_N) - 1) * BLOCK_N
-        p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, last, offs_n, S, qk_scale, MASKED, EXP_FMA)
-        acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, last, BLOCK_D0, SPLIT)
+        for start in range(last, last + BLOCK_N, BLOCK_N):
+            p, alpha, l_i, m_i = _softmax(qk, l_i, m_i, start, offs_n, S, qk_scale, MASKED, EXP_FMA)
+            acc0, acc1 = _pv(acc0, acc1, p, alpha, v0_desc, v1_desc, row, start, BLOCK_D0, SPLIT)
     elif LOOP == 1:   # step 7's pipelined loop: P V of block j-1 in flight during block j's softmax
         p = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         alpha = tl.full([BLOCK_M], 1.0, tl.float32)
@@ -287,7 +293,7 @@ def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr
               EXP_FMA: tl.constexpr, MASKED: tl.constexpr):
     # *0_desc, *1_desc: host-built descriptors over the [B*A*S, D] views, BLOCK_D0 and BLOCK_D1 wide;
     # q_ptr, k_ptr, v_ptr: the same views, for the descriptors the warp-specialized forms build here.
-    # Grid: (query tiles of a head, heads), one program a tile; for the persistent forms (LOOP 3, 4)
+    # Grid: (query tiles of a head, heads), one program a tile; for the persistent forms (LOOP 3, 4, 5)
     # PER_SM programs an SM, each walking the tiles pid, pid + programs, ... head by head
     if LOOP == 2 or LOOP == 4:   # Triton partitions the loads of device-built descriptors
         # between its consumer warpgroups, not those of host-built ones (with which every config hung)

@@ -250,3 +250,42 @@ def test_names_do_not_shadow_the_problem(tmp_path):
     bad.output_code = bad.output_code.replace("extern_kernels.mm(", "extern_kernels.mm(1, 2, ")
     with pytest.raises(InductorCodeError, match="extern_kernels.mm"):
         convert(bad, (FIX / "matmul_transposed.py").read_text())
+
+
+def test_the_tf32_rule_reads_the_precision_a_launch_chose():
+    """``input_precision`` given by a constexpr is settled by the launch, whether the value is
+    passed by keyword, by position or left at its default: "ieee" is no finding, "tf32x3" the
+    info finding ``fp32_dot_tf32x3``, "tf32" the TF32 warning."""
+    import inspect
+    import textwrap
+
+    from xeforge_core.worker.capture import LaunchRecorder
+    from xeforge_core.worker.roles import launch_findings
+
+    @triton.jit
+    def dot_tile(a_ptr, b_ptr, c_ptr, PREC: tl.constexpr = "ieee"):
+        offs = tl.arange(0, 16)
+        a = tl.load(a_ptr + offs[:, None] * 16 + offs[None, :])
+        b = tl.load(b_ptr + offs[:, None] * 16 + offs[None, :])
+        tl.store(c_ptr + offs[:, None] * 16 + offs[None, :], tl.dot(a, b, input_precision=PREC))
+
+    source = textwrap.dedent(inspect.getsource(dot_tile.fn))
+    a, b, c = _rand(16, 16), _rand(16, 16), torch.empty(16, 16)
+    found = {}
+    for name, launch in {"default": lambda: dot_tile[(1,)](a, b, c), "positional": lambda: dot_tile[(1,)](a, b, c, "ieee"),
+                         "keyword x3": lambda: dot_tile[(1,)](a, b, c, PREC="tf32x3"),
+                         "positional tf32": lambda: dot_tile[(1,)](a, b, c, "tf32")}.items():
+        rec = LaunchRecorder()
+        rec.install()
+        try:
+            launch()
+        finally:
+            rec.uninstall()
+        found[name] = [(f.rule, f.severity) for f in launch_findings(rec.launches, {"dot_tile": source})]
+    assert found == {"default": [], "positional": [], "keyword x3": [("fp32_dot_tf32x3", "info")],
+                     "positional tf32": [("fp32_dot_tf32", "warning")]}
+
+
+def test_split_k_below_one_is_refused(matmul):
+    with pytest.raises(ValueError, match="split_k=0"):
+        matmul(_rand(4, 8), _rand(8, 4), split_k=0)

@@ -78,7 +78,8 @@ class FirstVersion:
         if self.gemm_calls:
             text += (f"; the matrix products Inductor leaves to library calls ({', '.join(sorted(set(self.gemm_calls)))})"
                      f" written as the tiled Triton GEMM kernel {self.gemm_kernel} ({self.gemm_origin}; "
-                     "float32 in full precision, no TF32)")
+                     "float32 never in plain TF32: three TF32 products on NVIDIA GPUs of compute capability "
+                     "8.0 and newer, full float32 elsewhere; a long K split over programs)")
         if lib:
             text += f"; left to torch library calls, not Triton yet: {lib}"
         if self.library_products:
@@ -91,7 +92,7 @@ class FirstVersion:
         if not self.library_products:
             return ""
         return (f"{', '.join(sorted(set(self.library_products)))}: float32/float64 matrix products stay the library's "
-                "GEMM beside the Triton epilogue (a Triton kernel has no tensor-core path at that precision)")
+                "GEMM beside the Triton epilogue (faster there than a Triton kernel's product at that precision)")
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,8 +24,9 @@ launches one generic kernel (default name ``matmul_kernel``):
   interpreter, AMD and Intel GPUs); the launcher's ``input_precision`` argument overrides it;
 * a split of K over programs (``split_k``; the grid's third axis) where K is long against the
   output (``K >= 32 * max(M, N)``, the threshold of TorchInductor's ``decompose_k``) and the
-  output has fewer tiles than the device has processors (SMs / Xe-cores, from Triton's driver;
-  the host's threads in the interpreter): each program multiplies a run of whole ``BLOCK_K``
+  device has at least twice as many processors as the output has tiles (SMs / CUs / Xe-cores,
+  from Triton's driver; the host's threads in the interpreter), ``processors // tiles`` splits
+  of at least four ``BLOCK_K`` steps each: each program multiplies a run of whole ``BLOCK_K``
   steps into a float32 (float64) partial product, and a second kernel sums the splits in order
   (the same result on every run, no atomics) and applies alpha, the bias and the output's dtype;
 * address arithmetic in int64 where rows and batches start (operands of more than 2**31
@@ -40,9 +41,9 @@ A call the kernel cannot express stays the torch call and is named as not Triton
 whose dtype is not float16/bfloat16/float32/float64 or is unknown from the host code (integer
 products, ``_int_mm``), ``addbmm`` (a sum over the batch), convolutions. A float32 or float64
 product stays the library call too where the forward runs other Triton kernels (its epilogue):
-the library's GEMM has no rival in a Triton kernel without tensor cores
-(:data:`TENSOR_CORE_DTYPES`), so the kernel is written for it only where the forward would
-otherwise launch no Triton kernel at all.
+the library's float32 GEMM is faster than this kernel's at most shapes (:data:`TENSOR_CORE_DTYPES`),
+so the kernel is written for it only where the forward would otherwise launch no Triton kernel at
+all.
 """
 
 from __future__ import annotations
@@ -67,11 +68,14 @@ GEMM_OPS: dict[str, tuple[str, ...]] = {
 
 #: Result dtypes the kernel computes (``tl.dot`` operands with a float accumulator).
 FLOAT_DTYPES = frozenset({"torch.float32", "torch.float16", "torch.bfloat16", "torch.float64"})
-#: Result dtypes whose products run on tensor cores / XMX in a Triton ``tl.dot`` (float32 in full
-#: IEEE precision and float64 have no such path: a Triton kernel multiplies them with FMA
-#: instructions). On the H200 (2026-12-04, docs/measured/h200-inductor-kb-first) the first
-#: versions of eleven KernelBench level 2 problems with a float32 GEMM and an epilogue ran at
-#: 0.30-0.60x of eager with their products in this kernel, against cuBLAS's float32 GEMM.
+#: Result dtypes whose products run on tensor cores / XMX at their own precision in a Triton
+#: ``tl.dot``, where this kernel rivals the library's GEMM. float64 has no such path, and float32
+#: either none (FMA instructions) or three TF32 products (NVIDIA, compute capability 8.0 and
+#: newer). On the H200 (2026-12-04, docs/measured/h200-inductor-kb-first) the first versions of
+#: eleven KernelBench level 2 problems with a float32 GEMM and an epilogue ran at 0.30-0.60x of
+#: eager with their products in this kernel in full float32; on an H100 (2026-12-06,
+#: docs/measured/h100-gemm-first-version) level 1's float32 products ran at 0.71-0.80x of cuBLAS
+#: at most shapes either way (1.7-1.9x where B is read transposed, with three TF32 products).
 TENSOR_CORE_DTYPES = frozenset({"torch.float16", "torch.bfloat16"})
 
 #: Default names of the host function and the kernel (made unique against the problem's names).
@@ -235,10 +239,12 @@ def {splits_kernel}(
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < total
     acc = tl.zeros((BLOCK,), dtype=ACC_DTYPE)
+    part_ptrs = part_ptr + offs   # 64-bit offsets: SPLIT_K * total may pass 2**31
     for s in range(SPLIT_K):
-        acc += tl.load(part_ptr + s * total + offs, mask=mask, other=0.0)
+        acc += tl.load(part_ptrs, mask=mask, other=0.0)
+        part_ptrs += total
     acc = acc * alpha
-    batch = offs // (M * N)
+    batch = offs // (M.to(tl.int64) * N)
     row = (offs // N) % M
     col = offs % N
     if HAS_BIAS:
@@ -292,6 +298,8 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, inp
     if input_precision is None:
         # a float32 product as three TF32 products where TF32 tensor cores exist, else FMA
         input_precision = "tf32x3" if tf32_tensor_cores and a.dtype == torch.float32 else "ieee"
+    if split_k is not None and split_k < 1:
+        raise ValueError(f"{launcher}: split_k={{split_k}}: a split of K needs at least one program")
     if split_k is None:
         # K split over programs where it is long (K >= 32 * max(M, N), TorchInductor's decompose_k
         # rule) and the output has fewer tiles than the device runs programs at once

@@ -31,7 +31,7 @@ class LaunchRecord:
     element count of its largest tensor argument; ``float32_args`` whether any tensor argument
     is float32; ``scalars`` the integer arguments that are not constexprs (sizes, strides) and
     ``constants`` the integer constexprs (tile sizes, given by keyword or position), by parameter
-    name; ``tensor_bytes`` the bytes of its tensor arguments, each distinct view counted once (what
+    name; ``choices`` the string and boolean constexprs likewise; ``tensor_bytes`` the bytes of its tensor arguments, each distinct view counted once (what
     the launch can read or write, the measure of its memory traffic)."""
 
     kernel: str
@@ -43,6 +43,9 @@ class LaunchRecord:
     float32_args: bool = False
     scalars: dict[str, int] = field(default_factory=dict)
     constants: dict[str, int] = field(default_factory=dict)
+    #: the string and boolean constexprs (``INPUT_PRECISION="ieee"``, ``HAS_BIAS=True``), given by
+    #: keyword, by position or left at their defaults, by parameter name
+    choices: dict[str, str | bool] = field(default_factory=dict)
     tensor_bytes: int = 0
     #: the launched kernel's Python function (its source and globals: a kernel nested in a class,
     #: or sharing its name with another, is read from here rather than looked up by name)
@@ -100,6 +103,16 @@ def integer_arguments(fn_self: Any, bound: dict[str, Any] | None) -> tuple[dict[
         if isinstance(value, int) and not isinstance(value, bool):
             (constants if name in constexprs else scalars)[name] = int(value)
     return scalars, constants
+
+
+def choice_arguments(fn_self: Any, bound: dict[str, Any] | None) -> dict[str, str | bool]:
+    """The string and boolean constexprs of a launch by parameter name (``bound``: its arguments,
+    defaults applied), the values that choose a kernel's code path (a ``tl.dot``'s precision)."""
+    if not bound:
+        return {}
+    constexprs = _constexpr_names(fn_self)
+    return {name: value for name, value in bound.items()
+            if name in constexprs and isinstance(value, (str, bool))}
 
 
 def resolve_grid(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
@@ -250,7 +263,7 @@ class LaunchRecorder:
                                main_thread=threading.current_thread() is threading.main_thread(),
                                side_stream=bool(recorder.on_side_stream()), grid=resolved,
                                largest_arg=largest, float32_args=f32, scalars=scalars, constants=constants,
-                               tensor_bytes=nbytes, function=python_function(fn_self))
+                               choices=choice_arguments(fn_self, bound), tensor_bytes=nbytes, function=python_function(fn_self))
             recorder.launches.append(rec)
             if recorder.dry:
                 return None

@@ -418,9 +418,10 @@ def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Fi
                 "warning")
         if not rec.float32_args:
             continue
-        key = (rec.kernel, tuple(sorted((k, v) for k, v in rec.constexprs.items() if isinstance(v, (str, bool)))))
+        choices = {**rec.choices, **{k: v for k, v in rec.constexprs.items() if isinstance(v, (str, bool))}}
+        key = (rec.kernel, tuple(sorted(choices.items())))
         if key not in tf32_by_kernel:
-            tf32_by_kernel[key] = tf32_dots(src, rec.constexprs)
+            tf32_by_kernel[key] = tf32_dots(src, choices)
         tf32 = tf32_by_kernel[key]
         if tf32 and all('"tf32x3"' in why for why in tf32):
             found[("fp32_dot_tf32x3", rec.kernel)] = Finding(

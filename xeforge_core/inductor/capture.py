@@ -50,7 +50,9 @@ class Capture:
     device it was traced on; ``generated_for`` the Triton target the code was generated for.
     ``source_sha256``: the SHA-256 of the problem module it was traced from (``""`` in captures
     written before it was recorded). ``specialised``: sizes code generation fixed to their traced value (``{"x.size(1)": 8}``;
-    empty when every size of the problem is a symbol of the code).
+    empty when every size of the problem is a symbol of the code). ``size_hints``: the published
+    sizes Inductor's heuristics were given as the hints of the traced ones (``{"input 0 dim 1":
+    32768}``; empty when traced at the published size or when they could not be had).
     """
 
     problem: str
@@ -65,6 +67,7 @@ class Capture:
     overrides: dict[str, Any] = field(default_factory=dict)
     specialised: dict[str, int] = field(default_factory=dict)
     source_sha256: str = ""
+    size_hints: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -155,4 +158,5 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
                    outputs=result["outputs"], forward_params=result["forward_params"],
                    device=result.get("device", device_type), generated_for=result.get("generated_for", ""),
                    torch=result.get("torch", ""), triton=result.get("triton", ""), overrides=dict(overrides or {}),
-                   specialised=dict(result.get("specialised") or {}), source_sha256=source_digest(source))
+                   specialised=dict(result.get("specialised") or {}), source_sha256=source_digest(source),
+                   size_hints=dict(result.get("size_hints") or {}))

@@ -13,7 +13,8 @@ What it does: builds ``Model(*get_init_inputs())`` and the inputs on the device,
 ``torch.compile(model, backend=<recording backend>, dynamic=True, fullgraph=True)`` under
 ``torch.no_grad()`` with the model in the mode the problem leaves it in (the mode the verifier
 runs it in). Parameter shapes are made dynamic too, so the code holds for every size of the
-problem. The recording backend notes what each graph input is (a parameter or buffer of the
+problem. Traced at reduced sizes (``overrides``), the inputs carry the published sizes as the hints
+Inductor's heuristics read (:func:`_hint_published_sizes`); a trace they break runs again without. The recording backend notes what each graph input is (a parameter or buffer of the
 model, a forward input, or a size of one of them) and hands the graph to Inductor; Inductor's
 output code is taken from ``GraphLowering.save_output_code`` before Inductor loads it, and the
 compile is stopped there. On cpu, Inductor generates Triton code (``cpu_backend = "triton"``)
@@ -24,7 +25,8 @@ The result (``JOB_DIR/result.json``): ``ok``; on success ``output_code`` (Induct
 text, verbatim), ``graph_inputs`` (in the order of ``call(args)``: ``{"kind": "parameter" |
 "buffer" | "input" | "size", "expr": "self.lin.weight" | "x" | "x.size(0)", "shape", "dtype"}``),
 ``outputs`` (``{"structure": "tensor" | "tuple" | "list", "count": n}``), ``forward_params``,
-``device``, ``generated_for``, ``torch`` and ``triton`` versions; on failure ``stage``
+``device``, ``generated_for``, ``size_hints`` (the published sizes given as hints), ``torch`` and
+``triton`` versions; on failure ``stage``
 (``load``, ``inputs``, ``forward``, ``trace``, ``generate``) and ``error``.
 """
 
@@ -221,6 +223,45 @@ def _index_in_64_bits() -> None:
         scheduling.can_use_32bit_indexing = staticmethod(lambda numel, buffers: False)
 
 
+def _published_shapes(module: Any) -> list[tuple[int, ...] | None] | None:
+    """The shapes of ``get_inputs()`` at the problem's published sizes (its own constants), made on
+    the meta device (nothing allocated); ``None`` where they cannot be had that way."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            published = list(module.get_inputs())
+    except Exception:  # noqa: BLE001 - a get_inputs() that needs real data: no hints, as before
+        return None
+    return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in published]
+
+
+def _hint_published_sizes(inputs: list[Any], published: list[tuple[int, ...] | None] | None) -> dict[str, int]:
+    """Give Inductor's heuristics the published sizes as the hints of the traced (smaller) ones:
+    a split reduction's number of partial sums, a reduction's persistent or looped form and its
+    block sizes are chosen from a size's hint, which is otherwise the traced value, so a trace at
+    the verifier's reduced size wrote kernels for that size (KernelBench level 1's whole-tensor
+    losses kept 8 partial sums for a billion elements: docs/measured/h200-inductor-kb-first).
+    Every size stays a symbol. Set as ``torch._dynamo.mark_dynamic(..., hint_override=)`` sets it
+    (the tensor's ``_dynamo_hint_overrides``, read when Dynamo makes its fake tensor: PyTorch pull
+    request 161879) without mark_dynamic's constraint, which fails the trace where Dynamo
+    specializes a size; only dims of at least 2 at both sizes (0 and 1 are specialized). Returns
+    ``{"input i dim d": published size}`` of the hints set."""
+    import torch
+
+    hinted: dict[str, int] = {}
+    if not published or len(published) != len(inputs):
+        return hinted
+    for i, (t, shape) in enumerate(zip(inputs, published)):
+        if not isinstance(t, torch.Tensor) or shape is None or len(shape) != t.dim():
+            continue
+        over = {d: int(n) for d, n in enumerate(shape) if n != t.shape[d] and n >= 2 and t.shape[d] >= 2}
+        if over:
+            t._dynamo_hint_overrides = {**getattr(t, "_dynamo_hint_overrides", {}), **over}
+            hinted.update({f"input {i} dim {d}": n for d, n in over.items()})
+    return hinted
+
+
 def _graph_input_dims(gm: Any, bindings: list[dict[str, Any]]) -> Any:
     """``(binding, dim, size, expr)`` for every dimension of every tensor graph input, ``expr``
     the size's symbolic expression (``None`` for a plain integer), read from the placeholders'
@@ -306,12 +347,14 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         with module_overrides(module, job.get("overrides") or {}):
             init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
             raw_inputs = list(module.get_inputs())
+        published = _published_shapes(module) if job.get("overrides") else None
         from xeforge_core.problem.entry import problem_class
         from xeforge_core.worker.formats.base import constructor_values
 
         cls = getattr(module, problem_class(job["source"]))  # Model, or a KernelBook problem's module
         model = cls(*constructor_values(cls, init)).to(device)
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in raw_inputs]
+        hinted = _hint_published_sizes(inputs, published)
         forward_params = [p for p, v in inspect.signature(model.forward).parameters.items()
                           if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)]
     except BaseException as exc:
@@ -378,23 +421,41 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         codes.append(code)
         raise _Captured()
 
+    def trace() -> BaseException | None:
+        torch._dynamo.reset()
+        try:
+            with torch.no_grad():
+                torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
+        except BaseException as exc:  # noqa: BLE001 - _Captured ends every successful trace
+            return None if codes else exc
+        return None
+
     saved_hook = GraphLowering.save_output_code
     GraphLowering.save_output_code = save  # type: ignore[assignment]
-    torch._dynamo.reset()
     try:
-        with torch.no_grad():
-            torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
-    except BaseException as exc:
-        if not codes:
-            return _fail("trace" if not graphs else "generate", exc, job)
+        failure = trace()
+        if failure is not None and hinted:
+            # the published sizes as hints can break a trace that compares a size with a module's
+            # constant (LayerNorm's normalized_shape at the traced size): trace without them
+            for t in inputs:
+                if isinstance(t, torch.Tensor) and hasattr(t, "_dynamo_hint_overrides"):
+                    del t._dynamo_hint_overrides
+            hinted = {}
+            for found in (graphs, codes, sized, envs):
+                found.clear()
+            static.clear()
+            failure = trace()
     finally:
         GraphLowering.save_output_code = saved_hook  # type: ignore[assignment]
+    if failure is not None:
+        return _fail("trace" if not graphs else "generate", failure, job)
     if len(codes) != 1 or len(graphs) != 1:
         return _fail("generate", f"TorchInductor produced {len(codes)} output module(s) for {len(graphs)} "
                                  "graph(s); exactly one of each is expected")
     return {"ok": True, "output_code": codes[0], "graph_inputs": graphs[0], "outputs": structure,
             "specialised": {**static, **_specialised(sized, envs[0] if envs else None)},
             "forward_params": forward_params, "device": device, "generated_for": generated_for,
+            "size_hints": hinted,
             "torch": torch.__version__, "triton": triton.__version__}
 
 

@@ -302,7 +302,7 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, inp
         raise ValueError(f"{launcher}: split_k={{split_k}}: a split of K needs at least one program")
     if split_k is None:
         # K split over programs where it is long (K >= 32 * max(M, N), TorchInductor's decompose_k
-        # rule) and the output has fewer tiles than the device runs programs at once
+        # rule) and the output has at most half as many tiles as the device has processors
         tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) * batch
         split_k = 1
         if K >= 32 * max(M, N):

@@ -13,8 +13,9 @@ What it does: builds ``Model(*get_init_inputs())`` and the inputs on the device,
 ``torch.compile(model, backend=<recording backend>, dynamic=True, fullgraph=True)`` under
 ``torch.no_grad()`` with the model in the mode the problem leaves it in (the mode the verifier
 runs it in). Parameter shapes are made dynamic too, so the code holds for every size of the
-problem. Traced at reduced sizes (``overrides``), the inputs carry the published sizes as the hints
-Inductor's heuristics read (:func:`_hint_published_sizes`); a trace they break runs again without. The recording backend notes what each graph input is (a parameter or buffer of the
+problem. Traced at reduced sizes (``overrides``), the inputs carry the published sizes as the
+hints Inductor's heuristics read (:func:`_hint_published_sizes`); a trace they break runs again
+without them. The recording backend notes what each graph input is (a parameter or buffer of the
 model, a forward input, or a size of one of them) and hands the graph to Inductor; Inductor's
 output code is taken from ``GraphLowering.save_output_code`` before Inductor loads it, and the
 compile is stopped there. On cpu, Inductor generates Triton code (``cpu_backend = "triton"``)

@@ -325,3 +325,23 @@ def test_inductor_is_given_the_published_sizes_as_hints_where_it_traces_smaller_
     a, b = torch.rand(512, 256), torch.rand(512, 256)
     got = ns["ModelNew"]()(a, b)
     assert torch.allclose(got, torch.mean((a.double() - b.double()) ** 2).float(), rtol=1e-5), got
+
+
+def test_a_capture_says_why_inductor_was_given_no_published_sizes():
+    """A ``get_inputs()`` that takes a tensor through numpy does not run on the meta device (a meta
+    tensor has no data), so the published sizes
+    cannot be had without allocating them: the capture traces as before and says why, and the
+    first version's rationale carries it."""
+    source = (
+        "import torch\n\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.abs(x).mean()\n\n"
+        "rows = 256\ncols = 128\n\n"
+        "def get_inputs():\n"
+        "    return [torch.from_numpy(torch.randn(rows, cols).numpy())]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    cap = capture(source, name="numpy_inputs", device="cpu", overrides={"rows": 64, "cols": 32})
+    assert cap.size_hints == {} and "meta device" in cap.size_hints_note, cap.size_hints_note
+    assert "meta device" in convert(cap, source).rationale

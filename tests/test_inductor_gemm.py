@@ -114,6 +114,7 @@ def test_float32_precision_is_full_off_nvidia_and_settled_by_the_launch():
     x3 = tf32_dots(source, {"INPUT_PRECISION": "tf32x3"})
     assert len(x3) == 1 and 'input_precision="tf32x3"' in x3[0]
     assert "chosen at compile time" in tf32_dots(source)[0]  # not known without the launch
+    assert "torch.float64" not in source  # the host code names no float64 (the no_float64 rule)
 
 
 def test_long_k_is_split_over_the_programs_the_device_runs(monkeypatch):

@@ -52,7 +52,8 @@ class Capture:
     written before it was recorded). ``specialised``: sizes code generation fixed to their traced value (``{"x.size(1)": 8}``;
     empty when every size of the problem is a symbol of the code). ``size_hints``: the published
     sizes Inductor's heuristics were given as the hints of the traced ones (``{"input 0 dim 1":
-    32768}``; empty when traced at the published size or when they could not be had).
+    32768}``; empty when traced at the published size or when they could not be had, and then
+    ``size_hints_note`` says why).
     """
 
     problem: str
@@ -68,6 +69,7 @@ class Capture:
     specialised: dict[str, int] = field(default_factory=dict)
     source_sha256: str = ""
     size_hints: dict[str, int] = field(default_factory=dict)
+    size_hints_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -159,4 +161,5 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
                    device=result.get("device", device_type), generated_for=result.get("generated_for", ""),
                    torch=result.get("torch", ""), triton=result.get("triton", ""), overrides=dict(overrides or {}),
                    specialised=dict(result.get("specialised") or {}), source_sha256=source_digest(source),
-                   size_hints=dict(result.get("size_hints") or {}))
+                   size_hints=dict(result.get("size_hints") or {}),
+                   size_hints_note=str(result.get("size_hints_note") or ""))

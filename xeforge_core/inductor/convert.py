@@ -66,6 +66,9 @@ class FirstVersion:
     gemm_kernel: str = ""
     gemm_origin: str = ""
     library_products: list[str] = field(default_factory=list)
+    #: why Inductor's heuristics read the traced sizes, not the published ones ("" when they read
+    #: the published ones, or the trace was at the published size): ``Capture.size_hints_note``
+    size_hints_note: str = ""
 
     @property
     def rationale(self) -> str:
@@ -79,7 +82,10 @@ class FirstVersion:
             text += (f"; the matrix products Inductor leaves to library calls ({', '.join(sorted(set(self.gemm_calls)))})"
                      f" written as the tiled Triton GEMM kernel {self.gemm_kernel} ({self.gemm_origin}; "
                      "float32 never in plain TF32: three TF32 products on NVIDIA GPUs of compute capability "
-                     "8.0 and newer, full float32 elsewhere; a long K split over programs)")
+                     "8.0 and newer, full float32 elsewhere; K split over programs where it is long against "
+                     "the output, the partial products summed by a second kernel)")
+        if self.size_hints_note:
+            text += f"; {self.size_hints_note}"
         if lib:
             text += f"; left to torch library calls, not Triton yet: {lib}"
         if self.library_products:
@@ -502,7 +508,8 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
                         torch=capture.torch, gemm_calls=list(host.gemm_calls),
                         gemm_kernel=gemm_kernel if config is not None else "",
                         gemm_origin=config.origin if config is not None else "",
-                        library_products=list(host.library_products))
+                        library_products=list(host.library_products),
+                        size_hints_note=capture.size_hints_note)
 
 
 def _unique(base: str, taken: set[str]) -> str:

@@ -309,8 +309,8 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, inp
             split_k = max(1, min(processors // tiles, triton.cdiv(K, 4 * BLOCK_K)))
     part = c
     if split_k > 1:
-        part = torch.empty((split_k, batch, M, N), dtype=torch.float64 if acc_dtype == tl.float64 else torch.float32,
-                           device=a.device)
+        # partial products at the accumulator's precision (float64 operands keep it, the rest float32)
+        part = torch.empty((split_k, batch, M, N), dtype=torch.promote_types(a.dtype, torch.float32), device=a.device)
     grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N), batch, split_k)
     {kernel}[grid](
         a, b, c, bias_full, part, M, N, K,

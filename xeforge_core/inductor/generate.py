@@ -26,7 +26,8 @@ The result (``JOB_DIR/result.json``): ``ok``; on success ``output_code`` (Induct
 text, verbatim), ``graph_inputs`` (in the order of ``call(args)``: ``{"kind": "parameter" |
 "buffer" | "input" | "size", "expr": "self.lin.weight" | "x" | "x.size(0)", "shape", "dtype"}``),
 ``outputs`` (``{"structure": "tensor" | "tuple" | "list", "count": n}``), ``forward_params``,
-``device``, ``generated_for``, ``size_hints`` (the published sizes given as hints), ``torch`` and
+``device``, ``generated_for``, ``size_hints`` (the published sizes given as hints) and
+``size_hints_note`` (why none were, where the trace was at reduced sizes), ``torch`` and
 ``triton`` versions; on failure ``stage``
 (``load``, ``inputs``, ``forward``, ``trace``, ``generate``) and ``error``.
 """
@@ -224,17 +225,21 @@ def _index_in_64_bits() -> None:
         scheduling.can_use_32bit_indexing = staticmethod(lambda numel, buffers: False)
 
 
-def _published_shapes(module: Any) -> list[tuple[int, ...] | None] | None:
+def _published_shapes(module: Any) -> tuple[list[tuple[int, ...] | None] | None, str]:
     """The shapes of ``get_inputs()`` at the problem's published sizes (its own constants), made on
-    the meta device (nothing allocated); ``None`` where they cannot be had that way."""
+    the meta device (nothing allocated), and ``""``; ``(None, why)`` where they cannot be had that
+    way (a ``get_inputs()`` that builds its tensors from numpy or Python data)."""
     import torch
 
     try:
         with torch.device("meta"):
             published = list(module.get_inputs())
-    except Exception:  # noqa: BLE001 - a get_inputs() that needs real data: no hints, as before
-        return None
-    return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in published]
+    except Exception as exc:  # noqa: BLE001 - a get_inputs() that needs real data: no hints, said
+        return None, (f"Inductor's heuristics (split reductions, block sizes) read the traced sizes, not the "
+                      f"published ones: get_inputs() does not run on the meta device ({type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:160] if str(exc) else ''}); build its tensors with torch "
+                      "factories (torch.randn, torch.rand) for kernels sized for the published inputs")
+    return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in published], ""
 
 
 def _hint_published_sizes(inputs: list[Any], published: list[tuple[int, ...] | None] | None) -> dict[str, int]:
@@ -348,7 +353,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         with module_overrides(module, job.get("overrides") or {}):
             init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
             raw_inputs = list(module.get_inputs())
-        published = _published_shapes(module) if job.get("overrides") else None
+        published, hints_note = _published_shapes(module) if job.get("overrides") else (None, "")
         from xeforge_core.problem.entry import problem_class
         from xeforge_core.worker.formats.base import constructor_values
 
@@ -442,6 +447,8 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
                 if isinstance(t, torch.Tensor) and hasattr(t, "_dynamo_hint_overrides"):
                     del t._dynamo_hint_overrides
             hinted = {}
+            hints_note = ("Inductor's heuristics read the traced sizes: the trace failed with the published "
+                          "sizes as hints and was run again without them")
             for found in (graphs, codes, sized, envs):
                 found.clear()
             static.clear()
@@ -456,7 +463,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     return {"ok": True, "output_code": codes[0], "graph_inputs": graphs[0], "outputs": structure,
             "specialised": {**static, **_specialised(sized, envs[0] if envs else None)},
             "forward_params": forward_params, "device": device, "generated_for": generated_for,
-            "size_hints": hinted,
+            "size_hints": hinted, "size_hints_note": hints_note,
             "torch": torch.__version__, "triton": triton.__version__}
 
 

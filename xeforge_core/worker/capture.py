@@ -91,28 +91,25 @@ def _constexpr_names(fn_self: Any) -> set[str]:
     return {n for n, p in sig.parameters.items() if "constexpr" in str(p.annotation)}
 
 
-def integer_arguments(fn_self: Any, bound: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, int]]:
-    """``(scalars, constants)``: the integer arguments of a launch that are not constexprs, and
-    the integer constexprs, by parameter name (booleans left out)."""
+def launch_arguments(fn_self: Any, bound: dict[str, Any] | None
+                     ) -> tuple[dict[str, int], dict[str, int], dict[str, str | bool]]:
+    """``(scalars, constants, choices)`` of a launch, by parameter name (``bound``: its arguments,
+    defaults applied): the integer arguments that are not constexprs, the integer constexprs, and
+    the string and boolean constexprs, the values that choose a kernel's code path (a ``tl.dot``'s
+    precision). Booleans count as choices, not integers."""
     if not bound:
-        return {}, {}
+        return {}, {}, {}
     constexprs = _constexpr_names(fn_self)
     scalars: dict[str, int] = {}
     constants: dict[str, int] = {}
+    choices: dict[str, str | bool] = {}
     for name, value in bound.items():
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, (str, bool)):
+            if name in constexprs:
+                choices[name] = value
+        elif isinstance(value, int):
             (constants if name in constexprs else scalars)[name] = int(value)
-    return scalars, constants
-
-
-def choice_arguments(fn_self: Any, bound: dict[str, Any] | None) -> dict[str, str | bool]:
-    """The string and boolean constexprs of a launch by parameter name (``bound``: its arguments,
-    defaults applied), the values that choose a kernel's code path (a ``tl.dot``'s precision)."""
-    if not bound:
-        return {}
-    constexprs = _constexpr_names(fn_self)
-    return {name: value for name, value in bound.items()
-            if name in constexprs and isinstance(value, (str, bool))}
+    return scalars, constants, choices
 
 
 def resolve_grid(fn_self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
@@ -258,12 +255,12 @@ class LaunchRecorder:
             bound = bound_arguments(fn_self, args, kwargs)
             resolved = resolve_grid(fn_self, args, kwargs, grid, bound)
             largest, f32, nbytes = _arg_facts(fn_self, args, kwargs)
-            scalars, constants = integer_arguments(fn_self, bound)
+            scalars, constants, choices = launch_arguments(fn_self, bound)
             rec = LaunchRecord(kernel=name, constexprs=constexprs,
                                main_thread=threading.current_thread() is threading.main_thread(),
                                side_stream=bool(recorder.on_side_stream()), grid=resolved,
                                largest_arg=largest, float32_args=f32, scalars=scalars, constants=constants,
-                               choices=choice_arguments(fn_self, bound), tensor_bytes=nbytes, function=python_function(fn_self))
+                               choices=choices, tensor_bytes=nbytes, function=python_function(fn_self))
             recorder.launches.append(rec)
             if recorder.dry:
                 return None

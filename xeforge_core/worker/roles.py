@@ -1443,9 +1443,7 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                     skipped = skipped_by_autotuner(err)
                     if skipped is None or len(ctx.registry.entries[sel[0]].configs) < 2:
                         raise
-                    note = skipped_config_note(sel[2], skipped)
-                    if note not in ctx.verdict.warnings:
-                        ctx.verdict.warnings.append(note)
+                    _warn_once(ctx, skipped_config_note(sel[2], skipped))
                     del args, model
                     break  # its other combinations compile the same config
                 config = sel[2]
@@ -1479,8 +1477,7 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                     harness, combo, baseline_state_of(combo), truth, tol, allow_dtype or relaxed, allow_shape,
                     policy, hints, _calibration(exp, meta, combo.key))
             for w in warns:
-                if w not in ctx.verdict.warnings:
-                    ctx.verdict.warnings.append(w)
+                _warn_once(ctx, w)
             r, a = _tols_shown(tol, truth)
             check, kb = run_check(comps)
             run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
@@ -1512,10 +1509,8 @@ def _effects_note(ctx: WorkerContext, effects: Effects, after: list[Any], saved:
     truth = materialize(saved["outputs"] or [], ctx.ops.torch_device)
     for label, got, want in zip(effects.labels, after, truth):
         if got is None:
-            warning = (f"the {against} updates {label.removesuffix(' after the call')} during forward(); the "
+            _warn_once(ctx, f"the {against} updates {label.removesuffix(' after the call')} during forward(); the "
                        "candidate holds no buffer of that name or shape, so its state after the call was not compared")
-            if warning not in ctx.verdict.warnings:
-                ctx.verdict.warnings.append(warning)
             continue
         ok, comps, _, note = compare_outputs([got], [want], tol, poisoned=False)
         if not ok:
@@ -1746,6 +1741,7 @@ def _range_excuse(distribution: str, outputs: list[Any], allowed: tuple[str, ...
 
 
 def _warn_once(ctx: WorkerContext, text: str) -> None:
+    """Add ``text`` to the verdict's warnings unless it is there already."""
     if text not in ctx.verdict.warnings:
         ctx.verdict.warnings.append(text)
 

@@ -26,11 +26,18 @@ from xeforge_core.worker.precision_hints import tf32_dots
 FIX = Path(__file__).resolve().parent / "fixtures" / "inductor"
 
 
+def _generated() -> dict:
+    """The namespace of the generated GEMM module (cuda's first tiles): ``matmul``, ``matmul_kernel``
+    and ``matmul_kernel_splits``."""
+    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
+    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    return ns
+
+
 @pytest.fixture(scope="module")
 def matmul():
     """The host function of the generated module, with the cuda search space's first tiles."""
-    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
-    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    ns = _generated()
     return ns["matmul"]
 
 
@@ -96,8 +103,7 @@ class _Launches:
 
 def _recorded(**launch_kw):
     """The launches of a 2 x 4096 @ 4096 x 3 product through the generated host function."""
-    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
-    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    ns = _generated()
     ns["matmul_kernel"], ns["matmul_kernel_splits"] = _Launches(), _Launches()
     ns["matmul"](_rand(2, 4096), _rand(4096, 3), **launch_kw)
     return ns["matmul_kernel"].calls, ns["matmul_kernel_splits"].calls
@@ -127,8 +133,7 @@ def test_long_k_is_split_over_the_programs_the_device_runs(monkeypatch):
     assert grid == (1, 1, 8) and kw["SPLIT_K"] == 8 and len(sums) == 1 and sums[0][1]["SPLIT_K"] == 8
     main, sums = _recorded(split_k=3)
     assert main[0][0][2] == 3 and sums
-    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
-    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    ns = _generated()
     ns["matmul_kernel"], ns["matmul_kernel_splits"] = _Launches(), _Launches()
     ns["matmul"](_rand(200, 4096), _rand(4096, 200))  # K < 32 * 200: one program walks all of K
     assert ns["matmul_kernel"].calls[0][0][2] == 1 and not ns["matmul_kernel_splits"].calls
@@ -169,8 +174,7 @@ def test_gpu_facts_come_from_tritons_driver_for_every_backend(monkeypatch, arch,
     processors a long K is split over (K = 4096 >> 32 * max(2, 3), one output tile)."""
     import types
 
-    ns: dict = {"torch": torch, "triton": triton, "tl": tl}
-    exec(compile(gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")), "<gemm>", "exec"), ns)
+    ns = _generated()
     fake = types.SimpleNamespace(cdiv=triton.cdiv,
                                  runtime=types.SimpleNamespace(driver=types.SimpleNamespace(active=_Driver(arch, props))))
     ns["triton"], ns["matmul_kernel"], ns["matmul_kernel_splits"] = fake, _Launches(), _Launches()

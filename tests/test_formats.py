@@ -165,6 +165,14 @@ def test_a_reference_with_dropout_in_training_mode_is_random_and_inconclusive(ca
     assert ".eval()" in v["reason"]
 
 
+def test_inputs_drawn_from_numpys_unseeded_generator_are_the_same_in_every_job(capsys):
+    """A get_inputs() built with np.random draws new values at every call unless numpy's global
+    generator is seeded as torch's is: the truth's second call (the check for a random truth)
+    would see other inputs, and a right kernel would be called inconclusive."""
+    code, v = verify(capsys, KB / "numpy_inputs_relu.py", KB / "dropout_relu_new.py", "--no-odd-size")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+
+
 def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     code, v = verify(capsys, KB / "ignores_input.py", KB / "ignores_input_new.py")
     assert (code, v["kind"]) == (10, "inconclusive")

@@ -347,9 +347,9 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     except BaseException as exc:
         return _fail("load", exc, job)
     try:
-        from xeforge_core.worker.inputs import module_overrides
+        from xeforge_core.worker.inputs import module_overrides, seed_all
 
-        torch.manual_seed(int(job.get("seed", 0)))
+        seed_all(int(job.get("seed", 0)))
         with module_overrides(module, job.get("overrides") or {}):
             init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
             raw_inputs = list(module.get_inputs())

@@ -20,7 +20,7 @@ the same values. Input distributions (``DISTRIBUTIONS``):
   first of its equal maxima (as torch documents) and a sort its order; on a continuous law no
   two values tie. Run at the first seed only, like ``shifted``.
 * ``module``  (no spec only) exactly what the module's ``get_inputs()`` returns under
-  ``torch.manual_seed(seed)``: a problem's own inputs, the first distribution of every problem
+  :func:`seed_all` (torch's, numpy's and Python's generators seeded): a problem's own inputs, the first distribution of every problem
   without a spec (``xeforge_core.worker.domain``).
 
 Large floating-point inputs (``DEVICE_DRAW_BYTES`` and up) are drawn on the device instead,
@@ -36,7 +36,7 @@ redrawn from the distribution, keeping the structure the problem poses: its exac
 triangular operand) and its symmetry (:func:`input_structure`). With a spec, the variant's ``dtype`` overrides the dtype of every
 floating-point input and the model is cast with ``model.to(dtype)``, as Xe-Forge does.
 
-Weights: the model is constructed under ``torch.manual_seed(seed)``, and the parameters its
+Weights: the model is constructed under :func:`seed_all`, and the parameters its
 constructor fills with one value (a norm's ones, a zero bias) are redrawn as trained weights
 would be (``xeforge_core.worker.parameters``); the candidate then takes
 the baseline's ``state_dict`` (saved by the baseline job) when the two hold the same tensors (by
@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,19 @@ def _fail(reason: str, *, problem: bool = True) -> WorkerError:
     """A failure building the inputs or a module: with ``problem``, the problem (its
     ``get_inputs()``, ``get_init_inputs()`` or spec) breaks its contract (``Failure.problem``)."""
     return WorkerError(Failure(VerdictKind.RUNTIME_ERROR, reason, problem=problem))
+
+
+def seed_all(seed: int) -> None:
+    """Seed every generator a problem's ``get_inputs()``, ``get_init_inputs()`` or constructor may
+    draw from: torch's, Python's ``random`` and numpy's global one (where the problem imported
+    numpy; its seed is taken modulo 2**32, the range numpy accepts). Without numpy's, a
+    ``get_inputs()`` built with ``np.random.rand`` gives new values at every call, and the
+    baseline, the candidate and the truth's second call would each see other inputs."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % (1 << 32))
 
 
 def dtype_from_name(name: str) -> torch.dtype:
@@ -285,6 +300,7 @@ def init_values(loaded: LoadedModule, variant: dict[str, Any]) -> list[Any]:
     fn = getattr(loaded.module, formats.inputs_functions()[1], None)
     if fn is None:
         return []
+    seed_all(0)  # one seed for every job: the baseline's and the candidate's models take the same values
     try:
         with module_overrides(loaded.module, variant.get("overrides")):
             got = fn()
@@ -303,14 +319,14 @@ def init_values(loaded: LoadedModule, variant: dict[str, Any]) -> list[Any]:
 def construct_model(loaded: LoadedModule, inits: list[Any], seed: int, device: torch.device,
                     dtype: torch.dtype | None, *, on_device: bool = False,
                     redrawn: dict[str, float] | None = None) -> torch.nn.Module:
-    """Instantiate the module's model class under ``torch.manual_seed(seed)``, move it to
+    """Instantiate the module's model class under :func:`seed_all`, move it to
     ``device`` and (when the variant gives a dtype) cast it; with ``on_device`` (large
     problems) the parameters are created on the device directly. Parameters the constructor
     filled with one value are then redrawn as trained weights would be
     (:mod:`xeforge_core.worker.parameters`); ``redrawn``, when given, receives their names and
     fill values. Raises ``WorkerError`` naming the class and the init values it rejected."""
     cls = loaded.model_class()
-    torch.manual_seed(seed)
+    seed_all(seed)
     try:
         if on_device and device.type != "cpu":
             with torch.device(device):  # parameters are made there, not copied from the host
@@ -433,7 +449,7 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
     fn = getattr(loaded.module, formats.inputs_functions()[0], None)
     if fn is None:
         raise _fail(f"{loaded.path.name} has no get_inputs() and no spec was given, so there are no inputs")
-    torch.manual_seed(seed)
+    seed_all(seed)
     on_device = bool(variant.get("inputs_on_device")) and device.type != "cpu"
     try:
         with module_overrides(loaded.module, variant.get("overrides")), cuda_calls_to(device), \

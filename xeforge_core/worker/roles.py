@@ -1557,7 +1557,7 @@ def _random_truth_summary(truth: str, info: dict[str, Any]) -> str:
     return (f"the {truth}'s output is random: {info['note']}. No candidate can be checked against it element "
             "by element; make the problem deterministic: a model in eval mode (call .eval() in the problem) or "
             "dropout p = 0 where the randomness is dropout, the random tensor passed in as an input (from "
-            "get_inputs()) where forward draws one (torch.rand, torch.randn, torch.randint, torch.bernoulli)")
+            "get_inputs()) where forward draws one (torch.rand, torch.randn, torch.randint, torch.bernoulli, np.random)")
 
 
 def _and(names: list[str]) -> str:

@@ -20,6 +20,7 @@ from xeforge_core.codemods.autotune import add_autotune
 from xeforge_core.inductor import gemm
 from xeforge_core.inductor.capture import load_capture
 from xeforge_core.inductor.convert import convert
+from xeforge_core.inductor.first_version import _candidate
 from xeforge_core.inductor.kernels import InductorCodeError
 from xeforge_core.worker.precision_hints import tf32_dots
 
@@ -244,6 +245,10 @@ def test_a_product_the_kernel_cannot_compute_stays_torch_and_is_named():
     assert fv.library_calls == ["torch.mm"] and not fv.gemm_calls
     assert "def matmul_kernel(" not in fv.source and "torch.mm(" in fv.source
     assert "not Triton yet: torch.mm" in fv.rationale
+    assert fv.unexpressed_products == ["torch.mm (int64 result)"]
+    assert "torch.mm (int64 result): the Triton GEMM kernel computes float16" in fv.rationale
+    reason = _candidate(fv, fv.source).not_applicable_reason  # no Triton kernel at all: the refusal says why
+    assert "torch.mm (int64 result)" in reason, reason
 
 
 def test_names_do_not_shadow_the_problem(tmp_path):

@@ -170,7 +170,7 @@ def test_redraws_are_kept_only_where_the_truth_stays_finite_and_depends_on_them(
         ints.record("small", "module", seed, f"in{seed}", (f"out{seed}",), None)
     ints.record("small", "normal", 0, "in0", ("out0",), None)
     why = ints.decide()[0]["small"]["normal"]
-    assert why.startswith("normal inputs are the problem's own: it has no floating-point input to redraw"), why
+    assert why.startswith("normal inputs are the problem's own: it has no floating-point element to redraw"), why
     assert not ints.unchanged
 
 

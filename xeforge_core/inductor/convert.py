@@ -54,6 +54,8 @@ class FirstVersion:
     ``torch.addmm``..., now run by the Triton kernel ``gemm_kernel``, whose tiles come from
     ``gemm_origin``), ``library_products`` (float32/float64 products kept as the library's GEMM
     beside Triton epilogues, :data:`gemm.TENSOR_CORE_DTYPES` says why; also in
+    ``library_calls``), ``unexpressed_products`` (products the GEMM kernel cannot compute, each
+    with its result dtype: integer products, or a dtype the host code does not show; also in
     ``library_calls``) and the ``rationale`` text a session records with it."""
 
     source: str
@@ -66,6 +68,7 @@ class FirstVersion:
     gemm_kernel: str = ""
     gemm_origin: str = ""
     library_products: list[str] = field(default_factory=list)
+    unexpressed_products: list[str] = field(default_factory=list)
     #: why Inductor's heuristics read the traced sizes, not the published ones ("" when they read
     #: the published ones, or the trace was at the published size): ``Capture.size_hints_note``
     size_hints_note: str = ""
@@ -90,7 +93,17 @@ class FirstVersion:
             text += f"; left to torch library calls, not Triton yet: {lib}"
         if self.library_products:
             text += f" ({self.products_note})"
+        if self.unexpressed_products:
+            text += f" ({self.unexpressed_note})"
         return text
+
+    @property
+    def unexpressed_note(self) -> str:
+        """Why ``unexpressed_products`` stay library calls ("" when there are none)."""
+        if not self.unexpressed_products:
+            return ""
+        return (f"{', '.join(sorted(set(self.unexpressed_products)))}: the Triton GEMM kernel computes float16, "
+                "bfloat16, float32 and float64 products only")
 
     @property
     def products_note(self) -> str:
@@ -211,6 +224,7 @@ class _HostRewrite(ast.NodeTransformer):
         self.buffer_dtypes = buffer_dtypes or {}
         self.launcher = launcher
         self.gemm_calls: list[str] = []
+        self.unexpressed_products: list[str] = []
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if isinstance(node.ctx, ast.Load) and node.id in self.names:
@@ -243,6 +257,9 @@ class _HostRewrite(ast.NodeTransformer):
                 raise InductorCodeError(f"line {node.lineno}: library call extern_kernels.{op} has no torch "
                                         "equivalent here yet")
             dtype = self._result_dtype(node)
+            if op in gemm.GEMM_OPS and dtype not in gemm.FLOAT_DTYPES:
+                self.unexpressed_products.append(
+                    f"{EXTERN_TORCH[op]} ({dtype.removeprefix('torch.') + ' result' if dtype else 'result dtype not in the host code'})")
             if op in gemm.GEMM_OPS and dtype in gemm.FLOAT_DTYPES:
                 if self.kernels and dtype not in gemm.TENSOR_CORE_DTYPES:  # beside Inductor's own kernels:
                     self.library_products.append(EXTERN_TORCH[op])  # the library's GEMM, the epilogue in Triton
@@ -509,6 +526,7 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
                         gemm_kernel=gemm_kernel if config is not None else "",
                         gemm_origin=config.origin if config is not None else "",
                         library_products=list(host.library_products),
+                        unexpressed_products=list(host.unexpressed_products),
                         size_hints_note=capture.size_hints_note)
 
 

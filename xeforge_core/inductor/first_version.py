@@ -101,12 +101,14 @@ def _candidate(fv: FirstVersion, source: str) -> Candidate:
         return Candidate.not_applicable(
             code=source, engine="rules", stage=FIRST_VERSION,
             reason=f"TorchInductor generates no Triton kernel for this problem: it leaves the work to torch "
-                   f"library calls ({calls}), so there is no Triton first version to start from; write one "
-                   "with the LLM or manual engine")
+                   f"library calls ({calls}{'; ' + fv.unexpressed_note if fv.unexpressed_products else ''}), so "
+                   "there is no Triton first version to start from; write one with the LLM or manual engine")
     notes = [f"not Triton yet (torch library calls): {', '.join(sorted(set(fv.library_calls)))}"] \
         if fv.library_calls else []
     if fv.library_products:
         notes.append(fv.products_note)
+    if fv.unexpressed_products:
+        notes.append(fv.unexpressed_note)
     return Candidate(code=fv.source, rationale=fv.rationale, engine="rules", model="torchinductor",
                      stage=FIRST_VERSION, notes=notes)
 

@@ -1,7 +1,7 @@
 """Which inputs the truth is defined on: the problem's own, and the redraws that keep it so.
 
 A problem's own inputs are the *anchor* distribution of a job (its first): ``module`` for a
-problem without a spec (what ``get_inputs()`` returns under ``torch.manual_seed(seed)``, as
+problem without a spec (what ``get_inputs()`` returns with the generators seeded (``inputs.seed_all``), as
 KernelBench's evaluation draws them, so softmax'd probabilities, positive scales, index ranges
 and masks keep their domain), else the spec's first distribution. The others are *redraws*
 (``normal``, ``uniform``, ``mixed``, ``ties``, ``shifted``: the floating-point inputs drawn again from a fixed law) and
@@ -177,8 +177,9 @@ class TruthDomain:
                     f"problem's own {own}: those inputs leave its domain"), False
         anchor_inputs = {r.seed: r.inputs for r in anchor_runs}
         if runs and all(anchor_inputs.get(r.seed) == r.inputs for r in runs):
-            return (f"{dist} inputs are the problem's own: it has no floating-point input to redraw (integer and "
-                    "bool inputs keep their own draw), so the redraw adds nothing"), False
+            return (f"{dist} inputs are the problem's own: it has no floating-point element to redraw (no "
+                    "floating-point input, or only empty ones; integer and bool inputs keep their own draw), so the "
+                    "redraw adds nothing"), False
         anchor_truths = {r.truth for r in anchor_runs}
         redrawn = {r.truth for r in runs}
         inputs_differ = len({r.inputs for r in runs + anchor_runs}) > 1

@@ -459,3 +459,33 @@ def test_launches_in_alternative_branches_are_no_fusion_candidate():
         .replace("    else:\n        k2", "      else:\n        k2")
     assert looped != alternatives
     assert [i for i in analyze(looped, "xpu").issues if i.rule_id == rule]
+
+
+#: TorchInductor's one-output persistent reduction, as it writes it: an unmasked load with the
+#: literal ``None`` as its mask, ``XBLOCK=1`` beside the row's ``R0_BLOCK``.
+INDUCTOR_SUM = HEADER + '''@triton.jit
+def sum_kernel(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    r0_index = tl.arange(0, R0_BLOCK)[None, :]
+    tmp0 = tl.load(in_ptr0 + (r0_index), None)
+    tmp1 = tl.sum(tmp0, 1)[:, None]
+    tl.store(out_ptr0 + (tl.full([XBLOCK, 1], 0, tl.int32)), tmp1, None)
+
+
+def forward(x):
+    out = torch.empty((), device=x.device, dtype=x.dtype)
+    sum_kernel[(1,)](x, out, 1, {r}, XBLOCK=1, R0_BLOCK={r})
+    return out
+'''
+
+
+def test_inductors_unmasked_loads_and_one_output_reductions_are_not_flagged():
+    """``tl.load(ptr, None)`` has no mask, so nothing undefined reaches the sum; a program of
+    ``XBLOCK=1`` rows by ``R0_BLOCK=2048`` moves 2048 elements, not one. The same launch with a
+    tile of 16 x 8 elements is small."""
+    issues = analyze(INDUCTOR_SUM.format(r=2048), "cuda").issues
+    assert not [i for i in issues if i.rule_id in ("masked_load_other", "elementwise_block_size")], issues
+    small = analyze(INDUCTOR_SUM.format(r=8).replace("XBLOCK=1", "XBLOCK=16"), "cuda").issues
+    hits = [i for i in small if i.rule_id == "elementwise_block_size"]
+    assert len(hits) == 1 and "R0_BLOCK=8 x XBLOCK=16 elements" in hits[0].message, hits

@@ -570,8 +570,10 @@ class _Extractor:
         bc = kw.get("boundary_check")
         if bc is not None:
             kind = "block_ptr"
-        return AccessFact(call.lineno, op, kind, "mask" in kw,
-                          _seg(self.source, bc) if bc is not None else None)
+        position = 2 if op.endswith("store") else 1  # tl.load(pointer, mask), tl.store(pointer, value, mask)
+        mask = kw.get("mask", call.args[position] if len(call.args) > position else None)
+        masked = mask is not None and not (isinstance(mask, ast.Constant) and mask.value is None)
+        return AccessFact(call.lineno, op, kind, masked, _seg(self.source, bc) if bc is not None else None)
 
     # -- host code ----------------------------------------------------------------------
     def _host_function(self, scope_name: str, fn: ast.FunctionDef, kernel_names: set[str]) -> None:

@@ -11,6 +11,7 @@ Every lint has a planted-violation test and a fixed-code test (tests/test_lints.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -541,8 +542,11 @@ def _arange_extents(tree: ast.Module, kernel: str) -> set[str]:
 @_register
 def lint_small_elementwise_block(ctx: LintContext) -> list[Hit]:
     """A flat elementwise kernel (1-D grid, no loop, no ``tl.dot``, not autotuned) launched with
-    a block smaller than every elementwise block of every target's search space (1024 elements
-    today: a program that moves a few hundred elements is small on any device)."""
+    a tile smaller than every elementwise block of every target's search space (1024 elements
+    today: a program that moves a few hundred elements is small on any device). The tile is
+    the product of every ``tl.arange`` extent the kernel names, each a literal at the launch: a
+    one-row reduction's ``XBLOCK=1`` beside a host-picked ``R0_BLOCK`` (TorchInductor's) is
+    not a small program, and a launch whose extents the host picks is not judged."""
     if not ctx.elementwise_blocks:
         return []
     smallest = min(ctx.elementwise_blocks)
@@ -550,15 +554,18 @@ def lint_small_elementwise_block(ctx: LintContext) -> list[Hit]:
     for k in ctx.facts.kernels:
         if k.autotune or k.dots or k.loops or set(k.program_id_axes) - {0}:
             continue
-        extents = _arange_extents(ctx.tree, k.name)
+        extents = sorted(_arange_extents(ctx.tree, k.name))
         for ln in ctx.facts.launches:
-            if ln.kernel != k.name or ln.grid_dims not in (None, 1):
+            if ln.kernel != k.name or ln.grid_dims not in (None, 1) or not extents:
                 continue
-            small = {n: v for n, v in ln.constexprs.items()
-                     if n in extents and isinstance(v, int) and not isinstance(v, bool) and v < smallest}
-            for name, value in small.items():
-                hits.append(Hit(ln.line, f"{k.name} moves {name}={value} elements a program: a launch grid of one "
-                                         f"tiny program per {value} elements, where the targets' elementwise search "
+            values = [ln.constexprs.get(n) for n in extents]
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+                continue
+            tile = math.prod(values)
+            if tile < smallest:
+                named = " x ".join(f"{n}={v}" for n, v in zip(extents, values))
+                hits.append(Hit(ln.line, f"{k.name} moves {named} elements a program: a launch grid of one "
+                                         f"tiny program per {tile} elements, where the targets' elementwise search "
                                          f"spaces hold blocks of {smallest} to {max(ctx.elementwise_blocks)}",
                                 kernel=k.name))
     return hits
@@ -852,10 +859,11 @@ class _MaskedLanes:
     # -- expressions: {load line: the load mask's conjuncts} of the undefined lanes they hold
     @staticmethod
     def _arg(call: ast.Call, name: str, position: int) -> ast.expr | None:
-        for kw in call.keywords:
-            if kw.arg == name:
-                return kw.value
-        return call.args[position] if len(call.args) > position else None
+        """The argument ``name`` (by keyword or at ``position``); ``None`` where it is absent or the
+        literal ``None`` (TorchInductor writes ``tl.load(ptr, None)`` for an unmasked load)."""
+        got = next((kw.value for kw in call.keywords if kw.arg == name),
+                   call.args[position] if len(call.args) > position else None)
+        return None if isinstance(got, ast.Constant) and got.value is None else got
 
     def reach(self, taint: dict[int, frozenset[str]], where: str) -> None:
         for line in taint:

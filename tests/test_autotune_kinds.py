@@ -191,6 +191,10 @@ def test_an_output_the_wrapper_did_not_allocate_is_restored_between_benchmarked_
                           .replace("y = x if out is None else out", "y = torch.empty_like(x)"),
                           target="cuda", arch="hopper")
     assert 'restore_value=["y_ptr"]' in shared.source
+    # each note says why: the launch passes the fresh y for x_ptr too, or a y the wrapper did not allocate
+    assert any("the launch passes y for it and for x_ptr" in n for n in shared.notes), shared.notes
+    in_place = add_autotune(source, target="cuda", arch="hopper")
+    assert any("a buffer the wrapper did not allocate" in n for n in in_place.notes), in_place.notes
 
 
 def _extended(name: str, source: str | None = None):

@@ -792,13 +792,12 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     if restored:
         kept_notes.append(f"kernel {name} loads and stores through {', '.join(restored)}: restore_value keeps "
                           "each benchmarked config from starting on the previous one's output")
-    aliased = [n for n in host_aliased_outputs(fn, bound, launch.host, host_scope, unknown)
-               if n not in zeroed + restored]
+    aliased = {n: why for n, why in host_aliased_outputs(fn, bound, launch.host, host_scope, unknown).items()
+               if n not in zeroed + restored}
     if aliased:
-        restored += aliased
-        kept_notes.append(f"kernel {name} stores through {', '.join(aliased)}, which the launch passes a buffer "
-                          "the wrapper did not allocate (it may be an input, as in an in-place call): "
-                          "restore_value keeps each benchmarked config from starting on the previous one's output")
+        restored += list(aliased)
+        kept_notes.append(f"kernel {name} stores through " + "; ".join(f"{n} ({why})" for n, why in aliased.items())
+                          + ": restore_value keeps each benchmarked config from starting on the previous one's output")
     if restored:
         reset_text += f"\n    restore_value=[{', '.join(json.dumps(n) for n in restored)}],"
     deco_src = (f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[{key_text}],{prune_text}"
@@ -914,24 +913,30 @@ def _launches_before(host: cst.FunctionDef, call: cst.Call) -> list[cst.Call]:
 
 
 def host_aliased_outputs(fn: cst.FunctionDef, bound: dict[str, cst.Arg], host: cst.FunctionDef | None,
-                         scope: _Scope, unknown: set[str] | frozenset[str] = frozenset()) -> list[str]:
+                         scope: _Scope, unknown: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
     """Pointer parameters ``fn`` stores through whose launch argument (``bound``, from
-    :func:`~xeforge_core.codemods.common.bind_launch_args`) may be one of its inputs: not a buffer
-    the host function allocates (``y = x`` for an in-place call, a caller's ``out=``), or the
-    same name the launch also passes for a parameter the kernel loads through. The autotuner
-    runs every config on the same arguments, so these need ``restore_value`` (Triton's
-    ``Autotuner`` docs) just as a kernel that rewrites its own input does. A stored pointer in
-    ``unknown`` (passed through ``*args``: its argument is not known) is listed too."""
+    :func:`~xeforge_core.codemods.common.bind_launch_args`) may be one of its inputs, each with
+    why: the same name the launch also passes for a parameter the kernel loads through, not a
+    buffer the host function allocates (``y = x`` for an in-place call, a caller's ``out=``), or
+    passed through ``*args`` (in ``unknown``: its argument is not known). The autotuner runs
+    every config on the same arguments, so these need ``restore_value`` (Triton's ``Autotuner``
+    docs) just as a kernel that rewrites its own input does."""
     from xeforge_core.codemods.kernel_edit import TL_LOAD, TL_STORE
 
     loaded = _pointer_params(fn, TL_LOAD)
-    loaded_args = {code_of(bound[p].value) for p in loaded if p in bound}
-    out: list[str] = []
+    loaded_args = {code_of(bound[p].value): p for p in loaded if p in bound}
+    out: dict[str, str] = {}
     for p in sorted(_pointer_params(fn, TL_STORE) - loaded):
         arg = bound.get(p)
-        if (arg is None and p in unknown) or (arg is not None and (
-                not _fresh_buffer(arg.value, host, scope) or code_of(arg.value) in loaded_args)):
-            out.append(p)
+        if arg is None:
+            if p in unknown:
+                out[p] = "passed through *args, so which buffer it is is not known"
+        elif code_of(arg.value) in loaded_args:
+            out[p] = (f"the launch passes {code_of(arg.value)} for it and for {loaded_args[code_of(arg.value)]}, "
+                      "which the kernel loads through")
+        elif not _fresh_buffer(arg.value, host, scope):
+            out[p] = (f"the launch passes {code_of(arg.value)}, a buffer the wrapper did not allocate (it may be an "
+                      "input, as in an in-place call)")
     return out
 
 

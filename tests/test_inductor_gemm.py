@@ -207,6 +207,34 @@ def test_split_k_products_match_torch(matmul, split):
     _close(matmul(*h, split_k=split), (h[0].double() @ h[1].double()).half(), 5e-3)
 
 
+@pytest.mark.parametrize("split", [None, 1, 3])
+def test_matrix_vector_products_run_the_gemv_kernel_and_match_torch(split):
+    """N == 1 (mv, addmv, a [M, K] @ [K, 1] product) and M == 1 (a row vector times a matrix, read
+    transposed) go to the mat-vec kernel, not a GEMM tile of 128 columns for one: row-major and
+    transposed matrices, a bias, batches, a K that is no multiple of the tile or of the split."""
+    ns = _generated()
+    matmul = ns["matmul"]
+    real = ns["matmul_kernel_gemv"]
+    gemm_launches, gemv_launches = _Launches(), _Launches()
+    ns["matmul_kernel"], ns["matmul_kernel_gemv"] = gemm_launches, gemv_launches
+    matmul(_rand(70, 1000), _rand(1000), split_k=split)
+    matmul(_rand(1, 1000), _rand(1000, 9), split_k=split)
+    assert len(gemv_launches.calls) == 2 and not gemm_launches.calls
+    ns["matmul_kernel"], ns["matmul_kernel_gemv"] = _generated()["matmul_kernel"], real
+    a, v, bias = _rand(70, 1000), _rand(1000), _rand(70)
+    _close(matmul(a, v, split_k=split), torch.mv(a, v), 1e-6)
+    _close(matmul(a.T.contiguous().T, v, bias=bias, alpha=0.5, beta=2.0, split_k=split),
+           torch.addmv(bias, a, v, alpha=0.5, beta=2.0), 1e-6)
+    _close(matmul(a, v[:, None], split_k=split), a @ v[:, None], 1e-6)
+    row, m = _rand(1, 1000), _rand(1000, 9)
+    _close(matmul(row, m, split_k=split), row @ m, 1e-6)
+    _close(matmul(row, m.T.contiguous().T, bias=_rand(9), split_k=split), torch.addmm(_rand(9), row, m), 1e-6)
+    x, y = _rand(3, 20, 300), _rand(3, 300, 1)
+    _close(matmul(x, y, split_k=split), torch.bmm(x, y), 1e-6)
+    h = _rand(33, 300, dtype=torch.float16), _rand(300, dtype=torch.float16)
+    _close(matmul(*h, split_k=split), (h[0].double() @ h[1].double()).half(), 5e-3)
+
+
 def test_launch_starts_from_the_target_search_space_and_autotunes():
     cuda = gemm.gemm_config("cuda")
     assert "search space cuda" in cuda.origin

@@ -86,7 +86,8 @@ class FirstVersion:
                      f" written as the tiled Triton GEMM kernel {self.gemm_kernel} ({self.gemm_origin}; "
                      "float32 never in plain TF32: three TF32 products on NVIDIA GPUs of compute capability "
                      "8.0 and newer, full float32 elsewhere; K split over programs where it is long against "
-                     "the output, the partial products summed by a second kernel)")
+                     "the output, the partial products summed by a second kernel; a matrix-vector product, "
+                     "memory-bound, by a kernel of its own on the FMA units)")
         if self.size_hints_note:
             text += f"; {self.size_hints_note}"
         if lib:
@@ -474,6 +475,8 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     launcher = _unique(gemm.LAUNCHER, taken)
     gemm_kernel = _unique(gemm.KERNEL, taken)
     splits_kernel = _unique(f"{gemm_kernel}_splits", taken)
+    gemv_kernel = _unique(f"{gemm_kernel}_gemv", taken)
+    taken.update({f"_{gemm_kernel}_device", f"_{gemv_kernel}_launch"})  # the launcher's helpers
     lines, launched, host = _host_body(code, capture, renamed, launcher)
     library = host.library
     config = gemm.gemm_config(gemm.target_of(capture.generated_for, capture.device)) if host.gemm_calls else None
@@ -496,7 +499,7 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
         "ModelNew is the problem's Model with the same __init__ (the same parameters, created in the same",
         "order) and a forward that runs Inductor's Triton kernels"
         + (f" and {gemm_kernel}, a tiled GEMM kernel written for the matrix products Inductor leaves to"
-           " library calls" if gemm_note else "")
+           f" library calls ({gemv_kernel} where one side is a vector)" if gemm_note else "")
         + (f"; {library_note} stay torch library calls." if library_note else "."),
         '"""',
         "import math",
@@ -511,7 +514,7 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     sections = [("# ---- Triton kernels (TorchInductor) " + "-" * 50, kernels)] if kernels else []
     if config is not None:
         sections.append((f"# ---- matrix products: a Triton GEMM kernel (tiles from the {config.origin})",
-                         gemm.source(launcher, gemm_kernel, config, splits_kernel).strip()))
+                         gemm.source(launcher, gemm_kernel, config, splits_kernel, gemv_kernel).strip()))
     body = "".join(f"{title}\n\n\n{text}\n\n\n" for title, text in sections)
     source = ("\n".join(header) + "\n\n" + before.strip("\n") + "\n\n\n" + body
               + model_class.rstrip() + "\n" + ("\n\n" + after.strip("\n") + "\n" if after.strip() else ""))

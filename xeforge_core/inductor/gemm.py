@@ -29,6 +29,13 @@ launches one generic kernel (default name ``matmul_kernel``):
   of at least four ``BLOCK_K`` steps each: each program multiplies a run of whole ``BLOCK_K``
   steps into a float32 (float64) partial product, and a second kernel sums the splits in order
   (the same result on every run, no atomics) and applies alpha, the bias and the output's dtype;
+* a matrix-vector product (``N == 1``, or ``M == 1`` read transposed: ``mv``, a ``[M, K] @ [K, 1]``
+  product) by a kernel of its own (``<kernel>_gemv``): a tile of the GEMM kernel for one output
+  column wasted its loads and tensor-core work on columns that do not exist (KernelBench level 1
+  problem 4 at 0.107x of eager on an H100, docs/measured/h100-gemm-first-version); it reads the
+  matrix once in tiles along its contiguous axis, multiplies on the FMA units in the accumulator's
+  precision and splits K until the device has about 8 programs a processor (the same splits kernel
+  sums them);
 * address arithmetic in int64 where rows and batches start (operands of more than 2**31
   elements stay correct).
 
@@ -163,11 +170,14 @@ def launcher_call(op: str, call: ast.Call, launcher: str) -> ast.Call:
     return ast.Call(func=ast.Name(id=launcher, ctx=ast.Load()), args=[bound[a], bound[b]], keywords=keywords)
 
 
-def source(launcher: str, kernel: str, config: GemmConfig, splits_kernel: str | None = None) -> str:
+def source(launcher: str, kernel: str, config: GemmConfig, splits_kernel: str | None = None,
+           gemv_kernel: str | None = None) -> str:
     """The kernel ``kernel``, the kernel ``splits_kernel`` (default ``<kernel>_splits``) that sums
-    the partial products of a split K, and the host function ``launcher`` that launches them with
-    ``config`` (module docstring), as module-level Python source."""
+    the partial products of a split K, the matrix-vector kernel ``gemv_kernel`` (default
+    ``<kernel>_gemv``) and the host function ``launcher`` that launches them with ``config``
+    (module docstring), as module-level Python source."""
     splits_kernel = splits_kernel or f"{kernel}_splits"
+    gemv_kernel = gemv_kernel or f"{kernel}_gemv"
     options = "".join(f", {k}={v!r}" for k, v in config.options)
     return f'''
 @triton.jit
@@ -253,6 +263,45 @@ def {splits_kernel}(
     tl.store(c_ptr + batch * stride_cb + row * stride_cm + col * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def {gemv_kernel}(
+    a_ptr, x_ptr, c_ptr, bias_ptr, part_ptr, M, K,
+    stride_ab, stride_am, stride_ak, stride_xb, stride_xk, stride_cb, stride_cm, stride_biasb, stride_biasm,
+    alpha, beta, HAS_BIAS: tl.constexpr, ACC_DTYPE: tl.constexpr, SPLIT_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    # c[b] = alpha * (A[b] @ x[b]) + beta * bias[b]; A [M, K], x [K], c and bias [M] per batch b: a
+    # matrix-vector product reads A once, so it is memory-bound and runs on the FMA units, a
+    # BLOCK_M x BLOCK_K tile of A a step. With SPLIT_K > 1 the grid's third axis splits K: each
+    # program writes its partial sums to part [SPLIT_K, batch, M] and {splits_kernel} sums them.
+    pid_m = tl.program_id(0)
+    batch = tl.program_id(1).to(tl.int64)
+    split = tl.program_id(2)
+    k_steps = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
+    k_start = split * k_steps * BLOCK_K
+    k_end = min(K, k_start + k_steps * BLOCK_K)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_k = tl.arange(0, BLOCK_K)
+    rows = offs_m.to(tl.int64)
+    a_row = a_ptr + batch * stride_ab + rows[:, None] * stride_am
+    x_row = x_ptr + batch * stride_xb
+    acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=ACC_DTYPE)
+    for k in range(k_start, k_end, BLOCK_K):
+        kk = (k + offs_k).to(tl.int64)
+        a = tl.load(a_row + kk[None, :] * stride_ak, mask=(offs_m[:, None] < M) & (kk[None, :] < k_end), other=0.0)
+        x = tl.load(x_row + kk * stride_xk, mask=kk < k_end, other=0.0)
+        acc += a.to(ACC_DTYPE) * x.to(ACC_DTYPE)[None, :]
+    total = tl.sum(acc, axis=1)
+    mask = offs_m < M
+    if SPLIT_K > 1:
+        tl.store(part_ptr + (split * tl.num_programs(1) + batch) * M + rows, total, mask=mask)
+    else:
+        total = total * alpha
+        if HAS_BIAS:
+            total += beta * tl.load(bias_ptr + batch * stride_biasb + rows * stride_biasm, mask=mask, other=0.0).to(ACC_DTYPE)
+        tl.store(c_ptr + batch * stride_cb + rows * stride_cm, total.to(c_ptr.dtype.element_ty), mask=mask)
+
+
 def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, input_precision=None):
     """out = alpha * (a @ b) + beta * bias with {kernel}, as torch.mm/addmm/bmm/baddbmm/mv/addmv.
 
@@ -281,25 +330,23 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, inp
     N = b.shape[2]
     if batch == 0 or M == 0 or N == 0:
         return out
+    acc_dtype = tl.float64 if a.element_size() == 8 else tl.float32  # float64 operands keep float64
+    if split_k is not None and split_k < 1:
+        raise ValueError(f"{launcher}: split_k={{split_k}}: a split of K needs at least one program")
+    if N == 1 or M == 1:  # a matrix-vector product: one output column (or row, read transposed)
+        if N == 1:
+            mat, vec, col, bias_col = a, b[:, :, 0], c[:, :, 0], bias_full[:, :, 0]
+        else:  # out[b] (1 x N) = (B[b]^T (N x K) @ a[b] (K)) transposed, read in place
+            mat, vec, col, bias_col = b.transpose(1, 2), a[:, 0, :], c[:, 0, :], bias_full[:, 0, :]
+        _{gemv_kernel}_launch(mat, vec, col, bias_col, has_bias, alpha, beta, acc_dtype, split_k)
+        return out
     BLOCK_M = {config.block_m}
     BLOCK_N = {config.block_n}
     BLOCK_K = {config.block_k}
-    acc_dtype = tl.float64 if a.element_size() == 8 else tl.float32  # float64 operands keep float64
-    if a.device.type == "cpu":  # Triton's interpreter: float32 FMA, the host's threads
-        processors, tf32_tensor_cores = torch.get_num_threads(), False
-    else:  # the GPU as Triton's driver sees it (cuda, hip or xpu alike)
-        driver = triton.runtime.driver.active
-        target = driver.get_current_target()
-        # SMs (NVIDIA), CUs (AMD), Xe-cores (Intel) as the driver reports them; 1 (no split) if not
-        processors = driver.utils.get_device_properties(driver.get_current_device()).get("multiprocessor_count") or 1
-        # TF32 tensor cores: NVIDIA GPUs of compute capability 8.0 and newer (only NVIDIA's target
-        # has a number for its arch, 10 * the capability; AMD's is a gfx name, Intel's a dict)
-        tf32_tensor_cores = isinstance(target.arch, int) and target.arch >= 80
+    processors, tf32_tensor_cores = _{kernel}_device(a)
     if input_precision is None:
         # a float32 product as three TF32 products where TF32 tensor cores exist, else FMA
         input_precision = "tf32x3" if tf32_tensor_cores and a.dtype == torch.float32 else "ieee"
-    if split_k is not None and split_k < 1:
-        raise ValueError(f"{launcher}: split_k={{split_k}}: a split of K needs at least one program")
     if split_k is None:
         # K split over programs where it is long (K >= 32 * max(M, N), TorchInductor's decompose_k
         # rule) and the output has at most half as many tiles as the device has processors
@@ -329,4 +376,51 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, inp
             float(alpha), float(beta), HAS_BIAS=has_bias, ACC_DTYPE=acc_dtype, SPLIT_K=split_k, BLOCK=1024,
         )
     return out
+
+
+def _{kernel}_device(a):
+    """(processors, whether float32 products may run as three TF32 products) of a's device."""
+    if a.device.type == "cpu":  # Triton's interpreter: float32 FMA, the host's threads
+        return torch.get_num_threads(), False
+    # the GPU as Triton's driver sees it (cuda, hip or xpu alike)
+    driver = triton.runtime.driver.active
+    target = driver.get_current_target()
+    # SMs (NVIDIA), CUs (AMD), Xe-cores (Intel) as the driver reports them; 1 (no split) if not
+    processors = driver.utils.get_device_properties(driver.get_current_device()).get("multiprocessor_count") or 1
+    # TF32 tensor cores: NVIDIA GPUs of compute capability 8.0 and newer (only NVIDIA's target
+    # has a number for its arch, 10 * the capability; AMD's is a gfx name, Intel's a dict)
+    return processors, isinstance(target.arch, int) and target.arch >= 80
+
+
+def _{gemv_kernel}_launch(mat, vec, col, bias_col, has_bias, alpha, beta, acc_dtype, split_k):
+    """col[b] = alpha * (mat[b] @ vec[b]) + beta * bias_col[b] with {gemv_kernel}; mat [batch, M, K],
+    vec [batch, K], col and bias_col [batch, M], any strides."""
+    batch, M, K = mat.shape
+    # the tile runs along mat's contiguous axis: rows of K where K is (row-major), columns of M where
+    # M is (a transposed operand), so each step's loads are whole cache lines
+    BLOCK_M, BLOCK_K = (128, 32) if mat.stride(1) == 1 and mat.stride(2) != 1 else (16, 256)
+    programs = triton.cdiv(M, BLOCK_M) * batch
+    if split_k is None:
+        # a memory-bound loop needs several programs resident on every processor to hide the
+        # latency of its loads: K split until there are 8 a processor (project heuristic), each
+        # split at least four BLOCK_K steps
+        processors = _{kernel}_device(mat)[0]
+        split_k = max(1, min(triton.cdiv(8 * processors, programs), triton.cdiv(K, 4 * BLOCK_K)))
+    part = col
+    if split_k > 1:
+        part = torch.empty((split_k, batch, M), dtype=torch.promote_types(mat.dtype, torch.float32), device=mat.device)
+    {gemv_kernel}[(triton.cdiv(M, BLOCK_M), batch, split_k)](
+        mat, vec, col, bias_col, part, M, K,
+        mat.stride(0), mat.stride(1), mat.stride(2), vec.stride(0), vec.stride(1), col.stride(0), col.stride(1),
+        bias_col.stride(0), bias_col.stride(1),
+        float(alpha), float(beta), HAS_BIAS=has_bias, ACC_DTYPE=acc_dtype, SPLIT_K=split_k,
+        BLOCK_M=BLOCK_M, BLOCK_K=BLOCK_K, num_warps=4,
+    )
+    if split_k > 1:
+        total = batch * M
+        {splits_kernel}[(triton.cdiv(total, 1024),)](
+            part, col, bias_col, total, M, 1,
+            col.stride(0), col.stride(1), 0, bias_col.stride(0), bias_col.stride(1), 0,
+            float(alpha), float(beta), HAS_BIAS=has_bias, ACC_DTYPE=acc_dtype, SPLIT_K=split_k, BLOCK=1024,
+        )
 '''.strip("\n") + "\n"

@@ -303,7 +303,8 @@ def {gemv_kernel}(
 
 
 def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, input_precision=None):
-    """out = alpha * (a @ b) + beta * bias with {kernel}, as torch.mm/addmm/bmm/baddbmm/mv/addmv.
+    """out = alpha * (a @ b) + beta * bias with {kernel} ({gemv_kernel} where a or b is a vector, or
+    M or N is 1), as torch.mm/addmm/bmm/baddbmm/mv/addmv.
 
     a: [M, K] or [batch, M, K]; b: [K, N], [batch, K, N] or a vector [K]; any strides, one
     floating dtype. bias: broadcastable to the result (ignored when beta == 0, as in torch).

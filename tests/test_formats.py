@@ -173,6 +173,14 @@ def test_inputs_drawn_from_numpys_unseeded_generator_are_the_same_in_every_job(c
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
 
 
+def test_a_reference_drawing_from_numpy_in_forward_is_random_and_inconclusive(capsys):
+    """Seeding numpy for get_inputs() must not hide a forward that draws from it: the truth's
+    second call moves every generator, not only torch's."""
+    code, v = verify(capsys, KB / "numpy_dropout_relu.py", KB / "dropout_relu_new.py", "--no-odd-size")
+    assert (code, v["kind"]) == (10, "inconclusive"), v["reason"]
+    assert "output is random" in v["reason"], v["reason"]
+
+
 def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     code, v = verify(capsys, KB / "ignores_input.py", KB / "ignores_input_new.py")
     assert (code, v["kind"]) == (10, "inconclusive")

@@ -235,6 +235,40 @@ def test_matrix_vector_products_run_the_gemv_kernel_and_match_torch(split):
     _close(matmul(*h, split_k=split), (h[0].double() @ h[1].double()).half(), 5e-3)
 
 
+_COMPILE_SPLITS = """
+import importlib.util, sys
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+spec = importlib.util.spec_from_file_location("generated_gemm", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+signature = {"part_ptr": "*fp32", "c_ptr": "*fp32", "bias_ptr": "*fp32", "total": "i64", "M": "i32", "N": "i32",
+             **{f"stride_{n}": "i32" for n in ("cb", "cm", "cn", "biasb", "biasm", "biasn")},
+             "alpha": "fp32", "beta": "fp32", "HAS_BIAS": "constexpr", "ACC_DTYPE": "constexpr",
+             "SPLIT_K": "constexpr", "BLOCK": "constexpr"}
+constexprs = {"M": 1, "N": 1, "HAS_BIAS": False, "ACC_DTYPE": tl.float32, "SPLIT_K": 2, "BLOCK": 1024}
+triton.compile(triton.compiler.ASTSource(fn=module.matmul_kernel_splits, signature=signature, constexprs=constexprs),
+               target=GPUTarget("cuda", 90, 32))
+"""
+
+
+def test_the_splits_kernel_compiles_where_m_and_n_are_one(tmp_path):
+    """Triton makes an integer argument equal to 1 a constant when it compiles for a GPU, which the
+    interpreter never does: a 1 x K @ K x 1 product split over K launches the splits kernel with
+    M = N = 1, and it must compile for sm_90 (ahead of time, in a process without the interpreter;
+    no GPU needed)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "generated_gemm.py"
+    path.write_text("import torch\nimport triton\nimport triton.language as tl\n\n"
+                    + gemm.source("matmul", "matmul_kernel", gemm.gemm_config("cuda")))
+    done = subprocess.run([sys.executable, "-c", _COMPILE_SPLITS, str(path)], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_launch_starts_from_the_target_search_space_and_autotunes():
     cuda = gemm.gemm_config("cuda")
     assert "search space cuda" in cuda.origin
@@ -281,9 +315,12 @@ def test_a_product_the_kernel_cannot_compute_stays_torch_and_is_named():
 
 def test_names_do_not_shadow_the_problem(tmp_path):
     cap = load_capture(FIX / "matmul_transposed.capture.json")
-    source = (FIX / "matmul_transposed.py").read_text() + "\n\ndef matmul(x):\n    return x\n"
+    source = (FIX / "matmul_transposed.py").read_text() + "\n\ndef matmul(x):\n    return x\n" \
+        + "\n\ndef _matmul_kernel_device(x):\n    return x\n"
     fv = convert(cap, source)
     assert "def matmul_2(" in fv.source and "matmul_2(A.as_strided(" in fv.source
+    # the launcher's helpers too: the problem's own function keeps its name and its body
+    assert fv.source.count("def _matmul_kernel_device(") == 1 and "def _matmul_kernel_device_2(a):" in fv.source
     bad = load_capture(FIX / "matmul_transposed.capture.json")
     bad.output_code = bad.output_code.replace("extern_kernels.mm(", "extern_kernels.mm(1, 2, ")
     with pytest.raises(InductorCodeError, match="extern_kernels.mm"):

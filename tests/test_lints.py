@@ -489,3 +489,15 @@ def test_inductors_unmasked_loads_and_one_output_reductions_are_not_flagged():
     small = analyze(INDUCTOR_SUM.format(r=8).replace("XBLOCK=1", "XBLOCK=16"), "cuda").issues
     hits = [i for i in small if i.rule_id == "elementwise_block_size"]
     assert len(hits) == 1 and "R0_BLOCK=8 x XBLOCK=16 elements" in hits[0].message, hits
+
+
+def test_a_one_dimensional_kernel_is_judged_by_its_largest_known_range():
+    """A 1-D kernel's separate ranges are not one tile: a 128-element block beside a 16-wide bias
+    range moves 128 a program, and a range whose extent the launch leaves to its default (NS = 4)
+    does not hide the small block."""
+    src = ADD.replace("{block}", "128").replace(
+        "add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr)",
+        "add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr = 16)").replace(
+        "    mask = offs < n\n", "    mask = offs < n\n    c = tl.sum(tl.arange(0, BLOCK_C), axis=0)\n")
+    hits = [i for i in analyze(src, "cuda").issues if i.rule_id == "elementwise_block_size"]
+    assert len(hits) == 1 and "BLOCK=128 elements" in hits[0].message, hits

@@ -234,6 +234,21 @@ def test_another_formula_is_a_wrong_answer_not_a_downgrade_the_source_does_not_h
     assert "512x allowed plus what --allow approx-math adds" in allowed.reason, allowed.reason
 
 
+def test_approximate_math_neither_explains_nor_excuses_an_error_where_the_truth_has_nothing_to_approximate():
+    """A row sum scaled by 1 + 4e-4 on odd rows errs like a 10-bit mantissa, but the truth is sums
+    alone: no exponential, logarithm or other function a kernel computes approximately. So the
+    verdict does not call it approximate math, and --allow approx-math does not widen the bound
+    (a warning says why); the same allowance still accepts GELU through tanh (above)."""
+    v = check("rowsum.py", "rowsum_scaled_rows.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+    assert "approximate math" not in v.reason and "--allow" not in v.reason, v.reason
+    assert not findings(v, "precision_downgrade")
+    allowed = check("rowsum.py", "rowsum_scaled_rows.py", allow_precision=["approx-math"])
+    assert allowed.kind is VerdictKind.WRONG_ANSWER, allowed.reason
+    assert any("--allow approx-math does not apply: the reference computes no function" in w
+               for w in allowed.warnings), allowed.warnings
+
+
 def test_a_fault_beside_a_precision_change_is_the_reason_not_the_precision_change():
     """A truncated-TF32 GEMM (emulated) whose K mask is wrong past the last full tile: at the
     problem's sizes its error is what TF32 gives, at the derived sizes (K=33) it is garbage. The

@@ -539,14 +539,37 @@ def _arange_extents(tree: ast.Module, kernel: str) -> set[str]:
     return names
 
 
+def _int_literal(text: str | None) -> int | None:
+    """The integer a default's source text spells (``"4"``), else ``None``."""
+    try:
+        value = ast.literal_eval(text) if text else None
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _broadcasts(tree: ast.Module, kernel: str) -> bool:
+    """Whether the kernel function ``kernel`` indexes with ``None`` (``x[:, None]``): its ranges
+    form a 2-D (or wider) tile."""
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    for node in walk(fn) if fn is not None else []:
+        if isinstance(node, ast.Subscript):
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if any(isinstance(p, ast.Constant) and p.value is None for p in parts):
+                return True
+    return False
+
+
 @_register
 def lint_small_elementwise_block(ctx: LintContext) -> list[Hit]:
     """A flat elementwise kernel (1-D grid, no loop, no ``tl.dot``, not autotuned) launched with
     a tile smaller than every elementwise block of every target's search space (1024 elements
-    today: a program that moves a few hundred elements is small on any device). The tile is
-    the product of every ``tl.arange`` extent the kernel names, each a literal at the launch: a
-    one-row reduction's ``XBLOCK=1`` beside a host-picked ``R0_BLOCK`` (TorchInductor's) is
-    not a small program, and a launch whose extents the host picks is not judged."""
+    today: a program that moves a few hundred elements is small on any device). Each
+    ``tl.arange`` extent the kernel names takes its literal at the launch, else its default; a
+    kernel that broadcasts its ranges into a 2-D tile (``[:, None]``) moves their product, and
+    is judged only where every extent is known (a one-row reduction's ``XBLOCK=1`` beside a
+    2048-wide ``R0_BLOCK``, TorchInductor's, is not a small program); a 1-D kernel moves its
+    largest known range."""
     if not ctx.elementwise_blocks:
         return []
     smallest = min(ctx.elementwise_blocks)
@@ -555,15 +578,19 @@ def lint_small_elementwise_block(ctx: LintContext) -> list[Hit]:
         if k.autotune or k.dots or k.loops or set(k.program_id_axes) - {0}:
             continue
         extents = sorted(_arange_extents(ctx.tree, k.name))
+        defaults = {p.name: _int_literal(p.default) for p in k.params if p.default is not None}
+        tiled = _broadcasts(ctx.tree, k.name)
         for ln in ctx.facts.launches:
             if ln.kernel != k.name or ln.grid_dims not in (None, 1) or not extents:
                 continue
-            values = [ln.constexprs.get(n) for n in extents]
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            values = {n: ln.constexprs.get(n, defaults.get(n)) for n in extents}
+            known = {n: v for n, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
+            if not known or (tiled and len(known) < len(values)):
                 continue
-            tile = math.prod(values)
+            tile = math.prod(known.values()) if tiled else max(known.values())
             if tile < smallest:
-                named = " x ".join(f"{n}={v}" for n, v in zip(extents, values))
+                shown = known if tiled else {n: v for n, v in known.items() if v == tile}
+                named = " x ".join(f"{n}={v}" for n, v in shown.items())
                 hits.append(Hit(ln.line, f"{k.name} moves {named} elements a program: a launch grid of one "
                                          f"tiny program per {tile} elements, where the targets' elementwise search "
                                          f"spaces hold blocks of {smallest} to {max(ctx.elementwise_blocks)}",

@@ -476,7 +476,7 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     gemm_kernel = _unique(gemm.KERNEL, taken)
     splits_kernel = _unique(f"{gemm_kernel}_splits", taken)
     gemv_kernel = _unique(f"{gemm_kernel}_gemv", taken)
-    taken.update({f"_{gemm_kernel}_device", f"_{gemv_kernel}_launch"})  # the launcher's helpers
+    gemm_helpers = (_unique(f"_{gemm_kernel}_device", taken), _unique(f"_{gemv_kernel}_launch", taken))
     lines, launched, host = _host_body(code, capture, renamed, launcher)
     library = host.library
     config = gemm.gemm_config(gemm.target_of(capture.generated_for, capture.device)) if host.gemm_calls else None
@@ -514,7 +514,7 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     sections = [("# ---- Triton kernels (TorchInductor) " + "-" * 50, kernels)] if kernels else []
     if config is not None:
         sections.append((f"# ---- matrix products: a Triton GEMM kernel (tiles from the {config.origin})",
-                         gemm.source(launcher, gemm_kernel, config, splits_kernel, gemv_kernel).strip()))
+                         gemm.source(launcher, gemm_kernel, config, splits_kernel, gemv_kernel, gemm_helpers).strip()))
     body = "".join(f"{title}\n\n\n{text}\n\n\n" for title, text in sections)
     source = ("\n".join(header) + "\n\n" + before.strip("\n") + "\n\n\n" + body
               + model_class.rstrip() + "\n" + ("\n\n" + after.strip("\n") + "\n" if after.strip() else ""))

@@ -171,13 +171,16 @@ def launcher_call(op: str, call: ast.Call, launcher: str) -> ast.Call:
 
 
 def source(launcher: str, kernel: str, config: GemmConfig, splits_kernel: str | None = None,
-           gemv_kernel: str | None = None) -> str:
+           gemv_kernel: str | None = None, helpers: tuple[str, str] | None = None) -> str:
     """The kernel ``kernel``, the kernel ``splits_kernel`` (default ``<kernel>_splits``) that sums
     the partial products of a split K, the matrix-vector kernel ``gemv_kernel`` (default
     ``<kernel>_gemv``) and the host function ``launcher`` that launches them with ``config``
-    (module docstring), as module-level Python source."""
+    (module docstring), as module-level Python source. ``helpers``: the names of the launcher's
+    two host helpers (the device's facts, the mat-vec launch; default ``_<kernel>_device`` and
+    ``_<gemv_kernel>_launch``)."""
     splits_kernel = splits_kernel or f"{kernel}_splits"
     gemv_kernel = gemv_kernel or f"{kernel}_gemv"
+    device_fn, gemv_launch = helpers or (f"_{kernel}_device", f"_{gemv_kernel}_launch")
     options = "".join(f", {k}={v!r}" for k, v in config.options)
     return f'''
 @triton.jit
@@ -254,7 +257,7 @@ def {splits_kernel}(
         acc += tl.load(part_ptrs, mask=mask, other=0.0)
         part_ptrs += total
     acc = acc * alpha
-    batch = offs // (M.to(tl.int64) * N)
+    batch = (offs // N) // M   # offs is int64; no .to on M, which Triton makes a constant where it is 1
     row = (offs // N) % M
     col = offs % N
     if HAS_BIAS:
@@ -339,12 +342,12 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, inp
             mat, vec, col, bias_col = a, b[:, :, 0], c[:, :, 0], bias_full[:, :, 0]
         else:  # out[b] (1 x N) = (B[b]^T (N x K) @ a[b] (K)) transposed, read in place
             mat, vec, col, bias_col = b.transpose(1, 2), a[:, 0, :], c[:, 0, :], bias_full[:, 0, :]
-        _{gemv_kernel}_launch(mat, vec, col, bias_col, has_bias, alpha, beta, acc_dtype, split_k)
+        {gemv_launch}(mat, vec, col, bias_col, has_bias, alpha, beta, acc_dtype, split_k)
         return out
     BLOCK_M = {config.block_m}
     BLOCK_N = {config.block_n}
     BLOCK_K = {config.block_k}
-    processors, tf32_tensor_cores = _{kernel}_device(a)
+    processors, tf32_tensor_cores = {device_fn}(a)
     if input_precision is None:
         # a float32 product as three TF32 products where TF32 tensor cores exist, else FMA
         input_precision = "tf32x3" if tf32_tensor_cores and a.dtype == torch.float32 else "ieee"
@@ -379,7 +382,7 @@ def {launcher}(a, b, out=None, bias=None, alpha=1.0, beta=1.0, split_k=None, inp
     return out
 
 
-def _{kernel}_device(a):
+def {device_fn}(a):
     """(processors, whether float32 products may run as three TF32 products) of a's device."""
     if a.device.type == "cpu":  # Triton's interpreter: float32 FMA, the host's threads
         return torch.get_num_threads(), False
@@ -393,7 +396,7 @@ def _{kernel}_device(a):
     return processors, isinstance(target.arch, int) and target.arch >= 80
 
 
-def _{gemv_kernel}_launch(mat, vec, col, bias_col, has_bias, alpha, beta, acc_dtype, split_k):
+def {gemv_launch}(mat, vec, col, bias_col, has_bias, alpha, beta, acc_dtype, split_k):
     """col[b] = alpha * (mat[b] @ vec[b]) + beta * bias_col[b] with {gemv_kernel}; mat [batch, M, K],
     vec [batch, K], col and bias_col [batch, M], any strides."""
     batch, M, K = mat.shape
@@ -405,7 +408,7 @@ def _{gemv_kernel}_launch(mat, vec, col, bias_col, has_bias, alpha, beta, acc_dt
         # a memory-bound loop needs several programs resident on every processor to hide the
         # latency of its loads: K split until there are 8 a processor (project heuristic), each
         # split at least four BLOCK_K steps
-        processors = _{kernel}_device(mat)[0]
+        processors = {device_fn}(mat)[0]
         split_k = max(1, min(triton.cdiv(8 * processors, programs), triton.cdiv(K, 4 * BLOCK_K)))
     part = col
     if split_k > 1:

@@ -47,6 +47,45 @@ _LOW = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 #: also hides in formulas (GELU through tanh for the exact one through erf), which no scan sees.
 SCANNED_DOWNGRADES = frozenset({"tf32", "fp16", "bf16"})
 
+#: aten ops (overload packets) of the functions a kernel may compute approximately: ``tanh.approx``
+#: and libdevice's ``fast_*`` intrinsics (exponentials, logarithms, powers, trigonometric
+#: functions), and formulas that stand for a function (GELU through tanh for the one through erf).
+#: A truth that calls none of them is rational arithmetic (sums, products, maxima, division
+#: within a few units in the last place): no approximation explains a kernel's error against it,
+#: so ``approx-math`` neither explains nor excuses one (:func:`truth_scanned`).
+APPROXIMABLE_OPS = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "logaddexp", "logsumexp", "_softmax", "_log_softmax",
+    "softmax", "log_softmax", "tanh", "sigmoid", "log_sigmoid_forward", "erf", "erfc", "erfinv", "gelu", "silu",
+    "mish", "softplus", "elu", "selu", "celu", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh",
+    "asinh", "acosh", "atanh", "pow", "float_power", "lgamma", "digamma", "xlogy", "special_xlog1py",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "nll_loss_forward",
+    "sqrt", "rsqrt", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "native_batch_norm",
+    "native_layer_norm", "native_group_norm", "linalg_vector_norm", "norm", "std", "var", "var_mean", "std_mean",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "scaled_dot_product_attention",
+})
+
+
+class Hints(dict):
+    """``{downgrade: [causes]}`` a source scan found, and ``scanned``: the downgrades the scans
+    would have found wherever they are, so that one they did not find is no cause of an error
+    (:data:`SCANNED_DOWNGRADES`, plus ``approx-math`` where the truth computes no function a
+    kernel could approximate: :func:`truth_scanned`)."""
+
+    def __init__(self, found: dict[str, list[str]] | None = None,
+                 scanned: frozenset[str] = SCANNED_DOWNGRADES) -> None:
+        super().__init__(found or {})
+        self.scanned = frozenset(scanned)
+
+
+def truth_scanned(truth_ops: list[str] | None) -> frozenset[str]:
+    """The downgrades known to be absent or present wherever they are, given the aten ops the
+    float64 truth called (``None`` or empty: not traced, the source scans' alone): with ops
+    among none of :data:`APPROXIMABLE_OPS`, ``approx-math`` too."""
+    if truth_ops and not APPROXIMABLE_OPS & set(truth_ops):
+        return SCANNED_DOWNGRADES | {"approx-math"}
+    return SCANNED_DOWNGRADES
+
 
 def _tf32_calls(tree: ast.AST, constants: dict[str, object] | None = None) -> list[tuple[int, str]]:
     """``(line, why)`` of every ``tl.dot`` under ``tree`` that runs float32 operands in TF32;

@@ -71,7 +71,7 @@ def explained(comp: OutputComparison, hints: dict[str, list[str]],
         return named[0], hints[named[0]][0]
     # an accumulator's allowance is too wide to explain an unknown cause, and a downgrade the source
     # scan finds wherever it is (a TF32 dot, a half-precision type) is no cause where it found none
-    operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation and n not in SCANNED_DOWNGRADES]
+    operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation and n not in _scanned(hints)]
     if _spread(comp) and operands:
         return operands[0], ("no TF32 dot product and no half-precision type in the source: an approximation (a "
                              "formula, a fast intrinsic) errs like this")
@@ -88,7 +88,12 @@ def unseen_first(names: list[str], hints: dict[str, list[str]]) -> list[str]:
     """``names`` (downgrades, finest first) with those the source scan would have found but did
     not (``SCANNED_DOWNGRADES`` missing from ``hints``: a TF32 dot in a kernel with no dot) moved
     last: which of the allowed downgrades let an output through."""
-    return sorted(names, key=lambda n: n in SCANNED_DOWNGRADES and n not in hints)
+    return sorted(names, key=lambda n: n in _scanned(hints) and n not in hints)
+
+
+def _scanned(hints: dict[str, list[str]]) -> frozenset[str]:
+    """The downgrades ``hints`` would name wherever they are (``precision_hints.Hints.scanned``)."""
+    return getattr(hints, "scanned", SCANNED_DOWNGRADES)
 
 
 def _measured(comp: OutputComparison) -> str:

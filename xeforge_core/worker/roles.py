@@ -104,6 +104,7 @@ from xeforge_core.worker.inputs import (
     dtype_from_name,
     flatten_outputs,
     init_values,
+    seed_all,
     load_matching_state,
 )
 from xeforge_core.worker.integrity import (
@@ -119,7 +120,14 @@ from xeforge_core.worker.integrity import (
 )
 from xeforge_core.worker.loading import LoadedModule, load_module
 from xeforge_core.worker.parameters import redrawn_note
-from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES, jit_reached, precision_hints, tf32_dots
+from xeforge_core.worker.precision_hints import (
+    SCANNED_DOWNGRADES,
+    Hints,
+    jit_reached,
+    precision_hints,
+    tf32_dots,
+    truth_scanned,
+)
 from xeforge_core.worker.precision_report import advice, explained, has_unexplained, policy_of, run_check
 from xeforge_core.worker.precision_report import findings as precision_findings
 from xeforge_core.worker.precision_report import summary as precision_summary
@@ -693,6 +701,7 @@ def _calibrate(f64: Float64Truth | None, meta: dict[str, Any], model: torch.nn.M
     info["dtype"] = stats["dtype"]
     info["runs"][combo.key] = stats["outputs"]
     info["widened"] = sorted(set(info.get("widened", [])) | set(stats["widened"]))
+    info["ops"] = sorted(set(info.get("ops", [])) | set(stats["ops"]))
     return _truth64(deviations, sensitivities, stats["outputs"], drifts)
 
 
@@ -735,14 +744,17 @@ def _truth64(deviations: list[Any], sensitivities: list[Any], stats: list[Any],
             for d, s, st, g in zip(deviations, sensitivities, stats, drifts)]
 
 
-def _hints(loaded: LoadedModule, dtype: str | None, launched: set[str] | None = None) -> dict[str, list[str]]:
-    """Lower-precision arithmetic in ``loaded``'s source for a problem of ``dtype``: in the
-    kernels the first call ``launched`` and the ``@triton.jit`` helpers they call (every kernel
-    when ``launched`` is not known); a kernel defined but never launched computes nothing."""
+def _hints(loaded: LoadedModule, truth64: dict[str, Any] | None, launched: set[str] | None = None) -> Hints:
+    """Lower-precision arithmetic in ``loaded``'s source for a problem of the float64 truth's
+    dtype: in the kernels the first call ``launched`` and the ``@triton.jit`` helpers they call
+    (every kernel when ``launched`` is not known; a kernel defined but never launched computes
+    nothing); scanned with the aten ops the truth called (``truth_scanned``: a truth of rational
+    arithmetic leaves approximate math nothing to approximate)."""
     kernels = set(_jit_sources(loaded))
     if launched:
         kernels = jit_reached(loaded.tree, launched & kernels, kernels) or kernels
-    return precision_hints(loaded.tree, kernels, dtype)
+    truth64 = truth64 or {}
+    return Hints(precision_hints(loaded.tree, kernels, truth64.get("dtype")), truth_scanned(truth64.get("ops")))
 
 
 def _tol_of(ctx: WorkerContext):
@@ -904,8 +916,8 @@ def run_baseline(ctx: WorkerContext) -> None:
                         VerdictKind.RUNTIME_ERROR, f"the reference failed on {combo.describe()}: "
                         f"{err.failure.reason}", err.failure.line, err.failure.error_text)) from err
                 calibration = _calibrate(f64, meta, rmodel, combo, ref_out)
-                base_hints = _hints(harness.loaded, meta["truth64"].get("dtype"), holder.get("launched"))
-                bpolicy = policy.restricted(base_hints, SCANNED_DOWNGRADES)
+                base_hints = _hints(harness.loaded, meta["truth64"], holder.get("launched"))
+                bpolicy = policy.restricted(base_hints, base_hints.scanned)
                 tol = resolve_tolerance(ctx.options, combo.variant)
                 ok, comps, warns, note = compare_outputs(outputs, ref_out, tol, allow_dtype_change=True,
                                                          poisoned=False, calibration=calibration,
@@ -1181,12 +1193,16 @@ def run_candidate(ctx: WorkerContext) -> None:
     small_expected.clear()
 
     def correctness(step: Step) -> None:
-        hints = _hints(harness.loaded, (meta.get("truth64") or {}).get("dtype"), holder.get("launched"))
+        hints = _hints(harness.loaded, meta.get("truth64"), holder.get("launched"))
         policy = policy_of(ctx.options).with_baseline(
-            meta.get("baseline_downgrades"), meta.get("baseline_state") or "measured").restricted(hints, SCANNED_DOWNGRADES)
+            meta.get("baseline_downgrades"), meta.get("baseline_state") or "measured").restricted(hints, hints.scanned)
         for name in policy.inapplicable:
+            what = (f"the kernels have no {DOWNGRADES[name].what.split(' (')[0]}" if name in SCANNED_DOWNGRADES else
+                    "the reference computes no function a kernel would approximate (no exponential, logarithm, "
+                    "tanh, erf, power, root or trigonometric function: "
+                    f"{', '.join((meta.get('truth64') or {}).get('ops', [])[:12])})")
             ctx.verdict.warnings.append(
-                f"{policy.source_of(name)} does not apply: the kernels have no {DOWNGRADES[name].what.split(' (')[0]} "
+                f"{policy.source_of(name)} does not apply: {what} "
                 "(an allowance vouches only for what it names, so it does not widen the bound here)")
         excused: list[CorrectnessRun] = []
         first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, policy, hints,
@@ -1539,8 +1555,8 @@ def _random_truth(ctx: WorkerContext, truth: Harness, model: torch.nn.Module, co
     mask every call, so no candidate can match it element by element (KernelBench's Dropout
     problems are built so); the harness seeds the generator before each call, which would hide
     that from a plain second call."""
-    args = truth.inputs_for(combo)  # seeds torch's generator, as for the first call ...
-    torch.manual_seed(0x5EED ^ combo.seed)  # ... then moves it, so only a forward() that draws from it changes
+    args = truth.inputs_for(combo)  # seeds torch's, numpy's and Python's generators, as for the first call ...
+    seed_all(0x5EED ^ combo.seed)  # ... then moves them all, so only a forward() that draws from one changes
     again = truth.run(model, args, during=f"calling the truth again on {combo.describe()}")
     tol = resolve_tolerance(ctx.options, combo.variant)
     ok, comps, _, note = compare_outputs(again, outputs, tol, allow_dtype_change=False, poisoned=False)

@@ -177,6 +177,8 @@ class Float64Truth:
         self.sources: dict[tuple[str, int], torch.nn.Module] = {}
         #: aten ops whose float32 the float64 runs computed in float64 (module docstring)
         self.widened: set[str] = set()
+        #: every aten op the float64 runs called (what the truth computes, where it is PyTorch)
+        self.ops: set[str] = set()
 
     def _models(self, model: torch.nn.Module, key: tuple[str, int], u: float) -> tuple[torch.nn.Module, torch.nn.Module]:
         if key not in self.models:
@@ -202,6 +204,7 @@ class Float64Truth:
         except WorkerError as err:
             raise Unavailable(f"it does not run in float64 ({err.failure.reason.strip().splitlines()[0]})") from err
         self.widened |= tracer.widened
+        self.ops |= tracer.ops
         if tracer.bitcast is not None:
             raise Unavailable(f"it reads the bits of a floating-point tensor as {tracer.bitcast} (aten.view): in "
                               "float64 those are another number's bits")
@@ -293,7 +296,8 @@ class Float64Truth:
             sensitivities.append(sigma)
             drifts.append(g)
             info.append(dict(stats, dtype=name, drift_rms=drift_rms))
-        return deviations, sensitivities, drifts, {"dtype": dtype, "outputs": info, "widened": sorted(self.widened)}
+        return deviations, sensitivities, drifts, {"dtype": dtype, "outputs": info, "widened": sorted(self.widened),
+                                                    "ops": sorted(self.ops)}
 
 
 #: Elements processed per step when deriving the deviation and sensitivity (float64 temporaries

@@ -48,7 +48,8 @@ _EMPTY = re.compile(r"^empty_strided_(cpu|cuda|xpu|mtia)$")
 @dataclass
 class FirstVersion:
     """A converted first version: the module ``source``, the readable ``kernels`` names (in
-    launch order, the GEMM kernel last), the ``library_calls`` left to torch
+    launch order, the GEMM kernel and its mat-vec kernel last: the launcher runs one of the two
+    for each product, by its shape), the ``library_calls`` left to torch
     (``torch.convolution``, ``torch.ops.aten...``: not Triton yet), ``renamed`` (Inductor's
     kernel name -> the new one), ``gemm_calls`` (the torch matrix products Inductor called,
     ``torch.addmm``..., now run by the Triton kernel ``gemm_kernel``, whose tiles come from
@@ -523,7 +524,7 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     except SyntaxError as exc:  # a conversion bug, never the user's
         raise InductorCodeError(f"the converted module does not parse (line {exc.lineno}): {exc.msg}") from None
     kernels_run = [renamed[n] for n in code.kernels if renamed[n] in launched]
-    return FirstVersion(source=source, kernels=kernels_run + ([gemm_kernel] if config is not None else []),
+    return FirstVersion(source=source, kernels=kernels_run + ([gemm_kernel, gemv_kernel] if config is not None else []),
                         library_calls=library, renamed=renamed, generated_for=capture.generated_for or capture.device,
                         torch=capture.torch, gemm_calls=list(host.gemm_calls),
                         gemm_kernel=gemm_kernel if config is not None else "",

@@ -104,8 +104,8 @@ from xeforge_core.worker.inputs import (
     dtype_from_name,
     flatten_outputs,
     init_values,
-    seed_all,
     load_matching_state,
+    seed_all,
 )
 from xeforge_core.worker.integrity import (
     HarnessGuard,
@@ -1300,10 +1300,17 @@ def run_candidate(ctx: WorkerContext) -> None:
                           f"{', '.join(dict.fromkeys(r.variant for r in runs))}), so nothing was compared: a "
                           "dimension of the checked sizes is 0; check a size with at least one element")
             return
-        nconf = len(ctx.registry.variants())
+        # configs of autotuned kernels the call launched: another kernel's configs (the GEMM kernel
+        # beside the mat-vec one that ran) were forced on runs that never launched it
+        ran = holder.get("launched")
+        tuned = [e for e in ctx.registry.entries if not ran or e.name in ran]
+        nconf = sum(len(e.configs) for e in tuned)
+        idle = sorted({e.name for e in ctx.registry.entries} - {e.name for e in tuned})
         firsts = sum(1 for r in ctx.verdict.correctness if r.config == "first call" and r.passed)
         step.summary = (f"matches the {truth} on {len(runs)} run(s)"
                         + (f" including every one of {nconf} autotune config(s)" if nconf else "")
+                        + (f" (autotuned {', '.join(idle)} never launched here, so its configs ran nothing)"
+                           if idle else "")
                         + (", and on its first call" if firsts else "")
                         + _skipped_phrase(skipped))
         fixed = meta.get("fixed_inputs") or []

@@ -349,9 +349,10 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     try:
         from xeforge_core.worker.inputs import module_overrides, seed_all
 
-        seed_all(int(job.get("seed", 0)))
         with module_overrides(module, job.get("overrides") or {}):
+            seed_all(0)  # as the verifier's workers do (worker.inputs.init_values), then the inputs' seed
             init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+            seed_all(int(job.get("seed", 0)))
             raw_inputs = list(module.get_inputs())
         published, hints_note = _published_shapes(module) if job.get("overrides") else (None, "")
         from xeforge_core.problem.entry import problem_class

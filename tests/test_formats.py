@@ -181,6 +181,15 @@ def test_a_reference_drawing_from_numpy_in_forward_is_random_and_inconclusive(ca
     assert "output is random" in v["reason"], v["reason"]
 
 
+def test_only_the_configs_of_autotuned_kernels_that_ran_are_claimed_checked(capsys):
+    """Two autotuned kernels, one never launched at the checked sizes: the correctness summary
+    counts the two configs of the kernel that ran, and names the other as never launched."""
+    code, v = verify(capsys, KB / "numpy_inputs_relu.py", KB / "relu_two_autotuned.py", "--no-odd-size")
+    assert (code, v["kind"]) == (0, "ok"), v["reason"]
+    summary = next(s for s in v["steps"] if s["name"] == "correctness")["summary"]
+    assert "every one of 2 autotune config(s) (autotuned column_relu_kernel never launched" in summary, summary
+
+
 def test_a_reference_that_ignores_its_inputs_is_inconclusive(capsys):
     code, v = verify(capsys, KB / "ignores_input.py", KB / "ignores_input_new.py")
     assert (code, v["kind"]) == (10, "inconclusive")

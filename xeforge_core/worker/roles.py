@@ -1300,16 +1300,16 @@ def run_candidate(ctx: WorkerContext) -> None:
                           f"{', '.join(dict.fromkeys(r.variant for r in runs))}), so nothing was compared: a "
                           "dimension of the checked sizes is 0; check a size with at least one element")
             return
-        # configs of autotuned kernels the call launched: another kernel's configs (the GEMM kernel
+        # configs of autotuned kernels some run launched: another kernel's configs (the GEMM kernel
         # beside the mat-vec one that ran) were forced on runs that never launched it
-        ran = holder.get("launched")
+        ran = set(holder.get("launched") or ()) | {k for per in grids.values() for k in per}
         tuned = [e for e in ctx.registry.entries if not ran or e.name in ran]
         nconf = sum(len(e.configs) for e in tuned)
         idle = sorted({e.name for e in ctx.registry.entries} - {e.name for e in tuned})
         firsts = sum(1 for r in ctx.verdict.correctness if r.config == "first call" and r.passed)
         step.summary = (f"matches the {truth} on {len(runs)} run(s)"
                         + (f" including every one of {nconf} autotune config(s)" if nconf else "")
-                        + (f" (autotuned {', '.join(idle)} never launched here, so its configs ran nothing)"
+                        + (f" (autotuned {', '.join(idle)} never launched at the checked sizes, so its configs ran nothing)"
                            if idle else "")
                         + (", and on its first call" if firsts else "")
                         + _skipped_phrase(skipped))

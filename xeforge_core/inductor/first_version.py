@@ -102,7 +102,8 @@ def _candidate(fv: FirstVersion, source: str) -> Candidate:
             code=source, engine="rules", stage=FIRST_VERSION,
             reason=f"TorchInductor generates no Triton kernel for this problem: it leaves the work to torch "
                    f"library calls ({calls}{'; ' + fv.unexpressed_note if fv.unexpressed_products else ''}), so "
-                   "there is no Triton first version to start from; write one with the LLM or manual engine")
+                   "there is no Triton first version to start from; write one with the LLM engine (`--engine llm`) "
+                   "or by hand (the workbench's manual edit, or your own file checked with `xeforge verify`)")
     notes = [f"not Triton yet (torch library calls): {', '.join(sorted(set(fv.library_calls)))}"] \
         if fv.library_calls else []
     if fv.library_products:

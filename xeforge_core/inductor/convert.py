@@ -105,7 +105,7 @@ class FirstVersion:
         if not self.unexpressed_products:
             return ""
         return (f"{', '.join(sorted(set(self.unexpressed_products)))}: the Triton GEMM kernel computes float16, "
-                "bfloat16, float32 and float64 products only")
+                "bfloat16, float32 and float64 products only, where the host code shows the result's dtype")
 
     @property
     def products_note(self) -> str:

@@ -148,9 +148,10 @@ PERSISTENT_VARIANTS: dict[int, list[tuple]] = {
           # persistent with the key loop software-pipelined in one loop (block j's Q K^T issued before
           # block j-1's softmax): pws's consumers wait on each block's own product
           # (docs/measured/h100-fa-ncu-source), and Triton 3.6 does not compile this loop inside pws's;
-          # on an H100 (2026-12-06, docs/measured/h100-fa-ppipe) its first form (straight-line prologue
-          # and epilogue) was wrong where the head dim is split (D 96, D 48), right in the interpreter,
-          # and never timed; rewritten with one-trip loops since, owed on the GPU
+          # on an H100 (2026-12-06, docs/measured/h100-fa-ppipe) wrong at two stages where the head dim
+          # is split (D 96, D 48; right in the interpreter), before and after its prologue and epilogue
+          # became one-trip loops, and at three stages right but the slowest variant (0.60-0.75x SDPA):
+          # kept as the measured negative result, in no search space
           _v(128, 64, 8, 2, PERSISTENT_PIPE), _v(128, 64, 8, 3, PERSISTENT_PIPE),  # 128 x 128 spills
           # pws-128x128-s2 was the fastest at head dims 96 and 128 (an H100 and an H200, 2026-12-06);
           # these asked whether exponentials shared with the FMA units add to it: they did not, they

@@ -528,17 +528,6 @@ def lint_no_autotune(ctx: LintContext) -> list[Hit]:
     return hits
 
 
-def _arange_extents(tree: ast.Module, kernel: str) -> set[str]:
-    """Names used as the extent of ``tl.arange(0, NAME)`` in the kernel function ``kernel``."""
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
-    names: set[str] = set()
-    for node in walk(fn) if fn is not None else []:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "arange" \
-                and len(node.args) == 2 and isinstance(node.args[1], ast.Name):
-            names.add(node.args[1].id)
-    return names
-
-
 def _int_literal(text: str | None) -> int | None:
     """The integer a default's source text spells (``"4"``), else ``None``."""
     try:
@@ -548,16 +537,20 @@ def _int_literal(text: str | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _broadcasts(tree: ast.Module, kernel: str) -> bool:
-    """Whether the kernel function ``kernel`` indexes with ``None`` (``x[:, None]``): its ranges
-    form a 2-D (or wider) tile."""
+def _tile_ranges(tree: ast.Module, kernel: str) -> tuple[set[str], bool]:
+    """The names used as the extent of ``tl.arange(0, NAME)`` in the kernel function ``kernel``,
+    and whether it indexes with ``None`` (``x[:, None]``): its ranges form a 2-D (or wider) tile."""
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    names: set[str] = set()
+    tiled = False
     for node in walk(fn) if fn is not None else []:
-        if isinstance(node, ast.Subscript):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "arange" \
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Name):
+            names.add(node.args[1].id)
+        elif isinstance(node, ast.Subscript):
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            if any(isinstance(p, ast.Constant) and p.value is None for p in parts):
-                return True
-    return False
+            tiled = tiled or any(isinstance(p, ast.Constant) and p.value is None for p in parts)
+    return names, tiled
 
 
 @_register
@@ -577,9 +570,9 @@ def lint_small_elementwise_block(ctx: LintContext) -> list[Hit]:
     for k in ctx.facts.kernels:
         if k.autotune or k.dots or k.loops or set(k.program_id_axes) - {0}:
             continue
-        extents = sorted(_arange_extents(ctx.tree, k.name))
+        names, tiled = _tile_ranges(ctx.tree, k.name)
+        extents = sorted(names)
         defaults = {p.name: _int_literal(p.default) for p in k.params if p.default is not None}
-        tiled = _broadcasts(ctx.tree, k.name)
         for ln in ctx.facts.launches:
             if ln.kernel != k.name or ln.grid_dims not in (None, 1) or not extents:
                 continue

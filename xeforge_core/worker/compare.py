@@ -423,9 +423,8 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
                         f"{cal.ref_rel_error:.3g})")
     elif not comp.passed and not cal.unwritten:
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside the float64-calibrated bound "
-                        + (f"(error up to {_ratio(cal.ratio)} the reference's own error scale, " if math.isfinite(cal.ratio)
-                           else "(errors where the reference is exact: its own error scale is 0 there, ")
-                        + f"{cal.factor:g}x allowed" + (f" plus what --allow {', '.join(allowed)} adds" if allowed else "")
+                        f"({_ratio(cal.ratio)}, {cal.factor:g}x allowed"
+                        + (f" plus what --allow {', '.join(allowed)} adds" if allowed else "")
                         + f"; relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
                         f"{cal.ref_rel_error:.3g})" + _first_text(comp))
     comp.note = "; ".join(notes)
@@ -433,7 +432,11 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
 
 
 def _ratio(value: float) -> str:
-    return "inf x" if math.isinf(value) else f"{value:.3g}x"
+    """The largest error in units of the reference's own error scale, as the verdict says it (an
+    infinite ratio: errors where the reference is exact)."""
+    if math.isinf(value):
+        return "errors where the reference is exact: its own error scale is 0 there"
+    return f"error up to {value:.3g}x the reference's own error scale"
 
 
 def compare_outputs(actual: list[Any], expected: list[Any], tol: Tolerance, *, allow_dtype_change: bool = False,

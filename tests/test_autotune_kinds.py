@@ -412,3 +412,35 @@ def test_inductor_positional_masks_count_as_masks_and_its_helpers_are_not_kernel
     res = add_autotune(unmasked, target="cuda", arch="hopper")
     assert '"BLOCK_SIZE": 4096' not in res.source
     assert any("not every tl.load/tl.store is masked" in n for n in res.notes), res.notes
+
+
+@pytest.mark.parametrize("kept", ["memory", "session"])
+def test_a_kernel_the_current_version_never_launched_is_left_untuned(kept: str, tmp_path: Path) -> None:
+    """A first version that carries a GEMM kernel beside the mat-vec one that runs at the
+    problem's sizes: the verdict that admitted the current version names the kernels it launched,
+    the controller hands them to the engine, and the autotuning stage tunes only those (with the
+    reason for the other), in memory as in a git session."""
+    from xeforge_core.engines import get_engine
+    from xeforge_core.pipeline.controller import MemoryController, SessionController
+    from xeforge_core.session import Session
+    from xeforge_core.verdict import CompiledKernelInfo, Verdict
+
+    problem = load_problem(FIXTURES / "row_loop_two_kernels.py")
+    if kept == "memory":
+        controller = MemoryController(problem, target="cuda")
+    else:
+        controller = SessionController(Session.create(problem, workspace=tmp_path, plan=["memory_access", "autotuning"]),
+                                       "cpu")
+    assert controller.context("autotuning").launched is None  # the baseline: no verdict says
+    admitted = Verdict(kind=VerdictKind.OK, kernels=[CompiledKernelInfo(name="row_expsum_kernel")])
+    rec = controller.keep("memory_access", problem.kernel.source + "\n# the current version\n", verdict=admitted)
+    controller.approve(rec.id)
+    context = controller.context("autotuning")
+    assert context.launched == ["row_expsum_kernel"]
+    out = get_engine("rules").propose("autotuning", context)
+    assert out.code != context.current_code, out.rationale
+    tuned = {fn.name.value for fn in kernel_defs(cst.parse_module(out.code))
+             if any("autotune" in cst.Module([]).code_for_node(d) for d in fn.decorators)}
+    assert tuned == {"row_expsum_kernel"}
+    assert ("kernel row_max_kernel never launched when the current version was verified "
+            "(it launched row_expsum_kernel)") in out.rationale

@@ -1058,6 +1058,19 @@ def _device_functions(kernels: dict[str, cst.FunctionDef]) -> set[str]:
     return called & set(kernels)
 
 
+def never_launched(name: str, options: dict[str, Any] | None) -> str | None:
+    """The reason a tuning rewrite leaves kernel ``name`` alone when ``options["launched_kernels"]``
+    (the kernels the current version's verification launched, at every size it checked) is given
+    and does not name it: its configs would run nothing measured (a first version's GEMM kernel
+    beside the mat-vec kernel that runs at the problem's sizes). ``None`` when it ran or where
+    nothing says."""
+    ran = (options or {}).get("launched_kernels")
+    if not ran or name in ran:
+        return None
+    return (f"kernel {name} never launched when the current version was verified (it launched "
+            f"{', '.join(sorted(ran))}): its configs would run nothing")
+
+
 def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
                  search_space: list[dict[str, Any]] | None = None,
                  options: dict[str, Any] | None = None, profile: Any = None) -> CodemodResult:
@@ -1115,6 +1128,10 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
             continue
         if name in helpers and not any(lc.kernel == name for lc in collect.launches):
             continue  # a @triton.jit function another kernel calls: it runs inside that kernel's config
+        idle = never_launched(name, options)
+        if idle:
+            reasons.append(idle)
+            continue
         shape = classify(fn)
         kind_space = space
         if shape.kind != "gemm":

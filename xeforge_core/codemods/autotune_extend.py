@@ -45,7 +45,7 @@ from typing import Any
 
 import libcst as cst
 
-from xeforge_core.codemods.autotune import in_place_params
+from xeforge_core.codemods.autotune import in_place_params, never_launched
 from xeforge_core.codemods.autotune_kinds import BLOCK_NAME, classify, prune_for_registers
 from xeforge_core.codemods.autotune_prune import STATIC_ELEMENT_BYTES
 from xeforge_core.codemods.common import (
@@ -314,6 +314,10 @@ def extend_autotune(source: str, *, target: str = "xpu", arch: str | None = None
     for name, fn in kernels.items():
         deco = next((d for d in fn.decorators if is_autotune_decorator(d)), None)
         if deco is None:
+            continue
+        idle = never_launched(name, options)
+        if idle:
+            reasons.append(idle)
             continue
         got = _plan(module, fn, deco, target, arch, prof, limit,
                     int((options or {}).get("operand_bytes") or STATIC_ELEMENT_BYTES))

@@ -116,6 +116,9 @@ class ProposalContext:
       dicts ``{"kwargs": {...}, "num_warps": int, "num_stages": int, "options": {...}}``).
     * ``options``: free-form engine options (e.g. ``{"group_size_m": 8}``).
     * ``plan``: the session's stage plan, in order (the prompt says "Stage 2 of 4" from it).
+    * ``launched``: names of the Triton kernels the current version launched when it was
+      verified (its verdict's compiled kernels, at every size checked); ``None`` where no verdict
+      says (the baseline). A rewrite that tunes a kernel which never ran changes nothing measured.
     """
 
     stage: str
@@ -129,6 +132,7 @@ class ProposalContext:
     search_space: list[dict[str, Any]] | None = None
     options: dict[str, Any] = field(default_factory=dict)
     plan: list[str] = field(default_factory=list)
+    launched: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, Target):

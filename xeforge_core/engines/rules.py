@@ -87,7 +87,8 @@ class RulesEngine:
         target = context.target
         settings = CodemodSettings(target=target.family, arch=target.arch, profile=context.hardware,
                                    search_space=self.search_space or context.search_space,
-                                   options={**self.options, **context.options}, problem=context.problem)
+                                   options={**self.options, **context.options, **_launched(context)},
+                                   problem=context.problem)
         try:
             result = codemod(current, settings)
         except Exception as exc:  # a codemod bug must not take the session down
@@ -95,3 +96,9 @@ class RulesEngine:
                 code=current, engine=self.name, stage=stage,
                 reason=f"the {stage} codemod failed on this module: {type(exc).__name__}: {exc}")
         return _as_candidate(result, stage, current)
+
+
+def _launched(context: ProposalContext) -> dict[str, Any]:
+    """The codemods' ``launched_kernels`` option: the kernels the current version's verdict saw
+    launched, where it is known (a tuning rewrite leaves the others alone)."""
+    return {"launched_kernels": list(context.launched)} if context.launched else {}

@@ -102,6 +102,11 @@ class StageController(abc.ABC):
         """The baseline kernel's source (commit 0)."""
 
     @abc.abstractmethod
+    def current_verdict(self) -> Verdict | None:
+        """The verdict that admitted the current version; ``None`` for the baseline or a version
+        no verification admitted."""
+
+    @abc.abstractmethod
     def candidate(self, candidate_id: str) -> CandidateRecord:
         """The record of a kept candidate. Raises ``SessionError`` when unknown."""
 
@@ -136,9 +141,11 @@ class StageController(abc.ABC):
 
         problem = self.current()
         current = problem.kernel.source
+        admitted = self.current_verdict()
+        launched = sorted({k.name for k in admitted.kernels}) if admitted is not None and admitted.kernels else None
         fields: dict[str, Any] = {
             "stage": stage, "original_code": self.original_source(), "current_code": current,
-            "problem": problem, "target": self.target, "plan": self.plan}
+            "problem": problem, "target": self.target, "plan": self.plan, "launched": launched}
         known = {f.name for f in dataclasses.fields(ProposalContext)}
         fields.update({k: v for k, v in (overrides or {}).items() if k in known})
         if fields.get("analysis") is None:
@@ -265,6 +272,9 @@ class SessionController(StageController):
     def original_source(self) -> str:
         return self.session.source("baseline")
 
+    def current_verdict(self) -> Verdict | None:
+        return self.session.verdict_of("head")
+
     def candidate(self, candidate_id: str) -> CandidateRecord:
         return self.session.candidate(candidate_id)
 
@@ -348,6 +358,9 @@ class MemoryController(StageController):
 
     def original_source(self) -> str:
         return self._m.original
+
+    def current_verdict(self) -> Verdict | None:
+        return next((c.verdict for c in self._m.candidates.values() if c.approved_as == self.version), None)
 
     def source(self, candidate_id: str) -> str:
         """The code of a kept candidate."""

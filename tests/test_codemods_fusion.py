@@ -131,6 +131,11 @@ def test_fusion_says_why_it_leaves_kernels_alone(xeforge_cases: Path) -> None:
     assert attn.changed and any("online softmax" in n for n in attn.notes)  # test_codemods_fusion_attention.py
     single = fuse(_sample("01_vector_add"))
     assert not single.changed and "no two consecutive launches share a launch grid" in single.reason
+    # a reason a rewrite gave for a shape it found comes first; of the shapes not found, the
+    # general ones lead and attention comes last (a shortened reason is not about attention)
+    assert single.reason.startswith("same-grid chains: no two") and single.reason.index("epilogues") < \
+        single.reason.index("materialised attention: no score"), single.reason
+    assert rowsum.reason.index("does not run over the whole width") < rowsum.reason.index("no score"), rowsum.reason
     ported = port_source((xeforge_cases / "84_Gemm_BatchNorm_Scaling_Softmax.py").read_text()).source
     assert "gemm_needs_2d_tiles" in fuse(ported).reason
 

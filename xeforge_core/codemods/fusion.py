@@ -243,6 +243,16 @@ def _steps() -> list[tuple[str, Step]]:
             ("prologues", prologue_step), ("row-sum epilogues", reduction_step), ("launch batching", batch_step)]
 
 
+def _by_relevance(reasons: dict[str, str]) -> list[tuple[str, str]]:
+    """The rewrites' reasons in the order a reader needs them: a rewrite that found its shape and
+    could not apply first, then the shapes not found, the general ones (same-grid chains) before
+    the one of a single pattern (materialised attention), so a shortened reason is not about
+    attention on a kernel that has none."""
+    order = {label: i for i, (label, _) in enumerate(_steps())}
+    order["materialised attention"] = len(order)
+    return sorted(reasons.items(), key=lambda kv: (kv[1].startswith("no "), order.get(kv[0], 0)))
+
+
 def fuse(source: str, **_: Any) -> CodemodResult:
     """Apply the fusion rewrites (module docstring) to ``source`` until none applies.
 
@@ -275,7 +285,7 @@ def fuse(source: str, **_: Any) -> CodemodResult:
     module = drop_unused_literals(module)
     code = module.code
     if not notes or code == source:
-        return not_applicable(NAME, source, "; ".join(f"{k}: {v}" for k, v in last_reasons.items())
+        return not_applicable(NAME, source, "; ".join(f"{k}: {v}" for k, v in _by_relevance(last_reasons))
                               or "nothing to fuse")
     error = still_parses(code)
     if error:

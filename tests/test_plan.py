@@ -177,3 +177,27 @@ def test_the_plan_of_a_plain_pytorch_problem_starts_with_its_first_triton_versio
     assert main(["optimize", str(problem), "--target", "cuda", "--plan-only"]) == 0
     out = capsys.readouterr().out
     assert "first_version" in out and "TorchInductor" in out and "no stage has work" not in out
+
+
+def test_the_rules_engines_answer_is_kept_per_source_stage_and_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan asks the rules engine's codemods again on every rerun: the answer for the same
+    source, stage, target and problem is the kept one, and another source or target is asked."""
+    from xeforge_core.engines import rules
+    from xeforge_core.pipeline import feasibility
+
+    asked: list[str] = []
+    real = rules.RulesEngine.propose
+
+    def counting(self, stage, context, feedback=None):
+        asked.append(stage)
+        return real(self, stage, context, feedback)
+
+    monkeypatch.setattr(rules.RulesEngine, "propose", counting)
+    monkeypatch.setattr(feasibility, "_ANSWERS", type(feasibility._ANSWERS)())
+    source = (ROOT / "sample_kernels" / "02_elementwise_chain.py").read_text()
+    xe2, hopper = resolve(None, "arc_pro_b70"), resolve(None, "nvidia_h200")
+    first = feasibility.check_engine("rules", "autotuning", source, xe2)
+    assert feasibility.check_engine("rules", "autotuning", source, xe2) is first and asked == ["autotuning"]
+    feasibility.check_engine("rules", "autotuning", source, hopper)
+    feasibility.check_engine("rules", "autotuning", source + "\n# edited\n", xe2)
+    assert asked == ["autotuning"] * 3

@@ -16,10 +16,12 @@ session whose planned stages the engine can do none of says so up front.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from xeforge_core.cache import stable_hash
 from xeforge_core.engines.registry import ENGINES, EngineSpec, get_engine_spec
 
 if TYPE_CHECKING:
@@ -68,6 +70,26 @@ def check_engine(spec: EngineSpec | str, stage: str, source: str, target: Target
     if spec.proposes != "codemod":
         how = "proposes for every stage" + (" (needs an endpoint)" if spec.needs_endpoint else "")
         return EngineCheck(stage, spec.name, True, how)
+    key = stable_hash(spec.name, stage, source, repr(target), repr(problem))
+    known = _ANSWERS.get(key)
+    if known is not None:
+        _ANSWERS.move_to_end(key)
+        return known
+    answer = _ask_codemod(spec, stage, source, target, problem)
+    _ANSWERS[key] = answer
+    while len(_ANSWERS) > _ANSWERS_KEPT:
+        _ANSWERS.popitem(last=False)
+    return answer
+
+
+# A codemod's answer depends only on the source, the stage, the target and the problem, and the
+# workbench and the CLI ask it again for every plan shown (each a libcst pass, 0.05-0.5 s): the
+# answers of this process are kept, the least recently asked dropped first.
+_ANSWERS: OrderedDict[str, EngineCheck] = OrderedDict()
+_ANSWERS_KEPT = 1024
+
+
+def _ask_codemod(spec: EngineSpec, stage: str, source: str, target: Target, problem: Problem | None) -> EngineCheck:
     from xeforge_core.engines.base import ProposalContext
 
     context = ProposalContext(stage=stage, original_code=source, current_code=source, problem=problem,

@@ -613,9 +613,11 @@ def _aim_tile(base_facts: list[dict[str, Any]], aim: Aim) -> int:
 
 def _counted_tile(sr: _Series) -> int | None:
     """The tile a grid axis moved by one size alone counts, read from its program counts: the
-    smallest power of two ``t`` with ``cdiv(value, t)`` programs at every probed value of the size
-    (1 for an axis of one program per row: ``grid = (n_rows,)``); ``None`` where several sizes move
-    the axis (a grouped ordering's tiles of two dimensions) or no power of two fits."""
+    smallest power of two ``t`` with ``cdiv(value, t)`` programs at every probed value of the size,
+    or that count rounded up to a multiple of a power of two ``m`` up to 64 the same at every value
+    (1 for an axis of one program per row: ``grid = (n_rows,)``, or ``cdiv(n_rows, 4) * 4`` with
+    the extra programs returning); ``None`` where several sizes move the axis (a grouped
+    ordering's tiles of two dimensions) or no power of two fits."""
     if sr.aim.kind != "grid" or len(sr.by) != 1:
         return None
     (counts,) = sr.by.values()
@@ -623,8 +625,9 @@ def _counted_tile(sr: _Series) -> int | None:
         return None
     t = 1
     while t <= max(counts):
-        if all(-(-v // t) == c for v, c in counts.items()):
-            return t
+        for m in (1, 2, 4, 8, 16, 32, 64):
+            if all(_round_up(_round_up(v, t) // t, m) == c for v, c in counts.items()):
+                return t
         t *= 2
     return None
 
@@ -655,6 +658,10 @@ def _size_tiles(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[
                 if _pow2(int(value)) and int(value) >= 2 and (f.get("constants") or {}).get(name) != value:
                     tiles.setdefault(size, []).append((int(value), True))
     return tiles
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 def whole_tile_variant(problem: Problem, probe: SizeProbe,

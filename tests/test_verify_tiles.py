@@ -39,15 +39,16 @@ def _tiles_entry(verdict):
 
 @pytest.mark.parametrize("problem,correct,planted,sizes,aim", [
     # K % 64 == 0 at the published size; at 65 M and N get a third 32-wide program each, then N
-    # more (a 3 x 3 grid hides swapped program ids), and K, which drives the loop alone, two trips of 64
-    ("linear", "linear_new", "linear_k_tail", {"batch_size": 65, "in_features": 65, "out_features": 129},
-     "loop at line 17: 2 trips of 64 over 65"),
-    ("scale", "scale_new", "scale_floor_grid", {"batch_size": 5, "dim": 1025}, "over n=5125, the last 5 wide"),
+    # more (a 3 x 3 grid hides swapped program ids), and K, which drives the loop alone, two trips
+    # of 64; each then up to 3 or 5 modulo 8, so no last tile is one element wide (65 -> 67)
+    ("linear", "linear_new", "linear_k_tail", {"batch_size": 67, "in_features": 67, "out_features": 131},
+     "loop at line 17: 2 trips of 64 over 67"),
+    ("scale", "scale_new", "scale_floor_grid", {"batch_size": 5, "dim": 1027}, "over n=5135, the last 15 wide"),
     # one program per row: three rows are enough
-    ("rmsnorm", "rmsnorm_new", "rmsnorm_tile_mean", {"batch_size": 3, "features": 65},
-     "BLOCK=128 spans n_cols=65 in one tile"),
+    ("rmsnorm", "rmsnorm_new", "rmsnorm_tile_mean", {"batch_size": 3, "features": 67},
+     "BLOCK=128 spans n_cols=67 in one tile"),
     # a counted while loop over a row's tiles: the carry from one tile to the next needs two
-    ("cumsum", "cumsum_new", "cumsum_carry_twice", {"batch_size": 3, "length": 33}, "loop at line 14: 2 trips"),
+    ("cumsum", "cumsum_new", "cumsum_carry_twice", {"batch_size": 3, "length": 35}, "loop at line 14: 2 trips"),
 ])
 def test_a_fault_a_tile_hides_is_a_wrong_answer_at_the_derived_size(problem, correct, planted, sizes, aim):
     ok = _verify(problem, correct)
@@ -72,12 +73,28 @@ def test_a_fault_a_tile_hides_is_a_wrong_answer_at_the_derived_size(problem, cor
     assert old.kind is VerdictKind.OK, old.reason
 
 
+def test_the_derived_size_leaves_no_last_tile_one_element_wide():
+    """Odd sizes made from a power of two (65 from 256 columns in 64-wide tiles) leave one element
+    in the last tile of every tile width: a kernel whose last tile is handled by its width, and
+    wrong only where it is wider than one element, passed there. The derived size moves each size
+    up to 3 or 5 modulo 8 (67: a three-element tail), where it is a wrong answer."""
+    ok = _verify("rowsum", "rowsum_new")
+    assert ok.kind is VerdictKind.OK, ok.reason
+    entry = _tiles_entry(ok)
+    assert entry.sizes["cols"] == 67 and entry.gaps == [], entry
+    assert any("2 trips of 64 over 67" in line for line in entry.coverage), entry.coverage
+    wrong = _verify("rowsum", "rowsum_wide_tail")
+    assert wrong.kind is VerdictKind.WRONG_ANSWER, wrong.reason
+    assert "variant module-tiles" in wrong.reason, wrong.reason
+    assert all(r.passed for r in wrong.correctness if r.variant == "module")  # a whole last tile there
+
+
 def test_a_store_without_its_n_mask_is_refused_at_the_derived_size():
     # past the last column the store writes into the next row (and past the last row into the
     # slack the fixture allocates: a write past memory would corrupt the interpreter's heap)
     verdict = _verify("linear", "linear_n_store")
     assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
-    assert _tiles_entry(verdict).sizes == {"batch_size": 65, "in_features": 65, "out_features": 129}
+    assert _tiles_entry(verdict).sizes == {"batch_size": 67, "in_features": 67, "out_features": 131}
 
 
 def test_small_inputs_with_a_large_output_are_checked_smaller_in_the_interpreter():

@@ -15,7 +15,10 @@ is right when the row is one tile wide). So the verifier derives one more correc
    accepts them.
 2. **choose** (``choose_sizes``): every size odd, so that no power-of-two tile (every
    ``tl.arange`` extent is one), and none of 16, 32, 64, 128 and 1024, divides a dimension made
-   of sizes: the last tile of every masked loop and grid axis is partial. A size stays as
+   of sizes: the last tile of every masked loop and grid axis is partial; and each size of 8 or
+   more 3 or 5 modulo 8 (``_ragged``), so that last tile is neither 1 nor all but 1 wide for any
+   power-of-two tile from 8 up (2^k + 1, the odd copy of a power of two, leaves one element in
+   the last tile of every tile width). A size stays as
    checked where a kernel takes it as a constexpr (a tile extent that must stay a power of two)
    or the problem refuses it odd. The aims: each grid axis whose program count some size
    changes should have ``MIN_PROGRAMS`` (3) programs, each loop whose trips some size changes
@@ -73,6 +76,18 @@ WHOLE_SUFFIX = "-whole"
 
 def _odd(value: int) -> int:
     return value if value % 2 else value + 1
+
+
+def _ragged(value: int) -> int:
+    """The smallest value from ``value`` up whose last tile is ragged for every power-of-two tile
+    from 8 up: 3 or 5 modulo 8, so the last partial tile is neither 1 nor all but 1 wide (an odd
+    size made from a power of two, 2^k + 1, leaves a tail of one element in every tile, where a
+    kernel wrong only for tails of two or more passes). Values below 8 are only made odd."""
+    if value < 8:
+        return _odd(value)
+    while value % 8 not in (3, 5):
+        value += 1
+    return value
 
 
 def _pow2(value: int) -> bool:
@@ -569,6 +584,12 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
     if not _fits(problem, variant, device_type):
         return TileChoice(None, f"no size derived from the tiles of {base} fits the size budget", gaps=gaps)
+    ragged = {size: _ragged(value) for size, value in sizes.items() if size not in pinned}
+    if ragged != {size: sizes[size] for size in ragged}:  # a few elements more, where they fit
+        trial = variant_with_sizes(problem, probe.base, {**sizes, **ragged}, probe.base.name + SUFFIX)
+        if _fits(problem, trial, device_type):
+            sizes.update(ragged)
+            variant = trial
     aims = [sr.aim for sr in series if sr.aim.module == "candidate" and sr.aim.config is None]
     moving = _moving(probe, facts)
     growing = _moving(probe, facts, "constants")
@@ -583,13 +604,14 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         elif size in reasons:
             why_size[size] = f"{size}={value}: " + "; ".join(dict.fromkeys(reasons[size]))
         elif value != probe.checked[size]:
-            why_size[size] = f"{size}={value}: odd, so no power-of-two tile divides it"
+            why_size[size] = f"{size}={value}: odd, so no power-of-two tile divides it, and no last tile is 1 wide"
     whole, whole_gap = whole_tile_variant(problem, probe, facts, series, pinned, device_type=device_type)
     gaps += [whole_gap] if whole_gap else []
     if sizes == probe.checked:
         return TileChoice(None, f"the checked sizes of {base} already reach every aim", why_size, aims, moving, gaps,
                           axis_dims, growing, whole)
-    why = ("sizes no tile hides a bug behind: every size odd (no power-of-two tile divides it"
+    why = ("sizes no tile hides a bug behind: every size odd (no power-of-two tile divides it, and every "
+           "last partial tile of 8 or more is neither 1 nor all but 1 wide"
            + (f"; the kernels' tiles: {tile_text}" if tile_text else "") + ")"
            + "".join(f"; {why_size[s]}" for s in sizes if s in why_size and (s in reasons or s in pinned)))
     variant.derived = why

@@ -160,6 +160,20 @@ def test_generation_error_names_the_step():
                 name="noinputs", device="cpu")
 
 
+@pytest.mark.parametrize("returned,said", [
+    ("None", "problem.py:6: get_inputs() returned None; it must return a list of forward()'s arguments"),
+    ("[]", "problem.py:6: get_inputs() returned 0 input(s); Model.forward requires 1 (x)"),
+])
+def test_inputs_that_break_the_contract_are_named_at_their_line(returned: str, said: str) -> None:
+    """``get_inputs()`` returning nothing, or fewer inputs than ``forward`` takes: the problem's
+    file and line and what is wrong, not a TypeError inside the generator."""
+    source = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+              f"def get_inputs():\n    return {returned}\n\ndef get_init_inputs():\n    return []\n")
+    with pytest.raises(GenerationError) as info:
+        capture(source, name="problem", device="cpu")
+    assert said in str(info.value), str(info.value)
+
+
 def test_a_modules_int_attribute_stays_a_symbol():
     """InstanceNorm2d compares its input's channel count with its int ``num_features``; traced
     at 4 channels, the first version must still hold at the problem's 6 (on the H200 a KernelBench

@@ -89,6 +89,34 @@ def _fail(stage: str, exc: BaseException | str, job: dict[str, Any] | None = Non
     return {"ok": False, "stage": stage, "error": exc}
 
 
+def _inputs_contract(module: Any, got: Any, job: dict[str, Any]) -> str:
+    """What is wrong with ``got``, what the problem's ``get_inputs()`` returned, as a bad-input
+    message naming the file and line (``""`` when it is a list or tuple that fills ``forward``'s
+    required parameters): not a list, or fewer inputs than ``Model.forward`` requires."""
+    import torch
+
+    name = Path(job.get("filename") or "problem.py").name
+    try:
+        where = f"{name}:{inspect.getsourcelines(module.get_inputs)[1]}"
+    except (OSError, TypeError):
+        where = name
+    if isinstance(got, torch.Tensor) or not isinstance(got, (list, tuple)):
+        return (f"{where}: get_inputs() returned {'None' if got is None else 'a ' + type(got).__name__}; it must "
+                "return a list of forward()'s arguments (tensors and numbers)")
+    from xeforge_core.problem.entry import problem_class
+
+    cls = getattr(module, problem_class(job["source"]), None)
+    forward = getattr(cls, "forward", None)
+    if forward is None:
+        return ""
+    required = [p for p, v in list(inspect.signature(forward).parameters.items())[1:]
+                if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD) and v.default is v.empty]
+    if len(got) < len(required):
+        return (f"{where}: get_inputs() returned {len(got)} input(s); {cls.__name__}.forward requires "
+                f"{len(required)} ({', '.join(required)})")
+    return ""
+
+
 def _load_problem(job_dir: Path, job: dict[str, Any]) -> Any:
     name = Path(job.get("filename") or "problem.py").name
     path = job_dir / "src" / (name if name.endswith(".py") else name + ".py")
@@ -353,7 +381,11 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
             seed_all(0)  # as the verifier's workers do (worker.inputs.init_values), then the inputs' seed
             init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
             seed_all(int(job.get("seed", 0)))
-            raw_inputs = list(module.get_inputs())
+            got = module.get_inputs()
+            broken = _inputs_contract(module, got, job)
+            if broken:
+                return _fail("inputs", broken, job)
+            raw_inputs = list(got)
         published, hints_note = _published_shapes(module) if job.get("overrides") else (None, "")
         from xeforge_core.problem.entry import problem_class
         from xeforge_core.worker.formats.base import constructor_values

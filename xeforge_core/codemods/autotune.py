@@ -1144,7 +1144,7 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
             reasons.append(f"kernel {name} is not launched in this module (or only through a wrapper)")
             continue
         if len(launches) > 1:
-            reasons.append(f"kernel {name} is launched {len(launches)} times; autotuning one launch "
+            reasons.append(f"kernel {name} is launched from {len(launches)} places; autotuning one launch "
                            "would leave the others inconsistent")
             continue
         plan = _plan_kernel(fn, launches[0], collect, kind_space, target, options, shape)

@@ -483,8 +483,9 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     config = gemm.gemm_config(gemm.target_of(capture.generated_for, capture.device)) if host.gemm_calls else None
     params = ", ".join(["self", *capture.forward_params])
     library_note = ", ".join(sorted(set(library)))
-    gemm_note = (f"matrix products ({', '.join(sorted(set(host.gemm_calls)))}) by {gemm_kernel} through {launcher}"
-                 if host.gemm_calls else "")
+    gemm_note = (f"matrix products ({', '.join(sorted(set(host.gemm_calls)))}) through {launcher}: {gemm_kernel} "
+                 f"(K split over programs: {splits_kernel} sums the parts), or {gemv_kernel} where one side is a "
+                 "vector" if host.gemm_calls else "")
     doc = ("TorchInductor's kernels for the problem's Model (the same __init__ and parameters), launched "
            "directly" + (f"; {gemm_note}" if gemm_note else "")
            + (f"; still torch library calls (not Triton yet): {library_note}." if library_note else "."))
@@ -524,7 +525,7 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     except SyntaxError as exc:  # a conversion bug, never the user's
         raise InductorCodeError(f"the converted module does not parse (line {exc.lineno}): {exc.msg}") from None
     kernels_run = [renamed[n] for n in code.kernels if renamed[n] in launched]
-    return FirstVersion(source=source, kernels=kernels_run + ([gemm_kernel, gemv_kernel] if config is not None else []),
+    return FirstVersion(source=source, kernels=kernels_run + ([gemm_kernel, splits_kernel, gemv_kernel] if config is not None else []),
                         library_calls=library, renamed=renamed, generated_for=capture.generated_for or capture.device,
                         torch=capture.torch, gemm_calls=list(host.gemm_calls),
                         gemm_kernel=gemm_kernel if config is not None else "",

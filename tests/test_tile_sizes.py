@@ -173,15 +173,16 @@ def test_every_size_is_made_odd_and_set_where_each_axis_has_three_programs_and_t
     ci = problem.spec.variants["ci"]
     probe = plan_probe(problem, ci, device_type="cpu")
     assert probe is not None and probe.checked == {"M": 40, "K": 64, "N": 48}
-    assert probe.odd == {"M": "ci-probe-M-41", "K": "ci-probe-K-65", "N": "ci-probe-N-49"}
-    # each size alone: odd, smaller (down to 3) and larger (up to 16x)
-    assert sorted(v for s, v in probe.moves.values() if s == "K") == [5, 9, 17, 33, 65, 129, 193, 257, 513, 1025]
+    # each size alone made ragged (odd; from 8 up 3 or 5 modulo 8, so no last tile is 1 wide),
+    # smaller (down to 3) and larger (up to 16x), every value ragged
+    assert probe.odd == {"M": "ci-probe-M-43", "K": "ci-probe-K-67", "N": "ci-probe-N-51"}
+    assert sorted(v for s, v in probe.moves.values() if s == "K") == [5, 11, 19, 35, 67, 131, 195, 259, 515, 1027]
     choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts), device_type="cpu")
     tiles = choice.variant
     assert tiles is not None and tiles.name == "ci-tiles"
     # M and N grow to three 64-wide programs, then N to four (a 3 x 3 grid hides swapped program
-    # ids); K, which alone drives the loop, shrinks to two trips; each then moves up to 3 or 5
-    # modulo 8, so no last tile is 1 wide (161, 33 and 193 each left one element in it)
+    # ids); K, which alone drives the loop, shrinks to two trips (161, 33 and 193 when the probe's
+    # values were only odd: each left one element in its last tile)
     assert tiles.dims == {"M": 163, "K": 35, "N": 195}, tiles.dims
     at = _gemm_facts(tiles.dims)[0]
     assert at["grid"][:2] == [3, 4] and at["loops"][0]["trips"] == 2 and at["loops"][0]["partial"]
@@ -218,7 +219,7 @@ def test_a_size_the_kernel_takes_as_a_constexpr_or_the_problem_refuses_odd_keeps
     choice = choose_sizes(problem, probe, _evidence(problem, probe, bound_only), device_type="cpu")
     assert choice.variant.dims["K"] % 2 == 1 and "HEAD" not in choice.reasons.get("K", "")
     # the reference refuses an odd N: N stays 48, and the axis it drives is grown no further
-    errors = {"ci-probe-N-49": "AssertionError: N must be even"}
+    errors = {"ci-probe-N-51": "AssertionError: N must be even"}
     choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts, errors=errors), device_type="cpu")
     assert choice.variant.dims["N"] == 48 and "N must be even" in choice.reasons["N"]
     coverage, gaps = coverage_of(choice, _gemm_facts(choice.variant.dims))
@@ -244,13 +245,13 @@ def test_aims_no_probed_size_reaches_and_tiles_that_divide_a_size_are_named():
 def test_a_size_too_large_for_the_budget_is_not_grown(monkeypatch):
     import xeforge_core.sizes as sizes
 
-    monkeypatch.setitem(sizes.BUDGET_ELEMENTS, "cpu", 5000)  # M x K: 161 x 33 = 5313 is over
+    monkeypatch.setitem(sizes.BUDGET_ELEMENTS, "cpu", 5600)  # M x K: 163 x 35 = 5705 is over
     problem = problem_from_source(GEMM_SRC, name="mm", spec_text=GEMM_SPEC)
     probe = plan_probe(problem, problem.spec.variants["ci"], device_type="cpu")
     choice = choose_sizes(problem, probe, _evidence(problem, probe, _gemm_facts), device_type="cpu")
-    assert choice.variant.dims == {"M": 41, "K": 33, "N": 145}  # M grew most (4x): it gives way
+    assert choice.variant.dims == {"M": 43, "K": 35, "N": 147}  # M grew most (4x): it gives way
     assert sizes._fits(problem, choice.variant, "cpu")
-    assert any(g.startswith("M=161 (3 programs on axis 0 of mm") and g.endswith("is over the size budget")
+    assert any(g.startswith("M=163 (3 programs on axis 0 of mm") and g.endswith("is over the size budget")
                for g in choice.gaps), choice.gaps
 
 
@@ -475,3 +476,20 @@ def test_helper_loops_follow_every_call_and_helpers_of_helpers():
     deep = "def k(x, n_cols, BLOCK):\n    s = row_sum(x, n_cols, BLOCK)\n"
     (loop,) = helper_loops(deep, helpers, {"n_cols": 384, "BLOCK": 128})
     assert loop["trips"] == 3 and loop["partial"] is False
+
+
+def test_a_grid_rounded_up_to_a_multiple_of_programs_counts_the_tile_it_covers():
+    """``cdiv(n_rows, 4) * 4`` programs of one row each: tile 1 (the extra programs return), not
+    the launch's widest tile; a plain ``cdiv(n, 128)`` is 128; a count no rounding of a power of
+    two explains has no tile."""
+    from xeforge_core.sizes import Aim, _counted_tile, _Series
+
+    aim = Aim("candidate", None, "k", 0, "grid", 0, 3)
+
+    def series(count) -> _Series:
+        values = (5, 9, 17, 33, 37, 65, 129)
+        return _Series(aim, count(37), {"n": {v: count(v) for v in values}})
+
+    assert _counted_tile(series(lambda n: -(-n // 4) * 4)) == 1
+    assert _counted_tile(series(lambda n: -(-n // 128))) == 128
+    assert _counted_tile(series(lambda n: n + 7)) is None

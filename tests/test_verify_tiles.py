@@ -208,7 +208,7 @@ def test_a_grid_axis_whose_tile_the_source_hides_takes_its_launchs_widest_tile()
 
 
 def test_a_baseline_refusing_every_derived_size_drops_each_and_keeps_a_correct_kernel_ok():
-    """Rows past 1001 refused too: the baseline fails at the size derived from the tiles, then at
+    """Rows past 1004 refused too: the baseline fails at the size derived from the tiles, then at
     the odd copies put back, then at the size at whole tiles; each is dropped as it fails, and the
     right kernel is ok at the published size, never the environment's."""
     whole = Path(__file__).parent / "fixtures" / "whole"

@@ -8,7 +8,8 @@ is right when the row is one tile wide). So the verifier derives one more correc
 
 1. **probe** (the worker's ``sizes`` role; no kernel runs): the launches of the Triton baseline
    and the candidate at the first correctness variant, and at copies with one size changed:
-   made odd, divided by 2, 4, 8 and 16 (not below 3), multiplied by 2, 3, 4, 8 and 16 (within
+   made ragged (``_ragged``), divided by 2, 4, 8 and 16 (not below 3), multiplied by 2, 3, 4, 8
+   and 16, each of those made ragged too (within
    ``PROBE_BUDGET_FACTOR`` times the size budget: no kernel runs there): grids, integer
    arguments, constexprs (tile sizes; each autotune config's) and loop trips (``worker.tiles``).
    The reference runs for real at the odd and the smaller copies, to learn whether the problem
@@ -16,9 +17,10 @@ is right when the row is one tile wide). So the verifier derives one more correc
 2. **choose** (``choose_sizes``): every size odd, so that no power-of-two tile (every
    ``tl.arange`` extent is one), and none of 16, 32, 64, 128 and 1024, divides a dimension made
    of sizes: the last tile of every masked loop and grid axis is partial; and each size of 8 or
-   more 3 or 5 modulo 8 (``_ragged``), so that last tile is neither 1 nor all but 1 wide for any
-   power-of-two tile from 8 up (2^k + 1, the odd copy of a power of two, leaves one element in
-   the last tile of every tile width). A size stays as
+   more 3 or 5 modulo 8 (``_ragged``: the probe's values are such), so the last tile a size sets
+   alone is neither 1 nor all but 1 wide for any power-of-two tile from 8 up (2^k + 1, the odd copy
+   of a power of two, leaves one element in the last tile of every tile width; a product of such
+   sizes, a flattened count, may still). A size stays as
    checked where a kernel takes it as a constexpr (a tile extent that must stay a power of two)
    or the problem refuses it odd. The aims: each grid axis whose program count some size
    changes should have ``MIN_PROGRAMS`` (3) programs, each loop whose trips some size changes
@@ -108,8 +110,9 @@ def _fits(problem: Problem, variant: Variant, device_type: str, *, probe: bool =
 class SizeProbe:
     """The sizes the ``sizes`` job probes: ``base`` (the first correctness variant) with its
     ``checked`` sizes, and ``points`` (``base`` first); ``moves`` maps each point's name to the
-    (size, value) it changes (``("", 0)`` for ``base``); ``odd`` names each even size's odd copy;
-    ``validity`` names the points the reference runs at too (``base``, the odd copies and the
+    (size, value) it changes (``("", 0)`` for ``base``); ``odd`` names each size's ragged copy
+    (``_ragged``: odd, and from 8 up 3 or 5 modulo 8) where the checked value is not one;
+    ``validity`` names the points the reference runs at too (``base``, the ragged copies and the
     smaller sizes)."""
 
     base: Variant
@@ -194,9 +197,10 @@ def launched_work(evidence: dict[str, Any], point: str) -> LaunchWork:
 
 
 def plan_probe(problem: Problem, base: Variant, *, device_type: str) -> SizeProbe | None:
-    """The points to probe around ``base``: each size on its own made odd, divided by each of
-    ``SHRINK`` and multiplied by each of ``LADDER`` (odd values, within the probe budget of
-    ``device_type``); ``None`` when ``base`` has no sizes to move."""
+    """The points to probe around ``base``: each size on its own made ragged (``_ragged``: odd,
+    from 8 up 3 or 5 modulo 8), divided by each of ``SHRINK`` and multiplied by each of ``LADDER``
+    (ragged values too, within the probe budget of ``device_type``); ``None`` when ``base`` has no
+    sizes to move."""
     checked = size_values(problem, base)
     if not checked:
         return None
@@ -223,15 +227,15 @@ def plan_probe(problem: Problem, base: Variant, *, device_type: str) -> SizeProb
         return name
 
     for size, value in checked.items():
-        if value % 2 == 0 and (name := add(size, value + 1)):
+        if _ragged(value) != value and (name := add(size, _ragged(value))):
             odd[size] = name
             validity.append(name)
         for d in SHRINK:
-            small = _odd(max(3, value // d))
+            small = _ragged(max(3, value // d))
             if small < value and (name := add(size, small)):
                 validity.append(name)
         for m in LADDER:
-            if not add(size, _odd(value * m)):
+            if not add(size, _ragged(value * m)):
                 break
     return SizeProbe(base=base, checked=checked, points=points, moves=moves, odd=odd,
                      validity=list(dict.fromkeys(validity)), climbs=climbs)
@@ -333,7 +337,7 @@ def _tiles_of(facts: list[dict[str, Any]]) -> dict[str, int]:
 def _pinned(probe: SizeProbe, facts: dict[tuple[str, str, str | None], list[dict[str, Any]]],
             errors: dict[tuple[str, str], str]) -> dict[str, str]:
     """The sizes that must keep their checked value, with why: the problem or a kernel refuses
-    them odd, or a kernel takes one as a constexpr tile (a ``tl.arange`` extent, a block's
+    them at their ragged copy (odd; from 8 up, 3 or 5 modulo 8), or a kernel takes one as a constexpr tile (a ``tl.arange`` extent, a block's
     dimension: ``worker.tiles.tile_roles``) that stops being a power of two. A constexpr that only
     bounds a mask (Liger's ``n_cols: tl.constexpr``) does not pin its size."""
     out: dict[str, str] = {}
@@ -510,7 +514,7 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
     axis_dims: dict[str, list[str]] = {}
     series = _series(probe, facts, values, axis_dims)
     shared = {size for sr in series if len(sr.by) > 1 for size in sr.by}
-    sizes = {s: (v if s in pinned else _odd(v)) for s, v in probe.checked.items()}
+    sizes = {s: (v if s in pinned else _ragged(v)) for s, v in probe.checked.items()}
     reasons: dict[str, list[str]] = {}
     gaps = [f"{sr.aim.text()} reaches {sr.reach()} {_unit(sr.aim.kind, sr.reach())} at most at the sizes probed "
             f"(aim: {sr.aim.target})" for sr in series if sr.reach() < sr.aim.target]
@@ -573,23 +577,17 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         reasons[size] = [r for r in reasons.get(size, []) if "swapped program ids" not in r]
         variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
     raised = [size for size, _ in grown] + sorted(
-        (size for size in sizes if size not in pinned and sizes[size] > _odd(probe.checked[size])),
+        (size for size in sizes if size not in pinned and sizes[size] > _ragged(probe.checked[size])),
         key=lambda size: sizes[size] / probe.checked[size])
     while raised and not _fits(problem, variant, device_type):
         size = raised.pop()  # the last grown, else the size grown most
-        if sizes[size] <= _odd(probe.checked[size]):
+        if sizes[size] <= _ragged(probe.checked[size]):
             continue
         gaps.append(f"{size}={sizes[size]} ({'; '.join(reasons.pop(size, []))}) is over the size budget")
-        sizes[size] = _odd(probe.checked[size])
+        sizes[size] = _ragged(probe.checked[size])
         variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
     if not _fits(problem, variant, device_type):
         return TileChoice(None, f"no size derived from the tiles of {base} fits the size budget", gaps=gaps)
-    ragged = {size: _ragged(value) for size, value in sizes.items() if size not in pinned}
-    if ragged != {size: sizes[size] for size in ragged}:  # a few elements more, where they fit
-        trial = variant_with_sizes(problem, probe.base, {**sizes, **ragged}, probe.base.name + SUFFIX)
-        if _fits(problem, trial, device_type):
-            sizes.update(ragged)
-            variant = trial
     aims = [sr.aim for sr in series if sr.aim.module == "candidate" and sr.aim.config is None]
     moving = _moving(probe, facts)
     growing = _moving(probe, facts, "constants")
@@ -604,14 +602,15 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         elif size in reasons:
             why_size[size] = f"{size}={value}: " + "; ".join(dict.fromkeys(reasons[size]))
         elif value != probe.checked[size]:
-            why_size[size] = f"{size}={value}: odd, so no power-of-two tile divides it, and no last tile is 1 wide"
+            why_size[size] = (f"{size}={value}: odd, so no power-of-two tile divides it"
+                              + (", and 3 or 5 modulo 8, so no tile it sets alone ends 1 wide" if value >= 8 else ""))
     whole, whole_gap = whole_tile_variant(problem, probe, facts, series, pinned, device_type=device_type)
     gaps += [whole_gap] if whole_gap else []
     if sizes == probe.checked:
         return TileChoice(None, f"the checked sizes of {base} already reach every aim", why_size, aims, moving, gaps,
                           axis_dims, growing, whole)
-    why = ("sizes no tile hides a bug behind: every size odd (no power-of-two tile divides it, and every "
-           "last partial tile of 8 or more is neither 1 nor all but 1 wide"
+    why = ("sizes no tile hides a bug behind: every size odd (no power-of-two tile divides it; from 8 up "
+           "3 or 5 modulo 8, so no tile of 8 or more that one size sets ends 1 or all but 1 wide"
            + (f"; the kernels' tiles: {tile_text}" if tile_text else "") + ")"
            + "".join(f"; {why_size[s]}" for s in sizes if s in why_size and (s in reasons or s in pinned)))
     variant.derived = why

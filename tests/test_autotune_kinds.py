@@ -423,17 +423,25 @@ def test_a_kernel_the_current_version_never_launched_is_left_untuned(kept: str, 
     from xeforge_core.engines import get_engine
     from xeforge_core.pipeline.controller import MemoryController, SessionController
     from xeforge_core.session import Session
-    from xeforge_core.verdict import CompiledKernelInfo, Verdict
+    from xeforge_core.verdict import CompiledKernelInfo, CorrectnessRun, Verdict
 
     problem = load_problem(FIXTURES / "row_loop_two_kernels.py")
     if kept == "memory":
         controller = MemoryController(problem, target="cuda")
     else:
-        controller = SessionController(Session.create(problem, workspace=tmp_path, plan=["memory_access", "autotuning"]),
+        controller = SessionController(Session.create(problem, workspace=tmp_path, plan=["dtype_fix", "memory_access", "autotuning"]),
                                        "cpu")
     assert controller.context("autotuning").launched is None  # the baseline: no verdict says
-    admitted = Verdict(kind=VerdictKind.OK, kernels=[CompiledKernelInfo(name="row_expsum_kernel")])
-    rec = controller.keep("memory_access", problem.kernel.source + "\n# the current version\n", verdict=admitted)
+    def checked_at(variant: str) -> Verdict:
+        return Verdict(kind=VerdictKind.OK, kernels=[CompiledKernelInfo(name="row_expsum_kernel")],
+                       correctness=[CorrectnessRun(variant, 0, "normal", "reference", True, 1e-5, 1e-5)])
+
+    # checked at smaller sizes only: a kernel chosen by size may run at the published one
+    smaller = controller.keep("dtype_fix", problem.kernel.source + "\n# smaller\n", verdict=checked_at("module-small"))
+    controller.approve(smaller.id)
+    assert controller.context("autotuning").launched is None
+    rec = controller.keep("memory_access", problem.kernel.source + "\n# the current version\n",
+                          verdict=checked_at("module"))
     controller.approve(rec.id)
     context = controller.context("autotuning")
     assert context.launched == ["row_expsum_kernel"]

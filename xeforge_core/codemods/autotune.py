@@ -1060,7 +1060,7 @@ def _device_functions(kernels: dict[str, cst.FunctionDef]) -> set[str]:
 
 def never_launched(name: str, options: dict[str, Any] | None) -> str | None:
     """The reason a tuning rewrite leaves kernel ``name`` alone when ``options["launched_kernels"]``
-    (the kernels the current version's verification launched, at every size it checked) is given
+    (the kernels the current version's verification launched, where it covered the timed size) is given
     and does not name it: its configs would run nothing measured (a first version's GEMM kernel
     beside the mat-vec kernel that runs at the problem's sizes). ``None`` when it ran or where
     nothing says."""

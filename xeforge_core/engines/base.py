@@ -117,8 +117,9 @@ class ProposalContext:
     * ``options``: free-form engine options (e.g. ``{"group_size_m": 8}``).
     * ``plan``: the session's stage plan, in order (the prompt says "Stage 2 of 4" from it).
     * ``launched``: names of the Triton kernels the current version launched when it was
-      verified (its verdict's compiled kernels, at every size checked); ``None`` where no verdict
-      says (the baseline). A rewrite that tunes a kernel which never ran changes nothing measured.
+      verified, where that verification covered the timed size (``pipeline.controller.
+      launched_at_published_size``); ``None`` where nothing says (the baseline, a verification at
+      smaller sizes only). A rewrite that tunes a kernel which never ran changes nothing measured.
     """
 
     stage: str

@@ -67,6 +67,18 @@ def default_verify() -> VerifyFn:
     return verify_module.verify
 
 
+def launched_at_published_size(verdict: Verdict | None) -> list[str] | None:
+    """The names of the Triton kernels ``verdict`` saw launched, where its runs covered the size
+    that is timed (a timing run on a GPU, or correctness checked at a KernelBench problem's
+    published sizes, variant ``module``); ``None`` otherwise: a kernel chosen by size may run only
+    at the published size, which the interpreter's smaller checked sizes miss."""
+    if verdict is None or not verdict.kernels:
+        return None
+    if not verdict.performance and not any(r.variant == "module" for r in verdict.correctness):
+        return None
+    return sorted({k.name for k in verdict.kernels})
+
+
 class StageController(abc.ABC):
     """What one session's candidates may undergo; see the module docstring.
 
@@ -141,8 +153,10 @@ class StageController(abc.ABC):
 
         problem = self.current()
         current = problem.kernel.source
-        admitted = self.current_verdict()
-        launched = sorted({k.name for k in admitted.kernels}) if admitted is not None and admitted.kernels else None
+        try:
+            launched = launched_at_published_size(self.current_verdict())
+        except Exception:  # an unreadable verdict of an older session: nothing known, every kernel tuned
+            launched = None
         fields: dict[str, Any] = {
             "stage": stage, "original_code": self.original_source(), "current_code": current,
             "problem": problem, "target": self.target, "plan": self.plan, "launched": launched}

@@ -12,7 +12,7 @@ is right when the row is one tile wide). So the verifier derives one more correc
    and 16, each of those made ragged too (within
    ``PROBE_BUDGET_FACTOR`` times the size budget: no kernel runs there): grids, integer
    arguments, constexprs (tile sizes; each autotune config's) and loop trips (``worker.tiles``).
-   The reference runs for real at the odd and the smaller copies, to learn whether the problem
+   The reference runs for real at the ragged and the smaller copies, to learn whether the problem
    accepts them.
 2. **choose** (``choose_sizes``): every size odd, so that no power-of-two tile (every
    ``tl.arange`` extent is one), and none of 16, 32, 64, 128 and 1024, divides a dimension made
@@ -22,7 +22,7 @@ is right when the row is one tile wide). So the verifier derives one more correc
    of a power of two, leaves one element in the last tile of every tile width; a product of such
    sizes, a flattened count, may still). A size stays as
    checked where a kernel takes it as a constexpr (a tile extent that must stay a power of two)
-   or the problem refuses it odd. The aims: each grid axis whose program count some size
+   or the problem refuses its ragged copy. The aims: each grid axis whose program count some size
    changes should have ``MIN_PROGRAMS`` (3) programs, each loop whose trips some size changes
    ``MIN_TRIPS`` (2) trips (so a reduction over a tiled loop covers at least two tiles). A size
    that alone drives all its aims (a GEMM's M, its grid axis 0) takes the smallest probed value

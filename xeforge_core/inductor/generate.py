@@ -89,32 +89,14 @@ def _fail(stage: str, exc: BaseException | str, job: dict[str, Any] | None = Non
     return {"ok": False, "stage": stage, "error": exc}
 
 
-def _inputs_contract(module: Any, got: Any, job: dict[str, Any]) -> str:
-    """What is wrong with ``got``, what the problem's ``get_inputs()`` returned, as a bad-input
-    message naming the file and line (``""`` when it is a list or tuple that fills ``forward``'s
-    required parameters): not a list, or fewer inputs than ``Model.forward`` requires."""
-    import torch
-
+def _get_inputs_at(module: Any, job: dict[str, Any]) -> str:
+    """``problem.py:LINE`` of the problem's ``get_inputs`` (the file name alone where its source
+    cannot be read), for a bad-input message."""
     name = Path(job.get("filename") or "problem.py").name
     try:
-        where = f"{name}:{inspect.getsourcelines(module.get_inputs)[1]}"
+        return f"{name}:{inspect.getsourcelines(module.get_inputs)[1]}"
     except (OSError, TypeError):
-        where = name
-    if isinstance(got, torch.Tensor) or not isinstance(got, (list, tuple)):
-        return (f"{where}: get_inputs() returned {'None' if got is None else 'a ' + type(got).__name__}; it must "
-                "return a list of forward()'s arguments (tensors and numbers)")
-    from xeforge_core.problem.entry import problem_class
-
-    cls = getattr(module, problem_class(job["source"]), None)
-    forward = getattr(cls, "forward", None)
-    if forward is None:
-        return ""
-    required = [p for p, v in list(inspect.signature(forward).parameters.items())[1:]
-                if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD) and v.default is v.empty]
-    if len(got) < len(required):
-        return (f"{where}: get_inputs() returned {len(got)} input(s); {cls.__name__}.forward requires "
-                f"{len(required)} ({', '.join(required)})")
-    return ""
+        return name
 
 
 def _load_problem(job_dir: Path, job: dict[str, Any]) -> Any:
@@ -375,17 +357,17 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     except BaseException as exc:
         return _fail("load", exc, job)
     try:
-        from xeforge_core.worker.inputs import module_overrides, seed_all
+        from xeforge_core.worker.inputs import inputs_list_problem, module_overrides, seed_all
 
         with module_overrides(module, job.get("overrides") or {}):
             seed_all(0)  # as the verifier's workers do (worker.inputs.init_values), then the inputs' seed
             init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
             seed_all(int(job.get("seed", 0)))
-            got = module.get_inputs()
-            broken = _inputs_contract(module, got, job)
-            if broken:
-                return _fail("inputs", broken, job)
-            raw_inputs = list(got)
+            raw_inputs = module.get_inputs()
+        wrong = inputs_list_problem(raw_inputs)
+        if wrong:
+            return _fail("inputs", f"{_get_inputs_at(module, job)}: get_inputs() {wrong}", job)
+        raw_inputs = list(raw_inputs)
         published, hints_note = _published_shapes(module) if job.get("overrides") else (None, "")
         from xeforge_core.problem.entry import problem_class
         from xeforge_core.worker.formats.base import constructor_values
@@ -394,8 +376,13 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         model = cls(*constructor_values(cls, init)).to(device)
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in raw_inputs]
         hinted = _hint_published_sizes(inputs, published)
-        forward_params = [p for p, v in inspect.signature(model.forward).parameters.items()
-                          if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)]
+        positional = [(p, v) for p, v in inspect.signature(model.forward).parameters.items()
+                      if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)]
+        forward_params = [p for p, _ in positional]
+        required = [p for p, v in positional if v.default is v.empty]
+        if len(raw_inputs) < len(required):
+            return _fail("inputs", f"{_get_inputs_at(module, job)}: get_inputs() returned {len(raw_inputs)} input(s); "
+                                   f"{cls.__name__}.forward requires {len(required)} ({', '.join(required)})", job)
     except BaseException as exc:
         return _fail("inputs", exc, job)
     try:

@@ -409,6 +409,16 @@ def load_matching_state(model: torch.nn.Module, state: dict[str, torch.Tensor] |
 INIT_DIFFERS = "own initial values differ"
 
 
+def inputs_list_problem(got: Any) -> str:
+    """What is wrong with ``got``, what a problem's ``get_inputs()`` returned, where it is not a
+    list or tuple of forward()'s arguments (``"returned None; it must return ..."``); ``""`` where
+    it is one. The verifier's workers and the first-version generation say it alike."""
+    if isinstance(got, torch.Tensor) or not isinstance(got, (list, tuple)):
+        what = "None" if got is None else f"a {type(got).__name__}"
+        return f"returned {what}; it must return a list of forward()'s arguments (tensors and numbers)"
+    return ""
+
+
 def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dict[str, Any], seed: int,
                  distribution: str, device: torch.device) -> list[Any]:
     """The forward() arguments for (variant, seed, distribution), on ``device``. A variant
@@ -457,9 +467,9 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
             got = fn()
     except Exception as exc:
         raise WorkerError(classify(exc, loaded.file, during="calling get_inputs()")) from exc
-    if isinstance(got, torch.Tensor) or not isinstance(got, (list, tuple)):
-        raise _fail(f"get_inputs() in {loaded.path.name} returned a {type(got).__name__}; it must return "
-                    "a list of forward() arguments (tensors)")
+    wrong = inputs_list_problem(got)
+    if wrong:
+        raise _fail(f"get_inputs() in {loaded.path.name} {wrong}")
     args = []
     target = dtype_from_name(variant["dtype"]) if variant.get("dtype") else None
     for i, item in enumerate(got):

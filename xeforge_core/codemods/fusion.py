@@ -243,6 +243,12 @@ def _steps() -> list[tuple[str, Step]]:
             ("prologues", prologue_step), ("row-sum epilogues", reduction_step), ("launch batching", batch_step)]
 
 
+def _shape_absent(reason: str) -> bool:
+    """Whether a rewrite's reason says its shape is not in the module (``"no two consecutive
+    launches ..."``), not that it found the shape and could not apply."""
+    return reason.startswith("no ")
+
+
 def _by_relevance(reasons: dict[str, str]) -> list[tuple[str, str]]:
     """The rewrites' reasons in the order a reader needs them: a rewrite that found its shape and
     could not apply first, then the shapes not found, the general ones (same-grid chains) before
@@ -250,7 +256,7 @@ def _by_relevance(reasons: dict[str, str]) -> list[tuple[str, str]]:
     attention on a kernel that has none."""
     order = {label: i for i, (label, _) in enumerate(_steps())}
     order["materialised attention"] = len(order)
-    return sorted(reasons.items(), key=lambda kv: (kv[1].startswith("no "), order.get(kv[0], 0)))
+    return sorted(reasons.items(), key=lambda kv: (_shape_absent(kv[1]), order.get(kv[0], 0)))
 
 
 def fuse(source: str, **_: Any) -> CodemodResult:
@@ -290,7 +296,7 @@ def fuse(source: str, **_: Any) -> CodemodResult:
     error = still_parses(code)
     if error:
         return not_applicable(NAME, source, f"the rewrite would not parse ({error}); nothing changed")
-    notes.extend(f"not fused ({k}): {v}" for k, v in last_reasons.items() if v and "no " not in v[:3])
+    notes.extend(f"not fused ({k}): {v}" for k, v in last_reasons.items() if v and not _shape_absent(v))
     return CodemodResult(codemod=NAME, source=code, changed=True, notes=notes)
 
 

@@ -52,6 +52,21 @@ def test_elementwise_block_counted_by_the_grid_is_tuned() -> None:
     assert "BLOCK_SIZE=BLOCK_SIZE" not in out
 
 
+def test_the_launchs_own_tile_is_tried_at_the_warp_counts_it_fills() -> None:
+    """A pooling kernel's 32-wide tile at Triton's default 4 warps gives each element to four
+    threads: the configs try it at one warp (32 threads, one element each), never at counts with
+    more threads than elements, and keep the space's wider tiles after it."""
+    out = _tuned("pool_window.py")
+    configs = [line.strip() for line in out.splitlines() if line.strip().startswith("triton.Config(")]
+    assert configs[:2] == ['triton.Config({"BLOCK_L": 32}),', 'triton.Config({"BLOCK_L": 32}, num_warps=1),']
+    assert not any('"BLOCK_L": 32}, num_warps=' in c and "num_warps=1" not in c for c in configs), configs
+    wide = add_autotune((FIXTURES / "elementwise_guard.py").read_text(), target="cuda", arch="hopper").source
+    # a 256-wide tile fills 1, 2, 4 and 8 warps; the space's 1024-wide tile at 4 warps stays
+    assert all(f'triton.Config({{"BLOCK_SIZE": 256}}, num_warps={w})' in wide for w in (1, 2, 8))
+    assert 'triton.Config({"BLOCK_SIZE": 256}, num_warps=16)' not in wide
+    assert '"BLOCK_SIZE": 1024}, num_warps=4' in wide
+
+
 def test_sizes_passed_as_constexpr_key_the_autotune_cache() -> None:
     res = add_autotune((FIXTURES / "constexpr_sizes.py").read_text(), target="cuda", arch="hopper")
     assert res.applicable, res.reason

@@ -67,3 +67,17 @@ def test_a_config_the_device_cannot_compile_is_skipped_as_the_autotuner_skips_it
     assert only.count("triton.Config(") == 1
     bad = verify(problem, only, device="cpu", options=replace(options, use_cache=False), candidate_name="solution.py")
     assert bad.kind is VerdictKind.COMPILE_ERROR and "does not fit the device" in bad.reason, bad.reason
+
+
+def test_configs_that_differ_only_in_warps_are_one_check_in_the_interpreter() -> None:
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=4), triton.Config({"BLOCK": 64}, num_warps=1),
+                              triton.Config({"BLOCK": 128}, num_warps=4),
+                              triton.Config({"BLOCK": 128}, num_warps=8, num_stages=1)], key=["n"])
+    @triton.jit
+    def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    registry = AutotuneRegistry(interpreter=True)
+    registry.add(copy_kernel)
+    assert [registry.same_in_interpreter(0, j) for j in range(4)] == [False, True, False, True]

@@ -50,6 +50,7 @@ from xeforge_core.codemods.autotune_kinds import (
     kind_configs,
     prune_for_registers,
     tile_2d_roles,
+    warp_neighbours,
 )
 from xeforge_core.codemods.common import (
     CodemodResult,
@@ -641,6 +642,18 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     if streamed:
         base_kwargs[LOOP_STAGES] = 1  # the kernel as written: a plain range pipelines no load without a dot
     texts: list[str] = [_config_text(base_kwargs, num_warps, num_stages)] if own_config else []
+    # a kernel without tl.dot pipelines no load by its num_stages: a config equal to one before it
+    # in all but num_stages repeats it (``tried`` holds them without it)
+    tried: set[str] = set()
+    if own_config and not gemm:
+        assert shape is not None
+        lanes = int(options.get("_lanes") or 32)
+        own_tile = {b: values[b] for b in blocks if b in values}
+        around = [{"kwargs": own_tile, "num_warps": w} for w in warp_neighbours(own_tile, num_warps or 4, lanes)]
+        around, gone = prune_for_registers(around, shape, lanes, options.get("_max_warps"))
+        kept_notes.extend(f"kernel {name}: its own tile left out at other warps: {g}" for g in gone)
+        texts.extend(_config_text(base_kwargs, c["num_warps"], num_stages) for c in around)
+        tried = {_config_text(base_kwargs, w, None) for w in [num_warps or 4, *(c["num_warps"] for c in around)]}
     seen = set(texts)
     for cfg in space:
         kw = {k: v for k, v in cfg.get("kwargs", {}).items() if k in blocks or k in extras}
@@ -655,6 +668,11 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
             for k, v in (cfg.get("options") or {}).items():
                 merged[k] = v
         text = _config_text(merged, cfg.get("num_warps"), cfg.get("num_stages"))
+        if not gemm:
+            bare = _config_text(merged, cfg.get("num_warps") or 4, None)
+            if bare in tried:
+                continue
+            tried.add(bare)
         if text not in seen:
             seen.add(text)
             texts.append(text)
@@ -1174,7 +1192,8 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
             parts = ([f"block {', '.join(blocks)}"] if blocks else []) + (["loop depth"] if p.pipeline_loops else [])
             what = f"{', '.join(parts)} and warps" if parts else "num_warps/num_stages only"
             notes.append(f"kernel {p.kernel} ({p.kind}): @triton.autotune over {p.n_configs} configs of the "
-                         f"{p.space} space ({what}; the first is the launch's own), key={p.key}")
+                         f"{p.space} space ({what}; the first is the launch's own, then its tile at the other warp counts "
+                         f"it fills), key={p.key}")
         notes.extend(p.kept)
         if p.pruner:
             notes.append(f"kernel {p.kernel}: a roofline model prunes the configs per call before any is compiled "

@@ -13,6 +13,9 @@ scans, ``elementwise``), named for the kernel's own meta-parameters:
   grid reads it from ``META`` or the kernel uses it as a loop step; a non-GEMM kernel with an
   unmasked block access keeps its blocks; otherwise every new config keeps the author's first
   value and only ``num_warps``/``num_stages`` change;
+* a non-GEMM kernel's first config also gets its own tile at the other warp counts it fills
+  (:func:`~xeforge_core.codemods.autotune_kinds.warp_neighbours`), before the space's configs:
+  authors often give a short tile more warps than it has elements;
 * GEMM space keys map to the kernel's by their axis (``BLOCK_M`` -> ``BLOCK_SIZE_M``,
   ``GROUP_SIZE_M`` -> ``GROUP_M``); a non-GEMM space sizes one 1-D block, so it is used only
   where exactly one meta-parameter may change and the kernel does not work on 2-D tiles;
@@ -46,7 +49,7 @@ from typing import Any
 import libcst as cst
 
 from xeforge_core.codemods.autotune import in_place_params, never_launched
-from xeforge_core.codemods.autotune_kinds import BLOCK_NAME, classify, prune_for_registers
+from xeforge_core.codemods.autotune_kinds import BLOCK_NAME, classify, prune_for_registers, warp_neighbours
 from xeforge_core.codemods.autotune_prune import STATIC_ELEMENT_BYTES
 from xeforge_core.codemods.common import (
     CodemodResult,
@@ -102,6 +105,11 @@ def _text(cfg: dict[str, Any]) -> str:
 
 def _key(cfg: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(sorted(cfg["kwargs"].items())), cfg.get("num_warps"), cfg.get("num_stages")
+
+
+def _bare(cfg: dict[str, Any]) -> tuple[Any, ...]:
+    """A non-GEMM config's meta-parameters and warps (its ``num_stages`` pipelines nothing there)."""
+    return tuple(sorted(cfg["kwargs"].items())), cfg.get("num_warps") or 4
 
 
 def _axis(name: str) -> str | None:
@@ -208,6 +216,7 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         # the kind's space sizes a 1-D block (elements of a row, or a flat block), not one side of a 2-D tile
         by_axis = {"B": blocks[0]} if len(blocks) == 1 and not indexes_2d_tiles(fn) else {}
     new: list[dict[str, Any]] = []
+    own_tiles: list[dict[str, Any]] = []
     for cfg in space:
         kwargs = dict(mine[0]["kwargs"])
         values = list((cfg.get("kwargs") or {}).items())
@@ -231,13 +240,24 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         kept, gone = prune_for_registers(probes, shape, lanes, int(max_warps) if max_warps else None)
         new = [p["_cfg"] for p in kept]
         dropped += gone
+        # the author's first tile at the warp counts it fills, before the space's tiles
+        first = mine[0]
+        tile = {k: v for k, v in first["kwargs"].items() if BLOCK_NAME.match(k) and isinstance(v, int)}
+        around = [{"kwargs": tile, "num_warps": w, "_cfg": {**first, "num_warps": w}}
+                  for w in warp_neighbours(tile, int(first.get("num_warps") or 4), lanes)]
+        kept, gone = prune_for_registers(around, shape, lanes, int(max_warps) if max_warps else None)
+        own_tiles = [p["_cfg"] for p in kept]
+        # a kernel without tl.dot pipelines no load by its num_stages: configs equal in all but it are one
+        taken = {_bare(c) for c in (*mine, *own_tiles)}
+        new = own_tiles + [c for c in new if _bare(c) not in taken]
+        dropped += gone
     seen = {_key(c) for c in mine}
     added: list[dict[str, Any]] = []
     for c in new:
         if _key(c) not in seen:
             seen.add(_key(c))
             added.append(c)
-    added = added[:limit]
+    added = added[:limit + len(own_tiles)]
     if not added:
         return (f"kernel {name}: every config of the {shape.space_kind} space ({sid}) that fits the device is "
                 "already among its own")
@@ -280,8 +300,11 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
     new_call = call.with_changes(args=args)
     tuned = sorted(set(by_axis.values()))
     what = f"{', '.join(tuned)} and warps" if tuned else "num_warps/num_stages only (its meta-parameters keep the author's first values)"
-    note = (f"kernel {name} ({shape.kind}): {len(added)} config(s) of the {shape.space_kind} space ({sid}) added after "
-            f"its own {len(mine)} ({what})")
+    warps_only = sum(1 for c in added if any(c is o for o in own_tiles))
+    source = f"{len(added) - warps_only} config(s) of the {shape.space_kind} space ({sid})"
+    if warps_only:
+        source = f"its first tile at {warps_only} other warp count(s) and {source}"
+    note = f"kernel {name} ({shape.kind}): {source} added after its own {len(mine)} ({what})"
     if dropped:
         note += f"; pruned for the device: {'; '.join(dropped[:3])}{' ...' if len(dropped) > 3 else ''}"
     if restore:

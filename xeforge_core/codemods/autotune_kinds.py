@@ -27,6 +27,12 @@ kernel is tuned only where any power of two keeps the kernel correct:
 Where no block may be tuned, the configs tune ``num_warps`` (and ``num_stages``) only, from the
 warp counts of the kind's space: the launch still passes its block sizes, derived or literal.
 
+Around the launch's own config, :func:`warp_neighbours` adds the same tile at the other warp
+counts (1 to 16, one count a step where the tile is not known): the author's tile with fewer warps
+is the config a short tile needs (a 64-wide block at 4 warps gives every element to two threads,
+half the warps doing nothing; a pooling kernel whose grid axis tiles a 62-wide output row), and no
+space of fixed tiles offers it.
+
 Static pruning (:func:`prune_for_registers`) drops configs whose block gives each thread more
 values than the register budget holds: ``BLOCK / (num_warps * lanes)`` values a live tile,
 times the tiles the kernel keeps live (its loads plus one result), above ``MAX_TILE_REGS`` 32-bit
@@ -221,6 +227,24 @@ def kind_configs(space: list[dict[str, Any]], tuned: list[str], roles: dict[str,
     return out
 
 
+#: Warp counts a non-GEMM kernel's own tile is tried at (:func:`warp_neighbours`).
+WARP_LADDER = (1, 2, 4, 8, 16)
+
+
+def warp_neighbours(tile: dict[str, int], own_warps: int, lanes: int) -> list[int]:
+    """The warp counts besides ``own_warps`` at which a non-GEMM kernel's own ``tile`` (its
+    tuned blocks and their values, empty when the launch keeps them) is tried: with a known tile,
+    every count of :data:`WARP_LADDER` that leaves each of the ``lanes``-wide warps' threads at
+    least one element of the tile (more warps than elements only repeat lanes); with an unknown
+    tile, one count either side of the launch's own (what the tile needs is not known).
+    Registers and the work-group's warp limit are checked afterwards (:func:`prune_for_registers`)."""
+    sizes = [v for v in tile.values() if isinstance(v, int) and v > 0]
+    if not sizes:
+        return [w for w in (own_warps // 2, own_warps * 2) if w in WARP_LADDER]
+    elements = math.prod(sizes)
+    return [w for w in WARP_LADDER if w != own_warps and w * lanes <= elements]
+
+
 def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes: int, max_warps: int | None
                         ) -> tuple[list[dict[str, Any]], list[str]]:
     """Configs of a non-GEMM kernel that fit a thread's registers and the work-group's warp
@@ -245,5 +269,5 @@ def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes
     return kept, dropped
 
 
-__all__ = ["BLOCK_NAME", "MAX_TILE_REGS", "KernelShape", "classify", "kind_configs", "prune_for_registers",
-           "tile_2d_roles"]
+__all__ = ["BLOCK_NAME", "MAX_TILE_REGS", "WARP_LADDER", "KernelShape", "classify", "kind_configs",
+           "prune_for_registers", "tile_2d_roles", "warp_neighbours"]

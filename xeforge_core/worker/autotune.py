@@ -144,6 +144,20 @@ class AutotuneRegistry:
                 out.append((i, j, describe_config(entry.name, cfg)))
         return out
 
+    def same_in_interpreter(self, tuner_index: int, config_index: int) -> bool:
+        """Whether config ``config_index`` of autotuner ``tuner_index`` has the meta-parameters
+        and pre-hook of an earlier config of the same autotuner: in Triton's interpreter
+        ``num_warps``, ``num_stages`` and the launch options change nothing a kernel computes, so
+        such a config's check repeats the earlier one's."""
+        configs = self.entries[tuner_index].configs
+
+        def key(cfg: Any) -> tuple[Any, ...]:
+            return (tuple(sorted((k, repr(v)) for k, v in (getattr(cfg, "kwargs", None) or {}).items())),
+                    id(getattr(cfg, "pre_hook", None)))
+
+        own = key(configs[config_index])
+        return any(key(c) == own for c in configs[:config_index])
+
     def default_description(self) -> str | None:
         """What runs when nothing is selected: on cpu the first config of each autotuner."""
         if not self.entries:

@@ -1421,8 +1421,11 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
     grids: dict[str, dict[str, list[int]]] = {}
     selections: list[tuple[int, int, str] | None] = [None]
     for i, j, desc in ctx.registry.variants():
-        if ctx.ops.interpreter and j == 0:
-            continue  # on cpu the default run already uses each autotuner's first config
+        if ctx.ops.interpreter and (j == 0 or ctx.registry.same_in_interpreter(i, j)):
+            # on cpu the default run already uses each autotuner's first config, and a config
+            # that differs from an earlier one only in warps, stages or launch options computes
+            # the same there
+            continue
         selections.append((i, j, desc))
     default_desc = ctx.registry.default_description()
     # In the interpreter every config costs a full run per combination: the other configs are

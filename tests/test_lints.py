@@ -501,3 +501,23 @@ def test_a_one_dimensional_kernel_is_judged_by_its_largest_known_range():
         "    mask = offs < n\n", "    mask = offs < n\n    c = tl.sum(tl.arange(0, BLOCK_C), axis=0)\n")
     hits = [i for i in analyze(src, "cuda").issues if i.rule_id == "elementwise_block_size"]
     assert len(hits) == 1 and "BLOCK=128 elements" in hits[0].message, hits
+
+
+def test_a_finding_in_a_kernel_that_never_launched_says_so() -> None:
+    """A module picks one of two kernels by size; at the sizes checked only the 2048-wide one
+    runs. The knowledge base's advice on the other (its 64-wide block) stays, saying that this
+    kernel was not launched, and the advice on the launched kernel says nothing of the kind."""
+    from pathlib import Path
+
+    from xeforge_core.problem import load_problem
+    from xeforge_core.verify import VerifyOptions, verify
+
+    path = Path(__file__).parent / "fixtures" / "lints" / "chosen_by_size.py"
+    options = VerifyOptions(seeds=1, distributions=["normal"], include_odd_size=False, use_cache=False,
+                            measure_performance=False, target="xpu")
+    verdict = verify(load_problem(path), path.read_text(), device="cpu", options=options)
+    assert verdict.passed, verdict.feedback()
+    small = [f.message for f in verdict.findings if f.rule.startswith("kb:") and "scale_small_kernel" in f.message]
+    large = [f.message for f in verdict.findings if f.rule.startswith("kb:") and "scale_kernel " in f.message]
+    assert small and all("kernel scale_small_kernel was not launched at any size checked" in m for m in small)
+    assert large and not any("was not launched" in m for m in large)

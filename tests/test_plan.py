@@ -201,3 +201,18 @@ def test_the_rules_engines_answer_is_kept_per_source_stage_and_target(monkeypatc
     feasibility.check_engine("rules", "autotuning", source, hopper)
     feasibility.check_engine("rules", "autotuning", source + "\n# edited\n", xe2)
     assert asked == ["autotuning"] * 3
+
+
+def test_the_plan_answers_for_the_kernels_the_current_version_launched() -> None:
+    """Where the current version's verdict says which kernels ran at the timed size, the plan's
+    answer for autotuning is the stage's own: a module whose only launched kernel is not one of
+    its own has nothing to tune, and says which kernels never ran."""
+    from xeforge_core.pipeline.feasibility import check_stages
+    from xeforge_core.target import resolve
+
+    source = (Path(__file__).parent / "fixtures" / "lints" / "chosen_by_size.py").read_text()
+    known = check_stages(["autotuning"], source, resolve("cuda"), engines=["rules"], launched=["scale_kernel"])
+    assert known["autotuning"][0].can and "scale_small_kernel" not in known["autotuning"][0].reason
+    other = check_stages(["autotuning"], source, resolve("cuda"), engines=["rules"], launched=["another_kernel"])
+    assert not other["autotuning"][0].can
+    assert "kernel scale_kernel never launched" in other["autotuning"][0].reason

@@ -54,10 +54,12 @@ def make_engine(name: str, **settings: Any) -> Engine:
     return get_engine(name, **settings)
 
 
-def plan_problem(problem: Problem, target: Target, stages: list[str] | None = None) -> Plan:
+def plan_problem(problem: Problem, target: Target, stages: list[str] | None = None,
+                 launched: list[str] | None = None) -> Plan:
     """The stage plan of ``problem``'s kernel for ``target``: ``stages`` when given (checked
-    against the registry), else the analysis' (``pipeline.plan.plan_for``)."""
-    return plan_for(problem.kernel.source, target, problem, stages=stages or None)
+    against the registry), else the analysis' (``pipeline.plan.plan_for``; ``launched`` as
+    there)."""
+    return plan_for(problem.kernel.source, target, problem, stages=stages or None, launched=launched)
 
 
 def replan_after_first_version(target: Target, stages: list[str] | None = None) -> Callable[[Any], None]:
@@ -66,7 +68,7 @@ def replan_after_first_version(target: Target, stages: list[str] | None = None) 
     (``stages`` when given) and store the plan in the session."""
 
     def callback(controller: Any) -> None:
-        controller.session.set_plan(plan_problem(controller.current(), target, stages).ids)
+        controller.session.set_plan(plan_problem(controller.current(), target, stages, controller.launched()).ids)
 
     return callback
 

@@ -318,7 +318,8 @@ def _defines(source: str, name: str) -> bool:
 def kb_findings(source: str, target: str, problem: Any = None, *, baseline_source: str | None = None
                 ) -> list[dict[str, Any]]:
     """Every knowledge-base lint of ``target`` that fires on ``source``, as ``Finding`` dicts
-    (rule ``kb:<id>``, message with the rule's suggested fix, severity, line). Rules the
+    (rule ``kb:<id>``, message with the rule's suggested fix, severity, line, and ``kernel``
+    where the rule is about one kernel: :func:`note_unlaunched_kernels` reads it). Rules the
     baseline breaks as well are downgraded to warnings: a candidate is not held to more than
     its baseline. So are rules whose fault shows when the kernel runs (``decided_by_running``:
     the correctness check runs every autotune config on NaN-filled fresh memory and decides).
@@ -346,8 +347,24 @@ def kb_findings(source: str, target: str, problem: Any = None, *, baseline_sourc
             message += (" (not refused on sight: the correctness check runs every autotune config on "
                         "NaN-filled fresh memory and decides)")
         out.append({"rule": f"kb:{issue.rule_id}", "message": message, "severity": severity,
-                    "line": issue.line})
+                    "line": issue.line, **({"kernel": issue.kernel} if issue.kernel else {})})
     return out
+
+
+def note_unlaunched_kernels(findings: list[Finding], lints: list[dict[str, Any]], launched: set[str]) -> None:
+    """Add to each knowledge-base finding of ``findings`` that lies inside a kernel the run never
+    launched (``lints``: the :func:`kb_findings` dicts, which name the kernel of each rule and
+    line; ``launched``: the kernels the verdict saw) that it was not launched: what the rule asks
+    for changes nothing at the sizes checked, and a kernel chosen by size may run only at others
+    (a GEMM path beside a mat-vec). Nothing changes where no kernel was seen launched."""
+    if not launched:
+        return
+    kernel_of = {(d["rule"], d.get("line")): d.get("kernel") for d in lints}
+    for f in findings:
+        kernel = kernel_of.get((f.rule, f.line))
+        if kernel and kernel not in launched and "was not launched" not in f.message:
+            f.message += (f" (kernel {kernel} was not launched at any size checked: it may run only at others, "
+                          "where this applies)")
 
 
 def _harness_lines(source: str) -> set[int]:
@@ -1292,6 +1309,7 @@ def _verify_uncached(run: _Run) -> Verdict:
     seen = {(f.rule, f.line) for f in verdict.findings}
     verdict.findings += [Finding(rule=d["rule"], message=d["message"], severity=d.get("severity", "warning"),
                                  line=d.get("line")) for d in run.lints if (d["rule"], d.get("line")) not in seen]
+    note_unlaunched_kernels(verdict.findings, run.lints, {k.name for k in verdict.kernels})
     if verdict.kind in _PASSING and probe is not None:
         verdict = _check_grid_coverage(run, verdict)
     run.refused_dtype = contract.refused_dtype(

@@ -145,6 +145,15 @@ class StageController(abc.ABC):
 
     # ------------------------------------------------------------------ proposals
 
+    def launched(self) -> list[str] | None:
+        """The kernels the current version's verdict saw launched where it covered the timed size
+        (:func:`launched_at_published_size`); ``None`` where nothing says, or the verdict of an
+        older session cannot be read (every kernel is then tuned)."""
+        try:
+            return launched_at_published_size(self.current_verdict())
+        except Exception:  # an unreadable verdict of an older session: nothing known
+            return None
+
     def context(self, stage: str, overrides: dict[str, Any] | None = None) -> ProposalContext:
         """The :class:`~xeforge_core.engines.base.ProposalContext` for ``stage`` now: the baseline
         and current code, the problem, the analysis of the current code for the target, the
@@ -153,13 +162,9 @@ class StageController(abc.ABC):
 
         problem = self.current()
         current = problem.kernel.source
-        try:
-            launched = launched_at_published_size(self.current_verdict())
-        except Exception:  # an unreadable verdict of an older session: nothing known, every kernel tuned
-            launched = None
         fields: dict[str, Any] = {
             "stage": stage, "original_code": self.original_source(), "current_code": current,
-            "problem": problem, "target": self.target, "plan": self.plan, "launched": launched}
+            "problem": problem, "target": self.target, "plan": self.plan, "launched": self.launched()}
         known = {f.name for f in dataclasses.fields(ProposalContext)}
         fields.update({k: v for k, v in (overrides or {}).items() if k in known})
         if fields.get("analysis") is None:

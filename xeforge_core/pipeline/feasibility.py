@@ -57,9 +57,11 @@ def _first_line(text: str) -> str:
 
 
 def check_engine(spec: EngineSpec | str, stage: str, source: str, target: Target,
-                 problem: Problem | None = None) -> EngineCheck:
+                 problem: Problem | None = None, launched: Sequence[str] | None = None) -> EngineCheck:
     """Ask the engine ``spec`` whether it can propose for ``stage`` on ``source`` (the current
-    version of the kernel module) for ``target``.
+    version of the kernel module) for ``target``. ``launched``: the kernels the current version's
+    verdict saw launched at the timed size, where known (``ProposalContext.launched``: a tuning
+    rewrite leaves the others alone, and the answer says so as the stage would).
 
     A codemod engine (rules) runs its codemod for the stage statically and answers with the
     codemod's reason; engines that propose for any stage (llm, manual) can. Never raises: a
@@ -70,12 +72,13 @@ def check_engine(spec: EngineSpec | str, stage: str, source: str, target: Target
     if spec.proposes != "codemod":
         how = "proposes for every stage" + (" (needs an endpoint)" if spec.needs_endpoint else "")
         return EngineCheck(stage, spec.name, True, how)
-    key = stable_hash(spec.name, stage, source, repr(target), repr(problem))
+    ran = sorted(launched) if launched is not None else None
+    key = stable_hash(spec.name, stage, source, repr(target), repr(problem), repr(ran))
     known = _ANSWERS.get(key)
     if known is not None:
         _ANSWERS.move_to_end(key)
         return known
-    answer = _ask_codemod(spec, stage, source, target, problem)
+    answer = _ask_codemod(spec, stage, source, target, problem, ran)
     _ANSWERS[key] = answer
     while len(_ANSWERS) > _ANSWERS_KEPT:
         _ANSWERS.popitem(last=False)
@@ -89,11 +92,12 @@ _ANSWERS: OrderedDict[str, EngineCheck] = OrderedDict()
 _ANSWERS_KEPT = 1024
 
 
-def _ask_codemod(spec: EngineSpec, stage: str, source: str, target: Target, problem: Problem | None) -> EngineCheck:
+def _ask_codemod(spec: EngineSpec, stage: str, source: str, target: Target, problem: Problem | None,
+                 launched: list[str] | None) -> EngineCheck:
     from xeforge_core.engines.base import ProposalContext
 
     context = ProposalContext(stage=stage, original_code=source, current_code=source, problem=problem,
-                              target=target)
+                              target=target, launched=launched)
     try:
         candidate = spec.build().propose(stage, context)
     except Exception as exc:  # an engine bug is an answer here, never a broken plan
@@ -105,12 +109,14 @@ def _ask_codemod(spec: EngineSpec, stage: str, source: str, target: Target, prob
 
 
 def check_stages(stages: Iterable[str], source: str, target: Target, problem: Problem | None = None, *,
-                 engines: Sequence[str] | None = None) -> dict[str, tuple[EngineCheck, ...]]:
+                 engines: Sequence[str] | None = None, launched: Sequence[str] | None = None
+                 ) -> dict[str, tuple[EngineCheck, ...]]:
     """``{stage: (EngineCheck per engine, in registry order)}`` for ``stages`` on ``source``;
-    ``engines`` limits the engines asked (default: all)."""
+    ``engines`` limits the engines asked (default: all); ``launched`` as :func:`check_engine`."""
     names = list(engines) if engines is not None else [e.name for e in ENGINES]
     specs = [get_engine_spec(n) for n in names]
-    return {stage: tuple(check_engine(spec, stage, source, target, problem) for spec in specs) for stage in stages}
+    return {stage: tuple(check_engine(spec, stage, source, target, problem, launched) for spec in specs)
+            for stage in stages}
 
 
 def nothing_to_do(checks: dict[str, tuple[EngineCheck, ...]], engine: str) -> str:

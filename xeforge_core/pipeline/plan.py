@@ -90,14 +90,17 @@ def planned(stages: Sequence[str], analysis: Analysis,
 
 
 def plan_for(source: str, target: Target, problem: Problem | None = None, *,
-             stages: Iterable[str] | None = None, check_engines: bool = True) -> Plan:
+             stages: Iterable[str] | None = None, check_engines: bool = True,
+             launched: Sequence[str] | None = None) -> Plan:
     """The plan for the kernel module ``source`` (the current version) and ``target``.
 
     ``stages`` (the user's list, in the order to run) replaces the analysis' choice; otherwise
     the plan is every optimization stage the analysis of ``source`` for ``target``'s family has
     an issue for, in canonical order. With ``check_engines`` every engine is asked, per planned
     stage, whether it can do it on ``source`` (:func:`~xeforge_core.pipeline.feasibility.
-    check_stages`; the rules engine's codemods run statically, well under a second a plan).
+    check_stages`; the rules engine's codemods run statically, well under a second a plan;
+    ``launched``: the kernels the current version's verdict saw launched at the timed size, where
+    known, which a tuning stage keeps to).
     Raises ``ValueError`` naming an unknown stage id.
     """
     analysis = analyze(source, target.family, problem)
@@ -106,5 +109,5 @@ def plan_for(source: str, target: Target, problem: Problem | None = None, *,
         chosen, origin = require_stages(list(stages)), "given"
     else:
         chosen = plan_stages(analysis)
-    checks = check_stages(chosen, source, target, problem) if check_engines else None
+    checks = check_stages(chosen, source, target, problem, launched=launched) if check_engines else None
     return Plan(target=target, stages=planned(chosen, analysis, checks), analysis=analysis, origin=origin)

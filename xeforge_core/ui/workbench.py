@@ -525,18 +525,25 @@ class Workbench:
     def engine_checks(self, stages: list[str] | None = None) -> dict[str, tuple[EngineCheck, ...]]:
         """Per stage (default: the session's plan), whether each engine can do it on the current
         version for the target, and why (``feasibility.check_stages``: the rules engine's codemod
-        runs statically). Remembered per version, target and stage."""
+        runs statically; a tuning stage leaves alone the kernels the current version's verdict shows
+        were not launched at the timed size, as the stage itself will). Remembered per version,
+        target, stage and head commit."""
         session = self.require_session()
         stages = list(session.plan if stages is None else stages)
         source = session.source("head")
         target = self.target()
         problem = self.loaded.problem if self.loaded is not None else None
         spec = self.loaded.spec_text if self.loaded is not None else None
+        launched: list[str] | None = None
+        read = False
         out: dict[str, tuple[EngineCheck, ...]] = {}
         for stage in stages:
-            key = (code_hash(source + (spec or "")), target.profile, stage)
+            # the head's commit names its verdict, which says which kernels ran
+            key = (code_hash(source + (spec or "")), target.profile, stage, session.head)
             if key not in self._checks:
-                self._checks[key] = check_stages([stage], source, target, problem)[stage]
+                if not read:
+                    launched, read = self.controller().launched(), True
+                self._checks[key] = check_stages([stage], source, target, problem, launched=launched)[stage]
             out[stage] = self._checks[key]
         return out
 

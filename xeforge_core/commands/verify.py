@@ -328,7 +328,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
     rule = "  ".join("-" * w for w in widths)
     body = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(["  " + line, "  " + rule] + ["  " + b for b in body])
+    # the last column's padding only trails the line (a wide note column padded every row)
+    return "\n".join(("  " + x).rstrip() for x in [line, rule, *body])
 
 
 def _call_word(call: Any) -> str:

@@ -22,7 +22,10 @@ autotunes keeps its verdict, and torch.compile gets what is left of the problem'
    interleaved in its workers, after re-checking the final version (verified in full by the
    batch) at the published size; torch.compile (``mode="max-autotune-no-cudagraphs"``) is timed in
    its own process (``compile_anchor.py``), its compile time reported apart and the cache warm
-   before timing.
+   before timing;
+4. **the ceiling**: the final version's device time outside its own Triton kernels (library
+   calls, copies), profiled in its own process (``library_share.py``), and eager over it
+   (``eager_ceiling``): the most any version that keeps those calls could reach over eager.
 
 Outputs in ``--out``: ``rows/level<N>/<problem>.csv`` (one row per problem and size, written by
 the child as soon as it is done, so a stopped run keeps what it measured), ``summary.csv`` (all
@@ -72,7 +75,8 @@ UNFINISHED = "not finished: stopped before the timing ended"
 
 COLUMNS = ["level", "problem", "size", "sizes", "first_version", "first_version_verdict", "first_version_reason",
            "not_triton_yet", "stages", "final_verdict", "eager_us", "final_us", "compile_us", "compile_s",
-           "final_vs_eager", "final_vs_compile", "seconds", "note"]
+           "final_vs_eager", "final_vs_compile", "not_triton_us", "not_triton_share", "eager_ceiling", "seconds",
+           "note"]
 
 
 def geomean(values: list[float | None]) -> float | None:
@@ -206,6 +210,7 @@ def _timed_rows(problem_path: Path, problem: Any, final: str, device: Any, args:
         eager = p.reference if p.reference is not None else p.baseline
         row.update(eager_us=round(eager.median_us, 2), final_us=round(p.candidate.median_us, 2))
         row["final_vs_eager"] = round(eager.median_us / p.candidate.median_us, 4)
+        row.update(_ceiling(problem_path, problem, final, size, device.type, eager.median_us, args))
         _say(problem, "torch.compile")(f"compiling and timing at {size}")
         left = args.limit_s - (time.monotonic() - args.started) - 15 if args.limit_s else args.compile_timeout
         if left < 30:
@@ -224,6 +229,28 @@ def _timed_rows(problem_path: Path, problem: Any, final: str, device: Any, args:
         row["note"] = "; ".join(n for n in notes if n)
         rows.append(row)
     return rows
+
+
+def _ceiling(problem_path: Path, problem: Any, final: str, size: str, device: str, eager_us: float,
+             args: argparse.Namespace) -> dict[str, Any]:
+    """The final version's device time outside its own Triton kernels a call (library calls,
+    copies: ``library_share.py`` in its own process) and ``eager_ceiling``, eager over that time:
+    the most any version that keeps those calls could reach over eager (module docstring of
+    ``library_share.py``). Empty where it could not be measured."""
+    version = Path(args.row_file).with_suffix(".final.py")
+    version.write_text(final)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "library_share.py"), str(problem_path), str(version),
+           "--overrides", json.dumps(dict(problem.variant(size).overrides)), "--device", device]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+    except Exception:  # a ceiling not measured leaves the row as it is
+        return {}
+    other = got.get("not_triton_us")
+    if not other:
+        return {"not_triton_us": other, "not_triton_share": got.get("not_triton_share")} if other == 0 else {}
+    return {"not_triton_us": other, "not_triton_share": got.get("not_triton_share"),
+            "eager_ceiling": round(eager_us / other, 3)}
 
 
 def run_one(args: argparse.Namespace) -> int:
@@ -320,8 +347,9 @@ def summarize(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
              f"{header['min_eager_us']:g} µs (derived through the size constants); torch.compile: "
              "max-autotune-no-cudagraphs, compile time apart, cache warm before timing.", "",
              "| level | problems | verified first version | final/eager (published) | final/eager (bench) "
-             "| final/compile (published) | final/compile (bench) | stopped (time limits) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| final/compile (published) | final/compile (bench) | ceiling over eager (published) "
+             "| stopped (time limits) |",
+             "|---|---|---|---|---|---|---|---|---|"]
 
     def fmt(v: float | None) -> str:
         return f"{v:.3f}x" if v else "not measured"
@@ -348,7 +376,11 @@ def summarize(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
         share = f"{len(first)}/{ran} ({100 * len(first) / max(1, ran):.0f}%)" + (f", {len(unrun)} not run" if unrun else "")
         lines.append(f"| {level} | {len(names)} | {share} | {fmt(best('module', 'final_vs_eager'))} | "
                      f"{fmt(best('bench', 'final_vs_eager'))} | {fmt(best('module', 'final_vs_compile'))} | "
-                     f"{fmt(best('bench', 'final_vs_compile'))} | {len(stopped)} |")
+                     f"{fmt(best('bench', 'final_vs_compile'))} | {fmt(best('module', 'eager_ceiling'))} | "
+                     f"{len(stopped)} |")
+    lines += ["", "Ceiling over eager: eager's time over the final version's device time outside its own Triton "
+              "kernels (library calls, copies; `library_share.py`), the most a version that keeps those calls "
+              "could reach, geometric mean over the problems where it was measured."]
     # every problem whose first version was judged and not approved, also where --budget stopped it later
     failed = [r for r in rows if r.get("size") == "module" and r.get("first_version") != "approved"
               and (r.get("first_version") or not ((r.get("note") or "").startswith("not run")

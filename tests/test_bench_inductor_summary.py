@@ -31,3 +31,28 @@ def test_a_first_version_verified_before_the_budget_ran_out_counts_once():
     # the problem whose first version was judged wrong is named, though --budget stopped it later
     failures = text.split("## No verified first version", 1)[1]
     assert "p3: rejected wrong_answer" in failures and "p4" not in failures and "p5" not in failures
+
+
+def test_the_ceiling_over_eager_is_summarised_where_it_was_measured():
+    rows = [dict(_row("p1", "approved", "ok"), final_vs_eager="1.02", eager_ceiling="1.05"),
+            dict(_row("p2", "approved", "ok"), final_vs_eager="1.5", eager_ceiling="20.0"),
+            dict(_row("p3", "approved", "ok"), final_vs_eager="1.1")]
+    line = next(x for x in ikb.summarize(rows, HEADER).splitlines() if x.startswith("| 2 |"))
+    assert "| 4.583x |" in line, line  # sqrt(1.05 * 20): p3 has none
+
+
+def test_a_versions_own_triton_kernels_are_told_from_library_calls():
+    """library_share.py splits a profile's kernels into the version's own Triton kernels (by the
+    names of its @triton.jit functions, autotuned ones included) and everything else."""
+    import library_share
+
+    fixture = Path(__file__).parent / "fixtures" / "autotune_kinds" / "autotuned_elementwise.py"
+    module = library_share._module(fixture, "version")
+    own = library_share.triton_kernel_names(module)
+    assert own and all(isinstance(n, str) for n in own)
+    name = sorted(own)[0]
+    got = library_share.split_kernel_times(
+        [(name, 40.0), ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32_cublas", 300.0),
+         ("void at::native::elementwise_kernel<128, 2>", 60.0)], own, calls=4)
+    assert got["triton_us"] == 10.0 and got["not_triton_us"] == 90.0 and got["not_triton_share"] == 0.9
+    assert got["top_not_triton"][0] == ["sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32_cublas", 75.0]

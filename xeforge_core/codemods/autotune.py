@@ -645,15 +645,20 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     # a kernel without tl.dot pipelines no load by its num_stages: a config equal to one before it
     # in all but num_stages repeats it (``tried`` holds them without it)
     tried: set[str] = set()
+    first: list[int] = []
+    later: list[int] = []
     if own_config and not gemm:
         assert shape is not None
         lanes = int(options.get("_lanes") or 32)
         own_tile = {b: values[b] for b in blocks if b in values}
-        around = [{"kwargs": own_tile, "num_warps": w} for w in warp_neighbours(own_tile, num_warps or 4, lanes)]
-        around, gone = prune_for_registers(around, shape, lanes, options.get("_max_warps"))
+        first, later = warp_neighbours(own_tile, num_warps or 4, lanes)
+        around, gone = prune_for_registers([{"kwargs": own_tile, "num_warps": w} for w in first + later], shape, lanes,
+                                           options.get("_max_warps"))
         kept_notes.extend(f"kernel {name}: its own tile left out at other warps: {g}" for g in gone)
-        texts.extend(_config_text(base_kwargs, c["num_warps"], num_stages) for c in around)
-        tried = {_config_text(base_kwargs, w, None) for w in [num_warps or 4, *(c["num_warps"] for c in around)]}
+        fits = {c["num_warps"] for c in around}
+        first, later = [w for w in first if w in fits], [w for w in later if w in fits]
+        texts.extend(_config_text(base_kwargs, w, num_stages) for w in first)
+        tried = {_config_text(base_kwargs, w, None) for w in [num_warps or 4, *first]}
     seen = set(texts)
     for cfg in space:
         kw = {k: v for k, v in cfg.get("kwargs", {}).items() if k in blocks or k in extras}
@@ -674,6 +679,11 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                 continue
             tried.add(bare)
         if text not in seen:
+            seen.add(text)
+            texts.append(text)
+    for w in later:
+        text = _config_text(base_kwargs, w, num_stages)
+        if _config_text(base_kwargs, w, None) not in tried and text not in seen:
             seen.add(text)
             texts.append(text)
     limit = options.get("max_configs")
@@ -1192,8 +1202,8 @@ def add_autotune(source: str, *, target: str = "xpu", arch: str | None = None,
             parts = ([f"block {', '.join(blocks)}"] if blocks else []) + (["loop depth"] if p.pipeline_loops else [])
             what = f"{', '.join(parts)} and warps" if parts else "num_warps/num_stages only"
             notes.append(f"kernel {p.kernel} ({p.kind}): @triton.autotune over {p.n_configs} configs of the "
-                         f"{p.space} space ({what}; the first is the launch's own, then its tile at the other warp counts "
-                         f"it fills), key={p.key}")
+                         f"{p.space} space ({what}; the first is the launch's own, and its tile is tried at the other "
+                         f"warp counts it fills), key={p.key}")
         notes.extend(p.kept)
         if p.pruner:
             notes.append(f"kernel {p.kernel}: a roofline model prunes the configs per call before any is compiled "

@@ -14,8 +14,9 @@ scans, ``elementwise``), named for the kernel's own meta-parameters:
   unmasked block access keeps its blocks; otherwise every new config keeps the author's first
   value and only ``num_warps``/``num_stages`` change;
 * a non-GEMM kernel's first config also gets its own tile at the other warp counts it fills
-  (:func:`~xeforge_core.codemods.autotune_kinds.warp_neighbours`), before the space's configs:
-  authors often give a short tile more warps than it has elements;
+  (:func:`~xeforge_core.codemods.autotune_kinds.warp_neighbours`): before the space's configs
+  where the author gave the tile more threads than elements (a short pooling row at 4 warps),
+  after them otherwise;
 * GEMM space keys map to the kernel's by their axis (``BLOCK_M`` -> ``BLOCK_SIZE_M``,
   ``GROUP_SIZE_M`` -> ``GROUP_M``); a non-GEMM space sizes one 1-D block, so it is used only
   where exactly one meta-parameter may change and the kernel does not work on 2-D tiles;
@@ -216,7 +217,8 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         # the kind's space sizes a 1-D block (elements of a row, or a flat block), not one side of a 2-D tile
         by_axis = {"B": blocks[0]} if len(blocks) == 1 and not indexes_2d_tiles(fn) else {}
     new: list[dict[str, Any]] = []
-    own_tiles: list[dict[str, Any]] = []
+    own_tiles: list[dict[str, Any]] = []  # the author's first tile at other warps, tried before the space's
+    neighbours: list[dict[str, Any]] = []  # all of them, before and after
     for cfg in space:
         kwargs = dict(mine[0]["kwargs"])
         values = list((cfg.get("kwargs") or {}).items())
@@ -241,15 +243,18 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         new = [p["_cfg"] for p in kept]
         dropped += gone
         # the author's first tile at the warp counts it fills, before the space's tiles
-        first = mine[0]
-        tile = {k: v for k, v in first["kwargs"].items() if BLOCK_NAME.match(k) and isinstance(v, int)}
-        around = [{"kwargs": tile, "num_warps": w, "_cfg": {**first, "num_warps": w}}
-                  for w in warp_neighbours(tile, int(first.get("num_warps") or 4), lanes)]
+        lead = mine[0]
+        tile = {k: v for k, v in lead["kwargs"].items() if BLOCK_NAME.match(k) and isinstance(v, int)}
+        first, later = warp_neighbours(tile, int(lead.get("num_warps") or 4), lanes)
+        around = [{"kwargs": tile, "num_warps": w, "_cfg": {**lead, "num_warps": w}} for w in first + later]
         kept, gone = prune_for_registers(around, shape, lanes, int(max_warps) if max_warps else None)
-        own_tiles = [p["_cfg"] for p in kept]
+        own_tiles = [p["_cfg"] for p in kept if p["num_warps"] in first]
         # a kernel without tl.dot pipelines no load by its num_stages: configs equal in all but it are one
         taken = {_bare(c) for c in (*mine, *own_tiles)}
         new = own_tiles + [c for c in new if _bare(c) not in taken]
+        taken |= {_bare(c) for c in new}
+        new += [p["_cfg"] for p in kept if p["num_warps"] in later and _bare(p["_cfg"]) not in taken]
+        neighbours = [p["_cfg"] for p in kept]
         dropped += gone
     seen = {_key(c) for c in mine}
     added: list[dict[str, Any]] = []
@@ -300,7 +305,7 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
     new_call = call.with_changes(args=args)
     tuned = sorted(set(by_axis.values()))
     what = f"{', '.join(tuned)} and warps" if tuned else "num_warps/num_stages only (its meta-parameters keep the author's first values)"
-    warps_only = sum(1 for c in added if any(c is o for o in own_tiles))
+    warps_only = sum(1 for c in added if any(c is o for o in neighbours))
     source = f"{len(added) - warps_only} config(s) of the {shape.space_kind} space ({sid})"
     if warps_only:
         source = f"its first tile at {warps_only} other warp count(s) and {source}"

@@ -28,10 +28,11 @@ Where no block may be tuned, the configs tune ``num_warps`` (and ``num_stages``)
 warp counts of the kind's space: the launch still passes its block sizes, derived or literal.
 
 Around the launch's own config, :func:`warp_neighbours` adds the same tile at the other warp
-counts (1 to 16, one count a step where the tile is not known): the author's tile with fewer warps
-is the config a short tile needs (a 64-wide block at 4 warps gives every element to two threads,
-half the warps doing nothing; a pooling kernel whose grid axis tiles a 62-wide output row), and no
-space of fixed tiles offers it.
+counts that give each thread an element (1 to 16; one count either side where the tile is not
+known): right after it where the launch gives the tile more threads than elements (a 64-wide block
+at 4 warps gives every element to two threads, half the warps doing nothing; a pooling kernel
+whose grid axis tiles a 62-wide output row), a config no space of fixed tiles offers; after the
+space's configs otherwise.
 
 Static pruning (:func:`prune_for_registers`) drops configs whose block gives each thread more
 values than the register budget holds: ``BLOCK / (num_warps * lanes)`` values a live tile,
@@ -231,18 +232,23 @@ def kind_configs(space: list[dict[str, Any]], tuned: list[str], roles: dict[str,
 WARP_LADDER = (1, 2, 4, 8, 16)
 
 
-def warp_neighbours(tile: dict[str, int], own_warps: int, lanes: int) -> list[int]:
+def warp_neighbours(tile: dict[str, int], own_warps: int, lanes: int) -> tuple[list[int], list[int]]:
     """The warp counts besides ``own_warps`` at which a non-GEMM kernel's own ``tile`` (its
-    tuned blocks and their values, empty when the launch keeps them) is tried: with a known tile,
-    every count of :data:`WARP_LADDER` that leaves each of the ``lanes``-wide warps' threads at
-    least one element of the tile (more warps than elements only repeat lanes); with an unknown
-    tile, one count either side of the launch's own (what the tile needs is not known).
-    Registers and the work-group's warp limit are checked afterwards (:func:`prune_for_registers`)."""
+    tuned blocks and their values, empty when the launch keeps them) is tried, as ``(first,
+    later)``: where the tile has fewer elements than the own warps have threads (``lanes`` a
+    warp), ``first`` are the counts that give each thread at least one element, a fix to try
+    before any other tile; ``later`` are the other counts of :data:`WARP_LADDER` that do, tried
+    after the search space's tiles (a cap on the configs keeps the space's first). With an
+    unknown tile, one count either side of the launch's own, later. Registers and the
+    work-group's warp limit are checked afterwards (:func:`prune_for_registers`)."""
     sizes = [v for v in tile.values() if isinstance(v, int) and v > 0]
     if not sizes:
-        return [w for w in (own_warps // 2, own_warps * 2) if w in WARP_LADDER]
+        return [], [w for w in (own_warps // 2, own_warps * 2) if w in WARP_LADDER]
     elements = math.prod(sizes)
-    return [w for w in WARP_LADDER if w != own_warps and w * lanes <= elements]
+    fill = [w for w in WARP_LADDER if w != own_warps and w * lanes <= elements]
+    if own_warps * lanes > elements:
+        return fill, []
+    return [], fill
 
 
 def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes: int, max_warps: int | None

@@ -210,12 +210,14 @@ def _timed_rows(problem_path: Path, problem: Any, final: str, device: Any, args:
         eager = p.reference if p.reference is not None else p.baseline
         row.update(eager_us=round(eager.median_us, 2), final_us=round(p.candidate.median_us, 2))
         row["final_vs_eager"] = round(eager.median_us / p.candidate.median_us, 4)
-        row.update(_ceiling(problem_path, problem, final, size, device.type, eager.median_us, args))
+        ceiling = _ceiling(problem_path, problem, final, size, device.type, eager.median_us, args)
+        ceiling_note = ceiling.pop("ceiling_note", "")
+        row.update(ceiling)
         _say(problem, "torch.compile")(f"compiling and timing at {size}")
         left = args.limit_s - (time.monotonic() - args.started) - 15 if args.limit_s else args.compile_timeout
         if left < 30:
-            row["note"] = "; ".join(x for x in (base.get("note"), "torch.compile not timed: the problem's time "
-                                                "limit was reached") if x)
+            row["note"] = "; ".join(x for x in (base.get("note"), ceiling_note, "torch.compile not timed: the "
+                                                "problem's time limit was reached") if x)
             rows.append(row)
             continue
         comp = compile_anchor(problem_path, dict(problem.variant(size).overrides), device.type,
@@ -223,7 +225,7 @@ def _timed_rows(problem_path: Path, problem: Any, final: str, device: Any, args:
         row.update(compile_us=comp.get("median_us"), compile_s=comp.get("compile_s"))
         if comp.get("median_us"):
             row["final_vs_compile"] = round(comp["median_us"] / p.candidate.median_us, 4)
-        notes = [base.get("note") or "", comp.get("note") or ""]
+        notes = [base.get("note") or "", ceiling_note, comp.get("note") or ""]
         if size == bench and eager.median_us < args.min_eager_us:
             notes.append(f"eager {eager.median_us:.0f} µs < {args.min_eager_us:g} µs at the derived size")
         row["note"] = "; ".join(n for n in notes if n)
@@ -236,21 +238,28 @@ def _ceiling(problem_path: Path, problem: Any, final: str, size: str, device: st
     """The final version's device time outside its own Triton kernels a call (library calls,
     copies: ``library_share.py`` in its own process) and ``eager_ceiling``, eager over that time:
     the most any version that keeps those calls could reach over eager (module docstring of
-    ``library_share.py``). Empty where it could not be measured."""
+    ``library_share.py``); ``ceiling_note`` instead says why where it could not be measured."""
     version = Path(args.row_file).with_suffix(".final.py")
     version.write_text(final)
     cmd = [sys.executable, str(ROOT / "benchmarks" / "library_share.py"), str(problem_path), str(version),
            "--overrides", json.dumps(dict(problem.variant(size).overrides)), "--device", device]
+    left = args.limit_s - (time.monotonic() - args.started) - 60 if args.limit_s else 120
+    if left < 20:
+        return {"ceiling_note": "ceiling not measured: the problem's time limit was near"}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=min(120, left))
+    except subprocess.TimeoutExpired:
+        return {"ceiling_note": f"ceiling not measured: library_share.py ran past {min(120, left):.0f} s"}
+    try:
         got = json.loads(done.stdout.strip().splitlines()[-1])
-    except Exception:  # a ceiling not measured leaves the row as it is
-        return {}
+    except (IndexError, ValueError):  # a ceiling not measured is noted; the row keeps its times
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"ceiling_note": f"ceiling not measured: library_share.py exit {done.returncode}: {tail}"[:240]}
     other = got.get("not_triton_us")
-    if not other:
-        return {"not_triton_us": other, "not_triton_share": got.get("not_triton_share")} if other == 0 else {}
-    return {"not_triton_us": other, "not_triton_share": got.get("not_triton_share"),
-            "eager_ceiling": round(eager_us / other, 3)}
+    if other is None:
+        return {"ceiling_note": f"ceiling not measured: {got.get('note', 'no device kernels profiled')}"}
+    row = {"not_triton_us": other, "not_triton_share": got.get("not_triton_share")}
+    return {**row, "eager_ceiling": round(eager_us / other, 3)} if other else row
 
 
 def run_one(args: argparse.Namespace) -> int:

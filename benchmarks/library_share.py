@@ -16,7 +16,9 @@ kernel is the version's own when its name is one of the ``@triton.jit`` function
 own kernels, copies) is not. ``VERSION.py`` is the version's module (``ModelNew``, or ``Model``),
 built with the problem's ``get_init_inputs()`` and called on its ``get_inputs()`` at the sizes the
 overrides set; its weights are its own initialisation's (the time does not depend on them).
-PyTorch's float32 products and convolutions run at full float32, as in the verifier's workers.
+PyTorch's float32 products and convolutions run at full float32, as in the verifier's workers;
+the profiled calls hold the device's timing lock (``compile_anchor.timing_lock``), so they never
+overlap a timing run of another problem.
 On cpu nothing runs on a device: it prints a note.
 """
 
@@ -32,6 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _module(path: Path, name: str, overrides: dict[str, Any] | None = None) -> types.ModuleType:
@@ -99,16 +102,26 @@ def profile(problem: Path, version: Path, overrides: dict[str, Any], device: str
     inputs = [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
     sync = getattr(torch, device).synchronize
     activity = ProfilerActivity.CUDA if device.startswith("cuda") else ProfilerActivity.XPU
+    from compile_anchor import timing_lock
+
     with torch.no_grad():
-        for _ in range(3):
-            model(*inputs)
-        sync()
-        with torch_profile(activities=[activity]) as prof:
+        with timing_lock(device, shared=True):  # autotuners time their configs on the first calls
+            for _ in range(3):
+                model(*inputs)
+            sync()
+        with timing_lock(device), torch_profile(activities=[activity]) as prof:  # never beside a timing run
             for _ in range(reps):
                 model(*inputs)
             sync()
-    kernels = [(e.name, float(getattr(e, "self_device_time_total", 0.0) or 0.0)) for e in prof.key_averages()]
-    return split_kernel_times([k for k in kernels if k[1] > 0], triton_kernel_names(ver), reps)
+    return split_kernel_times(kernel_times(prof), triton_kernel_names(ver), reps)
+
+
+def kernel_times(prof: Any, field: str = "self_device_time_total") -> list[tuple[str, float]]:
+    """(name, µs) of every event of a finished ``torch.profiler`` run with time in ``field``
+    (device kernels by default; ``self_cpu_time_total`` for host ops). An averaged event's name
+    is its ``key`` (``FunctionEventAvg`` has no ``name``)."""
+    out = [(e.key, float(getattr(e, field, 0.0) or 0.0)) for e in prof.key_averages()]
+    return [(name, us) for name, us in out if us > 0]
 
 
 def main(argv: list[str] | None = None) -> int:

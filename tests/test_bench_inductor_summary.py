@@ -56,3 +56,18 @@ def test_a_versions_own_triton_kernels_are_told_from_library_calls():
          ("void at::native::elementwise_kernel<128, 2>", 60.0)], own, calls=4)
     assert got["triton_us"] == 10.0 and got["not_triton_us"] == 90.0 and got["not_triton_share"] == 0.9
     assert got["top_not_triton"][0] == ["sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32_cublas", 75.0]
+
+
+def test_profiled_events_are_read_by_their_key():
+    """The profiler's averaged events name an op by ``key`` (they have no ``name``): read on a
+    profile of host ops, the one kind of event a machine without a GPU records."""
+    import library_share
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randn(64, 64)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            torch.mm(a, a)
+    names = {name for name, _ in library_share.kernel_times(prof, "self_cpu_time_total")}
+    assert "aten::mm" in names, names

@@ -81,3 +81,18 @@ def test_configs_that_differ_only_in_warps_are_one_check_in_the_interpreter() ->
     registry = AutotuneRegistry(interpreter=True)
     registry.add(copy_kernel)
     assert [registry.same_in_interpreter(0, j) for j in range(4)] == [False, True, False, True]
+
+
+def test_configs_are_told_apart_by_warps_where_the_kernel_reads_them() -> None:
+    """A kernel with a ``num_warps`` parameter gets each config's value in the interpreter (and
+    its grid reads it): configs that differ only there compute differently and are each checked."""
+    @triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4), triton.Config({"BLOCK": 128}, num_warps=1)],
+                     key=["n"])
+    @triton.jit
+    def lanes_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, num_warps: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, 32 * num_warps)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    registry = AutotuneRegistry(interpreter=True)
+    registry.add(lanes_kernel)
+    assert registry.same_in_interpreter(0, 1) is False

@@ -79,6 +79,11 @@ def skipped_config_note(config: str, exc: BaseException) -> str:
             f"{first}); Triton's autotuner skips such a config when it benchmarks the configs, so it never runs")
 
 
+#: A config's launch options besides its meta-parameters (``triton.Config``'s keywords).
+_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "num_buffers_warp_spec",
+                             "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer"})
+
+
 class AutotuneRegistry:
     """Autotuners created by the module under test, and which config each one runs.
 
@@ -145,15 +150,20 @@ class AutotuneRegistry:
         return out
 
     def same_in_interpreter(self, tuner_index: int, config_index: int) -> bool:
-        """Whether config ``config_index`` of autotuner ``tuner_index`` has the meta-parameters
-        and pre-hook of an earlier config of the same autotuner: in Triton's interpreter
-        ``num_warps``, ``num_stages`` and the launch options change nothing a kernel computes, so
-        such a config's check repeats the earlier one's."""
-        configs = self.entries[tuner_index].configs
+        """Whether config ``config_index`` of autotuner ``tuner_index`` has the meta-parameters of
+        an earlier config of the same autotuner and nothing else that could tell them apart: in
+        Triton's interpreter ``num_warps``, ``num_stages`` and the launch options change nothing
+        a kernel computes, so such a config's check repeats the earlier one's. Not where the
+        kernel has a parameter of one of those names (the interpreter passes the config's value
+        in, and the grid reads it) or a config has a pre-hook (it is given them)."""
+        entry = self.entries[tuner_index]
+        configs = entry.configs
+        names = set(getattr(entry.tuner, "arg_names", None) or [])
+        if names & _LAUNCH_OPTIONS or any(getattr(c, "pre_hook", None) is not None for c in configs):
+            return False
 
         def key(cfg: Any) -> tuple[Any, ...]:
-            return (tuple(sorted((k, repr(v)) for k, v in (getattr(cfg, "kwargs", None) or {}).items())),
-                    id(getattr(cfg, "pre_hook", None)))
+            return tuple(sorted((k, repr(v)) for k, v in (getattr(cfg, "kwargs", None) or {}).items()))
 
         own = key(configs[config_index])
         return any(key(c) == own for c in configs[:config_index])

@@ -356,7 +356,9 @@ def note_unlaunched_kernels(findings: list[Finding], lints: list[dict[str, Any]]
     launched (``lints``: the :func:`kb_findings` dicts, which name the kernel of each rule and
     line; ``launched``: the kernels the verdict saw) that it was not launched: what the rule asks
     for changes nothing at the sizes checked, and a kernel chosen by size may run only at others
-    (a GEMM path beside a mat-vec). Nothing changes where no kernel was seen launched."""
+    (a GEMM path beside a mat-vec). Nothing changes where no kernel was seen launched. Called on
+    passing verdicts only, after the timing run's kernels are merged: a failing run may have
+    stopped before a kernel's launch ended."""
     if not launched:
         return
     kernel_of = {(d["rule"], d.get("line")): d.get("kernel") for d in lints}
@@ -1109,6 +1111,8 @@ def verify(problem: Any, candidate_source: str, *, device: DeviceInfo | str | No
             "cast from their own dtypes, the truth still float64"), "info"))
         if verdict.kind in _PASSING:
             verdict.reason = f"{verdict.reason} with the problem posed at {opts.dtype} (--dtype {opts.dtype})"
+    if verdict.kind in _PASSING:  # every run ended, the timing run's launches merged
+        note_unlaunched_kernels(verdict.findings, run.lints, {k.name for k in verdict.kernels})
     verdict.seconds = time.monotonic() - start
     verdict.device = dict(device.fingerprint)
     verdict.warnings = list(dict.fromkeys(device.warnings + verdict.warnings))
@@ -1309,7 +1313,6 @@ def _verify_uncached(run: _Run) -> Verdict:
     seen = {(f.rule, f.line) for f in verdict.findings}
     verdict.findings += [Finding(rule=d["rule"], message=d["message"], severity=d.get("severity", "warning"),
                                  line=d.get("line")) for d in run.lints if (d["rule"], d.get("line")) not in seen]
-    note_unlaunched_kernels(verdict.findings, run.lints, {k.name for k in verdict.kernels})
     if verdict.kind in _PASSING and probe is not None:
         verdict = _check_grid_coverage(run, verdict)
     run.refused_dtype = contract.refused_dtype(

@@ -688,7 +688,9 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
             texts.append(text)
     limit = options.get("max_configs")
     if isinstance(limit, int) and limit > 0:
-        texts = texts[:limit]
+        # the own tile's first variants are a fix, not a search: they do not count against the cap
+        fixes = int(own_config) + len(first)
+        texts = texts[:fixes] + texts[fixes:][:max(0, limit - int(own_config))]
     tuned_names = set(blocks) | set(extras)
     for cfg_text in texts:
         tuned_names.update(re.findall(r'"(\w+)":', cfg_text))

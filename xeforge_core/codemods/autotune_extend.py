@@ -23,7 +23,8 @@ scans, ``elementwise``), named for the kernel's own meta-parameters:
 * the new configs are pruned by the device's limits before anything is compiled
   (:func:`~xeforge_core.codemods.autotune_prune.prune_static`: shared memory per block and
   accumulator registers for GEMM; :func:`~xeforge_core.codemods.autotune_kinds.prune_for_registers`:
-  registers a thread and warps a work-group otherwise) and capped at ``max_configs`` (6).
+  registers a thread and warps a work-group otherwise) and capped at ``max_configs`` (6), the
+  own tile's variants that come first (at most four, one a warp count) besides.
 
 A kernel that adds into a buffer with ``tl.atomic_*``, or stores through a pointer it also
 loads, without ``reset_to_zero``/``restore_value`` gets ``restore_value`` for those pointers: the
@@ -248,9 +249,10 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         first, later = warp_neighbours(tile, int(lead.get("num_warps") or 4), lanes)
         around = [{"kwargs": tile, "num_warps": w, "_cfg": {**lead, "num_warps": w}} for w in first + later]
         kept, gone = prune_for_registers(around, shape, lanes, int(max_warps) if max_warps else None)
-        own_tiles = [p["_cfg"] for p in kept if p["num_warps"] in first]
         # a kernel without tl.dot pipelines no load by its num_stages: configs equal in all but it are one
-        taken = {_bare(c) for c in (*mine, *own_tiles)}
+        taken = {_bare(c) for c in mine}
+        own_tiles = [p["_cfg"] for p in kept if p["num_warps"] in first and _bare(p["_cfg"]) not in taken]
+        taken |= {_bare(c) for c in own_tiles}
         new = own_tiles + [c for c in new if _bare(c) not in taken]
         taken |= {_bare(c) for c in new}
         new += [p["_cfg"] for p in kept if p["num_warps"] in later and _bare(p["_cfg"]) not in taken]
@@ -262,7 +264,9 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         if _key(c) not in seen:
             seen.add(_key(c))
             added.append(c)
-    added = added[:limit + len(own_tiles)]
+    # the own tile's first variants are a fix, not a search: they do not count against the cap
+    fixes = [c for c in added if any(c is o for o in own_tiles)]
+    added = fixes + [c for c in added if not any(c is o for o in own_tiles)][:limit]
     if not added:
         return (f"kernel {name}: every config of the {shape.space_kind} space ({sid}) that fits the device is "
                 "already among its own")
@@ -325,7 +329,7 @@ def extend_autotune(source: str, *, target: str = "xpu", arch: str | None = None
     docstring) for ``target`` (``xpu``/``cuda``; ``cpu`` takes cuda's) and ``arch``, pruned for
     ``profile`` (default: the knowledge base's for the target) at ``options["operand_bytes"]``
     an operand element (default fp32's 4); ``options["max_configs"]`` caps the configs added a
-    kernel. Returns a :class:`CodemodResult`; never executes the code."""
+    kernel from the space (the own tile's first variants come besides). Returns a :class:`CodemodResult`; never executes the code."""
     from xeforge_core.codemods.spaces import resolve_profile
 
     target = "cuda" if target == "cpu" else target

@@ -196,7 +196,7 @@ class Workbench:
         self.detached: str = ""
         self._lock = threading.RLock()
         self._analyses: dict[tuple[str, str], Analysis] = {}
-        self._checks: dict[tuple[str, str, str], tuple[EngineCheck, ...]] = {}
+        self._checks: dict[tuple[str, str, str, str], tuple[EngineCheck, ...]] = {}
 
     def set_allow_precision(self, names: list[str]) -> None:
         """Accept these precision downgrades in the next verifications. Raises
@@ -413,9 +413,8 @@ class Workbench:
             source, problem = self.loaded.source, self.loaded.problem
         plan = plan_for(source, self.target(), problem)
         self._analyses[(code_hash(source), plan.target.family)] = plan.analysis
-        spec = (self.loaded.spec_text if self.loaded is not None else None) or ""
-        for stage in plan.stages:  # the engines' answers for this version, reused by the stepper
-            self._checks[(code_hash(source + spec), plan.target.profile, stage.stage)] = stage.checks
+        # the engines' answers are memoised per source by feasibility itself: the stepper's
+        # first asking for this version costs nothing more
         return plan
 
     def start_session(self) -> Session:

@@ -105,3 +105,32 @@ def test_a_kernel_right_only_at_the_published_size_is_wrong_and_says_it_matches_
     assert verdict.kind.value == "wrong_answer" and "module-tiles" in verdict.reason, verdict.reason
     assert any("at the published size (module) it matches the reference" in w for w in verdict.warnings), \
         verdict.warnings
+
+
+def test_tiles_are_told_by_use_whatever_their_names():
+    """``BM``/``R`` name no tile, but one multiplies a program id and the other is the number
+    the launch grid divides a size by: literals bound to them are tiles, not published sizes.
+    A constexpr that only spans ``tl.arange`` is still read as a size written as a number."""
+    problem = load_problem(KB / "rms_rows.py")
+    small = problem.variant("module-small")
+    general = ("@triton.jit\n"
+               "def k(x, y, n, R: tl.constexpr, BM: tl.constexpr):\n"
+               "    pid = tl.program_id(0)\n"
+               "    offs = pid * R + tl.arange(0, BM)\n"
+               "def launch(x, y, n):\n"
+               "    k[(triton.cdiv(n, 40),)](x, y, n, R=8192, BM=40)\n")
+    assert hardcoded_sizes(general, problem, small) == []
+    fixed = ("@triton.jit\n"
+             "def k(x, y, n, COLS: tl.constexpr):\n"
+             "    offs = tl.program_id(0) * 16 + tl.arange(0, COLS)\n"
+             "def launch(x, y, n):\n"
+             "    k[(n,)](x, y, n, COLS=8192)\n")
+    assert any(f.startswith("8192 (line 5") for f in hardcoded_sizes(fixed, problem, small))
+
+
+def test_a_memory_fault_alone_is_no_refusal_of_the_shape():
+    """A kernel that reads its sizes from its inputs and faults at a size the verifier chose has
+    a bug; only beside published sizes written as numbers is the fault the shape's."""
+    fault = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="out of bounds access at candidate.py:12")
+    assert shape_dependence(fault, []) == ""
+    assert "out of bounds" in shape_dependence(fault, ["4096 (line 3, the published dim)"])

@@ -56,11 +56,14 @@ REFUSED_SIZE = frozenset({VerdictKind.COMPILE_ERROR, VerdictKind.RUNTIME_ERROR, 
 _TILE_NAME = re.compile(r"block|tile|group|warp|stage|split|chunk|num_(?:warps|stages|ctas|sms|programs|progs)|vec|unroll|grf",
                         re.IGNORECASE)
 
-#: Words of error messages that depend on the shape (Triton's and PyTorch's words for them).
+#: Words of error messages that refuse a shape (Triton's and PyTorch's words for them).
 _SHAPE_WORDS = re.compile(
     r"power of (?:2|two)|shape|dimension|divisible|multiple of|make_shape_compatible|broadcast|"
-    r"size of tensor|out of (?:bounds|range)|index \d+ is out|AssertionError|illegal memory access|misaligned",
-    re.IGNORECASE)
+    r"size of tensor|AssertionError", re.IGNORECASE)
+#: Words of a memory fault: a kernel written for the published shape faults at others, and so
+#: does a kernel that reads its sizes from its inputs and has a bug; only the first writes the
+#: published sizes as numbers, so these count only beside that evidence.
+_FAULT_WORDS = re.compile(r"out of (?:bounds|range)|index \d+ is out|illegal memory access|misaligned", re.IGNORECASE)
 
 #: A source line a verdict quotes (`...`): code, not the error's words.
 _QUOTED = re.compile(r"`[^`]*`")
@@ -115,6 +118,7 @@ def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return []
+    tile_names, tile_values = _tiles_by_use(tree)
     tile_literals: set[int] = set()
     for node in ast.walk(tree):
         named: list[tuple[str, ast.AST]] = []
@@ -130,8 +134,10 @@ def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
             args = node.args.posonlyargs + node.args.args
             named += [(a.arg, d) for a, d in zip(args[len(args) - len(node.args.defaults):], node.args.defaults)]
         for name, value in named:
-            if _TILE_NAME.search(name):
+            if _TILE_NAME.search(name) or name in tile_names:
                 tile_literals |= {id(n) for n in ast.walk(value)}
+            elif isinstance(node, ast.keyword) and isinstance(value, ast.Constant) and value.value in tile_values:
+                tile_literals.add(id(value))  # `BN=16` beside a grid of `triton.cdiv(N, 16)`
         # a bound on a tile is a tile setting: `if BLOCK_SIZE > 256` chooses a path by the tile
         if isinstance(node, ast.Compare) and any(
                 isinstance(n, ast.Name) and _TILE_NAME.search(n.id) for n in [node.left, *node.comparators]):
@@ -148,6 +154,43 @@ def hardcoded_sizes(source: str, problem: Any, variant: Any) -> list[str]:
                 and id(node) not in tile_literals:
             found.append(f"{node.value} (line {node.lineno}, the published {changed[node.value]})")
     return list(dict.fromkeys(found))
+
+
+def _tiles_by_use(tree: ast.Module) -> tuple[set[str], set[int]]:
+    """Tiles told by what the code does with them, whatever their names (``BM``, ``TN``, ``R``):
+    the ``tl.constexpr`` parameters of a ``@triton.jit`` function that multiply a program id
+    (``pid_m * BM``, ``tl.program_id(0) * BM``) or step a loop (``range(0, K, BK)``), and the
+    numbers a size is divided by (``triton.cdiv(N, 16)``, ``n // 16``): a keyword argument that
+    gives one of those numbers is a tile too."""
+    names: set[str] = set()
+    values: set[int] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+                  if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+        if not params:
+            continue
+        pids = {t.id for node in ast.walk(fn) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and dotted_name(node.value.func).endswith("program_id") for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                sides = [node.left, node.right]
+                if any((isinstance(x, ast.Name) and x.id in pids) or
+                       (isinstance(x, ast.Call) and dotted_name(x.func).endswith("program_id")) for x in sides):
+                    names |= {x.id for x in sides if isinstance(x, ast.Name) and x.id in params}
+            elif isinstance(node, ast.Call) and dotted_name(node.func) in ("range", "tl.range", "triton.language.range") \
+                    and len(node.args) == 3 and isinstance(node.args[2], ast.Name) and node.args[2].id in params:
+                names.add(node.args[2].id)
+    for node in ast.walk(tree):
+        divisor = None
+        if isinstance(node, ast.Call) and dotted_name(node.func).rsplit(".", 1)[-1] == "cdiv" and len(node.args) == 2:
+            divisor = node.args[1]
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+            divisor = node.right
+        if isinstance(divisor, ast.Constant) and type(divisor.value) is int:
+            values.add(divisor.value)
+    return names, values
 
 
 def _harness_literals(tree: ast.Module) -> set[int]:
@@ -169,9 +212,11 @@ def error_message(verdict: Verdict) -> str:
 
 def shape_dependence(verdict: Verdict, hardcoded: list[str]) -> str:
     """Why a failing verdict at a chosen size may depend on the shape, in words, or "": the
-    error's own words (``error_message``; never the code it quotes), or published sizes the
-    candidate writes as numbers."""
-    words = _SHAPE_WORDS.search(error_message(verdict))
+    error's own words (``error_message``; never the code it quotes) where they refuse a shape,
+    or name a memory fault beside ``hardcoded`` evidence, or published sizes the candidate
+    writes as numbers."""
+    message = error_message(verdict)
+    words = _SHAPE_WORDS.search(message) or (_FAULT_WORDS.search(message) if hardcoded else None)
     if verdict.kind in REFUSED_SIZE and words:
         return f"it {_refusal(verdict.kind)} there ({words.group(0)!r} in the error)"
     if hardcoded:

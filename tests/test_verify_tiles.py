@@ -40,9 +40,11 @@ def _tiles_entry(verdict):
 @pytest.mark.parametrize("problem,correct,planted,sizes,aim", [
     # K % 64 == 0 at the published size; at 65 M and N get a third 32-wide program each, then N
     # more (a 3 x 3 grid hides swapped program ids), and K, which drives the loop alone, two trips
-    # of 64; each then up to 3 or 5 modulo 8, so no last tile is one element wide (65 -> 67)
-    ("linear", "linear_new", "linear_k_tail", {"batch_size": 67, "in_features": 67, "out_features": 131},
-     "loop at line 17: 2 trips of 64 over 67"),
+    # of 64; each then up to 3 or 5 modulo 8, so no last tile is one element wide (65 -> 67); K,
+    # then equal to the batch, up to the next value the probe ran it at (259: five trips), so
+    # that a kernel reading one for the other shows
+    ("linear", "linear_new", "linear_k_tail", {"batch_size": 67, "in_features": 259, "out_features": 131},
+     "loop at line 17: 5 trips of 64 over 259"),
     ("scale", "scale_new", "scale_floor_grid", {"batch_size": 5, "dim": 1027}, "over n=5135, the last 15 wide"),
     # one program per row: three rows are enough
     ("rmsnorm", "rmsnorm_new", "rmsnorm_tile_mean", {"batch_size": 3, "features": 67},
@@ -94,7 +96,7 @@ def test_a_store_without_its_n_mask_is_refused_at_the_derived_size():
     # slack the fixture allocates: a write past memory would corrupt the interpreter's heap)
     verdict = _verify("linear", "linear_n_store")
     assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
-    assert _tiles_entry(verdict).sizes == {"batch_size": 67, "in_features": 67, "out_features": 131}
+    assert _tiles_entry(verdict).sizes == {"batch_size": 67, "in_features": 259, "out_features": 131}
 
 
 def test_small_inputs_with_a_large_output_are_checked_smaller_in_the_interpreter():
@@ -154,15 +156,15 @@ def test_the_whole_tile_size_takes_a_shared_tile_by_the_product_of_its_sizes():
     """Sample 08: a GEMM (64 x 64 tiles, K steps of 32) and a 1024-wide epilogue over the flattened
     M x N output. M and N alone drive the GEMM's grid axes: each a multiple of 64. The epilogue's
     tile they share: each a multiple of the largest power of two not above it (32 and 64), not
-    of 1024, so the size stays near the checked one and M x N = 8192 is still 8 whole tiles. K=64
-    is whole already."""
+    of 1024, so the size stays near the checked one and M x N = 8192 is still 8 whole tiles. K,
+    whole at 64 as M is, goes down a tile to 32: sizes equal there are checked apart."""
     root = Path(__file__).resolve().parents[1] / "sample_kernels"
     problem = load_problem(root / "08_gemm_bias_act.py")
     verdict = verify(problem, (root / "08_gemm_bias_act.py").read_text(), device="cpu",
                      options=VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False))
     assert verdict.kind is VerdictKind.OK, verdict.reason
     entry = next(s for s in verdict.sizes if s.variant == "ci-whole")
-    assert entry.sizes == {"M": 64, "K": 64, "N": 128}, entry
+    assert entry.sizes == {"M": 64, "K": 32, "N": 128}, entry
     assert (entry.sizes["M"] * entry.sizes["N"]) % 1024 == 0
     runs = [r for r in verdict.correctness if r.variant == "ci-whole"]
     assert [(r.seed, r.distribution) for r in runs] == [(0, "normal")]  # one input set: the size is what it adds
@@ -203,7 +205,7 @@ def test_a_grid_axis_whose_tile_the_source_hides_takes_its_launchs_widest_tile()
                      device="cpu", options=VerifyOptions(timeout_s=120.0, seeds=1, use_cache=False),
                      candidate_name="matmul_grouped_rows.py")
     assert verdict.kind is VerdictKind.WRONG_ANSWER, verdict.reason
-    assert "[module-whole is the size at whole tiles of the kernels: M=128, N=128, K=128]" in verdict.reason, \
+    assert "[module-whole is the size at whole tiles of the kernels: M=128, N=96, K=64]" in verdict.reason, \
         verdict.reason
 
 

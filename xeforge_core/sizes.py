@@ -487,6 +487,31 @@ def _distinct_axes(sizes: dict[str, int], pinned: dict[str, str], series: list[_
     return moved
 
 
+def _distinct_sizes(sizes: dict[str, int], pinned: dict[str, str], values: dict[str, list[tuple[int, str]]],
+                    reasons: dict[str, list[str]]) -> dict[str, int]:
+    """Give sizes that are equal different values, in place: two sizes of one value hide a kernel
+    that reads one for the other (a Linear layer's in and out features, a square GEMM's K and N
+    as separate constants, C_in and C_out), and the odd copies of equal published sizes are equal
+    again. Where a size has the value of an earlier one, it moves up to the next odd value the
+    probe ran it at alone (so the problem accepts it without the other; a problem that ties the
+    two, a residual ``x + fc(x)``, refused those and the sizes stay equal), noted in ``reasons``.
+    Returns the sizes moved, each with the value it had."""
+    moved: dict[str, int] = {}
+    taken: dict[int, str] = {}
+    for size in sizes:
+        value = sizes[size]
+        if value in taken and size not in pinned and value > 1:
+            used = set(taken) | set(sizes.values())
+            options = sorted(v for v, _ in values.get(size, []) if v > value and v % 2 and v not in used)
+            if options:
+                moved[size] = value
+                sizes[size] = options[0]
+                reasons.setdefault(size, []).append(
+                    f"{options[0]}, not the {value} of {taken[value]}, so a kernel that reads one for the other shows")
+        taken.setdefault(sizes[size], size)
+    return moved
+
+
 def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *, device_type: str) -> TileChoice:
     """The derived variant ``<base>-tiles`` from the ``sizes`` job's ``evidence`` (see the module
     docstring). Each size is odd; a size that alone drives its aims (a GEMM's M and grid axis
@@ -569,6 +594,7 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
                                             f"({sr.c0} at {size}={probe.checked[size]})")
 
     distinct = _distinct_axes(sizes, pinned, series, reasons)
+    distinct.update({k: v for k, v in _distinct_sizes(sizes, pinned, values, reasons).items() if k not in distinct})
     variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
     while distinct and not _fits(problem, variant, device_type):  # over the budget: distinctness goes first
         size, value = distinct.popitem()
@@ -604,7 +630,8 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         elif value != probe.checked[size]:
             why_size[size] = (f"{size}={value}: odd, so no power-of-two tile divides it"
                               + (", and 3 or 5 modulo 8, so no tile it sets alone ends 1 wide" if value >= 8 else ""))
-    whole, whole_gap = whole_tile_variant(problem, probe, facts, series, pinned, device_type=device_type)
+    whole, whole_gap = whole_tile_variant(problem, probe, facts, series, pinned, device_type=device_type,
+                                          independent=set(values))
     gaps += [whole_gap] if whole_gap else []
     if sizes == probe.checked:
         return TileChoice(None, f"the checked sizes of {base} already reach every aim", why_size, aims, moving, gaps,
@@ -687,7 +714,8 @@ def _round_up(value: int, multiple: int) -> int:
 
 def whole_tile_variant(problem: Problem, probe: SizeProbe,
                        facts: dict[tuple[str, str, str | None], list[dict[str, Any]]], series: list[_Series],
-                       pinned: dict[str, str], *, device_type: str) -> tuple[Variant | None, str]:
+                       pinned: dict[str, str], *, device_type: str,
+                       independent: set[str] | None = None) -> tuple[Variant | None, str]:
     """``(<base>-whole, "")``: the checked sizes with each size that moves a tile of the candidate
     rounded up to a multiple of it, so that its tiled axes and loops end on a whole tile. A kernel
     wrong only there (a tail kernel launched only when ``n % BLOCK`` is not zero, with the whole
@@ -700,7 +728,10 @@ def whole_tile_variant(problem: Problem, probe: SizeProbe,
     pinned ones stay. ``(None, "")`` where no size moves a tile or the checked sizes are whole
     tiles already; ``(None, why)`` where the variant is over the size budget (``_fits``). Extents
     the sizes do not make whole (a factor no size sets, a tile the probe could not name) show in
-    the launches there (``whole_gaps``)."""
+    the launches there (``whole_gaps``). A size left equal to an earlier one there, which the
+    probe ran alone (``independent``), moves apart the other way round from the size derived
+    from the tiles (:func:`_distinct_sizes` moves the later one up; here it goes down a tile,
+    else up): a kernel that reads N for K is wrong only where N < K, so one of the two shows it."""
     whole = dict(probe.checked)
     steps: dict[str, int] = {}
     per_size = _size_tiles(probe, facts, series)
@@ -723,7 +754,21 @@ def whole_tile_variant(problem: Problem, probe: SizeProbe,
         lacks = tile // math.gcd(tile, product // whole[grow])
         steps[grow] = steps[grow] * lacks // math.gcd(steps[grow], lacks)
         whole[grow] = -(-probe.checked[grow] // steps[grow]) * steps[grow]
-    notes = [f"{size}={whole[size]} (a multiple of {steps[size]})" for size in sorted(steps)
+    order = list(probe.checked)
+    apart: list[str] = []
+    for i, size in enumerate(order):  # a later size equal to an earlier one goes down a tile (else up)
+        if size not in steps or size not in (independent or set()):
+            continue
+        earlier = {whole[other] for other in order[:i] if whole[other] > 1}
+        if whole[size] not in earlier:
+            continue
+        step = steps[size]
+        down = [v for v in range(whole[size] - step, max(step, COMMON_TILES[0]) - 1, -step) if v not in earlier]
+        whole[size] = down[0] if down else next(v for v in range(whole[size] + step, whole[size] + step * (len(earlier) + 2),
+                                                                 step) if v not in earlier)
+        apart.append(size)
+    notes = [f"{size}={whole[size]} (a multiple of {steps[size]}"
+             + (", apart from a size it equalled" if size in apart else "") + ")" for size in sorted(steps)
              if whole[size] != probe.checked[size]]
     if not notes:
         return None, ""

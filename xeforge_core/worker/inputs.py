@@ -486,8 +486,8 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
                 continue
             if distribution != "module" and floating:
                 kept = input_structure(t)
-                t = impose_structure_(make_tensor(list(t.shape), t.dtype, distribution, _generator(seed, distribution, i)),
-                                      kept)
+                t = with_layout(impose_structure_(make_tensor(list(t.shape), t.dtype, distribution,
+                                                              _generator(seed, distribution, i)), kept), t)
             args.append(t.to(device))
         elif isinstance(item, (bool, int, float)):
             args.append(item)
@@ -511,6 +511,22 @@ def input_structure(t: torch.Tensor) -> tuple[torch.Tensor | None, bool]:
     mask = zeros if bool(zeros.any()) else None
     square = t.dim() >= 2 and t.shape[-1] == t.shape[-2] and t.shape[-1] > 1
     return mask, bool(square and torch.equal(t, t.transpose(-1, -2)))
+
+
+def with_layout(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``values`` (a redraw, contiguous) laid out in memory as the problem's own input ``like``:
+    its strides (a transposed or permuted view, a slice with gaps) and its broadcast dimensions
+    (stride 0: ``expand``, each broadcast copy the same values, taken from ``values``' first
+    index there). A problem that poses a column-major or broadcast input poses its layout at
+    every seed, and a kernel may rely on it (read it through its strides, or only one copy of a
+    broadcast row). Returns ``values`` itself where ``like`` is contiguous."""
+    if like.is_contiguous() or like.dim() == 0:
+        return values
+    expanded = [d for d in range(like.dim()) if like.stride(d) == 0 and like.shape[d] > 1]
+    base = values[tuple(slice(0, 1) if d in expanded else slice(None) for d in range(like.dim()))]
+    out = torch.empty_strided(tuple(base.shape), like.stride(), dtype=values.dtype, device=values.device)
+    out.copy_(base)
+    return out.expand(like.shape) if expanded else out
 
 
 def impose_structure_(t: torch.Tensor, kept: tuple[torch.Tensor | None, bool]) -> torch.Tensor:

@@ -49,6 +49,7 @@ from xeforge_core.codemods.autotune_kinds import (
     classify,
     kind_configs,
     prune_for_registers,
+    stage_free_key,
     tile_2d_roles,
     warp_neighbours,
 )
@@ -643,8 +644,8 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
         base_kwargs[LOOP_STAGES] = 1  # the kernel as written: a plain range pipelines no load without a dot
     texts: list[str] = [_config_text(base_kwargs, num_warps, num_stages)] if own_config else []
     # a kernel without tl.dot pipelines no load by its num_stages: a config equal to one before it
-    # in all but num_stages repeats it (``tried`` holds them without it)
-    tried: set[str] = set()
+    # in all but num_stages repeats it (``tried``: :func:`stage_free_key` of each)
+    tried: set[tuple[Any, ...]] = set()
     first: list[int] = []
     later: list[int] = []
     if own_config and not gemm:
@@ -658,7 +659,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
         fits = {c["num_warps"] for c in around}
         first, later = [w for w in first if w in fits], [w for w in later if w in fits]
         texts.extend(_config_text(base_kwargs, w, num_stages) for w in first)
-        tried = {_config_text(base_kwargs, w, None) for w in [num_warps or 4, *first]}
+        tried = {stage_free_key(base_kwargs, w) for w in [num_warps, *first]}
     seen = set(texts)
     for cfg in space:
         kw = {k: v for k, v in cfg.get("kwargs", {}).items() if k in blocks or k in extras}
@@ -674,7 +675,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                 merged[k] = v
         text = _config_text(merged, cfg.get("num_warps"), cfg.get("num_stages"))
         if not gemm:
-            bare = _config_text(merged, cfg.get("num_warps") or 4, None)
+            bare = stage_free_key(merged, cfg.get("num_warps"))
             if bare in tried:
                 continue
             tried.add(bare)
@@ -683,7 +684,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
             texts.append(text)
     for w in later:
         text = _config_text(base_kwargs, w, num_stages)
-        if _config_text(base_kwargs, w, None) not in tried and text not in seen:
+        if stage_free_key(base_kwargs, w) not in tried and text not in seen:
             seen.add(text)
             texts.append(text)
     limit = options.get("max_configs")

@@ -51,7 +51,13 @@ from typing import Any
 import libcst as cst
 
 from xeforge_core.codemods.autotune import in_place_params, never_launched
-from xeforge_core.codemods.autotune_kinds import BLOCK_NAME, classify, prune_for_registers, warp_neighbours
+from xeforge_core.codemods.autotune_kinds import (
+    BLOCK_NAME,
+    classify,
+    prune_for_registers,
+    stage_free_key,
+    warp_neighbours,
+)
 from xeforge_core.codemods.autotune_prune import STATIC_ELEMENT_BYTES
 from xeforge_core.codemods.common import (
     CodemodResult,
@@ -107,11 +113,6 @@ def _text(cfg: dict[str, Any]) -> str:
 
 def _key(cfg: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(sorted(cfg["kwargs"].items())), cfg.get("num_warps"), cfg.get("num_stages")
-
-
-def _bare(cfg: dict[str, Any]) -> tuple[Any, ...]:
-    """A non-GEMM config's meta-parameters and warps (its ``num_stages`` pipelines nothing there)."""
-    return tuple(sorted(cfg["kwargs"].items())), cfg.get("num_warps") or 4
 
 
 def _axis(name: str) -> str | None:
@@ -249,13 +250,17 @@ def _plan(module: cst.Module, fn: cst.FunctionDef, deco: cst.Decorator, target: 
         first, later = warp_neighbours(tile, int(lead.get("num_warps") or 4), lanes)
         around = [{"kwargs": tile, "num_warps": w, "_cfg": {**lead, "num_warps": w}} for w in first + later]
         kept, gone = prune_for_registers(around, shape, lanes, int(max_warps) if max_warps else None)
+
+        def key(cfg: dict[str, Any]) -> tuple[Any, ...]:
+            return stage_free_key(cfg["kwargs"], cfg.get("num_warps"))
+
         # a kernel without tl.dot pipelines no load by its num_stages: configs equal in all but it are one
-        taken = {_bare(c) for c in mine}
-        own_tiles = [p["_cfg"] for p in kept if p["num_warps"] in first and _bare(p["_cfg"]) not in taken]
-        taken |= {_bare(c) for c in own_tiles}
-        new = own_tiles + [c for c in new if _bare(c) not in taken]
-        taken |= {_bare(c) for c in new}
-        new += [p["_cfg"] for p in kept if p["num_warps"] in later and _bare(p["_cfg"]) not in taken]
+        taken = {key(c) for c in mine}
+        own_tiles = [p["_cfg"] for p in kept if p["num_warps"] in first and key(p["_cfg"]) not in taken]
+        taken |= {key(c) for c in own_tiles}
+        new = own_tiles + [c for c in new if key(c) not in taken]
+        taken |= {key(c) for c in new}
+        new += [p["_cfg"] for p in kept if p["num_warps"] in later and key(p["_cfg"]) not in taken]
         neighbours = [p["_cfg"] for p in kept]
         dropped += gone
     seen = {_key(c) for c in mine}

@@ -228,6 +228,13 @@ def kind_configs(space: list[dict[str, Any]], tuned: list[str], roles: dict[str,
     return out
 
 
+def stage_free_key(kwargs: dict[str, Any], num_warps: int | None) -> tuple[Any, ...]:
+    """What tells two configs of a non-GEMM kernel apart: their meta-parameters (in any order)
+    and warps (default 4), not ``num_stages``, which pipelines only loads that feed ``tl.dot``
+    (Triton's ``tl.range`` documentation): configs equal in these are one config there."""
+    return tuple(sorted(kwargs.items())), num_warps or 4
+
+
 #: Warp counts a non-GEMM kernel's own tile is tried at (:func:`warp_neighbours`).
 WARP_LADDER = (1, 2, 4, 8, 16)
 
@@ -276,4 +283,4 @@ def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes
 
 
 __all__ = ["BLOCK_NAME", "MAX_TILE_REGS", "WARP_LADDER", "KernelShape", "classify", "kind_configs",
-           "prune_for_registers", "tile_2d_roles", "warp_neighbours"]
+           "prune_for_registers", "stage_free_key", "tile_2d_roles", "warp_neighbours"]

@@ -28,6 +28,8 @@ from typing import Any
 
 import triton
 
+from xeforge_core.compile_options import CONFIG_LAUNCH_OPTIONS
+
 
 @dataclass
 class TunerEntry:
@@ -79,9 +81,10 @@ def skipped_config_note(config: str, exc: BaseException) -> str:
             f"{first}); Triton's autotuner skips such a config when it benchmarks the configs, so it never runs")
 
 
-#: A config's launch options besides its meta-parameters (``triton.Config``'s keywords).
-_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "num_buffers_warp_spec",
-                             "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer"})
+#: A config's launch options besides its meta-parameters (``triton.Config``'s keywords: those it
+#: lays over the dict, ``compile_options.CONFIG_LAUNCH_OPTIONS``, and the ones that default to None).
+_LAUNCH_OPTIONS = frozenset(CONFIG_LAUNCH_OPTIONS) | {"maxnreg", "num_buffers_warp_spec", "num_consumer_groups",
+                                                      "reg_dec_producer", "reg_inc_consumer"}
 
 
 class AutotuneRegistry:

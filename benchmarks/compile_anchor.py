@@ -46,6 +46,16 @@ def _events(fn, device: str, reps: int) -> list[float]:
     return out
 
 
+def load_module(path: Path, name: str, overrides: dict | None = None) -> types.ModuleType:
+    """The module at ``path`` executed as ``name``, its globals then updated with ``overrides``
+    (a problem's size constants at a variant's values)."""
+    module = types.ModuleType(name)
+    module.__dict__["__file__"] = str(path)
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
+    module.__dict__.update(overrides or {})
+    return module
+
+
 def timing_lock(device: str, shared: bool = False):  # noqa: ANN201
     """The device's cross-process timing lock (``xeforge_core.devlock``), the one the verifier's
     timing takes, so runs of several problems at once never time the GPU together; ``shared``
@@ -81,11 +91,7 @@ def compiled_time(problem: Path, overrides: dict, device: str, reps: int, compil
     from xeforge_core.worker.truth64 import full_float32
 
     full_float32()  # the precision the verifier times eager and the candidate at (module docstring)
-    source = problem.read_text()
-    module = types.ModuleType("reference")
-    module.__dict__["__file__"] = str(problem)
-    exec(compile(source, str(problem), "exec"), module.__dict__)
-    module.__dict__.update(overrides)
+    module = load_module(problem, "reference", overrides)
     torch.manual_seed(0)
     model = module.Model(*module.get_init_inputs()).to(device).eval()
     inputs = [x.to(device) if hasattr(x, "to") else x for x in module.get_inputs()]

@@ -37,14 +37,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def _module(path: Path, name: str, overrides: dict[str, Any] | None = None) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__dict__["__file__"] = str(path)
-    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
-    module.__dict__.update(overrides or {})
-    return module
-
-
 def triton_kernel_names(module: types.ModuleType) -> set[str]:
     """The names of the ``@triton.jit`` functions of ``module``, autotuned or not (an autotuner
     or heuristics wraps the JIT function in ``.fn``; in the interpreter it is an interpreted
@@ -86,6 +78,7 @@ def profile(problem: Path, version: Path, overrides: dict[str, Any], device: str
     """The split of :func:`split_kernel_times` for ``version`` at ``problem``'s sizes with
     ``overrides``, over ``reps`` profiled calls on ``device`` (``cuda`` or ``xpu``)."""
     import torch
+    from compile_anchor import load_module, timing_lock
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
@@ -94,16 +87,14 @@ def profile(problem: Path, version: Path, overrides: dict[str, Any], device: str
     if device == "cpu":
         return {"note": "no device kernels on cpu"}
     full_float32()
-    prob = _module(problem, "reference", overrides)
-    ver = _module(version, "version", overrides)
+    prob = load_module(problem, "reference", overrides)
+    ver = load_module(version, "version", overrides)
     cls = getattr(ver, "ModelNew", None) or ver.Model
     torch.manual_seed(0)
     model = cls(*prob.get_init_inputs()).to(device).eval()
     inputs = [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
     sync = getattr(torch, device).synchronize
     activity = ProfilerActivity.CUDA if device.startswith("cuda") else ProfilerActivity.XPU
-    from compile_anchor import timing_lock
-
     with torch.no_grad():
         with timing_lock(device, shared=True):  # autotuners time their configs on the first calls
             for _ in range(3):

@@ -45,9 +45,10 @@ def test_a_versions_own_triton_kernels_are_told_from_library_calls():
     """library_share.py splits a profile's kernels into the version's own Triton kernels (by the
     names of its @triton.jit functions, autotuned ones included) and everything else."""
     import library_share
+    from compile_anchor import load_module
 
     fixture = Path(__file__).parent / "fixtures" / "autotune_kinds" / "autotuned_elementwise.py"
-    module = library_share._module(fixture, "version")
+    module = load_module(fixture, "version")
     own = library_share.triton_kernel_names(module)
     assert own and all(isinstance(n, str) for n in own)
     name = sorted(own)[0]

@@ -90,13 +90,17 @@ def test_a_loss_over_probabilities_is_checked_on_its_own_inputs(capsys):
     """get_inputs() softmaxes both operands of a cross-entropy: the truth is checked on them
     (KernelBench draws them so), and the normal/ties redraws, on which the reference's log is
     NaN, are skipped and named instead of calling a right kernel wrong (the shifted one, positive
-    everywhere, keeps the log finite and is checked); a wrong mean is wrong."""
+    everywhere, keeps the log finite and is checked); the targets alone are redrawn where all
+    inputs at once leave the domain (the predictions the log takes keep theirs); a wrong mean is
+    wrong."""
     code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_new.py")
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
-    assert {r["distribution"] for r in v["correctness"]} == {"module", "shifted"}
+    assert {r["distribution"] for r in v["correctness"]} == {"module", "shifted", "normal@1", "ties@1",
+                                                             "spread@1", "zeros@1"}
     step = next(s for s in v["steps"] if s["name"] == "correctness")
-    assert "normal, ties inputs skipped" in step["summary"] and "not finite on normal inputs" in step["summary"]
-    assert any("normal and ties inputs were not used" in w for w in v["warnings"])
+    assert "normal, normal at input 0, spread" in step["summary"], step["summary"]
+    assert "not finite on normal inputs" in step["summary"]
+    assert any("normal, normal at input 0, spread" in w and "inputs were not used" in w for w in v["warnings"])
 
     code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_classmean.py")
     assert (code, v["kind"]) == (1, "wrong_answer")
@@ -603,7 +607,7 @@ def test_redraws_keep_the_structure_the_problem_poses(capsys, tmp_path):
     tri = torch.triu(torch.rand(4, 4))
     redraw = impose_structure_(torch.randn(4, 4) - 2, input_structure(tri))
     assert torch.equal(redraw, torch.triu(redraw)) and bool((redraw < 0).any())
-    assert input_structure(torch.randn(3, 4)) == (None, False)
+    assert input_structure(torch.randn(3, 4)) == (None, False, 0)
 
 
 def test_literal_shapes_are_scaled_so_one_program_hides_nothing(capsys, tmp_path):

@@ -160,10 +160,19 @@ class OutputComparison:
 OWN_INPUTS = "module"
 
 
+#: Joins a redraw's distribution and the one input position it redraws (``normal@1``): a partial
+#: redraw, whose other inputs are the problem's own (``xeforge_core.worker.domain``).
+PARTIAL = "@"
+
+
 def inputs_label(distribution: str) -> str:
     """An input distribution as a verdict names it: ``get_inputs()`` for a problem's own inputs
-    (:data:`OWN_INPUTS`), else the distribution (``normal``, ``uniform``)."""
-    return "get_inputs()" if distribution == OWN_INPUTS else distribution
+    (:data:`OWN_INPUTS`), ``normal at input 1`` for a partial redraw (``normal@1``), else the
+    distribution (``normal``, ``uniform``)."""
+    if distribution == OWN_INPUTS:
+        return "get_inputs()"
+    base, sep, position = distribution.partition(PARTIAL)
+    return f"{base} at input {position}" if sep else distribution
 
 
 @dataclass

@@ -151,8 +151,13 @@ class VerifyOptions:
             ``xeforge_core.worker.inputs``). With a spec, each is the spec's own inputs drawn
             from that law, at every seed (the stress redraws at the first: ``ties``, 16 values so
             that equal ones abound; ``shifted``, normal around 100, where a kernel that is not
-            numerically stable overflows or cancels, excused only where it overflows within an
-            allowed float16 downgrade). Default ``normal``, ``ties`` and ``shifted``. Without one
+            numerically stable overflows or cancels; ``spread``, magnitudes 0.01 to 1000 of both
+            signs in every row, where a kernel that takes a row's maximum from part of the row or
+            takes exp of a large negative overflows (both excused only where they overflow within
+            an allowed float16 downgrade); ``zeros``, normal with whole rows, columns and samples
+            of exact zeros and more at random, where a norm without its eps or a sign that
+            takes 0 for positive differs). Default ``normal``, ``ties``, ``shifted``, ``spread``
+            and ``zeros``. Without one
             (KernelBench, KernelAgent), the problem's own ``get_inputs()`` under each seed comes
             first (``module``), and these are redraws
             of its floating-point inputs at the first seed, kept on a variant only where the truth
@@ -214,7 +219,7 @@ class VerifyOptions:
     variants: list[str] | None = None
     include_odd_size: bool = True
     seeds: int | list[int] = 3
-    distributions: list[str] = field(default_factory=lambda: ["normal", "ties", "shifted"])
+    distributions: list[str] = field(default_factory=lambda: ["normal", "ties", "shifted", "spread", "zeros"])
     performance_variants: list[str] | None = None
     measure_performance: bool = True
     use_cache: bool = True

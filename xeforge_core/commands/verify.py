@@ -179,8 +179,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-shape-change", action="store_true",
                    help="accept an output shape different from the baseline's")
     p.add_argument("--own-inputs-only", action="store_true",
-                   help="judge correctness on the problem's own get_inputs() only, without the normal, ties "
-                        "and shifted redraws that stress a kernel outside the domain those inputs lie in (a kernel "
+                   help="judge correctness on the problem's own get_inputs() only, without the normal, ties, "
+                        "shifted, spread and zeros redraws that stress a kernel outside the domain those inputs lie in (a kernel "
                         "that drops a clamp no probability or label reaches); the verdict says it applied")
     p.add_argument("--memcheck", action="store_true",
                    help="after the candidate matched, run one more correctness call under a memory checker "

@@ -25,15 +25,19 @@ from typing import Any
 
 import torch
 
-from xeforge_core.verdict import OWN_INPUTS, inputs_label
+from xeforge_core.verdict import OWN_INPUTS, PARTIAL, inputs_label
 from xeforge_core.worker.compare import Tolerance, compare_outputs
 from xeforge_core.worker.expected import StoredTensor, materialize
-from xeforge_core.worker.inputs import SHIFTED_MEAN, TIE_LEVELS
+from xeforge_core.worker.inputs import SHIFTED_MEAN, SPREAD_DECADES, TIE_LEVELS, ZERO_STRIDE
 
 
 def inputs_phrase(distribution: str) -> str:
     """How a distribution is named in a verdict: ``get_inputs() inputs`` for the problem's own,
-    ``normal inputs`` for a redraw (``verdict.inputs_label``)."""
+    ``normal inputs`` for a redraw (``verdict.inputs_label``), ``get_inputs() inputs with input 1
+    redrawn normal`` for a partial redraw (``normal@1``)."""
+    base, sep, position = distribution.partition(PARTIAL)
+    if sep:
+        return f"{inputs_label(OWN_INPUTS)} inputs with input {position} redrawn {base}"
     return f"{inputs_label(distribution)} inputs"
 
 
@@ -49,12 +53,19 @@ def redraw_seeds(distributions: list[str], seeds: list[int]) -> dict[str, list[i
             for d in distributions}
 
 
-#: Redraws that stress a kernel where a problem's inputs rarely go (far from zero; equal values),
+#: Redraws that stress a kernel where a problem's inputs rarely go (far from zero; a wide spread;
+#: exact zeros; equal values),
 #: with what each shows: one seed is enough.
 STRESS_NOTES = {
     "shifted": f"shifted inputs are normal around {SHIFTED_MEAN:g}, far from zero, where a kernel that is not numerically stable "
                "loses its digits or overflows (a softmax without the max subtraction, a variance computed as "
                "E[x^2] - mean^2)",
+    "spread": f"spread inputs span magnitudes 10^{SPREAD_DECADES[0]:g} to 10^{SPREAD_DECADES[1]:g} of both signs in "
+              "every row, where a kernel that takes a row's maximum from part of the row, or computes exp of a large "
+              "negative (-log(1 + exp(-x)) for a log-sigmoid), overflows",
+    "zeros": f"zeros inputs are exact zeros along every index 1 modulo {ZERO_STRIDE} of each dimension (whole rows, "
+             "columns and samples) and at random elsewhere, where a kernel that divides by a norm without its eps, "
+             "or treats 0 as a sign, differs",
     "ties": f"ties inputs take {TIE_LEVELS} values, so equal values abound: where torch defines what the reference "
             "keeps among equal values (the first of equal maxima for argmax, argmin and max or min over a dimension, "
             "the input order for a stable sort, the k largest values for topk), a kernel that keeps others differs",
@@ -84,14 +95,14 @@ def excused_by_nonfinite_truth(outputs: list[Any], truth: list[Any], tol: Tolera
     with the candidate's value replaced by the truth's wherever the truth is NaN or Inf. A
     candidate that differs only there is not wrong (the truth is undefined there), and one left
     unwritten where the truth has a value still fails. ``where_output``: replaced wherever the
-    candidate's own output is Inf instead (it differs only where it overflowed)."""
+    candidate's own output is not finite instead (it differs only where it overflowed)."""
     patched: list[Any] = []
     for out, exp in zip(outputs, truth):
         if isinstance(out, torch.Tensor) and isinstance(exp, (torch.Tensor, StoredTensor)) \
                 and (out.dtype.is_floating_point or out.dtype.is_complex):
             full = materialize([exp], device)[0] if isinstance(exp, StoredTensor) else exp.to(device)
             if full.shape == out.shape:
-                bad = torch.isinf(out) if where_output else ~torch.isfinite(full)
+                bad = ~torch.isfinite(out) if where_output else ~torch.isfinite(full)
                 out = torch.where(bad, full.to(out.dtype), out)
         patched.append(out)
     patched += outputs[len(truth):]
@@ -137,6 +148,36 @@ class TruthDomain:
     def record_refusal(self, variant: str, distribution: str, seed: int, inputs: str, reason: str) -> None:
         """One combination the problem's code raised on (its failure's ``reason``, first line)."""
         self.record(variant, distribution, seed, inputs, (), None, raised=reason.splitlines()[0][:200])
+
+    def partial_redraws(self, floating: dict[str, list[int]], first_seed: int) -> list[tuple[str, str]]:
+        """``(variant, "normal@1")`` for each floating-point input position of a variant (from
+        ``floating``: at least two there) and each whole redraw at ``first_seed`` that left the
+        truth's domain on it (the problem's code raised, or the truth is not finite where it is
+        on the anchor), not yet recorded: the redraw again with one input at a time redrawn
+        and the others the problem's own. One input whose domain the redraw leaves (the
+        probabilities a log takes) would otherwise leave every other input unchecked on the
+        values the problem never draws (a sign a kept ``relu`` handles). Only for the anchor
+        ``module`` (a spec's inputs have no domain of their own)."""
+        if self.anchor != OWN_INPUTS:
+            return []
+        out = []
+        for (variant, dist), runs in list(self.seen.items()):
+            positions = floating.get(variant) or []
+            if dist == self.anchor or PARTIAL in dist or len(positions) < 2:
+                continue
+            anchor_runs = self.seen.get((variant, self.anchor), [])
+            if not self._left(runs, anchor_runs, first_seed):
+                continue
+            out += [(variant, f"{dist}{PARTIAL}{p}") for p in positions
+                    if (variant, f"{dist}{PARTIAL}{p}") not in self.seen]
+        return out
+
+    @staticmethod
+    def _left(runs: list[_Seen], anchor_runs: list[_Seen], seed: int) -> bool:
+        """Whether the runs at ``seed`` left the truth's domain (see :meth:`partial_redraws`)."""
+        at = [r for r in runs if r.seed == seed]
+        return bool(at) and (any(r.raised for r in at) and not any(r.raised for r in anchor_runs)
+                             or any(r.nonfinite for r in at) and not any(r.nonfinite for r in anchor_runs))
 
     def decide(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
         """``(skipped, nonfinite)``: ``skipped[variant][distribution]`` is why a redraw is left

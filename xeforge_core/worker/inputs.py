@@ -15,6 +15,16 @@ the same values. Input distributions (``DISTRIBUTIONS``):
   domain there, as every redraw is (an input of one sign, such as ``torch.rand``'s, is moved
   too: the normal redraw gives it both signs already, and where its domain matters the truth
   leaves it or the verdict says the kernel holds only on the problem's own inputs).
+* ``spread``  a wide spread of magnitudes in every row, both signs: sign * 10**u with u uniform
+  in [-2, 3] (``SPREAD_DECADES``), so values span 0.01..1000. A row's largest value lies
+  anywhere in it, far above most of the row (a softmax that takes its maximum from the first
+  tile only overflows), and large negatives come with large positives (a log-sigmoid written as
+  ``-log(1 + exp(-x))`` overflows below -88). Run at the first seed only, like ``shifted``.
+* ``zeros``   normal, with exact zeros: every element whose index along some dimension is 1
+  modulo ``ZERO_STRIDE`` (4), so whole rows, columns and samples are zero along every axis a
+  kernel may reduce (an RMSNorm without its eps divides 0 by 0), and one in ``ZERO_ODDS`` (8)
+  of the others (``sign(0)`` is 0, not 1). Zeros are equal values, so what torch leaves
+  undefined among equal values is watched as on ``ties``. Run at the first seed only.
 * ``ties``    uniform on the 16 values ``(k + 1/2) / 8``, ``k`` in -8..7 (odd multiples of 1/16 in
   [-1, 1], none zero): a row of more than 16 holds equal values, where an argmax must keep the
   first of its equal maxima (as torch documents) and a sort its order; on a continuous law no
@@ -33,7 +43,7 @@ Integer inputs are ``randint(0, 16)`` (bool: ``randint(0, 2)``) whatever the dis
 ``randint(lo, hi)`` when the spec's input gives ``range: [lo, hi]`` (bounds may be dim names).
 Without a spec, ``get_inputs()`` gives the shapes and dtypes, and its floating-point tensors are
 redrawn from the distribution, keeping the structure the problem poses: its exact zeros (a
-triangular operand) and its symmetry (:func:`input_structure`). With a spec, the variant's ``dtype`` overrides the dtype of every
+triangular operand), its symmetry and its sorted rows (:func:`input_structure`). With a spec, the variant's ``dtype`` overrides the dtype of every
 floating-point input and the model is cast with ``model.to(dtype)``, as Xe-Forge does.
 
 Weights: the model is constructed under :func:`seed_all`, and the parameters its
@@ -56,20 +66,30 @@ from typing import Any
 
 import torch
 
-from xeforge_core.verdict import VerdictKind
+from xeforge_core.verdict import PARTIAL, VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.errors import Failure, WorkerError, classify
 from xeforge_core.worker.formats.base import constructor_values
 from xeforge_core.worker.loading import LoadedModule
 from xeforge_core.worker.parameters import redraw_constant_parameters_
 
-DISTRIBUTIONS = ("normal", "uniform", "mixed", "shifted", "ties")
+DISTRIBUTIONS = ("normal", "uniform", "mixed", "shifted", "ties", "spread", "zeros")
 #: The mean of the ``shifted`` distribution: past 88.7, where float32's exp overflows, so a softmax
 #: or logsumexp without the max subtraction gives Inf or NaN; a mean far above the spread, so a
 #: variance computed as E[x^2] - mean^2 loses its digits; finite in float16 and bfloat16.
 SHIFTED_MEAN = 100.0
 #: The redraw whose values tie (below).
 TIES = "ties"
+#: The redraws holding equal values: those tied by design and the exact zeros of ``zeros``.
+TIED = (TIES, "zeros")
+#: The decades the ``spread`` distribution's magnitudes span: 10**-2 to 10**3. Its largest values
+#: pass 88.7, where float32's exp overflows (a row's maximum then matters, and a large negative
+#: overflows ``exp(-x)``), and stay finite in float16 (65504) and bfloat16.
+SPREAD_DECADES = (-2.0, 3.0)
+#: Every index along a dimension congruent to 1 modulo this is zero in the ``zeros`` distribution
+#: (whole rows, columns and samples), and one in ``ZERO_ODDS`` of the other elements.
+ZERO_STRIDE = 4
+ZERO_ODDS = 8
 #: The values of the ``ties`` distribution: this many, evenly spaced in [-1, 1], none zero (a
 #: divisor stays finite); binary fractions, exact in every floating-point dtype.
 TIE_LEVELS = 16
@@ -108,6 +128,25 @@ def dtype_from_name(name: str) -> torch.dtype:
     return dt
 
 
+def split_redraw(distribution: str) -> tuple[str, int | None]:
+    """``("normal", 1)`` for the partial redraw ``normal@1`` (input position 1 redrawn from
+    ``normal``, the others the problem's own), ``("normal", None)`` for ``normal``.
+
+    Raises ``WorkerError`` (not the problem's) for a position that is not a number."""
+    base, sep, position = distribution.partition(PARTIAL)
+    if not sep:
+        return distribution, None
+    if not position.isdigit():
+        raise _fail(f"partial redraw {distribution!r}: the input position after {PARTIAL!r} must be a number",
+                    problem=False)
+    return base, int(position)
+
+
+def base_distribution(distribution: str) -> str:
+    """The law a (partial) redraw draws from: ``normal`` for ``normal`` and ``normal@1``."""
+    return distribution.partition(PARTIAL)[0]
+
+
 def _generator(seed: int, distribution: str, index: int) -> torch.Generator:
     digest = hashlib.sha256(f"{seed}:{distribution}:{index}".encode()).digest()
     g = torch.Generator(device="cpu")
@@ -136,6 +175,12 @@ def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: to
         x = torch.randn(shape, generator=gen, dtype=torch.float32) + SHIFTED_MEAN
     elif distribution == "ties":
         x = (torch.randint(-TIE_LEVELS // 2, TIE_LEVELS // 2, shape, generator=gen).float() + 0.5) * (2 / TIE_LEVELS)
+    elif distribution == "spread":
+        lo, hi = SPREAD_DECADES
+        mag = 10 ** (torch.rand(shape, generator=gen, dtype=torch.float32) * (hi - lo) + lo)
+        x = mag * (torch.randint(0, 2, shape, generator=gen).float() * 2 - 1)
+    elif distribution == "zeros":
+        x = _zero_out_(torch.randn(shape, generator=gen, dtype=torch.float32), gen)
     else:
         raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})", problem=False)
     return x.to(dtype)
@@ -231,6 +276,23 @@ def _device_generator(seed: int, distribution: str, index: int, device: torch.de
     return g
 
 
+def _zero_out_(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """``t`` (contiguous) with the exact zeros of the ``zeros`` distribution, in place: every index
+    congruent to 1 modulo ``ZERO_STRIDE`` along each dimension of more than one element, then one
+    in ``ZERO_ODDS`` of the other elements (drawn with ``gen``, in slices, so no full-size
+    temporary is made). Returns ``t``."""
+    for d in range(t.dim()):
+        if t.shape[d] > 1:
+            t.index_fill_(d, torch.arange(1, t.shape[d], ZERO_STRIDE, device=t.device), 0)
+    flat = t.view(-1)
+    step = 1 << 24
+    for start in range(0, flat.numel(), step):
+        part = flat[start:start + step]
+        odds = torch.empty(part.shape, dtype=torch.float32, device=t.device).uniform_(0.0, 1.0, generator=gen)
+        part.masked_fill_(odds < 1 / ZERO_ODDS, 0)
+    return t
+
+
 def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Tensor:
     """Redraw the floating-point tensor ``t`` in place from ``distribution`` with ``gen`` (a
     generator on ``t``'s device); ``mixed`` is drawn in slices so no full-size temporary is
@@ -248,6 +310,18 @@ def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Ten
             part = flat[start:start + step]
             k = torch.randint(-TIE_LEVELS // 2, TIE_LEVELS // 2, part.shape, generator=gen, device=t.device)
             part.copy_((k.float() + 0.5) * (2 / TIE_LEVELS))
+        return t
+    if distribution == "zeros":
+        return _zero_out_(t.normal_(0.0, 1.0, generator=gen), gen)
+    if distribution == "spread":
+        lo, hi = SPREAD_DECADES
+        flat = t.view(-1)
+        step = 1 << 24
+        for start in range(0, flat.numel(), step):
+            part = flat[start:start + step]
+            mag = torch.empty(part.shape, dtype=torch.float32, device=t.device).uniform_(lo, hi, generator=gen)
+            sign = torch.empty(part.shape, dtype=torch.float32, device=t.device).bernoulli_(0.5, generator=gen)
+            part.copy_(torch.pow(10.0, mag) * (sign * 2 - 1))
         return t
     if distribution == "mixed":
         flat = t.view(-1)
@@ -423,7 +497,9 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
                  distribution: str, device: torch.device) -> list[Any]:
     """The forward() arguments for (variant, seed, distribution), on ``device``. A variant
     ``dtype`` replaces every floating-point input's own (the spec's declared dtype, or what
-    ``get_inputs()`` returned).
+    ``get_inputs()`` returned). Without a spec, a partial redraw (``normal@1``,
+    :func:`split_redraw`) redraws the floating-point input at that position alone, with the
+    values the whole redraw gives it, and keeps the others as ``get_inputs()`` returns them.
 
     Raises ``WorkerError`` (runtime_error) naming the problem when the spec or ``get_inputs()``
     cannot give inputs: unknown dim, bad dtype, an input the spec does not declare, or
@@ -472,10 +548,11 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
         raise _fail(f"get_inputs() in {loaded.path.name} {wrong}")
     args = []
     target = dtype_from_name(variant["dtype"]) if variant.get("dtype") else None
+    distribution, only = split_redraw(distribution)
     for i, item in enumerate(got):
         if isinstance(item, torch.Tensor):
             t = item.detach()
-            floating = t.dtype.is_floating_point or t.dtype.is_complex
+            floating = (t.dtype.is_floating_point or t.dtype.is_complex) and only in (None, i)
             if target is not None and t.dtype.is_floating_point and t.dtype != target:
                 t = t.to(target)  # the problem posed at the variant's dtype (VerifyOptions.dtype)
             if distribution != "module" and floating and device.type != "cpu" and _large(list(t.shape), t.dtype):
@@ -498,19 +575,31 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
     return args
 
 
-def input_structure(t: torch.Tensor) -> tuple[torch.Tensor | None, bool]:
+#: A last dimension at least this long, sorted at every seed, is a relation the problem poses (sorted
+#: bucket edges, offsets), not chance: a continuous draw of 8 is sorted one time in 40320.
+SORTED_MIN = 8
+
+
+def input_structure(t: torch.Tensor) -> tuple[torch.Tensor | None, bool, int]:
     """What a redraw of the problem's own input ``t`` keeps: its exact zeros (a bool mask, ``None``
     where it has none: a triangular, banded, masked or padded operand is zero there by
-    construction, as ``torch.triu`` makes KernelBench's "upper triangular" matmul inputs) and
+    construction, as ``torch.triu`` makes KernelBench's "upper triangular" matmul inputs),
     whether it is symmetric in its last two dimensions (KernelBench's "symmetric matrices"
-    matmul: ``(A + A.T) / 2``, exactly symmetric). A solution may rely on either, as the problem
-    poses them at every seed. Signs are not kept: a problem drawing ``torch.rand`` where any sign
-    would do is common, and a redraw that leaves a function's domain is skipped by its
-    non-finite truth instead (``worker.domain``)."""
+    matmul: ``(A + A.T) / 2``, exactly symmetric), and whether every row of its last dimension
+    (of at least ``SORTED_MIN``) is sorted, not all equal: 1 ascending, -1 descending, 0 not
+    (``torch.sort``'d bucket edges for ``torch.bucketize``, a cumulative sum of offsets). A
+    solution may rely on each, as the problem poses them at every seed. Signs are not kept: a
+    problem drawing ``torch.rand`` where any sign would do is common, and a redraw that leaves a
+    function's domain is skipped by its non-finite truth instead (``worker.domain``)."""
     zeros = t == 0
     mask = zeros if bool(zeros.any()) else None
     square = t.dim() >= 2 and t.shape[-1] == t.shape[-2] and t.shape[-1] > 1
-    return mask, bool(square and torch.equal(t, t.transpose(-1, -2)))
+    order = 0
+    if t.dim() >= 1 and t.shape[-1] >= SORTED_MIN and t.dtype.is_floating_point:
+        step = t[..., 1:] - t[..., :-1]
+        if bool((step != 0).any()):
+            order = 1 if bool((step >= 0).all()) else -1 if bool((step <= 0).all()) else 0
+    return mask, bool(square and torch.equal(t, t.transpose(-1, -2))), order
 
 
 def with_layout(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -529,14 +618,17 @@ def with_layout(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return out.expand(like.shape) if expanded else out
 
 
-def impose_structure_(t: torch.Tensor, kept: tuple[torch.Tensor | None, bool]) -> torch.Tensor:
-    """``t`` (a redraw) made symmetric where the problem's input was, then zero where it was zero
-    (``kept``: :func:`input_structure`), in place. Returns ``t``."""
-    mask, symmetric = kept
+def impose_structure_(t: torch.Tensor, kept: tuple[torch.Tensor | None, bool, int]) -> torch.Tensor:
+    """``t`` (a redraw) made symmetric where the problem's input was, zero where it was zero, then
+    sorted along its last dimension in the problem's order where it was sorted (``kept``:
+    :func:`input_structure`), in place. Returns ``t``."""
+    mask, symmetric, order = kept
     if symmetric:
         t.copy_((t + t.transpose(-1, -2)) / 2)
     if mask is not None:
         t.masked_fill_(mask.to(t.device), 0)
+    if order:
+        t.copy_(torch.sort(t, dim=-1, descending=order < 0).values)
     return t
 
 

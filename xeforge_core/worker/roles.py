@@ -44,6 +44,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,11 +56,13 @@ from xeforge_core.units import size
 from xeforge_core.verdict import (
     INCONSISTENT_PROBLEM,
     OWN_INPUTS,
+    PARTIAL,
     CorrectnessRun,
     Finding,
     Step,
     StepStatus,
     VerdictKind,
+    inputs_label,
 )
 from xeforge_core.worker import formats, tie_order
 from xeforge_core.worker.autotune import skipped_by_autotuner, skipped_config_note
@@ -97,7 +100,8 @@ from xeforge_core.worker.formats.base import constructor_arguments, forward_para
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
     INIT_DIFFERS,
-    TIES,
+    TIED,
+    base_distribution,
     build_inputs,
     clone_args,
     construct_model,
@@ -197,6 +201,31 @@ def combos_of(job: dict[str, Any]) -> list[Combo]:
         per = redraw_seeds(drawn, own)
         combos += [Combo(v, s, d) for s in own for d in drawn if s in per[d]]
     return combos
+
+
+def _growing(combos: list[Combo], more: Callable[[], list[Combo]]) -> Iterator[Combo]:
+    """Each of ``combos`` in turn, then, when they are done, what ``more`` gives (appended to
+    ``combos``), until it gives nothing: the baseline's partial redraws, known only once the
+    whole redraws have run (``TruthDomain.partial_redraws``)."""
+    i = 0
+    while True:
+        while i < len(combos):
+            yield combos[i]
+            i += 1
+        extra = more()
+        if not extra:
+            return
+        combos.extend(extra)
+
+
+def with_partial_redraws(combos: list[Combo], meta: dict[str, Any]) -> list[Combo]:
+    """``combos`` and the partial redraws the baseline added to them (``meta["partial_redraws"]``,
+    per variant), each at the first seed of its variant."""
+    first = {}
+    for c in combos:
+        first.setdefault(c.vname, c)
+    return combos + [Combo(first[v].variant, first[v].seed, d)
+                     for v, ds in (meta.get("partial_redraws") or {}).items() if v in first for d in ds]
 
 
 def _inconclusive(ctx: WorkerContext, step: Any, summary: str, *, warn: bool = True) -> None:
@@ -855,13 +884,20 @@ def run_baseline(ctx: WorkerContext) -> None:
         f64 = _float64_truth(ctx, meta, reference or (harness if eager else None))
         checked_memory: set[str] = set()
         effects = Effects()
-        for combo in combos:
+        floating: dict[str, list[int]] = {}  # per variant, where its floating-point inputs are
+        partial = _growing(combos, lambda: [Combo(variant_of[v], combos[0].seed, d)
+                                            for v, d in domain.partial_redraws(floating, combos[0].seed)])
+        variant_of = {c.vname: c.variant for c in combos}
+        for combo in partial:
             model = harness.model_for(combo, fresh=bool(effects.buffers))
             if (combo.vname, combo.seed) not in meta.get("_saved", set()):
                 torch.save(harness.states[(combo.vname, combo.seed)],
                            out_dir / f"state__{_safe(combo.vname)}__s{combo.seed}.pt")
                 meta.setdefault("_saved", set()).add((combo.vname, combo.seed))
             args = harness.inputs_for(combo)
+            if combo.distribution == domain.anchor:
+                floating.setdefault(combo.vname, [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+                                                  and (a.is_floating_point() or a.is_complex()) and a.numel()])
             first = combo is combos[0]
             own_truth = reference is None  # the baseline is the truth (eager, or a Triton baseline alone)
             before = effect_digests(args) if first else None  # each tensor's fingerprint, taken once
@@ -869,7 +905,7 @@ def run_baseline(ctx: WorkerContext) -> None:
             if first and own_truth:
                 seen = (before, buffer_digests(model))
             try:
-                with tie_order.watch(own_truth and combo.distribution == TIES) as undefined_order:
+                with tie_order.watch(own_truth and base_distribution(combo.distribution) in TIED) as undefined_order:
                     outputs = harness.run(model, args, during=f"running {combo.describe()}")
             except WorkerError as err:
                 if not _refused_redraw(err, combo, domain):
@@ -896,7 +932,7 @@ def run_baseline(ctx: WorkerContext) -> None:
                     rargs = reference.inputs_for(combo)
                     if first:
                         seen = (effect_digests(rargs), buffer_digests(rmodel))
-                    with tie_order.watch(combo.distribution == TIES) as undefined_order:
+                    with tie_order.watch(base_distribution(combo.distribution) in TIED) as undefined_order:
                         ref_out = reference.run(rmodel, rargs, during="running the reference")
                     effects = (_truth_effects(meta, effects, seen, rargs, rmodel, reference, combo,
                                               harness.states[(combo.vname, combo.seed)]) if first else effects)
@@ -982,6 +1018,10 @@ def run_baseline(ctx: WorkerContext) -> None:
             truth_hashes.setdefault(combo.vname, []).append((fingerprint, tuple(truth), combo.distribution))
             domain.record(combo.vname, combo.distribution, combo.seed, fingerprint, tuple(truth), nonfinite,
                           undefined_order=order)
+        meta["partial_redraws"] = {}
+        for c in combos:
+            if PARTIAL in c.distribution:
+                meta["partial_redraws"].setdefault(c.vname, []).append(c.distribution)
         # the integrity run: the first model with other inputs of the same shape
         extra = integrity_combo(combos)
         extra_out = harness.run(harness.model_for(extra), harness.integrity_inputs(extra, combos[0]),
@@ -1084,7 +1124,7 @@ def _load_expected(ctx: WorkerContext, combos: list[Combo]) -> tuple[dict[str, d
     if extra and store.has(extra):
         expected[extra] = store.load(extra)
     skipped = meta.get("skipped_inputs") or {}
-    for combo in combos:
+    for combo in with_partial_redraws(combos, meta):
         if combo.distribution in skipped.get(combo.vname, {}):
             continue  # a redraw left out (one the problem refused has no outputs)
         if not store.has(combo.key):
@@ -1127,7 +1167,8 @@ def run_candidate(ctx: WorkerContext) -> None:
         return
     expected, meta = loaded_expected["expected"], loaded_expected["meta"]
     skipped = meta.get("skipped_inputs") or {}
-    combos = [c for c in combos if c.distribution not in skipped.get(c.vname, {})]  # the anchor is never skipped
+    combos = [c for c in with_partial_redraws(combos, meta)
+              if c.distribution not in skipped.get(c.vname, {})]  # the anchor is never skipped
     eager = bool(meta.get("eager"))
     _compile_step(ctx, combos, holder, baseline_state_of, frozenset(Effects.from_json(meta.get("effects")).inputs))
     if ctx.failed:
@@ -1244,10 +1285,10 @@ def run_candidate(ctx: WorkerContext) -> None:
             if disagreeing and r.against == "reference":
                 reason += (f"; the baseline disagrees with the reference too ({disagreeing} run(s)): the problem "
                            "is inconsistent")
-            if r.distribution in STRESS:
-                reason += f"; {STRESS_NOTES[r.distribution]}"
+            if base_distribution(r.distribution) in STRESS:
+                reason += f"; {STRESS_NOTES[base_distribution(r.distribution)]}"
             if _only_redraws_fail(failed, runs, anchor_distribution(ctx.job)) and \
-                    any(r.distribution not in STRESS for r in failed):  # stress redraws judge a contract or
+                    any(base_distribution(r.distribution) not in STRESS for r in failed):  # stress redraws judge a contract or
                 # numerical stability, not a domain the problem's inputs may leave
                 reason += ("; on the problem's own inputs (get_inputs()) it matches at every variant and seed: it "
                            "holds only on the domain those inputs are drawn from, and the redraws stress it outside "
@@ -1606,7 +1647,7 @@ def _skipped_phrase(skipped: dict[str, dict[str, str]]) -> str:
     or "" when every distribution was kept."""
     if not skipped:
         return ""
-    dists = sorted({d for per in skipped.values() for d in per})
+    dists = sorted({inputs_label(d) for per in skipped.values() for d in per})
     variants = sorted(skipped)
     first = next(iter(next(iter(skipped.values())).values()))
     return f"; {', '.join(dists)} inputs skipped on {', '.join(variants)} ({first})"
@@ -1667,7 +1708,7 @@ def _domain_warnings(skipped: dict[str, dict[str, str]], nonfinite: dict[str, di
     for dist in sorted({d for per in skipped.values() for d in per}):
         by_variants.setdefault(tuple(v for v in skipped if dist in skipped[v]), []).append(dist)
     for variants, dists in by_variants.items():
-        out.append(f"{_and(dists)} inputs were not used on variant(s) {', '.join(variants)}: "
+        out.append(f"{_and([inputs_label(d) for d in dists])} inputs were not used on variant(s) {', '.join(variants)}: "
                    f"{skipped[variants[0]][dists[0]]}")
     own = [(v, k, text) for v, per in nonfinite.items() for k, text in per.items() if k.startswith(f"{anchor}/")]
     if own:
@@ -1728,7 +1769,10 @@ def _excused(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[Any],
 #: 754 binary16): a candidate allowed them may overflow where float32 would not.
 FLOAT16_RANGE = ("fp16", "fp16-accumulation")
 #: How the note of a run excused by :func:`_range_excuse` begins.
-RANGE_NOTE = "overflows on shifted inputs"
+RANGE_NOTE = "overflows on inputs far from zero"
+#: The stress redraws far from zero (normal around 100; magnitudes up to 1000), where an allowed
+#: float16 downgrade may overflow.
+FAR_FROM_ZERO = ("shifted", "spread")
 
 
 def _range_passed(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[Any], tol: Tolerance, combo: Combo,
@@ -1749,18 +1793,20 @@ def _range_passed(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[
 
 def _range_excuse(distribution: str, outputs: list[Any], allowed: tuple[str, ...] | list[str],
                   hints: tuple[str, ...] | list[str]) -> str:
-    """For a failed comparison on the ``shifted`` stress redraw (inputs near 100) of a candidate
+    """For a failed comparison on a stress redraw far from zero (:data:`FAR_FROM_ZERO`) of a candidate
     whose source keeps float16 (``hints``) where that downgrade is allowed (:data:`FLOAT16_RANGE`),
     and whose outputs overflowed to Inf (not NaN: Inf - Inf or Inf / Inf is an unstable formula,
-    and NaN is also the poison of unwritten memory): the note excusing it, since float16's range
+    and NaN is also the poison of unwritten memory; but on ``spread``, whose large values take
+    both signs, an overflowed sum meets Inf - Inf, and the other redraws still see unwritten
+    memory): the note excusing it, since float16's range
     is part of what the user allowed (a sum of a few hundred terms near 100 passes 65504); ""
     otherwise. The caller excuses it only where the outputs match everywhere they stayed finite
     (a finite mismatch is lost digits, which the allowance's bound judges)."""
     names = [n for n in FLOAT16_RANGE if n in allowed and n in hints]
-    if distribution != "shifted" or not names:
+    if base_distribution(distribution) not in FAR_FROM_ZERO or not names:
         return ""
     overflow = nonfinite_summary(outputs)
-    if not overflow or "NaN" in overflow:
+    if not overflow or ("NaN" in overflow and base_distribution(distribution) != "spread"):  # spread's signs differ: Inf - Inf
         return ""
     return (f"{RANGE_NOTE} ({overflow}) within the allowed {' and '.join(names)}: float16's largest finite value, "
             "65504, bounds what the allowance accepts, so this redraw does not judge the kernel there")
@@ -1773,10 +1819,10 @@ def _warn_once(ctx: WorkerContext, text: str) -> None:
 
 
 def _range_hinted(run: CorrectnessRun, hints: dict[str, list[str]]) -> bool:
-    """Whether ``run`` is an overflow on the ``shifted`` redraw (NaN or Inf placed where the
+    """Whether ``run`` is an overflow on a redraw far from zero (NaN or Inf placed where the
     truth has none) of a kernel whose source shows a float16 downgrade (``hints``): what allowing
     that downgrade explains, as the other runs' errors may be."""
-    return run.distribution == "shifted" and any(h in hints for h in FLOAT16_RANGE) and any(
+    return base_distribution(run.distribution) in FAR_FROM_ZERO and any(h in hints for h in FLOAT16_RANGE) and any(
         c.nan_mismatch or c.inf_mismatch for c in run.outputs)
 
 

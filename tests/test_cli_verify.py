@@ -112,10 +112,15 @@ def test_usage_errors_with_json_are_records_on_stdout(capsys):
     with pytest.raises(SystemExit):
         main(["verify", BASE, "--seeds", "0"])  # without --json stdout stays empty
     assert capsys.readouterr().out == ""
-    # an option the xeforge parser does not know, and --json as a prefix argparse accepts
+    # an option the xeforge parser does not know, and a prefix of one, which is refused with the
+    # full name (--seed is not read as --seeds)
     with pytest.raises(SystemExit):
         main(["verify", BASE, CAND, "--js", "--bogus"])
-    assert json.loads(capsys.readouterr().out)["reason"] == "unrecognized arguments: --bogus"
+    assert json.loads(capsys.readouterr().out)["reason"] == ("unrecognized arguments: --js --bogus (--js: did you "
+                                                             "mean --json?)")
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", BASE, CAND, "--seed", "2"])
+    assert exit_.value.code == 2 and "--seed: did you mean --seeds?" in capsys.readouterr().err
 
 
 def test_unavailable_device_is_bad_input(capsys):

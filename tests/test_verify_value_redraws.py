@@ -24,6 +24,7 @@ from xeforge_core.worker.inputs import (
     impose_structure_,
     input_structure,
     make_tensor,
+    sorted_inputs,
     split_redraw,
 )
 
@@ -63,8 +64,8 @@ def test_a_partial_redraw_names_one_input_position() -> None:
     assert base_distribution("spread@0") == "spread"
     with pytest.raises(WorkerError):
         split_redraw("normal@x")
-    assert inputs_label("normal@1") == "normal at input 1"
-    assert inputs_phrase("normal@1") == "get_inputs() inputs with input 1 redrawn normal"
+    assert inputs_label("normal@1") == "normal at get_inputs()[1]"
+    assert inputs_phrase("normal@1") == "get_inputs() inputs with get_inputs()[1] redrawn normal"
 
 
 def test_partial_redraws_follow_only_a_whole_redraw_that_left_the_domain() -> None:
@@ -81,7 +82,7 @@ def test_partial_redraws_follow_only_a_whole_redraw_that_left_the_domain() -> No
 
 @pytest.mark.parametrize("problem,wrong,right,where", [
     ("row_softmax.py", "row_softmax_first_block_max.py", "row_softmax_online.py", "spread inputs"),
-    ("log_times_relu.py", "log_times_relu_dropped.py", "log_times_relu_kept.py", "with input 1 redrawn"),
+    ("log_times_relu.py", "log_times_relu_dropped.py", "log_times_relu_kept.py", "with get_inputs()[1] redrawn"),
 ])
 def test_a_kernel_wrong_only_on_values_the_problem_never_draws_is_wrong(problem: str, wrong: str, right: str,
                                                                         where: str) -> None:
@@ -108,8 +109,36 @@ def test_a_redraw_keeps_the_rows_the_problem_sorts() -> None:
     assert bool((redraw[1:] >= redraw[:-1]).all())
     falling = impose_structure_(torch.randn(3, 10), input_structure(torch.arange(30.0).view(3, 10).flip(-1)))
     assert bool((falling[:, 1:] <= falling[:, :-1]).all())
-    assert input_structure(torch.arange(4.0))[2] == 0  # too short to tell from chance
+    assert input_structure(torch.arange(4.0))[2] == 0  # one draw of 4: chance sorts it one time in 24
     assert input_structure(torch.ones(12))[2] == 0  # equal values: no order to keep
+    causal = torch.tril(torch.ones(16, 16))  # a 0/1 mask is monotone, not sorted: its zeros stay in place
+    mask, _, order = input_structure(causal)
+    assert order == 0 and torch.equal(impose_structure_(torch.randn(16, 16), (mask, False, order)) == 0, causal == 0)
+    # a few edges: sorted in further draws too, until chance would rarely sort them all
+    edges = [torch.sort(torch.randn(3)).values]
+    assert sorted_inputs(edges, lambda s: [torch.sort(torch.randn(3)).values], 0) == {0: 1}
+    assert sorted_inputs(edges, lambda s: [torch.randn(3) * 0 + torch.tensor([2.0, 1.0, 3.0])], 0) == {}
     verdict = _verify("bucketize.py", "bucketize_count.py")  # counts edges below: right for sorted edges
     assert verdict.kind is VerdictKind.OK, verdict.reason
     assert {r.distribution for r in verdict.correctness} >= {"normal", "spread", "zeros"}
+
+
+def test_partial_redraws_run_on_a_variant_before_the_next_variant_refuses_its_size() -> None:
+    """The relu dropped on weights is seen at the published shape before the derived sizes,
+    which the kernel's fixed view refuses, end the run."""
+    bad = _verify("log_times_relu.py", "log_times_relu_dropped_fixed_shape.py")
+    assert bad.kind is VerdictKind.WRONG_ANSWER and "redrawn normal" in bad.reason, bad.reason
+
+
+def test_a_nan_on_spread_is_excused_only_for_an_allowed_float16_accumulator() -> None:
+    """Inf - Inf is what a float16 accumulator meets summing spread's large terms of both signs;
+    a NaN with float16 operands alone is an unstable formula (a softmax's Inf / Inf)."""
+    from xeforge_core.worker.roles import _range_excuse
+
+    nan = [torch.tensor([1.0, float("nan")])]
+    inf = [torch.tensor([1.0, float("inf")])]
+    assert _range_excuse("spread", nan, ["fp16"], ["fp16"]) == ""
+    assert _range_excuse("spread", nan, ["fp16-accumulation"], ["fp16-accumulation"])
+    assert _range_excuse("spread", inf, ["fp16"], ["fp16"]) and _range_excuse("shifted", inf, ["fp16"], ["fp16"])
+    assert _range_excuse("shifted", nan, ["fp16-accumulation"], ["fp16-accumulation"]) == ""
+    assert _range_excuse("zeros", inf, ["fp16"], ["fp16"]) == ""  # not far from zero

@@ -19,11 +19,20 @@ from typing import Any
 COMMANDS = ("verify", "optimize", "batch", "doctor", "ir", "inductor")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that takes options only as spelled in full: ``--seed 2`` is an error (did you mean
+    ``--seeds``?), not ``--seeds 2`` read silently. Its subcommands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The top-level parser with every subcommand registered, or only ``only`` (the command
     being run: building the others' parsers would load what their help texts list, such as the
     knowledge base's hardware profiles, before the command can start its workers)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="xeforge",
         description="Verify and optimize Triton kernels for Intel Xe GPUs (cuda and cpu supported).",
     )

@@ -311,7 +311,8 @@ def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: st
           variant: str, unavailable: str = "", failure: str = "", log: str = "") -> Verdict:
     """Add the memory checker's step and findings to ``verdict`` (``log``: the tool's own log,
     its end kept as evidence). An invalid access, read or write, fails the verdict as
-    ``wrong_answer`` (the outputs matched, the memory did not; a write is named first); a checker
+    ``wrong_answer`` (the outputs matched, the memory did not; a write is named first), and is
+    named in a crashed candidate's reason (what corrupted the memory it died of); a checker
     that could not run (``unavailable``) or failed (``failure``) leaves the verdict as it was and
     says so."""
     if unavailable or failure or report is None:
@@ -336,7 +337,12 @@ def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: st
     verdict.steps.append(Step(name="memcheck", status=status, seconds=seconds, summary=summary,
                               evidence={"report": report.to_dict(), **({"log": log[-LOG_KEPT:]} if log else {})}))
     verdict.findings += found
-    if (writes or reads) and verdict.kind in (VerdictKind.OK, VerdictKind.INCONSISTENT, VerdictKind.INCONCLUSIVE):
+    if (writes or reads) and verdict.kind is VerdictKind.CRASH:  # what corrupted the memory it died of
+        first = (writes or reads)[0]
+        verdict.reason += (f"; the memory checker found an out-of-bounds {'write' if writes else 'read'}: "
+                           f"{first.describe()}")
+        verdict.source_line = _located(first, candidate_file) or verdict.source_line
+    elif (writes or reads) and verdict.kind in (VerdictKind.OK, VerdictKind.INCONSISTENT, VerdictKind.INCONCLUSIVE):
         first = (writes or reads)[0]
         what = "write" if writes else "read"
         verdict.kind = VerdictKind.WRONG_ANSWER

@@ -361,8 +361,12 @@ def precision_lines(precision: dict[str, Any]) -> list[str]:
         ratio = precision["error_ratio"]
         beyond = (f"{ratio:.3g}x the reference's error scale" if ratio > 0 else
                   "every element within rounding of the truth (2u|t|; 0x the reference's error scale)")
-        lines.append(f"measured: relative error {precision.get('rel_error') or 0:.3g} against the float64 truth, "
-                     f"{beyond} (the reference's own relative error: {precision.get('ref_rel_error') or 0:.3g})")
+        nonfinite = precision.get("nonfinite") or 0
+        where = " where the outputs are finite" if nonfinite else ""
+        lines.append(f"measured{where}: relative error {precision.get('rel_error') or 0:.3g} against the float64 "
+                     f"truth, {beyond} (the reference's own relative error: {precision.get('ref_rel_error') or 0:.3g})"
+                     + (f"; {nonfinite} element(s) NaN or Inf where the truth is not, or placed otherwise"
+                        if nonfinite else ""))
     kb = precision.get("kernelbench") or {}
     if kb.get("runs"):
         what = "would pass" if kb.get("passed") else f"would fail on {kb.get('failed_runs')} of {kb['runs']} run(s)"

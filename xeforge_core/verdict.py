@@ -167,12 +167,12 @@ PARTIAL = "@"
 
 def inputs_label(distribution: str) -> str:
     """An input distribution as a verdict names it: ``get_inputs()`` for a problem's own inputs
-    (:data:`OWN_INPUTS`), ``normal at input 1`` for a partial redraw (``normal@1``), else the
-    distribution (``normal``, ``uniform``)."""
+    (:data:`OWN_INPUTS`), ``normal at get_inputs()[1]`` for a partial redraw (``normal@1``: the
+    input at position 1, counted from 0), else the distribution (``normal``, ``uniform``)."""
     if distribution == OWN_INPUTS:
         return "get_inputs()"
     base, sep, position = distribution.partition(PARTIAL)
-    return f"{base} at input {position}" if sep else distribution
+    return f"{base} at get_inputs()[{position}]" if sep else distribution
 
 
 @dataclass
@@ -467,7 +467,7 @@ class Verdict:
             if not run.passed:
                 worst = max((o.max_abs_error or 0.0 for o in run.outputs), default=0.0)
                 lines.append(
-                    f"wrong on variant {run.variant} seed {run.seed} ({run.distribution})"
+                    f"wrong on variant {run.variant} seed {run.seed} ({inputs_label(run.distribution)})"
                     f" vs {run.against}: max abs error {worst:.3g} {run.note}".rstrip()
                 )
                 break

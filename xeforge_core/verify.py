@@ -78,10 +78,11 @@ from xeforge_core.sizes import (
     launched_work,
     plan_probe,
 )
-from xeforge_core.verdict import OWN_INPUTS, Finding, Step, StepStatus, Verdict, VerdictKind
+from xeforge_core.verdict import OWN_INPUTS, PARTIAL, Finding, Step, StepStatus, Verdict, VerdictKind
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 from xeforge_core.worker.errors import classify as classify_failure
+from xeforge_core.worker_outcome import MEMCHECK_ADVICE
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
 #: a flaky driver, an environment later fixed).
@@ -1331,8 +1332,8 @@ def _verify_uncached(run: _Run) -> Verdict:
         verdict = _check_published_shape(run, verdict)
     _name_sizes(run, verdict)
     _explain_tf32(verdict)
-    if run.opts.memcheck and verdict.kind in _PASSING:
-        verdict = _check_memory(run, verdict)
+    if run.opts.memcheck and (verdict.kind in _PASSING or verdict.kind is VerdictKind.CRASH):
+        verdict = _check_memory(run, verdict)  # a crash too: the checker names the access that corrupted memory
 
     verdict.steps = [s for s in verdict.steps if s.name != "performance"]
     if verdict.kind not in _PASSING:
@@ -1510,7 +1511,8 @@ def _check_published_shape(run: _Run, verdict: Verdict) -> Verdict:
     # the published size is checked on the problem's own inputs and on the redraws that failed:
     # a kernel wrong on shifted inputs at a reduced size is not excused by matching at the
     # published size on get_inputs() alone
-    failed = [r.distribution for r in verdict.correctness if not r.passed and r.distribution in run.distributions]
+    failed = [r.distribution for r in verdict.correctness if not r.passed
+              and r.distribution.partition(PARTIAL)[0] in run.distributions]  # a partial redraw (normal@1) too
     dists = list(dict.fromkeys(run.distributions[:1] + failed))
     one = {"variants": [problem.variant(contract.PUBLISHED)], "seeds": seeds, "distributions": dists}
     base, published = run.candidate_at(**one)
@@ -1575,7 +1577,8 @@ def _name_sizes(run: _Run, verdict: Verdict) -> None:
 def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
     """One more correctness call of the candidate (the first non-power-of-two variant, else the
     first variant; first seed and distribution) under the device's memory checker (``xeforge_core.memcheck``); its findings join the verdict and an
-    invalid write fails it. Where no checker exists the verdict says so and is left as it was."""
+    invalid write fails it; a crashed candidate's reason names the first invalid access. Where no
+    checker exists the verdict says so and is left as it was."""
 
     name = run.candidate_module["filename"]
     # the size derived from the tiles (or the non-power-of-two copy), where there is one: its
@@ -1612,8 +1615,11 @@ def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
                    f"{(result.reason or 'no reason given').splitlines()[0][:300]})")
         if command is not None and report is None:
             failure = f"{what} wrote no log; {failure}"
-    return memcheck.apply(verdict, report, candidate_file=name, seconds=outcome.seconds, variant=variant,
-                          failure=failure, log=text)
+    verdict = memcheck.apply(verdict, report, candidate_file=name, seconds=outcome.seconds, variant=variant,
+                             failure=failure, log=text)
+    if not failure and report is not None:  # it ran: no advice to run it
+        verdict.reason = (verdict.reason or "").replace(MEMCHECK_ADVICE, "")
+    return verdict
 
 
 def _explain_tf32(verdict: Verdict) -> None:

@@ -216,6 +216,11 @@ def _gib(n: int | None) -> str:
     return "unlimited" if not n else f"{n / 2**30:.3g} GiB"
 
 
+#: How a crash that corrupted the heap points at the memory checker (left out where it ran).
+MEMCHECK_ADVICE = ("; verifying with memcheck (`xeforge verify --memcheck`, \"Verify with memcheck\" in the app) "
+                   "checks every access and names the first one out of bounds")
+
+
 def classify(outcome: WorkerOutcome) -> tuple[VerdictKind, str]:
     """The process-level verdict of ``outcome``: ``(kind, reason)``.
 
@@ -280,9 +285,8 @@ def classify(outcome: WorkerOutcome) -> tuple[VerdictKind, str]:
         heap = find_heap_corruption(stderr)
         if heap:
             reason += (f"; the C library found its heap corrupted ({heap}): a write past the end of a "
-                       "tensor is the usual cause (a store mask or grid that lets lanes past the output); "
-                       "verifying with memcheck (`xeforge verify --memcheck`, \"Verify with memcheck\" in the "
-                       "app) checks every access and names the first one out of bounds")
+                       "tensor is the usual cause (a store mask or grid that lets lanes past the output)"
+                       + MEMCHECK_ADVICE)
         return VerdictKind.CRASH, reason
     oom = find_oom(stderr)
     if oom:

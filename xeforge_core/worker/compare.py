@@ -421,6 +421,10 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
                         "is not allowed: an accumulator's error grows with the length summed, past what the checked "
                         f"sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
                         f"{cal.ref_rel_error:.3g})")
+    elif not comp.passed and not cal.unwritten and cal.mismatches <= (cal.nan_mismatch or 0) + (cal.inf_mismatch or 0):
+        # every mismatch is a NaN or an Inf: the errors measured over the finite elements say nothing
+        notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) NaN or Inf where the float64 truth is not, or "
+                        f"placed otherwise (the finite ones are within the bound)" + _first_text(comp))
     elif not comp.passed and not cal.unwritten:
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside the float64-calibrated bound "
                         f"({_ratio(cal.ratio)}, {cal.factor:g}x allowed"

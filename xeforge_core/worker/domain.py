@@ -4,8 +4,10 @@ A problem's own inputs are the *anchor* distribution of a job (its first): ``mod
 problem without a spec (what ``get_inputs()`` returns with the generators seeded (``inputs.seed_all``), as
 KernelBench's evaluation draws them, so softmax'd probabilities, positive scales, index ranges
 and masks keep their domain), else the spec's first distribution. The others are *redraws*
-(``normal``, ``uniform``, ``mixed``, ``ties``, ``shifted``: the floating-point inputs drawn again from a fixed law) and
-stress the kernel where the problem's own inputs are tame (all positive, all small).
+(``normal``, ``uniform``, ``mixed``, ``ties``, ``shifted``, ``spread``, ``zeros``: the floating-point inputs drawn
+again from a fixed law) and stress the kernel where the problem's own inputs are tame (all positive, all small).
+Where a whole redraw leaves the truth's domain, the baseline adds *partial* redraws (``normal@1``:
+the input at position 1 redrawn alone, the others the problem's own; :meth:`TruthDomain.partial_redraws`).
 
 A redraw can leave the truth's domain: a KL divergence fed normal "probabilities" takes the log
 of negative numbers, and its reference is NaN, so no candidate can be judged there. The baseline
@@ -33,11 +35,11 @@ from xeforge_core.worker.inputs import SHIFTED_MEAN, SPREAD_DECADES, TIE_LEVELS,
 
 def inputs_phrase(distribution: str) -> str:
     """How a distribution is named in a verdict: ``get_inputs() inputs`` for the problem's own,
-    ``normal inputs`` for a redraw (``verdict.inputs_label``), ``get_inputs() inputs with input 1
-    redrawn normal`` for a partial redraw (``normal@1``)."""
+    ``normal inputs`` for a redraw (``verdict.inputs_label``), ``get_inputs() inputs with
+    get_inputs()[1] redrawn normal`` for a partial redraw (``normal@1``)."""
     base, sep, position = distribution.partition(PARTIAL)
     if sep:
-        return f"{inputs_label(OWN_INPUTS)} inputs with input {position} redrawn {base}"
+        return f"{inputs_label(OWN_INPUTS)} inputs with get_inputs()[{position}] redrawn {base}"
     return f"{inputs_label(distribution)} inputs"
 
 
@@ -192,7 +194,7 @@ class TruthDomain:
                 why, same = self._skip_reason(dist, runs, anchor_runs, own)
                 if why:
                     skipped.setdefault(variant, {})[dist] = why
-                    if same:
+                    if same and PARTIAL not in dist:  # one input ignored is no evidence all are
                         self.unchanged.setdefault(variant, set()).add(dist)
                     continue
             for r in runs:
@@ -207,18 +209,18 @@ class TruthDomain:
         if undefined:
             calls = ", ".join(f"torch.{name}" for name in undefined)
             return (f"the {self.truth_label}'s results depend on what {calls} keeps among equal values, which "
-                    f"torch leaves undefined, so {dist} inputs cannot judge which of equal values a kernel keeps"), False
+                    f"torch leaves undefined, so {inputs_phrase(dist)} cannot judge which of equal values a kernel keeps"), False
         refused = next((r for r in runs if r.raised), None)
         if refused is not None and not any(r.raised for r in anchor_runs):
-            return (f"the problem's code raised on {dist} inputs ({refused.raised}) while it runs on its own {own}: "
+            return (f"the problem's code raised on {inputs_phrase(dist)} ({refused.raised}) while it runs on its own {own}: "
                     "those inputs leave its domain"), False
         bad = next((r for r in runs if r.nonfinite), None)
         if bad is not None and not any(r.nonfinite for r in anchor_runs):
-            return (f"the {self.truth_label} is not finite on {dist} inputs ({bad.nonfinite}) while it is on the "
+            return (f"the {self.truth_label} is not finite on {inputs_phrase(dist)} ({bad.nonfinite}) while it is on the "
                     f"problem's own {own}: those inputs leave its domain"), False
         anchor_inputs = {r.seed: r.inputs for r in anchor_runs}
         if runs and all(anchor_inputs.get(r.seed) == r.inputs for r in runs):
-            return (f"{dist} inputs are the problem's own: it has no floating-point element to redraw (no "
+            return (f"{inputs_phrase(dist)} are the problem's own: it has no floating-point element to redraw (no "
                     "floating-point input, or only empty ones; integer and bool inputs keep their own draw), so the "
                     "redraw adds nothing"), False
         anchor_truths = {r.truth for r in anchor_runs}
@@ -227,6 +229,6 @@ class TruthDomain:
         constant_anchor = len(anchor_truths) == 1 and len({r.inputs for r in anchor_runs}) > 1
         if inputs_differ and not constant_anchor and all(None not in t for t in redrawn) and (
                 redrawn <= anchor_truths or (len(runs) > 1 and len(redrawn) == 1)):
-            return (f"the {self.truth_label}'s output does not change with {dist} inputs (the same as on other "
+            return (f"the {self.truth_label}'s output does not change with {inputs_phrase(dist)} (the same as on other "
                     "inputs), so matching it there proves nothing"), True
         return "", False

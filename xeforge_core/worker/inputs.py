@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import random
 import sys
 from collections.abc import Iterator
@@ -549,6 +550,18 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
     args = []
     target = dtype_from_name(variant["dtype"]) if variant.get("dtype") else None
     distribution, only = split_redraw(distribution)
+
+    def draw(other: int) -> list[Any]:  # another draw of the problem's own, to tell sorted rows from chance
+        seed_all(other)
+        try:
+            with module_overrides(loaded.module, variant.get("overrides")), cuda_calls_to(device), \
+                    (torch.device(device) if on_device else contextlib.nullcontext()):
+                again = fn()
+        except Exception:  # noqa: BLE001 - a seed it refuses tells nothing: not sorted
+            return []
+        return list(again) if isinstance(again, (list, tuple)) else []
+
+    orders = sorted_inputs(list(got), draw, seed) if distribution != "module" else {}
     for i, item in enumerate(got):
         if isinstance(item, torch.Tensor):
             t = item.detach()
@@ -557,12 +570,12 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
                 t = t.to(target)  # the problem posed at the variant's dtype (VerifyOptions.dtype)
             if distribution != "module" and floating and device.type != "cpu" and _large(list(t.shape), t.dtype):
                 t = t.to(device)  # redrawn in place where it lives: no second full-size copy
-                kept = input_structure(t)
+                kept = input_structure(t, orders.get(i, 0))
                 args.append(impose_structure_(fill_(t, distribution, _device_generator(seed, distribution, i, device)),
                                               kept))
                 continue
             if distribution != "module" and floating:
-                kept = input_structure(t)
+                kept = input_structure(t, orders.get(i, 0))
                 t = with_layout(impose_structure_(make_tensor(list(t.shape), t.dtype, distribution,
                                                               _generator(seed, distribution, i)), kept), t)
             args.append(t.to(device))
@@ -575,31 +588,79 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
     return args
 
 
-#: A last dimension at least this long, sorted at every seed, is a relation the problem poses (sorted
-#: bucket edges, offsets), not chance: a continuous draw of 8 is sorted one time in 40320.
-SORTED_MIN = 8
+#: Rows strictly sorted by chance at most this often are a relation the problem poses (sorted bucket
+#: edges, offsets), not chance: all ``r`` rows of ``n`` distinct continuous values come sorted one
+#: time in ``n!^r`` (one row of 6 edges: 1 in 720; 2 rows of 5: 1 in 14400).
+SORTED_CHANCE = 1 / 500
 
 
-def input_structure(t: torch.Tensor) -> tuple[torch.Tensor | None, bool, int]:
+def row_order(t: torch.Tensor) -> tuple[int, float]:
+    """Whether every row of ``t``'s last dimension is strictly sorted: 1 ascending, -1
+    descending, 0 not (a 0/1 mask is monotone, not strictly sorted), with the chance that
+    continuous draws come so sorted, ``1 / n!`` a row of ``n`` (1.0 where it is not sorted)."""
+    if t.dim() < 1 or t.shape[-1] < 2 or not t.dtype.is_floating_point or t.numel() == 0:
+        return 0, 1.0
+    n = t.shape[-1]
+    order = 1 if bool((t[..., 1:] > t[..., :-1]).all()) else -1 if bool((t[..., 1:] < t[..., :-1]).all()) else 0
+    return order, (math.exp(-(t.numel() // n) * math.lgamma(n + 1)) if order else 1.0)
+
+
+def input_structure(t: torch.Tensor, order: int | None = None) -> tuple[torch.Tensor | None, bool, int]:
     """What a redraw of the problem's own input ``t`` keeps: its exact zeros (a bool mask, ``None``
     where it has none: a triangular, banded, masked or padded operand is zero there by
     construction, as ``torch.triu`` makes KernelBench's "upper triangular" matmul inputs),
     whether it is symmetric in its last two dimensions (KernelBench's "symmetric matrices"
-    matmul: ``(A + A.T) / 2``, exactly symmetric), and whether every row of its last dimension
-    (of at least ``SORTED_MIN``) is sorted, not all equal: 1 ascending, -1 descending, 0 not
-    (``torch.sort``'d bucket edges for ``torch.bucketize``, a cumulative sum of offsets). A
-    solution may rely on each, as the problem poses them at every seed. Signs are not kept: a
-    problem drawing ``torch.rand`` where any sign would do is common, and a redraw that leaves a
-    function's domain is skipped by its non-finite truth instead (``worker.domain``)."""
+    matmul: ``(A + A.T) / 2``, exactly symmetric), and the order of its rows (``order``, as
+    :func:`sorted_inputs` judges it from several draws; without it, from ``t`` alone where chance
+    would sort its rows at most ``SORTED_CHANCE`` of the time: ``torch.sort``'d bucket edges for
+    ``torch.bucketize``, a cumulative sum of positive offsets). A solution may rely on each, as
+    the problem poses them at every seed. Signs are not kept: a problem drawing ``torch.rand``
+    where any sign would do is common, and a redraw that leaves a function's domain is skipped by
+    its non-finite truth instead (``worker.domain``)."""
     zeros = t == 0
     mask = zeros if bool(zeros.any()) else None
     square = t.dim() >= 2 and t.shape[-1] == t.shape[-2] and t.shape[-1] > 1
-    order = 0
-    if t.dim() >= 1 and t.shape[-1] >= SORTED_MIN and t.dtype.is_floating_point:
-        step = t[..., 1:] - t[..., :-1]
-        if bool((step != 0).any()):
-            order = 1 if bool((step >= 0).all()) else -1 if bool((step <= 0).all()) else 0
-    return mask, bool(square and torch.equal(t, t.transpose(-1, -2))), order
+    symmetric = bool(square and torch.equal(t, t.transpose(-1, -2)))
+    if order is None:
+        found, chance = row_order(t)
+        order = found if chance <= SORTED_CHANCE else 0
+    return mask, symmetric, 0 if symmetric else order
+
+
+#: Further draws of ``get_inputs()`` that :func:`sorted_inputs` may take (seeded apart from the
+#: seeds a job runs at) to tell rows sorted by the problem from rows sorted by chance.
+SORTED_DRAWS = 6
+
+
+def sorted_inputs(got: list[Any], draw: Any, seed: int) -> dict[int, int]:
+    """The positions of ``got`` (one ``get_inputs()`` draw) whose rows the problem sorts, with
+    their order (:func:`row_order`): sorted in ``got`` and in further draws (``draw(seed)``
+    returns one, at most ``SORTED_DRAWS``) until chance would sort them all at most
+    ``SORTED_CHANCE`` of the time. Six bucket edges are sorted by chance one time in 720, three
+    one in 6: three edges take four draws. A position unsorted in any draw is not sorted."""
+    pending: dict[int, tuple[int, float]] = {}
+    for i, item in enumerate(got):
+        if isinstance(item, torch.Tensor):
+            order, chance = row_order(item.detach())
+            if order:
+                pending[i] = (order, chance)
+    decided = {i: o for i, (o, c) in pending.items() if c <= SORTED_CHANCE}
+    pending = {i: v for i, v in pending.items() if i not in decided}
+    for k in range(1, SORTED_DRAWS + 1):
+        if not pending:
+            break
+        again = draw(seed + 7919 * k)
+        for i, (order, chance) in list(pending.items()):
+            item = again[i] if i < len(again) else None
+            found, more = row_order(item.detach()) if isinstance(item, torch.Tensor) else (0, 1.0)
+            if found != order:
+                del pending[i]
+            elif chance * more <= SORTED_CHANCE:
+                decided[i] = order
+                del pending[i]
+            else:
+                pending[i] = (order, chance * more)
+    return decided
 
 
 def with_layout(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

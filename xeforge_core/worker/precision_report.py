@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from xeforge_core.precision import BASELINE, DOWNGRADES, PrecisionPolicy, kernelbench_tolerance, own_factor
-from xeforge_core.verdict import CorrectnessRun, Finding, OutputComparison
+from xeforge_core.verdict import CorrectnessRun, Finding, OutputComparison, inputs_label
 from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES
 
 #: Outputs with fewer elements are not judged by how their error is spread.
@@ -150,7 +150,7 @@ def findings(runs: list[CorrectnessRun], hints: dict[str, list[str]], policy: Pr
                 continue
             name, cause = found
             out[name] = Finding("precision_downgrade", f"{DOWNGRADES[name].what}: {cause}; {_measured(comp)} on "
-                                f"variant {run.variant} (seed {run.seed}, {run.distribution} inputs), output "
+                                f"variant {run.variant} (seed {run.seed}, {inputs_label(run.distribution)} inputs), output "
                                 f"{comp.index}. Not allowed: the problem allows "
                                 f"{policy.describe(comp.expected_dtype)}; --allow {name} accepts it"
                                 + (f" (so does --allow {BASELINE}: the baseline is measured to need it too)"
@@ -182,6 +182,8 @@ def summary(runs: list[CorrectnessRun], policy: PrecisionPolicy, truth64: dict[s
         "error_ratio": max((c.error_ratio for c in measured), default=None),
         "rel_error": max((c.rel_error or 0.0 for c in measured), default=None),
         "ref_rel_error": max((c.ref_rel_error or 0.0 for c in measured), default=None),
+        # the measured errors are over the elements both hold finite: these are the others
+        "nonfinite": sum((c.nan_mismatch or 0) + (c.inf_mismatch or 0) for c in comps),
     }
     if tol is not None:
         failed = sum(1 for r in judged if not r.kernelbench)

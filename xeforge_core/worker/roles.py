@@ -204,28 +204,28 @@ def combos_of(job: dict[str, Any]) -> list[Combo]:
 
 
 def _growing(combos: list[Combo], more: Callable[[], list[Combo]]) -> Iterator[Combo]:
-    """Each of ``combos`` in turn, then, when they are done, what ``more`` gives (appended to
-    ``combos``), until it gives nothing: the baseline's partial redraws, known only once the
-    whole redraws have run (``TruthDomain.partial_redraws``)."""
+    """Each of ``combos`` in turn, and after each, what ``more`` then gives, inserted next (into
+    ``combos`` too): the baseline's partial redraws, known once their whole redraw has run
+    (``TruthDomain.partial_redraws``), checked on its variant before the next variant's sizes,
+    which a kernel may refuse."""
     i = 0
-    while True:
-        while i < len(combos):
-            yield combos[i]
-            i += 1
-        extra = more()
-        if not extra:
-            return
-        combos.extend(extra)
+    while i < len(combos):
+        yield combos[i]
+        i += 1
+        combos[i:i] = more()
 
 
 def with_partial_redraws(combos: list[Combo], meta: dict[str, Any]) -> list[Combo]:
-    """``combos`` and the partial redraws the baseline added to them (``meta["partial_redraws"]``,
-    per variant), each at the first seed of its variant."""
-    first = {}
+    """``combos`` with the partial redraws the baseline added (``meta["partial_redraws"]``, per
+    variant), each right after its whole redraw on its variant (``normal@1`` after ``normal``),
+    in the order the baseline ran them."""
+    added = meta.get("partial_redraws") or {}
+    out = []
     for c in combos:
-        first.setdefault(c.vname, c)
-    return combos + [Combo(first[v].variant, first[v].seed, d)
-                     for v, ds in (meta.get("partial_redraws") or {}).items() if v in first for d in ds]
+        out.append(c)
+        out += [Combo(c.variant, c.seed, d) for d in added.get(c.vname, ())
+                if PARTIAL not in c.distribution and base_distribution(d) == c.distribution]
+    return out
 
 
 def _inconclusive(ctx: WorkerContext, step: Any, summary: str, *, warn: bool = True) -> None:
@@ -885,10 +885,15 @@ def run_baseline(ctx: WorkerContext) -> None:
         checked_memory: set[str] = set()
         effects = Effects()
         floating: dict[str, list[int]] = {}  # per variant, where its floating-point inputs are
-        partial = _growing(combos, lambda: [Combo(variant_of[v], combos[0].seed, d)
-                                            for v, d in domain.partial_redraws(floating, combos[0].seed)])
         variant_of = {c.vname: c.variant for c in combos}
-        for combo in partial:
+        added: set[tuple[str, str]] = set()
+
+        def partial_redraws() -> list[Combo]:  # those not yet run or queued
+            new = [(v, d) for v, d in domain.partial_redraws(floating, combos[0].seed) if (v, d) not in added]
+            added.update(new)
+            return [Combo(variant_of[v], combos[0].seed, d) for v, d in new]
+
+        for combo in _growing(combos, partial_redraws):
             model = harness.model_for(combo, fresh=bool(effects.buffers))
             if (combo.vname, combo.seed) not in meta.get("_saved", set()):
                 torch.save(harness.states[(combo.vname, combo.seed)],
@@ -1704,10 +1709,13 @@ def _domain_warnings(skipped: dict[str, dict[str, str]], nonfinite: dict[str, di
     """What the verdict says about the inputs the truth is defined on: the redraws left out and
     why, and where the truth is NaN or Inf on the problem's own inputs."""
     out = []
-    by_variants: dict[tuple[str, ...], list[str]] = {}
+    by_variants: dict[tuple[Any, ...], list[str]] = {}
     for dist in sorted({d for per in skipped.values() for d in per}):
-        by_variants.setdefault(tuple(v for v in skipped if dist in skipped[v]), []).append(dist)
-    for variants, dists in by_variants.items():
+        variants = tuple(v for v in skipped if dist in skipped[v])
+        # partial redraws apart, and by why: one input's may be skipped for another reason
+        kind = (PARTIAL in dist, "does not change" in skipped[variants[0]][dist])
+        by_variants.setdefault((variants, kind), []).append(dist)
+    for (variants, _), dists in by_variants.items():
         out.append(f"{_and([inputs_label(d) for d in dists])} inputs were not used on variant(s) {', '.join(variants)}: "
                    f"{skipped[variants[0]][dists[0]]}")
     own = [(v, k, text) for v, per in nonfinite.items() for k, text in per.items() if k.startswith(f"{anchor}/")]
@@ -1797,8 +1805,8 @@ def _range_excuse(distribution: str, outputs: list[Any], allowed: tuple[str, ...
     whose source keeps float16 (``hints``) where that downgrade is allowed (:data:`FLOAT16_RANGE`),
     and whose outputs overflowed to Inf (not NaN: Inf - Inf or Inf / Inf is an unstable formula,
     and NaN is also the poison of unwritten memory; but on ``spread``, whose large values take
-    both signs, an overflowed sum meets Inf - Inf, and the other redraws still see unwritten
-    memory): the note excusing it, since float16's range
+    both signs, an allowed float16 accumulator's overflowed sum meets Inf - Inf, and the other
+    redraws still see unwritten memory): the note excusing it, since float16's range
     is part of what the user allowed (a sum of a few hundred terms near 100 passes 65504); ""
     otherwise. The caller excuses it only where the outputs match everywhere they stayed finite
     (a finite mismatch is lost digits, which the allowance's bound judges)."""
@@ -1806,7 +1814,9 @@ def _range_excuse(distribution: str, outputs: list[Any], allowed: tuple[str, ...
     if base_distribution(distribution) not in FAR_FROM_ZERO or not names:
         return ""
     overflow = nonfinite_summary(outputs)
-    if not overflow or ("NaN" in overflow and base_distribution(distribution) != "spread"):  # spread's signs differ: Inf - Inf
+    # NaN is Inf - Inf only where a float16 accumulator sums spread's large terms of both signs
+    nan_sum = base_distribution(distribution) == "spread" and "fp16-accumulation" in names
+    if not overflow or ("NaN" in overflow and not nan_sum):
         return ""
     return (f"{RANGE_NOTE} ({overflow}) within the allowed {' and '.join(names)}: float16's largest finite value, "
             "65504, bounds what the allowance accepts, so this redraw does not judge the kernel there")

@@ -30,7 +30,8 @@ Files in ``expected/``::
     <KEY>__effects.json, ...        the inputs and buffers the truth changed, after the call
                                     (``worker.effects``; ``meta["effects"]`` names them)
 
-with ``KEY = <variant>__s<seed>__<distribution>``.
+with ``KEY = <variant>__s<seed>__<distribution>`` (characters outside ``[A-Za-z0-9_.-]`` written ``_``: a partial
+redraw ``normal@1`` is ``normal_1``).
 
 The candidate job also records the launch grid of every Triton launch, and per variant the launch
 facts of its first run (grid, integer arguments, tiles, loop trips: ``worker.tiles``), and when

@@ -61,6 +61,7 @@ import hashlib
 import math
 import random
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -561,7 +562,13 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
             return []
         return list(again) if isinstance(again, (list, tuple)) else []
 
-    orders = sorted_inputs(list(got), draw, seed) if distribution != "module" else {}
+    orders: dict[int, int] = {}
+    if distribution != "module":  # judged once a variant: the further draws are of the whole inputs
+        known = _SORTED.setdefault(loaded.module, {})
+        name = str(variant.get("name"))
+        if name not in known:
+            known[name] = sorted_inputs(list(got), draw, seed)
+        orders = known[name]
     for i, item in enumerate(got):
         if isinstance(item, torch.Tensor):
             t = item.detach()
@@ -627,6 +634,10 @@ def input_structure(t: torch.Tensor, order: int | None = None) -> tuple[torch.Te
     return mask, symmetric, 0 if symmetric else order
 
 
+#: :func:`sorted_inputs` per problem module (while it is loaded: a warm worker loads many) and
+#: variant: every redraw of a variant keeps the same rows sorted, and its further draws are of
+#: every input, at the variant's size.
+_SORTED: weakref.WeakKeyDictionary[Any, dict[str, dict[int, int]]] = weakref.WeakKeyDictionary()
 #: Further draws of ``get_inputs()`` that :func:`sorted_inputs` may take (seeded apart from the
 #: seeds a job runs at) to tell rows sorted by the problem from rows sorted by chance.
 SORTED_DRAWS = 6

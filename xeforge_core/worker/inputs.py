@@ -116,6 +116,22 @@ def seed_all(seed: int) -> None:
         numpy.random.seed(seed % (1 << 32))
 
 
+@contextlib.contextmanager
+def _generators_kept(device: torch.device) -> Iterator[None]:
+    """The generators :func:`seed_all` seeds (and ``device``'s, where it is a GPU) as they were
+    before the block, after it."""
+    devices = [device] if device.type == "cuda" else []
+    numpy = sys.modules.get("numpy")
+    state = random.getstate(), numpy.random.get_state() if numpy is not None else None
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(state[0])
+        if numpy is not None and state[1] is not None:
+            numpy.random.set_state(state[1])
+
+
 def dtype_from_name(name: str) -> torch.dtype:
     """``"float16"`` / ``"torch.float16"`` / ``"fp16"`` -> ``torch.float16``. Raises
     ``WorkerError`` naming the bad dtype."""
@@ -553,13 +569,14 @@ def build_inputs(loaded: LoadedModule, spec: dict[str, Any] | None, variant: dic
     distribution, only = split_redraw(distribution)
 
     def draw(other: int) -> list[Any]:  # another draw of the problem's own, to tell sorted rows from chance
-        seed_all(other)
-        try:
-            with module_overrides(loaded.module, variant.get("overrides")), cuda_calls_to(device), \
-                    (torch.device(device) if on_device else contextlib.nullcontext()):
-                again = fn()
-        except Exception:  # noqa: BLE001 - a seed it refuses tells nothing: not sorted
-            return []
+        with _generators_kept(device):  # what runs next draws as it would without this draw
+            seed_all(other)
+            try:
+                with module_overrides(loaded.module, variant.get("overrides")), cuda_calls_to(device), \
+                        (torch.device(device) if on_device else contextlib.nullcontext()):
+                    again = fn()
+            except Exception:  # noqa: BLE001 - a seed it refuses tells nothing: not sorted
+                return []
         return list(again) if isinstance(again, (list, tuple)) else []
 
     orders: dict[int, int] = {}

@@ -311,6 +311,19 @@ def _zero_out_(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return t
 
 
+def _signed_decades_(t: torch.Tensor, lo: float, hi: float, gen: torch.Generator) -> torch.Tensor:
+    """``t`` (contiguous) filled in place with sign * 10**u, u uniform in [lo, hi), the sign a fair
+    coin (``mixed``, ``spread``), drawn in slices so no full-size temporary is made. Returns ``t``."""
+    flat = t.view(-1)
+    step = 1 << 24
+    for start in range(0, flat.numel(), step):
+        part = flat[start:start + step]
+        mag = torch.empty(part.shape, dtype=torch.float32, device=t.device).uniform_(lo, hi, generator=gen)
+        sign = torch.empty(part.shape, dtype=torch.float32, device=t.device).bernoulli_(0.5, generator=gen)
+        part.copy_(torch.pow(10.0, mag) * (sign * 2 - 1))
+    return t
+
+
 def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Tensor:
     """Redraw the floating-point tensor ``t`` in place from ``distribution`` with ``gen`` (a
     generator on ``t``'s device); ``mixed`` is drawn in slices so no full-size temporary is
@@ -331,25 +344,8 @@ def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Ten
         return t
     if distribution == "zeros":
         return _zero_out_(t.normal_(0.0, 1.0, generator=gen), gen)
-    if distribution == "spread":
-        lo, hi = SPREAD_DECADES
-        flat = t.view(-1)
-        step = 1 << 24
-        for start in range(0, flat.numel(), step):
-            part = flat[start:start + step]
-            mag = torch.empty(part.shape, dtype=torch.float32, device=t.device).uniform_(lo, hi, generator=gen)
-            sign = torch.empty(part.shape, dtype=torch.float32, device=t.device).bernoulli_(0.5, generator=gen)
-            part.copy_(torch.pow(10.0, mag) * (sign * 2 - 1))
-        return t
-    if distribution == "mixed":
-        flat = t.view(-1)
-        step = 1 << 24
-        for start in range(0, flat.numel(), step):
-            part = flat[start:start + step]
-            mag = torch.empty(part.shape, dtype=torch.float32, device=t.device).uniform_(-3.0, 1.0, generator=gen)
-            sign = torch.empty(part.shape, dtype=torch.float32, device=t.device).bernoulli_(0.5, generator=gen)
-            part.copy_(torch.pow(10.0, mag) * (sign * 2 - 1))
-        return t
+    if distribution in ("spread", "mixed"):
+        return _signed_decades_(t, *(SPREAD_DECADES if distribution == "spread" else (-3.0, 1.0)), gen)
     raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})", problem=False)
 
 

@@ -4,7 +4,8 @@ A forward reads its weights at least once, so a problem whose inputs are small b
 weights are large (a batch-1 MLP: 4 KB of input, megabytes of weights) moves far more than
 its inputs. :func:`meta_sizes` builds ``Model(*get_init_inputs())`` on PyTorch's ``meta``
 device (shapes and dtypes, no storage, so sizes scaled far past the device's memory cost
-nothing) for each set of size-constant overrides, in one child process with a time limit:
+nothing) for each set of size-constant overrides (set as the verifier sets them, values derived
+from them recomputed: ``worker.inputs.module_overrides``), in one child process with a time limit:
 the problem module is code written elsewhere, and it never runs in the benchmark's process.
 It runs the forward there too, for the largest tensor a size makes.
 """
@@ -17,18 +18,23 @@ import sys
 from typing import Any
 
 _CHILD = r"""
-import json, sys, types
+import json, os, sys, tempfile, types
 import torch
+from xeforge_core.worker.inputs import module_overrides
 src, overrides = json.load(sys.stdin)
+# the verifier's own override of the size constants, which re-evaluates the values derived from
+# them (bias_shape = (out_channels, 1, 1, 1)) from the module's file
+fd, path = tempfile.mkstemp(suffix=".py")
+with os.fdopen(fd, "w", encoding="utf-8") as f:
+    f.write(src)
 out = []
 for ov in overrides:
     state_b = largest = None
     try:
         mod = types.ModuleType("problem")
-        exec(compile(src, "problem.py", "exec"), mod.__dict__)
-        for k, v in ov.items():
-            mod.__dict__[k] = tuple(v) if isinstance(v, list) and isinstance(mod.__dict__.get(k), tuple) else v
-        with torch.device("meta"):
+        mod.__file__ = path
+        exec(compile(src, path, "exec"), mod.__dict__)
+        with module_overrides(mod, ov), torch.device("meta"):
             model = mod.Model(*mod.get_init_inputs())
             state = [*model.parameters(), *model.buffers()]
             state_b = sum(t.numel() * t.element_size() for t in state)
@@ -39,6 +45,7 @@ for ov in overrides:
     except Exception:
         pass
     out.append([state_b, largest])
+os.unlink(path)
 print(json.dumps(out))
 """
 

@@ -233,3 +233,24 @@ def test_the_bench_size_stops_before_a_tensor_passes_int32_offsets(tmp_path):
     size, why = corpus.bench_size(load_problem(path), 4000.0, 1e7)
     assert size == "bench" and why.startswith("size constants x2: "), why
     assert "x4 would make a tensor of 4294967296 elements, past the 2^31 - 1" in why
+
+
+def test_the_largest_tensor_is_read_with_the_derived_constants_recomputed(tmp_path):
+    """A constant computed from the size constants (``bias_shape = (out_channels, 1, 1, 1)``)
+    follows them on the meta device as in the verifier's runs: left at its published value, the
+    scaled forward failed to broadcast, the largest tensor read as unknown, and a bench size
+    whose output passed 2^31 elements was chosen (a published conv kernel then faulted there)."""
+    src = (
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self, bias_shape):\n"
+        "        super().__init__()\n"
+        "        self.bias = nn.Parameter(torch.randn(bias_shape))\n"
+        "    def forward(self, x):\n"
+        "        return x.repeat(1, 1, 4, 1) * self.bias\n\n"
+        "batch_size = 64\nout_channels = 16\nwidth = 2048\nscale = 2.0\nbias_shape = (out_channels, 1, 1)\n\n"
+        "def get_inputs():\n    return [torch.rand(batch_size, out_channels, width, width // 64)]\n\n"
+        "def get_init_inputs():\n    return [bias_shape]\n")
+    sizes = corpus.meta_sizes(src, [{}, {"batch_size": 128, "out_channels": 32, "width": 4096}])
+    assert [n for _, n in sizes] == [64 * 16 * 8192 * 32, 128 * 32 * 16384 * 64]
+    assert sizes[1][0] == 4 * 32

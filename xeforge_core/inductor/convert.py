@@ -12,7 +12,9 @@ as ``as_strided``, the matrix products Inductor leaves to library calls (``exter
 floating result where the forward launches no other Triton kernel) as calls of a tiled Triton
 GEMM kernel written next to Inductor's (:mod:`xeforge_core.inductor.gemm`), the other
 library calls (``convolution``, ``_int_mm``, ``aten`` ops) as the torch functions they are, and
-each kernel launched with its own grid and block sizes (:mod:`xeforge_core.inductor.launch`).
+each kernel launched with its own grid and block sizes (:mod:`xeforge_core.inductor.launch`)
+and the index dtype its arguments allow (int32 where every offset fits, int64 past it:
+:mod:`xeforge_core.inductor.index_width`).
 Nothing in it imports ``torch._inductor``.
 
 Rewriting uses :mod:`ast` on Inductor's code; nothing is executed here.
@@ -27,7 +29,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from xeforge_core.inductor import gemm, shims
+from xeforge_core.inductor import gemm, index_width, shims
 from xeforge_core.inductor.capture import Capture
 from xeforge_core.inductor.kernels import InductorCodeError, Kernel, OutputCode, read_output_code
 from xeforge_core.inductor.launch import plan_launch
@@ -166,10 +168,12 @@ class _Rename(ast.NodeTransformer):
 
 
 def _function_source(function: ast.FunctionDef, new_name: str, rewrite: _KernelRewrite,
-                     names: dict[str, str]) -> str:
+                     names: dict[str, str], narrow_index: bool = False) -> str:
     fn = rewrite.visit(ast.parse(ast.unparse(function)).body[0])
     assert isinstance(fn, ast.FunctionDef)
     fn = _Rename(names).visit(fn)
+    if narrow_index:  # the index dtype chosen at each launch (index_width's docstring says why)
+        index_width.narrow(fn)
     fn.name = new_name
     fn.decorator_list = [ast.parse("triton.jit", mode="eval").body]
     return ast.unparse(fn)
@@ -202,7 +206,7 @@ def _kernel_sources(kernel: Kernel, new_name: str, rewrite: _KernelRewrite, emit
         if name not in emitted:
             emitted[name] = _function_source(fn, name, rewrite, names)
             sources.append(emitted[name])
-    return sources + [_function_source(kernel.function, new_name, rewrite, names)]
+    return sources + [_function_source(kernel.function, new_name, rewrite, names, narrow_index=True)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -423,6 +427,8 @@ def _launch(call: ast.Call, inductor_name: str, rewrite: _HostRewrite, code: Out
     plan = plan_launch(kernel, new, args)
     launched.append(new)
     blocks = "".join(f", {k}={v}" for k, v in plan.blocks.items())
+    if index_width.narrows(kernel.function):
+        blocks += f", {index_width.PARAM}={index_width.HELPER}({', '.join(args)})"
     return [*plan.setup, f"{new}[{plan.grid}]({', '.join(args)}{blocks})"]
 
 
@@ -491,7 +497,12 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
            + (f"; still torch library calls (not Triton yet): {library_note}." if library_note else "."))
     forward = (f"    def forward({params}):\n        \"\"\"{doc}\"\"\"\n"
                + "".join(f"        {ln}\n" for ln in lines))
-    unknown = _undefined_names("class _C:\n" + forward, {"torch", "triton", "math", launcher, *renamed.values()})
+    narrowed = any(index_width.narrows(k.function) for k in code.kernels.values())
+    if narrowed and index_width.HELPER in taken:
+        raise InductorCodeError(f"the problem module defines {index_width.HELPER}, the name of the first version's "
+                                "index-width helper")
+    unknown = _undefined_names("class _C:\n" + forward, {"torch", "triton", "math", launcher, *renamed.values(),
+                                                          *([index_width.HELPER] if narrowed else [])})
     if unknown:
         raise InductorCodeError(f"the host code uses {', '.join(unknown)}, which the first version does not define")
     header = [
@@ -512,7 +523,8 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     if uses_libdevice:
         header.append("from triton.language.extra import libdevice")
     before, model_class, after = _split_model(problem_source, forward)
-    kernels = "\n\n\n".join(([shims.helpers_source(helpers).strip()] if helpers else []) + kernel_sources)
+    kernels = "\n\n\n".join(([shims.helpers_source(helpers).strip()] if helpers else []) + kernel_sources
+                             + ([index_width.HELPER_SOURCE.strip()] if narrowed else []))
     sections = [("# ---- Triton kernels (TorchInductor) " + "-" * 50, kernels)] if kernels else []
     if config is not None:
         sections.append((f"# ---- matrix products: a Triton GEMM kernel (tiles from the {config.origin})",

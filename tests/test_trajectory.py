@@ -268,3 +268,29 @@ def test_hopper_step_10_prepares_its_host_work_once_and_launches_what_is_forced(
     q = q.clone()   # other inputs: prepared again
     check(mod.kernel_function(q, k, v))
     assert len(dispatched) == 3 and launched[5:] == [mod.PERSISTENT_WS]
+
+
+def test_hopper_step_10_halves_loop_matches_sdpa():
+    """Step 10's HALVES loop form (the query tile as two halves, both halves' Q K^T issued before
+    either softmax: the ping-pong order of FlashAttention-3 in one program) is right at a ragged
+    sequence and a split head dim (48 = 32 + 16) as well as a plain one, in the interpreter; its
+    speed is the sweep's (``benchmarks/sweep_fa_hopper.py --only halves-...``)."""
+    import importlib.util
+
+    import torch
+
+    step = next(s for s in HOPPER if s.path.name == "10_loop_form.py")
+    spec = importlib.util.spec_from_file_location("hopper_10_halves", step.path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(ValueError, match="HALVES"):
+        mod._config(16, 16, 4, 2, mod.HALVES)
+    for bm, bn, s, d in [(32, 16, 40, 48), (64, 32, 70, 64)]:
+        for tuner in mod.KERNELS.values():
+            tuner.configs, tuner.cache, tuner.best_config = [mod._config(bm, bn, 4, 2, mod.HALVES)], {}, None
+        mod._PREPARED.clear()
+        gen = torch.Generator().manual_seed(s)
+        q, k, v = (torch.randn(1, 2, s, d, dtype=torch.float16, generator=gen) for _ in range(3))
+        out = mod.kernel_function(q, k, v).float()
+        ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+        assert (out - ref).abs().max().item() < 2e-3, (bm, bn, s, d)

@@ -1,4 +1,4 @@
-"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows, with descriptors built on the device), is offered at head dim 128 in the one config the H200 ran right at every shape: 128 x 128 at two stages, the fastest there at S 2048 and 4096 (docs/measured/h200-fa-sweep-step10/warp-specialized). With Triton 3.6 every warp-specialized config hung with host-built descriptors (docs/measured/h200-fa-ws-hang), and with device-built ones three and four stages wrote infinities or left outputs unwritten; benchmarks/sweep_fa_hopper.py --warp-specialized checks every shape before a config enters a search space. Three persistent forms (one or two programs an SM walk the query tiles head by head: the key loop plain, the loop over tiles warp-specialized, or the key loop software-pipelined in one loop) are measured by benchmarks/sweep_fa_hopper.py --persistent and enter the search space only where that sweep finds them right and faster."""
+"""Attention forward, step 10 (NVIDIA Hopper): the loop form is part of the config. Different ways to run the key loop serve different head dims best, so the search space now chooses among them per head-dim class as it chooses tiles: the plain loop (Q K^T, softmax, P V in order; two or more programs an SM overlap one another's softmax with their dots), the plain loop with a lazy rescale, and step 7's software-pipelined loop (P V of block j-1 in flight during block j's softmax). The plain loop may skip the accumulator's rescale while no row maximum has grown by more than 2^8 (LAZY): the probabilities stay below 256, exact in fp16 and fp32, and the final division by the row sum cancels the stale maximum. A third form, Triton's warp specialization (one tl.range marked warp_specialize: a producer warp issues the K and V copies and the consumer warpgroups split the 128 query rows, with descriptors built on the device), is offered at head dim 128 in the one config the H200 ran right at every shape: 128 x 128 at two stages, the fastest there at S 2048 and 4096 (docs/measured/h200-fa-sweep-step10/warp-specialized). With Triton 3.6 every warp-specialized config hung with host-built descriptors (docs/measured/h200-fa-ws-hang), and with device-built ones three and four stages wrote infinities or left outputs unwritten; benchmarks/sweep_fa_hopper.py --warp-specialized checks every shape before a config enters a search space. Three persistent forms (one or two programs an SM walk the query tiles head by head: the key loop plain, the loop over tiles warp-specialized, or the key loop software-pipelined in one loop) are measured by benchmarks/sweep_fa_hopper.py --persistent and enter the search space only where that sweep finds them right and faster. So is HALVES, the query tile as two halves whose dots are issued alternately (both halves' Q K^T, then one half's softmax and P V beside the other's dot): FlashAttention-3's ping-pong of two consumer warpgroups, written as the order of one program's independent work, since Triton 3.6 has no named barriers to schedule warpgroups against each other."""
 
 from functools import partial
 
@@ -19,10 +19,13 @@ SMEM_BYTES = 232448
 #: What warp specialization adds to a program's shared memory (the partitions' barriers and
 #: exchange buffers, 16.5 KB in the sm_90 compiler's report), rounded up.
 WS_SMEM_BYTES = 17 * 1024
-#: Loop forms (the LOOP meta-parameter): one program a query tile (plain, pipelined, warp-specialized),
-#: or persistent programs that walk the tiles (with the plain key loop, warp-specialized over tiles,
-#: or with the key loop software-pipelined in one loop: PERSISTENT_PIPE).
-PLAIN, PIPELINED, WARP_SPECIALIZED, PERSISTENT, PERSISTENT_WS, PERSISTENT_PIPE = 0, 1, 2, 3, 4, 5
+#: Loop forms (the LOOP meta-parameter): one program a query tile (plain, pipelined, warp-specialized,
+#: or HALVES: the tile's rows as two halves whose dots are issued alternately), or persistent programs
+#: that walk the tiles (with the plain key loop, warp-specialized over tiles, or with the key loop
+#: software-pipelined in one loop: PERSISTENT_PIPE).
+PLAIN, PIPELINED, WARP_SPECIALIZED, PERSISTENT, PERSISTENT_WS, PERSISTENT_PIPE, HALVES = 0, 1, 2, 3, 4, 5, 6
+#: The loop forms whose programs walk the query tiles (PER_SM programs an SM).
+PERSISTENT_FORMS = (PERSISTENT, PERSISTENT_WS, PERSISTENT_PIPE)
 #: log2 of how far a row maximum may grow before the lazy plain loop rescales (2^8 = 256).
 LAZY_GROWTH = 8.0
 
@@ -48,15 +51,17 @@ def _block_shapes(nargs: dict) -> None:
 def _config(bm: int, bn: int, warps: int, stages: int, loop: int = PIPELINED, lazy: bool = False,
             per_sm: int = 1, exp_fma: bool = False) -> triton.Config:
     """A config: tile, warps, pipeline depth, loop form (:data:`PLAIN`, :data:`PIPELINED`,
-    :data:`WARP_SPECIALIZED`, :data:`PERSISTENT`, :data:`PERSISTENT_WS`, :data:`PERSISTENT_PIPE`), for the plain loop whether the rescale is lazy, for the
+    :data:`WARP_SPECIALIZED`, :data:`PERSISTENT`, :data:`PERSISTENT_WS`, :data:`PERSISTENT_PIPE`, :data:`HALVES`), for the plain loop whether the rescale is lazy, for the
     persistent forms how many programs share an SM, and whether half of each block's
     exponentials run on the FMA units (EXP_FMA, :func:`_exp2_fma`)."""
     if lazy and loop != PLAIN:
         raise ValueError(f"LAZY rescaling is a form of the plain loop, not of loop form {loop}")
-    if per_sm != 1 and loop < PERSISTENT:
+    if per_sm != 1 and loop not in PERSISTENT_FORMS:
         raise ValueError(f"programs an SM (per_sm={per_sm}) are chosen for the persistent forms, not loop form {loop}")
     if exp_fma and lazy:
         raise ValueError("EXP_FMA splits the exponentials of the eager rescale, not of the LAZY one")
+    if loop == HALVES and (bm < 32 or exp_fma):
+        raise ValueError("HALVES splits a query tile of at least 32 rows into two, with the eager rescale")
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "LOOP": loop, "LAZY": lazy, "PER_SM": per_sm,
                           "EXP_FMA": exp_fma}, num_warps=warps, num_stages=stages, pre_hook=_block_shapes)
 
@@ -206,6 +211,62 @@ def _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, ro
 
 
 @triton.jit
+def _halves(x):
+    """The top and bottom halves of the rows of the 2-D tile ``x`` ([2h, w] -> two [h, w])."""
+    H: tl.constexpr = x.shape[0] // 2
+    W: tl.constexpr = x.shape[1]
+    return x.reshape([2, H, W]).permute(1, 2, 0).split()
+
+
+@triton.jit
+def _rows(top, bottom):
+    """The tile whose rows are ``top``'s then ``bottom``'s (two [h, w] -> [2h, w])."""
+    H: tl.constexpr = top.shape[0]
+    W: tl.constexpr = top.shape[1]
+    return tl.join(top, bottom).permute(2, 0, 1).reshape([2 * H, W])
+
+
+@triton.jit
+def _rows_1d(top, bottom):
+    """The vector of ``top``'s then ``bottom``'s entries (two [h] -> [2h])."""
+    H: tl.constexpr = top.shape[0]
+    return tl.join(top, bottom).permute(1, 0).reshape([2 * H])
+
+
+@triton.jit
+def _attend_halves(acc0a, acc1a, l_a, m_a, acc0b, acc1b, l_b, m_b, qa0, qa1, qb0, qb1, k0_desc, k1_desc, v0_desc,
+                   v1_desc, row, start, offs_n, S, qk_scale, BLOCK_D0: tl.constexpr, SPLIT: tl.constexpr,
+                   LAST: tl.constexpr):
+    """One trip of the HALVES loop: the block's K and V are loaded once for both halves of the
+    query tile; both halves' Q K^T are issued first, then half a's softmax and P V, then half b's,
+    so that one half's dot has the other half's softmax to run beside (the ping-pong of two
+    consumer warpgroups, FlashAttention-3's schedule, written as the order of one program's
+    independent work: Triton 3.6 has no named barriers to make it a schedule between warpgroups)."""
+    k0 = k0_desc.load([row + start, 0]).T
+    qk_a = tl.dot(qa0, k0)
+    qk_b = tl.dot(qb0, k0)
+    if SPLIT:
+        k1 = k1_desc.load([row + start, BLOCK_D0]).T
+        qk_a = tl.dot(qa1, k1, qk_a)
+        qk_b = tl.dot(qb1, k1, qk_b)
+    v0 = v0_desc.load([row + start, 0])
+    v1 = v0
+    if SPLIT:
+        v1 = v1_desc.load([row + start, BLOCK_D0])
+    p_a, alpha_a, l_a, m_a = _softmax(qk_a, l_a, m_a, start, offs_n, S, qk_scale, LAST)
+    p_a = p_a.to(v0.dtype)
+    acc0a = tl.dot(p_a, v0, acc0a * alpha_a[:, None])
+    if SPLIT:
+        acc1a = tl.dot(p_a, v1, acc1a * alpha_a[:, None])
+    p_b, alpha_b, l_b, m_b = _softmax(qk_b, l_b, m_b, start, offs_n, S, qk_scale, LAST)
+    p_b = p_b.to(v0.dtype)
+    acc0b = tl.dot(p_b, v0, acc0b * alpha_b[:, None])
+    if SPLIT:
+        acc1b = tl.dot(p_b, v1, acc1b * alpha_b[:, None])
+    return acc0a, acc1a, l_a, m_a, acc0b, acc1b, l_b, m_b
+
+
+@triton.jit
 def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh, S, D, qk_scale,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr,
           SPLIT: tl.constexpr, LOOP: tl.constexpr, LAZY: tl.constexpr, MASKED: tl.constexpr,
@@ -223,7 +284,30 @@ def _tile(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, o_ptr, pid_m, bh
     acc0 = tl.zeros([BLOCK_M, BLOCK_D0], tl.float32)
     acc1 = tl.zeros([BLOCK_M, BLOCK_D1], tl.float32)
     n_full = (S // BLOCK_N) * BLOCK_N
-    if LOOP == 2:   # warp-specialized (two stages only, head dim 128): one loop, the ragged end's keys
+    if LOOP == 6:   # two halves of the query tile, their dots issued alternately (_attend_halves)
+        HALF: tl.constexpr = BLOCK_M // 2
+        qa0, qb0 = _halves(q0)
+        qa1, qb1 = _halves(q1)
+        acc0a = tl.zeros([HALF, BLOCK_D0], tl.float32)
+        acc0b = tl.zeros([HALF, BLOCK_D0], tl.float32)
+        acc1a = tl.zeros([HALF, BLOCK_D1], tl.float32)
+        acc1b = tl.zeros([HALF, BLOCK_D1], tl.float32)
+        m_a = tl.full([HALF], float("-inf"), tl.float32)
+        m_b = tl.full([HALF], float("-inf"), tl.float32)
+        l_a = tl.zeros([HALF], tl.float32)
+        l_b = tl.zeros([HALF], tl.float32)
+        for start in range(0, n_full, BLOCK_N):
+            acc0a, acc1a, l_a, m_a, acc0b, acc1b, l_b, m_b = _attend_halves(
+                acc0a, acc1a, l_a, m_a, acc0b, acc1b, l_b, m_b, qa0, qa1, qb0, qb1, k0_desc, k1_desc, v0_desc,
+                v1_desc, row, start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, False)
+        for start in range(n_full, S, BLOCK_N):   # the ragged end: a loop of at most one trip
+            acc0a, acc1a, l_a, m_a, acc0b, acc1b, l_b, m_b = _attend_halves(
+                acc0a, acc1a, l_a, m_a, acc0b, acc1b, l_b, m_b, qa0, qa1, qb0, qb1, k0_desc, k1_desc, v0_desc,
+                v1_desc, row, start, offs_n, S, qk_scale, BLOCK_D0, SPLIT, True)
+        acc0 = _rows(acc0a, acc0b)
+        acc1 = _rows(acc1a, acc1b)
+        l_i = _rows_1d(l_a, l_b)
+    elif LOOP == 2:   # warp-specialized (two stages only, head dim 128): one loop, the ragged end's keys
         # masked on every block
         for start in tl.range(0, S, BLOCK_N, warp_specialize=True):
             acc0, acc1, l_i, m_i = _attend(acc0, acc1, l_i, m_i, q0, q1, k0_desc, k1_desc, v0_desc, v1_desc, row,
@@ -305,7 +389,7 @@ def _attn_fwd(q0_desc, q1_desc, k0_desc, k1_desc, v0_desc, v1_desc, q_ptr, k_ptr
         v0_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D0])
         v1_desc = tl.make_tensor_descriptor(v_ptr, [rows_total, D], [D, 1], [BLOCK_N, BLOCK_D1])
     qk_scale = sm_scale * 1.4426950408889634
-    if LOOP >= 3:   # persistent: no launch of a program per tile and no partial last wave; with warp
+    if LOOP == 3 or LOOP == 4 or LOOP == 5:   # persistent: no launch of a program per tile and no partial last wave; with warp
         # specialization over tiles the producer loads the next tile's Q and keys while the consumers
         # finish this one. Not flatten=True: with host-built descriptors Triton 3.6's TMA lowering
         # rejects the flattened nest (tests/fixtures/ir/flatten_descriptor.py); the pipelined key loop
@@ -360,7 +444,7 @@ def _grid(s: int, heads: int, sms: int, meta: dict) -> tuple[int, int]:
     """Launch grid of a config: (query tiles, heads), or for a persistent loop form PER_SM programs
     an SM, at most one a tile."""
     tiles = triton.cdiv(s, meta["BLOCK_M"])
-    if meta["LOOP"] >= PERSISTENT:
+    if meta["LOOP"] in PERSISTENT_FORMS:
         return (min(tiles * heads, sms * meta["PER_SM"]), 1)
     return (tiles, heads)
 

@@ -637,3 +637,34 @@ def test_a_single_input_set_says_why_it_was_single():
     assert both == ("; one fixed input set checked on module-whole, module-small (module-whole: one seed and no "
                     "redraw at that size; module-small: get_inputs() gives the same inputs whatever the seed)")
     assert "whatever the seed" not in _fixed_inputs_phrase(["module-whole"], ["module-whole"])
+
+
+def test_a_launch_that_passes_int64_as_its_index_dtype_is_not_warned_of_int32_offsets():
+    """A first version's kernel takes its index dtype as a constexpr (``INDEX_DTYPE``); the
+    recorder keeps a dtype constexpr by name, so a launch past 2^31 elements that passes int64 is
+    not told its offsets wrap, and one that passes int32 there is."""
+    import ast
+
+    import triton
+    import triton.language as tl
+
+    from xeforge_core.worker.capture import LaunchRecorder
+    from xeforge_core.worker.roles import launch_findings
+
+    source = ("@triton.jit\ndef scale(x_ptr, n, BLOCK: tl.constexpr, INDEX_DTYPE: tl.constexpr):\n"
+              "    offs = tl.program_id(0).to(INDEX_DTYPE) * BLOCK + tl.arange(0, BLOCK).to(INDEX_DTYPE)\n"
+              "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)\n")
+    namespace = {"triton": triton, "tl": tl}
+    exec(compile(ast.parse(source), "scale.py", "exec"), namespace)
+    big = torch.ones(1).expand(2**31 + 5)
+    rec = LaunchRecorder()
+    rec.dry = True
+    rec.install()
+    try:
+        for dtype in (tl.int64, tl.int32):
+            namespace["scale"][(1,)](big, big.numel(), BLOCK=16, INDEX_DTYPE=dtype)
+    finally:
+        rec.uninstall()
+    assert [r.constexprs["INDEX_DTYPE"] for r in rec.launches] == ["int64", "int32"]
+    wide, narrow = ([f.rule for f in launch_findings([r], {"scale": source})] for r in rec.launches)
+    assert "int32_offset_overflow" not in wide and "int32_offset_overflow" in narrow

@@ -8,14 +8,18 @@ On an H100 (2026-12-07, KernelBench level 2 p71's ``div_leaky_relu`` kernel over
 elements) the int64 kernel took 788 µs and the same kernel indexing in int32 379 µs (91% of the
 copy bandwidth).
 
-So each kernel takes its index dtype as a constexpr, ``INDEX_DTYPE``, in place of the
-``.to(tl.int64)`` Inductor writes where it forms the program's offsets and indices (``xoffset``,
-``xindex``, ``r0_base`` ...), and each launch passes :func:`index_dtype` of its arguments: int32
-where every offset the kernel can form fits, which is Inductor's own rule
-(``torch/_inductor/codegen/simd.py``, ``can_use_32bit_indexing``: the numel and every buffer's
-size at most 2**31 - 1) taken per launch; int64 otherwise. Triton compiles one variant per
-dtype. Casts elsewhere (a loaded index, an int64 value computed for an output) are left as they
-are.
+So a kernel whose indices only address memory and mask it takes its index dtype as a
+constexpr, ``INDEX_DTYPE``, in place of the ``.to(tl.int64)`` Inductor writes where it forms the
+program's offsets and indices (``xoffset``, ``xindex``, ``r0_base`` ...), and each launch passes
+:func:`index_dtype` of its arguments: int32 where every offset the kernel can form fits (the
+offsets into a tensor stay below its extent; after the rule of Inductor's
+``can_use_32bit_indexing`` in ``torch/_inductor/codegen/simd.py``: every buffer's size at most
+2**31 - 1), taken per launch; int64 otherwise. Triton compiles one variant per dtype. A kernel
+that computes values from its indices (``torch.arange(n) * n``, an argmax's position, a linear
+index as a float) keeps int64: Inductor forms those in the index dtype, and a product of two
+sizes that each fit can wrap in int32 (Inductor widens them when it picks int32 itself; the
+first version cannot know the sizes). Casts elsewhere (a loaded index, an int64 value computed
+for an output) are left as they are.
 """
 
 from __future__ import annotations
@@ -58,10 +62,65 @@ def _index_assignments(function: ast.FunctionDef) -> list[ast.Assign]:
             and isinstance(n.targets[0], ast.Name) and _INDEX_NAME.match(n.targets[0].id)]
 
 
+#: Inductor's index variables: ``xindex``, ``xoffset``, ``x0``, ``x1``, ``r0_index``, ``r0_1``,
+#: ``rindex``, ``r1``, ``yindex``, ``y0`` ... (masks, ``xmask``, ``r0_mask``, are not values).
+_INDEX_VARIABLE = re.compile(r"^(?:[xyz]|r\d*_?)(?:index|offset|base|\d+)$")
+_MASK_NAME = re.compile(r"mask\w*$")
+
+
+def _address_and_mask_args(call: ast.Call) -> list[ast.AST]:
+    """The arguments of ``tl.load`` / ``tl.store`` that address memory or mask it."""
+    name = ast.unparse(call.func)
+    if name == "tl.load":
+        return call.args[:2] + [k.value for k in call.keywords if k.arg == "mask"]
+    if name == "tl.store":
+        return call.args[:1] + call.args[2:3] + [k.value for k in call.keywords if k.arg == "mask"]
+    return []
+
+
+def _small(node: ast.AST) -> bool:
+    """A name, a constant, or sums and differences of them: nothing that multiplies sizes."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) \
+        and _small(node.left) and _small(node.right)
+
+
+def _bounded_comparison(node: ast.Compare) -> bool:
+    """``rbase == RBLOCK - 1``, ``x0 < ks0``: a comparison of an index with sizes that cannot wrap
+    in 32 bits (a mask written as a value, as a looped scan's carry is picked)."""
+    return all(_small(o) for o in (node.left, *node.comparators))
+
+
+def _index_as_value(function: ast.FunctionDef) -> str | None:
+    """The first statement of ``function`` that uses an index variable as a value (not to address
+    memory, not in a mask, not to form another index or mask), or ``None``. Inductor writes such
+    values (``torch.arange(n) * n``: ``tmp1 = (ks0 * x0).to(tl.int64)``; an argmax's index) in the
+    index dtype; in int32 their products wrap where every size fits, so such a kernel keeps int64."""
+    for stmt in ast.walk(function):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and (_INDEX_VARIABLE.match(stmt.targets[0].id) or _MASK_NAME.search(stmt.targets[0].id)):
+            continue   # forms another index or a mask
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)):
+            continue
+        allowed = {id(n) for c in ast.walk(stmt) if isinstance(c, ast.Call)
+                   for arg in _address_and_mask_args(c) for n in ast.walk(arg)}
+        allowed |= {id(o) for c in ast.walk(stmt) if isinstance(c, ast.Compare) and _bounded_comparison(c)
+                    for o in (c.left, *c.comparators)}
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and _INDEX_VARIABLE.match(node.id) and id(node) not in allowed \
+                    and isinstance(node.ctx, ast.Load):
+                return ast.unparse(stmt)
+    return None
+
+
 def narrows(function: ast.FunctionDef) -> bool:
-    """Whether ``function`` (an Inductor kernel) casts its offsets or indices to int64."""
+    """Whether ``function`` (an Inductor kernel) casts its offsets or indices to int64 and uses
+    them only to address memory and to mask (:func:`_index_as_value`): a kernel that computes
+    values from them keeps int64."""
     return PARAM not in {a.arg for a in function.args.args} and any(
-        _is_int64_cast(c) for a in _index_assignments(function) for c in ast.walk(a.value))
+        _is_int64_cast(c) for a in _index_assignments(function) for c in ast.walk(a.value)) \
+        and _index_as_value(function) is None
 
 
 def narrow(function: ast.FunctionDef) -> bool:
@@ -83,7 +142,8 @@ def {HELPER}(*args):
     """The index dtype of one launch: ``tl.int32`` where every offset the kernel can form fits
     32 bits (each tensor argument's extent, from its storage offset, sizes and strides, and each
     integer argument at most {INT32_LIMIT}, 2**31 - 1 less a block's tail), else ``tl.int64``
-    (Inductor's can_use_32bit_indexing, taken per launch)."""
+    (after Inductor's can_use_32bit_indexing, taken per launch; the kernel uses its indices only to
+    address memory and to mask)."""
     for a in args:
         if isinstance(a, torch.Tensor):
             extent = (a.storage_offset() + 1 + sum((s - 1) * abs(st) for s, st in zip(a.shape, a.stride()))

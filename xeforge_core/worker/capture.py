@@ -252,6 +252,8 @@ class LaunchRecorder:
                 return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
             name = getattr(getattr(fn_self, "fn", None), "__name__", None) or type(fn_self).__name__
             constexprs = {k: v for k, v in kwargs.items() if _plain(v)}
+            # a dtype passed as a constexpr (a first version's INDEX_DTYPE) by its name: "int64"
+            constexprs |= {k: str(v) for k, v in kwargs.items() if hasattr(v, "primitive_bitwidth")}
             bound = bound_arguments(fn_self, args, kwargs)
             resolved = resolve_grid(fn_self, args, kwargs, grid, bound)
             largest, f32, nbytes = _arg_facts(fn_self, args, kwargs)

@@ -447,7 +447,9 @@ def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Fi
     tf32_by_kernel: dict[tuple[str, tuple], list[str]] = {}
     for rec in launches:
         src = jit_sources.get(rec.kernel, "")
-        if rec.largest_arg and rec.largest_arg[1] > INT32_LIMIT and "int64" not in src:
+        # int64 offsets: written in the kernel, or a dtype the launch passes (a first version's INDEX_DTYPE)
+        wide = "int64" in src or "int64" in rec.constexprs.values()
+        if rec.largest_arg and rec.largest_arg[1] > INT32_LIMIT and not wide:
             name, n = rec.largest_arg
             found[("int32_offset_overflow", rec.kernel)] = Finding(
                 "int32_offset_overflow", f"kernel {rec.kernel}: argument {name} has {n} elements, past 2^31 - 1, "

@@ -15,18 +15,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 _CHILD = r"""
-import json, os, sys, tempfile, types
+import json, sys, types
 import torch
 from xeforge_core.worker.inputs import module_overrides
-src, overrides = json.load(sys.stdin)
+path, overrides = json.load(sys.stdin)
+src = open(path, encoding="utf-8").read()
 # the verifier's own override of the size constants, which re-evaluates the values derived from
 # them (bias_shape = (out_channels, 1, 1, 1)) from the module's file
-fd, path = tempfile.mkstemp(suffix=".py")
-with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write(src)
 out = []
 for ov in overrides:
     state_b = largest = None
@@ -45,7 +45,6 @@ for ov in overrides:
     except Exception:
         pass
     out.append([state_b, largest])
-os.unlink(path)
 print(json.dumps(out))
 """
 
@@ -60,12 +59,16 @@ def meta_sizes(source: str, overrides: list[dict[str, Any]], timeout_s: float = 
     bytes) or the forward cannot run there (the largest tensor: an op without a meta kernel, an
     input moved with ``.cuda()``); all ``None`` when the child fails or passes ``timeout_s``
     seconds."""
-    try:
-        done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps([source, overrides], default=list),
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
-        got = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
-    except (subprocess.TimeoutExpired, ValueError, IndexError):
-        got = None
+    with tempfile.TemporaryDirectory() as tmp:   # the module's file, removed however the child ends
+        path = Path(tmp) / "problem.py"
+        path.write_text(source, encoding="utf-8")
+        try:
+            done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps([str(path), overrides], default=list),
+                                  capture_output=True, text=True, timeout=timeout_s, check=False)
+            got = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() \
+                else None
+        except (subprocess.TimeoutExpired, ValueError, IndexError):
+            got = None
     if not isinstance(got, list) or len(got) != len(overrides):
         return [(None, None)] * len(overrides)
 

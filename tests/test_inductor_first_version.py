@@ -389,3 +389,47 @@ def test_the_index_width_is_chosen_at_each_launch():
     module["index_dtype"] = lambda *args: tl.int64
     wide = module["ModelNew"]()(x)
     assert torch.equal(narrow, wide) and torch.allclose(narrow, torch.cumsum(x, dim=1), atol=1e-4)
+
+
+def test_a_kernel_that_computes_values_from_its_indices_keeps_int64():
+    """Inductor forms values from indices (``torch.arange(n) * n``, a linear index as a float) in the
+    index dtype: in int32 ``ks0 * x0`` wraps where each size fits, so such a kernel is not narrowed.
+    A comparison of an index with sizes (a looped scan picking its carry) is no such value."""
+    from xeforge_core.inductor import index_width
+
+    head = ("def k(in_ptr0, out_ptr0, ks0, xnumel, XBLOCK: tl.constexpr):\n"
+            "    xoffset = tl.program_id(0).to(tl.int64) * XBLOCK\n"
+            "    xindex = xoffset + tl.arange(0, XBLOCK)[:].to(tl.int64)\n"
+            "    xmask = xindex < xnumel\n    x0 = xindex % ks0\n    x2 = xindex\n"
+            "    tmp0 = tl.load(in_ptr0 + x2, xmask)\n")
+    cases = {
+        "    tmp1 = (ks0 * x0).to(tl.int64)\n    tl.store(out_ptr0 + x2, tmp0 + tmp1, xmask)\n": False,
+        "    tmp1 = x0.to(tl.float32)\n    tl.store(out_ptr0 + x2, tmp0 * tmp1, xmask)\n": False,
+        "    tl.store(out_ptr0 + x2, tl.where(x0 < ks0 * ks0, tmp0, 0.0), xmask)\n": False,
+        "    tl.store(out_ptr0 + x2, tl.where(x0 == ks0 - 1, tmp0, 0.0), xmask)\n": True,
+        "    tl.store(out_ptr0 + (x0 + ks0 * x2), tmp0 * 2.0, xmask)\n": True,
+    }
+    for tail, narrowed in cases.items():
+        fn = ast.parse(head + tail).body[0]
+        assert index_width.narrows(fn) is narrowed, tail
+        assert index_width.narrow(fn) is narrowed and ("INDEX_DTYPE" in ast.unparse(fn)) is narrowed, tail
+
+
+def test_an_input_of_another_layout_is_put_in_the_layout_the_kernels_index():
+    """Inductor's kernels index each input with the strides it asserted at the trace: a transposed
+    view given to the first version is copied into that layout first (it was read as the traced
+    layout and silently wrong), and an input already in it is not copied."""
+    import torch
+
+    cap = load_capture(FIX / "row_cumsum.capture.json")
+    fv = convert(cap, (FIX / "row_cumsum.py").read_text())
+    assert "x = as_layout(x, (s77, s27), (s27, 1))" in fv.source and "assert_size_stride" not in fv.source
+    module: dict = {}
+    exec(compile(fv.source, "first_version.py", "exec"), module)
+    x = torch.randn(1500, 3).t()
+    assert not x.is_contiguous()
+    assert torch.allclose(module["ModelNew"]()(x), torch.cumsum(x, dim=1), atol=1e-4)
+    same = torch.randn(3, 70)
+    assert module["as_layout"](same, (3, 70), (70, 1)) is same
+    row = same[:1]   # a dimension of one element: its stride does not matter
+    assert module["as_layout"](row, (1, 70), (999, 1)) is row

@@ -14,7 +14,8 @@ GEMM kernel written next to Inductor's (:mod:`xeforge_core.inductor.gemm`), the 
 library calls (``convolution``, ``_int_mm``, ``aten`` ops) as the torch functions they are, and
 each kernel launched with its own grid and block sizes (:mod:`xeforge_core.inductor.launch`)
 and the index dtype its arguments allow (int32 where every offset fits, int64 past it:
-:mod:`xeforge_core.inductor.index_width`).
+:mod:`xeforge_core.inductor.index_width`); each input whose layout Inductor asserted is put in
+that layout first (:mod:`xeforge_core.inductor.layout`).
 Nothing in it imports ``torch._inductor``.
 
 Rewriting uses :mod:`ast` on Inductor's code; nothing is executed here.
@@ -29,7 +30,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from xeforge_core.inductor import gemm, index_width, shims
+from xeforge_core.inductor import gemm, index_width, layout, shims
 from xeforge_core.inductor.capture import Capture
 from xeforge_core.inductor.kernels import InductorCodeError, Kernel, OutputCode, read_output_code
 from xeforge_core.inductor.launch import plan_launch
@@ -42,7 +43,7 @@ EXTERN_TORCH: dict[str, str] = {
     "_int_mm": "torch._int_mm",
 }
 
-_DROP_CALLS = {"assert_size_stride", "assert_alignment", "start_graph", "end_graph", "run_intermediate_hooks",
+_DROP_CALLS = {"assert_alignment", "start_graph", "end_graph", "run_intermediate_hooks",
                "torch.cuda.set_device", "torch.xpu.set_device"}
 _EMPTY = re.compile(r"^empty_strided_(cpu|cuda|xpu|mtia)$")
 
@@ -406,6 +407,8 @@ def _host_statement(stmt: ast.stmt, rewrite: _HostRewrite, code: OutputCode, ren
             return []
         if func.endswith(".run") and func[:-4] in code.kernels:
             return _launch(stmt.value, func[:-4], rewrite, code, renamed, launched)
+        if func == "assert_size_stride":   # the layout the kernels index: restored (layout.py)
+            return _restride(stmt.value, rewrite)
     if isinstance(stmt, ast.Assign) and _call_name(stmt.value) == "get_raw_stream":
         return []
     if isinstance(stmt, ast.Delete):
@@ -417,6 +420,16 @@ def _host_statement(stmt: ast.stmt, rewrite: _HostRewrite, code: OutputCode, ren
         return [_return(stmt, rewrite, capture)]
     new = rewrite.visit(ast.parse(ast.unparse(stmt)).body[0])
     return ast.unparse(new).splitlines()
+
+
+def _restride(call: ast.Call, rewrite: _HostRewrite) -> list[str]:
+    """``x = as_layout(x, sizes, strides)`` for Inductor's ``assert_size_stride(x, sizes, strides)``
+    where ``x`` is a local name in ``forward`` (an input or a parameter bound to a local); nothing
+    for another expression."""
+    args = [ast.unparse(rewrite.visit(ast.parse(ast.unparse(a), mode="eval").body)) for a in call.args[:3]]
+    if len(args) < 3 or not args[0].isidentifier():
+        return []
+    return [f"{args[0]} = {layout.HELPER}({args[0]}, {args[1]}, {args[2]})"]
 
 
 def _launch(call: ast.Call, inductor_name: str, rewrite: _HostRewrite, code: OutputCode, renamed: dict[str, str],
@@ -498,11 +511,13 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
     forward = (f"    def forward({params}):\n        \"\"\"{doc}\"\"\"\n"
                + "".join(f"        {ln}\n" for ln in lines))
     narrowed = any(index_width.narrows(k.function) for k in code.kernels.values())
-    if narrowed and index_width.HELPER in taken:
-        raise InductorCodeError(f"the problem module defines {index_width.HELPER}, the name of the first version's "
-                                "index-width helper")
+    restrided = f"{layout.HELPER}(" in forward
+    helpers_used = [h for h, used in ((index_width.HELPER, narrowed), (layout.HELPER, restrided)) if used]
+    for name in helpers_used:
+        if name in taken:
+            raise InductorCodeError(f"the problem module defines {name}, the name of a helper of the first version")
     unknown = _undefined_names("class _C:\n" + forward, {"torch", "triton", "math", launcher, *renamed.values(),
-                                                          *([index_width.HELPER] if narrowed else [])})
+                                                          *helpers_used})
     if unknown:
         raise InductorCodeError(f"the host code uses {', '.join(unknown)}, which the first version does not define")
     header = [
@@ -524,7 +539,8 @@ def convert(capture: Capture, problem_source: str) -> FirstVersion:
         header.append("from triton.language.extra import libdevice")
     before, model_class, after = _split_model(problem_source, forward)
     kernels = "\n\n\n".join(([shims.helpers_source(helpers).strip()] if helpers else []) + kernel_sources
-                             + ([index_width.HELPER_SOURCE.strip()] if narrowed else []))
+                             + ([index_width.HELPER_SOURCE.strip()] if narrowed else [])
+                             + ([layout.HELPER_SOURCE.strip()] if restrided else []))
     sections = [("# ---- Triton kernels (TorchInductor) " + "-" * 50, kernels)] if kernels else []
     if config is not None:
         sections.append((f"# ---- matrix products: a Triton GEMM kernel (tiles from the {config.origin})",

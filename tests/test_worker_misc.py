@@ -362,3 +362,46 @@ def test_an_allowance_does_not_excuse_an_unstable_float32_softmax_on_shifted_inp
                             allow_precision=["fp16-accumulation"])
     verdict = verify(problem, (fixtures / "row_softmax_naive.py").read_text(), device="cpu", options=options)
     assert verdict.kind.value == "wrong_answer" and "shifted inputs" in verdict.reason, verdict.reason
+
+
+def test_a_torch_module_given_shapes_that_do_not_fit_is_the_problems_fault():
+    """A problem whose ``get_inputs()`` gives ``nn.Conv2d`` a 2-D tensor fails inside torch's own
+    ``conv.py``, below the problem's ``forward``: that is the problem's fault (bad input, exit 2),
+    not the environment's; torch's device faults raised there stay the environment's."""
+    from xeforge_core.verdict import Verdict, VerdictKind
+    from xeforge_core.verify import problem_fault
+
+    tb = ('Traceback (most recent call last):\n'
+          '  File "/x/xeforge_core/worker/run.py", line 10, in call\n    out = model(*inputs)\n'
+          '  File "/tmp/p/job/src/baseline/prob.py", line 9, in forward\n    return self.conv(x)\n'
+          '  File "/v/site-packages/torch/nn/modules/module.py", line 1775, in _call_impl\n'
+          '    return forward_call(*args, **kwargs)\n'
+          '  File "/v/site-packages/torch/nn/modules/conv.py", line 548, in _conv_forward\n'
+          '    return F.conv2d(\n')
+    rank = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=tb + (
+        "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [3, 16]"))
+    assert problem_fault(rank) and "Expected 3D" in problem_fault(rank)
+    fault = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=tb + "RuntimeError: CUDA error: misaligned address")
+    other = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=tb + "RuntimeError: cuDNN returned no algorithm")
+    assert problem_fault(fault) is None and problem_fault(other) is None
+    # torch's frames only, with no frame of the problem's above them: not the problem's
+    alone = Verdict(kind=VerdictKind.RUNTIME_ERROR, error_text=(
+        'Traceback (most recent call last):\n  File "/v/site-packages/torch/nn/modules/conv.py", line 548, in f\n'
+        '    return F.conv2d(\nRuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d'))
+    assert problem_fault(alone) is None
+
+
+def test_verify_names_a_conv_given_the_wrong_rank_as_bad_input(tmp_path, capsys):
+    from xeforge_core.cli import main
+
+    (tmp_path / "prob.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 4, 3)\n\n"
+        "    def forward(self, x):\n        return self.conv(x)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(3, 16)]\n\n\ndef get_init_inputs():\n    return []\n")
+    (tmp_path / "cand.py").write_text((tmp_path / "prob.py").read_text().replace("class Model", "class ModelNew"))
+    code = main(["verify", str(tmp_path / "prob.py"), str(tmp_path / "cand.py"), "--device", "cpu", "--no-cache",
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2, out["reason"]
+    assert out["reason"].startswith("the problem's own code failed") and "conv2d" in out["reason"]

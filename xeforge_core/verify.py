@@ -939,6 +939,8 @@ _ENVIRONMENT_WORDS = ("CUDA", "cuda", "cuDNN", "CUBLAS", "cublas", "driver", "ou
 #: ``.../job/src/candidate/k.py``, ``/tmp/xeforge-baseline-x/src/inputs/p.py``
 _JOB_SOURCE_RE = re.compile(r"[^\s\"']*/src/(baseline|candidate|reference|inputs|binding)/([^\s\"'/]+)")
 _PROBLEM_LABELS = ("baseline", "reference", "inputs", "binding")
+#: a frame in torch's own Python package (``.../site-packages/torch/nn/modules/conv.py``)
+_TORCH_FRAME_RE = re.compile(r"/torch/[^\s\"']+\.py$")
 
 
 def problem_fault(base: Verdict) -> str | None:
@@ -949,7 +951,9 @@ def problem_fault(base: Verdict) -> str | None:
     device, :data:`_LACKING_EXCEPTIONS`, :data:`_ENVIRONMENT_WORDS`), and either that frame's line
     is a ``raise`` statement (the problem raised it itself) or the exception is one of
     :data:`_PROBLEM_EXCEPTIONS` (a ``RuntimeError`` of torch's only where it says the shapes do
-    not fit: torch raises the device's faults as ``RuntimeError`` from the problem's line too). A
+    not fit: torch raises the device's faults as ``RuntimeError`` from the problem's line too).
+    Frames in torch's own package below the problem's last frame count as the problem's line (a
+    module such as ``nn.Conv2d`` called with a 2-D input raises inside torch). A
     raise on a redraw the verifier made never gets here: that redraw is skipped
     (``worker.domain``)."""
     if _fault_at_any_size(base):
@@ -960,12 +964,18 @@ def problem_fault(base: Verdict) -> str | None:
     last = next((ln.strip() for ln in reversed(base.error_text.strip().splitlines())
                  if re.match(r"^[A-Za-z_.]+(Error|Exception)\b", ln.strip())), "")
     kind = last.split(":", 1)[0].rsplit(".", 1)[-1]
+    in_torch = False
+    # torch's own frames below the problem's last one (nn.Conv2d given a 2-D input raises in
+    # torch/nn/modules/conv.py): the problem called torch with what does not fit
+    while frames and _TORCH_FRAME_RE.search(frames[-1].group(1)) and len(frames) > 1:
+        frames.pop()
+        in_torch = True
     where = _JOB_SOURCE_RE.search(frames[-1].group(1)) if frames else None
     if where is None or where.group(1) not in _PROBLEM_LABELS or not last or kind in _LACKING_EXCEPTIONS:
         return None
     if any(w in last for w in _ENVIRONMENT_WORDS):
         return None
-    if frames[-1].group(2).strip().startswith("raise "):
+    if not in_torch and frames[-1].group(2).strip().startswith("raise "):
         return last
     if kind not in _PROBLEM_EXCEPTIONS:
         return None

@@ -433,3 +433,29 @@ def test_an_input_of_another_layout_is_put_in_the_layout_the_kernels_index():
     assert module["as_layout"](same, (3, 70), (70, 1)) is same
     row = same[:1]   # a dimension of one element: its stride does not matter
     assert module["as_layout"](row, (1, 70), (999, 1)) is row
+
+
+def test_a_constructor_float_written_into_the_kernels_is_checked_in_forward(tmp_path):
+    """Dynamo makes a float the constructor takes (``divisor``) a constant of the kernels; the first
+    version keeps ``Model.__init__``, so ``ModelNew(..., divisor=4.0)`` would compute with 2.0,
+    silently. Generation notes Dynamo's constant guards, and ``forward`` refuses another value by
+    name; the value it was generated for runs."""
+    import torch
+
+    source = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+              "    def __init__(self, divisor, slope):\n        super().__init__()\n"
+              "        self.divisor = divisor\n        self.slope = slope\n        self.unused = 0.5\n\n"
+              "    def forward(self, x):\n"
+              "        return torch.nn.functional.leaky_relu(x / self.divisor, negative_slope=self.slope)\n\n\n"
+              "def get_inputs():\n    return [torch.randn(4, 37)]\n\n\n"
+              "def get_init_inputs():\n    return [2.0, 0.01]\n")
+    cap = capture(source, name="divide_leaky")
+    assert cap.constants == {"self.divisor": 2.0, "self.slope": 0.01}   # not the unused attribute
+    fv = convert(cap, source)
+    module: dict = {}
+    exec(compile(fv.source, "first_version.py", "exec"), module)
+    x = torch.randn(4, 37)
+    want = torch.nn.functional.leaky_relu(x / 2.0, negative_slope=0.01)
+    assert torch.allclose(module["ModelNew"](2.0, 0.01)(x), want)
+    with pytest.raises(ValueError, match=r"generated for self\.divisor == 2\.0 .*got 4\.0"):
+        module["ModelNew"](4.0, 0.01)(x)

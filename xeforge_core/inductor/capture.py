@@ -53,7 +53,9 @@ class Capture:
     empty when every size of the problem is a symbol of the code). ``size_hints``: the published
     sizes Inductor's heuristics were given as the hints of the traced ones (``{"input 0 dim 1":
     32768}``; empty when traced at the published size or when they could not be had, and then
-    ``size_hints_note`` says why).
+    ``size_hints_note`` says why). ``constants``: the model's attributes the trace read as
+    constants of the code (``{"self.divisor": 2.0}``: Dynamo's constant guards; a float the
+    constructor takes is written into the kernels).
     """
 
     problem: str
@@ -70,6 +72,7 @@ class Capture:
     source_sha256: str = ""
     size_hints: dict[str, int] = field(default_factory=dict)
     size_hints_note: str = ""
+    constants: dict[str, float | int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -162,4 +165,5 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
                    torch=result.get("torch", ""), triton=result.get("triton", ""), overrides=dict(overrides or {}),
                    specialised=dict(result.get("specialised") or {}), source_sha256=source_digest(source),
                    size_hints=dict(result.get("size_hints") or {}),
-                   size_hints_note=str(result.get("size_hints_note") or ""))
+                   size_hints_note=str(result.get("size_hints_note") or ""),
+                   constants=dict(result.get("constants") or {}))

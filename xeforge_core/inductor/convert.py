@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 import io
+import math
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -376,14 +377,22 @@ def _host_body(code: OutputCode, capture: Capture, renamed: dict[str, str], laun
 
 
 def _size_guards(capture: Capture) -> list[str]:
-    """Host lines that refuse sizes the code was not generated for: the sizes TorchInductor
-    fixed to their traced value (``Capture.specialised``), each checked with a message that
-    names it, so that another size is a clear error, never a wrong answer."""
+    """Host lines that refuse sizes and constants the code was not generated for: the sizes
+    TorchInductor fixed to their traced value (``Capture.specialised``) and the model's numbers it
+    wrote into the kernels (``Capture.constants``: ``self.divisor``), each checked with a message
+    that names it, so that another size or constructor argument is a clear error, never a wrong
+    answer."""
     lines = []
     for expr, value in sorted(capture.specialised.items()):
         message = (f"this first version was generated for {expr} == {value} (TorchInductor fixed that size); "
                    f"got {{{expr}}}: generate it again at this size")
         lines += [f"if {expr} != {int(value)}:", f"    raise ValueError(f{message!r})"]
+    for expr, number in sorted(capture.constants.items()):
+        if isinstance(number, float) and not math.isfinite(number):
+            continue   # nan, inf: not written as a literal to compare with
+        message = (f"this first version was generated for {expr} == {number!r} (TorchInductor wrote it into the "
+                   f"kernels as a constant); got {{{expr}!r}}: generate it again for this value")
+        lines += [f"if {expr} != {number!r}:", f"    raise ValueError(f{message!r})"]
     return lines
 
 

@@ -219,6 +219,33 @@ def _fall_back_on_size_guards() -> None:
                 lowering.lowerings[overload] = lowering.fallback_handler(packet.default, add_to_fallback_set=False)
 
 
+_MODULE_KEY = re.compile(r"\._modules\[['\"](\w+)['\"]\]")
+
+
+def _constant_guards(model: Any) -> dict[str, float | int]:
+    """``{"self.divisor": 2.0}``: the model's numeric attributes Dynamo has guarded as constants
+    so far in this trace (``CONSTANT_MATCH`` / ``EQUALS_MATCH`` on ``L['self']...``, read from the
+    tracing context while the backend runs; booleans left out), with their values on ``model``.
+    ``specialize_float`` makes a float the constructor takes a constant of the kernels; the first
+    version checks it in ``forward``."""
+    import torch
+
+    ctx = torch._guards.TracingContext.try_get()
+    guards = getattr(getattr(ctx, "guards_context", None), "dynamo_guards", None) or []
+    out: dict[str, float | int] = {}
+    for g in guards:
+        kind = g.create_fn_name() if hasattr(g, "create_fn_name") else ""
+        name = _MODULE_KEY.sub(r".\1", str(getattr(g, "name", ""))).replace("L['self']", "self", 1)
+        if kind not in ("CONSTANT_MATCH", "EQUALS_MATCH") or not re.fullmatch(r"self(\.[A-Za-z_]\w*)+", name):
+            continue
+        value: Any = model
+        for attr in name.split(".")[1:]:
+            value = getattr(value, attr, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = value
+    return out
+
+
 def _index_in_64_bits() -> None:
     """Make every generated kernel index in int64 (this process only).
 
@@ -441,11 +468,14 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         sized.extend(_symbolic_sizes(gm, graphs[-1]))
         static.update(_static_sizes(gm, graphs[-1]))
         envs.append(_shape_env())
+        constants.update(_constant_guards(model))
         return compile_fx(gm, example_inputs)
 
     def save(code: str) -> None:
         codes.append(code)
         raise _Captured()
+
+    constants: dict[str, Any] = {}
 
     def trace() -> BaseException | None:
         torch._dynamo.reset()
@@ -483,7 +513,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     return {"ok": True, "output_code": codes[0], "graph_inputs": graphs[0], "outputs": structure,
             "specialised": {**static, **_specialised(sized, envs[0] if envs else None)},
             "forward_params": forward_params, "device": device, "generated_for": generated_for,
-            "size_hints": hinted, "size_hints_note": hints_note,
+            "size_hints": hinted, "size_hints_note": hints_note, "constants": constants,
             "torch": torch.__version__, "triton": triton.__version__}
 
 

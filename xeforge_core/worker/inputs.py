@@ -88,6 +88,10 @@ TIED = (TIES, "zeros")
 #: pass 88.7, where float32's exp overflows (a row's maximum then matters, and a large negative
 #: overflows ``exp(-x)``), and stay finite in float16 (65504) and bfloat16.
 SPREAD_DECADES = (-2.0, 3.0)
+#: The decades the ``mixed`` distribution's magnitudes span: 10**-3 to 10**1.
+MIXED_DECADES = (-3.0, 1.0)
+#: The distributions drawn as sign * 10**u, u uniform in their decades.
+_DECADES = {"mixed": MIXED_DECADES, "spread": SPREAD_DECADES}
 #: Every index along a dimension congruent to 1 modulo this is zero in the ``zeros`` distribution
 #: (whole rows, columns and samples), and one in ``ZERO_ODDS`` of the other elements.
 ZERO_STRIDE = 4
@@ -183,20 +187,16 @@ def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: to
         return torch.randint(int(lo), int(hi), shape, generator=gen, dtype=torch.int64).to(dtype)
     if distribution == "uniform":
         x = torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1
-    elif distribution == "mixed":
-        mag = 10 ** (torch.rand(shape, generator=gen, dtype=torch.float32) * 4 - 3)
-        sign = torch.randint(0, 2, shape, generator=gen).float() * 2 - 1
-        x = mag * sign
+    elif distribution in _DECADES:
+        lo, hi = _DECADES[distribution]
+        mag = 10 ** (torch.rand(shape, generator=gen, dtype=torch.float32) * (hi - lo) + lo)
+        x = mag * (torch.randint(0, 2, shape, generator=gen).float() * 2 - 1)
     elif distribution in ("normal", "module"):
         x = torch.randn(shape, generator=gen, dtype=torch.float32)
     elif distribution == "shifted":
         x = torch.randn(shape, generator=gen, dtype=torch.float32) + SHIFTED_MEAN
     elif distribution == "ties":
         x = (torch.randint(-TIE_LEVELS // 2, TIE_LEVELS // 2, shape, generator=gen).float() + 0.5) * (2 / TIE_LEVELS)
-    elif distribution == "spread":
-        lo, hi = SPREAD_DECADES
-        mag = 10 ** (torch.rand(shape, generator=gen, dtype=torch.float32) * (hi - lo) + lo)
-        x = mag * (torch.randint(0, 2, shape, generator=gen).float() * 2 - 1)
     elif distribution == "zeros":
         x = _zero_out_(torch.randn(shape, generator=gen, dtype=torch.float32), gen)
     else:
@@ -344,8 +344,8 @@ def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Ten
         return t
     if distribution == "zeros":
         return _zero_out_(t.normal_(0.0, 1.0, generator=gen), gen)
-    if distribution in ("spread", "mixed"):
-        return _signed_decades_(t, *(SPREAD_DECADES if distribution == "spread" else (-3.0, 1.0)), gen)
+    if distribution in _DECADES:
+        return _signed_decades_(t, *_DECADES[distribution], gen)
     raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})", problem=False)
 
 

@@ -967,7 +967,7 @@ def problem_fault(base: Verdict) -> str | None:
     in_torch = False
     # torch's own frames below the problem's last one (nn.Conv2d given a 2-D input raises in
     # torch/nn/modules/conv.py): the problem called torch with what does not fit
-    while frames and _TORCH_FRAME_RE.search(frames[-1].group(1)) and len(frames) > 1:
+    while len(frames) > 1 and _TORCH_FRAME_RE.search(frames[-1].group(1)):
         frames.pop()
         in_torch = True
     where = _JOB_SOURCE_RE.search(frames[-1].group(1)) if frames else None

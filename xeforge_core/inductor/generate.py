@@ -462,6 +462,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     sized: list[tuple[dict[str, Any], Any]] = []
     static: dict[str, int] = {}
     envs: list[Any] = []
+    constants: dict[str, Any] = {}
 
     def backend(gm: Any, example_inputs: list[Any]) -> Any:
         graphs.append(_bindings(gm, example_inputs, model, inputs, forward_params))
@@ -474,8 +475,6 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     def save(code: str) -> None:
         codes.append(code)
         raise _Captured()
-
-    constants: dict[str, Any] = {}
 
     def trace() -> BaseException | None:
         torch._dynamo.reset()
@@ -502,6 +501,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
             for found in (graphs, codes, sized, envs):
                 found.clear()
             static.clear()
+            constants.clear()   # the retried trace's own guards, not the failed one's
             failure = trace()
     finally:
         GraphLowering.save_output_code = saved_hook  # type: ignore[assignment]

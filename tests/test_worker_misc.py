@@ -226,19 +226,25 @@ def test_outputs_with_no_element_make_correctness_inconclusive(tmp_path):
     assert "has no element" in verdict.reason and "nothing was compared" in verdict.reason
 
 
+def _verify_against_itself(tmp_path, capsys, problem: str) -> tuple[int, dict]:
+    """``xeforge verify --json`` of the problem module ``problem`` with its own Model as the
+    candidate (renamed ModelNew): the exit status and the verdict."""
+    from xeforge_core.cli import main
+
+    (tmp_path / "prob.py").write_text(problem)
+    (tmp_path / "cand.py").write_text(problem.replace("class Model", "class ModelNew"))
+    code = main(["verify", str(tmp_path / "prob.py"), str(tmp_path / "cand.py"), "--device", "cpu", "--no-cache",
+                 "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
 def test_a_problem_whose_own_code_raises_is_bad_input_naming_its_line(tmp_path, capsys):
     """``get_inputs()`` using an undefined name is the problem file's fault, not the environment's:
     the verdict says so with the line, and ``xeforge verify`` exits as for bad input (2)."""
-    from xeforge_core.cli import main
-
-    (tmp_path / "prob.py").write_text(
+    code, out = _verify_against_itself(tmp_path, capsys, (
         "import torch\nimport torch.nn as nn\n\nN = 64\n\n\nclass Model(nn.Module):\n"
         "    def forward(self, x):\n        return x * 2.0\n\n\n"
-        "def get_inputs():\n    return [torch.randn(N, M)]\n\n\ndef get_init_inputs():\n    return []\n")
-    (tmp_path / "cand.py").write_text((tmp_path / "prob.py").read_text().replace("class Model", "class ModelNew"))
-    code = main(["verify", str(tmp_path / "prob.py"), str(tmp_path / "cand.py"), "--device", "cpu", "--no-cache",
-                 "--json"])
-    out = json.loads(capsys.readouterr().out)
+        "def get_inputs():\n    return [torch.randn(N, M)]\n\n\ndef get_init_inputs():\n    return []\n"))
     assert code == 2, out["reason"]
     assert out["reason"].startswith("the problem's own code failed") and "NameError" in out["reason"]
     assert "prob.py:13" in out["reason"]
@@ -392,16 +398,10 @@ def test_a_torch_module_given_shapes_that_do_not_fit_is_the_problems_fault():
 
 
 def test_verify_names_a_conv_given_the_wrong_rank_as_bad_input(tmp_path, capsys):
-    from xeforge_core.cli import main
-
-    (tmp_path / "prob.py").write_text(
+    code, out = _verify_against_itself(tmp_path, capsys, (
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 4, 3)\n\n"
         "    def forward(self, x):\n        return self.conv(x)\n\n\n"
-        "def get_inputs():\n    return [torch.randn(3, 16)]\n\n\ndef get_init_inputs():\n    return []\n")
-    (tmp_path / "cand.py").write_text((tmp_path / "prob.py").read_text().replace("class Model", "class ModelNew"))
-    code = main(["verify", str(tmp_path / "prob.py"), str(tmp_path / "cand.py"), "--device", "cpu", "--no-cache",
-                 "--json"])
-    out = json.loads(capsys.readouterr().out)
+        "def get_inputs():\n    return [torch.randn(3, 16)]\n\n\ndef get_init_inputs():\n    return []\n"))
     assert code == 2, out["reason"]
     assert out["reason"].startswith("the problem's own code failed") and "conv2d" in out["reason"]

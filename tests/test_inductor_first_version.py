@@ -391,6 +391,31 @@ def test_the_index_width_is_chosen_at_each_launch():
     assert torch.equal(narrow, wide) and torch.allclose(narrow, torch.cumsum(x, dim=1), atol=1e-4)
 
 
+def test_the_autotune_cache_follows_the_index_width():
+    """Each index width compiles its own kernel: the autotuning stage keys a first version's
+    kernels on ``INDEX_DTYPE`` too, so a config tuned at int32 offsets never serves int64 ones, and
+    the tuned module computes the same values at both widths."""
+    import torch
+    import triton.language as tl
+
+    from xeforge_core.codemods.autotune import add_autotune
+    from xeforge_core.worker.autotune import run_once
+
+    fv = convert(load_capture(FIX / "row_cumsum.capture.json"), (FIX / "row_cumsum.py").read_text())
+    tuned = add_autotune(fv.source, target="cuda")
+    assert tuned.changed and 'key=["xnumel", "r0_numel", "INDEX_DTYPE"]' in tuned.source, tuned.source[:2000]
+    module: dict = {}
+    exec(compile(tuned.source, "tuned.py", "exec"), module)
+    tuner = module["cumsum_kernel"]
+    tuner._do_bench = run_once  # the interpreter has no timer: each config runs once, as in the verifier
+    x = torch.randn(3, 1500)
+    narrow = module["ModelNew"]()(x)
+    module["index_dtype"] = lambda *args: tl.int64
+    wide = module["ModelNew"]()(x)
+    assert sorted(str(key[2]) for key in tuner.cache) == ["int32", "int64"], tuner.cache
+    assert torch.equal(narrow, wide) and torch.allclose(narrow, torch.cumsum(x, dim=1), atol=1e-4)
+
+
 def test_a_kernel_that_computes_values_from_its_indices_keeps_int64():
     """Inductor forms values from indices (``torch.arange(n) * n``, a linear index as a float) in the
     index dtype: in int32 ``ks0 * x0`` wraps where each size fits, so such a kernel is not narrowed.

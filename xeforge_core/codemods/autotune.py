@@ -70,6 +70,7 @@ from xeforge_core.codemods.common import (
     still_parses,
     tight_equal,
 )
+from xeforge_core.inductor.index_width import PARAM as INDEX_DTYPE
 
 NAME = "autotune"
 _BLOCK = re.compile(r"^BLOCK(_[A-Z0-9_]+)?$")
@@ -707,6 +708,11 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
                               "key follows them")
     if not key:
         return f"kernel {name} has no size arguments to key the autotune cache on"
+    if INDEX_DTYPE in constexprs and INDEX_DTYPE not in key:
+        # a first version's offsets are int32 or int64 as each launch's sizes allow
+        # (xeforge_core.inductor.index_width): each width compiles its own kernel, so a config
+        # tuned at one width must not serve the other
+        key.append(INDEX_DTYPE)
     # parameters with defaults that are tuned: remove the default (must not break ordering)
     new_params = []
     seen_default = False

@@ -109,3 +109,19 @@ def test_a_version_verified_with_an_allowance_says_so(tmp_path):
     assert [x["precision"] for x in r["versions"]] == [None, "float32, allowing approx-math (baseline)"]
     assert "- version 1 (`" in markdown_report(s) and "was verified at float32, allowing approx-math (baseline)" \
         in markdown_report(s)
+
+
+def test_an_untimed_session_claims_no_speedup_anywhere(tmp_path):
+    """In Triton's interpreter nothing is timed: the report says "not measured" for the session
+    and for every version, the baseline included (its 1.0 is a definition, not a measurement)."""
+    untimed = Verdict(kind=VerdictKind.OK, steps=[Step("correctness", StepStatus.PASSED)],
+                      device={"type": "cpu", "index": 0, "name": "cpu"})
+    s = Session.create(load_problem(GEMM), workspace=tmp_path, device={"type": "cpu", "index": 0, "name": "cpu"},
+                       target="cuda", plan=["autotuning"])
+    s.approve(s.add_candidate("autotuning", s.source() + "\n# autotune\n", engine="rules", iteration=1,
+                              verdict=untimed).id)
+    r = json_report(s)
+    assert r["speed_measured"] is False and r["cumulative_speedup"] is None
+    assert [v["cumulative_speedup"] for v in r["versions"]] == [None, None]
+    rows = markdown_report(s, r).split("## Versions")[1]
+    assert "1.000x" not in rows and "not measured" in rows

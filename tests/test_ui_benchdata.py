@@ -61,6 +61,19 @@ def test_rows_waterfall_and_roofline() -> None:
     assert dtype == "float32"  # no problem given: the fp32 roof
 
 
+def test_an_untimed_history_shows_no_cumulative_speedup() -> None:
+    """In the interpreter nothing is timed: the baseline's cumulative 1.0 is not shown as a
+    measured 1.000x beside versions that read "not measured"."""
+    from xeforge_core import units
+    from xeforge_core.ui.benchdata import display_rows
+
+    session = _Session(versions=[_V("aaaa1111", 0, "baseline", "baseline", "baseline", None, None, 1.0),
+                                 _V("bbbb2222", 1, "engine", "autotuning", "rules", "ok", None, None)])
+    rows = session_rows(session)
+    assert [r.cumulative for r in rows] == [None, None]
+    assert {d["cumulative"] for d in display_rows(rows)} == {units.MISSING}
+
+
 def test_the_roofline_is_the_targets_on_log_axes_with_its_ridge_and_the_versions() -> None:
     from xeforge_core.knowledge import load_knowledge
     from xeforge_core.ui.charts import RooflinePoint, roofline_figure

@@ -223,6 +223,9 @@ def json_report(session: SessionView) -> dict[str, Any]:
     info = session.info
     speed_measured = any(v["speedup"] is not None for v in versions)
     cumulative = (head.cumulative_speedup if len(history) > 1 else 1.0) if speed_measured else None
+    if not speed_measured:
+        for v in versions:  # the baseline's 1.0 is a definition, not a measurement: claim nothing
+            v["cumulative_speedup"] = None
     try:
         warnings = list(session.problem("head").warnings)
     except Exception as exc:  # a report must not fail on a spec that no longer loads

@@ -48,14 +48,17 @@ class BenchRow:
 def session_rows(session: Any) -> list[BenchRow]:
     """Rows for every version on the session branch (baseline first)."""
     rows: list[BenchRow] = []
-    for v in session.history():
+    history = session.history()
+    # nothing timed (the interpreter): the baseline's 1.0 is a definition, not a measurement
+    measured = any(v.speedup is not None for v in history)
+    for v in history:
         try:
             verdict = session.verdict_of(v.sha)
         except Exception:  # a version without a readable verdict has no numbers
             verdict = None
         base = dict(index=v.index, version=v.short, stage=v.stage or v.kind, engine=v.engine or "",
                     verdict=v.verdict or ("baseline" if v.index == 0 else ""), speedup=v.speedup,
-                    cumulative=v.cumulative_speedup)
+                    cumulative=v.cumulative_speedup if measured else None)
         perf = list(getattr(verdict, "performance", None) or [])
         if not perf:
             rows.append(BenchRow(**base))

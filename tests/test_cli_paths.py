@@ -37,7 +37,7 @@ def _verify(capsys, *argv: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("argv,says", [
-    (["probem.py", "cand.py"], "probem.py: kernel module file not found; did you mean problem.py?"),
+    (["probem.py", "cand.py"], "probem.py: kernel or problem module file not found; did you mean problem.py?"),
     (["problem.py", "cnad.py"], "cnad.py: candidate file not found; did you mean cand.py?"),
     (["problem.py", "cand.py", "--spec", "problme.yaml"], "problme.yaml: spec file not found; did you mean problem.yaml?"),
 ])

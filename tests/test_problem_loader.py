@@ -332,7 +332,7 @@ def test_syntax_error_names_file_and_line(tmp_path):
 def test_empty_non_utf8_huge_and_missing_files(tmp_path):
     empty = tmp_path / "empty.py"
     empty.write_text("\n\n")
-    with pytest.raises(ProblemError, match="empty.py: kernel module is empty"):
+    with pytest.raises(ProblemError, match="empty.py: kernel or problem module is empty"):
         load_problem(empty)
     binary = tmp_path / "bin.py"
     binary.write_bytes(b"class Model:\n    x = '\xff\xfe'\n")

@@ -183,7 +183,7 @@ def load_problem(kernel_path: str | Path, spec_path: str | Path | None = None,
     if kp.suffix.lower() in formats.spec_suffixes() and kp.is_file():
         raise ProblemError(f"the kernel module is a spec (a {kp.suffix} file), expected the Triton kernel's "
                            "Python module (.py); its spec is found next to it, or given with --spec", file=kp)
-    source = _read(kp, "kernel module")
+    source = _read(kp, "kernel or problem module")
     sp = Path(spec_path) if spec_path is not None else find_spec(kp)
     spec_text = _read(sp, "spec") if sp is not None else None
     rp = Path(reference_path) if reference_path is not None else None

@@ -37,7 +37,7 @@ def _rows() -> list[BatchRow]:
                     status={"portability": "approved", "dtype_fix": "approved"},
                     verdicts={"portability": "ok", "dtype_fix": "ok"},
                     speedups={"portability": None, "dtype_fix": 2.5}, final_speedup=2.5, speed_measured=True,
-                    seconds=12.3, host="gpu-a", attempts=2)
+                    seconds=12.3, host="gpu-a", attempts=2, not_triton=["torch.addmm", "torch.convolution"])
     good.record_jobs([{"role": "baseline", "device": "gpu-a/cuda:1", "start": 1.0, "end": 2.0},
                       {"role": "timing", "device": "gpu-a/cuda:0", "start": 3.0, "end": 4.0}])
     bad = BatchRow(kernel="a_bad", stages=["dtype_fix"], status={"dtype_fix": "failed"}, verdicts={"dtype_fix": "-"},
@@ -60,10 +60,31 @@ def test_summary_round_trips_through_json_and_csv(tmp_path):
     csv_rows = {r.kernel: r for r in read_summary(out)}
     for name in ("a_bad", "b_gemm"):
         a, b = csv_rows[name], back[name]
-        assert (a.stages, a.status, a.verdicts, a.error, a.final_speedup, a.attempts, a.host) == \
-               (b.stages, b.status, b.verdicts, b.error, b.final_speedup, b.attempts, b.host)
+        assert (a.stages, a.status, a.verdicts, a.error, a.final_speedup, a.attempts, a.host, a.not_triton) == \
+               (b.stages, b.status, b.verdicts, b.error, b.final_speedup, b.attempts, b.host, b.not_triton)
     assert csv_rows["b_gemm"].speedups["dtype_fix"] == 2.5 and csv_rows["b_gemm"].timing_devices == ["gpu-a/cuda:0"]
     assert read_summary(tmp_path / "none.csv") == []
+
+
+def test_a_first_versions_library_calls_reach_the_batch_row():
+    """The batch row names what a plain-PyTorch problem's first version left to torch library
+    calls, read from the first version's candidate as the run kept it."""
+    from types import SimpleNamespace
+
+    from xeforge_core.inductor.capture import load_capture
+    from xeforge_core.inductor.convert import convert
+    from xeforge_core.inductor.first_version import FIRST_VERSION, _candidate, library_calls_noted
+    from xeforge_core.pipeline.first_version import first_version_notes
+
+    fix = ROOT / "tests" / "fixtures" / "inductor"
+    fv = convert(load_capture(fix / "linear_bias_relu.capture.json"), (fix / "linear_bias_relu.py").read_text())
+    attempt = SimpleNamespace(candidate=_candidate(fv, fv.source))
+    outcomes = [SimpleNamespace(stage=FIRST_VERSION, attempts=[attempt, attempt]),
+                SimpleNamespace(stage="autotuning", attempts=[SimpleNamespace(candidate=SimpleNamespace(notes=["x"]))])]
+    notes = first_version_notes(outcomes)
+    assert notes[0] == "not Triton yet (torch library calls): torch.addmm" and len(notes) == len(set(notes))
+    assert library_calls_noted(notes) == ["torch.addmm"]
+    assert library_calls_noted([]) == []
 
 
 def test_an_unreadable_summary_is_named(tmp_path):

@@ -55,7 +55,9 @@ class BatchRow:
     times it was started (more than 1 when a Ray task was retried after its worker or node
     died); ``jobs`` one entry per verification worker job (``role``, ``device`` as
     ``"<host>/<type>:<physical index>"``, ``start``/``end`` in seconds since the epoch), and
-    ``timing_devices`` the devices its timing jobs ran on.
+    ``timing_devices`` the devices its timing jobs ran on. ``not_triton``: the torch library
+    calls a plain-PyTorch problem's first version (TorchInductor's) left in, not Triton yet
+    (``["torch.convolution"]``; empty for a Triton kernel or a first version of Triton only).
     """
 
     kernel: str
@@ -79,6 +81,7 @@ class BatchRow:
     attempts: int = 1
     timing_devices: list[str] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
+    not_triton: list[str] = field(default_factory=list)
 
     @property
     def ran(self) -> bool:
@@ -94,7 +97,7 @@ class BatchRow:
                 "calls": dict(self.calls), "final_call": self.final_call, "intervals": dict(self.intervals),
                 "host": self.host,
                 "attempts": self.attempts, "timing_devices": list(self.timing_devices),
-                "jobs": [dict(j) for j in self.jobs]}
+                "jobs": [dict(j) for j in self.jobs], "not_triton": list(self.not_triton)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BatchRow:
@@ -277,6 +280,8 @@ def optimize_one(
     optimize``); ``engine_factory(target)`` builds the engine (default: ``service.make_engine(engine_name)``).
     Never raises for a bad kernel: the row's ``error`` says what went wrong."""
     from xeforge_core.devices import DeviceInfo, detect_device
+    from xeforge_core.inductor.first_version import library_calls_noted
+    from xeforge_core.pipeline.first_version import first_version_notes
     from xeforge_core.pipeline.loop import DEFAULT_MIN_SPEEDUP, LoopOptions
     from xeforge_core.problem import load_problem
     from xeforge_core.service import make_engine, replan_after_first_version, run_session, start_session
@@ -324,6 +329,7 @@ def optimize_one(
                 row.status[sid] = session.stages.get(sid, {}).get("status", "pending")
                 row.verdicts[sid] = "-"
                 row.speedups[sid] = None
+        row.not_triton = library_calls_noted(first_version_notes(outcomes))
         row.final_speedup = data["cumulative_speedup"]
         row.final_call = data.get("cumulative_call")
         row.speed_measured = bool(data["speed_measured"])
@@ -412,12 +418,13 @@ def csv_columns(rows: list[BatchRow]) -> list[str]:
     """The CSV header for ``rows``: kernel, device, stages, then per stage (canonical order)
     ``<stage>`` (status), ``<stage>_verdict``, ``<stage>_speedup``, ``<stage>_call`` (faster /
     slower / no measurable difference), then ``final_speedup``, ``final_call``,
-    ``speed_measured``, ``error``, ``seconds``, ``session``, ``host``, ``timing_devices``
+    ``speed_measured``, ``not_triton`` (the library calls a first version left in,
+    ``;``-separated), ``error``, ``seconds``, ``session``, ``host``, ``timing_devices``
     (``;``-separated) and ``attempts``."""
     cols = ["kernel", "device", "stages"]
     for s in _stage_order(rows):
         cols += [s, f"{s}_verdict", f"{s}_speedup", f"{s}_call"]
-    return cols + ["final_speedup", "final_call", "speed_measured", "error", "seconds", "session", "host",
+    return cols + ["final_speedup", "final_call", "speed_measured", "not_triton", "error", "seconds", "session", "host",
                    "timing_devices", "attempts"]
 
 
@@ -435,7 +442,7 @@ def write_csv(rows: list[BatchRow], path: str | Path) -> Path:
         for r in rows:
             rec: dict[str, Any] = {"kernel": r.kernel, "device": r.device, "stages": ";".join(r.stages),
                                    "final_speedup": _num(r.final_speedup, r.ran), "final_call": r.final_call or "",
-                                   "speed_measured": r.speed_measured,
+                                   "speed_measured": r.speed_measured, "not_triton": ";".join(r.not_triton),
                                    "error": r.error, "seconds": f"{r.seconds:.1f}", "session": r.session,
                                    "host": r.host, "timing_devices": ";".join(r.timing_devices),
                                    "attempts": r.attempts}
@@ -525,7 +532,8 @@ def read_summary(csv_path: str | Path) -> list[BatchRow]:
                                final_call=rec.get("final_call") or None,
                                seconds=_parse_num(rec.get("seconds")) or 0.0,
                                attempts=int(rec.get("attempts") or 1),
-                               timing_devices=[d for d in (rec.get("timing_devices") or "").split(";") if d])
+                               timing_devices=[d for d in (rec.get("timing_devices") or "").split(";") if d],
+                               not_triton=[c for c in (rec.get("not_triton") or "").split(";") if c])
                 row.stages = [st for st in (rec.get("stages") or "").split(";") if st]
                 for st in stage_cols:
                     if st in row.stages:

@@ -233,10 +233,10 @@ def run(args: argparse.Namespace) -> int:
 
     all_rows = sorted(done_rows, key=lambda r: r.kernel)
     out = write_summary(all_rows, args.out, meta)
-    headers = ["kernel", "device", "stages", "final speedup", "call", "error"]
+    headers = ["kernel", "device", "stages", "final speedup", "call", "not Triton yet", "error"]
     table = [[r.kernel, r.device, " ".join(f"{s}:{r.status.get(s, '-')}" for s in r.stages),
               f"{r.final_speedup:.3f}x" if r.final_speedup is not None else ("not measured" if r.ran else "-"),
-              r.final_call or "-",
+              r.final_call or "-", ", ".join(r.not_triton) or "-",
               (r.error[:80] + "…") if len(r.error) > 80 else r.error or "-"] for r in all_rows]
     print(text_table(headers, table))
     print(f"\nsummary: {Path(out).resolve()}")

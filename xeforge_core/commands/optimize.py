@@ -205,22 +205,6 @@ def plan_text(plan: Plan, engine: str | None = None) -> str:
     return text_table(headers, rows)
 
 
-def _first_version_notes(outcomes: list[Any]) -> list[str]:
-    """What the first version's candidate notes (the operations that are not Triton yet and
-    why), in order, without repeats; empty when no first version was made."""
-    from xeforge_core.inductor.first_version import FIRST_VERSION
-
-    notes: list[str] = []
-    for o in outcomes:
-        if o.stage != FIRST_VERSION:
-            continue
-        for a in o.attempts:
-            for n in getattr(a.candidate, "notes", None) or []:
-                if n not in notes:
-                    notes.append(n)
-    return notes
-
-
 def final_table(session: Session) -> tuple[str, dict[str, Any]]:
     """The per-stage table (plain text) and the JSON report of ``session``."""
     from xeforge_core.session import report
@@ -371,7 +355,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"\n{data['problem']} on {data['device']['label']} (target {data['target']['name']})")
         print(table)
-        for note in _first_version_notes(outcomes):  # the table's reason column is cut at 90 characters
+        from xeforge_core.pipeline.first_version import first_version_notes
+
+        for note in first_version_notes(outcomes):  # the table's reason column is cut at 90 characters
             print(f"first version: {note}")
         cumulative = data["cumulative_speedup"]
         print(f"\ncumulative speedup: {cumulative:.3f}x" if cumulative is not None

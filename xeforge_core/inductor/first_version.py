@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 #: The stage id a first version is kept and committed under.
 FIRST_VERSION = "first_version"
 
+#: How a first version's candidate notes the operations it leaves to torch library calls.
+LIBRARY_NOTE = "not Triton yet (torch library calls): "
+
+
+def library_calls_noted(notes: list[str]) -> list[str]:
+    """The torch library calls a first version's candidate ``notes`` name as not Triton yet
+    (``["torch.addmm", "torch.convolution"]``); empty when it left none."""
+    return [c for n in notes if n.startswith(LIBRARY_NOTE) for c in n[len(LIBRARY_NOTE):].split(", ")]
+
 
 def is_plain_pytorch(problem: Problem) -> bool:
     """Whether ``problem``'s current version is a plain-PyTorch ``Model`` (it reaches no
@@ -104,8 +113,7 @@ def _candidate(fv: FirstVersion, source: str) -> Candidate:
                    f"library calls ({calls}{'; ' + fv.unexpressed_note if fv.unexpressed_products else ''}), so "
                    "there is no Triton first version to start from; write one with the LLM engine (`--engine llm`) "
                    "or by hand (the workbench's manual edit, or your own file checked with `xeforge verify`)")
-    notes = [f"not Triton yet (torch library calls): {', '.join(sorted(set(fv.library_calls)))}"] \
-        if fv.library_calls else []
+    notes = [LIBRARY_NOTE + ", ".join(sorted(set(fv.library_calls)))] if fv.library_calls else []
     if fv.library_products:
         notes.append(fv.products_note)
     if fv.unexpressed_products:

@@ -32,6 +32,20 @@ if TYPE_CHECKING:
     from xeforge_core.engines.base import Candidate
 
 
+def first_version_notes(outcomes: list[StageOutcome]) -> list[str]:
+    """What the first version's candidate notes (the operations that are not Triton yet and
+    why), in order, without repeats; empty when no first version was made."""
+    notes: list[str] = []
+    for o in outcomes:
+        if o.stage != FIRST_VERSION:
+            continue
+        for a in o.attempts:
+            for n in getattr(a.candidate, "notes", None) or []:
+                if n not in notes:
+                    notes.append(n)
+    return notes
+
+
 def first_version_due(controller: StageController, engine_name: str) -> bool:
     """Whether the rules engine must start from a first Triton version: the current version is
     plain PyTorch."""

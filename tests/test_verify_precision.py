@@ -80,6 +80,27 @@ def test_a_float16_scan_in_a_float32_problem_is_named_with_its_measured_error():
     assert f.severity == "warning" and "allowed by --allow fp16-accumulation" in f.message
 
 
+def test_a_float16_accumulator_in_a_float16_problem_is_named_at_a_short_k():
+    """In a float16 problem a float16 accumulator over K = 600 errs a few times the reference's
+    error scale, inside float16's own 16x bound, while a float32 accumulator rounded once errs
+    within that one rounding. With the accumulator in the source the first is a precision change
+    needing ``--allow fp16-accumulation``; the second stays ok."""
+    right = check("gemm_half.py", "gemm_half_fp32_acc.py", distributions=["normal", "mixed"])
+    assert right.kind is VerdictKind.OK, right.reason
+    assert right.precision["dtype"] == "float16" and right.precision["factor"] == 16
+
+    v = check("gemm_half.py", "gemm_half_fp16_acc.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+    assert "past what one rounding to float16 explains" in v.reason and "--allow fp16-accumulation" in v.reason
+    worst = max(o.error_ratio for r in v.correctness for o in r.outputs)
+    assert 1 < worst < 16, worst  # inside float16's own bound: only the source's evidence tells
+    (f,) = findings(v, "precision_downgrade")
+    assert f.severity == "error" and "kernel matmul, line 13" in f.message
+
+    allowed = check("gemm_half.py", "gemm_half_fp16_acc.py", allow_precision=["fp16-accumulation"])
+    assert allowed.kind is VerdictKind.OK, allowed.reason
+
+
 def test_a_wrong_operand_worth_0_1_percent_of_a_large_sum_is_wrong():
     v = check("loss.py", "loss_wrong_operand.py")
     assert v.kind is VerdictKind.WRONG_ANSWER, v.reason

@@ -26,6 +26,7 @@ import torch
 
 from xeforge_core.precision import (
     DOWNGRADES,
+    K_OWN_ACCUMULATOR,
     UNIT_ROUNDOFF,
     allowance_terms,
     kernelbench_tolerance,
@@ -76,6 +77,12 @@ class Calibrated:
     outside_own: int = 0
     #: elements outside the bound with only that downgrade allowed, per downgrade
     outside_with: dict[str, int] = field(default_factory=dict)
+    #: float16 and bfloat16 outputs: elements outside the bound with :data:`K_OWN_ACCUMULATOR`
+    #: for the problem's own factor (the allowed downgrades' terms still apply), and the first of
+    #: them as ``(flat index, value, truth)``: where the source keeps an accumulator at the
+    #: problem's precision, these are its error (``xeforge_core.precision``)
+    outside_summed: int = 0
+    first_summed: tuple[int, float, float] | None = None
 
     @property
     def accepted_by(self) -> list[str]:
@@ -171,6 +178,13 @@ def compare_calibrated(actual: torch.Tensor, truth: torch.Tensor | StoredTensor,
         res.nan_mismatch += int(nan_bad.sum())
         res.inf_mismatch += int(inf_bad.sum())
         outside_own = int(((finite & (err > own)) | placement).sum())
+        if dtype_name != "float32":
+            summed = (finite & (err > _widened(K_OWN_ACCUMULATOR * scale + floor, allowed_terms, sens, abs_t, tiny,
+                                               drift))) | placement
+            res.outside_summed += int(summed.sum())
+            if res.first_summed is None and bool(summed.any()):
+                i = int(torch.nonzero(summed)[0, 0])
+                res.first_summed = (start + i, float(a64[i]), float(t[i]) if bool(torch.isfinite(r64[i])) else float(r64[i]))
         res.outside_own += outside_own
         for name, terms in each.items():
             res.outside_with[name] += int(((finite & (err > _widened(own, terms, sens, abs_t, tiny, drift)))

@@ -21,7 +21,8 @@ Read statically from the module's AST (nothing runs), per downgrade name of
 Host code that turns TF32 on for PyTorch's float32 products (``allow_tf32 = True``,
 ``set_float32_matmul_precision("high")``) is ``tf32`` evidence too.
 
-Casts to the problem's own dtype are not downgrades and are not reported.
+Casts to the problem's own dtype are not downgrades and are not reported; an accumulator in it is
+(a float16 problem's sums and products are accumulated in float32 by PyTorch, and rounded once).
 """
 
 from __future__ import annotations
@@ -232,14 +233,14 @@ def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, in
         if name in ("zeros", "full") and id(node) in accumulators:  # another block of that dtype is a cast
             for k in node.keywords:
                 low = _low_dtype(k.value) if k.arg == "dtype" else None
-                if low and low != own:
+                if low:  # at the problem's own 16-bit precision too: a correct order accumulates in float32
                     found.append((f"{low}-accumulation", node.lineno, f"tl.{name}(..., dtype={ast.unparse(k.value)}): "
                                   "an accumulator in " + ("float16" if low == "fp16" else "bfloat16")))
                     accumulated.add(id(k.value))
         elif name in _ACCUMULATING and node.args:
             inner = _summed_cast(node.args[0])
             low = _low_dtype(inner) if inner is not None else None
-            if low and low != own:
+            if low:
                 found.append((f"{low}-accumulation", node.lineno, f"tl.{name} over values cast to "
                               + ("float16" if low == "fp16" else "bfloat16")))
                 accumulated.add(id(inner))

@@ -202,6 +202,14 @@ def cases(quick: bool) -> list[Case]:
             "float16 scan and carry": ("downgrade", "fp16-accumulation",
                                        lambda x: blocked_scan(x.float(), 256, torch.float16).half()),
         }),
+        ("gemm (bfloat16)", [(32, 24, 72), (32, 24, 300)] + k_sizes[1:], lambda a, b: a @ b, {
+            "float32 accumulator, rounded once": ("correct", "",
+                                                  lambda a, b: blocked_mm(a.float(), b.float(), 32).bfloat16()),
+            "float32, sequential over K, rounded once": ("correct", "",
+                                                         lambda a, b: blocked_mm(a.float(), b.float(), 1).bfloat16()),
+            "bfloat16 accumulator": ("downgrade", "bf16-accumulation",
+                                     lambda a, b: blocked_mm(a.float(), b.float(), 32, torch.bfloat16).bfloat16()),
+        }),
         ("softmax (float16)", [(8, 1000)], lambda x: torch.softmax(x, 1), {
             "float32 inside, rounded once": ("correct", "", lambda x: torch.softmax(x.float(), 1).half()),
             "max subtracted in float16": ("correct", "", softmax_fp16_subtract),
@@ -211,11 +219,11 @@ def cases(quick: bool) -> list[Case]:
 
 
 def inputs_for(op: str, size: tuple[int, ...], dist: str, gen: torch.Generator, device: str) -> list[torch.Tensor]:
-    dtype = torch.float16 if op.endswith("(float16)") else torch.float32
+    dtype = torch.float16 if op.endswith("(float16)") else torch.bfloat16 if op.endswith("(bfloat16)") else torch.float32
     if op.startswith("gemm"):
         m, n, k = size
         a, b = draw((m, k), dist, gen), draw((k, n), dist, gen)
-        if dtype == torch.float16:  # scaled so that a float16 sum of K products stays in range
+        if dtype != torch.float32:  # scaled so that a float16 sum of K products stays in range
             a, b = a.clamp(-8, 8), b.clamp(-8, 8) / k ** 0.5
         return [a.to(device, dtype), b.to(device, dtype)]
     if op == "256-term loss":
@@ -235,9 +243,11 @@ def measure(reference: Callable, candidate: Callable, args: list[torch.Tensor], 
     c = candidate(*args).to(r.dtype)
     res = compare_calibrated(c, r, t64)
     allowed = compare_calibrated(c, r, t64, (allowance,)) if allowance else res
-    # with the accumulator in the source (float16 problems: xeforge_core.precision.K_OWN_ACCUMULATOR)
-    evidence = res.mismatches == 0 and not (res.outside_summed and own_precision_accumulators(
-        res.dtype, ("fp16-accumulation",)))
+    # with an accumulator at the problem's precision in the source (float16 and bfloat16 problems:
+    # xeforge_core.precision.K_OWN_ACCUMULATOR, where the reference rounds each result once)
+    own = ("fp16-accumulation",) if res.dtype == "float16" else ("bf16-accumulation",)
+    evidence = res.mismatches == 0 and not (res.outside_summed and res.reference_rounds_once
+                                            and own_precision_accumulators(res.dtype, own))
     return {"ratio": res.ratio, "pass": res.mismatches == 0, "allowed": allowed.mismatches == 0,
             "evidence": evidence, "kernelbench": res.kernelbench_mismatches == 0, "rel_error": res.rel_error}
 
@@ -271,15 +281,17 @@ def report(rows: list[dict[str, Any]], device: str, seeds: int) -> str:
              "`ratio`: the candidate's largest error in units of the reference's own error scale (passes when "
              "<= K); `pass`: draws ok at the problem's precision; `allowed`: draws ok with the named allowance; "
              "`KernelBench`: draws its tolerance passes (atol = rtol = 1e-4 for float32, 1e-2 for float16); "
-             f"`with evidence`: float16 problems, draws that pass where the source keeps a float16 accumulator "
-             f"(held to {K_OWN_ACCUMULATOR}x, `xeforge_core.precision.K_OWN_ACCUMULATOR`).", "",
+             "`with evidence`: float16 and bfloat16 problems, draws that pass where the source keeps an "
+             f"accumulator at the problem's precision (held to {K_OWN_ACCUMULATOR}x where the reference rounds each "
+             "result once, `xeforge_core.precision.K_OWN_ACCUMULATOR`).", "",
              "| op | sizes | candidate | kind | ratio min / median / max | pass | with evidence | --allow | allowed | "
              "KernelBench |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         sizes = ", ".join("x".join(map(str, s)) for s in r["sizes"])
         lines.append(f"| {r['op']} | {sizes} | {r['candidate']} | {r['kind']} | {r['ratio_min']:.3g} / "
                      f"{r['ratio_median']:.3g} / {r['ratio_max']:.3g} | {r['pass']}/{r['draws']} | "
-                     + (f"{r['evidence']}/{r['draws']} | " if r["op"].endswith("(float16)") else "- | ")
+                     + (f"{r['evidence']}/{r['draws']} | " if r["op"].endswith(("(float16)", "(bfloat16)"))
+                        and (r["kind"] == "correct" or r["allowance"].endswith("accumulation")) else "- | ")
                      + f"{r['allowance'] or '-'} | {r['allowed']}/{r['draws'] if r['allowance'] else '-'} | "
                      f"{r['kernelbench']}/{r['draws']} |")
     return "\n".join(lines) + "\n"
@@ -303,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     # exit 1 when a correct kernel failed, or a float32 downgrade or fault passed (in float16
     # problems a coarser intermediate can stay inside float16's own bound: reported, not a failure)
     wrong = [r for r in rows if (r["kind"] == "correct" and min(r["pass"], r["evidence"]) < r["draws"]) or
-             (r["kind"] != "correct" and r["pass"] > 0 and not r["op"].endswith("(float16)"))]
+             (r["kind"] != "correct" and r["pass"] > 0 and not r["op"].endswith(("(float16)", "(bfloat16)")))]
     return 1 if wrong else 0
 
 

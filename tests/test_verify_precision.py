@@ -101,6 +101,22 @@ def test_a_float16_accumulator_in_a_float16_problem_is_named_at_a_short_k():
     assert allowed.kind is VerdictKind.OK, allowed.reason
 
 
+def test_a_float16_accumulator_explains_no_error_past_float16s_own_bound():
+    """A float16 accumulator beside products 2% too large: a wrong answer, with no allowance
+    offered (an accumulator at the problem's own precision explains an error inside that
+    precision's own bound, never 274x the reference's error scale)."""
+    v = check("gemm_half.py", "gemm_half_fp16_acc_scaled.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+    assert "--allow" not in v.reason and not findings(v, "precision_downgrade"), v.reason
+
+
+def test_a_float16_accumulator_is_right_where_the_reference_accumulates_in_float16():
+    """A reference that rounds every step in float16 (a chain of adds, one op at a time) errs
+    many roundings: a kernel that does the same in another order is as precise and is ok."""
+    v = check("residual_chain_half.py", "residual_chain_half_reversed.py", distributions=["normal", "mixed"])
+    assert v.kind is VerdictKind.OK, v.reason
+
+
 def test_a_wrong_operand_worth_0_1_percent_of_a_large_sum_is_wrong():
     v = check("loss.py", "loss_wrong_operand.py")
     assert v.kind is VerdictKind.WRONG_ANSWER, v.reason

@@ -286,6 +286,9 @@ def test_allowance_names_are_checked_with_the_nearest_valid_one():
     with pytest.raises(PrecisionError, match="did you mean 'fp16-accumulation'") as exc:
         parse_allowances(["tf32", "fp16-accumulate"], where="allow")
     assert exc.value.field == "allow[1]"
+    # a name cut short means the one it begins, not the nearest by letters ("fp16")
+    with pytest.raises(PrecisionError, match="did you mean 'fp16-accumulation'"):
+        parse_allowances("fp16-acc")
     policy = PrecisionPolicy(("tf32",), ("fp16",))
     assert policy.allowed == ("tf32", "fp16")
     assert policy.describe("float32") == "float32, allowing tf32 (--allow), fp16 (spec)"
@@ -452,3 +455,28 @@ def test_only_launched_kernels_and_their_helpers_are_read_for_lower_precision():
     hints = precision_hints(tree, reached, "float32")
     assert "fp16-accumulation" not in hints and "bf16" in hints
     assert "fp16-accumulation" in precision_hints(tree, {"unused", "scale", "k"}, "float32")
+
+
+def test_an_accumulator_at_a_half_precision_problems_own_dtype_is_named_apart():
+    """In a float16 problem a float16 accumulator is reported under ``own-precision:`` (the
+    float64 check holds such an output to one rounding), however its dtype is written: by
+    keyword or position, in ``tl.full``, or as each running sum rounded through float16; a sum
+    that accumulates in float32 (``dtype=tl.float32``) is none."""
+    from xeforge_core.worker.precision_hints import OWN_PREFIX, own_accumulations
+
+    def hints(body: str, dtype: str = "float16") -> dict:
+        src = ("import triton.language as tl\n\n@triton.jit\ndef k(x_ptr, y_ptr, n, B: tl.constexpr):\n"
+               + body + "    tl.store(y_ptr + tl.arange(0, B), acc)\n")
+        return precision_hints(ast.parse(src), {"k"}, dtype)
+
+    loop = "    for i in range(n):\n        acc += tl.load(x_ptr + i * B + tl.arange(0, B))\n"
+    for made in ("tl.zeros((B,), dtype=tl.float16)", "tl.zeros((B,), tl.float16)", "tl.full((B,), 0.0, tl.float16)"):
+        found = hints(f"    acc = {made}\n" + loop)
+        assert list(found) == [OWN_PREFIX + "fp16-accumulation"] and own_accumulations(found) == ("fp16-accumulation",)
+        assert list(hints(f"    acc = {made}\n" + loop, "float32")) == ["fp16-accumulation"]
+    rounded = ("    acc = tl.zeros((B,), dtype=tl.float32)\n    for i in range(n):\n"
+               "        acc = (acc + tl.load(x_ptr + i * B + tl.arange(0, B))).to(tl.float16).to(tl.float32)\n")
+    assert own_accumulations(hints(rounded)) == ("fp16-accumulation",)
+    wide = "    acc = tl.sum(tl.load(x_ptr + tl.arange(0, B)).to(tl.float16), dtype=tl.float32)\n"
+    assert not own_accumulations(hints(wide)) and "fp16-accumulation" not in hints(wide, "float32")
+    assert hints("    acc = tl.zeros((B,), dtype=tl.float32)\n" + loop) == {}

@@ -99,16 +99,19 @@ K_ACCUMULATED = 512
 K_ROUNDED = 16
 
 #: Factor on the reference's error scale for an output of a float16 or bfloat16 problem whose
-#: source keeps an accumulator in that precision (or a coarser one) that is not allowed
-#: (:func:`own_precision_accumulators`). A correct order of summation there accumulates in float32
-#: and rounds once: measured on the CPU (``benchmarks/bench_precision_rule.py``, float64 truth,
-#: normal, uniform and wide-range inputs), float16 GEMMs over K of 40 to 1024 accumulated in
-#: float32 in tiles, sequentially or split in four, float16 row sums and scans with a float32
-#: carry, all err within the final rounding (ratio 0), while float16 accumulators reach 2.1-6.4
-#: at K = 300, 3.4-12 at K = 512, and 0.1-3 over 100-300 terms, still inside :data:`K_ROUNDED`.
-#: An accumulator's error grows with the length summed, so over the few tiles a checked size
-#: runs it hides inside the bound that one rounding of each result sets; with the evidence in the
-#: source, an error past what one rounding explains is that accumulator's.
+#: source keeps an accumulator in that precision that is not allowed, where the reference errs
+#: within one rounding of every result (PyTorch accumulates such sums and products in float32
+#: and rounds once; a reference that rounds each step in the dtype, a chain of float16 adds,
+#: accumulates at that precision itself and is not held to this). Measured on the CPU
+#: (``benchmarks/bench_precision_rule.py``, float64 truth, normal, uniform and wide-range inputs,
+#: ``docs/measured/cpu-precision-rule``): every correct order of a float16 or bfloat16 GEMM over K
+#: of 72 to 4096 (float32 accumulators in tiles, sequentially, split in four), of float16 row sums
+#: and scans with a float32 carry, errs within the final rounding (ratio 0.00027 at most), while
+#: float16 accumulators reach 2.1-6.4 at K = 300 and 3.4-12 at K = 512, bfloat16 accumulators up
+#: to 46, most of them inside :data:`K_ROUNDED`. An accumulator's error grows with the length
+#: summed, so over the few tiles a checked size runs it hides inside the bound that one rounding
+#: of each result sets; with the accumulator in the source, an error past one rounding is its.
+#: It explains no error past :data:`K_ROUNDED` (``worker/precision_report.explained``).
 K_OWN_ACCUMULATOR = 1
 
 #: Factor of an allowed operand downgrade (TF32, float16 or bfloat16 operands, approximate
@@ -200,7 +203,9 @@ def parse_allowances(names: Any, *, where: str = "allow", file: str | None = Non
     for i, item in enumerate(items):
         name = item.strip().lower() if isinstance(item, str) else item
         if name not in known:
-            close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
+            # a name cut short ("fp16-acc") means the one it begins, not the nearest by letters ("fp16")
+            begun = [k for k in known if name and k.startswith(str(name).replace("_", "-"))]
+            close = begun[:1] if len(begun) == 1 else difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             field_name = f"{where}[{i}]" if not isinstance(names, str) and len(items) > 1 else where
             what = (f"an empty name (item {i + 1} of {len(items)}: a stray comma?)" if name == "" else repr(item))
@@ -221,12 +226,13 @@ def own_factor(dtype: str) -> float | None:
 
 
 def own_precision_accumulators(dtype: str, hints: tuple[str, ...], allowed: tuple[str, ...] = ()) -> list[str]:
-    """The accumulation downgrades among ``hints`` (what a candidate's source shows) that keep
-    an accumulator at the precision of a float16 or bfloat16 problem of ``dtype``, or coarser,
-    and that no allowed accumulation at least as coarse covers (finest first). Where there are
-    any, the output is held to :data:`K_OWN_ACCUMULATOR` instead of :data:`K_ROUNDED`; ``[]``
-    for a float32 problem (its own factor already separates a float16 accumulator) and where
-    the source keeps no such accumulator."""
+    """The accumulation downgrades among ``hints`` (the accumulators a candidate's source keeps
+    at the problem's own precision: ``worker.precision_hints.own_accumulations``) that keep one
+    at the precision of a float16 or bfloat16 problem of ``dtype``, or coarser, and that no
+    allowed accumulation at least as coarse covers (finest first). Where there are any and the
+    reference rounds each result once, the output is held to :data:`K_OWN_ACCUMULATOR` instead
+    of :data:`K_ROUNDED`; ``[]`` for a float32 problem (its own factor already separates a
+    float16 accumulator) and where the source keeps no such accumulator."""
     u = UNIT_ROUNDOFF.get(dtype)
     if u is None or dtype == "float32":
         return []

@@ -57,6 +57,7 @@ from xeforge_core.precision import DOWNGRADES, K_OWN_ACCUMULATOR, own_precision_
 from xeforge_core.verdict import OutputComparison
 from xeforge_core.worker.calibrated import Calibrated, Truth64, applies, compare_calibrated, unravel
 from xeforge_core.worker.expected import StoredTensor, flat_chunks
+from xeforge_core.worker.precision_hints import own_accumulations
 
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-5, 1e-8),
@@ -421,15 +422,16 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
                         "is not allowed: an accumulator's error grows with the length summed, past what the checked "
                         f"sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
                         f"{cal.ref_rel_error:.3g})")
-    elif comp.passed and cal.outside_summed and (own := own_precision_accumulators(cal.dtype, hints, allowed)):
+    elif comp.passed and cal.outside_summed and cal.reference_rounds_once and (
+            own := own_precision_accumulators(cal.dtype, own_accumulations(hints), allowed)):
         comp.passed, comp.mismatches, comp.needs = False, cal.outside_summed, own
         _first(comp, *cal.first_summed)
         notes.insert(0, f"{cal.outside_summed} of {comp.numel} element(s) err past what one rounding to {cal.dtype} "
                         f"explains ({K_OWN_ACCUMULATOR:g}x the reference's error scale; {_ratio(cal.ratio)}), inside "
                         f"the {cal.factor:g}x bound of {cal.dtype}'s own rounding only, while the source keeps "
-                        f"{DOWNGRADES[own[0]].what}, which is not allowed: a correct order of summation accumulates in "
-                        "float32 and rounds once, and an accumulator's error grows with the length summed, past what "
-                        f"the checked sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the "
+                        f"{DOWNGRADES[own[0]].what}, which is not allowed: the reference rounds each result once "
+                        "(it accumulates in float32), and an accumulator's error grows with the length summed, past "
+                        f"what the checked sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the "
                         f"reference's {cal.ref_rel_error:.3g})" + _first_text(comp))
     elif not comp.passed and not cal.unwritten and cal.mismatches <= (cal.nan_mismatch or 0) + (cal.inf_mismatch or 0):
         # every mismatch is a NaN or an Inf: the errors measured over the finite elements say nothing

@@ -21,14 +21,17 @@ Read statically from the module's AST (nothing runs), per downgrade name of
 Host code that turns TF32 on for PyTorch's float32 products (``allow_tf32 = True``,
 ``set_float32_matmul_precision("high")``) is ``tf32`` evidence too.
 
-Casts to the problem's own dtype are not downgrades and are not reported; an accumulator in it is
-(a float16 problem's sums and products are accumulated in float32 by PyTorch, and rounded once).
+Casts to the problem's own dtype are not downgrades and are not reported. An accumulator in a
+float16 or bfloat16 problem's own dtype is reported apart, under :data:`OWN_PREFIX`
+(``own-precision:fp16-accumulation``): where the reference rounds each result once, as PyTorch's
+float32 accumulation does, it is what an error past one rounding comes from.
 """
 
 from __future__ import annotations
 
 import ast
 import textwrap
+from typing import Any
 
 from xeforge_core.worker.astutil import name_closure
 
@@ -211,6 +214,24 @@ def _accumulators(fn: ast.FunctionDef) -> set[int]:
             and node.targets[0].id in into and isinstance(node.value, ast.Call)}
 
 
+def _rounded_sums(fn: ast.FunctionDef) -> set[int]:
+    """The casts to a 16-bit float (``.to(tl.float16)`` calls, by ``id``) in the outer cast chain
+    of an assignment that adds into its own target: ``acc = (acc + x).to(tl.float16)``, also
+    ``acc = (acc + x).to(tl.float16).to(tl.float32)`` (a float32 name whose every sum is rounded
+    to float16 accumulates in float16)."""
+    out: set[int] = set()
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and _adds_into(node.value, node.targets[0].id)):
+            continue
+        value = node.value
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "to":
+            if value.args and _low_dtype(value.args[0]):
+                out.add(id(value))
+            value = value.func.value
+    return out
+
+
 def _summed_cast(arg: ast.AST) -> ast.AST | None:
     """The low-precision dtype node a sum or scan of ``arg`` accumulates in: the dtype of its
     outermost cast (``x.to(tl.float16)``), or, with no outer cast, of any cast within it (a
@@ -220,30 +241,60 @@ def _summed_cast(arg: ast.AST) -> ast.AST | None:
     return next((n for n in ast.walk(arg) if _low_dtype(n)), None)
 
 
+_DTYPE_WORD = {"fp16": "float16", "bf16": "bfloat16"}
+
+#: Prefix of the evidence of an accumulator kept at a float16 or bfloat16 problem's own
+#: precision (``own-precision:fp16-accumulation``): no downgrade name, so no allowance is offered
+#: for an error on its strength alone; the float64-calibrated check holds such an output to one
+#: rounding (``xeforge_core.precision.K_OWN_ACCUMULATOR``).
+OWN_PREFIX = "own-precision:"
+
+
+def own_accumulations(hints: Any) -> tuple[str, ...]:
+    """The accumulation downgrades (``fp16-accumulation``) whose evidence ``hints`` (names, or a
+    :class:`Hints`) hold under :data:`OWN_PREFIX`: accumulators at the problem's own precision."""
+    return tuple(h[len(OWN_PREFIX):] for h in hints if h.startswith(OWN_PREFIX))
+
+
+def _accumulation_name(low: str, own: str | None) -> str:
+    """``fp16-accumulation``, or its :data:`OWN_PREFIX` form where ``low`` is the problem's own."""
+    return (OWN_PREFIX if low == own else "") + f"{low}-accumulation"
+
+
 def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, int, str]]:
     """``(downgrade, line, why)`` inside one kernel."""
     found: list[tuple[str, int, str]] = []
     accumulated: set[int] = set()
     accumulators = _accumulators(fn)
+    rounded = _rounded_sums(fn)
     for node in ast.walk(fn):
         if not isinstance(node, ast.Call):
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else \
             node.func.id if isinstance(node.func, ast.Name) else ""
         if name in ("zeros", "full") and id(node) in accumulators:  # another block of that dtype is a cast
-            for k in node.keywords:
-                low = _low_dtype(k.value) if k.arg == "dtype" else None
-                if low:  # at the problem's own 16-bit precision too: a correct order accumulates in float32
-                    found.append((f"{low}-accumulation", node.lineno, f"tl.{name}(..., dtype={ast.unparse(k.value)}): "
-                                  "an accumulator in " + ("float16" if low == "fp16" else "bfloat16")))
-                    accumulated.add(id(k.value))
+            # tl.zeros(shape, dtype) / tl.full(shape, value, dtype), by keyword or by position
+            position = 1 if name == "zeros" else 2
+            given = [k.value for k in node.keywords if k.arg == "dtype"] + node.args[position:position + 1]
+            for value in given:
+                low = _low_dtype(value)
+                if low:
+                    found.append((_accumulation_name(low, own), node.lineno, f"tl.{name}(..., dtype="
+                                  f"{ast.unparse(value)}): an accumulator in " + _DTYPE_WORD[low]))
+                    accumulated.add(id(value))
         elif name in _ACCUMULATING and node.args:
             inner = _summed_cast(node.args[0])
             low = _low_dtype(inner) if inner is not None else None
-            if low:
-                found.append((f"{low}-accumulation", node.lineno, f"tl.{name} over values cast to "
-                              + ("float16" if low == "fp16" else "bfloat16")))
+            wider = any(k.arg == "dtype" and not _low_dtype(k.value) for k in node.keywords)  # tl.sum(..., dtype=fp32)
+            if low and not wider:
+                found.append((_accumulation_name(low, own), node.lineno, f"tl.{name} over values cast to "
+                              + _DTYPE_WORD[low]))
                 accumulated.add(id(inner))
+        elif name == "to" and id(node) in rounded:
+            low = _low_dtype(node.args[0])
+            found.append((_accumulation_name(low, own), node.lineno, f"each running sum rounded through "
+                          f"{ast.unparse(node.args[0])}: an accumulator in " + _DTYPE_WORD[low]))
+            accumulated.add(id(node.args[0]))
         elif name.startswith("fast_"):
             found.append(("approx-math", node.lineno, f"{name} (an approximate function)"))
         elif name == "inline_asm_elementwise":

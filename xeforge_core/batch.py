@@ -56,8 +56,10 @@ class BatchRow:
     died); ``jobs`` one entry per verification worker job (``role``, ``device`` as
     ``"<host>/<type>:<physical index>"``, ``start``/``end`` in seconds since the epoch), and
     ``timing_devices`` the devices its timing jobs ran on. ``not_triton``: the torch library
-    calls a plain-PyTorch problem's first version (TorchInductor's) left in, not Triton yet
-    (``["torch.convolution"]``; empty for a Triton kernel or a first version of Triton only).
+    calls a plain-PyTorch problem's first version (TorchInductor's) left in, not Triton yet, as
+    its candidate noted them, kept or not (``["torch.addmm"]``; empty for a Triton kernel, a first
+    version of Triton only, and where Inductor wrote no Triton kernel at all: the row's error
+    names the calls then).
     """
 
     kernel: str

@@ -129,3 +129,29 @@ def test_optimize_says_what_it_planned_on_the_first_version(tmp_path, capsys):
     said = [line for line in err.splitlines() if line.startswith("[first_version] ")]
     assert len(said) == 1 and ("stages planned on the first Triton version: " in said[0]
                                or "no stage has work on the first Triton version" in said[0]), err[-2000:]
+
+
+def test_a_first_version_wrong_at_another_size_is_traced_again_at_the_published_size(tmp_path, capsys, monkeypatch):
+    """TorchInductor may fold a relation of the reduced sizes it traced at into its index
+    expressions (KernelBench level 2 problem 19 with torch 2.11: a channel stride right only
+    where each GroupNorm group holds one channel): a first version the verifier finds wrong is
+    generated again at the published size, verified and kept as the second attempt."""
+    from xeforge_core.pipeline import first_version as step
+
+    real, calls = step.inductor_first_version, []
+
+    def traced(problem, *, device="cpu", timeout_s=None, published_size=False):
+        calls.append(published_size)
+        cand = real(problem, device=device, timeout_s=timeout_s, published_size=published_size)
+        if not published_size:  # as if the traced sizes' relation were folded into the indices
+            cand.code = cand.code.replace("        return buf3\n", "        return buf3 * 1.001\n", 1)
+        return cand
+
+    monkeypatch.setattr(step, "inductor_first_version", traced)
+    rc = main(["optimize", str(FIX / "layer_norm_tuple.py"), "--engine", "rules", "--auto", "--device", "cpu",
+               "--seeds", "1", "--workspace", str(tmp_path / "ws")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-3000:]
+    assert calls == [False, True]
+    assert "asking TorchInductor again, traced at the published size" in err, err[-3000:]
+    assert any(line.startswith("first_version") and "done" in line for line in out.splitlines()), out

@@ -122,18 +122,20 @@ def _candidate(fv: FirstVersion, source: str) -> Candidate:
                      stage=FIRST_VERSION, notes=notes)
 
 
-def inductor_first_version(problem: Problem, *, device: str = "cpu", timeout_s: float | None = None) -> Candidate:
+def inductor_first_version(problem: Problem, *, device: str = "cpu", timeout_s: float | None = None,
+                           published_size: bool = False) -> Candidate:
     """A first Triton version of the plain-PyTorch ``problem`` from TorchInductor, generated on
-    ``device`` (cpu: for the stand-in driver's GPU target). A candidate that is not applicable
-    (with the reason) when the problem is not plain PyTorch or Inductor's code cannot be had or
-    converted; never raises for the problem's own faults."""
+    ``device`` (cpu: for the stand-in driver's GPU target), traced at the verifier's reduced
+    size (:func:`trace_overrides`), or at the published one with ``published_size``. A candidate
+    that is not applicable (with the reason) when the problem is not plain PyTorch or Inductor's
+    code cannot be had or converted; never raises for the problem's own faults."""
     source = problem.kernel.source
     if not is_plain_pytorch(problem):
         return Candidate.not_applicable(code=source, engine="rules", stage=FIRST_VERSION,
                                         reason="the problem already has a Triton version")
     try:
         kw = {"timeout_s": timeout_s} if timeout_s else {}
-        small = trace_overrides(problem)
+        small = {} if published_size else trace_overrides(problem)
         cap = capture(source, name=problem.name, device=device, overrides=small, **kw)
         if cap.specialised and small:
             # TorchInductor fixed some sizes, so the code holds only at the traced ones (its size

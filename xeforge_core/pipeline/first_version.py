@@ -46,6 +46,27 @@ def first_version_notes(outcomes: list[StageOutcome]) -> list[str]:
     return notes
 
 
+def _traced_at_published_size(problem: Any, verdict: Any, dev_type: str, code: str) -> Candidate | None:
+    """A first version traced again at the published size, for one traced at the verifier's
+    reduced size (``trace_overrides``) that gave a wrong answer: TorchInductor may fold a relation
+    of the traced sizes into its index expressions (a channel stride right only where each group
+    norm group holds one channel), which holds at the sizes like the traced one and not at the
+    published size. ``None`` where the verdict is no wrong answer, nothing was reduced, or the
+    new trace gives the same ``code`` or none."""
+    from xeforge_core.inductor.first_version import trace_overrides
+    from xeforge_core.verdict import VerdictKind
+
+    if verdict.kind is not VerdictKind.WRONG_ANSWER or not trace_overrides(problem):
+        return None
+    again = inductor_first_version(problem, device=dev_type if dev_type in ("cuda", "xpu") else "cpu",
+                                   published_size=True)
+    if not again.applicable or again.code == code:
+        return None
+    again.rationale += ("; traced at the published size: the version traced at the verifier's reduced size was a "
+                        f"wrong answer ({verdict.reason[:200]})")
+    return again
+
+
 def first_version_due(controller: StageController, engine_name: str) -> bool:
     """Whether the rules engine must start from a first Triton version: the current version is
     plain PyTorch."""
@@ -66,6 +87,7 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
     device = resolve_run_device(controller, verify_fn)
     dev_type = device.type if isinstance(device, DeviceInfo) else str(device or "cpu").split(":")[0]
     current = controller.current()
+    generated = candidate is None  # traced here: a wrong answer may be traced again at the published size
     if candidate is None:
         emit("propose", f"asking TorchInductor for the Triton kernels of {current.name} ({dev_type})", 1)
         candidate = inductor_first_version(current, device=dev_type if dev_type in ("cuda", "xpu") else "cpu")
@@ -74,34 +96,46 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
                                reason=candidate.not_applicable_reason, seconds=time.monotonic() - started)
         controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, outcome.reason)
         return outcome
-    rec = controller.keep(FIRST_VERSION, candidate, engine="rules", model="torchinductor", iteration=1,
-                          rationale=candidate.rationale)
+    attempts: list[Attempt] = []
+    while True:
+        iteration = len(attempts) + 1
+        rec = controller.keep(FIRST_VERSION, candidate, engine="rules", model="torchinductor", iteration=iteration,
+                              rationale=candidate.rationale)
 
-    def forward(*args: Any, **kwargs: Any) -> None:
-        emit("verify_progress", " ".join(str(a) for a in args), 1)
+        def forward(*args: Any, _iteration: int = iteration, **kwargs: Any) -> None:
+            emit("verify_progress", " ".join(str(a) for a in args), _iteration)
 
-    try:
-        verdict = controller.verify(rec.id, candidate.code, device=device, options=options.verify_options,
-                                    verify_fn=verify_fn, on_progress=forward, cancel=options.cancel)
-    except Cancelled:
-        return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.CANCELLED, iterations=1, best=rec.id,
-                            reason="cancelled by the user; the first version is kept unverified",
-                            seconds=time.monotonic() - started)
-    attempt = Attempt(iteration=1, index=0, status=AttemptStatus.CORRECT if verdict.passed else AttemptStatus.FAILED,
-                      reason=verdict.reason or verdict.kind.value, engine="rules", model="torchinductor",
-                      candidate_id=rec.id, candidate=candidate, verdict=verdict, source=candidate.code,
-                      rationale=candidate.rationale)
-    if not verdict.passed:
+        try:
+            verdict = controller.verify(rec.id, candidate.code, device=device, options=options.verify_options,
+                                        verify_fn=verify_fn, on_progress=forward, cancel=options.cancel)
+        except Cancelled:
+            return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.CANCELLED, attempts=attempts,
+                                iterations=iteration, best=rec.id,
+                                reason="cancelled by the user; the first version is kept unverified",
+                                seconds=time.monotonic() - started)
+        attempts.append(Attempt(iteration=iteration, index=0,
+                                status=AttemptStatus.CORRECT if verdict.passed else AttemptStatus.FAILED,
+                                reason=verdict.reason or verdict.kind.value, engine="rules", model="torchinductor",
+                                candidate_id=rec.id, candidate=candidate, verdict=verdict, source=candidate.code,
+                                rationale=candidate.rationale))
+        if verdict.passed:
+            break
         controller.reject(rec.id, f"the TorchInductor version does not verify: {verdict.kind.value}")
-        reason = f"the TorchInductor version does not verify: {kind_and_reason(verdict)}"
-        controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, reason)
-        return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.FAILED, attempts=[attempt], iterations=1,
-                            reason=reason, verdict=verdict, best=rec.id, seconds=time.monotonic() - started)
+        again = _traced_at_published_size(current, verdict, dev_type, candidate.code) if generated and iteration == 1 else None
+        if again is None:
+            reason = f"the TorchInductor version does not verify: {kind_and_reason(verdict)}"
+            controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, reason)
+            return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.FAILED, attempts=attempts,
+                                iterations=iteration, reason=reason, verdict=verdict, best=rec.id,
+                                seconds=time.monotonic() - started)
+        emit("propose", "the version traced at the reduced size is wrong at another size: asking TorchInductor "
+                        "again, traced at the published size", iteration + 1)
+        candidate = again
     note = candidate.rationale + "; verified against the problem's Model; later speedups are relative to it"
     version = controller.approve(rec.id, note=note, speed_neutral=True,
                                  message="first version: TorchInductor's Triton kernels for the PyTorch model")
-    emit("approve", f"first version: committed {version[:10]}", 1)
+    emit("approve", f"first version: committed {version[:10]}", len(attempts))
     controller.mark_stage(FIRST_VERSION, StageStatus.DONE, note)
-    return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.APPROVED, attempts=[attempt], iterations=1,
-                        reason=note, best=rec.id, version=version, verdict=verdict,
+    return StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.APPROVED, attempts=attempts,
+                        iterations=len(attempts), reason=note, best=rec.id, version=version, verdict=verdict,
                         seconds=time.monotonic() - started)

@@ -40,9 +40,19 @@ if str(ROOT) not in sys.path:
 
 
 def _module(source: str, name: str) -> dict[str, Any]:
-    namespace: dict[str, Any] = {"__name__": name}
-    exec(compile(source, f"{name}.py", "exec"), namespace)
-    return namespace
+    """``source`` imported from a file of its own (Triton's JIT reads a kernel's source from its
+    file on a GPU); its namespace."""
+    import importlib.util
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="xeforge-iw-"))
+    path = folder / f"{name}_{abs(hash(source)) % 10**8}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module.__dict__
 
 
 def measure(problem_path: Path, device: str, rounds: int) -> dict[str, Any]:
@@ -68,11 +78,11 @@ def measure(problem_path: Path, device: str, rounds: int) -> dict[str, Any]:
     torch.manual_seed(0)
     init = problem["get_init_inputs"]()
     torch.manual_seed(1)
-    eager = problem["Model"](*init).to(device).eval()
+    eager = problem["Model"](*init).to(device)  # as KernelBench calls it: in training mode
     torch.manual_seed(1)
-    model_chosen = chosen["ModelNew"](*init).to(device).eval()
+    model_chosen = chosen["ModelNew"](*init).to(device)
     torch.manual_seed(1)
-    model_wide = wide["ModelNew"](*init).to(device).eval()
+    model_wide = wide["ModelNew"](*init).to(device)
     torch.manual_seed(2)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem["get_inputs"]()]
     with torch.no_grad():

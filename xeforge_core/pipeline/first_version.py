@@ -48,10 +48,10 @@ def first_version_notes(outcomes: list[StageOutcome]) -> list[str]:
 
 def _traced_at_published_size(problem: Any, verdict: Any, dev_type: str, code: str) -> Candidate | None:
     """A first version traced again at the published size, for one traced at the verifier's
-    reduced size (``trace_overrides``) that gave a wrong answer: TorchInductor may fold a relation
-    of the traced sizes into its index expressions (a channel stride right only where each group
-    norm group holds one channel), which holds at the sizes like the traced one and not at the
-    published size. ``None`` where the verdict is no wrong answer, nothing was reduced, or the
+    reduced size (``trace_overrides``) that gave a wrong answer: TorchInductor's index
+    expressions may hold at the traced sizes only (KernelBench level 2 problem 19 with torch
+    2.11: right at the reduced sizes, wrong at the published one, its output strides formulas of
+    the sizes that read as a relation of the traced ones folded in). ``None`` where the verdict is no wrong answer, nothing was reduced, or the
     new trace gives the same ``code`` or none."""
     from xeforge_core.inductor.first_version import trace_overrides
     from xeforge_core.verdict import VerdictKind

@@ -216,11 +216,14 @@ def _accumulators(fn: ast.FunctionDef) -> set[int]:
 
 def _rounded_sums(fn: ast.FunctionDef) -> set[int]:
     """The casts to a 16-bit float (``.to(tl.float16)`` calls, by ``id``) in the outer cast chain
-    of an assignment that adds into its own target: ``acc = (acc + x).to(tl.float16)``, also
-    ``acc = (acc + x).to(tl.float16).to(tl.float32)`` (a float32 name whose every sum is rounded
-    to float16 accumulates in float16)."""
+    of an assignment in a loop that adds into its own target: ``acc = (acc + x).to(tl.float16)``,
+    also ``acc = (acc + x).to(tl.float16).to(tl.float32)`` (a float32 name whose every sum is
+    rounded to float16 accumulates in float16). Outside a loop such a line rounds once (a bias
+    added to a result, then stored)."""
     out: set[int] = set()
-    for node in ast.walk(fn):
+    looped = [n for loop in ast.walk(fn) if isinstance(loop, (ast.For, ast.While))
+              for stmt in loop.body for n in ast.walk(stmt)]
+    for node in looped:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and _adds_into(node.value, node.targets[0].id)):
             continue

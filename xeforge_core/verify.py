@@ -1288,6 +1288,8 @@ def _verify_uncached(run: _Run) -> Verdict:
         # tensor descriptor whose rows must be 16-byte aligned) does not support such shapes,
         # and a candidate is not held to more than its baseline.
         failed_at.append(f"{dropped} ({(base.reason or base.kind.value).splitlines()[0][:300]})")
+        _say(run.on_progress, f"baseline: it does not run at a size derived for this check, not the problem's own "
+                              f"({dropped}): checking again without it (the failure above is no verdict)")
         base, base_dir, reused = run.baseline()
         if base.kind is VerdictKind.OK:
             left = ", ".join(v.name for v in run.correctness)

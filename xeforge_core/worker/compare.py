@@ -427,8 +427,8 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
         comp.passed, comp.mismatches, comp.needs = False, cal.outside_summed, own
         _first(comp, *cal.first_summed)
         notes.insert(0, f"{cal.outside_summed} of {comp.numel} element(s) err past what one rounding to {cal.dtype} "
-                        f"explains ({K_OWN_ACCUMULATOR:g}x the reference's error scale; {_ratio(cal.ratio)}), inside "
-                        f"the {cal.factor:g}x bound of {cal.dtype}'s own rounding only, while the source keeps "
+                        f"explains ({_ratio(cal.ratio)}, where a source with no accumulator in {cal.dtype} is allowed "
+                        f"{cal.factor:g}x and one with it {K_OWN_ACCUMULATOR:g}x), while the source keeps "
                         f"{DOWNGRADES[own[0]].what}, which is not allowed: the reference rounds each result once "
                         "(it accumulates in float32), and an accumulator's error grows with the length summed, past "
                         f"what the checked sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the "

@@ -80,31 +80,16 @@ def test_a_float16_scan_in_a_float32_problem_is_named_with_its_measured_error():
     assert f.severity == "warning" and "allowed by --allow fp16-accumulation" in f.message
 
 
-def test_a_float16_accumulator_in_a_float16_problem_is_named_at_a_short_k():
-    """In a float16 problem a float16 accumulator over K = 600 errs a few times the reference's
-    error scale, inside float16's own 16x bound, while a float32 accumulator rounded once errs
-    within that one rounding. With the accumulator in the source the first is a precision change
-    needing ``--allow fp16-accumulation``; the second stays ok."""
+def test_a_float32_accumulator_rounded_once_is_ok_in_a_float16_problem():
     right = check("gemm_half.py", "gemm_half_fp32_acc.py", distributions=["normal", "mixed"])
     assert right.kind is VerdictKind.OK, right.reason
     assert right.precision["dtype"] == "float16" and right.precision["factor"] == 16
 
-    v = check("gemm_half.py", "gemm_half_fp16_acc.py")
-    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
-    assert "past what one rounding to float16 explains" in v.reason and "--allow fp16-accumulation" in v.reason
-    worst = max(o.error_ratio for r in v.correctness for o in r.outputs)
-    assert 1 < worst < 16, worst  # inside float16's own bound: only the source's evidence tells
-    (f,) = findings(v, "precision_downgrade")
-    assert f.severity == "error" and "kernel matmul, line 13" in f.message
 
-    allowed = check("gemm_half.py", "gemm_half_fp16_acc.py", allow_precision=["fp16-accumulation"])
-    assert allowed.kind is VerdictKind.OK, allowed.reason
-
-
-def test_a_float16_accumulator_explains_no_error_past_float16s_own_bound():
-    """A float16 accumulator beside products 2% too large: a wrong answer, with no allowance
-    offered (an accumulator at the problem's own precision explains an error inside that
-    precision's own bound, never 274x the reference's error scale)."""
+def test_a_float16_accumulator_does_not_excuse_a_wrong_float16_gemm():
+    """A float16 accumulator beside products 2% too large (274x the reference's error scale): a
+    wrong answer, with no allowance offered, as an accumulation allowance is too wide to explain
+    an error on its own."""
     v = check("gemm_half.py", "gemm_half_fp16_acc_scaled.py")
     assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
     assert "--allow" not in v.reason and not findings(v, "precision_downgrade"), v.reason
@@ -112,7 +97,8 @@ def test_a_float16_accumulator_explains_no_error_past_float16s_own_bound():
 
 def test_a_float16_accumulator_is_right_where_the_reference_accumulates_in_float16():
     """A reference that rounds every step in float16 (a chain of adds, one op at a time) errs
-    many roundings: a kernel that does the same in another order is as precise and is ok."""
+    many roundings: a kernel that does the same in another order is as precise and is ok (a rule
+    holding float16 accumulators to one rounding called it wrong, and was withdrawn)."""
     v = check("residual_chain_half.py", "residual_chain_half_reversed.py", distributions=["normal", "mixed"])
     assert v.kind is VerdictKind.OK, v.reason
 

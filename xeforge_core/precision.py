@@ -82,9 +82,9 @@ from typing import Any
 
 from xeforge_core.errors import XeForgeError
 
-__all__ = ["DOWNGRADES", "K_ACCUMULATED", "K_OPERANDS", "K_OWN_ACCUMULATOR", "K_ROUNDED", "KERNELBENCH_TOLERANCE",
-           "UNIT_ROUNDOFF", "Downgrade", "PrecisionError", "PrecisionPolicy", "allowance_terms", "kernelbench_tolerance",
-           "own_factor", "own_precision_accumulators", "parse_allowances", "precision_lines"]
+__all__ = ["DOWNGRADES", "K_ACCUMULATED", "K_OPERANDS", "K_ROUNDED", "KERNELBENCH_TOLERANCE", "UNIT_ROUNDOFF", "Downgrade",
+           "PrecisionError", "PrecisionPolicy", "allowance_terms", "kernelbench_tolerance", "own_factor",
+           "parse_allowances", "precision_lines"]
 
 #: Unit roundoff (half the machine epsilon: 2^-p for p significand bits) of each dtype the
 #: float64-calibrated check applies to.
@@ -97,22 +97,6 @@ K_ACCUMULATED = 512
 #: Factor where the reference's error is the rounding of each result to the dtype (float16 and
 #: bfloat16 problems).
 K_ROUNDED = 16
-
-#: Factor on the reference's error scale for an output of a float16 or bfloat16 problem whose
-#: source keeps an accumulator in that precision that is not allowed, where the reference errs
-#: within one rounding of every result (PyTorch accumulates such sums and products in float32
-#: and rounds once; a reference that rounds each step in the dtype, a chain of float16 adds,
-#: accumulates at that precision itself and is not held to this). Measured on the CPU
-#: (``benchmarks/bench_precision_rule.py``, float64 truth, normal, uniform and wide-range inputs,
-#: ``docs/measured/cpu-precision-rule``): every correct order of a float16 or bfloat16 GEMM over K
-#: of 72 to 4096 (float32 accumulators in tiles, sequentially, split in four), of float16 row sums
-#: and scans with a float32 carry, errs within the final rounding (ratio 0.00027 at most), while
-#: float16 accumulators reach 2.1-6.4 at K = 300 and 3.4-12 at K = 512, bfloat16 accumulators up
-#: to 46, most of them inside :data:`K_ROUNDED`. An accumulator's error grows with the length
-#: summed, so over the few tiles a checked size runs it hides inside the bound that one rounding
-#: of each result sets; with the accumulator in the source, an error past one rounding is its.
-#: It explains no error past :data:`K_ROUNDED` (``worker/precision_report.explained``).
-K_OWN_ACCUMULATOR = 1
 
 #: Factor of an allowed operand downgrade (TF32, float16 or bfloat16 operands, approximate
 #: math), on its sensitivity scale ``(u_a / u) * max(sigma_i, RMS(sigma))``: measured on the CPU
@@ -223,23 +207,6 @@ def own_factor(dtype: str) -> float | None:
     if dtype not in UNIT_ROUNDOFF:
         return None
     return float(K_ACCUMULATED if dtype == "float32" else K_ROUNDED)
-
-
-def own_precision_accumulators(dtype: str, hints: tuple[str, ...], allowed: tuple[str, ...] = ()) -> list[str]:
-    """The accumulation downgrades among ``hints`` (the accumulators a candidate's source keeps
-    at the problem's own precision: ``worker.precision_hints.own_accumulations``) that keep one
-    at the precision of a float16 or bfloat16 problem of ``dtype``, or coarser, and that no
-    allowed accumulation at least as coarse covers (finest first). Where there are any and the
-    reference rounds each result once, the output is held to :data:`K_OWN_ACCUMULATOR` instead
-    of :data:`K_ROUNDED`; ``[]`` for a float32 problem (its own factor already separates a
-    float16 accumulator) and where the source keeps no such accumulator."""
-    u = UNIT_ROUNDOFF.get(dtype)
-    if u is None or dtype == "float32":
-        return []
-    widest = max((DOWNGRADES[a].unit_roundoff for a in allowed if a in DOWNGRADES and DOWNGRADES[a].accumulation),
-                 default=0.0)
-    return [n for n, d in DOWNGRADES.items()
-            if n in hints and d.accumulation and d.unit_roundoff >= u and d.unit_roundoff > widest]
 
 
 def allowance_terms(dtype: str, allowed: tuple[str, ...] = ()) -> list[tuple[float, float, float]]:

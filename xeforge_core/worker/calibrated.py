@@ -26,7 +26,6 @@ import torch
 
 from xeforge_core.precision import (
     DOWNGRADES,
-    K_OWN_ACCUMULATOR,
     UNIT_ROUNDOFF,
     allowance_terms,
     kernelbench_tolerance,
@@ -77,17 +76,6 @@ class Calibrated:
     outside_own: int = 0
     #: elements outside the bound with only that downgrade allowed, per downgrade
     outside_with: dict[str, int] = field(default_factory=dict)
-    #: float16 and bfloat16 outputs: elements outside the bound with :data:`K_OWN_ACCUMULATOR`
-    #: for the problem's own factor (no allowance widens it), and the first of
-    #: them as ``(flat index, value, truth)``: where the source keeps an accumulator at the
-    #: problem's precision, these are its error (``xeforge_core.precision``)
-    outside_summed: int = 0
-    first_summed: tuple[int, float, float] | None = None
-    #: float16 and bfloat16 outputs: whether the reference errs within one rounding of the float64
-    #: truth at every finite element (PyTorch's float32 accumulation, rounded once); where it
-    #: rounds intermediate results in the dtype itself (a chain of float16 adds), an accumulator
-    #: at that precision is what the reference does, and ``outside_summed`` says nothing
-    reference_rounds_once: bool = True
 
     @property
     def accepted_by(self) -> list[str]:
@@ -183,16 +171,6 @@ def compare_calibrated(actual: torch.Tensor, truth: torch.Tensor | StoredTensor,
         res.nan_mismatch += int(nan_bad.sum())
         res.inf_mismatch += int(inf_bad.sum())
         outside_own = int(((finite & (err > own)) | placement).sum())
-        if dtype_name != "float32":
-            # an allowance vouches only for what it names: the accumulator's bound is not widened
-            summed = (finite & (err > K_OWN_ACCUMULATOR * scale + floor)) | placement
-            res.outside_summed += int(summed.sum())
-            ref_u = UNIT_ROUNDOFF[dtype_name]
-            res.reference_rounds_once = res.reference_rounds_once and not bool(
-                (finite & (d64.abs() > ref_u * abs_t * (1 + 1e-3) + tiny)).any())
-            if res.first_summed is None and bool(summed.any()):
-                i = int(torch.nonzero(summed)[0, 0])
-                res.first_summed = (start + i, float(a64[i]), float(t[i]) if bool(torch.isfinite(r64[i])) else float(r64[i]))
         res.outside_own += outside_own
         for name, terms in each.items():
             res.outside_with[name] += int(((finite & (err > _widened(own, terms, sens, abs_t, tiny, drift)))

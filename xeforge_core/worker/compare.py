@@ -53,11 +53,10 @@ from typing import Any
 
 import torch
 
-from xeforge_core.precision import DOWNGRADES, K_OWN_ACCUMULATOR, own_precision_accumulators
+from xeforge_core.precision import DOWNGRADES
 from xeforge_core.verdict import OutputComparison
 from xeforge_core.worker.calibrated import Calibrated, Truth64, applies, compare_calibrated, unravel
 from xeforge_core.worker.expected import StoredTensor, flat_chunks
-from xeforge_core.worker.precision_hints import own_accumulations
 
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-5, 1e-8),
@@ -422,17 +421,6 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
                         "is not allowed: an accumulator's error grows with the length summed, past what the checked "
                         f"sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
                         f"{cal.ref_rel_error:.3g})")
-    elif comp.passed and cal.outside_summed and cal.reference_rounds_once and (
-            own := own_precision_accumulators(cal.dtype, own_accumulations(hints), allowed)):
-        comp.passed, comp.mismatches, comp.needs = False, cal.outside_summed, own
-        _first(comp, *cal.first_summed)
-        notes.insert(0, f"{cal.outside_summed} of {comp.numel} element(s) err past what one rounding to {cal.dtype} "
-                        f"explains ({_ratio(cal.ratio)}, where a source with no accumulator in {cal.dtype} is allowed "
-                        f"{cal.factor:g}x and one with it {K_OWN_ACCUMULATOR:g}x), while the source keeps "
-                        f"{DOWNGRADES[own[0]].what}, which is not allowed: the reference rounds each result once "
-                        "(it accumulates in float32), and an accumulator's error grows with the length summed, past "
-                        f"what the checked sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the "
-                        f"reference's {cal.ref_rel_error:.3g})" + _first_text(comp))
     elif not comp.passed and not cal.unwritten and cal.mismatches <= (cal.nan_mismatch or 0) + (cal.inf_mismatch or 0):
         # every mismatch is a NaN or an Inf: the errors measured over the finite elements say nothing
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) NaN or Inf where the float64 truth is not, or "

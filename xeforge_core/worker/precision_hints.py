@@ -21,17 +21,16 @@ Read statically from the module's AST (nothing runs), per downgrade name of
 Host code that turns TF32 on for PyTorch's float32 products (``allow_tf32 = True``,
 ``set_float32_matmul_precision("high")``) is ``tf32`` evidence too.
 
-Casts to the problem's own dtype are not downgrades and are not reported. An accumulator in a
-float16 or bfloat16 problem's own dtype is reported apart, under :data:`OWN_PREFIX`
-(``own-precision:fp16-accumulation``): where the reference rounds each result once, as PyTorch's
-float32 accumulation does, it is what an error past one rounding comes from.
+Casts to the problem's own dtype are not downgrades and are not reported, nor is an accumulator
+in it: a float16 problem's reference may itself round each step in float16 (a chain of adds), and
+no measurement here tells that reliably from PyTorch's float32 accumulation rounded once
+(``docs/measured/cpu-precision-rule``).
 """
 
 from __future__ import annotations
 
 import ast
 import textwrap
-from typing import Any
 
 from xeforge_core.worker.astutil import name_closure
 
@@ -246,23 +245,6 @@ def _summed_cast(arg: ast.AST) -> ast.AST | None:
 
 _DTYPE_WORD = {"fp16": "float16", "bf16": "bfloat16"}
 
-#: Prefix of the evidence of an accumulator kept at a float16 or bfloat16 problem's own
-#: precision (``own-precision:fp16-accumulation``): no downgrade name, so no allowance is offered
-#: for an error on its strength alone; the float64-calibrated check holds such an output to one
-#: rounding (``xeforge_core.precision.K_OWN_ACCUMULATOR``).
-OWN_PREFIX = "own-precision:"
-
-
-def own_accumulations(hints: Any) -> tuple[str, ...]:
-    """The accumulation downgrades (``fp16-accumulation``) whose evidence ``hints`` (names, or a
-    :class:`Hints`) hold under :data:`OWN_PREFIX`: accumulators at the problem's own precision."""
-    return tuple(h[len(OWN_PREFIX):] for h in hints if h.startswith(OWN_PREFIX))
-
-
-def _accumulation_name(low: str, own: str | None) -> str:
-    """``fp16-accumulation``, or its :data:`OWN_PREFIX` form where ``low`` is the problem's own."""
-    return (OWN_PREFIX if low == own else "") + f"{low}-accumulation"
-
 
 def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, int, str]]:
     """``(downgrade, line, why)`` inside one kernel."""
@@ -281,21 +263,21 @@ def _kernel_evidence(fn: ast.FunctionDef, own: str | None) -> list[tuple[str, in
             given = [k.value for k in node.keywords if k.arg == "dtype"] + node.args[position:position + 1]
             for value in given:
                 low = _low_dtype(value)
-                if low:
-                    found.append((_accumulation_name(low, own), node.lineno, f"tl.{name}(..., dtype="
+                if low and low != own:
+                    found.append((f"{low}-accumulation", node.lineno, f"tl.{name}(..., dtype="
                                   f"{ast.unparse(value)}): an accumulator in " + _DTYPE_WORD[low]))
                     accumulated.add(id(value))
         elif name in _ACCUMULATING and node.args:
             inner = _summed_cast(node.args[0])
             low = _low_dtype(inner) if inner is not None else None
             wider = any(k.arg == "dtype" and not _low_dtype(k.value) for k in node.keywords)  # tl.sum(..., dtype=fp32)
-            if low and not wider:
-                found.append((_accumulation_name(low, own), node.lineno, f"tl.{name} over values cast to "
+            if low and low != own and not wider:
+                found.append((f"{low}-accumulation", node.lineno, f"tl.{name} over values cast to "
                               + _DTYPE_WORD[low]))
                 accumulated.add(id(inner))
-        elif name == "to" and id(node) in rounded:
+        elif name == "to" and id(node) in rounded and _low_dtype(node.args[0]) != own:
             low = _low_dtype(node.args[0])
-            found.append((_accumulation_name(low, own), node.lineno, f"each running sum rounded through "
+            found.append((f"{low}-accumulation", node.lineno, f"each running sum rounded through "
                           f"{ast.unparse(node.args[0])}: an accumulator in " + _DTYPE_WORD[low]))
             accumulated.add(id(node.args[0]))
         elif name.startswith("fast_"):

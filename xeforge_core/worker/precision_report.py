@@ -25,7 +25,7 @@ from typing import Any
 
 from xeforge_core.precision import BASELINE, DOWNGRADES, PrecisionPolicy, kernelbench_tolerance, own_factor
 from xeforge_core.verdict import CorrectnessRun, Finding, OutputComparison, inputs_label
-from xeforge_core.worker.precision_hints import OWN_PREFIX, SCANNED_DOWNGRADES
+from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES
 
 #: Outputs with fewer elements are not judged by how their error is spread.
 SPREAD_MIN_ELEMENTS = 16
@@ -69,11 +69,6 @@ def explained(comp: OutputComparison, hints: dict[str, list[str]],
     named = [n for n in hints if n in comp.needs]
     if named:
         return named[0], hints[named[0]][0]
-    # an accumulator at the problem's own precision explains an error inside that precision's own
-    # bound (the float64 check held the output to one rounding for it), never a larger one
-    own = [n for n in comp.needs if OWN_PREFIX + n in hints]
-    if own and comp.error_ratio is not None and comp.bound_factor and comp.error_ratio <= comp.bound_factor:
-        return own[0], hints[OWN_PREFIX + own[0]][0]
     # an accumulator's allowance is too wide to explain an unknown cause, and a downgrade the source
     # scan finds wherever it is (a TF32 dot, a half-precision type) is no cause where it found none
     operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation and n not in _scanned(hints)]
@@ -147,9 +142,8 @@ def findings(runs: list[CorrectnessRun], hints: dict[str, list[str]], policy: Pr
                 if name is None or name in out:
                     continue
                 via = f"allowed by {policy.source_of(name)}" if name in allowed else "accepted by the explicit tolerances"
-                cause = hints.get(name) or hints.get(OWN_PREFIX + name) or ["measured only"]
                 out[name] = Finding("precision_downgrade", f"{DOWNGRADES[name].what}: "
-                                    f"{cause[0]}; {_measured(comp)} ({via})", "warning")
+                                    f"{hints.get(name, ['measured only'])[0]}; {_measured(comp)} ({via})", "warning")
                 continue
             found = explained(comp, hints, beyond)
             if found is None or found[0] in out:

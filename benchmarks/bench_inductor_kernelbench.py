@@ -167,6 +167,7 @@ def _first_version(problem: Any, device: Any, timeout_s: float) -> tuple[dict[st
     """TorchInductor's first version generated and verified here (no stages; correctness only,
     the sizes are timed afterwards)."""
     from xeforge_core.inductor.first_version import inductor_first_version
+    from xeforge_core.pipeline.first_version import traced_at_published_size
     from xeforge_core.verify import VerifyOptions, verify
 
     where = device.torch_device if device.type in ("cuda", "xpu") else "cpu"
@@ -174,9 +175,13 @@ def _first_version(problem: Any, device: Any, timeout_s: float) -> tuple[dict[st
     cand = inductor_first_version(problem, device=where)
     if not cand.applicable:
         return {"first_version": "failed", "first_version_reason": cand.not_applicable_reason[:300]}, None
-    verdict = verify(problem, cand.code, device=device, options=VerifyOptions(seeds=1, measure_performance=False,
-                                                                          timeout_s=timeout_s),
-                     on_progress=_say(problem, "first version"))
+    options = VerifyOptions(seeds=1, measure_performance=False, timeout_s=timeout_s)
+    verdict = verify(problem, cand.code, device=device, options=options, on_progress=_say(problem, "first version"))
+    again = None if verdict.passed else traced_at_published_size(problem, verdict, device.type, cand.code)
+    if again is not None:  # as the rules engine's first-version step does
+        _say(problem, "first version")("wrong at another size: generating again, traced at the published size")
+        cand = again
+        verdict = verify(problem, cand.code, device=device, options=options, on_progress=_say(problem, "first version"))
     out = {"first_version": "approved" if verdict.passed else "failed", "first_version_verdict": verdict.kind.value,
            "first_version_reason": "" if verdict.passed else (verdict.reason or "")[:300],
            "not_triton_yet": ";".join(n.split(": ", 1)[1] for n in cand.notes if "not Triton yet" in n)}

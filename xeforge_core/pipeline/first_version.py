@@ -46,7 +46,7 @@ def first_version_notes(outcomes: list[StageOutcome]) -> list[str]:
     return notes
 
 
-def _traced_at_published_size(problem: Any, verdict: Any, dev_type: str, code: str) -> Candidate | None:
+def traced_at_published_size(problem: Any, verdict: Any, dev_type: str, code: str) -> Candidate | None:
     """A first version traced again at the published size, for one traced at the verifier's
     reduced size (``trace_overrides``) that gave a wrong answer: TorchInductor's index
     expressions may hold at the traced sizes only (KernelBench level 2 problem 19 with torch
@@ -121,7 +121,7 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
         if verdict.passed:
             break
         controller.reject(rec.id, f"the TorchInductor version does not verify: {verdict.kind.value}")
-        again = _traced_at_published_size(current, verdict, dev_type, candidate.code) if generated and iteration == 1 else None
+        again = traced_at_published_size(current, verdict, dev_type, candidate.code) if generated and iteration == 1 else None
         if again is None:
             reason = f"the TorchInductor version does not verify: {kind_and_reason(verdict)}"
             controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, reason)

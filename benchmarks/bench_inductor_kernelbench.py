@@ -140,7 +140,7 @@ def _pipeline(problem_path: Path, device: str, work: Path, timeout_s: float) -> 
     stage_cols = [c for c in rec if f"{c}_verdict" in rec and c != "first_version"]
     out = {"first_version": rec.get("first_version", ""), "first_version_verdict": rec.get("first_version_verdict", ""),
            "stages": ";".join(f"{s}:{rec[s]}" for s in stage_cols if rec.get(s)),
-           "note": (rec.get("error") or "")[:300]}
+           "not_triton_yet": rec.get("not_triton", ""), "note": (rec.get("error") or "")[:300]}
     final = None
     if rec.get("session"):
         from xeforge_core.session import Session
@@ -148,10 +148,9 @@ def _pipeline(problem_path: Path, device: str, work: Path, timeout_s: float) -> 
         try:
             session = Session.open(rec["session"])
             final = session.source("head")
-            first = next((c for c in session.candidates() if c.stage == "first_version"), None)
-            if first is not None:
-                out["not_triton_yet"] = first.rationale.partition("not Triton yet: ")[2].replace(", ", ";")
-                out["first_version_reason"] = "" if first.status == "approved" else first.reason[:300]
+            tried = session.candidates(stage="first_version")  # a second attempt traced at the published size last
+            if tried:
+                out["first_version_reason"] = "" if tried[-1].status == "approved" else tried[-1].reason[:300]
         except Exception as exc:  # the row says why the sizes are not timed
             out["note"] += f"; session unreadable: {exc}"
     return out, final
@@ -166,7 +165,7 @@ def _say(problem: Any, what: str) -> Callable[[str], None]:
 def _first_version(problem: Any, device: Any, timeout_s: float) -> tuple[dict[str, Any], str | None]:
     """TorchInductor's first version generated and verified here (no stages; correctness only,
     the sizes are timed afterwards)."""
-    from xeforge_core.inductor.first_version import inductor_first_version
+    from xeforge_core.inductor.first_version import inductor_first_version, library_calls_noted
     from xeforge_core.pipeline.first_version import traced_at_published_size
     from xeforge_core.verify import VerifyOptions, verify
 
@@ -177,14 +176,14 @@ def _first_version(problem: Any, device: Any, timeout_s: float) -> tuple[dict[st
         return {"first_version": "failed", "first_version_reason": cand.not_applicable_reason[:300]}, None
     options = VerifyOptions(seeds=1, measure_performance=False, timeout_s=timeout_s)
     verdict = verify(problem, cand.code, device=device, options=options, on_progress=_say(problem, "first version"))
-    again = None if verdict.passed else traced_at_published_size(problem, verdict, device.type, cand.code)
+    again = None if verdict.passed else traced_at_published_size(problem, verdict, where, cand.code)
     if again is not None:  # as the rules engine's first-version step does
         _say(problem, "first version")("wrong at another size: generating again, traced at the published size")
         cand = again
         verdict = verify(problem, cand.code, device=device, options=options, on_progress=_say(problem, "first version"))
     out = {"first_version": "approved" if verdict.passed else "failed", "first_version_verdict": verdict.kind.value,
            "first_version_reason": "" if verdict.passed else (verdict.reason or "")[:300],
-           "not_triton_yet": ";".join(n.split(": ", 1)[1] for n in cand.notes if "not Triton yet" in n)}
+           "not_triton_yet": ";".join(library_calls_noted(cand.notes))}
     return out, cand.code if verdict.passed else None
 
 

@@ -46,20 +46,20 @@ def first_version_notes(outcomes: list[StageOutcome]) -> list[str]:
     return notes
 
 
-def traced_at_published_size(problem: Any, verdict: Any, dev_type: str, code: str) -> Candidate | None:
+def traced_at_published_size(problem: Any, verdict: Any, device: str, code: str) -> Candidate | None:
     """A first version traced again at the published size, for one traced at the verifier's
     reduced size (``trace_overrides``) that gave a wrong answer: TorchInductor's index
     expressions may hold at the traced sizes only (KernelBench level 2 problem 19 with torch
     2.11: right at the reduced sizes, wrong at the published one, its output strides formulas of
     the sizes that read as a relation of the traced ones folded in). ``None`` where the verdict is no wrong answer, nothing was reduced, or the
-    new trace gives the same ``code`` or none."""
+    new trace gives the same ``code`` or none. ``device``: where to generate, as for
+    :func:`inductor_first_version`."""
     from xeforge_core.inductor.first_version import trace_overrides
     from xeforge_core.verdict import VerdictKind
 
     if verdict.kind is not VerdictKind.WRONG_ANSWER or not trace_overrides(problem):
         return None
-    again = inductor_first_version(problem, device=dev_type if dev_type in ("cuda", "xpu") else "cpu",
-                                   published_size=True)
+    again = inductor_first_version(problem, device=device, published_size=True)
     if not again.applicable or again.code == code:
         return None
     again.rationale += ("; traced at the published size: the version traced at the verifier's reduced size was a "
@@ -86,11 +86,12 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
     started = time.monotonic()
     device = resolve_run_device(controller, verify_fn)
     dev_type = device.type if isinstance(device, DeviceInfo) else str(device or "cpu").split(":")[0]
+    where = dev_type if dev_type in ("cuda", "xpu") else "cpu"  # where TorchInductor generates
     current = controller.current()
     generated = candidate is None  # traced here: a wrong answer may be traced again at the published size
     if candidate is None:
         emit("propose", f"asking TorchInductor for the Triton kernels of {current.name} ({dev_type})", 1)
-        candidate = inductor_first_version(current, device=dev_type if dev_type in ("cuda", "xpu") else "cpu")
+        candidate = inductor_first_version(current, device=where)
     if not candidate.applicable:
         outcome = StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.FAILED, iterations=1,
                                reason=candidate.not_applicable_reason, seconds=time.monotonic() - started)
@@ -121,7 +122,7 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
         if verdict.passed:
             break
         controller.reject(rec.id, f"the TorchInductor version does not verify: {verdict.kind.value}")
-        again = traced_at_published_size(current, verdict, dev_type, candidate.code) if generated and iteration == 1 else None
+        again = traced_at_published_size(current, verdict, where, candidate.code) if generated and iteration == 1 else None
         if again is None:
             reason = f"the TorchInductor version does not verify: {kind_and_reason(verdict)}"
             controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, reason)

@@ -110,8 +110,18 @@ def profile(problem: Path, version: Path, overrides: dict[str, Any], device: str
 def kernel_times(prof: Any, field: str = "self_device_time_total") -> list[tuple[str, float]]:
     """(name, µs) of every event of a finished ``torch.profiler`` run with time in ``field``
     (device kernels by default; ``self_cpu_time_total`` for host ops). An averaged event's name
-    is its ``key`` (``FunctionEventAvg`` has no ``name``)."""
-    out = [(e.key, float(getattr(e, field, 0.0) or 0.0)) for e in prof.key_averages()]
+    is its ``key`` (``FunctionEventAvg`` has no ``name``).
+
+    For a device field only the device's own events count: the host op that launched a kernel
+    (``aten::cudnn_convolution``, ``aten::addmm``) reports that kernel's time as its own
+    ``self_device_time_total`` too, so summing both counted every library call twice, and a
+    Triton launch, which no aten op wraps, once (``torch/autograd/profiler_util.py``,
+    ``FunctionEvent.self_device_time_total``)."""
+    from torch.autograd import DeviceType
+
+    device_field = "device" in field or "cuda" in field
+    out = [(e.key, float(getattr(e, field, 0.0) or 0.0)) for e in prof.key_averages()
+           if not (device_field and e.device_type == DeviceType.CPU)]
     return [(name, us) for name, us in out if us > 0]
 
 

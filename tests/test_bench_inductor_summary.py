@@ -72,3 +72,28 @@ def test_profiled_events_are_read_by_their_key():
             torch.mm(a, a)
     names = {name for name, _ in library_share.kernel_times(prof, "self_cpu_time_total")}
     assert "aten::mm" in names, names
+
+
+def test_a_library_call_is_counted_once_not_also_under_the_op_that_launched_it():
+    """A device profile holds each cuDNN or cuBLAS kernel twice: as the kernel's own event and as
+    the self device time of the aten op that launched it. Only the device's events count, so a
+    convolution's 90 µs is 90 µs, not 180 (the profile's events are built here as torch's
+    FunctionEventAvg, since this machine records no device events)."""
+    import library_share
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEventAvg
+
+    def event(key: str, device_type: DeviceType, self_device_us: float) -> FunctionEventAvg:
+        e = FunctionEventAvg()
+        e.key, e.device_type, e.self_device_time_total = key, device_type, self_device_us
+        return e
+
+    class Profile:
+        def key_averages(self):
+            return [event("aten::cudnn_convolution", DeviceType.CPU, 90.0),
+                    event("sm90_xmma_fprop_implicit_gemm", DeviceType.CUDA, 90.0),
+                    event("triton_poi_fused_add_clamp_0", DeviceType.CUDA, 10.0),
+                    event("aten::empty", DeviceType.CPU, 0.0)]
+
+    got = dict(library_share.kernel_times(Profile()))
+    assert got == {"sm90_xmma_fprop_implicit_gemm": 90.0, "triton_poi_fused_add_clamp_0": 10.0}

@@ -675,3 +675,27 @@ def test_a_wrong_answer_at_the_first_size_decides_over_a_later_size_it_cannot_co
     assert (code, v["kind"]) == (1, "wrong_answer"), v["reason"]
     assert v["reason"].startswith("wrong answer on variant module ")
     assert any(w.startswith("then at variant module-odd") and "compile_error" in w for w in v["warnings"])
+
+
+def test_an_error_in_a_lifted_problem_quotes_the_line_as_the_user_wrote_it(tmp_path):
+    """The worker imports the lifted text (``SIZE_8``), so a traceback read it; the error shows
+    the user's literal (``8``) at the same line, in the traceback and in the quoted line."""
+    from xeforge_core.problem.scaling import lift_literal_sizes
+    from xeforge_core.worker.errors import format_error, last_line_in
+
+    user = ("import torch\n\n\ndef get_inputs():\n"
+            "    return [torch.rand([8, 3]).view(5, -1)]\n\n\ndef get_init_inputs():\n    return []\n")
+    lifted = lift_literal_sizes(user)
+    assert lifted and "torch.rand([SIZE_8, SIZE_3])" in lifted
+    path = tmp_path / "problem.py"
+    path.write_text(lifted)
+    namespace: dict = {}
+    exec(compile(lifted, str(path), "exec"), namespace)
+    try:
+        namespace["get_inputs"]()
+    except RuntimeError as exc:
+        line = last_line_in(exc, str(path))
+        text = format_error(exc, str(path), line)
+    assert line == 5
+    assert "problem.py:5: return [torch.rand([8, 3]).view(5, -1)]" in text, text
+    assert "SIZE_" not in text, text

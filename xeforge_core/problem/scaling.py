@@ -25,6 +25,7 @@ from typing import Any
 
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
+from xeforge_core.worker.lifted import LIFTED_MARKER, LIFTED_PREFIX
 
 from .dtypes import DTYPE_SIZES, normalize_dtype
 from .model import Problem, Variant, is_ci_variant
@@ -165,8 +166,6 @@ def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
     return found
 
 
-#: The prefix of the constants :func:`lift_literal_sizes` names (``SIZE_4`` for a literal 4).
-LIFTED_PREFIX = "SIZE_"
 
 #: Constructor keywords that name a size (``in_features``, ``channels``, ``hidden_size``): only
 #: these follow a literal shape size; a number that merely equals one (``sigma_lower_bound=4``)
@@ -242,7 +241,7 @@ def lift_literal_sizes(source: str) -> str | None:
     text = "".join(lines)
     if not text.endswith("\n"):
         text += "\n"
-    return text + "\n# get_inputs()'s literal sizes, named so the verifier can reduce and scale them\n" + "".join(
+    return text + "\n" + LIFTED_MARKER + "\n" + "".join(
         f"{name} = {value}\n" for value, name in names.items())
 
 

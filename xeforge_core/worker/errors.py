@@ -36,6 +36,7 @@ from types import TracebackType
 from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import VerdictKind
 from xeforge_core.worker import backends
+from xeforge_core.worker.lifted import is_lifted, user_text
 
 DRIVER_FAULT_PATTERNS = (
     r"UR_RESULT_ERROR_\w+",
@@ -134,9 +135,24 @@ def last_line_in(exc: BaseException, path: str) -> int | None:
 
 
 def _source_line(path: str, line: int | None) -> str:
+    """Line ``line`` of ``path`` as the user wrote it (a lifted size read back as its literal)."""
     if not line:
         return ""
-    return linecache.getline(path, line).rstrip()
+    text = linecache.getline(path, line).rstrip()
+    return user_text(text) if is_lifted(path) else text
+
+
+def _user_frames(frames: list[traceback.FrameSummary]) -> list[str]:
+    """``traceback.format_list(frames)``, with the lines quoted from a lifted module written as
+    the user wrote them."""
+    lifted: dict[str, bool] = {}
+    out = []
+    for fr, text in zip(frames, traceback.format_list(frames)):
+        if lifted.setdefault(fr.filename, is_lifted(fr.filename)):
+            head, _, code = text.partition("\n")
+            text = head + "\n" + user_text(code)
+        out.append(text)
+    return out
 
 
 #: Where the worker's own code and Python's standard library live: frames there say nothing about
@@ -162,7 +178,7 @@ def _format_one(exc: BaseException, src_dir: str) -> str:
     shown = frames[start:] if start is not None else [
         fr for fr in frames if not _harness_frame(fr.filename)]
     lines = ["Traceback (most recent call last):\n"] if shown else []
-    lines += traceback.format_list(shown)
+    lines += _user_frames(list(shown))
     lines += traceback.format_exception_only(type(exc), exc)
     return "".join(lines)
 

@@ -97,3 +97,15 @@ def test_a_library_call_is_counted_once_not_also_under_the_op_that_launched_it()
 
     got = dict(library_share.kernel_times(Profile()))
     assert got == {"sm90_xmma_fprop_implicit_gemm": 90.0, "triton_poi_fused_add_clamp_0": 10.0}
+
+
+def test_a_ceiling_beyond_the_whole_calls_time_is_not_trusted():
+    """A profile that finds more time outside the Triton kernels than the verifier timed for the
+    whole call bounds nothing: the ceiling is dropped and the row says why."""
+    import bench_inductor_kernelbench as ikb
+
+    kept = ikb._trusted_ceiling({"not_triton_us": 900.0, "not_triton_share": 0.6, "eager_ceiling": 1.9}, 1000.0)
+    assert kept["eager_ceiling"] == 1.9 and "ceiling_note" not in kept
+    dropped = ikb._trusted_ceiling({"not_triton_us": 2168.7, "not_triton_share": 0.65, "eager_ceiling": 0.82}, 1515.7)
+    assert "eager_ceiling" not in dropped and dropped["not_triton_us"] == 2168.7
+    assert "2169 µs outside the Triton kernels, more than the 1516 µs" in dropped["ceiling_note"]

@@ -72,7 +72,7 @@ class RulesEngine:
         """Run the stage's codemod on ``context.current_code``.
 
         Not applicable (with the reason) for stages without a codemod, when the codemod does not
-        apply, or when ``feedback`` reports that this engine's own candidate failed."""
+        apply, or when ``feedback`` reports on this engine's own candidate (failed, or correct and not faster)."""
         current = context.current_code
         codemod = stage_codemod(stage)
         if codemod is None:
@@ -82,7 +82,7 @@ class RulesEngine:
             first = feedback.strip().splitlines()[0] if feedback.strip() else ""
             return Candidate.not_applicable(
                 code=current, engine=self.name, stage=stage,
-                reason="the rules engine is deterministic and its candidate for this stage did not pass "
+                reason="the rules engine is deterministic and its candidate for this stage was not kept "
                        f"({first}); it has no other rewrite to offer: try the llm or manual engine")
         target = context.target
         settings = CodemodSettings(target=target.family, arch=target.arch, profile=context.hardware,

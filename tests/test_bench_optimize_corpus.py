@@ -254,3 +254,17 @@ def test_the_largest_tensor_is_read_with_the_derived_constants_recomputed(tmp_pa
     sizes = corpus.meta_sizes(src, [{}, {"batch_size": 128, "out_channels": 32, "width": 4096}])
     assert [n for _, n in sizes] == [64 * 16 * 8192 * 32, 128 * 32 * 16384 * 64]
     assert sizes[1][0] == 4 * 32
+
+
+def test_a_kept_candidate_counts_as_improved_only_where_its_interval_is_above_one():
+    """A rules stage kept at 1.006x [0.996, 1.02] (kb_l2_006 on an H100) is not an improvement
+    the summary may count; 3.14x [3.04, 3.27] is; without an interval the pipeline's 1.03x decides."""
+    row = corpus.Row
+    assert corpus.is_improved(row("a", "module", rules_vs_published=3.14, interval="[3.04, 3.27] (events)",
+                                  stages_applied="autotuning"))
+    assert not corpus.is_improved(row("b", "module", rules_vs_published=1.006, interval="[0.996, 1.02] (graph)",
+                                      stages_applied="autotuning"))
+    assert not corpus.is_improved(row("c", "module", rules_vs_published=1.0,
+                                      interval="measured 1.089x [0.913, 1.1] (events)", stages_applied=""))
+    assert corpus.is_improved(row("d", "module", rules_vs_published=1.05, stages_applied="memory_access"))
+    assert not corpus.is_improved(row("e", "module", rules_vs_published=1.02, stages_applied="memory_access"))

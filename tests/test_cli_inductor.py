@@ -155,3 +155,26 @@ def test_a_first_version_wrong_at_another_size_is_traced_again_at_the_published_
     assert calls == [False, True]
     assert "asking TorchInductor again, traced at the published size" in err, err[-3000:]
     assert any(line.startswith("first_version") and "done" in line for line in out.splitlines()), out
+
+
+def test_a_batch_row_names_the_library_call_when_inductor_writes_no_triton_kernel(tmp_path, capsys):
+    """A plain convolution: TorchInductor leaves it all to torch's convolution and writes no Triton
+    kernel, so there is no first version; the batch's row still names the call that is not Triton
+    yet (before, only the error text did)."""
+    from xeforge_core.batch import read_summary
+
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    (problems / "conv_only.py").write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = torch.nn.Conv2d(3, 8, 3)\n\n    def forward(self, x):\n        return self.conv(x)\n\n\n"
+        "batch_size = 2\n\n\ndef get_inputs():\n    return [torch.randn(batch_size, 3, 16, 16)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    out = tmp_path / "summary.csv"
+    rc = main(["batch", str(problems), "--engine", "rules", "--device", "cpu", "--seeds", "1",
+               "--workspace", str(tmp_path / "ws"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1, err[-2000:]
+    row = next(iter(read_summary(out)))
+    assert "TorchInductor generates no Triton kernel" in row.error, row.error
+    assert row.not_triton and all("convolution" in c for c in row.not_triton), row.not_triton

@@ -107,7 +107,8 @@ def _candidate(fv: FirstVersion, source: str) -> Candidate:
     if not fv.kernels:   # nothing for a Triton stage to start from; as a candidate it would launch no
         # Triton kernel and be refused by the integrity rule no_triton_launch, a verdict about cheating
         calls = ", ".join(sorted(set(fv.library_calls))) or "no kernel at all"
-        return Candidate.not_applicable(
+        noted = [LIBRARY_NOTE + ", ".join(sorted(set(fv.library_calls)))] if fv.library_calls else []
+        return Candidate.not_applicable(notes=noted,
             code=source, engine="rules", stage=FIRST_VERSION,
             reason=f"TorchInductor generates no Triton kernel for this problem: it leaves the work to torch "
                    f"library calls ({calls}{'; ' + fv.unexpressed_note if fv.unexpressed_products else ''}), so "

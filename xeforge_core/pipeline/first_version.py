@@ -92,8 +92,11 @@ def prepare_first_version(controller: StageController, options: LoopOptions, *,
     if candidate is None:
         emit("propose", f"asking TorchInductor for the Triton kernels of {current.name} ({dev_type})", 1)
         candidate = inductor_first_version(current, device=where)
-    if not candidate.applicable:
-        outcome = StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.FAILED, iterations=1,
+    if not candidate.applicable:  # kept as the attempt: its notes name the library calls Inductor left
+        tried = Attempt(iteration=1, index=0, status=AttemptStatus.NOT_APPLICABLE, engine="rules",
+                        model="torchinductor", reason=candidate.not_applicable_reason or "", candidate=candidate,
+                        rationale=candidate.rationale)
+        outcome = StageOutcome(stage=FIRST_VERSION, status=OutcomeStatus.FAILED, iterations=1, attempts=[tried],
                                reason=candidate.not_applicable_reason, seconds=time.monotonic() - started)
         controller.mark_stage(FIRST_VERSION, StageStatus.FAILED, outcome.reason)
         return outcome

@@ -343,3 +343,18 @@ def test_allow_baseline_allows_nothing_for_a_baseline_wrong_beyond_precision():
                options=replace(FAST, allow_precision=["baseline"], distributions=["normal", "uniform"]))
     assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
     assert v.precision["from_baseline"] == [] and v.precision["baseline_state"] == "inconsistent", v.precision
+
+
+def test_approximate_math_does_not_excuse_a_variance_divided_by_n_minus_1():
+    """A row normalisation whose variance divides by n - 1: its error (4.5e-4 relative) is the
+    size approximate math could give, but the reference's functions (a square root, a variance)
+    have no approximation in kernels that coarse (the PTX ISA's sqrt, rsqrt, ex2 and lg2
+    approximations are within a few float32 units in the last place), and the source calls no
+    fast intrinsic. So the verdict does not name approximate math, and --allow approx-math does
+    not accept it (a fresh user was offered that allowance, and it passed the kernel)."""
+    v = check("rownorm.py", "rownorm_unbiased.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+    assert "approximate math" not in v.reason and "--allow" not in v.reason, v.reason
+    allowed = check("rownorm.py", "rownorm_unbiased.py", allow_precision=["approx-math"])
+    assert allowed.kind is VerdictKind.WRONG_ANSWER, allowed.reason
+    assert any("--allow approx-math does not apply" in w for w in allowed.warnings), allowed.warnings

@@ -1247,9 +1247,11 @@ def run_candidate(ctx: WorkerContext) -> None:
             meta.get("baseline_downgrades"), meta.get("baseline_state") or "measured").restricted(hints, hints.scanned)
         for name in policy.inapplicable:
             what = (f"the kernels have no {DOWNGRADES[name].what.split(' (')[0]}" if name in SCANNED_DOWNGRADES else
-                    "the reference computes no function a kernel would approximate (no exponential, logarithm, "
-                    "tanh, erf, power, root or trigonometric function: "
-                    f"{', '.join((meta.get('truth64') or {}).get('ops', [])[:12])})")
+                    "the reference computes no function kernels approximate that coarsely (no tanh, erf, GELU, "
+                    "sigmoid, power, trigonometric function or formula such as log(1 + x); square roots, "
+                    "exponentials and logarithms have approximations within a few float32 units in the last "
+                    f"place): {', '.join((meta.get('truth64') or {}).get('ops', [])[:12])}, and the kernels call "
+                    "no fast intrinsic")
             ctx.verdict.warnings.append(
                 f"{policy.source_of(name)} does not apply: {what} "
                 "(an allowance vouches only for what it names, so it does not widen the bound here)")

@@ -344,3 +344,19 @@ def test_batch_bad_input_is_found_before_any_kernel_runs(tmp_path, capsys):
                  "--out", str(blocked / "s.csv")]) == 2
     err = capsys.readouterr().err
     assert "--out" in err and "cannot make its folder" in err and not (tmp_path / "ws").exists()
+
+
+def test_a_problem_that_is_not_utf8_gets_a_row_naming_the_byte(tmp_path):
+    """A plain-PyTorch problem saved in Latin-1 (an author's name in a comment) is a kernel of the
+    batch whose row says where the text stops being UTF-8, as `xeforge verify` does; it was
+    skipped as "not a plain-PyTorch problem" and left out of the failures."""
+    from xeforge_core.batch import scan_directory
+
+    kb = ROOT / "tests" / "fixtures" / "formats" / "kernelbench"
+    (tmp_path / "latin1.py").write_bytes(b"# author: Jos\xe9\n" + (kb / "residual_relu.py").read_bytes())
+    items, skipped = scan_directory(tmp_path)
+    assert [i.kernel.name for i in items] == ["latin1.py"] and not skipped, skipped
+    from xeforge_core.problem import ProblemError, load_problem
+
+    with pytest.raises(ProblemError, match=r"latin1.py:1: .*not valid UTF-8 \(byte 0xe9 at offset 13\)"):
+        load_problem(items[0].kernel)

@@ -208,13 +208,14 @@ def _sibling_reference(py: Path) -> Path | None:
 
 
 def _unreadable(py: Path) -> bool:
-    """Whether ``py`` is empty or does not parse as Python (its row says why and where)."""
+    """Whether ``py`` is empty, not UTF-8 text, or does not parse as Python (its row says why and
+    where, as ``xeforge verify`` does: the loader names the line and the byte)."""
     from xeforge_core.worker.astutil import parse as parse_python
 
     try:
-        text = py.read_text(errors="replace")
+        text = py.read_bytes().decode("utf-8")
         parse_python(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError):  # UnicodeDecodeError is a ValueError
         return True
     except OSError:
         return False

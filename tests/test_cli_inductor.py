@@ -178,3 +178,19 @@ def test_a_batch_row_names_the_library_call_when_inductor_writes_no_triton_kerne
     row = next(iter(read_summary(out)))
     assert "TorchInductor generates no Triton kernel" in row.error, row.error
     assert row.not_triton and all("convolution" in c for c in row.not_triton), row.not_triton
+
+
+def test_a_forward_that_hangs_is_named_where_it_hangs():
+    """A problem whose forward never returns: TorchInductor's job reaches its limit, and the error
+    names the problem's line it was stopped at (it quoted the worker's last stderr lines before,
+    the interpreter's frozen modules and extension list)."""
+    from xeforge_core.inductor.capture import GenerationError, capture
+
+    source = ("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        while True:\n"
+              "            x = x + 0\n\n\ndef get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
+              "def get_init_inputs():\n    return []\n")
+    with pytest.raises(GenerationError) as info:
+        capture(source, name="hang", timeout_s=15)
+    message = str(info.value)
+    assert "while running the problem's code, at hang.py:" in message, message
+    assert "Extension modules" not in message

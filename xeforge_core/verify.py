@@ -82,7 +82,7 @@ from xeforge_core.verdict import OWN_INPUTS, PARTIAL, Finding, Step, StepStatus,
 from xeforge_core.worker import formats
 from xeforge_core.worker.astutil import parse as parse_python
 from xeforge_core.worker.errors import classify as classify_failure
-from xeforge_core.worker_outcome import MEMCHECK_ADVICE
+from xeforge_core.worker_outcome import MEMCHECK_ADVICE, innermost_line
 
 #: Verdict kinds stored in the verdict cache (the others may be transient: a loaded machine,
 #: a flaky driver, an environment later fixed).
@@ -448,19 +448,6 @@ def _step_for_progress(message: str) -> str:
     return "run"
 
 
-def _source_line(text: str, filename: str) -> int | None:
-    """The innermost line of ``filename`` in a traceback (Python's, most recent call last) or
-    a faulthandler dump (most recent call first) found in ``text``."""
-    pattern = rf'{re.escape(filename)}", line (\d+)'
-    marker = text.rfind("most recent call first")
-    if marker >= 0:
-        m = re.search(pattern, text[marker:])
-        if m:
-            return int(m.group(1))
-    matches = re.findall(pattern, text)
-    return int(matches[-1]) if matches else None
-
-
 def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -> Verdict:
     """One job's verdict: the worker's result refined by the process-level outcome."""
     kind, reason = runner.classify(outcome)
@@ -477,7 +464,7 @@ def _outcome_verdict(outcome: runner.WorkerOutcome, label: str, filename: str) -
         verdict = Verdict(kind=kind, reason=reason, error_text=text[-4000:],
                           steps=[Step(name=step, status=StepStatus.FAILED, seconds=outcome.seconds,
                                       summary=reason)],
-                          source_line=_source_line(outcome.stderr, filename))
+                          source_line=innermost_line(outcome.stderr, filename))
     elif kind is not VerdictKind.OK:
         # The worker reported an exception whose text shows an out-of-memory condition or a
         # driver fault: keep its (located) reason under the refined kind.
@@ -913,7 +900,7 @@ def _sizes_timeout_verdict(run: _Run, result: Verdict, outcome: runner.WorkerOut
     _say(run.on_progress, f"sizes: {summary}; the verification ends here (timeout)")
     if who in ("baseline", "reference"):
         module = run.baseline_module if who == "baseline" else (run.reference_module or {})
-        result.source_line = _source_line(outcome.stderr, Path(str(module.get("filename") or "")).name or "-")
+        result.source_line = innermost_line(outcome.stderr, Path(str(module.get("filename") or "")).name or "-")
         return _environment_verdict(result, run.device)
     return result
 

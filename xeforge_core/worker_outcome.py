@@ -168,6 +168,20 @@ def annotate(outcome: WorkerOutcome, iso: sandbox.Isolation, *, role: str = "",
     return outcome
 
 
+def innermost_line(text: str, filename: str) -> int | None:
+    """The innermost line of ``filename`` in a traceback (Python's, most recent call last) or
+    a faulthandler dump (most recent call first) found in ``text`` (a worker's stderr);
+    ``None`` where no frame of ``filename`` is there."""
+    pattern = rf'{re.escape(filename)}", line (\d+)'
+    marker = text.rfind("most recent call first")
+    if marker >= 0:
+        m = re.search(pattern, text[marker:])
+        if m:
+            return int(m.group(1))
+    matches = re.findall(pattern, text)
+    return int(matches[-1]) if matches else None
+
+
 def find_driver_fault(text: str) -> str | None:
     """The first driver/runtime fault message in ``text`` (e.g. ``UR_RESULT_ERROR_DEVICE_LOST``,
     ``CUDA error: an illegal memory access was encountered``), or ``None``."""

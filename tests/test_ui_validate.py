@@ -65,8 +65,10 @@ def test_spec_that_is_not_a_mapping_or_not_yaml() -> None:
 def test_uploads_binary_empty_and_large() -> None:
     with pytest.raises(InputError, match="binary"):
         decode_upload(b"\x7fELF\x02\x01\x01\x00\x00\x00", name="a.out")
-    with pytest.raises(InputError, match="binary"):
+    with pytest.raises(InputError, match="not UTF-8 text: byte 0xff at offset 0, line 1"):
         decode_upload(b"\xff\xfe\xfa\x80" * 10, name="kernel.py")
+    with pytest.raises(InputError, match=r"byte 0xe9 at offset 18, line 2 \(a file saved in another encoding"):
+        decode_upload(b"import torch\n# Jos\xe9\n", name="latin1.py")
     with pytest.raises(InputError, match="empty"):
         decode_upload(b"", name="kernel.py")
     with pytest.raises(InputError, match=r"5\.0 MiB \(5,242,880 bytes\); the limit is 512\.0 KiB \(524,288 bytes\)"):

@@ -73,8 +73,9 @@ def decode_upload(data: bytes, *, name: str, limit: int = MAX_SOURCE_BYTES) -> s
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (undecodable byte at offset {exc.start}); "
-                         "this looks like a binary file", what=what) from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}, line {line} "
+                         "(a file saved in another encoding, such as Latin-1: save it as UTF-8)", what=what) from None
     return text
 
 

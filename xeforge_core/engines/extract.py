@@ -200,6 +200,10 @@ def extract_code(reply: str | None) -> Extraction:
             code, err = broken_module
             source = "whole_reply" if code.strip() == text.strip() else "unfenced"
             return Extraction(code, source=source, notes=[f"the code does not parse ({err})"])
+        err = _parses(whole)
+        if err and re.search(r"^(def|class|import|from|@)\s*\w", whole, re.M):  # Python, broken and partial
+            return Extraction(None, f"the reply's code does not parse ({err}), and it is not a complete module "
+                                    "(imports with a kernel or a Model/launcher): give the whole file")
         return Extraction(None, "the reply contains no code (no fenced block and no Python module "
                                 "in its text)")
 

@@ -270,3 +270,15 @@ def test_sigterm_to_the_cli_stops_its_worker(tmp_path):
     while time.monotonic() < deadline and _marked_processes():
         time.sleep(0.2)
     assert _marked_processes() == [], "a worker outlived the CLI"
+
+
+def test_a_signal_to_another_process_is_a_finding_naming_the_line(problem):
+    """A candidate that signals its parent (a fresh user's ``os.kill(os.getppid(), SIGKILL)``, here
+    signal 0) is still judged on its outputs, and the attempt is a warning at its line, as a
+    connection or a write outside the job is."""
+    v = _check(problem, "cand_signal_parent.py", use_cache=False)
+    assert v.kind is VerdictKind.OK, v.reason
+    signals = [f for f in v.findings if f.rule == "sandbox_signal"]
+    assert signals and signals[0].line == 29, v.findings
+    assert "sent a signal 0 to process" in signals[0].message, signals[0].message
+    assert ("confined" if v.isolation.get("sandboxed") else "NOT confined") in signals[0].message

@@ -121,6 +121,10 @@ def _escape_finding(attempt: dict[str, Any], iso: sandbox.Isolation) -> dict[str
     elif kind == "read":
         what = f"{at} tried to read {target}, a private location"
         how = "blocked: not visible in the sandbox" if iso.sandboxed else "NOT blocked"
+    elif kind == "signal":
+        what = f"{at} sent a {target}"
+        how = ("confined: the sandbox gives the worker its own process namespace, where no process of the "
+               "machine is visible" if iso.sandboxed else "NOT confined: it can reach this user's other processes")
     else:
         what = f"{at} started a process ({target})"
         how = ("it ran inside the sandbox; what it did is not recorded" if iso.sandboxed

@@ -18,7 +18,9 @@ stack:
   home directory, the verdict cache, the session workspace, ``.env`` files) that is neither the
   job's nor part of the Python environment shown (``XEFORGE_SANDBOX_VISIBLE``);
 * ``process``: starting a program (``subprocess``, ``os.system``, ``os.exec*``, ``os.posix_spawn``)
-  directly from the module under test (its actions are confined by the sandbox, not recorded).
+  directly from the module under test (its actions are confined by the sandbox, not recorded);
+* ``signal``: a signal sent to another process or process group (``os.kill``, ``os.killpg``): the
+  worker's parent, PID 1 (a signal a process sends itself is a crash of its own, not recorded).
 
 Each attempt is appended at once, as one JSON line, to ``JOB_DIR/escapes.jsonl`` (so it
 survives a crash or a hang of the worker), at most ``MAX_PER_KIND`` per kind; the parent
@@ -36,7 +38,10 @@ from typing import Any
 
 ESCAPES_FILE = "escapes.jsonl"
 
-#: Attempts recorded per kind (network, write, read, process); later ones are counted only.
+#: The kinds of attempt recorded (module docstring).
+KINDS = ("network", "write", "read", "process", "signal")
+
+#: Attempts recorded per kind (:data:`KINDS`); later ones are counted only.
 MAX_PER_KIND = 20
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
@@ -46,8 +51,9 @@ _PATH_WRITES = {"os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.symlink", 
                 "shutil.copytree", "shutil.move"}
 _LISTING = {"os.listdir", "os.scandir", "glob.glob"}
 _PROCESS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn"}
+_SIGNALS = {"os.kill", "os.killpg"}
 _SCRATCH_DIRS = {"/tmp", "/var/tmp", "/dev/shm", "/dev"}
-_WATCHED = frozenset(_NETWORK | _PATH_WRITES | _LISTING | _PROCESS | {"open"})
+_WATCHED = frozenset(_NETWORK | _PATH_WRITES | _LISTING | _PROCESS | _SIGNALS | {"open"})
 
 
 def _paths(value: str) -> list[str]:
@@ -130,6 +136,12 @@ class EscapeRecorder:
             if isinstance(what, (list, tuple)):
                 what = " ".join(str(a) for a in what)
             return "process", str(what)[:200], True
+        if event in _SIGNALS:
+            target, sig = (list(args) + [None, None])[:2]
+            if event == "os.kill" and target in (0, os.getpid()):  # itself, or its own process group (0)
+                return None
+            what = "process group" if event == "os.killpg" else "process"
+            return "signal", f"signal {sig} to {what} {target}", False
         if event == "open":
             path, mode, flags = (list(args) + [None, None, None])[:3]
             if not isinstance(path, (str, bytes, os.PathLike)):
@@ -216,6 +228,6 @@ def read_attempts(job_dir: Path) -> list[dict[str, Any]]:
             item = json.loads(line)
         except ValueError:
             continue
-        if isinstance(item, dict) and item.get("kind") in ("network", "write", "read", "process"):
+        if isinstance(item, dict) and item.get("kind") in KINDS:
             out.append(item)
     return out

@@ -186,3 +186,25 @@ def test_resume_after_restart_and_downloads(env: Path) -> None:
     labels = {b.proto.label: b for b in hist.get("download_button")}
     assert {"Final kernel", "Patch (baseline → current)", "Report (Markdown)", "Report (JSON)"} <= set(labels)
     assert rec.id in "".join(d.value.to_string() for d in hist.dataframe)
+
+
+def test_a_candidate_awaiting_review_comes_back_when_the_session_is_reopened(env: Path) -> None:
+    """A proposal verified and left for a decision: reopening the session (a reload, another
+    browser tab: a new workbench) shows that candidate under review again, with its verdict, so
+    Approve and Reject are there (before, the stage said "review" and only Propose was offered)."""
+    from xeforge_core.ui.workbench import Workbench
+
+    _, wb = _home_with_session(env)
+    opt = _page("pages/1_Optimize.py", wb)
+    opt.button(key="opt_propose").click().run()
+    _wait(wb, "propose")
+    opt.run()
+    assert wb.review is not None and wb.review_candidate_id == "dtype_fix/1"
+    assert wb.session.stages["dtype_fix"]["status"] == "review"
+
+    again = Workbench(env / "ws")
+    again.resume_session(wb.session.path)
+    assert again.review is not None and again.review_candidate_id == "dtype_fix/1"
+    assert again.review.verdict is not None and again.review.verdict.passed and again.review.verdict_current
+    reopened = _page("pages/1_Optimize.py", again)
+    assert not reopened.button(key="opt_approve").disabled

@@ -442,7 +442,21 @@ class Workbench:
         self.loaded = LoadedInput(problem=problem, source=problem.kernel.source, spec_text=spec_text,
                                   reference_source=ref_text, name=session.name)
         self.source_label = f"session {session.name}"
+        self._reopen_review(session)
         return session
+
+    def _reopen_review(self, session: Session) -> None:
+        """Bring back the candidate a stage in ``review`` was waiting on when the session was
+        closed (a reload, another browser tab): the newest pending candidate of that stage made
+        against the current version, with its verdict. Nothing where there is none."""
+        for stage in session.plan:
+            if session.stages.get(stage, {}).get("status") != StageStatus.REVIEW.value:
+                continue
+            waiting = [c for c in session.candidates(stage=stage, status=CandidateStatus.PENDING.value)
+                       if c.parent == session.head]
+            if waiting:
+                self.candidate_to_review(waiting[-1].id)
+                return
 
     def _open(self, session: Session) -> None:
         with self._lock:

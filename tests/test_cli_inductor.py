@@ -178,6 +178,7 @@ def test_a_batch_row_names_the_library_call_when_inductor_writes_no_triton_kerne
     row = next(iter(read_summary(out)))
     assert "TorchInductor generates no Triton kernel" in row.error, row.error
     assert row.not_triton and all("convolution" in c for c in row.not_triton), row.not_triton
+    assert (Path(row.session) / "export" / "conv_only.py").is_file()  # where `xeforge optimize` puts it too
 
 
 def test_a_forward_that_hangs_is_named_where_it_hangs():

@@ -340,7 +340,7 @@ def optimize_one(
         if failed:
             row.error = f"{failed[0].stage}: {failed[0].reason}"
         try:
-            session.export(session.path.parent / f"{session.path.name}-export")
+            session.export_inside()
         except Exception as exc:  # the history is complete even when an export fails
             row.error = (row.error + "; " if row.error else "") + f"export failed: {exc}"
     except Exception as exc:  # one kernel's failure must not stop the batch

@@ -349,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"the problem is inconsistent ({inconsistent}); fix the baseline or the reference first", file=err)
     table, data = final_table(session)
     export_dir = Path(args.export) if args.export else session.path / "export"
-    paths = session.export(export_dir) if args.export else _export_inside(session, export_dir)
+    paths = session.export(export_dir) if args.export else session.export_inside()
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:
@@ -443,13 +443,3 @@ def _nothing_to_do(plan: Plan, args: argparse.Namespace, problem: Problem, devic
         if portability_needs(problem.kernel.source, str(device.type)):
             return ""  # the portability step has work before the stages
     return idle
-
-
-def _export_inside(session: Session, export_dir: Path) -> dict[str, Path]:
-    """Export into the session directory, kept out of its history by ``.git/info/exclude``."""
-    exclude = session.path / ".git" / "info" / "exclude"
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    text = exclude.read_text() if exclude.exists() else ""
-    if "/export/" not in text.splitlines():
-        exclude.write_text(text + ("" if text.endswith("\n") or not text else "\n") + "/export/\n")
-    return session.export(export_dir)

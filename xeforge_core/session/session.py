@@ -840,6 +840,17 @@ class Session:
         """The patch (unified diff of the kernel, spec and reference) from ``a`` to ``b``."""
         return self.diff(a, b).text
 
+    def export_inside(self) -> dict[str, Path]:
+        """:meth:`export` of the head into the session's own ``export/`` folder, which
+        ``.git/info/exclude`` keeps out of its history: where ``xeforge optimize`` and
+        ``xeforge batch`` leave each session's final kernel."""
+        exclude = self.path / ".git" / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        text = exclude.read_text() if exclude.exists() else ""
+        if "/export/" not in text.splitlines():
+            exclude.write_text(text + ("" if text.endswith("\n") or not text else "\n") + "/export/\n")
+        return self.export(self.path / "export")
+
     def export(self, dest: str | Path, *, version: str | int | None = "head") -> dict[str, Path]:
         """Write the final kernel (``<kernel>.py``), the patch baseline -> ``version``
         (``<stem>.patch``) and the reports (``report.md``, ``report.json``) into ``dest``.

@@ -499,3 +499,28 @@ def test_aa_with_a_reference_that_leaves_state_behind_is_one(sim, monkeypatch):
     monkeypatch.setattr(timing, "trial_orders", rotated)
     biased, low, high, _, _ = timing.measure(ops, fns, opts).speedup()
     assert biased == pytest.approx(1.3) and not low <= 1.0 <= high
+
+
+def test_the_timing_role_runs_torch_at_the_float32_it_verified(tmp_path):
+    """PyTorch lets cuDNN run float32 convolutions in TF32 by default; the baseline and candidate
+    roles verify at full float32, so the timing role times there too (a module that reads the
+    switches at its call fails the timing otherwise)."""
+    from pathlib import Path
+
+    from tests.test_worker_planted import run_worker
+
+    add = (Path(__file__).parent / "fixtures" / "process" / "add_baseline.py").read_text()
+    checked = add.replace("    def forward(self, x, y):\n",
+                          "    def forward(self, x, y):\n"
+                          "        assert not torch.backends.cudnn.allow_tf32, 'cuDNN may use TF32'\n"
+                          "        assert not torch.backends.cuda.matmul.allow_tf32, 'cuBLAS may use TF32'\n", 1)
+    assert checked != add
+    module = {"source": checked, "filename": "candidate.py", "class_name": "Model", "label": "candidate"}
+    baseline = dict(module, filename="baseline.py", label="baseline")
+    job = {"role": "timing", "device": "cpu", "module": module, "baseline": baseline, "reference": None,
+           "spec": None, "correctness_variants": [], "performance_variants": [{"name": "module", "params": [],
+                                                                                "dims": {}}],
+           "seeds": [0], "distributions": ["normal"], "expected_dir": None,
+           "options": {"force_timing": True, "warmup_ms": 2, "rep_ms": 5, "lock_dir": str(tmp_path / "locks")}}
+    v = Verdict.from_dict(run_worker(tmp_path / "timing", job))
+    assert v.kind is VerdictKind.OK, (v.reason, v.error_text)

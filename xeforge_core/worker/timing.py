@@ -4,6 +4,12 @@ Method (:func:`measure`, the same code for every device), per performance varian
 
 1. Build the baseline and candidate models (the candidate takes the baseline's weights when
    keys and shapes match) and one input set (seed 0, normal); each callable gets its own copy.
+   PyTorch's float32 products and convolutions run at full float32
+   (``truth64.full_float32``), the precision the baseline and candidate roles verified them at:
+   PyTorch's default lets cuDNN run float32 convolutions in TF32, which timed eager and a
+   version's library convolutions at a precision never verified (KernelBench level 2 p2 on an
+   H100, 2026-12-07: its transposed convolution took 5 ms a call in TF32 here and 13.7 ms in
+   float32 in a profile of the same version beside it).
 2. **Warm up** each callable for ``options.warmup_ms`` (at least 3 calls): compiles, autotunes.
 3. **Measure the costs** of each callable: the host time to issue one call (``host_us``:
    Python, the module's forward, Triton's launch path) and the device time of one call with
@@ -112,6 +118,7 @@ from xeforge_core.worker.integrity import HarnessGuard
 from xeforge_core.worker.roles import Combo, Harness, _load
 from xeforge_core.worker.timed_check import check_timed_outputs, flat_tensors
 from xeforge_core.worker.timestats import INTERVAL_METHOD, median_se, speedup_interval, stats_of
+from xeforge_core.worker.truth64 import full_float32
 
 __all__ = ["TimingPlan", "Measurement", "choose_method", "common_calls", "measure", "order_for", "run_timing",
            "roofline", "stats_of", "trial_orders"]
@@ -694,6 +701,7 @@ def run_timing(ctx: WorkerContext) -> None:
 
     holder: dict[str, Any] = {}
     guard = HarnessGuard()  # before the modules' code runs
+    full_float32()  # as verified (module docstring, step 1); a module that turns TF32 on at import still can
 
     def compile_step(step: Step) -> None:
         holder["base"] = Harness(ctx, _load(ctx, ctx.job.get("baseline"), "baseline"))

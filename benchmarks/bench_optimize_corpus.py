@@ -758,7 +758,8 @@ def is_improved(row: Row) -> bool:
     reaches :data:`FASTER_WITHOUT_INTERVAL`."""
     if not row.stages_applied or not row.rules_vs_published or row.rules_vs_published <= 1.0:
         return False
-    bounds = re.findall(r"\[([\d.]+), ([\d.]+)\]", row.interval)
+    number = r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?"
+    bounds = re.findall(rf"\[({number}), ({number})\]", row.interval)
     if bounds:
         return float(bounds[-1][0]) > 1.0
     return row.rules_vs_published >= FASTER_WITHOUT_INTERVAL

@@ -268,3 +268,5 @@ def test_a_kept_candidate_counts_as_improved_only_where_its_interval_is_above_on
                                       interval="measured 1.089x [0.913, 1.1] (events)", stages_applied=""))
     assert corpus.is_improved(row("d", "module", rules_vs_published=1.05, stages_applied="memory_access"))
     assert not corpus.is_improved(row("e", "module", rules_vs_published=1.02, stages_applied="memory_access"))
+    assert corpus.is_improved(row("f", "module", rules_vs_published=1.5e3, interval="[1.2e+03, 1.8e+03] (events)",
+                                  stages_applied="autotuning"))

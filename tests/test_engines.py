@@ -72,6 +72,9 @@ def test_extract_rejections_say_why() -> None:
     assert "no code" in extract_code("The kernel is already optimal.").reason
     partial = extract_code("def broken(:\n  pass\n")  # the user's own edit: a broken part of a module
     assert partial.code is None and partial.reason.startswith("the reply's code does not parse (line 1:"), partial.reason
+    for prose in ("importantly, the kernel is fine", "from the profile it is memory bound", "classic tiling",
+                  "import the kernel first", "class of kernels: memory bound"):
+        assert "no code" in extract_code(prose).reason, prose
     diff = extract_code("--- a/k.py\n+++ b/k.py\n@@ -1,2 +1,2 @@\n-a = 1\n+a = 2\n")
     assert diff.code is None and "diff" in diff.reason
     fenced_diff = extract_code("```diff\n--- a/k.py\n+++ b/k.py\n@@ -1 +1 @@\n-a\n+b\n```")

@@ -699,3 +699,20 @@ def test_an_error_in_a_lifted_problem_quotes_the_line_as_the_user_wrote_it(tmp_p
     assert line == 5
     assert "problem.py:5: return [torch.rand([8, 3]).view(5, -1)]" in text, text
     assert "SIZE_" not in text, text
+
+
+def test_only_the_lifted_names_are_written_back():
+    """A module that binds its own ``SIZE_4`` gets ``SIZE_4_`` for its literal 4: a quoted line
+    keeps the user's ``SIZE_4`` and an attribute ``self.SIZE_16``, and writes back ``SIZE_4_``."""
+    from xeforge_core.problem.scaling import lift_literal_sizes
+    from xeforge_core.worker.lifted import names_in, user_text
+
+    user = ("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        SIZE_4 = x.shape[-1]\n"
+            "        return x.view(-1, SIZE_4)\n\n\ndef get_inputs():\n    return [torch.rand([4, 8])]\n\n\n"
+            "def get_init_inputs():\n    return []\n")
+    lifted = lift_literal_sizes(user)
+    assert lifted and "torch.rand([SIZE_4_, SIZE_8])" in lifted
+    names = names_in(lifted)
+    assert names == {"SIZE_4_": "4", "SIZE_8": "8"}
+    assert user_text("        return x.view(-1, SIZE_4) + self.SIZE_8 + SIZE_4_", names) == \
+        "        return x.view(-1, SIZE_4) + self.SIZE_8 + 4"

@@ -69,6 +69,8 @@ def test_uploads_binary_empty_and_large() -> None:
         decode_upload(b"\xff\xfe\xfa\x80" * 10, name="kernel.py")
     with pytest.raises(InputError, match=r"byte 0xe9 at offset 18, line 2 \(a file saved in another encoding"):
         decode_upload(b"import torch\n# Jos\xe9\n", name="latin1.py")
+    with pytest.raises(InputError, match=r"byte 0xe9 at offset 21, line 2 "):  # after a byte-order mark
+        decode_upload(b"\xef\xbb\xbfimport torch\n# Jos\xe9\n", name="bom.py")
     with pytest.raises(InputError, match="empty"):
         decode_upload(b"", name="kernel.py")
     with pytest.raises(InputError, match=r"5\.0 MiB \(5,242,880 bytes\); the limit is 512\.0 KiB \(524,288 bytes\)"):

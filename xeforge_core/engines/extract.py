@@ -77,6 +77,12 @@ def _blocks(text: str) -> list[_Block]:
     return out
 
 
+#: A line only Python starts so (a definition, a decorator, an import statement), not prose that
+#: begins with the same word ("from the profile", "classic tiling", "import the kernel").
+_PYTHON_LINE = re.compile(r"^(?:def \w+\s*\(|class \w+\s*[:(]|@[\w.]+|import [\w.]+\s*(?:$|,| as )"
+                          r"|from [\w.]+ import )", re.M)
+
+
 def _parses(code: str) -> str | None:
     try:
         parse_python(code)
@@ -201,7 +207,7 @@ def extract_code(reply: str | None) -> Extraction:
             source = "whole_reply" if code.strip() == text.strip() else "unfenced"
             return Extraction(code, source=source, notes=[f"the code does not parse ({err})"])
         err = _parses(whole)
-        if err and re.search(r"^(def|class|import|from|@)\s*\w", whole, re.M):  # Python, broken and partial
+        if err and _PYTHON_LINE.search(whole):  # Python, broken and partial
             return Extraction(None, f"the reply's code does not parse ({err}), and it is not a complete module "
                                     "(imports with a kernel or a Model/launcher): give the whole file")
         return Extraction(None, "the reply contains no code (no fenced block and no Python module "

@@ -139,7 +139,7 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
 
     Raises ``GenerationError`` with the failing step and Inductor's message."""
     from xeforge_core.runner import classify, run_worker
-    from xeforge_core.worker.lifted import user_text
+    from xeforge_core.worker.lifted import names_in, user_text
     from xeforge_core.worker_outcome import innermost_line
 
     device_type, _, index = device.partition(":")
@@ -153,10 +153,11 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
         kind, reason = classify(outcome)
         line = innermost_line(outcome.stderr or "", f"{name}.py")
         lines = source.splitlines()
+        lifted = names_in(source)
         if line and 0 < line <= len(lines):  # a hang or a crash in the problem's own code: say where
             raise GenerationError(f"the TorchInductor job ended without a result ({kind.value}: {reason}) while "
                                   f"running the problem's code, at {name}.py:{line}: "
-                                  f"{user_text(lines[line - 1].strip())}", stage="process")
+                                  f"{user_text(lines[line - 1].strip(), lifted)}", stage="process")
         tail = (outcome.stderr or "").strip().splitlines()[-3:]
         raise GenerationError(f"the TorchInductor job ended without a result ({kind.value}: {reason})"
                               + (": " + " | ".join(tail) if tail else ""), stage="process")

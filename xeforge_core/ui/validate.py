@@ -73,8 +73,9 @@ def decode_upload(data: bytes, *, name: str, limit: int = MAX_SOURCE_BYTES) -> s
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}, line {line} "
+        at = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)  # utf-8-sig counts past the BOM
+        line = data[:at].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text: byte 0x{data[at]:02x} at offset {at}, line {line} "
                          "(a file saved in another encoding, such as Latin-1: save it as UTF-8)", what=what) from None
     return text
 

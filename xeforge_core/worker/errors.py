@@ -36,7 +36,7 @@ from types import TracebackType
 from xeforge_core.errors import XeForgeError
 from xeforge_core.verdict import VerdictKind
 from xeforge_core.worker import backends
-from xeforge_core.worker.lifted import is_lifted, user_text
+from xeforge_core.worker.lifted import lifted_names, user_text
 
 DRIVER_FAULT_PATTERNS = (
     r"UR_RESULT_ERROR_\w+",
@@ -138,19 +138,19 @@ def _source_line(path: str, line: int | None) -> str:
     """Line ``line`` of ``path`` as the user wrote it (a lifted size read back as its literal)."""
     if not line:
         return ""
-    text = linecache.getline(path, line).rstrip()
-    return user_text(text) if is_lifted(path) else text
+    return user_text(linecache.getline(path, line).rstrip(), lifted_names(path))
 
 
 def _user_frames(frames: list[traceback.FrameSummary]) -> list[str]:
     """``traceback.format_list(frames)``, with the lines quoted from a lifted module written as
     the user wrote them."""
-    lifted: dict[str, bool] = {}
+    names: dict[str, dict[str, str]] = {}
     out = []
     for fr, text in zip(frames, traceback.format_list(frames)):
-        if lifted.setdefault(fr.filename, is_lifted(fr.filename)):
+        lifted = names.setdefault(fr.filename, lifted_names(fr.filename))
+        if lifted:
             head, _, code = text.partition("\n")
-            text = head + "\n" + user_text(code)
+            text = head + "\n" + user_text(code, lifted)
         out.append(text)
     return out
 

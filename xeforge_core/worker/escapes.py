@@ -138,7 +138,8 @@ class EscapeRecorder:
             return "process", str(what)[:200], True
         if event in _SIGNALS:
             target, sig = (list(args) + [None, None])[:2]
-            if event == "os.kill" and target in (0, os.getpid()):  # itself, or its own process group (0)
+            if (event == "os.kill" and target in (0, os.getpid())) or (
+                    event == "os.killpg" and target in (0, os.getpgrp())):  # itself, or its own process group
                 return None
             what = "process group" if event == "os.killpg" else "process"
             return "signal", f"signal {sig} to {what} {target}", False

@@ -55,14 +55,8 @@ SCANNED_DOWNGRADES = frozenset({"tf32", "fp16", "bf16"})
 #: ``tanh.approx.f32`` (PTX ISA: maximum relative error 2^-10.987) and what is built on it
 #: (sigmoid, SiLU, Mish, GELU), formulas that stand for a function (GELU through tanh for the one
 #: through erf, ``exp(x) - 1`` for ``expm1``, ``log(1 + x)`` for ``log1p``, softplus and its
-#: kin), and the fast intrinsics whose error grows with the argument (``__sinf``, ``__powf``).
-#: The square root, the reciprocal square root, the exponential and the logarithm are not among
-#: them: their PTX approximations (``sqrt.approx``, ``rsqrt.approx``, ``ex2.approx``,
-#: ``lg2.approx``) are within a few float32 units in the last place, inside the float32 bound, so
-#: a truth made of them with rational arithmetic (a variance, a norm, a softmax, attention) has
-#: nothing ``approx-math`` explains or excuses (:func:`truth_scanned`), unless the source calls a
-#: fast intrinsic or ``.approx`` assembly (the scan finds both): a variance divided by n - 1 errs by 4.5e-4 at 1100
-#: columns, the size of the allowance, and is a wrong answer.
+#: kin), and the fast intrinsics whose error grows with the argument (``__sinf``, ``__powf``):
+#: an error of that size on such a truth is named approximate math, with the option.
 APPROXIMABLE_OPS = frozenset({
     "expm1", "log1p", "logaddexp", "tanh", "sigmoid", "log_sigmoid_forward", "erf", "erfc", "erfinv", "gelu",
     "silu", "mish", "softplus", "elu", "selu", "celu", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh",
@@ -70,26 +64,60 @@ APPROXIMABLE_OPS = frozenset({
     "binary_cross_entropy", "binary_cross_entropy_with_logits",
 })
 
+#: aten ops of the functions whose hardware approximations are within a few float32 units in the
+#: last place (PTX ISA: ``sqrt.approx``, ``rsqrt.approx``, ``ex2.approx``, ``lg2.approx``), inside
+#: the float32 bound: the square root, the exponential, the logarithm, and the variances, norms,
+#: softmaxes and attentions made of them (``pow_simple``: a power with an integer or half-integer
+#: exponent, ``x ** 2``, ``x ** 0.5``, recorded so by the float64 truth's tracer). A kernel errs
+#: beyond the bound on such a truth only through an approximation of its own (a polynomial
+#: exponential, FlashAttention-4's on FMA units, a one-pass variance) or a fault of logic (a
+#: variance divided by n - 1 errs by 4.5e-4 at 1100 columns, the allowance's size), and the error
+#: does not tell which: ``approx-math`` is not named as the cause unless the source shows a fast
+#: intrinsic or ``.approx`` assembly (:func:`truth_unlikely`), and the verdict says to look for a
+#: fault first; the allowance, given, still applies (the user vouches for the approximation).
+FINELY_APPROXIMATED_OPS = frozenset({
+    "exp", "exp2", "log", "log2", "log10", "logsumexp", "_softmax", "_log_softmax", "softmax", "log_softmax",
+    "nll_loss", "nll_loss_forward", "kl_div", "sqrt", "rsqrt", "pow_simple", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "native_batch_norm", "native_layer_norm", "native_group_norm",
+    "linalg_vector_norm", "norm", "std", "var", "var_mean", "std_mean", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "scaled_dot_product_attention",
+})
+
 
 class Hints(dict):
-    """``{downgrade: [causes]}`` a source scan found, and ``scanned``: the downgrades the scans
-    would have found wherever they are, so that one they did not find is no cause of an error
+    """``{downgrade: [causes]}`` a source scan found; ``scanned``: the downgrades the scans would
+    have found wherever they are, so that one they did not find is no cause of an error
     (:data:`SCANNED_DOWNGRADES`, plus ``approx-math`` where the truth computes no function a
-    kernel could approximate: :func:`truth_scanned`)."""
+    kernel could approximate: :func:`truth_scanned`); ``unlikely``: downgrades that may apply but
+    are not named as the cause of an error without the source's evidence (:func:`truth_unlikely`)."""
 
     def __init__(self, found: dict[str, list[str]] | None = None,
-                 scanned: frozenset[str] = SCANNED_DOWNGRADES) -> None:
+                 scanned: frozenset[str] = SCANNED_DOWNGRADES, unlikely: frozenset[str] = frozenset()) -> None:
         super().__init__(found or {})
         self.scanned = frozenset(scanned)
+        self.unlikely = frozenset(unlikely) - self.scanned
 
 
 def truth_scanned(truth_ops: list[str] | None) -> frozenset[str]:
     """The downgrades known to be absent or present wherever they are, given the aten ops the
-    float64 truth called (``None`` or empty: not traced, the source scans' alone): with ops
-    among none of :data:`APPROXIMABLE_OPS`, ``approx-math`` too."""
-    if truth_ops and not APPROXIMABLE_OPS & set(truth_ops):
+    float64 truth called (``None`` or empty: not traced, the source scans' alone): with ops among
+    none of :data:`APPROXIMABLE_OPS` and :data:`FINELY_APPROXIMATED_OPS` (rational arithmetic),
+    ``approx-math`` too."""
+    if truth_ops and not (APPROXIMABLE_OPS | FINELY_APPROXIMATED_OPS) & set(truth_ops):
         return SCANNED_DOWNGRADES | {"approx-math"}
     return SCANNED_DOWNGRADES
+
+
+def truth_unlikely(truth_ops: list[str] | None) -> frozenset[str]:
+    """``{"approx-math"}`` where the float64 truth's functions are all among
+    :data:`FINELY_APPROXIMATED_OPS` (none of :data:`APPROXIMABLE_OPS`): approximate math is then
+    no likely cause of an error beyond the float32 bound (a fault of logic is as likely), so the
+    verdict does not name it without the source's evidence; else nothing."""
+    ops = set(truth_ops or ())
+    if ops & FINELY_APPROXIMATED_OPS and not ops & APPROXIMABLE_OPS:
+        return frozenset({"approx-math"})
+    return frozenset()
 
 
 def _tf32_calls(tree: ast.AST, constants: dict[str, object] | None = None) -> list[tuple[int, str]]:

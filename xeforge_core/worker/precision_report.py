@@ -71,7 +71,8 @@ def explained(comp: OutputComparison, hints: dict[str, list[str]],
         return named[0], hints[named[0]][0]
     # an accumulator's allowance is too wide to explain an unknown cause, and a downgrade the source
     # scan finds wherever it is (a TF32 dot, a half-precision type) is no cause where it found none
-    operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation and n not in _scanned(hints)]
+    operands = [n for n in comp.needs if not DOWNGRADES[n].accumulation and n not in _scanned(hints)
+                and n not in _unlikely(hints)]
     if _spread(comp) and operands:
         return operands[0], ("no TF32 dot product and no half-precision type in the source: an approximation (a "
                              "formula, a fast intrinsic) errs like this")
@@ -89,6 +90,29 @@ def unseen_first(names: list[str], hints: dict[str, list[str]]) -> list[str]:
     not (``SCANNED_DOWNGRADES`` missing from ``hints``: a TF32 dot in a kernel with no dot) moved
     last: which of the allowed downgrades let an output through."""
     return sorted(names, key=lambda n: n in _scanned(hints) and n not in hints)
+
+
+def _unlikely(hints: dict[str, list[str]]) -> frozenset[str]:
+    """The downgrades ``hints`` does not name as a cause without the source's evidence
+    (``precision_hints.Hints.unlikely``)."""
+    return getattr(hints, "unlikely", frozenset())
+
+
+def _fault_first(runs: list[CorrectnessRun], hints: dict[str, list[str]], policy: PrecisionPolicy) -> str:
+    """For a failure no precision change explains, where an allowance the source gives no
+    evidence of (``Hints.unlikely``: approximate math on a truth of square roots, exponentials
+    and logarithms) would accept every failing output of every run, an error spread over some:
+    what that means, fault first; else ""."""
+    failing = [c for r in runs for c in r.outputs if not c.passed]
+    names = [n for n in _unlikely(hints) if n not in policy.allowed and failing
+             and all(n in (c.needs or ()) for c in failing) and any(_spread(c) for c in failing)]
+    if not names:
+        return ""
+    name = names[0]
+    return (f"; no precision change the source shows explains it: the reference's functions have hardware "
+            f"approximations within a few float32 units in the last place, so look for a fault of logic first "
+            f"(a divisor, a constant, a mask); if the kernel computes one of them through its own approximation, "
+            f"--allow {name} accepts errors of this size ({_measured(failing[0])})")
 
 
 def _scanned(hints: dict[str, list[str]]) -> frozenset[str]:
@@ -109,7 +133,7 @@ def advice(run: CorrectnessRun, hints: dict[str, list[str]], policy: PrecisionPo
     explains is not called a precision change here either; nor is anything on a run with an
     output no precision change explains."""
     if has_unexplained(run, hints):
-        return ""
+        return _fault_first(runs or [run], hints, policy)
     beyond = beyond_precision(runs or [run], hints)
     for comp in run.outputs:
         found = explained(comp, hints, beyond)

@@ -132,6 +132,7 @@ from xeforge_core.worker.precision_hints import (
     precision_hints,
     tf32_dots,
     truth_scanned,
+    truth_unlikely,
 )
 from xeforge_core.worker.precision_report import advice, explained, has_unexplained, policy_of, run_check
 from xeforge_core.worker.precision_report import findings as precision_findings
@@ -786,7 +787,8 @@ def _hints(loaded: LoadedModule, truth64: dict[str, Any] | None, launched: set[s
     if launched:
         kernels = jit_reached(loaded.tree, launched & kernels, kernels) or kernels
     truth64 = truth64 or {}
-    return Hints(precision_hints(loaded.tree, kernels, truth64.get("dtype")), truth_scanned(truth64.get("ops")))
+    return Hints(precision_hints(loaded.tree, kernels, truth64.get("dtype")), truth_scanned(truth64.get("ops")),
+                 truth_unlikely(truth64.get("ops")))
 
 
 def _tol_of(ctx: WorkerContext):
@@ -1247,11 +1249,9 @@ def run_candidate(ctx: WorkerContext) -> None:
             meta.get("baseline_downgrades"), meta.get("baseline_state") or "measured").restricted(hints, hints.scanned)
         for name in policy.inapplicable:
             what = (f"the kernels have no {DOWNGRADES[name].what.split(' (')[0]}" if name in SCANNED_DOWNGRADES else
-                    "the reference computes no function kernels approximate that coarsely (no tanh, erf, GELU, "
-                    "sigmoid, power, trigonometric function or formula such as log(1 + x); square roots, "
-                    "exponentials and logarithms have approximations within a few float32 units in the last "
-                    f"place): {', '.join((meta.get('truth64') or {}).get('ops', [])[:12])}, and the kernels call "
-                    "no fast intrinsic")
+                    "the reference computes no function a kernel would approximate (no exponential, logarithm, "
+                    "tanh, erf, power, root or trigonometric function: "
+                    f"{', '.join((meta.get('truth64') or {}).get('ops', [])[:12])})")
             ctx.verdict.warnings.append(
                 f"{policy.source_of(name)} does not apply: {what} "
                 "(an allowance vouches only for what it names, so it does not widen the bound here)")

@@ -94,14 +94,26 @@ def _widen(value: Any) -> tuple[Any, bool]:
 class Float64Tracer(OpTracer):
     """Computes in float64 the float32 a module names (:data:`WIDENED`; ``widened``: the aten
     ops it changed) and records the first op that still produced a floating-point tensor
-    narrower than float64 (``narrow``: op and dtype)."""
+    narrower than float64 (``narrow``: op and dtype). A power of a tensor with an integer or
+    half-integer exponent (``x ** 2``, ``x ** 0.5``: products and a square root) is recorded as
+    ``pow_simple``, any other as ``pow`` (``precision_hints``: what a kernel may approximate)."""
 
     def __init__(self) -> None:
         super().__init__()
+        self._general_pow = False
         self.narrow: tuple[str, str] | None = None
         self.widened: set[str] = set()
         #: the dtype a floating-point tensor's bits were first read as (``x.view(torch.int32)``)
         self.bitcast: str | None = None
+
+    def _record_pow(self, args: Any, kwargs: Any) -> None:
+        exponent = args[1] if len(args) > 1 else (kwargs or {}).get("exponent")
+        simple = (bool(args) and isinstance(args[0], torch.Tensor) and isinstance(exponent, (int, float))
+                  and not isinstance(exponent, bool) and float(2 * exponent).is_integer())
+        self._general_pow = self._general_pow or not simple
+        if not self._general_pow:
+            self.ops.discard("pow")
+            self.ops.add("pow_simple")
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = getattr(func.overloadpacket, "__name__", str(func))
@@ -116,6 +128,8 @@ class Float64Tracer(OpTracer):
             if wide_args or wide_kwargs:
                 self.widened.add(name)
         out = super().__torch_dispatch__(func, types, args, kwargs)
+        if name == "pow":
+            self._record_pow(args, kwargs)
         if self.narrow is None:
             for leaf in tree_leaves(out):
                 if isinstance(leaf, torch.Tensor) and leaf.dtype in (torch.float32, torch.float16, torch.bfloat16):

@@ -282,3 +282,12 @@ def test_a_signal_to_another_process_is_a_finding_naming_the_line(problem):
     assert signals and signals[0].line == 29, v.findings
     assert "sent a signal 0 to process" in signals[0].message, signals[0].message
     assert ("confined" if v.isolation.get("sandboxed") else "NOT confined") in signals[0].message
+
+
+def test_os_exit_in_the_candidate_is_named_at_its_line(problem):
+    """``os._exit(0)`` in forward ends the worker with no result and no traceback; the verdict
+    names the candidate's line that called it (it said only "exited with status 0")."""
+    v = _check(problem, "cand_exit.py", use_cache=False)
+    assert v.kind is VerdictKind.RUNTIME_ERROR, v.reason
+    assert "the module under test called os._exit(0) at candidate.py:28" in v.reason, v.reason
+    assert v.source_line == 28, v.source_line

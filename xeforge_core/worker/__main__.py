@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     from xeforge_core.worker.escapes import install_from_environment
 
     install_from_environment(job_dir)
+    _say_where_the_module_exits(job_dir)
     try:
         run_job(job_dir)
     except Exception as exc:  # the harness itself failed (e.g. the device is not available)
@@ -168,6 +169,30 @@ def warm_up(device: str) -> list[str]:
     except Exception as exc:  # noqa: BLE001
         problems.append(f"device init: {type(exc).__name__}: {exc}")
     return problems
+
+
+def _say_where_the_module_exits(job_dir: Path) -> None:
+    """Make ``os._exit`` called from the module under test (a file under ``JOB_DIR/src/``) print
+    the stack and the call's place before exiting: it ends the worker without a result and
+    without a traceback, and the verdict then names the line (``worker_outcome.innermost_line``);
+    the worker's own ``os._exit`` (the pool's, after the result) prints nothing."""
+    import traceback
+
+    real_exit = os._exit
+    src = str(job_dir / "src") + os.sep
+
+    def _exit(status: int) -> None:
+        frame = sys._getframe(1)
+        stack = traceback.extract_stack(frame)
+        mine = [f for f in stack if f.filename.startswith(src)]
+        if mine:
+            sys.stderr.write("Traceback of os._exit (most recent call last):\n" + "".join(traceback.format_list(stack))
+                             + f"the module under test called os._exit({status}) at "
+                               f"{os.path.basename(mine[-1].filename)}:{mine[-1].lineno}\n")
+            sys.stderr.flush()
+        real_exit(status)
+
+    os._exit = _exit
 
 
 def _lower_limits(limits: dict[str, Any]) -> None:

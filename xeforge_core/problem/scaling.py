@@ -166,7 +166,6 @@ def size_constants(source: str) -> dict[str, int | tuple[int, ...]]:
     return found
 
 
-
 #: Constructor keywords that name a size (``in_features``, ``channels``, ``hidden_size``): only
 #: these follow a literal shape size; a number that merely equals one (``sigma_lower_bound=4``)
 #: keeps its value.

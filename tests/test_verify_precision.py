@@ -372,3 +372,22 @@ def test_an_exponential_of_the_kernels_own_is_accepted_when_approximate_math_is_
     allowed = check("softmax.py", "softmax_poly_exp.py", allow_precision=["approx-math"])
     assert allowed.kind is VerdictKind.OK, allowed.reason
     assert not any("does not apply" in w for w in allowed.warnings), allowed.warnings
+
+
+def test_the_reason_shows_the_run_no_allowance_accepts_first():
+    """A row normalisation without its eps: NaN on a row of equal values, 6e-5 relative on the
+    problem's own inputs. The reason quotes the NaN run (the fault), not the small error that an
+    approximation of the kernel's own could also give."""
+    v = check("rownorm.py", "rownorm_noeps.py", distributions=["normal", "zeros"])
+    assert v.kind is VerdictKind.WRONG_ANSWER, v.reason
+    assert "zeros" in v.reason.split(" vs ")[0], v.reason
+
+
+def test_an_integer_power_is_rational_arithmetic():
+    """``torch.square(x) * 0.5``: the truth's power has an integer exponent, products alone, so a
+    wrong constant is a wrong answer that --allow approx-math does not accept (as for ``x * x``)."""
+    v = check("square.py", "square_scaled.py")
+    assert v.kind is VerdictKind.WRONG_ANSWER and "fault of logic first" not in v.reason, v.reason
+    allowed = check("square.py", "square_scaled.py", allow_precision=["approx-math"])
+    assert allowed.kind is VerdictKind.WRONG_ANSWER, allowed.reason
+    assert any("--allow approx-math does not apply" in w for w in allowed.warnings), allowed.warnings

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from collections.abc import Iterable
 
 from xeforge_core.worker.astutil import name_closure
 
@@ -61,14 +62,14 @@ APPROXIMABLE_OPS = frozenset({
     "expm1", "log1p", "logaddexp", "tanh", "sigmoid", "log_sigmoid_forward", "erf", "erfc", "erfinv", "gelu",
     "silu", "mish", "softplus", "elu", "selu", "celu", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh",
     "cosh", "asinh", "acosh", "atanh", "pow", "float_power", "lgamma", "digamma", "xlogy", "special_xlog1py",
-    "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "glu", "logit", "sinc", "soft_margin_loss",
 })
 
 #: aten ops of the functions whose hardware approximations are within a few float32 units in the
 #: last place (PTX ISA: ``sqrt.approx``, ``rsqrt.approx``, ``ex2.approx``, ``lg2.approx``), inside
 #: the float32 bound: the square root, the exponential, the logarithm, and the variances, norms,
-#: softmaxes and attentions made of them (``pow_simple``: a power with an integer or half-integer
-#: exponent, ``x ** 2``, ``x ** 0.5``, recorded so by the float64 truth's tracer). A kernel errs
+#: softmaxes and attentions made of them (``pow_root``: a power with a half-integer exponent,
+#: ``x ** 0.5``, recorded so by the float64 truth's tracer, which records no integer power). A kernel errs
 #: beyond the bound on such a truth only through an approximation of its own (a polynomial
 #: exponential, FlashAttention-4's on FMA units, a one-pass variance) or a fault of logic (a
 #: variance divided by n - 1 errs by 4.5e-4 at 1100 columns, the allowance's size), and the error
@@ -77,11 +78,11 @@ APPROXIMABLE_OPS = frozenset({
 #: fault first; the allowance, given, still applies (the user vouches for the approximation).
 FINELY_APPROXIMATED_OPS = frozenset({
     "exp", "exp2", "log", "log2", "log10", "logsumexp", "_softmax", "_log_softmax", "softmax", "log_softmax",
-    "nll_loss", "nll_loss_forward", "kl_div", "sqrt", "rsqrt", "pow_simple", "_native_batch_norm_legit",
+    "nll_loss", "nll_loss_forward", "kl_div", "sqrt", "rsqrt", "pow_root", "_native_batch_norm_legit",
     "_native_batch_norm_legit_no_training", "native_batch_norm", "native_layer_norm", "native_group_norm",
     "linalg_vector_norm", "norm", "std", "var", "var_mean", "std_mean", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "logcumsumexp", "_cdist_forward",
 })
 
 
@@ -99,12 +100,17 @@ class Hints(dict):
         self.unlikely = frozenset(unlikely) - self.scanned
 
 
+def _functions(truth_ops: Iterable[str]) -> set[str]:
+    """The op names with an in-place op read as its function (``tanh_`` as ``tanh``)."""
+    return {op[:-1] if op.endswith("_") and not op.endswith("__") else op for op in truth_ops}
+
+
 def truth_scanned(truth_ops: list[str] | None) -> frozenset[str]:
     """The downgrades known to be absent or present wherever they are, given the aten ops the
     float64 truth called (``None`` or empty: not traced, the source scans' alone): with ops among
     none of :data:`APPROXIMABLE_OPS` and :data:`FINELY_APPROXIMATED_OPS` (rational arithmetic),
     ``approx-math`` too."""
-    if truth_ops and not (APPROXIMABLE_OPS | FINELY_APPROXIMATED_OPS) & set(truth_ops):
+    if truth_ops and not (APPROXIMABLE_OPS | FINELY_APPROXIMATED_OPS) & _functions(truth_ops):
         return SCANNED_DOWNGRADES | {"approx-math"}
     return SCANNED_DOWNGRADES
 
@@ -114,7 +120,7 @@ def truth_unlikely(truth_ops: list[str] | None) -> frozenset[str]:
     :data:`FINELY_APPROXIMATED_OPS` (none of :data:`APPROXIMABLE_OPS`): approximate math is then
     no likely cause of an error beyond the float32 bound (a fault of logic is as likely), so the
     verdict does not name it without the source's evidence; else nothing."""
-    ops = set(truth_ops or ())
+    ops = _functions(truth_ops or ())
     if ops & FINELY_APPROXIMATED_OPS and not ops & APPROXIMABLE_OPS:
         return frozenset({"approx-math"})
     return frozenset()

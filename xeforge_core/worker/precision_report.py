@@ -25,7 +25,7 @@ from typing import Any
 
 from xeforge_core.precision import BASELINE, DOWNGRADES, PrecisionPolicy, kernelbench_tolerance, own_factor
 from xeforge_core.verdict import CorrectnessRun, Finding, OutputComparison, inputs_label
-from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES
+from xeforge_core.worker.precision_hints import SCANNED_DOWNGRADES, Hints
 
 #: Outputs with fewer elements are not judged by how their error is spread.
 SPREAD_MIN_ELEMENTS = 16
@@ -77,6 +77,14 @@ def explained(comp: OutputComparison, hints: dict[str, list[str]],
         return operands[0], ("no TF32 dot product and no half-precision type in the source: an approximation (a "
                              "formula, a fast intrinsic) errs like this")
     return None
+
+
+def beyond_every_allowance(run: CorrectnessRun, hints: dict[str, list[str]]) -> bool:
+    """Whether some failing output of ``run`` is no precision change even counting those
+    ``hints`` leaves unnamed for lack of evidence (``Hints.unlikely``): the run whose fault the
+    reason should show first (a missing eps's NaN on zero inputs, not a 6e-5 error elsewhere)."""
+    lenient = Hints(dict(hints), _scanned(hints))
+    return has_unexplained(run, lenient)
 
 
 def has_unexplained(run: CorrectnessRun, hints: dict[str, list[str]]) -> bool:

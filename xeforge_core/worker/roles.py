@@ -134,7 +134,14 @@ from xeforge_core.worker.precision_hints import (
     truth_scanned,
     truth_unlikely,
 )
-from xeforge_core.worker.precision_report import advice, explained, has_unexplained, policy_of, run_check
+from xeforge_core.worker.precision_report import (
+    advice,
+    beyond_every_allowance,
+    explained,
+    has_unexplained,
+    policy_of,
+    run_check,
+)
 from xeforge_core.worker.precision_report import findings as precision_findings
 from xeforge_core.worker.precision_report import summary as precision_summary
 from xeforge_core.worker.tiles import kernel_sources, launch_facts
@@ -1285,7 +1292,9 @@ def run_candidate(ctx: WorkerContext) -> None:
         if failed and not truth_fault:
             # the reason names a failure no precision change explains where a run has one: a TF32
             # error on one size must not stand for a fault another size shows
-            r = next((x for x in failed if has_unexplained(x, hints) and not _range_hinted(x, hints)), failed[0])
+            r = next((x for x in failed if beyond_every_allowance(x, hints) and not _range_hinted(x, hints)),
+                     None) or next((x for x in failed if has_unexplained(x, hints) and not _range_hinted(x, hints)),
+                                   failed[0])
             # an overflow on shifted inputs that the source's float16 downgrade explains leaves the
             # advice to allow it standing
             explicable = [x for x in runs if not _range_hinted(x, hints)]

@@ -94,9 +94,10 @@ def _widen(value: Any) -> tuple[Any, bool]:
 class Float64Tracer(OpTracer):
     """Computes in float64 the float32 a module names (:data:`WIDENED`; ``widened``: the aten
     ops it changed) and records the first op that still produced a floating-point tensor
-    narrower than float64 (``narrow``: op and dtype). A power of a tensor with an integer or
-    half-integer exponent (``x ** 2``, ``x ** 0.5``: products and a square root) is recorded as
-    ``pow_simple``, any other as ``pow`` (``precision_hints``: what a kernel may approximate)."""
+    narrower than float64 (``narrow``: op and dtype). A power of a tensor with an integer
+    exponent (``x ** 2``, ``x ** -1``: products and a division) is rational arithmetic and not
+    recorded; a half-integer one (``x ** 0.5``) is recorded as ``pow_root``, any other as ``pow``
+    (``precision_hints``: what a kernel may approximate)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -108,12 +109,14 @@ class Float64Tracer(OpTracer):
 
     def _record_pow(self, args: Any, kwargs: Any) -> None:
         exponent = args[1] if len(args) > 1 else (kwargs or {}).get("exponent")
-        simple = (bool(args) and isinstance(args[0], torch.Tensor) and isinstance(exponent, (int, float))
-                  and not isinstance(exponent, bool) and float(2 * exponent).is_integer())
+        number = (bool(args) and isinstance(args[0], torch.Tensor) and isinstance(exponent, (int, float))
+                  and not isinstance(exponent, bool))
+        simple = number and float(2 * exponent).is_integer()
         self._general_pow = self._general_pow or not simple
         if not self._general_pow:
-            self.ops.discard("pow")
-            self.ops.add("pow_simple")
+            self.ops.discard("pow")  # an integer power is products (rational), a half-integer one a root
+            if not float(exponent).is_integer():
+                self.ops.add("pow_root")
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = getattr(func.overloadpacket, "__name__", str(func))

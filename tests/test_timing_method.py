@@ -348,22 +348,28 @@ def test_a_call_that_waits_for_the_device_is_detected(sim):
 # ----------------------------------------------------------------------------- the role, end to end
 
 
-def test_timing_role_end_to_end_in_the_interpreter(tmp_path):
-    """The timing worker, as a subprocess in Triton's interpreter with ``force_timing``: the
-    same procedure, host-clocked; the verdict carries the interval, the method and the call."""
-    from pathlib import Path
-
+def _timed_in_the_interpreter(tmp_path, source: str) -> Verdict:
+    """The timing worker's verdict on ``source`` as both baseline and candidate, as a subprocess in
+    Triton's interpreter with ``force_timing`` (host-clocked)."""
     from tests.test_worker_planted import run_worker
 
-    add = (Path(__file__).parent / "fixtures" / "process" / "add_baseline.py").read_text()
-    module = {"source": add, "filename": "candidate.py", "class_name": "Model", "label": "candidate"}
+    module = {"source": source, "filename": "candidate.py", "class_name": "Model", "label": "candidate"}
     baseline = dict(module, filename="baseline.py", label="baseline")
     job = {"role": "timing", "device": "cpu", "module": module, "baseline": baseline, "reference": None,
            "spec": None, "correctness_variants": [], "performance_variants": [{"name": "module", "params": [],
                                                                                 "dims": {}}],
            "seeds": [0], "distributions": ["normal"], "expected_dir": None,
            "options": {"force_timing": True, "warmup_ms": 2, "rep_ms": 5, "lock_dir": str(tmp_path / "locks")}}
-    v = Verdict.from_dict(run_worker(tmp_path / "timing", job))
+    return Verdict.from_dict(run_worker(tmp_path / "timing", job))
+
+
+def test_timing_role_end_to_end_in_the_interpreter(tmp_path):
+    """The timing worker, as a subprocess in Triton's interpreter with ``force_timing``: the
+    same procedure, host-clocked; the verdict carries the interval, the method and the call."""
+    from pathlib import Path
+
+    add = (Path(__file__).parent / "fixtures" / "process" / "add_baseline.py").read_text()
+    v = _timed_in_the_interpreter(tmp_path, add)
     assert v.kind is VerdictKind.OK, (v.reason, v.error_text)
     p = v.performance[0]
     assert p.baseline.trials >= timing.MIN_TRIALS and p.baseline.trials == p.candidate.trials
@@ -507,20 +513,11 @@ def test_the_timing_role_runs_torch_at_the_float32_it_verified(tmp_path):
     switches at its call fails the timing otherwise)."""
     from pathlib import Path
 
-    from tests.test_worker_planted import run_worker
-
     add = (Path(__file__).parent / "fixtures" / "process" / "add_baseline.py").read_text()
     checked = add.replace("    def forward(self, x, y):\n",
                           "    def forward(self, x, y):\n"
                           "        assert not torch.backends.cudnn.allow_tf32, 'cuDNN may use TF32'\n"
                           "        assert not torch.backends.cuda.matmul.allow_tf32, 'cuBLAS may use TF32'\n", 1)
     assert checked != add
-    module = {"source": checked, "filename": "candidate.py", "class_name": "Model", "label": "candidate"}
-    baseline = dict(module, filename="baseline.py", label="baseline")
-    job = {"role": "timing", "device": "cpu", "module": module, "baseline": baseline, "reference": None,
-           "spec": None, "correctness_variants": [], "performance_variants": [{"name": "module", "params": [],
-                                                                                "dims": {}}],
-           "seeds": [0], "distributions": ["normal"], "expected_dir": None,
-           "options": {"force_timing": True, "warmup_ms": 2, "rep_ms": 5, "lock_dir": str(tmp_path / "locks")}}
-    v = Verdict.from_dict(run_worker(tmp_path / "timing", job))
+    v = _timed_in_the_interpreter(tmp_path, checked)
     assert v.kind is VerdictKind.OK, (v.reason, v.error_text)

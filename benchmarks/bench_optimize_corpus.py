@@ -740,10 +740,22 @@ def _fmt(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
+_NUMBER = r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?"
+
+
+def _bounds(text: str) -> tuple[float, float] | None:
+    """The last ``[low, high]`` in ``text`` (an interval as the rows write it, alone or after
+    ``measured 1.089x`` and before its method), or ``None`` where there is none."""
+    found = re.findall(rf"\[({_NUMBER}), ({_NUMBER})\]", text)
+    return (float(found[-1][0]), float(found[-1][1])) if found else None
+
+
 def _holds_one(interval: str) -> bool:
-    """Whether ``"[low, high]"`` holds 1."""
-    low, high = (float(x) for x in interval.strip("[]").split(","))
-    return low <= 1.0 <= high
+    """Whether ``"[low, high]"`` holds 1. Raises ``ValueError`` where ``interval`` is none."""
+    bounds = _bounds(interval)
+    if bounds is None:
+        raise ValueError(f"not an interval: {interval!r}")
+    return bounds[0] <= 1.0 <= bounds[1]
 
 
 #: A ratio without an interval counts as faster from the least gain the pipeline keeps on
@@ -758,10 +770,9 @@ def is_improved(row: Row) -> bool:
     reaches :data:`FASTER_WITHOUT_INTERVAL`."""
     if not row.stages_applied or not row.rules_vs_published or row.rules_vs_published <= 1.0:
         return False
-    number = r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?"
-    bounds = re.findall(rf"\[({number}), ({number})\]", row.interval)
-    if bounds:
-        return float(bounds[-1][0]) > 1.0
+    bounds = _bounds(row.interval)
+    if bounds is not None:
+        return bounds[0] > 1.0
     return row.rules_vs_published >= FASTER_WITHOUT_INTERVAL
 
 

@@ -104,6 +104,13 @@ class _Worker:
         self.index, self.started = index, time.monotonic()
         self.conn.send(task)
 
+    def exit_code(self) -> int | None:
+        """The exit status of a worker that died by itself. Its pipe reads end-of-file as the
+        process exits, before the parent has reaped it, so ``exitcode`` alone can still be
+        ``None`` there: wait (at most 5 s) for the process to be reaped first."""
+        self.proc.join(5)
+        return self.proc.exitcode
+
     def kill(self) -> None:
         if self.proc.is_alive():
             self.proc.kill()
@@ -144,10 +151,9 @@ def run_bounded(fn: Callable[[Any], Any], tasks: list[Any], *, workers: int, tas
                     try:
                         result = w.conn.recv()
                     except (EOFError, OSError):
-                        result, replace = on_crash(task, w.proc.exitcode), True
+                        result, replace = on_crash(task, w.exit_code()), True
                 elif w.proc.sentinel in ready:
-                    w.proc.join(1)
-                    result, replace = on_crash(task, w.proc.exitcode), True
+                    result, replace = on_crash(task, w.exit_code()), True
                 elif time.monotonic() - w.started >= task_timeout_s:
                     result, replace = on_timeout(task, time.monotonic() - w.started), True
                 else:

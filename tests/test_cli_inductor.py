@@ -197,3 +197,25 @@ def test_a_forward_that_kills_its_worker_is_named_where_it_stopped():
     message = str(info.value)
     assert "while running the problem's code, at crash.py:8: ctypes.string_at(0)" in message, message
     assert "Extension modules" not in message
+    assert info.value.stage == "forward"  # the worker's own step lines say where it was
+
+
+def test_a_job_stopped_at_its_limit_inside_torchinductor_says_which_step_and_how_to_give_it_time():
+    """A generation job that reaches its limit outside the problem's code (TorchInductor compiling
+    a large graph) names its step and the command with more time, not the worker's last stderr
+    lines. The outcome is built as the runner builds one for a job killed at its limit, with the
+    step lines ``generate`` writes, so the test does not wait for a real limit."""
+    from xeforge_core.inductor.capture import stopped_without_result
+    from xeforge_core.inductor.generate import STEP_MARK
+    from xeforge_core.worker_outcome import WorkerOutcome
+
+    stderr = "".join(f"{STEP_MARK}{s}\n" for s in ("load", "inputs", "forward", "trace", "generate"))
+    stopped = WorkerOutcome(result=None, returncode=-9, signal_name="SIGKILL", timed_out=True, timeout_s=240.0,
+                            stderr=stderr + "  File \"torch/_inductor/scheduler.py\", line 10, in fuse\n")
+    err = stopped_without_result(stopped, "import torch\n", name="big")
+    assert err.stage == "generate"
+    assert str(err).startswith("the TorchInductor job reached its 240 s limit while TorchInductor's code generation;")
+    assert "xeforge inductor capture big.py --timeout SECONDS" in str(err) and STEP_MARK not in str(err)
+    crashed = WorkerOutcome(result=None, returncode=-11, signal_name="SIGSEGV", stderr=f"{STEP_MARK}load\n{STEP_MARK}inputs\nboom\n")
+    err = stopped_without_result(crashed, "import torch\n", name="big")
+    assert err.stage == "inputs" and "while building the model and its inputs: boom" in str(err), str(err)

@@ -128,6 +128,39 @@ def load_capture(path: str | Path) -> Capture:
     return capture_from_dict(data, where=str(p))
 
 
+def stopped_without_result(outcome: Any, source: str, *, name: str) -> GenerationError:
+    """The error for a generation job that wrote no result (``outcome``: its
+    :class:`~xeforge_core.worker_outcome.WorkerOutcome`): where it stopped in the problem's own
+    code (``name``.py and the line, from the worker's stack dump), else the step it was in (the
+    last step line it wrote to stderr, :func:`~xeforge_core.inductor.generate.last_step`); a
+    timeout there is the job's limit (``outcome.timeout_s``, seconds), with the command that gives
+    it more time."""
+    from xeforge_core.inductor.generate import STEP_MARK, STEPS, last_step
+    from xeforge_core.verdict import VerdictKind
+    from xeforge_core.worker.lifted import names_in, user_text
+    from xeforge_core.worker_outcome import classify, innermost_line
+
+    kind, reason = classify(outcome)
+    stderr = outcome.stderr or ""
+    step = last_step(stderr)
+    line = innermost_line(stderr, f"{name}.py")
+    lines = source.splitlines()
+    if line and 0 < line <= len(lines):  # a hang or a crash in the problem's own code: say where
+        return GenerationError(f"the TorchInductor job ended without a result ({kind.value}: {reason}) while "
+                               f"running the problem's code, at {name}.py:{line}: "
+                               f"{user_text(lines[line - 1].strip(), names_in(source))}", stage=step or "process")
+    if kind is VerdictKind.TIMEOUT and step is not None:
+        # the limit, not a fault: say which step took so long and how to give it more time
+        return GenerationError(f"the TorchInductor job reached its {outcome.timeout_s:.0f} s limit while {STEPS[step]}; "
+                               f"a large problem may need more: `xeforge inductor capture {name}.py --timeout SECONDS` "
+                               "saves its code and `xeforge inductor convert` writes the first version from it",
+                               stage=step)
+    tail = [ln for ln in stderr.strip().splitlines() if not ln.startswith(STEP_MARK)][-3:]
+    during = f" while {STEPS[step]}" if step else ""
+    return GenerationError(f"the TorchInductor job ended without a result ({kind.value}: {reason}){during}"
+                           + (": " + " | ".join(tail) if tail else ""), stage=step or "process")
+
+
 def capture(source: str, *, name: str = "problem", device: str = "cpu", overrides: dict[str, Any] | None = None,
             timeout_s: float = DEFAULT_TIMEOUT_S, seed: int = 0) -> Capture:
     """Run TorchInductor on the problem module ``source`` in a sandboxed worker and return its
@@ -138,9 +171,8 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
     (``cuda:1``) selects that device. ``overrides``: module-level size constants to trace at.
 
     Raises ``GenerationError`` with the failing step and Inductor's message."""
-    from xeforge_core.runner import classify, run_worker
-    from xeforge_core.worker.lifted import names_in, user_text
-    from xeforge_core.worker_outcome import innermost_line
+    from xeforge_core.inductor.generate import STEPS
+    from xeforge_core.runner import run_worker
 
     device_type, _, index = device.partition(":")
     job = {"source": source, "filename": f"{name}.py", "device": device_type, "overrides": dict(overrides or {}),
@@ -150,23 +182,10 @@ def capture(source: str, *, name: str = "problem", device: str = "cpu", override
                          device_index=int(index) if index.isdigit() else None, use_pool=False)
     result = outcome.result
     if result is None:
-        kind, reason = classify(outcome)
-        line = innermost_line(outcome.stderr or "", f"{name}.py")
-        lines = source.splitlines()
-        lifted = names_in(source)
-        if line and 0 < line <= len(lines):  # a hang or a crash in the problem's own code: say where
-            raise GenerationError(f"the TorchInductor job ended without a result ({kind.value}: {reason}) while "
-                                  f"running the problem's code, at {name}.py:{line}: "
-                                  f"{user_text(lines[line - 1].strip(), lifted)}", stage="process")
-        tail = (outcome.stderr or "").strip().splitlines()[-3:]
-        raise GenerationError(f"the TorchInductor job ended without a result ({kind.value}: {reason})"
-                              + (": " + " | ".join(tail) if tail else ""), stage="process")
+        raise stopped_without_result(outcome, source, name=name)
     if not result.get("ok"):
         stage = str(result.get("stage") or "generate")
-        what = {"load": "importing the problem", "inputs": "building the model and its inputs",
-                "forward": "running the model's forward on its inputs",
-                "trace": "tracing the model (torch.compile, one graph)",
-                "generate": "TorchInductor's code generation"}.get(stage, stage)
+        what = STEPS.get(stage, stage)
         raise GenerationError(f"{what} failed: {result.get('error', 'no reason given')}", stage=stage)
     return Capture(problem=name, output_code=result["output_code"], graph_inputs=result["graph_inputs"],
                    outputs=result["outputs"], forward_params=result["forward_params"],

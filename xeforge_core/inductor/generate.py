@@ -50,6 +50,31 @@ from xeforge_core.errors import XeForgeError
 RESULT_FILE = "result.json"
 JOB_FILE = "job.json"
 
+#: The job's steps in order, with what each does (a failure's ``stage`` is one of them).
+STEPS: dict[str, str] = {
+    "load": "importing the problem",
+    "inputs": "building the model and its inputs",
+    "forward": "running the model's forward on its inputs",
+    "trace": "tracing the model (torch.compile, one graph)",
+    "generate": "TorchInductor's code generation",
+}
+
+#: The prefix of the line the job writes to stderr as each step begins: a job stopped from
+#: outside (its time limit, a crash in a compiler) writes no result, and its last such line says
+#: which step it was in (:func:`last_step`).
+STEP_MARK = "xeforge-inductor-step: "
+
+
+def _begin(step: str) -> None:
+    print(f"{STEP_MARK}{step}", file=sys.stderr, flush=True)
+
+
+def last_step(stderr: str) -> str | None:
+    """The step (a key of :data:`STEPS`) a generation job was in when it stopped, from its
+    ``stderr``; ``None`` where it wrote no step line."""
+    steps = [line[len(STEP_MARK):].strip() for line in stderr.splitlines() if line.startswith(STEP_MARK)]
+    return steps[-1] if steps and steps[-1] in STEPS else None
+
 
 class _Captured(XeForgeError):
     """Raised from the output-code hook: the code is taken, Inductor need not load it."""
@@ -376,6 +401,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
     os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
     device = str(job.get("device") or "cpu")
+    _begin("load")
     try:
         import torch
         import triton
@@ -383,6 +409,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         module = _load_problem(job_dir, job)
     except BaseException as exc:
         return _fail("load", exc, job)
+    _begin("inputs")
     try:
         from xeforge_core.worker.inputs import inputs_list_problem, module_overrides, seed_all
 
@@ -412,6 +439,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
                                    f"{cls.__name__}.forward requires {len(required)} ({', '.join(required)})", job)
     except BaseException as exc:
         return _fail("inputs", exc, job)
+    _begin("forward")
     try:
         with torch.no_grad():
             structure = _output_structure(model(*inputs))
@@ -470,6 +498,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         static.update(_static_sizes(gm, graphs[-1]))
         envs.append(_shape_env())
         constants.update(_constant_guards(model))
+        _begin("generate")
         return compile_fx(gm, example_inputs)
 
     def save(code: str) -> None:
@@ -477,6 +506,7 @@ def run(job: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         raise _Captured()
 
     def trace() -> BaseException | None:
+        _begin("trace")
         torch._dynamo.reset()
         try:
             with torch.no_grad():

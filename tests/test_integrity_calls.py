@@ -40,3 +40,24 @@ def test_splice_ends_keeps_the_inside_and_skips_what_it_cannot_match():
     k = min(SPLICED_ENDS, 80 // 8)
     assert torch.equal(second[:k], first[:k]) and torch.equal(second[-k:], first[-k:])
     assert not second[k:-k].any() and not odd.any()
+
+
+def test_inputs_whose_shapes_follow_the_draw_are_not_mixed_across_draws():
+    """Packed variable-length segments (lightllm's token softmax, FlashAttention's varlen form):
+    the packed logits' length is drawn, the offsets' shape is not. The third call refilled the
+    first call's tensors only where the shapes matched, so the offsets of one draw met the logits
+    of another and a correct kernel read and wrote past its segments (a heap corruption, or
+    ``cached_output``). Where the draws' shapes differ the third call is not made."""
+    verdict = verify(load_problem(FIXTURES / "packed_problem.py"), (FIXTURES / "packed_candidate.py").read_text(),
+                     device="cpu", options=VerifyOptions(seeds=1, measure_performance=False, use_cache=False))
+    assert verdict.kind.value == "ok", verdict.reason
+
+
+def test_splice_ends_leaves_integer_tensors_whole():
+    """Integer inputs are often structure (offsets that must rise, indices that must be unique):
+    an integer tensor spliced from two draws may be neither, so only floating-point tensors are
+    spliced."""
+    offsets, first = torch.arange(0, 800, 10), torch.arange(5, 805, 10)
+    values = torch.zeros(80)
+    assert splice_ends([offsets, values], [first, torch.ones(80)]) == 1
+    assert torch.equal(offsets, torch.arange(0, 800, 10)) and values[0] == 1

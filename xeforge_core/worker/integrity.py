@@ -273,12 +273,16 @@ def splice_ends(args: list[Any], first: list[Any]) -> int:
     at the same position (same shape, dtype and contiguous): up to :data:`SPLICED_ENDS` at each
     end and never more than an eighth of the tensor, so the two calls differ only inside. A cache
     keyed on the shape, the address or the end elements then returns the first call's result
-    for the second (``cached_output``). Returns how many tensors were spliced."""
+    for the second (``cached_output``). Only floating-point tensors are spliced: integer and
+    boolean inputs are often structure (offsets that rise to a packed length, indices that must
+    be unique, a mask), which a tensor made of two draws need not keep, and a kernel may rely on
+    it as its caller guarantees; they keep their own draw. Returns how many tensors were spliced."""
     done = 0
     with torch.no_grad():
         for a, f in zip(args, first):
             if not (isinstance(a, torch.Tensor) and isinstance(f, torch.Tensor)) or a.shape != f.shape \
-                    or a.dtype != f.dtype or not (a.is_contiguous() and f.is_contiguous()):
+                    or a.dtype != f.dtype or not (a.is_contiguous() and f.is_contiguous()) \
+                    or not (a.is_floating_point() or a.is_complex()):
                 continue
             k = min(SPLICED_ENDS, a.numel() // 8)
             if k == 0:
@@ -288,6 +292,28 @@ def splice_ends(args: list[Any], first: list[Any]) -> int:
             flat[-k:].copy_(src[-k:])
             done += 1
     return done
+
+
+def refillable(args: list[Any], other: list[Any]) -> bool:
+    """Whether ``args``' tensors can be refilled with ``other``'s values so that the call sees
+    exactly ``other``'s inputs (the caching check's third call): every tensor with the same
+    shape and dtype, every other argument equal. Inputs whose shapes follow the draw (packed
+    variable-length segments: the logits' length is the sum of the lengths drawn) cannot: a
+    partial refill would give one draw's offsets with another's data, inputs no caller passes."""
+    if len(args) != len(other):
+        return False
+    for a, o in zip(args, other):
+        if isinstance(a, torch.Tensor) or isinstance(o, torch.Tensor):
+            if not (isinstance(a, torch.Tensor) and isinstance(o, torch.Tensor)) or a.shape != o.shape \
+                    or a.dtype != o.dtype:
+                return False
+        elif a is not o:
+            try:
+                if not bool(a == o):
+                    return False
+            except Exception:  # noqa: BLE001 - a list of tensors, an object without equality
+                return False
+    return True
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:

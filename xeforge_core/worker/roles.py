@@ -119,6 +119,7 @@ from xeforge_core.worker.integrity import (
     heavy,
     lint_findings,
     mutated_inputs,
+    refillable,
     splice_ends,
     static_findings,
     subclass_outputs,
@@ -626,10 +627,11 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
             findings.append(Finding("cached_output", "called twice with different inputs of the same shape, "
                                     "forward() returned the first call's result again (results cached "
                                     "across calls)"))
-        elif ok_b and expected_differ and not any(f.rule == "mutates_input" for f in findings):
+        elif (ok_b and expected_differ and not any(f.rule == "mutates_input" for f in findings)
+              and refillable(args_a, pristine_b)):
             # same addresses and ids, new contents: catches caches keyed by id() or data_ptr()
             for x, y in zip(args_a, pristine_b):
-                if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape:
+                if isinstance(x, torch.Tensor):
                     x.copy_(y)
             out_c = harness.run(model_b, args_a)
             ok_c, _, _, _ = compare_outputs(out_c, exp_b, tol, poisoned=False)
@@ -644,7 +646,11 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
                 findings.append(Finding("cached_output", "called again with the same tensors holding new "
                                         "values, forward() returned a stale result (cached by id() or "
                                         "data address)"))
-        evidence["calls_checked"] = 3 if ok_b and expected_differ else 2
+        third = ok_b and expected_differ and refillable(args_a, pristine_b)
+        evidence["calls_checked"] = 3 if third else 2
+        if ok_b and expected_differ and not third:
+            evidence["third_call"] = ("not made: the two draws' inputs differ in shape, dtype or a plain value, so "
+                                      "the first call's tensors cannot hold the second's inputs")
     return findings, evidence
 
 

@@ -112,6 +112,34 @@ def test_unwritten_elements_are_counted_when_memory_is_poisoned():
     assert "(first at [5]: got nan, expected 1)" in comps[0].note  # where to look
 
 
+def test_an_integer_maximum_the_expected_output_takes_is_a_value_not_poison():
+    """Fresh integer outputs are poisoned with the dtype's maximum. A saturating int8
+    quantisation writes 127 itself, so a wrong 127 there is a wrong value (seen on lightllm's
+    per-row int8 quantiser, whose off-by-one rounding was called "left unwritten ... NaN"); an
+    int32 index output that never reaches its maximum still tells an unwritten element."""
+    exp = torch.tensor([[127, 40, -3], [126, 127, 0]], dtype=torch.int8)
+    out = exp.clone()
+    out[1, 0] = 127
+    ok, comps, _, _ = compare_outputs([out], [exp], Tolerance(), poisoned=True)
+    assert not ok and "left unwritten" not in comps[0].note and "NaN" not in comps[0].note, comps[0].note
+    assert "1 of 6 element(s) outside" in comps[0].note and comps[0].kernelbench_mismatches == 1
+    idx = torch.arange(6, dtype=torch.int32)
+    out = idx.clone()
+    out[4:] = torch.iinfo(torch.int32).max
+    ok, comps, _, _ = compare_outputs([out], [idx], Tolerance(), poisoned=True)
+    assert not ok and "2 output element(s) left unwritten" in comps[0].note, comps[0].note
+    assert "they hold 2147483647, the int32 maximum" in comps[0].note and "NaN" not in comps[0].note
+
+
+def test_kernelbench_refuses_an_integer_output_off_by_one():
+    """KernelBench's ``allclose`` at 1e-4 refuses a difference of 1 on a value of 127; its column
+    said pass where only a float output beside it was judged."""
+    exp = torch.arange(10, dtype=torch.int64) * 1000
+    _, comps, _, _ = compare_outputs([exp + 1], [exp], Tolerance())
+    # 1 > 1e-4 + 1e-4 * |e| below |e| = 9999: only 0 ... 9000 fail
+    assert comps[0].kernelbench_tol == 1e-4 and comps[0].kernelbench_mismatches == 10
+
+
 def test_integer_outputs_are_exact():
     exp = torch.arange(10, dtype=torch.int32)
     ok, _, _, _ = compare_outputs([exp + 0], [exp], Tolerance())

@@ -53,7 +53,7 @@ from typing import Any
 
 import torch
 
-from xeforge_core.precision import DOWNGRADES
+from xeforge_core.precision import DOWNGRADES, KERNELBENCH_TOLERANCE
 from xeforge_core.verdict import OutputComparison
 from xeforge_core.worker.calibrated import Calibrated, Truth64, applies, compare_calibrated, unravel
 from xeforge_core.worker.expected import StoredTensor, flat_chunks
@@ -145,9 +145,14 @@ def _wide(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.complex128 if t.dtype.is_complex else torch.float64)
 
 
-def _unwritten_note(count: int) -> str:
-    """What ``count`` NaN outputs where the expected output has values mean: memory the kernel
-    never wrote (fresh outputs are poisoned with NaN), or arithmetic that overflowed into NaN."""
+def _unwritten_note(count: int, dtype: torch.dtype | None = None) -> str:
+    """What ``count`` poisoned outputs where the expected output has values mean: memory the
+    kernel never wrote (fresh outputs are poisoned: NaN, the integer maximum for an integer
+    ``dtype``), or, for floating point, arithmetic that overflowed into NaN."""
+    if dtype is not None and not (dtype.is_floating_point or dtype.is_complex) and dtype != torch.bool:
+        return (f"{count} output element(s) left unwritten, or computed from memory nothing wrote (out-of-bounds or "
+                f"uninitialised reads): they hold {torch.iinfo(dtype).max}, the {_dtype_name(dtype)} maximum the "
+                "verifier fills fresh integer outputs with, where the expected output has other values")
     return (f"{count} output element(s) left unwritten, or computed from memory nothing wrote (out-of-bounds or "
             "uninitialised reads), or overflowed (Inf - Inf, Inf / Inf): they hold NaN, the poison of fresh memory "
             "and of such arithmetic, where the expected output has values")
@@ -155,7 +160,8 @@ def _unwritten_note(count: int) -> str:
 
 def _poison_count_chunk(a: torch.Tensor, e: torch.Tensor) -> int:
     """Elements still holding the poison of fresh memory (NaN, or the integer max) where the
-    expected output has a value."""
+    expected output has a value. For an integer output, only meaningful where the expected
+    output never takes the maximum itself (:func:`_reaches_int_poison`)."""
     if a.dtype.is_floating_point:
         exp_nan = torch.isnan(e) if e.dtype.is_floating_point or e.dtype.is_complex else torch.zeros_like(a, dtype=torch.bool)
         return int((torch.isnan(a) & ~exp_nan).sum())
@@ -163,6 +169,25 @@ def _poison_count_chunk(a: torch.Tensor, e: torch.Tensor) -> int:
         return 0
     big = torch.iinfo(a.dtype).max
     return int(((a == big) & (e != big)).sum())
+
+
+def _reaches_int_poison(a: torch.Tensor, e: torch.Tensor) -> bool:
+    """Whether the expected chunk ``e`` of an integer output ``a`` holds the integer maximum the
+    verifier poisons fresh integer outputs with. Where it does (a saturating int8 quantisation
+    writes 127 wherever a row's largest value lands), the maximum is a value the kernel computes,
+    and a wrong 127 is a wrong value, not evidence of an unwritten element."""
+    if a.dtype.is_floating_point or a.dtype.is_complex or a.dtype == torch.bool:
+        return False
+    return bool((e == torch.iinfo(a.dtype).max).any())
+
+
+def _kernelbench_exact_mismatches(a: torch.Tensor, e: torch.Tensor, tol: float) -> int:
+    """Elements of an integer or boolean chunk that KernelBench's ``torch.allclose(ref, new,
+    atol=tol, rtol=tol)`` refuses: ``|a - e| > tol + tol * |e|`` (booleans: any difference)."""
+    if e.dtype == torch.bool or a.dtype == torch.bool:
+        return int((a != e).sum())
+    diff = (a.double() - e.double()).abs()
+    return int((diff > tol + tol * e.double().abs()).sum())
 
 
 #: An expected output whose RMS is under this many machine epsilons of its dtype (at 1.0, the
@@ -263,6 +288,9 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
     if exact:
         mismatches, max_abs = 0, 0.0
         offset = 0
+        reaches_poison = False
+        # KernelBench compares every output with its float32 tolerance (its default precision)
+        comp.kernelbench_tol, comp.kernelbench_mismatches = KERNELBENCH_TOLERANCE["float32"], 0
         for ac, ec in _pairs(a, expected):
             diff = (ac.long() - ec.long()).abs() if e_dtype != torch.bool else (ac != ec).long()
             bad = int((diff != 0).sum())
@@ -273,8 +301,12 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
             offset += ec.numel()
             if diff.numel():
                 max_abs = max(max_abs, float(diff.max()))
+            comp.kernelbench_mismatches += _kernelbench_exact_mismatches(ac, ec, comp.kernelbench_tol)
             if poisoned:
                 unwritten += _poison_count_chunk(ac, ec)
+                reaches_poison = reaches_poison or _reaches_int_poison(ac, ec)
+        if reaches_poison:
+            unwritten = 0
         comp.mismatches = mismatches
         comp.max_abs_error = max_abs
         comp.max_rel_error = max_abs
@@ -352,7 +384,7 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
         if comp.inf_mismatch:
             notes.append(f"Inf placement or sign differs at {comp.inf_mismatch} element(s)")
     if poisoned and unwritten:
-        notes.append(_unwritten_note(unwritten) + _first_text(comp))
+        notes.append(_unwritten_note(unwritten, a.dtype) + _first_text(comp))
     comp.passed = comp.mismatches == 0
     if not comp.passed and not any("left unwritten" in n for n in notes):
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside rtol {rtol:g}, "

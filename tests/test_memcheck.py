@@ -178,20 +178,46 @@ def test_bounds_check_finds_and_skips_one_element_past_the_end(interpreter, tmp_
     assert itp.InterpreterBuilder.create_masked_store.__qualname__ == "InterpreterBuilder.create_masked_store"
 
 
-def _verify_with_memcheck(tmp_path: Path, candidate: str) -> dict:
-    """``xeforge verify PROBLEM FIX/candidate --memcheck --json`` on the CPU, which must exit 1;
-    the verdict as a dict."""
+def _verify_with_memcheck(tmp_path: Path, candidate: str, *, flag: bool = True, problem: Path = PROBLEM,
+                          returncode: int = 1) -> dict:
+    """``xeforge verify PROBLEM FIX/candidate [--memcheck] --json`` on the CPU, which must exit
+    ``returncode``; the verdict as a dict."""
     env = {**os.environ, "XEFORGE_CACHE_DIR": str(tmp_path / "cache"), "XEFORGE_POOL": "0"}
-    cmd = [sys.executable, "-m", "xeforge_core.cli", "verify", str(PROBLEM), str(FIX / candidate),
-           "--device", "cpu", "--seeds", "1", "--no-odd-size", "--memcheck", "--json"]
+    cmd = [sys.executable, "-m", "xeforge_core.cli", "verify", str(problem), str(FIX / candidate),
+           "--device", "cpu", "--seeds", "1", "--no-odd-size", "--json"] + (["--memcheck"] if flag else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert out.returncode == 1, out.stderr[-2000:]
+    assert out.returncode == returncode, out.stderr[-2000:]
     return json.loads(out.stdout)
+
+
+def test_every_call_is_bounds_checked_in_the_interpreter_without_asking(tmp_path):
+    """Without ``--memcheck`` a store one element past the end matched the truth and was ``ok``
+    (a new user's off-by-one ``offs <= n``): in the interpreter every call of the candidate is
+    bounds-checked, so the verdict names the write."""
+    v = _verify_with_memcheck(tmp_path, "residual_relu_oob_write.py", flag=False)
+    assert v["kind"] == "wrong_answer" and v["reason"].startswith("out-of-bounds write found by the memory checker")
+    step = next(s for s in v["steps"] if s["name"] == "memcheck")
+    assert step["status"] == "failed" and "every call of the candidate" in step["summary"]
+    assert "--memcheck" not in v["reason"]
+
+
+def test_a_kernel_with_a_table_of_pointers_is_not_bounds_checked_and_says_so(tmp_path):
+    """Pointers made from integers (``tl.pointer_type``, a grouped GEMM's table of addresses)
+    reach tensors no launch passes: checked, a correct kernel's every load was called out of
+    bounds (with ``--memcheck`` too). It runs unchecked, and the verdict says so."""
+    problem = FIX / "pointer_table_problem.py"
+    v = _verify_with_memcheck(tmp_path, "pointer_table_add.py", flag=False, problem=problem, returncode=0)
+    assert v["kind"] == "ok", v["reason"]
+    (f,) = [f for f in v["findings"] if f["rule"] == "bounds_unchecked"]
+    assert "tl.pointer_type" in f["message"]
+    v = _verify_with_memcheck(tmp_path, "pointer_table_add.py", problem=problem, returncode=0)
+    step = next(s for s in v["steps"] if s["name"] == "memcheck")
+    assert v["kind"] == "ok" and step["status"] == "skipped" and "tl.pointer_type" in step["summary"]
 
 
 def test_planted_write_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
     """``xeforge verify --memcheck`` on the CPU: the store one past the end fails correctness,
-    named with kernel, line and size; the unchecked verification passes it."""
+    named with kernel, line and size."""
     v = _verify_with_memcheck(tmp_path, "residual_relu_oob_write.py")
     assert v["kind"] == "wrong_answer" and v["reason"].startswith("out-of-bounds write found by the memory checker")
     assert v["source_line"] == 16

@@ -308,13 +308,14 @@ LOG_KEPT = 20_000
 
 
 def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: str, seconds: float,
-          variant: str, unavailable: str = "", failure: str = "", log: str = "") -> Verdict:
+          variant: str, unavailable: str = "", failure: str = "", log: str = "", scope: str = "") -> Verdict:
     """Add the memory checker's step and findings to ``verdict`` (``log``: the tool's own log,
     its end kept as evidence). An invalid access, read or write, fails the verdict as
     ``wrong_answer`` (the outputs matched, the memory did not; a write is named first), and is
     named in a crashed candidate's reason (what corrupted the memory it died of); a checker
     that could not run (``unavailable``) or failed (``failure``) leaves the verdict as it was and
-    says so."""
+    says so. ``scope``: which calls were checked (default: one call at ``variant``)."""
+    scope = scope or f"one call at {variant}"
     if unavailable or failure or report is None:
         why = unavailable or failure or "the checker wrote no report"
         verdict.steps.append(Step(name="memcheck", status=StepStatus.SKIPPED, seconds=seconds,
@@ -327,10 +328,10 @@ def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: st
     notes = [f"tool error: {e}" for e in report.tool_errors[:3]]
     if writes or reads:
         summary = (f"{report.tool}: {sum(a.count for a in writes)} invalid write(s) and "
-                   f"{sum(a.count for a in reads)} invalid read(s) on one call at {variant}")
+                   f"{sum(a.count for a in reads)} invalid read(s) on {scope}")
         status = StepStatus.FAILED
     else:
-        summary = f"{report.tool}: no invalid access on one call at {variant}"
+        summary = f"{report.tool}: no invalid access on {scope}"
         status = StepStatus.PASSED
     if notes:
         summary += "; " + "; ".join(notes)

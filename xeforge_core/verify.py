@@ -868,8 +868,8 @@ class _Run:
         self.cleanup.append(cand_dir)
         job = self.job("candidate", self.candidate_module, expected_dir=str(base_dir / "expected"),
                        baseline=self.baseline_module, **job_kwargs)
-        return base, _outcome_verdict(self.run("candidate", job, cand_dir), "candidate",
-                                      self.candidate_module["filename"])
+        verdict = _outcome_verdict(self.run("candidate", job, cand_dir), "candidate", self.candidate_module["filename"])
+        return base, _every_call_bounds(self, verdict)[0]
 
     def close(self) -> None:
         for path in self.cleanup:
@@ -1331,7 +1331,8 @@ def _verify_uncached(run: _Run) -> Verdict:
         verdict = _check_published_shape(run, verdict)
     _name_sizes(run, verdict)
     _explain_tf32(verdict)
-    if run.opts.memcheck and (verdict.kind in _PASSING or verdict.kind is VerdictKind.CRASH):
+    verdict, checked = _every_call_bounds(run, verdict)
+    if run.opts.memcheck and not checked and (verdict.kind in _PASSING or verdict.kind is VerdictKind.CRASH):
         verdict = _check_memory(run, verdict)  # a crash too: the checker names the access that corrupted memory
 
     verdict.steps = [s for s in verdict.steps if s.name != "performance"]
@@ -1573,6 +1574,36 @@ def _name_sizes(run: _Run, verdict: Verdict) -> None:
             entry = next(e for e in verdict.sizes if e.variant == tiles.name)
             shown = ", ".join(f"{k}={v}" for k, v in entry.sizes.items())
             verdict.reason += f" [{tiles.name} is {what}: {shown}]"
+def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
+    """What the candidate job's own bounds check found (Triton's interpreter checks every load,
+    store and atomic of every call: ``worker.bounds``, the ``bounds`` step), applied as the memory
+    checker's findings: an access outside every tensor of its launch fails a verdict whose outputs
+    matched. Returns the verdict (the ``bounds`` step taken out) and whether every call was
+    checked, so that ``--memcheck``'s one more call is not needed."""
+    from xeforge_core.worker.bounds import BOUNDS_STEP
+
+    step = verdict.step(BOUNDS_STEP)
+    if step is None:
+        return verdict, False
+    verdict.steps.remove(step)
+    if step.evidence.get("unchecked"):
+        if not run.opts.memcheck:  # with --memcheck its own step says the same
+            verdict.findings.append(Finding("bounds_unchecked", "memory accesses not bounds-checked in the "
+                                            f"interpreter: {step.evidence['unchecked']}", "warning"))
+        return verdict, False
+    if step.evidence.get("accesses") is None:
+        return verdict, False
+    report = memcheck.MemcheckReport(tool="interpreter bounds check",
+                                     accesses=memcheck.accesses_from_dicts(step.evidence["accesses"]))
+    if not report.accesses and not run.opts.memcheck:
+        return verdict, True  # nothing found and nothing asked: the steps stay as they were
+    name = run.candidate_module["filename"]
+    verdict = memcheck.apply(verdict, report, candidate_file=name, seconds=0.0, variant="",
+                             scope="every call of the candidate")
+    verdict.reason = (verdict.reason or "").replace(MEMCHECK_ADVICE, "")
+    return verdict, True
+
+
 def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
     """One more correctness call of the candidate (the first non-power-of-two variant, else the
     first variant; first seed and distribution) under the device's memory checker (``xeforge_core.memcheck``); its findings join the verdict and an
@@ -1585,6 +1616,11 @@ def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
     checked = next((v for v in run.correctness if v.name.endswith(("-tiles", "-odd"))), run.correctness[0])
     variant = checked.name
     available, what = memcheck.availability(run.device.type)
+    if run.device.interpreter and available:
+        from xeforge_core.worker.bounds import unchecked_because
+
+        why = unchecked_because(str(run.candidate_module.get("source") or ""))
+        available, what = (False, f"the interpreter's bounds check does not apply: {why}") if why else (True, what)
     if not available:
         return memcheck.apply(verdict, None, candidate_file=name, seconds=0.0, variant=variant, unavailable=what)
     _say(run.on_progress, f"memcheck: one call under {what}")

@@ -29,6 +29,23 @@ import numpy as np
 #: Distinct places recorded at most (further ones are counted, not kept).
 MAX_PLACES = 200
 
+#: The step of a candidate's verdict that carries what the default bounds check found
+#: (:func:`unchecked_because`): its evidence has ``checker``, ``accesses`` and ``lanes``.
+BOUNDS_STEP = "bounds"
+
+
+def unchecked_because(source: str) -> str:
+    """Why a candidate's every call in the interpreter cannot be bounds-checked (``""``: it can).
+
+    The check's premise is that every pointer a kernel dereferences derives from a tensor its
+    launch passes. A kernel that makes pointers from integers (``tl.pointer_type``: a table of
+    addresses, as grouped GEMMs and mixture-of-experts kernels keep) reaches tensors no launch
+    passes, which the check would call out of bounds and mask off: a correct kernel made wrong.
+    Such a source is run unchecked (``--memcheck`` still checks one call, and says what it found)."""
+    if "pointer_type" in source:
+        return "a kernel makes pointers from integers (tl.pointer_type), which no launch's tensors account for"
+    return ""
+
 
 class BoundsCheck:
     """Context manager: while active, every interpreter load, store and atomic is bounds-checked.

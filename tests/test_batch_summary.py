@@ -344,6 +344,11 @@ def test_batch_bad_input_is_found_before_any_kernel_runs(tmp_path, capsys):
                  "--out", str(blocked / "s.csv")]) == 2
     err = capsys.readouterr().err
     assert "--out" in err and "cannot make its folder" in err and not (tmp_path / "ws").exists()
+    # a folder as --out: the summary was written last, over the folder, after every kernel ran
+    assert main(["batch", str(pair), "--device", "cpu", "--workspace", str(tmp_path / "ws"),
+                 "--out", str(pair)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {pair}: is a folder" in err and "summary.csv" in err and not (tmp_path / "ws").exists()
 
 
 def test_a_problem_that_is_not_utf8_gets_a_row_naming_the_byte(tmp_path):

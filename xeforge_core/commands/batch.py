@@ -128,7 +128,11 @@ def _row_line(row: Any) -> str:
 
 def _check_writable(out: str | Path) -> None:
     """Raise ``ValueError`` when the summary cannot be written to ``out`` (its folder cannot be
-    made, or is not writable): found before any kernel runs, not after."""
+    made, or is not writable, or ``out`` is a folder itself): found before any kernel runs, not
+    after."""
+    if Path(out).is_dir():
+        raise ValueError(f"--out {out}: is a folder; give the summary's file name, e.g. --out "
+                         f"{Path(out) / 'summary.csv'}")
     folder = Path(out).resolve().parent
     try:
         folder.mkdir(parents=True, exist_ok=True)

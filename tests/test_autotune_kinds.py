@@ -164,9 +164,25 @@ def test_configs_are_pruned_by_the_device_limits() -> None:
     assert kept == [] and "spill" in dropped[0] and "64 warps" in dropped[1]
 
 
+def test_a_block_the_body_fixes_is_part_of_every_tile() -> None:
+    """An Inductor persistent reduction fixes its row in the body (``R0_BLOCK: tl.constexpr =
+    256``) and the grid counts XBLOCK rows: the row space's block values count a tile's elements,
+    so XBLOCK takes them divided by the row, and no config makes a tile past Triton's 2**20
+    elements (a new user's fixed-shape softmax got XBLOCK up to 8192: "numel (2097152) exceeds
+    triton maximum tensor numel", every config refused)."""
+    res = add_autotune((FIXTURES / "persistent_row_fixed.py").read_text(), target="cuda", arch="hopper")
+    decorator = res.source.split("@triton.jit")[0]
+    blocks = [int(v) for v in __import__("re").findall(r'"XBLOCK": (\d+)', decorator)]
+    assert len(blocks) > 2 and max(blocks) * 256 <= 1 << 20 and max(blocks) < 1024, blocks
+    shape = classify(kernel_defs(cst.parse_module((FIXTURES / "persistent_row_fixed.py").read_text()))[0])
+    kept, dropped = prune_for_registers([{"kwargs": {"XBLOCK": 8192}, "num_warps": 32}], shape, lanes=32,
+                                        max_warps=32, fixed={"R0_BLOCK": 256})
+    assert kept == [] and "2097152 elements with R0_BLOCK=256 > the 1048576" in dropped[0]
+
+
 @pytest.mark.parametrize("name", ["elementwise_guard.py", "row_loop_two_kernels.py", "row_derived_norm.py",
                                   "scan_rows.py", "pool_window.py", "row_softmax_in_place.py",
-                                  "matvec_grid_function.py", "constexpr_sizes.py"])
+                                  "matvec_grid_function.py", "constexpr_sizes.py", "persistent_row_fixed.py"])
 def test_autotuned_candidates_verify_in_the_interpreter(name: str) -> None:
     problem = load_problem(FIXTURES / name)
     verdict = verify(problem, _tuned(name), device="cpu", options=FAST)

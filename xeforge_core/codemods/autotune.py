@@ -38,6 +38,7 @@ literal matching two tile sizes, several launches, already autotuned).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ from typing import Any
 import libcst as cst
 
 from xeforge_core.codemods.autotune_kinds import (
+    BLOCK_NAME,
     KernelShape,
     classify,
     kind_configs,
@@ -393,6 +395,20 @@ def _kind_blocks(fn: cst.FunctionDef, shape: KernelShape, launch: _Launch, colle
     return tuned, values, var_for, kept, rewrite_grid
 
 
+def _body_constexpr_blocks(fn: cst.FunctionDef) -> dict[str, int]:
+    """Block sizes the kernel's body fixes as constexpr literals (``R0_BLOCK: tl.constexpr =
+    256``, as TorchInductor writes a persistent reduction's whole row): part of every tile a
+    config makes, though no config tunes them."""
+    found: dict[str, int] = {}
+    for stmt in fn.body.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if (isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
+                    and dotted_name(small.annotation.annotation).endswith("constexpr")
+                    and isinstance(small.value, cst.Integer) and BLOCK_NAME.match(small.target.value)):
+                found[small.target.value] = int(small.value.evaluated_value)
+    return found
+
+
 def _bound_params(fn: cst.FunctionDef) -> list[str]:
     """Parameters (not constexpr, pointers or strides) the kernel compares against or loops to:
     the sizes an autotune key must follow when their names do not say so (``L``, ``rows``)."""
@@ -575,6 +591,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
     kept_notes: list[str] = []
     rewrite_grid = True
     roles: dict[str, str] = {}
+    fixed: dict[str, int] = {}
     if not gemm:
         assert shape is not None
         blocks, values, var_for, kept_notes, rewrite_grid = _kind_blocks(fn, shape, launch, collect, bound, unknown)
@@ -583,8 +600,14 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
             space = _tile_2d_space(target, options)
             if isinstance(space, str):
                 return f"kernel {name}: {space}"
-        space, gone = prune_for_registers(kind_configs(space, blocks, roles), shape, int(options.get("_lanes") or 32),
-                                          options.get("_max_warps"))
+        fixed.update(_body_constexpr_blocks(fn))  # Inductor's `R0_BLOCK: tl.constexpr = 256`
+        for b in shape.blocks:  # the blocks not tuned, where the launch passes a literal: part of every tile
+            if b not in values:
+                v, _, _ = _literal_block(name, b, params, bound, host_scope, module_scope, unknown)
+                if v is not None:
+                    fixed[b] = v
+        space, gone = prune_for_registers(kind_configs(space, blocks, roles, math.prod(fixed.values()) if fixed else 1),
+                                          shape, int(options.get("_lanes") or 32), options.get("_max_warps"), fixed)
         kept_notes.extend(f"kernel {name}: config dropped: {g}" for g in gone)
     streamed = streaming_loops(fn) if not gemm and any(c.get("loop_stages") for c in space) else []
     if streamed and LOOP_STAGES in pnames:
@@ -655,7 +678,7 @@ def _plan_kernel(fn: cst.FunctionDef, launch: _Launch, collect: _Collect, space:
         own_tile = {b: values[b] for b in blocks if b in values}
         first, later = warp_neighbours(own_tile, num_warps or 4, lanes)
         around, gone = prune_for_registers([{"kwargs": own_tile, "num_warps": w} for w in first + later], shape, lanes,
-                                           options.get("_max_warps"))
+                                           options.get("_max_warps"), fixed)
         kept_notes.extend(f"kernel {name}: its own tile left out at other warps: {g}" for g in gone)
         fits = {c["num_warps"] for c in around}
         first, later = [w for w in first if w in fits], [w for w in later if w in fits]

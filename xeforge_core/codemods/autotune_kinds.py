@@ -58,6 +58,11 @@ BLOCK_NAME = re.compile(r"^(?:[XYZR]?BLOCK(?:_[A-Z0-9_]+)?|[A-Z0-9_]*_BLOCK|TILE
 #: 32-bit registers a thread may spend on live block tiles before a config is pruned (see module docstring).
 MAX_TILE_REGS = 128
 
+#: Elements a Triton tensor (a block tile) may hold: ``TRITON_MAX_TENSOR_NUMEL`` of
+#: ``triton/language/core.py`` (triton 3.6); a larger tile fails at compile time ("numel ...
+#: exceeds triton maximum tensor numel").
+MAX_TENSOR_NUMEL = 1 << 20
+
 _DOT = {"dot", "dot_scaled"}
 _SCAN = {"cumsum", "cumprod", "associative_scan"}
 _REDUCE = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum"}
@@ -203,12 +208,15 @@ def tile_2d_roles(tuned: list[str], steps: frozenset[str]) -> dict[str, str]:
     return {"GRID_BLOCK": grid[0], "STEP_BLOCK": step[0]}
 
 
-def kind_configs(space: list[dict[str, Any]], tuned: list[str], roles: dict[str, str] | None = None
-                 ) -> list[dict[str, Any]]:
+def kind_configs(space: list[dict[str, Any]], tuned: list[str], roles: dict[str, str] | None = None,
+                 fixed_elements: int = 1) -> list[dict[str, Any]]:
     """The kind's space configs (``{"kwargs": {"BLOCK": v}, ...}``) for a kernel: its one tuned
     block takes the space's block values; two blocks with ``roles`` (:func:`tile_2d_roles`, the
     ``tile_2d`` space) take the values of their role's key; with no tuned block, one config per
-    distinct warp count (meta-parameters left to the launch)."""
+    distinct warp count (meta-parameters left to the launch). ``fixed_elements``: the product
+    of the blocks the kernel fixes beside its one tuned block (an Inductor persistent reduction's
+    ``R0_BLOCK``, its whole row): a space's block value counts a tile's elements, so the tuned
+    block takes ``value // fixed_elements`` (at least 1) and the tile keeps the space's size."""
     out: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
     for cfg in space:
@@ -217,7 +225,8 @@ def kind_configs(space: list[dict[str, Any]], tuned: list[str], roles: dict[str,
         if roles:
             kwargs = {block: raw[key] for key, block in roles.items() if key in raw}
         else:
-            kwargs = {tuned[0]: values[0]} if len(tuned) == 1 and values else {}
+            kwargs = ({tuned[0]: max(1, int(values[0]) // max(1, fixed_elements))} if len(tuned) == 1 and values
+                      else {})
         key = (tuple(kwargs.items()), cfg.get("num_warps"), cfg.get("num_stages"), cfg.get("loop_stages"))
         if key in seen:
             continue
@@ -258,19 +267,29 @@ def warp_neighbours(tile: dict[str, int], own_warps: int, lanes: int) -> tuple[l
     return [], fill
 
 
-def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes: int, max_warps: int | None
-                        ) -> tuple[list[dict[str, Any]], list[str]]:
+def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes: int, max_warps: int | None,
+                        fixed: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Configs of a non-GEMM kernel that fit a thread's registers and the work-group's warp
-    limit (module docstring), and one sentence per dropped config."""
+    limit (module docstring), and one sentence per dropped config. ``fixed``: the kernel's block
+    sizes the configs do not tune, as the launch passes them (an Inductor persistent reduction's
+    ``R0_BLOCK``, the whole row): the tile is the product of both, and one over
+    :data:`MAX_TENSOR_NUMEL` elements does not compile."""
     kept: list[dict[str, Any]] = []
     dropped: list[str] = []
+    untuned = math.prod(fixed.values()) if fixed else 1
     for cfg in configs:
         warps = int(cfg.get("num_warps") or 4)
         sizes = [v for v in (cfg.get("kwargs") or {}).values() if isinstance(v, int)]
-        block = math.prod(sizes) if sizes else None  # a 2-D tile holds the product of its blocks
+        # a 2-D tile holds the product of its blocks
+        block = math.prod(sizes) * untuned if sizes else (untuned if fixed else None)
         label = f"{cfg.get('kwargs') or {}}/w{warps}"
         if max_warps is not None and warps > max_warps:
             dropped.append(f"{label}: {warps} warps > {max_warps} a work-group may have")
+            continue
+        if isinstance(block, int) and block > MAX_TENSOR_NUMEL:
+            with_fixed = f" with {', '.join(f'{k}={v}' for k, v in fixed.items())}" if fixed else ""
+            dropped.append(f"{label}: a tile of {block} elements{with_fixed} > the {MAX_TENSOR_NUMEL} a Triton "
+                           "tensor may hold (it would not compile)")
             continue
         if isinstance(block, int):
             regs = block / (warps * lanes) * shape.tiles_live
@@ -282,5 +301,5 @@ def prune_for_registers(configs: list[dict[str, Any]], shape: KernelShape, lanes
     return kept, dropped
 
 
-__all__ = ["BLOCK_NAME", "MAX_TILE_REGS", "WARP_LADDER", "KernelShape", "classify", "kind_configs",
+__all__ = ["BLOCK_NAME", "MAX_TENSOR_NUMEL", "MAX_TILE_REGS", "WARP_LADDER", "KernelShape", "classify", "kind_configs",
            "prune_for_registers", "stage_free_key", "tile_2d_roles", "warp_neighbours"]

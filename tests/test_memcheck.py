@@ -235,3 +235,19 @@ def test_planted_read_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
     assert v["kind"] == "wrong_answer" and v["reason"].startswith("out-of-bounds read found by the memory checker")
     reads = [f for f in v["findings"] if f["rule"] == "memcheck_invalid_read"]
     assert reads and all(f["severity"] == "error" for f in reads) and "residual_relu_kernel" in reads[0]["message"]
+
+
+def test_a_race_between_programs_fails_and_an_atomic_handover_does_not(tmp_path):
+    """Programs that add partial sums into one output with a plain load and store are right in
+    the interpreter every time (it runs programs in order) and racy on a GPU: a new user's such
+    kernel was ``ok``. The every-call check notes which program stored each element; a load of
+    another program's store, in a launch without atomics, is a race. ``tl.atomic_add``, and a
+    last program that an atomic counter picks to read the others' parts, are not."""
+    problem = FIX / "column_sum_problem.py"
+    v = _verify_with_memcheck(tmp_path, "column_sum_racy.py", flag=False, problem=problem)
+    assert v["kind"] == "wrong_answer" and v["reason"].startswith("a race between programs"), v["reason"]
+    (f,) = [f for f in v["findings"] if f["rule"] == "race_between_programs"]
+    assert f["line"] == 16 and "program (0,1,0) loads element(s) of out_ptr that program (0,0,0)" in f["message"]
+    for fine in ("column_sum_atomic.py", "column_sum_last_program.py"):
+        v = _verify_with_memcheck(tmp_path, fine, flag=False, problem=problem, returncode=0)
+        assert v["kind"] == "ok" and not any(f["rule"] == "race_between_programs" for f in v["findings"]), fine

@@ -18,10 +18,11 @@ reports each access). So one more correctness call of the candidate runs under a
   the worker checks each masked-in lane of every load, store and atomic against the extents of
   the tensors passed to the launch (``xeforge_core.worker.bounds``): an access outside all of
   them is reported with kernel, line and size, and skipped (the interpreter would otherwise
-  read or corrupt the host heap). What it cannot see: accesses that land inside another
-  argument's storage (memcheck cannot either), races between programs (the interpreter runs
-  them one after another), shared-memory and barrier faults (the interpreter has neither),
-  and anything the GPU compiler alone gets wrong.
+  read or corrupt the host heap). It runs on every call of a candidate in the interpreter,
+  with a race check beside it (a load of what another program of the same launch stored,
+  without atomics). What it cannot see: accesses that land inside another argument's storage
+  (memcheck cannot either), races other than such reads, shared-memory and barrier faults (the
+  interpreter has neither), and anything the GPU compiler alone gets wrong.
 * **xpu**: no memory checker is wired in; the verdict says so.
 
 Each invalid access becomes an error finding that fails correctness as ``wrong_answer``

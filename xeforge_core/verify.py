@@ -1593,6 +1593,7 @@ def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
         return verdict, False
     if step.evidence.get("accesses") is None:
         return verdict, False
+    verdict = _races(verdict, step.evidence.get("races") or [], run.candidate_module["filename"])
     report = memcheck.MemcheckReport(tool="interpreter bounds check",
                                      accesses=memcheck.accesses_from_dicts(step.evidence["accesses"]))
     if not report.accesses and not run.opts.memcheck:
@@ -1602,6 +1603,39 @@ def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
                              scope="every call of the candidate")
     verdict.reason = (verdict.reason or "").replace(MEMCHECK_ADVICE, "")
     return verdict, True
+
+
+def _races(verdict: Verdict, races: list[dict[str, Any]], candidate_file: str) -> Verdict:
+    """A race the interpreter's every-call check found (``worker.bounds``: a program loaded an
+    element another program of the same launch stored, in a launch without atomics) is an error
+    finding, and fails a verdict whose outputs matched: the interpreter runs programs one after
+    another, in order, so the right answer it saw is one order of many a GPU may run them in (a
+    non-atomic ``load, add, store`` accumulation across programs is right there every time)."""
+    if not races:
+        return verdict
+    for r in races:
+        where = Path(str(r.get("file") or "")).name
+        line = r.get("line") if where == candidate_file else None
+        at = f" at line {r['line']}" if line else ""
+        arg = f" of {r['argument']}" if r.get("argument") else ""
+        verdict.findings.append(Finding(
+            "race_between_programs",
+            f"kernel {r.get('kernel', '?')}{at}: program ({r.get('reader')}) loads element(s){arg} that program "
+            f"({r.get('writer')}) of the same launch stored, with no atomic between them ({r.get('count', 1)} such "
+            "lane(s)): on a GPU the programs run concurrently, so what it reads depends on their order (use "
+            "tl.atomic_add for an accumulation across programs, or give each program its own output)",
+            "error", line=line))
+    first = next(f for f in verdict.findings if f.rule == "race_between_programs")
+    if verdict.kind in _PASSING:
+        verdict.kind = VerdictKind.WRONG_ANSWER
+        verdict.reason = (f"a race between programs: {first.message}; the interpreter runs programs one after "
+                          "another, so the outputs it matched are one order of many")
+        verdict.source_line = first.line or verdict.source_line
+        step = verdict.step("correctness")
+        if step is not None:
+            step.status = StepStatus.FAILED
+            step.summary += "; but programs of one launch read each other's stores (a race)"
+    return verdict
 
 
 def _check_memory(run: _Run, verdict: Verdict) -> Verdict:

@@ -121,7 +121,8 @@ def _run_bounds_checked(ctx: Any, run: Any) -> None:
     ctx.verdict.steps.append(Step(name=BOUNDS_STEP, status=StepStatus.PASSED if not check.lanes else StepStatus.FAILED,
                                   summary=f"every call bounds-checked in the interpreter: {check.lanes} lane(s) "
                                           "outside the launches' tensors",
-                                  evidence={"checker": "interpreter", "accesses": check.accesses, "lanes": check.lanes}))
+                                  evidence={"checker": "interpreter", "accesses": check.accesses, "lanes": check.lanes,
+                                            "races": check.races, "race_lanes": check.race_lanes}))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,9 +13,16 @@ calls for the duration of a ``with`` block: a lane outside every argument's stor
 so the interpreter neither reads nor corrupts the host heap. Accesses at the same place are
 counted together.
 
-It cannot see an access that lands inside another argument's storage, races (the interpreter
-runs a launch's programs one after another), or faults of the GPU compiler. Worker-side: torch,
-numpy, triton and the standard library only.
+Races between the programs of one launch: the interpreter runs them one after another, in
+order, so a kernel whose programs add into one output with a plain load and store is right there
+every time and racy on a GPU. The check notes which program stored each address; a load of an
+address another program of the same launch stored is a race, unless the launch used atomics (a
+counter or a lock by which programs hand each other data: a last-program reduction). It sees
+only reads after writes in the interpreter's order (a write after another program's read, and
+two programs storing different values without reading, are not followed).
+
+It cannot see an access that lands inside another argument's storage, or faults of the GPU
+compiler. Worker-side: torch, numpy, triton and the standard library only.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ import numpy as np
 
 #: Distinct places recorded at most (further ones are counted, not kept).
 MAX_PLACES = 200
+
+#: Stored addresses a launch's race tracking follows at most (further stores are not followed).
+MAX_TRACKED_STORES = 1 << 23
 
 #: The step of a candidate's verdict that carries what the default bounds check found
 #: (:func:`unchecked_because`): its evidence has ``checker``, ``accesses`` and ``lanes``.
@@ -62,6 +72,13 @@ class BoundsCheck:
         self._ends = np.zeros(0, dtype=np.uint64)
         self._names: list[str] = []
         self._kernel = ""
+        # races between the programs of one launch (see ``races``)
+        self._owner: dict[int, tuple[int, ...]] = {}   # address -> the program that stored it last
+        self._stored: set[int] = set()                 # storages (indices into _starts) stored to
+        self._atomics = False                          # the launch used atomics: it synchronises
+        self._pending: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._race_places: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.race_lanes = 0
         import triton
 
         self._triton_dir = os.path.dirname(triton.__file__)
@@ -69,6 +86,13 @@ class BoundsCheck:
     @property
     def accesses(self) -> list[dict[str, Any]]:
         return list(self.places.values())
+
+    @property
+    def races(self) -> list[dict[str, Any]]:
+        """One dict per place where a program loaded what another program of the same launch
+        stored, in a launch without atomics: ``kernel``, ``file``, ``line``, ``count`` (lanes, over
+        every launch), ``reader`` and ``writer`` (the first pair's program ids), ``argument``."""
+        return list(self._race_places.values())
 
     # -- patching
     def __enter__(self) -> BoundsCheck:
@@ -86,18 +110,24 @@ class BoundsCheck:
             check._launch(getattr(self.fn, "__name__", "?"), named)
             return args_hst, kwargs_hst
 
-        def load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
-            return masked_load(self, ptrs, check._mask(ptrs, mask, "read"), other, *rest)
+        def load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
+            narrowed = check._mask(ptrs, mask, "read")
+            check._race_read(ptrs, narrowed)
+            return masked_load(self, ptrs, narrowed, other, *rest, **kw)
 
-        def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
-            return masked_store(self, ptrs, value, check._mask(ptrs, mask, "write"), *rest)
+        def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+            narrowed = check._mask(ptrs, mask, "write")
+            check._race_write(ptrs, narrowed)
+            return masked_store(self, ptrs, value, narrowed, *rest, **kw)
 
-        def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
-            return atomic_rmw(self, op, ptr, val, check._mask(ptr, mask, "atomic"), *rest)
+        def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+            check._atomics = True
+            return atomic_rmw(self, op, ptr, val, check._mask(ptr, mask, "atomic"), *rest, **kw)
 
-        def cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any) -> Any:
+        def cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any, **kw: Any) -> Any:
+            check._atomics = True
             check._mask(ptr, None, "atomic")  # no mask to narrow: recorded, run as written
-            return atomic_cas(self, ptr, cmp, val, *rest)
+            return atomic_cas(self, ptr, cmp, val, *rest, **kw)
 
         for owner, name, new in ((executor_cls, "_init_args_hst", init_args_hst),
                                  (builder_cls, "create_masked_load", load), (builder_cls, "create_masked_store", store),
@@ -107,6 +137,7 @@ class BoundsCheck:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._end_launch()
         for owner, name, old in reversed(self._saved):
             setattr(owner, name, old)
         self._saved.clear()
@@ -114,6 +145,7 @@ class BoundsCheck:
     # -- one launch
     def _launch(self, kernel: str, named: list[tuple[str, Any]]) -> None:
         """Record the storages of the tensor arguments of a launch (sorted by address)."""
+        self._end_launch()
         found: dict[int, tuple[int, str]] = {}
 
         def add(name: str, value: Any) -> None:
@@ -161,6 +193,72 @@ class BoundsCheck:
         from triton.runtime.interpreter import TensorHandle
 
         return TensorHandle((live & inside).reshape(addr.shape), mask.dtype)
+
+    # -- races between the programs of one launch
+    def _end_launch(self) -> None:
+        """Keep the launch's cross-program reads as races unless it used atomics (a counter or a
+        lock by which programs hand each other data, as a last-program reduction does)."""
+        if not self._atomics:
+            for key, race in self._pending.items():
+                self.race_lanes += race["count"]
+                if key in self._race_places:
+                    self._race_places[key]["count"] += race["count"]
+                elif len(self._race_places) < MAX_PLACES:
+                    self._race_places[key] = race
+        self._pending.clear()
+        self._owner.clear()
+        self._stored.clear()
+        self._atomics = False
+
+    def _live(self, ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The addresses of the lanes ``mask`` lets through, and their storage indices."""
+        addr = np.asarray(ptrs.data).astype(np.uint64)
+        if mask is not None:
+            addr = addr[np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)]
+        flat = addr.reshape(-1)
+        idx = np.searchsorted(self._starts, flat, side="right").astype(np.int64) - 1 if self._starts.size else \
+            np.full(flat.shape, -1, dtype=np.int64)
+        return flat, idx
+
+    def _program(self) -> tuple[int, ...]:
+        from triton.runtime.interpreter import interpreter_builder
+
+        return tuple(int(g) for g in getattr(interpreter_builder, "grid_idx", ()) or ())
+
+    def _race_write(self, ptrs: Any, mask: Any) -> None:
+        """Note which program stored each address (the interpreter runs programs one after another)."""
+        if len(self._owner) > MAX_TRACKED_STORES:
+            return
+        flat, idx = self._live(ptrs, mask)
+        if not flat.size:
+            return
+        pid = self._program()
+        self._stored.update(int(i) for i in np.unique(idx))
+        self._owner.update(dict.fromkeys(flat.tolist(), pid))
+
+    def _race_read(self, ptrs: Any, mask: Any) -> None:
+        """A load of an address another program of the same launch stored: on a GPU the two
+        programs run concurrently, so what is read depends on their order."""
+        if not self._stored:
+            return
+        flat, idx = self._live(ptrs, mask)
+        if not flat.size or not any(int(i) in self._stored for i in np.unique(idx)):
+            return  # a tensor no program of this launch stored to (an input)
+        pid = self._program()
+        owners = [self._owner.get(a) for a in flat.tolist()]
+        crossed = [(a, o) for a, o in zip(flat.tolist(), owners) if o is not None and o != pid]
+        if not crossed:
+            return
+        file, line = self._source_line()
+        key = (self._kernel, file, line)
+        if key in self._pending:
+            self._pending[key]["count"] += len(crossed)
+            return
+        a, writer = crossed[0]
+        near = self._nearest(a)
+        self._pending[key] = {"kernel": self._kernel, "file": file, "line": line, "count": len(crossed),
+                              "reader": ",".join(map(str, pid)), "writer": ",".join(map(str, writer)),
+                              "argument": self._names[near[1]] if near is not None else ""}
 
     def _record(self, access: str, size: int, address: np.uint64, count: int) -> None:
         self.lanes += count

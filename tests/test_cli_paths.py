@@ -56,6 +56,10 @@ def test_a_misspelt_folder_names_the_nearest_folder(pair, capsys):
 
 def test_nothing_near_is_not_a_guess(pair):
     assert missing_path_hint(pair / "zzzz.py") == ""
+    # a shared ".py" is no likeness: names of one extension are compared by their stems
+    (pair / "nomodel.py").write_text("")
+    assert missing_path_hint(pair / "nothere.py") == ""
+    assert missing_path_hint(pair / "problem.yml") == f"; did you mean {pair / 'problem.yaml'}?"
     assert missing_path_hint(pair / "probem.py") == f"; did you mean {pair / 'problem.py'}?"
 
 

@@ -407,6 +407,9 @@ def test_no_spec_needs_get_inputs_and_init_inputs():
         problem_from_source(src)
     with pytest.raises(ProblemError, match="defines no get_inputs"):
         problem_from_source(src + "def get_init_inputs():\n    return [1]\n")
+    # a near name is named, at its line
+    with pytest.raises(ProblemError, match=r"kernel.py:9: .*did you mean get_input\(\) to be get_inputs\(\)\?"):
+        problem_from_source(src + "def get_init_inputs():\n    return [1]\ndef get_input():\n    return []\n")
     p = problem_from_source(src + "def get_init_inputs():\n    return [1]\ndef get_inputs():\n    return []\n")
     assert p.spec is None and p.correctness_variants()[0].name == "module"
     assert any("no @triton.jit kernel" in w for w in p.warnings)

@@ -186,11 +186,13 @@ def scan_directory(directory: str | Path) -> tuple[list[BatchItem], list[tuple[P
                                    f"{f.stem}_ref.py (or give it a {f.stem}.yaml spec)"))
             else:
                 gap = _plain_pytorch_gap(f)
+                why = f" ({gap}: a problem defines Model and get_inputs())" if gap else ""
+                # a problem short of a part is to be mended (optimize refuses it the same way); a
+                # kernel module without a spec can be optimized alone
+                alone = "" if "defines no" in gap else (" (optimize it alone with xeforge optimize, which also "
+                                                        "takes a module without a spec)")
                 skipped.append((f, f"no sibling {f.stem}.yaml spec or {f.stem}_ref.py reference, and not a "
-                                   "plain-PyTorch problem" + (f" ({gap}: a problem defines Model and get_inputs())"
-                                                              if gap else "") +
-                                   " (optimize it alone with xeforge optimize, which also takes a module without "
-                                   "a spec)"))
+                                   f"plain-PyTorch problem{why}{alone}"))
         elif f.suffix == ".py" and f.stem.endswith(suffixes):
             base = next(f.stem[: -len(x)] for x in suffixes if f.stem.endswith(x))
             if not f.with_name(f"{base}.py").is_file():

@@ -62,8 +62,9 @@ def missing_path_hint(path: str | Path) -> str:
     """What to say about ``path``, which does not exist: the nearest existing name in its
     directory, as a path to type (``"; did you mean sample_kernels/01_vector_add.py?"``), or,
     when the directory itself is missing, that directory with the nearest name next to it.
-    "" when nothing is near (``difflib.get_close_matches``, cutoff 0.6; files and folders
-    alike, hidden ones only for a hidden name)."""
+    "" when nothing is near (``difflib.get_close_matches``, cutoff 0.6, on the stems of names
+    with the same extension and on whole names otherwise; files and folders alike, hidden ones
+    only for a hidden name)."""
     path = Path(path)
     parent = path.parent
     if not parent.is_dir():
@@ -75,5 +76,10 @@ def missing_path_hint(path: str | Path) -> str:
         names = [p.name for p in parent.iterdir() if not p.name.startswith(".") or path.name.startswith(".")]
     except OSError:
         return ""
-    near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+    # names of the same extension are compared by their stems: a shared ".py" is no likeness
+    # (nothere.py is not near nomodel.py)
+    same = {Path(n).stem: n for n in names if path.suffix and Path(n).suffix == path.suffix}
+    near_stem = difflib.get_close_matches(path.stem, list(same), n=1, cutoff=0.6) if path.suffix else []
+    near = ([same[near_stem[0]]] if near_stem else
+            difflib.get_close_matches(path.name, [n for n in names if n not in same.values()], n=1, cutoff=0.6))
     return f"; did you mean {path.with_name(near[0])}?" if near else ""

@@ -81,10 +81,16 @@ def _plain_pytorch_gaps(tree: Any, cls: str) -> list[str]:
     """What the module ``tree`` lacks (or holds) that keeps it from being a plain-PyTorch problem
     with problem class ``cls``: nothing for a problem."""
     import ast
+    import difflib
 
     top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-    gaps = [f"it defines no {name}" for name, what in ((f"class {cls}", cls), ("get_inputs()", "get_inputs"))
-            if what not in top]
+    lines = {n.name: n.lineno for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    gaps = []
+    for name, what in ((f"class {cls}", cls), ("get_inputs()", "get_inputs")):
+        if what in top:
+            continue
+        near = difflib.get_close_matches(what, sorted(top - {"get_init_inputs", "Model", "ModelNew"}), n=1, cutoff=0.7)
+        gaps.append(f"it defines no {name}" + (f" ({near[0]} at line {lines[near[0]]}: a misspelling?)" if near else ""))
     jit = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and any(
         isinstance(d, ast.Attribute) and d.attr == "jit" or isinstance(d, ast.Call) and "jit" in ast.unparse(d)
         for d in n.decorator_list)]

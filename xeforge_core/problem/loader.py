@@ -380,8 +380,13 @@ def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec |
 
     if spec is None:
         if not facts.has_get_inputs and not (ref_facts and ref_facts.has_get_inputs):
+            near = difflib.get_close_matches("get_inputs", [n for n in facts.functions if n != "get_init_inputs"],
+                                             n=1, cutoff=0.7)
+            hint = (f"; did you mean {near[0]}() to be get_inputs()?" if near
+                    else "")
             raise ProblemError("no spec was given and the module defines no get_inputs(), so there is no way "
-                               "to build inputs (give a spec, or define get_inputs())", file=facts.label)
+                               f"to build inputs (give a spec, or define get_inputs()){hint}", file=facts.label,
+                               line=facts.functions[near[0]] if near else None)
     else:
         fwd = model.forward
         for vname, variant in spec.variants.items():

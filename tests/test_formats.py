@@ -297,6 +297,7 @@ def test_lints_appear_as_findings(capsys):
     tf32 = rules(v)["fp32_dot_tf32"]
     # the baseline allocates its output as float32 by name, which the truth computes in float64
     assert "input_precision" in tf32["message"] and "measured here against the float64 truth" in tf32["message"]
+    assert "(line 17: no input_precision" in tf32["message"]  # the file's line, not the kernel's
     code, v = verify(capsys, lints / "gemm_fp32.py", lints / "gemm_fp32.py", "--no-odd-size")
     assert "fp32_dot_tf32" not in rules(v)
 

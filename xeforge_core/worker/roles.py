@@ -488,20 +488,25 @@ def launch_findings(launches: list[Any], jit_sources: dict[str, str]) -> list[Fi
 
 
 def _jit_sources(loaded: LoadedModule) -> dict[str, str]:
-    """``{kernel name: source}`` of the module's Triton kernels (``JITFunction.src``; the
-    interpreter's ``InterpretedFunction`` keeps only the Python function, read with ``inspect``)."""
+    """``{kernel name: source}`` of the module's Triton kernels, read with ``inspect`` from the
+    Python function and preceded by blank lines up to its first line in the file, so that a line
+    counted in it is the file's (``JITFunction.src``, from its ``def`` on, where ``inspect`` cannot
+    read the file)."""
     import inspect
 
     out: dict[str, str] = {}
     for fn in loaded.jit_functions:
         py = getattr(fn, "fn", None)
         name = getattr(py, "__name__", None)
-        src = getattr(fn, "src", None)
-        if not isinstance(src, str) and py is not None:
-            try:
-                src = inspect.getsource(py)
+        src = None
+        if py is not None:
+            try:  # padded to its place in the file, so that a finding's line is the file's
+                lines, start = inspect.getsourcelines(py)
+                src = "\n" * (start - 1) + "".join(lines)
             except (OSError, TypeError):
                 src = None
+        if src is None:
+            src = getattr(fn, "src", None)
         if name and isinstance(src, str):
             out[name] = src
     return out

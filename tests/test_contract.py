@@ -134,3 +134,21 @@ def test_a_memory_fault_alone_is_no_refusal_of_the_shape():
     fault = Verdict(kind=VerdictKind.RUNTIME_ERROR, reason="out of bounds access at candidate.py:12")
     assert shape_dependence(fault, []) == ""
     assert "out of bounds" in shape_dependence(fault, ["4096 (line 3, the published dim)"])
+
+
+def test_a_finding_quotes_a_failure_as_a_sentence():
+    """The shape_specialised finding read "..., it wrong answer: wrong answer on variant ..." and
+    cut its quote inside "(first at [0, ": the kind becomes a verb, its words are not repeated,
+    and a long quote ends at a clause outside brackets."""
+    from xeforge_core.contract import clipped, shape_specialised_finding
+
+    reason = ("wrong answer on variant module-odd (seed 0, get_inputs() inputs) vs reference: output 0: 48 of 800 "
+              "element(s) outside the float64-calibrated bound (error up to 6.4e+07x the reference's own error "
+              "scale, 512x allowed; relative error 3.4e-07 vs the float64 truth) (first at [0, 17]: got -0.79, "
+              "expected -2.2), max abs error 1.85, and so on and on for a long while past three hundred characters")
+    failed = Verdict(kind=VerdictKind.WRONG_ANSWER, reason=reason)
+    text = shape_specialised_finding("module-odd", failed, "its loop bound is the published size").message
+    assert "it gives a wrong answer on variant module-odd (seed 0" in text and "it wrong answer" not in text
+    quote = clipped(reason[len("wrong answer "):])
+    assert quote.endswith(" ...") and quote.count("(") == quote.count(")") and quote.count("[") == quote.count("]")
+    assert clipped("short") == "short"

@@ -696,3 +696,19 @@ def test_a_launch_that_passes_int64_as_its_index_dtype_is_not_warned_of_int32_of
     assert [r.constexprs["INDEX_DTYPE"] for r in rec.launches] == ["int64", "int32"]
     wide, narrow = ([f.rule for f in launch_findings([r], {"scale": source})] for r in rec.launches)
     assert "int32_offset_overflow" not in wide and "int32_offset_overflow" in narrow
+
+
+def test_a_warning_repeated_with_other_numbers_is_given_once():
+    """Each run's comparison warns of a vacuous atol with its own share (100%, 99%): one warning
+    per output, not one per run; another output's is its own."""
+    from types import SimpleNamespace
+
+    from xeforge_core.worker.roles import _warn_once
+
+    ctx = SimpleNamespace(verdict=SimpleNamespace(warnings=[]))
+    for text in ("output 0: atol 0.001 exceeds |expected| for 100% of the elements",
+                 "output 0: atol 0.001 exceeds |expected| for 99% of the elements",
+                 "output 1: atol 0.001 exceeds |expected| for 99% of the elements"):
+        _warn_once(ctx, text)
+    assert ctx.verdict.warnings == ["output 0: atol 0.001 exceeds |expected| for 100% of the elements",
+                                    "output 1: atol 0.001 exceeds |expected| for 99% of the elements"]

@@ -273,7 +273,7 @@ def refused_dtype(verdict: Verdict, given: str | None = None) -> str | None:
 def dtype_refusal_finding(dtype: str, failed: Verdict) -> Finding:
     """The ``dtype_refusal`` finding: the candidate refuses the problem's dtype, naming ``dtype``;
     the option that poses the problem at it."""
-    first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
+    first = clipped((failed.reason or failed.kind.value).strip().splitlines()[0])
     return Finding("dtype_refusal", (
         f"it refuses the problem's inputs at the problem's dtype and names {dtype}: {first}. A kernel written "
         f"for a harness that casts the problem to {dtype} (KernelAgent's test harness, KernelBench's evaluation "
@@ -286,28 +286,59 @@ def dtype_specialised_finding(dtype: str, failed: Verdict) -> Finding:
     """The ``dtype_specialised`` finding of a verification posed at the dtype the kernels demand
     (``--dtype kernel``): the candidate, or the baseline (a published kernel), refuses the
     problem's own dtype."""
-    first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
+    first = clipped((failed.reason or failed.kind.value).strip().splitlines()[0])
     return Finding("dtype_specialised", (
         f"checked with the problem posed at {dtype}, the dtype the kernels demand (`--dtype kernel`): at the "
         f"problem's own dtype: {first}. The verdict holds for the problem at {dtype} only"), "warning")
+
+
+#: How a failed verdict's kind reads after "it" in a sentence.
+_FAILS_AS = {"wrong_answer": "gives a wrong answer", "runtime_error": "raises an error", "crash": "crashes",
+             "timeout": "does not finish", "compile_error": "does not compile", "oom": "runs out of memory"}
+
+
+def clipped(text: str, limit: int = 300) -> str:
+    """``text`` cut to at most ``limit`` characters at the last ``;`` or ``,`` outside brackets,
+    or after the last closed bracket (a cut inside "(first at [0, " reads as a garbled
+    sentence), with "..." where it was cut."""
+    if len(text) <= limit:
+        return text
+    depth, cut = 0, 0
+    for i, ch in enumerate(text[:limit]):
+        depth += ch in "([{"
+        depth -= ch in ")]}" and depth > 0
+        if depth == 0 and ch in ";,":
+            cut = i
+        elif depth == 0 and ch in ")]}":
+            cut = i + 1  # after a closed bracket
+    return (text[:cut] if cut else text[:limit]).rstrip() + " ..."
+
+
+def _fails(failed: Verdict) -> str:
+    """"gives a wrong answer on variant ... (seed 0 ...)": the verdict's first line after the
+    verb of its kind, without repeating the kind's own words."""
+    first = (failed.reason or failed.kind.value).strip().splitlines()[0]
+    words = failed.kind.value.replace("_", " ")
+    rest = first[len(words):].lstrip(" :") if first.lower().startswith(words) else first
+    verb = _FAILS_AS.get(failed.kind.value, f"ends as {words}")
+    return f"{verb} {clipped(rest)}" if rest.startswith(("on ", "at ", "in ")) else f"{verb}: {clipped(rest)}"
 
 
 def shape_specialised_finding(variant: Any, failed: Verdict, why: str) -> Finding:
     """The ``shape_specialised`` finding of a candidate right at the published size: the chosen
     size it fails at (with its sizes), how, and why that depends on the shape."""
     sizes = describe_overrides(getattr(variant, "overrides", {}) or {})
-    first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
     return Finding("shape_specialised", (
         f"right at the published size, which is the problem's contract, but written for it: at "
         f"{getattr(variant, 'name', variant)}{f' ({sizes})' if sizes else ''}, a size the verifier chose, it "
-        f"{failed.kind.value.replace('_', ' ')}: {first}. {why[0].upper() + why[1:]}. It is right only at the "
+        f"{_fails(failed)}. {why[0].upper() + why[1:]}. It is right only at the "
         "shape it was written for; a shape-generic kernel would pass there too"), "warning")
 
 
 def not_checked_reason(failed: Verdict, variant: Any, why: str, seconds: float | None, calls: int) -> str:
     """The reason of a verdict left ``inconclusive`` because the published size was not checked
     here (the interpreter, a size over ``PUBLISHED_ON_CPU_SECONDS``)."""
-    first = (failed.reason or failed.kind.value).strip().splitlines()[0][:300]
+    first = clipped((failed.reason or failed.kind.value).strip().splitlines()[0])
     est = (f"about {seconds / 60:.0f} min or more for its {plural(calls, 'call')}" if seconds and seconds >= 120
            else f"about {seconds:.0f} s or more" if seconds else "an unknown time")
     return (f"inconclusive: at {getattr(variant, 'name', variant)}, a size the verifier chose, the candidate "

@@ -451,7 +451,7 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
                         f"bound ({cal.factor:g}x the reference's error scale), inside it only with what --allow "
                         f"{', '.join(allowed)} adds, while the source keeps {DOWNGRADES[unallowed[0]].what}, which "
                         "is not allowed: an accumulator's error grows with the length summed, past what the checked "
-                        f"sizes show (relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
+                        f"sizes show (normwise relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
                         f"{cal.ref_rel_error:.3g})")
     elif not comp.passed and not cal.unwritten and cal.mismatches <= (cal.nan_mismatch or 0) + (cal.inf_mismatch or 0):
         # every mismatch is a NaN or an Inf: the errors measured over the finite elements say nothing
@@ -461,7 +461,7 @@ def _judged_by_float64(comp: OutputComparison, cal: Calibrated, notes: list[str]
         notes.insert(0, f"{comp.mismatches} of {comp.numel} element(s) outside the float64-calibrated bound "
                         f"({_ratio(cal.ratio)}, {cal.factor:g}x allowed"
                         + (f" plus what --allow {', '.join(allowed)} adds" if allowed else "")
-                        + f"; relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
+                        + f"; normwise relative error {cal.rel_error:.3g} vs the float64 truth, the reference's "
                         f"{cal.ref_rel_error:.3g})" + _first_text(comp))
     comp.note = "; ".join(notes)
     return comp

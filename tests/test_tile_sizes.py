@@ -166,6 +166,14 @@ def test_tiles_are_the_constexprs_a_kernel_tiles_with():
     helper = "def load_row(ptr, WIDTH: tl.constexpr):\n    return tl.load(ptr + tl.arange(0, WIDTH))\n"
     caller = "def row_sum(x_ptr, out_ptr, N: tl.constexpr):\n    tl.store(out_ptr, tl.sum(load_row(x_ptr, N)))\n"
     assert tile_roles(caller, {"load_row": helper})[0] == {"N"} and tile_roles(caller)[0] == set()
+    # a block a program id is multiplied by tiles that axis though a loop, not a tl.arange, spans
+    # it (lightllm's embedding, whose BLOCK_DMODEL of the same value was named instead); a
+    # constexpr size is a row's offset, not a tile
+    looped = ("def emb(out, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_NN: tl.constexpr, N: tl.constexpr):\n"
+              "    start = tl.program_id(0) * BLOCK_N\n    row = tl.program_id(1) * N\n"
+              "    for s in range(0, BLOCK_N, BLOCK_NN):\n"
+              "        tl.store(out + row + start + s + tl.arange(0, BLOCK_NN)[:, None] + tl.arange(0, BLOCK_D)[None, :], 0)\n")
+    assert tile_roles(looped)[1] == {0: "BLOCK_N"}
 
 
 def test_every_size_is_made_odd_and_set_where_each_axis_has_three_programs_and_the_loop_two_trips():

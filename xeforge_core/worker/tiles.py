@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
 from typing import Any
 
@@ -326,8 +327,8 @@ def tile_roles(source: str, helpers: dict[str, str] | None = None,
     ``tl.arange`` extent, a ``range`` step, a dimension of a ``tl.zeros``/``tl.full`` block, and
     the names such a tile is an alias of: ``WIDTH: tl.constexpr = N``, and the names passed to a
     helper ``@triton.jit`` function in ``helpers``, ``{callee as written: source}``
-    (``jit_callees``), where that helper tiles with them), and per program-id axis the name its program id is multiplied by. Empty when it
-    does not parse."""
+    (``jit_callees``), where that helper tiles with them), and per program-id axis the tile or
+    constexpr parameter its program id is multiplied by. Empty when it does not parse."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
@@ -362,13 +363,19 @@ def tile_roles(source: str, helpers: dict[str, str] | None = None,
             name = aliases[name]
             seen.add(name)
             tiles.add(name)
+    # a constexpr a program id is multiplied by is that axis's tile even where no tl.arange spans
+    # it (lightllm's embedding: `tl.program_id(0) * BLOCK_N`, then a loop over BLOCK_N in steps)
+    # (a block by its name: a constexpr size such as `pid * N_COLS` is a row's offset, not a tile)
+    constexprs = {a.arg for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                  for a in f.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
+                  and re.search(r"BLOCK|TILE", a.arg)}
     axis_tiles: dict[int, str] = {}
     for node in ast.walk(tree):
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
             continue
         for a, b in ((node.left, node.right), (node.right, node.left)):
             axis = pids.get(a.id) if isinstance(a, ast.Name) else _program_id_axis(a)
-            if axis is not None and isinstance(b, ast.Name) and b.id in tiles:
+            if axis is not None and isinstance(b, ast.Name) and (b.id in tiles or b.id in constexprs):
                 axis_tiles.setdefault(axis, b.id)
     return tiles, axis_tiles
 

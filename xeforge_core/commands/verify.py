@@ -435,8 +435,11 @@ def render_report(verdict: Verdict, *, baseline: str = "", candidate: str = "") 
             worst_abs = max((o.max_abs_error for o in c.outputs if o.max_abs_error is not None), default=None)
             worst_rel = max((o.max_rel_error for o in c.outputs if o.max_rel_error is not None), default=None)
             bad = sum(o.mismatches for o in c.outputs)
+            # the errors are measured over the finite elements: say so where some are NaN or Inf
+            odd = sum((o.nan_mismatch or 0) + (o.inf_mismatch or 0) for o in c.outputs)
+            finite = f" (+{odd} NaN/Inf)" if odd else ""
             rows.append([c.variant, str(c.seed), inputs_label(c.distribution), c.against, c.config or "-",
-                         "pass" if c.passed else "FAIL", _fmt(worst_abs), _fmt(worst_rel), str(bad),
+                         "pass" if c.passed else "FAIL", _fmt(worst_abs) + finite, _fmt(worst_rel), str(bad),
                          _bound(c), _kernelbench(c), c.note])
         out.append(_table(["variant", "seed", "inputs", "vs", "config", "result", "max abs err",
                            "max rel err", "mismatches", "bound", "KernelBench", "note"], rows))

@@ -53,11 +53,24 @@ def test_inputs_whose_shapes_follow_the_draw_are_not_mixed_across_draws():
     assert verdict.kind.value == "ok", verdict.reason
 
 
-def test_splice_ends_leaves_integer_tensors_whole():
-    """Integer inputs are often structure (offsets that must rise, indices that must be unique):
-    an integer tensor spliced from two draws may be neither, so only floating-point tensors are
-    spliced."""
-    offsets, first = torch.arange(0, 800, 10), torch.arange(5, 805, 10)
+def test_splice_ends_keeps_the_structure_of_integer_tensors():
+    """Integer inputs are often structure (offsets that must rise, indices that must be
+    distinct): such a tensor is spliced only where the result keeps it. Offsets spliced from
+    another draw that rise past the first's middle are left whole; unstructured integers (a cache
+    keyed on an integer input's end elements) are spliced."""
+    offsets, first = torch.arange(0, 800, 10), torch.arange(0, 1600, 20)
     values = torch.zeros(80)
     assert splice_ends([offsets, values], [first, torch.ones(80)]) == 1
     assert torch.equal(offsets, torch.arange(0, 800, 10)) and values[0] == 1
+    perm, other = torch.randperm(80, generator=torch.Generator().manual_seed(0)), torch.arange(80)
+    before = perm.clone()
+    assert splice_ends([perm], [other]) == 0 and torch.equal(perm, before)  # a permutation stays one
+    ids = torch.randint(0, 9, (80,), generator=torch.Generator().manual_seed(1))
+    other_ids = torch.randint(0, 9, (80,), generator=torch.Generator().manual_seed(2))
+    assert splice_ends([ids], [other_ids]) == 1 and torch.equal(ids[:10], other_ids[:10])
+    # offsets that end at a packed length the data beside them has: where the data's length
+    # differs between the draws, the offsets keep their own draw (spliced, they rose and ended
+    # past the data, and a correct segment sum read beyond it)
+    offs_b, offs_a = torch.tensor([0, 5, 9, 20, 26, 30, 41, 47, 52]), torch.tensor([0, 3, 8, 15, 22, 31, 40, 44, 60])
+    data_b, data_a = torch.randn(52), torch.randn(60)
+    assert splice_ends([data_b, offs_b], [data_a, offs_a]) == 0 and offs_b[-1] == 52

@@ -141,7 +141,11 @@ def _kernels(tmp_path):
         "    x = tl.load(x_ptr + offs, mask=offs < n + EXTRA, other=0.0)\n"
         "    tl.store(y_ptr + offs, x, mask=offs < n + EXTRA)\n\n"
         "@triton.jit\ndef add_kernel(t_ptr, v, OFFSET: tl.constexpr):\n"
-        "    tl.atomic_add(t_ptr + OFFSET, v)\n")
+        "    tl.atomic_add(t_ptr + OFFSET, v)\n\n"
+        "@triton.jit\ndef scale_kernel(x_ptr, s_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n"
+        "    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)\n"
+        "    tl.store(y_ptr + offs, x * tl.load(s_ptr), mask=offs < n)\n")
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("kernels_under_check", src)
@@ -201,18 +205,39 @@ def test_every_call_is_bounds_checked_in_the_interpreter_without_asking(tmp_path
     assert "--memcheck" not in v["reason"]
 
 
-def test_a_kernel_with_a_table_of_pointers_is_not_bounds_checked_and_says_so(tmp_path):
-    """Pointers made from integers (``tl.pointer_type``, a grouped GEMM's table of addresses)
-    reach tensors no launch passes: checked, a correct kernel's every load was called out of
-    bounds (with ``--memcheck`` too). It runs unchecked, and the verdict says so."""
+@pytest.mark.parametrize("candidate", ["pointer_table_add.py", "pointer_table_like.py"])
+def test_a_kernel_with_a_table_of_pointers_is_not_bounds_checked_and_says_so(tmp_path, candidate):
+    """Pointers made from integers (``tl.pointer_type``, or ``.to(ptr.dtype)`` as multi-tensor
+    kernels write it: a table of addresses) reach tensors no launch passes: checked, a correct
+    kernel's every load was called out of bounds and masked off (with ``--memcheck`` too). The
+    interpreter's cast to a pointer is seen as it runs: the launch is left unchecked and the
+    verdict says so."""
     problem = FIX / "pointer_table_problem.py"
-    v = _verify_with_memcheck(tmp_path, "pointer_table_add.py", flag=False, problem=problem, returncode=0)
+    v = _verify_with_memcheck(tmp_path, candidate, flag=False, problem=problem, returncode=0)
     assert v["kind"] == "ok", v["reason"]
     (f,) = [f for f in v["findings"] if f["rule"] == "bounds_unchecked"]
-    assert "tl.pointer_type" in f["message"]
-    v = _verify_with_memcheck(tmp_path, "pointer_table_add.py", problem=problem, returncode=0)
+    assert "table_add_kernel" in f["message"] and "pointers from integers" in f["message"]
+    v = _verify_with_memcheck(tmp_path, candidate, problem=problem, returncode=0)
     step = next(s for s in v["steps"] if s["name"] == "memcheck")
-    assert v["kind"] == "ok" and step["status"] == "skipped" and "tl.pointer_type" in step["summary"]
+    assert v["kind"] == "ok" and "not checked after making pointers from integers" in step["summary"]
+
+
+def test_a_storage_inside_another_is_in_bounds(interpreter, tmp_path):
+    """A tensor whose storage lies inside another argument's (``torch.from_numpy`` of a view,
+    ``from_dlpack`` of a slice): a read of the outer one past the inner one's end was called out
+    of bounds, measured from the inner storage, the nearest start below it."""
+    import numpy as np
+    import torch
+
+    from xeforge_core.worker.bounds import BoundsCheck
+
+    mod, _ = _kernels(tmp_path)
+    base = np.arange(20, dtype=np.float32)
+    outer, inner = torch.from_numpy(base), torch.from_numpy(base[5:6])
+    y = torch.zeros(20)
+    with BoundsCheck() as check:
+        mod.scale_kernel[(1,)](outer, inner, y, 20, BLOCK=32)
+    assert check.accesses == [] and torch.equal(y, outer * 5.0)
 
 
 def test_planted_write_is_wrong_answer_with_memcheck_on_cpu(tmp_path):
@@ -248,6 +273,12 @@ def test_a_race_between_programs_fails_and_an_atomic_handover_does_not(tmp_path)
     assert v["kind"] == "wrong_answer" and v["reason"].startswith("a race between programs"), v["reason"]
     (f,) = [f for f in v["findings"] if f["rule"] == "race_between_programs"]
     assert f["line"] == 16 and "program (0,1,0) loads element(s) of out_ptr that program (0,0,0)" in f["message"]
+    # an atomic whose result is dropped hands nothing over; a workspace every program stores to
+    # and reads back races too
+    v = _verify_with_memcheck(tmp_path, "column_sum_racy_beside_atomic.py", flag=False, problem=problem)
+    assert v["kind"] == "wrong_answer" and v["reason"].startswith("a race between programs"), v["reason"]
+    v = _verify_with_memcheck(tmp_path, "flip_shared_workspace.py", flag=False, problem=FIX / "flip_problem.py")
+    assert v["kind"] == "wrong_answer" and "a buffer the programs share" in v["reason"], v["reason"]
     for fine in ("column_sum_atomic.py", "column_sum_last_program.py"):
         v = _verify_with_memcheck(tmp_path, fine, flag=False, problem=problem, returncode=0)
         assert v["kind"] == "ok" and not any(f["rule"] == "race_between_programs" for f in v["findings"]), fine

@@ -1586,28 +1586,41 @@ def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
     if step is None:
         return verdict, False
     verdict.steps.remove(step)
-    if step.evidence.get("unchecked"):
-        if not run.opts.memcheck:  # with --memcheck its own step says the same
-            verdict.findings.append(Finding("bounds_unchecked", "memory accesses not bounds-checked in the "
-                                            f"interpreter: {step.evidence['unchecked']}", "warning"))
-        return verdict, False
     if step.evidence.get("accesses") is None:
         return verdict, False
+    unchecked = step.evidence.get("unchecked") or {}
+    if unchecked:
+        verdict.findings.append(Finding(
+            "bounds_unchecked", f"kernel(s) {', '.join(sorted(unchecked))}: memory accesses not bounds-checked in the "
+            "interpreter after the kernel made pointers from integers (a table of addresses, `.to(ptr.dtype)`, "
+            "tl.pointer_type), which reach tensors no launch passes; races are still checked", "warning"))
     verdict = _races(verdict, step.evidence.get("races") or [], run.candidate_module["filename"])
     report = memcheck.MemcheckReport(tool="interpreter bounds check",
                                      accesses=memcheck.accesses_from_dicts(step.evidence["accesses"]))
     if not report.accesses and not run.opts.memcheck:
         return verdict, True  # nothing found and nothing asked: the steps stay as they were
     name = run.candidate_module["filename"]
+    wrong_before = verdict.kind is VerdictKind.WRONG_ANSWER
     verdict = memcheck.apply(verdict, report, candidate_file=name, seconds=0.0, variant="",
                              scope="every call of the candidate")
+    if wrong_before and report.accesses:
+        # the out-of-bounds lanes were masked off, so the outputs may differ for that reason:
+        # the access leads the reason, the comparison follows
+        first = next((a for a in report.accesses if a.is_write), report.accesses[0])
+        verdict.reason = (f"out-of-bounds {'write' if first.is_write else 'read'} found by the memory checker: "
+                          f"{first.describe()}; the check skips such lanes, so the outputs then differ too: "
+                          f"{verdict.reason}")
+    checked_step = verdict.step("memcheck")
+    if unchecked and checked_step is not None:
+        checked_step.summary += f"; not checked after making pointers from integers: {', '.join(sorted(unchecked))}"
     verdict.reason = (verdict.reason or "").replace(MEMCHECK_ADVICE, "")
     return verdict, True
 
 
 def _races(verdict: Verdict, races: list[dict[str, Any]], candidate_file: str) -> Verdict:
     """A race the interpreter's every-call check found (``worker.bounds``: a program loaded an
-    element another program of the same launch stored, in a launch without atomics) is an error
+    element another program of the same launch stored, or one two programs stored, in a launch
+    that hands no data over through atomics) is an error
     finding, and fails a verdict whose outputs matched: the interpreter runs programs one after
     another, in order, so the right answer it saw is one order of many a GPU may run them in (a
     non-atomic ``load, add, store`` accumulation across programs is right there every time)."""
@@ -1618,12 +1631,14 @@ def _races(verdict: Verdict, races: list[dict[str, Any]], candidate_file: str) -
         line = r.get("line") if where == candidate_file else None
         at = f" at line {r['line']}" if line else ""
         arg = f" of {r['argument']}" if r.get("argument") else ""
+        whose = ("that other programs of the same launch store too (a buffer the programs share)" if r.get("shared")
+                 else f"that program ({r.get('writer')}) of the same launch stored")
         verdict.findings.append(Finding(
             "race_between_programs",
-            f"kernel {r.get('kernel', '?')}{at}: program ({r.get('reader')}) loads element(s){arg} that program "
-            f"({r.get('writer')}) of the same launch stored, with no atomic between them ({r.get('count', 1)} such "
-            "lane(s)): on a GPU the programs run concurrently, so what it reads depends on their order (use "
-            "tl.atomic_add for an accumulation across programs, or give each program its own output)",
+            f"kernel {r.get('kernel', '?')}{at}: program ({r.get('reader')}) loads element(s){arg} {whose}, with no "
+            f"atomic handing them over ({r.get('count', 1)} such lane(s)): on a GPU the programs run concurrently, so "
+            "what it reads depends on their order (use tl.atomic_add for an accumulation across programs, or give "
+            "each program its own output or workspace)",
             "error", line=line))
     first = next(f for f in verdict.findings if f.rule == "race_between_programs")
     if verdict.kind in _PASSING:
@@ -1650,11 +1665,6 @@ def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
     checked = next((v for v in run.correctness if v.name.endswith(("-tiles", "-odd"))), run.correctness[0])
     variant = checked.name
     available, what = memcheck.availability(run.device.type)
-    if run.device.interpreter and available:
-        from xeforge_core.worker.bounds import unchecked_because
-
-        why = unchecked_because(str(run.candidate_module.get("source") or ""))
-        available, what = (False, f"the interpreter's bounds check does not apply: {why}") if why else (True, what)
     if not available:
         return memcheck.apply(verdict, None, candidate_file=name, seconds=0.0, variant=variant, unavailable=what)
     _say(run.on_progress, f"memcheck: one call under {what}")

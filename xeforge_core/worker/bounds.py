@@ -13,13 +13,21 @@ calls for the duration of a ``with`` block: a lane outside every argument's stor
 so the interpreter neither reads nor corrupts the host heap. Accesses at the same place are
 counted together.
 
+The launch's storages are merged where they overlap (a tensor whose storage lies inside
+another's, as ``torch.from_numpy`` of a view gives): in bounds is inside one merged span. A kernel
+that makes pointers from integers (``tl.pointer_type``, ``x.to(ptr.dtype)``: a table of addresses)
+reaches tensors no launch passes: from that cast on, the launch is not bounds-checked
+(``unchecked``), as the interpreter's cast to a pointer shows while it runs.
+
 Races between the programs of one launch: the interpreter runs them one after another, in
 order, so a kernel whose programs add into one output with a plain load and store is right there
-every time and racy on a GPU. The check notes which program stored each address; a load of an
-address another program of the same launch stored is a race, unless the launch used atomics (a
-counter or a lock by which programs hand each other data: a last-program reduction). It sees
-only reads after writes in the interpreter's order (a write after another program's read, and
-two programs storing different values without reading, are not followed).
+every time and racy on a GPU. The check notes, per element of each span, which program stored it
+last and whether two programs stored it; a load of an element another program stored, or one
+two programs stored (a workspace every program shares), is a race, unless the kernel hands data
+over through atomics (:func:`synchronises`: a compare-and-swap, an exchange, or an atomic whose
+returned value it uses, as a last-program reduction's counter) and an atomic ran in the launch.
+It sees reads after writes in the interpreter's order only: a write after another program's
+read, and two programs storing without anyone reading, are not followed.
 
 It cannot see an access that lands inside another argument's storage, or faults of the GPU
 compiler. Worker-side: torch, numpy, triton and the standard library only.
@@ -36,25 +44,37 @@ import numpy as np
 #: Distinct places recorded at most (further ones are counted, not kept).
 MAX_PLACES = 200
 
-#: Stored addresses a launch's race tracking follows at most (further stores are not followed).
-MAX_TRACKED_STORES = 1 << 23
+#: Elements a launch's race tracking follows at most (one int32 and one bool each; storages past
+#: it are not followed).
+MAX_TRACKED_STORES = 1 << 24
 
-#: The step of a candidate's verdict that carries what the default bounds check found
-#: (:func:`unchecked_because`): its evidence has ``checker``, ``accesses`` and ``lanes``.
+#: The step of a candidate's verdict that carries what the every-call check found: its evidence
+#: has ``checker``, ``accesses``, ``lanes``, ``races``, ``race_lanes`` and ``unchecked``.
 BOUNDS_STEP = "bounds"
 
 
-def unchecked_because(source: str) -> str:
-    """Why a candidate's every call in the interpreter cannot be bounds-checked (``""``: it can).
+def synchronises(fn: Any) -> bool:
+    """Whether the kernel ``fn`` (its Python function) hands data between its programs through
+    atomics: a compare-and-swap or an exchange (a lock, a flag), or an atomic whose returned old
+    value it uses (a counter that picks the last program to arrive, which then reads the others'
+    stores). An atomic whose result is dropped (``tl.atomic_add(out, part)``) only accumulates:
+    it orders nothing, so a plain load and store beside it still race. Read from the source;
+    False where it cannot be read."""
+    import ast
+    import inspect
+    import textwrap
 
-    The check's premise is that every pointer a kernel dereferences derives from a tensor its
-    launch passes. A kernel that makes pointers from integers (``tl.pointer_type``: a table of
-    addresses, as grouped GEMMs and mixture-of-experts kernels keep) reaches tensors no launch
-    passes, which the check would call out of bounds and mask off: a correct kernel made wrong.
-    Such a source is run unchecked (``--memcheck`` still checks one call, and says what it found)."""
-    if "pointer_type" in source:
-        return "a kernel makes pointers from integers (tl.pointer_type), which no launch's tensors account for"
-    return ""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn))))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    dropped = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ("atomic_cas", "atomic_xchg") or (name.startswith("atomic_") and id(node) not in dropped):
+                return True
+    return False
 
 
 class BoundsCheck:
@@ -72,13 +92,22 @@ class BoundsCheck:
         self._ends = np.zeros(0, dtype=np.uint64)
         self._names: list[str] = []
         self._kernel = ""
-        # races between the programs of one launch (see ``races``)
-        self._owner: dict[int, tuple[int, ...]] = {}   # address -> the program that stored it last
-        self._stored: set[int] = set()                 # storages (indices into _starts) stored to
-        self._atomics = False                          # the launch used atomics: it synchronises
+        # the launch's storages merged where they overlap (a view's storage inside another's):
+        # an address is in bounds where it lies inside one of these
+        self._spans = np.zeros((0, 2), dtype=np.uint64)
+        self._made_pointers = False                     # the launch made pointers from integers
+        self.unchecked: dict[str, int] = {}             # kernel -> launches not bounds-checked
+        # races between the programs of one launch (see ``races``): per merged span, the program
+        # (1-based; 0: none) that stored each element last, and whether two programs stored it
+        self._owners: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self._program_ids: dict[tuple[int, ...], int] = {}
+        self._tracked = 0
+        self._atomics = False                           # an atomic ran in the launch
+        self._synchronises = False                      # the kernel hands data over through atomics
         self._pending: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._race_places: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.race_lanes = 0
+        self._sync_cache: dict[Any, bool] = {}
         import triton
 
         self._triton_dir = os.path.dirname(triton.__file__)
@@ -103,12 +132,23 @@ class BoundsCheck:
         init_args = executor_cls._init_args_hst
         masked_load, masked_store = builder_cls.create_masked_load, builder_cls.create_masked_store
         atomic_rmw, atomic_cas = builder_cls.create_atomic_rmw, builder_cls.create_atomic_cas
+        int_to_ptr, bitcast = builder_cls.create_int_to_ptr, builder_cls.create_bitcast
 
         def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
             args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
             named = list(zip(self.arg_names, args_hst)) + list(kwargs_hst.items())
-            check._launch(getattr(self.fn, "__name__", "?"), named)
+            check._launch(getattr(self.fn, "__name__", "?"), named, self.fn)
             return args_hst, kwargs_hst
+
+        def to_pointer(self: Any, src: Any, dst_type: Any) -> Any:
+            check._made_pointers = True  # `x.to(ptr.dtype)`, `tl.cast(x, tl.pointer_type(...))`
+            return int_to_ptr(self, src, dst_type)
+
+        def reinterpret(self: Any, src: Any, dst_type: Any) -> Any:
+            scalar = getattr(dst_type, "scalar", dst_type)
+            if getattr(scalar, "is_ptr", lambda: False)():
+                check._made_pointers = True
+            return bitcast(self, src, dst_type)
 
         def load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
             narrowed = check._mask(ptrs, mask, "read")
@@ -131,7 +171,8 @@ class BoundsCheck:
 
         for owner, name, new in ((executor_cls, "_init_args_hst", init_args_hst),
                                  (builder_cls, "create_masked_load", load), (builder_cls, "create_masked_store", store),
-                                 (builder_cls, "create_atomic_rmw", rmw), (builder_cls, "create_atomic_cas", cas)):
+                                 (builder_cls, "create_atomic_rmw", rmw), (builder_cls, "create_atomic_cas", cas),
+                                 (builder_cls, "create_int_to_ptr", to_pointer), (builder_cls, "create_bitcast", reinterpret)):
             self._saved.append((owner, name, getattr(owner, name)))
             setattr(owner, name, new)
         return self
@@ -143,9 +184,14 @@ class BoundsCheck:
         self._saved.clear()
 
     # -- one launch
-    def _launch(self, kernel: str, named: list[tuple[str, Any]]) -> None:
-        """Record the storages of the tensor arguments of a launch (sorted by address)."""
+    def _launch(self, kernel: str, named: list[tuple[str, Any]], fn: Any = None) -> None:
+        """Record the storages of the tensor arguments of a launch (sorted by address), merged
+        where they overlap, and whether the kernel ``fn`` hands data between programs through
+        atomics (:func:`synchronises`)."""
         self._end_launch()
+        if fn is not None and fn not in self._sync_cache:
+            self._sync_cache[fn] = synchronises(fn)
+        self._synchronises = self._sync_cache.get(fn, False) if fn is not None else False
         found: dict[int, tuple[int, str]] = {}
 
         def add(name: str, value: Any) -> None:
@@ -169,6 +215,14 @@ class BoundsCheck:
         self._ends = np.array([s + found[s][0] for s in order], dtype=np.uint64)
         self._names = [found[s][1] for s in order]
         self._kernel = kernel
+        spans: list[list[int]] = []
+        for start in order:
+            end = start + found[start][0]
+            if spans and start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+        self._spans = np.array(spans, dtype=np.uint64).reshape(-1, 2)
 
     def _mask(self, ptrs: Any, mask: Any, access: str) -> Any:
         """``mask`` (a TensorHandle, or ``None``: every lane) with the out-of-bounds lanes of
@@ -176,14 +230,11 @@ class BoundsCheck:
         addr = np.asarray(ptrs.data).astype(np.uint64)
         lanes = np.ones(addr.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask.data, dtype=bool),
                                                                                     addr.shape)
+        if self._made_pointers:  # pointers from integers reach tensors no launch passes
+            return mask
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         flat, live = addr.reshape(-1), lanes.reshape(-1)
-        if self._starts.size:
-            idx = np.searchsorted(self._starts, flat, side="right").astype(np.int64) - 1
-            ends = self._ends[np.clip(idx, 0, None)]
-            inside = (idx >= 0) & (flat + np.uint64(size) <= ends)
-        else:
-            inside = np.zeros(flat.shape, dtype=bool)
+        inside = self._span_of(flat, size) >= 0
         bad = live & ~inside
         if not bad.any():
             return mask
@@ -194,11 +245,23 @@ class BoundsCheck:
 
         return TensorHandle((live & inside).reshape(addr.shape), mask.dtype)
 
+    def _span_of(self, flat: np.ndarray, size: int) -> np.ndarray:
+        """For each address of ``flat`` (accesses of ``size`` bytes), the merged span it lies in
+        whole, or -1."""
+        if not self._spans.size:
+            return np.full(flat.shape, -1, dtype=np.int64)
+        idx = np.searchsorted(self._spans[:, 0], flat, side="right").astype(np.int64) - 1
+        ends = self._spans[np.clip(idx, 0, None), 1]
+        return np.where((idx >= 0) & (flat + np.uint64(size) <= ends), idx, -1)
+
     # -- races between the programs of one launch
     def _end_launch(self) -> None:
-        """Keep the launch's cross-program reads as races unless it used atomics (a counter or a
-        lock by which programs hand each other data, as a last-program reduction does)."""
-        if not self._atomics:
+        """Keep the launch's cross-program reads as races unless the kernel hands data between
+        programs through atomics (a last-program reduction, a lock) and an atomic ran; note a
+        launch that made pointers from integers as not bounds-checked."""
+        if self._made_pointers:
+            self.unchecked[self._kernel] = self.unchecked.get(self._kernel, 0) + 1
+        if not (self._atomics and self._synchronises):
             for key, race in self._pending.items():
                 self.race_lanes += race["count"]
                 if key in self._race_places:
@@ -206,58 +269,90 @@ class BoundsCheck:
                 elif len(self._race_places) < MAX_PLACES:
                     self._race_places[key] = race
         self._pending.clear()
-        self._owner.clear()
-        self._stored.clear()
-        self._atomics = False
+        self._owners.clear()
+        self._program_ids.clear()
+        self._tracked = 0
+        self._atomics = self._made_pointers = False
 
-    def _live(self, ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
-        """The addresses of the lanes ``mask`` lets through, and their storage indices."""
+    def _live(self, ptrs: Any, mask: Any) -> tuple[np.ndarray, int]:
+        """The addresses of the lanes ``mask`` lets through, and the access size in bytes."""
         addr = np.asarray(ptrs.data).astype(np.uint64)
         if mask is not None:
             addr = addr[np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)]
-        flat = addr.reshape(-1)
-        idx = np.searchsorted(self._starts, flat, side="right").astype(np.int64) - 1 if self._starts.size else \
-            np.full(flat.shape, -1, dtype=np.int64)
-        return flat, idx
+        return addr.reshape(-1), max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
 
-    def _program(self) -> tuple[int, ...]:
+    def _program(self) -> int:
+        """The running program, numbered from 1 in the order the interpreter runs them."""
         from triton.runtime.interpreter import interpreter_builder
 
-        return tuple(int(g) for g in getattr(interpreter_builder, "grid_idx", ()) or ())
+        grid = tuple(int(g) for g in getattr(interpreter_builder, "grid_idx", ()) or ())
+        return self._program_ids.setdefault(grid, len(self._program_ids) + 1)
+
+    def _elements(self, flat: np.ndarray, size: int, create: bool) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """``(span, element indices, lane positions)`` of the addresses, per merged span, with the
+        span's owner arrays made on first use where ``create`` (elements of the first access size
+        seen there)."""
+        spans = self._span_of(flat, size)
+        out = []
+        for j in np.unique(spans[spans >= 0]).tolist():
+            if j not in self._owners:
+                start, end = int(self._spans[j, 0]), int(self._spans[j, 1])
+                n = (end - start) // size + 1
+                if not create or self._tracked + n > MAX_TRACKED_STORES:
+                    continue
+                self._tracked += n
+                self._owners[j] = (np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool), size)
+            lanes = np.nonzero(spans == j)[0]
+            elem = self._owners[j][2]
+            out.append((j, ((flat[lanes] - self._spans[j, 0]) // np.uint64(elem)).astype(np.int64), lanes))
+        return out
 
     def _race_write(self, ptrs: Any, mask: Any) -> None:
-        """Note which program stored each address (the interpreter runs programs one after another)."""
-        if len(self._owner) > MAX_TRACKED_STORES:
-            return
-        flat, idx = self._live(ptrs, mask)
+        """Note which program stored each element, and which elements two programs stored (the
+        interpreter runs programs one after another)."""
+        flat, size = self._live(ptrs, mask)
         if not flat.size:
             return
-        pid = self._program()
-        self._stored.update(int(i) for i in np.unique(idx))
-        self._owner.update(dict.fromkeys(flat.tolist(), pid))
+        me = self._program()
+        for j, elems, _ in self._elements(flat, size, create=True):
+            owner, shared, _ = self._owners[j]
+            prev = owner[elems]
+            shared[elems] |= (prev != 0) & (prev != me)
+            owner[elems] = me
 
     def _race_read(self, ptrs: Any, mask: Any) -> None:
-        """A load of an address another program of the same launch stored: on a GPU the two
-        programs run concurrently, so what is read depends on their order."""
-        if not self._stored:
+        """A load of an element another program of the same launch stored, or one two programs
+        stored (a workspace every program shares): on a GPU the programs run concurrently, so
+        what is read depends on their order."""
+        if not self._owners:
             return
-        flat, idx = self._live(ptrs, mask)
-        if not flat.size or not any(int(i) in self._stored for i in np.unique(idx)):
-            return  # a tensor no program of this launch stored to (an input)
-        pid = self._program()
-        owners = [self._owner.get(a) for a in flat.tolist()]
-        crossed = [(a, o) for a, o in zip(flat.tolist(), owners) if o is not None and o != pid]
+        flat, size = self._live(ptrs, mask)
+        if not flat.size:
+            return
+        me = self._program()
+        crossed, first, writer = 0, None, 0
+        for j, elems, lanes in self._elements(flat, size, create=False):
+            owner, shared, _ = self._owners[j]
+            o = owner[elems]
+            hit = (o != 0) & ((o != me) | shared[elems])
+            if hit.any():
+                crossed += int(hit.sum())
+                if first is None:
+                    k = int(np.argmax(hit))
+                    first, writer = int(flat[lanes[k]]), int(o[k])
         if not crossed:
             return
         file, line = self._source_line()
         key = (self._kernel, file, line)
         if key in self._pending:
-            self._pending[key]["count"] += len(crossed)
+            self._pending[key]["count"] += crossed
             return
-        a, writer = crossed[0]
-        near = self._nearest(a)
-        self._pending[key] = {"kernel": self._kernel, "file": file, "line": line, "count": len(crossed),
-                              "reader": ",".join(map(str, pid)), "writer": ",".join(map(str, writer)),
+        names = {v: k for k, v in self._program_ids.items()}
+        near = self._nearest(first) if first is not None else None
+        self._pending[key] = {"kernel": self._kernel, "file": file, "line": line, "count": crossed,
+                              "reader": ",".join(map(str, names.get(me, ()))),
+                              "writer": ",".join(map(str, names.get(writer, ()))),
+                              "shared": writer == me,
                               "argument": self._names[near[1]] if near is not None else ""}
 
     def _record(self, access: str, size: int, address: np.uint64, count: int) -> None:

@@ -273,25 +273,45 @@ def splice_ends(args: list[Any], first: list[Any]) -> int:
     at the same position (same shape, dtype and contiguous): up to :data:`SPLICED_ENDS` at each
     end and never more than an eighth of the tensor, so the two calls differ only inside. A cache
     keyed on the shape, the address or the end elements then returns the first call's result
-    for the second (``cached_output``). Only floating-point tensors are spliced: integer and
-    boolean inputs are often structure (offsets that rise to a packed length, indices that must
-    be unique, a mask), which a tensor made of two draws need not keep, and a kernel may rely on
-    it as its caller guarantees; they keep their own draw. Returns how many tensors were spliced."""
+    for the second (``cached_output``). An integer or boolean tensor is often structure (offsets
+    that rise to a packed length, indices that must be distinct) that a kernel may rely on as its
+    caller guarantees: it is spliced only where every tensor of the two draws has one shape (so
+    that offsets ending at a packed length still end at the length of the data beside them) and
+    the result keeps what both draws have (values in non-decreasing order, distinct values), else
+    it keeps its own draw. Returns how many tensors were spliced."""
     done = 0
+    same_shapes = all(a.shape == f.shape for a, f in zip(args, first)
+                      if isinstance(a, torch.Tensor) and isinstance(f, torch.Tensor))
     with torch.no_grad():
         for a, f in zip(args, first):
             if not (isinstance(a, torch.Tensor) and isinstance(f, torch.Tensor)) or a.shape != f.shape \
-                    or a.dtype != f.dtype or not (a.is_contiguous() and f.is_contiguous()) \
-                    or not (a.is_floating_point() or a.is_complex()):
+                    or a.dtype != f.dtype or not (a.is_contiguous() and f.is_contiguous()):
                 continue
             k = min(SPLICED_ENDS, a.numel() // 8)
             if k == 0:
                 continue
             flat, src = a.view(-1), f.reshape(-1).to(a.device)
-            flat[:k].copy_(src[:k])
-            flat[-k:].copy_(src[-k:])
+            spliced = torch.cat([src[:k], flat[k:-k], src[-k:]])
+            if not (a.is_floating_point() or a.is_complex()) and not (
+                    same_shapes and _keeps_structure(spliced, flat, src)):
+                continue
+            flat.copy_(spliced)
             done += 1
     return done
+
+
+def _keeps_structure(spliced: torch.Tensor, own: torch.Tensor, other: torch.Tensor) -> bool:
+    """Whether an integer or boolean tensor made of two draws keeps the order and distinctness
+    both draws have (1-D views)."""
+    def rising(t: torch.Tensor) -> bool:
+        return t.numel() < 2 or bool((t[1:] >= t[:-1]).all())
+
+    def distinct(t: torch.Tensor) -> bool:
+        return t.dtype != torch.bool and torch.unique(t).numel() == t.numel()
+
+    if rising(own) and rising(other) and not rising(spliced):
+        return False
+    return not (distinct(own) and distinct(other) and not distinct(spliced))
 
 
 def refillable(args: list[Any], other: list[Any]) -> bool:

@@ -1574,6 +1574,8 @@ def _name_sizes(run: _Run, verdict: Verdict) -> None:
             entry = next(e for e in verdict.sizes if e.variant == tiles.name)
             shown = ", ".join(f"{k}={v}" for k, v in entry.sizes.items())
             verdict.reason += f" [{tiles.name} is {what}: {shown}]"
+
+
 def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
     """What the candidate job's own bounds check found (Triton's interpreter checks every load,
     store and atomic of every call: ``worker.bounds``, the ``bounds`` step), applied as the memory
@@ -1620,8 +1622,8 @@ def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
 def _races(verdict: Verdict, races: list[dict[str, Any]], candidate_file: str) -> Verdict:
     """A race the interpreter's every-call check found (``worker.bounds``: a program loaded an
     element another program of the same launch stored, or one two programs stored, in a launch
-    that hands no data over through atomics) is an error
-    finding, and fails a verdict whose outputs matched: the interpreter runs programs one after
+    that hands no data over through atomics) is an error finding, and fails a verdict whose
+    outputs matched: the interpreter runs programs one after
     another, in order, so the right answer it saw is one order of many a GPU may run them in (a
     non-atomic ``load, add, store`` accumulation across programs is right there every time)."""
     if not races:

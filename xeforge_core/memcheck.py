@@ -347,8 +347,11 @@ def apply(verdict: Verdict, report: MemcheckReport | None, *, candidate_file: st
     elif (writes or reads) and verdict.kind in (VerdictKind.OK, VerdictKind.INCONSISTENT, VerdictKind.INCONCLUSIVE):
         first = (writes or reads)[0]
         what = "write" if writes else "read"
+        # an inconclusive or inconsistent verdict's reason (a baseline that reads past a tensor
+        # too) still holds beside the candidate's own fault: kept after it
+        before = "" if verdict.kind is VerdictKind.OK else f"; and, as the verification found: {verdict.reason}"
         verdict.kind = VerdictKind.WRONG_ANSWER
-        verdict.reason = f"out-of-bounds {what} found by the memory checker: {first.describe()}"
+        verdict.reason = f"out-of-bounds {what} found by the memory checker: {first.describe()}{before}"
         verdict.source_line = _located(first, candidate_file) or verdict.source_line
         step = verdict.step("correctness")
         if step is not None:

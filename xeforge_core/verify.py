@@ -1606,12 +1606,12 @@ def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
     verdict = memcheck.apply(verdict, report, candidate_file=name, seconds=0.0, variant="",
                              scope="every call of the candidate")
     if wrong_before and report.accesses:
-        # the out-of-bounds lanes were masked off, so the outputs may differ for that reason:
-        # the access leads the reason, the comparison follows
+        # the access is where to look first (a store past the end was skipped, so the outputs may
+        # differ for that reason too); the comparison follows
         first = next((a for a in report.accesses if a.is_write), report.accesses[0])
+        skipped = " (the check skipped it)" if first.is_write else ""
         verdict.reason = (f"out-of-bounds {'write' if first.is_write else 'read'} found by the memory checker: "
-                          f"{first.describe()}; the check skips such lanes, so the outputs then differ too: "
-                          f"{verdict.reason}")
+                          f"{first.describe()}{skipped}; and the outputs: {verdict.reason}")
     checked_step = verdict.step("memcheck")
     if unchecked and checked_step is not None:
         checked_step.summary += f"; not checked after making pointers from integers: {', '.join(sorted(unchecked))}"

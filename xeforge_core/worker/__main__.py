@@ -100,9 +100,10 @@ def run_job(job_dir: Path) -> dict[str, Any]:
 
 def _run_bounds_checked(ctx: Any, run: Any) -> None:
     """Run the candidate role, in Triton's interpreter with every load, store and atomic of every
-    call bounds- and race-checked (``worker.bounds``): a lane outside every tensor its launch
-    passes is masked off, so it cannot corrupt the host heap (a SIGABRT the verdict could only call
-    a crash), and recorded in the ``bounds`` step the parent turns into findings, with the races
+    call bounds- and race-checked (``worker.bounds``): a store outside every tensor its launch
+    passes is skipped, so it cannot corrupt the host heap (a SIGABRT the verdict could only call a
+    crash), a read there is made as without the check (the outputs are the kernel's own), and both
+    are recorded in the ``bounds`` step the parent turns into findings, with the races
     between programs and the kernels left unchecked (they made pointers from integers). A kernel
     whose outputs are right can still write past its output (a mask ``<=`` where ``<`` is meant
     lands in the allocator's padding), so this is what judges such a write on the CPU."""
@@ -112,7 +113,7 @@ def _run_bounds_checked(ctx: Any, run: Any) -> None:
     if not ctx.ops.interpreter:
         run(ctx)
         return
-    with BoundsCheck() as check:
+    with BoundsCheck(skip_reads=False) as check:  # outputs as without the check; writes stay inside
         run(ctx)
     ctx.verdict.steps.append(Step(name=BOUNDS_STEP, status=StepStatus.PASSED if not check.lanes else StepStatus.FAILED,
                                   summary=f"every call bounds-checked in the interpreter: {check.lanes} lane(s) "

@@ -35,8 +35,10 @@ compiler. Worker-side: torch, numpy, triton and the standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -77,14 +79,40 @@ def synchronises(fn: Any) -> bool:
     return False
 
 
+#: The checks active in this process, innermost last (:func:`unjudged` reaches the innermost).
+_ACTIVE: list[BoundsCheck] = []
+
+
+@contextlib.contextmanager
+def unjudged() -> Iterator[None]:
+    """Calls inside are still kept inside their tensors (an out-of-bounds lane is masked off) but
+    neither recorded nor race-checked: a call at a size the baseline never ran at (the grid
+    probe), where an access past a tensor may be the problem's own (a spec whose inits do not
+    grow with the size) and nothing else is judged either."""
+    check = _ACTIVE[-1] if _ACTIVE else None
+    if check is None:
+        yield
+        return
+    check._end_launch()
+    check._judging = False
+    try:
+        yield
+    finally:
+        check._end_launch()
+        check._judging = True
+
+
 class BoundsCheck:
     """Context manager: while active, every interpreter load, store and atomic is bounds-checked.
+    ``skip_reads=False`` records an out-of-bounds read but still makes it (the kernel computes what
+    it would have without the check; a write is always skipped, so the heap stays whole).
 
     ``accesses`` lists one dict per place (keys of ``xeforge_core.memcheck.InvalidAccess``);
     ``lanes`` is the number of out-of-bounds lanes seen in all.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, skip_reads: bool = True) -> None:
+        self.skip_reads = skip_reads  # False: an out-of-bounds read is recorded and still made
         self.places: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.lanes = 0
         self._saved: list[tuple[Any, str, Any]] = []
@@ -108,6 +136,7 @@ class BoundsCheck:
         self._race_places: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.race_lanes = 0
         self._sync_cache: dict[Any, bool] = {}
+        self._judging = True                            # False inside :func:`unjudged`
         import triton
 
         self._triton_dir = os.path.dirname(triton.__file__)
@@ -169,6 +198,7 @@ class BoundsCheck:
             check._mask(ptr, None, "atomic")  # no mask to narrow: recorded, run as written
             return atomic_cas(self, ptr, cmp, val, *rest, **kw)
 
+        _ACTIVE.append(self)
         for owner, name, new in ((executor_cls, "_init_args_hst", init_args_hst),
                                  (builder_cls, "create_masked_load", load), (builder_cls, "create_masked_store", store),
                                  (builder_cls, "create_atomic_rmw", rmw), (builder_cls, "create_atomic_cas", cas),
@@ -179,6 +209,8 @@ class BoundsCheck:
 
     def __exit__(self, *exc: Any) -> None:
         self._end_launch()
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         for owner, name, old in reversed(self._saved):
             setattr(owner, name, old)
         self._saved.clear()
@@ -239,7 +271,7 @@ class BoundsCheck:
         if not bad.any():
             return mask
         self._record(access, size, flat[np.argmax(bad)], int(bad.sum()))
-        if mask is None:
+        if mask is None or (access == "read" and not self.skip_reads):
             return mask
         from triton.runtime.interpreter import TensorHandle
 
@@ -259,7 +291,7 @@ class BoundsCheck:
         """Keep the launch's cross-program reads as races unless the kernel hands data between
         programs through atomics (a last-program reduction, a lock) and an atomic ran; note a
         launch that made pointers from integers as not bounds-checked."""
-        if self._made_pointers:
+        if self._made_pointers and self._judging:
             self.unchecked[self._kernel] = self.unchecked.get(self._kernel, 0) + 1
         if not (self._atomics and self._synchronises):
             for key, race in self._pending.items():
@@ -310,6 +342,8 @@ class BoundsCheck:
     def _race_write(self, ptrs: Any, mask: Any) -> None:
         """Note which program stored each element, and which elements two programs stored (the
         interpreter runs programs one after another)."""
+        if not self._judging:
+            return
         flat, size = self._live(ptrs, mask)
         if not flat.size:
             return
@@ -356,6 +390,8 @@ class BoundsCheck:
                               "argument": self._names[near[1]] if near is not None else ""}
 
     def _record(self, access: str, size: int, address: np.uint64, count: int) -> None:
+        if not self._judging:
+            return
         self.lanes += count
         file, line = self._source_line()
         key = (access, self._kernel, file, line, size)

@@ -1421,11 +1421,14 @@ def _grid_probe(ctx: WorkerContext, harness: Harness, variant: dict[str, Any], b
     """Run the candidate once on ``variant`` (the first correctness variant at twice its sizes)
     and return the grids it launched; nothing is compared. A failure is reported, not judged:
     the baseline never ran at that size."""
+    from xeforge_core.worker.bounds import unjudged
+
     combo = Combo(variant, 0, anchor_distribution(ctx.job))
     mark = ctx.recorder.mark()
     try:
         model = harness.model_for(combo, fresh=True)
-        harness.run(model, harness.inputs_for(combo), during=f"probing the launch grid at {combo.vname}")
+        with unjudged():  # nor are its memory accesses: the baseline's may fault there as well
+            harness.run(model, harness.inputs_for(combo), during=f"probing the launch grid at {combo.vname}")
     except WorkerError as err:
         return {"variant": combo.vname, "error": _first_line(err.failure.reason)}
     return {"variant": combo.vname, "grids": launch_grids(ctx.recorder.since(mark))}

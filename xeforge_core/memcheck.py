@@ -270,6 +270,11 @@ def accesses_from_dicts(items: Iterable[dict[str, Any]]) -> list[InvalidAccess]:
     return group(InvalidAccess(**{k: v for k, v in d.items() if k in fields}) for d in items)
 
 
+def interpreter_report(items: Iterable[dict[str, Any]]) -> MemcheckReport:
+    """The report of the interpreter's bounds check from the accesses it wrote (plain dicts)."""
+    return MemcheckReport(tool="interpreter bounds check", accesses=accesses_from_dicts(items))
+
+
 # ------------------------------------------------------------------------------------ the verdict
 
 

@@ -1597,8 +1597,7 @@ def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
             "interpreter after the kernel made pointers from integers (a table of addresses, `.to(ptr.dtype)`, "
             "tl.pointer_type), which reach tensors no launch passes; races are still checked", "warning"))
     verdict = _races(verdict, step.evidence.get("races") or [], run.candidate_module["filename"])
-    report = memcheck.MemcheckReport(tool="interpreter bounds check",
-                                     accesses=memcheck.accesses_from_dicts(step.evidence["accesses"]))
+    report = memcheck.interpreter_report(step.evidence["accesses"])
     if not report.accesses and not run.opts.memcheck:
         return verdict, True  # nothing found and nothing asked: the steps stay as they were
     name = run.candidate_module["filename"]
@@ -1688,8 +1687,7 @@ def _check_memory(run: _Run, verdict: Verdict) -> Verdict:
         report = memcheck.parse_sanitizer_log(text) if text.strip() else None
     else:
         found = (step.evidence.get("accesses") if step is not None else None)
-        report = (memcheck.MemcheckReport(tool="interpreter bounds check",
-                                          accesses=memcheck.accesses_from_dicts(found)) if found is not None else None)
+        report = memcheck.interpreter_report(found) if found is not None else None
     failure = ""
     if report is None or (not report.accesses and result.kind is not VerdictKind.OK):
         failure = (f"the checked call did not complete ({result.kind.value}: "

@@ -180,13 +180,13 @@ class BoundsCheck:
             return bitcast(self, src, dst_type)
 
         def load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
-            narrowed = check._mask(ptrs, mask, "read")
-            check._race_read(ptrs, narrowed)
+            narrowed, lanes = check._lanes(ptrs, mask, "read")
+            check._race_read(*lanes)
             return masked_load(self, ptrs, narrowed, other, *rest, **kw)
 
         def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
-            narrowed = check._mask(ptrs, mask, "write")
-            check._race_write(ptrs, narrowed)
+            narrowed, lanes = check._lanes(ptrs, mask, "write")
+            check._race_write(*lanes)
             return masked_store(self, ptrs, value, narrowed, *rest, **kw)
 
         def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
@@ -259,23 +259,30 @@ class BoundsCheck:
     def _mask(self, ptrs: Any, mask: Any, access: str) -> Any:
         """``mask`` (a TensorHandle, or ``None``: every lane) with the out-of-bounds lanes of
         ``ptrs`` cleared; each such lane is recorded."""
+        return self._lanes(ptrs, mask, access)[0]
+
+    def _lanes(self, ptrs: Any, mask: Any, access: str) -> tuple[Any, tuple[np.ndarray, np.ndarray, int]]:
+        """The mask to access with (:meth:`_mask`'s), and the lanes it lets through as the race
+        check reads them: their addresses, the merged span each lies in (-1: none) and the access
+        size in bytes. The addresses are converted and placed in spans once per access."""
         addr = np.asarray(ptrs.data).astype(np.uint64)
         lanes = np.ones(addr.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask.data, dtype=bool),
                                                                                     addr.shape)
-        if self._made_pointers:  # pointers from integers reach tensors no launch passes
-            return mask
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         flat, live = addr.reshape(-1), lanes.reshape(-1)
-        inside = self._span_of(flat, size) >= 0
+        spans = self._span_of(flat, size)
+        inside = spans >= 0
         bad = live & ~inside
-        if not bad.any():
-            return mask
+        # pointers from integers reach tensors no launch passes: not judged, not narrowed
+        if self._made_pointers or not bad.any():
+            return mask, (flat[live], spans[live], size)
         self._record(access, size, flat[np.argmax(bad)], int(bad.sum()))
         if mask is None or (access == "read" and not self.skip_reads):
-            return mask
+            return mask, (flat[live], spans[live], size)
         from triton.runtime.interpreter import TensorHandle
 
-        return TensorHandle((live & inside).reshape(addr.shape), mask.dtype)
+        kept = live & inside
+        return TensorHandle(kept.reshape(addr.shape), mask.dtype), (flat[kept], spans[kept], size)
 
     def _span_of(self, flat: np.ndarray, size: int) -> np.ndarray:
         """For each address of ``flat`` (accesses of ``size`` bytes), the merged span it lies in
@@ -306,13 +313,6 @@ class BoundsCheck:
         self._tracked = 0
         self._atomics = self._made_pointers = False
 
-    def _live(self, ptrs: Any, mask: Any) -> tuple[np.ndarray, int]:
-        """The addresses of the lanes ``mask`` lets through, and the access size in bytes."""
-        addr = np.asarray(ptrs.data).astype(np.uint64)
-        if mask is not None:
-            addr = addr[np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)]
-        return addr.reshape(-1), max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
-
     def _program(self) -> int:
         """The running program, numbered from 1 in the order the interpreter runs them."""
         from triton.runtime.interpreter import interpreter_builder
@@ -320,11 +320,11 @@ class BoundsCheck:
         grid = tuple(int(g) for g in getattr(interpreter_builder, "grid_idx", ()) or ())
         return self._program_ids.setdefault(grid, len(self._program_ids) + 1)
 
-    def _elements(self, flat: np.ndarray, size: int, create: bool) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """``(span, element indices, lane positions)`` of the addresses, per merged span, with the
-        span's owner arrays made on first use where ``create`` (elements of the first access size
-        seen there)."""
-        spans = self._span_of(flat, size)
+    def _elements(self, flat: np.ndarray, spans: np.ndarray, size: int,
+                  create: bool) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """``(span, element indices, lane positions)`` of the addresses ``flat`` (in the merged
+        ``spans``), per span, with the span's owner arrays made on first use where ``create``
+        (elements of the first access size seen there)."""
         out = []
         for j in np.unique(spans[spans >= 0]).tolist():
             if j not in self._owners:
@@ -339,33 +339,28 @@ class BoundsCheck:
             out.append((j, ((flat[lanes] - self._spans[j, 0]) // np.uint64(elem)).astype(np.int64), lanes))
         return out
 
-    def _race_write(self, ptrs: Any, mask: Any) -> None:
-        """Note which program stored each element, and which elements two programs stored (the
-        interpreter runs programs one after another)."""
-        if not self._judging:
-            return
-        flat, size = self._live(ptrs, mask)
-        if not flat.size:
+    def _race_write(self, flat: np.ndarray, spans: np.ndarray, size: int) -> None:
+        """Note which program stored each element (the stored lanes' addresses ``flat``, their
+        ``spans``), and which elements two programs stored (the interpreter runs programs one
+        after another)."""
+        if not self._judging or not flat.size:
             return
         me = self._program()
-        for j, elems, _ in self._elements(flat, size, create=True):
+        for j, elems, _ in self._elements(flat, spans, size, create=True):
             owner, shared, _ = self._owners[j]
             prev = owner[elems]
             shared[elems] |= (prev != 0) & (prev != me)
             owner[elems] = me
 
-    def _race_read(self, ptrs: Any, mask: Any) -> None:
-        """A load of an element another program of the same launch stored, or one two programs
-        stored (a workspace every program shares): on a GPU the programs run concurrently, so
-        what is read depends on their order."""
-        if not self._owners:
-            return
-        flat, size = self._live(ptrs, mask)
-        if not flat.size:
+    def _race_read(self, flat: np.ndarray, spans: np.ndarray, size: int) -> None:
+        """A load (the read lanes' addresses ``flat``, their ``spans``) of an element another
+        program of the same launch stored, or one two programs stored (a workspace every program
+        shares): on a GPU the programs run concurrently, so what is read depends on their order."""
+        if not self._owners or not flat.size:
             return
         me = self._program()
         crossed, first, writer = 0, None, 0
-        for j, elems, lanes in self._elements(flat, size, create=False):
+        for j, elems, lanes in self._elements(flat, spans, size, create=False):
             owner, shared, _ = self._owners[j]
             o = owner[elems]
             hit = (o != 0) & ((o != me) | shared[elems])

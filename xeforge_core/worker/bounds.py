@@ -83,13 +83,18 @@ def synchronises(fn: Any) -> bool:
 _ACTIVE: list[BoundsCheck] = []
 
 
+def active() -> BoundsCheck | None:
+    """The innermost check active in this process, or ``None``."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
 @contextlib.contextmanager
 def unjudged() -> Iterator[None]:
     """Calls inside are still kept inside their tensors (an out-of-bounds lane is masked off) but
     neither recorded nor race-checked: a call at a size the baseline never ran at (the grid
     probe), where an access past a tensor may be the problem's own (a spec whose inits do not
     grow with the size) and nothing else is judged either."""
-    check = _ACTIVE[-1] if _ACTIVE else None
+    check = active()
     if check is None:
         yield
         return
@@ -137,6 +142,9 @@ class BoundsCheck:
         self.race_lanes = 0
         self._sync_cache: dict[Any, bool] = {}
         self._judging = True                            # False inside :func:`unjudged`
+        #: the merged storage spans (byte ranges) loads and atomics reached, over every launch
+        #: (``worker.fresh_fill`` clears it around the call it follows)
+        self.read_spans: set[tuple[int, int]] = set()
         import triton
 
         self._triton_dir = os.path.dirname(triton.__file__)
@@ -272,6 +280,8 @@ class BoundsCheck:
         flat, live = addr.reshape(-1), lanes.reshape(-1)
         spans = self._span_of(flat, size)
         inside = spans >= 0
+        if access != "write":
+            self._note_reads(spans[live & inside])
         bad = live & ~inside
         # pointers from integers reach tensors no launch passes: not judged, not narrowed
         if self._made_pointers or not bad.any():
@@ -283,6 +293,14 @@ class BoundsCheck:
 
         kept = live & inside
         return TensorHandle(kept.reshape(addr.shape), mask.dtype), (flat[kept], spans[kept], size)
+
+    def _note_reads(self, spans: np.ndarray) -> None:
+        """Add the merged spans (indices ``spans``) a load or an atomic reached to ``read_spans``."""
+        if not spans.size:
+            return
+        lo, hi = int(spans.min()), int(spans.max())
+        for j in ([lo] if lo == hi else np.unique(spans).tolist()):
+            self.read_spans.add((int(self._spans[j, 0]), int(self._spans[j, 1])))
 
     def _span_of(self, flat: np.ndarray, size: int) -> np.ndarray:
         """For each address of ``flat`` (accesses of ``size`` bytes), the merged span it lies in

@@ -42,6 +42,7 @@ larger variant when one of them ran with fewer than three programs.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -98,6 +99,7 @@ from xeforge_core.worker.expected import (
     tensor_fingerprint,
 )
 from xeforge_core.worker.formats.base import constructor_arguments, forward_params
+from xeforge_core.worker.fresh_fill import FIRST_FILL, SECOND_FILL, FirstCall, FreshMemory
 from xeforge_core.worker.inputs import (
     DISTRIBUTIONS,
     INIT_DIFFERS,
@@ -1277,8 +1279,9 @@ def run_candidate(ctx: WorkerContext) -> None:
         first = _first_call_run(ctx, holder.pop("first_outputs", None), combos[0], expected, meta, policy, hints,
                                 excused)
         launches: dict[str, list[dict[str, Any]]] = {}
+        first_call = FirstCall()
         runs, grids = _candidate_runs(ctx, harness, combos, expected, meta, baseline_state_of, policy, hints,
-                                      excused, launches)
+                                      excused, launches, first_call)
         _precision_to_verdict(ctx, runs + ([first] if first is not None else []), policy, hints, meta)
         failed = [r for r in runs if not r.passed and r not in excused]
         truth_fault = meta.get("random_truth") or meta.get("unwritten_truth")
@@ -1336,6 +1339,19 @@ def run_candidate(ctx: WorkerContext) -> None:
                            "any other weights (KernelBench's evaluation, comparing the two as constructed, may pass it)")
             ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, reason))
             return
+        refilled = None if truth_fault else _second_fill_run(ctx, harness, combos[0], expected, meta, baseline_state_of,
+                                                             policy, hints, first_call)
+        if refilled is not None and not refilled.passed:
+            ctx.verdict.correctness.append(refilled)
+            ctx.fail(step, Failure(VerdictKind.WRONG_ANSWER, (
+                f"wrong answer on variant {refilled.variant} (seed {refilled.seed}) vs {refilled.against} with "
+                f"{SECOND_FILL}: {refilled.note}; with the poison ({FIRST_FILL}) every call matched, so those "
+                "elements were never written, or were computed from memory nothing wrote, and the poison happened "
+                "to be the value needed there (the expected value itself, or what a minimum, a maximum or a "
+                "comparison passes over)")))
+            return
+        if refilled is not None:
+            step.evidence["second_fill"] = refilled.note
         differs = sorted(k for k, note in harness.weight_notes.items() if INIT_DIFFERS in note)
         if differs:
             ctx.verdict.findings.append(Finding(
@@ -1481,13 +1497,15 @@ def _shared_instance_note(harness: Harness, combo: Combo, state: dict[str, torch
 def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], expected: dict[str, dict[str, Any]],
                     meta: dict[str, Any], baseline_state_of: Any, policy: PrecisionPolicy,
                     hints: dict[str, list[str]], excused: list[CorrectnessRun],
-                    launches: dict[str, list[dict[str, Any]]] | None = None) -> tuple[list[CorrectnessRun], dict[str, Any]]:
+                    launches: dict[str, list[dict[str, Any]]] | None = None,
+                    first_call: FirstCall | None = None) -> tuple[list[CorrectnessRun], dict[str, Any]]:
     """Every (autotune selection x combination) against the truth (the float64-calibrated bound
     under ``policy`` where the float64 truth was saved; ``hints`` name the downgrades in the
     candidate's source). Returns the runs and the launch grids of the default-config runs per
     variant (``{variant: {kernel: [g0, g1, g2]}}``); runs that differ only where the truth is NaN
     or Inf are appended to ``excused`` too; fills ``launches`` with the launch facts of each
-    variant's first default-config run."""
+    variant's first default-config run, and ``first_call`` with what the first run allocated
+    uninitialised (``worker.fresh_fill``)."""
     allow_dtype = bool(ctx.options.get("allow_dtype_change"))
     allow_shape = bool(ctx.options.get("allow_shape_change"))
     eager = bool(meta.get("eager"))
@@ -1518,8 +1536,10 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
                 ctx.ops.poison_allocator(64 << 20)
             mark = ctx.recorder.mark()
             if sel is None:
+                watch = first_call.watch() if first_call is not None and combo is combos[0] else contextlib.nullcontext()
                 try:
-                    out = harness.run(model, args, during=f"running {combo.describe()}")
+                    with watch:
+                        out = harness.run(model, args, during=f"running {combo.describe()}")
                 except WorkerError as err:
                     if not any(not r.passed for r in runs):
                         raise
@@ -1590,6 +1610,39 @@ def _candidate_runs(ctx: WorkerContext, harness: Harness, combos: list[Combo], e
             ctx.verdict.correctness.append(run)
             del out
     return runs, grids
+
+
+def _second_fill_run(ctx: WorkerContext, harness: Harness, combo: Combo, expected: dict[str, dict[str, Any]],
+                     meta: dict[str, Any], baseline_state_of: Any, policy: PrecisionPolicy,
+                     hints: dict[str, list[str]], first_call: FirstCall) -> CorrectnessRun | None:
+    """The first combination called again with every uninitialised allocation holding the second
+    fill (``worker.fresh_fill``), judged against the same truth, where ``first_call`` shows it
+    can matter; ``None`` where it cannot. Its ``note`` says why it ran (passed) or what differs."""
+    exp = expected[combo.key]
+    eager = bool(meta.get("eager"))
+    truth = exp["reference"] if exp.get("reference") is not None else exp["outputs"]
+    why = first_call.why_refill(truth or [])
+    if why is None:
+        return None
+    ctx.progress.emit("note", f"correctness: {combo.describe()} again with {SECOND_FILL}: {why}")
+    with FreshMemory(refill=True):  # buffers the constructor leaves uninitialised too
+        model = harness.model_for(combo, baseline_state=baseline_state_of(combo), fresh=True,
+                                  share=not meta.get("history_dependent"))
+        args = harness.inputs_for(combo)
+        out = harness.run(model, args, during=f"running {combo.describe()} with {SECOND_FILL}")
+    against = "reference" if exp.get("reference") is not None or eager else "baseline"
+    tol = resolve_tolerance(ctx.options, combo.variant)
+    relaxed = against == "reference" and not eager
+    ok, comps, _, note = compare_outputs(
+        out, truth, tol, allow_dtype_change=bool(ctx.options.get("allow_dtype_change")) or relaxed,
+        allow_shape_change=bool(ctx.options.get("allow_shape_change")), poisoned=False,
+        calibration=_calibration(exp, meta, combo.key), allowed=policy.allowed, hints=tuple(hints))
+    r, a = _tols_shown(tol, truth)
+    check, kb = run_check(comps)
+    return CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution, against=against,
+                          passed=ok, rtol=r, atol=a, config=None, outputs=comps,
+                          note=f"called again because {why}" if ok else summarize_failure(comps, note),
+                          check=check, kernelbench=kb)
 
 
 def _stored_shapes(expected: dict[str, dict[str, Any]], combo: Combo,

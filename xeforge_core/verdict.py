@@ -145,8 +145,8 @@ class OutputComparison:
     note: str = ""
     check: str = ""
     first_mismatch: list[int] | None = None
-    first_actual: float | None = None
-    first_expected: float | None = None
+    first_actual: bool | int | float | None = None
+    first_expected: bool | int | float | None = None
     error_ratio: float | None = None
     bound_factor: float | None = None
     rel_error: float | None = None

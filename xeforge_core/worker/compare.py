@@ -197,7 +197,7 @@ def _kernelbench_exact_mismatches(a: torch.Tensor, e: torch.Tensor, tol: float) 
 NOISE_FLOOR_ULPS = 10
 
 
-def _first(comp: OutputComparison, flat_index: int, actual: float, expected: float) -> None:
+def _first(comp: OutputComparison, flat_index: int, actual: float | int | bool, expected: float | int | bool) -> None:
     """Record the first element outside the bound (coordinates in the expected shape)."""
     comp.first_mismatch = unravel(flat_index, comp.expected_shape)
     comp.first_actual, comp.first_expected = actual, expected
@@ -296,7 +296,7 @@ def compare_tensor(index: int, actual: Any, expected: Any, tol: Tolerance, *, al
             bad = int((diff != 0).sum())
             if bad and comp.first_mismatch is None:
                 i = int(torch.nonzero(diff)[0, 0])
-                _first(comp, offset + i, float(ac[i]), float(ec[i]))
+                _first(comp, offset + i, ac[i].item(), ec[i].item())  # integers shown whole
             mismatches += bad
             offset += ec.numel()
             if diff.numel():

@@ -282,3 +282,26 @@ def test_a_race_between_programs_fails_and_an_atomic_handover_does_not(tmp_path)
     for fine in ("column_sum_atomic.py", "column_sum_last_program.py"):
         v = _verify_with_memcheck(tmp_path, fine, flag=False, problem=problem, returncode=0)
         assert v["kind"] == "ok" and not any(f["rule"] == "race_between_programs" for f in v["findings"]), fine
+
+
+def test_stores_that_race_are_found_and_stores_of_the_same_value_are_not(tmp_path):
+    """Two kinds of race the interpreter's order hides, with a store: programs along axis 1 each
+    storing a part of a column's sum into one element (the last, whole sum, wins in the
+    interpreter; any of them on a GPU), and an in-place pass whose program reads the next
+    block's first element, which that block's program then changes. Programs storing the same
+    value into one element, and an in-place pass whose programs keep to their own elements, are
+    not races."""
+    v = _verify_with_memcheck(tmp_path, "column_sum_prefix.py", flag=False, problem=FIX / "column_sum_problem.py")
+    assert v["kind"] == "wrong_answer" and v["reason"].startswith("a race between programs"), v["reason"]
+    (f,) = [f for f in v["findings"] if f["rule"] == "race_between_programs"]
+    assert "stores into element(s) of out_ptr that program (0,0,0) of the same launch stored a different value" \
+        in f["message"] and f["line"] == 16, f["message"]
+    v = _verify_with_memcheck(tmp_path, "pair_sum_in_place.py", flag=False, problem=FIX / "pair_sum_problem.py")
+    assert v["kind"] == "wrong_answer" and v["reason"].startswith("a race between programs"), v["reason"]
+    (f,) = [f for f in v["findings"] if f["rule"] == "race_between_programs"]
+    assert "program (2,0,0) changes element(s) of buf_ptr that program (1,0,0) of the same launch loaded" \
+        in f["message"] and f["line"] == 15, f["message"]
+    for fine, problem in (("column_sum_redundant.py", "column_sum_problem.py"),
+                          ("pair_sum_own_block.py", "pair_sum_problem.py")):
+        v = _verify_with_memcheck(tmp_path, fine, flag=False, problem=FIX / problem, returncode=0)
+        assert v["kind"] == "ok" and not any(f["rule"] == "race_between_programs" for f in v["findings"]), fine

@@ -1619,9 +1619,10 @@ def _every_call_bounds(run: _Run, verdict: Verdict) -> tuple[Verdict, bool]:
 
 
 def _races(verdict: Verdict, races: list[dict[str, Any]], candidate_file: str) -> Verdict:
-    """A race the interpreter's every-call check found (``worker.bounds``: a program loaded an
-    element another program of the same launch stored, or one two programs stored, in a launch
-    that hands no data over through atomics) is an error finding, and fails a verdict whose
+    """A race the interpreter's every-call check found (``worker.bounds``, in a launch that hands
+    no data over through atomics: a program loaded an element another program of the same launch
+    stored, or one two programs stored; stored a value other than the one another program stored
+    there; or changed an element another program loaded) is an error finding, and fails a verdict whose
     outputs matched: the interpreter runs programs one after
     another, in order, so the right answer it saw is one order of many a GPU may run them in (a
     non-atomic ``load, add, store`` accumulation across programs is right there every time)."""
@@ -1632,15 +1633,25 @@ def _races(verdict: Verdict, races: list[dict[str, Any]], candidate_file: str) -
         line = r.get("line") if where == candidate_file else None
         at = f" at line {r['line']}" if line else ""
         arg = f" of {r['argument']}" if r.get("argument") else ""
-        whose = ("that other programs of the same launch store too (a buffer the programs share)" if r.get("shared")
-                 else f"that program ({r.get('writer')}) of the same launch stored")
-        verdict.findings.append(Finding(
-            "race_between_programs",
-            f"kernel {r.get('kernel', '?')}{at}: program ({r.get('reader')}) loads element(s){arg} {whose}, with no "
-            f"atomic handing them over ({r.get('count', 1)} such lane(s)): on a GPU the programs run concurrently, so "
-            "what it reads depends on their order (use tl.atomic_add for an accumulation across programs, or give "
-            "each program its own output or workspace)",
-            "error", line=line))
+        lanes = f"with no atomic handing them over ({r.get('count', 1)} such lane(s))"
+        kind = r.get("kind", "read_after_write")
+        if kind == "write_write":
+            what = (f"program ({r.get('writer')}) stores into element(s){arg} that program ({r.get('reader')}) of the "
+                    f"same launch stored a different value in, {lanes}: on a GPU the programs run concurrently, so "
+                    "which value is left depends on their order (make each element the work of one program: tiles "
+                    "that overlap, or a grid larger than the data, store the same elements twice)")
+        elif kind == "write_after_read":
+            what = (f"program ({r.get('writer')}) changes element(s){arg} that program ({r.get('reader')}) of the "
+                    f"same launch loaded, {lanes}: on a GPU the programs run concurrently, so the load may see the "
+                    "new value (a kernel writing in place over what its neighbours read: write to a separate output)")
+        else:
+            whose = ("that other programs of the same launch store too (a buffer the programs share)" if r.get("shared")
+                     else f"that program ({r.get('writer')}) of the same launch stored")
+            what = (f"program ({r.get('reader')}) loads element(s){arg} {whose}, {lanes}: on a GPU the programs run "
+                    "concurrently, so what it reads depends on their order (use tl.atomic_add for an accumulation "
+                    "across programs, or give each program its own output or workspace)")
+        verdict.findings.append(Finding("race_between_programs", f"kernel {r.get('kernel', '?')}{at}: {what}",
+                                        "error", line=line))
     first = next(f for f in verdict.findings if f.rule == "race_between_programs")
     if verdict.kind in _PASSING:
         verdict.kind = VerdictKind.WRONG_ANSWER

@@ -26,8 +26,12 @@ last and whether two programs stored it; a load of an element another program st
 two programs stored (a workspace every program shares), is a race, unless the kernel hands data
 over through atomics (:func:`synchronises`: a compare-and-swap, an exchange, or an atomic whose
 returned value it uses, as a last-program reduction's counter) and an atomic ran in the launch.
-It sees reads after writes in the interpreter's order only: a write after another program's
-read, and two programs storing without anyone reading, are not followed.
+A store is a race too where it changes an element another program of the launch stored (two
+programs storing different values: which is left depends on their order on a GPU) or loaded
+(a write after another program's read: on a GPU the load may see the new value), compared with
+the memory there as the store runs, so programs storing the same value are not held against the
+kernel. Loads are followed in spans the launch has stored into before them (a span a program
+reads before any program stored there is not).
 
 It cannot see an access that lands inside another argument's storage, or faults of the GPU
 compiler. Worker-side: torch, numpy, triton and the standard library only.
@@ -36,9 +40,11 @@ compiler. Worker-side: torch, numpy, triton and the standard library only.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,7 +52,7 @@ import numpy as np
 #: Distinct places recorded at most (further ones are counted, not kept).
 MAX_PLACES = 200
 
-#: Elements a launch's race tracking follows at most (one int32 and one bool each; storages past
+#: Elements a launch's race tracking follows at most (two int32 and two bool each; storages past
 #: it are not followed).
 MAX_TRACKED_STORES = 1 << 24
 
@@ -81,6 +87,19 @@ def synchronises(fn: Any) -> bool:
 
 #: The checks active in this process, innermost last (:func:`unjudged` reaches the innermost).
 _ACTIVE: list[BoundsCheck] = []
+
+
+@dataclass
+class _Owners:
+    """The race check's record of one merged span in one launch, per element (of ``size``
+    bytes): the program (1-based; 0: none) that stored it last and whether two programs stored
+    it; the program that loaded it first and whether another program loaded it too."""
+
+    owner: np.ndarray
+    shared: np.ndarray
+    size: int
+    reader: np.ndarray
+    readers: np.ndarray
 
 
 def active() -> BoundsCheck | None:
@@ -132,7 +151,7 @@ class BoundsCheck:
         self.unchecked: dict[str, int] = {}             # kernel -> launches not bounds-checked
         # races between the programs of one launch (see ``races``): per merged span, the program
         # (1-based; 0: none) that stored each element last, and whether two programs stored it
-        self._owners: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self._owners: dict[int, _Owners] = {}
         self._program_ids: dict[tuple[int, ...], int] = {}
         self._tracked = 0
         self._atomics = False                           # an atomic ran in the launch
@@ -189,12 +208,14 @@ class BoundsCheck:
 
         def load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
             narrowed, lanes = check._lanes(ptrs, mask, "read")
-            check._race_read(*lanes)
+            check._race_read(*lanes[:3])
             return masked_load(self, ptrs, narrowed, other, *rest, **kw)
 
         def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
             narrowed, lanes = check._lanes(ptrs, mask, "write")
-            check._race_write(*lanes)
+            flat, spans, size, picked = lanes
+            check._race_write(flat, spans, size, np.broadcast_to(np.asarray(value.data), np.shape(ptrs.data))
+                              .reshape(-1)[picked])
             return masked_store(self, ptrs, value, narrowed, *rest, **kw)
 
         def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
@@ -269,10 +290,11 @@ class BoundsCheck:
         ``ptrs`` cleared; each such lane is recorded."""
         return self._lanes(ptrs, mask, access)[0]
 
-    def _lanes(self, ptrs: Any, mask: Any, access: str) -> tuple[Any, tuple[np.ndarray, np.ndarray, int]]:
+    def _lanes(self, ptrs: Any, mask: Any, access: str) -> tuple[Any, tuple[np.ndarray, np.ndarray, int, np.ndarray]]:
         """The mask to access with (:meth:`_mask`'s), and the lanes it lets through as the race
-        check reads them: their addresses, the merged span each lies in (-1: none) and the access
-        size in bytes. The addresses are converted and placed in spans once per access."""
+        check reads them: their addresses, the merged span each lies in (-1: none), the access
+        size in bytes and which of the access's flattened lanes they are. The addresses are
+        converted and placed in spans once per access."""
         addr = np.asarray(ptrs.data).astype(np.uint64)
         lanes = np.ones(addr.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask.data, dtype=bool),
                                                                                     addr.shape)
@@ -285,14 +307,14 @@ class BoundsCheck:
         bad = live & ~inside
         # pointers from integers reach tensors no launch passes: not judged, not narrowed
         if self._made_pointers or not bad.any():
-            return mask, (flat[live], spans[live], size)
+            return mask, (flat[live], spans[live], size, live)
         self._record(access, size, flat[np.argmax(bad)], int(bad.sum()))
         if mask is None or (access == "read" and not self.skip_reads):
-            return mask, (flat[live], spans[live], size)
+            return mask, (flat[live], spans[live], size, live)
         from triton.runtime.interpreter import TensorHandle
 
         kept = live & inside
-        return TensorHandle(kept.reshape(addr.shape), mask.dtype), (flat[kept], spans[kept], size)
+        return TensorHandle(kept.reshape(addr.shape), mask.dtype), (flat[kept], spans[kept], size, kept)
 
     def _note_reads(self, spans: np.ndarray) -> None:
         """Add the merged spans (indices ``spans``) a load or an atomic reached to ``read_spans``."""
@@ -319,7 +341,11 @@ class BoundsCheck:
         if self._made_pointers and self._judging:
             self.unchecked[self._kernel] = self.unchecked.get(self._kernel, 0) + 1
         if not (self._atomics and self._synchronises):
+            # a kernel whose loads race says so; its stores' races are the same fault seen later
+            loads = {key[1] for key in self._pending if key[0] == "read_after_write"}
             for key, race in self._pending.items():
+                if key[0] != "read_after_write" and key[1] in loads:
+                    continue
                 self.race_lanes += race["count"]
                 if key in self._race_places:
                     self._race_places[key]["count"] += race["count"]
@@ -351,55 +377,93 @@ class BoundsCheck:
                 if not create or self._tracked + n > MAX_TRACKED_STORES:
                     continue
                 self._tracked += n
-                self._owners[j] = (np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool), size)
+                self._owners[j] = _Owners(np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool), size,
+                                          np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool))
             lanes = np.nonzero(spans == j)[0]
-            elem = self._owners[j][2]
+            elem = self._owners[j].size
             out.append((j, ((flat[lanes] - self._spans[j, 0]) // np.uint64(elem)).astype(np.int64), lanes))
         return out
 
-    def _race_write(self, flat: np.ndarray, spans: np.ndarray, size: int) -> None:
+    def _race_write(self, flat: np.ndarray, spans: np.ndarray, size: int, values: np.ndarray) -> None:
         """Note which program stored each element (the stored lanes' addresses ``flat``, their
-        ``spans``), and which elements two programs stored (the interpreter runs programs one
-        after another)."""
+        ``spans`` and the ``values`` stored there) and which elements two programs stored (the
+        interpreter runs programs one after another). A store that changes an element another
+        program stored (two programs storing different values: the last one wins on a GPU, in
+        any order) or loaded before (it could have read the new value on a GPU) is a race."""
         if not self._judging or not flat.size:
             return
         me = self._program()
-        for j, elems, _ in self._elements(flat, spans, size, create=True):
-            owner, shared, _ = self._owners[j]
-            prev = owner[elems]
-            shared[elems] |= (prev != 0) & (prev != me)
-            owner[elems] = me
+        for j, elems, lanes in self._elements(flat, spans, size, create=True):
+            track = self._owners[j]
+            prev, reader = track.owner[elems], track.reader[elems]
+            other_writer = (prev != 0) & (prev != me)
+            other_reader = (reader != 0) & ((reader != me) | track.readers[elems])
+            suspect = np.nonzero(other_writer | other_reader)[0]
+            if suspect.size:
+                changed = self._changes(j, flat[lanes[suspect]], values[lanes[suspect]], size)
+                for kind, hit in (("write_write", other_writer[suspect] & changed),
+                                  ("write_after_read", other_reader[suspect] & ~other_writer[suspect] & changed)):
+                    if hit.any():
+                        k = int(suspect[np.argmax(hit)])
+                        other = int(prev[k]) if kind == "write_write" else int(reader[k])
+                        self._pend(kind, int(hit.sum()), int(flat[lanes[k]]), reader=other, writer=me)
+            track.shared[elems] |= other_writer
+            track.owner[elems] = me
+
+    def _changes(self, j: int, addresses: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+        """Whether storing ``values`` at ``addresses`` (in merged span ``j``) changes what is there
+        now (floats compared as numbers, NaN equal to NaN; other types bit for bit). Where the
+        values' width is not the access size, nothing is counted as changed."""
+        values = np.ascontiguousarray(values)
+        if values.dtype.itemsize != size:
+            return np.zeros(addresses.shape, dtype=bool)
+        start, end = int(self._spans[j, 0]), int(self._spans[j, 1])
+        memory = np.ctypeslib.as_array((ctypes.c_uint8 * (end - start)).from_address(start))
+        offsets = (addresses - np.uint64(start)).astype(np.int64)
+        now = np.ascontiguousarray(memory[offsets[:, None] + np.arange(size)]).view(values.dtype).reshape(-1)
+        if values.dtype.kind == "f":
+            return ~((now == values) | (np.isnan(now) & np.isnan(values)))
+        return now != values
 
     def _race_read(self, flat: np.ndarray, spans: np.ndarray, size: int) -> None:
         """A load (the read lanes' addresses ``flat``, their ``spans``) of an element another
         program of the same launch stored, or one two programs stored (a workspace every program
-        shares): on a GPU the programs run concurrently, so what is read depends on their order."""
+        shares): on a GPU the programs run concurrently, so what is read depends on their order.
+        Which program loaded each element is noted for :meth:`_race_write`."""
         if not self._owners or not flat.size:
             return
         me = self._program()
         crossed, first, writer = 0, None, 0
         for j, elems, lanes in self._elements(flat, spans, size, create=False):
-            owner, shared, _ = self._owners[j]
-            o = owner[elems]
-            hit = (o != 0) & ((o != me) | shared[elems])
+            track = self._owners[j]
+            o = track.owner[elems]
+            hit = (o != 0) & ((o != me) | track.shared[elems])
             if hit.any():
                 crossed += int(hit.sum())
                 if first is None:
                     k = int(np.argmax(hit))
                     first, writer = int(flat[lanes[k]]), int(o[k])
-        if not crossed:
-            return
+            r = track.reader[elems]
+            track.readers[elems] |= (r != 0) & (r != me)
+            track.reader[elems] = np.where(r == 0, me, r)
+        if crossed:
+            self._pend("read_after_write", crossed, first, reader=me, writer=writer)
+
+    def _pend(self, kind: str, count: int, address: int | None, *, reader: int, writer: int) -> None:
+        """Count ``count`` racing lanes of ``kind`` (``read_after_write``, ``write_after_read``,
+        ``write_write``) at the kernel's current source line; kept at the launch's end unless the
+        kernel hands data over through atomics (:meth:`_end_launch`)."""
         file, line = self._source_line()
-        key = (self._kernel, file, line)
+        key = (kind, self._kernel, file, line)
         if key in self._pending:
-            self._pending[key]["count"] += crossed
+            self._pending[key]["count"] += count
             return
         names = {v: k for k, v in self._program_ids.items()}
-        near = self._nearest(first) if first is not None else None
-        self._pending[key] = {"kernel": self._kernel, "file": file, "line": line, "count": crossed,
-                              "reader": ",".join(map(str, names.get(me, ()))),
+        near = self._nearest(address) if address is not None else None
+        self._pending[key] = {"kind": kind, "kernel": self._kernel, "file": file, "line": line, "count": count,
+                              "reader": ",".join(map(str, names.get(reader, ()))),
                               "writer": ",".join(map(str, names.get(writer, ()))),
-                              "shared": writer == me,
+                              "shared": kind == "read_after_write" and writer == reader,
                               "argument": self._names[near[1]] if near is not None else ""}
 
     def _record(self, access: str, size: int, address: np.uint64, count: int) -> None:

@@ -253,3 +253,13 @@ def test_rebinding_the_verifiers_functions_is_cheating(tmp_path, gemm_baseline):
     v = run_candidate(tmp_path, gemm_baseline, "cand_forges_verdict.py")
     assert v.kind.value == "cheating"
     assert "tampers_with_harness" in v.reason and "compare_outputs was replaced" in v.reason
+
+
+def test_a_kernel_whose_result_is_discarded_is_cheating(tmp_path, gemm_baseline):
+    """The knockout call: with every Triton launch skipped the outputs still match, so torch
+    computed them (a broadcast product and a sum, which no heavy-op trace names); the correct
+    candidate's outputs change without its kernel (``test_correct_candidate_is_ok``)."""
+    v = run_candidate(tmp_path, gemm_baseline, "cand_kernel_discarded.py")
+    assert v.kind.value == "cheating", v.reason
+    assert "kernels_unused" in v.reason and "1 Triton launch(es) skipped" in v.reason
+    assert step_status(v, "correctness") == "skipped"

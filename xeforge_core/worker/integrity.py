@@ -20,7 +20,8 @@ Static (AST) rules, each a ``Finding.rule``:
 Runtime rules (checked by the role code with the helpers here): ``no_triton_launch``,
 ``torch_fallback`` (heavy aten ops traced with a ``TorchDispatchMode`` that the baseline does not
 run), ``mutates_input``, ``output_aliases_input``, ``cached_output``, ``reused_output_buffer``,
-``tensor_subclass``, ``background_thread``, ``side_stream``, ``patches_timer``. An input modified
+``tensor_subclass``, ``background_thread``, ``side_stream``, ``patches_timer``, ``kernels_unused``
+(the outputs still match with every Triton launch skipped: the knockout call). An input modified
 in place that the truth leaves unchanged (with an output aliasing it) fails the verdict as a wrong
 answer after the correctness step, not as cheating (``roles._side_effects_to_verdict``).
 """

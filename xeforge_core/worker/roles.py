@@ -610,6 +610,12 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
                                 "(lazy or deferred results are not allowed)"))
     if not any(isinstance(o, torch.Tensor) for o in out_a):
         findings.append(Finding("no_tensor_output", "forward() returned no tensor"))
+    knockout = [c for c in knockout_combos(combos) if expected is not None and c.key in expected]
+    if launches and knockout and knockout[0] is a:
+        unused = _kernels_unused(ctx, harness, [(c, expected[c.key]["outputs"]) for c in knockout],
+                                 baseline_state_of, tol_of)
+        if unused:
+            findings.append(unused)
 
     if b is not None and expected is not None and a.key in expected and b.key in expected:
         snap_a = [o.clone() if isinstance(o, torch.Tensor) else o for o in out_a]
@@ -659,6 +665,57 @@ def _structure_runtime(ctx: WorkerContext, harness: Harness, combos: list[Combo]
             evidence["third_call"] = ("not made: the two draws' inputs differ in shape, dtype or a plain value, so "
                                       "the first call's tensors cannot hold the second's inputs")
     return findings, evidence
+
+
+def knockout_combos(combos: list[Combo]) -> list[Combo]:
+    """The combinations of the knockout check (:func:`_kernels_unused`): the first, and one of
+    the same variant drawn from another distribution where the job has one (inputs on which a
+    kernel that changes little, as a clamp wider than ``randn``'s values, does change them)."""
+    first = combos[0]
+    other = next((c for c in combos if c.vname == first.vname and c.distribution != first.distribution), None)
+    return [first] + ([other] if other is not None else [])
+
+
+def _kernels_unused(ctx: WorkerContext, harness: Harness, checks: list[tuple[Combo, list[Any]]],
+                    baseline_state_of: Any, tol_of: Any) -> Finding | None:
+    """The knockout check: each combination of ``checks`` called again on a fresh instance with
+    every Triton launch recorded and skipped (``LaunchRecorder.dry``; autotuners' caches kept as
+    they were). Outputs that still match the truth's (each check's expected outputs) on every
+    one were computed without the kernels (by torch, the kernels' results discarded or never
+    read): a ``kernels_unused`` error; ``None`` where the outputs change, or the call fails,
+    without them."""
+    saved = [(e.tuner, dict(getattr(e.tuner, "cache", {}) or {}), getattr(e.tuner, "best_config", None))
+             for e in ctx.registry.entries]
+    skipped = 0
+    try:
+        for combo, expected in checks:
+            model = harness.model_for(combo, baseline_state=baseline_state_of(combo) if baseline_state_of else None,
+                                      fresh=True)
+            args = harness.inputs_for(combo)
+            mark = ctx.recorder.mark()
+            ctx.recorder.dry = True
+            try:
+                out = harness.run(model, args, during=f"running {combo.describe()} with its Triton launches skipped")
+            except Exception:  # noqa: BLE001 - host code fed unrun kernels' outputs: the kernels are used
+                return None
+            finally:
+                ctx.recorder.dry = False
+                skipped = max(skipped, len(ctx.recorder.since(mark)))
+                del ctx.recorder.launches[mark:]
+            if not skipped or not any(isinstance(o, torch.Tensor) and o.numel() for o in out):
+                return None
+            if not compare_outputs(out, expected, tol_of(combo), poisoned=True)[0]:
+                return None
+    finally:
+        for tuner, cache, best in saved:
+            if hasattr(tuner, "cache"):
+                tuner.cache = cache
+            if best is not None:
+                tuner.best_config = best
+    where = " and ".join(c.describe() for c, _ in checks)
+    return Finding("kernels_unused", f"with its {skipped} Triton launch(es) skipped, forward() still returns the "
+                   f"expected outputs on {where}: what it returns is computed without its kernels (by torch), and "
+                   "what the kernels compute is discarded")
 
 
 def _side_effects_to_verdict(ctx: WorkerContext, effects: list[Finding] | None, truth: str) -> None:
@@ -1209,7 +1266,7 @@ def run_candidate(ctx: WorkerContext) -> None:
     # the integrity checks compare whole tensors: they run at the first (small) combination
     small_expected = {k: {"outputs": materialize(v["outputs"] or [], ctx.ops.torch_device)}
                       for k, v in expected.items() if k in (combos[0].key, integrity_combo(combos).key)
-                      or k == meta.get("integrity_run")}
+                      or k == meta.get("integrity_run") or k in {c.key for c in knockout_combos(combos)}}
 
     def structure(step: Step) -> None:
         findings = static_findings(harness.loaded.tree)

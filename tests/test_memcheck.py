@@ -305,3 +305,19 @@ def test_stores_that_race_are_found_and_stores_of_the_same_value_are_not(tmp_pat
                           ("pair_sum_own_block.py", "pair_sum_problem.py")):
         v = _verify_with_memcheck(tmp_path, fine, flag=False, problem=FIX / problem, returncode=0)
         assert v["kind"] == "ok" and not any(f["rule"] == "race_between_programs" for f in v["findings"]), fine
+
+
+def test_a_pointer_cast_to_another_pointer_type_keeps_the_launch_checked(tmp_path):
+    """Triton stores a bool through an int8 pointer and takes a float ``atomic_max`` through an
+    int32 one; the check took those casts for pointers made from integers and stopped checking
+    (a store past the end then crashed the worker or passed). Both kernels are checked: the
+    correct one is ``ok`` with no ``bounds_unchecked``, the one storing past the end is named."""
+    problem = FIX / "positive_mask_problem.py"
+    source = (FIX / "positive_mask.py").read_text()
+    bad = tmp_path / "positive_mask_past_end.py"
+    bad.write_text(source.replace("LAST = 0", "LAST = 1"))
+    v = _verify_with_memcheck(tmp_path, "positive_mask.py", flag=False, problem=problem, returncode=0)
+    assert v["kind"] == "ok" and not any(f["rule"] == "bounds_unchecked" for f in v["findings"]), v["findings"]
+    v = _verify_with_memcheck(tmp_path, str(bad), flag=False, problem=problem)
+    assert v["kind"] == "wrong_answer" and v["reason"].startswith("out-of-bounds write"), v["reason"]
+    assert "positive_mask_kernel at line 15" in v["reason"], v["reason"]

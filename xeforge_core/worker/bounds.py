@@ -102,6 +102,11 @@ class _Owners:
     readers: np.ndarray
 
 
+def _is_pointer(dtype: Any) -> bool:
+    """Whether a Triton (scalar) type is a pointer type."""
+    return bool(getattr(getattr(dtype, "scalar", dtype), "is_ptr", lambda: False)())
+
+
 def active() -> BoundsCheck | None:
     """The innermost check active in this process, or ``None``."""
     return _ACTIVE[-1] if _ACTIVE else None
@@ -201,8 +206,10 @@ class BoundsCheck:
             return int_to_ptr(self, src, dst_type)
 
         def reinterpret(self: Any, src: Any, dst_type: Any) -> Any:
-            scalar = getattr(dst_type, "scalar", dst_type)
-            if getattr(scalar, "is_ptr", lambda: False)():
+            # an integer reinterpreted as a pointer reaches memory no launch passes; a pointer
+            # reinterpreted as another pointer type (a bool store through an int8 pointer, a float
+            # atomic_max through an int32 one, as Triton lowers them) keeps its address
+            if _is_pointer(getattr(dst_type, "scalar", dst_type)) and not _is_pointer(getattr(src, "dtype", None)):
                 check._made_pointers = True
             return bitcast(self, src, dst_type)
 

@@ -39,11 +39,13 @@ def run_job(job_dir: Path) -> dict[str, Any]:
         os.environ["TRITON_INTERPRET"] = "1"
         from xeforge_core.worker.externs import stub_libdevice
         from xeforge_core.worker.interpreter_args import match_compiled_arguments
+        from xeforge_core.worker.interpreter_floats import round_like_the_gpu
         from xeforge_core.worker.interpreter_names import patch_builtin_aliases
 
         stub_libdevice()  # its calls return nothing in the interpreter: name them instead
         match_compiled_arguments()  # float and dtype arguments as the compiler passes them
         patch_builtin_aliases()  # triton_cast = tl.cast called as the compiler calls it
+        round_like_the_gpu()  # float8 conversions rounded to nearest even, with the carry
     if role == "probe":
         from xeforge_core.worker import probe
 

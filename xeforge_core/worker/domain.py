@@ -75,6 +75,12 @@ STRESS_NOTES = {
 STRESS = tuple(STRESS_NOTES)
 
 
+def _countable(t: torch.Tensor) -> torch.Tensor:
+    """``t`` where torch counts and replaces its NaN and Inf: a float8 tensor (torch has no
+    ``isinf``, ``isfinite`` or ``where`` for it) widened to float32, which holds it exactly."""
+    return t.float() if t.dtype.is_floating_point and t.element_size() == 1 else t
+
+
 def nonfinite_summary(outputs: list[Any]) -> str | None:
     """``output 0: 3 NaN, 1 Inf of 4096 element(s)`` for each floating-point tensor output that
     holds a NaN or an Inf (joined by ``; ``), or ``None`` when every output is finite. Counted on
@@ -83,8 +89,9 @@ def nonfinite_summary(outputs: list[Any]) -> str | None:
     for i, out in enumerate(outputs):
         if not isinstance(out, torch.Tensor) or not (out.dtype.is_floating_point or out.dtype.is_complex):
             continue
-        nan = int(torch.isnan(out).sum())
-        inf = int(torch.isinf(out).sum())
+        wide = _countable(out)
+        nan = int(torch.isnan(wide).sum())
+        inf = int(torch.isinf(wide).sum())
         if nan or inf:
             counts = ", ".join(f"{n} {what}" for n, what in ((nan, "NaN"), (inf, "Inf")) if n)
             parts.append(f"output {i}: {counts} of {out.numel()} element(s)")
@@ -104,8 +111,9 @@ def excused_by_nonfinite_truth(outputs: list[Any], truth: list[Any], tol: Tolera
                 and (out.dtype.is_floating_point or out.dtype.is_complex):
             full = materialize([exp], device)[0] if isinstance(exp, StoredTensor) else exp.to(device)
             if full.shape == out.shape:
-                bad = ~torch.isfinite(out) if where_output else ~torch.isfinite(full)
-                out = torch.where(bad, full.to(out.dtype), out)
+                wide, full = _countable(out), _countable(full)
+                bad = ~torch.isfinite(wide) if where_output else ~torch.isfinite(full)
+                out = torch.where(bad, full.to(wide.dtype), wide).to(out.dtype)
         patched.append(out)
     patched += outputs[len(truth):]
     return compare_outputs(patched, truth, tol, **compare_kwargs)[0]

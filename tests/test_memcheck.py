@@ -300,7 +300,7 @@ def test_stores_that_race_are_found_and_stores_of_the_same_value_are_not(tmp_pat
     assert v["kind"] == "wrong_answer" and v["reason"].startswith("a race between programs"), v["reason"]
     (f,) = [f for f in v["findings"] if f["rule"] == "race_between_programs"]
     assert "program (2,0,0) changes element(s) of buf_ptr that program (1,0,0) of the same launch loaded" \
-        in f["message"] and f["line"] == 15, f["message"]
+        in f["message"] and f["line"] == 14, f["message"]
     for fine, problem in (("column_sum_redundant.py", "column_sum_problem.py"),
                           ("pair_sum_own_block.py", "pair_sum_problem.py")):
         v = _verify_with_memcheck(tmp_path, fine, flag=False, problem=FIX / problem, returncode=0)

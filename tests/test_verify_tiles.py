@@ -220,3 +220,20 @@ def test_a_baseline_refusing_every_derived_size_drops_each_and_keeps_a_correct_k
     dropped = next(w for w in verdict.warnings if "the baseline fails at" in w)
     assert "(module-tiles)" in dropped and "(module-whole)" in dropped, dropped
     assert [s.variant for s in verdict.sizes] == ["module"]
+
+
+def test_a_size_reduced_below_a_fixed_tile_it_exceeds_when_published_is_grown_past_it():
+    """A row kernel reading one fixed tile of 2048 (a new user's "rows are at most 2048 wide") was
+    ``ok``: the published 4000 columns were reduced to 1000, inside the tile. A tile no size moves
+    that the published size exceeds and the reduced one does not now sets the derived size past
+    it, so the tile's end shows; the kernel that walks its rows in tiles stays ``ok``."""
+    source = (FIX / "wide_rows_one_tile.py").read_text()
+    problem = load_problem(FIX / "wide_rows.py")
+    options = VerifyOptions(timeout_s=240.0, seeds=1, distributions=["normal"])
+    wrong = verify(problem, source, device="cpu", options=options, candidate_name="wide_rows_one_tile.py")
+    assert wrong.kind is VerdictKind.WRONG_ANSWER and "module-small-tiles" in wrong.reason, wrong.reason
+    entry = next(s for s in wrong.sizes if s.variant == "module-small-tiles")
+    assert entry.sizes["N_COLS"] == 2051 and "fixed tile BLOCK=2048" in entry.why, entry
+    right = verify(problem, (FIX / "wide_rows_loop.py").read_text(), device="cpu", options=options,
+                   candidate_name="wide_rows_loop.py")
+    assert right.kind is VerdictKind.OK, right.reason

@@ -31,7 +31,10 @@ is right when the row is one tile wide). So the verifier derives one more correc
    others (the rows and columns of a flattened element count) is never made smaller, and where
    the aim is not reached, the sharing size whose growth costs the fewest input elements is
    grown to the smallest probed value that reaches it alone: counts only grow with sizes, so it
-   holds together. The derived variant stays within the budget of ``xeforge_core.coverage`` (a
+   holds together. Where correctness runs at reduced sizes (``module-small``), a size the
+   reduction took below a tile the kernels fix (one no size moves) that the published size
+   exceeds is grown just past that tile: a kernel that reads one tile of a row and no more is
+   right at every reduced size and wrong at the published one. The derived variant stays within the budget of ``xeforge_core.coverage`` (a
    few tiles, not the published size): the sizes grown most give way first, and say so.
 3. **check** (``coverage_of``): the candidate's launches at the derived size, recorded while
    its correctness is checked there, against those aims: what each kernel did is listed and
@@ -593,6 +596,23 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         reasons.setdefault(size, []).append(f"{c} {_unit(sr.aim.kind, c)} on {sr.aim.text(where=False)} "
                                             f"({sr.c0} at {size}={probe.checked[size]})")
 
+    # a tile the kernels fix (one no size moves) that the published size exceeds and the reduced
+    # one does not: past it a kernel needs a loop, more programs or a mask it may lack
+    growing = _moving(probe, facts, "constants")
+    grows = {n for names in growing.values() for n in names}
+    fixed = {n: v for n, v in _tiles_of([f for (p, m, c), got in facts.items() if p == base and m == "candidate"
+                                         for f in got]).items() if n not in grows and v >= 8}
+    for size, value in _published_sizes(problem, probe).items():
+        if size in pinned or size not in sizes:
+            continue
+        crossed = [(v, n) for n, v in fixed.items() if sizes[size] <= v < value]
+        if crossed:
+            tile, name = max(crossed)
+            sizes[size] = _ragged(tile + 1)
+            grown.append((size, sizes[size]))
+            reasons.setdefault(size, []).append(
+                f"past the fixed tile {name}={tile}, as the published {size}={value} is")
+
     distinct = _distinct_axes(sizes, pinned, series, reasons)
     distinct.update({k: v for k, v in _distinct_sizes(sizes, pinned, values, reasons).items() if k not in distinct})
     variant = variant_with_sizes(problem, probe.base, sizes, probe.base.name + SUFFIX)
@@ -616,8 +636,6 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
         return TileChoice(None, f"no size derived from the tiles of {base} fits the size budget", gaps=gaps)
     aims = [sr.aim for sr in series if sr.aim.module == "candidate" and sr.aim.config is None]
     moving = _moving(probe, facts)
-    growing = _moving(probe, facts, "constants")
-    grows = {n for names in growing.values() for n in names}
     tiles = _tiles_of([f for (p, _, _), got in facts.items() if p == base for f in got])
     tile_text = ", ".join(f"{n}={v}" + (" at the checked size, growing with it" if n in grows else "")
                           for n, v in sorted(tiles.items()))
@@ -642,6 +660,18 @@ def choose_sizes(problem: Problem, probe: SizeProbe, evidence: dict[str, Any], *
            + "".join(f"; {why_size[s]}" for s in sizes if s in why_size and (s in reasons or s in pinned)))
     variant.derived = why
     return TileChoice(variant, why, why_size, aims, moving, gaps, axis_dims, growing, whole)
+
+
+def _published_sizes(problem: Problem, probe: SizeProbe) -> dict[str, int]:
+    """The sizes of the variant the probe's base was reduced from (``module`` for
+    ``module-small``, ``X`` for ``X-small``), or ``{}`` where the base is not a reduced copy."""
+    name = probe.base.name
+    if not name.endswith("-small"):
+        return {}
+    try:
+        return size_values(problem, problem.variant(name.removesuffix("-small")))
+    except XeForgeError:
+        return {}
 
 
 def _aim_tile(base_facts: list[dict[str, Any]], aim: Aim) -> int:

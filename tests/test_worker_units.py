@@ -712,3 +712,18 @@ def test_a_warning_repeated_with_other_numbers_is_given_once():
         _warn_once(ctx, text)
     assert ctx.verdict.warnings == ["output 0: atol 0.001 exceeds |expected| for 100% of the elements",
                                     "output 1: atol 0.001 exceeds |expected| for 99% of the elements"]
+
+
+def test_the_cpu_allocators_refusal_is_out_of_memory_inside_the_worker():
+    """PyTorch's CPU allocator under the worker's address-space limit says "can't allocate
+    memory"; the worker called it a runtime error, so the sizes job skipped to the next size and
+    ran out of time there instead of saying out of memory."""
+    from xeforge_core.verdict import VerdictKind
+    from xeforge_core.worker.errors import classify
+
+    try:
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                           "memory: you tried to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)")
+    except RuntimeError as exc:
+        failure = classify(exc, "k.py", during="probing the sizes at module-small")
+    assert failure.kind is VerdictKind.OOM and failure.reason.startswith("out of memory while probing"), failure

@@ -50,7 +50,10 @@ DRIVER_FAULT_PATTERNS = (
     r"DEVICE_LOST",
 )
 _DRIVER_RE = re.compile("|".join(DRIVER_FAULT_PATTERNS))
-_OOM_RE = re.compile(r"out of memory|OutOfMemory|UR_RESULT_ERROR_OUT_OF_(DEVICE|HOST)_MEMORY", re.I)
+#: Out-of-memory messages: the GPU allocators', Intel's Level Zero, and PyTorch's CPU allocator under
+#: the worker's address-space limit ("DefaultCPUAllocator: can't allocate memory ... Error code 12").
+_OOM_RE = re.compile(r"out of memory|OutOfMemory|UR_RESULT_ERROR_OUT_OF_(DEVICE|HOST)_MEMORY|"
+                     r"can't allocate memory|Cannot allocate memory", re.I)
 
 #: PyTorch's caching allocator on a failed allocation (c10/cuda/CUDACachingAllocator.cpp):
 #: "Tried to allocate 256.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 159.38 MiB

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xeforge_core.verdict import Step
+from xeforge_core.verdict import Step, VerdictKind
 from xeforge_core.worker.context import WorkerContext
 from xeforge_core.worker.errors import WorkerError
 from xeforge_core.worker.loading import load_module
@@ -125,8 +125,10 @@ def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list
             model = harness.model_for(combo, fresh=True)
             args = harness.inputs_for(combo)
         except WorkerError as err:
-            if not records and fails_at_any_size(err):
-                raise  # at the base size, before any other: the job fails as the baseline would
+            if (not records and fails_at_any_size(err)) or err.failure.kind is VerdictKind.OOM:
+                # at the base size, before any other: the job fails as the baseline would; out of
+                # memory at any size: every other size would wait for memory too
+                raise
             records.append({"point": name, "module": label, "error": _first_line(err.failure.reason)})
             continue
         except Exception as exc:  # noqa: BLE001 - the problem's own code at a size it may not accept
@@ -142,6 +144,8 @@ def _probe_module(ctx: WorkerContext, harness: Harness, label: str, points: list
                     with ctx.registry.select(sel[0], sel[1]):
                         harness.run(model, list(args), during=f"probing the sizes at {name} with {sel[2]}")
             except WorkerError as err:
+                if err.failure.kind is VerdictKind.OOM:
+                    raise
                 records.append({"point": name, "module": label, "config": sel[2] if sel else None,
                                 "error": _first_line(err.failure.reason)})
                 continue

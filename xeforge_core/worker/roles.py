@@ -1296,7 +1296,10 @@ def run_candidate(ctx: WorkerContext) -> None:
             if f.severity == "error" and f.rule in shared and f.rule != "mutates_input":
                 f.severity = "warning"
                 f.message += " (the baseline does the same, so it is not held against the candidate)"
-        errors = [f for f in findings if f.severity == "error"]
+        # a module that forged the verifier's own functions or clocks forged what the other checks
+        # saw too: that is the reason
+        errors = sorted((f for f in findings if f.severity == "error"),
+                        key=lambda f: f.rule not in ("tampers_with_harness", "patches_timer"))
         ctx.verdict.findings += findings
         if errors and any(f.rule == "mutates_input" for f in errors) and \
                 all(f.rule in ("mutates_input", "output_aliases_input") for f in errors):

@@ -96,12 +96,15 @@ def test_a_loss_over_probabilities_is_checked_on_its_own_inputs(capsys):
     code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_new.py")
     assert (code, v["kind"]) == (0, "ok"), v["reason"]
     assert {r["distribution"] for r in v["correctness"]} == {"module", "shifted", "normal@1", "ties@1",
-                                                             "spread@1", "zeros@1"}
+                                                             "spread@1", "zeros@1", "rowwise@1"}
     step = next(s for s in v["steps"] if s["name"] == "correctness")
-    assert "normal, normal at get_inputs()[0], spread" in step["summary"], step["summary"]
+    assert "normal, normal at get_inputs()[0], rowwise, rowwise at get_inputs()[0], spread" in step["summary"], \
+        step["summary"]
     assert "not finite on normal inputs" in step["summary"]
-    assert any("normal, spread, ties and zeros inputs were not used" in w for w in v["warnings"])
-    assert any("normal at get_inputs()[0], spread at get_inputs()[0]" in w for w in v["warnings"])
+    assert any("normal, rowwise, spread, ties and zeros inputs were not used" in w for w in v["warnings"]), \
+        v["warnings"]
+    assert any("normal at get_inputs()[0], rowwise at get_inputs()[0], spread at get_inputs()[0]" in w
+               for w in v["warnings"]), v["warnings"]
 
     code, v = verify(capsys, KB / "soft_cross_entropy.py", KB / "soft_cross_entropy_classmean.py")
     assert (code, v["kind"]) == (1, "wrong_answer")

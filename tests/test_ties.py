@@ -46,7 +46,8 @@ def test_an_argmax_keeping_the_last_of_equal_maxima_is_wrong_on_ties():
     assert all(r.passed for r in wrong.correctness if r.distribution not in ("ties", "zeros"))
     right = verify(problem, (FIX / "argmax_new.py").read_text(), device="cpu", options=OPTIONS)
     assert right.kind is VerdictKind.OK, right.reason
-    assert {r.distribution for r in right.correctness} == {"module", "normal", "ties", "shifted", "spread", "zeros"}
+    assert {r.distribution for r in right.correctness} == {"module", "normal", "ties", "shifted", "spread", "zeros",
+                                                          "rowwise"}
     assert "--own-inputs-only" not in wrong.reason  # a contract torch documents, not a domain to opt out of
 
 

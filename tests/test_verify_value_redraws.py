@@ -142,3 +142,28 @@ def test_a_nan_on_spread_is_excused_only_for_an_allowed_float16_accumulator() ->
     assert _range_excuse("spread", inf, ["fp16"], ["fp16"]) and _range_excuse("shifted", inf, ["fp16"], ["fp16"])
     assert _range_excuse("shifted", nan, ["fp16-accumulation"], ["fp16-accumulation"]) == ""
     assert _range_excuse("zeros", inf, ["fp16"], ["fp16"]) == ""  # not far from zero
+
+
+def test_rowwise_gives_each_row_its_own_scale_and_sign() -> None:
+    gen = _generator(0, "rowwise", 0)
+    x = make_tensor([600, 50], torch.float32, "rowwise", gen)
+    scales = x.abs().amax(dim=1)
+    assert scales.min() < 1e-3 and scales.max() > 3.0  # rows about 1e-4 and about 10 wide
+    negative, positive = (x < 0).all(dim=1), (x > 0).all(dim=1)
+    assert 150 < int(negative.sum()) < 250 and 150 < int(positive.sum()) < 250
+    big = fill_(torch.empty(600, 50), "rowwise", _generator(0, "rowwise", 0))
+    assert (big < 0).all(dim=1).any() and (big.abs().amax(dim=1) < 1e-3).any()
+
+
+@pytest.mark.parametrize(("problem", "wrong", "right"), [
+    ("rms_norm.py", "rms_norm_eps_outside.py", None),  # rms_norm_no_eps and the correct kernel: above
+    ("row_max.py", "row_max_pad_zero.py", "row_max_pad_inf.py"),
+])
+def test_a_kernel_wrong_only_on_a_whole_row_of_one_scale_or_sign_is_a_wrong_answer(problem, wrong, right) -> None:
+    """``sqrt(ms) + eps`` in place of ``sqrt(ms + eps)``, and masked lanes padded with 0 before a
+    maximum, are right on every row of values about 1 of both signs (``mixed`` and ``spread``
+    vary magnitudes within a row); ``rowwise`` rows of small values and of negatives show them."""
+    verdict = _verify(problem, wrong)
+    assert verdict.kind is VerdictKind.WRONG_ANSWER and "rowwise inputs" in verdict.reason, verdict.reason
+    if right:
+        assert _verify(problem, right).kind is VerdictKind.OK

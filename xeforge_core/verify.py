@@ -220,7 +220,8 @@ class VerifyOptions:
     variants: list[str] | None = None
     include_odd_size: bool = True
     seeds: int | list[int] = 3
-    distributions: list[str] = field(default_factory=lambda: ["normal", "ties", "shifted", "spread", "zeros"])
+    distributions: list[str] = field(default_factory=lambda: ["normal", "ties", "shifted", "spread", "zeros",
+                                                               "rowwise"])
     performance_variants: list[str] | None = None
     measure_performance: bool = True
     use_cache: bool = True

@@ -30,7 +30,7 @@ import torch
 from xeforge_core.verdict import OWN_INPUTS, PARTIAL, inputs_label
 from xeforge_core.worker.compare import Tolerance, compare_outputs
 from xeforge_core.worker.expected import StoredTensor, materialize
-from xeforge_core.worker.inputs import SHIFTED_MEAN, SPREAD_DECADES, TIE_LEVELS, ZERO_STRIDE
+from xeforge_core.worker.inputs import ROWWISE_DECADES, SHIFTED_MEAN, SPREAD_DECADES, TIE_LEVELS, ZERO_STRIDE
 
 
 def inputs_phrase(distribution: str) -> str:
@@ -65,6 +65,9 @@ STRESS_NOTES = {
     "spread": f"spread inputs span magnitudes 10^{SPREAD_DECADES[0]:g} to 10^{SPREAD_DECADES[1]:g} of both signs in "
               "every row, where a kernel that takes a row's maximum from part of the row, or computes exp of a large "
               "negative (-log(1 + exp(-x)) for a log-sigmoid), overflows",
+    "rowwise": f"rowwise inputs give each row its own scale, 10^{ROWWISE_DECADES[0]:g} to 10^{ROWWISE_DECADES[1]:g}, and sign "
+               "(all negative, all positive or both), where a kernel that adds its eps outside a square root, or pads a "
+               "row's masked lanes with 0 before a maximum or a minimum, differs",
     "zeros": f"zeros inputs are exact zeros along every index 1 modulo {ZERO_STRIDE} of each dimension (whole rows, "
              "columns and samples) and at random elsewhere, where a kernel that divides by a norm without its eps, "
              "or treats 0 as a sign, differs",

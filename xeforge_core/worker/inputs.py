@@ -25,6 +25,13 @@ the same values. Input distributions (``DISTRIBUTIONS``):
   kernel may reduce (an RMSNorm without its eps divides 0 by 0), and one in ``ZERO_ODDS`` (8)
   of the others (``sign(0)`` is 0, not 1). Zeros are equal values, so what torch leaves
   undefined among equal values is watched as on ``ties``. Run at the first seed only.
+* ``rowwise`` normal, each row (slice along the last dimension) scaled by its own 10**v, v uniform
+  in ``ROWWISE_DECADES`` (-4 to 1), and given its own sign: all negative, all positive, or both,
+  a third of the rows each. A whole row of small values shows an eps added outside a square root
+  (``sqrt(ms) + eps`` for ``sqrt(ms + eps)``: 40% off at 1e-3), a row of negatives shows masked
+  lanes padded with 0 before a maximum (``other=0.0`` for ``-inf``), a row of positives the same
+  before a minimum; ``mixed`` and ``spread`` vary magnitudes within every row, so each row's
+  scale stays about 1. Run at the first seed only, like ``shifted``.
 * ``ties``    uniform on the 16 values ``(k + 1/2) / 8``, ``k`` in -8..7 (odd multiples of 1/16 in
   [-1, 1], none zero): a row of more than 16 holds equal values, where an argmax must keep the
   first of its equal maxima (as torch documents) and a sort its order; on a continuous law no
@@ -75,7 +82,7 @@ from xeforge_core.worker.formats.base import constructor_values
 from xeforge_core.worker.loading import LoadedModule
 from xeforge_core.worker.parameters import redraw_constant_parameters_
 
-DISTRIBUTIONS = ("normal", "uniform", "mixed", "shifted", "ties", "spread", "zeros")
+DISTRIBUTIONS = ("normal", "uniform", "mixed", "shifted", "ties", "spread", "zeros", "rowwise")
 #: The mean of the ``shifted`` distribution: past 88.7, where float32's exp overflows, so a softmax
 #: or logsumexp without the max subtraction gives Inf or NaN; a mean far above the spread, so a
 #: variance computed as E[x^2] - mean^2 loses its digits; finite in float16 and bfloat16.
@@ -90,6 +97,8 @@ TIED = (TIES, "zeros")
 SPREAD_DECADES = (-2.0, 3.0)
 #: The decades the ``mixed`` distribution's magnitudes span: 10**-3 to 10**1.
 MIXED_DECADES = (-3.0, 1.0)
+#: The decades the scales of the ``rowwise`` distribution's rows span: 10**-4 to 10**1.
+ROWWISE_DECADES = (-4.0, 1.0)
 #: The distributions drawn as sign * 10**u, u uniform in their decades.
 _DECADES = {"mixed": MIXED_DECADES, "spread": SPREAD_DECADES}
 #: Every index along a dimension congruent to 1 modulo this is zero in the ``zeros`` distribution
@@ -199,6 +208,8 @@ def make_tensor(shape: list[int], dtype: torch.dtype, distribution: str, gen: to
         x = (torch.randint(-TIE_LEVELS // 2, TIE_LEVELS // 2, shape, generator=gen).float() + 0.5) * (2 / TIE_LEVELS)
     elif distribution == "zeros":
         x = _zero_out_(torch.randn(shape, generator=gen, dtype=torch.float32), gen)
+    elif distribution == "rowwise":
+        x = _rowwise_(torch.randn(shape, generator=gen, dtype=torch.float32), gen)
     else:
         raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})", problem=False)
     return x.to(dtype)
@@ -311,6 +322,24 @@ def _zero_out_(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return t
 
 
+def _rowwise_(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """``t`` (contiguous, normal) with each row along its last dimension scaled by 10**v, v uniform
+    in ``ROWWISE_DECADES``, and made all negative, all positive or left of both signs (a third of
+    the rows each), in place, a slice of rows at a time (``rowwise``). Returns ``t``."""
+    if t.dim() == 0 or t.numel() == 0:
+        return t
+    rows = t.view(-1, t.shape[-1])
+    lo, hi = ROWWISE_DECADES
+    step = max(1, (1 << 24) // max(1, rows.shape[1]))
+    for start in range(0, rows.shape[0], step):
+        part = rows[start:start + step]
+        scale = torch.empty((part.shape[0], 1), dtype=torch.float32, device=t.device).uniform_(lo, hi, generator=gen)
+        mode = torch.randint(0, 3, (part.shape[0], 1), generator=gen, device=t.device)
+        signed = torch.where(mode == 2, part, part.abs() * (mode * 2 - 1).to(part.dtype))
+        part.copy_(signed * torch.pow(10.0, scale).to(part.dtype))
+    return t
+
+
 def _signed_decades_(t: torch.Tensor, lo: float, hi: float, gen: torch.Generator) -> torch.Tensor:
     """``t`` (contiguous) filled in place with sign * 10**u, u uniform in [lo, hi), the sign a fair
     coin (``mixed``, ``spread``), drawn in slices so no full-size temporary is made. Returns ``t``."""
@@ -346,6 +375,8 @@ def fill_(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Ten
         return _zero_out_(t.normal_(0.0, 1.0, generator=gen), gen)
     if distribution in _DECADES:
         return _signed_decades_(t, *_DECADES[distribution], gen)
+    if distribution == "rowwise":
+        return _rowwise_(t.normal_(0.0, 1.0, generator=gen), gen)
     raise _fail(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})", problem=False)
 
 

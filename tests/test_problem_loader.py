@@ -579,3 +579,14 @@ def test_a_solution_keeping_its_problems_model_is_entered_by_modelnew():
     assert entry_point("import torch\nclass GetMaskNew(torch.nn.Module): pass\n", "GetMask") == ("class", "GetMaskNew")
     assert entry_point("import torch\nclass GetMask(torch.nn.Module): pass\nclass GetMaskNew(torch.nn.Module): pass\n",
                        "GetMask") == ("class", "GetMaskNew")
+
+
+def test_a_kernelbench_solution_alone_is_told_to_take_its_problem_as_the_reference():
+    src = textwrap.dedent('''\
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return x
+        ''')
+    with pytest.raises(ProblemError, match=r"defines no get_inputs.*--reference problem\.py"):
+        problem_from_source(src)

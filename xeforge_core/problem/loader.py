@@ -383,7 +383,8 @@ def _cross_check(facts: ModuleFacts, ref_facts: ModuleFacts | None, spec: Spec |
             near = difflib.get_close_matches("get_inputs", [n for n in facts.functions if n != "get_init_inputs"],
                                              n=1, cutoff=0.7)
             hint = (f"; did you mean {near[0]}() to be get_inputs()?" if near
-                    else "")
+                    else "; a KernelBench solution (its ModelNew alone) takes its problem as the reference: "
+                         "--reference problem.py" if ref_facts is None and model.name == "ModelNew" else "")
             raise ProblemError("no spec was given and the module defines no get_inputs(), so there is no way "
                                f"to build inputs (give a spec, or define get_inputs()){hint}", file=facts.label,
                                line=facts.functions[near[0]] if near else None)

@@ -221,8 +221,11 @@ class BoundsCheck:
         def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
             narrowed, lanes = check._lanes(ptrs, mask, "write")
             flat, spans, size, picked = lanes
-            check._race_write(flat, spans, size, np.broadcast_to(np.asarray(value.data), np.shape(ptrs.data))
-                              .reshape(-1)[picked])
+            try:
+                stored = np.broadcast_to(np.asarray(value.data), np.shape(ptrs.data)).reshape(-1)[picked]
+            except (ValueError, IndexError):  # a value laid out otherwise: stores not compared
+                stored = None
+            check._race_write(flat, spans, size, stored)
             return masked_store(self, ptrs, value, narrowed, *rest, **kw)
 
         def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
@@ -391,12 +394,13 @@ class BoundsCheck:
             out.append((j, ((flat[lanes] - self._spans[j, 0]) // np.uint64(elem)).astype(np.int64), lanes))
         return out
 
-    def _race_write(self, flat: np.ndarray, spans: np.ndarray, size: int, values: np.ndarray) -> None:
+    def _race_write(self, flat: np.ndarray, spans: np.ndarray, size: int, values: np.ndarray | None) -> None:
         """Note which program stored each element (the stored lanes' addresses ``flat``, their
         ``spans`` and the ``values`` stored there) and which elements two programs stored (the
         interpreter runs programs one after another). A store that changes an element another
         program stored (two programs storing different values: the last one wins on a GPU, in
-        any order) or loaded before (it could have read the new value on a GPU) is a race."""
+        any order) or loaded before (it could have read the new value on a GPU) is a race;
+        ``values`` ``None``: what is stored is not compared, and no such race is counted."""
         if not self._judging or not flat.size:
             return
         me = self._program()
@@ -406,7 +410,7 @@ class BoundsCheck:
             other_writer = (prev != 0) & (prev != me)
             other_reader = (reader != 0) & ((reader != me) | track.readers[elems])
             suspect = np.nonzero(other_writer | other_reader)[0]
-            if suspect.size:
+            if suspect.size and values is not None:
                 changed = self._changes(j, flat[lanes[suspect]], values[lanes[suspect]], size)
                 for kind, hit in (("write_write", other_writer[suspect] & changed),
                                   ("write_after_read", other_reader[suspect] & ~other_writer[suspect] & changed)):

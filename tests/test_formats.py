@@ -255,14 +255,13 @@ def test_a_baseline_that_disagrees_with_the_reference_makes_the_problem_inconsis
     # the finding `xeforge optimize` reads to say so up front and exit 11
     (finding,) = [f for f in v["findings"] if f["rule"] == "inconsistent_problem"]
     assert finding["severity"] == "warning" and "the baseline is wrong" in finding["message"]
-    from xeforge_core.commands.optimize import _inconsistent_problem
-    from xeforge_core.pipeline.outcomes import OutcomeStatus, StageOutcome
+    from xeforge_core.pipeline.outcomes import OutcomeStatus, StageOutcome, inconsistent_problem
     from xeforge_core.verdict import Verdict
 
     outcome = StageOutcome(stage="fusion", status=OutcomeStatus.KEPT_CURRENT, reason="",
                            verdict=Verdict.from_dict(v))
-    assert _inconsistent_problem([outcome]) == finding["message"]
-    assert _inconsistent_problem([StageOutcome(stage="fusion", status=OutcomeStatus.KEPT_CURRENT, reason="")]) == ""
+    assert inconsistent_problem([outcome]) == finding["message"]
+    assert inconsistent_problem([StageOutcome(stage="fusion", status=OutcomeStatus.KEPT_CURRENT, reason="")]) == ""
 
 
 def test_a_candidate_ignoring_grid_axis_1_fails_at_the_derived_variant(capsys):

@@ -432,3 +432,33 @@ def test_a_stage_reason_names_the_verdict_kind_once():
     assert said == "inconclusive: the baseline's output ..."
     said = kind_and_reason(Verdict(kind=VerdictKind.WRONG_ANSWER, reason="wrong answer on variant ci"))
     assert said == "wrong_answer wrong answer on variant ci"
+
+
+def test_a_problem_whose_baseline_disagrees_with_its_reference_stops_after_its_first_stage(gemm_session):
+    """Every verdict of an inconsistent problem says its baseline disagrees with its reference,
+    so no candidate can be judged faster than a right one; ``xeforge batch`` ran every stage's
+    iterations for minutes and called the row done. The pipeline stops after the first stage
+    that shows it, and says why."""
+    from xeforge_core.verdict import INCONSISTENT_PROBLEM, Finding
+
+    base = gemm_session.source()
+    seen: list[dict] = []
+
+    def inconsistent(problem, code, **kw):
+        v = _timed(1.0)
+        v.kind = VerdictKind.INCONSISTENT
+        v.findings.append(Finding(INCONSISTENT_PROBLEM, "the problem's baseline disagrees with its reference on 1 "
+                                  "run(s): the baseline is wrong", "warning"))
+        return v
+
+    class Proposer:
+        name = "llm"
+
+        def propose(self, stage, context, feedback=None):
+            return Candidate(code=base + "\n# try\n", engine="llm", rationale="try")
+
+    outcomes = run_pipeline(SessionController(gemm_session), Proposer(),
+                            LoopOptions(iterations=1, auto=True, portability=False, verify_fn=inconsistent,
+                                        on_progress=seen.append))
+    assert [o.stage for o in outcomes] == ["dtype_fix"], outcomes
+    assert any(p["event"] == "stopped" and "inconsistent" in p["message"] for p in seen), seen

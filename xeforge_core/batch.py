@@ -288,6 +288,7 @@ def optimize_one(
     from xeforge_core.inductor.first_version import library_calls_noted
     from xeforge_core.pipeline.first_version import first_version_notes
     from xeforge_core.pipeline.loop import DEFAULT_MIN_SPEEDUP, LoopOptions
+    from xeforge_core.pipeline.outcomes import inconsistent_problem
     from xeforge_core.problem import load_problem
     from xeforge_core.service import make_engine, replan_after_first_version, run_session, start_session
     from xeforge_core.session import report
@@ -341,6 +342,9 @@ def optimize_one(
         failed = [o for o in outcomes if o.status == "failed"]
         if failed:
             row.error = f"{failed[0].stage}: {failed[0].reason}"
+        inconsistent = inconsistent_problem(outcomes)
+        if inconsistent:  # no candidate can be judged faster than a right one: not done
+            row.error = (row.error + "; " if row.error else "") + f"the problem is inconsistent: {inconsistent}"
         try:
             session.export_inside()
         except Exception as exc:  # the history is complete even when an export fails

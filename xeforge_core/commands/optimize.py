@@ -344,7 +344,9 @@ def run(args: argparse.Namespace) -> int:
               f"(continue with: xeforge optimize --resume {session.path})", file=err)
         return EXIT_INTERRUPTED
 
-    inconsistent = _inconsistent_problem(outcomes)
+    from xeforge_core.pipeline.outcomes import inconsistent_problem
+
+    inconsistent = inconsistent_problem(outcomes)
     if inconsistent:
         print(f"the problem is inconsistent ({inconsistent}); fix the baseline or the reference first", file=err)
     table, data = final_table(session)
@@ -376,19 +378,6 @@ def run(args: argparse.Namespace) -> int:
     if inconsistent:
         return EXIT_INCONSISTENT
     return EXIT_STAGE_FAILED if failed else EXIT_OK
-
-
-def _inconsistent_problem(outcomes: list[Any]) -> str:
-    """The message of the first ``inconsistent_problem`` finding in the verdicts of ``outcomes``
-    (the baseline disagrees with its reference), else ``""``."""
-    from xeforge_core.verdict import INCONSISTENT_PROBLEM
-
-    for outcome in outcomes:
-        for verdict in [a.verdict for a in outcome.attempts] + [outcome.verdict]:
-            for finding in (verdict.findings if verdict is not None else []):
-                if finding.rule == INCONSISTENT_PROBLEM:
-                    return finding.message
-    return ""
 
 
 def _plan_only(args: argparse.Namespace, stages: list[str] | None) -> int:

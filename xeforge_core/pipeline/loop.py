@@ -62,6 +62,7 @@ from xeforge_core.pipeline.outcomes import (
     Attempt,
     LoopOptions,
     StageOutcome,
+    inconsistent_problem,
     kind_and_reason,
     resolve_run_device,
     stage_emitter,
@@ -309,6 +310,12 @@ def run_pipeline(controller: StageController, engine: Engine, options: LoopOptio
                     done.discard(stage)
                     continue
         if outcome.status in (OutcomeStatus.REVIEW, OutcomeStatus.CANCELLED, OutcomeStatus.FAILED):
+            break
+        if inconsistent_problem([outcome]):
+            # the baseline disagrees with its reference: every later stage would say so again
+            stage_emitter(options.on_progress, stage)(
+                "stopped", "the problem is inconsistent (its baseline disagrees with its reference): the stages "
+                "after this one are not run")
             break
     return outcomes
 

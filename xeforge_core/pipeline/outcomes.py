@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from xeforge_core.devices import DeviceInfo, detect_device
 from xeforge_core.pipeline.controller import ProgressFn, StageController, VerifyFn, default_verify
 from xeforge_core.session.records import CandidateRecord
-from xeforge_core.verdict import Verdict
+from xeforge_core.verdict import INCONSISTENT_PROBLEM, Verdict
 from xeforge_core.vocab.status import AttemptStatus, OutcomeStatus
 
 if TYPE_CHECKING:
@@ -175,3 +175,15 @@ def kind_and_reason(verdict: Verdict) -> str:
     ...``)."""
     kind, reason = verdict.kind.value, verdict.reason or ""
     return reason if reason.startswith(f"{kind}:") else f"{kind} {reason}".strip()
+
+
+def inconsistent_problem(outcomes: list[StageOutcome]) -> str:
+    """The message of the first ``inconsistent_problem`` finding in the verdicts of ``outcomes``
+    (the problem's baseline disagrees with its reference, so no candidate can be judged faster
+    than a right one), else ``""``."""
+    for outcome in outcomes:
+        for verdict in [a.verdict for a in outcome.attempts] + [outcome.verdict]:
+            for finding in (verdict.findings if verdict is not None else []):
+                if finding.rule == INCONSISTENT_PROBLEM:
+                    return finding.message
+    return ""

@@ -166,9 +166,9 @@ class BoundsCheck:
         self.race_lanes = 0
         self._sync_cache: dict[Any, bool] = {}
         self._judging = True                            # False inside :func:`unjudged`
-        #: the merged storage spans (byte ranges) loads and atomics reached, over every launch
-        #: (``worker.fresh_fill`` clears it around the call it follows)
-        self.read_spans: set[tuple[int, int]] = set()
+        #: the merged storage spans (byte ranges) loads and atomics reached while followed: a set
+        #: that ``worker.fresh_fill`` puts here around the one call it follows, ``None`` otherwise
+        self.read_spans: set[tuple[int, int]] | None = None
         import triton
 
         self._triton_dir = os.path.dirname(triton.__file__)
@@ -312,7 +312,7 @@ class BoundsCheck:
         flat, live = addr.reshape(-1), lanes.reshape(-1)
         spans = self._span_of(flat, size)
         inside = spans >= 0
-        if access != "write":
+        if access != "write" and self.read_spans is not None:
             self._note_reads(spans[live & inside])
         bad = live & ~inside
         # pointers from integers reach tensors no launch passes: not judged, not narrowed
@@ -328,7 +328,7 @@ class BoundsCheck:
 
     def _note_reads(self, spans: np.ndarray) -> None:
         """Add the merged spans (indices ``spans``) a load or an atomic reached to ``read_spans``."""
-        if not spans.size:
+        if not spans.size or self.read_spans is None:
             return
         lo, hi = int(spans.min()), int(spans.max())
         for j in ([lo] if lo == hi else np.unique(spans).tolist()):

@@ -141,13 +141,18 @@ class FirstCall:
         from xeforge_core.worker.bounds import active
 
         check = active()
+        reads: set[tuple[int, int]] = set()
         if check is not None:
-            check.read_spans.clear()
+            check.read_spans = reads  # followed for this call only: loads elsewhere pay nothing
         mode = FreshMemory()
-        with mode:
-            yield
+        try:
+            with mode:
+                yield
+        finally:
+            if check is not None:
+                check.read_spans = None
         self.allocations = mode.allocations
-        self.read_spans = set(check.read_spans) if check is not None else None
+        self.read_spans = reads if check is not None else None
 
     def why_refill(self, truth: list[Any]) -> str | None:
         """Why a second call with the second fill is owed (``None``: it cannot change a verdict).

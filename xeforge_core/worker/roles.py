@@ -1679,7 +1679,6 @@ def _second_fill_run(ctx: WorkerContext, harness: Harness, combo: Combo, expecte
     fill (``worker.fresh_fill``), judged against the same truth, where ``first_call`` shows it
     can matter; ``None`` where it cannot. Its ``note`` says why it ran (passed) or what differs."""
     exp = expected[combo.key]
-    eager = bool(meta.get("eager"))
     truth = exp["reference"] if exp.get("reference") is not None else exp["outputs"]
     why = first_call.why_refill(truth or [])
     if why is None:
@@ -1690,22 +1689,10 @@ def _second_fill_run(ctx: WorkerContext, harness: Harness, combo: Combo, expecte
                                   share=not meta.get("history_dependent"))
         args = harness.inputs_for(combo)
         out = harness.run(model, args, during=f"running {combo.describe()} with {SECOND_FILL}")
-    against = "reference" if exp.get("reference") is not None or eager else "baseline"
-    tol = resolve_tolerance(ctx.options, combo.variant)
-    relaxed = against == "reference" and not eager
-    how = {"allow_dtype_change": bool(ctx.options.get("allow_dtype_change")) or relaxed,
-           "allow_shape_change": bool(ctx.options.get("allow_shape_change")), "poisoned": False,
-           "calibration": _calibration(exp, meta, combo.key), "allowed": policy.allowed, "hints": tuple(hints)}
-    ok, comps, _, note = compare_outputs(out, truth, tol, **how)
-    # judged as every correctness run is: an allowed float16 range, and where the truth is not finite
-    ok = ok or bool(_range_passed(ctx, ok, out, truth, tol, combo, **how))
-    ok = ok or bool(_excused(ctx, ok, out, truth, tol, combo, meta, **how))
-    r, a = _tols_shown(tol, truth)
-    check, kb = run_check(comps)
-    return CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution, against=against,
-                          passed=ok, rtol=r, atol=a, config=None, outputs=comps,
-                          note=f"called again because {why}" if ok else summarize_failure(comps, note),
-                          check=check, kernelbench=kb)
+    run, undefined = _judge_call(ctx, out, combo, exp, meta, policy, hints, config=None, poisoned=False)
+    if run.passed or undefined:  # excused where the truth is not finite, as every run is
+        run.passed, run.note = True, f"called again because {why}"
+    return run
 
 
 def _stored_shapes(expected: dict[str, dict[str, Any]], combo: Combo,
@@ -1879,13 +1866,27 @@ def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo,
     configs) against the truth of the first combination."""
     if outputs is None or combo.key not in expected:
         return None
-    exp = expected[combo.key]
+    run, undefined = _judge_call(ctx, outputs, combo, expected[combo.key], meta, policy, hints,
+                                 config="first call", poisoned=ctx.poisoned)
+    if undefined:
+        excused.append(run)
+    ctx.verdict.correctness.append(run)
+    return run
+
+
+def _judge_call(ctx: WorkerContext, outputs: list[Any], combo: Combo, exp: dict[str, Any], meta: dict[str, Any],
+                policy: PrecisionPolicy, hints: dict[str, list[str]], *, config: str | None,
+                poisoned: bool) -> tuple[CorrectnessRun, str]:
+    """One call's ``outputs`` against the truth of ``combo`` (``exp``: its saved outputs), judged
+    as every correctness run is (the float64-calibrated bound under ``policy``, an allowed
+    float16 range far from zero); returns the run and, where it differs only where the truth is
+    not finite, the note that excuses it ("" otherwise)."""
     eager = bool(meta.get("eager"))
     truth_is_ref = exp.get("reference") is not None or eager
     truth = exp["reference"] if exp.get("reference") is not None else exp["outputs"]
     tol = resolve_tolerance(ctx.options, combo.variant)
     how = {"allow_dtype_change": bool(ctx.options.get("allow_dtype_change")) or (truth_is_ref and not eager),
-           "allow_shape_change": bool(ctx.options.get("allow_shape_change")), "poisoned": ctx.poisoned,
+           "allow_shape_change": bool(ctx.options.get("allow_shape_change")), "poisoned": poisoned,
            "calibration": _calibration(exp, meta, combo.key), "allowed": policy.allowed, "hints": tuple(hints)}
     ok, comps, _, note = compare_outputs(outputs, truth, tol, **how)
     ranged = _range_passed(ctx, ok, outputs, truth, tol, combo, **how)
@@ -1895,13 +1896,10 @@ def _first_call_run(ctx: WorkerContext, outputs: list[Any] | None, combo: Combo,
     check, kb = run_check(comps)
     run = CorrectnessRun(variant=combo.vname, seed=combo.seed, distribution=combo.distribution,
                          against="reference" if truth_is_ref else "baseline", passed=ok, rtol=r, atol=a,
-                         config="first call", outputs=comps,
+                         config=config, outputs=comps,
                          note=undefined or ranged or (summarize_failure(comps, note) if not ok else ""),
                          check=check, kernelbench=kb)
-    if undefined:
-        excused.append(run)
-    ctx.verdict.correctness.append(run)
-    return run
+    return run, undefined
 
 
 def _excused(ctx: WorkerContext, ok: bool, outputs: list[Any], truth: list[Any], tol: Tolerance, combo: Combo,

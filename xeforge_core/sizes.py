@@ -34,8 +34,9 @@ is right when the row is one tile wide). So the verifier derives one more correc
    holds together. Where correctness runs at reduced sizes (``module-small``), a size the
    reduction took below a tile the kernels fix (one no size moves) that the published size
    exceeds is grown just past that tile: a kernel that reads one tile of a row and no more is
-   right at every reduced size and wrong at the published one. The derived variant stays within the budget of ``xeforge_core.coverage`` (a
-   few tiles, not the published size): the sizes grown most give way first, and say so.
+   right at every reduced size and wrong at the published one. The derived variant stays
+   within the budget of ``xeforge_core.coverage`` (a few tiles, not the published size): the
+   sizes grown most give way first, and say so.
 3. **check** (``coverage_of``): the candidate's launches at the derived size, recorded while
    its correctness is checked there, against those aims: what each kernel did is listed and
    any aim missed is named (``Verdict.sizes``).

@@ -1623,10 +1623,10 @@ def _races(verdict: Verdict, races: list[dict[str, Any]], candidate_file: str) -
     """A race the interpreter's every-call check found (``worker.bounds``, in a launch that hands
     no data over through atomics: a program loaded an element another program of the same launch
     stored, or one two programs stored; stored a value other than the one another program stored
-    there; or changed an element another program loaded) is an error finding, and fails a verdict whose
-    outputs matched: the interpreter runs programs one after
-    another, in order, so the right answer it saw is one order of many a GPU may run them in (a
-    non-atomic ``load, add, store`` accumulation across programs is right there every time)."""
+    there; or changed an element another program loaded) is an error finding, and fails a
+    verdict whose outputs matched: the interpreter runs programs one after another, in order, so
+    the right answer it saw is one order of many a GPU may run them in (a non-atomic ``load,
+    add, store`` accumulation across programs is right there every time)."""
     if not races:
         return verdict
     for r in races:
